@@ -1,0 +1,151 @@
+import type { ErrorObject } from 'ajv';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import { DomainError, type ErrorKind } from '../lib/errors.ts';
+
+const STATUS_BY_KIND: Record<ErrorKind, number> = {
+  invalid_request: 400,
+  unauthorized: 401,
+  not_found: 404,
+  conflict: 409,
+  validation: 422,
+  rate_limited: 429,
+  unavailable: 503,
+};
+
+export function sendError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  code: string,
+  message: string,
+  param?: string,
+): FastifyReply {
+  const error = { code, message, ...(param !== undefined ? { param } : {}), request_id: String(request.id) };
+  return reply.code(status).type('application/json; charset=utf-8').send({ error });
+}
+
+// Fastify's own errors that reach the handler, as the API names them.
+const FASTIFY_ERRORS: Record<string, { status: number; code: string; message: string }> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    status: 400,
+    code: 'invalid_json',
+    message: 'The body is not valid JSON.',
+  },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    status: 400,
+    code: 'invalid_json',
+    message: 'The body is empty but the content-type says JSON.',
+  },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    status: 400,
+    code: 'invalid_request',
+    message: 'The content-length does not match the body.',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: {
+    status: 413,
+    code: 'body_too_large',
+    message: 'The body is larger than 1 MiB.',
+  },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    status: 415,
+    code: 'unsupported_media_type',
+    message: 'Send the body as JSON with content-type: application/json.',
+  },
+};
+
+/** Installs the one place where errors become HTTP responses, plus the 404 and 405 answers. */
+export function installErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof DomainError) {
+      return sendError(request, reply, STATUS_BY_KIND[error.kind], error.code, error.message, error.param);
+    }
+    if (error.validation) {
+      const { message, code, param } = describeValidationError(
+        error.validation[0] as ErrorObject | undefined,
+        error.validationContext,
+      );
+      return sendError(request, reply, 422, code, message, param);
+    }
+    const known = error.code ? FASTIFY_ERRORS[error.code] : undefined;
+    if (known) return sendError(request, reply, known.status, known.code, known.message);
+    if (error instanceof SyntaxError || error.statusCode === 400) {
+      return sendError(request, reply, 400, 'invalid_request', 'The request could not be read.');
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return sendError(
+      request,
+      reply,
+      500,
+      'internal_error',
+      'Something went wrong on our side; it has been logged.',
+    );
+  });
+
+  // Fastify answers 404 for a known path with another method; an API says 405 and which methods exist.
+  const knownPaths = FindMyWay({ ignoreTrailingSlash: false });
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (method === 'HEAD' || knownPaths.hasRoute(method as HTTPMethod, route.url)) continue;
+      knownPaths.on(method as HTTPMethod, route.url, () => undefined);
+    }
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = (['GET', 'POST', 'PATCH', 'PUT', 'DELETE'] as HTTPMethod[]).filter((method) =>
+      Boolean(knownPaths.find(method, path)),
+    );
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      return sendError(
+        request,
+        reply,
+        405,
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}.`,
+      );
+    }
+    return sendError(request, reply, 404, 'route_not_found', `No route ${request.method} ${path}.`);
+  });
+}
+
+function fieldPath(instancePath: string, extra?: string): string | undefined {
+  const parts = instancePath.split('/').filter(Boolean);
+  if (extra !== undefined) parts.push(extra);
+  if (parts.length === 0) return undefined;
+  return parts.reduce(
+    (path, part) => (/^\d+$/.test(part) ? `${path}[${part}]` : path ? `${path}.${part}` : part),
+    '',
+  );
+}
+
+function describeValidationError(
+  issue: ErrorObject | undefined,
+  context: string | undefined,
+): { message: string; code: string; param: string | undefined } {
+  const where =
+    context === 'querystring' ? 'query parameter' : context === 'params' ? 'path parameter' : 'field';
+  if (!issue) return { message: 'The request is invalid.', code: 'parameter_invalid', param: undefined };
+  const params = issue.params as Record<string, unknown>;
+  if (issue.keyword === 'required') {
+    const param = fieldPath(issue.instancePath, String(params.missingProperty));
+    return { message: `The ${where} '${param}' is required.`, code: 'parameter_missing', param };
+  }
+  if (issue.keyword === 'additionalProperties') {
+    const param = fieldPath(issue.instancePath, String(params.additionalProperty));
+    return { message: `Unknown ${where} '${param}'.`, code: 'parameter_unknown', param };
+  }
+  const param = fieldPath(issue.instancePath);
+  if (param === undefined) {
+    const message =
+      context === 'body'
+        ? 'The request body must be a JSON object.'
+        : `The request ${context ?? ''} ${issue.message}.`;
+    return { message, code: 'parameter_invalid', param };
+  }
+  const detail =
+    issue.keyword === 'type' ? `must be of type ${String(params.type)}` : (issue.message ?? 'is invalid');
+  return { message: `The ${where} '${param}' ${detail}.`, code: 'parameter_invalid', param };
+}

@@ -1,0 +1,45 @@
+export interface RateVerdict {
+  limit: number;
+  /** Negative when the request is over the limit. */
+  remaining: number;
+  resetSeconds: number;
+}
+
+export interface RateLimiter {
+  /** Counts one request for `key`; undefined when limiting is off. */
+  take(key: string): RateVerdict | undefined;
+}
+
+/**
+ * Fixed-window counter per API key, in this process's memory. With several API processes each enforces
+ * the limit on its own share, which is what a per-process limit behind a load balancer gives anyway.
+ */
+export function createRateLimiter({
+  limit,
+  windowMs,
+  now = Date.now,
+}: {
+  limit: number;
+  windowMs: number;
+  now?: () => number;
+}): RateLimiter {
+  const windows = new Map<string, { startedAt: number; count: number }>();
+  return {
+    take(key) {
+      if (limit <= 0) return undefined;
+      const time = now();
+      let window = windows.get(key);
+      if (!window || time - window.startedAt >= windowMs) {
+        if (windows.size > 10_000) windows.clear(); // bounded memory; a reset only forgives a window
+        window = { startedAt: time, count: 0 };
+        windows.set(key, window);
+      }
+      window.count += 1;
+      return {
+        limit,
+        remaining: limit - window.count,
+        resetSeconds: Math.max(1, Math.ceil((window.startedAt + windowMs - time) / 1000)),
+      };
+    },
+  };
+}

@@ -1,0 +1,48 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+export function constantTimeEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/** Random url-safe token of `bytes` bytes of entropy. */
+export function randomToken(bytes = 24): string {
+  return randomBytes(bytes).toString('base64url');
+}
+
+export interface SecretBox {
+  seal(plaintext: string): string;
+  open(sealed: string): string;
+}
+
+// AES-256-GCM; the stored form is `v1.<iv>.<tag>.<ciphertext>` in base64url so the format can evolve.
+export function createSecretBox(key: Buffer): SecretBox {
+  if (key.length !== 32) throw new Error('The encryption key must be 32 bytes.');
+  return {
+    seal(plaintext) {
+      const iv = randomBytes(12);
+      const cipher = createCipheriv('aes-256-gcm', key, iv);
+      const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+      const tag = cipher.getAuthTag();
+      return ['v1', iv, tag, ciphertext]
+        .map((part) => (typeof part === 'string' ? part : part.toString('base64url')))
+        .join('.');
+    },
+    open(sealed) {
+      const [version, iv, tag, ciphertext] = sealed.split('.');
+      if (version !== 'v1' || !iv || !tag || ciphertext === undefined)
+        throw new Error('Unknown sealed secret format.');
+      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+      decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+      return Buffer.concat([
+        decipher.update(Buffer.from(ciphertext, 'base64url')),
+        decipher.final(),
+      ]).toString('utf8');
+    },
+  };
+}

@@ -1,0 +1,42 @@
+import { randomBytes } from 'node:crypto';
+import { TypeID } from 'typeid-js';
+
+export type IdPrefix = 'wh' | 'tpl' | 'msg' | 'evt' | 'proj' | 'key' | 'req' | 'dlv';
+
+// UUIDv7 with a monotonic counter in the 12 `rand_a` bits: ids made in the same millisecond by one
+// process still sort in creation order, so "newest first" by id is exact for keyset pagination.
+let lastMillis = 0;
+let sequence = 0;
+
+function monotonicUuidV7(): string {
+  let millis = Date.now();
+  if (millis <= lastMillis) {
+    millis = lastMillis;
+    sequence += 1;
+    if (sequence > 0xfff) {
+      millis += 1;
+      sequence = 0;
+    }
+  } else {
+    sequence = 0;
+  }
+  lastMillis = millis;
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(millis, 0, 6);
+  bytes[6] = 0x70 | (sequence >> 8);
+  bytes[7] = sequence & 0xff;
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+export function newId(prefix: IdPrefix): string {
+  return TypeID.fromUUID(prefix, monotonicUuidV7()).toString();
+}
+
+const ID_SHAPE = /^[a-z]+_[0-7][0-9a-hjkmnp-tv-z]{25}$/;
+
+/** True when `value` is an id of the given kind; used to refuse cursors that cannot exist. */
+export function isId(prefix: IdPrefix, value: string): boolean {
+  return value.startsWith(`${prefix}_`) && ID_SHAPE.test(value);
+}

@@ -1,0 +1,88 @@
+import { lookup } from 'node:dns/promises';
+import { BlockList, isIP } from 'node:net';
+
+// Addresses a webhook must never reach unless private targets are allowed: loopback, private networks,
+// link-local (which holds the cloud metadata endpoint 169.254.169.254), carrier-grade NAT, and the
+// unspecified, multicast and reserved ranges.
+const blocked = new BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
+] as const) {
+  blocked.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
+  blocked.addSubnet(network, prefix, 'ipv6');
+}
+
+/** True for an IP literal that a webhook delivery must not connect to. */
+export function isBlockedAddress(address: string): boolean {
+  const bare = address.replace(/^\[|\]$/g, '');
+  const family = isIP(bare);
+  if (family === 4) return blocked.check(bare, 'ipv4');
+  if (family !== 6) return false;
+  // IPv4-mapped and NAT64 forms carry an IPv4 address that is what really gets reached.
+  const embedded = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
+  if (embedded) return blocked.check(embedded[1]!, 'ipv4');
+  const mappedHex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(bare);
+  if (mappedHex) {
+    const high = parseInt(mappedHex[1]!, 16);
+    const low = parseInt(mappedHex[2]!, 16);
+    return blocked.check(`${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`, 'ipv4');
+  }
+  return blocked.check(bare, 'ipv6');
+}
+
+export type Resolver = (hostname: string) => Promise<string[]>;
+
+const RESOLVE_TIMEOUT_MS = 2000;
+
+/** Resolves a host name to its addresses; an empty list when it does not resolve (yet) or takes too long. */
+export const systemResolver: Resolver = async (hostname) => {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<string[]>((resolve) => {
+    timer = setTimeout(() => resolve([]), RESOLVE_TIMEOUT_MS);
+  });
+  try {
+    const found = lookup(hostname, { all: true, verbatim: true }).then(
+      (addresses) => addresses.map((entry) => entry.address),
+      () => [],
+    );
+    return await Promise.race([found, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+};
+
+/**
+ * Why `hostname` is not a safe target, or undefined when it is. `localhost` names and IP literals are
+ * judged as written (the WHATWG URL parser has already turned `0x7f000001` into `127.0.0.1`); other names
+ * by every address they resolve to. A name that does not resolve passes: delivery checks again at connect.
+ */
+export async function privateTargetReason(hostname: string, resolve: Resolver): Promise<string | undefined> {
+  const host = hostname
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '')
+    .toLowerCase();
+  if (host === 'localhost' || host.endsWith('.localhost')) return `'${host}' is a loopback host`;
+  if (isIP(host))
+    return isBlockedAddress(host) ? `${host} is a loopback, private or link-local address` : undefined;
+  const addresses = await resolve(host);
+  const bad = addresses.find(isBlockedAddress);
+  return bad ? `'${host}' resolves to ${bad}, a loopback, private or link-local address` : undefined;
+}

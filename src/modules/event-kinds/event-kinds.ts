@@ -1,0 +1,19 @@
+// The one catalogue of event kinds: webhook validation, the API listing and event emission all read it.
+export const EVENT_KINDS = {
+  'email.sent': 'The message was accepted for delivery by the next hop (the relay or the recipient server).',
+  'email.delivered': "The recipient's mail server accepted the message.",
+  'email.delivery_delayed': 'A temporary failure; delivery will be retried.',
+  'email.bounced': 'The message was permanently rejected.',
+  'email.failed': 'Delivery was abandoned after the last retry.',
+  'email.complained': 'The recipient marked the message as spam.',
+  'email.opened': 'The recipient opened the message.',
+  'email.clicked': 'The recipient clicked a link in the message.',
+} as const;
+
+export type EventKind = keyof typeof EVENT_KINDS;
+
+export const EVENT_KIND_NAMES = Object.keys(EVENT_KINDS) as EventKind[];
+
+export function isEventKind(value: string): value is EventKind {
+  return Object.hasOwn(EVENT_KINDS, value);
+}

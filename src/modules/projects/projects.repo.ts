@@ -1,0 +1,130 @@
+import type { Kysely } from 'kysely';
+import type { Database, Row } from '../../db/schema.ts';
+
+export interface Project {
+  id: string;
+  name: string;
+  isDefault: boolean;
+  createdAt: string;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  projectId: string;
+  name: string | null;
+  keyPrefix: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface ActiveKey {
+  id: string;
+  projectId: string;
+  keyHash: string;
+}
+
+export function createProjectRepo(db: Kysely<Database>) {
+  const toProject = (row: Row<'projects'>): Project => ({
+    id: row.id,
+    name: row.name,
+    isDefault: Boolean(row.is_default),
+    createdAt: row.created_at,
+  });
+  const toKey = (row: Row<'api_keys'>): ApiKeyRecord => ({
+    id: row.id,
+    projectId: row.project_id,
+    name: row.name,
+    keyPrefix: row.key_prefix,
+    createdAt: row.created_at,
+    revokedAt: row.revoked_at,
+  });
+
+  return {
+    async insertProject(project: Project): Promise<void> {
+      await db
+        .insertInto('projects')
+        .values({
+          id: project.id,
+          name: project.name,
+          is_default: project.isDefault,
+          created_at: project.createdAt,
+        })
+        .execute();
+    },
+
+    async findProject(id: string): Promise<Project | undefined> {
+      const row = await db.selectFrom('projects').selectAll().where('id', '=', id).executeTakeFirst();
+      return row && toProject(row);
+    },
+
+    async findDefaultProject(): Promise<Project | undefined> {
+      const row = await db
+        .selectFrom('projects')
+        .selectAll()
+        .where('is_default', '=', true)
+        .orderBy('id')
+        .executeTakeFirst();
+      return row && toProject(row);
+    },
+
+    async listProjects(): Promise<Project[]> {
+      const rows = await db.selectFrom('projects').selectAll().orderBy('id').execute();
+      return rows.map(toProject);
+    },
+
+    async countProjects(): Promise<number> {
+      const row = await db
+        .selectFrom('projects')
+        .select((eb) => eb.fn.countAll<number | string>().as('count'))
+        .executeTakeFirstOrThrow();
+      return Number(row.count);
+    },
+
+    async insertKey(key: ApiKeyRecord & { keyHash: string }): Promise<void> {
+      await db
+        .insertInto('api_keys')
+        .values({
+          id: key.id,
+          project_id: key.projectId,
+          name: key.name,
+          key_hash: key.keyHash,
+          key_prefix: key.keyPrefix,
+          created_at: key.createdAt,
+          revoked_at: key.revokedAt,
+        })
+        .execute();
+    },
+
+    async findKeyByHash(keyHash: string): Promise<(ApiKeyRecord & { keyHash: string }) | undefined> {
+      const row = await db
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('key_hash', '=', keyHash)
+        .executeTakeFirst();
+      return row && { ...toKey(row), keyHash: row.key_hash };
+    },
+
+    async listKeys(projectId: string): Promise<ApiKeyRecord[]> {
+      const rows = await db
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .orderBy('id')
+        .execute();
+      return rows.map(toKey);
+    },
+
+    async revokeKey(id: string, revokedAt: string): Promise<ApiKeyRecord | undefined> {
+      await db
+        .updateTable('api_keys')
+        .set({ revoked_at: revokedAt })
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .execute();
+      const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+      return row && toKey(row);
+    },
+  };
+}
+
+export type ProjectRepo = ReturnType<typeof createProjectRepo>;

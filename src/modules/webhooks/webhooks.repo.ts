@@ -1,0 +1,85 @@
+import type { Kysely } from 'kysely';
+import type { Database, Row } from '../../db/schema.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+
+export interface WebhookRecord {
+  id: string;
+  projectId: string;
+  url: string;
+  enabled: boolean;
+  events: string[];
+  /** AES-256-GCM sealed signing secret; null when the webhook has none. */
+  secretSealed: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  url: row.url,
+  enabled: Boolean(row.enabled),
+  events: JSON.parse(row.events) as string[],
+  secretSealed: row.secret_sealed,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+const toRow = (record: WebhookRecord) => ({
+  id: record.id,
+  project_id: record.projectId,
+  url: record.url,
+  enabled: record.enabled,
+  events: JSON.stringify(record.events),
+  secret_sealed: record.secretSealed,
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
+});
+
+export function createWebhookRepo(db: Kysely<Database>) {
+  return {
+    async insert(record: WebhookRecord): Promise<void> {
+      await db.insertInto('webhooks').values(toRow(record)).execute();
+    },
+
+    async find(projectId: string, id: string): Promise<WebhookRecord | undefined> {
+      const row = await db
+        .selectFrom('webhooks')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    async list(projectId: string, page: PageRequest): Promise<Page<WebhookRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    async update(record: WebhookRecord): Promise<void> {
+      const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(record);
+      await db
+        .updateTable('webhooks')
+        .set(changes)
+        .where('project_id', '=', record.projectId)
+        .where('id', '=', record.id)
+        .execute();
+    },
+
+    async delete(projectId: string, id: string): Promise<boolean> {
+      const result = await db
+        .deleteFrom('webhooks')
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+  };
+}
+
+export type WebhookRepo = ReturnType<typeof createWebhookRepo>;

@@ -1,0 +1,70 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { listEnvelope } from '../../http/list.ts';
+
+const timestamp = (description: string) =>
+  Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
+
+// Exactly the seed's fields: the secret itself never appears, only whether one is stored.
+export const Webhook = Type.Object(
+  {
+    id: Type.String({ description: 'Webhook identifier (`wh_…`).' }),
+    url: Type.String({ description: 'URL that receives events.' }),
+    enabled: Type.Boolean({ description: 'Whether the webhook is active.' }),
+    events: Type.Array(Type.String(), { description: 'Event kinds the webhook is subscribed to.' }),
+    created_at: timestamp('When the webhook was created.'),
+    updated_at: timestamp('When the webhook last changed.'),
+    has_secret: Type.Boolean({ description: 'True when a signing secret is stored.' }),
+  },
+  { title: 'Webhook' },
+);
+
+const url = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description: 'https URL that receives events (http and private hosts only when the operator allows them).',
+});
+const events = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+  minItems: 1,
+  maxItems: 100,
+  description: 'Event kinds to subscribe to (see GET /v1/event-kinds); duplicates are removed.',
+});
+const secret = Type.String({
+  minLength: 1,
+  maxLength: 512,
+  description:
+    'Write-only signing secret. `whsec_<base64>` is used as its base64 bytes (Standard Webhooks); any other string as its UTF-8 bytes.',
+});
+
+export const CreateWebhookBody = Type.Object(
+  {
+    url,
+    events,
+    enabled: Type.Optional(Type.Boolean({ default: true, description: 'Active flag; defaults to true.' })),
+    secret: Type.Optional(Type.Union([secret, Type.Null()])),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateWebhookBody = Type.Object(
+  {
+    url: Type.Optional(url),
+    events: Type.Optional(events),
+    enabled: Type.Optional(Type.Boolean()),
+    secret: Type.Optional(
+      Type.Union([secret, Type.Null()], { description: 'A new signing secret, or null to remove it.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const WebhookParams = Type.Object({ webhook_id: Type.String() });
+
+export const WebhookEnvelope = Type.Object({ data: Webhook });
+export const DeletedWebhookEnvelope = Type.Object({
+  data: Type.Object({ id: Type.String(), deleted: Type.Literal(true) }),
+});
+export const WebhookList = listEnvelope(Webhook);
+
+export type CreateWebhookInput = Static<typeof CreateWebhookBody>;
+export type UpdateWebhookInput = Static<typeof UpdateWebhookBody>;
+export type WebhookView = Static<typeof Webhook>;

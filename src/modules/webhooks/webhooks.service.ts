@@ -1,0 +1,148 @@
+import type { Clock } from '../../lib/clock.ts';
+import type { SecretBox } from '../../lib/crypto.ts';
+import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { isId, newId } from '../../lib/ids.ts';
+import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
+import type { PageRequest } from '../../db/pagination.ts';
+import { isEventKind } from '../event-kinds/event-kinds.ts';
+import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
+import type { CreateWebhookInput, UpdateWebhookInput, WebhookView } from './webhooks.schemas.ts';
+
+export interface WebhookServiceDeps {
+  repo: WebhookRepo;
+  clock: Clock;
+  secretBox: SecretBox;
+  resolver: Resolver;
+  allowPrivateUrls: boolean;
+}
+
+export function toWebhookView(record: WebhookRecord): WebhookView {
+  return {
+    id: record.id,
+    url: record.url,
+    enabled: record.enabled,
+    events: record.events,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+    has_secret: record.secretSealed !== null,
+  };
+}
+
+export function createWebhookService({
+  repo,
+  clock,
+  secretBox,
+  resolver,
+  allowPrivateUrls,
+}: WebhookServiceDeps) {
+  async function checkUrl(raw: string): Promise<string> {
+    let parsed: URL;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      throw invalidParam('url', 'url must be an absolute URL such as https://example.com/webhooks.');
+    }
+    if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') {
+      throw invalidParam('url', 'url must use https.');
+    }
+    if (!parsed.hostname) throw invalidParam('url', 'url must have a host.');
+    if (allowPrivateUrls) return parsed.toString();
+    if (parsed.protocol === 'http:') {
+      throw invalidParam(
+        'url',
+        'url must use https; plain http is only allowed when the operator allows private URLs.',
+      );
+    }
+    const reason = await privateTargetReason(parsed.hostname, resolver);
+    if (reason) throw invalidParam('url', `url is not allowed: ${reason}.`, 'url_not_allowed');
+    return parsed.toString();
+  }
+
+  function checkEvents(events: string[]): string[] {
+    events.forEach((kind, index) => {
+      if (!isEventKind(kind)) {
+        throw invalidParam(
+          `events[${index}]`,
+          `Unknown event kind '${kind}'; GET /v1/event-kinds lists them.`,
+        );
+      }
+    });
+    return [...new Set(events)];
+  }
+
+  function sealSecret(secret: string | null | undefined): string | null {
+    if (secret === null || secret === undefined) return null;
+    if (secret.startsWith('whsec_')) {
+      const encoded = secret.slice('whsec_'.length);
+      const bytes = Buffer.from(encoded, 'base64');
+      if (bytes.length === 0 || bytes.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '')) {
+        throw invalidParam('secret', 'A secret that starts with whsec_ must continue with base64 bytes.');
+      }
+    }
+    return secretBox.seal(secret);
+  }
+
+  async function load(projectId: string, id: string): Promise<WebhookRecord> {
+    const record = isId('wh', id) ? await repo.find(projectId, id) : undefined;
+    if (!record) throw notFound('webhook', id);
+    return record;
+  }
+
+  return {
+    async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
+      const url = await checkUrl(input.url);
+      const events = checkEvents(input.events);
+      const now = clock.now().toISOString();
+      const record: WebhookRecord = {
+        id: newId('wh'),
+        projectId,
+        url,
+        enabled: input.enabled ?? true,
+        events,
+        secretSealed: sealSecret(input.secret),
+        createdAt: now,
+        updatedAt: now,
+      };
+      await repo.insert(record);
+      return toWebhookView(record);
+    },
+
+    async get(projectId: string, id: string): Promise<WebhookView> {
+      return toWebhookView(await load(projectId, id));
+    },
+
+    async list(projectId: string, page: PageRequest) {
+      const result = await repo.list(projectId, page);
+      return { items: result.items.map(toWebhookView), hasMore: result.hasMore };
+    },
+
+    async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
+      if (Object.keys(input).length === 0) {
+        throw new DomainError(
+          'validation',
+          'parameter_missing',
+          'Send at least one of url, events, enabled, secret.',
+        );
+      }
+      const current = await load(projectId, id);
+      const next: WebhookRecord = { ...current };
+      if (input.url !== undefined) next.url = await checkUrl(input.url);
+      if (input.events !== undefined) next.events = checkEvents(input.events);
+      if (input.enabled !== undefined) next.enabled = input.enabled;
+      if (input.secret !== undefined) next.secretSealed = sealSecret(input.secret);
+      // updated_at moves on every change, even two within one millisecond, so clients can order them.
+      const now = clock.now().getTime();
+      next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
+      await repo.update(next);
+      return toWebhookView(next);
+    },
+
+    async delete(projectId: string, id: string): Promise<{ id: string; deleted: true }> {
+      const deleted = isId('wh', id) && (await repo.delete(projectId, id));
+      if (!deleted) throw notFound('webhook', id);
+      return { id, deleted: true };
+    },
+  };
+}
+
+export type WebhookService = ReturnType<typeof createWebhookService>;

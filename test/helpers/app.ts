@@ -1,0 +1,176 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { buildApp, type AppDeps } from '../../src/app.ts';
+import { type DatabaseHandle, type Engine, openDatabase } from '../../src/db/connection.ts';
+import { migrateToLatest } from '../../src/db/migrations.ts';
+import { type Clock, systemClock } from '../../src/lib/clock.ts';
+import { createSecretBox } from '../../src/lib/crypto.ts';
+import type { Resolver } from '../../src/lib/network-policy.ts';
+import { createProjectRepo } from '../../src/modules/projects/projects.repo.ts';
+import { createProjectService } from '../../src/modules/projects/projects.service.ts';
+import { installContractCheck } from './contract.ts';
+
+/** The engines every suite runs on: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
+export const ENGINES: Engine[] = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+
+export interface TestDatabase {
+  handle: DatabaseHandle;
+  /** Connection settings for a child process (the CLI, main) to open the same database. */
+  env: Record<string, string>;
+  drop(): Promise<void>;
+}
+
+/** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
+export async function createTestDatabase(engine: Engine): Promise<TestDatabase> {
+  if (engine === 'postgres') {
+    const url = process.env.TEST_DATABASE_URL!;
+    const schema = `t_${randomBytes(6).toString('hex')}`;
+    const handle = await openDatabase({ url, schema, poolSize: 5 });
+    await migrateToLatest(handle.db);
+    const separator = url.includes('?') ? '&' : '?';
+    return {
+      handle,
+      env: { DATABASE_URL: `${url}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}` },
+      async drop() {
+        await sql.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).execute(handle.db);
+        await handle.close();
+      },
+    };
+  }
+  const dir = mkdtempSync(path.join(tmpdir(), 'postwire-test-'));
+  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db') });
+  await migrateToLatest(handle.db);
+  return {
+    handle,
+    env: { POSTWIRE_DATA_DIR: dir },
+    async drop() {
+      await handle.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface ApiResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  /** A raw body sent as is (for malformed JSON and wrong content types). */
+  rawBody?: string | Uint8Array;
+  /** The API key to send; `null` sends none. Defaults to the app's first project's key. */
+  key?: string | null;
+  headers?: Record<string, string>;
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  baseUrl: string;
+  engine: Engine;
+  database: TestDatabase;
+  projectId: string;
+  key: string;
+  request<T = any>(method: string, path: string, options?: RequestOptions): Promise<ApiResponse<T>>;
+  /** A second project with its own key, for isolation tests. */
+  createProject(name?: string): Promise<{ projectId: string; key: string }>;
+  /** Row counts of every table, to show that a refused request stored nothing. */
+  rowCounts(): Promise<Record<string, number>>;
+  close(): Promise<void>;
+}
+
+export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7);
+
+export interface TestAppOptions {
+  allowPrivateUrls?: boolean;
+  clock?: Clock;
+  resolver?: Resolver;
+  rateLimit?: { limit: number; windowMs: number };
+}
+
+/** Builds the real app on its own database and listens on a real port on 127.0.0.1. */
+export async function startTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
+  const database = await createTestDatabase(engine);
+  const clock = options.clock ?? systemClock;
+  const deps: AppDeps = {
+    database: database.handle,
+    clock,
+    secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+    resolver: options.resolver ?? (async () => []),
+    allowPrivateUrls: options.allowPrivateUrls ?? false,
+    rateLimit: options.rateLimit ?? { limit: 0, windowMs: 60_000 },
+  };
+  const app = await buildApp(deps);
+  const contract = installContractCheck(app);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('no port');
+  const baseUrl = `http://127.0.0.1:${address.port}`;
+
+  const projects = createProjectService({ repo: createProjectRepo(database.handle.db), clock });
+  const createProject = async (name = 'Test project') => {
+    const project = await projects.createProject(name);
+    const { plaintext } = await projects.createKey(project.id, 'test');
+    return { projectId: project.id, key: plaintext };
+  };
+  const first = await createProject('First project');
+
+  async function request<T>(
+    method: string,
+    urlPath: string,
+    opts: RequestOptions = {},
+  ): Promise<ApiResponse<T>> {
+    const headers: Record<string, string> = { ...opts.headers };
+    const key = opts.key === undefined ? first.key : opts.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    let body: string | Uint8Array | undefined;
+    if (opts.rawBody !== undefined) body = opts.rawBody;
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const response = await fetch(`${baseUrl}${urlPath}`, {
+      method,
+      headers,
+      body: body as BodyInit | undefined,
+      redirect: 'manual',
+    });
+    const text = await response.text();
+    let parsed: unknown = text;
+    if (response.headers.get('content-type')?.includes('application/json') && text) parsed = JSON.parse(text);
+    return { status: response.status, headers: response.headers, body: parsed as T };
+  }
+
+  return {
+    app,
+    baseUrl,
+    engine,
+    database,
+    projectId: first.projectId,
+    key: first.key,
+    request,
+    createProject,
+    async rowCounts() {
+      const tables = ['projects', 'api_keys', 'webhooks', 'templates', 'template_versions'] as const;
+      const counts: Record<string, number> = {};
+      for (const table of tables) {
+        const row = await database.handle.db
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll<number | string>().as('count'))
+          .executeTakeFirstOrThrow();
+        counts[table] = Number(row.count);
+      }
+      return counts;
+    },
+    async close() {
+      await app.close();
+      await database.drop();
+      contract.assertNoViolations();
+    },
+  };
+}
