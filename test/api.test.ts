@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
+import { createProjectService } from '../src/modules/projects/projects.service.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+
+const hook = { url: 'https://hooks.example.com/h', events: ['email.sent'] };
+
+for (const engine of ENGINES) {
+  describe(`authentication (${engine})`, () => {
+    let api: TestApp;
+    before(async () => {
+      api = await startTestApp(engine);
+    });
+    after(() => api.close());
+
+    const unauthorized = async (headers: Record<string, string>, key: string | null = null) => {
+      const response = await api.request('GET', '/v1/webhooks', { key, headers });
+      assert.equal(response.status, 401);
+      assert.match(response.headers.get('www-authenticate') ?? '', /^Bearer/);
+      assert.deepEqual(response.body, {
+        error: {
+          code: 'invalid_api_key',
+          message: 'Missing, unknown or revoked API key.',
+          request_id: response.headers.get('x-request-id'),
+        },
+      });
+    };
+
+    test('no key, an unknown key, another scheme, an empty bearer: 401', async () => {
+      await unauthorized({});
+      await unauthorized({}, 'pw_not_a_real_key_at_all_000000');
+      await unauthorized({ authorization: `Basic ${Buffer.from('a:b').toString('base64')}` });
+      await unauthorized({ authorization: 'Bearer ' });
+      await unauthorized({ authorization: api.key }, null);
+    });
+
+    test('a revoked key is 401; the project’s other keys still work', async () => {
+      const projects = createProjectService({
+        repo: createProjectRepo(api.database.handle.db),
+        clock: systemClock,
+      });
+      const second = await projects.createKey(api.projectId, 'second');
+      assert.equal((await api.request('GET', '/v1/webhooks', { key: second.plaintext })).status, 200);
+      await projects.revokeKey(second.key.id);
+      await unauthorized({}, second.plaintext);
+      assert.equal((await api.request('GET', '/v1/webhooks')).status, 200);
+    });
+
+    test('keys are stored as SHA-256 hashes, never in plain', async () => {
+      const rows = await api.database.handle.db.selectFrom('api_keys').selectAll().execute();
+      assert.ok(rows.length > 0);
+      for (const row of rows) {
+        assert.match(row.key_hash, /^[0-9a-f]{64}$/);
+        assert.ok(!JSON.stringify(row).includes(api.key));
+      }
+    });
+
+    test('a refused key writes nothing', async () => {
+      const before = await api.rowCounts();
+      const response = await api.request('POST', '/v1/webhooks', {
+        body: hook,
+        key: 'pw_wrong_wrong_wrong_wrong',
+      });
+      assert.equal(response.status, 401);
+      assert.deepEqual(await api.rowCounts(), before);
+    });
+
+    test('health, the OpenAPI document and the docs answer without a key', async () => {
+      const health = await api.request('GET', '/healthz', { key: null });
+      assert.equal(health.status, 200);
+      assert.deepEqual(health.body, { status: 'ok' });
+      assert.equal((await api.request('GET', '/v1/openapi.json', { key: null })).status, 200);
+      assert.equal((await api.request('GET', '/docs', { key: null })).status < 400, true);
+    });
+  });
+
+  describe(`routing and request ids (${engine})`, () => {
+    let api: TestApp;
+    before(async () => {
+      api = await startTestApp(engine);
+    });
+    after(() => api.close());
+
+    test('an unknown path is 404 with the error body', async () => {
+      const response = await api.request('GET', '/v1/nothing-here');
+      assert.equal(response.status, 404);
+      assert.deepEqual(response.body, {
+        error: {
+          code: 'route_not_found',
+          message: 'No route GET /v1/nothing-here.',
+          request_id: response.headers.get('x-request-id'),
+        },
+      });
+    });
+
+    test('a known path with another method is 405 with allow', async () => {
+      const cases: Array<[string, string, string]> = [
+        ['PUT', '/v1/webhooks', 'GET, POST'],
+        ['DELETE', '/v1/webhooks', 'GET, POST'],
+        ['POST', '/v1/webhooks/wh_01m80709nxe009tv2hk8dxzf66', 'GET, PATCH, DELETE'],
+        ['GET', '/v1/templates/tpl_01m80709nxe009tv2hk8dxzf66/publish', 'POST'],
+      ];
+      for (const [method, path, allow] of cases) {
+        const response = await api.request(method, path);
+        assert.equal(response.status, 405, `${method} ${path}`);
+        assert.equal(response.headers.get('allow'), allow);
+        assert.equal(response.body.error.code, 'method_not_allowed');
+      }
+    });
+
+    test('every response carries x-request-id, the same as in an error body', async () => {
+      const seen = new Set<string>();
+      for (const [method, path, key] of [
+        ['GET', '/healthz', null],
+        ['GET', '/v1/webhooks', undefined],
+        ['GET', '/v1/webhooks', null],
+        ['GET', '/nope', undefined],
+      ] as const) {
+        const response = await api.request(method, path, { key });
+        const id = response.headers.get('x-request-id');
+        assert.match(id ?? '', /^req_[0-9a-z]{26}$/);
+        seen.add(id!);
+        if (response.status >= 400) assert.equal(response.body.error.request_id, id);
+      }
+      assert.equal(seen.size, 4, 'each request gets its own id');
+    });
+
+    test('the event-kind catalogue', async () => {
+      const response = await api.request('GET', '/v1/event-kinds');
+      assert.equal(response.status, 200);
+      assert.equal(response.body.object, 'list');
+      assert.equal(response.body.has_more, false);
+      const types = response.body.data.map((kind: any) => kind.type);
+      for (const seedKind of ['email.sent', 'email.delivered', 'email.bounced'])
+        assert.ok(types.includes(seedKind));
+      assert.deepEqual(types, [
+        'email.sent',
+        'email.delivered',
+        'email.delivery_delayed',
+        'email.bounced',
+        'email.failed',
+        'email.complained',
+        'email.opened',
+        'email.clicked',
+      ]);
+      for (const kind of response.body.data) {
+        assert.equal(kind.object, 'event_kind');
+        assert.ok(kind.description.length > 10);
+      }
+    });
+  });
+
+  describe(`rate limit (${engine})`, () => {
+    let api: TestApp;
+    before(async () => {
+      api = await startTestApp(engine, { rateLimit: { limit: 3, windowMs: 60_000 } });
+    });
+    after(() => api.close());
+
+    test('the fourth request in the window is 429 with retry-after; limits are per key', async () => {
+      for (let index = 0; index < 3; index += 1) {
+        const response = await api.request('GET', '/v1/webhooks');
+        assert.equal(response.status, 200);
+        assert.equal(response.headers.get('ratelimit-limit'), '3');
+        assert.equal(response.headers.get('ratelimit-remaining'), String(2 - index));
+        assert.ok(Number(response.headers.get('ratelimit-reset')) >= 1);
+      }
+      const limited = await api.request('GET', '/v1/webhooks');
+      assert.equal(limited.status, 429);
+      assert.equal(limited.body.error.code, 'rate_limited');
+      assert.equal(limited.headers.get('ratelimit-remaining'), '0');
+      const retryAfter = Number(limited.headers.get('retry-after'));
+      assert.ok(retryAfter >= 1 && retryAfter <= 60, String(retryAfter));
+
+      const other = await api.createProject();
+      assert.equal((await api.request('GET', '/v1/webhooks', { key: other.key })).status, 200);
+    });
+  });
+
+  describe(`idempotency (${engine})`, () => {
+    let api: TestApp;
+    before(async () => {
+      api = await startTestApp(engine);
+    });
+    after(() => api.close());
+
+    test('the same key and body replays the first response and creates once', async () => {
+      const headers = { 'idempotency-key': 'create-hook-1' };
+      const first = await api.request('POST', '/v1/webhooks', { body: hook, headers });
+      assert.equal(first.status, 201);
+      assert.equal(first.headers.get('idempotent-replayed'), null);
+      const counts = await api.rowCounts();
+      const second = await api.request('POST', '/v1/webhooks', { body: hook, headers });
+      assert.equal(second.status, 201);
+      assert.equal(second.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(second.body, first.body);
+      assert.deepEqual(await api.rowCounts(), counts);
+    });
+
+    test('the same key with another body is 422 and creates nothing', async () => {
+      const headers = { 'idempotency-key': 'create-hook-2' };
+      assert.equal((await api.request('POST', '/v1/webhooks', { body: hook, headers })).status, 201);
+      const counts = await api.rowCounts();
+      const other = await api.request('POST', '/v1/webhooks', {
+        body: { ...hook, url: 'https://hooks.example.com/other' },
+        headers,
+      });
+      assert.equal(other.status, 422);
+      assert.equal(other.body.error.code, 'idempotency_key_reused');
+      assert.deepEqual(await api.rowCounts(), counts);
+    });
+
+    test('keys are per project, a refused body stores no result, and other keys create again', async () => {
+      const headers = { 'idempotency-key': 'shared-key' };
+      const invalid = await api.request('POST', '/v1/webhooks', {
+        body: { url: 'https://hooks.example.com/h' },
+        headers,
+      });
+      assert.equal(invalid.status, 422);
+      const fixed = await api.request('POST', '/v1/webhooks', { body: hook, headers });
+      assert.equal(fixed.status, 201, 'a request the schema refused did not use up the key');
+      const other = await api.createProject();
+      const theirs = await api.request('POST', '/v1/webhooks', { body: hook, headers, key: other.key });
+      assert.equal(theirs.status, 201);
+      assert.equal(theirs.headers.get('idempotent-replayed'), null);
+      assert.notEqual(theirs.body.data.id, fixed.body.data.id);
+      const fresh = await api.request('POST', '/v1/webhooks', {
+        body: hook,
+        headers: { 'idempotency-key': 'another' },
+      });
+      assert.notEqual(fresh.body.data.id, fixed.body.data.id);
+    });
+
+    test('an over-long key is 422', async () => {
+      const response = await api.request('POST', '/v1/webhooks', {
+        body: hook,
+        headers: { 'idempotency-key': 'k'.repeat(256) },
+      });
+      assert.equal(response.status, 422);
+      assert.equal(response.body.error.param, 'Idempotency-Key');
+    });
+  });
+}
