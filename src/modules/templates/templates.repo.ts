@@ -1,8 +1,268 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
+import type { Kysely, SqlBool } from 'kysely';
+import type { Database, Row } from '../../db/schema.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 
-// Placeholder: the templates module is being written.
-export function createTemplateRepo(db: Kysely<Database>) {
-  return { db };
+/** The draft as stored, with what was published last. */
+export interface TemplateRecord {
+  id: string;
+  projectId: string;
+  name: string;
+  alias: string | null;
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+  variables: string[];
+  createdAt: string;
+  updatedAt: string;
+  publishedAt: string | null;
+  publishedVersion: number | null;
 }
+
+export interface StoredTemplate extends TemplateRecord {
+  /** The draft differs from the latest published version (or none was published). */
+  hasUnpublishedChanges: boolean;
+}
+
+export interface TemplateVersionRecord {
+  templateId: string;
+  version: number;
+  projectId: string;
+  name: string;
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+  variables: string[];
+  publishedAt: string;
+}
+
+export type WriteResult = 'ok' | 'alias_taken';
+
+/** Keyset paging over version numbers, newest first (`after` is older, `before` newer). */
+export interface VersionPageRequest {
+  limit: number;
+  after?: number | undefined;
+  before?: number | undefined;
+}
+
+const toRecord = (row: Row<'templates'>): TemplateRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  name: row.name,
+  alias: row.alias,
+  subject: row.subject,
+  html: row.html,
+  text: row.text,
+  variables: JSON.parse(row.variables) as string[],
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+  publishedAt: row.published_at,
+  publishedVersion: row.published_version === null ? null : Number(row.published_version),
+});
+
+const toRow = (record: TemplateRecord) => ({
+  id: record.id,
+  project_id: record.projectId,
+  name: record.name,
+  alias: record.alias,
+  subject: record.subject,
+  html: record.html,
+  text: record.text,
+  variables: JSON.stringify(record.variables),
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
+  published_at: record.publishedAt,
+  published_version: record.publishedVersion,
+});
+
+const toVersionRecord = (row: Row<'template_versions'>): TemplateVersionRecord => ({
+  templateId: row.template_id,
+  version: Number(row.version),
+  projectId: row.project_id,
+  name: row.name,
+  subject: row.subject,
+  html: row.html,
+  text: row.text,
+  variables: JSON.parse(row.variables) as string[],
+  publishedAt: row.published_at,
+});
+
+// The unique index on (project_id, alias), as each engine reports a violation of it.
+function isAliasConflict(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, constraint, message } = error as { code?: unknown; constraint?: unknown; message?: unknown };
+  if (code === '23505') return constraint === 'templates_project_alias';
+  return (
+    typeof message === 'string' &&
+    message.includes('UNIQUE constraint failed: templates.project_id, templates.alias')
+  );
+}
+
+async function catchAliasConflict(write: Promise<unknown>): Promise<WriteResult> {
+  try {
+    await write;
+    return 'ok';
+  } catch (error) {
+    if (isAliasConflict(error)) return 'alias_taken';
+    throw error;
+  }
+}
+
+export function createTemplateRepo(db: Kysely<Database>) {
+  // The draft is compared with its latest version in SQL so that lists need not load every version's bodies.
+  const selectTemplates = () =>
+    db
+      .selectFrom('templates as t')
+      .leftJoin('template_versions as v', (join) =>
+        join.onRef('v.template_id', '=', 't.id').onRef('v.version', '=', 't.published_version'),
+      )
+      .selectAll('t')
+      .select((eb) =>
+        eb
+          .and([
+            eb('t.name', '=', eb.ref('v.name')),
+            eb('t.subject', 'is not distinct from', eb.ref('v.subject')),
+            eb('t.html', 'is not distinct from', eb.ref('v.html')),
+            eb('t.text', 'is not distinct from', eb.ref('v.text')),
+            eb('t.variables', '=', eb.ref('v.variables')),
+          ])
+          .$castTo<SqlBool | null>()
+          .as('draft_is_published'),
+      );
+
+  const toStored = (row: Row<'templates'> & { draft_is_published: SqlBool | null }): StoredTemplate => {
+    const { draft_is_published: published, ...template } = row;
+    return { ...toRecord(template), hasUnpublishedChanges: !published };
+  };
+
+  return {
+    async insert(record: TemplateRecord): Promise<WriteResult> {
+      return catchAliasConflict(db.insertInto('templates').values(toRow(record)).execute());
+    },
+
+    async find(projectId: string, id: string): Promise<StoredTemplate | undefined> {
+      const row = await selectTemplates()
+        .where('t.project_id', '=', projectId)
+        .where('t.id', '=', id)
+        .executeTakeFirst();
+      return row && toStored(row);
+    },
+
+    async findByAlias(projectId: string, alias: string): Promise<StoredTemplate | undefined> {
+      const row = await selectTemplates()
+        .where('t.project_id', '=', projectId)
+        .where('t.alias', '=', alias)
+        .executeTakeFirst();
+      return row && toStored(row);
+    },
+
+    async list(projectId: string, page: PageRequest): Promise<Page<StoredTemplate>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = selectTemplates().where('t.project_id', '=', projectId);
+        if (cursor) query = query.where('t.id', cursor.op, cursor.id);
+        return query.orderBy('t.id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toStored), hasMore: result.hasMore };
+    },
+
+    async update(record: TemplateRecord): Promise<WriteResult> {
+      const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(record);
+      return catchAliasConflict(
+        db
+          .updateTable('templates')
+          .set(changes)
+          .where('project_id', '=', record.projectId)
+          .where('id', '=', record.id)
+          .execute(),
+      );
+    },
+
+    async delete(projectId: string, id: string): Promise<boolean> {
+      // Versions go with it (ON DELETE CASCADE).
+      const result = await db
+        .deleteFrom('templates')
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+
+    /**
+     * Stores `next` (the draft with its new published_at/published_version) and its version row in one
+     * transaction, only if the template is still as `current` was read; false when it changed meanwhile
+     * (another update or publish won), so the caller can read it again.
+     */
+    async publish(current: TemplateRecord, next: TemplateRecord): Promise<boolean> {
+      if (next.publishedVersion === null || next.publishedAt === null) {
+        throw new Error('publish needs the new version number and time');
+      }
+      const version: Row<'template_versions'> = {
+        template_id: next.id,
+        version: next.publishedVersion,
+        project_id: next.projectId,
+        name: next.name,
+        subject: next.subject,
+        html: next.html,
+        text: next.text,
+        variables: JSON.stringify(next.variables),
+        published_at: next.publishedAt,
+      };
+      const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(next);
+      return db.transaction().execute(async (trx) => {
+        let update = trx
+          .updateTable('templates')
+          .set(changes)
+          .where('project_id', '=', current.projectId)
+          .where('id', '=', current.id)
+          .where('updated_at', '=', current.updatedAt);
+        update =
+          current.publishedVersion === null
+            ? update.where('published_version', 'is', null)
+            : update.where('published_version', '=', current.publishedVersion);
+        const result = await update.executeTakeFirst();
+        if (Number(result.numUpdatedRows) === 0) return false;
+        await trx.insertInto('template_versions').values(version).execute();
+        return true;
+      });
+    },
+
+    async listVersions(
+      projectId: string,
+      templateId: string,
+      page: VersionPageRequest,
+    ): Promise<Page<TemplateVersionRecord>> {
+      // Versions are keyed by number, not by id; the shared keyset helper works on them all the same.
+      const request: PageRequest = {
+        limit: page.limit,
+        after: page.after === undefined ? undefined : String(page.after),
+        before: page.before === undefined ? undefined : String(page.before),
+      };
+      const result = await pageByIdDesc(request, (cursor, order, limit) => {
+        let query = db
+          .selectFrom('template_versions')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('template_id', '=', templateId);
+        if (cursor) query = query.where('version', cursor.op, Number(cursor.id));
+        return query.orderBy('version', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toVersionRecord), hasMore: result.hasMore };
+    },
+
+    async findVersion(
+      projectId: string,
+      templateId: string,
+      version: number,
+    ): Promise<TemplateVersionRecord | undefined> {
+      const row = await db
+        .selectFrom('template_versions')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('template_id', '=', templateId)
+        .where('version', '=', version)
+        .executeTakeFirst();
+      return row && toVersionRecord(row);
+    },
+  };
+}
+
 export type TemplateRepo = ReturnType<typeof createTemplateRepo>;

@@ -1,5 +1,175 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { errorResponses } from '../../http/error-schema.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import {
+  CreateTemplateBody,
+  DeletedTemplate,
+  PublishedTemplate,
+  PublishTemplateBody,
+  RenderedTemplate,
+  RenderTemplateBody,
+  Template,
+  TemplateList,
+  TemplateParams,
+  TemplateVersion,
+  TemplateVersionList,
+  TemplateVersionParams,
+  UpdateTemplateBody,
+  VersionListQuery,
+} from './templates.schemas.ts';
 import type { TemplateService } from './templates.service.ts';
 
-// Placeholder: the templates module is being written.
-export function registerTemplateRoutes(_app: FastifyInstance, _deps: { templates: TemplateService }): void {}
+const tags = ['Templates'];
+
+export function registerTemplateRoutes(
+  server: FastifyInstance,
+  { templates }: { templates: TemplateService },
+): void {
+  const app = server.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.post(
+    '/v1/templates',
+    {
+      schema: {
+        tags,
+        summary: 'Create a template',
+        description: 'Creates a draft; it can be sent once published.',
+        body: CreateTemplateBody,
+        response: { 201: Template, ...errorResponses(409) },
+      },
+    },
+    async (request, reply) => {
+      const template = await templates.create(projectOf(request), request.body);
+      return reply.code(201).send(template);
+    },
+  );
+
+  app.get(
+    '/v1/templates',
+    {
+      schema: {
+        tags,
+        summary: 'List templates, newest first',
+        querystring: ListQuery,
+        response: { 200: TemplateList, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const page = await templates.list(projectOf(request), toPageRequest(request.query));
+      return list(page.items, page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/templates/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Retrieve a template by id or alias',
+        params: TemplateParams,
+        response: { 200: Template, ...errorResponses() },
+      },
+    },
+    async (request) => templates.get(projectOf(request), request.params.id),
+  );
+
+  app.patch(
+    '/v1/templates/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Update a template draft',
+        description:
+          'Only the fields sent change; `alias`, `subject`, `html` and `text` may be null to clear them. Published versions are not affected until the next publish.',
+        params: TemplateParams,
+        body: UpdateTemplateBody,
+        response: { 200: Template, ...errorResponses(409) },
+      },
+    },
+    async (request) => templates.update(projectOf(request), request.params.id, request.body),
+  );
+
+  app.delete(
+    '/v1/templates/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Delete a template and its versions',
+        params: TemplateParams,
+        response: { 200: DeletedTemplate, ...errorResponses() },
+      },
+    },
+    async (request) => templates.delete(projectOf(request), request.params.id),
+  );
+
+  app.post(
+    '/v1/templates/:id/publish',
+    {
+      // The seed's body is optional: publishing the draft as it stands needs none.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        tags,
+        summary: 'Publish a template',
+        description:
+          'The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use.',
+        params: TemplateParams,
+        body: PublishTemplateBody,
+        response: { 200: PublishedTemplate, ...errorResponses(409) },
+      },
+    },
+    async (request) => templates.publish(projectOf(request), request.params.id, request.body),
+  );
+
+  app.get(
+    '/v1/templates/:id/versions',
+    {
+      schema: {
+        tags,
+        summary: 'List the published versions of a template, newest first',
+        params: TemplateParams,
+        querystring: VersionListQuery,
+        response: { 200: TemplateVersionList, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const page = await templates.listVersions(projectOf(request), request.params.id, request.query);
+      return list(page.items, page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/templates/:id/versions/:version',
+    {
+      schema: {
+        tags,
+        summary: 'Retrieve one published version of a template',
+        params: TemplateVersionParams,
+        response: { 200: TemplateVersion, ...errorResponses() },
+      },
+    },
+    async (request) => templates.getVersion(projectOf(request), request.params.id, request.params.version),
+  );
+
+  app.post(
+    '/v1/templates/:id/render',
+    {
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        tags,
+        summary: 'Render a template with variables (preview)',
+        description:
+          'Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none.',
+        params: TemplateParams,
+        body: RenderTemplateBody,
+        response: { 200: RenderedTemplate, ...errorResponses() },
+      },
+    },
+    async (request) => templates.render(projectOf(request), request.params.id, request.body),
+  );
+}

@@ -1,8 +1,234 @@
 import type { Clock } from '../../lib/clock.ts';
-import type { TemplateRepo } from './templates.repo.ts';
+import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { isId, newId } from '../../lib/ids.ts';
+import type { PageRequest } from '../../db/pagination.ts';
+import type { TemplateContent, TemplateRenderer } from './render.ts';
+import type {
+  StoredTemplate,
+  TemplateRecord,
+  TemplateRepo,
+  TemplateVersionRecord,
+  VersionPageRequest,
+  WriteResult,
+} from './templates.repo.ts';
+import {
+  ALIAS_PATTERN,
+  type CreateTemplateInput,
+  type PublishedTemplateView,
+  type PublishTemplateInput,
+  type RenderedTemplateView,
+  type RenderTemplateInput,
+  type TemplateVersionView,
+  type TemplateView,
+  type UpdateTemplateInput,
+} from './templates.schemas.ts';
 
-// Placeholder: the templates module is being written.
-export function createTemplateService(deps: { repo: TemplateRepo; clock: Clock }) {
-  return { deps };
+export interface TemplateServiceDeps {
+  repo: TemplateRepo;
+  clock: Clock;
+  renderer: TemplateRenderer;
 }
+
+const aliasShape = new RegExp(ALIAS_PATTERN);
+
+// Publishing retries when a concurrent update or publish changed the template between read and write.
+const PUBLISH_ATTEMPTS = 5;
+
+export function toTemplateView(record: StoredTemplate): TemplateView {
+  return {
+    object: 'template',
+    id: record.id,
+    name: record.name,
+    alias: record.alias,
+    subject: record.subject,
+    html: record.html,
+    text: record.text,
+    variables: record.variables,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+    published_at: record.publishedAt,
+    published_version: record.publishedVersion,
+    has_unpublished_changes: record.hasUnpublishedChanges,
+  };
+}
+
+export function toTemplateVersionView(record: TemplateVersionRecord): TemplateVersionView {
+  return {
+    object: 'template_version',
+    template_id: record.templateId,
+    version: record.version,
+    name: record.name,
+    subject: record.subject,
+    html: record.html,
+    text: record.text,
+    variables: record.variables,
+    published_at: record.publishedAt,
+  };
+}
+
+const aliasTaken = (alias: string | null): DomainError =>
+  conflict('alias_taken', `Another template in this project already has the alias '${alias}'.`, 'alias');
+
+export function createTemplateService({ repo, clock, renderer }: TemplateServiceDeps) {
+  /** Finds a template of the project by id or alias; anything else (another project's) is a 404. */
+  async function load(projectId: string, idOrAlias: string): Promise<StoredTemplate> {
+    let record: StoredTemplate | undefined;
+    if (isId('tpl', idOrAlias)) record = await repo.find(projectId, idOrAlias);
+    else if (aliasShape.test(idOrAlias)) record = await repo.findByAlias(projectId, idOrAlias);
+    if (!record) throw notFound('template', idOrAlias);
+    return record;
+  }
+
+  async function reload(projectId: string, id: string): Promise<TemplateView> {
+    const record = await repo.find(projectId, id);
+    // Deleted between our write and this read: answer as if the request came after the delete.
+    if (!record) throw notFound('template', id);
+    return toTemplateView(record);
+  }
+
+  function check(result: WriteResult, alias: string | null): void {
+    if (result === 'alias_taken') throw aliasTaken(alias);
+  }
+
+  // updated_at moves on every change, even two within one millisecond: clients order by it, and
+  // publishing uses it to detect that the draft changed under it.
+  function nextUpdatedAt(previous: string): string {
+    return new Date(Math.max(clock.now().getTime(), Date.parse(previous) + 1)).toISOString();
+  }
+
+  const dedupe = (names: string[]): string[] => [...new Set(names)];
+
+  return {
+    async create(projectId: string, input: CreateTemplateInput): Promise<TemplateView> {
+      const now = clock.now().toISOString();
+      const record: TemplateRecord = {
+        id: newId('tpl'),
+        projectId,
+        name: input.name,
+        alias: input.alias ?? null,
+        subject: input.subject ?? null,
+        html: input.html ?? null,
+        text: input.text ?? null,
+        variables: dedupe(input.variables ?? []),
+        createdAt: now,
+        updatedAt: now,
+        publishedAt: null,
+        publishedVersion: null,
+      };
+      check(await repo.insert(record), record.alias);
+      return toTemplateView({ ...record, hasUnpublishedChanges: true });
+    },
+
+    async get(projectId: string, idOrAlias: string): Promise<TemplateView> {
+      return toTemplateView(await load(projectId, idOrAlias));
+    },
+
+    async list(projectId: string, page: PageRequest) {
+      const result = await repo.list(projectId, page);
+      return { items: result.items.map(toTemplateView), hasMore: result.hasMore };
+    },
+
+    async update(projectId: string, idOrAlias: string, input: UpdateTemplateInput): Promise<TemplateView> {
+      if (Object.keys(input).length === 0) {
+        throw new DomainError(
+          'validation',
+          'parameter_missing',
+          'Send at least one of name, alias, subject, html, text, variables.',
+        );
+      }
+      const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, idOrAlias);
+      const next: TemplateRecord = { ...current, updatedAt: nextUpdatedAt(current.updatedAt) };
+      if (input.name !== undefined) next.name = input.name;
+      if (input.alias !== undefined) next.alias = input.alias;
+      if (input.subject !== undefined) next.subject = input.subject;
+      if (input.html !== undefined) next.html = input.html;
+      if (input.text !== undefined) next.text = input.text;
+      if (input.variables !== undefined) next.variables = dedupe(input.variables);
+      check(await repo.update(next), next.alias);
+      return reload(projectId, current.id);
+    },
+
+    async delete(
+      projectId: string,
+      idOrAlias: string,
+    ): Promise<{ object: 'template'; id: string; deleted: true }> {
+      const { id } = await load(projectId, idOrAlias);
+      if (!(await repo.delete(projectId, id))) throw notFound('template', idOrAlias);
+      return { object: 'template', id, deleted: true };
+    },
+
+    /**
+     * Applies the fields sent to the draft, checks that the result can be sent (a body, valid Liquid) and
+     * stores it as the next numbered version. Nothing is written unless every check passes.
+     */
+    async publish(
+      projectId: string,
+      idOrAlias: string,
+      input: PublishTemplateInput,
+    ): Promise<PublishedTemplateView> {
+      for (let attempt = 1; attempt <= PUBLISH_ATTEMPTS; attempt += 1) {
+        const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, idOrAlias);
+        const draft: TemplateRecord = { ...current };
+        if (input.name !== undefined) draft.name = input.name;
+        if (input.subject !== undefined) draft.subject = input.subject;
+        if (input.html !== undefined) draft.html = input.html;
+        if (input.text !== undefined) draft.text = input.text;
+        if (Object.keys(input).length > 0) draft.updatedAt = nextUpdatedAt(current.updatedAt);
+        renderer.check(draft);
+        const publishedAt = clock.now().toISOString();
+        const version = (current.publishedVersion ?? 0) + 1;
+        const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
+        if (await repo.publish(current, next)) {
+          return { object: 'template', id: current.id, published_at: publishedAt, version };
+        }
+      }
+      throw conflict('template_busy', 'The template kept changing while it was being published; try again.');
+    },
+
+    async listVersions(projectId: string, idOrAlias: string, page: VersionPageRequest) {
+      if (page.after !== undefined && page.before !== undefined) {
+        throw invalidParam('before', 'Send either after or before, not both.');
+      }
+      const template = await load(projectId, idOrAlias);
+      const result = await repo.listVersions(projectId, template.id, page);
+      return { items: result.items.map(toTemplateVersionView), hasMore: result.hasMore };
+    },
+
+    async getVersion(projectId: string, idOrAlias: string, version: number): Promise<TemplateVersionView> {
+      const template = await load(projectId, idOrAlias);
+      const record = await repo.findVersion(projectId, template.id, version);
+      if (!record) throw versionMissing(template.id, version);
+      return toTemplateVersionView(record);
+    },
+
+    /** Renders the draft, or a published version, with the variables given: a preview of a send. */
+    async render(
+      projectId: string,
+      idOrAlias: string,
+      input: RenderTemplateInput,
+    ): Promise<RenderedTemplateView> {
+      const template = await load(projectId, idOrAlias);
+      let content: TemplateContent = template;
+      if (input.version !== undefined) {
+        const version = await repo.findVersion(projectId, template.id, input.version);
+        if (!version) throw versionMissing(template.id, input.version);
+        content = version;
+      }
+      const rendered = await renderer.render(
+        { subject: content.subject, html: content.html, text: content.text },
+        input.variables ?? {},
+      );
+      return { object: 'rendered_template', ...rendered };
+    },
+  };
+}
+
+const versionMissing = (templateId: string, version: number): DomainError =>
+  new DomainError(
+    'not_found',
+    'resource_missing',
+    `Template '${templateId}' has no version ${version}.`,
+    'version',
+  );
+
 export type TemplateService = ReturnType<typeof createTemplateService>;

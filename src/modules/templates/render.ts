@@ -1,0 +1,129 @@
+import { htmlToText } from 'html-to-text';
+import { Liquid, LiquidError, type Template } from 'liquidjs';
+import { DomainError } from '../../lib/errors.ts';
+
+export type TemplateField = 'subject' | 'html' | 'text';
+
+export interface TemplateContent {
+  subject: string | null;
+  html: string | null;
+  text: string | null;
+}
+
+export interface RenderedContent {
+  subject: string | null;
+  html: string | null;
+  /** The template's own text, or one generated from the rendered html when it has none. */
+  text: string | null;
+}
+
+export interface TemplateRendererOptions {
+  /** Characters one field may have (LiquidJS `parseLimit`). */
+  parseLimit?: number;
+  /** Milliseconds one field may take to render (LiquidJS `renderLimit`). */
+  renderLimitMs?: number;
+  /** Allocation budget of one field's render (LiquidJS `memoryLimit`). */
+  memoryLimit?: number;
+}
+
+// Fields in the order they are checked, so the first fault reported is stable.
+const FIELDS: TemplateField[] = ['subject', 'html', 'text'];
+
+// Tenant templates are untrusted: these tags read other templates (the file system, by default) and
+// have no meaning for a stored template, so they are refused at parse time instead of failing at send.
+const FORBIDDEN_TAGS = ['include', 'render', 'layout'];
+
+export const templateSyntaxError = (field: TemplateField, message: string): DomainError =>
+  new DomainError(
+    'validation',
+    'template_syntax_error',
+    `The ${field} is not valid Liquid: ${message}`,
+    field,
+  );
+
+export const templateRenderError = (field: TemplateField, message: string): DomainError =>
+  new DomainError('validation', 'template_render_error', `Rendering the ${field} failed: ${message}`, field);
+
+export const templateEmpty = (): DomainError =>
+  new DomainError('validation', 'template_empty', 'A template needs an html or a text body (or both).');
+
+const isBlank = (value: string | null): boolean => value === null || value.trim() === '';
+
+/**
+ * Liquid with the sandbox settings for templates written by tenants: no prototype access, unknown filters
+ * refused, no partials, and limits on parse size, render time and memory. HTML output is escaped by
+ * default (authors opt out with `| raw`); subject and text are plain text and are not.
+ */
+export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
+  const common = {
+    // An empty in-memory file map: nothing a template names can reach the server's file system.
+    templates: {},
+    // The `date` filter answers the same on every server, whatever its local time zone.
+    timezoneOffset: 0,
+    strictFilters: true,
+    ownPropertyOnly: true,
+    parseLimit: options.parseLimit ?? 1e6,
+    renderLimit: options.renderLimitMs ?? 1000,
+    memoryLimit: options.memoryLimit ?? 1e7,
+  };
+  const htmlEngine = new Liquid({ ...common, outputEscape: 'escape' });
+  const plainEngine = new Liquid(common);
+  for (const engine of [htmlEngine, plainEngine]) {
+    for (const tag of FORBIDDEN_TAGS) delete (engine.tags as Record<string, unknown>)[tag];
+  }
+  const engineFor = (field: TemplateField) => (field === 'html' ? htmlEngine : plainEngine);
+
+  function parseField(field: TemplateField, source: string): Template[] {
+    try {
+      return engineFor(field).parse(source);
+    } catch (error) {
+      if (error instanceof LiquidError) throw templateSyntaxError(field, error.message);
+      throw error;
+    }
+  }
+
+  async function renderField(
+    field: TemplateField,
+    source: string | null,
+    variables: Record<string, unknown>,
+  ): Promise<string | null> {
+    if (source === null) return null;
+    const parsed = parseField(field, source);
+    try {
+      return String(await engineFor(field).render(parsed, variables));
+    } catch (error) {
+      if (error instanceof LiquidError) throw templateRenderError(field, error.message);
+      throw error;
+    }
+  }
+
+  return {
+    /**
+     * Checks that a template can be published: it has a body and every field parses. Throws
+     * `template_empty` or `template_syntax_error` (with the field as `param`).
+     */
+    check(content: TemplateContent): void {
+      if (isBlank(content.html) && isBlank(content.text)) throw templateEmpty();
+      for (const field of FIELDS) {
+        const source = content[field];
+        if (source !== null) parseField(field, source);
+      }
+    },
+
+    /**
+     * Renders every field with the given variables. Throws `template_empty`, or `template_syntax_error` /
+     * `template_render_error` naming the field at fault.
+     */
+    async render(content: TemplateContent, variables: Record<string, unknown>): Promise<RenderedContent> {
+      if (isBlank(content.html) && isBlank(content.text)) throw templateEmpty();
+      const subject = await renderField('subject', content.subject, variables);
+      const html = await renderField('html', content.html, variables);
+      let text = await renderField('text', content.text, variables);
+      // 78 columns: the line length RFC 5322 recommends for message bodies.
+      if (text === null && html !== null) text = htmlToText(html, { wordwrap: 78 });
+      return { subject, html, text };
+    },
+  };
+}
+
+export type TemplateRenderer = ReturnType<typeof createTemplateRenderer>;
