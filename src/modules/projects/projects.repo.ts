@@ -72,14 +72,6 @@ export function createProjectRepo(db: Kysely<Database>) {
       return rows.map(toProject);
     },
 
-    async countProjects(): Promise<number> {
-      const row = await db
-        .selectFrom('projects')
-        .select((eb) => eb.fn.countAll<number | string>().as('count'))
-        .executeTakeFirstOrThrow();
-      return Number(row.count);
-    },
-
     async insertKey(key: ApiKeyRecord & { keyHash: string }): Promise<void> {
       await db
         .insertInto('api_keys')

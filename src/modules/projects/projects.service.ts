@@ -76,15 +76,15 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
      * once). With a bootstrap key configured, makes sure that exact key exists in the default project.
      */
     async bootstrap(bootstrapKey: string | undefined): Promise<{ project: Project; createdKey?: string }> {
-      let project = await repo.findDefaultProject();
-      const firstStart = !project && (await repo.countProjects()) === 0;
-      project ??= await createProject('Default project', true);
+      const existing = await repo.findDefaultProject();
+      const project = existing ?? (await createProject('Default project', true));
       let createdKey: string | undefined;
       if (bootstrapKey) {
         if (!(await repo.findKeyByHash(sha256Hex(bootstrapKey)))) {
           await createKey(project.id, 'bootstrap', bootstrapKey);
         }
-      } else if (firstStart) {
+      } else if (!existing || (await repo.listKeys(project.id)).length === 0) {
+        // A default project without a key (a crash between the two writes) gets one now, printed once.
         createdKey = (await createKey(project.id, 'default')).plaintext;
       }
       return { project, ...(createdKey ? { createdKey } : {}) };

@@ -1,0 +1,293 @@
+// The `postwire` command. It reads the same environment as the server and opens the same database, so it
+// works beside a running server (SQLite runs in WAL mode with a busy timeout; PostgreSQL is shared anyway).
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import type { DatabaseHandle } from './db/connection.ts';
+import { migrateToLatest } from './db/migrations.ts';
+import { systemClock } from './lib/clock.ts';
+import { DomainError } from './lib/errors.ts';
+import { createProjectRepo } from './modules/projects/projects.repo.ts';
+import { createProjectService, type ProjectService } from './modules/projects/projects.service.ts';
+import { describeDatabase, describeError, openConfiguredDatabase, type Output, runServer } from './server.ts';
+
+export const USAGE = `Usage: postwire <command> [options]
+
+Commands:
+  serve [--no-worker]                          Run the HTTP API (migrates the database first).
+                                               --no-worker: this process runs no background worker.
+  migrate                                      Apply pending database migrations.
+  projects create <name>                       Create a project; prints its id on the last line.
+  projects list [--json]                       List projects.
+  keys create --project <id> [--name <label>]  Create an API key; prints it on the last line.
+                                               It is shown only this once.
+  keys list --project <id> [--json]            List a project's keys (never the keys themselves).
+  keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
+  help                                         Show this help.
+
+Configuration comes from the environment, as for the server:
+  DATABASE_URL                 postgres://… ; unset: the SQLite file postwire.db in the data directory
+  POSTWIRE_DATA_DIR            data directory (default ./data)
+  PORT, HOST                   where serve listens (default 3000, 127.0.0.1)
+  POSTWIRE_ENCRYPTION_KEY      32 bytes (64 hex digits or base64) sealing webhook secrets;
+                               unset: generated once into encryption.key in the data directory
+  POSTWIRE_BOOTSTRAP_KEY       an API key the default project must have (never printed)
+  POSTWIRE_ALLOW_PRIVATE_URLS  allow webhooks to loopback and private addresses (development)
+  POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL
+`;
+
+export interface CliIo {
+  stdout: Output;
+  stderr: Output;
+  env: Record<string, string | undefined>;
+}
+
+/** A mistake in how the command was called: answered with the usage text and exit code 2. */
+class UsageError extends Error {}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
+
+interface Context {
+  io: CliIo;
+  config: Config;
+  /** Opens (and migrates) the database on first use; closed when the command ends. */
+  projects(): Promise<ProjectService>;
+}
+
+interface Command {
+  /** The words that name it, e.g. ['keys', 'create']. */
+  words: string[];
+  options?: Options;
+  /** Names of the positional arguments it requires. */
+  args?: string[];
+  /** String options that must be given. */
+  required?: string[];
+  /** Returns undefined when the process keeps running (serve). */
+  run(context: Context, values: Values, args: string[]): Promise<number | undefined>;
+}
+
+const json = { json: { type: 'boolean' } } as const satisfies Options;
+
+const commands: Command[] = [
+  {
+    words: ['serve'],
+    options: { worker: { type: 'boolean', default: true } },
+    async run({ config }, values) {
+      await runServer(config, { worker: values.worker !== false });
+      return undefined;
+    },
+  },
+  {
+    words: ['migrate'],
+    async run({ io, config }) {
+      const database = await openConfiguredDatabase(config, { poolSize: 1 });
+      try {
+        io.stdout.write(`Database: ${describeDatabase(config)}\n`);
+        const applied = await migrateToLatest(database.db);
+        for (const name of applied) io.stdout.write(`Applied ${name}\n`);
+        io.stdout.write(applied.length ? `Applied ${applied.length} migration(s).\n` : 'Up to date.\n');
+      } finally {
+        await database.close();
+      }
+      return 0;
+    },
+  },
+  {
+    words: ['projects', 'create'],
+    args: ['name'],
+    async run(context, _values, [name]) {
+      const project = await (await context.projects()).createProject(name!);
+      context.io.stdout.write(`Created project '${project.name}'. Its id:\n${project.id}\n`);
+      return 0;
+    },
+  },
+  {
+    words: ['projects', 'list'],
+    options: json,
+    async run(context, values) {
+      const projects = await (await context.projects()).listProjects();
+      const rows = projects.map((project) => ({
+        id: project.id,
+        name: project.name,
+        default: project.isDefault,
+        created_at: project.createdAt,
+      }));
+      context.io.stdout.write(
+        values.json
+          ? `${JSON.stringify(rows, null, 2)}\n`
+          : table(
+              ['ID', 'NAME', 'DEFAULT', 'CREATED'],
+              rows.map((row) => [row.id, row.name, row.default ? 'yes' : '', row.created_at]),
+              'No projects yet.',
+            ),
+      );
+      return 0;
+    },
+  },
+  {
+    words: ['keys', 'create'],
+    options: { project: { type: 'string' }, name: { type: 'string' } },
+    required: ['project'],
+    async run(context, values) {
+      const projectId = values.project as string;
+      const name = typeof values.name === 'string' ? values.name : null;
+      const { key, plaintext } = await (await context.projects()).createKey(projectId, name);
+      context.io.stdout.write(
+        `Created key ${key.id}${name ? ` '${name}'` : ''} for project ${projectId}.\n` +
+          'Store it now: it is shown only this once, and only its hash is kept.\n' +
+          `${plaintext}\n`,
+      );
+      return 0;
+    },
+  },
+  {
+    words: ['keys', 'list'],
+    options: { project: { type: 'string' }, ...json },
+    required: ['project'],
+    async run(context, values) {
+      const keys = await (await context.projects()).listKeys(values.project as string);
+      // Only what identifies a key: the secret and its hash never leave the database.
+      const rows = keys.map((key) => ({
+        id: key.id,
+        name: key.name,
+        prefix: key.keyPrefix,
+        created_at: key.createdAt,
+        revoked_at: key.revokedAt,
+      }));
+      context.io.stdout.write(
+        values.json
+          ? `${JSON.stringify(rows, null, 2)}\n`
+          : table(
+              ['ID', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
+              rows.map((row) => [
+                row.id,
+                row.name ?? '',
+                `${row.prefix}…`,
+                row.created_at,
+                row.revoked_at ?? '',
+              ]),
+              'No keys in this project.',
+            ),
+      );
+      return 0;
+    },
+  },
+  {
+    words: ['keys', 'revoke'],
+    args: ['key-id'],
+    async run(context, _values, [keyId]) {
+      const key = await (await context.projects()).revokeKey(keyId!);
+      context.io.stdout.write(
+        `Revoked key ${key.id}${key.name ? ` '${key.name}'` : ''} (at ${key.revokedAt}).\n`,
+      );
+      return 0;
+    },
+  },
+];
+
+/** Runs one command; resolves to its exit code, or to undefined when the process keeps running (serve). */
+export async function runCli(argv: string[], io: CliIo): Promise<number | undefined> {
+  if (argv.length === 0) {
+    io.stderr.write(USAGE);
+    return 2;
+  }
+  if (argv[0] === 'help' || argv.includes('--help') || argv.includes('-h')) {
+    io.stdout.write(USAGE);
+    return 0;
+  }
+
+  let database: DatabaseHandle | undefined;
+  try {
+    const { command, values, args } = parse(argv);
+    const config = loadConfig(io.env);
+    let service: ProjectService | undefined;
+    const context: Context = {
+      io,
+      config,
+      async projects() {
+        if (!service) {
+          database = await openConfiguredDatabase(config, { poolSize: 2 });
+          // A database the server never started on works too: the schema is brought up to date first.
+          await migrateToLatest(database.db);
+          service = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
+        }
+        return service;
+      },
+    };
+    return await command.run(context, values, args);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr.write(`postwire: ${error.message}\n\n${USAGE}`);
+      return 2;
+    }
+    const message =
+      error instanceof ConfigError || error instanceof DomainError ? error.message : describeError(error);
+    io.stderr.write(`postwire: ${message}\n`);
+    return 1;
+  } finally {
+    await database?.close();
+  }
+}
+
+function parse(argv: string[]): { command: Command; values: Values; args: string[] } {
+  const command =
+    commands.find((c) => c.words.every((word, index) => argv[index] === word)) ??
+    (() => {
+      const group = commands.find((c) => c.words.length > 1 && c.words[0] === argv[0]);
+      if (group && argv[1] === undefined) throw new UsageError(`'${argv[0]}' needs a subcommand.`);
+      if (group) throw new UsageError(`Unknown command '${argv[0]} ${argv[1]}'.`);
+      throw new UsageError(`Unknown command '${argv[0]}'.`);
+    })();
+  const name = command.words.join(' ');
+  let parsed: { values: Values; positionals: string[] };
+  try {
+    parsed = parseArgs({
+      args: argv.slice(command.words.length),
+      options: command.options ?? {},
+      allowPositionals: true,
+      allowNegative: true,
+      strict: true,
+    });
+  } catch (error) {
+    // parseArgs explains unknown options and missing option values well; it only lacks the command's name.
+    const message = (error as Error).message.replace(/ To specify a positional argument.*$/s, '');
+    throw new UsageError(`${name}: ${message}`);
+  }
+  const expected = command.args ?? [];
+  if (parsed.positionals.length < expected.length) {
+    throw new UsageError(`${name} needs <${expected[parsed.positionals.length]}>.`);
+  }
+  if (parsed.positionals.length > expected.length) {
+    const extra = parsed.positionals.slice(expected.length).join(' ');
+    throw new UsageError(
+      `${name} takes ${expected.length ? `only <${expected.join('> <')}>` : 'no arguments'}; unexpected '${extra}'` +
+        (expected.includes('name') ? ' (quote a name that has spaces).' : '.'),
+    );
+  }
+  for (const option of command.required ?? []) {
+    const value = parsed.values[option];
+    if (typeof value !== 'string' || value === '') throw new UsageError(`${name} needs --${option} <id>.`);
+  }
+  return { command, values: parsed.values, args: parsed.positionals };
+}
+
+function table(headers: string[], rows: string[][], empty: string): string {
+  if (rows.length === 0) return `${empty}\n`;
+  const widths = headers.map((header, column) =>
+    Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => cell.padEnd(widths[column]!))
+      .join('  ')
+      .trimEnd();
+  return `${[headers, ...rows].map(line).join('\n')}\n`;
+}
+
+/** The process entry: runs the command with the real streams and environment, and sets the exit code. */
+export async function main(argv: string[]): Promise<void> {
+  const code = await runCli(argv, { stdout: process.stdout, stderr: process.stderr, env: process.env });
+  if (code !== undefined) process.exitCode = code;
+}
+
+if (import.meta.main) await main(process.argv.slice(2));

@@ -1,0 +1,259 @@
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Kysely } from 'kysely';
+import type { Config } from './config.ts';
+import { type DatabaseHandle, openDatabase } from './db/connection.ts';
+import { migrateToLatest } from './db/migrations.ts';
+import type { Database } from './db/schema.ts';
+import { type Clock, systemClock } from './lib/clock.ts';
+import { createSecretBox, type SecretBox } from './lib/crypto.ts';
+import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
+import { type Resolver, systemResolver } from './lib/network-policy.ts';
+import { createProjectRepo } from './modules/projects/projects.repo.ts';
+import { createProjectService } from './modules/projects/projects.service.ts';
+
+export const SQLITE_FILE = 'postwire.db';
+
+/** The database the configuration names: PostgreSQL for a DATABASE_URL, else `postwire.db` in the data directory. */
+export function openConfiguredDatabase(
+  config: Pick<Config, 'databaseUrl' | 'dataDir'>,
+  options: { poolSize?: number } = {},
+): Promise<DatabaseHandle> {
+  return openDatabase({
+    url: config.databaseUrl,
+    sqlitePath: path.join(config.dataDir, SQLITE_FILE),
+    ...(options.poolSize ? { poolSize: options.poolSize } : {}),
+  });
+}
+
+/** Where the data lives, for people: the SQLite file, or the PostgreSQL server and database without credentials. */
+export function describeDatabase(config: Pick<Config, 'databaseUrl' | 'dataDir'>): string {
+  if (!config.databaseUrl) return `SQLite ${path.join(config.dataDir, SQLITE_FILE)}`;
+  try {
+    const url = new URL(config.databaseUrl);
+    return `PostgreSQL ${url.host}${url.pathname}`;
+  } catch {
+    return 'PostgreSQL';
+  }
+}
+
+export interface Output {
+  write(text: string): unknown;
+}
+
+export interface ServerOptions {
+  /**
+   * Whether this process also runs the background worker (sending, webhook delivery). Not wired in yet:
+   * the flag is accepted so `postwire serve --no-worker` and main.ts already pass it, and the issue that
+   * adds the worker starts it in startServer when true and stops it in close() before the database closes.
+   */
+  worker: boolean;
+  clock?: Clock;
+  resolver?: Resolver;
+  /** Where the first start's generated API key is shown; standard output unless a test captures it. */
+  stdout?: Output;
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  /** The address it listens on, e.g. `http://127.0.0.1:3000`. */
+  url: string;
+  /** Stops taking connections, lets in-flight requests finish, then closes the database. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Everything a server process does before it answers: open and migrate the database, make sure the
+ * default project and key exist, load the encryption key, build the app and listen.
+ */
+export async function startServer(config: Config, options: ServerOptions): Promise<RunningServer> {
+  const clock = options.clock ?? systemClock;
+  const stdout = options.stdout ?? process.stdout;
+  const database = await openConfiguredDatabase(config);
+  let app: FastifyInstance | undefined;
+  try {
+    const applied = await migrateToLatest(database.db);
+
+    const projects = createProjectService({ repo: createProjectRepo(database.db), clock });
+    const { project, createdKey } = await projects.bootstrap(config.bootstrapKey);
+    // Shown before anything else can fail (a port in use, say): the key exists from now on, and an empty
+    // database only produces it once. It goes to stdout directly, never through the logger.
+    if (createdKey) stdout.write(formatKeyBox(createdKey, project.id));
+
+    const encryption = loadOrCreateEncryptionKey(config);
+    const secretBox = createSecretBox(encryption.key);
+    await checkEncryptionKey(database.db, secretBox, encryption);
+
+    // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
+    // not pay for loading the HTTP stack (a third of a second per command).
+    const { buildApp } = await import('./app.ts');
+    app = await buildApp({
+      database,
+      clock,
+      secretBox,
+      resolver: options.resolver ?? systemResolver,
+      allowPrivateUrls: config.allowPrivateUrls,
+      rateLimit: { limit: config.rateLimit, windowMs: config.rateLimitWindowMs },
+      // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
+      logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
+    });
+    const log = app.log;
+    log.info({ database: describeDatabase(config) }, 'Database ready');
+    for (const migration of applied) log.info({ migration }, `Applied migration ${migration}`);
+    if (encryption.created) {
+      log.info(
+        { file: encryption.file },
+        'Generated the encryption key file for webhook secrets; back it up with the database',
+      );
+    }
+    for (const warning of encryption.warnings) log.warn(warning);
+    if (encryption.source === 'file' && database.engine === 'postgres') {
+      log.warn(
+        { file: encryption.file },
+        'POSTWIRE_ENCRYPTION_KEY is not set, so the key file in the data directory is used: every process ' +
+          'sharing this PostgreSQL database must use the same key (set POSTWIRE_ENCRYPTION_KEY to its contents)',
+      );
+    }
+
+    // While draining, every response closes its connection: a keep-alive client would otherwise hold an
+    // idle socket open, and with it the shutdown, until its own idle timeout.
+    let draining = false;
+    app.addHook('onSend', async (_request, reply) => {
+      if (draining) reply.header('connection', 'close');
+    });
+
+    await app.listen({ port: config.port, host: config.host });
+    const url = listeningUrl(app, config.host);
+    log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
+
+    // options.worker: the background worker starts here once it is wired in (see ServerOptions.worker),
+    // sharing the app's delivery notifier, and stops in close() after the app and before the database.
+
+    const running = app;
+    let closing: Promise<void> | undefined;
+    return {
+      app: running,
+      url,
+      close: () =>
+        (closing ??= (async () => {
+          draining = true;
+          try {
+            await running.close();
+          } finally {
+            await database.close();
+          }
+        })()),
+    };
+  } catch (error) {
+    await app?.close().catch(() => {});
+    await database.close().catch(() => {});
+    throw error;
+  }
+}
+
+export interface RunOptions extends ServerOptions {
+  /** How long in-flight requests get after SIGTERM/SIGINT before the process gives up on them. */
+  shutdownGraceMs?: number;
+}
+
+// Below the 30 s that Kubernetes and systemd wait before SIGKILL, so a stuck request still ends in a clean log.
+const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
+
+/**
+ * Runs the server until SIGTERM or SIGINT, then drains in-flight requests, closes the database and exits 0.
+ * A second signal, or a drain that outlasts the grace period, exits 1 at once.
+ */
+export async function runServer(config: Config, options: RunOptions): Promise<RunningServer> {
+  const server = await startServer(config, options);
+  const log = server.app.log;
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, `Received ${signal} again; exiting without waiting for requests`);
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, `Received ${signal}; finishing in-flight requests, then exiting`);
+    const grace = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    setTimeout(() => {
+      log.error(`In-flight requests did not finish within ${grace} ms; exiting`);
+      process.exit(1);
+    }, grace).unref();
+    server.close().then(
+      () => {
+        log.info('Stopped');
+        // Exit explicitly: nothing is left to wait for, and a stray handle must not keep a stopped server alive.
+        process.exit(0);
+      },
+      (error: unknown) => {
+        log.error({ err: error }, 'Shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  return server;
+}
+
+/**
+ * Fails the start when the key cannot open a stored webhook secret: a lost or replaced key file would
+ * otherwise surface only later, as webhook deliveries that cannot be signed.
+ */
+async function checkEncryptionKey(
+  db: Kysely<Database>,
+  secretBox: SecretBox,
+  encryption: EncryptionKey,
+): Promise<void> {
+  const row = await db
+    .selectFrom('webhooks')
+    .select('secret_sealed')
+    .where('secret_sealed', 'is not', null)
+    .limit(1)
+    .executeTakeFirst();
+  if (!row?.secret_sealed) return;
+  try {
+    secretBox.open(row.secret_sealed);
+  } catch {
+    const source =
+      encryption.source === 'config' ? 'POSTWIRE_ENCRYPTION_KEY' : `the key file ${encryption.file}`;
+    throw new Error(
+      `The encryption key (${source}) cannot open the webhook secrets stored in the database: it is not ` +
+        'the key they were sealed with. Start with the original key.',
+    );
+  }
+}
+
+function listeningUrl(app: FastifyInstance, host: string): string {
+  const address = app.server.address();
+  const port = address && typeof address === 'object' ? address.port : 0;
+  // A wildcard address is not something to type into a browser.
+  const shown = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  return `http://${shown}:${port}`;
+}
+
+/** The first start's API key, in a box that stands out from the log lines around it. */
+export function formatKeyBox(key: string, projectId: string): string {
+  const lines = [
+    `Your API key (shown once): ${key}`,
+    '',
+    'Store it now: it is not shown again, and only its hash is kept.',
+    `It belongs to the default project ${projectId}.`,
+    `More keys: postwire keys create --project ${projectId}`,
+  ];
+  const width = Math.max(...lines.map((line) => line.length));
+  const rule = '─'.repeat(width + 2);
+  return ['', `┌${rule}┐`, ...lines.map((line) => `│ ${line.padEnd(width)} │`), `└${rule}┘`, '', ''].join(
+    '\n',
+  );
+}
+
+/** One line about an error for an operator; connection errors can have an empty message and only a code. */
+export function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const inner = error instanceof AggregateError ? error.errors.find((e) => e instanceof Error) : undefined;
+  const message = error.message || (inner instanceof Error ? inner.message : '');
+  const code = (error as NodeJS.ErrnoException).code;
+  if (!message) return code ?? error.name;
+  return code && !message.includes(code) ? `${message} (${code})` : message;
+}

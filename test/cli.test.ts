@@ -1,0 +1,223 @@
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { runCli as runCommand } from '../src/cli.ts';
+import { ENGINES } from './helpers/app.ts';
+import {
+  createProcessDatabase,
+  type ProcessDatabase,
+  runCli,
+  startServerProcess,
+} from './helpers/process.ts';
+
+const ENCRYPTION_KEY = 'ab'.repeat(32);
+
+/** Runs the command in this process, capturing its output: for cases that never reach a database. */
+async function runInProcess(args: string[], env: Record<string, string>) {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCommand(args, {
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env,
+  });
+  return { code, stdout, stderr };
+}
+
+describe('postwire usage', () => {
+  const env = { POSTWIRE_DATA_DIR: '/nonexistent/never-created' };
+
+  test('help prints the usage and exits 0, through the bin shim too', async () => {
+    const result = await runCli(['help'], env, 'bin/postwire.js');
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /Usage: postwire <command>/);
+    assert.match(result.stdout, /keys create --project <id>/);
+    for (const args of [['--help'], ['keys', 'create', '-h']]) {
+      const inProcess = await runInProcess(args, env);
+      assert.equal(inProcess.code, 0, args.join(' '));
+      assert.equal(inProcess.stdout, result.stdout);
+    }
+  });
+
+  test('a usage error exits 2 with the usage text on stderr', async () => {
+    const result = await runCli(['frobnicate'], env);
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /Unknown command 'frobnicate'/);
+    assert.match(result.stderr, /Usage: postwire <command>/);
+    assert.equal(result.stdout, '');
+  });
+
+  test('each usage error says what is wrong', async () => {
+    const cases: [string[], RegExp][] = [
+      [[], /^Usage: postwire/],
+      [['keys'], /'keys' needs a subcommand/],
+      [['keys', 'frob'], /Unknown command 'keys frob'/],
+      [['keys', 'create'], /keys create needs --project/],
+      [['keys', 'create', '--project'], /argument missing/],
+      [['keys', 'list', '--project', 'proj_x', '--bogus'], /Unknown option '--bogus'\.\n/],
+      [['keys', 'revoke'], /keys revoke needs <key-id>/],
+      [['projects', 'create'], /projects create needs <name>/],
+      [['projects', 'create', 'two', 'words'], /unexpected 'words'.*quote/],
+      [['migrate', 'now'], /migrate takes no arguments/],
+      [['serve', '--port', '1'], /Unknown option '--port'/],
+    ];
+    for (const [args, message] of cases) {
+      const result = await runInProcess(args, env);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, message);
+      assert.match(result.stderr, /Usage: postwire <command>/);
+      assert.equal(result.stdout, '');
+    }
+  });
+
+  test('bad configuration exits 1 naming the setting', async () => {
+    const result = await runCli(['projects', 'list'], { ...env, POSTWIRE_RATE_LIMIT: 'lots' });
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /POSTWIRE_RATE_LIMIT/);
+  });
+});
+
+/** An empty, unmigrated database: a new SQLite directory, or a new PostgreSQL schema. */
+async function unmigratedDatabase(
+  engine: string,
+): Promise<{ env: Record<string, string>; drop(): Promise<void> }> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'postwire-cli-'));
+  if (engine === 'sqlite') {
+    return { env: { POSTWIRE_DATA_DIR: dataDir }, drop: async () => rmSync(dataDir, { recursive: true }) };
+  }
+  const url = process.env.TEST_DATABASE_URL!;
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`CREATE SCHEMA ${schema}`);
+  const separator = url.includes('?') ? '&' : '?';
+  return {
+    env: {
+      DATABASE_URL: `${url}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+      POSTWIRE_DATA_DIR: dataDir,
+    },
+    async drop() {
+      await client.query(`DROP SCHEMA ${schema} CASCADE`);
+      await client.end();
+      rmSync(dataDir, { recursive: true });
+    },
+  };
+}
+
+for (const engine of ENGINES) {
+  describe(`postwire on ${engine}`, () => {
+    let db: ProcessDatabase;
+    before(async () => {
+      db = await createProcessDatabase(engine);
+    });
+    after(async () => {
+      await db.cleanup();
+    });
+
+    test('migrate applies what is pending, then says the database is up to date', async (t) => {
+      const fresh = await unmigratedDatabase(engine);
+      t.after(() => fresh.drop());
+      const first = await runCli(['migrate'], fresh.env);
+      assert.equal(first.code, 0, first.stderr);
+      assert.match(first.stdout, engine === 'sqlite' ? /Database: SQLite / : /Database: PostgreSQL /);
+      assert.match(first.stdout, /Applied 0001_/);
+      // The PostgreSQL URL may hold a password; the command names the server and database only.
+      if (engine === 'postgres') assert.ok(!first.stdout.includes('postgres://'));
+
+      const again = await runCli(['migrate'], fresh.env);
+      assert.equal(again.code, 0, again.stderr);
+      assert.match(again.stdout, /Up to date/);
+      assert.doesNotMatch(again.stdout, /Applied/);
+    });
+
+    test('projects create prints the id last; projects list shows it', async () => {
+      const created = await runCli(['projects', 'create', 'Acme Mail'], db.env);
+      assert.equal(created.code, 0, created.stderr);
+      assert.match(created.lastLine, /^proj_[0-9a-z]{26}$/);
+
+      const listed = await runCli(['projects', 'list'], db.env);
+      assert.equal(listed.code, 0, listed.stderr);
+      const row = listed.stdout.split('\n').find((line) => line.startsWith(created.lastLine));
+      assert.ok(row, listed.stdout);
+      assert.match(row, /Acme Mail/);
+
+      const json = await runCli(['projects', 'list', '--json'], db.env);
+      const project = JSON.parse(json.stdout).find((p: any) => p.id === created.lastLine);
+      assert.deepEqual(Object.keys(project).sort(), ['created_at', 'default', 'id', 'name']);
+      assert.equal(project.name, 'Acme Mail');
+    });
+
+    test('unknown project or key: a clear message and exit 1', async () => {
+      for (const args of [
+        ['keys', 'create', '--project', 'proj_01m8000000e000000000000000'],
+        ['keys', 'list', '--project', 'nope'],
+      ]) {
+        const result = await runCli(args, db.env);
+        assert.equal(result.code, 1, result.stderr);
+        assert.match(result.stderr, /No project with id/);
+        assert.equal(result.stdout, '');
+      }
+      const revoke = await runCli(['keys', 'revoke', 'key_nope'], db.env);
+      assert.equal(revoke.code, 1);
+      assert.match(revoke.stderr, /No key with id 'key_nope'/);
+    });
+
+    test('keys create, list and revoke work against a running `postwire serve`', async (t) => {
+      const server = await startServerProcess({ ...db.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY }, [
+        'src/cli.ts',
+        'serve',
+        '--no-worker',
+      ]);
+      t.after(() => server.kill());
+
+      const project = (await runCli(['projects', 'create', 'Keys test'], db.env)).lastLine;
+      const created = await runCli(['keys', 'create', '--project', project, '--name', 'ci'], db.env);
+      assert.equal(created.code, 0, created.stderr);
+      const key = created.lastLine;
+      assert.match(key, /^pw_[A-Za-z0-9_-]{32}$/);
+      assert.match(created.stdout, /shown only this once/);
+
+      const call = () => fetch(`${server.url}/v1/webhooks`, { headers: { authorization: `Bearer ${key}` } });
+      const ok = await call();
+      assert.equal(ok.status, 200);
+      assert.deepEqual(await ok.json(), { object: 'list', data: [], has_more: false });
+
+      const listed = await runCli(['keys', 'list', '--project', project], db.env);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.match(listed.stdout, /^ID\s+NAME\s+PREFIX\s+CREATED\s+REVOKED$/m);
+      const keyId = /^(key_\S+)\s+ci\s+/m.exec(listed.stdout)?.[1];
+      assert.ok(keyId, listed.stdout);
+      // It identifies the key by a prefix, and shows neither the key nor its hash.
+      assert.ok(listed.stdout.includes(key.slice(0, 10)));
+      assert.ok(!listed.stdout.includes(key));
+      assert.ok(!listed.stdout.includes(createHash('sha256').update(key).digest('hex')));
+
+      const revoked = await runCli(['keys', 'revoke', keyId], db.env);
+      assert.equal(revoked.code, 0, revoked.stderr);
+      assert.match(revoked.stdout, new RegExp(`Revoked key ${keyId}`));
+
+      const refused = await call();
+      assert.equal(refused.status, 401);
+      assert.match(refused.headers.get('www-authenticate') ?? '', /^Bearer/);
+      const body = await refused.json();
+      assert.deepEqual(Object.keys(body), ['error']);
+      assert.equal(typeof body.error.code, 'string');
+      assert.equal(typeof body.error.message, 'string');
+      assert.match(body.error.request_id, /^req_/);
+      assert.equal(refused.headers.get('x-request-id'), body.error.request_id);
+
+      const json = JSON.parse(
+        (await runCli(['keys', 'list', '--project', project, '--json'], db.env)).stdout,
+      );
+      assert.equal(json.length, 1);
+      assert.deepEqual(Object.keys(json[0]).sort(), ['created_at', 'id', 'name', 'prefix', 'revoked_at']);
+      assert.match(json[0].revoked_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+      assert.equal(await server.stop(), 0);
+    });
+  });
+}

@@ -1,0 +1,214 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Engine } from '../../src/db/connection.ts';
+import { createTestDatabase, type TestDatabase } from './app.ts';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+const CHILD_TIMEOUT_MS = 20_000;
+
+/**
+ * A child's whole environment: PATH plus what the test gives. Nothing else is inherited, so a developer's
+ * own DATABASE_URL or POSTWIRE_* settings cannot leak into a test.
+ */
+export function childEnv(extra: Record<string, string | undefined>): Record<string, string> {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
+  for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value;
+  return env;
+}
+
+export interface ProcessDatabase {
+  database: TestDatabase;
+  /** The data directory child processes use (the SQLite file's, or a temporary one on PostgreSQL). */
+  dataDir: string;
+  /** DATABASE_URL or POSTWIRE_DATA_DIR, always with a temporary POSTWIRE_DATA_DIR so nothing lands in ./data. */
+  env: Record<string, string>;
+  cleanup(): Promise<void>;
+}
+
+/** A fresh, migrated and empty database for child processes, on either engine. */
+export async function createProcessDatabase(engine: Engine): Promise<ProcessDatabase> {
+  const database = await createTestDatabase(engine);
+  const dataDir = database.env.POSTWIRE_DATA_DIR ?? mkdtempSync(path.join(tmpdir(), 'postwire-data-'));
+  return {
+    database,
+    dataDir,
+    env: { ...database.env, POSTWIRE_DATA_DIR: dataDir },
+    async cleanup() {
+      await database.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** The last non-empty line of stdout (where `projects create` and `keys create` put their answer). */
+  lastLine: string;
+}
+
+/** Runs `node src/cli.ts …` (or another script) to completion. `process.execPath` is the Node running the tests. */
+export async function runCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  script = 'src/cli.ts',
+): Promise<CliResult> {
+  const child = spawn(process.execPath, [script, ...args], { cwd: REPO_ROOT, env: childEnv(env) });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (exitCode) => resolve(exitCode));
+  }).finally(() => clearTimeout(timer));
+  const lines = stdout.split('\n').filter((line) => line.trim() !== '');
+  return { code, stdout, stderr, lastLine: lines.at(-1) ?? '' };
+}
+
+export interface ServerProcess {
+  child: ChildProcess;
+  /** Where it listens, from its "listening" log line. */
+  url: string;
+  stdout(): string;
+  stderr(): string;
+  /** The JSON log lines written so far. */
+  logs(): any[];
+  waitForLog(predicate: (line: any) => boolean, timeoutMs?: number): Promise<any>;
+  /** Resolves once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Sends a signal and waits for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** SIGKILL if still running; for cleanup after a failed test. */
+  kill(): void;
+}
+
+interface Watcher {
+  predicate: (line: any) => boolean;
+  resolve: (line: any) => void;
+}
+
+/**
+ * Starts a server process (`node src/main.ts` unless `args` say otherwise) and resolves once it logs the
+ * URL it listens on; rejects with its output if it exits or hangs first.
+ */
+export async function startServerProcess(
+  env: Record<string, string | undefined>,
+  args: string[] = ['src/main.ts'],
+): Promise<ServerProcess> {
+  const child = spawn(process.execPath, args, {
+    cwd: REPO_ROOT,
+    env: childEnv({ PORT: '0', ...env }),
+  });
+  let stdout = '';
+  let stderr = '';
+  let pending = '';
+  const logs: any[] = [];
+  let watchers: Watcher[] = [];
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    pending += chunk;
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line.startsWith('{')) continue;
+      let parsed: any;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        continue;
+      }
+      logs.push(parsed);
+      watchers = watchers.filter((watcher) => {
+        if (!watcher.predicate(parsed)) return true;
+        watcher.resolve(parsed);
+        return false;
+      });
+    }
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+
+  const describe = () => `stdout:\n${stdout}\nstderr:\n${stderr}`;
+  function waitForLog(predicate: (line: any) => boolean, timeoutMs = 10_000): Promise<any> {
+    const seen = logs.find(predicate);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`No such log line within ${timeoutMs} ms\n${describe()}`)),
+        timeoutMs,
+      );
+      const watcher: Watcher = {
+        predicate,
+        resolve: (line) => {
+          clearTimeout(timer);
+          resolve(line);
+        },
+      };
+      watchers.push(watcher);
+      void exited.then(({ code, signal }) => {
+        clearTimeout(timer);
+        if (watchers.includes(watcher)) reject(new Error(`Exited (${code ?? signal}) first\n${describe()}`));
+      });
+    });
+  }
+
+  let listening: any;
+  try {
+    listening = await waitForLog((line) => typeof line.url === 'string' && /listening/i.test(line.msg));
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+
+  return {
+    child,
+    url: listening.url,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    logs: () => logs,
+    waitForLog,
+    exited,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+      const { code } = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+/** Runs a server process that is expected to fail at start; resolves to its exit code and output. */
+export async function runFailingServer(
+  env: Record<string, string | undefined>,
+  args: string[] = ['src/main.ts'],
+): Promise<CliResult> {
+  return runCli(args.slice(1), { PORT: '0', ...env }, args[0]);
+}
+
+/** A port that was free a moment ago (the kernel picks it); for tests that must choose PORT themselves. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  if (!address || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}

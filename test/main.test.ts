@@ -1,0 +1,222 @@
+import assert from 'node:assert/strict';
+import { readFileSync, statSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { ENGINES } from './helpers/app.ts';
+import {
+  createProcessDatabase,
+  freePort,
+  type ProcessDatabase,
+  runCli,
+  runFailingServer,
+  startServerProcess,
+} from './helpers/process.ts';
+
+const ENCRYPTION_KEY = 'ab'.repeat(32);
+const KEY_IN_BOX = /Your API key \(shown once\): (pw_[A-Za-z0-9_-]+)/g;
+
+async function get(url: string, key?: string): Promise<{ status: number; headers: Headers; body: any }> {
+  const response = await fetch(url, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+async function post(url: string, key: string, body: unknown): Promise<{ status: number; body: any }> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+/** Resolves once nothing accepts connections at `url` any more. */
+async function waitUntilRefused(url: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const refused = await fetch(url).then(
+      () => false,
+      () => true,
+    );
+    if (refused) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`${url} still accepts connections`);
+}
+
+describe('main.ts configuration', () => {
+  test('a bad PORT exits 1 with a message naming PORT', async () => {
+    const result = await runFailingServer({ PORT: 'abc', POSTWIRE_DATA_DIR: '/nonexistent/never-created' });
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /PORT/);
+    assert.match(result.stderr, /abc/);
+    assert.equal(result.stdout, '');
+  });
+});
+
+for (const engine of ENGINES) {
+  describe(`main.ts on ${engine}`, () => {
+    let db: ProcessDatabase;
+    before(async () => {
+      db = await createProcessDatabase(engine);
+    });
+    after(async () => {
+      await db.cleanup();
+    });
+
+    test('first start prints a working key once; the next start does not; PORT is honoured', async (t) => {
+      const env = { ...db.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY };
+      const first = await startServerProcess(env);
+      t.after(() => first.kill());
+
+      const shown = [...first.stdout().matchAll(KEY_IN_BOX)].map((match) => match[1]!);
+      assert.equal(shown.length, 1, first.stdout());
+      const key = shown[0]!;
+      // The key is shown in the box and nowhere else: no log line carries it.
+      for (const line of first.logs()) assert.ok(!JSON.stringify(line).includes(key), JSON.stringify(line));
+
+      const health = await get(`${first.url}/healthz`);
+      assert.equal(health.status, 200);
+      assert.deepEqual(health.body, { status: 'ok' });
+      assert.equal((await get(`${first.url}/v1/webhooks`, key)).status, 200);
+      assert.equal((await get(`${first.url}/v1/webhooks`)).status, 401);
+      assert.equal(await first.stop(), 0);
+      assert.ok(!first.stderr().includes(key));
+
+      const port = await freePort();
+      const second = await startServerProcess({ ...env, PORT: String(port) });
+      t.after(() => second.kill());
+      assert.equal(new URL(second.url).port, String(port));
+      assert.doesNotMatch(second.stdout(), /shown once|pw_/);
+      assert.equal((await get(`${second.url}/v1/webhooks`, key)).status, 200);
+      assert.equal(await second.stop(), 0);
+    });
+
+    test('POSTWIRE_BOOTSTRAP_KEY makes that key exist, once, and never prints it', async (t) => {
+      const own = await createProcessDatabase(engine);
+      t.after(() => own.cleanup());
+      const bootstrapKey = 'pw_bootstrap_for_tests_0123456789';
+      const env = {
+        ...own.env,
+        POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+        POSTWIRE_BOOTSTRAP_KEY: bootstrapKey,
+      };
+
+      for (let start = 1; start <= 2; start++) {
+        const server = await startServerProcess(env);
+        t.after(() => server.kill());
+        assert.equal((await get(`${server.url}/v1/webhooks`, bootstrapKey)).status, 200, `start ${start}`);
+        assert.equal(await server.stop(), 0);
+        assert.ok(!server.stdout().includes(bootstrapKey), `start ${start} printed the bootstrap key`);
+        assert.ok(!server.stderr().includes(bootstrapKey));
+        assert.doesNotMatch(server.stdout(), /shown once/);
+      }
+
+      const projects = await runCli(['projects', 'list', '--json'], env);
+      assert.equal(projects.code, 0, projects.stderr);
+      const list = JSON.parse(projects.stdout);
+      assert.equal(list.length, 1);
+      assert.equal(list[0].default, true);
+      const keys = await runCli(['keys', 'list', '--project', list[0].id, '--json'], env);
+      assert.equal(keys.code, 0, keys.stderr);
+      assert.deepEqual(
+        JSON.parse(keys.stdout).map((key: any) => key.name),
+        ['bootstrap'],
+      );
+    });
+
+    test('SIGTERM lets an in-flight request finish, refuses new connections, and exits 0', async (t) => {
+      const bootstrapKey = 'pw_sigterm_test_key_0123456789';
+      const server = await startServerProcess({
+        ...db.env,
+        POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+        POSTWIRE_BOOTSTRAP_KEY: bootstrapKey,
+        POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+      });
+      t.after(() => server.kill());
+
+      // A request whose body arrives slowly: the headers are in when SIGTERM comes, the body only after.
+      const body = JSON.stringify({ url: 'https://example.com/in-flight', events: ['email.delivered'] });
+      const request = http.request(`${server.url}/v1/webhooks`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${bootstrapKey}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      });
+      const response = new Promise<{ status: number; body: any }>((resolve, reject) => {
+        request.on('error', reject);
+        request.on('response', (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+        });
+      });
+      request.write(body.slice(0, 10));
+      await server.waitForLog((line) => line.msg === 'incoming request' && line.req?.url === '/v1/webhooks');
+
+      server.child.kill('SIGTERM');
+      await server.waitForLog((line) => line.signal === 'SIGTERM');
+      await waitUntilRefused(`${server.url}/healthz`);
+
+      request.end(body.slice(10));
+      const answer = await response;
+      assert.equal(answer.status, 201, JSON.stringify(answer.body));
+      assert.equal(answer.body.data.url, 'https://example.com/in-flight');
+      const { code } = await server.exited;
+      assert.equal(code, 0, server.stderr());
+
+      // The request's write really happened before the database closed.
+      const row = await db.database.handle.db
+        .selectFrom('webhooks')
+        .select('id')
+        .where('id', '=', answer.body.data.id)
+        .executeTakeFirst();
+      assert.ok(row);
+    });
+
+    test('without POSTWIRE_ENCRYPTION_KEY a 0600 key file is generated once and reused', async (t) => {
+      const own = await createProcessDatabase(engine);
+      t.after(() => own.cleanup());
+      const bootstrapKey = 'pw_encryption_test_key_0123456789';
+      const env = { ...own.env, POSTWIRE_BOOTSTRAP_KEY: bootstrapKey, POSTWIRE_ALLOW_PRIVATE_URLS: 'true' };
+      const keyFile = path.join(own.dataDir, 'encryption.key');
+
+      const first = await startServerProcess(env);
+      t.after(() => first.kill());
+      assert.equal(statSync(keyFile).mode & 0o777, 0o600);
+      const stored = readFileSync(keyFile, 'utf8');
+      assert.match(stored, /^[0-9a-f]{64}\n$/);
+      const warning = first.logs().find((line) => line.level === 40 && /same key/.test(line.msg));
+      if (engine === 'postgres')
+        assert.ok(warning, 'PostgreSQL with a key file warns that processes must share it');
+      else assert.equal(warning, undefined);
+      assert.ok(!first.stdout().includes(stored.trim()), 'the encryption key is never logged');
+
+      const created = await post(`${first.url}/v1/webhooks`, bootstrapKey, {
+        url: 'https://example.com/sealed',
+        events: ['email.sent'],
+        secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      assert.equal(created.body.data.has_secret, true);
+      assert.equal(await first.stop(), 0);
+
+      const second = await startServerProcess(env);
+      t.after(() => second.kill());
+      assert.equal(readFileSync(keyFile, 'utf8'), stored);
+      const fetched = await get(`${second.url}/v1/webhooks/${created.body.data.id}`, bootstrapKey);
+      assert.equal(fetched.status, 200);
+      assert.equal(fetched.body.data.has_secret, true);
+      assert.equal(await second.stop(), 0);
+
+      // A different key cannot open the stored secret: the start fails loudly rather than later, quietly.
+      const wrong = await runFailingServer({ ...env, POSTWIRE_ENCRYPTION_KEY: 'cd'.repeat(32) });
+      assert.equal(wrong.code, 1);
+      assert.match(wrong.stderr, /encryption key/i);
+      assert.equal(readFileSync(keyFile, 'utf8'), stored);
+    });
+  });
+}
