@@ -1,5 +1,7 @@
+import { createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseDuration } from './lib/duration.ts';
+import { parseDuration, parseSchedule } from './lib/duration.ts';
 
 export interface Config {
   port: number;
@@ -15,6 +17,47 @@ export interface Config {
   rateLimit: number;
   rateLimitWindowMs: number;
   logLevel: string;
+  /** A webhook attempt must answer 2xx within this many ms (connect and response). */
+  webhookTimeoutMs: number;
+  /** Delay in ms before each attempt: step 0 is the first attempt (always 0: sent when the event happens). */
+  webhookRetrySchedule: number[];
+  /** Each retry delay is moved by up to ± this fraction, so retries of many deliveries spread out. */
+  webhookRetryJitter: number;
+  /** Webhook attempts in flight at once per worker, overall and per webhook. */
+  webhookConcurrency: number;
+  webhookConcurrencyPerEndpoint: number;
+  /** A webhook whose attempts have all failed for this long is disabled. */
+  webhookDisableAfterMs: number;
+  /**
+   * How mail leaves: `relay` through smtpUrl, `direct` to each recipient domain's MX, `capture` kept in the
+   * database (nothing leaves the machine). Default: relay when SMTP_URL is set, else capture.
+   */
+  mailTransport: MailTransportKind;
+  /** `smtp(s)://user:pass@host:port` of the relay; only used by the relay transport. */
+  smtpUrl: string | undefined;
+  /** Delay in ms before each send attempt of a recipient; its length is the number of attempts. */
+  sendRetrySchedule: number[];
+  /** SMTP transactions in flight at once per worker (in relay mode: the pooled connections to the relay). */
+  sendConcurrency: number;
+  /** SMTP transactions in flight at once to one recipient domain per worker (direct mode). */
+  sendConcurrencyPerHost: number;
+  /** Recipients a project may send to per UTC day; 0 means no limit. */
+  sendDailyLimit: number;
+  /** One SMTP attempt (connect to the final reply) must finish within this many ms. */
+  sendTimeoutMs: number;
+  /** The name this service gives in EHLO; the machine's host name when unset. */
+  mailHostname: string | undefined;
+  /** DKIM signing of every message, when all three DKIM_* settings are given. */
+  dkim: DkimConfig | undefined;
+}
+
+export type MailTransportKind = 'relay' | 'direct' | 'capture';
+
+export interface DkimConfig {
+  domain: string;
+  selector: string;
+  /** The private key as PEM. */
+  privateKey: string;
 }
 
 export class ConfigError extends Error {
@@ -60,6 +103,32 @@ export function loadConfig(env: Env = process.env): Config {
     return value;
   };
 
+  const fraction = (name: string, fallback: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value < 0 || value > 1) {
+      problems.push(`${name} must be a number from 0 to 1, got '${raw}'.`);
+      return fallback;
+    }
+    return value;
+  };
+
+  const schedule = (name: string, fallback: string): number[] => {
+    const raw = env[name] || fallback;
+    const steps = parseSchedule(raw);
+    if (!steps || steps.length > 50) {
+      problems.push(`${name} must be 1 to 50 comma-separated durations such as 0,5s,5m,2h, got '${raw}'.`);
+      return parseSchedule(fallback)!;
+    }
+    // The first attempt goes out when the event is stored; a non-zero first step would silently not apply.
+    if (steps[0] !== 0) {
+      problems.push(`${name} must start with 0 (the first attempt is made at once), got '${raw}'.`);
+      return parseSchedule(fallback)!;
+    }
+    return steps;
+  };
+
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push(`DATABASE_URL must start with postgres:// (leave it unset for the embedded SQLite).`);
@@ -83,12 +152,124 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimit: integer('POSTWIRE_RATE_LIMIT', 6000, 0, 1_000_000_000),
     rateLimitWindowMs: duration('POSTWIRE_RATE_LIMIT_WINDOW', 60_000),
     logLevel: env.LOG_LEVEL || 'info',
+    webhookTimeoutMs: integer('WEBHOOK_TIMEOUT_MS', 15_000, 100, 600_000),
+    webhookRetrySchedule: schedule('WEBHOOK_RETRY_SCHEDULE', '0,5s,5m,30m,2h,5h,10h,10h'),
+    webhookRetryJitter: fraction('WEBHOOK_RETRY_JITTER', 0.2),
+    webhookConcurrency: integer('WEBHOOK_CONCURRENCY', 64, 1, 10_000),
+    webhookConcurrencyPerEndpoint: integer('WEBHOOK_CONCURRENCY_PER_ENDPOINT', 4, 1, 1000),
+    webhookDisableAfterMs: duration('WEBHOOK_DISABLE_AFTER', 5 * 86_400_000),
+    ...mailConfig(env, problems, { integer, duration, schedule }),
   };
   if (config.bootstrapKey !== undefined && config.bootstrapKey.length < 16) {
     problems.push('POSTWIRE_BOOTSTRAP_KEY must be at least 16 characters.');
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+type MailConfig = Pick<
+  Config,
+  | 'mailTransport'
+  | 'smtpUrl'
+  | 'sendRetrySchedule'
+  | 'sendConcurrency'
+  | 'sendConcurrencyPerHost'
+  | 'sendDailyLimit'
+  | 'sendTimeoutMs'
+  | 'mailHostname'
+  | 'dkim'
+>;
+
+/** The sending settings: transport, retries, concurrency, the daily limit and DKIM. */
+function mailConfig(
+  env: Env,
+  problems: string[],
+  read: {
+    integer: (name: string, fallback: number, min: number, max: number) => number;
+    duration: (name: string, fallback: number) => number;
+    schedule: (name: string, fallback: string) => number[];
+  },
+): MailConfig {
+  const smtpUrl = env.SMTP_URL || undefined;
+  if (smtpUrl !== undefined) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(smtpUrl);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
+      // The value may hold a password: the message names the variable, never repeats it.
+      problems.push('SMTP_URL must look like smtp://user:pass@host:587 or smtps://user:pass@host:465.');
+    }
+  }
+
+  let mailTransport: MailTransportKind = smtpUrl ? 'relay' : 'capture';
+  const requested = env.MAIL_TRANSPORT?.toLowerCase();
+  if (requested) {
+    if (requested === 'relay' || requested === 'direct' || requested === 'capture') {
+      mailTransport = requested;
+    } else {
+      problems.push(`MAIL_TRANSPORT must be relay, direct or capture, got '${env.MAIL_TRANSPORT}'.`);
+    }
+  }
+  if (mailTransport === 'relay' && !smtpUrl) {
+    problems.push('MAIL_TRANSPORT=relay needs SMTP_URL (smtp://user:pass@host:port).');
+  }
+
+  const sendTimeoutMs = read.duration('SEND_TIMEOUT', 120_000);
+  if (sendTimeoutMs < 100 || sendTimeoutMs > 3_600_000) {
+    problems.push(`SEND_TIMEOUT must be from 100ms to 1h, got '${env.SEND_TIMEOUT}'.`);
+  }
+
+  return {
+    mailTransport,
+    smtpUrl,
+    sendRetrySchedule: read.schedule('SEND_RETRY_SCHEDULE', '0,1m,5m,15m,1h,3h,6h,12h,24h,24h'),
+    sendConcurrency: read.integer('SEND_CONCURRENCY', 16, 1, 10_000),
+    sendConcurrencyPerHost: read.integer('SEND_CONCURRENCY_PER_HOST', 4, 1, 1000),
+    sendDailyLimit: read.integer('SEND_DAILY_LIMIT', 10_000, 0, 1_000_000_000),
+    sendTimeoutMs,
+    mailHostname: env.MAIL_HOSTNAME || undefined,
+    dkim: dkimConfig(env, problems),
+  };
+}
+
+function dkimConfig(env: Env, problems: string[]): DkimConfig | undefined {
+  const domain = env.DKIM_DOMAIN || undefined;
+  const selector = env.DKIM_SELECTOR || undefined;
+  const key = env.DKIM_PRIVATE_KEY || undefined;
+  if (!domain && !selector && !key) return undefined;
+  if (!domain || !selector || !key) {
+    problems.push('DKIM signing needs all of DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY.');
+    return undefined;
+  }
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/i.test(domain)) {
+    problems.push(`DKIM_DOMAIN must be a domain name such as example.com, got '${domain}'.`);
+  }
+  if (!/^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?)*$/i.test(selector)) {
+    problems.push(`DKIM_SELECTOR must be a DNS label such as mail2026, got '${selector}'.`);
+  }
+  // The key is PEM text (environments often carry its line breaks as \n) or the path of a PEM file.
+  let pem: string;
+  if (key.includes('-----BEGIN')) {
+    pem = key.replace(/\\n/g, '\n');
+  } else {
+    try {
+      pem = readFileSync(key, 'utf8');
+    } catch {
+      problems.push(`DKIM_PRIVATE_KEY is neither a PEM key nor a readable file ('${key}').`);
+      return undefined;
+    }
+  }
+  try {
+    createPrivateKey(pem);
+  } catch {
+    // Never echo key material into a log line.
+    problems.push('DKIM_PRIVATE_KEY does not hold a valid PEM private key.');
+    return undefined;
+  }
+  return { domain: domain.toLowerCase(), selector, privateKey: pem };
 }
 
 function decodeKey(text: string): Buffer | undefined {

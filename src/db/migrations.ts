@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, PostgresAdapter, sql } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 
 // Migrations live in code (not files found at run time) so they ship with the process and run the same
@@ -102,6 +102,209 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // Events and their webhook deliveries (the outbox): an event and its delivery rows are written in one
+  // transaction; workers claim due rows with a lease. Every attempt is its own row for the delivery log.
+  '0002_events_deliveries': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('events')
+        .addColumn('id', 'text', (col) => col.primaryKey())
+        .addColumn('project_id', 'text', (col) => col.notNull().references('projects.id').onDelete('cascade'))
+        .addColumn('type', 'text', (col) => col.notNull())
+        .addColumn('data', 'text', (col) => col.notNull())
+        .addColumn('created_at', 'text', (col) => col.notNull())
+        .execute();
+      await db.schema.createIndex('events_project_id').on('events').columns(['project_id', 'id']).execute();
+      await db.schema
+        .createIndex('events_project_type')
+        .on('events')
+        .columns(['project_id', 'type', 'id'])
+        .execute();
+
+      // Deleting a webhook deletes its deliveries (and their attempts): nothing is left to send to it.
+      await db.schema
+        .createTable('deliveries')
+        .addColumn('id', 'text', (col) => col.primaryKey())
+        .addColumn('project_id', 'text', (col) => col.notNull())
+        .addColumn('event_id', 'text', (col) => col.notNull().references('events.id').onDelete('cascade'))
+        .addColumn('webhook_id', 'text', (col) => col.notNull().references('webhooks.id').onDelete('cascade'))
+        .addColumn('status', 'text', (col) => col.notNull())
+        .addColumn('attempts', 'integer', (col) => col.notNull().defaultTo(0))
+        .addColumn('next_attempt_at', 'text', (col) => col.notNull())
+        .addColumn('locked_until', 'text')
+        .addColumn('locked_by', 'text')
+        .addColumn('last_attempt_at', 'text')
+        .addColumn('last_status_code', 'integer')
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'text', (col) => col.notNull())
+        .addColumn('updated_at', 'text', (col) => col.notNull())
+        .addColumn('completed_at', 'text')
+        .execute();
+      // The claim query: pending rows in due order.
+      await db.schema
+        .createIndex('deliveries_due')
+        .on('deliveries')
+        .columns(['status', 'next_attempt_at'])
+        .execute();
+      await db.schema.createIndex('deliveries_event').on('deliveries').columns(['event_id', 'id']).execute();
+      await db.schema
+        .createIndex('deliveries_webhook')
+        .on('deliveries')
+        .columns(['webhook_id', 'id'])
+        .execute();
+      await db.schema
+        .createIndex('deliveries_project')
+        .on('deliveries')
+        .columns(['project_id', 'id'])
+        .execute();
+
+      await db.schema
+        .createTable('delivery_attempts')
+        .addColumn('id', 'text', (col) => col.primaryKey())
+        .addColumn('delivery_id', 'text', (col) =>
+          col.notNull().references('deliveries.id').onDelete('cascade'),
+        )
+        .addColumn('project_id', 'text', (col) => col.notNull())
+        .addColumn('webhook_id', 'text', (col) => col.notNull())
+        .addColumn('event_id', 'text', (col) => col.notNull())
+        .addColumn('attempted_at', 'text', (col) => col.notNull())
+        .addColumn('status_code', 'integer')
+        .addColumn('duration_ms', 'integer', (col) => col.notNull())
+        .addColumn('error', 'text')
+        .addColumn('response_excerpt', 'text')
+        .execute();
+      await db.schema
+        .createIndex('delivery_attempts_delivery')
+        .on('delivery_attempts')
+        .columns(['delivery_id', 'id'])
+        .execute();
+      await db.schema
+        .createIndex('delivery_attempts_webhook')
+        .on('delivery_attempts')
+        .columns(['webhook_id', 'id'])
+        .execute();
+
+      // SQLite adds one column per statement.
+      for (const column of ['disabled_reason', 'last_success_at', 'failing_since']) {
+        await db.schema.alterTable('webhooks').addColumn(column, 'text').execute();
+      }
+    },
+  },
+  // Sending: an email and one row per recipient (the sending job, claimed with a lease like a delivery),
+  // the captured MIME of the capture transport, the email's events (an outbox in front of the event
+  // service) and each project's fair-queue clock and daily count.
+  '0003_emails': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('emails')
+        .addColumn('id', 'text', (col) => col.primaryKey())
+        .addColumn('project_id', 'text', (col) => col.notNull().references('projects.id').onDelete('cascade'))
+        .addColumn('from_address', 'text', (col) => col.notNull())
+        .addColumn('to_addresses', 'text', (col) => col.notNull())
+        .addColumn('cc_addresses', 'text', (col) => col.notNull())
+        .addColumn('bcc_addresses', 'text', (col) => col.notNull())
+        .addColumn('reply_to', 'text', (col) => col.notNull())
+        .addColumn('subject', 'text', (col) => col.notNull())
+        .addColumn('html', 'text')
+        .addColumn('text', 'text')
+        .addColumn('headers', 'text', (col) => col.notNull())
+        .addColumn('tags', 'text', (col) => col.notNull())
+        .addColumn('template_id', 'text')
+        .addColumn('template_version', 'integer')
+        .addColumn('message_id', 'text', (col) => col.notNull())
+        .addColumn('status', 'text', (col) => col.notNull())
+        .addColumn('recipient_count', 'integer', (col) => col.notNull())
+        .addColumn('scheduled_at', 'text')
+        .addColumn('created_at', 'text', (col) => col.notNull())
+        .addColumn('updated_at', 'text', (col) => col.notNull())
+        .execute();
+      await db.schema.createIndex('emails_project_id').on('emails').columns(['project_id', 'id']).execute();
+
+      await db.schema
+        .createTable('email_recipients')
+        .addColumn('id', 'text', (col) => col.primaryKey())
+        .addColumn('email_id', 'text', (col) => col.notNull().references('emails.id').onDelete('cascade'))
+        .addColumn('project_id', 'text', (col) => col.notNull())
+        .addColumn('position', 'integer', (col) => col.notNull())
+        .addColumn('type', 'text', (col) => col.notNull())
+        .addColumn('address', 'text', (col) => col.notNull())
+        .addColumn('host', 'text', (col) => col.notNull())
+        .addColumn('status', 'text', (col) => col.notNull())
+        .addColumn('attempts', 'integer', (col) => col.notNull().defaultTo(0))
+        .addColumn('ready_seq', 'bigint')
+        .addColumn('wait_until', 'text')
+        .addColumn('next_attempt_at', 'text')
+        .addColumn('locked_until', 'text')
+        .addColumn('locked_by', 'text')
+        .addColumn('last_attempt_at', 'text')
+        .addColumn('last_response', 'text')
+        .addColumn('last_response_code', 'integer')
+        .addColumn('created_at', 'text', (col) => col.notNull())
+        .addColumn('updated_at', 'text', (col) => col.notNull())
+        .addColumn('completed_at', 'text')
+        .execute();
+      await db.schema
+        .createIndex('email_recipients_email')
+        .on('email_recipients')
+        .columns(['email_id', 'position'])
+        .execute();
+      // The two queue indexes hold only the rows they serve (due, or waiting), so they stay small however
+      // many sent recipients the table keeps.
+      await db.schema
+        .createIndex('email_recipients_ready')
+        .on('email_recipients')
+        .column('ready_seq')
+        .where(sql.ref('ready_seq'), 'is not', null)
+        .execute();
+      await db.schema
+        .createIndex('email_recipients_waiting')
+        .on('email_recipients')
+        .column('wait_until')
+        .where(sql.ref('wait_until'), 'is not', null)
+        .execute();
+
+      await db.schema
+        .createTable('email_raw')
+        .addColumn('email_id', 'text', (col) => col.primaryKey().references('emails.id').onDelete('cascade'))
+        .addColumn('project_id', 'text', (col) => col.notNull())
+        .addColumn('raw', 'text', (col) => col.notNull())
+        .addColumn('created_at', 'text', (col) => col.notNull())
+        .execute();
+
+      await db.schema
+        .createTable('email_events')
+        .addColumn('id', 'text', (col) => col.primaryKey())
+        .addColumn('email_id', 'text', (col) => col.notNull().references('emails.id').onDelete('cascade'))
+        .addColumn('project_id', 'text', (col) => col.notNull())
+        .addColumn('recipient', 'text', (col) => col.notNull())
+        .addColumn('type', 'text', (col) => col.notNull())
+        .addColumn('data', 'text', (col) => col.notNull())
+        .addColumn('created_at', 'text', (col) => col.notNull())
+        .addColumn('event_id', 'text')
+        .execute();
+      await db.schema
+        .createIndex('email_events_email')
+        .on('email_events')
+        .columns(['email_id', 'id'])
+        .execute();
+      await db.schema
+        .createIndex('email_events_unemitted')
+        .on('email_events')
+        .column('created_at')
+        .where(sql.ref('event_id'), 'is', null)
+        .execute();
+
+      await db.schema
+        .createTable('project_send_state')
+        .addColumn('project_id', 'text', (col) =>
+          col.primaryKey().references('projects.id').onDelete('cascade'),
+        )
+        .addColumn('fair_seq', 'bigint', (col) => col.notNull())
+        .addColumn('quota_day', 'text', (col) => col.notNull())
+        .addColumn('quota_used', 'integer', (col) => col.notNull())
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
@@ -109,7 +312,14 @@ const provider: MigrationProvider = { getMigrations: async () => migrations };
 /** Brings the schema up to date; safe to call from several processes at once (the migrator locks). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the migrator works on any schema
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
-  const migrator = new Migrator({ db, provider });
+  // Kysely looks for its own bookkeeping tables in every schema unless told which one: with search_path
+  // choosing the schema, it would find another schema's tables, skip creating its own, and fail.
+  let migrationTableSchema: string | undefined;
+  if (db.getExecutor().adapter instanceof PostgresAdapter) {
+    const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+    migrationTableSchema = rows[0]?.schema;
+  }
+  const migrator = new Migrator({ db, provider, ...(migrationTableSchema ? { migrationTableSchema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? [])

@@ -32,6 +32,11 @@ export interface WebhooksTable {
   secret_sealed: string | null;
   created_at: string;
   updated_at: string;
+  /** Why the service disabled the webhook (410, days of failures); null otherwise. */
+  disabled_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  last_success_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Time of the first failed attempt since the last success; the 5-day disable rule counts from it. */
+  failing_since: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface TemplatesTable {
@@ -70,6 +75,169 @@ export interface IdempotencyKeysTable {
   created_at: string;
 }
 
+export interface EventsTable {
+  id: string;
+  project_id: string;
+  type: string;
+  /** The event's `data` object as JSON text, sent to receivers as stored. */
+  data: string;
+  created_at: string;
+}
+
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
+
+// One row per (event, webhook): the outbox job and the delivery log the API shows.
+export interface DeliveriesTable {
+  id: string;
+  project_id: string;
+  event_id: string;
+  webhook_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  /** When the next attempt is due; meaningless once the delivery is no longer pending. */
+  next_attempt_at: string;
+  /** A worker's lease on the row: while in the future, no other worker claims it. */
+  locked_until: string | null;
+  locked_by: string | null;
+  last_attempt_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+  completed_at: string | null;
+}
+
+export interface DeliveryAttemptsTable {
+  id: string;
+  delivery_id: string;
+  project_id: string;
+  webhook_id: string;
+  event_id: string;
+  attempted_at: string;
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  /** The first 4 KiB of the response body, as text. */
+  response_excerpt: string | null;
+}
+
+// Sending (0003_emails). An email is stored with its recipients in one transaction before the API answers
+// 202; each recipient row is also the sending job (claimed with a lease, like a delivery).
+
+/** Where an email as a whole stands; see emails.service.ts for how recipients' statuses sum up. */
+export type EmailStatus =
+  | 'scheduled'
+  | 'queued'
+  | 'delayed'
+  | 'sent'
+  | 'delivered'
+  | 'bounced'
+  | 'failed'
+  | 'complained'
+  | 'cancelled'
+  | 'mixed';
+
+export type RecipientStatus =
+  'queued' | 'delayed' | 'sent' | 'delivered' | 'bounced' | 'failed' | 'complained' | 'cancelled';
+
+export interface EmailsTable {
+  id: string;
+  project_id: string;
+  /** As accepted (`Name <a@b.c>` or `a@b.c`), normalized. */
+  from_address: string;
+  /** JSON arrays of addresses as accepted. */
+  to_addresses: string;
+  cc_addresses: string;
+  bcc_addresses: string;
+  reply_to: string;
+  /** The subject and bodies as sent: a template is rendered when the email is accepted. */
+  subject: string;
+  html: string | null;
+  text: string | null;
+  /** JSON object of extra header name → value. */
+  headers: string;
+  /** JSON object of tag name → value. */
+  tags: string;
+  template_id: string | null;
+  template_version: number | null;
+  /** The RFC 5322 Message-ID, made when the email is accepted, the same on every attempt. */
+  message_id: string;
+  status: EmailStatus;
+  recipient_count: number;
+  scheduled_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Sequence numbers are bigint: PostgreSQL hands them back as strings. */
+type Seq = ColumnType<string | number | null, number | null | undefined, number | null>;
+
+export interface EmailRecipientsTable {
+  id: string;
+  email_id: string;
+  project_id: string;
+  /** Order among the email's recipients (to, then cc, then bcc). */
+  position: number;
+  type: 'to' | 'cc' | 'bcc';
+  /** The bare address (`a@b.c`) the SMTP envelope uses. */
+  address: string;
+  /** The recipient's domain, lowercased ASCII: the MX to deliver to and the per-host concurrency key. */
+  host: string;
+  status: RecipientStatus;
+  attempts: number;
+  /**
+   * Queue position while due (fair across projects, see fair-queue.ts); null while waiting or when done.
+   * Workers claim the lowest first.
+   */
+  ready_seq: Seq;
+  /** While waiting (scheduled, or a retry): when it becomes due. Null when due or done. */
+  wait_until: string | null;
+  /** When the next attempt is (or was) due, for people; null once done. */
+  next_attempt_at: string | null;
+  locked_until: string | null;
+  locked_by: string | null;
+  last_attempt_at: string | null;
+  /** The server's reply to the last attempt, or why there was none. */
+  last_response: string | null;
+  last_response_code: number | null;
+  created_at: string;
+  updated_at: string;
+  completed_at: string | null;
+}
+
+/** The MIME of an email kept by the capture transport instead of sending it. */
+export interface EmailRawTable {
+  email_id: string;
+  project_id: string;
+  raw: string;
+  created_at: string;
+}
+
+/**
+ * What happened to an email, per recipient: written with the status change, then emitted through the event
+ * service (event_id is set once the event exists). Rows left with no event_id are emitted again.
+ */
+export interface EmailEventsTable {
+  id: string;
+  email_id: string;
+  project_id: string;
+  recipient: string;
+  type: string;
+  /** The event's data as JSON text. */
+  data: string;
+  created_at: string;
+  event_id: string | null;
+}
+
+/** Per project: the fair-queue clock and today's count against the daily send limit. */
+export interface ProjectSendStateTable {
+  project_id: string;
+  fair_seq: ColumnType<string | number, number, number>;
+  /** The UTC day (YYYY-MM-DD) quota_used counts. */
+  quota_day: string;
+  quota_used: number;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -77,6 +245,14 @@ export interface Database {
   templates: TemplatesTable;
   template_versions: TemplateVersionsTable;
   idempotency_keys: IdempotencyKeysTable;
+  events: EventsTable;
+  deliveries: DeliveriesTable;
+  delivery_attempts: DeliveryAttemptsTable;
+  emails: EmailsTable;
+  email_recipients: EmailRecipientsTable;
+  email_raw: EmailRawTable;
+  email_events: EmailEventsTable;
+  project_send_state: ProjectSendStateTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

@@ -10,6 +10,13 @@ import { migrateToLatest } from '../../src/db/migrations.ts';
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
 import type { Resolver } from '../../src/lib/network-policy.ts';
+import {
+  createDeliveryWorker,
+  type DeliverySettings,
+  type DeliveryWorker,
+} from '../../src/modules/deliveries/deliveries.worker.ts';
+import { createDeliveryNotifier, type DeliveryNotifier } from '../../src/modules/deliveries/notifier.ts';
+import type { EventService } from '../../src/modules/events/events.service.ts';
 import { createProjectRepo } from '../../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../../src/modules/projects/projects.service.ts';
 import { installContractCheck } from './contract.ts';
@@ -79,6 +86,14 @@ export interface TestApp {
   request<T = any>(method: string, path: string, options?: RequestOptions): Promise<ApiResponse<T>>;
   /** A second project with its own key, for isolation tests. */
   createProject(name?: string): Promise<{ projectId: string; key: string }>;
+  /** Emits events as the rest of the code does (the app's event service). */
+  events: EventService;
+  /** Wakes delivery workers in this process; workers from startWorker() listen to it. */
+  notifier: DeliveryNotifier;
+  /** The delivery worker started with the `worker` option, if any. */
+  worker: DeliveryWorker | undefined;
+  /** Starts another delivery worker on this app's database (stopped by close()). */
+  startWorker(options?: TestWorkerOptions): Promise<DeliveryWorker>;
   /** Row counts of every table, to show that a refused request stored nothing. */
   rowCounts(): Promise<Record<string, number>>;
   close(): Promise<void>;
@@ -91,19 +106,49 @@ export interface TestAppOptions {
   clock?: Clock;
   resolver?: Resolver;
   rateLimit?: { limit: number; windowMs: number };
+  /** Recipients a project may send to per day (the app's default when absent). */
+  sendDailyLimit?: number;
+  /** Start a delivery worker with fast settings (TEST_DELIVERY_SETTINGS plus these). */
+  worker?: TestWorkerOptions | boolean;
 }
+
+export interface TestWorkerOptions extends Partial<DeliverySettings> {
+  /** Defaults to the app's allowPrivateUrls. */
+  allowPrivateUrls?: boolean;
+  /** Connect-time resolution; defaults to the app's resolver, then to "127.0.0.1" for every name. */
+  resolver?: Resolver;
+  clock?: Clock;
+  random?: () => number;
+  /** Default: the app's notifier; pass `null` to act as a worker in another process. */
+  notifier?: DeliveryNotifier | null;
+}
+
+/** Fast delivery settings for tests: three attempts within ~150 ms, half-second timeout, no jitter. */
+export const TEST_DELIVERY_SETTINGS: DeliverySettings = {
+  timeoutMs: 500,
+  schedule: [0, 50, 100],
+  jitter: 0,
+  concurrency: 64,
+  concurrencyPerEndpoint: 4,
+  disableAfterMs: 5 * 86_400_000,
+  pollIntervalMs: 200,
+  stopGraceMs: 1000,
+};
 
 /** Builds the real app on its own database and listens on a real port on 127.0.0.1. */
 export async function startTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
   const database = await createTestDatabase(engine);
   const clock = options.clock ?? systemClock;
+  const notifier = createDeliveryNotifier();
   const deps: AppDeps = {
+    notifier,
     database: database.handle,
     clock,
     secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
     resolver: options.resolver ?? (async () => []),
     allowPrivateUrls: options.allowPrivateUrls ?? false,
     rateLimit: options.rateLimit ?? { limit: 0, windowMs: 60_000 },
+    ...(options.sendDailyLimit !== undefined ? { sendDailyLimit: options.sendDailyLimit } : {}),
   };
   const app = await buildApp(deps);
   const contract = installContractCheck(app);
@@ -119,6 +164,34 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     return { projectId: project.id, key: plaintext };
   };
   const first = await createProject('First project');
+
+  const workers: DeliveryWorker[] = [];
+  const startWorker = async (workerOptions: TestWorkerOptions = {}): Promise<DeliveryWorker> => {
+    const {
+      allowPrivateUrls,
+      resolver,
+      clock: workerClock,
+      random,
+      notifier: workerNotifier,
+      ...settings
+    } = workerOptions;
+    const worker = createDeliveryWorker({
+      database: database.handle,
+      clock: workerClock ?? clock,
+      secretBox: deps.secretBox,
+      resolver: resolver ?? options.resolver ?? (async () => ['127.0.0.1']),
+      allowPrivateUrls: allowPrivateUrls ?? deps.allowPrivateUrls,
+      settings: { ...TEST_DELIVERY_SETTINGS, ...settings },
+      notifier: workerNotifier === null ? undefined : (workerNotifier ?? notifier),
+      ...(random ? { random } : {}),
+    });
+    workers.push(worker);
+    await worker.start();
+    return worker;
+  };
+  const worker = options.worker
+    ? await startWorker(options.worker === true ? {} : options.worker)
+    : undefined;
 
   async function request<T>(
     method: string,
@@ -155,8 +228,23 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     key: first.key,
     request,
     createProject,
+    events: app.events,
+    notifier,
+    worker,
+    startWorker,
     async rowCounts() {
-      const tables = ['projects', 'api_keys', 'webhooks', 'templates', 'template_versions'] as const;
+      const tables = [
+        'projects',
+        'api_keys',
+        'webhooks',
+        'templates',
+        'template_versions',
+        'emails',
+        'email_recipients',
+        'email_raw',
+        'email_events',
+        'project_send_state',
+      ] as const;
       const counts: Record<string, number> = {};
       for (const table of tables) {
         const row = await database.handle.db
@@ -168,6 +256,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
       return counts;
     },
     async close() {
+      await Promise.all(workers.map((running) => running.stop()));
       await app.close();
       await database.drop();
       contract.assertNoViolations();

@@ -1,4 +1,4 @@
-/** The keys of a webhook as the API returns it: the seed's fields exactly, plus those added since. */
+/** The keys of a webhook as the API returns it: the seed's fields exactly, plus `disabled_reason`. */
 export const WEBHOOK_KEYS: readonly string[] = [
   'id',
   'url',
@@ -7,4 +7,5 @@ export const WEBHOOK_KEYS: readonly string[] = [
   'created_at',
   'updated_at',
   'has_secret',
+  'disabled_reason',
 ];

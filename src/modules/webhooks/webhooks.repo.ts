@@ -12,6 +12,8 @@ export interface WebhookRecord {
   secretSealed: string | null;
   createdAt: string;
   updatedAt: string;
+  /** Why the delivery worker disabled the webhook; null otherwise. */
+  disabledReason: string | null;
 }
 
 const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
@@ -23,6 +25,7 @@ const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
   secretSealed: row.secret_sealed,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
+  disabledReason: row.disabled_reason,
 });
 
 const toRow = (record: WebhookRecord) => ({
@@ -34,6 +37,7 @@ const toRow = (record: WebhookRecord) => ({
   secret_sealed: record.secretSealed,
   created_at: record.createdAt,
   updated_at: record.updatedAt,
+  disabled_reason: record.disabledReason,
 });
 
 export function createWebhookRepo(db: Kysely<Database>) {
@@ -61,11 +65,12 @@ export function createWebhookRepo(db: Kysely<Database>) {
       return { items: result.items.map(toRecord), hasMore: result.hasMore };
     },
 
-    async update(record: WebhookRecord): Promise<void> {
+    /** `reenabled` also forgets the failure streak, so the 5-day disable rule counts afresh. */
+    async update(record: WebhookRecord, options: { reenabled?: boolean } = {}): Promise<void> {
       const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(record);
       await db
         .updateTable('webhooks')
-        .set(changes)
+        .set(options.reenabled ? { ...changes, failing_since: null } : changes)
         .where('project_id', '=', record.projectId)
         .where('id', '=', record.id)
         .execute();

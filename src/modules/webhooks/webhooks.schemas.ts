@@ -4,7 +4,7 @@ import { listEnvelope } from '../../http/list.ts';
 const timestamp = (description: string) =>
   Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
 
-// Exactly the seed's fields: the secret itself never appears, only whether one is stored.
+// The seed's fields (+ disabled_reason): the secret itself never appears, only whether one is stored.
 export const Webhook = Type.Object(
   {
     id: Type.String({ description: 'Webhook identifier (`wh_…`).' }),
@@ -14,6 +14,10 @@ export const Webhook = Type.Object(
     created_at: timestamp('When the webhook was created.'),
     updated_at: timestamp('When the webhook last changed.'),
     has_secret: Type.Boolean({ description: 'True when a signing secret is stored.' }),
+    disabled_reason: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'Why the service disabled the webhook (the endpoint answered 410, or every attempt failed for days); null otherwise. Enabling it again clears this.',
+    }),
   },
   { title: 'Webhook' },
 );

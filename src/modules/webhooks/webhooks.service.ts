@@ -25,6 +25,7 @@ export function toWebhookView(record: WebhookRecord): WebhookView {
     created_at: record.createdAt,
     updated_at: record.updatedAt,
     has_secret: record.secretSealed !== null,
+    disabled_reason: record.disabledReason,
   };
 }
 
@@ -102,6 +103,7 @@ export function createWebhookService({
         secretSealed: sealSecret(input.secret),
         createdAt: now,
         updatedAt: now,
+        disabledReason: null,
       };
       await repo.insert(record);
       return toWebhookView(record);
@@ -129,11 +131,14 @@ export function createWebhookService({
       if (input.url !== undefined) next.url = await checkUrl(input.url);
       if (input.events !== undefined) next.events = checkEvents(input.events);
       if (input.enabled !== undefined) next.enabled = input.enabled;
+      // Enabling clears why the service disabled it; disabling through the API gives no reason.
+      const reenabled = input.enabled === true && (!current.enabled || current.disabledReason !== null);
+      if (input.enabled === true) next.disabledReason = null;
       if (input.secret !== undefined) next.secretSealed = sealSecret(input.secret);
       // updated_at moves on every change, even two within one millisecond, so clients can order them.
       const now = clock.now().getTime();
       next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
-      await repo.update(next);
+      await repo.update(next, { reenabled });
       return toWebhookView(next);
     },
 

@@ -1,0 +1,43 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { listEnvelope, ListQuery } from '../../http/list.ts';
+import { Delivery } from '../deliveries/deliveries.schemas.ts';
+
+const eventFields = {
+  object: Type.Literal('event'),
+  id: Type.String({
+    description: 'Event identifier (`evt_…`); also the `webhook-id` header of its deliveries.',
+  }),
+  type: Type.String({ description: 'The event kind (see GET /v1/event-kinds).' }),
+  created_at: Type.String({
+    format: 'date-time',
+    description: 'When the event happened. ISO 8601 UTC with milliseconds.',
+  }),
+  data: Type.Record(Type.String(), Type.Unknown(), {
+    description: 'The event payload, as sent to webhooks.',
+  }),
+};
+
+export const Event = Type.Object(eventFields, { title: 'Event' });
+
+export const EventWithDeliveries = Type.Object(
+  {
+    ...eventFields,
+    deliveries: Type.Array(Delivery, { description: 'One delivery per webhook the event was sent to.' }),
+  },
+  { title: 'EventWithDeliveries' },
+);
+
+export const EventList = listEnvelope(Event);
+
+export const EventListQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    type: Type.Optional(Type.String({ description: 'Only events of this kind, e.g. `email.delivered`.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const EventParams = Type.Object({ id: Type.String() });
+
+export type EventView = Static<typeof Event>;
+export type EventWithDeliveriesView = Static<typeof EventWithDeliveries>;
