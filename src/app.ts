@@ -6,16 +6,24 @@ import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
-import { openApiInfo } from './http/openapi.ts';
+import { swaggerOptions } from './http/openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { installValidation } from './http/validation.ts';
 import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { newId } from './lib/ids.ts';
 import type { Resolver } from './lib/network-policy.ts';
+import { createDeliveryNotifier, type DeliveryNotifier } from './modules/deliveries/notifier.ts';
+import { createEmailRepo } from './modules/emails/emails.repo.ts';
+import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
+import { createEmailService } from './modules/emails/emails.service.ts';
 import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.routes.ts';
+import { registerEventRoutes } from './modules/events/events.routes.ts';
+import { createEventService, type EventService } from './modules/events/events.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
+import { createSendNotifier, type SendNotifier } from './modules/sending/notifier.ts';
+import { createTemplateRenderer } from './modules/templates/render.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { registerTemplateRoutes } from './modules/templates/templates.routes.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
@@ -31,6 +39,21 @@ export interface AppDeps {
   allowPrivateUrls: boolean;
   rateLimit: { limit: number; windowMs: number };
   logger?: FastifyServerOptions['logger'];
+  /** Wakes this process's delivery worker when events are emitted; share it with the worker. */
+  notifier?: DeliveryNotifier;
+  /** Wakes this process's sending worker when emails are accepted; share it with the worker. */
+  sendNotifier?: SendNotifier;
+  /** Recipients a project may send to per UTC day (SEND_DAILY_LIMIT); 0: no limit. Default 10 000. */
+  sendDailyLimit?: number;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Emits events (and their webhook deliveries) for the rest of the process. */
+    events: EventService;
+    /** Notified when emails are accepted (the `sendNotifier` dependency, or the app's own). */
+    sendNotifier: SendNotifier;
+  }
 }
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -54,19 +77,51 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     resolver: deps.resolver,
     allowPrivateUrls: deps.allowPrivateUrls,
   });
-  const templates = createTemplateService({ repo: createTemplateRepo(db), clock: deps.clock });
+  const templates = createTemplateService({
+    repo: createTemplateRepo(db),
+    clock: deps.clock,
+    renderer: createTemplateRenderer(),
+  });
+
+  const events = createEventService({
+    db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    notifier: deps.notifier ?? createDeliveryNotifier(),
+  });
+  app.decorate('events', events);
+
+  const sendNotifier = deps.sendNotifier ?? createSendNotifier();
+  app.decorate('sendNotifier', sendNotifier);
+  const emails = createEmailService({
+    repo: createEmailRepo(db, deps.database.engine),
+    templates: createTemplateRepo(db),
+    renderer: createTemplateRenderer(),
+    clock: deps.clock,
+    dailyLimit: deps.sendDailyLimit ?? 10_000,
+    notifier: sendNotifier,
+  });
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  // JSON only: Fastify also parses text/plain by default, which would turn a wrong content type into a 422.
+  app.removeContentTypeParser('text/plain');
   installValidation(app);
   installErrorHandling(app);
   installAuth(app, { projects, rateLimiter: createRateLimiter(deps.rateLimit) });
   installIdempotency(app, { db, clock: deps.clock });
 
   app.addSchema(ErrorBody);
-  await app.register(swagger, { openapi: openApiInfo });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true } });
+  await app.register(swagger, swaggerOptions);
+  // The docs page and its assets are public like the document itself; marking them in their own context
+  // leaves every other route behind the API key.
+  await app.register(async (docs) => {
+    docs.addHook('onRoute', (route) => {
+      route.config = { ...route.config, public: true };
+    });
+    await docs.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true } });
+  });
 
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () =>
@@ -74,7 +129,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
   registerEventKindRoutes(app);
   registerWebhookRoutes(app, { webhooks });
+  registerEventRoutes(app, { events });
   registerTemplateRoutes(app, { templates });
+  registerEmailRoutes(app, { emails });
 
   return app;
 }

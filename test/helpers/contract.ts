@@ -1,6 +1,291 @@
-import type { FastifyInstance } from 'fastify';
+import { AssertionError } from 'node:assert';
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
-// Placeholder: checks every response against the OpenAPI document (being written).
-export function installContractCheck(_app: FastifyInstance) {
-  return { assertNoViolations() {} };
+/**
+ * The OpenAPI document is a promise to clients; this makes every test keep it. Each response an app sends
+ * (through a port or `inject`) is checked against the document's schema for its operation and status,
+ * so a handler, hook or error path that drifts from what the document says fails the suite that saw it.
+ */
+export interface ContractCheck {
+  /** Every response that broke the document so far. */
+  violations(): readonly Violation[];
+  /** Throws an AssertionError listing each violation. */
+  assertNoViolations(): void;
+}
+
+export interface Violation {
+  method: string;
+  url: string;
+  status: number;
+  /** The OpenAPI operation it was checked against, or `unknown route`. */
+  operation: string;
+  problem: string;
+  errors?: ErrorObject[];
+  body?: string;
+}
+
+interface Operation {
+  /** Documented statuses: a validator for a JSON body, or null when the status has no body. */
+  responses: Map<string, ValidateFunction | null>;
+}
+
+const DOC_ID = 'urn:postwire:openapi';
+// Top-level OpenAPI fields, and OpenAPI's additions to JSON Schema: known to Ajv so that strict mode
+// still refuses every other unknown keyword (a typo in a route schema is a broken document).
+const OPENAPI_KEYWORDS = [
+  'openapi',
+  'info',
+  'jsonSchemaDialect',
+  'servers',
+  'paths',
+  'webhooks',
+  'components',
+  'security',
+  'tags',
+  'externalDocs',
+  'discriminator',
+  'xml',
+  'example',
+];
+const MEDIA_TYPE = 'application/json';
+const BODY_EXCERPT = 300;
+
+export function installContractCheck(app: FastifyInstance): ContractCheck {
+  const found: Violation[] = [];
+  let compiled: { operations: Map<string, Operation>; error: ValidateFunction } | undefined;
+
+  // Compiled on the first response, when every route is registered and the document is final.
+  const contract = () => (compiled ??= compileDocument(app.swagger() as unknown as OpenApiDocument));
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    try {
+      const violation = check(contract(), request, reply, payload);
+      if (violation) found.push(violation);
+    } catch (error) {
+      found.push({
+        ...where(request, reply),
+        operation: '?',
+        problem: `the contract check failed: ${String(error)}`,
+      });
+    }
+    return payload;
+  });
+
+  return {
+    violations: () => found,
+    assertNoViolations() {
+      if (found.length === 0) return;
+      throw new AssertionError({
+        message: `${found.length} response(s) broke the OpenAPI document:\n${found.map(format).join('\n')}`,
+      });
+    },
+  };
+}
+
+function check(
+  contract: { operations: Map<string, Operation>; error: ValidateFunction },
+  request: FastifyRequest,
+  reply: FastifyReply,
+  payload: unknown,
+): Violation | undefined {
+  const status = reply.statusCode;
+  const routeUrl = request.is404 ? undefined : request.routeOptions.url;
+  // A HEAD route is Fastify's automatic twin of the GET route; the document describes the GET.
+  const method = request.method === 'HEAD' ? 'GET' : request.method;
+
+  let operation: string;
+  let validate: ValidateFunction | null;
+  if (routeUrl === undefined) {
+    // 404 and 405 from the not-found handler: no operation, but still the API's error shape.
+    operation = 'unknown route';
+    validate = contract.error;
+  } else {
+    const path = openApiPath(routeUrl);
+    operation = `${method} ${path}`;
+    const documented = contract.operations.get(operation);
+    if (!documented) {
+      // Hidden routes (health, the document itself, the docs page and its assets) promise nothing.
+      if (request.routeOptions.schema?.hide) return undefined;
+      return { ...where(request, reply), operation, problem: 'the route is not in the OpenAPI document' };
+    }
+    const entry = lookup(documented.responses, status);
+    if (entry === undefined) {
+      return { ...where(request, reply), operation, problem: `status ${status} is not documented` };
+    }
+    validate = entry;
+  }
+
+  const text = bodyText(payload);
+  if (validate === null) {
+    if (text !== undefined && text !== '') {
+      return { ...where(request, reply), operation, problem: 'a body where the document says none' };
+    }
+    return undefined;
+  }
+  if (request.method === 'HEAD') return undefined;
+  const contentType = String(reply.getHeader('content-type') ?? '');
+  if (!contentType.startsWith(MEDIA_TYPE)) {
+    return {
+      ...where(request, reply),
+      operation,
+      problem: `content-type is '${contentType}', the document says ${MEDIA_TYPE}`,
+      body: excerpt(text),
+    };
+  }
+  if (text === undefined) {
+    return { ...where(request, reply), operation, problem: 'the body is a stream, not JSON' };
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return {
+      ...where(request, reply),
+      operation,
+      problem: 'the body is not valid JSON',
+      body: excerpt(text),
+    };
+  }
+  if (validate(body)) return undefined;
+  return {
+    ...where(request, reply),
+    operation,
+    problem: 'the body breaks the documented schema',
+    errors: [...(validate.errors ?? [])],
+    body: excerpt(text),
+  };
+}
+
+interface OpenApiDocument {
+  paths?: Record<string, Record<string, { responses?: Record<string, OpenApiResponse> }>>;
+  components?: { schemas?: Record<string, unknown> };
+  [key: string]: unknown;
+}
+
+interface OpenApiResponse {
+  content?: Record<string, { schema?: unknown }>;
+}
+
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
+
+function compileDocument(document: OpenApiDocument) {
+  // A copy: closing objects below must not change the document the app serves.
+  const doc = structuredClone(document) as OpenApiDocument;
+  closeObjects(doc);
+  const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false });
+  addFormats.default(ajv);
+  ajv.addVocabulary(OPENAPI_KEYWORDS);
+  ajv.addSchema({ ...doc, $id: DOC_ID });
+
+  const pointer = (...parts: string[]) =>
+    `${DOC_ID}#/${parts.map((part) => encodeURIComponent(part.replaceAll('~', '~0').replaceAll('/', '~1'))).join('/')}`;
+
+  // Every schema is compiled now, not when a test first meets it, so a broken one fails the first test.
+  const operations = new Map<string, Operation>();
+  for (const [path, item] of Object.entries(doc.paths ?? {})) {
+    for (const [method, operation] of Object.entries(item)) {
+      if (!HTTP_METHODS.has(method)) continue;
+      const responses = new Map<string, ValidateFunction | null>();
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        const media = response.content?.[MEDIA_TYPE];
+        if (response.content && !media) {
+          throw new Error(`${method.toUpperCase()} ${path} ${status} is documented without ${MEDIA_TYPE}`);
+        }
+        responses.set(
+          status,
+          media?.schema === undefined
+            ? null
+            : ajv.compile({
+                $ref: pointer('paths', path, method, 'responses', status, 'content', MEDIA_TYPE, 'schema'),
+              }),
+        );
+      }
+      operations.set(`${method.toUpperCase()} ${path}`, { responses });
+    }
+  }
+  if (!doc.components?.schemas?.Error) throw new Error('the document has no Error component');
+  const error = ajv.compile({ $ref: pointer('components', 'schemas', 'Error') });
+  return { operations, error };
+}
+
+/** `/v1/webhooks/:webhook_id` → `/v1/webhooks/{webhook_id}`, as @fastify/swagger writes paths. */
+function openApiPath(url: string): string {
+  return url.replace(/:(\w+)(\([^)]*\))?/g, '{$1}');
+}
+
+/** The exact status, then its class (`4XX`), then `default`, as OpenAPI matches responses. */
+function lookup<T>(responses: Map<string, T>, status: number): T | undefined {
+  for (const key of [String(status), `${String(status)[0]}XX`, 'default']) {
+    if (responses.has(key)) return responses.get(key);
+  }
+  return undefined;
+}
+
+/**
+ * JSON Schema lets an object carry any property its schema does not name; for a response that would let
+ * an undocumented field (a leaked `secret`) through. Objects that list their properties and say nothing
+ * about others are closed with `unevaluatedProperties: false`, which (unlike `additionalProperties`) still
+ * sees properties named by `anyOf`/`oneOf` branches; members of an `allOf` are left open because each
+ * describes only part of the object.
+ */
+function closeObjects(node: unknown, inAllOf = false): void {
+  if (Array.isArray(node)) {
+    for (const item of node) closeObjects(item, inAllOf);
+    return;
+  }
+  if (node === null || typeof node !== 'object') return;
+  const schema = node as Record<string, unknown>;
+  if (
+    !inAllOf &&
+    schema.properties !== undefined &&
+    typeof schema.properties === 'object' &&
+    schema.additionalProperties === undefined &&
+    schema.unevaluatedProperties === undefined &&
+    schema.patternProperties === undefined
+  ) {
+    schema.unevaluatedProperties = false;
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    // Values, not schemas: closing them would change what they compare equal to.
+    if (VALUE_KEYWORDS.has(key)) continue;
+    // `properties` maps names to schemas: a property called `allOf` or `properties` is not a keyword.
+    if (key === 'properties' && value && typeof value === 'object') {
+      for (const child of Object.values(value)) closeObjects(child);
+    } else {
+      closeObjects(value, key === 'allOf');
+    }
+  }
+}
+
+const VALUE_KEYWORDS = new Set(['const', 'enum', 'default', 'example', 'examples']);
+
+function bodyText(payload: unknown): string | undefined {
+  if (payload === null || payload === undefined) return '';
+  if (typeof payload === 'string') return payload;
+  if (Buffer.isBuffer(payload)) return payload.toString('utf8');
+  return undefined;
+}
+
+function where(request: FastifyRequest, reply: FastifyReply) {
+  return { method: request.method, url: request.url, status: reply.statusCode };
+}
+
+function excerpt(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  return text.length > BODY_EXCERPT ? `${text.slice(0, BODY_EXCERPT)}…` : text;
+}
+
+function format(violation: Violation): string {
+  const lines = [
+    `- ${violation.method} ${violation.url} → ${violation.status} (${violation.operation}): ${violation.problem}`,
+  ];
+  for (const error of violation.errors ?? []) {
+    lines.push(
+      `    ${error.instancePath || '(body)'} ${error.message ?? ''} ${JSON.stringify(error.params)}`,
+    );
+  }
+  if (violation.body !== undefined) lines.push(`    body: ${violation.body}`);
+  return lines.join('\n');
 }

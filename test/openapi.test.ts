@@ -1,0 +1,397 @@
+import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
+import { after, before, describe, it } from 'node:test';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, RouteOptions } from 'fastify';
+import { buildApp } from '../src/app.ts';
+import { errorResponses } from '../src/http/error-schema.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import {
+  ENGINES,
+  TEST_ENCRYPTION_KEY,
+  type TestApp,
+  createTestDatabase,
+  startTestApp,
+} from './helpers/app.ts';
+import { installContractCheck } from './helpers/contract.ts';
+
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs'];
+
+/** Every route the app registers, seen through Fastify's initialization channel before buildApp adds any. */
+async function startRecordingRoutes(engine: Parameters<typeof startTestApp>[0]) {
+  const routes: RouteOptions[] = [];
+  const onInit = (message: unknown) => {
+    (message as { fastify: FastifyInstance }).fastify.addHook('onRoute', (route) => {
+      routes.push(route);
+    });
+  };
+  diagnostics.subscribe('fastify.initialization', onInit);
+  try {
+    return { app: await startTestApp(engine), routes };
+  } finally {
+    diagnostics.unsubscribe('fastify.initialization', onInit);
+  }
+}
+
+const openApiPath = (url: string) => url.replace(/:(\w+)(\([^)]*\))?/g, '{$1}');
+const methodsOf = (route: RouteOptions) => (Array.isArray(route.method) ? route.method : [route.method]);
+
+function operations(doc: any): { method: string; path: string; op: any }[] {
+  return Object.entries(doc.paths as Record<string, any>).flatMap(([path, item]) =>
+    Object.entries(item)
+      .filter(([method]) => METHODS.includes(method))
+      .map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
+  );
+}
+
+/** Every `$ref` in the document, with where it was found. */
+function refs(node: unknown, at = '#'): { at: string; ref: string }[] {
+  if (Array.isArray(node)) return node.flatMap((item, i) => refs(item, `${at}/${i}`));
+  if (!node || typeof node !== 'object') return [];
+  return Object.entries(node).flatMap(([key, value]) =>
+    key === '$ref' && typeof value === 'string' ? [{ at, ref: value }] : refs(value, `${at}/${key}`),
+  );
+}
+
+function resolvePointer(doc: any, ref: string): unknown {
+  assert.ok(ref.startsWith('#/'), `${ref} is not a local reference`);
+  return ref
+    .slice(2)
+    .split('/')
+    .map((part) => decodeURIComponent(part).replaceAll('~1', '/').replaceAll('~0', '~'))
+    .reduce((node: any, part) => node?.[part], doc);
+}
+
+for (const engine of ENGINES) {
+  describe(`openapi (${engine})`, () => {
+    let api: TestApp;
+    let routes: RouteOptions[];
+    let doc: any;
+
+    before(async () => {
+      ({ app: api, routes } = await startRecordingRoutes(engine));
+      const response = await api.request('GET', '/v1/openapi.json', { key: null });
+      assert.equal(response.status, 200);
+      doc = response.body;
+    });
+    after(() => api.close());
+
+    it('serves the document as JSON without an API key', async () => {
+      const response = await api.request('GET', '/v1/openapi.json', { key: null });
+      assert.equal(response.status, 200);
+      assert.match(response.headers.get('content-type') ?? '', /^application\/json/);
+      assert.match(response.headers.get('x-request-id') ?? '', /^req_/);
+      assert.equal(response.body.openapi, '3.1.0');
+      assert.equal(response.body.info.title, 'Postwire API');
+      assert.equal(typeof response.body.info.version, 'string');
+    });
+
+    it('serves the docs page as HTML without an API key', async () => {
+      const response = await api.request('GET', '/docs', { key: null });
+      assert.equal(response.status, 200);
+      assert.match(response.headers.get('content-type') ?? '', /^text\/html/);
+      assert.match(response.body, /swagger-ui/i);
+    });
+
+    it('documents every route the app registers, and hides only public ones', () => {
+      const documented = new Set(operations(doc).map(({ method, path }) => `${method} ${path}`));
+      const expected = new Set<string>();
+      for (const route of routes) {
+        const hidden = Boolean((route.schema as { hide?: boolean } | undefined)?.hide);
+        for (const method of methodsOf(route)) {
+          // Fastify adds a HEAD twin to each GET route; the document describes the GET.
+          if (method === 'HEAD') continue;
+          const key = `${method} ${openApiPath(route.url)}`;
+          if (hidden) {
+            // A hidden route is missing from the document, so it must be one a client needs no key for.
+            assert.ok(route.config?.public, `${key} is hidden from the document but needs an API key`);
+            assert.ok(
+              PUBLIC_PATHS.some((prefix) => route.url === prefix || route.url.startsWith(`${prefix}/`)),
+              `${key} is hidden but is not one of the public paths`,
+            );
+            assert.ok(!documented.has(key), `${key} is hidden yet documented`);
+          } else {
+            assert.ok(documented.has(key), `${key} is registered but not documented`);
+            expected.add(key);
+          }
+        }
+      }
+      assert.deepEqual(
+        [...documented].sort(),
+        [...expected].sort(),
+        'the document lists routes the app lacks',
+      );
+      // The routes every build has, so an empty recording cannot pass the loop above.
+      for (const key of ['GET /v1/event-kinds', 'POST /v1/webhooks', 'PATCH /v1/webhooks/{webhook_id}']) {
+        assert.ok(documented.has(key), `${key} is missing`);
+      }
+    });
+
+    it('gives every operation a summary, tags, declared path parameters and described responses', () => {
+      const ids = new Set<string>();
+      for (const { method, path, op } of operations(doc)) {
+        const name = `${method} ${path}`;
+        assert.ok(typeof op.summary === 'string' && op.summary.length > 0, `${name} has no summary`);
+        assert.ok(Array.isArray(op.tags) && op.tags.length > 0, `${name} has no tags`);
+        if (op.operationId !== undefined) {
+          assert.ok(!ids.has(op.operationId), `${name} repeats operationId ${op.operationId}`);
+          ids.add(op.operationId);
+        }
+        const templated = [...path.matchAll(/\{(\w+)\}/g)].map((match) => match[1]).sort();
+        const declared = (op.parameters ?? []).filter((p: any) => p.in === 'path');
+        assert.deepEqual(declared.map((p: any) => p.name).sort(), templated, `${name} path parameters`);
+        for (const parameter of declared) assert.equal(parameter.required, true, `${name} ${parameter.name}`);
+        for (const parameter of op.parameters ?? []) {
+          assert.ok(
+            ['query', 'header', 'path', 'cookie'].includes(parameter.in),
+            `${name} ${parameter.name}`,
+          );
+          assert.ok(parameter.schema, `${name} parameter ${parameter.name} has no schema`);
+        }
+        if (op.requestBody) {
+          assert.ok(op.requestBody.content?.['application/json']?.schema, `${name} body is not JSON`);
+        }
+        const statuses = Object.keys(op.responses ?? {});
+        assert.ok(
+          statuses.some((status) => /^2/.test(status)),
+          `${name} documents no success response`,
+        );
+        for (const status of statuses) {
+          const response = op.responses[status];
+          assert.match(status, /^([1-5](\d\d|XX)|default)$/, `${name} status key ${status}`);
+          assert.ok(response.description && response.description !== 'Default Response', `${name} ${status}`);
+          assert.ok(response.content?.['application/json']?.schema, `${name} ${status} has no JSON schema`);
+        }
+      }
+    });
+
+    it('names shared schemas after their $id and references Error from every error response', () => {
+      const names = Object.keys(doc.components.schemas);
+      assert.ok(names.includes('Error'), `components.schemas: ${names.join(', ')}`);
+      for (const name of names) {
+        assert.match(name, /^[a-zA-Z0-9._-]+$/);
+        assert.doesNotMatch(name, /^def-\d+$/, `${name} is an anonymous component`);
+      }
+      assert.deepEqual(doc.components.schemas.Error.required, ['error']);
+      assert.deepEqual(doc.components.schemas.Error.properties.error.required, [
+        'code',
+        'message',
+        'request_id',
+      ]);
+      for (const { method, path, op } of operations(doc)) {
+        for (const [status, response] of Object.entries<any>(op.responses)) {
+          if (Number(status[0]) < 4 && status !== 'default') continue;
+          assert.deepEqual(
+            response.content['application/json'].schema,
+            { $ref: '#/components/schemas/Error' },
+            `${method} ${path} ${status}`,
+          );
+        }
+      }
+      for (const { at, ref } of refs(doc)) {
+        assert.ok(resolvePointer(doc, ref) !== undefined, `${at}: ${ref} does not resolve`);
+      }
+    });
+
+    it('holds JSON Schema 2020-12 that compiles strictly', () => {
+      const ajv = new Ajv2020({ strict: true, strictTypes: false, strictRequired: false });
+      addFormats.default(ajv);
+      // OpenAPI's own additions to the Schema Object.
+      ajv.addVocabulary(['discriminator', 'xml', 'externalDocs', 'example']);
+      ajv.addSchema({ $id: 'urn:postwire:doc', $defs: { components: doc.components.schemas } });
+      const local = (node: unknown): unknown =>
+        JSON.parse(
+          JSON.stringify(node).replaceAll('"#/components/schemas/', '"urn:postwire:doc#/$defs/components/'),
+        );
+      for (const { method, path, op } of operations(doc)) {
+        const schemas = [
+          op.requestBody?.content['application/json'].schema,
+          ...(op.parameters ?? []).map((p: any) => p.schema),
+          ...Object.values<any>(op.responses).map((r) => r.content?.['application/json']?.schema),
+        ].filter(Boolean);
+        for (const schema of schemas) {
+          assert.doesNotThrow(() => ajv.compile(local(schema) as object), `${method} ${path}`);
+        }
+      }
+    });
+
+    it('asks for the bearer key on every documented operation and on nothing public', async () => {
+      assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
+        type: 'http',
+        scheme: 'bearer',
+        description: doc.components.securitySchemes.bearerAuth.description,
+      });
+      assert.deepEqual(doc.security, [{ bearerAuth: [] }]);
+      for (const { method, path, op } of operations(doc)) {
+        assert.ok(path.startsWith('/v1/'), `${method} ${path} is outside /v1`);
+        // An operation-level `security: []` would tell clients no key is needed.
+        if (op.security !== undefined)
+          assert.deepEqual(op.security, [{ bearerAuth: [] }], `${method} ${path}`);
+        assert.ok(op.responses['401'], `${method} ${path} does not document 401`);
+        // The document says a key is needed; the server must agree.
+        const url = path.replace(/\{\w+\}/g, 'missing_id');
+        const response = await api.request(method, url, {
+          key: null,
+          body: method === 'GET' ? undefined : {},
+        });
+        assert.equal(response.status, 401, `${method} ${url} without a key`);
+        assert.equal(response.body.error.code, 'invalid_api_key');
+      }
+      for (const path of PUBLIC_PATHS) {
+        const response = await api.request('GET', path, { key: null });
+        assert.equal(response.status, 200, `${path} without a key`);
+      }
+    });
+
+    it("describes the seed's webhook operations with the seed's fields", () => {
+      const webhookFields = ['id', 'url', 'enabled', 'events', 'created_at', 'updated_at', 'has_secret'];
+      // The seed's fields, all required; additions are allowed, the write-only secret never is.
+      const assertWebhook = (schema: any, where: string) => {
+        for (const field of webhookFields) {
+          assert.ok(schema.properties[field], `${where}: no ${field}`);
+          assert.ok(schema.required.includes(field), `${where}: ${field} is not required`);
+        }
+        assert.equal(schema.properties.secret, undefined, `${where} exposes the secret`);
+      };
+      const create = doc.paths['/v1/webhooks'].post;
+      const createBody = create.requestBody.content['application/json'].schema;
+      assert.equal(create.requestBody.required, true);
+      for (const field of ['url', 'secret', 'enabled', 'events']) {
+        assert.ok(createBody.properties[field], `POST body: no ${field}`);
+      }
+      assert.deepEqual([...createBody.required].sort(), ['events', 'url']);
+      assert.equal(createBody.properties.enabled.type, 'boolean');
+      assert.equal(createBody.properties.events.type, 'array');
+      assert.equal(createBody.properties.events.items.type, 'string');
+      const created = create.responses['201'].content['application/json'].schema;
+      assertWebhook(created.properties.data, 'POST 201');
+      assert.ok(create.parameters.some((p: any) => p.in === 'header' && /^idempotency-key$/i.test(p.name)));
+
+      const update = doc.paths['/v1/webhooks/{webhook_id}'].patch;
+      const updateBody = update.requestBody.content['application/json'].schema;
+      for (const field of ['enabled', 'secret']) assert.ok(updateBody.properties[field], `PATCH ${field}`);
+      assert.equal(updateBody.required, undefined, 'every PATCH field is optional');
+      const updated = update.responses['200'].content['application/json'].schema;
+      assertWebhook(updated.properties.data, 'PATCH 200');
+
+      const list = doc.paths['/v1/webhooks'].get.responses['200'].content['application/json'].schema;
+      assert.deepEqual(list.properties.object.enum, ['list']);
+      assertWebhook(list.properties.data.items, 'GET list');
+      assert.ok(!JSON.stringify(list).includes('"secret"'), 'a listed webhook never carries its secret');
+    });
+
+    it("describes the seed's publish operation (when the templates module registers it)", (t) => {
+      const publish = routes.find(
+        (route) => methodsOf(route).includes('POST') && /^\/v1\/templates\/:\w+\/publish$/.test(route.url),
+      );
+      if (!publish) return t.skip('POST /v1/templates/:id/publish is not registered yet');
+      const op = doc.paths[openApiPath(publish.url)].post;
+      const body = op.requestBody.content['application/json'].schema;
+      for (const field of ['name', 'subject', 'html', 'text']) {
+        assert.equal(body.properties[field]?.type, 'string', `publish body ${field}`);
+      }
+      const success = Object.entries<any>(op.responses).find(([status]) => status.startsWith('2'));
+      assert.ok(success, 'publish documents no success response');
+      const answer = success[1].content['application/json'].schema;
+      for (const field of ['object', 'id', 'published_at']) assert.ok(answer.properties[field], field);
+    });
+  });
+
+  describe(`contract check (${engine})`, () => {
+    // A check that cannot fail proves nothing: these routes break the document on purpose.
+    const Probe = Type.Object({ id: Type.String() });
+    let app: FastifyInstance;
+    let contract: ReturnType<typeof installContractCheck>;
+    let drop: () => Promise<void>;
+
+    before(async () => {
+      const database = await createTestDatabase(engine);
+      drop = () => database.drop();
+      app = await buildApp({
+        database: database.handle,
+        clock: systemClock,
+        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+        resolver: async () => [],
+        allowPrivateUrls: false,
+        rateLimit: { limit: 0, windowMs: 60_000 },
+      });
+      const raw: Record<string, { status: number; type: string; body: string }> = {
+        valid: { status: 200, type: 'application/json', body: '{"id":"x"}' },
+        'wrong-type': { status: 200, type: 'application/json', body: '{"id":5}' },
+        missing: { status: 200, type: 'application/json', body: '{}' },
+        extra: { status: 200, type: 'application/json', body: '{"id":"x","secret":"s"}' },
+        'bad-error': { status: 404, type: 'application/json', body: '{"error":"nope"}' },
+        undocumented: { status: 418, type: 'application/json', body: '{"id":"x"}' },
+        'not-json': { status: 200, type: 'text/plain', body: 'id=x' },
+        truncated: { status: 200, type: 'application/json', body: '{"id":' },
+      };
+      app.get<{ Params: { mode: string } }>(
+        '/v1/probe/:mode',
+        {
+          config: { public: true },
+          schema: {
+            tags: ['Probe'],
+            summary: 'Answers what the test asks for',
+            params: Type.Object({ mode: Type.String() }),
+            response: { 200: Probe, ...errorResponses() },
+          },
+        },
+        // A raw string skips the response serializer, as a hand-built reply or a replay would.
+        async (request, reply) => {
+          const answer = raw[request.params.mode]!;
+          return reply.code(answer.status).type(answer.type).send(answer.body);
+        },
+      );
+      app.get('/hidden', { config: { public: true }, schema: { hide: true } }, async () => 'anything');
+      contract = installContractCheck(app);
+      await app.ready();
+    });
+    after(async () => {
+      await app.close();
+      await drop();
+    });
+
+    it('passes responses that keep the document', async () => {
+      for (const url of ['/v1/probe/valid', '/hidden', '/docs', '/healthz', '/no/such/route']) {
+        await app.inject({ method: 'GET', url });
+      }
+      await app.inject({ method: 'PUT', url: '/v1/webhooks' }); // 405 from the not-found handler
+      await app.inject({ method: 'GET', url: '/v1/webhooks' }); // 401 from the auth hook
+      assert.deepEqual(contract.violations(), []);
+      contract.assertNoViolations();
+    });
+
+    it('catches each way a response can break the document', async () => {
+      const expected: Record<string, RegExp> = {
+        'wrong-type': /the body breaks the documented schema[\s\S]*\/id must be string/,
+        missing: /the body breaks the documented schema[\s\S]*must have required property 'id'/,
+        extra: /the body breaks the documented schema[\s\S]*must NOT have unevaluated properties/,
+        'bad-error': /404 \(GET \/v1\/probe\/\{mode\}\): the body breaks the documented schema/,
+        undocumented: /418 \(GET \/v1\/probe\/\{mode\}\): status 418 is not documented/,
+        'not-json': /content-type is 'text\/plain', the document says application\/json/,
+        truncated: /the body is not valid JSON/,
+      };
+      for (const mode of Object.keys(expected)) await app.inject({ method: 'GET', url: `/v1/probe/${mode}` });
+      assert.equal(contract.violations().length, Object.keys(expected).length);
+      const error = (() => {
+        try {
+          contract.assertNoViolations();
+        } catch (thrown) {
+          return thrown;
+        }
+        assert.fail('assertNoViolations did not throw');
+      })();
+      assert.ok(error instanceof assert.AssertionError);
+      for (const [mode, pattern] of Object.entries(expected)) {
+        const entry = error.message.split('\n- ').find((line) => line.includes(`/v1/probe/${mode} `));
+        assert.ok(entry, `no violation listed for ${mode}:\n${error.message}`);
+        assert.match(entry, pattern);
+        assert.match(entry, new RegExp(`GET /v1/probe/${mode} → \\d{3}`));
+      }
+    });
+  });
+}
