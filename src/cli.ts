@@ -8,13 +8,21 @@ import { systemClock } from './lib/clock.ts';
 import { DomainError } from './lib/errors.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService, type ProjectService } from './modules/projects/projects.service.ts';
-import { describeDatabase, describeError, openConfiguredDatabase, type Output, runServer } from './server.ts';
+import {
+  describeDatabase,
+  describeError,
+  openConfiguredDatabase,
+  type Output,
+  runServer,
+  runWorker,
+} from './server.ts';
 
 export const USAGE = `Usage: postwire <command> [options]
 
 Commands:
-  serve [--no-worker]                          Run the HTTP API (migrates the database first).
+  serve [--no-worker]                          Run the HTTP API and the background workers (migrates first).
                                                --no-worker: this process runs no background worker.
+  worker                                       Run only the background workers (webhook delivery), no HTTP.
   migrate                                      Apply pending database migrations.
   projects create <name>                       Create a project; prints its id on the last line.
   projects list [--json]                       List projects.
@@ -74,6 +82,13 @@ const commands: Command[] = [
     options: { worker: { type: 'boolean', default: true } },
     async run({ config }, values) {
       await runServer(config, { worker: values.worker !== false });
+      return undefined;
+    },
+  },
+  {
+    words: ['worker'],
+    async run({ config }) {
+      await runWorker(config);
       return undefined;
     },
   },

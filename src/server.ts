@@ -11,6 +11,9 @@ import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
+import { createDeliveryNotifier } from './modules/deliveries/notifier.ts';
+import { type RunningWorkers, startWorkers } from './workers.ts';
+import pino from 'pino';
 
 export const SQLITE_FILE = 'postwire.db';
 
@@ -42,11 +45,7 @@ export interface Output {
 }
 
 export interface ServerOptions {
-  /**
-   * Whether this process also runs the background worker (sending, webhook delivery). Not wired in yet:
-   * the flag is accepted so `postwire serve --no-worker` and main.ts already pass it, and the issue that
-   * adds the worker starts it in startServer when true and stops it in close() before the database closes.
-   */
+  /** Whether this process also runs the background workers (`postwire serve --no-worker` runs none). */
   worker: boolean;
   clock?: Clock;
   resolver?: Resolver;
@@ -87,7 +86,9 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
     // not pay for loading the HTTP stack (a third of a second per command).
     const { buildApp } = await import('./app.ts');
+    const deliveryNotifier = options.worker ? createDeliveryNotifier() : undefined;
     app = await buildApp({
+      ...(deliveryNotifier ? { notifier: deliveryNotifier } : {}),
       database,
       clock,
       secretBox,
@@ -126,8 +127,17 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     const url = listeningUrl(app, config.host);
     log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
 
-    // options.worker: the background worker starts here once it is wired in (see ServerOptions.worker),
-    // sharing the app's delivery notifier, and stops in close() after the app and before the database.
+    const workers = options.worker
+      ? await startWorkers({
+          config,
+          database,
+          clock,
+          secretBox,
+          resolver: options.resolver ?? systemResolver,
+          logger: log,
+          deliveryNotifier,
+        })
+      : undefined;
 
     const running = app;
     let closing: Promise<void> | undefined;
@@ -139,6 +149,8 @@ export async function startServer(config: Config, options: ServerOptions): Promi
           draining = true;
           try {
             await running.close();
+            // After the API (nothing new arrives) and before the database (attempts in flight record results).
+            await workers?.stop();
           } finally {
             await database.close();
           }
@@ -165,24 +177,72 @@ const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
  */
 export async function runServer(config: Config, options: RunOptions): Promise<RunningServer> {
   const server = await startServer(config, options);
-  const log = server.app.log;
+  exitOnSignals(server.app.log, options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, server.close);
+  return server;
+}
+
+/**
+ * A process that only works the queues (`postwire worker`): no HTTP. On PostgreSQL it wakes on NOTIFY; on
+ * SQLite it polls. SIGTERM lets attempts in flight finish, gives back its claims and exits 0.
+ */
+export async function runWorker(
+  config: Config,
+  options: { clock?: Clock; resolver?: Resolver } = {},
+): Promise<void> {
+  const log = pino({ level: config.logLevel });
+  const database = await openConfiguredDatabase(config);
+  let workers: RunningWorkers | undefined;
+  try {
+    await migrateToLatest(database.db);
+    const encryption = loadOrCreateEncryptionKey(config);
+    const secretBox = createSecretBox(encryption.key);
+    await checkEncryptionKey(database.db, secretBox, encryption);
+    workers = await startWorkers({
+      config,
+      database,
+      clock: options.clock ?? systemClock,
+      secretBox,
+      resolver: options.resolver ?? systemResolver,
+      logger: log,
+    });
+  } catch (error) {
+    await database.close().catch(() => {});
+    throw error;
+  }
+  log.info({ database: describeDatabase(config) }, 'Postwire worker started');
+  const running = workers;
+  exitOnSignals(log, DEFAULT_SHUTDOWN_GRACE_MS, async () => {
+    try {
+      await running.stop();
+    } finally {
+      await database.close();
+    }
+  });
+}
+
+interface ShutdownLogger {
+  info(object: object | string, message?: string): void;
+  warn(object: object | string, message?: string): void;
+  error(object: object | string, message?: string): void;
+}
+
+function exitOnSignals(log: ShutdownLogger, graceMs: number, close: () => Promise<void>): void {
   let stopping = false;
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) {
-      log.warn({ signal }, `Received ${signal} again; exiting without waiting for requests`);
+      log.warn({ signal }, `Received ${signal} again; exiting without waiting`);
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, `Received ${signal}; finishing in-flight requests, then exiting`);
-    const grace = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    log.info({ signal }, `Received ${signal}; finishing work in flight, then exiting`);
     setTimeout(() => {
-      log.error(`In-flight requests did not finish within ${grace} ms; exiting`);
+      log.error(`Work in flight did not finish within ${graceMs} ms; exiting`);
       process.exit(1);
-    }, grace).unref();
-    server.close().then(
+    }, graceMs).unref();
+    close().then(
       () => {
         log.info('Stopped');
-        // Exit explicitly: nothing is left to wait for, and a stray handle must not keep a stopped server alive.
+        // Exit explicitly: nothing is left to wait for, and a stray handle must not keep a stopped process alive.
         process.exit(0);
       },
       (error: unknown) => {
@@ -193,7 +253,6 @@ export async function runServer(config: Config, options: RunOptions): Promise<Ru
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  return server;
 }
 
 /**
