@@ -28,6 +28,8 @@ export interface Config {
   webhookConcurrencyPerEndpoint: number;
   /** A webhook whose attempts have all failed for this long is disabled. */
   webhookDisableAfterMs: number;
+  /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
+  webhookSecretRotationWindowMs: number;
   /**
    * How mail leaves: `relay` through smtpUrl, `direct` to each recipient domain's MX, `capture` kept in the
    * database (nothing leaves the machine). Default: relay when SMTP_URL is set, else capture.
@@ -158,6 +160,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookConcurrency: integer('WEBHOOK_CONCURRENCY', 64, 1, 10_000),
     webhookConcurrencyPerEndpoint: integer('WEBHOOK_CONCURRENCY_PER_ENDPOINT', 4, 1, 1000),
     webhookDisableAfterMs: duration('WEBHOOK_DISABLE_AFTER', 5 * 86_400_000),
+    webhookSecretRotationWindowMs: duration('WEBHOOK_SECRET_ROTATION_WINDOW', 86_400_000),
     ...mailConfig(env, problems, { integer, duration, schedule }),
   };
   if (config.bootstrapKey !== undefined && config.bootstrapKey.length < 16) {

@@ -95,6 +95,8 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       resolver: options.resolver ?? systemResolver,
       allowPrivateUrls: config.allowPrivateUrls,
       rateLimit: { limit: config.rateLimit, windowMs: config.rateLimitWindowMs },
+      webhookTimeoutMs: config.webhookTimeoutMs,
+      webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
       logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
     });

@@ -9,38 +9,9 @@ import { webhookPayload } from '../src/modules/deliveries/deliveries.worker.ts';
 import { nextRetryDelay, parseRetryAfter } from '../src/modules/deliveries/retry.ts';
 import { createSender } from '../src/modules/deliveries/sender.ts';
 import { signingKey, signWebhook } from '../src/modules/deliveries/signing.ts';
-import { ENGINES, startTestApp, type TestApp, type TestAppOptions } from './helpers/app.ts';
+import { ENGINES, type TestApp } from './helpers/app.ts';
+import { createWebhook, harness, settled, sleep, waitForEvent } from './helpers/deliveries.ts';
 import { createTracker, type Receiver, startReceiver } from './helpers/receiver.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function createWebhook(t: TestApp, body: Record<string, unknown>, key?: string): Promise<string> {
-  const response = await t.request('POST', '/v1/webhooks', { body, ...(key ? { key } : {}) });
-  assert.equal(response.status, 201, JSON.stringify(response.body));
-  return response.body.data.id;
-}
-
-/** Polls the event until `done` holds for its deliveries. */
-async function waitForEvent(
-  t: TestApp,
-  eventId: string,
-  done: (deliveries: any[]) => boolean,
-  timeoutMs = 5000,
-): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const response = await t.request('GET', `/v1/events/${eventId}`);
-    assert.equal(response.status, 200);
-    if (done(response.body.deliveries)) return response.body;
-    if (Date.now() > deadline) {
-      assert.fail(`event ${eventId} did not settle: ${JSON.stringify(response.body.deliveries)}`);
-    }
-    await sleep(25);
-  }
-}
-
-const settled = (deliveries: any[]) =>
-  deliveries.length > 0 && deliveries.every((delivery) => delivery.status !== 'pending');
 
 async function attemptsOf(t: TestApp, deliveryId: string) {
   return t.database.handle.db
@@ -57,27 +28,6 @@ async function webhookRow(t: TestApp, id: string) {
     .selectAll()
     .where('id', '=', id)
     .executeTakeFirstOrThrow();
-}
-
-/** Starts an app (and receivers) for one test and closes everything after it. */
-function harness() {
-  const opened: Array<{ close(): Promise<void> }> = [];
-  return {
-    async app(engine: (typeof ENGINES)[number], options: TestAppOptions = {}) {
-      const t = await startTestApp(engine, { allowPrivateUrls: true, worker: true, ...options });
-      opened.push(t);
-      return t;
-    },
-    async receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
-      const receiver = await startReceiver(...args);
-      opened.push(receiver);
-      return receiver;
-    },
-    async close() {
-      for (const item of opened.reverse()) await item.close();
-      opened.length = 0;
-    },
-  };
 }
 
 describe('signing', () => {

@@ -49,10 +49,12 @@ for (const engine of ENGINES) {
       );
       for (const delivery of body.deliveries) {
         assert.deepEqual(Object.keys(delivery).sort(), [
+          'attempt_log',
           'attempts',
           'completed_at',
           'created_at',
           'event_id',
+          'event_type',
           'id',
           'last_attempt_at',
           'last_error',
@@ -65,8 +67,10 @@ for (const engine of ENGINES) {
         assert.equal(delivery.object, 'delivery');
         assert.match(delivery.id, /^dlv_/);
         assert.equal(delivery.event_id, event.id);
+        assert.equal(delivery.event_type, 'email.delivered');
         assert.equal(delivery.status, 'pending');
         assert.equal(delivery.attempts, 0);
+        assert.deepEqual(delivery.attempt_log, []);
         assert.equal(delivery.next_attempt_at, event.created_at, 'due at once');
         assert.equal(delivery.last_attempt_at, null);
         assert.equal(delivery.last_status_code, null);

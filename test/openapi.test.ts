@@ -4,9 +4,11 @@ import { after, before, describe, it } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, RouteOptions } from 'fastify';
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
 import { buildApp } from '../src/app.ts';
-import { errorResponses } from '../src/http/error-schema.ts';
+import { ErrorBody, errorResponses } from '../src/http/error-schema.ts';
+import { swaggerOptions } from '../src/http/openapi.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import {
@@ -363,6 +365,30 @@ for (const engine of ENGINES) {
       await app.inject({ method: 'GET', url: '/v1/webhooks' }); // 401 from the auth hook
       assert.deepEqual(contract.violations(), []);
       contract.assertNoViolations();
+    });
+
+    it('reports a document it cannot compile once, not once per response', async () => {
+      const broken = Fastify();
+      broken.addSchema(ErrorBody);
+      await broken.register(swagger, swaggerOptions);
+      broken.get(
+        '/v1/broken',
+        {
+          schema: {
+            tags: ['Probe'],
+            summary: 'Declares a keyword JSON Schema does not have',
+            response: { 200: { type: 'object', properties: { id: { type: 'string', minLenght: 1 } } } },
+          },
+        },
+        async () => ({ id: 'x' }),
+      );
+      const check = installContractCheck(broken);
+      await broken.inject({ method: 'GET', url: '/v1/broken' });
+      await broken.inject({ method: 'GET', url: '/v1/broken' });
+      await broken.close();
+      assert.equal(check.violations().length, 1);
+      assert.match(check.violations()[0]!.problem, /cannot be compiled: .*unknown keyword: "minLenght"/);
+      assert.throws(() => check.assertNoViolations(), assert.AssertionError);
     });
 
     it('catches each way a response can break the document', async () => {

@@ -146,6 +146,10 @@ function describeValidationError(
     return { message, code: 'parameter_invalid', param };
   }
   const detail =
-    issue.keyword === 'type' ? `must be of type ${String(params.type)}` : (issue.message ?? 'is invalid');
+    issue.keyword === 'type'
+      ? `must be of type ${String(params.type)}`
+      : issue.keyword === 'enum' && Array.isArray(params.allowedValues)
+        ? `must be one of ${params.allowedValues.map(String).join(', ')}`
+        : (issue.message ?? 'is invalid');
   return { message: `The ${where} '${param}' ${detail}.`, code: 'parameter_invalid', param };
 }

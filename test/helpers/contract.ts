@@ -26,6 +26,13 @@ export interface Violation {
   body?: string;
 }
 
+interface Contract {
+  /** By `METHOD /openapi/{path}`. */
+  operations: Map<string, Operation>;
+  /** The Error component, for answers from no route (404, 405). */
+  error: ValidateFunction;
+}
+
 interface Operation {
   /** Documented statuses: a validator for a JSON body, or null when the status has no body. */
   responses: Map<string, ValidateFunction | null>;
@@ -54,21 +61,29 @@ const BODY_EXCERPT = 300;
 
 export function installContractCheck(app: FastifyInstance): ContractCheck {
   const found: Violation[] = [];
-  let compiled: { operations: Map<string, Operation>; error: ValidateFunction } | undefined;
-
-  // Compiled on the first response, when every route is registered and the document is final.
-  const contract = () => (compiled ??= compileDocument(app.swagger() as unknown as OpenApiDocument));
+  let compiled: Contract | Error | undefined;
 
   app.addHook('onSend', async (request, reply, payload) => {
+    // Compiled on the first response, when every route is registered and the document is final.
+    if (compiled === undefined) {
+      try {
+        compiled = compileDocument(app.swagger() as unknown as OpenApiDocument);
+      } catch (error) {
+        // Reported once: a document that cannot be compiled is one defect, not one per response.
+        compiled = error instanceof Error ? error : new Error(String(error));
+        found.push({
+          ...where(request, reply),
+          operation: '-',
+          problem: `the OpenAPI document cannot be compiled: ${compiled.message}`,
+        });
+      }
+    }
+    if (compiled instanceof Error) return payload;
     try {
-      const violation = check(contract(), request, reply, payload);
+      const violation = check(compiled, request, reply, payload);
       if (violation) found.push(violation);
     } catch (error) {
-      found.push({
-        ...where(request, reply),
-        operation: '?',
-        problem: `the contract check failed: ${String(error)}`,
-      });
+      found.push({ ...where(request, reply), operation: '?', problem: `the check failed: ${String(error)}` });
     }
     return payload;
   });
@@ -85,7 +100,7 @@ export function installContractCheck(app: FastifyInstance): ContractCheck {
 }
 
 function check(
-  contract: { operations: Map<string, Operation>; error: ValidateFunction },
+  contract: Contract,
   request: FastifyRequest,
   reply: FastifyReply,
   payload: unknown,
@@ -170,7 +185,7 @@ interface OpenApiResponse {
 
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
-function compileDocument(document: OpenApiDocument) {
+function compileDocument(document: OpenApiDocument): Contract {
   // A copy: closing objects below must not change the document the app serves.
   const doc = structuredClone(document) as OpenApiDocument;
   closeObjects(doc);

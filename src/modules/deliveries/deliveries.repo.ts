@@ -1,5 +1,6 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
 import { newId } from '../../lib/ids.ts';
 
@@ -18,6 +19,9 @@ export interface ClaimedDelivery {
   webhookEnabled: boolean;
   disabledReason: string | null;
   secretSealed: string | null;
+  /** The secret a rotation replaced; it signs too until previousSecretExpiresAt. */
+  previousSecretSealed: string | null;
+  previousSecretExpiresAt: string | null;
 }
 
 export interface AttemptRecord {
@@ -54,6 +58,8 @@ const SUCCESS_RECORD_INTERVAL_MS = 60_000;
 
 export type DeliveryRecord = Row<'deliveries'>;
 export type AttemptRow = Row<'delivery_attempts'>;
+/** A delivery with its event's kind, as the delivery log shows it. */
+export type DeliveryWithType = DeliveryRecord & { event_type: string };
 
 export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
   return {
@@ -115,6 +121,8 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
           'w.enabled',
           'w.disabled_reason',
           'w.secret_sealed',
+          'w.previous_secret_sealed',
+          'w.previous_secret_expires_at',
         ])
         .where('d.id', 'in', [...ids])
         .where('d.locked_by', '=', workerId)
@@ -132,6 +140,8 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
         webhookEnabled: Boolean(row.enabled),
         disabledReason: row.disabled_reason,
         secretSealed: row.secret_sealed,
+        previousSecretSealed: row.previous_secret_sealed,
+        previousSecretExpiresAt: row.previous_secret_expires_at,
       }));
     },
 
@@ -278,14 +288,89 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
         .execute();
     },
 
-    async listAttempts(projectId: string, deliveryId: string): Promise<AttemptRow[]> {
+    /** A webhook's deliveries, newest first, optionally of one status, with their event's kind. */
+    async listForWebhook(
+      projectId: string,
+      webhookId: string,
+      page: PageRequest,
+      status?: DeliveryStatus,
+    ): Promise<Page<DeliveryWithType>> {
+      return pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db
+          .selectFrom('deliveries as d')
+          .innerJoin('events as e', 'e.id', 'd.event_id')
+          .selectAll('d')
+          .select('e.type as event_type')
+          .where('d.project_id', '=', projectId)
+          .where('d.webhook_id', '=', webhookId);
+        // A literal rather than a parameter: SQLite uses the partial index on failed deliveries only when
+        // the query names the same value.
+        if (status !== undefined) query = query.where('d.status', '=', sql.lit(status));
+        if (cursor) query = query.where('d.id', cursor.op, cursor.id);
+        return query.orderBy('d.id', order).limit(limit).execute();
+      });
+    },
+
+    async find(projectId: string, id: string): Promise<DeliveryRecord | undefined> {
       return db
+        .selectFrom('deliveries')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+    },
+
+    /** The attempts of these deliveries, oldest first, by delivery id. */
+    async listAttempts(
+      projectId: string,
+      deliveryIds: readonly string[],
+    ): Promise<Map<string, AttemptRow[]>> {
+      const byDelivery = new Map<string, AttemptRow[]>();
+      if (deliveryIds.length === 0) return byDelivery;
+      const rows = await db
         .selectFrom('delivery_attempts')
         .selectAll()
         .where('project_id', '=', projectId)
-        .where('delivery_id', '=', deliveryId)
+        .where('delivery_id', 'in', [...deliveryIds])
+        .orderBy('attempted_at')
         .orderBy('id')
         .execute();
+      for (const row of rows) {
+        const list = byDelivery.get(row.delivery_id);
+        if (list) list.push(row);
+        else byDelivery.set(row.delivery_id, [row]);
+      }
+      return byDelivery;
+    },
+
+    /**
+     * Puts a webhook's failed deliveries created since `since` back in the queue, due now, with the retry
+     * schedule starting over (`attempts` counts the current run; the attempt log keeps the earlier ones).
+     * Returns how many were re-queued.
+     */
+    async requeueFailed(options: {
+      projectId: string;
+      webhookId: string;
+      since: string;
+      now: string;
+    }): Promise<number> {
+      const result = await db
+        .updateTable('deliveries')
+        .set({
+          status: 'pending',
+          attempts: 0,
+          next_attempt_at: options.now,
+          locked_until: null,
+          locked_by: null,
+          completed_at: null,
+          updated_at: options.now,
+        })
+        .where('project_id', '=', options.projectId)
+        .where('webhook_id', '=', options.webhookId)
+        .where('status', '=', sql.lit('failed'))
+        .where('created_at', '>=', options.since)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows);
     },
   };
 }

@@ -178,12 +178,16 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const saturated = [...perWebhook]
         .filter(([, count]) => count >= settings.concurrencyPerEndpoint)
         .map(([id]) => id);
+      // The claimed rows may all be one webhook's, which can take at most its per-endpoint limit: claiming
+      // more only to release it again cost two row writes per surplus row (60 per delivery with the defaults
+      // and one busy webhook). A full claim loops, so many webhooks still fill every free slot.
+      const limit = Math.min(free, settings.concurrencyPerEndpoint);
       const now = clock.now();
       const claimed = await repo.claim({
         workerId,
         now: now.toISOString(),
         lockedUntil: new Date(now.getTime() + leaseMs).toISOString(),
-        limit: free,
+        limit,
         excludeWebhookIds: saturated,
       });
       if (claimed.length === 0) return;
@@ -205,7 +209,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       }
       if (excess.length > 0) await repo.release(workerId, excess);
       for (const delivery of await repo.loadClaimed(workerId, keep)) dispatch(delivery);
-      if (claimed.length < free || keep.length === 0) return;
+      if (claimed.length < limit || keep.length === 0) return;
     }
   }
 
@@ -259,6 +263,15 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     let secretError: string | undefined;
     try {
       if (delivery.secretSealed !== null) secrets = [deps.secretBox.open(delivery.secretSealed)];
+      // While a rotation runs, the replaced secret signs too, so receivers still holding it verify.
+      if (
+        delivery.secretSealed !== null &&
+        delivery.previousSecretSealed !== null &&
+        delivery.previousSecretExpiresAt !== null &&
+        Date.parse(delivery.previousSecretExpiresAt) > attemptedAt.getTime()
+      ) {
+        secrets.push(deps.secretBox.open(delivery.previousSecretSealed));
+      }
     } catch {
       secretError = 'the signing secret could not be decrypted (was the encryption key changed?)';
     }

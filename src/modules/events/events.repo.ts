@@ -59,6 +59,26 @@ export function createEventRepo(db: Kysely<Database>) {
         .map((row) => row.id);
     },
 
+    /** These webhooks of the project (those that exist), with what a redelivery needs to know. */
+    async webhooks(
+      projectId: string,
+      ids: readonly string[],
+    ): Promise<Array<{ id: string; enabled: boolean; events: string[] }>> {
+      if (ids.length === 0) return [];
+      const rows = await db
+        .selectFrom('webhooks')
+        .select(['id', 'enabled', 'events'])
+        .where('project_id', '=', projectId)
+        .where('id', 'in', [...ids])
+        .orderBy('id')
+        .execute();
+      return rows.map((row) => ({
+        id: row.id,
+        enabled: Boolean(row.enabled),
+        events: JSON.parse(row.events) as string[],
+      }));
+    },
+
     async insertDeliveries(deliveries: NewDelivery[]): Promise<void> {
       if (deliveries.length === 0) return;
       await db

@@ -3,7 +3,14 @@ import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
-import { EventList, EventListQuery, EventParams, EventWithDeliveries } from './events.schemas.ts';
+import {
+  EventList,
+  EventListQuery,
+  EventParams,
+  EventWithDeliveries,
+  RedeliverBody,
+  Redelivery,
+} from './events.schemas.ts';
 import type { EventService } from './events.service.ts';
 
 const tags = ['Events'];
@@ -40,5 +47,32 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
       },
     },
     async (request) => events.get(projectOf(request), request.params.id),
+  );
+
+  app.post(
+    '/v1/events/:id/redeliver',
+    {
+      // The body is optional: without one, the event goes again to every webhook it was delivered to.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      schema: {
+        tags,
+        summary: 'Redeliver an event',
+        description:
+          'Creates a new delivery, due now and retried on the usual schedule, for every webhook the event was delivered to (disabled ones are skipped and listed), or for the one `webhook_id` names (409 if it is disabled). Earlier deliveries and their attempts are kept. The payload and its `webhook-id` are the same as before, so receivers can drop a duplicate.',
+        params: EventParams,
+        body: RedeliverBody,
+        response: { 200: Redelivery, ...errorResponses(409) },
+      },
+    },
+    async (request) => {
+      const webhookId = request.body.webhook_id;
+      return events.redeliver(
+        projectOf(request),
+        request.params.id,
+        webhookId !== undefined ? { webhookId } : {},
+      );
+    },
   );
 }

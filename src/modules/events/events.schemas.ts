@@ -39,5 +39,33 @@ export const EventListQuery = Type.Object(
 
 export const EventParams = Type.Object({ id: Type.String() });
 
+export const RedeliverBody = Type.Object(
+  {
+    webhook_id: Type.Optional(
+      Type.String({
+        description:
+          'Redeliver to this webhook only: one the event was delivered to, or one subscribed to its kind. Without it, every webhook the event was delivered to.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const Redelivery = Type.Object(
+  {
+    object: Type.Literal('redelivery'),
+    event_id: Type.String(),
+    delivery_ids: Type.Array(Type.String(), {
+      description: 'The new deliveries (`dlv_…`), pending and due now; see GET /v1/events/{id}.',
+    }),
+    skipped_webhook_ids: Type.Array(Type.String(), {
+      description: 'Webhooks the event was delivered to that are disabled now, so got nothing.',
+    }),
+  },
+  { title: 'Redelivery' },
+);
+
 export type EventView = Static<typeof Event>;
 export type EventWithDeliveriesView = Static<typeof EventWithDeliveries>;
+export type RedeliverInput = Static<typeof RedeliverBody>;
+export type RedeliveryView = Static<typeof Redelivery>;

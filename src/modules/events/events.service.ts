@@ -1,16 +1,16 @@
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
-import { invalidParam, notFound } from '../../lib/errors.ts';
+import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
-import { toDeliveryView } from '../deliveries/deliveries.schemas.ts';
-import { DELIVERY_CHANNEL, type DeliveryNotifier } from '../deliveries/notifier.ts';
+import { createDeliveryService } from '../deliveries/deliveries.service.ts';
+import { type DeliveryNotifier, notifyOtherProcesses } from '../deliveries/notifier.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
-import { createEventRepo, type EventRecord } from './events.repo.ts';
-import type { EventView, EventWithDeliveriesView } from './events.schemas.ts';
+import { createEventRepo, type EventRecord, type NewDelivery } from './events.repo.ts';
+import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
 export interface EventServiceDeps {
   db: Kysely<Database>;
@@ -42,7 +42,21 @@ const toView = (record: EventRecord): EventView => ({
 
 export function createEventService({ db, engine, clock, notifier }: EventServiceDeps) {
   const repo = createEventRepo(db);
-  const deliveries = createDeliveryRepo(db, engine);
+  const deliveryRepo = createDeliveryRepo(db, engine);
+  const deliveries = createDeliveryService({ db, engine, notifier });
+
+  /** Writes pending deliveries in the caller's transaction and tells other processes' workers at commit. */
+  async function enqueue(trx: Kysely<Database>, rows: NewDelivery[]): Promise<void> {
+    if (rows.length === 0) return;
+    await createEventRepo(trx).insertDeliveries(rows);
+    await notifyOtherProcesses(trx, engine);
+  }
+
+  async function find(projectId: string, id: string): Promise<EventRecord> {
+    const record = isId('evt', id) ? await repo.find(projectId, id) : undefined;
+    if (!record) throw notFound('event', id);
+    return record;
+  }
 
   return {
     /**
@@ -79,10 +93,7 @@ export function createEventService({ db, engine, clock, notifier }: EventService
           dueAt: now,
           createdAt: now,
         }));
-        await events.insertDeliveries(rows);
-        // PostgreSQL delivers a NOTIFY at commit, so workers in other processes wake only for committed work.
-        if (rows.length > 0 && engine === 'postgres')
-          await sql.raw(`NOTIFY ${DELIVERY_CHANNEL}`).execute(trx);
+        await enqueue(trx, rows);
         return rows.map((row) => row.id);
       });
       if (deliveryIds.length > 0) notifier.notify();
@@ -98,10 +109,81 @@ export function createEventService({ db, engine, clock, notifier }: EventService
     },
 
     async get(projectId: string, id: string): Promise<EventWithDeliveriesView> {
-      const record = isId('evt', id) ? await repo.find(projectId, id) : undefined;
-      if (!record) throw notFound('event', id);
-      const rows = await deliveries.listForEvent(projectId, id);
-      return { ...toView(record), deliveries: rows.map(toDeliveryView) };
+      const record = await find(projectId, id);
+      return { ...toView(record), deliveries: await deliveries.listForEvent(projectId, id, record.type) };
+    },
+
+    /**
+     * Sends a stored event again: a new pending delivery, due now, for each webhook it was delivered to
+     * (or just `webhookId`), going through the retry schedule like any delivery. Earlier deliveries and
+     * their attempts stay as they were, as history. Disabled webhooks get nothing: named alone, that is a
+     * conflict; among all of the event's webhooks, they are skipped and listed.
+     */
+    async redeliver(
+      projectId: string,
+      id: string,
+      options: { webhookId?: string } = {},
+    ): Promise<RedeliveryView> {
+      const record = await find(projectId, id);
+      const earlier = [
+        ...new Set((await deliveryRepo.listForEvent(projectId, id)).map((row) => row.webhook_id)),
+      ];
+
+      let targets: string[];
+      let skipped: string[] = [];
+      if (options.webhookId !== undefined) {
+        const webhookId = options.webhookId;
+        const [webhook] = isId('wh', webhookId) ? await repo.webhooks(projectId, [webhookId]) : [];
+        if (!webhook) {
+          throw new DomainError(
+            'not_found',
+            'resource_missing',
+            `No webhook with id '${webhookId}'.`,
+            'webhook_id',
+          );
+        }
+        if (!webhook.enabled) {
+          throw conflict(
+            'webhook_disabled',
+            `Webhook '${webhookId}' is disabled; enable it (PATCH enabled: true) to redeliver to it.`,
+            'webhook_id',
+          );
+        }
+        // A webhook that never had the event gets it only if it wants that kind: receivers are not sent
+        // kinds they did not subscribe to (test sends are the one exception, and have their own route).
+        if (!earlier.includes(webhookId) && !webhook.events.includes(record.type)) {
+          throw invalidParam(
+            'webhook_id',
+            `Webhook '${webhookId}' neither received event '${id}' nor subscribes to '${record.type}'.`,
+            'webhook_not_subscribed',
+          );
+        }
+        targets = [webhookId];
+      } else {
+        const webhooks = await repo.webhooks(projectId, earlier);
+        targets = webhooks.filter((webhook) => webhook.enabled).map((webhook) => webhook.id);
+        skipped = webhooks.filter((webhook) => !webhook.enabled).map((webhook) => webhook.id);
+      }
+
+      const now = clock.now().toISOString();
+      const rows = targets.map((webhookId) => ({
+        id: newId('dlv'),
+        projectId,
+        eventId: id,
+        webhookId,
+        dueAt: now,
+        createdAt: now,
+      }));
+      if (rows.length > 0) {
+        await db.transaction().execute((trx) => enqueue(trx, rows));
+        notifier.notify();
+      }
+      return {
+        object: 'redelivery',
+        event_id: id,
+        delivery_ids: rows.map((row) => row.id),
+        skipped_webhook_ids: skipped,
+      };
     },
   };
 }

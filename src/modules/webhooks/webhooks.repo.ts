@@ -14,6 +14,9 @@ export interface WebhookRecord {
   updatedAt: string;
   /** Why the delivery worker disabled the webhook; null otherwise. */
   disabledReason: string | null;
+  /** The secret a PATCH replaced, which still signs deliveries (next to the new one) until it expires. */
+  previousSecretSealed: string | null;
+  previousSecretExpiresAt: string | null;
 }
 
 const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
@@ -26,6 +29,8 @@ const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
   createdAt: row.created_at,
   updatedAt: row.updated_at,
   disabledReason: row.disabled_reason,
+  previousSecretSealed: row.previous_secret_sealed,
+  previousSecretExpiresAt: row.previous_secret_expires_at,
 });
 
 const toRow = (record: WebhookRecord) => ({
@@ -38,6 +43,8 @@ const toRow = (record: WebhookRecord) => ({
   created_at: record.createdAt,
   updated_at: record.updatedAt,
   disabled_reason: record.disabledReason,
+  previous_secret_sealed: record.previousSecretSealed,
+  previous_secret_expires_at: record.previousSecretExpiresAt,
 });
 
 export function createWebhookRepo(db: Kysely<Database>) {

@@ -14,6 +14,17 @@ export interface WebhookServiceDeps {
   secretBox: SecretBox;
   resolver: Resolver;
   allowPrivateUrls: boolean;
+  /** After a PATCH replaces the secret, the old one keeps signing (next to the new one) this long. Default 24 h. */
+  secretRotationWindowMs?: number;
+}
+
+export const DEFAULT_SECRET_ROTATION_WINDOW_MS = 86_400_000;
+
+/** The project's webhook, or the 404 that says it has none with this id. */
+export async function loadWebhook(repo: WebhookRepo, projectId: string, id: string): Promise<WebhookRecord> {
+  const record = isId('wh', id) ? await repo.find(projectId, id) : undefined;
+  if (!record) throw notFound('webhook', id);
+  return record;
 }
 
 export function toWebhookView(record: WebhookRecord): WebhookView {
@@ -35,6 +46,7 @@ export function createWebhookService({
   secretBox,
   resolver,
   allowPrivateUrls,
+  secretRotationWindowMs = DEFAULT_SECRET_ROTATION_WINDOW_MS,
 }: WebhookServiceDeps) {
   async function checkUrl(raw: string): Promise<string> {
     let parsed: URL;
@@ -83,10 +95,44 @@ export function createWebhookService({
     return secretBox.seal(secret);
   }
 
-  async function load(projectId: string, id: string): Promise<WebhookRecord> {
-    const record = isId('wh', id) ? await repo.find(projectId, id) : undefined;
-    if (!record) throw notFound('webhook', id);
-    return record;
+  const load = (projectId: string, id: string) => loadWebhook(repo, projectId, id);
+
+  /**
+   * The secret fields after a PATCH sends `secret`. A new secret keeps the one it replaces signing until
+   * the rotation window ends, so receivers can switch over without rejecting deliveries (Standard Webhooks
+   * sends both signatures, space-separated); rotating again drops the older one at once. `null` removes both.
+   */
+  function rotateSecret(
+    current: WebhookRecord,
+    secret: string | null,
+    now: number,
+  ): Pick<WebhookRecord, 'secretSealed' | 'previousSecretSealed' | 'previousSecretExpiresAt'> {
+    if (secret === null)
+      return { secretSealed: null, previousSecretSealed: null, previousSecretExpiresAt: null };
+    const sealed = sealSecret(secret);
+    if (current.secretSealed === null) {
+      return { secretSealed: sealed, previousSecretSealed: null, previousSecretExpiresAt: null };
+    }
+    let old: string | undefined;
+    try {
+      old = secretBox.open(current.secretSealed);
+    } catch {
+      // Sealed under another key: it could not sign anyway, so there is nothing to keep.
+      return { secretSealed: sealed, previousSecretSealed: null, previousSecretExpiresAt: null };
+    }
+    // The same secret sent again is no rotation: the current one and any rotation in progress stay.
+    if (old === secret) {
+      return {
+        secretSealed: current.secretSealed,
+        previousSecretSealed: current.previousSecretSealed,
+        previousSecretExpiresAt: current.previousSecretExpiresAt,
+      };
+    }
+    return {
+      secretSealed: sealed,
+      previousSecretSealed: current.secretSealed,
+      previousSecretExpiresAt: new Date(now + secretRotationWindowMs).toISOString(),
+    };
   }
 
   return {
@@ -104,6 +150,8 @@ export function createWebhookService({
         createdAt: now,
         updatedAt: now,
         disabledReason: null,
+        previousSecretSealed: null,
+        previousSecretExpiresAt: null,
       };
       await repo.insert(record);
       return toWebhookView(record);
@@ -134,9 +182,9 @@ export function createWebhookService({
       // Enabling clears why the service disabled it; disabling through the API gives no reason.
       const reenabled = input.enabled === true && (!current.enabled || current.disabledReason !== null);
       if (input.enabled === true) next.disabledReason = null;
-      if (input.secret !== undefined) next.secretSealed = sealSecret(input.secret);
       // updated_at moves on every change, even two within one millisecond, so clients can order them.
       const now = clock.now().getTime();
+      if (input.secret !== undefined) Object.assign(next, rotateSecret(current, input.secret, now));
       next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
       await repo.update(next, { reenabled });
       return toWebhookView(next);

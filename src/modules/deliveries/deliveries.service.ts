@@ -1,0 +1,102 @@
+import type { Kysely } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import type { PageRequest } from '../../db/pagination.ts';
+import type { Database, DeliveryStatus } from '../../db/schema.ts';
+import {
+  type AttemptRow,
+  createDeliveryRepo,
+  type DeliveryRecord,
+  type DeliveryWithType,
+} from './deliveries.repo.ts';
+import { type DeliveryView, toDeliveryView } from './deliveries.schemas.ts';
+import { type DeliveryNotifier, notifyOtherProcesses } from './notifier.ts';
+
+export interface DeliveryServiceDeps {
+  db: Kysely<Database>;
+  engine: Engine;
+  notifier: DeliveryNotifier;
+}
+
+/** What became of a delivery's first attempt while someone waited for it. */
+export interface FirstAttempt {
+  /** The delivery as it stands; undefined when it is gone (its webhook was deleted meanwhile). */
+  delivery: DeliveryRecord | undefined;
+  /** The first attempt; undefined when none was made in time, or none will be (the delivery failed unsent). */
+  attempt: AttemptRow | undefined;
+}
+
+/** How often waitForFirstAttempt looks: one primary-key read, cheap next to an HTTP attempt. */
+const POLL_INTERVAL_MS = 25;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The delivery log as the API shows it, and the operations on queued deliveries that are not the worker's:
+ * waiting for an attempt, and putting failed deliveries back in the queue.
+ */
+export function createDeliveryService({ db, engine, notifier }: DeliveryServiceDeps) {
+  const repo = createDeliveryRepo(db, engine);
+
+  /** Views of deliveries with their attempt logs, read in one query for all of them. */
+  async function views(projectId: string, rows: readonly DeliveryWithType[]): Promise<DeliveryView[]> {
+    const attempts = await repo.listAttempts(
+      projectId,
+      rows.map((row) => row.id),
+    );
+    return rows.map((row) => toDeliveryView(row, row.event_type, attempts.get(row.id) ?? []));
+  }
+
+  return {
+    views,
+
+    async listForEvent(projectId: string, eventId: string, eventType: string): Promise<DeliveryView[]> {
+      const rows = await repo.listForEvent(projectId, eventId);
+      return views(
+        projectId,
+        rows.map((row) => ({ ...row, event_type: eventType })),
+      );
+    },
+
+    async listForWebhook(projectId: string, webhookId: string, page: PageRequest, status?: DeliveryStatus) {
+      const result = await repo.listForWebhook(projectId, webhookId, page, status);
+      return { items: await views(projectId, result.items), hasMore: result.hasMore };
+    },
+
+    /**
+     * Waits up to `waitMs` for the delivery's first attempt, made by whichever worker claims it (in this
+     * process or another), by reading the delivery row. There is no cross-process signal for a recorded
+     * attempt, and a poll every 25 ms of one row costs little next to the attempt itself.
+     */
+    async waitForFirstAttempt(projectId: string, deliveryId: string, waitMs: number): Promise<FirstAttempt> {
+      const deadline = performance.now() + waitMs;
+      for (;;) {
+        const delivery = await repo.find(projectId, deliveryId);
+        if (!delivery) return { delivery, attempt: undefined };
+        if (delivery.attempts > 0 || delivery.status !== 'pending') {
+          const attempts = await repo.listAttempts(projectId, [deliveryId]);
+          return { delivery, attempt: attempts.get(deliveryId)?.[0] };
+        }
+        const left = deadline - performance.now();
+        if (left <= 0) return { delivery, attempt: undefined };
+        await sleep(Math.min(POLL_INTERVAL_MS, left));
+      }
+    },
+
+    /** Re-queues a webhook's failed deliveries created since `since` and wakes the workers; returns how many. */
+    async requeueFailed(options: {
+      projectId: string;
+      webhookId: string;
+      since: string;
+      now: string;
+    }): Promise<number> {
+      const count = await repo.requeueFailed(options);
+      if (count > 0) {
+        await notifyOtherProcesses(db, engine);
+        notifier.notify();
+      }
+      return count;
+    },
+  };
+}
+
+export type DeliveryService = ReturnType<typeof createDeliveryService>;

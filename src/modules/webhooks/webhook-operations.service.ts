@@ -1,0 +1,163 @@
+import type { PageRequest } from '../../db/pagination.ts';
+import type { DeliveryStatus } from '../../db/schema.ts';
+import type { Clock } from '../../lib/clock.ts';
+import { conflict, invalidParam, notFound } from '../../lib/errors.ts';
+import type { DeliveryService } from '../deliveries/deliveries.service.ts';
+import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
+import type { EventService } from '../events/events.service.ts';
+import type { WebhookRepo } from './webhooks.repo.ts';
+import type {
+  RecoverWebhookInput,
+  TestWebhookInput,
+  WebhookRecoveryView,
+  WebhookTestView,
+} from './webhooks.schemas.ts';
+import { loadWebhook } from './webhooks.service.ts';
+
+// Operating a webhook's deliveries: its delivery log, test sends and recovery of failed deliveries. Apart
+// from the webhook service (its configuration) because these need the event and delivery services.
+
+export interface WebhookOperationsDeps {
+  repo: WebhookRepo;
+  clock: Clock;
+  /** Test sends go through the event service like every event. */
+  events: EventService;
+  deliveries: DeliveryService;
+  /** How long a test send waits for its first attempt: the worker's timeout plus time to claim it. */
+  testWaitMs: number;
+}
+
+/** The oldest `since` a recovery takes: a guard against re-sending months of history by a typo. */
+export const RECOVER_MAX_AGE_MS = 30 * 86_400_000;
+
+const SAMPLE_RECIPIENT = 'recipient@example.com';
+
+// What each kind adds to the email fields, as the sending worker fills it in. A Record over every kind, so a
+// new kind cannot be added without its sample.
+const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
+  'email.sent': { smtp_response: '250 2.0.0 OK: queued as 4F2A1C' },
+  'email.delivered': { smtp_response: '250 2.0.0 OK: queued as 4F2A1C' },
+  'email.delivery_delayed': { smtp_response: '451 4.7.1 Greylisted, please try again later' },
+  'email.bounced': { smtp_response: '550 5.1.1 <recipient@example.com>: no such user' },
+  'email.failed': { error: 'connection timed out' },
+  'email.complained': {},
+  'email.opened': {},
+  'email.clicked': { url: 'https://example.com/' },
+};
+
+/** The data of a test event: shaped like a real email event of that kind, marked `test: true`. */
+export function testEventData(kind: EventKind): Record<string, unknown> {
+  return {
+    test: true,
+    email_id: 'msg_test',
+    from: 'Postwire <test@example.com>',
+    to: [SAMPLE_RECIPIENT],
+    subject: 'A test event from Postwire',
+    tags: {},
+    recipient: SAMPLE_RECIPIENT,
+    ...SAMPLE_DETAILS[kind],
+  };
+}
+
+export function createWebhookOperations({
+  repo,
+  clock,
+  events,
+  deliveries,
+  testWaitMs,
+}: WebhookOperationsDeps) {
+  const load = (projectId: string, id: string) => loadWebhook(repo, projectId, id);
+  const disabledConflict = (id: string, what: string) =>
+    conflict(
+      'webhook_disabled',
+      `Webhook '${id}' is disabled; enable it first (PATCH /v1/webhooks/${id} with enabled: true) to ${what}.`,
+    );
+
+  return {
+    /** The webhook's delivery log, newest first, each delivery with its attempts. */
+    async listDeliveries(projectId: string, id: string, page: PageRequest, status?: DeliveryStatus) {
+      await load(projectId, id);
+      return deliveries.listForWebhook(projectId, id, page, status);
+    },
+
+    /**
+     * Sends a test event to this webhook alone, through the queue like any delivery (so a failed test is
+     * retried on the schedule), and answers with the first attempt's outcome once a worker has made it.
+     */
+    async test(projectId: string, id: string, input: TestWebhookInput): Promise<WebhookTestView> {
+      const webhook = await load(projectId, id);
+      const kind = input.type ?? 'email.sent';
+      if (!isEventKind(kind)) {
+        throw invalidParam('type', `Unknown event kind '${kind}'; GET /v1/event-kinds lists them.`);
+      }
+      if (!webhook.enabled) throw disabledConflict(id, 'test it');
+      const event = await events.emit(projectId, kind, testEventData(kind), { webhookId: id });
+      const deliveryId = event.delivery_ids[0];
+      // Disabled between the check and the emit: nothing was queued.
+      if (deliveryId === undefined) throw disabledConflict(id, 'test it');
+
+      const { delivery, attempt } = await deliveries.waitForFirstAttempt(projectId, deliveryId, testWaitMs);
+      if (!delivery) throw notFound('webhook', id); // deleted while we waited, with its deliveries
+      const base = {
+        object: 'webhook_test' as const,
+        webhook_id: id,
+        event_id: event.id,
+        delivery_id: deliveryId,
+      };
+      if (attempt) {
+        const ok = attempt.error === null && attempt.status_code !== null && attempt.status_code < 300;
+        return {
+          ...base,
+          success: ok,
+          delivery_status: delivery.status,
+          attempted_at: attempt.attempted_at,
+          status_code: attempt.status_code,
+          duration_ms: Number(attempt.duration_ms),
+          error: attempt.error,
+          response_excerpt: attempt.response_excerpt,
+        };
+      }
+      const error =
+        delivery.status === 'pending'
+          ? `no attempt within ${testWaitMs} ms: no delivery worker has picked it up yet; it stays queued and is sent when one does`
+          : (delivery.last_error ?? 'not sent');
+      return {
+        ...base,
+        success: false,
+        delivery_status: delivery.status,
+        attempted_at: null,
+        status_code: null,
+        duration_ms: null,
+        error,
+        response_excerpt: null,
+      };
+    },
+
+    /**
+     * Re-queues the webhook's failed deliveries created since `since` (each starts the retry schedule over;
+     * its earlier attempts stay in the log). The webhook must be enabled: recovering into a disabled one
+     * would only fail them again, and enabling is the user's call, not a side effect.
+     */
+    async recover(projectId: string, id: string, input: RecoverWebhookInput): Promise<WebhookRecoveryView> {
+      const webhook = await load(projectId, id);
+      const since = Date.parse(input.since);
+      const now = clock.now().getTime();
+      if (Number.isNaN(since)) throw invalidParam('since', 'since must be an ISO 8601 timestamp.');
+      if (since > now) throw invalidParam('since', 'since must not be in the future.');
+      if (since < now - RECOVER_MAX_AGE_MS) {
+        throw invalidParam('since', 'since must be within the last 30 days.');
+      }
+      if (!webhook.enabled) throw disabledConflict(id, 'recover its deliveries');
+      const sinceIso = new Date(since).toISOString();
+      const requeued = await deliveries.requeueFailed({
+        projectId,
+        webhookId: id,
+        since: sinceIso,
+        now: new Date(now).toISOString(),
+      });
+      return { object: 'webhook_recovery', webhook_id: id, since: sinceIso, requeued };
+    },
+  };
+}
+
+export type WebhookOperations = ReturnType<typeof createWebhookOperations>;

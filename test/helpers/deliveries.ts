@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { ENGINES, startTestApp, type TestApp, type TestAppOptions } from './app.ts';
+import { type Receiver, startReceiver } from './receiver.ts';
+
+// Shared by the webhook delivery suites: an app with a fast worker, real receivers, and waiting on events.
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function createWebhook(
+  t: TestApp,
+  body: Record<string, unknown>,
+  key?: string,
+): Promise<string> {
+  const response = await t.request('POST', '/v1/webhooks', { body, ...(key ? { key } : {}) });
+  assert.equal(response.status, 201, JSON.stringify(response.body));
+  return response.body.data.id;
+}
+
+/** Polls the event until `done` holds for its deliveries. */
+export async function waitForEvent(
+  t: TestApp,
+  eventId: string,
+  done: (deliveries: any[]) => boolean,
+  timeoutMs = 5000,
+): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const response = await t.request('GET', `/v1/events/${eventId}`);
+    assert.equal(response.status, 200);
+    if (done(response.body.deliveries)) return response.body;
+    if (Date.now() > deadline) {
+      assert.fail(`event ${eventId} did not settle: ${JSON.stringify(response.body.deliveries)}`);
+    }
+    await sleep(25);
+  }
+}
+
+export const settled = (deliveries: any[]) =>
+  deliveries.length > 0 && deliveries.every((delivery) => delivery.status !== 'pending');
+
+/** Starts an app (and receivers) for one test and closes everything after it. */
+export function harness() {
+  const opened: Array<{ close(): Promise<void> }> = [];
+  return {
+    async app(engine: (typeof ENGINES)[number], options: TestAppOptions = {}) {
+      const t = await startTestApp(engine, { allowPrivateUrls: true, worker: true, ...options });
+      opened.push(t);
+      return t;
+    },
+    async receiver(...args: Parameters<typeof startReceiver>): Promise<Receiver> {
+      const receiver = await startReceiver(...args);
+      opened.push(receiver);
+      return receiver;
+    },
+    async close() {
+      for (const item of opened.reverse()) await item.close();
+      opened.length = 0;
+    },
+  };
+}
