@@ -13,6 +13,7 @@ import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { newId } from './lib/ids.ts';
 import type { Resolver } from './lib/network-policy.ts';
+import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDeliveryNotifier, type DeliveryNotifier } from './modules/deliveries/notifier.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
@@ -27,6 +28,7 @@ import { createTemplateRenderer } from './modules/templates/render.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { registerTemplateRoutes } from './modules/templates/templates.routes.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
+import { createWebhookOperations } from './modules/webhooks/webhook-operations.service.ts';
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
@@ -45,6 +47,14 @@ export interface AppDeps {
   sendNotifier?: SendNotifier;
   /** Recipients a project may send to per UTC day (SEND_DAILY_LIMIT); 0: no limit. Default 10 000. */
   sendDailyLimit?: number;
+  /**
+   * The delivery workers' attempt timeout (WEBHOOK_TIMEOUT_MS, default 15 s): POST /v1/webhooks/{id}/test
+   * waits this plus webhookTestMarginMs (default 5 s, time for a worker to claim it) for the first attempt.
+   */
+  webhookTimeoutMs?: number;
+  webhookTestMarginMs?: number;
+  /** How long a replaced webhook secret keeps signing (WEBHOOK_SECRET_ROTATION_WINDOW). Default 24 h. */
+  webhookSecretRotationWindowMs?: number;
 }
 
 declare module 'fastify' {
@@ -76,6 +86,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     secretBox: deps.secretBox,
     resolver: deps.resolver,
     allowPrivateUrls: deps.allowPrivateUrls,
+    ...(deps.webhookSecretRotationWindowMs !== undefined
+      ? { secretRotationWindowMs: deps.webhookSecretRotationWindowMs }
+      : {}),
   });
   const templates = createTemplateService({
     repo: createTemplateRepo(db),
@@ -83,13 +96,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     renderer: createTemplateRenderer(),
   });
 
-  const events = createEventService({
-    db,
-    engine: deps.database.engine,
-    clock: deps.clock,
-    notifier: deps.notifier ?? createDeliveryNotifier(),
-  });
+  const notifier = deps.notifier ?? createDeliveryNotifier();
+  const events = createEventService({ db, engine: deps.database.engine, clock: deps.clock, notifier });
   app.decorate('events', events);
+  const webhookOperations = createWebhookOperations({
+    repo: createWebhookRepo(db),
+    clock: deps.clock,
+    events,
+    deliveries: createDeliveryService({ db, engine: deps.database.engine, notifier }),
+    testWaitMs: (deps.webhookTimeoutMs ?? 15_000) + (deps.webhookTestMarginMs ?? 5000),
+  });
 
   const sendNotifier = deps.sendNotifier ?? createSendNotifier();
   app.decorate('sendNotifier', sendNotifier);
@@ -128,7 +144,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     app.swagger(),
   );
   registerEventKindRoutes(app);
-  registerWebhookRoutes(app, { webhooks });
+  registerWebhookRoutes(app, { webhooks, operations: webhookOperations });
   registerEventRoutes(app, { events });
   registerTemplateRoutes(app, { templates });
   registerEmailRoutes(app, { emails });

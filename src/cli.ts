@@ -22,7 +22,7 @@ export const USAGE = `Usage: postwire <command> [options]
 Commands:
   serve [--no-worker]                          Run the HTTP API and the background workers (migrates first).
                                                --no-worker: this process runs no background worker.
-  worker                                       Run only the background workers (webhook delivery), no HTTP.
+  worker                                       Run only the background workers (sending, webhook delivery).
   migrate                                      Apply pending database migrations.
   projects create <name>                       Create a project; prints its id on the last line.
   projects list [--json]                       List projects.
@@ -41,6 +41,11 @@ Configuration comes from the environment, as for the server:
   POSTWIRE_BOOTSTRAP_KEY       an API key the default project must have (never printed)
   POSTWIRE_ALLOW_PRIVATE_URLS  allow webhooks to loopback and private addresses (development)
   POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL
+  WEBHOOK_TIMEOUT_MS, WEBHOOK_RETRY_SCHEDULE, WEBHOOK_RETRY_JITTER, WEBHOOK_CONCURRENCY,
+  WEBHOOK_CONCURRENCY_PER_ENDPOINT, WEBHOOK_DISABLE_AFTER, WEBHOOK_SECRET_ROTATION_WINDOW
+  SMTP_URL, MAIL_TRANSPORT, SEND_RETRY_SCHEDULE, SEND_CONCURRENCY, SEND_CONCURRENCY_PER_HOST,
+  SEND_TIMEOUT, SEND_DAILY_LIMIT, DKIM_DOMAIN, DKIM_SELECTOR, DKIM_PRIVATE_KEY, MAIL_HOSTNAME
+  (the README's configuration table says what each one means)
 `;
 
 export interface CliIo {

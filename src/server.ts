@@ -12,6 +12,7 @@ import { type Resolver, systemResolver } from './lib/network-policy.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { createDeliveryNotifier } from './modules/deliveries/notifier.ts';
+import { createSendNotifier } from './modules/sending/notifier.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
 import pino from 'pino';
 
@@ -86,9 +87,13 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
     // not pay for loading the HTTP stack (a third of a second per command).
     const { buildApp } = await import('./app.ts');
+    // Shared by the app and this process's workers, so what the API writes is picked up at once.
     const deliveryNotifier = options.worker ? createDeliveryNotifier() : undefined;
+    const sendNotifier = options.worker ? createSendNotifier() : undefined;
     app = await buildApp({
       ...(deliveryNotifier ? { notifier: deliveryNotifier } : {}),
+      ...(sendNotifier ? { sendNotifier } : {}),
+      sendDailyLimit: config.sendDailyLimit,
       database,
       clock,
       secretBox,
@@ -138,6 +143,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
           resolver: options.resolver ?? systemResolver,
           logger: log,
           deliveryNotifier,
+          sendNotifier,
         })
       : undefined;
 

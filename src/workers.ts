@@ -8,7 +8,10 @@ import {
   deliverySettingsFromConfig,
   type WorkerLogger,
 } from './modules/deliveries/deliveries.worker.ts';
-import type { DeliveryNotifier } from './modules/deliveries/notifier.ts';
+import { createDeliveryNotifier, type DeliveryNotifier } from './modules/deliveries/notifier.ts';
+import { createEventService } from './modules/events/events.service.ts';
+import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
+import type { SendNotifier } from './modules/sending/notifier.ts';
 
 export interface WorkersDeps {
   config: Config;
@@ -19,6 +22,7 @@ export interface WorkersDeps {
   logger: WorkerLogger;
   /** Shared with the app in the same process, so what the API writes is picked up at once. */
   deliveryNotifier?: DeliveryNotifier | undefined;
+  sendNotifier?: SendNotifier | undefined;
 }
 
 export interface RunningWorkers {
@@ -26,8 +30,13 @@ export interface RunningWorkers {
   stop(): Promise<void>;
 }
 
-/** The background work of a process: webhook delivery. Run in the API process, or alone (`postwire worker`). */
+/**
+ * The background work of a process: sending email and delivering webhooks. Run in the API process, or
+ * alone (`postwire worker`).
+ */
 export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
+  // The sending worker's events must wake this process's delivery worker too, not only other processes'.
+  const deliveryNotifier = deps.deliveryNotifier ?? createDeliveryNotifier();
   const delivery = createDeliveryWorker({
     database: deps.database,
     clock: deps.clock,
@@ -35,13 +44,37 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     resolver: deps.resolver,
     allowPrivateUrls: deps.config.allowPrivateUrls,
     settings: deliverySettingsFromConfig(deps.config),
-    notifier: deps.deliveryNotifier,
+    notifier: deliveryNotifier,
+    logger: deps.logger,
+  });
+  const sending = createSendingWorkerFromConfig({
+    config: deps.config,
+    database: deps.database,
+    clock: deps.clock,
+    events: createEventService({
+      db: deps.database.db,
+      engine: deps.database.engine,
+      clock: deps.clock,
+      notifier: deliveryNotifier,
+    }),
+    notifier: deps.sendNotifier,
     logger: deps.logger,
   });
   await delivery.start();
+  try {
+    await sending.start();
+  } catch (error) {
+    await delivery.stop();
+    throw error;
+  }
   return {
     async stop() {
-      await delivery.stop();
+      // Sending first: its last outcomes emit events that the delivery worker should still pick up.
+      try {
+        await sending.stop();
+      } finally {
+        await delivery.stop();
+      }
     },
   };
 }

@@ -305,6 +305,45 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  // Secret rotation: the secret a PATCH replaced keeps signing (next to the new one) until it expires, so
+  // receivers can switch over. A partial index on failed deliveries serves recovery ("every failed delivery
+  // of this webhook since …") and the `status=failed` filter of the delivery log without growing with the
+  // succeeded rows that make up almost all of the table.
+  '0004_webhook_operations': {
+    async up(db: Kysely<unknown>) {
+      for (const column of ['previous_secret_sealed', 'previous_secret_expires_at']) {
+        await db.schema.alterTable('webhooks').addColumn(column, 'text').execute();
+      }
+      await db.schema
+        .createIndex('deliveries_webhook_failed')
+        .on('deliveries')
+        .columns(['webhook_id', 'id'])
+        .where(sql.ref('status'), '=', 'failed')
+        .execute();
+    },
+  },
+  // Sending without a hot row: one counter row per project made every accepted email of a project wait for
+  // the previous one's commit on PostgreSQL (100 emails/s). Queue positions now come from the project's own
+  // rows (an index finds its highest queued position), and the daily count is spread over a few shard rows.
+  '0005_send_quota_shards': {
+    async up(db: Kysely<unknown>) {
+      await db.schema.dropTable('project_send_state').execute();
+      await db.schema
+        .createTable('send_quota')
+        .addColumn('project_id', 'text', (col) => col.notNull().references('projects.id').onDelete('cascade'))
+        .addColumn('day', 'text', (col) => col.notNull())
+        .addColumn('shard', 'integer', (col) => col.notNull())
+        .addColumn('used', 'integer', (col) => col.notNull())
+        .addPrimaryKeyConstraint('send_quota_pk', ['project_id', 'day', 'shard'])
+        .execute();
+      await db.schema
+        .createIndex('email_recipients_project_ready')
+        .on('email_recipients')
+        .columns(['project_id', 'ready_seq'])
+        .where(sql.ref('ready_seq'), 'is not', null)
+        .execute();
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

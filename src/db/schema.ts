@@ -37,6 +37,9 @@ export interface WebhooksTable {
   last_success_at: ColumnType<string | null, string | null | undefined, string | null>;
   /** Time of the first failed attempt since the last success; the 5-day disable rule counts from it. */
   failing_since: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The sealed secret a PATCH replaced: deliveries are signed with it too until previous_secret_expires_at. */
+  previous_secret_sealed: ColumnType<string | null, string | null | undefined, string | null>;
+  previous_secret_expires_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface TemplatesTable {
@@ -93,6 +96,7 @@ export interface DeliveriesTable {
   event_id: string;
   webhook_id: string;
   status: DeliveryStatus;
+  /** Attempts in the current run of the retry schedule (recovery starts a new run); the log has them all. */
   attempts: number;
   /** When the next attempt is due; meaningless once the delivery is no longer pending. */
   next_attempt_at: string;
@@ -229,13 +233,13 @@ export interface EmailEventsTable {
   event_id: string | null;
 }
 
-/** Per project: the fair-queue clock and today's count against the daily send limit. */
-export interface ProjectSendStateTable {
+/** Recipients accepted per project and UTC day, spread over a few rows so concurrent sends rarely wait on one. */
+export interface SendQuotaTable {
   project_id: string;
-  fair_seq: ColumnType<string | number, number, number>;
-  /** The UTC day (YYYY-MM-DD) quota_used counts. */
-  quota_day: string;
-  quota_used: number;
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+  shard: number;
+  used: number;
 }
 
 export interface Database {
@@ -252,7 +256,7 @@ export interface Database {
   email_recipients: EmailRecipientsTable;
   email_raw: EmailRawTable;
   email_events: EmailEventsTable;
-  project_send_state: ProjectSendStateTable;
+  send_quota: SendQuotaTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

@@ -16,6 +16,10 @@ export const openApiInfo = {
     { name: 'Webhooks', description: 'Endpoints that receive signed delivery and engagement events.' },
     { name: 'Events', description: 'The catalogue of event kinds a webhook can subscribe to.' },
     { name: 'Templates', description: 'Message templates, their drafts and published versions.' },
+    {
+      name: 'Emails',
+      description: 'Sending email: accepted (202), then delivered in the background, with events on webhooks.',
+    },
   ],
   components: {
     securitySchemes: {
@@ -76,7 +80,13 @@ const transform: SwaggerTransform = ({ schema, url, route }) => {
       description: 'Conflicts with the current state, or a request with this Idempotency-Key is in progress.',
     });
   }
-  if (Object.keys(response).length > 0) next.response = response;
+  // The error handler answers any unexpected failure with a 500 in the Error shape (details only in the log).
+  if (Object.keys(response).length > 0) {
+    response[500] ??= Type.Ref(ErrorBody, {
+      description: 'Something failed on our side; the body says nothing more and the error is logged.',
+    });
+    next.response = response;
+  }
   return { schema: next, url };
 };
 

@@ -110,6 +110,10 @@ export interface TestAppOptions {
   sendDailyLimit?: number;
   /** Start a delivery worker with fast settings (TEST_DELIVERY_SETTINGS plus these). */
   worker?: TestWorkerOptions | boolean;
+  /** How long a webhook test send waits beyond the worker's timeout for the first attempt (default 500 ms). */
+  webhookTestMarginMs?: number;
+  /** How long a replaced webhook secret keeps signing (the app's default, 24 h, when absent). */
+  webhookSecretRotationWindowMs?: number;
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -149,6 +153,13 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     allowPrivateUrls: options.allowPrivateUrls ?? false,
     rateLimit: options.rateLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.sendDailyLimit !== undefined ? { sendDailyLimit: options.sendDailyLimit } : {}),
+    webhookTimeoutMs:
+      (typeof options.worker === 'object' ? options.worker.timeoutMs : undefined) ??
+      TEST_DELIVERY_SETTINGS.timeoutMs,
+    webhookTestMarginMs: options.webhookTestMarginMs ?? 500,
+    ...(options.webhookSecretRotationWindowMs !== undefined
+      ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
+      : {}),
   };
   const app = await buildApp(deps);
   const contract = installContractCheck(app);
@@ -243,7 +254,10 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
         'email_recipients',
         'email_raw',
         'email_events',
-        'project_send_state',
+        'send_quota',
+        'events',
+        'deliveries',
+        'delivery_attempts',
       ] as const;
       const counts: Record<string, number> = {};
       for (const table of tables) {

@@ -1,0 +1,301 @@
+import { type Kysely, sql } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
+import { countAgainstQuota, firstPosition } from '../sending/fair-queue.ts';
+import { SENDING_CHANNEL } from '../sending/notifier.ts';
+
+export interface NewRecipient {
+  id: string;
+  position: number;
+  type: 'to' | 'cc' | 'bcc';
+  address: string;
+  host: string;
+}
+
+/** An email ready to store: addresses validated, the template rendered. */
+export interface NewEmail {
+  id: string;
+  projectId: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  tags: Record<string, string>;
+  templateId: string | null;
+  templateVersion: number | null;
+  messageId: string;
+  /** Null, or a time in the future: the recipients wait until then. */
+  scheduledAt: string | null;
+  createdAt: string;
+  recipients: NewRecipient[];
+}
+
+export interface EmailRecord {
+  id: string;
+  projectId: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  tags: Record<string, string>;
+  templateId: string | null;
+  templateVersion: number | null;
+  messageId: string;
+  status: EmailStatus;
+  recipientCount: number;
+  scheduledAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type RecipientRow = Row<'email_recipients'>;
+export type EmailEventRow = Row<'email_events'>;
+
+/** Thrown inside the accept transaction (so nothing is stored) when the daily limit would be passed. */
+export class DailyLimitReached extends Error {
+  readonly usedBefore: number;
+  constructor(usedBefore: number) {
+    super('daily send limit reached');
+    this.usedBefore = usedBefore;
+  }
+}
+
+export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  from: row.from_address,
+  to: JSON.parse(row.to_addresses) as string[],
+  cc: JSON.parse(row.cc_addresses) as string[],
+  bcc: JSON.parse(row.bcc_addresses) as string[],
+  replyTo: JSON.parse(row.reply_to) as string[],
+  subject: row.subject,
+  html: row.html,
+  text: row.text,
+  headers: JSON.parse(row.headers) as Record<string, string>,
+  tags: JSON.parse(row.tags) as Record<string, string>,
+  templateId: row.template_id,
+  templateVersion: row.template_version === null ? null : Number(row.template_version),
+  messageId: row.message_id,
+  status: row.status,
+  recipientCount: Number(row.recipient_count),
+  scheduledAt: row.scheduled_at,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+// Bounded so one INSERT stays far below the bind-parameter limits (PostgreSQL 65 535, SQLite 32 766).
+const INSERT_CHUNK = 500;
+
+async function insertChunked<T>(rows: T[], insert: (chunk: T[]) => Promise<unknown>): Promise<void> {
+  for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
+    await insert(rows.slice(start, start + INSERT_CHUNK));
+  }
+}
+
+export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
+  let wakePending = false;
+  /**
+   * Wakes sending workers in other processes (PostgreSQL NOTIFY), after the commit and at most once per few
+   * milliseconds: a NOTIFY inside the accepting transaction takes a database-wide lock at commit, which made
+   * concurrent sends wait for each other. Workers poll anyway, so a lost wake-up only delays a send (≤ 1 s).
+   */
+  function wakeOtherProcesses(): void {
+    if (engine !== 'postgres' || wakePending) return;
+    wakePending = true;
+    setTimeout(() => {
+      wakePending = false;
+      sql
+        .raw(`NOTIFY ${SENDING_CHANNEL}`)
+        .execute(db)
+        .catch(() => undefined);
+    }, 5).unref();
+  }
+
+  return {
+    /**
+     * Stores emails and their recipient rows in one transaction, counting the recipients against the daily
+     * limit (0: none) and queueing the due ones fairly. Either every email is stored or none is.
+     */
+    async insert(
+      emails: NewEmail[],
+      options: { today: string; dailyLimit: number; now: string },
+    ): Promise<void> {
+      const projectId = emails[0]?.projectId;
+      if (projectId === undefined) return;
+      const recipients = emails.reduce((sum, email) => sum + email.recipients.length, 0);
+      const due = emails
+        .filter((email) => email.scheduledAt === null)
+        .reduce((sum, email) => sum + email.recipients.length, 0);
+
+      // Read before the transaction: a position is a fairness hint, and the transaction then starts with a
+      // write (see fair-queue.ts on SQLite lock upgrades).
+      const firstSeq = due > 0 ? await firstPosition(db, projectId) : 0;
+      await db.transaction().execute(async (trx) => {
+        await insertChunked(emails, (chunk) =>
+          trx
+            .insertInto('emails')
+            .values(
+              chunk.map((email) => ({
+                id: email.id,
+                project_id: email.projectId,
+                from_address: email.from,
+                to_addresses: JSON.stringify(email.to),
+                cc_addresses: JSON.stringify(email.cc),
+                bcc_addresses: JSON.stringify(email.bcc),
+                reply_to: JSON.stringify(email.replyTo),
+                subject: email.subject,
+                html: email.html,
+                text: email.text,
+                headers: JSON.stringify(email.headers),
+                tags: JSON.stringify(email.tags),
+                template_id: email.templateId,
+                template_version: email.templateVersion,
+                message_id: email.messageId,
+                status: (email.scheduledAt === null ? 'queued' : 'scheduled') as EmailStatus,
+                recipient_count: email.recipients.length,
+                scheduled_at: email.scheduledAt,
+                created_at: email.createdAt,
+                updated_at: email.createdAt,
+              })),
+            )
+            .execute(),
+        );
+
+        let seq = firstSeq;
+        const rows = emails.flatMap((email) =>
+          email.recipients.map((recipient) => ({
+            id: recipient.id,
+            email_id: email.id,
+            project_id: email.projectId,
+            position: recipient.position,
+            type: recipient.type,
+            address: recipient.address,
+            host: recipient.host,
+            status: 'queued' as RecipientStatus,
+            attempts: 0,
+            ready_seq: email.scheduledAt === null ? seq++ : null,
+            wait_until: email.scheduledAt,
+            next_attempt_at: email.scheduledAt ?? email.createdAt,
+            created_at: email.createdAt,
+            updated_at: email.createdAt,
+          })),
+        );
+        await insertChunked(rows, (chunk) => trx.insertInto('email_recipients').values(chunk).execute());
+        // Last, so the count row is locked (PostgreSQL) only for the moment before the commit.
+        const limited = options.dailyLimit > 0;
+        const usedToday = await countAgainstQuota(trx, {
+          projectId,
+          day: options.today,
+          recipients,
+          total: limited,
+        });
+        if (limited && usedToday !== undefined && usedToday > options.dailyLimit) {
+          throw new DailyLimitReached(usedToday - recipients);
+        }
+      });
+      if (due > 0) wakeOtherProcesses();
+    },
+
+    async find(projectId: string, id: string): Promise<EmailRecord | undefined> {
+      const row = await db
+        .selectFrom('emails')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && toEmailRecord(row);
+    },
+
+    async list(projectId: string, page: PageRequest): Promise<Page<EmailRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db.selectFrom('emails').selectAll().where('project_id', '=', projectId);
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toEmailRecord), hasMore: result.hasMore };
+    },
+
+    async recipients(emailId: string): Promise<RecipientRow[]> {
+      return db
+        .selectFrom('email_recipients')
+        .selectAll()
+        .where('email_id', '=', emailId)
+        .orderBy('position')
+        .execute();
+    },
+
+    async events(emailId: string): Promise<EmailEventRow[]> {
+      return db
+        .selectFrom('email_events')
+        .selectAll()
+        .where('email_id', '=', emailId)
+        .orderBy('id')
+        .execute();
+    },
+
+    async raw(projectId: string, emailId: string): Promise<string | undefined> {
+      const row = await db
+        .selectFrom('email_raw')
+        .select('raw')
+        .where('project_id', '=', projectId)
+        .where('email_id', '=', emailId)
+        .executeTakeFirst();
+      return row?.raw;
+    },
+
+    /**
+     * Cancels a scheduled email whose time has not come: every recipient must still be waiting (not yet
+     * promoted into the queue, so no worker can hold it). False when that no longer holds; nothing changes.
+     */
+    async cancel(projectId: string, emailId: string, now: string): Promise<boolean> {
+      return db
+        .transaction()
+        .execute(async (trx) => {
+          const cancelled = await trx
+            .updateTable('email_recipients')
+            .set({
+              status: 'cancelled',
+              wait_until: null,
+              next_attempt_at: null,
+              updated_at: now,
+              completed_at: now,
+            })
+            .where('email_id', '=', emailId)
+            .where('project_id', '=', projectId)
+            .where('status', '=', 'queued')
+            .where('wait_until', '>', now)
+            .executeTakeFirst();
+          const email = await trx
+            .updateTable('emails')
+            .set({ status: 'cancelled', updated_at: now })
+            .where('id', '=', emailId)
+            .where('project_id', '=', projectId)
+            .where('status', '=', 'scheduled')
+            .where('recipient_count', '=', Number(cancelled.numUpdatedRows))
+            .executeTakeFirst();
+          if (Number(email.numUpdatedRows) === 1) return true;
+          // Some recipient was already due (or the email is not scheduled): undo, nothing is cancelled.
+          throw new CancelRefused();
+        })
+        .catch((error: unknown) => {
+          if (error instanceof CancelRefused) return false;
+          throw error;
+        });
+    },
+  };
+}
+
+class CancelRefused extends Error {}
+
+export type EmailRepo = ReturnType<typeof createEmailRepo>;

@@ -1,0 +1,126 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { errorResponses } from '../../http/error-schema.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import {
+  AcceptedEmail,
+  AcceptedEmailList,
+  Email,
+  EmailList,
+  EmailParams,
+  RawEmail,
+  SendEmailBatchBody,
+  SendEmailBody,
+} from './emails.schemas.ts';
+import { DailyLimitError, type EmailService } from './emails.service.ts';
+
+const tags = ['Emails'];
+
+/** The daily limit's 429 says when it resets, as every 429 of the API does. */
+async function withRetryAfter<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof DailyLimitError) reply.header('retry-after', error.retryAfterSeconds);
+    throw error;
+  }
+}
+
+export function registerEmailRoutes(server: FastifyInstance, { emails }: { emails: EmailService }): void {
+  const app = server.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.post(
+    '/v1/emails',
+    {
+      schema: {
+        tags,
+        summary: 'Send an email',
+        description:
+          'Stores the email, then answers 202: it is sent in the background (or at `scheduled_at`). What happens to it arrives on webhooks as `email.*` events and shows in `GET /v1/emails/{id}`.',
+        body: SendEmailBody,
+        response: { 202: AcceptedEmail, ...errorResponses() },
+      },
+    },
+    async (request, reply) => {
+      const accepted = await withRetryAfter(reply, () => emails.send(projectOf(request), request.body));
+      return reply.code(202).send(accepted);
+    },
+  );
+
+  app.post(
+    '/v1/emails/batch',
+    {
+      schema: {
+        tags,
+        summary: 'Send up to 100 emails at once',
+        description:
+          'All or nothing: when one email is refused, none is stored (`param` starts with its index).',
+        body: SendEmailBatchBody,
+        response: { 202: AcceptedEmailList, ...errorResponses() },
+      },
+    },
+    async (request, reply) => {
+      const accepted = await withRetryAfter(reply, () => emails.sendBatch(projectOf(request), request.body));
+      return reply.code(202).send(list(accepted, false));
+    },
+  );
+
+  app.get(
+    '/v1/emails',
+    {
+      schema: {
+        tags,
+        summary: 'List emails, newest first',
+        querystring: ListQuery,
+        response: { 200: EmailList, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const page = await emails.list(projectOf(request), toPageRequest(request.query));
+      return list(page.items, page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/emails/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Retrieve an email with its recipients and events',
+        params: EmailParams,
+        response: { 200: Email, ...errorResponses() },
+      },
+    },
+    async (request) => emails.get(projectOf(request), request.params.id),
+  );
+
+  app.get(
+    '/v1/emails/:id/raw',
+    {
+      schema: {
+        tags,
+        summary: 'Retrieve the captured MIME of an email (capture transport)',
+        description:
+          'With the capture transport (no SMTP_URL, no direct delivery) messages are kept instead of sent; this returns one as it would have left the machine.',
+        params: EmailParams,
+        response: { 200: RawEmail, ...errorResponses() },
+      },
+    },
+    async (request) => emails.raw(projectOf(request), request.params.id),
+  );
+
+  app.post(
+    '/v1/emails/:id/cancel',
+    {
+      schema: {
+        tags,
+        summary: 'Cancel a scheduled email',
+        description: 'Only before its `scheduled_at`; 409 afterwards.',
+        params: EmailParams,
+        response: { 200: Email, ...errorResponses(409) },
+      },
+    },
+    async (request) => emails.cancel(projectOf(request), request.params.id),
+  );
+}

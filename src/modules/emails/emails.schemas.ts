@@ -1,0 +1,220 @@
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { listEnvelope } from '../../http/list.ts';
+
+const timestamp = (description: string) =>
+  Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
+const nullable = <T extends TSchema>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description ? { description } : {});
+
+export const MAX_TO = 50;
+export const MAX_CC = 50;
+export const MAX_BCC = 50;
+export const MAX_REPLY_TO = 10;
+export const MAX_BATCH = 100;
+export const MAX_SUBJECT_LENGTH = 998;
+export const MAX_BODY_LENGTH = 512 * 1024;
+export const MAX_HEADERS = 50;
+export const MAX_TAGS = 50;
+/** How far ahead a send can be scheduled. */
+export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
+
+const address = Type.String({
+  minLength: 1,
+  maxLength: 320,
+  description: '`a@example.com` or `Name <a@example.com>`.',
+});
+// The array comes first so that a schema error names the array form (`must NOT have fewer than 1 items`),
+// which is what most clients send; a single string is accepted too.
+const addresses = (max: number, min: number, description: string) =>
+  Type.Union([Type.Array(address, { minItems: min, maxItems: max }), address], { description });
+
+const subject = Type.String({
+  minLength: 1,
+  maxLength: MAX_SUBJECT_LENGTH,
+  description: 'Subject line (plain text, no line breaks).',
+});
+const html = Type.String({ maxLength: MAX_BODY_LENGTH, description: 'HTML body.' });
+const text = Type.String({
+  maxLength: MAX_BODY_LENGTH,
+  description: 'Plain-text body; generated from html when absent.',
+});
+
+const TemplateRef = Type.Object(
+  {
+    id: Type.String({ minLength: 1, maxLength: 100, description: 'Template id (`tpl_…`) or alias.' }),
+    version: Type.Optional(
+      Type.Integer({ minimum: 1, description: 'A published version; the latest published one when absent.' }),
+    ),
+    variables: Type.Optional(
+      Type.Record(Type.String(), Type.Unknown(), {
+        description:
+          'Values for the template (any JSON). Every variable the template declares must be given.',
+      }),
+    ),
+  },
+  { additionalProperties: false, description: 'Send a published template instead of subject/html/text.' },
+);
+
+export const SendEmailBody = Type.Object(
+  {
+    from: address,
+    to: addresses(MAX_TO, 1, `1–${MAX_TO} recipients.`),
+    cc: Type.Optional(addresses(MAX_CC, 0, `Up to ${MAX_CC} recipients.`)),
+    bcc: Type.Optional(addresses(MAX_BCC, 0, `Up to ${MAX_BCC} recipients; not shown in the message.`)),
+    reply_to: Type.Optional(addresses(MAX_REPLY_TO, 0, `Up to ${MAX_REPLY_TO} addresses for replies.`)),
+    subject: Type.Optional(subject),
+    html: Type.Optional(html),
+    text: Type.Optional(text),
+    template: Type.Optional(TemplateRef),
+    headers: Type.Optional(
+      Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
+        maxProperties: MAX_HEADERS,
+        description:
+          'Extra headers, name → value (`List-Unsubscribe`, `X-Entity-Ref-ID`). Headers the service sets itself (From, To, Subject, Message-ID, Date, Content-*, DKIM-Signature…) are refused.',
+      }),
+    ),
+    tags: Type.Optional(
+      Type.Record(Type.String(), Type.String(), {
+        maxProperties: MAX_TAGS,
+        description:
+          'Name → value labels carried in every event of the email; names and values are 1–256 letters, digits, `_` or `-`.',
+      }),
+    ),
+    scheduled_at: Type.Optional(
+      Type.String({
+        format: 'date-time',
+        description: 'Send at this time (ISO 8601, up to 30 days ahead) instead of now.',
+      }),
+    ),
+  },
+  { additionalProperties: false, title: 'SendEmail' },
+);
+
+export const SendEmailBatchBody = Type.Array(SendEmailBody, {
+  minItems: 1,
+  maxItems: MAX_BATCH,
+  description: `1–${MAX_BATCH} emails, accepted (or refused) together.`,
+});
+
+export const AcceptedEmail = Type.Object(
+  {
+    id: Type.String({ description: 'Email identifier (`msg_…`).' }),
+    object: Type.Literal('email'),
+  },
+  { title: 'AcceptedEmail' },
+);
+
+export const AcceptedEmailList = listEnvelope(AcceptedEmail);
+
+const emailStatus = Type.Union(
+  [
+    'scheduled',
+    'queued',
+    'delayed',
+    'sent',
+    'delivered',
+    'bounced',
+    'failed',
+    'complained',
+    'cancelled',
+    'mixed',
+  ].map((status) => Type.Literal(status)),
+  {
+    description:
+      '`scheduled` until due; `queued` or `delayed` while recipients are still being tried; once every recipient is done, their common status (`sent`, `delivered`, `bounced`, `failed`, `complained`, `cancelled`), or `mixed` when they ended differently.',
+  },
+);
+
+const recipientStatus = Type.Union(
+  ['queued', 'delayed', 'sent', 'delivered', 'bounced', 'failed', 'complained', 'cancelled'].map((status) =>
+    Type.Literal(status),
+  ),
+);
+
+export const EmailRecipient = Type.Object(
+  {
+    address: Type.String({ description: 'The bare address.' }),
+    type: Type.Union([Type.Literal('to'), Type.Literal('cc'), Type.Literal('bcc')]),
+    status: recipientStatus,
+    attempts: Type.Integer({ description: 'SMTP attempts made so far.' }),
+    last_response: nullable(
+      Type.String(),
+      "The receiving server's reply to the last attempt, or why no reply came.",
+    ),
+    last_attempt_at: nullable(timestamp('When the last attempt started.')),
+    next_attempt_at: nullable(timestamp('When the next attempt is due; null once done.')),
+    completed_at: nullable(timestamp('When the recipient reached its final status.')),
+  },
+  { title: 'EmailRecipient' },
+);
+
+export const EmailEvent = Type.Object(
+  {
+    id: nullable(
+      Type.String(),
+      'The event id (`evt_…`, the webhook-id of its deliveries); null for the moment before it is stored.',
+    ),
+    type: Type.String({ description: 'The event kind.' }),
+    recipient: Type.String(),
+    created_at: timestamp('When it happened.'),
+    smtp_response: nullable(Type.String(), "The server's reply that caused it, when there was one."),
+  },
+  { title: 'EmailEvent' },
+);
+
+const summaryFields = {
+  object: Type.Literal('email'),
+  id: Type.String({ description: 'Email identifier (`msg_…`).' }),
+  from: Type.String(),
+  to: Type.Array(Type.String()),
+  cc: Type.Array(Type.String()),
+  bcc: Type.Array(Type.String()),
+  reply_to: Type.Array(Type.String()),
+  subject: Type.String({ description: 'The subject as sent (rendered, for a template).' }),
+  status: emailStatus,
+  tags: Type.Record(Type.String(), Type.String()),
+  template_id: nullable(Type.String()),
+  template_version: nullable(Type.Integer()),
+  message_id: Type.String({
+    description: 'The Message-ID header, the same on every attempt, so a receiver can detect duplicates.',
+  }),
+  scheduled_at: nullable(timestamp('When it is (was) scheduled to be sent.')),
+  created_at: timestamp('When it was accepted.'),
+  updated_at: timestamp('When its status last changed.'),
+};
+
+export const EmailSummary = Type.Object(summaryFields, { title: 'EmailSummary' });
+
+export const Email = Type.Object(
+  {
+    ...summaryFields,
+    html: nullable(Type.String()),
+    text: nullable(Type.String()),
+    headers: Type.Record(Type.String(), Type.String()),
+    recipients: Type.Array(EmailRecipient, { description: 'Status per recipient.' }),
+    events: Type.Array(EmailEvent, { description: 'What happened to the email, oldest first.' }),
+  },
+  { title: 'Email' },
+);
+
+export const EmailList = listEnvelope(EmailSummary);
+
+export const RawEmail = Type.Object(
+  {
+    object: Type.Literal('raw_email'),
+    id: Type.String(),
+    content_type: Type.Literal('message/rfc822'),
+    raw: Type.String({ description: 'The complete MIME message as captured.' }),
+  },
+  { title: 'RawEmail' },
+);
+
+export const EmailParams = Type.Object({ id: Type.String({ description: 'Email identifier (`msg_…`).' }) });
+
+export type SendEmailInput = Static<typeof SendEmailBody>;
+export type AcceptedEmailView = Static<typeof AcceptedEmail>;
+export type EmailView = Static<typeof Email>;
+export type EmailSummaryView = Static<typeof EmailSummary>;
+export type EmailRecipientView = Static<typeof EmailRecipient>;
+export type EmailEventView = Static<typeof EmailEvent>;
+export type RawEmailView = Static<typeof RawEmail>;

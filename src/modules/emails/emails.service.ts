@@ -1,0 +1,487 @@
+import { htmlToText } from 'html-to-text';
+import type { PageRequest } from '../../db/pagination.ts';
+import type { EmailStatus } from '../../db/schema.ts';
+import type { Clock } from '../../lib/clock.ts';
+import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { isId, newId } from '../../lib/ids.ts';
+import type { SendNotifier } from '../sending/notifier.ts';
+import type { TemplateRenderer } from '../templates/render.ts';
+import type { TemplateRepo } from '../templates/templates.repo.ts';
+import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
+import { formatAddress, parseAddress, type ParsedAddress } from './addresses.ts';
+import { PENDING } from './status.ts';
+import {
+  DailyLimitReached,
+  type EmailRecord,
+  type EmailRepo,
+  type NewEmail,
+  type NewRecipient,
+  type RecipientRow,
+} from './emails.repo.ts';
+import {
+  type AcceptedEmailView,
+  type EmailSummaryView,
+  type EmailView,
+  MAX_SCHEDULE_AHEAD_MS,
+  type RawEmailView,
+  type SendEmailInput,
+} from './emails.schemas.ts';
+
+export interface EmailServiceDeps {
+  repo: EmailRepo;
+  templates: TemplateRepo;
+  renderer: TemplateRenderer;
+  clock: Clock;
+  /** Recipients a project may send to per UTC day; 0: no limit. */
+  dailyLimit: number;
+  /** Wakes this process's sending worker when emails are accepted. */
+  notifier: SendNotifier;
+}
+
+/** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
+export class DailyLimitError extends DomainError {
+  readonly retryAfterSeconds: number;
+  constructor(message: string, retryAfterSeconds: number) {
+    super('rate_limited', 'daily_send_limit', message);
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+// Headers the service writes itself, or that only a receiving server or the signer may add: a caller who
+// set them could forge the sender, break the MIME structure or the DKIM signature.
+const RESERVED_HEADERS = new Set([
+  'from',
+  'to',
+  'cc',
+  'bcc',
+  'subject',
+  'reply-to',
+  'sender',
+  'message-id',
+  'date',
+  'mime-version',
+  'content-type',
+  'content-transfer-encoding',
+  'dkim-signature',
+  'return-path',
+  'received',
+  'authentication-results',
+  'x-mailer',
+]);
+const RESERVED_PREFIXES = ['content-', 'resent-', 'arc-'];
+// RFC 5322 field-name: printable ASCII except the colon.
+const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,76}$/;
+const TAG = /^[A-Za-z0-9_-]{1,256}$/;
+const aliasShape = new RegExp(ALIAS_PATTERN);
+
+const MAX_RECIPIENTS = 150;
+/** The status to show: a scheduled email whose time has come is queued, even before a worker has seen it. */
+const shownStatus = (email: EmailRecord, now: string): EmailStatus =>
+  email.status === 'scheduled' && email.scheduledAt !== null && email.scheduledAt <= now
+    ? 'queued'
+    : email.status;
+
+export function toEmailSummary(email: EmailRecord, now: string): EmailSummaryView {
+  return {
+    object: 'email',
+    id: email.id,
+    from: email.from,
+    to: email.to,
+    cc: email.cc,
+    bcc: email.bcc,
+    reply_to: email.replyTo,
+    subject: email.subject,
+    status: shownStatus(email, now),
+    tags: email.tags,
+    template_id: email.templateId,
+    template_version: email.templateVersion,
+    message_id: email.messageId,
+    scheduled_at: email.scheduledAt,
+    created_at: email.createdAt,
+    updated_at: email.updatedAt,
+  };
+}
+
+const toRecipientView = (row: RecipientRow) => ({
+  address: row.address,
+  type: row.type,
+  status: row.status,
+  attempts: Number(row.attempts),
+  last_response: row.last_response,
+  last_attempt_at: row.last_attempt_at,
+  next_attempt_at: PENDING.has(row.status) ? row.next_attempt_at : null,
+  completed_at: row.completed_at,
+});
+
+const secondsUntilNextUtcDay = (now: Date): number => {
+  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
+};
+
+export function createEmailService({
+  repo,
+  templates,
+  renderer,
+  clock,
+  dailyLimit,
+  notifier,
+}: EmailServiceDeps) {
+  /** Parses one address field (a string or a list), naming the exact item at fault. */
+  function parseList(value: string | string[] | undefined, param: string): ParsedAddress[] {
+    if (value === undefined) return [];
+    const items = typeof value === 'string' ? [value] : value;
+    return items.map((item, index) => {
+      const where = typeof value === 'string' ? param : `${param}[${index}]`;
+      const parsed = parseAddress(item);
+      if (!parsed.ok) throw invalidParam(where, `${where} ${parsed.reason}.`, 'invalid_address');
+      return parsed.value;
+    });
+  }
+
+  function checkHeaders(headers: Record<string, string> | undefined, prefix: string): Record<string, string> {
+    const checked: Record<string, string> = {};
+    const seen = new Set<string>();
+    for (const [name, value] of Object.entries(headers ?? {})) {
+      const param = `${prefix}headers.${name}`;
+      if (!HEADER_NAME.test(name)) {
+        throw invalidParam(param, `'${name}' is not a header name (printable ASCII without ':', up to 76).`);
+      }
+      const lower = name.toLowerCase();
+      if (RESERVED_HEADERS.has(lower) || RESERVED_PREFIXES.some((reserved) => lower.startsWith(reserved))) {
+        throw invalidParam(
+          param,
+          `The ${name} header is set by the service and cannot be given in headers.`,
+          'header_reserved',
+        );
+      }
+      if (seen.has(lower)) throw invalidParam(param, `The ${name} header is given twice.`);
+      seen.add(lower);
+      // A line break in a value would start a header of the caller's choosing (header injection).
+      // eslint-disable-next-line no-control-regex
+      if (/[\r\n\u0000]/.test(value)) {
+        throw invalidParam(param, `The ${name} header's value contains a line break.`);
+      }
+      checked[name] = value;
+    }
+    return checked;
+  }
+
+  function checkTags(tags: Record<string, string> | undefined, prefix: string): Record<string, string> {
+    for (const [name, value] of Object.entries(tags ?? {})) {
+      const param = `${prefix}tags.${name}`;
+      if (!TAG.test(name)) {
+        throw invalidParam(param, `Tag name '${name}' must be 1–256 letters, digits, '_' or '-'.`);
+      }
+      if (!TAG.test(value)) {
+        throw invalidParam(param, `The value of tag '${name}' must be 1–256 letters, digits, '_' or '-'.`);
+      }
+    }
+    return { ...tags };
+  }
+
+  function checkScheduledAt(value: string | undefined, now: Date, prefix: string): string | null {
+    if (value === undefined) return null;
+    const param = `${prefix}scheduled_at`;
+    const time = Date.parse(value);
+    if (Number.isNaN(time)) throw invalidParam(param, `${param} must be an ISO 8601 date-time.`);
+    if (time - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
+      throw invalidParam(param, `${param} can be at most 30 days ahead.`);
+    }
+    // A time that has come (or passed) means "now".
+    return time <= now.getTime() ? null : new Date(time).toISOString();
+  }
+
+  const hasLineBreak = (text: string) => /[\r\n]/.test(text);
+
+  async function renderTemplate(
+    projectId: string,
+    ref: NonNullable<SendEmailInput['template']>,
+    prefix: string,
+  ): Promise<{ subject: string; html: string | null; text: string | null; id: string; version: number }> {
+    const param = (name: string) => `${prefix}template.${name}`;
+    let template;
+    if (isId('tpl', ref.id)) template = await templates.find(projectId, ref.id);
+    else if (aliasShape.test(ref.id)) template = await templates.findByAlias(projectId, ref.id);
+    if (!template) {
+      throw new DomainError('not_found', 'resource_missing', `No template with id '${ref.id}'.`, param('id'));
+    }
+    const number = ref.version ?? template.publishedVersion;
+    if (number === null) {
+      throw invalidParam(
+        param('id'),
+        `Template '${ref.id}' has no published version; publish it first.`,
+        'template_not_published',
+      );
+    }
+    const version = await templates.findVersion(projectId, template.id, number);
+    if (!version) {
+      throw new DomainError(
+        'not_found',
+        'resource_missing',
+        `Template '${ref.id}' has no version ${number}.`,
+        param('version'),
+      );
+    }
+    const variables = ref.variables ?? {};
+    const missing = version.variables.filter((name) => !hasPath(variables, name));
+    if (missing.length > 0) {
+      throw invalidParam(
+        param('variables'),
+        `Missing template variable${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}.`,
+        'template_variables_missing',
+      );
+    }
+    let rendered;
+    try {
+      rendered = await renderer.render(version, variables);
+    } catch (error) {
+      // The renderer names the template's field; here the fault is in the send, so it points at the template.
+      if (error instanceof DomainError)
+        throw new DomainError(error.kind, error.code, error.message, param('variables'));
+      throw error;
+    }
+    if (rendered.subject === null || rendered.subject.trim() === '') {
+      throw invalidParam(
+        param('id'),
+        `Template '${ref.id}' renders an empty subject.`,
+        'template_subject_missing',
+      );
+    }
+    if (hasLineBreak(rendered.subject)) {
+      throw invalidParam(param('variables'), 'The rendered subject contains a line break.');
+    }
+    return {
+      subject: rendered.subject,
+      html: rendered.html,
+      text: rendered.text,
+      id: template.id,
+      version: number,
+    };
+  }
+
+  /** Validates and renders one send; throws a 4xx naming the field (prefixed with `[i].` in a batch). */
+  async function prepare(
+    projectId: string,
+    input: SendEmailInput,
+    now: Date,
+    prefix: string,
+  ): Promise<NewEmail> {
+    const from = parseList(input.from, `${prefix}from`)[0]!;
+    const to = parseList(input.to, `${prefix}to`);
+    const cc = parseList(input.cc, `${prefix}cc`);
+    const bcc = parseList(input.bcc, `${prefix}bcc`);
+    const replyTo = parseList(input.reply_to, `${prefix}reply_to`);
+
+    // One SMTP recipient per address: the same address in to and cc gets one copy.
+    const recipients: NewRecipient[] = [];
+    const seen = new Set<string>();
+    for (const [type, list] of [
+      ['to', to],
+      ['cc', cc],
+      ['bcc', bcc],
+    ] as const) {
+      for (const parsed of list) {
+        const key = parsed.address.toLowerCase();
+        if (seen.has(key)) continue;
+        seen.add(key);
+        recipients.push({
+          id: newId('rcpt'),
+          position: recipients.length,
+          type,
+          address: parsed.address,
+          host: parsed.domain,
+        });
+      }
+    }
+    if (recipients.length > MAX_RECIPIENTS) {
+      throw invalidParam(`${prefix}to`, `At most ${MAX_RECIPIENTS} recipients in to, cc and bcc together.`);
+    }
+
+    const headers = checkHeaders(input.headers, prefix);
+    const tags = checkTags(input.tags, prefix);
+    const scheduledAt = checkScheduledAt(input.scheduled_at, now, prefix);
+
+    let subject: string;
+    let html: string | null;
+    let text: string | null;
+    let templateId: string | null = null;
+    let templateVersion: number | null = null;
+    if (input.template) {
+      const given = (['subject', 'html', 'text'] as const).find((field) => input[field] !== undefined);
+      if (given) {
+        throw invalidParam(
+          `${prefix}${given}`,
+          `Send either template or ${given}: a template brings its own subject, html and text.`,
+          'parameter_conflict',
+        );
+      }
+      const rendered = await renderTemplate(projectId, input.template, prefix);
+      ({ subject, html, text } = rendered);
+      templateId = rendered.id;
+      templateVersion = rendered.version;
+    } else {
+      if (input.subject === undefined) {
+        throw new DomainError(
+          'validation',
+          'parameter_missing',
+          `The field '${prefix}subject' is required (or send a template).`,
+          `${prefix}subject`,
+        );
+      }
+      if (hasLineBreak(input.subject)) {
+        throw invalidParam(`${prefix}subject`, 'The subject must not contain line breaks.');
+      }
+      if (input.html === undefined && input.text === undefined) {
+        throw new DomainError(
+          'validation',
+          'parameter_missing',
+          'Send html, text or both (or a template).',
+          `${prefix}html`,
+        );
+      }
+      subject = input.subject;
+      html = input.html ?? null;
+      // 78 columns: the line length RFC 5322 recommends, as for templates.
+      text = input.text ?? (html !== null ? htmlToText(html, { wordwrap: 78 }) : null);
+    }
+
+    const id = newId('msg');
+    return {
+      id,
+      projectId,
+      from: formatAddress(from),
+      to: to.map(formatAddress),
+      cc: cc.map(formatAddress),
+      bcc: bcc.map(formatAddress),
+      replyTo: replyTo.map(formatAddress),
+      subject,
+      html,
+      text,
+      headers,
+      tags,
+      templateId,
+      templateVersion,
+      // Made now and stored, so every attempt (and every duplicate a crash may cause) carries the same one.
+      messageId: `<${id}@${from.domain}>`,
+      scheduledAt,
+      createdAt: now.toISOString(),
+      recipients,
+    };
+  }
+
+  async function store(emails: NewEmail[], now: Date): Promise<void> {
+    try {
+      await repo.insert(emails, {
+        today: now.toISOString().slice(0, 10),
+        dailyLimit,
+        now: now.toISOString(),
+      });
+    } catch (error) {
+      if (!(error instanceof DailyLimitReached)) throw error;
+      const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
+      throw new DailyLimitError(
+        `This project may send to ${dailyLimit} recipients a day (UTC); ${error.usedBefore} are used and this ` +
+          `request has ${count}. The limit resets at midnight UTC.`,
+        secondsUntilNextUtcDay(now),
+      );
+    }
+    if (emails.some((email) => email.scheduledAt === null)) notifier.notify();
+  }
+
+  async function load(projectId: string, id: string): Promise<EmailRecord> {
+    const email = isId('msg', id) ? await repo.find(projectId, id) : undefined;
+    if (!email) throw notFound('email', id);
+    return email;
+  }
+
+  async function view(email: EmailRecord): Promise<EmailView> {
+    const [recipients, events] = await Promise.all([repo.recipients(email.id), repo.events(email.id)]);
+    return {
+      ...toEmailSummary(email, clock.now().toISOString()),
+      html: email.html,
+      text: email.text,
+      headers: email.headers,
+      recipients: recipients.map(toRecipientView),
+      events: events.map((event) => {
+        const data = JSON.parse(event.data) as { smtp_response?: string };
+        return {
+          id: event.event_id,
+          type: event.type,
+          recipient: event.recipient,
+          created_at: event.created_at,
+          smtp_response: data.smtp_response ?? null,
+        };
+      }),
+    };
+  }
+
+  return {
+    /** Validates, renders and stores one email; answers once it is stored (it will be sent). */
+    async send(projectId: string, input: SendEmailInput): Promise<AcceptedEmailView> {
+      const now = clock.now();
+      const email = await prepare(projectId, input, now, '');
+      await store([email], now);
+      return { id: email.id, object: 'email' };
+    },
+
+    /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
+    async sendBatch(projectId: string, inputs: SendEmailInput[]): Promise<AcceptedEmailView[]> {
+      const now = clock.now();
+      const emails: NewEmail[] = [];
+      for (const [index, input] of inputs.entries())
+        emails.push(await prepare(projectId, input, now, `[${index}].`));
+      await store(emails, now);
+      return emails.map((email) => ({ id: email.id, object: 'email' as const }));
+    },
+
+    async get(projectId: string, id: string): Promise<EmailView> {
+      return view(await load(projectId, id));
+    },
+
+    async list(projectId: string, page: PageRequest) {
+      const result = await repo.list(projectId, page);
+      const now = clock.now().toISOString();
+      return { items: result.items.map((email) => toEmailSummary(email, now)), hasMore: result.hasMore };
+    },
+
+    async cancel(projectId: string, id: string): Promise<EmailView> {
+      const email = await load(projectId, id);
+      const now = clock.now().toISOString();
+      if (!(await repo.cancel(projectId, email.id, now))) {
+        throw new DomainError(
+          'conflict',
+          'email_not_cancellable',
+          `Email '${id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be cancelled.`,
+          'id',
+        );
+      }
+      return view(await load(projectId, id));
+    },
+
+    async raw(projectId: string, id: string): Promise<RawEmailView> {
+      const email = await load(projectId, id);
+      const raw = await repo.raw(projectId, email.id);
+      if (raw === undefined) {
+        throw new DomainError(
+          'not_found',
+          'raw_not_available',
+          `Email '${id}' has no captured message: the MIME is kept only by the capture transport, once the email has been processed.`,
+          'id',
+        );
+      }
+      return { object: 'raw_email', id: email.id, content_type: 'message/rfc822', raw };
+    },
+  };
+}
+
+/** True when `path` (`order.id`) names a value present in `variables` (null counts: it was given). */
+function hasPath(variables: Record<string, unknown>, path: string): boolean {
+  let node: unknown = variables;
+  for (const key of path.split('.')) {
+    if (typeof node !== 'object' || node === null || !Object.hasOwn(node, key)) return false;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return true;
+}
+
+export type EmailService = ReturnType<typeof createEmailService>;

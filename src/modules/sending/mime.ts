@@ -1,0 +1,64 @@
+import type { Readable } from 'node:stream';
+import type { SendMailOptions } from 'nodemailer';
+import DKIM from 'nodemailer/lib/dkim';
+import MailComposer from 'nodemailer/lib/mail-composer';
+import type { DkimConfig } from '../../config.ts';
+import { parseAddress } from '../emails/addresses.ts';
+import type { EmailRecord } from '../emails/emails.repo.ts';
+
+/** A stored address as nodemailer takes it; stored addresses were validated when the email was accepted. */
+function toMailbox(stored: string): { name: string; address: string } {
+  const parsed = parseAddress(stored);
+  if (!parsed.ok) throw new Error(`stored address '${stored}' no longer parses: ${parsed.reason}`);
+  return { name: parsed.value.name ?? '', address: parsed.value.address };
+}
+
+/** The bare address of the stored From: the envelope sender (Return-Path). */
+export const envelopeSender = (email: EmailRecord): string => toMailbox(email.from).address;
+
+/**
+ * The message nodemailer builds for one SMTP transaction of an email: the same headers for every
+ * recipient (Bcc never appears), the stored Message-ID and the time the email was accepted as its Date, so
+ * every attempt and every duplicate is recognisably the same message. `envelopeTo` are the recipients this
+ * transaction is for.
+ */
+export function mailOptions(email: EmailRecord, envelopeTo: readonly string[]): SendMailOptions {
+  return {
+    from: toMailbox(email.from),
+    to: email.to.map(toMailbox),
+    ...(email.cc.length > 0 ? { cc: email.cc.map(toMailbox) } : {}),
+    ...(email.replyTo.length > 0 ? { replyTo: email.replyTo.map(toMailbox) } : {}),
+    subject: email.subject,
+    ...(email.html !== null ? { html: email.html } : {}),
+    ...(email.text !== null ? { text: email.text } : {}),
+    headers: email.headers,
+    messageId: email.messageId,
+    date: new Date(email.createdAt),
+    envelope: { from: envelopeSender(email), to: [...envelopeTo] },
+    // Tenant content is text only: nothing in a message may make the sender read a file or fetch a URL.
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  };
+}
+
+/** nodemailer's DKIM options for the configured key (the transports sign with them). */
+export function dkimOptions(dkim: DkimConfig | undefined) {
+  return dkim
+    ? { domainName: dkim.domain, keySelector: dkim.selector, privateKey: dkim.privateKey }
+    : undefined;
+}
+
+async function collect(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream)
+    chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  return Buffer.concat(chunks);
+}
+
+/** The complete MIME message as the SMTP transports would send it (DKIM-signed when a key is configured). */
+export async function buildRaw(options: SendMailOptions, dkim: DkimConfig | undefined): Promise<string> {
+  const built = await new MailComposer(options).compile().build();
+  const signing = dkimOptions(dkim);
+  if (!signing) return built.toString('utf8');
+  return (await collect(new DKIM(signing).sign(built))).toString('utf8');
+}

@@ -1,0 +1,36 @@
+import type { EmailRecord } from '../../emails/emails.repo.ts';
+
+/** What one recipient's attempt came to. `response` is the server's reply when one came. */
+export type RecipientOutcome =
+  | { address: string; result: 'accepted'; response: string | null; complained?: boolean }
+  | { address: string; result: 'bounced'; response: string | null; error: string | null }
+  | { address: string; result: 'deferred'; response: string | null; error: string | null };
+
+/** One SMTP transaction: an email to some of its recipients (those of one domain, in direct mode). */
+export interface SendJob {
+  email: EmailRecord;
+  recipients: ReadonlyArray<{ address: string; attempts: number }>;
+  /** The recipients' domain (direct mode: whose MX to use). */
+  host: string;
+  /** Aborted when the attempt times out or the worker stops. */
+  signal: AbortSignal;
+}
+
+export interface SendResult {
+  /** One per recipient of the job. */
+  outcomes: RecipientOutcome[];
+  /** The capture transport's MIME, kept in the database. */
+  raw?: string;
+}
+
+export interface MailTransport {
+  kind: 'relay' | 'direct' | 'capture';
+  /** Where mail goes, for the start-up log line (never credentials). */
+  description: string;
+  /** True when acceptance is by the recipient's own server: `email.sent` is then also `email.delivered`. */
+  finalHop: boolean;
+  /** True when each recipient domain is its own destination (jobs per domain, concurrency per domain). */
+  perDomain: boolean;
+  send(job: SendJob): Promise<SendResult>;
+  close(): Promise<void>;
+}

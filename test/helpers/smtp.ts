@@ -1,0 +1,160 @@
+import { SMTPServer, type SMTPServerAddress } from 'smtp-server';
+
+/** A message as the test SMTP server received it. */
+export interface ReceivedMessage {
+  /** The envelope sender (MAIL FROM). */
+  from: string;
+  /** The envelope recipients it accepted (RCPT TO). */
+  to: string[];
+  raw: string;
+  /** The Message-ID header (with its angle brackets). */
+  messageId: string | undefined;
+  /** The user the client logged in as, if it did. */
+  user: string | undefined;
+}
+
+/** How the server answers: a 2xx/4xx/5xx code and text. */
+export interface SmtpReply {
+  code: number;
+  message: string;
+}
+
+export interface TestSmtpServer {
+  port: number;
+  messages: ReceivedMessage[];
+  /** Connections opened so far (a pooled client opens few). */
+  connections: number;
+  /** Connections open now, and the most open at once so far. */
+  concurrency: { current: number; max: number };
+  /** Replies to the next DATA commands, in order; after them messages are accepted (250). */
+  scriptData(...replies: SmtpReply[]): void;
+  /** Answers RCPT TO for an address (a refusal), or undefined to accept it. */
+  onRecipient(decide: (address: string) => SmtpReply | undefined): void;
+  /** Resolves once `count` messages have arrived. */
+  waitFor(count: number, timeoutMs?: number): Promise<ReceivedMessage[]>;
+  /** Message-IDs received so far, each once. */
+  uniqueMessageIds(): Set<string>;
+  close(): Promise<void>;
+}
+
+export interface TestSmtpOptions {
+  /** A fixed port (to bring a server back where a stopped one was); 0 picks a free one. */
+  port?: number;
+  /** Offer STARTTLS (with smtp-server's self-signed certificate). Default false. */
+  starttls?: boolean;
+  /** Require this login (AUTH PLAIN/LOGIN, allowed without TLS for the test). */
+  auth?: { user: string; pass: string };
+  /** Wait this long before answering each DATA (a slow server). */
+  dataDelayMs?: number;
+}
+
+const replyError = (reply: SmtpReply) =>
+  Object.assign(new Error(reply.message), { responseCode: reply.code });
+
+/** A real SMTP server (smtp-server) on 127.0.0.1 that records what it receives and answers as scripted. */
+export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<TestSmtpServer> {
+  const messages: ReceivedMessage[] = [];
+  const dataReplies: SmtpReply[] = [];
+  let decideRecipient: (address: string) => SmtpReply | undefined = () => undefined;
+  const waiters = new Set<() => void>();
+  let connections = 0;
+  const concurrency = { current: 0, max: 0 };
+
+  const server = new SMTPServer({
+    logger: false,
+    banner: 'postwire test server',
+    authOptional: !options.auth,
+    allowInsecureAuth: true,
+    disabledCommands: options.starttls ? [] : ['STARTTLS'],
+    // Closing waits this long for clients that keep pooled connections open, then cuts them.
+    closeTimeout: 100,
+    size: 10 * 1024 * 1024,
+    onConnect(_session, callback) {
+      connections += 1;
+      concurrency.current += 1;
+      concurrency.max = Math.max(concurrency.max, concurrency.current);
+      callback();
+    },
+    onClose() {
+      concurrency.current -= 1;
+    },
+    onAuth(auth, _session, callback) {
+      if (options.auth && auth.username === options.auth.user && auth.password === options.auth.pass) {
+        callback(null, { user: auth.username });
+      } else {
+        callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
+      }
+    },
+    onRcptTo(address: SMTPServerAddress, _session, callback) {
+      const reply = decideRecipient(address.address);
+      callback(reply ? replyError(reply) : null);
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', async () => {
+        if (options.dataDelayMs) await new Promise((resolve) => setTimeout(resolve, options.dataDelayMs));
+        const reply = dataReplies.shift();
+        if (reply && reply.code >= 400) {
+          callback(replyError(reply));
+          return;
+        }
+        const raw = Buffer.concat(chunks).toString('utf8');
+        const header = raw.split(/\r?\n\r?\n/, 1)[0] ?? '';
+        messages.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((rcpt) => rcpt.address),
+          raw,
+          messageId: /^Message-ID:\s*(<[^>]+>)/im.exec(header)?.[1],
+          user: typeof session.user === 'string' ? session.user : undefined,
+        });
+        for (const waiter of waiters) waiter();
+        callback(null, reply?.message ?? 'Ok: queued');
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+  });
+  const address = server.server.address();
+  if (!address || typeof address === 'string') throw new Error('no port');
+
+  return {
+    port: address.port,
+    messages,
+    get connections() {
+      return connections;
+    },
+    concurrency,
+    scriptData(...replies) {
+      dataReplies.push(...replies);
+    },
+    onRecipient(decide) {
+      decideRecipient = decide;
+    },
+    waitFor(count, timeoutMs = 5000) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          if (messages.length >= count) {
+            waiters.delete(check);
+            clearTimeout(timer);
+            resolve(messages.slice());
+          }
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`expected ${count} messages within ${timeoutMs} ms, got ${messages.length}`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      });
+    },
+    uniqueMessageIds() {
+      return new Set(messages.map((message) => message.messageId ?? ''));
+    },
+    close() {
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,702 @@
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { dkimVerify } from 'mailauth';
+import { ConfigError, type DkimConfig, loadConfig } from '../src/config.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
+import {
+  createSendingWorker,
+  type SendingSettings,
+  type SendingWorker,
+} from '../src/modules/sending/sending.worker.ts';
+import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
+import { createDirectTransport, type MxRecord } from '../src/modules/sending/transports/direct.ts';
+import { createTransportFromConfig } from '../src/modules/sending/transports/from-config.ts';
+import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import type { MailTransport } from '../src/modules/sending/transports/transport.ts';
+import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+
+/** Fast settings: retries 100 ms apart, no jitter, a quick poll. */
+const FAST: SendingSettings = {
+  schedule: [0, 100, 100, 100, 100, 100],
+  jitter: 0,
+  concurrency: 8,
+  concurrencyPerHost: 4,
+  timeoutMs: 3000,
+  pollIntervalMs: 50,
+  stopGraceMs: 1000,
+};
+
+// A DKIM key and the DNS TXT record that publishes it, for mailauth to verify signatures against.
+const keys = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const DKIM: DkimConfig = {
+  domain: 'example.com',
+  selector: 'pw2026',
+  privateKey: keys.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+};
+const DKIM_TXT = `v=DKIM1; k=rsa; p=${keys.publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`;
+
+async function verifyDkim(raw: string) {
+  const result = await dkimVerify(raw, {
+    resolver: async (name: string, type: string) => {
+      if (type === 'TXT' && name === `${DKIM.selector}._domainkey.${DKIM.domain}`) return [[DKIM_TXT]];
+      throw Object.assign(new Error(`no ${type} for ${name}`), { code: 'ENOTFOUND' });
+    },
+  });
+  return result.results.map((entry: any) => ({
+    result: entry.status.result,
+    domain: entry.signingDomain,
+    selector: entry.selector,
+  }));
+}
+
+/** The body of a MIME part of `raw` with the given content type (7bit parts, as these tests send). */
+function part(raw: string, contentType: string): string | undefined {
+  const match = new RegExp(
+    `Content-Type: ${contentType}[^\\r\\n]*\\r?\\n(?:[^\\r\\n]+\\r?\\n)*\\r?\\n([\\s\\S]*?)\\r?\\n--`,
+    'i',
+  ).exec(raw);
+  return match?.[1];
+}
+
+const header = (raw: string, name: string) =>
+  new RegExp(`^${name}:[ \\t]*(.*(?:\\r?\\n[ \\t].*)*)`, 'im')
+    .exec(raw.split(/\r?\n\r?\n/, 1)[0]!)?.[1]
+    ?.replace(/\r?\n[ \t]+/g, ' ');
+
+async function until<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 8000,
+  what = 'condition',
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+interface Harness {
+  api: TestApp;
+  receiver: Receiver;
+  worker: SendingWorker;
+  /** The webhook events received for an email, in arrival order. */
+  events(emailId: string): any[];
+  /** Waits until the email's webhook events include these (type@recipient) entries. */
+  waitForEvents(emailId: string, expected: string[], timeoutMs?: number): Promise<any[]>;
+  send(body: unknown): Promise<string>;
+  close(): Promise<void>;
+}
+
+async function startHarness(
+  engine: (typeof ENGINES)[number],
+  transport: MailTransport,
+  settings: Partial<SendingSettings> = {},
+): Promise<Harness> {
+  const api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
+  const receiver = await startReceiver();
+  const webhook = await api.request('POST', '/v1/webhooks', {
+    body: { url: receiver.url, events: EVENT_KIND_NAMES },
+  });
+  assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
+  const worker = createSendingWorker({
+    database: api.database.handle,
+    clock: systemClock,
+    events: api.events,
+    transport,
+    settings: { ...FAST, ...settings },
+    notifier: api.app.sendNotifier,
+  });
+  await worker.start();
+  const events = (emailId: string) =>
+    receiver.requests
+      .map((request) => JSON.parse(request.body))
+      .filter((event) => event.data.email_id === emailId);
+  return {
+    api,
+    receiver,
+    worker,
+    events,
+    waitForEvents(emailId, expected, timeoutMs = 8000) {
+      return until(
+        () => {
+          const seen = events(emailId).map((event) => `${event.type}@${event.data.recipient}`);
+          return expected.every((entry) => seen.includes(entry)) && events(emailId);
+        },
+        timeoutMs,
+        `events ${expected.join(', ')} for ${emailId}`,
+      );
+    },
+    async send(body) {
+      const response = await api.request('POST', '/v1/emails', { body });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      return response.body.id;
+    },
+    async close() {
+      await worker.stop();
+      await receiver.close();
+      await api.close();
+    },
+  };
+}
+
+const kinds = (events: any[], recipient: string) =>
+  events.filter((event) => event.data.recipient === recipient).map((event) => event.type);
+
+for (const engine of ENGINES) {
+  describe(`capture transport (${engine})`, () => {
+    let harness: Harness;
+    before(async () => {
+      harness = await startHarness(engine, createCaptureTransport({ dkim: DKIM }));
+    });
+    after(() => harness.close());
+
+    test('keeps the message, and its test addresses drive every webhook event', async () => {
+      const id = await harness.send({
+        from: 'Shop <shop@example.com>',
+        to: ['ada@example.org', 'bounced@example.test', 'delayed@example.test', 'complained@example.test'],
+        subject: 'Your order',
+        html: '<p>Thanks!</p>',
+        tags: { kind: 'order' },
+      });
+      const events = await harness.waitForEvents(id, [
+        'email.delivered@ada@example.org',
+        'email.bounced@bounced@example.test',
+        'email.delivered@delayed@example.test',
+        'email.complained@complained@example.test',
+      ]);
+      assert.deepEqual(kinds(events, 'ada@example.org'), ['email.sent', 'email.delivered']);
+      assert.deepEqual(kinds(events, 'bounced@example.test'), ['email.bounced']);
+      assert.deepEqual(kinds(events, 'delayed@example.test'), [
+        'email.delivery_delayed',
+        'email.sent',
+        'email.delivered',
+      ]);
+      assert.deepEqual(kinds(events, 'complained@example.test'), [
+        'email.sent',
+        'email.delivered',
+        'email.complained',
+      ]);
+
+      const bounce = events.find((event) => event.type === 'email.bounced');
+      assert.match(bounce.id, /^evt_/);
+      assert.deepEqual(bounce.data, {
+        email_id: id,
+        from: 'Shop <shop@example.com>',
+        to: ['ada@example.org', 'bounced@example.test', 'delayed@example.test', 'complained@example.test'],
+        subject: 'Your order',
+        tags: { kind: 'order' },
+        recipient: 'bounced@example.test',
+        smtp_response: bounce.data.smtp_response,
+      });
+      assert.match(bounce.data.smtp_response, /^550 5\.1\.1 /);
+
+      await until(async () => (await harness.api.request('GET', `/v1/emails/${id}`)).body.status === 'mixed');
+      const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+      assert.deepEqual(
+        email.recipients.map((recipient: any) => [recipient.address, recipient.status, recipient.attempts]),
+        [
+          ['ada@example.org', 'delivered', 1],
+          ['bounced@example.test', 'bounced', 1],
+          ['delayed@example.test', 'delivered', 2],
+          ['complained@example.test', 'complained', 1],
+        ],
+      );
+      // The email's own event list names the events the webhooks got.
+      await until(async () => {
+        const listed = (await harness.api.request('GET', `/v1/emails/${id}`)).body.events;
+        return listed.length === 9 && listed.every((event: any) => event.id !== null);
+      });
+      const listed = (await harness.api.request('GET', `/v1/emails/${id}`)).body.events;
+      assert.deepEqual(listed.map((event: any) => event.id).sort(), events.map((event) => event.id).sort());
+
+      const raw = await harness.api.request('GET', `/v1/emails/${id}/raw`);
+      assert.equal(raw.status, 200);
+      assert.equal(raw.body.object, 'raw_email');
+      assert.equal(raw.body.content_type, 'message/rfc822');
+      assert.equal(header(raw.body.raw, 'Subject'), 'Your order');
+      assert.equal(header(raw.body.raw, 'Message-ID'), email.message_id);
+      assert.deepEqual(await verifyDkim(raw.body.raw), [
+        { result: 'pass', domain: 'example.com', selector: 'pw2026' },
+      ]);
+    });
+
+    test('sends a scheduled email when its time comes, not before', async () => {
+      const at = new Date(Date.now() + 600).toISOString();
+      const id = await harness.send({
+        from: 'shop@example.com',
+        to: 'later@example.org',
+        subject: 'Later',
+        text: 'x',
+        scheduled_at: at,
+      });
+      assert.equal((await harness.api.request('GET', `/v1/emails/${id}`)).body.status, 'scheduled');
+      const events = await harness.waitForEvents(id, ['email.delivered@later@example.org']);
+      assert.ok(Date.parse(events[0].created_at) >= Date.parse(at), `${events[0].created_at} < ${at}`);
+    });
+  });
+
+  describe(`relay transport (${engine})`, () => {
+    let smtp: TestSmtpServer;
+    let harness: Harness;
+    before(async () => {
+      smtp = await startSmtpServer({ auth: { user: 'relay-user', pass: 's3cret:pass' } });
+      const transport = createRelayTransport({
+        url: `smtp://relay-user:${encodeURIComponent('s3cret:pass')}@127.0.0.1:${smtp.port}`,
+        connections: 4,
+        timeoutMs: 3000,
+        dkim: DKIM,
+      });
+      harness = await startHarness(engine, transport);
+    });
+    after(async () => {
+      await harness.close();
+      await smtp.close();
+    });
+
+    test('relays a rendered template with its headers, signed, in one transaction for all recipients', async () => {
+      const created = await harness.api.request('POST', '/v1/templates', {
+        body: {
+          name: 'Invoice',
+          alias: 'invoice',
+          subject: 'Invoice {{ number }} for {{ name }}',
+          html: '<p>Dear {{ name }}, total: {{ total }}</p>',
+          text: 'Dear {{ name }}, total: {{ total }}',
+          variables: ['name', 'number', 'total'],
+        },
+      });
+      await harness.api.request('POST', `/v1/templates/${created.body.id}/publish`, { body: {} });
+      const id = await harness.send({
+        from: 'Billing <billing@example.com>',
+        to: ['ada@example.org'],
+        cc: ['Bob <bob@example.net>'],
+        bcc: ['audit@example.com'],
+        reply_to: 'support@example.com',
+        headers: { 'X-Entity-Ref-ID': 'inv-77', 'List-Unsubscribe': '<mailto:unsubscribe@example.com>' },
+        tags: { kind: 'invoice' },
+        template: { id: 'invoice', variables: { name: 'A & B', number: 77, total: '$5' } },
+      });
+      const [message] = await smtp.waitFor(1);
+      assert.equal(message!.user, 'relay-user');
+      assert.equal(message!.from, 'billing@example.com');
+      assert.deepEqual(message!.to.sort(), ['ada@example.org', 'audit@example.com', 'bob@example.net']);
+      const raw = message!.raw;
+      assert.equal(header(raw, 'Subject'), 'Invoice 77 for A & B');
+      assert.equal(header(raw, 'From'), 'Billing <billing@example.com>');
+      assert.equal(header(raw, 'To'), 'ada@example.org');
+      assert.equal(header(raw, 'Cc'), 'Bob <bob@example.net>');
+      assert.equal(header(raw, 'Reply-To'), 'support@example.com');
+      assert.equal(header(raw, 'Bcc'), undefined);
+      assert.equal(header(raw, 'X-Entity-Ref-ID'), 'inv-77');
+      assert.equal(header(raw, 'List-Unsubscribe'), '<mailto:unsubscribe@example.com>');
+      assert.equal(part(raw, 'text/html'), '<p>Dear A &amp; B, total: $5</p>');
+      assert.equal(part(raw, 'text/plain'), 'Dear A & B, total: $5');
+      const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+      assert.equal(message!.messageId, email.message_id);
+      assert.deepEqual(await verifyDkim(raw), [
+        { result: 'pass', domain: 'example.com', selector: 'pw2026' },
+      ]);
+
+      const events = await harness.waitForEvents(id, [
+        'email.sent@ada@example.org',
+        'email.sent@bob@example.net',
+        'email.sent@audit@example.com',
+      ]);
+      // The relay took it; whether the recipients' servers do is the relay's business: no delivered yet.
+      assert.ok(events.every((event) => event.type === 'email.sent'));
+      const sent = events[0];
+      assert.equal(sent.data.template_id, created.body.id);
+      assert.equal(sent.data.template_version, 1);
+      assert.equal(sent.data.subject, 'Invoice 77 for A & B');
+      assert.match(sent.data.smtp_response, /^250 /);
+      await until(async () => (await harness.api.request('GET', `/v1/emails/${id}`)).body.status === 'sent');
+    });
+
+    test('a recipient the relay refuses with 550 bounces; the others are sent', async () => {
+      smtp.onRecipient((address) =>
+        address === 'nobody@example.org'
+          ? { code: 550, message: '5.1.1 <nobody@example.org>: no such user' }
+          : undefined,
+      );
+      try {
+        const id = await harness.send({
+          from: 'shop@example.com',
+          to: ['nobody@example.org', 'somebody@example.org'],
+          subject: 'Hi',
+          text: 'Hi',
+        });
+        const events = await harness.waitForEvents(id, [
+          'email.bounced@nobody@example.org',
+          'email.sent@somebody@example.org',
+        ]);
+        const bounce = events.find((event) => event.type === 'email.bounced');
+        assert.equal(bounce.data.smtp_response, '550 5.1.1 <nobody@example.org>: no such user');
+        await until(
+          async () => (await harness.api.request('GET', `/v1/emails/${id}`)).body.status === 'mixed',
+        );
+        const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(email.recipients[0].status, 'bounced');
+        assert.equal(email.recipients[0].last_response, '550 5.1.1 <nobody@example.org>: no such user');
+        assert.equal(email.recipients[1].status, 'sent');
+      } finally {
+        smtp.onRecipient(() => undefined);
+      }
+    });
+
+    test('keeps a few pooled connections for many messages', async () => {
+      const before = smtp.connections;
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i += 1) {
+        ids.push(
+          await harness.send({
+            from: 'shop@example.com',
+            to: `p${i}@example.org`,
+            subject: `P${i}`,
+            text: 'x',
+          }),
+        );
+      }
+      await until(() => ids.every((id) => harness.events(id).some((event) => event.type === 'email.sent')));
+      assert.ok(smtp.connections - before <= 4, `${smtp.connections - before} connections for 20 messages`);
+    });
+  });
+
+  describe(`relay outages (${engine})`, () => {
+    test('a relay that is down delays the email; it is sent once the relay is back', async () => {
+      const probe = await startSmtpServer();
+      const port = probe.port;
+      await probe.close();
+      const harness = await startHarness(
+        engine,
+        createRelayTransport({ url: `smtp://127.0.0.1:${port}`, connections: 2, timeoutMs: 2000 }),
+        { schedule: [0, 150, 150, 150, 150, 150, 150, 150, 150, 150] },
+      );
+      let smtp: TestSmtpServer | undefined;
+      try {
+        const id = await harness.send({
+          from: 'shop@example.com',
+          to: 'ada@example.org',
+          subject: 'Later',
+          text: 'x',
+        });
+        await harness.waitForEvents(id, ['email.delivery_delayed@ada@example.org']);
+        const delayed = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(delayed.status, 'delayed');
+        assert.match(delayed.recipients[0].last_response, /ECONNREFUSED|connect/i);
+        assert.ok(delayed.recipients[0].next_attempt_at);
+
+        smtp = await startSmtpServer({ port });
+        const [message] = await smtp.waitFor(1, 8000);
+        assert.equal(message!.messageId, delayed.message_id);
+        const events = await harness.waitForEvents(id, ['email.sent@ada@example.org']);
+        assert.deepEqual(kinds(events, 'ada@example.org'), ['email.delivery_delayed', 'email.sent']);
+        const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+        assert.ok(email.recipients[0].attempts >= 2);
+      } finally {
+        await harness.close();
+        await smtp?.close();
+      }
+    });
+
+    test('temporary refusals until the retries run out end in email.failed', async () => {
+      const smtp = await startSmtpServer();
+      smtp.scriptData(...Array.from({ length: 3 }, () => ({ code: 451, message: '4.7.1 Try again later' })));
+      const harness = await startHarness(
+        engine,
+        createRelayTransport({ url: `smtp://127.0.0.1:${smtp.port}`, connections: 1, timeoutMs: 2000 }),
+        { schedule: [0, 50, 50] },
+      );
+      try {
+        const id = await harness.send({
+          from: 'shop@example.com',
+          to: 'ada@example.org',
+          subject: 'No',
+          text: 'x',
+        });
+        const events = await harness.waitForEvents(id, ['email.failed@ada@example.org']);
+        assert.deepEqual(kinds(events, 'ada@example.org'), ['email.delivery_delayed', 'email.failed']);
+        assert.equal(events.at(-1).data.smtp_response, '451 4.7.1 Try again later');
+        const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(email.status, 'failed');
+        assert.equal(email.recipients[0].attempts, 3);
+        assert.equal(smtp.messages.length, 0);
+      } finally {
+        await harness.close();
+        await smtp.close();
+      }
+    });
+  });
+
+  describe(`direct transport (${engine})`, () => {
+    let smtp: TestSmtpServer;
+    let closedPort: number;
+    let harness: Harness;
+    const lookups: string[] = [];
+    before(async () => {
+      // The recipient's MX, offering STARTTLS with a self-signed certificate as many real ones do.
+      smtp = await startSmtpServer({ starttls: true });
+      const closed = await startSmtpServer();
+      closedPort = closed.port;
+      await closed.close();
+      const resolveMx = async (domain: string): Promise<MxRecord[]> => {
+        lookups.push(domain);
+        if (domain === 'no-such-domain.example') {
+          throw Object.assign(new Error('queryMx ENOTFOUND'), { code: 'ENOTFOUND' });
+        }
+        // Preference order: the lower number first; that one is down, so the next one gets the message.
+        return [
+          { exchange: '127.0.0.1', priority: 20, port: smtp.port },
+          { exchange: '127.0.0.1', priority: 10, port: closedPort },
+        ];
+      };
+      harness = await startHarness(engine, createDirectTransport({ timeoutMs: 3000, dkim: DKIM, resolveMx }));
+    });
+    after(async () => {
+      await harness.close();
+      await smtp.close();
+    });
+
+    test('451 then 250 from the recipient MX: delayed, then sent and delivered, DKIM-signed', async () => {
+      smtp.scriptData({ code: 451, message: '4.3.0 Greylisted, come back later' });
+      const id = await harness.send({
+        from: 'Ada <ada@example.com>',
+        to: 'grace@example.org',
+        subject: 'Direct',
+        html: '<p>Straight to your MX</p>',
+        text: 'Straight to your MX',
+        headers: { 'X-Campaign': 'direct-1' },
+      });
+      const events = await harness.waitForEvents(id, ['email.delivered@grace@example.org']);
+      assert.deepEqual(kinds(events, 'grace@example.org'), [
+        'email.delivery_delayed',
+        'email.sent',
+        'email.delivered',
+      ]);
+      assert.equal(events[0].data.smtp_response, '451 4.3.0 Greylisted, come back later');
+      assert.match(events.at(-1).data.smtp_response, /^250 /);
+      assert.ok(lookups.includes('example.org'));
+
+      const message = smtp.messages.find((entry) => entry.to.includes('grace@example.org'))!;
+      assert.equal(header(message.raw, 'Subject'), 'Direct');
+      assert.equal(header(message.raw, 'X-Campaign'), 'direct-1');
+      assert.equal(part(message.raw, 'text/html'), '<p>Straight to your MX</p>');
+      assert.equal(part(message.raw, 'text/plain'), 'Straight to your MX');
+      assert.deepEqual(await verifyDkim(message.raw), [
+        { result: 'pass', domain: 'example.com', selector: 'pw2026' },
+      ]);
+      const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+      assert.equal(message.messageId, email.message_id);
+      assert.equal(email.status, 'delivered');
+      assert.equal(email.recipients[0].attempts, 2);
+    });
+
+    test('550 from the recipient MX is a bounce with the server reply', async () => {
+      smtp.onRecipient((address) =>
+        address === 'gone@example.org'
+          ? { code: 550, message: '5.1.1 gone@example.org: mailbox unavailable' }
+          : undefined,
+      );
+      try {
+        const id = await harness.send({
+          from: 'ada@example.com',
+          to: 'gone@example.org',
+          subject: 'x',
+          text: 'x',
+        });
+        const events = await harness.waitForEvents(id, ['email.bounced@gone@example.org']);
+        assert.deepEqual(kinds(events, 'gone@example.org'), ['email.bounced']);
+        assert.equal(events[0].data.smtp_response, '550 5.1.1 gone@example.org: mailbox unavailable');
+      } finally {
+        smtp.onRecipient(() => undefined);
+      }
+    });
+
+    test('a domain that does not exist bounces without a server', async () => {
+      const id = await harness.send({
+        from: 'ada@example.com',
+        to: 'x@no-such-domain.example',
+        subject: 'x',
+        text: 'x',
+      });
+      const events = await harness.waitForEvents(id, ['email.bounced@x@no-such-domain.example']);
+      assert.match(events[0].data.error, /does not exist/);
+      assert.equal(events[0].data.smtp_response, undefined);
+    });
+  });
+
+  describe(`sending concurrency and fairness (${engine})`, () => {
+    test('bounds transactions per destination domain and overall', async () => {
+      const smtp = await startSmtpServer({ dataDelayMs: 150 });
+      const resolveMx = async (): Promise<MxRecord[]> => [
+        { exchange: '127.0.0.1', priority: 10, port: smtp.port },
+      ];
+      const harness = await startHarness(engine, createDirectTransport({ timeoutMs: 3000, resolveMx }), {
+        concurrency: 3,
+        concurrencyPerHost: 2,
+      });
+      try {
+        const body = (domain: string, i: number) => ({
+          from: 'ada@example.com',
+          to: `u${i}@${domain}`,
+          subject: 's',
+          text: 't',
+        });
+        const batch = await harness.api.request('POST', '/v1/emails/batch', {
+          body: Array.from({ length: 8 }, (_, i) => body('one.example', i)),
+        });
+        assert.equal(batch.status, 202);
+        await smtp.waitFor(8, 10_000);
+        assert.equal(smtp.concurrency.max, 2, 'one domain gets at most 2 connections at once');
+
+        smtp.concurrency.max = 0;
+        const mixed = await harness.api.request('POST', '/v1/emails/batch', {
+          body: Array.from({ length: 12 }, (_, i) =>
+            body(['a.example', 'b.example', 'c.example'][i % 3]!, i),
+          ),
+        });
+        assert.equal(mixed.status, 202);
+        await smtp.waitFor(20, 10_000);
+        assert.equal(smtp.concurrency.max, 3, 'at most 3 transactions at once overall');
+      } finally {
+        await harness.close();
+        await smtp.close();
+      }
+    });
+
+    test("one project's backlog does not starve another project's fresh sends", async () => {
+      const order: string[] = [];
+      const capture = createCaptureTransport();
+      const recording: MailTransport = {
+        ...capture,
+        async send(job) {
+          order.push(job.email.projectId);
+          return capture.send(job);
+        },
+      };
+      const api = await startTestApp(engine);
+      const big = await api.createProject('Big sender');
+      const small = await api.createProject('Small sender');
+      const mail = (i: number) => ({
+        from: 'a@example.com',
+        to: `r${i}@example.org`,
+        subject: 's',
+        text: 't',
+      });
+      for (let round = 0; round < 2; round += 1) {
+        const response = await api.request('POST', '/v1/emails/batch', {
+          body: Array.from({ length: 100 }, (_, i) => mail(i)),
+          key: big.key,
+        });
+        assert.equal(response.status, 202);
+      }
+      const response = await api.request('POST', '/v1/emails/batch', {
+        body: Array.from({ length: 5 }, (_, i) => mail(i)),
+        key: small.key,
+      });
+      assert.equal(response.status, 202);
+
+      const worker = createSendingWorker({
+        database: api.database.handle,
+        clock: systemClock,
+        events: api.events,
+        transport: recording,
+        settings: { ...FAST, concurrency: 1 },
+      });
+      await worker.start();
+      try {
+        await until(() => order.length >= 205, 20_000, 'every email sent');
+        const positions = order.flatMap((project, index) => (project === small.projectId ? [index] : []));
+        assert.equal(positions.length, 5);
+        // Queued behind 200 of the other project's, its five go out among the first dozen.
+        assert.ok(
+          positions.every((position) => position < 12),
+          `small project's sends at ${positions.join(', ')}`,
+        );
+      } finally {
+        await worker.stop();
+        await api.close();
+      }
+    });
+  });
+}
+
+describe('sending configuration', () => {
+  test('captures by default, relays with SMTP_URL, delivers directly when asked', async () => {
+    const capture = loadConfig({});
+    assert.equal(capture.mailTransport, 'capture');
+    assert.deepEqual(
+      capture.sendRetrySchedule,
+      [0, 60_000, 300_000, 900_000, 3_600_000, 10_800_000, 21_600_000, 43_200_000, 86_400_000, 86_400_000],
+    );
+    assert.equal(capture.sendConcurrency, 16);
+    assert.equal(capture.sendConcurrencyPerHost, 4);
+    assert.equal(capture.sendDailyLimit, 10_000);
+    assert.equal(capture.dkim, undefined);
+
+    const relay = loadConfig({ SMTP_URL: 'smtps://user:secret@smtp.example.com:465' });
+    assert.equal(relay.mailTransport, 'relay');
+    const transport = createTransportFromConfig(relay);
+    // The start-up log line names the relay, never its credentials.
+    assert.equal(transport.description, 'through the SMTP relay smtps://smtp.example.com:465');
+    await transport.close();
+
+    assert.equal(loadConfig({ MAIL_TRANSPORT: 'direct', SEND_DAILY_LIMIT: '0' }).mailTransport, 'direct');
+    assert.equal(loadConfig({ MAIL_TRANSPORT: 'capture', SMTP_URL: 'smtp://h:25' }).mailTransport, 'capture');
+  });
+
+  test('refuses sending settings that cannot work, naming each', () => {
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadConfig(env);
+        return '';
+      } catch (error) {
+        assert.ok(error instanceof ConfigError);
+        return error.message;
+      }
+    };
+    assert.match(problems({ MAIL_TRANSPORT: 'relay' }), /MAIL_TRANSPORT=relay needs SMTP_URL/);
+    assert.match(
+      problems({ MAIL_TRANSPORT: 'carrier-pigeon' }),
+      /MAIL_TRANSPORT must be relay, direct or capture/,
+    );
+    const badUrl = problems({ SMTP_URL: 'http://user:hunter2@example.com' });
+    assert.match(badUrl, /SMTP_URL must look like/);
+    assert.doesNotMatch(badUrl, /hunter2/);
+    assert.match(problems({ SEND_RETRY_SCHEDULE: '1m,5m' }), /SEND_RETRY_SCHEDULE must start with 0/);
+    assert.match(problems({ SEND_CONCURRENCY: '0' }), /SEND_CONCURRENCY must be an integer/);
+    assert.match(
+      problems({ DKIM_DOMAIN: 'example.com' }),
+      /needs all of DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY/,
+    );
+    const badKey = problems({
+      DKIM_DOMAIN: 'example.com',
+      DKIM_SELECTOR: 's1',
+      DKIM_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\\nnope',
+    });
+    assert.match(badKey, /does not hold a valid PEM private key/);
+    assert.doesNotMatch(badKey, /nope/);
+    assert.match(
+      problems({ DKIM_DOMAIN: 'example.com', DKIM_SELECTOR: 's1', DKIM_PRIVATE_KEY: '/no/such/key.pem' }),
+      /neither a PEM key nor a readable file/,
+    );
+  });
+
+  test('reads a DKIM key given as PEM with escaped line breaks', () => {
+    const escaped = DKIM.privateKey.trim().split('\n').join('\\n');
+    const config = loadConfig({
+      DKIM_DOMAIN: 'Example.com',
+      DKIM_SELECTOR: 'pw2026',
+      DKIM_PRIVATE_KEY: escaped,
+    });
+    assert.deepEqual(config.dkim, {
+      domain: 'example.com',
+      selector: 'pw2026',
+      privateKey: DKIM.privateKey.trim(),
+    });
+  });
+});
