@@ -130,10 +130,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       if (draining) reply.header('connection', 'close');
     });
 
-    await app.listen({ port: config.port, host: config.host });
-    const url = listeningUrl(app, config.host);
-    log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
-
+    // Workers first: once the log says the server listens, the whole process is up (and owns its signals).
     const workers = options.worker
       ? await startWorkers({
           config,
@@ -146,6 +143,15 @@ export async function startServer(config: Config, options: ServerOptions): Promi
           sendNotifier,
         })
       : undefined;
+
+    try {
+      await app.listen({ port: config.port, host: config.host });
+    } catch (error) {
+      await workers?.stop();
+      throw error;
+    }
+    const url = listeningUrl(app, config.host);
+    log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
 
     const running = app;
     let closing: Promise<void> | undefined;
