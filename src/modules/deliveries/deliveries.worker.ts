@@ -129,6 +129,8 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let running = false;
   let loop: Promise<void> | undefined;
   let wakePending = false;
+  /** The most deliveries one claim asks for; shrinks while claims return more than the webhooks can take. */
+  let claimLimit = settings.concurrency;
   let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   let unsubscribe: (() => void) | undefined;
   let listener: Listener | undefined;
@@ -178,10 +180,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const saturated = [...perWebhook]
         .filter(([, count]) => count >= settings.concurrencyPerEndpoint)
         .map(([id]) => id);
-      // The claimed rows may all be one webhook's, which can take at most its per-endpoint limit: claiming
-      // more only to release it again cost two row writes per surplus row (60 per delivery with the defaults
-      // and one busy webhook). A full claim loops, so many webhooks still fill every free slot.
-      const limit = Math.min(free, settings.concurrencyPerEndpoint);
+      const limit = Math.min(free, claimLimit);
       const now = clock.now();
       const claimed = await repo.claim({
         workerId,
@@ -207,6 +206,10 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
           keep.push(id);
         }
       }
+      // Claim next time about as many as this claim could use: with one busy webhook, claiming every free slot
+      // and releasing all but one cost two row writes per surplus row (60 per delivery with the defaults).
+      claimLimit =
+        excess.length > 0 ? Math.max(settings.concurrencyPerEndpoint, keep.length) : settings.concurrency;
       if (excess.length > 0) await repo.release(workerId, excess);
       for (const delivery of await repo.loadClaimed(workerId, keep)) dispatch(delivery);
       if (claimed.length < limit || keep.length === 0) return;
