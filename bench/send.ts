@@ -1,0 +1,218 @@
+// Emails per second through Postwire (accepted by the API, then delivered by its worker to a local SMTP
+// server) as a ratio to nodemailer sending the same messages straight to that server at the same
+// concurrency: the price of storing every message before the 202 and tracking it per recipient.
+//
+//   npm run bench:send                                  # 2000 emails, concurrency 16, SQLite
+//   npm run bench:send -- --emails 5000 --concurrency 32
+//   npm run bench:send -- --batch 100                   # POST /v1/emails/batch, 100 emails a request
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:send
+//   npm run bench:send -- --profile /tmp/prof         # CPU-profile the Postwire process
+//
+// Both sides deliver to the same smtp-server, in a child process of its own; Postwire runs in another child
+// (API and worker in one process, as `npm start` does) and this process only sends requests.
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import nodemailer from 'nodemailer';
+
+const { values: args } = parseArgs({
+  options: {
+    emails: { type: 'string', default: '2000' },
+    concurrency: { type: 'string', default: '16' },
+    batch: { type: 'string', default: '1' },
+    rounds: { type: 'string', default: '1' },
+    profile: { type: 'string' },
+  },
+});
+const EMAILS = Number(args.emails);
+const CONCURRENCY = Number(args.concurrency);
+const BATCH = Number(args.batch);
+const ROUNDS = Number(args.rounds);
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+// The same message on both sides: a short transactional email with html and text.
+const message = (i: number) => ({
+  from: 'Bench <bench@example.com>',
+  to: `user${i}@example.org`,
+  subject: `Your receipt #${i}`,
+  html: `<p>Hello user ${i},</p><p>Thanks for your order. Your receipt number is <b>${i}</b>.</p>`,
+  text: `Hello user ${i},\n\nThanks for your order. Your receipt number is ${i}.`,
+});
+
+interface Child {
+  child: ChildProcess;
+  next<T>(type: string): Promise<T>;
+  send(message: object): void;
+  stop(): Promise<void>;
+}
+
+function start(script: string, argv: string[] = [], execArgv: string[] = []): Child {
+  const child = fork(path.join(here, script), argv, {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: [...process.execArgv, ...execArgv],
+  });
+  const next = <T>(type: string) =>
+    new Promise<T>((resolve, reject) => {
+      const onMessage = (message: { type: string }) => {
+        if (message.type !== type) return;
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+        resolve(message as T);
+      };
+      const onExit = (code: number | null) => reject(new Error(`${script} exited (${code})`));
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+    });
+  return {
+    child,
+    next,
+    send: (message) => child.send(message),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.send({ type: 'stop' });
+      }),
+  };
+}
+
+/** Runs `count` tasks with at most `limit` at once. */
+async function pool(count: number, limit: number, task: (index: number) => Promise<void>): Promise<void> {
+  let nextIndex = 0;
+  const runners = Array.from({ length: Math.min(limit, count) }, async () => {
+    while (nextIndex < count) await task(nextIndex++);
+  });
+  await Promise.all(runners);
+}
+
+const cpuMicros = () => {
+  const usage = process.cpuUsage();
+  return usage.user + usage.system;
+};
+
+async function nodemailerRun(
+  sink: Child,
+  port: number,
+  offset: number,
+): Promise<{ rate: number; cpuMs: number }> {
+  const transport = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port,
+    pool: true,
+    maxConnections: CONCURRENCY,
+    maxMessages: Infinity,
+  });
+  const reached = sink.next('reached');
+  sink.send({ type: 'target', count: offset + EMAILS });
+  const started = performance.now();
+  const cpuBefore = cpuMicros();
+  await pool(EMAILS, CONCURRENCY, async (i) => {
+    await transport.sendMail(message(i));
+  });
+  await reached;
+  const seconds = (performance.now() - started) / 1000;
+  const cpuMs = (cpuMicros() - cpuBefore) / 1000 / EMAILS;
+  transport.close();
+  return { rate: EMAILS / seconds, cpuMs };
+}
+
+async function postwireRun(
+  sink: Child,
+  port: number,
+  offset: number,
+): Promise<{ accepted: number; delivered: number; cpuMs: number }> {
+  // --profile <dir>: a CPU profile of the Postwire process (summarise it with bench/profile.ts).
+  const profile = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
+  const server = start('send-server.ts', [String(port), String(CONCURRENCY)], profile);
+  const ready = await server.next<{ port: number; key: string }>('ready');
+  const url = `http://127.0.0.1:${ready.port}`;
+  const headers = { authorization: `Bearer ${ready.key}`, 'content-type': 'application/json' };
+  const post = async (pathname: string, body: unknown) => {
+    const response = await fetch(`${url}${pathname}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify(body),
+    });
+    if (response.status !== 202)
+      throw new Error(`${pathname} answered ${response.status}: ${await response.text()}`);
+    await response.arrayBuffer();
+  };
+  // Warm the server (JIT, schemas) with a few sends before the clock starts; the sink counts them too.
+  for (let i = 0; i < 20; i += 1) await post('/v1/emails', message(i));
+  const warm = offset + 20;
+  await new Promise((resolve) => setTimeout(resolve, 500));
+
+  const serverCpu = async () => {
+    const answer = server.next<{ micros: number }>('cpu');
+    server.send({ type: 'cpu' });
+    return (await answer).micros;
+  };
+  const cpuBefore = await serverCpu();
+  const reached = sink.next('reached');
+  sink.send({ type: 'target', count: warm + EMAILS });
+  const started = performance.now();
+  if (BATCH > 1) {
+    await pool(Math.ceil(EMAILS / BATCH), CONCURRENCY, async (b) => {
+      const size = Math.min(BATCH, EMAILS - b * BATCH);
+      await post(
+        '/v1/emails/batch',
+        Array.from({ length: size }, (_, i) => message(b * BATCH + i)),
+      );
+    });
+  } else {
+    await pool(EMAILS, CONCURRENCY, (i) => post('/v1/emails', message(i)));
+  }
+  const acceptedSeconds = (performance.now() - started) / 1000;
+  await reached;
+  const deliveredSeconds = (performance.now() - started) / 1000;
+  const cpuMs = ((await serverCpu()) - cpuBefore) / 1000 / EMAILS;
+  await server.stop();
+  return { accepted: EMAILS / acceptedSeconds, delivered: EMAILS / deliveredSeconds, cpuMs };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+const sink = start('send-sink.ts');
+const { port } = await sink.next<{ port: number }>('ready');
+const engine = process.env.DATABASE_URL ? 'PostgreSQL' : 'SQLite';
+console.log(
+  `${EMAILS} emails, concurrency ${CONCURRENCY}${BATCH > 1 ? `, batches of ${BATCH}` : ''}, ${engine}, ${ROUNDS} round(s)`,
+);
+
+let delivered = 0;
+const results: Array<{
+  nodemailer: number;
+  nodemailerCpuMs: number;
+  accepted: number;
+  delivered: number;
+  cpuMs: number;
+}> = [];
+for (let round = 0; round < ROUNDS; round += 1) {
+  const direct = await nodemailerRun(sink, port, delivered);
+  delivered += EMAILS;
+  const postwire = await postwireRun(sink, port, delivered);
+  delivered += EMAILS + 20;
+  results.push({ nodemailer: direct.rate, nodemailerCpuMs: direct.cpuMs, ...postwire });
+  console.log(
+    `round ${round + 1}: nodemailer ${direct.rate.toFixed(0)}/s · postwire accepted ${postwire.accepted.toFixed(0)}/s, ` +
+      `delivered ${postwire.delivered.toFixed(0)}/s · ratio ${(postwire.delivered / direct.rate).toFixed(2)} · ` +
+      `CPU per email ${postwire.cpuMs.toFixed(2)} ms (nodemailer ${direct.cpuMs.toFixed(2)} ms)`,
+  );
+}
+await sink.stop();
+
+// Medians over rounds; the ratio is the median of each round's own ratio, so a round that other work on the
+// machine slowed down for both sides still counts as one comparison.
+const nm = median(results.map((result) => result.nodemailer));
+const accepted = median(results.map((result) => result.accepted));
+const sent = median(results.map((result) => result.delivered));
+const ratio = median(results.map((result) => result.delivered / result.nodemailer));
+console.log('');
+console.log(`nodemailer → smtp-server directly:      ${nm.toFixed(0)} emails/s`);
+console.log(`postwire API accepted (202):           ${accepted.toFixed(0)} emails/s`);
+console.log(`postwire accepted → delivered:         ${sent.toFixed(0)} emails/s`);
+console.log(`ratio (postwire delivered / nodemailer): ${ratio.toFixed(2)}`);
+console.log(
+  `CPU per email: postwire ${median(results.map((r) => r.cpuMs)).toFixed(2)} ms (API and worker), ` +
+    `nodemailer ${median(results.map((r) => r.nodemailerCpuMs)).toFixed(2)} ms`,
+);
