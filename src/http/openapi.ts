@@ -18,7 +18,8 @@ export const openApiInfo = {
     { name: 'Templates', description: 'Message templates, their drafts and published versions.' },
     {
       name: 'Emails',
-      description: 'Sending email: accepted (202), then delivered in the background, with events on webhooks.',
+      description:
+        'Sending email: accepted (202), then delivered in the background, with events on webhooks.',
     },
   ],
   components: {
@@ -75,7 +76,10 @@ const transform: SwaggerTransform = ({ schema, url, route }) => {
   // 422 (key reused with another body); 422 is already in every route's error responses.
   const methods = Array.isArray(route.method) ? route.method : [route.method];
   if (methods.includes('POST') && !route.config?.public) {
-    if (!next.headers) next.headers = IdempotencyKeyHeader;
+    const headers = next.headers as { properties?: Record<string, unknown> } | undefined;
+    next.headers = headers?.properties
+      ? { ...headers, properties: { ...IdempotencyKeyHeader.properties, ...headers.properties } }
+      : (headers ?? IdempotencyKeyHeader);
     response[409] ??= Type.Ref(ErrorBody, {
       description: 'Conflicts with the current state, or a request with this Idempotency-Key is in progress.',
     });

@@ -1,0 +1,142 @@
+// The server side of bench/api.ts, in a child process of its own so the load generator never takes its CPU.
+// `node bench/server.ts real` builds the real app on a fresh SQLite file; `node bench/server.ts bare` serves
+// the same JSON from plain Fastify routes (no auth, no database, no schemas) as the ceiling to compare with.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { DatabaseSync } from 'node:sqlite';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { buildApp } from '../src/app.ts';
+import { openDatabase } from '../src/db/connection.ts';
+import { migrateToLatest } from '../src/db/migrations.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
+import { createProjectService } from '../src/modules/projects/projects.service.ts';
+import { CREATE_BODY, type ChildMessage, type ParentMessage, WEBHOOK_COUNT } from './shared.ts';
+
+const send = (message: ChildMessage) => process.send!(message);
+
+async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promise<void> }> {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'postwire-bench-')), 'postwire.db');
+  const database = await openDatabase({ sqlitePath: file });
+  await migrateToLatest(database.db);
+  const app = await buildApp({
+    database,
+    clock: systemClock,
+    secretBox: createSecretBox(randomBytes(32)),
+    // Public hostnames are checked against the resolver; an empty answer keeps DNS out of the measurement.
+    resolver: async () => [],
+    allowPrivateUrls: false,
+    rateLimit: { limit: 0, windowMs: 60_000 },
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+
+  const projects = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
+  const project = await projects.createProject('Bench');
+  const { plaintext: key } = await projects.createKey(project.id, 'bench');
+  const headers = { authorization: `Bearer ${key}` };
+  let created = '';
+  for (let i = 0; i < WEBHOOK_COUNT; i++) {
+    const response = await app.inject({
+      method: 'POST',
+      url: '/v1/webhooks',
+      headers,
+      payload: { ...CREATE_BODY, url: `${CREATE_BODY.url}/${i}` },
+    });
+    if (response.statusCode !== 201) throw new Error(`setup: create answered ${response.statusCode}`);
+    created = response.body;
+  }
+  const list = await app.inject({ method: 'GET', url: '/v1/webhooks', headers });
+  if (list.statusCode !== 200) throw new Error(`setup: list answered ${list.statusCode}`);
+  send({
+    type: 'ready',
+    port: port(app),
+    key,
+    list: list.body,
+    created,
+    database: file,
+    projectId: project.id,
+  });
+  return { app, cleanup: () => database.close() };
+}
+
+async function startBare(
+  payloads: Extract<ParentMessage, { type: 'payloads' }>,
+): Promise<{ app: FastifyInstance; cleanup: () => Promise<void> }> {
+  // Parsed once, serialized per request, as the real routes do.
+  const list = JSON.parse(payloads.list) as object;
+  const created = JSON.parse(payloads.created) as object;
+  const app = Fastify({ logger: false });
+  app.get('/v1/webhooks', async () => list);
+  app.post('/v1/webhooks', async (_request, reply) => reply.code(201).send(created));
+
+  // The floor under any real read: the same query on node:sqlite, prepared once, no auth and no Kysely.
+  const sqlite = new DatabaseSync(payloads.database, { readOnly: true });
+  const page = sqlite.prepare('SELECT * FROM webhooks WHERE project_id = ? ORDER BY id DESC LIMIT ?');
+  app.get('/sql/webhooks', async () => {
+    const rows = page.all(payloads.projectId, 101) as Record<string, string | number | null>[];
+    return {
+      object: 'list',
+      data: rows.slice(0, 100).map((row) => ({
+        id: row.id,
+        url: row.url,
+        enabled: Boolean(row.enabled),
+        events: JSON.parse(String(row.events)) as string[],
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+        has_secret: row.secret_sealed !== null,
+        ...('disabled_reason' in row ? { disabled_reason: row.disabled_reason } : {}),
+      })),
+      has_more: rows.length > 100,
+    };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  send({ type: 'ready', port: port(app) });
+  return { app, cleanup: async () => sqlite.close() };
+}
+
+function port(app: FastifyInstance): number {
+  const address = app.server.address();
+  if (!address || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+const mode = process.argv[2];
+let server: { app: FastifyInstance; cleanup?: () => Promise<void> } | undefined;
+let inspector: Session | undefined;
+
+process.on('message', (message: ParentMessage) => {
+  void (async () => {
+    if (message.type === 'payloads' && mode === 'bare') server = await startBare(message);
+    if (message.type === 'cpu') {
+      const usage = process.cpuUsage();
+      send({ type: 'cpu', micros: usage.user + usage.system });
+    }
+    if (message.type === 'profile-start') {
+      inspector ??= new Session();
+      inspector.connect();
+      await inspector.post('Profiler.enable');
+      await inspector.post('Profiler.start');
+    }
+    if (message.type === 'profile-stop' && inspector) {
+      const { profile } = await inspector.post('Profiler.stop');
+      writeFileSync(message.file, JSON.stringify(profile));
+      inspector.disconnect();
+      send({ type: 'profiled' });
+    }
+    if (message.type === 'stop') {
+      await server?.app.close();
+      await server?.cleanup?.();
+      process.exit(0);
+    }
+  })().catch((error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  });
+});
+
+if (mode === 'real') server = await startReal();
+else if (mode !== 'bare') throw new Error(`usage: node bench/server.ts real|bare (got ${mode})`);

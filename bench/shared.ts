@@ -1,0 +1,37 @@
+// What bench/api.ts and its server child (bench/server.ts) agree on.
+
+/** Webhooks in the project when `GET /v1/webhooks` is measured. */
+export const WEBHOOK_COUNT = 20;
+
+/** The body of every measured `POST /v1/webhooks`: a public https target, a signing secret, the seed's fields. */
+export const CREATE_BODY = {
+  url: 'https://hooks.example.com/postwire/bench',
+  events: ['email.sent', 'email.delivered', 'email.bounced'],
+  enabled: true,
+  secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+};
+
+/** Parent → child. */
+export type ParentMessage =
+  /** For the bare server: the real answers to mimic, and the real read server's database to query. */
+  | { type: 'payloads'; list: string; created: string; database: string; projectId: string }
+  | { type: 'cpu' }
+  /** CPU-profile the measured window only, not start-up, set-up and warm-up. */
+  | { type: 'profile-start' }
+  | { type: 'profile-stop'; file: string }
+  | { type: 'stop' };
+
+/** Child → parent. */
+export type ChildMessage =
+  | {
+      type: 'ready';
+      port: number;
+      /** The real server's: its API key, answers, database file (left for the parent to delete) and project. */
+      key?: string;
+      list?: string;
+      created?: string;
+      database?: string;
+      projectId?: string;
+    }
+  | { type: 'cpu'; micros: number }
+  | { type: 'profiled' };
