@@ -13,7 +13,7 @@
 // worker starts and the clock runs until the receiver has seen every delivery and the database shows every
 // one succeeded, or for --cap seconds at most (the rate is then what had succeeded by then: the run stays
 // bounded in time on a busy machine, and says "cap" when it happened). The bare client posts the very same bodies (read back from the outbox) with the same
-// headers (webhook-id, webhook-timestamp, webhook-signature from the same signWebhook, content-type,
+// headers (webhook-id, webhook-timestamp, webhook-signature from the same signWithKeys, content-type,
 // user-agent) at the concurrency the worker can really use: min(overall, webhooks × per endpoint).
 // Latency: events emitted one at a time every 10–20 ms while a worker waits; receipt time is when the
 // receiver's request handler ran, keyed by webhook-id, on a clock lined up with ours over IPC.
@@ -51,7 +51,7 @@ import {
   type WorkerLogger,
 } from '../src/modules/deliveries/deliveries.worker.ts';
 import { createDeliveryNotifier } from '../src/modules/deliveries/notifier.ts';
-import { signWebhook } from '../src/modules/deliveries/signing.ts';
+import { signingKeyObject, signWithKeys } from '../src/modules/deliveries/signing.ts';
 import { createEventService, type EventService } from '../src/modules/events/events.service.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
@@ -307,6 +307,8 @@ const USER_AGENT = defaultUserAgent();
 const ENCRYPTION_KEY = randomBytes(32);
 const secretBox = createSecretBox(ENCRYPTION_KEY);
 const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
+// The bare client makes its HMAC key once, as the worker does (it keeps keys by webhook secret).
+const SECRET_KEY = signingKeyObject(SECRET);
 const notifier = createDeliveryNotifier();
 
 interface Setup {
@@ -543,7 +545,7 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
             'user-agent': USER_AGENT,
             'webhook-id': item.id,
             'webhook-timestamp': String(timestamp),
-            'webhook-signature': signWebhook([SECRET], item.id, timestamp, item.body),
+            'webhook-signature': signWithKeys([SECRET_KEY], item.id, timestamp, item.body),
             'content-length': String(Buffer.byteLength(item.body)),
           },
         },

@@ -1,15 +1,23 @@
+import type { KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { Config } from '../../config.ts';
-import type { DatabaseHandle, Listener } from '../../db/connection.ts';
+import type { DatabaseHandle } from '../../db/connection.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { randomToken, type SecretBox } from '../../lib/crypto.ts';
 import type { Resolver } from '../../lib/network-policy.ts';
-import { createDeliveryRepo, type ClaimedDelivery, type DeliveryOutcome } from './deliveries.repo.ts';
+import { createBatcher } from '../../lib/batcher.ts';
+import { createWorkLoop } from '../../lib/work-loop.ts';
+import {
+  createDeliveryRepo,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type OutcomeResult,
+} from './deliveries.repo.ts';
 import { DELIVERY_CHANNEL, type DeliveryNotifier } from './notifier.ts';
 import { nextRetryDelay, parseRetryAfter } from './retry.ts';
 import { createSender, type SendResult } from './sender.ts';
-import { signWebhook } from './signing.ts';
+import { signingKeyObject, signWithKeys } from './signing.ts';
 
 export interface DeliverySettings {
   /** An attempt must answer 2xx within this (connect and response). */
@@ -97,11 +105,36 @@ export function webhookPayload(
   return `${head.slice(0, -1)},"data":${delivery.eventData}}`;
 }
 
+/** A delivery this worker holds, with when its lease runs out. */
+interface HeldDelivery extends ClaimedDelivery {
+  leaseEndsAt: number;
+}
+
+/** This worker's deliveries of one webhook: attempts in flight, and claimed ones waiting for a slot. */
+interface Lane {
+  inFlight: number;
+  waiting: HeldDelivery[];
+  /** The webhook may have more due deliveries than this worker holds: top it up when it has room. */
+  backlogged: boolean;
+}
+
+/** Past this many, decrypted secrets are forgotten (all at once: it is a cache of a few webhooks' keys). */
+const SECRET_CACHE_SIZE = 1000;
+/** An attempt starts only with at least the timeout plus this much of its lease left. */
+const LEASE_MARGIN_MS = 1000;
+
 /**
  * Claims due deliveries and POSTs them. Concurrency is bounded overall and per webhook: a webhook that
  * hangs occupies only its own slots (until the timeout), so the other webhooks' deliveries keep flowing.
  * Many workers (in many processes) can run against one database; leases keep them from sending the same
  * delivery at once, and bring back the claims of a worker that died.
+ *
+ * Three things keep it fast. A slot is free as soon as the response is in: outcomes are written in batches
+ * (one transaction for all the attempts that finished meanwhile), bounded by `maxUnrecorded`; until its
+ * outcome is written, a delivery stays leased to this worker, so a crash means a retry, never a loss. Each
+ * webhook holds up to twice its slots, so the next attempt starts the moment one ends instead of after a
+ * claim. And webhooks known to have work are topped up by claims on their own rows (an index finds them);
+ * only new work (a wake-up, a retry falling due, the poll) makes the worker look at every webhook.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { clock, settings } = deps;
@@ -113,6 +146,12 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const stopGraceMs = settings.stopGraceMs ?? settings.timeoutMs + 2000;
   const userAgent = settings.userAgent ?? defaultUserAgent();
   if (leaseMs <= settings.timeoutMs) throw new Error('The lease must be longer than the webhook timeout.');
+  const perEndpoint = settings.concurrencyPerEndpoint;
+  /** Deliveries one webhook may hold (in flight and waiting): a waiting one gets a slot within one timeout. */
+  const laneCapacity = 2 * perEndpoint;
+  const heldCapacity = 2 * settings.concurrency;
+  /** Attempts made whose outcome is not written yet; past it, claiming waits for the writes. */
+  const maxUnrecorded = 2 * settings.concurrency;
 
   const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
   const newSender = () =>
@@ -124,163 +163,298 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   let sender = newSender();
   let abort = new AbortController();
 
+  const lanes = new Map<string, Lane>();
   const inFlight = new Map<string, Promise<void>>();
-  const perWebhook = new Map<string, number>();
+  let waitingCount = 0;
+  /** Attempted deliveries whose outcome is queued or being written: still leased to this worker. */
+  const unrecorded = new Set<string>();
+  /** Deliveries whose lease ran too short to start an attempt; given back at the next round. */
+  let expiring: string[] = [];
   let running = false;
-  let loop: Promise<void> | undefined;
-  let wakePending = false;
-  /** The most deliveries one claim asks for; shrinks while claims return more than the webhooks can take. */
-  let claimLimit = settings.concurrency;
-  let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   let unsubscribe: (() => void) | undefined;
-  let listener: Listener | undefined;
-  let relisten: NodeJS.Timeout | undefined;
+  /** When to look for due deliveries of every webhook next; a wake-up from new work makes it now. */
+  let nextDiscoveryAt = -Infinity;
+  let lastDiscoveryAt = -Infinity;
+  /** The most deliveries one look over every webhook asks for; shrinks while it returns more than fits. */
+  let discoveryLimit = heldCapacity;
+  /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
+  const keys = new Map<string, KeyObject>();
 
-  function wake(): void {
-    wakePending = true;
-    if (sleeping) {
-      clearTimeout(sleeping.timer);
-      sleeping.resolve();
-      sleeping = undefined;
+  const outcomes = createBatcher<DeliveryOutcome>({
+    maxBatch: 256,
+    write: writeOutcomes,
+    onWritten: () => loop.wake(),
+  });
+
+  const loop = createWorkLoop({
+    round,
+    errorPauseMs: pollIntervalMs,
+    onRoundError(error) {
+      logger.error({ err: error, worker: workerId }, 'webhook worker: claiming deliveries failed');
+    },
+    listen: deps.database.listen && ((onLost) => deps.database.listen!(DELIVERY_CHANNEL, newWork, onLost)),
+    onListenProblem(error, lost) {
+      logger.warn(
+        { err: error },
+        lost
+          ? 'webhook worker: LISTEN connection lost; polling until it is back'
+          : 'webhook worker: could not LISTEN; polling until it can',
+      );
+    },
+  });
+
+  /** New deliveries may be due for any webhook: look over all of them at the next round. */
+  function newWork(): void {
+    nextDiscoveryAt = -Infinity;
+    loop.wake();
+  }
+
+  const held = (lane: Lane) => lane.inFlight + lane.waiting.length;
+
+  async function round(): Promise<number> {
+    if (expiring.length > 0) {
+      const ids = expiring;
+      expiring = [];
+      await repo.release(workerId, ids);
     }
-  }
-
-  function sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      sleeping = { timer: setTimeout(resolve, ms), resolve };
-    });
-  }
-
-  async function run(): Promise<void> {
-    while (running) {
-      wakePending = false;
-      let pause = pollIntervalMs;
-      let failed = false;
-      try {
-        await fill();
-        pause = await untilNextDue();
-      } catch (error) {
-        // The database is unreachable or refused the claim: sleep instead of retrying at once (only a wake-up
-        // that comes during the sleep, such as stop(), ends it early).
-        failed = true;
-        logger.error({ err: error, worker: workerId }, 'webhook worker: claiming deliveries failed');
-      }
-      if (!running) break;
-      if (wakePending && !failed) continue;
-      await sleep(pause);
-      sleeping = undefined;
+    await fill();
+    const now = clock.now().getTime();
+    if (inFlight.size === 0 && waitingCount === 0 && unrecorded.size === 0) {
+      // Idle: sleep until the next pending delivery is due (one this worker's last look has already passed
+      // is not claimable yet: its webhook is busy elsewhere or another worker holds it; the poll finds it).
+      const next = await repo.nextDueAt();
+      const dueAt = next === undefined ? Infinity : Date.parse(next);
+      if (dueAt > lastDiscoveryAt) nextDiscoveryAt = Math.min(nextDiscoveryAt, dueAt);
     }
+    return Math.max(0, Math.min(pollIntervalMs, nextDiscoveryAt - now));
   }
 
-  /** Claims until the free slots are used or nothing more is due. */
+  /** Claims until every webhook with work holds what it may, or nothing more is due. */
   async function fill(): Promise<void> {
     while (running) {
-      const free = settings.concurrency - inFlight.size;
-      if (free <= 0) return;
-      const saturated = [...perWebhook]
-        .filter(([, count]) => count >= settings.concurrencyPerEndpoint)
-        .map(([id]) => id);
-      const limit = Math.min(free, claimLimit);
+      if (unrecorded.size >= maxUnrecorded) return;
+      let room = heldCapacity - inFlight.size - waitingCount;
+      if (room <= 0) return;
       const now = clock.now();
-      const claimed = await repo.claim({
+      const lease = {
         workerId,
         now: now.toISOString(),
         lockedUntil: new Date(now.getTime() + leaseMs).toISOString(),
-        limit,
-        excludeWebhookIds: saturated,
-      });
-      if (claimed.length === 0) return;
+      };
 
-      // One claim can return more deliveries for a webhook than it has free slots; holding the rest here
-      // would burn their lease while they wait, so they go back for the next claim.
-      const keep: string[] = [];
-      const excess: string[] = [];
-      const counts = new Map(perWebhook);
-      for (const { id, webhookId } of claimed) {
-        if (inFlight.has(id)) continue; // our own attempt outlived its lease; it is still going
-        const count = counts.get(webhookId) ?? 0;
-        if (count >= settings.concurrencyPerEndpoint) {
-          excess.push(id);
+      const topUps: Array<{ webhookId: string; limit: number }> = [];
+      for (const [webhookId, lane] of lanes) {
+        const limit = Math.min(laneCapacity - held(lane), room);
+        if (!lane.backlogged || limit <= 0) continue;
+        topUps.push({ webhookId, limit });
+        room -= limit;
+      }
+      if (topUps.length > 0) {
+        const claimed = await repo.claimForWebhooks({ ...lease, webhooks: topUps });
+        const got = new Map<string, number>();
+        for (const { webhookId } of claimed) got.set(webhookId, (got.get(webhookId) ?? 0) + 1);
+        for (const { webhookId, limit } of topUps) {
+          const lane = lanes.get(webhookId);
+          if (lane && (got.get(webhookId) ?? 0) < limit) lane.backlogged = false;
+        }
+        accept(claimed, now.getTime() + leaseMs);
+        continue;
+      }
+
+      if (now.getTime() < nextDiscoveryAt) return;
+      lastDiscoveryAt = now.getTime();
+      nextDiscoveryAt = lastDiscoveryAt + pollIntervalMs;
+      // Webhooks without room, or topped up on their own, are left out: the look finds the others' work.
+      const excluded: string[] = [];
+      for (const [webhookId, lane] of lanes) {
+        if (held(lane) >= laneCapacity) lane.backlogged = true;
+        if (lane.backlogged) excluded.push(webhookId);
+      }
+      const limit = Math.min(room, discoveryLimit);
+      const claimed = await repo.claim({ ...lease, limit, excludeWebhookIds: excluded });
+      // One look can return more deliveries for a webhook than it may hold; holding the rest would keep them
+      // from other workers, so they go back and the webhook is topped up as it makes room.
+      const keep: ClaimedDelivery[] = [];
+      const excess: ClaimedDelivery[] = [];
+      const counts = new Map<string, number>();
+      for (const delivery of claimed) {
+        const lane = lanes.get(delivery.webhookId);
+        const count = counts.get(delivery.webhookId) ?? (lane ? held(lane) : 0);
+        if (count >= laneCapacity) {
+          excess.push(delivery);
         } else {
-          counts.set(webhookId, count + 1);
-          keep.push(id);
+          counts.set(delivery.webhookId, count + 1);
+          keep.push(delivery);
         }
       }
-      // Claim next time about as many as this claim could use: with one busy webhook, claiming every free slot
-      // and releasing all but one cost two row writes per surplus row (60 per delivery with the defaults).
-      claimLimit =
-        excess.length > 0 ? Math.max(settings.concurrencyPerEndpoint, keep.length) : settings.concurrency;
-      if (excess.length > 0) await repo.release(workerId, excess);
-      for (const delivery of await repo.loadClaimed(workerId, keep)) dispatch(delivery);
-      if (claimed.length < limit || keep.length === 0) return;
+      accept(keep, now.getTime() + leaseMs);
+      for (const { webhookId } of excess) lanes.get(webhookId)!.backlogged = true;
+      // Ask next time for about as many as this look could use: releasing surplus rows costs two row writes each.
+      discoveryLimit = excess.length > 0 ? Math.max(laneCapacity, keep.length) : heldCapacity;
+      if (excess.length > 0)
+        await repo.release(
+          workerId,
+          excess.map((delivery) => delivery.id),
+        );
+      // A full look may have left more: look again at once.
+      if (claimed.length >= limit) nextDiscoveryAt = -Infinity;
+      else if (excess.length === 0) return;
     }
   }
 
-  /** How long to sleep: until the next pending delivery is due, at most one poll interval. */
-  async function untilNextDue(): Promise<number> {
-    const next = await repo.nextDueAt();
-    if (next === undefined) return pollIntervalMs;
-    const wait = Date.parse(next) - clock.now().getTime();
-    // Due but not claimable (its webhook is at its limit, or another worker holds it): a finished attempt
-    // or the poll wakes us.
-    if (wait <= 0) return pollIntervalMs;
-    return Math.min(wait, pollIntervalMs);
+  /** Takes claimed deliveries into their webhooks' lanes and starts what the slots allow. */
+  function accept(claimed: readonly ClaimedDelivery[], leaseEndsAt: number): void {
+    for (const delivery of claimed) {
+      // Our own attempt outlived its lease (or its outcome is not written yet), and we claimed it again.
+      if (inFlight.has(delivery.id) || unrecorded.has(delivery.id)) continue;
+      let lane = lanes.get(delivery.webhookId);
+      if (!lane) {
+        lane = { inFlight: 0, waiting: [], backlogged: false };
+        lanes.set(delivery.webhookId, lane);
+      }
+      if (lane.waiting.some((waiting) => waiting.id === delivery.id)) continue;
+      lane.waiting.push({ ...delivery, leaseEndsAt });
+      waitingCount += 1;
+    }
+    startWaiting();
   }
 
-  function dispatch(delivery: ClaimedDelivery): void {
-    perWebhook.set(delivery.webhookId, (perWebhook.get(delivery.webhookId) ?? 0) + 1);
+  /** Starts waiting deliveries while their webhook's slots and the overall limit allow. */
+  function startWaiting(): void {
+    for (const [webhookId, lane] of lanes) {
+      while (lane.waiting.length > 0 && lane.inFlight < perEndpoint && inFlight.size < settings.concurrency) {
+        const delivery = lane.waiting.shift()!;
+        waitingCount -= 1;
+        // An attempt must be able to end, and its outcome be written, while the lease still holds.
+        if (delivery.leaseEndsAt - clock.now().getTime() < settings.timeoutMs + LEASE_MARGIN_MS) {
+          expiring.push(delivery.id);
+          loop.wake();
+          continue;
+        }
+        dispatch(lane, delivery);
+      }
+      if (held(lane) === 0 && !lane.backlogged) lanes.delete(webhookId);
+    }
+  }
+
+  function dispatch(lane: Lane, delivery: ClaimedDelivery): void {
+    lane.inFlight += 1;
     const done = attempt(delivery)
+      .then((outcome) => {
+        if (!outcome) return;
+        unrecorded.add(delivery.id);
+        outcomes.add(outcome);
+      })
       .catch((error: unknown) => {
         // The lease runs out and another claim retries it: at least once, never lost.
         logger.error(
           { err: error, delivery: delivery.id, webhook: delivery.webhookId },
-          'webhook worker: recording a delivery attempt failed',
+          'webhook worker: a delivery attempt failed',
         );
       })
       .finally(() => {
         inFlight.delete(delivery.id);
-        const left = (perWebhook.get(delivery.webhookId) ?? 1) - 1;
-        if (left > 0) perWebhook.set(delivery.webhookId, left);
-        else perWebhook.delete(delivery.webhookId);
-        wake();
+        lane.inFlight -= 1;
+        startWaiting();
+        loop.wake();
       });
     inFlight.set(delivery.id, done);
   }
 
-  async function attempt(delivery: ClaimedDelivery): Promise<void> {
+  /** Writes a batch of outcomes; if the batch fails, each on its own, so one bad outcome sinks no other. */
+  async function writeOutcomes(batch: DeliveryOutcome[]): Promise<void> {
+    let results: Array<OutcomeResult | undefined>;
+    try {
+      results = await repo.recordOutcomes(batch);
+    } catch (error) {
+      const report = (failure: unknown, outcome: DeliveryOutcome) =>
+        // The lease runs out and another claim retries it: at least once, never lost.
+        logger.error(
+          { err: failure, delivery: outcome.delivery.id, webhook: outcome.delivery.webhookId },
+          'webhook worker: recording a delivery attempt failed',
+        );
+      results = [];
+      for (const outcome of batch) {
+        if (batch.length === 1) {
+          report(error, outcome);
+          results.push(undefined);
+          continue;
+        }
+        results.push(
+          await repo.recordOutcome(outcome).catch((failure: unknown) => {
+            report(failure, outcome);
+            return undefined;
+          }),
+        );
+      }
+    }
+    for (const [index, outcome] of batch.entries()) {
+      const { delivery } = outcome;
+      unrecorded.delete(delivery.id);
+      const recorded = results[index];
+      if (!recorded) continue;
+      if (!recorded.held) {
+        logger.warn(
+          { delivery: delivery.id, webhook: delivery.webhookId, worker: workerId },
+          'webhook worker: lease lost before the attempt was recorded; another worker owns the delivery',
+        );
+      }
+      if (recorded.disabledReason) {
+        logger.warn({ webhook: delivery.webhookId, reason: recorded.disabledReason }, 'webhook disabled');
+      }
+      // A retry is due then: look for it (its webhook may have no other work this worker knows of).
+      if (recorded.held && outcome.nextAttemptAt !== undefined) {
+        nextDiscoveryAt = Math.min(nextDiscoveryAt, Date.parse(outcome.nextAttemptAt));
+      }
+    }
+  }
+
+  /** The HMAC keys that sign for the webhook now: its secret, and the replaced one during a rotation. */
+  function signingKeys(delivery: ClaimedDelivery, at: number): KeyObject[] {
+    const keyOf = (sealed: string) => {
+      let key = keys.get(sealed);
+      if (!key) {
+        if (keys.size >= SECRET_CACHE_SIZE) keys.clear();
+        key = signingKeyObject(deps.secretBox.open(sealed));
+        keys.set(sealed, key);
+      }
+      return key;
+    };
+    if (delivery.secretSealed === null) return [];
+    const signing = [keyOf(delivery.secretSealed)];
+    if (
+      delivery.previousSecretSealed !== null &&
+      delivery.previousSecretExpiresAt !== null &&
+      Date.parse(delivery.previousSecretExpiresAt) > at
+    ) {
+      signing.push(keyOf(delivery.previousSecretSealed));
+    }
+    return signing;
+  }
+
+  /** Makes the attempt; returns its outcome to record, or nothing when stopping cut it short. */
+  async function attempt(delivery: ClaimedDelivery): Promise<DeliveryOutcome | undefined> {
     const base = { delivery, workerId };
     if (!delivery.webhookEnabled) {
       // Disabled since the event: nothing is sent. The delivery fails and says why, so it can be recovered.
-      await repo.recordOutcome({
+      return {
         ...base,
         now: clock.now().toISOString(),
         status: 'failed',
         lastError: `not sent: the webhook is disabled${delivery.disabledReason ? ` (${delivery.disabledReason})` : ''}`,
-      });
-      return;
+      };
     }
 
     const attemptedAt = clock.now();
     let result: SendResult;
-    let secrets: string[] = [];
-    let secretError: string | undefined;
+    let signing: KeyObject[] | undefined;
     try {
-      if (delivery.secretSealed !== null) secrets = [deps.secretBox.open(delivery.secretSealed)];
-      // While a rotation runs, the replaced secret signs too, so receivers still holding it verify.
-      if (
-        delivery.secretSealed !== null &&
-        delivery.previousSecretSealed !== null &&
-        delivery.previousSecretExpiresAt !== null &&
-        Date.parse(delivery.previousSecretExpiresAt) > attemptedAt.getTime()
-      ) {
-        secrets.push(deps.secretBox.open(delivery.previousSecretSealed));
-      }
+      signing = signingKeys(delivery, attemptedAt.getTime());
     } catch {
-      secretError = 'the signing secret could not be decrypted (was the encryption key changed?)';
+      const error = 'the signing secret could not be decrypted (was the encryption key changed?)';
+      result = { statusCode: null, headers: {}, responseExcerpt: null, durationMs: 0, error };
     }
-    if (secretError) {
-      result = { statusCode: null, headers: {}, responseExcerpt: null, durationMs: 0, error: secretError };
-    } else {
+    if (signing) {
       const body = webhookPayload(delivery);
       const timestamp = Math.floor(attemptedAt.getTime() / 1000);
       const headers: Record<string, string> = {
@@ -289,36 +463,27 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         'webhook-id': delivery.eventId,
         'webhook-timestamp': String(timestamp),
       };
-      if (secrets.length > 0)
-        headers['webhook-signature'] = signWebhook(secrets, delivery.eventId, timestamp, body);
+      if (signing.length > 0)
+        headers['webhook-signature'] = signWithKeys(signing, delivery.eventId, timestamp, body);
       result = await sender.send({ url: delivery.url, headers, body, signal: abort.signal });
       // Stopping cut it short: no verdict on the receiver; stop() gives the lease back for a retry.
-      if (abort.signal.aborted) return;
+      if (abort.signal.aborted) return undefined;
     }
 
     const finished = clock.now();
-    const outcome = judge(delivery, result, finished);
-    const recorded = await repo.recordOutcome({
+    const outcome = judge(delivery, result!, finished);
+    return {
       ...base,
       ...outcome,
       now: finished.toISOString(),
       attempt: {
         attemptedAt: attemptedAt.toISOString(),
-        statusCode: result.statusCode,
-        durationMs: result.durationMs,
+        statusCode: result!.statusCode,
+        durationMs: result!.durationMs,
         error: outcome.lastError,
-        responseExcerpt: result.responseExcerpt,
+        responseExcerpt: result!.responseExcerpt,
       },
-    });
-    if (!recorded.held) {
-      logger.warn(
-        { delivery: delivery.id, webhook: delivery.webhookId, worker: workerId },
-        'webhook worker: lease lost before the attempt was recorded; another worker owns the delivery',
-      );
-    }
-    if (recorded.disabledReason) {
-      logger.warn({ webhook: delivery.webhookId, reason: recorded.disabledReason }, 'webhook disabled');
-    }
+    };
   }
 
   /** What an attempt's result means for the delivery and the webhook. */
@@ -369,30 +534,6 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     };
   }
 
-  async function openListener(): Promise<void> {
-    if (!deps.database.listen || !running) return;
-    try {
-      listener = await deps.database.listen(DELIVERY_CHANNEL, wake, (error) => {
-        listener = undefined;
-        logger.warn({ err: error }, 'webhook worker: LISTEN connection lost; polling until it is back');
-        scheduleRelisten();
-      });
-      if (!running) await listener.close();
-    } catch (error) {
-      logger.warn({ err: error }, 'webhook worker: could not LISTEN; polling until it can');
-      scheduleRelisten();
-    }
-  }
-
-  function scheduleRelisten(): void {
-    if (!running || relisten) return;
-    relisten = setTimeout(() => {
-      relisten = undefined;
-      void openListener();
-    }, 5000);
-    relisten.unref();
-  }
-
   return {
     id: workerId,
 
@@ -403,20 +544,20 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         abort = new AbortController();
         sender = newSender();
       }
-      unsubscribe = deps.notifier?.subscribe(wake);
-      await openListener();
-      loop = run();
+      nextDiscoveryAt = -Infinity;
+      discoveryLimit = heldCapacity;
+      unsubscribe = deps.notifier?.subscribe(newWork);
+      await loop.start();
     },
 
     async stop() {
       if (!running) return;
       running = false;
       unsubscribe?.();
-      clearTimeout(relisten);
-      relisten = undefined;
-      await listener?.close();
-      wake();
-      await loop;
+      await loop.stop();
+      // Deliveries waiting for a slot are not started; the release below gives them back.
+      for (const lane of lanes.values()) lane.waiting = [];
+      waitingCount = 0;
 
       const settled = Promise.allSettled([...inFlight.values()]);
       let timer: NodeJS.Timeout | undefined;
@@ -429,6 +570,10 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
         await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 1000))]);
       }
       clearTimeout(timer);
+      // The outcomes go in before the leases go back: released first, a sent delivery would be sent again.
+      await Promise.race([outcomes.drain(), new Promise((resolve) => setTimeout(resolve, stopGraceMs))]);
+      lanes.clear();
+      expiring = [];
       await repo.release(workerId).catch((error: unknown) => {
         logger.error({ err: error }, 'webhook worker: could not give back its leases; they expire');
       });

@@ -1,0 +1,72 @@
+export interface BatcherOptions<T> {
+  /** Writes one batch; it handles its own errors (a rejection is treated as handled and dropped). */
+  write(items: T[]): Promise<void>;
+  /** The most items one write takes. */
+  maxBatch: number;
+  /** After each write: room was made. */
+  onWritten?(): void;
+}
+
+export interface Batcher<T> {
+  add(item: T): void;
+  /** Items added and not yet written (including the batch being written). */
+  readonly pending: number;
+  /** Resolves once everything added so far is written. */
+  drain(): Promise<void>;
+}
+
+/**
+ * Group commit: items are written in batches, one write at a time. An item added while the pipe is idle
+ * is written at the end of the current turn of the event loop (with whatever else that turn added), so at
+ * low load nothing waits; under load, the items that arrive during one write go together in the next.
+ */
+export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
+  let queue: T[] = [];
+  let writing = 0;
+  let scheduled = false;
+  let idle: Promise<void> = Promise.resolve();
+  let settleIdle: (() => void) | undefined;
+
+  function schedule(): void {
+    if (scheduled || writing > 0 || queue.length === 0) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      void flush();
+    });
+  }
+
+  async function flush(): Promise<void> {
+    const batch = queue.slice(0, options.maxBatch);
+    queue = queue.slice(batch.length);
+    writing = batch.length;
+    try {
+      await options.write(batch);
+    } catch {
+      // write() reports its own failures.
+    } finally {
+      writing = 0;
+      options.onWritten?.();
+      if (queue.length > 0) {
+        schedule();
+      } else {
+        settleIdle?.();
+        settleIdle = undefined;
+      }
+    }
+  }
+
+  return {
+    add(item) {
+      if (queue.length === 0 && writing === 0) {
+        idle = new Promise((resolve) => (settleIdle = resolve));
+      }
+      queue.push(item);
+      schedule();
+    },
+    get pending() {
+      return queue.length + writing;
+    },
+    drain: () => idle,
+  };
+}
