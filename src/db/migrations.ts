@@ -1,5 +1,5 @@
 import { type Kysely, PostgresAdapter, sql } from 'kysely';
-import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
+import type { Migration } from 'kysely/migration';
 
 // Migrations live in code (not files found at run time) so they ship with the process and run the same
 // on both engines. Names sort in the order they apply; never edit one that has shipped, add another.
@@ -357,22 +357,37 @@ const migrations: Record<string, Migration> = {
   },
 };
 
-const provider: MigrationProvider = { getMigrations: async () => migrations };
-
-/** Brings the schema up to date; safe to call from several processes at once (the migrator locks). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the migrator works on any schema
+/**
+ * Brings the schema up to date, each pending migration in name order, all in one transaction with the
+ * list of applied names. Safe from several processes at once: on PostgreSQL an advisory lock per schema
+ * serializes them; on SQLite the transaction's write lock does.
+ *
+ * Kysely's own Migrator is not used: it introspects every table of every schema to find its bookkeeping
+ * table, and fails when another schema's tables are dropped meanwhile (parallel test runs do that).
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations work on any schema
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
-  // Kysely looks for its own bookkeeping tables in every schema unless told which one: with search_path
-  // choosing the schema, it would find another schema's tables, skip creating its own, and fail.
-  let migrationTableSchema: string | undefined;
-  if (db.getExecutor().adapter instanceof PostgresAdapter) {
-    const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
-    migrationTableSchema = rows[0]?.schema;
-  }
-  const migrator = new Migrator({ db, provider, ...(migrationTableSchema ? { migrationTableSchema } : {}) });
-  const { error, results } = await migrator.migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
-  return (results ?? [])
-    .filter((result) => result.status === 'Success')
-    .map((result) => result.migrationName);
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  return db.transaction().execute(async (trx) => {
+    if (postgres) await sql`select pg_advisory_xact_lock(hashtext(current_schema()))`.execute(trx);
+    await trx.schema
+      .createTable('postwire_migrations')
+      .ifNotExists()
+      .addColumn('name', 'text', (col) => col.primaryKey())
+      .addColumn('applied_at', 'text', (col) => col.notNull())
+      .execute();
+    const rows = await trx.selectFrom('postwire_migrations').select('name').execute();
+    const done = new Set(rows.map((row: { name: string }) => row.name));
+    const applied: string[] = [];
+    for (const name of Object.keys(migrations).sort()) {
+      if (done.has(name)) continue;
+      await migrations[name]!.up(trx);
+      await trx
+        .insertInto('postwire_migrations')
+        .values({ name, applied_at: new Date().toISOString() })
+        .execute();
+      applied.push(name);
+    }
+    return applied;
+  });
 }
