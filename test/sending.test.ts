@@ -454,7 +454,10 @@ for (const engine of ENGINES) {
           { exchange: '127.0.0.1', priority: 10, port: closedPort },
         ];
       };
-      harness = await startHarness(engine, createDirectTransport({ timeoutMs: 3000, dkim: DKIM, resolveMx }));
+      harness = await startHarness(
+        engine,
+        createDirectTransport({ timeoutMs: 3000, dkim: DKIM, resolveMx, allowPrivateTargets: true }),
+      );
     });
     after(async () => {
       await harness.close();
@@ -529,16 +532,53 @@ for (const engine of ENGINES) {
     });
   });
 
+  describe(`direct mode refuses private mail servers (${engine})`, () => {
+    test('an MX on a loopback address is not connected to unless private targets are allowed', async () => {
+      const smtp = await startSmtpServer();
+      const resolveMx = async (): Promise<MxRecord[]> => [
+        { exchange: 'mx.internal.example', priority: 10, port: smtp.port },
+        { exchange: '127.0.0.1', priority: 20, port: smtp.port },
+      ];
+      const lookup = async () => ['10.0.0.25'];
+      const harness = await startHarness(
+        engine,
+        createDirectTransport({ timeoutMs: 3000, resolveMx, lookup, allowPrivateTargets: false }),
+      );
+      try {
+        const id = await harness.send({
+          from: 'ada@example.com',
+          to: 'eve@target.example',
+          subject: 's',
+          text: 't',
+        });
+        const events = await harness.waitForEvents(id, ['email.delivery_delayed@eve@target.example']);
+        assert.match(
+          events[0].data.error,
+          /mx\.internal\.example resolves to a loopback, private or link-local/,
+        );
+        assert.match(events[0].data.error, /127\.0\.0\.1 resolves to a loopback, private or link-local/);
+        assert.equal(smtp.messages.length, 0, 'nothing reached the internal server');
+      } finally {
+        await harness.close();
+        await smtp.close();
+      }
+    });
+  });
+
   describe(`sending concurrency and fairness (${engine})`, () => {
     test('bounds transactions per destination domain and overall', async () => {
       const smtp = await startSmtpServer({ dataDelayMs: 150 });
       const resolveMx = async (): Promise<MxRecord[]> => [
         { exchange: '127.0.0.1', priority: 10, port: smtp.port },
       ];
-      const harness = await startHarness(engine, createDirectTransport({ timeoutMs: 3000, resolveMx }), {
-        concurrency: 3,
-        concurrencyPerHost: 2,
-      });
+      const harness = await startHarness(
+        engine,
+        createDirectTransport({ timeoutMs: 3000, resolveMx, allowPrivateTargets: true }),
+        {
+          concurrency: 3,
+          concurrencyPerHost: 2,
+        },
+      );
       try {
         const body = (domain: string, i: number) => ({
           from: 'ada@example.com',

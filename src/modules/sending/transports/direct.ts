@@ -1,6 +1,8 @@
 import { resolveMx as dnsResolveMx } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import nodemailer from 'nodemailer';
 import type { DkimConfig } from '../../../config.ts';
+import { isBlockedAddress, type Resolver, systemResolver } from '../../../lib/network-policy.ts';
 import { dkimOptions, mailOptions } from '../mime.ts';
 import {
   describeSmtpError,
@@ -31,6 +33,13 @@ export interface DirectTransportOptions {
   resolveMx?: MxResolver;
   /** Port for exchanges whose record names none. */
   port?: number;
+  /**
+   * Whether mail servers on loopback, private or link-local addresses may be reached. A recipient domain
+   * is the sender's choice, so its MX could otherwise point this server at internal hosts (SSRF).
+   */
+  allowPrivateTargets: boolean;
+  /** Resolves an exchange's name to the addresses to connect to; every one is checked first. */
+  lookup?: Resolver;
 }
 
 type Route = { hosts: MxRecord[] } | { bounce: string } | { defer: string };
@@ -63,18 +72,35 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
   const resolve = options.resolveMx ?? dnsResolveMx;
   const stepMs = Math.min(options.timeoutMs, 30_000);
 
+  const lookup = options.lookup ?? systemResolver;
+
+  /** The address to connect to, resolved here so the one checked is the one used (no DNS rebinding). */
+  async function connectAddress(exchange: string): Promise<{ address: string } | { refused: string }> {
+    const addresses = isIP(exchange) ? [exchange] : await lookup(exchange);
+    if (addresses.length === 0) return { refused: `${exchange} does not resolve` };
+    const allowed = options.allowPrivateTargets ? addresses : addresses.filter((a) => !isBlockedAddress(a));
+    if (allowed.length === 0) {
+      return {
+        refused: `refused to connect: ${exchange} resolves to a loopback, private or link-local address`,
+      };
+    }
+    return { address: allowed[0]! };
+  }
+
   async function tryExchange(
     record: MxRecord,
     message: ReturnType<typeof mailOptions>,
     signal: AbortSignal,
-  ): Promise<{ info: unknown } | { error: SmtpError }> {
+  ): Promise<{ info: unknown } | { error: SmtpError } | { refused: string }> {
+    const target = await connectAddress(record.exchange);
+    if ('refused' in target) return target;
     const transporter = nodemailer.createTransport({
-      host: record.exchange,
+      host: target.address,
       port: record.port ?? options.port ?? 25,
       secure: false,
       // Most MX certificates do not name the MX host; STARTTLS still encrypts against passive listeners,
       // which is what opportunistic TLS between mail servers gives everywhere.
-      tls: { rejectUnauthorized: false },
+      tls: { rejectUnauthorized: false, ...(isIP(record.exchange) ? {} : { servername: record.exchange }) },
       connectionTimeout: stepMs,
       greetingTimeout: stepMs,
       socketTimeout: options.timeoutMs,
@@ -110,6 +136,10 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
         if (job.signal.aborted) break;
         const attempt = await tryExchange(record, message, job.signal);
         if ('info' in attempt) return { outcomes: outcomesFromInfo(attempt.info as object, addresses) };
+        if ('refused' in attempt) {
+          failures.push(attempt.refused);
+          continue;
+        }
         // A server that answered decided; one that could not be reached leaves the next MX to try.
         if (!isConnectionFailure(attempt.error))
           return { outcomes: outcomesFromError(attempt.error, addresses) };

@@ -8,7 +8,13 @@ import type { MailTransport } from './transport.ts';
 export function createTransportFromConfig(
   config: Pick<
     Config,
-    'mailTransport' | 'smtpUrl' | 'sendConcurrency' | 'sendTimeoutMs' | 'dkim' | 'mailHostname'
+    | 'mailTransport'
+    | 'smtpUrl'
+    | 'sendConcurrency'
+    | 'sendTimeoutMs'
+    | 'dkim'
+    | 'mailHostname'
+    | 'allowPrivateUrls'
   >,
   overrides: { resolveMx?: MxResolver } = {},
 ): MailTransport {
@@ -18,7 +24,7 @@ export function createTransportFromConfig(
       if (!config.smtpUrl) throw new Error('The relay transport needs SMTP_URL.');
       return createRelayTransport({ ...common, url: config.smtpUrl, connections: config.sendConcurrency });
     case 'direct':
-      return createDirectTransport({ ...common, ...overrides });
+      return createDirectTransport({ ...common, allowPrivateTargets: config.allowPrivateUrls, ...overrides });
     case 'capture':
       return createCaptureTransport({ dkim: config.dkim });
   }
