@@ -58,16 +58,14 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
 
     /** The caller behind a bearer token, or an `unauthorized` error that says nothing about which part failed. */
     async authenticate(token: string | undefined): Promise<Caller> {
-      const rejected = new DomainError(
-        'unauthorized',
-        'invalid_api_key',
-        'Missing, unknown or revoked API key.',
-      );
-      if (!token) throw rejected;
+      // Made only on failure: an Error captures a stack trace, a cost every valid request would pay.
+      const rejected = () =>
+        new DomainError('unauthorized', 'invalid_api_key', 'Missing, unknown or revoked API key.');
+      if (!token) throw rejected();
       const hash = sha256Hex(token);
       const key = await repo.findKeyByHash(hash);
       // The lookup is by hash, so timing reveals nothing of the key; the comparison is constant-time anyway.
-      if (!key || key.revokedAt !== null || !constantTimeEqual(key.keyHash, hash)) throw rejected;
+      if (!key || key.revokedAt !== null || !constantTimeEqual(key.keyHash, hash)) throw rejected();
       return { projectId: key.projectId, keyId: key.id };
     },
 
