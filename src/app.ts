@@ -11,7 +11,7 @@ import { createRateLimiter } from './http/rate-limit.ts';
 import { installValidation } from './http/validation.ts';
 import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
-import { newId } from './lib/ids.ts';
+import { newRequestId } from './lib/ids.ts';
 import type { Resolver } from './lib/network-policy.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDeliveryNotifier, type DeliveryNotifier } from './modules/deliveries/notifier.ts';
@@ -72,7 +72,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger: deps.logger ?? false,
     bodyLimit: BODY_LIMIT_BYTES,
-    genReqId: () => newId('req'),
+    genReqId: newRequestId,
     requestIdHeader: false,
     return503OnClosing: true,
     ajv: { customOptions: { strict: false } },
