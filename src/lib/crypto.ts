@@ -1,4 +1,11 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createSecretKey,
+  randomBytes,
+  timingSafeEqual,
+} from 'node:crypto';
 
 export function sha256Hex(value: string): string {
   return createHash('sha256').update(value).digest('hex');
@@ -21,8 +28,10 @@ export interface SecretBox {
 }
 
 // AES-256-GCM; the stored form is `v1.<iv>.<tag>.<ciphertext>` in base64url so the format can evolve.
-export function createSecretBox(key: Buffer): SecretBox {
-  if (key.length !== 32) throw new Error('The encryption key must be 32 bytes.');
+export function createSecretBox(rawKey: Buffer): SecretBox {
+  if (rawKey.length !== 32) throw new Error('The encryption key must be 32 bytes.');
+  // A KeyObject made once: given the raw bytes, every seal and open would import the key again.
+  const key = createSecretKey(rawKey);
   return {
     seal(plaintext) {
       const iv = randomBytes(12);
