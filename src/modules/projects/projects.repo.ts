@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { prepareQuery } from '../../db/prepared-query.ts';
 import type { Database, Row } from '../../db/schema.ts';
 
 export interface Project {
@@ -38,6 +39,11 @@ export function createProjectRepo(db: Kysely<Database>) {
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
   });
+
+  // Every authenticated request makes this lookup.
+  const keyByHash = prepareQuery(db, (keyHash: string) =>
+    db.selectFrom('api_keys').selectAll().where('key_hash', '=', keyHash),
+  );
 
   return {
     async insertProject(project: Project): Promise<void> {
@@ -88,11 +94,7 @@ export function createProjectRepo(db: Kysely<Database>) {
     },
 
     async findKeyByHash(keyHash: string): Promise<(ApiKeyRecord & { keyHash: string }) | undefined> {
-      const row = await db
-        .selectFrom('api_keys')
-        .selectAll()
-        .where('key_hash', '=', keyHash)
-        .executeTakeFirst();
+      const [row] = await keyByHash(keyHash);
       return row && { ...toKey(row), keyHash: row.key_hash };
     },
 

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { prepareQuery } from '../../db/prepared-query.ts';
 
 export interface WebhookRecord {
   id: string;
@@ -48,6 +49,24 @@ const toRow = (record: WebhookRecord) => ({
 });
 
 export function createWebhookRepo(db: Kysely<Database>) {
+  type PageQuery = (projectId: string, limit: number, cursorId?: string) => Promise<Row<'webhooks'>[]>;
+  // The list runs on every GET /v1/webhooks: prepared once for each shape of page (the first one, older
+  // than a cursor, newer than one).
+  const pageQueries = new Map<string, PageQuery>();
+  function pageQuery(cursor: Cursor, order: 'asc' | 'desc'): PageQuery {
+    const shape = `${cursor?.op ?? 'first'} ${order}`;
+    let query = pageQueries.get(shape);
+    if (!query) {
+      query = prepareQuery(db, (projectId: string, limit: number, cursorId?: string) => {
+        let select = db.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
+        if (cursor) select = select.where('id', cursor.op, cursorId!);
+        return select.orderBy('id', order).limit(limit);
+      });
+      pageQueries.set(shape, query);
+    }
+    return query;
+  }
+
   return {
     async insert(record: WebhookRecord): Promise<void> {
       await db.insertInto('webhooks').values(toRow(record)).execute();
@@ -64,11 +83,11 @@ export function createWebhookRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
+      const result = await pageByIdDesc(page, (cursor, order, limit) =>
+        cursor
+          ? pageQuery(cursor, order)(projectId, limit, cursor.id)
+          : pageQuery(cursor, order)(projectId, limit),
+      );
       return { items: result.items.map(toRecord), hasMore: result.hasMore };
     },
 
