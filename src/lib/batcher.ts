@@ -3,6 +3,12 @@ export interface BatcherOptions<T> {
   write(items: T[]): Promise<void>;
   /** The most items one write takes. */
   maxBatch: number;
+  /**
+   * A write starts at least this long after the previous one started, so that under load each write takes
+   * what a few milliseconds brought (with an in-process database, a write ends too quickly for the next
+   * batch to gather by itself). The first item after a quiet spell is written at once.
+   */
+  minIntervalMs?: number;
   /** After each write: room was made. */
   onWritten?(): void;
 }
@@ -18,28 +24,35 @@ export interface Batcher<T> {
 /**
  * Group commit: items are written in batches, one write at a time. An item added while the pipe is idle
  * is written at the end of the current turn of the event loop (with whatever else that turn added), so at
- * low load nothing waits; under load, the items that arrive during one write go together in the next.
+ * low load nothing waits; under load, the items that arrive during one write (and at least `minIntervalMs`
+ * after its start) go together in the next.
  */
 export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
   let queue: T[] = [];
   let writing = 0;
   let scheduled = false;
+  let lastWriteAt = -Infinity;
+  const minIntervalMs = options.minIntervalMs ?? 0;
   let idle: Promise<void> = Promise.resolve();
   let settleIdle: (() => void) | undefined;
 
   function schedule(): void {
     if (scheduled || writing > 0 || queue.length === 0) return;
     scheduled = true;
-    setImmediate(() => {
+    const run = () => {
       scheduled = false;
       void flush();
-    });
+    };
+    const wait = lastWriteAt + minIntervalMs - performance.now();
+    if (wait > 0) setTimeout(run, wait);
+    else setImmediate(run);
   }
 
   async function flush(): Promise<void> {
     const batch = queue.slice(0, options.maxBatch);
     queue = queue.slice(batch.length);
     writing = batch.length;
+    lastWriteAt = performance.now();
     try {
       await options.write(batch);
     } catch {

@@ -120,6 +120,8 @@ interface Lane {
 
 /** Past this many, decrypted secrets are forgotten (all at once: it is a cache of a few webhooks' keys). */
 const SECRET_CACHE_SIZE = 1000;
+/** Outcomes are written at most this often (each write is one transaction for all of them). */
+const OUTCOME_WRITE_INTERVAL_MS = 3;
 /** An attempt starts only with at least the timeout plus this much of its lease left. */
 const LEASE_MARGIN_MS = 1000;
 
@@ -130,10 +132,10 @@ const LEASE_MARGIN_MS = 1000;
  * delivery at once, and bring back the claims of a worker that died.
  *
  * Three things keep it fast. A slot is free as soon as the response is in: outcomes are written in batches
- * (one transaction for all the attempts that finished meanwhile), bounded by `maxUnrecorded`; until its
- * outcome is written, a delivery stays leased to this worker, so a crash means a retry, never a loss. Each
- * webhook holds up to twice its slots, so the next attempt starts the moment one ends instead of after a
- * claim. And webhooks known to have work are topped up by claims on their own rows (an index finds them);
+ * (one transaction for all the attempts that finished within a few milliseconds), bounded by
+ * `maxUnrecorded`; until its outcome is written, a delivery stays leased to this worker, so a crash means a
+ * retry, never a loss. Each webhook holds several times its slots, so the next attempt starts the moment one
+ * ends instead of after a claim. And webhooks known to have work are topped up by claims on their own rows (an index finds them);
  * only new work (a wake-up, a retry falling due, the poll) makes the worker look at every webhook.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
@@ -147,9 +149,14 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const userAgent = settings.userAgent ?? defaultUserAgent();
   if (leaseMs <= settings.timeoutMs) throw new Error('The lease must be longer than the webhook timeout.');
   const perEndpoint = settings.concurrencyPerEndpoint;
-  /** Deliveries one webhook may hold (in flight and waiting): a waiting one gets a slot within one timeout. */
-  const laneCapacity = 2 * perEndpoint;
-  const heldCapacity = 2 * settings.concurrency;
+  /**
+   * Deliveries one webhook may hold, in flight and waiting: enough that its slots never wait for a claim
+   * (each claim is a commit), topped up by half of it at a time. One that waits too long for a slot is
+   * not started but given back (see LEASE_MARGIN_MS), so a hung webhook's surplus returns to the queue.
+   */
+  const laneCapacity = 8 * perEndpoint;
+  const topUpAt = laneCapacity / 2;
+  const heldCapacity = 4 * settings.concurrency;
   /** Attempts made whose outcome is not written yet; past it, claiming waits for the writes. */
   const maxUnrecorded = 2 * settings.concurrency;
 
@@ -182,6 +189,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
 
   const outcomes = createBatcher<DeliveryOutcome>({
     maxBatch: 256,
+    minIntervalMs: OUTCOME_WRITE_INTERVAL_MS,
     write: writeOutcomes,
     onWritten: () => loop.wake(),
   });
@@ -245,7 +253,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       const topUps: Array<{ webhookId: string; limit: number }> = [];
       for (const [webhookId, lane] of lanes) {
         const limit = Math.min(laneCapacity - held(lane), room);
-        if (!lane.backlogged || limit <= 0) continue;
+        if (!lane.backlogged || limit < Math.min(topUpAt, room) || limit <= 0) continue;
         topUps.push({ webhookId, limit });
         room -= limit;
       }
