@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import type { Config } from '../../config.ts';
-import type { DatabaseHandle, Listener } from '../../db/connection.ts';
+import type { DatabaseHandle } from '../../db/connection.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { randomToken } from '../../lib/crypto.ts';
+import { createWorkLoop } from '../../lib/work-loop.ts';
 import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { EventService } from '../events/events.service.ts';
@@ -146,12 +147,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const inFlight = new Set<Promise<void>>();
   const perHost = new Map<string, number>();
   let running = false;
-  let loop: Promise<void> | undefined;
-  let wakePending = false;
-  let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
   let unsubscribe: (() => void) | undefined;
-  let listener: Listener | undefined;
-  let relisten: NodeJS.Timeout | undefined;
   let lastSweep = 0;
   let lastPrune = 0;
   // When the earliest waiting recipient becomes due, as last read, and when it was read: the worker reads it
@@ -172,47 +168,36 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     return nextWaiting.at;
   }
 
-  function wake(): void {
-    wakePending = true;
-    if (sleeping) {
-      clearTimeout(sleeping.timer);
-      sleeping.resolve();
-      sleeping = undefined;
-    }
-  }
+  const loop = createWorkLoop({
+    round,
+    errorPauseMs: pollIntervalMs,
+    onRoundError(error) {
+      logger.error({ err: error, worker: workerId }, 'sending worker: claiming recipients failed');
+    },
+    listen: deps.database.listen && ((onLost) => deps.database.listen!(SENDING_CHANNEL, loop.wake, onLost)),
+    onListenProblem(error, lost) {
+      logger.warn(
+        { err: error },
+        lost
+          ? 'sending worker: LISTEN connection lost; polling until it is back'
+          : 'sending worker: could not LISTEN; polling until it can',
+      );
+    },
+  });
 
-  function sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      sleeping = { timer: setTimeout(resolve, ms), resolve };
-    });
-  }
-
-  async function run(): Promise<void> {
-    while (running) {
-      wakePending = false;
-      let pause = pollIntervalMs;
-      try {
-        const now = clock.now();
-        const waiting = await waitingAt(now.getTime());
-        if (waiting !== undefined && waiting <= now.toISOString()) {
-          // More than a batch due: go round again at once instead of sleeping.
-          if ((await repo.promoteDue(now.toISOString(), PROMOTE_BATCH)) >= PROMOTE_BATCH) wakePending = true;
-          nextWaiting.readAt = -Infinity;
-        }
-        await fill();
-        await sweep();
-        const next = await waitingAt(clock.now().getTime());
-        if (next !== undefined) {
-          pause = Math.max(0, Math.min(pollIntervalMs, Date.parse(next) - clock.now().getTime()));
-        }
-      } catch (error) {
-        logger.error({ err: error, worker: workerId }, 'sending worker: claiming recipients failed');
-      }
-      if (!running) break;
-      if (wakePending) continue;
-      await sleep(pause);
-      sleeping = undefined;
+  async function round(): Promise<number> {
+    const now = clock.now();
+    const waiting = await waitingAt(now.getTime());
+    if (waiting !== undefined && waiting <= now.toISOString()) {
+      // More than a batch due: go round again at once instead of sleeping.
+      if ((await repo.promoteDue(now.toISOString(), PROMOTE_BATCH)) >= PROMOTE_BATCH) loop.wake();
+      nextWaiting.readAt = -Infinity;
     }
+    await fill();
+    await sweep();
+    const next = await waitingAt(clock.now().getTime());
+    if (next === undefined) return pollIntervalMs;
+    return Math.max(0, Math.min(pollIntervalMs, Date.parse(next) - clock.now().getTime()));
   }
 
   /** Claims until the free slots are used or nothing more is due. */
@@ -285,7 +270,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           if (left > 0) perHost.set(job.host, left);
           else perHost.delete(job.host);
         }
-        wake();
+        loop.wake();
       });
     inFlight.add(done);
   }
@@ -448,30 +433,6 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     }
   }
 
-  async function openListener(): Promise<void> {
-    if (!deps.database.listen || !running) return;
-    try {
-      listener = await deps.database.listen(SENDING_CHANNEL, wake, (error) => {
-        listener = undefined;
-        logger.warn({ err: error }, 'sending worker: LISTEN connection lost; polling until it is back');
-        scheduleRelisten();
-      });
-      if (!running) await listener.close();
-    } catch (error) {
-      logger.warn({ err: error }, 'sending worker: could not LISTEN; polling until it can');
-      scheduleRelisten();
-    }
-  }
-
-  function scheduleRelisten(): void {
-    if (!running || relisten) return;
-    relisten = setTimeout(() => {
-      relisten = undefined;
-      void openListener();
-    }, 5000);
-    relisten.unref();
-  }
-
   return {
     id: workerId,
 
@@ -479,21 +440,16 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       if (running) return;
       running = true;
       if (abort.signal.aborted) abort = new AbortController();
-      unsubscribe = deps.notifier?.subscribe(wake);
-      await openListener();
+      unsubscribe = deps.notifier?.subscribe(loop.wake);
+      await loop.start();
       logger.info({ transport: transport.kind }, `Sending email ${transport.description}`);
-      loop = run();
     },
 
     async stop() {
       if (!running) return;
       running = false;
       unsubscribe?.();
-      clearTimeout(relisten);
-      relisten = undefined;
-      await listener?.close();
-      wake();
-      await loop;
+      await loop.stop();
 
       const settled = Promise.allSettled([...inFlight]);
       let timer: NodeJS.Timeout | undefined;
