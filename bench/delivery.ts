@@ -48,9 +48,9 @@ import {
   type DeliverySettings,
   deliverySettingsFromConfig,
   webhookPayload,
-  type WorkerLogger,
 } from '../src/modules/deliveries/deliveries.worker.ts';
-import { createDeliveryNotifier } from '../src/modules/deliveries/notifier.ts';
+import { createNotifier } from '../src/lib/notifier.ts';
+import type { WorkerLogger } from '../src/lib/worker-logger.ts';
 import { signingKeyObject, signWithKeys } from '../src/modules/deliveries/signing.ts';
 import { createEventService, type EventService } from '../src/modules/events/events.service.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
@@ -309,7 +309,7 @@ const secretBox = createSecretBox(ENCRYPTION_KEY);
 const SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 // The bare client makes its HMAC key once, as the worker does (it keeps keys by webhook secret).
 const SECRET_KEY = signingKeyObject(SECRET);
-const notifier = createDeliveryNotifier();
+const notifier = createNotifier();
 
 interface Setup {
   database: BenchDatabase;

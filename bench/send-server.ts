@@ -9,10 +9,9 @@ import { openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrations.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
-import { createDeliveryNotifier } from '../src/modules/deliveries/notifier.ts';
+import { createNotifier } from '../src/lib/notifier.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
-import { createSendNotifier } from '../src/modules/sending/notifier.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 
@@ -25,7 +24,7 @@ const database = await openDatabase(
 );
 await migrateToLatest(database.db);
 
-const sendNotifier = createSendNotifier();
+const sendNotifier = createNotifier();
 const app = await buildApp({
   database,
   clock: systemClock,
@@ -33,7 +32,7 @@ const app = await buildApp({
   resolver: async () => [],
   allowPrivateUrls: false,
   rateLimit: { limit: 0, windowMs: 60_000 },
-  notifier: createDeliveryNotifier(),
+  notifier: createNotifier(),
   sendNotifier,
   sendDailyLimit: 0,
 });

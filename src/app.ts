@@ -13,8 +13,8 @@ import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Resolver } from './lib/network-policy.ts';
+import { createNotifier, type Notifier } from './lib/notifier.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
-import { createDeliveryNotifier, type DeliveryNotifier } from './modules/deliveries/notifier.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
@@ -23,7 +23,6 @@ import { registerEventRoutes } from './modules/events/events.routes.ts';
 import { createEventService, type EventService } from './modules/events/events.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
-import { createSendNotifier, type SendNotifier } from './modules/sending/notifier.ts';
 import { createTemplateRenderer } from './modules/templates/render.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { registerTemplateRoutes } from './modules/templates/templates.routes.ts';
@@ -42,9 +41,9 @@ export interface AppDeps {
   rateLimit: { limit: number; windowMs: number };
   logger?: FastifyServerOptions['logger'];
   /** Wakes this process's delivery worker when events are emitted; share it with the worker. */
-  notifier?: DeliveryNotifier;
+  notifier?: Notifier;
   /** Wakes this process's sending worker when emails are accepted; share it with the worker. */
-  sendNotifier?: SendNotifier;
+  sendNotifier?: Notifier;
   /** Recipients a project may send to per UTC day (SEND_DAILY_LIMIT); 0: no limit. Default 10 000. */
   sendDailyLimit?: number;
   /**
@@ -62,7 +61,7 @@ declare module 'fastify' {
     /** Emits events (and their webhook deliveries) for the rest of the process. */
     events: EventService;
     /** Notified when emails are accepted (the `sendNotifier` dependency, or the app's own). */
-    sendNotifier: SendNotifier;
+    sendNotifier: Notifier;
   }
 }
 
@@ -96,7 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     renderer: createTemplateRenderer(),
   });
 
-  const notifier = deps.notifier ?? createDeliveryNotifier();
+  const notifier = deps.notifier ?? createNotifier();
   const events = createEventService({ db, engine: deps.database.engine, clock: deps.clock, notifier });
   app.decorate('events', events);
   const webhookOperations = createWebhookOperations({
@@ -107,7 +106,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     testWaitMs: (deps.webhookTimeoutMs ?? 15_000) + (deps.webhookTestMarginMs ?? 5000),
   });
 
-  const sendNotifier = deps.sendNotifier ?? createSendNotifier();
+  const sendNotifier = deps.sendNotifier ?? createNotifier();
   app.decorate('sendNotifier', sendNotifier);
   const emails = createEmailService({
     repo: createEmailRepo(db, deps.database.engine),

@@ -9,10 +9,9 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
+import { createNotifier } from './lib/notifier.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
-import { createDeliveryNotifier } from './modules/deliveries/notifier.ts';
-import { createSendNotifier } from './modules/sending/notifier.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
 import pino from 'pino';
 
@@ -88,8 +87,8 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     // not pay for loading the HTTP stack (a third of a second per command).
     const { buildApp } = await import('./app.ts');
     // Shared by the app and this process's workers, so what the API writes is picked up at once.
-    const deliveryNotifier = options.worker ? createDeliveryNotifier() : undefined;
-    const sendNotifier = options.worker ? createSendNotifier() : undefined;
+    const deliveryNotifier = options.worker ? createNotifier() : undefined;
+    const sendNotifier = options.worker ? createNotifier() : undefined;
     app = await buildApp({
       ...(deliveryNotifier ? { notifier: deliveryNotifier } : {}),
       ...(sendNotifier ? { sendNotifier } : {}),

@@ -3,15 +3,11 @@ import type { DatabaseHandle } from './db/connection.ts';
 import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import type { Resolver } from './lib/network-policy.ts';
-import {
-  createDeliveryWorker,
-  deliverySettingsFromConfig,
-  type WorkerLogger,
-} from './modules/deliveries/deliveries.worker.ts';
-import { createDeliveryNotifier, type DeliveryNotifier } from './modules/deliveries/notifier.ts';
+import { createNotifier, type Notifier } from './lib/notifier.ts';
+import type { WorkerLogger } from './lib/worker-logger.ts';
+import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
-import type { SendNotifier } from './modules/sending/notifier.ts';
 
 export interface WorkersDeps {
   config: Config;
@@ -21,8 +17,8 @@ export interface WorkersDeps {
   resolver: Resolver;
   logger: WorkerLogger;
   /** Shared with the app in the same process, so what the API writes is picked up at once. */
-  deliveryNotifier?: DeliveryNotifier | undefined;
-  sendNotifier?: SendNotifier | undefined;
+  deliveryNotifier?: Notifier | undefined;
+  sendNotifier?: Notifier | undefined;
 }
 
 export interface RunningWorkers {
@@ -36,7 +32,7 @@ export interface RunningWorkers {
  */
 export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   // The sending worker's events must wake this process's delivery worker too, not only other processes'.
-  const deliveryNotifier = deps.deliveryNotifier ?? createDeliveryNotifier();
+  const deliveryNotifier = deps.deliveryNotifier ?? createNotifier();
   const delivery = createDeliveryWorker({
     database: deps.database,
     clock: deps.clock,

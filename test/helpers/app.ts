@@ -15,7 +15,7 @@ import {
   type DeliverySettings,
   type DeliveryWorker,
 } from '../../src/modules/deliveries/deliveries.worker.ts';
-import { createDeliveryNotifier, type DeliveryNotifier } from '../../src/modules/deliveries/notifier.ts';
+import { createNotifier, type Notifier } from '../../src/lib/notifier.ts';
 import type { EventService } from '../../src/modules/events/events.service.ts';
 import { createProjectRepo } from '../../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../../src/modules/projects/projects.service.ts';
@@ -89,7 +89,7 @@ export interface TestApp {
   /** Emits events as the rest of the code does (the app's event service). */
   events: EventService;
   /** Wakes delivery workers in this process; workers from startWorker() listen to it. */
-  notifier: DeliveryNotifier;
+  notifier: Notifier;
   /** The delivery worker started with the `worker` option, if any. */
   worker: DeliveryWorker | undefined;
   /** Starts another delivery worker on this app's database (stopped by close()). */
@@ -124,7 +124,7 @@ export interface TestWorkerOptions extends Partial<DeliverySettings> {
   clock?: Clock;
   random?: () => number;
   /** Default: the app's notifier; pass `null` to act as a worker in another process. */
-  notifier?: DeliveryNotifier | null;
+  notifier?: Notifier | null;
 }
 
 /** Fast delivery settings for tests: three attempts within ~150 ms, half-second timeout, no jitter. */
@@ -143,7 +143,7 @@ export const TEST_DELIVERY_SETTINGS: DeliverySettings = {
 export async function startTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
   const database = await createTestDatabase(engine);
   const clock = options.clock ?? systemClock;
-  const notifier = createDeliveryNotifier();
+  const notifier = createNotifier();
   const deps: AppDeps = {
     notifier,
     database: database.handle,

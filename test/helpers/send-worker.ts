@@ -2,7 +2,7 @@
 // POSTWIRE_DATA_DIR, SMTP_URL, SEND_*). Prints `ready` once it runs; the crash test kills it with SIGKILL.
 import { loadConfig } from '../../src/config.ts';
 import { systemClock } from '../../src/lib/clock.ts';
-import { createDeliveryNotifier } from '../../src/modules/deliveries/notifier.ts';
+import { createNotifier } from '../../src/lib/notifier.ts';
 import { createEventService } from '../../src/modules/events/events.service.ts';
 import { createSendingWorker, sendingSettingsFromConfig } from '../../src/modules/sending/sending.worker.ts';
 import { createTransportFromConfig } from '../../src/modules/sending/transports/from-config.ts';
@@ -14,7 +14,7 @@ const events = createEventService({
   db: database.db,
   engine: database.engine,
   clock: systemClock,
-  notifier: createDeliveryNotifier(),
+  notifier: createNotifier(),
 });
 const worker = createSendingWorker({
   database,

@@ -9,12 +9,13 @@ import {
   type DeliveryWithType,
 } from './deliveries.repo.ts';
 import { type DeliveryView, toDeliveryView } from './deliveries.schemas.ts';
-import { type DeliveryNotifier, notifyOtherProcesses } from './notifier.ts';
+import type { Notifier } from '../../lib/notifier.ts';
+import { notifyOtherProcesses } from './notifier.ts';
 
 export interface DeliveryServiceDeps {
   db: Kysely<Database>;
   engine: Engine;
-  notifier: DeliveryNotifier;
+  notifier: Notifier;
 }
 
 /** What became of a delivery's first attempt while someone waited for it. */

@@ -7,6 +7,8 @@ import type { Clock } from '../../lib/clock.ts';
 import { randomToken, type SecretBox } from '../../lib/crypto.ts';
 import type { Resolver } from '../../lib/network-policy.ts';
 import { createBatcher } from '../../lib/batcher.ts';
+import type { Notifier } from '../../lib/notifier.ts';
+import { silentWorkerLogger, type WorkerLogger } from '../../lib/worker-logger.ts';
 import { createWorkLoop } from '../../lib/work-loop.ts';
 import {
   createDeliveryRepo,
@@ -14,7 +16,7 @@ import {
   type DeliveryOutcome,
   type OutcomeResult,
 } from './deliveries.repo.ts';
-import { DELIVERY_CHANNEL, type DeliveryNotifier } from './notifier.ts';
+import { DELIVERY_CHANNEL } from './notifier.ts';
 import { nextRetryDelay, parseRetryAfter } from './retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
@@ -52,15 +54,6 @@ export function deliverySettingsFromConfig(config: Config): DeliverySettings {
   };
 }
 
-/** The pino subset the worker logs through (Fastify's logger fits). */
-export interface WorkerLogger {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-  error(object: object, message: string): void;
-}
-
-const silentLogger: WorkerLogger = { info() {}, warn() {}, error() {} };
-
 export interface DeliveryWorkerDeps {
   database: DatabaseHandle;
   clock: Clock;
@@ -70,7 +63,7 @@ export interface DeliveryWorkerDeps {
   allowPrivateUrls: boolean;
   settings: DeliverySettings;
   /** In-process wake-ups from the event service. */
-  notifier?: DeliveryNotifier | undefined;
+  notifier?: Notifier | undefined;
   logger?: WorkerLogger | undefined;
   /** Randomness for jitter (tests pin it). */
   random?: () => number;
@@ -140,7 +133,7 @@ const LEASE_MARGIN_MS = 1000;
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { clock, settings } = deps;
-  const logger = deps.logger ?? silentLogger;
+  const logger = deps.logger ?? silentWorkerLogger;
   const random = deps.random ?? Math.random;
   const workerId = deps.workerId ?? `${hostname()}/${process.pid}/${randomToken(6)}`;
   const leaseMs = settings.leaseMs ?? 2 * settings.timeoutMs + 5000;

@@ -2,28 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { Database } from '../../db/schema.ts';
 
-/**
- * Wakes delivery workers in this process when new deliveries are due, so they need not wait for their
- * next poll. Other processes learn about new work through PostgreSQL NOTIFY (or their poll on SQLite).
- */
-export interface DeliveryNotifier {
-  notify(): void;
-  /** Calls `listener` on every notify; returns the function that stops it. */
-  subscribe(listener: () => void): () => void;
-}
-
-export function createDeliveryNotifier(): DeliveryNotifier {
-  const listeners = new Set<() => void>();
-  return {
-    notify() {
-      for (const listener of listeners) listener();
-    },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-  };
-}
+// Delivery workers in this process are woken by a Notifier (src/lib/notifier.ts); these reach the others.
 
 /** The PostgreSQL channel a committed event NOTIFYs and workers LISTEN on. */
 export const DELIVERY_CHANNEL = 'postwire_deliveries';

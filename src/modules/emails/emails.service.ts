@@ -4,7 +4,7 @@ import type { EmailStatus } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
-import type { SendNotifier } from '../sending/notifier.ts';
+import type { Notifier } from '../../lib/notifier.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
@@ -35,7 +35,7 @@ export interface EmailServiceDeps {
   /** Recipients a project may send to per UTC day; 0: no limit. */
   dailyLimit: number;
   /** Wakes this process's sending worker when emails are accepted. */
-  notifier: SendNotifier;
+  notifier: Notifier;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */

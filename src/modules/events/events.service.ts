@@ -7,7 +7,8 @@ import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.
 import { isId, newId } from '../../lib/ids.ts';
 import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
 import { createDeliveryService } from '../deliveries/deliveries.service.ts';
-import { type DeliveryNotifier, notifyOtherProcesses } from '../deliveries/notifier.ts';
+import type { Notifier } from '../../lib/notifier.ts';
+import { notifyOtherProcesses } from '../deliveries/notifier.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import { createEventRepo, type EventRecord, type NewDelivery } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
@@ -16,7 +17,7 @@ export interface EventServiceDeps {
   db: Kysely<Database>;
   engine: Engine;
   clock: Clock;
-  notifier: DeliveryNotifier;
+  notifier: Notifier;
 }
 
 export interface EmitOptions {

@@ -3,13 +3,15 @@ import type { Config } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { randomToken } from '../../lib/crypto.ts';
+import type { Notifier } from '../../lib/notifier.ts';
+import { silentWorkerLogger, type WorkerLogger } from '../../lib/worker-logger.ts';
 import { createWorkLoop } from '../../lib/work-loop.ts';
 import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { createBatcher } from './batcher.ts';
-import { SENDING_CHANNEL, type SendNotifier } from './notifier.ts';
+import { SENDING_CHANNEL } from './notifier.ts';
 import {
   type AttemptRecord,
   type ClaimedRecipient,
@@ -51,8 +53,8 @@ export function createSendingWorkerFromConfig(deps: {
   database: DatabaseHandle;
   clock: Clock;
   events: Pick<EventService, 'emit'>;
-  notifier?: SendNotifier | undefined;
-  logger?: SendingLogger | undefined;
+  notifier?: Notifier | undefined;
+  logger?: WorkerLogger | undefined;
 }): SendingWorker {
   return createSendingWorker({
     database: deps.database,
@@ -74,15 +76,6 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
   };
 }
 
-/** The pino subset the worker logs through (Fastify's logger fits). */
-export interface SendingLogger {
-  info(object: object, message: string): void;
-  warn(object: object, message: string): void;
-  error(object: object, message: string): void;
-}
-
-const silentLogger: SendingLogger = { info() {}, warn() {}, error() {} };
-
 export interface SendingWorkerDeps {
   database: DatabaseHandle;
   clock: Clock;
@@ -91,8 +84,8 @@ export interface SendingWorkerDeps {
   transport: MailTransport;
   settings: SendingSettings;
   /** In-process wake-ups from the send API. */
-  notifier?: SendNotifier | undefined;
-  logger?: SendingLogger | undefined;
+  notifier?: Notifier | undefined;
+  logger?: WorkerLogger | undefined;
   /** Randomness for jitter (tests pin it). */
   random?: () => number;
   /** Names this worker in `locked_by`; unique per worker. */
@@ -132,7 +125,7 @@ const responseCode = (response: string | null): number | null => {
  */
 export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const { clock, settings, transport } = deps;
-  const logger = deps.logger ?? silentLogger;
+  const logger = deps.logger ?? silentWorkerLogger;
   const random = deps.random ?? Math.random;
   const jitter = settings.jitter ?? 0.2;
   const workerId = deps.workerId ?? `${hostname()}/${process.pid}/${randomToken(6)}`;
