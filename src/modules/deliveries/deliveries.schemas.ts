@@ -1,10 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { Row } from '../../db/schema.ts';
-
-const timestamp = (description: string) =>
-  Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
-const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(schema: T) =>
-  Type.Union([schema, Type.Null()]);
+import { nullable, timestamp } from '../../http/schema-helpers.ts';
 
 export const DeliveryStatusSchema = Type.Union(
   [Type.Literal('pending'), Type.Literal('succeeded'), Type.Literal('failed')],

@@ -1,10 +1,6 @@
-import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope } from '../../http/list.ts';
-
-const timestamp = (description: string) =>
-  Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
-const nullable = <T extends TSchema>(schema: T, description?: string) =>
-  Type.Union([schema, Type.Null()], description ? { description } : {});
+import { nullable, timestamp } from '../../http/schema-helpers.ts';
 
 export const MAX_TO = 50;
 export const MAX_CC = 50;

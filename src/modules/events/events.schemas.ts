@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
+import { timestamp } from '../../http/schema-helpers.ts';
 import { Delivery } from '../deliveries/deliveries.schemas.ts';
 
 const eventFields = {
@@ -8,10 +9,7 @@ const eventFields = {
     description: 'Event identifier (`evt_…`); also the `webhook-id` header of its deliveries.',
   }),
   type: Type.String({ description: 'The event kind (see GET /v1/event-kinds).' }),
-  created_at: Type.String({
-    format: 'date-time',
-    description: 'When the event happened. ISO 8601 UTC with milliseconds.',
-  }),
+  created_at: timestamp('When the event happened.'),
   data: Type.Record(Type.String(), Type.Unknown(), {
     description: 'The event payload, as sent to webhooks.',
   }),

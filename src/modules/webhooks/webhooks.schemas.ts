@@ -1,10 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { DeliveryStatus } from '../../db/schema.ts';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
+import { timestamp } from '../../http/schema-helpers.ts';
 import { Delivery, DeliveryStatusSchema } from '../deliveries/deliveries.schemas.ts';
-
-const timestamp = (description: string) =>
-  Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
 
 // The seed's fields (+ disabled_reason): the secret itself never appears, only whether one is stored.
 export const Webhook = Type.Object(
