@@ -13,8 +13,8 @@ export interface NewRecipient {
   host: string;
 }
 
-/** An email ready to store: addresses validated, the template rendered. */
-export interface NewEmail {
+/** What an email says, as stored and as read back. */
+interface EmailContent {
   id: string;
   projectId: string;
   from: string;
@@ -30,28 +30,17 @@ export interface NewEmail {
   templateId: string | null;
   templateVersion: number | null;
   messageId: string;
+}
+
+/** An email ready to store: addresses validated, the template rendered. */
+export interface NewEmail extends EmailContent {
   /** Null, or a time in the future: the recipients wait until then. */
   scheduledAt: string | null;
   createdAt: string;
   recipients: NewRecipient[];
 }
 
-export interface EmailRecord {
-  id: string;
-  projectId: string;
-  from: string;
-  to: string[];
-  cc: string[];
-  bcc: string[];
-  replyTo: string[];
-  subject: string;
-  html: string | null;
-  text: string | null;
-  headers: Record<string, string>;
-  tags: Record<string, string>;
-  templateId: string | null;
-  templateVersion: number | null;
-  messageId: string;
+export interface EmailRecord extends EmailContent {
   status: EmailStatus;
   recipientCount: number;
   scheduledAt: string | null;
