@@ -10,7 +10,7 @@ import { nextRetryDelay, parseRetryAfter } from '../src/modules/deliveries/retry
 import { createSender } from '../src/modules/deliveries/sender.ts';
 import { signingKey, signWebhook } from '../src/modules/deliveries/signing.ts';
 import { ENGINES, type TestApp } from './helpers/app.ts';
-import { createWebhook, harness, settled, sleep, waitForEvent } from './helpers/deliveries.ts';
+import { createWebhook, harness, settled, sleep, waitForEvent, webhookRow } from './helpers/deliveries.ts';
 import { createTracker, type Receiver, startReceiver } from './helpers/receiver.ts';
 
 async function attemptsOf(t: TestApp, deliveryId: string) {
@@ -20,14 +20,6 @@ async function attemptsOf(t: TestApp, deliveryId: string) {
     .where('delivery_id', '=', deliveryId)
     .orderBy('id')
     .execute();
-}
-
-async function webhookRow(t: TestApp, id: string) {
-  return t.database.handle.db
-    .selectFrom('webhooks')
-    .selectAll()
-    .where('id', '=', id)
-    .executeTakeFirstOrThrow();
 }
 
 describe('signing', () => {

@@ -4,28 +4,19 @@ import { afterEach, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import { ENGINES, type TestApp } from './helpers/app.ts';
-import { createWebhook, harness, settled, sleep, waitForEvent } from './helpers/deliveries.ts';
+import {
+  createWebhook,
+  DELIVERY_KEYS,
+  harness,
+  settled,
+  sleep,
+  waitForEvent,
+  webhookRow,
+} from './helpers/deliveries.ts';
 import type { ReceivedRequest, Receiver } from './helpers/receiver.ts';
 
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const UNKNOWN_WEBHOOK = 'wh_01h455vb4pex5vsknk084sn02q';
-
-const DELIVERY_KEYS = [
-  'attempt_log',
-  'attempts',
-  'completed_at',
-  'created_at',
-  'event_id',
-  'event_type',
-  'id',
-  'last_attempt_at',
-  'last_error',
-  'last_status_code',
-  'next_attempt_at',
-  'object',
-  'status',
-  'webhook_id',
-];
 
 const whsec = () => `whsec_${randomBytes(32).toString('base64')}`;
 
@@ -45,14 +36,6 @@ const signaturesOf = (request: ReceivedRequest) =>
   String(request.headers['webhook-signature'] ?? '')
     .split(' ')
     .filter(Boolean);
-
-async function webhookRow(t: TestApp, id: string) {
-  return t.database.handle.db
-    .selectFrom('webhooks')
-    .selectAll()
-    .where('id', '=', id)
-    .executeTakeFirstOrThrow();
-}
 
 async function deliveryStatuses(t: TestApp, webhookId: string) {
   const rows = await t.database.handle.db

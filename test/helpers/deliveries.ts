@@ -4,6 +4,33 @@ import { type Receiver, startReceiver } from './receiver.ts';
 
 // Shared by the webhook delivery suites: an app with a fast worker, real receivers, and waiting on events.
 
+/** The fields of a delivery as the API shows it, sorted. */
+export const DELIVERY_KEYS = [
+  'attempt_log',
+  'attempts',
+  'completed_at',
+  'created_at',
+  'event_id',
+  'event_type',
+  'id',
+  'last_attempt_at',
+  'last_error',
+  'last_status_code',
+  'next_attempt_at',
+  'object',
+  'status',
+  'webhook_id',
+];
+
+/** The stored webhook row, for what the API does not show. */
+export async function webhookRow(t: TestApp, id: string) {
+  return t.database.handle.db
+    .selectFrom('webhooks')
+    .selectAll()
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+}
+
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function createWebhook(
