@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { DELIVERY_KEYS } from './helpers/deliveries.ts';
 
 for (const engine of ENGINES) {
   describe(`events API (${engine})`, () => {
@@ -48,22 +49,7 @@ for (const engine of ENGINES) {
         [sent, delivered].sort(),
       );
       for (const delivery of body.deliveries) {
-        assert.deepEqual(Object.keys(delivery).sort(), [
-          'attempt_log',
-          'attempts',
-          'completed_at',
-          'created_at',
-          'event_id',
-          'event_type',
-          'id',
-          'last_attempt_at',
-          'last_error',
-          'last_status_code',
-          'next_attempt_at',
-          'object',
-          'status',
-          'webhook_id',
-        ]);
+        assert.deepEqual(Object.keys(delivery).sort(), DELIVERY_KEYS);
         assert.equal(delivery.object, 'delivery');
         assert.match(delivery.id, /^dlv_/);
         assert.equal(delivery.event_id, event.id);
