@@ -95,6 +95,24 @@ export function createSendingRepo(db: Kysely<Database>, engine: Engine) {
       .where('ready_seq', 'is not', null)
       .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]));
 
+  /** Leases the rows `due` selects to this worker and returns them. */
+  const lease = async (
+    due: ReturnType<typeof claimable>,
+    options: { workerId: string; lockedUntil: string },
+  ): Promise<ClaimedRecipient[]> => {
+    const rows = await db
+      .updateTable('email_recipients')
+      .set({ locked_until: options.lockedUntil, locked_by: options.workerId })
+      .where(
+        'id',
+        'in',
+        due.$if(engine === 'postgres', (query) => query.forUpdate().skipLocked()),
+      )
+      .returning([...CLAIMED_COLUMNS])
+      .execute();
+    return rows.map(toClaimed);
+  };
+
   return {
     /**
      * Leases up to `limit` due recipients, lowest queue position first (fair across projects), skipping
@@ -113,15 +131,8 @@ export function createSendingRepo(db: Kysely<Database>, engine: Engine) {
           query.where('host', 'not in', [...options.excludeHosts]),
         )
         .orderBy('ready_seq')
-        .limit(options.limit)
-        .$if(engine === 'postgres', (query) => query.forUpdate().skipLocked());
-      const rows = await db
-        .updateTable('email_recipients')
-        .set({ locked_until: options.lockedUntil, locked_by: options.workerId })
-        .where('id', 'in', due)
-        .returning([...CLAIMED_COLUMNS])
-        .execute();
-      return rows.map(toClaimed).sort((a, b) => a.seq - b.seq);
+        .limit(options.limit);
+      return (await lease(due, options)).sort((a, b) => a.seq - b.seq);
     },
 
     /** Also leases the other due recipients of these emails, so one SMTP transaction can carry them all. */
@@ -132,16 +143,7 @@ export function createSendingRepo(db: Kysely<Database>, engine: Engine) {
       emailIds: readonly string[];
     }): Promise<ClaimedRecipient[]> {
       if (options.emailIds.length === 0) return [];
-      const due = claimable(options.now)
-        .where('email_id', 'in', [...options.emailIds])
-        .$if(engine === 'postgres', (query) => query.forUpdate().skipLocked());
-      const rows = await db
-        .updateTable('email_recipients')
-        .set({ locked_until: options.lockedUntil, locked_by: options.workerId })
-        .where('id', 'in', due)
-        .returning([...CLAIMED_COLUMNS])
-        .execute();
-      return rows.map(toClaimed);
+      return lease(claimable(options.now).where('email_id', 'in', [...options.emailIds]), options);
     },
 
     async loadEmails(ids: readonly string[]): Promise<Map<string, EmailRecord>> {
