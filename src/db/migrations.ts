@@ -355,6 +355,18 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0007_one_default_project': {
+    // Two processes starting at once on an empty database must not both make a default project.
+    async up(db) {
+      await db.schema
+        .createIndex('projects_one_default')
+        .on('projects')
+        .column('is_default')
+        .unique()
+        .where(sql.ref('is_default'), '=', sql.lit(true))
+        .execute();
+    },
+  },
 };
 
 /**

@@ -75,7 +75,16 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
      */
     async bootstrap(bootstrapKey: string | undefined): Promise<{ project: Project; createdKey?: string }> {
       const existing = await repo.findDefaultProject();
-      const project = existing ?? (await createProject('Default project', true));
+      let project = existing;
+      if (!project) {
+        try {
+          project = await createProject('Default project', true);
+        } catch (error) {
+          // Another process made it first (one default project is enforced by a unique index).
+          project = await repo.findDefaultProject();
+          if (!project) throw error;
+        }
+      }
       let createdKey: string | undefined;
       if (bootstrapKey) {
         if (!(await repo.findKeyByHash(sha256Hex(bootstrapKey)))) {
