@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { createEmailRepo } from '../src/modules/emails/emails.repo.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 
 const EMAIL_ID = /^msg_[0-9a-z]{26}$/;
@@ -403,6 +404,31 @@ for (const engine of ENGINES) {
       const mine = await api.request('GET', '/v1/emails?limit=100');
       assert.ok(!mine.body.data.some((email: any) => ids.includes(email.id)));
       assert.equal((await api.request('GET', '/v1/emails/msg_nope')).status, 404);
+    });
+
+    test("the repository reads an email's recipients and events only within its project", async () => {
+      const other = await api.createProject('Scoped');
+      const response = await send(base, { key: other.key });
+      const emailId = response.body.id as string;
+      const db = api.database.handle.db;
+      await db
+        .insertInto('email_events')
+        .values({
+          id: 'eev_scoped',
+          email_id: emailId,
+          project_id: other.projectId,
+          recipient: 'bob@example.org',
+          type: 'email.sent',
+          data: '{}',
+          created_at: new Date().toISOString(),
+          event_id: null,
+        })
+        .execute();
+      const repo = createEmailRepo(db, api.engine);
+      assert.equal((await repo.recipients(other.projectId, emailId)).length, 1);
+      assert.equal((await repo.events(other.projectId, emailId)).length, 1);
+      assert.deepEqual(await repo.recipients(api.projectId, emailId), []);
+      assert.deepEqual(await repo.events(api.projectId, emailId), []);
     });
 
     test('schedules an email and cancels it before its time', async () => {

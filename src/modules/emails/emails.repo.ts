@@ -215,19 +215,21 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       return { items: result.items.map(toEmailRecord), hasMore: result.hasMore };
     },
 
-    async recipients(emailId: string): Promise<RecipientRow[]> {
+    async recipients(projectId: string, emailId: string): Promise<RecipientRow[]> {
       return db
         .selectFrom('email_recipients')
         .selectAll()
+        .where('project_id', '=', projectId)
         .where('email_id', '=', emailId)
         .orderBy('position')
         .execute();
     },
 
-    async events(emailId: string): Promise<EmailEventRow[]> {
+    async events(projectId: string, emailId: string): Promise<EmailEventRow[]> {
       return db
         .selectFrom('email_events')
         .selectAll()
+        .where('project_id', '=', projectId)
         .where('email_id', '=', emailId)
         .orderBy('id')
         .execute();

@@ -395,7 +395,10 @@ export function createEmailService({
   }
 
   async function view(email: EmailRecord): Promise<EmailView> {
-    const [recipients, events] = await Promise.all([repo.recipients(email.id), repo.events(email.id)]);
+    const [recipients, events] = await Promise.all([
+      repo.recipients(email.projectId, email.id),
+      repo.events(email.projectId, email.id),
+    ]);
     return {
       ...toEmailSummary(email, clock.now().toISOString()),
       html: email.html,
