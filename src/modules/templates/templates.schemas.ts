@@ -7,6 +7,10 @@ export const MAX_SUBJECT_LENGTH = 1000;
 export const MAX_BODY_LENGTH = 512 * 1024;
 export const MAX_VARIABLES = 100;
 
+// A version number a request names: the column is a 32-bit integer, and PostgreSQL refuses (a 500) a larger
+// value even in a comparison.
+const VERSION_RANGE = { minimum: 1, maximum: 2_147_483_647 };
+
 /** Aliases never start with `tpl_`, so `{id}` in a path is an id or an alias without ambiguity. */
 export const ALIAS_PATTERN = '^(?!tpl_)[a-z0-9_-]{1,64}$';
 // Liquid's own variable syntax (`user.first_name`), so a declared name is one a template can use.
@@ -131,7 +135,10 @@ export const RenderTemplateBody = Type.Object(
       }),
     ),
     version: Type.Optional(
-      Type.Integer({ minimum: 1, description: 'A published version to render; the draft when absent.' }),
+      Type.Integer({
+        ...VERSION_RANGE,
+        description: 'A published version to render; the draft when absent.',
+      }),
     ),
   },
   { additionalProperties: false },
@@ -152,17 +159,23 @@ export const TemplateParams = Type.Object({
 });
 export const TemplateVersionParams = Type.Object({
   id: Type.String({ description: 'Template id (`tpl_…`) or alias.' }),
-  version: Type.Integer({ minimum: 1 }),
+  version: Type.Integer(VERSION_RANGE),
 });
 
 export const VersionListQuery = Type.Object(
   {
     limit: Type.Integer({ minimum: 1, maximum: 100, default: 100, description: 'Items per page, 1–100.' }),
     after: Type.Optional(
-      Type.Integer({ minimum: 1, description: 'A version number: return the versions before it (older).' }),
+      Type.Integer({
+        ...VERSION_RANGE,
+        description: 'A version number: return the versions before it (older).',
+      }),
     ),
     before: Type.Optional(
-      Type.Integer({ minimum: 1, description: 'A version number: return the versions after it (newer).' }),
+      Type.Integer({
+        ...VERSION_RANGE,
+        description: 'A version number: return the versions after it (newer).',
+      }),
     ),
   },
   { additionalProperties: false },
