@@ -8,7 +8,7 @@ import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
 import { swaggerOptions } from './http/openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
-import { installValidation } from './http/validation.ts';
+import { installJsonBody, installValidation } from './http/validation.ts';
 import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { newRequestId } from './lib/ids.ts';
@@ -122,6 +122,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // JSON only: Fastify also parses text/plain by default, which would turn a wrong content type into a 422.
   app.removeContentTypeParser('text/plain');
+  installJsonBody(app);
   installValidation(app);
   installErrorHandling(app);
   installAuth(app, { projects, rateLimiter: createRateLimiter(deps.rateLimit) });

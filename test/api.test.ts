@@ -127,6 +127,29 @@ for (const engine of ENGINES) {
       assert.equal(seen.size, 4, 'each request gets its own id');
     });
 
+    test('a string holding U+0000 is 422 naming its field, and stores nothing', async () => {
+      const before = await api.rowCounts();
+      const cases: Array<[string, string, unknown, string]> = [
+        ['POST', '/v1/templates', { name: 'a\u0000b', html: '<p>x</p>' }, 'name'],
+        ['POST', '/v1/webhooks', { ...hook, url: 'https://hooks.example.com/\u0000' }, 'url'],
+        ['POST', '/v1/webhooks', { ...hook, events: ['email.sent', '\u0000'] }, 'events[1]'],
+      ];
+      for (const [method, path, body, param] of cases) {
+        const response = await api.request(method, path, { body });
+        assert.equal(response.status, 422, `${method} ${path} ${param}`);
+        assert.equal(response.body.error.code, 'parameter_invalid');
+        assert.equal(response.body.error.param, param);
+      }
+      assert.deepEqual(await api.rowCounts(), before);
+      // An escaped backslash before "u0000" is ordinary text.
+      const literal = await api.request('POST', '/v1/templates', {
+        rawBody: '{"name":"\\\\u0000","html":"<p>x</p>"}',
+        headers: { 'content-type': 'application/json' },
+      });
+      assert.equal(literal.status, 201);
+      assert.equal(literal.body.name, '\\u0000');
+    });
+
     test('the event-kind catalogue', async () => {
       const response = await api.request('GET', '/v1/event-kinds');
       assert.equal(response.status, 200);

@@ -1,6 +1,7 @@
 import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
+import { invalidParam } from '../lib/errors.ts';
 
 // Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
 // strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types.
@@ -11,4 +12,48 @@ export function installValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? strict : coercing).compile(schema as object),
   );
+}
+
+/**
+ * JSON bodies as Fastify parses them (empty, malformed and `__proto__` bodies refused the same way), except
+ * that a string holding U+0000 is a 422 naming its field: PostgreSQL text cannot store the character, so it
+ * would otherwise fail the write (a 500) there and be stored on SQLite. Only bodies whose text has the
+ * escape are searched.
+ */
+export function installJsonBody(app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string; // parseAs: 'string'
+    parse(request, text, (error, value) => {
+      if (error || !text.includes('\\u0000')) return done(error, value);
+      const path = nulPath(value, '');
+      if (path === undefined) return done(null, value);
+      done(
+        invalidParam(
+          path || 'body',
+          `The ${path ? `field '${path}'` : 'body'} must not contain the NUL character (\\u0000).`,
+        ),
+      );
+    });
+  });
+}
+
+/** The field path (`a.b[2]`) of the first string holding U+0000, '' for the value itself, else undefined. */
+function nulPath(value: unknown, path: string): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      const found = nulPath(value[index], `${path}[${index}]`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (typeof value === 'object' && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      const found = nulPath(item, path ? `${path}.${key}` : key);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
