@@ -321,6 +321,15 @@ for (const engine of ENGINES) {
       ['url decimal loopback', { ...valid, url: 'https://2130706433/x' }, 'url_not_allowed', 'url'],
       ['url [::1]', { ...valid, url: 'https://[::1]/x' }, 'url_not_allowed', 'url'],
       ['url mapped v6', { ...valid, url: 'https://[::ffff:127.0.0.1]/x' }, 'url_not_allowed', 'url'],
+      ['url NAT64 loopback', { ...valid, url: 'https://[64:ff9b::127.0.0.1]/x' }, 'url_not_allowed', 'url'],
+      [
+        'url NAT64 hex metadata',
+        { ...valid, url: 'https://[64:ff9b::a9fe:a9fe]/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      ['url v4-compatible', { ...valid, url: 'https://[::127.0.0.1]/x' }, 'url_not_allowed', 'url'],
+      ['url 6to4 private', { ...valid, url: 'https://[2002:a00:1::]/x' }, 'url_not_allowed', 'url'],
       [
         'url metadata',
         { ...valid, url: 'https://169.254.169.254/latest/meta-data' },

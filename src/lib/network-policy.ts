@@ -36,16 +36,39 @@ export function isBlockedAddress(address: string): boolean {
   const family = isIP(bare);
   if (family === 4) return blocked.check(bare, 'ipv4');
   if (family !== 6) return false;
-  // IPv4-mapped and NAT64 forms carry an IPv4 address that is what really gets reached.
-  const embedded = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
-  if (embedded) return blocked.check(embedded[1]!, 'ipv4');
-  const mappedHex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(bare);
-  if (mappedHex) {
-    const high = parseInt(mappedHex[1]!, 16);
-    const low = parseInt(mappedHex[2]!, 16);
-    return blocked.check(`${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`, 'ipv4');
+  // Forms that carry an IPv4 address, which is what really gets reached: IPv4-mapped (::ffff:a.b.c.d),
+  // IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::), written dotted or in hex.
+  const groups = ipv6Groups(bare);
+  if (groups) {
+    const v4 = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+    const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
+    if (zeros(0, 5) && (groups[5] === 0xffff || groups[5] === 0) && !zeros(6, 7)) {
+      return blocked.check(v4(groups[6]!, groups[7]!), 'ipv4');
+    }
+    if (groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6)) {
+      return blocked.check(v4(groups[6]!, groups[7]!), 'ipv4');
+    }
+    if (groups[0] === 0x2002) return blocked.check(v4(groups[1]!, groups[2]!), 'ipv4');
   }
   return blocked.check(bare, 'ipv6');
+}
+
+/** The eight 16-bit groups of an IPv6 address (a trailing dotted IPv4 part counts as two). */
+function ipv6Groups(address: string): number[] | undefined {
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::');
+  const parse = (part: string | undefined) =>
+    part ? part.split(':').map((group) => parseInt(group, 16)) : [];
+  const left = parse(head);
+  const right = parse(tail);
+  const groups =
+    tail === undefined ? left : [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+  return groups.length === 8 && groups.every((group) => group >= 0 && group <= 0xffff) ? groups : undefined;
 }
 
 export type Resolver = (hostname: string) => Promise<string[]>;
