@@ -654,6 +654,15 @@ for (const engine of ENGINES) {
       assert.equal(detail.body.deliveries[0].status, 'succeeded');
     });
 
+    test('stop() leaves no timer behind to keep the process alive', async () => {
+      const t = await h.app(engine, { worker: false });
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+      const before = timers();
+      const worker = await t.startWorker({ stopGraceMs: 60_000, pollIntervalMs: 60_000 });
+      await worker.stop();
+      assert.ok(timers() <= before, `${timers()} timers after stop, ${before} before the worker started`);
+    });
+
     test('deleting a webhook deletes its deliveries', async () => {
       const t = await h.app(engine, { worker: false });
       const id = await createWebhook(t, { url: 'http://127.0.0.1:9/hook', events: ['email.sent'] });

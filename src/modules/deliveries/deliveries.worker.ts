@@ -98,6 +98,22 @@ export function webhookPayload(
   return `${head.slice(0, -1)},"data":${delivery.eventData}}`;
 }
 
+/**
+ * Waits for `promise` at most `ms`; true when it settled in time. The timer is cleared either way, so a
+ * stopped worker leaves nothing behind that keeps the process alive.
+ */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A delivery this worker holds, with when its lease runs out. */
 interface HeldDelivery extends ClaimedDelivery {
   leaseEndsAt: number;
@@ -561,18 +577,13 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       waitingCount = 0;
 
       const settled = Promise.allSettled([...inFlight.values()]);
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), stopGraceMs);
-      });
-      if ((await Promise.race([settled, grace])) === 'late') {
+      if (!(await settlesWithin(settled, stopGraceMs))) {
         abort.abort();
         // Aborted sends return at once; only a database that does not answer keeps one longer.
-        await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 1000))]);
+        await settlesWithin(settled, 1000);
       }
-      clearTimeout(timer);
       // The outcomes go in before the leases go back: released first, a sent delivery would be sent again.
-      await Promise.race([outcomes.drain(), new Promise((resolve) => setTimeout(resolve, stopGraceMs))]);
+      await settlesWithin(outcomes.drain(), stopGraceMs);
       lanes.clear();
       expiring = [];
       await repo.release(workerId).catch((error: unknown) => {
