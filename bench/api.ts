@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon, { type Result } from 'autocannon';
 import { summarizeProfile } from './profile.ts';
-import { CREATE_BODY, type ChildMessage, type ParentMessage, WEBHOOK_COUNT } from './shared.ts';
+import { CREATE_BODY, type ChildMessage, type ParentMessage, WEBHOOK_COUNT, canPin } from './shared.ts';
 
 const READ_AIM = 0.6;
 const SERVER_CPU = '0';
@@ -46,18 +46,9 @@ const doReads = args.only !== 'writes';
 const doWrites = args.only !== 'reads';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-function canPin(): boolean {
-  if (args['no-pin'] || os.availableParallelism() < 2) return false;
-  try {
-    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
 // Read before pinning: once pinned, availableParallelism() counts only the CPU this process may use.
 const cpuCount = os.availableParallelism();
-const pin = canPin();
+const pin = canPin(Boolean(args['no-pin']));
 // Every thread of this process, autocannon's included, on the CPU the server does not use.
 if (pin) execFileSync('taskset', ['-a', '-p', '-c', CLIENT_CPU, String(process.pid)], { stdio: 'ignore' });
 

@@ -59,6 +59,7 @@ import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from '../src/modules/webhooks/webhooks.service.ts';
 import type { ReceivedSample, ReceiverCommand, ReceiverReport } from './delivery-receiver.ts';
 import { summarizeProfile } from './profile.ts';
+import { canPin } from './shared.ts';
 
 const THROUGHPUT_AIM = 0.5;
 const P99_TARGET_MS = 50;
@@ -132,18 +133,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 // ---------------------------------------------------------------------------------------------------------
 // CPU pinning and accounting (as bench/api.ts does it).
 
-function canPin(): boolean {
-  if (args['no-pin'] || os.availableParallelism() < 2) return false;
-  try {
-    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
 // Read before pinning: once pinned, availableParallelism() counts only the CPU this process may use.
 const cpuCount = os.availableParallelism();
-const pin = canPin();
+const pin = canPin(Boolean(args['no-pin']));
 if (pin) execFileSync('taskset', ['-a', '-p', '-c', SENDER_CPU, String(process.pid)], { stdio: 'ignore' });
 
 /** Machine-wide CPU ticks (Linux): with the sender's and the receiver's share known, the rest is other work. */

@@ -1,4 +1,18 @@
-// What bench/api.ts and its server child (bench/server.ts) agree on.
+// What bench/api.ts and its server child (bench/server.ts) agree on, and what the benchmarks share.
+
+import { execFileSync } from 'node:child_process';
+import os from 'node:os';
+
+/** Whether the benchmark can pin itself and its server to separate CPUs (taskset, and two CPUs or more). */
+export function canPin(noPin: boolean): boolean {
+  if (noPin || os.availableParallelism() < 2) return false;
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Webhooks in the project when `GET /v1/webhooks` is measured. */
 export const WEBHOOK_COUNT = 20;
