@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 import { WEBHOOK_KEYS } from './helpers/shapes.ts';
+import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
@@ -139,6 +140,28 @@ for (const engine of ENGINES) {
       assert.equal(gone.status, 404);
       assert.equal(gone.body.error.code, 'resource_missing');
       assert.equal((await api.request('DELETE', `/v1/webhooks/${created.id}`)).status, 404);
+    });
+
+    test('an update writes only what it changed, so a concurrent disable is not undone', async () => {
+      const created = (await create({ url: 'https://hooks.example.com/race', events: ['email.sent'] })).body
+        .data;
+      const repo = createWebhookRepo(api.database.handle.db);
+      const stale = (await repo.find(api.projectId, created.id))!;
+      // The delivery worker disables it (a 410) after the PATCH read the row and before it writes.
+      await api.database.handle.db
+        .updateTable('webhooks')
+        .set({ enabled: false, disabled_reason: 'The endpoint answered 410 Gone.' })
+        .where('id', '=', created.id)
+        .execute();
+      await repo.update(stale, {
+        ...stale,
+        url: 'https://hooks.example.com/moved',
+        updatedAt: new Date().toISOString(),
+      });
+      const after = (await api.request('GET', `/v1/webhooks/${created.id}`)).body.data;
+      assert.equal(after.url, 'https://hooks.example.com/moved');
+      assert.equal(after.enabled, false);
+      assert.equal(after.disabled_reason, 'The endpoint answered 410 Gone.');
     });
 
     test('unknown and malformed ids are 404 on get, patch and delete', async () => {

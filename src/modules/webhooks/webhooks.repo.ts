@@ -92,13 +92,24 @@ export function createWebhookRepo(db: Kysely<Database>) {
     },
 
     /** `reenabled` also forgets the failure streak, so the 5-day disable rule counts afresh. */
-    async update(record: WebhookRecord, options: { reenabled?: boolean } = {}): Promise<void> {
-      const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(record);
+    /**
+     * Writes only the columns that differ between `current` and `next`: the delivery worker may disable the
+     * webhook meanwhile, and a PATCH of its url must not write `enabled` back over that.
+     */
+    async update(
+      current: WebhookRecord,
+      next: WebhookRecord,
+      options: { reenabled?: boolean } = {},
+    ): Promise<void> {
+      const before: Record<string, unknown> = toRow(current);
+      const changes = Object.fromEntries(
+        Object.entries(toRow(next)).filter(([column, value]) => before[column] !== value),
+      ) as Partial<ReturnType<typeof toRow>>;
       await db
         .updateTable('webhooks')
         .set(options.reenabled ? { ...changes, failing_since: null } : changes)
-        .where('project_id', '=', record.projectId)
-        .where('id', '=', record.id)
+        .where('project_id', '=', next.projectId)
+        .where('id', '=', next.id)
         .execute();
     },
 

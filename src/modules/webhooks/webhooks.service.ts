@@ -186,8 +186,9 @@ export function createWebhookService({
       const now = clock.now().getTime();
       if (input.secret !== undefined) Object.assign(next, rotateSecret(current, input.secret, now));
       next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
-      await repo.update(next, { reenabled });
-      return toWebhookView(next);
+      await repo.update(current, next, { reenabled });
+      // Read back: what a concurrent writer (the worker disabling it) changed in other columns shows too.
+      return toWebhookView(await load(projectId, current.id));
     },
 
     async delete(projectId: string, id: string): Promise<{ id: string; deleted: true }> {
