@@ -78,9 +78,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const db = deps.database.db;
+  const webhookRepo = createWebhookRepo(db);
+  const templateRepo = createTemplateRepo(db);
+  const renderer = createTemplateRenderer();
   const projects = createProjectService({ repo: createProjectRepo(db), clock: deps.clock });
   const webhooks = createWebhookService({
-    repo: createWebhookRepo(db),
+    repo: webhookRepo,
     clock: deps.clock,
     secretBox: deps.secretBox,
     resolver: deps.resolver,
@@ -89,17 +92,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       ? { secretRotationWindowMs: deps.webhookSecretRotationWindowMs }
       : {}),
   });
-  const templates = createTemplateService({
-    repo: createTemplateRepo(db),
-    clock: deps.clock,
-    renderer: createTemplateRenderer(),
-  });
+  const templates = createTemplateService({ repo: templateRepo, clock: deps.clock, renderer });
 
   const notifier = deps.notifier ?? createNotifier();
   const events = createEventService({ db, engine: deps.database.engine, clock: deps.clock, notifier });
   app.decorate('events', events);
   const webhookOperations = createWebhookOperations({
-    repo: createWebhookRepo(db),
+    repo: webhookRepo,
     clock: deps.clock,
     events,
     deliveries: createDeliveryService({ db, engine: deps.database.engine, notifier }),
@@ -110,8 +109,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorate('sendNotifier', sendNotifier);
   const emails = createEmailService({
     repo: createEmailRepo(db, deps.database.engine),
-    templates: createTemplateRepo(db),
-    renderer: createTemplateRenderer(),
+    templates: templateRepo,
+    renderer,
     clock: deps.clock,
     dailyLimit: deps.sendDailyLimit ?? 10_000,
     notifier: sendNotifier,
