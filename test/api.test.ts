@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { systemClock } from '../src/lib/clock.ts';
+import { sha256Hex } from '../src/lib/crypto.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 
 const hook = { url: 'https://hooks.example.com/h', events: ['email.sent'] };
@@ -254,6 +255,43 @@ for (const engine of ENGINES) {
         headers: { 'idempotency-key': 'another' },
       });
       assert.notEqual(fresh.body.data.id, fixed.body.data.id);
+    });
+
+    test('a key whose request never finished is taken over after two minutes, not before', async () => {
+      const body = { url: 'https://hooks.example.com/abandoned', events: ['email.sent'] };
+      const stuck = async (key: string, ageMs: number) =>
+        api.database.handle.db
+          .insertInto('idempotency_keys')
+          .values({
+            project_id: api.projectId,
+            key,
+            // What the server hashes: the validated body, with the schema's default for `enabled` filled in.
+            request_hash: sha256Hex(`POST /v1/webhooks\n${JSON.stringify({ ...body, enabled: true })}`),
+            status_code: null,
+            response_body: null,
+            created_at: new Date(Date.now() - ageMs).toISOString(),
+          })
+          .execute();
+      await stuck('crashed-mid-request', 3 * 60_000);
+      const retried = await api.request('POST', '/v1/webhooks', {
+        body,
+        headers: { 'idempotency-key': 'crashed-mid-request' },
+      });
+      assert.equal(retried.status, 201);
+      assert.equal(retried.headers.get('idempotent-replayed'), null);
+      const replayed = await api.request('POST', '/v1/webhooks', {
+        body,
+        headers: { 'idempotency-key': 'crashed-mid-request' },
+      });
+      assert.deepEqual(replayed.body, retried.body, 'the retry now owns the key');
+
+      await stuck('still-running', 10_000);
+      const busy = await api.request('POST', '/v1/webhooks', {
+        body,
+        headers: { 'idempotency-key': 'still-running' },
+      });
+      assert.equal(busy.status, 409);
+      assert.equal(busy.body.error.code, 'idempotency_key_in_use');
     });
 
     test('an over-long key is 422', async () => {

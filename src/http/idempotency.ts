@@ -7,6 +7,8 @@ import { sendError } from './error-handler.ts';
 
 const RETENTION_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
+// Far longer than any request takes (the slowest, a webhook test send, waits about 20 s).
+const ABANDONED_AFTER_MS = 2 * 60 * 1000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -46,6 +48,7 @@ export function installIdempotency(
     );
     const now = clock.now();
     const expiredBefore = new Date(now.getTime() - RETENTION_MS).toISOString();
+    const abandonedBefore = new Date(now.getTime() - ABANDONED_AFTER_MS).toISOString();
 
     const existing = await db
       .selectFrom('idempotency_keys')
@@ -64,7 +67,14 @@ export function installIdempotency(
           'Idempotency-Key',
         );
       }
-      if (existing.status_code === null) {
+      if (existing.status_code !== null) {
+        return reply
+          .code(existing.status_code)
+          .header('idempotent-replayed', 'true')
+          .type('application/json; charset=utf-8')
+          .send(existing.response_body ?? '');
+      }
+      if (existing.created_at >= abandonedBefore) {
         return sendError(
           request,
           reply,
@@ -74,11 +84,14 @@ export function installIdempotency(
           'Idempotency-Key',
         );
       }
-      return reply
-        .code(existing.status_code)
-        .header('idempotent-replayed', 'true')
-        .type('application/json; charset=utf-8')
-        .send(existing.response_body ?? '');
+      // Its request never finished (the process died mid-request): this retry takes the key over.
+      await db
+        .deleteFrom('idempotency_keys')
+        .where('project_id', '=', projectId)
+        .where('key', '=', key)
+        .where('status_code', 'is', null)
+        .where('created_at', '=', existing.created_at)
+        .execute();
     }
 
     await db.deleteFrom('idempotency_keys').where('created_at', '<', expiredBefore).execute();
