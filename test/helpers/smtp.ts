@@ -116,6 +116,11 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
   await new Promise<void>((resolve, reject) => {
     server.server.once('error', reject);
     server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+    // A client killed mid-transaction (the crash tests SIGKILL the worker) resets its connection; the
+    // server reports that as an 'error' event, which without a listener would crash the test process.
+    server.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') throw error;
+    });
   });
   const address = server.server.address();
   if (!address || typeof address === 'string') throw new Error('no port');
