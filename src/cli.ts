@@ -133,13 +133,13 @@ const commands: Command[] = [
         created_at: project.createdAt,
       }));
       context.io.stdout.write(
-        values.json
-          ? `${JSON.stringify(rows, null, 2)}\n`
-          : table(
-              ['ID', 'NAME', 'DEFAULT', 'CREATED'],
-              rows.map((row) => [row.id, row.name, row.default ? 'yes' : '', row.created_at]),
-              'No projects yet.',
-            ),
+        listing(
+          values.json === true,
+          rows,
+          ['ID', 'NAME', 'DEFAULT', 'CREATED'],
+          (row) => [row.id, row.name, row.default ? 'yes' : '', row.created_at],
+          'No projects yet.',
+        ),
       );
       return 0;
     },
@@ -175,19 +175,13 @@ const commands: Command[] = [
         revoked_at: key.revokedAt,
       }));
       context.io.stdout.write(
-        values.json
-          ? `${JSON.stringify(rows, null, 2)}\n`
-          : table(
-              ['ID', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
-              rows.map((row) => [
-                row.id,
-                row.name ?? '',
-                `${row.prefix}…`,
-                row.created_at,
-                row.revoked_at ?? '',
-              ]),
-              'No keys in this project.',
-            ),
+        listing(
+          values.json === true,
+          rows,
+          ['ID', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
+          (row) => [row.id, row.name ?? '', `${row.prefix}…`, row.created_at, row.revoked_at ?? ''],
+          'No keys in this project.',
+        ),
       );
       return 0;
     },
@@ -289,6 +283,17 @@ function parse(argv: string[]): { command: Command; values: Values; args: string
     if (typeof value !== 'string' || value === '') throw new UsageError(`${name} needs --${option} <id>.`);
   }
   return { command, values: parsed.values, args: parsed.positionals };
+}
+
+/** Rows as pretty JSON (`--json`, for scripts) or as an aligned table (for people). */
+function listing<Row>(
+  json: boolean,
+  rows: Row[],
+  headers: string[],
+  cells: (row: Row) => string[],
+  empty: string,
+): string {
+  return json ? `${JSON.stringify(rows, null, 2)}\n` : table(headers, rows.map(cells), empty);
 }
 
 function table(headers: string[], rows: string[][], empty: string): string {
