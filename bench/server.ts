@@ -1,42 +1,18 @@
 // The server side of bench/api.ts, in a child process of its own so the load generator never takes its CPU.
 // `node bench/server.ts real` builds the real app on a fresh SQLite file; `node bench/server.ts bare` serves
 // the same JSON from plain Fastify routes (no auth, no database, no schemas) as the ceiling to compare with.
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { DatabaseSync } from 'node:sqlite';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { buildApp } from '../src/app.ts';
-import { openDatabase } from '../src/db/connection.ts';
-import { migrateToLatest } from '../src/db/migrations.ts';
-import { systemClock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
-import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
-import { createProjectService } from '../src/modules/projects/projects.service.ts';
+import { startBenchApp } from './app.ts';
 import { CREATE_BODY, type ChildMessage, type ParentMessage, WEBHOOK_COUNT } from './shared.ts';
 
 const send = (message: ChildMessage) => process.send!(message);
 
 async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promise<void> }> {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'postwire-bench-')), 'postwire.db');
-  const database = await openDatabase({ sqlitePath: file });
-  await migrateToLatest(database.db);
-  const app = await buildApp({
-    database,
-    clock: systemClock,
-    secretBox: createSecretBox(randomBytes(32)),
-    // Public hostnames are checked against the resolver; an empty answer keeps DNS out of the measurement.
-    resolver: async () => [],
-    allowPrivateUrls: false,
-    rateLimit: { limit: 0, windowMs: 60_000 },
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-
-  const projects = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
-  const project = await projects.createProject('Bench');
-  const { plaintext: key } = await projects.createKey(project.id, 'bench');
+  const bench = await startBenchApp();
+  const { app, key } = bench;
   const headers = { authorization: `Bearer ${key}` };
   let created = '';
   for (let i = 0; i < WEBHOOK_COUNT; i++) {
@@ -57,10 +33,10 @@ async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promi
     key,
     list: list.body,
     created,
-    database: file,
-    projectId: project.id,
+    database: bench.sqliteFile!,
+    projectId: bench.projectId,
   });
-  return { app, cleanup: () => database.close() };
+  return { app, cleanup: () => bench.close() };
 }
 
 async function startBare(

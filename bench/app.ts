@@ -1,0 +1,69 @@
+// The real app as the benchmarks run it: a fresh database of its own, every limit that would distort a
+// measurement off (rate limit, DNS), listening on 127.0.0.1, with a project and a key to call it with.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { type AppDeps, buildApp } from '../src/app.ts';
+import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
+import { migrateToLatest } from '../src/db/migrations.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
+import { createProjectService } from '../src/modules/projects/projects.service.ts';
+
+export interface BenchApp {
+  app: FastifyInstance;
+  database: DatabaseHandle;
+  /** The SQLite file, or undefined on PostgreSQL. */
+  sqliteFile: string | undefined;
+  projectId: string;
+  key: string;
+  /** Closes the app and the database; the data stays (bench/api.ts reads the same file for bare+sql). */
+  close(): Promise<void>;
+  /** After close(): removes the data (the file, or the PostgreSQL schema). */
+  remove(): Promise<void>;
+}
+
+export async function startBenchApp(
+  options: { databaseUrl?: string | undefined; deps?: Partial<AppDeps> } = {},
+): Promise<BenchApp> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bench-'));
+  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const sqliteFile = options.databaseUrl ? undefined : path.join(dir, 'postwire.db');
+  const database = await openDatabase(
+    options.databaseUrl ? { url: options.databaseUrl, schema, poolSize: 20 } : { sqlitePath: sqliteFile! },
+  );
+  await migrateToLatest(database.db);
+  const app = await buildApp({
+    database,
+    clock: systemClock,
+    secretBox: createSecretBox(randomBytes(32)),
+    // Public hostnames are checked against the resolver; an empty answer keeps DNS out of the measurement.
+    resolver: async () => [],
+    allowPrivateUrls: false,
+    rateLimit: { limit: 0, windowMs: 60_000 },
+    ...options.deps,
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+
+  const projects = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
+  const project = await projects.createProject('Bench');
+  const { plaintext: key } = await projects.createKey(project.id, 'bench');
+  return {
+    app,
+    database,
+    sqliteFile,
+    projectId: project.id,
+    key,
+    async close() {
+      await app.close();
+      if (options.databaseUrl) await database.db.schema.dropSchema(schema).ifExists().cascade().execute();
+      await database.close();
+    },
+    async remove() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
