@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type AppDeps, buildApp } from '../src/app.ts';
 import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
-import { migrateToLatest } from '../src/db/migrations.ts';
+import { migrateToLatest } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';

@@ -36,9 +36,9 @@ import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
-import { loadConfig } from '../src/config.ts';
+import { DEFAULTS as CONFIG_DEFAULTS, loadConfig } from '../src/config.ts';
 import { type DatabaseHandle, type Engine, openDatabase } from '../src/db/connection.ts';
-import { migrateToLatest } from '../src/db/migrations.ts';
+import { migrateToLatest } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { systemResolver } from '../src/lib/network-policy.ts';
@@ -49,7 +49,7 @@ import {
   deliverySettingsFromConfig,
   webhookPayload,
 } from '../src/modules/deliveries/deliveries.worker.ts';
-import { createNotifier } from '../src/lib/notifier.ts';
+import { createNotifier } from '../src/queue/notifier.ts';
 import type { WorkerLogger } from '../src/lib/worker-logger.ts';
 import { signingKeyObject, signWithKeys } from '../src/modules/deliveries/signing.ts';
 import { createEventService, type EventService } from '../src/modules/events/events.service.ts';
@@ -322,6 +322,7 @@ async function createProject(setup: Setup, label: string, count: number): Promis
     secretBox,
     resolver: systemResolver,
     allowPrivateUrls: true,
+    secretRotationWindowMs: CONFIG_DEFAULTS.webhookSecretRotationWindowMs,
   });
   for (let i = 0; i < count; i += 1) {
     await webhooks.create(project.id, {

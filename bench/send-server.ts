@@ -1,7 +1,7 @@
 // The Postwire side of bench/send.ts: the real app and a sending worker in one process (as `npm start`
 // runs them), relaying to the sink with SMTP_URL, on a fresh SQLite file (or DATABASE_URL's PostgreSQL).
 import { systemClock } from '../src/lib/clock.ts';
-import { createNotifier } from '../src/lib/notifier.ts';
+import { createNotifier } from '../src/queue/notifier.ts';
 import { startBenchApp } from './app.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';

@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { DEFAULTS } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
@@ -13,7 +14,7 @@ import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Resolver } from './lib/network-policy.ts';
-import { createNotifier, type Notifier } from './lib/notifier.ts';
+import { createNotifier, type Notifier } from './queue/notifier.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
@@ -88,9 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     secretBox: deps.secretBox,
     resolver: deps.resolver,
     allowPrivateUrls: deps.allowPrivateUrls,
-    ...(deps.webhookSecretRotationWindowMs !== undefined
-      ? { secretRotationWindowMs: deps.webhookSecretRotationWindowMs }
-      : {}),
+    secretRotationWindowMs: deps.webhookSecretRotationWindowMs ?? DEFAULTS.webhookSecretRotationWindowMs,
   });
   const templates = createTemplateService({ repo: templateRepo, clock: deps.clock, renderer });
 
@@ -102,7 +101,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock: deps.clock,
     events,
     deliveries: createDeliveryService({ db, engine: deps.database.engine, notifier }),
-    testWaitMs: (deps.webhookTimeoutMs ?? 15_000) + (deps.webhookTestMarginMs ?? 5000),
+    testWaitMs:
+      (deps.webhookTimeoutMs ?? DEFAULTS.webhookTimeoutMs) +
+      (deps.webhookTestMarginMs ?? DEFAULTS.webhookTestMarginMs),
   });
 
   const sendNotifier = deps.sendNotifier ?? createNotifier();
@@ -112,8 +113,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     templates: templateRepo,
     renderer,
     clock: deps.clock,
-    dailyLimit: deps.sendDailyLimit ?? 10_000,
+    dailyLimit: deps.sendDailyLimit ?? DEFAULTS.sendDailyLimit,
     notifier: sendNotifier,
+    events,
   });
 
   app.addHook('onRequest', async (request, reply) => {

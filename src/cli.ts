@@ -3,7 +3,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
-import { migrateToLatest } from './db/migrations.ts';
+import { migrateToLatest } from './db/migrate.ts';
 import { systemClock } from './lib/clock.ts';
 import { DomainError } from './lib/errors.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';

@@ -3,6 +3,26 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDuration, parseSchedule } from './lib/duration.ts';
 
+/**
+ * How often an idle worker looks for due jobs when no wake-up comes (another process on SQLite, a lost
+ * LISTEN connection): the longest a job can wait for a worker that was not told about it.
+ */
+export const WORKER_POLL_INTERVAL_MS = 1000;
+
+/**
+ * Defaults that code outside loadConfig also falls back to (the app and services are built without a
+ * Config in tests and benchmarks): each is defined here once, and loadConfig uses the same values.
+ */
+export const DEFAULTS = {
+  webhookTimeoutMs: 15_000,
+  /** POST /v1/webhooks/{id}/test waits the attempt timeout plus this: time for a worker to claim it. */
+  webhookTestMarginMs: 5000,
+  webhookSecretRotationWindowMs: 86_400_000,
+  sendDailyLimit: 10_000,
+  /** A template render is stopped after this long (LiquidJS's renderLimit). */
+  renderLimitMs: 1000,
+} as const;
+
 export interface Config {
   port: number;
   host: string;
@@ -154,13 +174,16 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimit: integer('POSTWIRE_RATE_LIMIT', 6000, 0, 1_000_000_000),
     rateLimitWindowMs: duration('POSTWIRE_RATE_LIMIT_WINDOW', 60_000),
     logLevel: env.LOG_LEVEL || 'info',
-    webhookTimeoutMs: integer('WEBHOOK_TIMEOUT_MS', 15_000, 100, 600_000),
+    webhookTimeoutMs: integer('WEBHOOK_TIMEOUT_MS', DEFAULTS.webhookTimeoutMs, 100, 600_000),
     webhookRetrySchedule: schedule('WEBHOOK_RETRY_SCHEDULE', '0,5s,5m,30m,2h,5h,10h,10h'),
     webhookRetryJitter: fraction('WEBHOOK_RETRY_JITTER', 0.2),
     webhookConcurrency: integer('WEBHOOK_CONCURRENCY', 64, 1, 10_000),
     webhookConcurrencyPerEndpoint: integer('WEBHOOK_CONCURRENCY_PER_ENDPOINT', 4, 1, 1000),
     webhookDisableAfterMs: duration('WEBHOOK_DISABLE_AFTER', 5 * 86_400_000),
-    webhookSecretRotationWindowMs: duration('WEBHOOK_SECRET_ROTATION_WINDOW', 86_400_000),
+    webhookSecretRotationWindowMs: duration(
+      'WEBHOOK_SECRET_ROTATION_WINDOW',
+      DEFAULTS.webhookSecretRotationWindowMs,
+    ),
     ...mailConfig(env, problems, { integer, duration, schedule }),
   };
   if (config.bootstrapKey !== undefined && config.bootstrapKey.length < 16) {
@@ -231,7 +254,7 @@ function mailConfig(
     sendRetrySchedule: read.schedule('SEND_RETRY_SCHEDULE', '0,1m,5m,15m,1h,3h,6h,12h,24h,24h'),
     sendConcurrency: read.integer('SEND_CONCURRENCY', 16, 1, 10_000),
     sendConcurrencyPerHost: read.integer('SEND_CONCURRENCY_PER_HOST', 4, 1, 1000),
-    sendDailyLimit: read.integer('SEND_DAILY_LIMIT', 10_000, 0, 1_000_000_000),
+    sendDailyLimit: read.integer('SEND_DAILY_LIMIT', DEFAULTS.sendDailyLimit, 0, 1_000_000_000),
     sendTimeoutMs,
     mailHostname: env.MAIL_HOSTNAME || undefined,
     dkim: dkimConfig(env, problems),

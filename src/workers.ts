@@ -3,7 +3,7 @@ import type { DatabaseHandle } from './db/connection.ts';
 import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import type { Resolver } from './lib/network-policy.ts';
-import { createNotifier, type Notifier } from './lib/notifier.ts';
+import { createNotifier, type Notifier } from './queue/notifier.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
 import { createEventService } from './modules/events/events.service.ts';

@@ -582,13 +582,7 @@ for (const engine of ENGINES) {
       const repo = createDeliveryRepo(t.database.handle.db, engine);
       const now = new Date();
       const claim = (workerId: string, at: Date) =>
-        repo.claim({
-          workerId,
-          now: at.toISOString(),
-          lockedUntil: new Date(at.getTime() + 1000).toISOString(),
-          limit: 10,
-          excludeWebhookIds: [],
-        });
+        repo.claim({ workerId, now: at, until: new Date(at.getTime() + 1000) }, { limit: 10 });
       const [claimed] = await claim('worker-a', now);
       assert.ok(claimed);
       assert.deepEqual(await claim('worker-b', now), [], 'held while the lease runs');

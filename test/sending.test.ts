@@ -145,8 +145,13 @@ async function startHarness(
   };
 }
 
+// Deliveries to one endpoint run in parallel, so events may arrive out of order; their ids sort in the
+// order they happened.
 const kinds = (events: any[], recipient: string) =>
-  events.filter((event) => event.data.recipient === recipient).map((event) => event.type);
+  events
+    .filter((event) => event.data.recipient === recipient)
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .map((event) => event.type);
 
 for (const engine of ENGINES) {
   describe(`capture transport (${engine})`, () => {

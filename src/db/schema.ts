@@ -85,6 +85,8 @@ export interface EventsTable {
   /** The event's `data` object as JSON text, sent to receivers as stored. */
   data: string;
   created_at: string;
+  /** The email the event is about (its timeline is read from here); null for other events. */
+  email_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed';
@@ -217,22 +219,6 @@ export interface EmailRawTable {
   created_at: string;
 }
 
-/**
- * What happened to an email, per recipient: written with the status change, then emitted through the event
- * service (event_id is set once the event exists). Rows left with no event_id are emitted again.
- */
-export interface EmailEventsTable {
-  id: string;
-  email_id: string;
-  project_id: string;
-  recipient: string;
-  type: string;
-  /** The event's data as JSON text. */
-  data: string;
-  created_at: string;
-  event_id: string | null;
-}
-
 /** Recipients accepted per project and UTC day, spread over a few rows so concurrent sends rarely wait on one. */
 export interface SendQuotaTable {
   project_id: string;
@@ -255,7 +241,6 @@ export interface Database {
   emails: EmailsTable;
   email_recipients: EmailRecipientsTable;
   email_raw: EmailRawTable;
-  email_events: EmailEventsTable;
   send_quota: SendQuotaTable;
 }
 

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { buildApp, type AppDeps } from '../../src/app.ts';
 import { type DatabaseHandle, type Engine, openDatabase } from '../../src/db/connection.ts';
-import { migrateToLatest } from '../../src/db/migrations.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
 import type { Resolver } from '../../src/lib/network-policy.ts';
@@ -15,7 +15,7 @@ import {
   type DeliverySettings,
   type DeliveryWorker,
 } from '../../src/modules/deliveries/deliveries.worker.ts';
-import { createNotifier, type Notifier } from '../../src/lib/notifier.ts';
+import { createNotifier, type Notifier } from '../../src/queue/notifier.ts';
 import type { EventService } from '../../src/modules/events/events.service.ts';
 import { createProjectRepo } from '../../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../../src/modules/projects/projects.service.ts';
@@ -253,7 +253,6 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
         'emails',
         'email_recipients',
         'email_raw',
-        'email_events',
         'send_quota',
         'events',
         'deliveries',

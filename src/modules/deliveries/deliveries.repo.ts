@@ -3,6 +3,8 @@ import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
 import { newId } from '../../lib/ids.ts';
+import { type Lease, type StoredLease, storedLease } from '../../queue/lease.ts';
+import { createWebhookRepo } from '../webhooks/webhooks.repo.ts';
 
 /** A delivery a worker holds the lease on, with what it needs to make the attempt. */
 export interface ClaimedDelivery {
@@ -127,6 +129,15 @@ function statement(engine: Engine) {
   };
 }
 
+export interface NewDelivery {
+  id: string;
+  projectId: string;
+  eventId: string;
+  webhookId: string;
+  dueAt: string;
+  createdAt: string;
+}
+
 export type DeliveryRecord = Row<'deliveries'>;
 export type AttemptRow = Row<'delivery_attempts'>;
 /** A delivery with its event's kind, as the delivery log shows it. */
@@ -146,7 +157,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
    * one statement; SQLite (in process, no round trip) reads them back after the update.
    */
   async function claimRows(
-    options: { workerId: string; now: string; lockedUntil: string },
+    options: StoredLease,
     due: (param: (value: unknown) => string) => string,
   ): Promise<ClaimedDelivery[]> {
     const query = statement(engine);
@@ -182,16 +193,14 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
      * `lockedUntil`, oldest due first: how a worker finds webhooks with work. PostgreSQL skips rows another
      * worker is claiming at the same moment; SQLite serializes writers.
      */
-    async claim(options: {
-      workerId: string;
-      now: string;
-      lockedUntil: string;
-      limit: number;
-      excludeWebhookIds?: readonly string[] | undefined;
-    }): Promise<ClaimedDelivery[]> {
+    async claim(
+      lease: Lease,
+      options: { limit: number; excludeWebhookIds?: readonly string[] | undefined },
+    ): Promise<ClaimedDelivery[]> {
       const excluded = options.excludeWebhookIds ?? [];
-      return claimRows(options, (param) => {
-        const where = claimable(param, options.now);
+      const stored = storedLease(lease);
+      return claimRows(stored, (param) => {
+        const where = claimable(param, stored.now);
         const notIn = excluded.length > 0 ? ` AND webhook_id NOT IN (${excluded.map(param).join(', ')})` : '';
         return `SELECT id FROM deliveries WHERE ${where}${notIn} ORDER BY next_attempt_at LIMIT ${param(options.limit)}${lockRows}`;
       });
@@ -202,22 +211,42 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
      * worker tops up the webhooks it knows have work. The (status, webhook_id, next_attempt_at) index finds
      * each webhook's rows directly, however long other webhooks' backlogs are.
      */
-    async claimForWebhooks(options: {
-      workerId: string;
-      now: string;
-      lockedUntil: string;
-      webhooks: ReadonlyArray<{ webhookId: string; limit: number }>;
-    }): Promise<ClaimedDelivery[]> {
-      if (options.webhooks.length === 0) return [];
-      return claimRows(options, (param) =>
-        options.webhooks
+    async claimForWebhooks(
+      lease: Lease,
+      webhooks: ReadonlyArray<{ webhookId: string; limit: number }>,
+    ): Promise<ClaimedDelivery[]> {
+      if (webhooks.length === 0) return [];
+      const stored = storedLease(lease);
+      return claimRows(stored, (param) =>
+        webhooks
           .map(
             ({ webhookId, limit }, index) =>
-              `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, options.now)}
+              `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, stored.now)}
                 AND webhook_id = ${param(webhookId)} ORDER BY next_attempt_at LIMIT ${param(limit)}${lockRows}) AS w${index}`,
           )
           .join(' UNION ALL '),
       );
+    },
+
+    /** Queues deliveries, due at `dueAt` (in the caller's transaction: the outbox writes them with their event). */
+    async insertPending(deliveries: readonly NewDelivery[]): Promise<void> {
+      if (deliveries.length === 0) return;
+      await db
+        .insertInto('deliveries')
+        .values(
+          deliveries.map((delivery) => ({
+            id: delivery.id,
+            project_id: delivery.projectId,
+            event_id: delivery.eventId,
+            webhook_id: delivery.webhookId,
+            status: 'pending' as const,
+            attempts: 0,
+            next_attempt_at: delivery.dueAt,
+            created_at: delivery.createdAt,
+            updated_at: delivery.createdAt,
+          })),
+        )
+        .execute();
     },
 
     /** Gives leases back without an attempt (more claimed than a webhook's free slots, or shutting down). */
@@ -476,6 +505,7 @@ async function recordHealth(
   run: readonly DeliveryOutcome[],
   successRecorded: Map<string, number>,
 ): Promise<string | undefined> {
+  const webhooks = createWebhookRepo(trx);
   const last = run.at(-1)!;
   const now = last.now;
   if (last.health!.ok) {
@@ -483,48 +513,16 @@ async function recordHealth(
     if (at - (successRecorded.get(webhookId) ?? -Infinity) < SUCCESS_RECORD_INTERVAL_MS) return undefined;
     if (successRecorded.size >= SUCCESS_CACHE_SIZE) successRecorded.clear();
     successRecorded.set(webhookId, at);
-    const recent = new Date(at - SUCCESS_RECORD_INTERVAL_MS).toISOString();
-    await trx
-      .updateTable('webhooks')
-      .set({ last_success_at: now, failing_since: null })
-      .where('id', '=', webhookId)
-      .where((eb) =>
-        eb.or([
-          eb('failing_since', 'is not', null),
-          eb('last_success_at', 'is', null),
-          eb('last_success_at', '<', recent),
-        ]),
-      )
-      .execute();
+    await webhooks.recordSuccess(webhookId, now, new Date(at - SUCCESS_RECORD_INTERVAL_MS).toISOString());
     return undefined;
   }
 
   successRecorded.delete(webhookId);
-  // The streak starts at the run's first failure, unless it had started before.
-  await trx
-    .updateTable('webhooks')
-    .set({ failing_since: run[0]!.now })
-    .where('id', '=', webhookId)
-    .where('failing_since', 'is', null)
-    .execute();
-  const webhook = await trx
-    .selectFrom('webhooks')
-    .select(['enabled', 'failing_since'])
-    .where('id', '=', webhookId)
-    .executeTakeFirst();
-  if (!webhook || !webhook.enabled) return undefined;
   const health = last.health as { ok: false; disableAfterMs: number };
-  let reason = run.map((outcome) => (outcome.health as { disableNow?: string }).disableNow).find(Boolean);
-  const failingSince = webhook.failing_since ?? now;
-  if (!reason && Date.parse(now) - Date.parse(failingSince) >= health.disableAfterMs) {
-    reason = `Every delivery attempt has failed since ${failingSince}; the webhook was disabled at ${now}.`;
-  }
-  if (!reason) return undefined;
-  await trx
-    .updateTable('webhooks')
-    .set({ enabled: false, disabled_reason: reason, updated_at: now })
-    .where('id', '=', webhookId)
-    .where('enabled', '=', true)
-    .execute();
-  return reason;
+  return webhooks.recordFailures(webhookId, {
+    firstAt: run[0]!.now,
+    now,
+    disableNow: run.map((outcome) => (outcome.health as { disableNow?: string }).disableNow).find(Boolean),
+    disableAfterMs: health.disableAfterMs,
+  });
 }

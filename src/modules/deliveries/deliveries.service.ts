@@ -9,8 +9,7 @@ import {
   type DeliveryWithType,
 } from './deliveries.repo.ts';
 import { type DeliveryView, toDeliveryView } from './deliveries.schemas.ts';
-import type { Notifier } from '../../lib/notifier.ts';
-import { notifyOtherProcesses } from './notifier.ts';
+import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 
 export interface DeliveryServiceDeps {
   db: Kysely<Database>;
@@ -92,7 +91,7 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
     }): Promise<number> {
       const count = await repo.requeueFailed(options);
       if (count > 0) {
-        await notifyOtherProcesses(db, engine);
+        await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.deliveries);
         notifier.notify();
       }
       return count;

@@ -1,22 +1,16 @@
 import type { KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import type { Config } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import type { Clock } from '../../lib/clock.ts';
-import { randomToken, type SecretBox } from '../../lib/crypto.ts';
+import { WORKER_POLL_INTERVAL_MS } from '../../config.ts';
+import type { SecretBox } from '../../lib/crypto.ts';
 import type { Resolver } from '../../lib/network-policy.ts';
-import { createBatcher } from '../../lib/batcher.ts';
-import type { Notifier } from '../../lib/notifier.ts';
 import { silentWorkerLogger, type WorkerLogger } from '../../lib/worker-logger.ts';
-import { createWorkLoop } from '../../lib/work-loop.ts';
-import {
-  createDeliveryRepo,
-  type ClaimedDelivery,
-  type DeliveryOutcome,
-  type OutcomeResult,
-} from './deliveries.repo.ts';
-import { DELIVERY_CHANNEL } from './notifier.ts';
+import { newWorkerId } from '../../queue/lease.ts';
+import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createQueueWorker, type QueueJob, type QueueSource, type QueueWorker } from '../../queue/runtime.ts';
+import { createDeliveryRepo, type ClaimedDelivery, type DeliveryOutcome } from './deliveries.repo.ts';
 import { nextRetryDelay, parseRetryAfter } from './retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
@@ -36,7 +30,7 @@ export interface DeliverySettings {
   disableAfterMs: number;
   /** How long a claim holds; past it, another worker takes the delivery. Default 2 × timeout + 5 s. */
   leaseMs?: number;
-  /** The fallback poll when no wake-up comes (another process on SQLite, a lost LISTEN). Default 1 s. */
+  /** The fallback poll when no wake-up comes (another process on SQLite, a lost LISTEN). */
   pollIntervalMs?: number;
   /** How long stop() waits for attempts in flight before aborting them. Default timeout + 2 s. */
   stopGraceMs?: number;
@@ -71,12 +65,7 @@ export interface DeliveryWorkerDeps {
   workerId?: string;
 }
 
-export interface DeliveryWorker {
-  readonly id: string;
-  start(): Promise<void>;
-  /** Stops claiming, waits for attempts in flight (bounded), then gives back whatever it still holds. */
-  stop(): Promise<void>;
-}
+export type DeliveryWorker = QueueWorker;
 
 /** `Postwire-Webhooks/<version>`, the version read from package.json. */
 export function defaultUserAgent(): string {
@@ -98,333 +87,95 @@ export function webhookPayload(
   return `${head.slice(0, -1)},"data":${delivery.eventData}}`;
 }
 
-/**
- * Waits for `promise` at most `ms`; true when it settled in time. The timer is cleared either way, so a
- * stopped worker leaves nothing behind that keeps the process alive.
- */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([promise.then(() => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+/** A delivery as the runtime holds it: one row, in its webhook's lane. */
+type DeliveryJob = ClaimedDelivery & QueueJob;
 
-/** A delivery this worker holds, with when its lease runs out. */
-interface HeldDelivery extends ClaimedDelivery {
-  leaseEndsAt: number;
-}
-
-/** This worker's deliveries of one webhook: attempts in flight, and claimed ones waiting for a slot. */
-interface Lane {
-  inFlight: number;
-  waiting: HeldDelivery[];
-  /** The webhook may have more due deliveries than this worker holds: top it up when it has room. */
-  backlogged: boolean;
-}
+const toJob = (delivery: ClaimedDelivery): DeliveryJob => ({
+  ...delivery,
+  lane: delivery.webhookId,
+  rows: [delivery.id],
+});
 
 /** Past this many, decrypted secrets are forgotten (all at once: it is a cache of a few webhooks' keys). */
 const SECRET_CACHE_SIZE = 1000;
 /** Outcomes are written at most this often (each write is one transaction for all of them). */
 const OUTCOME_WRITE_INTERVAL_MS = 3;
-/** An attempt starts only with at least the timeout plus this much of its lease left. */
-const LEASE_MARGIN_MS = 1000;
 
 /**
- * Claims due deliveries and POSTs them. Concurrency is bounded overall and per webhook: a webhook that
- * hangs occupies only its own slots (until the timeout), so the other webhooks' deliveries keep flowing.
- * Many workers (in many processes) can run against one database; leases keep them from sending the same
- * delivery at once, and bring back the claims of a worker that died.
- *
- * Three things keep it fast. A slot is free as soon as the response is in: outcomes are written in batches
- * (one transaction for all the attempts that finished within a few milliseconds), bounded by
- * `maxUnrecorded`; until its outcome is written, a delivery stays leased to this worker, so a crash means a
- * retry, never a loss. Each webhook holds several times its slots, so the next attempt starts the moment one
- * ends instead of after a claim. And webhooks known to have work are topped up by claims on their own rows (an index finds them);
- * only new work (a wake-up, a retry falling due, the poll) makes the worker look at every webhook.
+ * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
+ * webhook's lane, so a webhook that hangs occupies only its own slots while the others' deliveries flow.
+ * Each webhook may hold 8× its slots (topped up by half of that at a time), so its next attempt starts the
+ * moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
+ * a response means for the delivery and its webhook.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { clock, settings } = deps;
   const logger = deps.logger ?? silentWorkerLogger;
   const random = deps.random ?? Math.random;
-  const workerId = deps.workerId ?? `${hostname()}/${process.pid}/${randomToken(6)}`;
-  const leaseMs = settings.leaseMs ?? 2 * settings.timeoutMs + 5000;
-  const pollIntervalMs = settings.pollIntervalMs ?? 1000;
-  const stopGraceMs = settings.stopGraceMs ?? settings.timeoutMs + 2000;
   const userAgent = settings.userAgent ?? defaultUserAgent();
-  if (leaseMs <= settings.timeoutMs) throw new Error('The lease must be longer than the webhook timeout.');
-  const perEndpoint = settings.concurrencyPerEndpoint;
-  /**
-   * Deliveries one webhook may hold, in flight and waiting: enough that its slots never wait for a claim
-   * (each claim is a commit), topped up by half of it at a time. One that waits too long for a slot is
-   * not started but given back (see LEASE_MARGIN_MS), so a hung webhook's surplus returns to the queue.
-   */
-  const laneCapacity = 8 * perEndpoint;
-  const topUpAt = laneCapacity / 2;
-  const heldCapacity = 4 * settings.concurrency;
-  /** Attempts made whose outcome is not written yet; past it, claiming waits for the writes. */
-  const maxUnrecorded = 2 * settings.concurrency;
-
+  const workerId = deps.workerId ?? newWorkerId();
   const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
-  const newSender = () =>
-    createSender({
-      resolver: deps.resolver,
-      allowPrivateUrls: deps.allowPrivateUrls,
-      timeoutMs: settings.timeoutMs,
-    });
-  let sender = newSender();
-  let abort = new AbortController();
-
-  const lanes = new Map<string, Lane>();
-  const inFlight = new Map<string, Promise<void>>();
-  let waitingCount = 0;
-  /** Attempted deliveries whose outcome is queued or being written: still leased to this worker. */
-  const unrecorded = new Set<string>();
-  /** Deliveries whose lease ran too short to start an attempt; given back at the next round. */
-  let expiring: string[] = [];
-  let running = false;
-  let unsubscribe: (() => void) | undefined;
-  /** When to look for due deliveries of every webhook next; a wake-up from new work makes it now. */
-  let nextDiscoveryAt = -Infinity;
-  let lastDiscoveryAt = -Infinity;
-  /** The most deliveries one look over every webhook asks for; shrinks while it returns more than fits. */
-  let discoveryLimit = heldCapacity;
+  const sender = createSender({
+    resolver: deps.resolver,
+    allowPrivateUrls: deps.allowPrivateUrls,
+    timeoutMs: settings.timeoutMs,
+  });
   /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
   const keys = new Map<string, KeyObject>();
 
-  const outcomes = createBatcher<DeliveryOutcome>({
-    maxBatch: 256,
-    minIntervalMs: OUTCOME_WRITE_INTERVAL_MS,
-    write: writeOutcomes,
-    onWritten: () => loop.wake(),
-  });
-
-  const loop = createWorkLoop({
-    round,
-    errorPauseMs: pollIntervalMs,
-    onRoundError(error) {
-      logger.error({ err: error, worker: workerId }, 'webhook worker: claiming deliveries failed');
-    },
-    listen: deps.database.listen && ((onLost) => deps.database.listen!(DELIVERY_CHANNEL, newWork, onLost)),
-    onListenProblem(error, lost) {
-      logger.warn(
-        { err: error },
-        lost
-          ? 'webhook worker: LISTEN connection lost; polling until it is back'
-          : 'webhook worker: could not LISTEN; polling until it can',
-      );
-    },
-  });
-
-  /** New deliveries may be due for any webhook: look over all of them at the next round. */
-  function newWork(): void {
-    nextDiscoveryAt = -Infinity;
-    loop.wake();
-  }
-
-  const held = (lane: Lane) => lane.inFlight + lane.waiting.length;
-
-  async function round(): Promise<number> {
-    if (expiring.length > 0) {
-      const ids = expiring;
-      expiring = [];
-      await repo.release(workerId, ids);
-    }
-    await fill();
-    const now = clock.now().getTime();
-    if (inFlight.size === 0 && waitingCount === 0 && unrecorded.size === 0) {
-      // Idle: sleep until the next pending delivery is due (one this worker's last look has already passed
-      // is not claimable yet: its webhook is busy elsewhere or another worker holds it; the poll finds it).
+  const source: QueueSource<DeliveryJob, DeliveryOutcome> = {
+    claim: async (lease, request) =>
+      (await repo.claim(lease, { limit: request.limit, excludeWebhookIds: request.excludeLanes })).map(toJob),
+    claimLanes: async (lease, lanes) =>
+      (
+        await repo.claimForWebhooks(
+          lease,
+          lanes.map(({ lane, limit }) => ({ webhookId: lane, limit })),
+        )
+      ).map(toJob),
+    release: (workerId, rows) => repo.release(workerId, rows),
+    nextDueAt: async () => {
       const next = await repo.nextDueAt();
-      const dueAt = next === undefined ? Infinity : Date.parse(next);
-      if (dueAt > lastDiscoveryAt) nextDiscoveryAt = Math.min(nextDiscoveryAt, dueAt);
-    }
-    return Math.max(0, Math.min(pollIntervalMs, nextDiscoveryAt - now));
-  }
-
-  /** Claims until every webhook with work holds what it may, or nothing more is due. */
-  async function fill(): Promise<void> {
-    while (running) {
-      if (unrecorded.size >= maxUnrecorded) return;
-      let room = heldCapacity - inFlight.size - waitingCount;
-      if (room <= 0) return;
-      const now = clock.now();
-      const lease = {
-        workerId,
-        now: now.toISOString(),
-        lockedUntil: new Date(now.getTime() + leaseMs).toISOString(),
-      };
-
-      const topUps: Array<{ webhookId: string; limit: number }> = [];
-      for (const [webhookId, lane] of lanes) {
-        const limit = Math.min(laneCapacity - held(lane), room);
-        if (!lane.backlogged || limit < Math.min(topUpAt, room) || limit <= 0) continue;
-        topUps.push({ webhookId, limit });
-        room -= limit;
-      }
-      if (topUps.length > 0) {
-        const claimed = await repo.claimForWebhooks({ ...lease, webhooks: topUps });
-        const got = new Map<string, number>();
-        for (const { webhookId } of claimed) got.set(webhookId, (got.get(webhookId) ?? 0) + 1);
-        for (const { webhookId, limit } of topUps) {
-          const lane = lanes.get(webhookId);
-          if (lane && (got.get(webhookId) ?? 0) < limit) lane.backlogged = false;
+      return next === undefined ? undefined : Date.parse(next);
+    },
+    async record(attempted) {
+      const results = await repo.recordOutcomes(attempted.map(({ outcome }) => outcome));
+      return results.map((result, index) => {
+        if (result.disabledReason) {
+          const webhook = attempted[index]!.job.webhookId;
+          logger.warn({ webhook, reason: result.disabledReason }, 'webhook disabled');
         }
-        accept(claimed, now.getTime() + leaseMs);
-        continue;
-      }
-
-      if (now.getTime() < nextDiscoveryAt) return;
-      lastDiscoveryAt = now.getTime();
-      nextDiscoveryAt = lastDiscoveryAt + pollIntervalMs;
-      // Webhooks without room, or topped up on their own, are left out: the look finds the others' work.
-      const excluded: string[] = [];
-      for (const [webhookId, lane] of lanes) {
-        if (held(lane) >= laneCapacity) lane.backlogged = true;
-        if (lane.backlogged) excluded.push(webhookId);
-      }
-      const limit = Math.min(room, discoveryLimit);
-      const claimed = await repo.claim({ ...lease, limit, excludeWebhookIds: excluded });
-      // One look can return more deliveries for a webhook than it may hold; holding the rest would keep them
-      // from other workers, so they go back and the webhook is topped up as it makes room.
-      const keep: ClaimedDelivery[] = [];
-      const excess: ClaimedDelivery[] = [];
-      const counts = new Map<string, number>();
-      for (const delivery of claimed) {
-        const lane = lanes.get(delivery.webhookId);
-        const count = counts.get(delivery.webhookId) ?? (lane ? held(lane) : 0);
-        if (count >= laneCapacity) {
-          excess.push(delivery);
-        } else {
-          counts.set(delivery.webhookId, count + 1);
-          keep.push(delivery);
-        }
-      }
-      accept(keep, now.getTime() + leaseMs);
-      for (const { webhookId } of excess) lanes.get(webhookId)!.backlogged = true;
-      // Ask next time for about as many as this look could use: releasing surplus rows costs two row writes each.
-      discoveryLimit = excess.length > 0 ? Math.max(laneCapacity, keep.length) : heldCapacity;
-      if (excess.length > 0)
-        await repo.release(
-          workerId,
-          excess.map((delivery) => delivery.id),
-        );
-      // A full look may have left more: look again at once.
-      if (claimed.length >= limit) nextDiscoveryAt = -Infinity;
-      else if (excess.length === 0) return;
-    }
-  }
-
-  /** Takes claimed deliveries into their webhooks' lanes and starts what the slots allow. */
-  function accept(claimed: readonly ClaimedDelivery[], leaseEndsAt: number): void {
-    for (const delivery of claimed) {
-      // Our own attempt outlived its lease (or its outcome is not written yet), and we claimed it again.
-      if (inFlight.has(delivery.id) || unrecorded.has(delivery.id)) continue;
-      let lane = lanes.get(delivery.webhookId);
-      if (!lane) {
-        lane = { inFlight: 0, waiting: [], backlogged: false };
-        lanes.set(delivery.webhookId, lane);
-      }
-      if (lane.waiting.some((waiting) => waiting.id === delivery.id)) continue;
-      lane.waiting.push({ ...delivery, leaseEndsAt });
-      waitingCount += 1;
-    }
-    startWaiting();
-  }
-
-  /** Starts waiting deliveries while their webhook's slots and the overall limit allow. */
-  function startWaiting(): void {
-    for (const [webhookId, lane] of lanes) {
-      while (lane.waiting.length > 0 && lane.inFlight < perEndpoint && inFlight.size < settings.concurrency) {
-        const delivery = lane.waiting.shift()!;
-        waitingCount -= 1;
-        // An attempt must be able to end, and its outcome be written, while the lease still holds.
-        if (delivery.leaseEndsAt - clock.now().getTime() < settings.timeoutMs + LEASE_MARGIN_MS) {
-          expiring.push(delivery.id);
-          loop.wake();
-          continue;
-        }
-        dispatch(lane, delivery);
-      }
-      if (held(lane) === 0 && !lane.backlogged) lanes.delete(webhookId);
-    }
-  }
-
-  function dispatch(lane: Lane, delivery: ClaimedDelivery): void {
-    lane.inFlight += 1;
-    const done = attempt(delivery)
-      .then((outcome) => {
-        if (!outcome) return;
-        unrecorded.add(delivery.id);
-        outcomes.add(outcome);
-      })
-      .catch((error: unknown) => {
-        // The lease runs out and another claim retries it: at least once, never lost.
-        logger.error(
-          { err: error, delivery: delivery.id, webhook: delivery.webhookId },
-          'webhook worker: a delivery attempt failed',
-        );
-      })
-      .finally(() => {
-        inFlight.delete(delivery.id);
-        lane.inFlight -= 1;
-        startWaiting();
-        loop.wake();
+        const retryAt = attempted[index]!.outcome.nextAttemptAt;
+        return { held: result.held, retryAt: retryAt === undefined ? undefined : Date.parse(retryAt) };
       });
-    inFlight.set(delivery.id, done);
-  }
+    },
+  };
 
-  /** Writes a batch of outcomes; if the batch fails, each on its own, so one bad outcome sinks no other. */
-  async function writeOutcomes(batch: DeliveryOutcome[]): Promise<void> {
-    let results: Array<OutcomeResult | undefined>;
-    try {
-      results = await repo.recordOutcomes(batch);
-    } catch (error) {
-      const report = (failure: unknown, outcome: DeliveryOutcome) =>
-        // The lease runs out and another claim retries it: at least once, never lost.
-        logger.error(
-          { err: failure, delivery: outcome.delivery.id, webhook: outcome.delivery.webhookId },
-          'webhook worker: recording a delivery attempt failed',
-        );
-      results = [];
-      for (const outcome of batch) {
-        if (batch.length === 1) {
-          report(error, outcome);
-          results.push(undefined);
-          continue;
-        }
-        results.push(
-          await repo.recordOutcome(outcome).catch((failure: unknown) => {
-            report(failure, outcome);
-            return undefined;
-          }),
-        );
-      }
-    }
-    for (const [index, outcome] of batch.entries()) {
-      const { delivery } = outcome;
-      unrecorded.delete(delivery.id);
-      const recorded = results[index];
-      if (!recorded) continue;
-      if (!recorded.held) {
-        logger.warn(
-          { delivery: delivery.id, webhook: delivery.webhookId, worker: workerId },
-          'webhook worker: lease lost before the attempt was recorded; another worker owns the delivery',
-        );
-      }
-      if (recorded.disabledReason) {
-        logger.warn({ webhook: delivery.webhookId, reason: recorded.disabledReason }, 'webhook disabled');
-      }
-      // A retry is due then: look for it (its webhook may have no other work this worker knows of).
-      if (recorded.held && outcome.nextAttemptAt !== undefined) {
-        nextDiscoveryAt = Math.min(nextDiscoveryAt, Date.parse(outcome.nextAttemptAt));
-      }
-    }
-  }
+  return createQueueWorker({
+    name: 'webhook worker',
+    workerId,
+    source,
+    attempt,
+    close: () => sender.close(),
+    settings: {
+      concurrency: settings.concurrency,
+      laneConcurrency: settings.concurrencyPerEndpoint,
+      laneCapacity: 8 * settings.concurrencyPerEndpoint,
+      capacity: 4 * settings.concurrency,
+      claimBatch: 1,
+      attemptTimeoutMs: settings.timeoutMs,
+      leaseMs: settings.leaseMs ?? 2 * settings.timeoutMs + 5000,
+      pollIntervalMs: settings.pollIntervalMs ?? WORKER_POLL_INTERVAL_MS,
+      stopGraceMs: settings.stopGraceMs ?? settings.timeoutMs + 2000,
+      outcomeWriteIntervalMs: OUTCOME_WRITE_INTERVAL_MS,
+      maxUnrecorded: 2 * settings.concurrency,
+    },
+    clock,
+    logger,
+    notifier: deps.notifier,
+    database: deps.database,
+    channel: QUEUE_CHANNELS.deliveries,
+  });
 
   /** The HMAC keys that sign for the webhook now: its secret, and the replaced one during a rotation. */
   function signingKeys(delivery: ClaimedDelivery, at: number): KeyObject[] {
@@ -450,7 +201,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   }
 
   /** Makes the attempt; returns its outcome to record, or nothing when stopping cut it short. */
-  async function attempt(delivery: ClaimedDelivery): Promise<DeliveryOutcome | undefined> {
+  async function attempt(delivery: DeliveryJob, signal: AbortSignal): Promise<DeliveryOutcome | undefined> {
     const base = { delivery, workerId };
     if (!delivery.webhookEnabled) {
       // Disabled since the event: nothing is sent. The delivery fails and says why, so it can be recovered.
@@ -482,9 +233,9 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       };
       if (signing.length > 0)
         headers['webhook-signature'] = signWithKeys(signing, delivery.eventId, timestamp, body);
-      result = await sender.send({ url: delivery.url, headers, body, signal: abort.signal });
+      result = await sender.send({ url: delivery.url, headers, body, signal });
       // Stopping cut it short: no verdict on the receiver; stop() gives the lease back for a retry.
-      if (abort.signal.aborted) return undefined;
+      if (signal.aborted) return undefined;
     }
 
     const finished = clock.now();
@@ -550,47 +301,4 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       health,
     };
   }
-
-  return {
-    id: workerId,
-
-    async start() {
-      if (running) return;
-      running = true;
-      if (abort.signal.aborted) {
-        abort = new AbortController();
-        sender = newSender();
-      }
-      nextDiscoveryAt = -Infinity;
-      discoveryLimit = heldCapacity;
-      unsubscribe = deps.notifier?.subscribe(newWork);
-      await loop.start();
-    },
-
-    async stop() {
-      if (!running) return;
-      running = false;
-      unsubscribe?.();
-      await loop.stop();
-      // Deliveries waiting for a slot are not started; the release below gives them back.
-      for (const lane of lanes.values()) lane.waiting = [];
-      waitingCount = 0;
-
-      const settled = Promise.allSettled([...inFlight.values()]);
-      if (!(await settlesWithin(settled, stopGraceMs))) {
-        abort.abort();
-        // Aborted sends return at once; only a database that does not answer keeps one longer.
-        await settlesWithin(settled, 1000);
-      }
-      // The outcomes go in before the leases go back: released first, a sent delivery would be sent again.
-      await settlesWithin(outcomes.drain(), stopGraceMs);
-      lanes.clear();
-      expiring = [];
-      await repo.release(workerId).catch((error: unknown) => {
-        logger.error({ err: error }, 'webhook worker: could not give back its leases; they expire');
-      });
-      sender.close();
-      abort.abort();
-    },
-  };
 }

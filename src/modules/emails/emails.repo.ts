@@ -2,8 +2,8 @@ import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
-import { countAgainstQuota, firstPosition } from '../sending/fair-queue.ts';
-import { SENDING_CHANNEL } from '../sending/notifier.ts';
+import { countAgainstQuota, firstPosition } from './fair-queue.ts';
+import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 
 export interface NewRecipient {
   id: string;
@@ -49,7 +49,6 @@ export interface EmailRecord extends EmailContent {
 }
 
 export type RecipientRow = Row<'email_recipients'>;
-export type EmailEventRow = Row<'email_events'>;
 
 /** Thrown inside the accept transaction (so nothing is stored) when the daily limit would be passed. */
 export class DailyLimitReached extends Error {
@@ -105,7 +104,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     setTimeout(() => {
       wakePending = false;
       sql
-        .raw(`NOTIFY ${SENDING_CHANNEL}`)
+        .raw(`NOTIFY ${QUEUE_CHANNELS.sending}`)
         .execute(db)
         .catch(() => undefined);
     }, 5).unref();
@@ -222,16 +221,6 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .where('project_id', '=', projectId)
         .where('email_id', '=', emailId)
         .orderBy('position')
-        .execute();
-    },
-
-    async events(projectId: string, emailId: string): Promise<EmailEventRow[]> {
-      return db
-        .selectFrom('email_events')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('email_id', '=', emailId)
-        .orderBy('id')
         .execute();
     },
 

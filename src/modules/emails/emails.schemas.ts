@@ -146,10 +146,7 @@ export const EmailRecipient = Type.Object(
 
 export const EmailEvent = Type.Object(
   {
-    id: nullable(
-      Type.String(),
-      'The event id (`evt_…`, the webhook-id of its deliveries); null for the moment before it is stored.',
-    ),
+    id: Type.String({ description: 'The event id (`evt_…`, the webhook-id of its deliveries).' }),
     type: Type.String({ description: 'The event kind.' }),
     recipient: Type.String(),
     created_at: timestamp('When it happened.'),

@@ -4,7 +4,7 @@ import type { EmailStatus } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
-import type { Notifier } from '../../lib/notifier.ts';
+import type { Notifier } from '../../queue/notifier.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
@@ -26,6 +26,7 @@ import {
   type RawEmailView,
   type SendEmailInput,
 } from './emails.schemas.ts';
+import type { EventService } from '../events/events.service.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -36,6 +37,8 @@ export interface EmailServiceDeps {
   dailyLimit: number;
   /** Wakes this process's sending worker when emails are accepted. */
   notifier: Notifier;
+  /** An email's timeline is its events. */
+  events: Pick<EventService, 'forEmail'>;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
@@ -125,6 +128,7 @@ export function createEmailService({
   clock,
   dailyLimit,
   notifier,
+  events: eventService,
 }: EmailServiceDeps) {
   /** Parses one address field (a string or a list), naming the exact item at fault. */
   function parseList(value: string | string[] | undefined, param: string): ParsedAddress[] {
@@ -397,7 +401,7 @@ export function createEmailService({
   async function view(email: EmailRecord): Promise<EmailView> {
     const [recipients, events] = await Promise.all([
       repo.recipients(email.projectId, email.id),
-      repo.events(email.projectId, email.id),
+      eventService.forEmail(email.projectId, email.id),
     ]);
     return {
       ...toEmailSummary(email, clock.now().toISOString()),
@@ -406,12 +410,12 @@ export function createEmailService({
       headers: email.headers,
       recipients: recipients.map(toRecipientView),
       events: events.map((event) => {
-        const data = JSON.parse(event.data) as { smtp_response?: string };
+        const data = JSON.parse(event.data) as { recipient?: string; smtp_response?: string };
         return {
-          id: event.event_id,
+          id: event.id,
           type: event.type,
-          recipient: event.recipient,
-          created_at: event.created_at,
+          recipient: data.recipient ?? '',
+          created_at: event.createdAt,
           smtp_response: data.smtp_response ?? null,
         };
       }),

@@ -9,15 +9,8 @@ export interface EventRecord {
   /** The data object as JSON text. */
   data: string;
   createdAt: string;
-}
-
-export interface NewDelivery {
-  id: string;
-  projectId: string;
-  eventId: string;
-  webhookId: string;
-  dueAt: string;
-  createdAt: string;
+  /** The email the event is about, if any: an email's timeline is read from its events. */
+  emailId: string | null;
 }
 
 const toRecord = (row: Row<'events'>): EventRecord => ({
@@ -26,26 +19,34 @@ const toRecord = (row: Row<'events'>): EventRecord => ({
   type: row.type,
   data: row.data,
   createdAt: row.created_at,
+  emailId: row.email_id,
 });
 
 /** Takes a Kysely instance or a transaction, so the event service can write an event and its deliveries at once. */
 export function createEventRepo(db: Kysely<Database>) {
   return {
-    async insert(record: EventRecord): Promise<void> {
+    async insert(records: readonly EventRecord[]): Promise<void> {
+      if (records.length === 0) return;
       await db
         .insertInto('events')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          type: record.type,
-          data: record.data,
-          created_at: record.createdAt,
-        })
+        .values(
+          records.map((record) => ({
+            id: record.id,
+            project_id: record.projectId,
+            type: record.type,
+            data: record.data,
+            created_at: record.createdAt,
+            email_id: record.emailId,
+          })),
+        )
         .execute();
     },
 
-    /** The project's enabled webhooks subscribed to `type` (or just `onlyWebhookId`, subscribed or not). */
-    async recipients(projectId: string, type: string, onlyWebhookId?: string): Promise<string[]> {
+    /** The project's enabled webhooks (or just `onlyWebhookId`) with the kinds each subscribes to. */
+    async enabledWebhooks(
+      projectId: string,
+      onlyWebhookId?: string,
+    ): Promise<Array<{ id: string; events: string[] }>> {
       const rows = await db
         .selectFrom('webhooks')
         .select(['id', 'events'])
@@ -54,9 +55,19 @@ export function createEventRepo(db: Kysely<Database>) {
         .$if(onlyWebhookId !== undefined, (query) => query.where('id', '=', onlyWebhookId!))
         .orderBy('id')
         .execute();
-      return rows
-        .filter((row) => onlyWebhookId !== undefined || (JSON.parse(row.events) as string[]).includes(type))
-        .map((row) => row.id);
+      return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
+    },
+
+    /** An email's events, oldest first: its timeline. */
+    async forEmail(projectId: string, emailId: string): Promise<EventRecord[]> {
+      const rows = await db
+        .selectFrom('events')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('email_id', '=', emailId)
+        .orderBy('id')
+        .execute();
+      return rows.map(toRecord);
     },
 
     /** These webhooks of the project (those that exist), with what a redelivery needs to know. */
@@ -77,26 +88,6 @@ export function createEventRepo(db: Kysely<Database>) {
         enabled: Boolean(row.enabled),
         events: JSON.parse(row.events) as string[],
       }));
-    },
-
-    async insertDeliveries(deliveries: NewDelivery[]): Promise<void> {
-      if (deliveries.length === 0) return;
-      await db
-        .insertInto('deliveries')
-        .values(
-          deliveries.map((delivery) => ({
-            id: delivery.id,
-            project_id: delivery.projectId,
-            event_id: delivery.eventId,
-            webhook_id: delivery.webhookId,
-            status: 'pending' as const,
-            attempts: 0,
-            next_attempt_at: delivery.dueAt,
-            created_at: delivery.createdAt,
-            updated_at: delivery.createdAt,
-          })),
-        )
-        .execute();
     },
 
     async find(projectId: string, id: string): Promise<EventRecord | undefined> {

@@ -5,12 +5,12 @@ import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
-import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
+import { inTransaction, type Transaction } from '../../db/transaction.ts';
+import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createDeliveryRepo, type NewDelivery } from '../deliveries/deliveries.repo.ts';
 import { createDeliveryService } from '../deliveries/deliveries.service.ts';
-import type { Notifier } from '../../lib/notifier.ts';
-import { notifyOtherProcesses } from '../deliveries/notifier.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
-import { createEventRepo, type EventRecord, type NewDelivery } from './events.repo.ts';
+import { createEventRepo, type EventRecord } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
 export interface EventServiceDeps {
@@ -26,6 +26,15 @@ export interface EmitOptions {
    * A disabled webhook still gets nothing: the caller checks and says so if it matters.
    */
   webhookId?: string;
+  /** The email the event is about: it joins that email's timeline. */
+  emailId?: string;
+}
+
+/** One event to emit. */
+export interface NewEvent extends EmitOptions {
+  projectId: string;
+  kind: EventKind;
+  data: Record<string, unknown>;
 }
 
 export interface EmittedEvent extends EventView {
@@ -46,11 +55,67 @@ export function createEventService({ db, engine, clock, notifier }: EventService
   const deliveryRepo = createDeliveryRepo(db, engine);
   const deliveries = createDeliveryService({ db, engine, notifier });
 
-  /** Writes pending deliveries in the caller's transaction and tells other processes' workers at commit. */
-  async function enqueue(trx: Kysely<Database>, rows: NewDelivery[]): Promise<void> {
+  /** Writes pending deliveries in the caller's transaction; workers here and elsewhere wake at its commit. */
+  async function enqueue(transaction: Transaction, rows: NewDelivery[]): Promise<void> {
     if (rows.length === 0) return;
-    await createEventRepo(trx).insertDeliveries(rows);
-    await notifyOtherProcesses(trx, engine);
+    await createDeliveryRepo(transaction.db, engine).insertPending(rows);
+    await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
+    transaction.afterCommit(() => notifier.notify());
+  }
+
+  /**
+   * Stores events and one pending delivery per enabled webhook of their project subscribed to their kind,
+   * in the caller's transaction: the outbox. The state change that caused an event, the event and its
+   * deliveries commit together or not at all.
+   */
+  async function emitIn(transaction: Transaction, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
+    if (events.length === 0) return [];
+    const now = clock.now().toISOString();
+    const records = events.map((event): EventRecord => {
+      if (!isEventKind(event.kind)) throw new Error(`Unknown event kind '${String(event.kind)}'.`);
+      const { data } = event;
+      if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+        throw new Error('Event data must be an object.');
+      }
+      return {
+        id: newId('evt'),
+        projectId: event.projectId,
+        type: event.kind,
+        data: JSON.stringify(data),
+        createdAt: now,
+        emailId: event.emailId ?? null,
+      };
+    });
+    const repo = createEventRepo(transaction.db);
+    await repo.insert(records);
+    // Each project's webhooks are read once for all of its events.
+    const webhooksOf = new Map<string, Promise<Array<{ id: string; events: string[] }>>>();
+    const deliveries: NewDelivery[] = [];
+    const emitted: EmittedEvent[] = [];
+    for (const [index, event] of events.entries()) {
+      const record = records[index]!;
+      const key = `${event.projectId} ${event.webhookId ?? ''}`;
+      let webhooks = webhooksOf.get(key);
+      if (!webhooks) {
+        webhooks = repo.enabledWebhooks(event.projectId, event.webhookId);
+        webhooksOf.set(key, webhooks);
+      }
+      const targets = (await webhooks).filter(
+        (webhook) => event.webhookId !== undefined || webhook.events.includes(event.kind),
+      );
+      const rows = targets.map((webhook) => ({
+        id: newId('dlv'),
+        projectId: event.projectId,
+        eventId: record.id,
+        webhookId: webhook.id,
+        dueAt: now,
+        createdAt: now,
+      }));
+      deliveries.push(...rows);
+      emitted.push({ ...toView(record), delivery_ids: rows.map((row) => row.id) });
+    }
+    await enqueue(transaction, deliveries);
+    return emitted;
   }
 
   async function find(projectId: string, id: string): Promise<EventRecord> {
@@ -60,46 +125,29 @@ export function createEventService({ db, engine, clock, notifier }: EventService
   }
 
   return {
+    emitIn,
+
     /**
-     * Stores an event and one pending delivery per enabled webhook of the project subscribed to its kind,
-     * in one transaction (the outbox: if the event exists, so do its deliveries), then wakes the workers.
+     * Emits one event: in `transaction` when given (with the change that caused it), else in its own. The
+     * deliveries' workers wake once it commits.
      */
     async emit(
       projectId: string,
       kind: EventKind,
       data: Record<string, unknown>,
-      options: EmitOptions = {},
+      options: EmitOptions & { transaction?: Transaction } = {},
     ): Promise<EmittedEvent> {
-      if (!isEventKind(kind)) throw new Error(`Unknown event kind '${String(kind)}'.`);
-      if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-        throw new Error('Event data must be an object.');
-      }
-      const now = clock.now().toISOString();
-      const record: EventRecord = {
-        id: newId('evt'),
-        projectId,
-        type: kind,
-        data: JSON.stringify(data),
-        createdAt: now,
-      };
-      const deliveryIds = await db.transaction().execute(async (trx) => {
-        const events = createEventRepo(trx);
-        await events.insert(record);
-        const webhookIds = await events.recipients(projectId, kind, options.webhookId);
-        const rows = webhookIds.map((webhookId) => ({
-          id: newId('dlv'),
-          projectId,
-          eventId: record.id,
-          webhookId,
-          dueAt: now,
-          createdAt: now,
-        }));
-        await enqueue(trx, rows);
-        return rows.map((row) => row.id);
-      });
-      if (deliveryIds.length > 0) notifier.notify();
-      return { ...toView(record), delivery_ids: deliveryIds };
+      const { transaction, ...rest } = options;
+      const event = { projectId, kind, data, ...rest };
+      const [emitted] = transaction
+        ? await emitIn(transaction, [event])
+        : await inTransaction(db, (own) => emitIn(own, [event]));
+      return emitted!;
     },
+
+    /** An email's events, oldest first: its timeline. */
+    forEmail: (projectId: string, emailId: string): Promise<EventRecord[]> =>
+      repo.forEmail(projectId, emailId),
 
     async list(projectId: string, page: PageRequest, type?: string) {
       if (type !== undefined && !isEventKind(type)) {
@@ -175,10 +223,7 @@ export function createEventService({ db, engine, clock, notifier }: EventService
         dueAt: now,
         createdAt: now,
       }));
-      if (rows.length > 0) {
-        await db.transaction().execute((trx) => enqueue(trx, rows));
-        notifier.notify();
-      }
+      if (rows.length > 0) await inTransaction(db, (transaction) => enqueue(transaction, rows));
       return {
         object: 'redelivery',
         event_id: id,

@@ -1,24 +1,22 @@
-import { hostname } from 'node:os';
 import type { Config } from '../../config.ts';
+import { WORKER_POLL_INTERVAL_MS } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
-import { randomToken } from '../../lib/crypto.ts';
-import type { Notifier } from '../../lib/notifier.ts';
 import { silentWorkerLogger, type WorkerLogger } from '../../lib/worker-logger.ts';
-import { createWorkLoop } from '../../lib/work-loop.ts';
+import { newWorkerId } from '../../queue/lease.ts';
+import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createQueueWorker, type QueueJob, type QueueSource, type QueueWorker } from '../../queue/runtime.ts';
 import { nextRetryDelay } from '../deliveries/retry.ts';
-import type { EventKind } from '../event-kinds/event-kinds.ts';
-import type { EventService } from '../events/events.service.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
-import { createBatcher } from './batcher.ts';
-import { SENDING_CHANNEL } from './notifier.ts';
 import {
   type AttemptRecord,
   type ClaimedRecipient,
-  createSendingRepo,
+  createSendQueueRepo,
   type RecipientUpdate,
-  type StoredEmailEvent,
-} from './sending.repo.ts';
+} from '../emails/send-queue.repo.ts';
+import type { EventKind } from '../event-kinds/event-kinds.ts';
+import type { EventService, NewEvent } from '../events/events.service.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
@@ -35,12 +33,10 @@ export interface SendingSettings {
   timeoutMs: number;
   /** How long a claim holds; past it, another worker takes the recipient. Default 2 × timeout + 2 s. */
   leaseMs?: number;
-  /** The fallback poll when no wake-up comes (another process on SQLite, a lost LISTEN). Default 1 s. */
+  /** The fallback poll when no wake-up comes (another process on SQLite, a lost LISTEN). */
   pollIntervalMs?: number;
   /** How long stop() waits for attempts in flight before aborting them. Default timeout + 1 s. */
   stopGraceMs?: number;
-  /** Events written but not emitted for this long are emitted again (their worker died). Default 30 s. */
-  emitRetryAfterMs?: number;
 }
 
 /**
@@ -52,7 +48,7 @@ export function createSendingWorkerFromConfig(deps: {
   config: Config;
   database: DatabaseHandle;
   clock: Clock;
-  events: Pick<EventService, 'emit'>;
+  events: Pick<EventService, 'emitIn'>;
   notifier?: Notifier | undefined;
   logger?: WorkerLogger | undefined;
 }): SendingWorker {
@@ -79,8 +75,8 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
 export interface SendingWorkerDeps {
   database: DatabaseHandle;
   clock: Clock;
-  /** The event service; the worker only emits. */
-  events: Pick<EventService, 'emit'>;
+  /** The event service; the worker emits in the transaction that records the attempts. */
+  events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
   settings: SendingSettings;
   /** In-process wake-ups from the send API. */
@@ -92,24 +88,27 @@ export interface SendingWorkerDeps {
   workerId?: string;
 }
 
-export interface SendingWorker {
-  readonly id: string;
-  start(): Promise<void>;
-  /** Stops claiming, waits for attempts in flight (bounded), then gives back what it still holds, and closes the transport. */
-  stop(): Promise<void>;
-}
+export type SendingWorker = QueueWorker;
 
-/** One SMTP transaction: recipients of one email (of one domain, when each domain is its own destination). */
-interface Job {
+/**
+ * One SMTP transaction: recipients of one email (of one domain, when each domain is its own destination),
+ * in the lane of that domain (or the one lane of a relay).
+ */
+interface SendJob extends QueueJob {
   email: EmailRecord;
   host: string;
   recipients: ClaimedRecipient[];
 }
 
-// Waiting recipients moved into the queue per round; more rounds follow at once when there are more.
+/** What an attempt wrote down: each recipient's new state, and the events that say so. */
+interface SendOutcome extends Omit<AttemptRecord, 'updates'> {
+  updates: Array<RecipientUpdate & { events: EventKind[]; data: Record<string, unknown> }>;
+}
+
+// Waiting recipients moved into the queue per claim; the next claim moves more.
 const PROMOTE_BATCH = 500;
-// How often the worker looks for events that were written but never emitted.
-const SWEEP_INTERVAL_MS = 5000;
+// How often the daily counts older than two days are forgotten.
+const PRUNE_INTERVAL_MS = 3_600_000;
 
 const responseCode = (response: string | null): number | null => {
   const match = response ? /^([2-5]\d\d)[\s-]/.exec(response) : null;
@@ -117,42 +116,25 @@ const responseCode = (response: string | null): number | null => {
 };
 
 /**
- * Claims due recipients and sends them through the transport. Concurrency is bounded overall and per
- * recipient domain (direct delivery), recipients of one email travel in one SMTP transaction, and claiming
- * is fair across projects (see fair-queue.ts). Many workers, in many processes, can share one database:
- * leases keep them from sending the same recipient at once and bring back the claims of a worker that died
- * (a message can then reach its server twice, with the same Message-ID: at least once, never lost).
+ * Sends email on the queue runtime (src/queue/runtime.ts): recipients of one email travel in one SMTP
+ * transaction, lanes are recipient domains (direct delivery) or the one relay, and claiming is fair across
+ * projects (see emails/fair-queue.ts). Each attempt's outcome, the recipients' new states and their events
+ * commit in one transaction. A worker that dies mid-send leaves its recipients leased until the lease runs
+ * out; another worker then sends them again (the same Message-ID: at least once, never lost).
  */
 export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const { clock, settings, transport } = deps;
   const logger = deps.logger ?? silentWorkerLogger;
   const random = deps.random ?? Math.random;
   const jitter = settings.jitter ?? 0.2;
-  const workerId = deps.workerId ?? `${hostname()}/${process.pid}/${randomToken(6)}`;
-  const leaseMs = settings.leaseMs ?? 2 * settings.timeoutMs + 2000;
-  const pollIntervalMs = settings.pollIntervalMs ?? 1000;
-  const stopGraceMs = settings.stopGraceMs ?? settings.timeoutMs + 1000;
-  const emitRetryAfterMs = settings.emitRetryAfterMs ?? 30_000;
-  if (leaseMs <= settings.timeoutMs) throw new Error('The lease must be longer than the send timeout.');
-
-  const repo = createSendingRepo(deps.database.db, deps.database.engine);
-  let abort = new AbortController();
-  const inFlight = new Set<Promise<void>>();
-  const perHost = new Map<string, number>();
-  let running = false;
-  let unsubscribe: (() => void) | undefined;
-  let lastSweep = 0;
-  let lastPrune = 0;
-  // When the earliest waiting recipient becomes due, as last read, and when it was read: the worker reads it
-  // again once that time has come or a poll interval has passed (new retries and scheduled sends), not on
-  // every wake-up.
+  const workerId = deps.workerId ?? newWorkerId();
+  const pollIntervalMs = settings.pollIntervalMs ?? WORKER_POLL_INTERVAL_MS;
+  const { db, engine } = deps.database;
+  const repo = createSendQueueRepo(db, engine);
+  let lastPrune = -Infinity;
+  // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
+  // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
   let nextWaiting: { at: string | undefined; readAt: number } = { at: undefined, readAt: -Infinity };
-  // Attempts that finish together are recorded in one transaction, and their event ids noted in one statement.
-  const record = createBatcher((records: AttemptRecord[]) => repo.recordAttempts(records));
-  const noteEmitted = createBatcher(async (pairs: Array<{ id: string; eventId: string }>) => {
-    await repo.markEmitted(pairs);
-    return pairs.map(() => undefined);
-  });
 
   async function waitingAt(now: number): Promise<string | undefined> {
     const stale = now - nextWaiting.readAt >= pollIntervalMs;
@@ -161,117 +143,117 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     return nextWaiting.at;
   }
 
-  const loop = createWorkLoop({
-    round,
-    errorPauseMs: pollIntervalMs,
-    onRoundError(error) {
-      logger.error({ err: error, worker: workerId }, 'sending worker: claiming recipients failed');
-    },
-    listen: deps.database.listen && ((onLost) => deps.database.listen!(SENDING_CHANNEL, loop.wake, onLost)),
-    onListenProblem(error, lost) {
-      logger.warn(
-        { err: error },
-        lost
-          ? 'sending worker: LISTEN connection lost; polling until it is back'
-          : 'sending worker: could not LISTEN; polling until it can',
-      );
-    },
-  });
-
-  async function round(): Promise<number> {
-    const now = clock.now();
-    const waiting = await waitingAt(now.getTime());
-    if (waiting !== undefined && waiting <= now.toISOString()) {
-      // More than a batch due: go round again at once instead of sleeping.
-      if ((await repo.promoteDue(now.toISOString(), PROMOTE_BATCH)) >= PROMOTE_BATCH) loop.wake();
-      nextWaiting.readAt = -Infinity;
-    }
-    await fill();
-    await sweep();
-    const next = await waitingAt(clock.now().getTime());
-    if (next === undefined) return pollIntervalMs;
-    return Math.max(0, Math.min(pollIntervalMs, Date.parse(next) - clock.now().getTime()));
-  }
-
-  /** Claims until the free slots are used or nothing more is due. */
-  async function fill(): Promise<void> {
-    while (running) {
-      const free = settings.concurrency - inFlight.size;
-      if (free <= 0) return;
-      // Under load, claim in batches: wait until a quarter of the slots are free (each finished attempt
-      // wakes the loop) instead of paying a claim and a load for every single slot.
-      if (inFlight.size > 0 && free < Math.max(1, Math.floor(settings.concurrency / 4))) return;
-      const saturated = transport.perDomain
-        ? [...perHost].filter(([, count]) => count >= settings.concurrencyPerHost).map(([host]) => host)
-        : [];
-      const now = clock.now();
-      const lease = {
-        workerId,
-        now: now.toISOString(),
-        lockedUntil: new Date(now.getTime() + leaseMs).toISOString(),
-      };
-      const claimed = await repo.claim({ ...lease, limit: free, excludeHosts: saturated });
-      if (claimed.length === 0) return;
-
+  const source: QueueSource<SendJob, SendOutcome> = {
+    async claim(lease, request) {
+      const now = lease.now.toISOString();
+      const waiting = await waitingAt(lease.now.getTime());
+      if (waiting !== undefined && waiting <= now) {
+        await repo.promoteDue(now, PROMOTE_BATCH);
+        nextWaiting.readAt = -Infinity;
+      }
+      if (lease.now.getTime() - lastPrune >= PRUNE_INTERVAL_MS) {
+        lastPrune = lease.now.getTime();
+        // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
+        await repo.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
+      }
+      const claimed = await repo.claim(lease, {
+        limit: request.limit,
+        excludeHosts: transport.perDomain ? request.excludeLanes : [],
+      });
+      if (claimed.length === 0) return [];
       const emails = await repo.loadEmails([...new Set(claimed.map((row) => row.emailId))]);
       const several = [...emails.values()]
         .filter((email) => email.recipientCount > 1)
         .map((email) => email.id);
-      const all = [...claimed, ...(await repo.claimSiblings({ ...lease, emailIds: several }))];
-
       // Recipients of one email (and one domain, when domains are destinations) share a transaction; jobs
-      // go out in queue order, as many as there are free slots and per-host room; the rest are given back.
-      const jobs = new Map<string, Job>();
-      for (const row of all) {
+      // come in queue order.
+      const jobs = new Map<string, SendJob>();
+      for (const row of [...claimed, ...(await repo.claimSiblings(lease, several))]) {
         const email = emails.get(row.emailId);
         if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
-        const key = transport.perDomain ? `${row.emailId} ${row.host}` : row.emailId;
-        const job = jobs.get(key) ?? { email, host: row.host, recipients: [] };
+        const lane = transport.perDomain ? row.host : '';
+        const key = `${row.emailId} ${lane}`;
+        const job = jobs.get(key) ?? { lane, rows: [], email, host: row.host, recipients: [] };
         job.recipients.push(row);
+        (job.rows as string[]).push(row.id);
         jobs.set(key, job);
       }
-      const kept: Job[] = [];
-      const excess: string[] = [];
-      const hostCounts = new Map(perHost);
-      for (const job of jobs.values()) {
-        const count = hostCounts.get(job.host) ?? 0;
-        const roomy = !transport.perDomain || count < settings.concurrencyPerHost;
-        if (kept.length < free && roomy) {
-          kept.push(job);
-          if (transport.perDomain) hostCounts.set(job.host, count + 1);
-        } else {
-          excess.push(...job.recipients.map((row) => row.id));
-        }
-      }
-      if (excess.length > 0) await repo.release(workerId, excess);
-      for (const job of kept) dispatch(job);
-      if (claimed.length < free || kept.length === 0) return;
-    }
-  }
+      return [...jobs.values()];
+    },
+    release: (releasing, rows) => repo.release(releasing, rows),
+    async nextDueAt(now) {
+      const next = await waitingAt(now.getTime());
+      return next === undefined ? undefined : Date.parse(next);
+    },
+    record: (attempted) =>
+      inTransaction(db, async (transaction) => {
+        const outcomes = attempted.map(({ outcome }) => outcome);
+        const held = await createSendQueueRepo(transaction.db, engine).recordAttempts(outcomes);
+        const events: NewEvent[] = [];
+        const results = outcomes.map((outcome, index) => {
+          let retryAt: number | undefined;
+          outcome.updates.forEach((update, position) => {
+            if (!held[index]![position]) return;
+            for (const kind of update.events) {
+              events.push({
+                projectId: outcome.projectId,
+                kind,
+                data: update.data,
+                emailId: outcome.emailId,
+              });
+            }
+            if (update.retryAt !== undefined)
+              retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
+          });
+          // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
+          if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
+          return { held: held[index]!.includes(true), retryAt };
+        });
+        await deps.events.emitIn(transaction, events);
+        return results;
+      }),
+  };
 
-  function dispatch(job: Job): void {
-    if (transport.perDomain) perHost.set(job.host, (perHost.get(job.host) ?? 0) + 1);
-    const done: Promise<void> = attempt(job)
-      .catch((error: unknown) => {
-        // The lease runs out and another claim retries it: at least once, never lost.
-        logger.error({ err: error, email: job.email.id }, 'sending worker: recording an attempt failed');
-      })
-      .finally(() => {
-        inFlight.delete(done);
-        if (transport.perDomain) {
-          const left = (perHost.get(job.host) ?? 1) - 1;
-          if (left > 0) perHost.set(job.host, left);
-          else perHost.delete(job.host);
-        }
-        loop.wake();
-      });
-    inFlight.add(done);
-  }
+  const worker = createQueueWorker({
+    name: 'sending worker',
+    workerId,
+    source,
+    attempt,
+    close: () => transport.close(),
+    settings: {
+      concurrency: settings.concurrency,
+      laneConcurrency: transport.perDomain ? settings.concurrencyPerHost : settings.concurrency,
+      laneCapacity: transport.perDomain ? settings.concurrencyPerHost : settings.concurrency,
+      capacity: settings.concurrency,
+      // Under load, claim in batches: wait until a quarter of the slots are free (each finished attempt
+      // wakes the loop) instead of paying a claim and a load for every single slot.
+      claimBatch: Math.max(1, Math.floor(settings.concurrency / 4)),
+      attemptTimeoutMs: settings.timeoutMs,
+      leaseMs: settings.leaseMs ?? 2 * settings.timeoutMs + 2000,
+      pollIntervalMs,
+      stopGraceMs: settings.stopGraceMs ?? settings.timeoutMs + 1000,
+      outcomeWriteIntervalMs: 0,
+      // Each attempt sent but not yet recorded is sent again after a crash: at most 2 × concurrency.
+      maxUnrecorded: settings.concurrency,
+    },
+    clock,
+    logger,
+    notifier: deps.notifier,
+    database: deps.database,
+    channel: QUEUE_CHANNELS.sending,
+  });
+  return {
+    ...worker,
+    async start() {
+      await worker.start();
+      logger.info({ transport: transport.kind }, `Sending email ${transport.description}`);
+    },
+  };
 
-  async function attempt(job: Job): Promise<void> {
+  async function attempt(job: SendJob, stopping: AbortSignal): Promise<SendOutcome | undefined> {
     const attemptedAt = clock.now();
     const timeout = AbortSignal.timeout(settings.timeoutMs);
-    const signal = AbortSignal.any([abort.signal, timeout]);
+    const signal = AbortSignal.any([stopping, timeout]);
     let result: SendResult;
     try {
       result = await transport.send({
@@ -293,7 +275,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       };
     }
     // Stopping cut it short: no verdict; stop() gives the leases back for a retry.
-    if (abort.signal.aborted) return;
+    if (stopping.aborted) return undefined;
     if (timeout.aborted) {
       result.outcomes = result.outcomes.map((outcome) =>
         outcome.result === 'deferred' && outcome.response === null
@@ -303,36 +285,26 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     }
 
     const now = clock.now();
-    const updates = job.recipients.map((row) => {
-      const outcome =
-        result.outcomes.find((entry) => entry.address.toLowerCase() === row.address.toLowerCase()) ??
-        ({
-          address: row.address,
-          result: 'deferred',
-          response: null,
-          error: 'no result for this recipient',
-        } as const);
-      return judge(job.email, row, outcome, now);
-    });
-    const events = await record({
+    return {
       workerId,
       emailId: job.email.id,
       projectId: job.email.projectId,
       recipientCount: job.email.recipientCount,
       attemptedAt: attemptedAt.toISOString(),
       now: now.toISOString(),
-      updates,
+      updates: job.recipients.map((row) => {
+        const outcome =
+          result.outcomes.find((entry) => entry.address.toLowerCase() === row.address.toLowerCase()) ??
+          ({
+            address: row.address,
+            result: 'deferred',
+            response: null,
+            error: 'no result for this recipient',
+          } as const);
+        return judge(job.email, row, outcome, now);
+      }),
       raw: result.raw,
-    });
-    // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
-    if (updates.some((update) => update.retryAt !== undefined)) nextWaiting.readAt = -Infinity;
-    if (events.length < updates.reduce((sum, update) => sum + update.events.length, 0)) {
-      logger.warn(
-        { email: job.email.id, worker: workerId },
-        'sending worker: a lease ran out before the attempt was recorded; another worker owns the recipient',
-      );
-    }
-    await emit(events);
+    };
   }
 
   /** The data every event of the email carries, plus what this one adds. */
@@ -357,28 +329,27 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     row: ClaimedRecipient,
     outcome: RecipientOutcome,
     now: Date,
-  ): RecipientUpdate {
+  ): SendOutcome['updates'][number] {
     const reply = outcome.response;
     const said = {
       ...(reply !== null ? { smtp_response: reply } : {}),
       ...('error' in outcome && outcome.error !== null ? { error: outcome.error } : {}),
     };
-    const data = eventData(email, row.address, said);
     const base = {
       id: row.id,
       response: reply ?? ('error' in outcome ? outcome.error : null),
       responseCode: responseCode(reply),
+      data: eventData(email, row.address, said),
     };
-    const events = (...types: EventKind[]) => types.map((type) => ({ type, data }));
 
     if (outcome.result === 'accepted') {
-      const types: EventKind[] = ['email.sent'];
-      if (transport.finalHop) types.push('email.delivered');
-      if (outcome.complained) types.push('email.complained');
+      const events: EventKind[] = ['email.sent'];
+      if (transport.finalHop) events.push('email.delivered');
+      if (outcome.complained) events.push('email.complained');
       const status = outcome.complained ? 'complained' : transport.finalHop ? 'delivered' : 'sent';
-      return { ...base, status, events: events(...types) };
+      return { ...base, status, events };
     }
-    if (outcome.result === 'bounced') return { ...base, status: 'bounced', events: events('email.bounced') };
+    if (outcome.result === 'bounced') return { ...base, status: 'bounced', events: ['email.bounced'] };
 
     const delay = nextRetryDelay({
       attemptsMade: row.attempts + 1,
@@ -386,78 +357,13 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       jitter,
       random,
     });
-    if (delay === undefined) return { ...base, status: 'failed', events: events('email.failed') };
+    if (delay === undefined) return { ...base, status: 'failed', events: ['email.failed'] };
     return {
       ...base,
       status: 'delayed',
       retryAt: new Date(now.getTime() + delay).toISOString(),
       // Said once when a recipient starts waiting, not again on every retry.
-      events: row.status === 'delayed' ? [] : events('email.delivery_delayed'),
+      events: row.status === 'delayed' ? [] : ['email.delivery_delayed'],
     };
   }
-
-  /** Emits written events in order through the event service and notes their ids. */
-  async function emit(rows: StoredEmailEvent[]): Promise<void> {
-    const emitted: Array<{ id: string; eventId: string }> = [];
-    try {
-      for (const row of rows) {
-        const data = JSON.parse(row.data) as Record<string, unknown>;
-        const event = await deps.events.emit(row.project_id, row.type as EventKind, data);
-        emitted.push({ id: row.id, eventId: event.id });
-      }
-    } catch (error) {
-      // Left without an event id: the sweep emits it later.
-      logger.error({ err: error }, 'sending worker: emitting an event failed');
-    }
-    await Promise.all(emitted.map((pair) => noteEmitted(pair)));
-  }
-
-  /** Emits events that were written but never emitted (their worker died in between). */
-  async function sweep(): Promise<void> {
-    const now = clock.now().getTime();
-    if (now - lastSweep < SWEEP_INTERVAL_MS) return;
-    lastSweep = now;
-    const stale = await repo.unemittedEvents(new Date(now - emitRetryAfterMs).toISOString(), 100);
-    await emit(stale);
-    if (now - lastPrune >= 3_600_000) {
-      lastPrune = now;
-      // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
-      await repo.pruneQuota(new Date(now - 2 * 86_400_000).toISOString().slice(0, 10));
-    }
-  }
-
-  return {
-    id: workerId,
-
-    async start() {
-      if (running) return;
-      running = true;
-      if (abort.signal.aborted) abort = new AbortController();
-      unsubscribe = deps.notifier?.subscribe(loop.wake);
-      await loop.start();
-      logger.info({ transport: transport.kind }, `Sending email ${transport.description}`);
-    },
-
-    async stop() {
-      if (!running) return;
-      running = false;
-      unsubscribe?.();
-      await loop.stop();
-
-      const settled = Promise.allSettled([...inFlight]);
-      let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), stopGraceMs);
-      });
-      if ((await Promise.race([settled, grace])) === 'late') {
-        abort.abort();
-        await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 1000))]);
-      }
-      clearTimeout(timer);
-      await repo.release(workerId).catch((error: unknown) => {
-        logger.error({ err: error }, 'sending worker: could not give back its leases; they expire');
-      });
-      await transport.close();
-    },
-  };
 }

@@ -1,5 +1,6 @@
 import { htmlToText } from 'html-to-text';
 import { Liquid, LiquidError, type Template } from 'liquidjs';
+import { DEFAULTS } from '../../config.ts';
 import { DomainError } from '../../lib/errors.ts';
 
 export type TemplateField = 'subject' | 'html' | 'text';
@@ -63,7 +64,7 @@ export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
     strictFilters: true,
     ownPropertyOnly: true,
     parseLimit: options.parseLimit ?? 1e6,
-    renderLimit: options.renderLimitMs ?? 1000,
+    renderLimit: options.renderLimitMs ?? DEFAULTS.renderLimitMs,
     memoryLimit: options.memoryLimit ?? 1e7,
   };
   const htmlEngine = new Liquid({ ...common, outputEscape: 'escape' });

@@ -113,6 +113,62 @@ export function createWebhookRepo(db: Kysely<Database>) {
         .execute();
     },
 
+    /**
+     * A delivery to the webhook succeeded at `now`: ends its failure streak. Skipped (no row write) when
+     * nothing would change but a last success already newer than `recentSince`.
+     */
+    async recordSuccess(id: string, now: string, recentSince: string): Promise<void> {
+      await db
+        .updateTable('webhooks')
+        .set({ last_success_at: now, failing_since: null })
+        .where('id', '=', id)
+        .where((eb) =>
+          eb.or([
+            eb('failing_since', 'is not', null),
+            eb('last_success_at', 'is', null),
+            eb('last_success_at', '<', recentSince),
+          ]),
+        )
+        .execute();
+    },
+
+    /**
+     * Deliveries to the webhook failed from `firstAt` to `now`: starts its failure streak unless one is under
+     * way, and disables it (returning why) when `disableNow` says so (a 410) or the streak has lasted
+     * `disableAfterMs`.
+     */
+    async recordFailures(
+      id: string,
+      failures: { firstAt: string; now: string; disableNow?: string | undefined; disableAfterMs: number },
+    ): Promise<string | undefined> {
+      const { now } = failures;
+      await db
+        .updateTable('webhooks')
+        .set({ failing_since: failures.firstAt })
+        .where('id', '=', id)
+        .where('failing_since', 'is', null)
+        .execute();
+      const webhook = await db
+        .selectFrom('webhooks')
+        .select(['enabled', 'failing_since'])
+        .where('id', '=', id)
+        .executeTakeFirst();
+      if (!webhook || !webhook.enabled) return undefined;
+      let reason = failures.disableNow;
+      const failingSince = webhook.failing_since ?? now;
+      if (!reason && Date.parse(now) - Date.parse(failingSince) >= failures.disableAfterMs) {
+        reason = `Every delivery attempt has failed since ${failingSince}; the webhook was disabled at ${now}.`;
+      }
+      if (!reason) return undefined;
+      await db
+        .updateTable('webhooks')
+        .set({ enabled: false, disabled_reason: reason, updated_at: now })
+        .where('id', '=', id)
+        .where('enabled', '=', true)
+        .execute();
+      return reason;
+    },
+
     async delete(projectId: string, id: string): Promise<boolean> {
       const result = await db
         .deleteFrom('webhooks')

@@ -14,11 +14,9 @@ export interface WebhookServiceDeps {
   secretBox: SecretBox;
   resolver: Resolver;
   allowPrivateUrls: boolean;
-  /** After a PATCH replaces the secret, the old one keeps signing (next to the new one) this long. Default 24 h. */
-  secretRotationWindowMs?: number;
+  /** After a PATCH replaces the secret, the old one keeps signing (next to the new one) this long. */
+  secretRotationWindowMs: number;
 }
-
-export const DEFAULT_SECRET_ROTATION_WINDOW_MS = 86_400_000;
 
 /** The project's webhook, or the 404 that says it has none with this id. */
 export async function loadWebhook(repo: WebhookRepo, projectId: string, id: string): Promise<WebhookRecord> {
@@ -46,7 +44,7 @@ export function createWebhookService({
   secretBox,
   resolver,
   allowPrivateUrls,
-  secretRotationWindowMs = DEFAULT_SECRET_ROTATION_WINDOW_MS,
+  secretRotationWindowMs,
 }: WebhookServiceDeps) {
   async function checkUrl(raw: string): Promise<string> {
     let parsed: URL;

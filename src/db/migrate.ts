@@ -1,0 +1,75 @@
+import { type Kysely, PostgresAdapter, sql } from 'kysely';
+import type { Migration } from 'kysely/migration';
+import { migration as projectsKeysWebhooksTemplates } from './migrations/0001_projects_keys_webhooks_templates.ts';
+import { migration as eventsDeliveries } from './migrations/0002_events_deliveries.ts';
+import { migration as emails } from './migrations/0003_emails.ts';
+import { migration as webhookOperations } from './migrations/0004_webhook_operations.ts';
+import { migration as sendQuotaShards } from './migrations/0005_send_quota_shards.ts';
+import { migration as deliveriesWebhookDue } from './migrations/0006_deliveries_webhook_due.ts';
+import { migration as oneDefaultProject } from './migrations/0007_one_default_project.ts';
+import { migration as oneOutbox } from './migrations/0008_one_outbox.ts';
+
+// Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
+// ship with the process and run the same on both engines. Names sort in the order they apply; never edit
+// one that has shipped, add another.
+const migrations: Record<string, Migration> = {
+  '0001_projects_keys_webhooks_templates': projectsKeysWebhooksTemplates,
+  '0002_events_deliveries': eventsDeliveries,
+  '0003_emails': emails,
+  '0004_webhook_operations': webhookOperations,
+  '0005_send_quota_shards': sendQuotaShards,
+  '0006_deliveries_webhook_due': deliveriesWebhookDue,
+  '0007_one_default_project': oneDefaultProject,
+  '0008_one_outbox': oneOutbox,
+};
+
+/** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */
+export class UnknownMigrationError extends Error {
+  readonly names: string[];
+  constructor(names: string[]) {
+    super(
+      `the database holds migration ${names.join(', ')}, which this version of Postwire does not know; ` +
+        'it was migrated by a newer version. Run that version (or newer), or restore a backup taken before it.',
+    );
+    this.name = 'UnknownMigrationError';
+    this.names = names;
+  }
+}
+
+/**
+ * Brings the schema up to date, each pending migration in name order, all in one transaction with the
+ * list of applied names. Safe from several processes at once: on PostgreSQL an advisory lock per schema
+ * serializes them; on SQLite the transaction's write lock does. Refuses (UnknownMigrationError) a database
+ * holding a migration this code does not have, before it changes anything.
+ *
+ * Kysely's own Migrator is not used: it introspects every table of every schema to find its bookkeeping
+ * table, and fails when another schema's tables are dropped meanwhile (parallel test runs do that).
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations work on any schema
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  return db.transaction().execute(async (trx) => {
+    if (postgres) await sql`select pg_advisory_xact_lock(hashtext(current_schema()))`.execute(trx);
+    await trx.schema
+      .createTable('postwire_migrations')
+      .ifNotExists()
+      .addColumn('name', 'text', (col) => col.primaryKey())
+      .addColumn('applied_at', 'text', (col) => col.notNull())
+      .execute();
+    const rows = await trx.selectFrom('postwire_migrations').select('name').execute();
+    const done = new Set(rows.map((row: { name: string }) => row.name));
+    const unknown = [...done].filter((name) => !(name in migrations)).sort();
+    if (unknown.length > 0) throw new UnknownMigrationError(unknown);
+    const applied: string[] = [];
+    for (const name of Object.keys(migrations).sort()) {
+      if (done.has(name)) continue;
+      await migrations[name]!.up(trx);
+      await trx
+        .insertInto('postwire_migrations')
+        .values({ name, applied_at: new Date().toISOString() })
+        .execute();
+      applied.push(name);
+    }
+    return applied;
+  });
+}

@@ -1,0 +1,47 @@
+import { type Kysely, sql } from 'kysely';
+import type { Engine } from '../db/connection.ts';
+import type { Database } from '../db/schema.ts';
+
+/** The PostgreSQL channels the queues' workers LISTEN on, one per queue. */
+export const QUEUE_CHANNELS = {
+  deliveries: 'postwire_deliveries',
+  sending: 'postwire_sending',
+} as const;
+
+export type QueueChannel = (typeof QUEUE_CHANNELS)[keyof typeof QUEUE_CHANNELS];
+
+/**
+ * Wakes workers in this process when new work is due, so they need not wait for their next poll. Other
+ * processes learn about new work through PostgreSQL NOTIFY (notifyOtherProcesses) or their poll on SQLite.
+ */
+export interface Notifier {
+  notify(): void;
+  /** Calls `listener` on every notify; returns the function that stops it. */
+  subscribe(listener: () => void): () => void;
+}
+
+export function createNotifier(): Notifier {
+  const listeners = new Set<() => void>();
+  return {
+    notify() {
+      for (const listener of listeners) listener();
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
+
+/**
+ * Tells a queue's workers in other processes (PostgreSQL NOTIFY) that jobs are due. Inside a transaction
+ * PostgreSQL delivers it at commit, so they wake only for committed work. SQLite has no such channel:
+ * workers in other processes find the rows by polling.
+ */
+export async function notifyOtherProcesses(
+  db: Kysely<Database>,
+  engine: Engine,
+  channel: QueueChannel,
+): Promise<void> {
+  if (engine === 'postgres') await sql.raw(`NOTIFY ${channel}`).execute(db);
+}
