@@ -218,5 +218,42 @@ for (const engine of ENGINES) {
       assert.match(wrong.stderr, /encryption key/i);
       assert.equal(readFileSync(keyFile, 'utf8'), stored);
     });
+    test('refuses to start on a database migrated by a newer version, and changes nothing', async (t) => {
+      const own = await createProcessDatabase(engine);
+      t.after(() => own.cleanup());
+      const { db } = own.database.handle;
+      await db
+        .insertInto('postwire_migrations' as never)
+        .values({ name: '9999_from_a_newer_version', applied_at: '2030-01-01T00:00:00.000Z' } as never)
+        .execute();
+      const migrationsBefore = await db
+        .selectFrom('postwire_migrations' as never)
+        .selectAll()
+        .execute();
+      const projectsBefore = await db.selectFrom('projects').selectAll().execute();
+
+      const message =
+        'the database holds migration 9999_from_a_newer_version, which this version of Postwire does not ' +
+        'know; it was migrated by a newer version. Run that version (or newer), or restore a backup taken ' +
+        'before it.';
+      const server = await runFailingServer({ ...own.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY });
+      assert.equal(server.code, 1);
+      assert.equal(server.stderr, `Postwire could not start: ${message}\n`);
+      assert.equal(server.stdout, '');
+      for (const command of [['migrate'], ['worker']]) {
+        const cli = await runCli(command, { ...own.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY });
+        assert.equal(cli.code, 1, command.join(' '));
+        assert.equal(cli.stderr, `postwire: ${message}\n`, command.join(' '));
+      }
+
+      assert.deepEqual(
+        await db
+          .selectFrom('postwire_migrations' as never)
+          .selectAll()
+          .execute(),
+        migrationsBefore,
+      );
+      assert.deepEqual(await db.selectFrom('projects').selectAll().execute(), projectsBefore);
+    });
   });
 }

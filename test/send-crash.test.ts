@@ -1,44 +1,53 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { buildApp } from '../src/app.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
+import { SQLITE_FILE } from '../src/server.ts';
 import { ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import { childEnv, createProcessDatabase, type ProcessDatabase, REPO_ROOT } from './helpers/process.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
+// The sending queue across crashes, with the production wiring: `postwire worker` processes, SIGKILLed.
+// No deadlines of their own: each wait ends on what the worker does (a message arriving, a row changing),
+// and the test's timeout bounds a hang.
+
 const EMAILS = 500;
 const KILL_AFTER = 120;
+const TEST_TIMEOUT_MS = 180_000;
 
 interface WorkerProcess {
   child: ChildProcess;
   output(): string;
 }
 
-/** Starts test/helpers/send-worker.ts and resolves once it says `ready`. */
+/** `postwire worker`, as an operator runs it; resolves once it logs that it started. */
 async function startWorkerProcess(env: Record<string, string>): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, ['test/helpers/send-worker.ts'], {
+  const child = spawn(process.execPath, ['src/cli.ts', 'worker'], {
     cwd: REPO_ROOT,
-    env: childEnv(env),
+    env: childEnv({
+      ...env,
+      POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
+      // A short attempt limit makes a short lease (2 × 1 s + 2 s), so the restarted worker takes over soon.
+      SEND_TIMEOUT: '1s',
+      SEND_RETRY_SCHEDULE: '0,200ms,200ms,200ms,200ms',
+      LOG_LEVEL: 'info',
+    }),
   });
   let output = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker did not start:\n${output}`)), 15_000);
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       output += chunk;
-      if (output.includes('ready')) {
-        clearTimeout(timer);
-        resolve();
-      }
+      if (output.includes('Postwire worker started')) resolve();
     });
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`worker exited (${code}) before it was ready:\n${output}`));
-    });
+    child.on('exit', (code) => reject(new Error(`worker exited (${code}) before it started:\n${output}`)));
   });
   return { child, output: () => output };
 }
@@ -47,6 +56,102 @@ const exited = (child: ChildProcess) =>
   child.exitCode !== null || child.signalCode !== null
     ? Promise.resolve()
     : new Promise<void>((resolve) => child.once('exit', () => resolve()));
+
+async function kill(worker: WorkerProcess): Promise<void> {
+  worker.child.kill('SIGKILL');
+  await exited(worker.child);
+}
+
+/** Polls the database until `condition` holds (the worker's writes are the signal; the test's timeout bounds it). */
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 50));
+}
+
+/** Accepts emails through the real API (in this process), each stored before its 202; returns their ids. */
+async function acceptEmails(db: ProcessDatabase, recipients: string[]): Promise<string[]> {
+  const app = await buildApp({
+    database: db.database.handle,
+    clock: systemClock,
+    secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+    resolver: async () => [],
+    allowPrivateUrls: false,
+    rateLimit: { limit: 0, windowMs: 60_000 },
+    sendDailyLimit: 0,
+  });
+  try {
+    const projects = createProjectService({
+      repo: createProjectRepo(db.database.handle.db),
+      clock: systemClock,
+    });
+    const project = await projects.createProject('Crash test');
+    const { plaintext: key } = await projects.createKey(project.id, 'crash');
+    const ids: string[] = [];
+    for (let start = 0; start < recipients.length; start += 100) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/v1/emails/batch',
+        headers: { authorization: `Bearer ${key}` },
+        payload: recipients.slice(start, start + 100).map((to, i) => ({
+          from: 'Crash <crash@example.com>',
+          to,
+          subject: `Message ${start + i}`,
+          text: 'Sent at least once.',
+        })),
+      });
+      assert.equal(response.statusCode, 202, response.body);
+      ids.push(...response.json().data.map((item: { id: string }) => item.id));
+    }
+    return ids;
+  } finally {
+    await app.close();
+  }
+}
+
+async function recipientCounts(db: ProcessDatabase): Promise<Record<string, number>> {
+  const rows = await db.database.handle.db
+    .selectFrom('email_recipients')
+    .select((eb) => ['status', eb.fn.countAll<number | string>().as('count')])
+    .groupBy('status')
+    .execute();
+  return Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
+}
+
+/**
+ * Holds the lock a worker needs to record an attempt: on PostgreSQL the recipient rows (`FOR UPDATE`), on
+ * SQLite the database's write lock, each from a connection of its own.
+ */
+async function lockRecipients(engine: string, db: ProcessDatabase): Promise<() => Promise<void>> {
+  if (engine === 'postgres') {
+    const client = new pg.Client({ connectionString: db.env.DATABASE_URL });
+    await client.connect();
+    await client.query('BEGIN');
+    await client.query('SELECT id FROM email_recipients FOR UPDATE');
+    return async () => {
+      await client.query('ROLLBACK');
+      await client.end();
+    };
+  }
+  const sqlite = new DatabaseSync(path.join(db.dataDir, SQLITE_FILE));
+  sqlite.exec('BEGIN IMMEDIATE');
+  return async () => {
+    sqlite.exec('ROLLBACK');
+    sqlite.close();
+  };
+}
+
+/** PostgreSQL: true once some connection waits for a lock while updating email_recipients. */
+async function recordIsBlocked(db: ProcessDatabase): Promise<boolean> {
+  const client = new pg.Client({ connectionString: db.env.DATABASE_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'update "email_recipients"%'`,
+    );
+    return rows.length > 0;
+  } finally {
+    await client.end();
+  }
+}
 
 for (const engine of ENGINES) {
   describe(`sending survives a killed worker (${engine})`, () => {
@@ -65,95 +170,104 @@ for (const engine of ENGINES) {
       await db.cleanup();
     });
 
-    test(`${EMAILS} accepted emails all reach the SMTP server across a SIGKILL, with stable Message-IDs`, async () => {
-      // The API in this process accepts everything first: stored before each 202.
-      const app = await buildApp({
-        database: db.database.handle,
-        clock: systemClock,
-        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        resolver: async () => [],
-        allowPrivateUrls: false,
-        rateLimit: { limit: 0, windowMs: 60_000 },
-        sendDailyLimit: 0,
-      });
-      const projects = createProjectService({
-        repo: createProjectRepo(db.database.handle.db),
-        clock: systemClock,
-      });
-      const project = await projects.createProject('Crash test');
-      const { plaintext: key } = await projects.createKey(project.id, 'crash');
-      const ids: string[] = [];
-      for (let batch = 0; batch < EMAILS / 100; batch += 1) {
-        const response = await app.inject({
-          method: 'POST',
-          url: '/v1/emails/batch',
-          headers: { authorization: `Bearer ${key}` },
-          payload: Array.from({ length: 100 }, (_, i) => ({
-            from: 'Crash <crash@example.com>',
-            to: `user${batch * 100 + i}@example.org`,
-            subject: `Message ${batch * 100 + i}`,
-            text: 'Sent at least once.',
-          })),
-        });
-        assert.equal(response.statusCode, 202, response.body);
-        ids.push(...response.json().data.map((item: { id: string }) => item.id));
-      }
-      await app.close();
-      assert.equal(ids.length, EMAILS);
-      const stored = await db.database.handle.db.selectFrom('emails').select(['id', 'message_id']).execute();
-      const expected = new Set(stored.map((row) => row.message_id));
-      assert.equal(expected.size, EMAILS);
-
-      const env = {
-        ...db.env,
-        SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
-        SEND_CONCURRENCY: '8',
-        // A short attempt limit makes a short lease (2 × 1 s + 2 s), so the restarted worker takes over soon.
-        SEND_TIMEOUT: '1s',
-        SEND_RETRY_SCHEDULE: '0,200ms,200ms,200ms,200ms',
-      };
-      const first = await startWorkerProcess(env);
-      children.push(first.child);
-      await smtp.waitFor(KILL_AFTER, 20_000);
-      first.child.kill('SIGKILL');
-      await exited(first.child);
-      const atKill = smtp.messages.length;
-      assert.ok(atKill < EMAILS, `the worker finished (${atKill}) before it was killed`);
-
-      const second = await startWorkerProcess(env);
-      children.push(second.child);
-      const deadline = Date.now() + 30_000;
-      while (smtp.uniqueMessageIds().size < EMAILS) {
-        assert.ok(
-          Date.now() < deadline,
-          `only ${smtp.uniqueMessageIds().size} of ${EMAILS} arrived:\n${second.output()}`,
+    test(
+      `${EMAILS} accepted emails all reach the SMTP server across a SIGKILL, with stable Message-IDs`,
+      { timeout: TEST_TIMEOUT_MS },
+      async () => {
+        const ids = await acceptEmails(
+          db,
+          Array.from({ length: EMAILS }, (_, i) => `user${i}@example.org`),
         );
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      // Every stored email arrived, each under the Message-ID made when it was accepted.
-      assert.deepEqual([...smtp.uniqueMessageIds()].sort(), [...expected].sort());
-      // And the database agrees once the second worker has recorded them.
-      const deadlineDb = Date.now() + 10_000;
-      for (;;) {
-        const rows = await db.database.handle.db
-          .selectFrom('email_recipients')
-          .select((eb) => ['status', eb.fn.countAll<number | string>().as('count')])
-          .groupBy('status')
-          .execute();
-        const counts = Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
-        if (counts.sent === EMAILS) break;
-        assert.ok(Date.now() < deadlineDb, JSON.stringify(counts));
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const duplicates = smtp.messages.length - EMAILS;
-      assert.ok(
-        duplicates >= 0 && duplicates <= 8,
-        `${duplicates} duplicates (at most the attempts in flight)`,
-      );
+        assert.equal(ids.length, EMAILS);
+        const stored = await db.database.handle.db.selectFrom('emails').select('message_id').execute();
+        const expected = new Set(stored.map((row) => row.message_id));
+        assert.equal(expected.size, EMAILS);
 
-      process.stdout.write(
-        `# ${engine}: killed after ${atKill} messages; ${smtp.messages.length} received for ${EMAILS} emails (${duplicates} duplicates)\n`,
-      );
-    });
+        const env = { ...db.env, SMTP_URL: `smtp://127.0.0.1:${smtp.port}`, SEND_CONCURRENCY: '8' };
+        const first = await startWorkerProcess(env);
+        children.push(first.child);
+        await smtp.waitFor(KILL_AFTER, Infinity);
+        await kill(first);
+        const atKill = smtp.messages.length;
+        assert.ok(atKill < EMAILS, `the worker finished (${atKill}) before it was killed`);
+
+        const second = await startWorkerProcess(env);
+        children.push(second.child);
+        // Every stored email arrives, each under the Message-ID made when it was accepted…
+        await smtp.waitFor(EMAILS, Infinity);
+        await until(async () => smtp.uniqueMessageIds().size === EMAILS);
+        assert.deepEqual([...smtp.uniqueMessageIds()].sort(), [...expected].sort());
+        // …and the database agrees once the second worker has recorded them, each with one email.sent.
+        await until(async () => (await recipientCounts(db)).sent === EMAILS);
+        const sentEvents = await db.database.handle.db
+          .selectFrom('events')
+          .select((eb) => eb.fn.countAll<number | string>().as('count'))
+          .where('type', '=', 'email.sent')
+          .executeTakeFirstOrThrow();
+        assert.equal(Number(sentEvents.count), EMAILS, 'one email.sent per email, duplicates or not');
+        const duplicates = smtp.messages.length - EMAILS;
+        // Sent again: the attempts in flight and those whose outcome was not written yet, 8 of each at most.
+        assert.ok(duplicates <= 16, `${duplicates} duplicates (at most 2 × SEND_CONCURRENCY)`);
+        process.stdout.write(
+          `# ${engine}: killed after ${atKill} messages; ${smtp.messages.length} received for ${EMAILS} emails\n`,
+        );
+      },
+    );
+  });
+
+  describe(`a worker killed between the SMTP answer and its event (${engine})`, () => {
+    test(
+      'the recipient is sent again with the same Message-ID, and its event is emitted once',
+      { timeout: TEST_TIMEOUT_MS },
+      async (t) => {
+        const db = await createProcessDatabase(engine);
+        t.after(() => db.cleanup());
+        const smtp = await startSmtpServer();
+        t.after(() => smtp.close());
+        const [emailId] = await acceptEmails(db, ['ada@example.org']);
+
+        // The server has the message; before it answers 250, the test takes the lock the worker needs to
+        // record the attempt, so the 250 reaches a worker that cannot write its outcome or event.
+        let release: (() => Promise<void>) | undefined;
+        let answered!: () => void;
+        const answeredPromise = new Promise<void>((resolve) => (answered = resolve));
+        smtp.beforeAccept(async () => {
+          release = await lockRecipients(engine, db);
+          setImmediate(answered);
+        });
+        const env = { ...db.env, SMTP_URL: `smtp://127.0.0.1:${smtp.port}` };
+        const first = await startWorkerProcess(env);
+        t.after(() => first.child.kill('SIGKILL'));
+        await answeredPromise;
+        // PostgreSQL shows the worker's outcome write waiting for the lock: the kill lands exactly there.
+        // SQLite shows nothing of a waiting writer; the kill lands after the 250 was written to the socket,
+        // the message delivered and no outcome recorded, which is what the worker must recover from.
+        if (engine === 'postgres') await until(() => recordIsBlocked(db));
+        await kill(first);
+        smtp.beforeAccept(undefined);
+        await release!();
+
+        const events = () =>
+          db.database.handle.db
+            .selectFrom('events')
+            .select(['id', 'type'])
+            .where('email_id', '=', emailId!)
+            .execute();
+        assert.deepEqual(await events(), [], 'no event was recorded before the kill');
+        assert.deepEqual(await recipientCounts(db), { queued: 1 });
+
+        const second = await startWorkerProcess(env);
+        t.after(() => second.child.kill('SIGKILL'));
+        await until(async () => (await recipientCounts(db)).sent === 1);
+        assert.equal(smtp.messages.length, 2, 'sent again after the crash: at least once');
+        assert.equal(smtp.messages[0]!.messageId, smtp.messages[1]!.messageId, 'under the same Message-ID');
+        const recorded = await events();
+        assert.deepEqual(
+          recorded.map((event) => event.type),
+          ['email.sent'],
+          'one event, however many times it was sent',
+        );
+      },
+    );
   });
 }

@@ -28,9 +28,14 @@ export interface TestSmtpServer {
   concurrency: { current: number; max: number };
   /** Replies to the next DATA commands, in order; after them messages are accepted (250). */
   scriptData(...replies: SmtpReply[]): void;
+  /**
+   * Runs before the server answers each accepted DATA (the message is already in `messages`): the 250
+   * waits for it, so a test can do something between receipt and the client learning it was accepted.
+   */
+  beforeAccept(hook: ((message: ReceivedMessage) => Promise<void>) | undefined): void;
   /** Answers RCPT TO for an address (a refusal), or undefined to accept it. */
   onRecipient(decide: (address: string) => SmtpReply | undefined): void;
-  /** Resolves once `count` messages have arrived. */
+  /** Resolves once `count` messages have arrived; rejects after `timeoutMs` (default 5 s; Infinity: never). */
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedMessage[]>;
   /** Message-IDs received so far, each once. */
   uniqueMessageIds(): Set<string>;
@@ -56,6 +61,7 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
   const messages: ReceivedMessage[] = [];
   const dataReplies: SmtpReply[] = [];
   let decideRecipient: (address: string) => SmtpReply | undefined = () => undefined;
+  let acceptHook: ((message: ReceivedMessage) => Promise<void>) | undefined;
   const waiters = new Set<() => void>();
   let connections = 0;
   const concurrency = { current: 0, max: 0 };
@@ -101,14 +107,16 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
         }
         const raw = Buffer.concat(chunks).toString('utf8');
         const header = raw.split(/\r?\n\r?\n/, 1)[0] ?? '';
-        messages.push({
+        const message: ReceivedMessage = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((rcpt) => rcpt.address),
           raw,
           messageId: /^Message-ID:\s*(<[^>]+>)/im.exec(header)?.[1],
           user: typeof session.user === 'string' ? session.user : undefined,
-        });
+        };
+        messages.push(message);
         for (const waiter of waiters) waiter();
+        await acceptHook?.(message);
         callback(null, reply?.message ?? 'Ok: queued');
       });
     },
@@ -135,6 +143,9 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
     scriptData(...replies) {
       dataReplies.push(...replies);
     },
+    beforeAccept(hook) {
+      acceptHook = hook;
+    },
     onRecipient(decide) {
       decideRecipient = decide;
     },
@@ -147,10 +158,13 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
             resolve(messages.slice());
           }
         };
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`expected ${count} messages within ${timeoutMs} ms, got ${messages.length}`));
-        }, timeoutMs);
+        // Infinity: no deadline of its own (a test run by another process waits for it, bounded by the test's).
+        const timer = Number.isFinite(timeoutMs)
+          ? setTimeout(() => {
+              waiters.delete(check);
+              reject(new Error(`expected ${count} messages within ${timeoutMs} ms, got ${messages.length}`));
+            }, timeoutMs)
+          : undefined;
         waiters.add(check);
         check();
       });
