@@ -192,7 +192,7 @@ export interface EmailRecipientsTable {
   status: RecipientStatus;
   attempts: number;
   /**
-   * Queue position while due (fair across projects, see fair-queue.ts); null while waiting or when done.
+   * Queue position while due (fair across projects, see fair-queue.repo.ts); null while waiting or when done.
    * Workers claim the lowest first.
    */
   ready_seq: Seq;

@@ -4,6 +4,7 @@ import type { Database } from '../db/schema.ts';
 import type { Clock } from '../lib/clock.ts';
 import { sha256Hex } from '../lib/crypto.ts';
 import { sendError } from './error-handler.ts';
+import { createIdempotencyRepo } from './idempotency.repo.ts';
 
 const RETENTION_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
@@ -27,6 +28,7 @@ export function installIdempotency(
   app: FastifyInstance,
   { db, clock }: { db: Kysely<Database>; clock: Clock },
 ): void {
+  const repo = createIdempotencyRepo(db);
   app.decorateRequest('idempotencyKey', undefined);
 
   app.addHook('preHandler', async (request, reply) => {
@@ -50,12 +52,7 @@ export function installIdempotency(
     const expiredBefore = new Date(now.getTime() - RETENTION_MS).toISOString();
     const abandonedBefore = new Date(now.getTime() - ABANDONED_AFTER_MS).toISOString();
 
-    const existing = await db
-      .selectFrom('idempotency_keys')
-      .selectAll()
-      .where('project_id', '=', projectId)
-      .where('key', '=', key)
-      .executeTakeFirst();
+    const existing = await repo.find(projectId, key);
     if (existing && existing.created_at >= expiredBefore) {
       if (existing.request_hash !== requestHash) {
         return sendError(
@@ -85,29 +82,17 @@ export function installIdempotency(
         );
       }
       // Its request never finished (the process died mid-request): this retry takes the key over.
-      await db
-        .deleteFrom('idempotency_keys')
-        .where('project_id', '=', projectId)
-        .where('key', '=', key)
-        .where('status_code', 'is', null)
-        .where('created_at', '=', existing.created_at)
-        .execute();
+      await repo.dropAbandoned(projectId, key, existing.created_at);
     }
 
-    await db.deleteFrom('idempotency_keys').where('created_at', '<', expiredBefore).execute();
-    const claimed = await db
-      .insertInto('idempotency_keys')
-      .values({
-        project_id: projectId,
-        key,
-        request_hash: requestHash,
-        status_code: null,
-        response_body: null,
-        created_at: now.toISOString(),
-      })
-      .onConflict((conflict) => conflict.columns(['project_id', 'key']).doNothing())
-      .executeTakeFirst();
-    if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) {
+    await repo.deleteExpired(expiredBefore);
+    const claimed = await repo.claim({
+      project_id: projectId,
+      key,
+      request_hash: requestHash,
+      created_at: now.toISOString(),
+    });
+    if (!claimed) {
       return sendError(
         request,
         reply,
@@ -123,23 +108,12 @@ export function installIdempotency(
   app.addHook('onSend', async (request, reply, payload) => {
     const key = request.idempotencyKey;
     if (key === undefined || !request.caller) return payload;
-    const row = db
-      .updateTable('idempotency_keys')
-      .where('project_id', '=', request.caller.projectId)
-      .where('key', '=', key);
+    const projectId = request.caller.projectId;
     if (reply.statusCode >= 500 || reply.statusCode === 429 || reply.statusCode === 409) {
-      await db
-        .deleteFrom('idempotency_keys')
-        .where('project_id', '=', request.caller.projectId)
-        .where('key', '=', key)
-        .execute();
+      await repo.release(projectId, key);
     } else {
-      await row
-        .set({
-          status_code: reply.statusCode,
-          response_body: typeof payload === 'string' ? payload : String(payload),
-        })
-        .execute();
+      const body = typeof payload === 'string' ? payload : String(payload);
+      await repo.saveResponse(projectId, key, reply.statusCode, body);
     }
     return payload;
   });

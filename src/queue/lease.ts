@@ -1,4 +1,6 @@
 import { hostname } from 'node:os';
+import { type Expression, type Kysely, type SqlBool, sql } from 'kysely';
+import type { Database } from '../db/schema.ts';
 import { randomToken } from '../lib/crypto.ts';
 
 /** A claim's lease: the rows are `workerId`'s until `until`; past it, another worker may take them. */
@@ -23,3 +25,23 @@ export const storedLease = (lease: Lease): StoredLease => ({
 
 /** A worker's name in `locked_by`: the host and process, and a random part so two workers of one process differ. */
 export const newWorkerId = (): string => `${hostname()}/${process.pid}/${randomToken(6)}`;
+
+/** The queue tables: each has `id`, `locked_by` and `locked_until`, written only through its owner's repository. */
+export type QueueTable = 'deliveries' | 'email_recipients';
+
+/**
+ * Gives back leases without an attempt (more claimed than there are slots, or shutting down): these rows
+ * (or all) that `workerId` holds and that are still waiting (`waiting`: the table's own test), so a row
+ * finished meanwhile keeps its outcome. Called by the table's owning repository.
+ */
+export async function releaseLeases(
+  db: Kysely<Database>,
+  table: QueueTable,
+  request: { workerId: string; rows?: readonly string[] | undefined; waiting: Expression<SqlBool> },
+): Promise<void> {
+  const { workerId, rows, waiting } = request;
+  if (rows !== undefined && rows.length === 0) return;
+  const only = rows === undefined ? sql`` : sql`AND id IN (${sql.join(rows)})`;
+  await sql`UPDATE ${sql.table(table)} SET locked_until = NULL, locked_by = NULL
+    WHERE locked_by = ${workerId} AND ${waiting} ${only}`.execute(db);
+}

@@ -1,8 +1,9 @@
+import { WORKER_POLL_INTERVAL_MS } from '../config.ts';
 import type { DatabaseHandle } from '../db/connection.ts';
 import type { Clock } from '../lib/clock.ts';
-import type { WorkerLogger } from '../lib/worker-logger.ts';
+import { silentWorkerLogger, type WorkerLogger } from '../lib/worker-logger.ts';
 import { createBatcher } from './batcher.ts';
-import type { Lease } from './lease.ts';
+import { type Lease, newWorkerId } from './lease.ts';
 import type { Notifier, QueueChannel } from './notifier.ts';
 import { createWorkLoop } from './work-loop.ts';
 
@@ -97,6 +98,29 @@ export interface QueueWorkerOptions<Job extends QueueJob, Outcome> {
   /** PostgreSQL: LISTEN on the queue's channel for other processes' jobs. */
   database: Pick<DatabaseHandle, 'listen'>;
   channel: QueueChannel;
+}
+
+/** What every queue worker is built from, besides the needs of its own policy. */
+export interface QueueWorkerDeps {
+  database: DatabaseHandle;
+  clock: Clock;
+  /** In-process wake-ups from the code that writes the queue's jobs. */
+  notifier?: Notifier | undefined;
+  logger?: WorkerLogger | undefined;
+  /** Randomness for retry jitter (tests pin it). */
+  random?: () => number;
+  /** Names this worker in `locked_by`; unique per worker. */
+  workerId?: string;
+}
+
+/** The optional parts of QueueWorkerDeps, filled in: silent logs, Math.random, a fresh id, the default poll. */
+export function withQueueDefaults(deps: QueueWorkerDeps, settings: { pollIntervalMs?: number | undefined }) {
+  return {
+    logger: deps.logger ?? silentWorkerLogger,
+    random: deps.random ?? Math.random,
+    workerId: deps.workerId ?? newWorkerId(),
+    pollIntervalMs: settings.pollIntervalMs ?? WORKER_POLL_INTERVAL_MS,
+  };
 }
 
 export interface QueueWorker {

@@ -3,7 +3,7 @@ import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
 import { newId } from '../../lib/ids.ts';
-import { type Lease, type StoredLease, storedLease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases, type StoredLease, storedLease } from '../../queue/lease.ts';
 import { createWebhookRepo } from '../webhooks/webhooks.repo.ts';
 
 /** A delivery a worker holds the lease on, with what it needs to make the attempt. */
@@ -143,6 +143,14 @@ export type AttemptRow = Row<'delivery_attempts'>;
 /** A delivery with its event's kind, as the delivery log shows it. */
 export type DeliveryWithType = DeliveryRecord & { event_type: string };
 
+/** Which failed deliveries go back in the queue: a webhook's, created since `since`. */
+export interface RequeueRequest {
+  projectId: string;
+  webhookId: string;
+  since: string;
+  now: string;
+}
+
 export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
   /**
    * When this repo last recorded a success per webhook, and no failure since: within the interval, the
@@ -250,15 +258,8 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Gives leases back without an attempt (more claimed than a webhook's free slots, or shutting down). */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      await db
-        .updateTable('deliveries')
-        .set({ locked_until: null, locked_by: null })
-        .where('locked_by', '=', workerId)
-        .where('status', '=', 'pending')
-        .$if(ids !== undefined, (query) => query.where('id', 'in', [...ids!]))
-        .execute();
+    release(workerId: string, rows?: readonly string[]): Promise<void> {
+      return releaseLeases(db, 'deliveries', { workerId, rows, waiting: sql<boolean>`status = 'pending'` });
     },
 
     /** The earliest due time among pending deliveries, to sleep until then rather than poll. */
@@ -464,12 +465,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
      * schedule starting over (`attempts` counts the current run; the attempt log keeps the earlier ones).
      * Returns how many were re-queued.
      */
-    async requeueFailed(options: {
-      projectId: string;
-      webhookId: string;
-      since: string;
-      now: string;
-    }): Promise<number> {
+    async requeueFailed(options: RequeueRequest): Promise<number> {
       const result = await db
         .updateTable('deliveries')
         .set({

@@ -5,6 +5,7 @@ import type { Database, DeliveryStatus } from '../../db/schema.ts';
 import {
   type AttemptRow,
   createDeliveryRepo,
+  type RequeueRequest,
   type DeliveryRecord,
   type DeliveryWithType,
 } from './deliveries.repo.ts';
@@ -83,12 +84,7 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
     },
 
     /** Re-queues a webhook's failed deliveries created since `since` and wakes the workers; returns how many. */
-    async requeueFailed(options: {
-      projectId: string;
-      webhookId: string;
-      since: string;
-      now: string;
-    }): Promise<number> {
+    async requeueFailed(options: RequeueRequest): Promise<number> {
       const count = await repo.requeueFailed(options);
       if (count > 0) {
         await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.deliveries);

@@ -1,15 +1,11 @@
 import type { KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Config } from '../../config.ts';
-import type { DatabaseHandle } from '../../db/connection.ts';
-import type { Clock } from '../../lib/clock.ts';
-import { WORKER_POLL_INTERVAL_MS } from '../../config.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
 import type { Resolver } from '../../lib/network-policy.ts';
-import { silentWorkerLogger, type WorkerLogger } from '../../lib/worker-logger.ts';
-import { newWorkerId } from '../../queue/lease.ts';
-import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createQueueWorker, type QueueJob, type QueueSource, type QueueWorker } from '../../queue/runtime.ts';
+import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { createDeliveryRepo, type ClaimedDelivery, type DeliveryOutcome } from './deliveries.repo.ts';
 import { nextRetryDelay, parseRetryAfter } from './retry.ts';
 import { createSender, type SendResult } from './sender.ts';
@@ -48,21 +44,12 @@ export function deliverySettingsFromConfig(config: Config): DeliverySettings {
   };
 }
 
-export interface DeliveryWorkerDeps {
-  database: DatabaseHandle;
-  clock: Clock;
+export interface DeliveryWorkerDeps extends QueueWorkerDeps {
   secretBox: SecretBox;
   /** Resolves webhook hosts at connect time; every address is checked against the private-network policy. */
   resolver: Resolver;
   allowPrivateUrls: boolean;
   settings: DeliverySettings;
-  /** In-process wake-ups from the event service. */
-  notifier?: Notifier | undefined;
-  logger?: WorkerLogger | undefined;
-  /** Randomness for jitter (tests pin it). */
-  random?: () => number;
-  /** Names this worker in `locked_by`; unique per worker. */
-  workerId?: string;
 }
 
 export type DeliveryWorker = QueueWorker;
@@ -110,10 +97,8 @@ const OUTCOME_WRITE_INTERVAL_MS = 3;
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { clock, settings } = deps;
-  const logger = deps.logger ?? silentWorkerLogger;
-  const random = deps.random ?? Math.random;
+  const { logger, random, workerId, pollIntervalMs } = withQueueDefaults(deps, settings);
   const userAgent = settings.userAgent ?? defaultUserAgent();
-  const workerId = deps.workerId ?? newWorkerId();
   const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
   const sender = createSender({
     resolver: deps.resolver,
@@ -165,7 +150,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       claimBatch: 1,
       attemptTimeoutMs: settings.timeoutMs,
       leaseMs: settings.leaseMs ?? 2 * settings.timeoutMs + 5000,
-      pollIntervalMs: settings.pollIntervalMs ?? WORKER_POLL_INTERVAL_MS,
+      pollIntervalMs,
       stopGraceMs: settings.stopGraceMs ?? settings.timeoutMs + 2000,
       outcomeWriteIntervalMs: OUTCOME_WRITE_INTERVAL_MS,
       maxUnrecorded: 2 * settings.concurrency,

@@ -2,7 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
-import { countAgainstQuota, firstPosition } from './fair-queue.ts';
+import { countAgainstQuota, firstPosition } from './fair-queue.repo.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 
 export interface NewRecipient {
@@ -127,7 +127,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .reduce((sum, email) => sum + email.recipients.length, 0);
 
       // Read before the transaction: a position is a fairness hint, and the transaction then starts with a
-      // write (see fair-queue.ts on SQLite lock upgrades).
+      // write (see fair-queue.repo.ts on SQLite lock upgrades).
       const firstSeq = due > 0 ? await firstPosition(db, projectId) : 0;
       await db.transaction().execute(async (trx) => {
         await insertChunked(emails, (chunk) =>

@@ -1,9 +1,9 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { Database, EmailStatus, RecipientStatus } from '../../db/schema.ts';
-import { type Lease, storedLease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import { type EmailRecord, toEmailRecord } from './emails.repo.ts';
-import { promoteDue, pruneQuota } from './fair-queue.ts';
+import { promoteDue, pruneQuota } from './fair-queue.repo.ts';
 import { summarizeStatus } from './status.ts';
 
 // The sending queue: each due recipient row is a job, claimed by the sending worker under a lease. Written
@@ -146,15 +146,12 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      await db
-        .updateTable('email_recipients')
-        .set({ locked_until: null, locked_by: null })
-        .where('ready_seq', 'is not', null)
-        .where('locked_by', '=', workerId)
-        .$if(ids !== undefined, (query) => query.where('id', 'in', [...ids!]))
-        .execute();
+    release(workerId: string, rows?: readonly string[]): Promise<void> {
+      return releaseLeases(db, 'email_recipients', {
+        workerId,
+        rows,
+        waiting: sql<boolean>`ready_seq IS NOT NULL`,
+      });
     },
 
     /** When the earliest waiting recipient (scheduled, or a retry) becomes due. */
@@ -184,7 +181,7 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
         const heldUpdates: boolean[] = [];
         for (const update of record.updates) {
           const final = FINAL.has(update.status);
-          // First statement a write: see fair-queue.ts on SQLite lock upgrades.
+          // First statement a write: see fair-queue.repo.ts on SQLite lock upgrades.
           const result = await db
             .updateTable('email_recipients')
             .set((eb) => ({

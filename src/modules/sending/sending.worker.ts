@@ -1,12 +1,11 @@
 import type { Config } from '../../config.ts';
-import { WORKER_POLL_INTERVAL_MS } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
-import { silentWorkerLogger, type WorkerLogger } from '../../lib/worker-logger.ts';
-import { newWorkerId } from '../../queue/lease.ts';
+import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createQueueWorker, type QueueJob, type QueueSource, type QueueWorker } from '../../queue/runtime.ts';
+import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import {
@@ -72,20 +71,11 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
   };
 }
 
-export interface SendingWorkerDeps {
-  database: DatabaseHandle;
-  clock: Clock;
+export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
   settings: SendingSettings;
-  /** In-process wake-ups from the send API. */
-  notifier?: Notifier | undefined;
-  logger?: WorkerLogger | undefined;
-  /** Randomness for jitter (tests pin it). */
-  random?: () => number;
-  /** Names this worker in `locked_by`; unique per worker. */
-  workerId?: string;
 }
 
 export type SendingWorker = QueueWorker;
@@ -118,17 +108,14 @@ const responseCode = (response: string | null): number | null => {
 /**
  * Sends email on the queue runtime (src/queue/runtime.ts): recipients of one email travel in one SMTP
  * transaction, lanes are recipient domains (direct delivery) or the one relay, and claiming is fair across
- * projects (see emails/fair-queue.ts). Each attempt's outcome, the recipients' new states and their events
+ * projects (see emails/fair-queue.repo.ts). Each attempt's outcome, the recipients' new states and their events
  * commit in one transaction. A worker that dies mid-send leaves its recipients leased until the lease runs
  * out; another worker then sends them again (the same Message-ID: at least once, never lost).
  */
 export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const { clock, settings, transport } = deps;
-  const logger = deps.logger ?? silentWorkerLogger;
-  const random = deps.random ?? Math.random;
+  const { logger, random, workerId, pollIntervalMs } = withQueueDefaults(deps, settings);
   const jitter = settings.jitter ?? 0.2;
-  const workerId = deps.workerId ?? newWorkerId();
-  const pollIntervalMs = settings.pollIntervalMs ?? WORKER_POLL_INTERVAL_MS;
   const { db, engine } = deps.database;
   const repo = createSendQueueRepo(db, engine);
   let lastPrune = -Infinity;
