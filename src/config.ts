@@ -21,6 +21,8 @@ export const DEFAULTS = {
   sendDailyLimit: 10_000,
   /** A template render is stopped after this long (LiquidJS's renderLimit). */
   renderLimitMs: 1000,
+  /** A worker silent this long is dead: the others give its leased jobs back (WORKER_DEAD_AFTER). */
+  workerDeadAfterMs: 15_000,
 } as const;
 
 export interface Config {
@@ -48,6 +50,8 @@ export interface Config {
   webhookConcurrencyPerEndpoint: number;
   /** A webhook whose attempts have all failed for this long is disabled. */
   webhookDisableAfterMs: number;
+  /** A worker whose heartbeat stopped this long ago is dead: its leased jobs come back to the others. */
+  workerDeadAfterMs: number;
   /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
   webhookSecretRotationWindowMs: number;
   /**
@@ -184,8 +188,12 @@ export function loadConfig(env: Env = process.env): Config {
       'WEBHOOK_SECRET_ROTATION_WINDOW',
       DEFAULTS.webhookSecretRotationWindowMs,
     ),
+    workerDeadAfterMs: duration('WORKER_DEAD_AFTER', DEFAULTS.workerDeadAfterMs),
     ...mailConfig(env, problems, { integer, duration, schedule }),
   };
+  if (config.workerDeadAfterMs < 300 || config.workerDeadAfterMs > 3_600_000) {
+    problems.push(`WORKER_DEAD_AFTER must be from 300ms to 1h, got '${env.WORKER_DEAD_AFTER}'.`);
+  }
   if (config.bootstrapKey !== undefined && config.bootstrapKey.length < 16) {
     problems.push('POSTWIRE_BOOTSTRAP_KEY must be at least 16 characters.');
   }

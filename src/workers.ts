@@ -42,6 +42,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     settings: deliverySettingsFromConfig(deps.config),
     notifier: deliveryNotifier,
     logger: deps.logger,
+    deadAfterMs: deps.config.workerDeadAfterMs,
   });
   const sending = createSendingWorkerFromConfig({
     config: deps.config,

@@ -20,8 +20,10 @@ function spawnWorker(env: Record<string, string>): ChildProcess {
       ...env,
       POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
       POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
-      // A short timeout keeps the lease (2 × timeout + 5 s) short, so a killed worker's claims return soon.
-      WEBHOOK_TIMEOUT_MS: '1000',
+      // A lease (2 × timeout + 5 s = 125 s) longer than the test waits: a killed worker's claims can only
+      // come back through its stopped heartbeat.
+      WEBHOOK_TIMEOUT_MS: '60000',
+      WORKER_DEAD_AFTER: '1500ms',
       WEBHOOK_CONCURRENCY_PER_ENDPOINT: '8',
       LOG_LEVEL: 'warn',
     }),

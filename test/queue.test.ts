@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
+import type { HeartbeatStore } from '../src/queue/heartbeats.repo.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { createNotifier } from '../src/queue/notifier.ts';
 import {
@@ -285,6 +287,65 @@ describe('queue runtime', () => {
     assert.ok(queue.log.some((line) => line.startsWith('claim worker-b')));
   });
 
+  test(
+    'a worker whose heartbeat stopped has its jobs given back before its lease runs out',
+    { timeout: 10_000 },
+    async () => {
+      const clock = manualClock();
+      const queue = scriptedQueue(jobs(2, ['a']));
+      // A worker that died holding both jobs under a long lease; its last heartbeat was at the start.
+      for (const row of queue.rows.values()) {
+        row.lockedBy = 'ghost';
+        row.lockedUntil = clock.now().getTime() + 3_600_000;
+      }
+      const beats = new Map<string, number>([['ghost', clock.now().getTime()]]);
+      const heartbeats: HeartbeatStore = {
+        async beat(workerId, _queue, now) {
+          beats.set(workerId, now.getTime());
+        },
+        async dead(_queue, before) {
+          return [...beats].filter(([, at]) => at < before.getTime()).map(([id]) => id);
+        },
+        async forget(ids) {
+          for (const id of ids) beats.delete(id);
+        },
+      };
+      const attempts = controlledAttempts();
+      const w = createQueueWorker<Job, Outcome>({
+        name: 'test worker',
+        workerId: 'worker-b',
+        source: queue.source,
+        attempt: attempts.attempt('worker-b'),
+        settings: SETTINGS,
+        clock,
+        logger: silent,
+        database: {},
+        channel: 'postwire_deliveries',
+        heartbeats,
+        deadAfterMs: 15_000,
+      });
+      await w.start();
+      try {
+        await w.whenIdle();
+        assert.equal(attempts.running.size, 0, 'the ghost is not dead yet: its jobs stay leased');
+        assert.deepEqual([...beats.keys()].sort(), ['ghost', 'worker-b']);
+
+        // Past two thirds of WORKER_DEAD_AFTER without a heartbeat, and this worker's next heartbeat is due.
+        clock.advance(10_001);
+        w.wake();
+        await attempts.started(2);
+        assert.ok(queue.log.includes('release ghost all'), queue.log.join('\n'));
+        assert.deepEqual([...beats.keys()], ['worker-b'], 'the dead worker is forgotten');
+        attempts.finishAll();
+        await w.whenIdle();
+        assert.deepEqual(queue.done(), ['job000', 'job001']);
+      } finally {
+        await w.stop();
+      }
+      assert.deepEqual([...beats.keys()], [], 'a stopped worker removes its heartbeat');
+    },
+  );
+
   test('stop writes the outcomes of finished attempts before it gives the leases back', async () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(2, ['a']));
@@ -387,5 +448,16 @@ describe('queue runtime', () => {
     } finally {
       await w.stop();
     }
+  });
+});
+
+describe('WORKER_DEAD_AFTER', () => {
+  test('defaults to 15 s, reads a duration, and refuses one too short to heartbeat within', () => {
+    assert.equal(loadConfig({}).workerDeadAfterMs, 15_000);
+    assert.equal(loadConfig({ WORKER_DEAD_AFTER: '5s' }).workerDeadAfterMs, 5000);
+    assert.throws(() => loadConfig({ WORKER_DEAD_AFTER: '10ms' }), {
+      name: 'ConfigError',
+      message: "Invalid configuration:\n  - WORKER_DEAD_AFTER must be from 300ms to 1h, got '10ms'.",
+    });
   });
 });

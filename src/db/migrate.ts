@@ -8,6 +8,7 @@ import { migration as sendQuotaShards } from './migrations/0005_send_quota_shard
 import { migration as deliveriesWebhookDue } from './migrations/0006_deliveries_webhook_due.ts';
 import { migration as oneDefaultProject } from './migrations/0007_one_default_project.ts';
 import { migration as oneOutbox } from './migrations/0008_one_outbox.ts';
+import { migration as workerHeartbeats } from './migrations/0009_worker_heartbeats.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -21,6 +22,7 @@ const migrations: Record<string, Migration> = {
   '0006_deliveries_webhook_due': deliveriesWebhookDue,
   '0007_one_default_project': oneDefaultProject,
   '0008_one_outbox': oneOutbox,
+  '0009_worker_heartbeats': workerHeartbeats,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

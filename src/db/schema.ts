@@ -228,6 +228,15 @@ export interface SendQuotaTable {
   used: number;
 }
 
+/** A running queue worker and when it last said it was alive (written by src/queue/heartbeats.repo.ts). */
+export interface QueueWorkersTable {
+  /** The worker's id, as in the queue tables' `locked_by`. */
+  id: string;
+  /** Its queue's channel name (`postwire_deliveries`, `postwire_sending`). */
+  queue: string;
+  heartbeat_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -242,6 +251,7 @@ export interface Database {
   email_recipients: EmailRecipientsTable;
   email_raw: EmailRawTable;
   send_quota: SendQuotaTable;
+  queue_workers: QueueWorkersTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

@@ -1,8 +1,9 @@
-import { WORKER_POLL_INTERVAL_MS } from '../config.ts';
+import { DEFAULTS, WORKER_POLL_INTERVAL_MS } from '../config.ts';
 import type { DatabaseHandle } from '../db/connection.ts';
 import type { Clock } from '../lib/clock.ts';
 import { silentWorkerLogger, type WorkerLogger } from '../lib/worker-logger.ts';
 import { createBatcher } from './batcher.ts';
+import { createHeartbeatRepo, type HeartbeatStore } from './heartbeats.repo.ts';
 import { type Lease, newWorkerId } from './lease.ts';
 import type { Notifier, QueueChannel } from './notifier.ts';
 import { createWorkLoop } from './work-loop.ts';
@@ -98,6 +99,12 @@ export interface QueueWorkerOptions<Job extends QueueJob, Outcome> {
   /** PostgreSQL: LISTEN on the queue's channel for other processes' jobs. */
   database: Pick<DatabaseHandle, 'listen'>;
   channel: QueueChannel;
+  /**
+   * Where the worker says it is alive, and finds workers of its queue that stopped: their jobs are given
+   * back within `deadAfterMs` of the last heartbeat, not when their leases run out.
+   */
+  heartbeats?: HeartbeatStore | undefined;
+  deadAfterMs?: number | undefined;
 }
 
 /** What every queue worker is built from, besides the needs of its own policy. */
@@ -111,6 +118,8 @@ export interface QueueWorkerDeps {
   random?: () => number;
   /** Names this worker in `locked_by`; unique per worker. */
   workerId?: string;
+  /** A worker silent this long is dead (WORKER_DEAD_AFTER). */
+  deadAfterMs?: number | undefined;
 }
 
 /** The optional parts of QueueWorkerDeps, filled in: silent logs, Math.random, a fresh id, the default poll. */
@@ -120,6 +129,8 @@ export function withQueueDefaults(deps: QueueWorkerDeps, settings: { pollInterva
     random: deps.random ?? Math.random,
     workerId: deps.workerId ?? newWorkerId(),
     pollIntervalMs: settings.pollIntervalMs ?? WORKER_POLL_INTERVAL_MS,
+    heartbeats: createHeartbeatRepo(deps.database.db),
+    deadAfterMs: deps.deadAfterMs ?? DEFAULTS.workerDeadAfterMs,
   };
 }
 
@@ -213,6 +224,11 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
   /** Set by a look that found nothing due; cleared when a round starts. */
   let foundNothing = false;
   let idleWaiters: Array<{ after: number; resolve: () => void }> = [];
+  const deadAfterMs = options.deadAfterMs ?? DEFAULTS.workerDeadAfterMs;
+  // Three heartbeats per dead-after period: a live worker is never seen silent for more than a third of it,
+  // so one silent for two thirds is dead, and the others notice within the next third.
+  const heartbeatEveryMs = deadAfterMs / 3;
+  let nextHeartbeatAt = -Infinity;
 
   const outcomes = createBatcher<Attempted<Job, Outcome>>({
     maxBatch: OUTCOME_BATCH,
@@ -252,6 +268,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
     rounds += 1;
     const thisRound = rounds;
     foundNothing = false;
+    await heartbeat();
     if (expiring.length > 0) {
       const rows = expiring;
       expiring = [];
@@ -275,7 +292,23 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
         nextDiscoveryAt = -Infinity;
       }
     }
-    return Math.max(0, Math.min(settings.pollIntervalMs, nextDiscoveryAt - clock.now().getTime()));
+    const until = Math.min(nextDiscoveryAt, options.heartbeats ? nextHeartbeatAt : Infinity);
+    return Math.max(0, Math.min(settings.pollIntervalMs, until - clock.now().getTime()));
+  }
+
+  /** Says this worker is alive, and gives back the jobs of workers of its queue that are not. */
+  async function heartbeat(): Promise<void> {
+    const store = options.heartbeats;
+    const now = clock.now();
+    if (!store || now.getTime() < nextHeartbeatAt) return;
+    nextHeartbeatAt = now.getTime() + heartbeatEveryMs;
+    await store.beat(workerId, options.channel, now);
+    const dead = await store.dead(options.channel, new Date(now.getTime() - 2 * heartbeatEveryMs));
+    if (dead.length === 0) return;
+    for (const deadWorker of dead) await source.release(deadWorker);
+    await store.forget(dead);
+    logger.warn({ workers: dead }, `${name}: gave back the jobs of workers that stopped their heartbeat`);
+    nextDiscoveryAt = -Infinity;
   }
 
   /** Claims until every lane with work holds what it may, or nothing more is due. */
@@ -490,6 +523,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
       if (abort.signal.aborted) abort = new AbortController();
       nextDiscoveryAt = -Infinity;
       discoveryLimit = settings.capacity;
+      nextHeartbeatAt = -Infinity;
       unsubscribe = options.notifier?.subscribe(newWork);
       await loop.start();
     },
@@ -518,6 +552,9 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
       expiring = [];
       await source.release(workerId).catch((error: unknown) => {
         logger.error({ err: error }, `${name}: could not give back its leases; they expire`);
+      });
+      await options.heartbeats?.forget([workerId]).catch((error: unknown) => {
+        logger.error({ err: error }, `${name}: could not remove its heartbeat; the others will`);
       });
       abort.abort();
       await options.close?.();

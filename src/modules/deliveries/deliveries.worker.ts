@@ -97,7 +97,10 @@ const OUTCOME_WRITE_INTERVAL_MS = 3;
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { clock, settings } = deps;
-  const { logger, random, workerId, pollIntervalMs } = withQueueDefaults(deps, settings);
+  const { logger, random, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(
+    deps,
+    settings,
+  );
   const userAgent = settings.userAgent ?? defaultUserAgent();
   const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
   const sender = createSender({
@@ -160,6 +163,8 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     notifier: deps.notifier,
     database: deps.database,
     channel: QUEUE_CHANNELS.deliveries,
+    heartbeats,
+    deadAfterMs,
   });
 
   /** The HMAC keys that sign for the webhook now: its secret, and the replaced one during a rotation. */

@@ -59,6 +59,7 @@ export function createSendingWorkerFromConfig(deps: {
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,
     logger: deps.logger,
+    deadAfterMs: deps.config.workerDeadAfterMs,
   });
 }
 
@@ -114,7 +115,10 @@ const responseCode = (response: string | null): number | null => {
  */
 export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const { clock, settings, transport } = deps;
-  const { logger, random, workerId, pollIntervalMs } = withQueueDefaults(deps, settings);
+  const { logger, random, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(
+    deps,
+    settings,
+  );
   const jitter = settings.jitter ?? 0.2;
   const { db, engine } = deps.database;
   const repo = createSendQueueRepo(db, engine);
@@ -228,6 +232,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     notifier: deps.notifier,
     database: deps.database,
     channel: QUEUE_CHANNELS.sending,
+    heartbeats,
+    deadAfterMs,
   });
   return {
     ...worker,
