@@ -9,7 +9,7 @@ import {
   DELIVERY_KEYS,
   harness,
   settled,
-  sleep,
+  testClock,
   waitForEvent,
   webhookRow,
 } from './helpers/deliveries.ts';
@@ -311,7 +311,8 @@ for (const engine of ENGINES) {
       assert.equal(bouncedPayload.type, 'email.bounced');
       assert.match(bouncedPayload.data.smtp_response, /^550 /);
 
-      await sleep(100);
+      // The worker has looked again and found nothing due: a delivery to the bystander would have gone.
+      await t.worker!.whenIdle();
       assert.equal(bystander.requests.length, 0, 'no other webhook gets a test event');
     });
 
@@ -459,7 +460,9 @@ for (const engine of ENGINES) {
       assert.equal(named.status, 409);
       assert.equal(named.body.error.code, 'webhook_disabled');
       assert.equal(named.body.error.param, 'webhook_id');
-      await sleep(100);
+      // Neither redelivery queued anything for b, and the worker, having looked again, sent it nothing.
+      assert.equal((await deliveryStatuses(t, bId)).length, 2);
+      await t.worker!.whenIdle();
       assert.equal(b.requests.length, 2);
     });
 
@@ -502,15 +505,17 @@ for (const engine of ENGINES) {
     });
 
     test('recover re-queues the failed deliveries since a time; the retry schedule starts over', async () => {
-      const t = await h.app(engine, { worker: { schedule: [0, 50] } });
+      const clock = testClock();
+      const t = await h.app(engine, { clock, worker: { schedule: [0, 50] } });
       const receiver = await h.receiver({ fallback: { status: 500, body: 'down' } });
       const id = await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
 
       const old = await t.events.emit(t.projectId, 'email.sent', { n: 0 });
       await waitForEvent(t, old.id, settled);
-      await sleep(5);
-      const since = new Date().toISOString();
-      await sleep(5);
+      // Moved on, not waited for: `since` falls strictly between the old event and the recent ones.
+      clock.advance(1000);
+      const since = clock.now().toISOString();
+      clock.advance(1000);
       const recent = [
         await t.events.emit(t.projectId, 'email.sent', { n: 1 }),
         await t.events.emit(t.projectId, 'email.sent', { n: 2 }),
@@ -609,8 +614,11 @@ for (const engine of ENGINES) {
     });
 
     test('secret rotation: new and old signatures during the window, then only the new', async () => {
-      const window = 1500;
-      const t = await h.app(engine, { webhookSecretRotationWindowMs: window });
+      // The window ends when the test moves the clock past it. (It stays within the five minutes that
+      // Standard Webhooks receivers allow a timestamp to be off, so the signatures still verify.)
+      const window = 60_000;
+      const clock = testClock();
+      const t = await h.app(engine, { clock, webhookSecretRotationWindowMs: window });
       const receiver = await h.receiver();
       const [first, second, third] = [whsec(), whsec(), whsec()];
       const id = await createWebhook(t, { url: receiver.url, events: ['email.delivered'], secret: first });
@@ -644,7 +652,10 @@ for (const engine of ENGINES) {
         }
       }
 
-      await sleep(expiresAt - Date.now() + 50);
+      clock.advance(expiresAt - 10_000 - clock.now().getTime());
+      request = await deliverOne(t, receiver);
+      assert.equal(signaturesOf(request).length, 2, 'ten seconds before the window ends');
+      clock.advance(expiresAt - clock.now().getTime());
       request = await deliverOne(t, receiver);
       assert.equal(signaturesOf(request).length, 1, 'the window is over');
       assert.ok(verifies(second, request));

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { Clock } from '../../src/lib/clock.ts';
 import { ENGINES, startTestApp, type TestApp, type TestAppOptions } from './app.ts';
 import { type Receiver, startReceiver } from './receiver.ts';
 
@@ -33,6 +34,27 @@ export async function webhookRow(t: TestApp, id: string) {
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A clock the test moves instead of waiting: pass it to the app (and so its workers) as `clock`. */
+export interface TestClock extends Clock {
+  /** Moves the clock forward by `ms`. */
+  advance(ms: number): void;
+}
+
+/**
+ * Real time plus an offset the test advances; `frozen`: stands still at its start, so nothing comes due
+ * (a retry, a lease running out) until the test moves it.
+ */
+export function testClock(options: { frozen?: boolean } = {}): TestClock {
+  const start = Date.now();
+  let offset = 0;
+  return {
+    now: () => new Date((options.frozen ? start : Date.now()) + offset),
+    advance(ms) {
+      offset += ms;
+    },
+  };
+}
+
 export async function createWebhook(
   t: TestApp,
   body: Record<string, unknown>,
@@ -43,7 +65,7 @@ export async function createWebhook(
   return response.body.data.id;
 }
 
-/** Polls the event until `done` holds for its deliveries. */
+/** Polls the event until `done` holds for its deliveries; `timeoutMs` only guards against a hang. */
 export async function waitForEvent(
   t: TestApp,
   eventId: string,
