@@ -127,7 +127,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installValidation(app);
   installErrorHandling(app);
   installAuth(app, { projects, rateLimiter: createRateLimiter(deps.rateLimit) });
-  installIdempotency(app, { db, clock: deps.clock });
+  installIdempotency(app, { database: deps.database, clock: deps.clock });
 
   app.addSchema(ErrorBody);
   await app.register(swagger, swaggerOptions);

@@ -3,6 +3,7 @@ import { readFileSync, statSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { ENGINES } from './helpers/app.ts';
 import {
   createProcessDatabase,
@@ -218,6 +219,78 @@ for (const engine of ENGINES) {
       assert.match(wrong.stderr, /encryption key/i);
       assert.equal(readFileSync(keyFile, 'utf8'), stored);
     });
+    if (engine === 'postgres') {
+      test(
+        'an API killed mid-request commits nothing: the retry with its Idempotency-Key sends once',
+        { timeout: 60_000 },
+        async (t) => {
+          const own = await createProcessDatabase(engine);
+          const cleanup: Array<() => unknown> = [];
+          t.after(async () => {
+            for (const step of cleanup.reverse()) await step();
+            await own.cleanup();
+          });
+          const bootstrapKey = 'pw_idempotency_crash_key_0123456789';
+          const env = {
+            ...own.env,
+            POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+            POSTWIRE_BOOTSTRAP_KEY: bootstrapKey,
+          };
+          const send = (url: string) =>
+            fetch(`${url}/v1/emails`, {
+              method: 'POST',
+              headers: {
+                authorization: `Bearer ${bootstrapKey}`,
+                'content-type': 'application/json',
+                'idempotency-key': 'order-4711',
+              },
+              body: JSON.stringify({
+                from: 'shop@example.com',
+                to: 'ada@example.org',
+                subject: 'Hi',
+                text: 'Once.',
+              }),
+            });
+
+          // The test holds the emails table, so the request stops inside its work, the key already taken.
+          const lock = new pg.Client({ connectionString: own.env.DATABASE_URL });
+          await lock.connect();
+          cleanup.push(() => lock.end());
+          await lock.query('BEGIN');
+          await lock.query('LOCK TABLE emails IN EXCLUSIVE MODE');
+          const first = await startServerProcess(env);
+          cleanup.push(() => first.kill());
+          const unanswered = send(first.url).catch(() => undefined);
+          for (;;) {
+            // pg_stat_activity is read once per transaction unless its snapshot is cleared.
+            await lock.query('SELECT pg_stat_clear_snapshot()');
+            const { rows } = await lock.query(
+              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into "emails"%'`,
+            );
+            if (rows.length > 0) break;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          first.child.kill('SIGKILL');
+          await first.exited;
+          await unanswered;
+          await lock.query('ROLLBACK');
+
+          const second = await startServerProcess(env);
+          cleanup.push(() => second.kill());
+          const retried = await send(second.url);
+          assert.equal(retried.status, 202, 'the key was not left taken by the killed request');
+          assert.equal(retried.headers.get('idempotent-replayed'), null);
+          const { id } = (await retried.json()) as { id: string };
+          const replayed = await send(second.url);
+          assert.equal(replayed.headers.get('idempotent-replayed'), 'true');
+          assert.deepEqual(await replayed.json(), { id, object: 'email' });
+          const { rows } = await lock.query('SELECT id FROM emails');
+          assert.deepEqual(rows, [{ id }], 'one email for the key');
+          assert.equal(await second.stop(), 0);
+        },
+      );
+    }
+
     test('refuses to start on a database migrated by a newer version, and changes nothing', async (t) => {
       const own = await createProcessDatabase(engine);
       t.after(() => own.cleanup());

@@ -4,6 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -11,6 +12,11 @@ export interface DatabaseHandle {
   db: Kysely<Database>;
   engine: Engine;
   close(): Promise<void>;
+  /**
+   * Runs `work` as one transaction that every query it makes joins, whichever repository makes it (see
+   * unit-of-work.ts): committed when `work` resolves, rolled back when it throws.
+   */
+  unitOfWork<T>(work: () => Promise<T>): Promise<T>;
   /**
    * PostgreSQL only: LISTEN on `channel` over a dedicated connection (a pooled one would be handed to other
    * queries). `onError` reports a lost connection; the listener is then closed and may be opened again.
@@ -46,8 +52,14 @@ function openSqlite(file: string): DatabaseHandle {
   // writer wait for another process's write instead of failing at once.
   sqlite.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
   sqlite.exec('PRAGMA foreign_keys = ON;');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: adaptNodeSqlite(sqlite) }) });
-  return { db, engine: 'sqlite', close: () => db.destroy() };
+  const units = withUnitsOfWork(new SqliteDialect({ database: adaptNodeSqlite(sqlite) }));
+  const db = new Kysely<Database>({ dialect: units.dialect });
+  return {
+    db,
+    engine: 'sqlite',
+    close: () => db.destroy(),
+    unitOfWork: (work) => runUnitOfWork(units.driver(), work),
+  };
 }
 
 // Kysely's SqliteDialect speaks the better-sqlite3 interface; node:sqlite differs in three ways: parameters
@@ -135,9 +147,11 @@ async function openPostgres(
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const units = withUnitsOfWork(new PostgresDialect({ pool }));
+  const db = new Kysely<Database>({ dialect: units.dialect });
   return {
     db,
+    unitOfWork: (work) => runUnitOfWork(units.driver(), work),
     engine: 'postgres',
     close: () => db.destroy(),
     listen: (...args) => listenPostgres(url, ...args),

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
+import { afterUnitCommits } from './unit-of-work.ts';
 
 /**
  * A transaction as the services pass it to each other: repositories write through `db`, and whatever must
@@ -19,6 +20,7 @@ export async function inTransaction<T>(
   const result = await db
     .transaction()
     .execute((trx) => work({ db: trx, afterCommit: (callback) => callbacks.push(callback) }));
-  for (const callback of callbacks) callback();
+  // Inside a unit of work this transaction only joined it: the callbacks wait for the unit's commit.
+  for (const callback of callbacks) if (!afterUnitCommits(callback)) callback();
   return result;
 }

@@ -2,11 +2,18 @@ import type { Kysely } from 'kysely';
 import type { Database, Row } from '../db/schema.ts';
 
 export type IdempotencyRecord = Row<'idempotency_keys'>;
+type NewKey = Pick<IdempotencyRecord, 'project_id' | 'key' | 'request_hash' | 'created_at'>;
 
 /** The idempotency_keys table: a project's keys, the hash of the request each came with, its saved answer. */
 export function createIdempotencyRepo(db: Kysely<Database>) {
-  const keyOf = (projectId: string, key: string) =>
-    db.deleteFrom('idempotency_keys').where('project_id', '=', projectId).where('key', '=', key);
+  const insertKey = async (record: NewKey, statusCode: number | null, body: string | null) => {
+    const inserted = await db
+      .insertInto('idempotency_keys')
+      .values({ ...record, status_code: statusCode, response_body: body })
+      .onConflict((conflict) => conflict.columns(['project_id', 'key']).doNothing())
+      .executeTakeFirst();
+    return Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0;
+  };
 
   return {
     find(projectId: string, key: string): Promise<IdempotencyRecord | undefined> {
@@ -20,7 +27,10 @@ export function createIdempotencyRepo(db: Kysely<Database>) {
 
     /** Drops a key whose request never finished, if it is still that one (no other retry took it over first). */
     async dropAbandoned(projectId: string, key: string, createdAt: string): Promise<void> {
-      await keyOf(projectId, key)
+      await db
+        .deleteFrom('idempotency_keys')
+        .where('project_id', '=', projectId)
+        .where('key', '=', key)
         .where('status_code', 'is', null)
         .where('created_at', '=', createdAt)
         .execute();
@@ -30,19 +40,17 @@ export function createIdempotencyRepo(db: Kysely<Database>) {
       await db.deleteFrom('idempotency_keys').where('created_at', '<', before).execute();
     },
 
-    /** Takes the key for a request; false when another request holds it already. */
-    async claim(record: Pick<IdempotencyRecord, 'project_id' | 'key' | 'request_hash' | 'created_at'>) {
-      const claimed = await db
-        .insertInto('idempotency_keys')
-        .values({ ...record, status_code: null, response_body: null })
-        .onConflict((conflict) => conflict.columns(['project_id', 'key']).doNothing())
-        .executeTakeFirst();
-      return Number(claimed.numInsertedOrUpdatedRows ?? 0) > 0;
+    /**
+     * Takes the key for a request, in the unit of work that does the request's work; false when another
+     * request has it. On PostgreSQL, while another uncommitted transaction holds the key, this waits for it.
+     */
+    claim(record: NewKey): Promise<boolean> {
+      return insertKey(record, null, null);
     },
 
-    /** Gives the key up: its request's answer is not to be replayed (a retry may go through). */
-    async release(projectId: string, key: string): Promise<void> {
-      await keyOf(projectId, key).execute();
+    /** Saves an answer given without a claim (a refusal whose work rolled back); false when a key was there. */
+    saveAnswer(record: NewKey, statusCode: number, body: string): Promise<boolean> {
+      return insertKey(record, statusCode, body);
     },
 
     async saveResponse(projectId: string, key: string, statusCode: number, body: string): Promise<void> {

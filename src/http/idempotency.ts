@@ -1,35 +1,84 @@
-import type { FastifyInstance } from 'fastify';
-import type { Kysely } from 'kysely';
-import type { Database } from '../db/schema.ts';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { DatabaseHandle } from '../db/connection.ts';
 import type { Clock } from '../lib/clock.ts';
 import { sha256Hex } from '../lib/crypto.ts';
 import { sendError } from './error-handler.ts';
-import { createIdempotencyRepo } from './idempotency.repo.ts';
+import { createIdempotencyRepo, type IdempotencyRecord } from './idempotency.repo.ts';
 
 const RETENTION_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
-// Far longer than any request takes (the slowest, a webhook test send, waits about 20 s).
-const ABANDONED_AFTER_MS = 2 * 60 * 1000;
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set when this request owns an idempotency key whose response must be stored. */
-    idempotencyKey: string | undefined;
+    /** Set when this request carries an Idempotency-Key whose answer is to be saved. */
+    idempotency: IdempotencyClaim | undefined;
+  }
+  interface FastifyContextConfig {
+    /**
+     * The route's work cannot run inside one transaction (it waits for a worker to act on what it wrote):
+     * its answer is saved after it, so a crash in between lets a retry run it again.
+     */
+    idempotencyOutsideTransaction?: boolean;
   }
 }
 
+interface IdempotencyClaim {
+  projectId: string;
+  key: string;
+  requestHash: string;
+  createdAt: string;
+  /** The answer is saved (with the work, in its transaction); nothing is left to save after it. */
+  saved: boolean;
+}
+
+/** Another request with the same key committed first: its answer is the one to give. */
+class KeyTakenMeanwhile extends Error {}
+
+/** 2xx and 4xx answers are saved and replayed; 5xx, 429 and 409 are not, so the client may simply retry. */
+const isReplayable = (statusCode: number) => statusCode < 500 && statusCode !== 429 && statusCode !== 409;
+
 /**
- * `Idempotency-Key` on POST: the first request with a key stores its response; the same key and the same
- * request within 24 h gets that response again (`idempotent-replayed: true`); the same key with another
- * request is a 422. It runs after validation, so a request the schema refuses stores nothing; 5xx and 429
- * answers are not stored either, so the client may simply retry.
+ * `Idempotency-Key` on POST: the first request with a key saves its answer; the same key and the same
+ * request within 24 h gets that answer again (`idempotent-replayed: true`); the same key with another
+ * request is a 422. It runs after validation, so a request the schema refuses saves nothing.
+ *
+ * The route's handler runs in a unit of work (src/db/unit-of-work.ts) that first takes the key, then does
+ * the work, then saves the answer: the resource and the saved answer commit together or not at all. After
+ * a crash a retry finds either the answer (replayed) or nothing (and runs once). A retry that arrives while
+ * the first request still runs waits for it (PostgreSQL holds the key's row) and then gets its answer.
  */
 export function installIdempotency(
   app: FastifyInstance,
-  { db, clock }: { db: Kysely<Database>; clock: Clock },
+  { database, clock }: { database: DatabaseHandle; clock: Clock },
 ): void {
-  const repo = createIdempotencyRepo(db);
-  app.decorateRequest('idempotencyKey', undefined);
+  const repo = createIdempotencyRepo(database.db);
+  app.decorateRequest('idempotency', undefined);
+
+  const conflict = (request: FastifyRequest, reply: FastifyReply) =>
+    sendError(
+      request,
+      reply,
+      422,
+      'idempotency_key_reused',
+      'This Idempotency-Key was used with a different request.',
+      'Idempotency-Key',
+    );
+
+  /** Answers from the saved answer of the key's first request; undefined when there is none to give. */
+  const answerFromSaved = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    saved: IdempotencyRecord,
+    requestHash: string,
+  ) => {
+    if (saved.request_hash !== requestHash) return conflict(request, reply);
+    if (saved.status_code === null) return undefined;
+    return reply
+      .code(saved.status_code)
+      .header('idempotent-replayed', 'true')
+      .type('application/json; charset=utf-8')
+      .send(saved.response_body ?? '');
+  };
 
   app.addHook('preHandler', async (request, reply) => {
     const key = request.headers['idempotency-key'];
@@ -50,28 +99,47 @@ export function installIdempotency(
     );
     const now = clock.now();
     const expiredBefore = new Date(now.getTime() - RETENTION_MS).toISOString();
-    const abandonedBefore = new Date(now.getTime() - ABANDONED_AFTER_MS).toISOString();
 
     const existing = await repo.find(projectId, key);
     if (existing && existing.created_at >= expiredBefore) {
-      if (existing.request_hash !== requestHash) {
-        return sendError(
-          request,
-          reply,
-          422,
-          'idempotency_key_reused',
-          'This Idempotency-Key was used with a different request.',
-          'Idempotency-Key',
-        );
-      }
-      if (existing.status_code !== null) {
-        return reply
-          .code(existing.status_code)
-          .header('idempotent-replayed', 'true')
-          .type('application/json; charset=utf-8')
-          .send(existing.response_body ?? '');
-      }
-      if (existing.created_at >= abandonedBefore) {
+      const answered = answerFromSaved(request, reply, existing, requestHash);
+      if (answered) return answered;
+      // A key without an answer was left by a request that never finished (written by versions that saved
+      // the key before the work): nothing was committed with it, so this request takes it over.
+      await repo.dropAbandoned(projectId, key, existing.created_at);
+    }
+    await repo.deleteExpired(expiredBefore);
+    request.idempotency = { projectId, key, requestHash, createdAt: now.toISOString(), saved: false };
+  });
+
+  // Every POST handler takes the key, does its work and saves its answer in one unit of work.
+  app.addHook('onRoute', (route) => {
+    if (route.method !== 'POST' || route.config?.idempotencyOutsideTransaction) return;
+    const handler = route.handler as RouteHandlerMethod;
+    route.handler = async function idempotent(this: FastifyInstance, request, reply) {
+      const claim = request.idempotency;
+      if (!claim) return handler.call(this, request, reply);
+      let body: string;
+      try {
+        body = await database.unitOfWork(async () => {
+          const taken = await repo.claim({
+            project_id: claim.projectId,
+            key: claim.key,
+            request_hash: claim.requestHash,
+            created_at: claim.createdAt,
+          });
+          if (!taken) throw new KeyTakenMeanwhile();
+          const payload: unknown = await handler.call(this, request, reply);
+          const serialized = typeof payload === 'string' ? payload : String(reply.serialize(payload));
+          await repo.saveResponse(claim.projectId, claim.key, reply.statusCode, serialized);
+          return serialized;
+        });
+      } catch (error) {
+        if (!(error instanceof KeyTakenMeanwhile)) throw error;
+        claim.saved = true;
+        const saved = await repo.find(claim.projectId, claim.key);
+        const answered = saved && answerFromSaved(request, reply, saved, claim.requestHash);
+        if (answered) return answered;
         return sendError(
           request,
           reply,
@@ -81,40 +149,27 @@ export function installIdempotency(
           'Idempotency-Key',
         );
       }
-      // Its request never finished (the process died mid-request): this retry takes the key over.
-      await repo.dropAbandoned(projectId, key, existing.created_at);
-    }
-
-    await repo.deleteExpired(expiredBefore);
-    const claimed = await repo.claim({
-      project_id: projectId,
-      key,
-      request_hash: requestHash,
-      created_at: now.toISOString(),
-    });
-    if (!claimed) {
-      return sendError(
-        request,
-        reply,
-        409,
-        'idempotency_key_in_use',
-        'A request with this Idempotency-Key is still in progress.',
-        'Idempotency-Key',
-      );
-    }
-    request.idempotencyKey = key;
+      claim.saved = true;
+      return reply.type('application/json; charset=utf-8').send(body);
+    };
   });
 
+  // Answers not saved with the work: a refusal (the work rolled back, the 4xx is still the answer) or a
+  // route outside a transaction. Saved unless another request's answer got there first.
   app.addHook('onSend', async (request, reply, payload) => {
-    const key = request.idempotencyKey;
-    if (key === undefined || !request.caller) return payload;
-    const projectId = request.caller.projectId;
-    if (reply.statusCode >= 500 || reply.statusCode === 429 || reply.statusCode === 409) {
-      await repo.release(projectId, key);
-    } else {
-      const body = typeof payload === 'string' ? payload : String(payload);
-      await repo.saveResponse(projectId, key, reply.statusCode, body);
-    }
+    const claim = request.idempotency;
+    if (!claim || claim.saved || !isReplayable(reply.statusCode)) return payload;
+    claim.saved = true;
+    await repo.saveAnswer(
+      {
+        project_id: claim.projectId,
+        key: claim.key,
+        request_hash: claim.requestHash,
+        created_at: claim.createdAt,
+      },
+      reply.statusCode,
+      typeof payload === 'string' ? payload : String(payload),
+    );
     return payload;
   });
 }

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../db/connection.ts';
 import type { Database } from '../db/schema.ts';
+import { afterUnitCommits } from '../db/unit-of-work.ts';
 
 /** The PostgreSQL channels the queues' workers LISTEN on, one per queue. */
 export const QUEUE_CHANNELS = {
@@ -24,7 +25,11 @@ export function createNotifier(): Notifier {
   const listeners = new Set<() => void>();
   return {
     notify() {
-      for (const listener of listeners) listener();
+      const wake = () => {
+        for (const listener of listeners) listener();
+      };
+      // Inside a unit of work the new rows are not committed yet: a worker woken now would find nothing.
+      if (!afterUnitCommits(wake)) wake();
     },
     subscribe(listener) {
       listeners.add(listener);

@@ -44,7 +44,8 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
     },
     async (request, reply) => {
       const accepted = await withRetryAfter(reply, () => emails.send(projectOf(request), request.body));
-      return reply.code(202).send(accepted);
+      reply.code(202);
+      return accepted;
     },
   );
 
@@ -62,7 +63,8 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
     },
     async (request, reply) => {
       const accepted = await withRetryAfter(reply, () => emails.sendBatch(projectOf(request), request.body));
-      return reply.code(202).send(list(accepted, false));
+      reply.code(202);
+      return list(accepted, false);
     },
   );
 

@@ -42,7 +42,8 @@ export function registerTemplateRoutes(
     },
     async (request, reply) => {
       const template = await templates.create(projectOf(request), request.body);
-      return reply.code(201).send(template);
+      reply.code(201);
+      return template;
     },
   );
 
@@ -157,6 +158,8 @@ export function registerTemplateRoutes(
   app.post(
     '/v1/templates/:id/render',
     {
+      // Writes nothing: no transaction to hold while it renders.
+      config: { idempotencyOutsideTransaction: true },
       preValidation: async (request) => {
         request.body ??= {};
       },

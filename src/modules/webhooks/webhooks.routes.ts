@@ -40,7 +40,8 @@ export function registerWebhookRoutes(
     },
     async (request, reply) => {
       const data = await webhooks.create(projectOf(request), request.body);
-      return reply.code(201).send({ data });
+      reply.code(201);
+      return { data };
     },
   );
 
@@ -131,6 +132,8 @@ export function registerWebhookRoutes(
   app.post(
     '/v1/webhooks/:webhook_id/test',
     {
+      // It waits for a worker to attempt the event it emits, which must be committed for the worker to see.
+      config: { idempotencyOutsideTransaction: true },
       // The body is optional: without one, an `email.sent` test event is sent.
       preValidation: async (request) => {
         request.body ??= {};
