@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
@@ -11,7 +10,12 @@ import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { SQLITE_FILE } from '../src/server.ts';
 import { ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
-import { childEnv, createProcessDatabase, type ProcessDatabase, REPO_ROOT } from './helpers/process.ts';
+import {
+  createProcessDatabase,
+  type ProcessDatabase,
+  type ServerProcess,
+  startWorkerProcess,
+} from './helpers/process.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
 // The sending queue across crashes, with the production wiring: `postwire worker` processes, SIGKILLed.
@@ -22,45 +26,21 @@ const EMAILS = 500;
 const KILL_AFTER = 120;
 const TEST_TIMEOUT_MS = 120_000;
 
-interface WorkerProcess {
-  child: ChildProcess;
-  output(): string;
+/** `postwire worker` against `env`'s database and SMTP server, with the crash tests' settings. */
+function startSendingWorker(env: Record<string, string>): Promise<ServerProcess> {
+  return startWorkerProcess({
+    ...env,
+    POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
+    // The lease stays at its default length (2 × SEND_TIMEOUT + 2 s = 4 min, longer than the test may
+    // run): a killed worker's recipients can only come back through its stopped heartbeat.
+    WORKER_DEAD_AFTER: '1500ms',
+    SEND_RETRY_SCHEDULE: '0,200ms,200ms,200ms,200ms',
+  });
 }
 
-/** `postwire worker`, as an operator runs it; resolves once it logs that it started. */
-async function startWorkerProcess(env: Record<string, string>): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, ['src/cli.ts', 'worker'], {
-    cwd: REPO_ROOT,
-    env: childEnv({
-      ...env,
-      POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
-      // The lease stays at its default length (2 × SEND_TIMEOUT + 2 s = 4 min, longer than the test may
-      // run): a killed worker's recipients can only come back through its stopped heartbeat.
-      WORKER_DEAD_AFTER: '1500ms',
-      SEND_RETRY_SCHEDULE: '0,200ms,200ms,200ms,200ms',
-      LOG_LEVEL: 'info',
-    }),
-  });
-  let output = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      output += chunk;
-      if (output.includes('Postwire worker started')) resolve();
-    });
-    child.on('exit', (code) => reject(new Error(`worker exited (${code}) before it started:\n${output}`)));
-  });
-  return { child, output: () => output };
-}
-
-const exited = (child: ChildProcess) =>
-  child.exitCode !== null || child.signalCode !== null
-    ? Promise.resolve()
-    : new Promise<void>((resolve) => child.once('exit', () => resolve()));
-
-async function kill(worker: WorkerProcess): Promise<void> {
-  worker.child.kill('SIGKILL');
-  await exited(worker.child);
+async function kill(worker: ServerProcess): Promise<void> {
+  worker.kill();
+  await worker.exited;
 }
 
 /** Polls the database until `condition` holds (the worker's writes are the signal; the test's timeout bounds it). */
@@ -158,15 +138,15 @@ for (const engine of ENGINES) {
   describe(`sending survives a killed worker (${engine})`, () => {
     let db: ProcessDatabase;
     let smtp: TestSmtpServer;
-    const children: ChildProcess[] = [];
+    const children: ServerProcess[] = [];
     before(async () => {
       db = await createProcessDatabase(engine);
       // A little slower than instant, so the kill lands with transactions in flight.
       smtp = await startSmtpServer({ dataDelayMs: 5 });
     });
     after(async () => {
-      for (const child of children) child.kill('SIGKILL');
-      await Promise.all(children.map(exited));
+      for (const child of children) child.kill();
+      await Promise.all(children.map((child) => child.exited));
       await smtp.close();
       await db.cleanup();
     });
@@ -185,15 +165,15 @@ for (const engine of ENGINES) {
         assert.equal(expected.size, EMAILS);
 
         const env = { ...db.env, SMTP_URL: `smtp://127.0.0.1:${smtp.port}`, SEND_CONCURRENCY: '8' };
-        const first = await startWorkerProcess(env);
-        children.push(first.child);
+        const first = await startSendingWorker(env);
+        children.push(first);
         await smtp.waitFor(KILL_AFTER, Infinity);
         await kill(first);
         const atKill = smtp.messages.length;
         assert.ok(atKill < EMAILS, `the worker finished (${atKill}) before it was killed`);
 
-        const second = await startWorkerProcess(env);
-        children.push(second.child);
+        const second = await startSendingWorker(env);
+        children.push(second);
         // Every stored email arrives, each under the Message-ID made when it was accepted…
         await smtp.waitFor(EMAILS, Infinity);
         await until(async () => smtp.uniqueMessageIds().size === EMAILS);
@@ -237,8 +217,8 @@ for (const engine of ENGINES) {
           setImmediate(answered);
         });
         const env = { ...db.env, SMTP_URL: `smtp://127.0.0.1:${smtp.port}` };
-        const first = await startWorkerProcess(env);
-        t.after(() => first.child.kill('SIGKILL'));
+        const first = await startSendingWorker(env);
+        t.after(() => first.kill());
         await answeredPromise;
         // PostgreSQL shows the worker's outcome write waiting for the lock: the kill lands exactly there.
         // SQLite shows nothing of a waiting writer; the kill lands after the 250 was written to the socket,
@@ -257,8 +237,8 @@ for (const engine of ENGINES) {
         assert.deepEqual(await events(), [], 'no event was recorded before the kill');
         assert.deepEqual(await recipientCounts(db), { queued: 1 });
 
-        const second = await startWorkerProcess(env);
-        t.after(() => second.child.kill('SIGKILL'));
+        const second = await startSendingWorker(env);
+        t.after(() => second.kill());
         await until(async () => (await recipientCounts(db)).sent === 1);
         assert.equal(smtp.messages.length, 2, 'sent again after the crash: at least once');
         assert.equal(smtp.messages[0]!.messageId, smtp.messages[1]!.messageId, 'under the same Message-ID');

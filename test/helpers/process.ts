@@ -102,6 +102,7 @@ interface Watcher {
 export async function startServerProcess(
   env: Record<string, string | undefined>,
   args: string[] = ['src/main.ts'],
+  ready: (line: any) => boolean = (line) => typeof line.url === 'string' && /listening/i.test(line.msg),
 ): Promise<ServerProcess> {
   const child = spawn(process.execPath, args, {
     cwd: REPO_ROOT,
@@ -165,7 +166,7 @@ export async function startServerProcess(
 
   let listening: any;
   try {
-    listening = await waitForLog((line) => typeof line.url === 'string' && /listening/i.test(line.msg));
+    listening = await waitForLog(ready);
   } catch (error) {
     child.kill('SIGKILL');
     throw error;
@@ -173,7 +174,7 @@ export async function startServerProcess(
 
   return {
     child,
-    url: listening.url,
+    url: listening.url ?? '',
     stdout: () => stdout,
     stderr: () => stderr,
     logs: () => logs,
@@ -190,6 +191,13 @@ export async function startServerProcess(
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     },
   };
+}
+
+/** `postwire worker`, as an operator runs it; resolves once it logs that it started. */
+export function startWorkerProcess(env: Record<string, string | undefined>): Promise<ServerProcess> {
+  return startServerProcess({ LOG_LEVEL: 'info', ...env }, ['src/cli.ts', 'worker'], (line) =>
+    /Postwire worker started/.test(line.msg),
+  );
 }
 
 /** Runs a server process that is expected to fail at start; resolves to its exit code and output. */
