@@ -97,6 +97,8 @@ for (const engine of ENGINES) {
             'limit=-1',
             'limit=%00',
             'after=%ZZ',
+            'after=%00',
+            'before=%00',
             `before=${'x'.repeat(5000)}`,
             'limit[]=1&limit[]=2',
             'type=%00',
@@ -105,6 +107,35 @@ for (const engine of ENGINES) {
             assert.ok(response.status < 500, `GET ${url}?${query.slice(0, 40)}: ${response.status}`);
           }
         }
+      }
+    });
+
+    test('a list cursor that is not an id of the listed kind is a 422, before any query', async () => {
+      const lists: Array<[string, string]> = [
+        ['/v1/emails', 'msg'],
+        ['/v1/webhooks', 'wh'],
+        ['/v1/templates', 'tpl'],
+        ['/v1/events', 'evt'],
+        [`/v1/webhooks/${ids.webhook_id}/deliveries`, 'dlv'],
+      ];
+      for (const [path, prefix] of lists) {
+        for (const param of ['after', 'before']) {
+          for (const cursor of ['%00', 'x', 'evt_%00', prefix === 'wh' ? ids.id! : ids.webhook_id!]) {
+            const response = await api.request('GET', `${path}?${param}=${cursor}`);
+            assert.equal(response.status, 422, `${path}?${param}=${cursor}`);
+            assert.deepEqual(response.body, {
+              error: {
+                code: 'parameter_invalid',
+                message: `${param} must be an id from this list (${prefix}_…).`,
+                param,
+                request_id: response.headers.get('x-request-id'),
+              },
+            });
+          }
+        }
+        const unknown = `${prefix}_01m8362j4ke00a6yqc5prman4d`;
+        const page = await api.request('GET', `${path}?after=${unknown}`);
+        assert.equal(page.status, 200, `${path}: an id of the kind that does not exist is just a position`);
       }
     });
   });

@@ -1,5 +1,6 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import { invalidParam } from '../lib/errors.ts';
+import { type IdPrefix, isId } from '../lib/ids.ts';
 import type { PageRequest } from '../db/pagination.ts';
 
 export const ListQuery = Type.Object(
@@ -16,13 +17,22 @@ export const ListQuery = Type.Object(
 export const listEnvelope = <T extends TSchema>(item: T) =>
   Type.Object({ object: Type.Literal('list'), data: Type.Array(item), has_more: Type.Boolean() });
 
-export function toPageRequest(query: {
-  limit: number;
-  after?: string | undefined;
-  before?: string | undefined;
-}): PageRequest {
+/**
+ * The page a list query asks for. A cursor must be an id of the listed kind (`prefix`): anything else
+ * (another kind's id, a NUL byte, text) is refused here, before it reaches a query.
+ */
+export function toPageRequest(
+  query: { limit: number; after?: string | undefined; before?: string | undefined },
+  prefix: IdPrefix,
+): PageRequest {
   if (query.after !== undefined && query.before !== undefined) {
     throw invalidParam('before', 'Send either after or before, not both.');
+  }
+  for (const param of ['after', 'before'] as const) {
+    const cursor = query[param];
+    if (cursor !== undefined && !isId(prefix, cursor)) {
+      throw invalidParam(param, `${param} must be an id from this list (${prefix}_…).`);
+    }
   }
   return { limit: query.limit, after: query.after, before: query.before };
 }

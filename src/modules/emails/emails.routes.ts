@@ -79,7 +79,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request) => {
-      const page = await emails.list(projectOf(request), toPageRequest(request.query));
+      const page = await emails.list(projectOf(request), toPageRequest(request.query, 'msg'));
       return list(page.items, page.hasMore);
     },
   );

@@ -30,7 +30,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
     },
     async (request) => {
       const { type, ...query } = request.query;
-      const page = await events.list(projectOf(request), toPageRequest(query), type);
+      const page = await events.list(projectOf(request), toPageRequest(query, 'evt'), type);
       return list(page.items, page.hasMore);
     },
   );

@@ -58,7 +58,7 @@ export function registerTemplateRoutes(
       },
     },
     async (request) => {
-      const page = await templates.list(projectOf(request), toPageRequest(request.query));
+      const page = await templates.list(projectOf(request), toPageRequest(request.query, 'tpl'));
       return list(page.items, page.hasMore);
     },
   );

@@ -56,7 +56,7 @@ export function registerWebhookRoutes(
       },
     },
     async (request) => {
-      const page = await webhooks.list(projectOf(request), toPageRequest(request.query));
+      const page = await webhooks.list(projectOf(request), toPageRequest(request.query, 'wh'));
       return list(page.items, page.hasMore);
     },
   );
@@ -122,7 +122,7 @@ export function registerWebhookRoutes(
       const page = await operations.listDeliveries(
         projectOf(request),
         request.params.webhook_id,
-        toPageRequest(query),
+        toPageRequest(query, 'dlv'),
         status,
       );
       return list(page.items, page.hasMore);
