@@ -319,6 +319,17 @@ for (const engine of ENGINES) {
       });
     }
 
+    test('an address string over 320 characters is refused as too long, not as "not an array"', async () => {
+      const response = await send({ ...base, to: `${'a'.repeat(320)}@example.org` });
+      assert.equal(response.status, 422);
+      assert.deepEqual(response.body.error, {
+        code: 'parameter_invalid',
+        message: "The field 'to' must NOT have more than 320 characters.",
+        param: 'to',
+        request_id: response.headers.get('x-request-id'),
+      });
+    });
+
     test('accepts the address forms a client sends', async () => {
       const id = await sendOk({
         ...base,

@@ -62,7 +62,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     if (error.validation) {
       const { message, code, param } = describeValidationError(
-        error.validation[0] as ErrorObject | undefined,
+        mostSpecificIssue(error.validation as ErrorObject[]),
         error.validationContext,
       );
       return sendError(request, reply, 422, code, message, param);
@@ -119,6 +119,16 @@ function fieldPath(instancePath: string, extra?: string): string | undefined {
     (path, part) => (/^\d+$/.test(part) ? `${path}[${part}]` : path ? `${path}.${part}` : part),
     '',
   );
+}
+
+/**
+ * The issue to report. For a value matching none of a union's forms (a `to` that is an array or a
+ * string), the first issue is that of the first form ("must be of type array") even when the value has
+ * another form's type and breaks only its limits: the issue of the form whose type it has says more.
+ */
+function mostSpecificIssue(issues: ErrorObject[]): ErrorObject | undefined {
+  if (!issues.some((issue) => issue.keyword === 'anyOf')) return issues[0];
+  return issues.find((issue) => issue.keyword !== 'type' && issue.keyword !== 'anyOf') ?? issues[0];
 }
 
 function describeValidationError(
