@@ -13,6 +13,7 @@ const dns: Record<string, string[]> = {
   'internal.example.com': ['10.1.2.3'],
   'metadata.example.com': ['169.254.169.254'],
   'mapped.example.com': ['::ffff:127.0.0.1'],
+  'translated.example.com': ['::ffff:0:10.1.2.3'],
 };
 
 for (const engine of ENGINES) {
@@ -59,7 +60,7 @@ for (const engine of ENGINES) {
     test('the secret is never answered and is encrypted at rest', async () => {
       const response = await create({
         url: 'https://hooks.example.com/s',
-        secret: 'my plain secret',
+        secret: 'my plain secret, long',
         events: ['email.sent'],
       });
       assert.equal(response.status, 201);
@@ -113,7 +114,7 @@ for (const engine of ENGINES) {
       assert.deepEqual({ ...disabled.body.data, enabled: true, updated_at: created.updated_at }, created);
 
       const withSecret = await api.request('PATCH', `/v1/webhooks/${created.id}`, {
-        body: { secret: 'rotated-secret' },
+        body: { secret: 'rotated-secret-2026' },
       });
       assert.equal(withSecret.body.data.has_secret, true);
       assert.ok(withSecret.body.data.updated_at > disabled.body.data.updated_at);
@@ -354,6 +355,25 @@ for (const engine of ENGINES) {
       ['url v4-compatible', { ...valid, url: 'https://[::127.0.0.1]/x' }, 'url_not_allowed', 'url'],
       ['url 6to4 private', { ...valid, url: 'https://[2002:a00:1::]/x' }, 'url_not_allowed', 'url'],
       [
+        'url IPv4-translated loopback',
+        { ...valid, url: 'https://[::ffff:0:127.0.0.1]/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      [
+        'url IPv4-translated private, in hex',
+        { ...valid, url: 'https://[::ffff:0:a00:1]/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      ['url port 0', { ...valid, url: 'https://hooks.example.com:0/x' }, 'parameter_invalid', 'url'],
+      [
+        'url resolving translated',
+        { ...valid, url: 'https://translated.example.com/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      [
         'url metadata',
         { ...valid, url: 'https://169.254.169.254/latest/meta-data' },
         'url_not_allowed',
@@ -391,6 +411,27 @@ for (const engine of ENGINES) {
       ['secret empty', { ...valid, secret: '' }, 'parameter_invalid', 'secret'],
       ['secret too long', { ...valid, secret: 'x'.repeat(513) }, 'parameter_invalid', 'secret'],
       ['secret bad whsec', { ...valid, secret: 'whsec_!!!not base64!!!' }, 'parameter_invalid', 'secret'],
+      ['secret of one character', { ...valid, secret: 'x' }, 'parameter_invalid', 'secret'],
+      ['secret of 15 characters', { ...valid, secret: 'x'.repeat(15) }, 'parameter_invalid', 'secret'],
+      [
+        'secret ending in CRLF',
+        { ...valid, secret: 'a long enough secret\r\n' },
+        'parameter_invalid',
+        'secret',
+      ],
+      ['secret with a NUL', { ...valid, secret: 'a long enough\u0000secret' }, 'parameter_invalid', 'secret'],
+      [
+        'whsec of 16 bytes',
+        { ...valid, secret: `whsec_${Buffer.alloc(16, 1).toString('base64')}` },
+        'parameter_invalid',
+        'secret',
+      ],
+      [
+        'whsec of 65 bytes',
+        { ...valid, secret: `whsec_${Buffer.alloc(65, 1).toString('base64')}` },
+        'parameter_invalid',
+        'secret',
+      ],
       ['unknown field', { ...valid, colour: 'blue' }, 'parameter_unknown', 'colour'],
       ['id is not settable', { ...valid, id: 'wh_mine' }, 'parameter_unknown', 'id'],
       ['body an array', [valid], 'parameter_invalid', undefined],
@@ -402,9 +443,31 @@ for (const engine of ENGINES) {
         expectRefused('POST', '/v1/webhooks', body, 422, code, param));
     }
 
+    test('the secret and port rules say what they want', async () => {
+      const messages: Array<[unknown, string]> = [
+        [{ ...valid, secret: 'x'.repeat(15) }, 'A plain secret must be at least 16 characters.'],
+        [
+          { ...valid, secret: 'a long enough secret\r\n' },
+          'A secret must not contain control characters (line breaks, tabs, NUL).',
+        ],
+        [
+          { ...valid, secret: `whsec_${Buffer.alloc(16, 1).toString('base64')}` },
+          'A whsec_ secret must hold 24 to 64 bytes of base64; it holds 16.',
+        ],
+        [{ ...valid, url: 'https://hooks.example.com:0/x' }, 'url must not use port 0.'],
+      ];
+      for (const [body, message] of messages) {
+        const response = await api.request('POST', '/v1/webhooks', { body });
+        assert.equal(response.body.error.message, message);
+      }
+    });
+
     const patchCases: Array<[string, unknown, string, string | undefined]> = [
       ['empty body', {}, 'parameter_missing', undefined],
       ['url localhost', { url: 'https://localhost/x' }, 'url_not_allowed', 'url'],
+      ['url IPv4-translated', { url: 'https://[::ffff:0:127.0.0.1]/x' }, 'url_not_allowed', 'url'],
+      ['secret too short', { secret: 'short-secret' }, 'parameter_invalid', 'secret'],
+      ['secret with a line break', { secret: 'a long enough secret\n' }, 'parameter_invalid', 'secret'],
       ['url not a URL', { url: 'not a url' }, 'parameter_invalid', 'url'],
       ['events empty', { events: [] }, 'parameter_invalid', 'events'],
       ['events unknown kind', { events: ['nope'] }, 'parameter_invalid', 'events[0]'],

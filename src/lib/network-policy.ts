@@ -37,12 +37,16 @@ export function isBlockedAddress(address: string): boolean {
   if (family === 4) return blocked.check(bare, 'ipv4');
   if (family !== 6) return false;
   // Forms that carry an IPv4 address, which is what really gets reached: IPv4-mapped (::ffff:a.b.c.d),
-  // IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::), written dotted or in hex.
+  // IPv4-compatible (::a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::), written dotted or in hex.
   const groups = ipv6Groups(bare);
   if (groups) {
     const v4 = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
     const zeros = (from: number, to: number) => groups.slice(from, to).every((group) => group === 0);
     if (zeros(0, 5) && (groups[5] === 0xffff || groups[5] === 0) && !zeros(6, 7)) {
+      return blocked.check(v4(groups[6]!, groups[7]!), 'ipv4');
+    }
+    // IPv4-translated (::ffff:0:a.b.c.d, RFC 2765).
+    if (zeros(0, 4) && groups[4] === 0xffff && groups[5] === 0) {
       return blocked.check(v4(groups[6]!, groups[7]!), 'ipv4');
     }
     if (groups[0] === 0x64 && groups[1] === 0xff9b && zeros(2, 6)) {

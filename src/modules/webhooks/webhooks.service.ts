@@ -18,6 +18,37 @@ export interface WebhookServiceDeps {
   secretRotationWindowMs: number;
 }
 
+/** A plain secret's fewest characters: a signature is only as strong as what it is keyed with. */
+const MIN_PLAIN_SECRET_LENGTH = 16;
+/** A whsec_ secret's bytes, as Standard Webhooks has them (24 to 64). */
+const WHSEC_BYTES = { min: 24, max: 64 };
+// C0 and C1 controls and DEL: a secret pasted with a line break would sign with it, and no receiver would.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Refuses a signing secret too weak to sign with, or one no receiver would have typed the same way. */
+function checkSecret(secret: string): void {
+  if (secret.startsWith('whsec_')) {
+    const encoded = secret.slice('whsec_'.length);
+    const bytes = Buffer.from(encoded, 'base64');
+    if (bytes.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '') || bytes.length === 0) {
+      throw invalidParam('secret', 'A secret that starts with whsec_ must continue with base64 bytes.');
+    }
+    if (bytes.length < WHSEC_BYTES.min || bytes.length > WHSEC_BYTES.max) {
+      throw invalidParam(
+        'secret',
+        `A whsec_ secret must hold ${WHSEC_BYTES.min} to ${WHSEC_BYTES.max} bytes of base64; it holds ${bytes.length}.`,
+      );
+    }
+    return;
+  }
+  if (CONTROL_CHARACTER.test(secret)) {
+    throw invalidParam('secret', 'A secret must not contain control characters (line breaks, tabs, NUL).');
+  }
+  if ([...secret].length < MIN_PLAIN_SECRET_LENGTH) {
+    throw invalidParam('secret', `A plain secret must be at least ${MIN_PLAIN_SECRET_LENGTH} characters.`);
+  }
+}
+
 /** The project's webhook, or the 404 that says it has none with this id. */
 export async function loadWebhook(repo: WebhookRepo, projectId: string, id: string): Promise<WebhookRecord> {
   const record = isId('wh', id) ? await repo.find(projectId, id) : undefined;
@@ -57,6 +88,8 @@ export function createWebhookService({
       throw invalidParam('url', 'url must use https.');
     }
     if (!parsed.hostname) throw invalidParam('url', 'url must have a host.');
+    // Port 0 is no port: connecting to it reaches whatever the system picks, never the receiver.
+    if (parsed.port === '0') throw invalidParam('url', 'url must not use port 0.');
     if (allowPrivateUrls) return parsed.toString();
     if (parsed.protocol === 'http:') {
       throw invalidParam(
@@ -83,13 +116,7 @@ export function createWebhookService({
 
   function sealSecret(secret: string | null | undefined): string | null {
     if (secret === null || secret === undefined) return null;
-    if (secret.startsWith('whsec_')) {
-      const encoded = secret.slice('whsec_'.length);
-      const bytes = Buffer.from(encoded, 'base64');
-      if (bytes.length === 0 || bytes.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '')) {
-        throw invalidParam('secret', 'A secret that starts with whsec_ must continue with base64 bytes.');
-      }
-    }
+    checkSecret(secret);
     return secretBox.seal(secret);
   }
 
