@@ -701,7 +701,9 @@ for (const engine of ENGINES) {
         events: ['email.sent'],
         secret: 'the first secret',
       });
-      const rotated = await t.request('PATCH', `/v1/webhooks/${id}`, { body: { secret: 'the second secret' } });
+      const rotated = await t.request('PATCH', `/v1/webhooks/${id}`, {
+        body: { secret: 'the second secret' },
+      });
       const row = await webhookRow(t, id);
       assert.ok(row.previous_secret_sealed && !row.previous_secret_sealed.includes('the first secret'));
       assert.match(row.previous_secret_sealed, /^v1\./);
