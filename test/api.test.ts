@@ -128,6 +128,33 @@ for (const engine of ENGINES) {
       assert.equal(seen.size, 4, 'each request gets its own id');
     });
 
+    test('a body that is not UTF-8 is 400 and stores nothing, not stored as U+FFFD', async () => {
+      const before = await api.rowCounts();
+      for (const bytes of [
+        Buffer.from([...Buffer.from('{"name":"caf'), 0xe9, ...Buffer.from('","html":"<p>x</p>"}')]),
+        Buffer.from([...Buffer.from('{"name":"'), 0xed, 0xa0, 0x80, ...Buffer.from('","html":"x"}')]),
+        Buffer.from([...Buffer.from('{"name":"'), 0xc0, 0xaf, ...Buffer.from('","html":"x"}')]),
+      ]) {
+        const response = await api.request('POST', '/v1/templates', {
+          rawBody: bytes,
+          headers: { 'content-type': 'application/json' },
+        });
+        assert.equal(response.status, 400);
+        assert.deepEqual(response.body, {
+          error: {
+            code: 'invalid_json',
+            message: 'The body is not valid UTF-8.',
+            request_id: response.headers.get('x-request-id'),
+          },
+        });
+      }
+      assert.deepEqual(await api.rowCounts(), before);
+      const utf8 = await api.request('POST', '/v1/templates', {
+        body: { name: 'café ☕', html: '<p>x</p>' },
+      });
+      assert.equal(utf8.body.name, 'café ☕');
+    });
+
     test('a string holding U+0000 is 422 naming its field, and stores nothing', async () => {
       const before = await api.rowCounts();
       const cases: Array<[string, string, unknown, string]> = [

@@ -2,6 +2,7 @@ import type { ErrorObject } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { DomainError, type ErrorKind } from '../lib/errors.ts';
+import { BODY_NOT_UTF8 } from './validation.ts';
 
 const STATUS_BY_KIND: Record<ErrorKind, number> = {
   invalid_request: 400,
@@ -31,6 +32,11 @@ const FASTIFY_ERRORS: Record<string, { status: number; code: string; message: st
     status: 400,
     code: 'invalid_json',
     message: 'The body is not valid JSON.',
+  },
+  [BODY_NOT_UTF8]: {
+    status: 400,
+    code: 'invalid_json',
+    message: 'The body is not valid UTF-8.',
   },
   FST_ERR_CTP_EMPTY_JSON_BODY: {
     status: 400,

@@ -1,7 +1,11 @@
+import { isUtf8 } from 'node:buffer';
 import { Ajv, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { invalidParam } from '../lib/errors.ts';
+
+/** The error code of a JSON body whose bytes are not UTF-8 (the error handler answers 400). */
+export const BODY_NOT_UTF8 = 'POSTWIRE_ERR_BODY_NOT_UTF8';
 
 // Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
 // strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types.
@@ -23,8 +27,11 @@ export function installValidation(app: FastifyInstance): void {
 export function installJsonBody(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = body as string; // parseAs: 'string'
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const bytes = body as Buffer; // parseAs: 'buffer'
+    // Decoding would turn bytes that are not UTF-8 into U+FFFD and store that: the body is refused instead.
+    if (!isUtf8(bytes)) return done(Object.assign(new Error('not UTF-8'), { code: BODY_NOT_UTF8 }));
+    const text = bytes.toString('utf8');
     parse(request, text, (error, value) => {
       if (error || !text.includes('\\u0000')) return done(error, value);
       const path = nulPath(value, '');
