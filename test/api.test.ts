@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import net from 'node:net';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
@@ -126,6 +128,44 @@ for (const engine of ENGINES) {
         if (response.status >= 400) assert.equal(response.body.error.request_id, id);
       }
       assert.equal(seen.size, 4, 'each request gets its own id');
+    });
+
+    test('a 10 MiB body sent to its end gets the 413 answer, not a reset connection', async () => {
+      const url = new URL(api.baseUrl);
+      for (const framing of ['content-length', 'chunked']) {
+        const socket = net.connect(Number(url.port), url.hostname);
+        await once(socket, 'connect');
+        const total = 10 * 1024 * 1024;
+        socket.write(
+          `POST /v1/templates HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${api.key}\r\n` +
+            `content-type: application/json\r\n` +
+            (framing === 'chunked'
+              ? 'transfer-encoding: chunked\r\n\r\n'
+              : `content-length: ${total}\r\n\r\n`),
+        );
+        // Like most clients, it sends the whole body before it reads: every write must be taken.
+        const chunk = Buffer.alloc(64 * 1024, 0x61);
+        for (let sent = 0; sent < total; sent += chunk.length) {
+          const data =
+            framing === 'chunked'
+              ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')])
+              : chunk;
+          if (!socket.write(data)) await once(socket, 'drain');
+        }
+        if (framing === 'chunked') socket.write('0\r\n\r\n');
+        let answer = '';
+        socket.setEncoding('utf8');
+        for await (const text of socket) {
+          answer += text;
+          const [head, body = ''] = answer.split('\r\n\r\n');
+          const length = /content-length: (\d+)/i.exec(head ?? '')?.[1];
+          if (length !== undefined && Buffer.byteLength(body) >= Number(length)) break;
+        }
+        socket.destroy();
+        const [head, body] = answer.split('\r\n\r\n');
+        assert.match(head!, /^HTTP\/1\.1 413 /, framing);
+        assert.equal(JSON.parse(body!).error.code, 'body_too_large');
+      }
     });
 
     test('a body that is not UTF-8 is 400 and stores nothing, not stored as U+FFFD', async () => {

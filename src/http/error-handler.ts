@@ -73,6 +73,12 @@ export function installErrorHandling(app: FastifyInstance): void {
       );
       return sendError(request, reply, 422, code, message, param);
     }
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      // Fastify closes the connection at once, while the client is still sending: its kernel then resets
+      // the connection and the client never reads the 413. Kept open, the server reads and drops the rest
+      // of the body (bounded by the request timeout), and the client gets its answer.
+      reply.removeHeader('connection');
+    }
     const known = error.code ? FASTIFY_ERRORS[error.code] : undefined;
     if (known) return sendError(request, reply, known.status, known.code, known.message);
     if (error instanceof SyntaxError || error.statusCode === 400) {
