@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { DEFAULTS } from './config.ts';
+import { DEFAULTS, type HttpTimeouts } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
@@ -55,6 +55,8 @@ export interface AppDeps {
   webhookTestMarginMs?: number;
   /** How long a replaced webhook secret keeps signing (WEBHOOK_SECRET_ROTATION_WINDOW). Default 24 h. */
   webhookSecretRotationWindowMs?: number;
+  /** How long the server waits on a client, phase by phase (HTTP_*_TIMEOUT). */
+  httpTimeouts?: HttpTimeouts;
 }
 
 declare module 'fastify' {
@@ -77,6 +79,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     ajv: { customOptions: { strict: false } },
   });
+  // A client that connects and sends nothing, or sends its request a byte at a time, is cut off instead of
+  // holding a connection for ever. Node checks the headers and request timeouts every few seconds.
+  const timeouts = deps.httpTimeouts ?? DEFAULTS.httpTimeouts;
+  app.server.setTimeout(timeouts.idleMs);
+  app.server.headersTimeout = timeouts.headersMs;
+  app.server.requestTimeout = timeouts.requestMs;
+  app.server.keepAliveTimeout = timeouts.keepAliveMs;
 
   const db = deps.database.db;
   const webhookRepo = createWebhookRepo(db);

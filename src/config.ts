@@ -23,6 +23,16 @@ export const DEFAULTS = {
   renderLimitMs: 1000,
   /** A worker silent this long is dead: the others give its leased jobs back (WORKER_DEAD_AFTER). */
   workerDeadAfterMs: 15_000,
+  httpTimeouts: {
+    /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
+    idleMs: 60_000,
+    /** A request's headers must all arrive within this (HTTP_HEADERS_TIMEOUT). */
+    headersMs: 10_000,
+    /** A whole request, body included, must arrive within this (HTTP_REQUEST_TIMEOUT). */
+    requestMs: 60_000,
+    /** An idle kept-alive connection is closed after this (HTTP_KEEP_ALIVE_TIMEOUT). */
+    keepAliveMs: 5_000,
+  },
 } as const;
 
 export interface Config {
@@ -52,6 +62,7 @@ export interface Config {
   webhookDisableAfterMs: number;
   /** A worker whose heartbeat stopped this long ago is dead: its leased jobs come back to the others. */
   workerDeadAfterMs: number;
+  httpTimeouts: HttpTimeouts;
   /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
   webhookSecretRotationWindowMs: number;
   /**
@@ -75,6 +86,14 @@ export interface Config {
   mailHostname: string | undefined;
   /** DKIM signing of every message, when all three DKIM_* settings are given. */
   dkim: DkimConfig | undefined;
+}
+
+/** How long the HTTP server waits on a client, phase by phase; past it, the connection is closed. */
+export interface HttpTimeouts {
+  idleMs: number;
+  headersMs: number;
+  requestMs: number;
+  keepAliveMs: number;
 }
 
 export type MailTransportKind = 'relay' | 'direct' | 'capture';
@@ -189,8 +208,23 @@ export function loadConfig(env: Env = process.env): Config {
       DEFAULTS.webhookSecretRotationWindowMs,
     ),
     workerDeadAfterMs: duration('WORKER_DEAD_AFTER', DEFAULTS.workerDeadAfterMs),
+    httpTimeouts: {
+      idleMs: duration('HTTP_IDLE_TIMEOUT', DEFAULTS.httpTimeouts.idleMs),
+      headersMs: duration('HTTP_HEADERS_TIMEOUT', DEFAULTS.httpTimeouts.headersMs),
+      requestMs: duration('HTTP_REQUEST_TIMEOUT', DEFAULTS.httpTimeouts.requestMs),
+      keepAliveMs: duration('HTTP_KEEP_ALIVE_TIMEOUT', DEFAULTS.httpTimeouts.keepAliveMs),
+    },
     ...mailConfig(env, problems, { integer, duration, schedule }),
   };
+  for (const [name, value] of [
+    ['HTTP_IDLE_TIMEOUT', config.httpTimeouts.idleMs],
+    ['HTTP_HEADERS_TIMEOUT', config.httpTimeouts.headersMs],
+    ['HTTP_REQUEST_TIMEOUT', config.httpTimeouts.requestMs],
+    ['HTTP_KEEP_ALIVE_TIMEOUT', config.httpTimeouts.keepAliveMs],
+  ] as const) {
+    if (value < 100 || value > 3_600_000)
+      problems.push(`${name} must be from 100ms to 1h, got '${env[name]}'.`);
+  }
   if (config.workerDeadAfterMs < 300 || config.workerDeadAfterMs > 3_600_000) {
     problems.push(`WORKER_DEAD_AFTER must be from 300ms to 1h, got '${env.WORKER_DEAD_AFTER}'.`);
   }

@@ -101,6 +101,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       rateLimit: { limit: config.rateLimit, windowMs: config.rateLimitWindowMs },
       webhookTimeoutMs: config.webhookTimeoutMs,
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
+      httpTimeouts: config.httpTimeouts,
       // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
       logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
     });

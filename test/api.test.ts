@@ -1,3 +1,4 @@
+import { loadConfig } from '../src/config.ts';
 import { once } from 'node:events';
 import net from 'node:net';
 import assert from 'node:assert/strict';
@@ -128,6 +129,29 @@ for (const engine of ENGINES) {
         if (response.status >= 400) assert.equal(response.body.error.request_id, id);
       }
       assert.equal(seen.size, 4, 'each request gets its own id');
+    });
+
+    test('a connection that sends nothing is closed after HTTP_IDLE_TIMEOUT', async (t) => {
+      const timeouts = { idleMs: 300, headersMs: 1000, requestMs: 2000, keepAliveMs: 200 };
+      const quick = await startTestApp(engine, { httpTimeouts: timeouts });
+      t.after(() => quick.close());
+      const url = new URL(quick.baseUrl);
+      const silent = net.connect(Number(url.port), url.hostname);
+      await once(silent, 'connect');
+      const opened = performance.now();
+      // The server's close is the signal; no answer was ever asked for.
+      await once(silent, 'close');
+      assert.ok(performance.now() - opened >= 250, 'not before the idle timeout');
+      assert.deepEqual(loadConfig({ HTTP_IDLE_TIMEOUT: '30s', HTTP_HEADERS_TIMEOUT: '5s' }).httpTimeouts, {
+        idleMs: 30_000,
+        headersMs: 5000,
+        requestMs: 60_000,
+        keepAliveMs: 5000,
+      });
+      assert.throws(
+        () => loadConfig({ HTTP_REQUEST_TIMEOUT: '1ms' }),
+        /HTTP_REQUEST_TIMEOUT must be from 100ms to 1h/,
+      );
     });
 
     test('a 10 MiB body sent to its end gets the 413 answer, not a reset connection', async () => {

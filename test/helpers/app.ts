@@ -1,3 +1,4 @@
+import type { HttpTimeouts } from '../../src/config.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -114,6 +115,7 @@ export interface TestAppOptions {
   webhookTestMarginMs?: number;
   /** How long a replaced webhook secret keeps signing (the app's default, 24 h, when absent). */
   webhookSecretRotationWindowMs?: number;
+  httpTimeouts?: HttpTimeouts;
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -157,6 +159,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
       (typeof options.worker === 'object' ? options.worker.timeoutMs : undefined) ??
       TEST_DELIVERY_SETTINGS.timeoutMs,
     webhookTestMarginMs: options.webhookTestMarginMs ?? 500,
+    ...(options.httpTimeouts ? { httpTimeouts: options.httpTimeouts } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),
