@@ -40,6 +40,8 @@ export interface AppDeps {
   resolver: Resolver;
   allowPrivateUrls: boolean;
   rateLimit: { limit: number; windowMs: number };
+  /** Failed authentications per client address per window (POSTWIRE_AUTH_FAILURE_*); 0 turns it off. */
+  authFailureLimit?: { limit: number; windowMs: number };
   logger?: FastifyServerOptions['logger'];
   /** Wakes this process's delivery worker when events are emitted; share it with the worker. */
   notifier?: Notifier;
@@ -135,7 +137,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installJsonBody(app);
   installValidation(app);
   installErrorHandling(app);
-  installAuth(app, { projects, rateLimiter: createRateLimiter(deps.rateLimit) });
+  installAuth(app, {
+    projects,
+    rateLimiter: createRateLimiter(deps.rateLimit),
+    failedAuthLimiter: createRateLimiter(
+      deps.authFailureLimit ?? { limit: DEFAULTS.authFailureLimit, windowMs: DEFAULTS.authFailureWindowMs },
+    ),
+  });
   installIdempotency(app, { database: deps.database, clock: deps.clock });
 
   app.addSchema(ErrorBody);

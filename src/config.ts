@@ -23,6 +23,9 @@ export const DEFAULTS = {
   renderLimitMs: 1000,
   /** A worker silent this long is dead: the others give its leased jobs back (WORKER_DEAD_AFTER). */
   workerDeadAfterMs: 15_000,
+  /** Failed authentications one client address may make per window before it is refused (429). */
+  authFailureLimit: 20,
+  authFailureWindowMs: 60_000,
   httpTimeouts: {
     /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
     idleMs: 60_000,
@@ -48,6 +51,9 @@ export interface Config {
   /** Requests a key may make per window; 0 turns the limiter off. */
   rateLimit: number;
   rateLimitWindowMs: number;
+  /** Failed authentications per client address per window; 0 turns the limit off. */
+  authFailureLimit: number;
+  authFailureWindowMs: number;
   logLevel: string;
   /** A webhook attempt must answer 2xx within this many ms (connect and response). */
   webhookTimeoutMs: number;
@@ -196,6 +202,8 @@ export function loadConfig(env: Env = process.env): Config {
     bootstrapKey: env.POSTWIRE_BOOTSTRAP_KEY || undefined,
     rateLimit: integer('POSTWIRE_RATE_LIMIT', 6000, 0, 1_000_000_000),
     rateLimitWindowMs: duration('POSTWIRE_RATE_LIMIT_WINDOW', 60_000),
+    authFailureLimit: integer('POSTWIRE_AUTH_FAILURE_LIMIT', DEFAULTS.authFailureLimit, 0, 1_000_000_000),
+    authFailureWindowMs: duration('POSTWIRE_AUTH_FAILURE_WINDOW', DEFAULTS.authFailureWindowMs),
     logLevel: env.LOG_LEVEL || 'info',
     webhookTimeoutMs: integer('WEBHOOK_TIMEOUT_MS', DEFAULTS.webhookTimeoutMs, 100, 600_000),
     webhookRetrySchedule: schedule('WEBHOOK_RETRY_SCHEDULE', '0,5s,5m,30m,2h,5h,10h,10h'),

@@ -99,6 +99,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       resolver: options.resolver ?? systemResolver,
       allowPrivateUrls: config.allowPrivateUrls,
       rateLimit: { limit: config.rateLimit, windowMs: config.rateLimitWindowMs },
+      authFailureLimit: { limit: config.authFailureLimit, windowMs: config.authFailureWindowMs },
       webhookTimeoutMs: config.webhookTimeoutMs,
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,

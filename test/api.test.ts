@@ -40,6 +40,30 @@ for (const engine of ENGINES) {
       await unauthorized({ authorization: api.key }, null);
     });
 
+    test('an address that keeps failing to authenticate is refused with 429, even with a good key', async (t) => {
+      const guarded = await startTestApp(engine, { authFailureLimit: { limit: 3, windowMs: 60_000 } });
+      t.after(() => guarded.close());
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const response = await guarded.request('GET', '/v1/webhooks', { key: `pw_guess_${attempt}` });
+        assert.equal(response.status, 401, `guess ${attempt}`);
+      }
+      for (const key of ['pw_guess_4', guarded.key]) {
+        const response = await guarded.request('GET', '/v1/webhooks', { key });
+        assert.equal(response.status, 429);
+        assert.equal(response.headers.get('retry-after'), '60');
+        assert.deepEqual(response.body, {
+          error: {
+            code: 'rate_limited',
+            message: 'Too many failed authentications from this address; retry in 60 s.',
+            request_id: response.headers.get('x-request-id'),
+          },
+        });
+      }
+      // Another app (another limiter) is not affected; nor is a public route.
+      assert.equal((await guarded.request('GET', '/healthz', { key: null })).status, 200);
+      assert.equal((await api.request('GET', '/v1/webhooks')).status, 200);
+    });
+
     test('a revoked key is 401; the project’s other keys still work', async () => {
       const projects = createProjectService({
         repo: createProjectRepo(api.database.handle.db),

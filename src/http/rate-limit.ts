@@ -8,6 +8,8 @@ export interface RateVerdict {
 export interface RateLimiter {
   /** Counts one request for `key`; undefined when limiting is off. */
   take(key: string): RateVerdict | undefined;
+  /** The verdict when `key` has used up its window already (without counting this), else undefined. */
+  exhausted(key: string): RateVerdict | undefined;
 }
 
 /**
@@ -24,7 +26,19 @@ export function createRateLimiter({
   now?: () => number;
 }): RateLimiter {
   const windows = new Map<string, { startedAt: number; count: number }>();
+  const verdict = (window: { startedAt: number; count: number }, time: number): RateVerdict => ({
+    limit,
+    remaining: limit - window.count,
+    resetSeconds: Math.max(1, Math.ceil((window.startedAt + windowMs - time) / 1000)),
+  });
   return {
+    exhausted(key) {
+      if (limit <= 0) return undefined;
+      const time = now();
+      const window = windows.get(key);
+      if (!window || time - window.startedAt >= windowMs || window.count < limit) return undefined;
+      return verdict(window, time);
+    },
     take(key) {
       if (limit <= 0) return undefined;
       const time = now();
@@ -35,11 +49,7 @@ export function createRateLimiter({
         windows.set(key, window);
       }
       window.count += 1;
-      return {
-        limit,
-        remaining: limit - window.count,
-        resetSeconds: Math.max(1, Math.ceil((window.startedAt + windowMs - time) / 1000)),
-      };
+      return verdict(window, time);
     },
   };
 }

@@ -116,6 +116,7 @@ export interface TestAppOptions {
   /** How long a replaced webhook secret keeps signing (the app's default, 24 h, when absent). */
   webhookSecretRotationWindowMs?: number;
   httpTimeouts?: HttpTimeouts;
+  authFailureLimit?: { limit: number; windowMs: number };
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -160,6 +161,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
       TEST_DELIVERY_SETTINGS.timeoutMs,
     webhookTestMarginMs: options.webhookTestMarginMs ?? 500,
     ...(options.httpTimeouts ? { httpTimeouts: options.httpTimeouts } : {}),
+    ...(options.authFailureLimit ? { authFailureLimit: options.authFailureLimit } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),
