@@ -102,7 +102,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     allowPrivateUrls: deps.allowPrivateUrls,
     secretRotationWindowMs: deps.webhookSecretRotationWindowMs ?? DEFAULTS.webhookSecretRotationWindowMs,
   });
-  const templates = createTemplateService({ repo: templateRepo, clock: deps.clock, renderer });
+  const templates = createTemplateService({
+    repo: templateRepo,
+    clock: deps.clock,
+    renderer,
+    unitOfWork: (work) => deps.database.unitOfWork(work),
+  });
 
   const notifier = deps.notifier ?? createNotifier();
   const events = createEventService({ db, engine: deps.database.engine, clock: deps.clock, notifier });

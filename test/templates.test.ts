@@ -287,6 +287,33 @@ for (const engine of ENGINES) {
       assert.equal(fetched.published_at, response.body.published_at);
     });
 
+    test('40 parallel publishes of one template all succeed, with versions 1 to 40', async () => {
+      const created = await api.request('POST', '/v1/templates', {
+        body: { name: 'Busy', subject: 'S', html: '<p>{{ n }}</p>' },
+      });
+      const answers = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          api.request('POST', `/v1/templates/${created.body.id}/publish`, { body: { subject: `S${i}` } }),
+        ),
+      );
+      assert.deepEqual(
+        answers.map((answer) => answer.status),
+        Array(40).fill(200),
+        JSON.stringify(answers.find((answer) => answer.status !== 200)?.body),
+      );
+      assert.deepEqual(
+        answers.map((answer) => answer.body.version).sort((a, b) => a - b),
+        Array.from({ length: 40 }, (_, i) => i + 1),
+      );
+      const versions = await api.request('GET', `/v1/templates/${created.body.id}/versions?limit=100`);
+      assert.equal(versions.body.data.length, 40);
+      // Each version holds the subject its own publish sent.
+      for (const [i, answer] of answers.entries()) {
+        const version = versions.body.data.find((v: any) => v.version === answer.body.version);
+        assert.equal(version?.subject, `S${i}`, `version ${answer.body.version}`);
+      }
+    });
+
     test('publishing twice makes version 2; version 1 stays as it was', async () => {
       const created = await createOk({ name: 'Versioned', alias: 'versioned', html: '<p>v1</p>' });
       const first = await api.request('POST', '/v1/templates/versioned/publish', { body: {} });

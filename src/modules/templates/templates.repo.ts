@@ -139,6 +139,20 @@ export function createTemplateRepo(db: Kysely<Database>) {
       return catchAliasConflict(db.insertInto('templates').values(toRow(record)).execute());
     },
 
+    /**
+     * Takes the template's row lock for the rest of the transaction (a write that changes nothing: the
+     * portable way to lock a row, and on SQLite it takes the write lock up front); false when it is gone.
+     */
+    async lockForChange(projectId: string, id: string): Promise<boolean> {
+      const result = await db
+        .updateTable('templates')
+        .set((eb) => ({ updated_at: eb.ref('updated_at') }))
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
     async find(projectId: string, id: string): Promise<StoredTemplate | undefined> {
       const row = await selectTemplates()
         .where('t.project_id', '=', projectId)

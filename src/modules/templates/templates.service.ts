@@ -27,12 +27,11 @@ export interface TemplateServiceDeps {
   repo: TemplateRepo;
   clock: Clock;
   renderer: TemplateRenderer;
+  /** Runs work in one transaction (DatabaseHandle.unitOfWork): a publish reads and writes under its lock. */
+  unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 const aliasShape = new RegExp(ALIAS_PATTERN);
-
-// Publishing retries when a concurrent update or publish changed the template between read and write.
-const PUBLISH_ATTEMPTS = 5;
 
 export function toTemplateView(record: StoredTemplate): TemplateView {
   return {
@@ -69,7 +68,7 @@ export function toTemplateVersionView(record: TemplateVersionRecord): TemplateVe
 const aliasTaken = (alias: string | null): DomainError =>
   conflict('alias_taken', `Another template in this project already has the alias '${alias}'.`, 'alias');
 
-export function createTemplateService({ repo, clock, renderer }: TemplateServiceDeps) {
+export function createTemplateService({ repo, clock, renderer, unitOfWork }: TemplateServiceDeps) {
   /** Finds a template of the project by id or alias; anything else (another project's) is a 404. */
   async function load(projectId: string, idOrAlias: string): Promise<StoredTemplate> {
     let record: StoredTemplate | undefined;
@@ -166,8 +165,12 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
       idOrAlias: string,
       input: PublishTemplateInput,
     ): Promise<PublishedTemplateView> {
-      for (let attempt = 1; attempt <= PUBLISH_ATTEMPTS; attempt += 1) {
-        const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, idOrAlias);
+      const { id } = await load(projectId, idOrAlias);
+      return unitOfWork(async () => {
+        // Publishes (and updates) of one template queue on its row here, so each gets the next version
+        // instead of losing a race; the template is read again under the lock.
+        if (!(await repo.lockForChange(projectId, id))) throw notFound('template', idOrAlias);
+        const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, id);
         const draft: TemplateRecord = { ...current };
         if (input.name !== undefined) draft.name = input.name;
         if (input.subject !== undefined) draft.subject = input.subject;
@@ -178,11 +181,11 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
         const publishedAt = clock.now().toISOString();
         const version = (current.publishedVersion ?? 0) + 1;
         const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
-        if (await repo.publish(current, next)) {
-          return { object: 'template', id: current.id, published_at: publishedAt, version };
+        if (!(await repo.publish(current, next))) {
+          throw new Error(`template ${id} changed while its row was locked for publishing`);
         }
-      }
-      throw conflict('template_busy', 'The template kept changing while it was being published; try again.');
+        return { object: 'template' as const, id: current.id, published_at: publishedAt, version };
+      });
     },
 
     async listVersions(projectId: string, idOrAlias: string, page: VersionPageRequest) {
