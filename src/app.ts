@@ -24,7 +24,7 @@ import { registerEventRoutes } from './modules/events/events.routes.ts';
 import { createEventService, type EventService } from './modules/events/events.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
-import { createTemplateRenderer } from './modules/templates/render.ts';
+import { createRenderPool, type RenderPoolOptions } from './modules/templates/render-pool.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { registerTemplateRoutes } from './modules/templates/templates.routes.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
@@ -57,6 +57,8 @@ export interface AppDeps {
   webhookTestMarginMs?: number;
   /** How long a replaced webhook secret keeps signing (WEBHOOK_SECRET_ROTATION_WINDOW). Default 24 h. */
   webhookSecretRotationWindowMs?: number;
+  /** Render threads, their queue and each render's time (TEMPLATE_RENDER_*). */
+  templateRendering?: RenderPoolOptions;
   /** How long the server waits on a client, phase by phase (HTTP_*_TIMEOUT). */
   httpTimeouts?: HttpTimeouts;
 }
@@ -92,7 +94,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const db = deps.database.db;
   const webhookRepo = createWebhookRepo(db);
   const templateRepo = createTemplateRepo(db);
-  const renderer = createTemplateRenderer();
+  const renderer = createRenderPool(deps.templateRendering ?? DEFAULTS.templateRendering);
+  app.addHook('onClose', () => renderer.close());
   const projects = createProjectService({ repo: createProjectRepo(db), clock: deps.clock });
   const webhooks = createWebhookService({
     repo: webhookRepo,

@@ -1,4 +1,5 @@
 import { createPrivateKey } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDuration, parseSchedule } from './lib/duration.ts';
@@ -19,8 +20,16 @@ export const DEFAULTS = {
   webhookTestMarginMs: 5000,
   webhookSecretRotationWindowMs: 86_400_000,
   sendDailyLimit: 10_000,
-  /** A template render is stopped after this long (LiquidJS's renderLimit). */
+  /** LiquidJS's own render limit, a backstop behind the render threads' timeout. */
   renderLimitMs: 1000,
+  templateRendering: {
+    /** A render still running after this long is stopped, its thread ended (TEMPLATE_RENDER_TIMEOUT). */
+    timeoutMs: 250,
+    /** Render threads: one core left to the event loop that answers requests (TEMPLATE_RENDER_THREADS). */
+    threads: Math.max(1, availableParallelism() - 1),
+    /** Renders waiting for a thread at most; past it, 429 (TEMPLATE_RENDER_QUEUE). */
+    queueLimit: 64,
+  },
   /** A worker silent this long is dead: the others give its leased jobs back (WORKER_DEAD_AFTER). */
   workerDeadAfterMs: 15_000,
   /** Failed authentications one client address may make per window before it is refused (429). */
@@ -69,6 +78,7 @@ export interface Config {
   /** A worker whose heartbeat stopped this long ago is dead: its leased jobs come back to the others. */
   workerDeadAfterMs: number;
   httpTimeouts: HttpTimeouts;
+  templateRendering: { timeoutMs: number; threads: number; queueLimit: number };
   /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
   webhookSecretRotationWindowMs: number;
   /**
@@ -216,6 +226,11 @@ export function loadConfig(env: Env = process.env): Config {
       DEFAULTS.webhookSecretRotationWindowMs,
     ),
     workerDeadAfterMs: duration('WORKER_DEAD_AFTER', DEFAULTS.workerDeadAfterMs),
+    templateRendering: {
+      timeoutMs: duration('TEMPLATE_RENDER_TIMEOUT', DEFAULTS.templateRendering.timeoutMs),
+      threads: integer('TEMPLATE_RENDER_THREADS', DEFAULTS.templateRendering.threads, 1, 64),
+      queueLimit: integer('TEMPLATE_RENDER_QUEUE', DEFAULTS.templateRendering.queueLimit, 1, 100_000),
+    },
     httpTimeouts: {
       idleMs: duration('HTTP_IDLE_TIMEOUT', DEFAULTS.httpTimeouts.idleMs),
       headersMs: duration('HTTP_HEADERS_TIMEOUT', DEFAULTS.httpTimeouts.headersMs),
@@ -232,6 +247,9 @@ export function loadConfig(env: Env = process.env): Config {
   ] as const) {
     if (value < 100 || value > 3_600_000)
       problems.push(`${name} must be from 100ms to 1h, got '${env[name]}'.`);
+  }
+  if (config.templateRendering.timeoutMs < 10 || config.templateRendering.timeoutMs > 60_000) {
+    problems.push(`TEMPLATE_RENDER_TIMEOUT must be from 10ms to 1m, got '${env.TEMPLATE_RENDER_TIMEOUT}'.`);
   }
   if (config.workerDeadAfterMs < 300 || config.workerDeadAfterMs > 3_600_000) {
     problems.push(`WORKER_DEAD_AFTER must be from 300ms to 1h, got '${env.WORKER_DEAD_AFTER}'.`);

@@ -103,6 +103,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookTimeoutMs: config.webhookTimeoutMs,
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
+      templateRendering: config.templateRendering,
       // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
       logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
     });

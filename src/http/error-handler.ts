@@ -1,7 +1,7 @@
 import type { ErrorObject } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import { DomainError, type ErrorKind } from '../lib/errors.ts';
+import { DomainError, type ErrorKind, RetryLaterError } from '../lib/errors.ts';
 import { BODY_NOT_UTF8 } from './validation.ts';
 
 const STATUS_BY_KIND: Record<ErrorKind, number> = {
@@ -64,6 +64,7 @@ const FASTIFY_ERRORS: Record<string, { status: number; code: string; message: st
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof DomainError) {
+      if (error instanceof RetryLaterError) reply.header('retry-after', error.retryAfterSeconds);
       return sendError(request, reply, STATUS_BY_KIND[error.kind], error.code, error.message, error.param);
     }
     if (error.validation) {

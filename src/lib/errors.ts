@@ -23,6 +23,15 @@ export class DomainError extends Error {
   }
 }
 
+/** A refusal that passes: the answer says when to try again (429 with `retry-after`). */
+export class RetryLaterError extends DomainError {
+  readonly retryAfterSeconds: number;
+  constructor(code: string, message: string, retryAfterSeconds: number) {
+    super('rate_limited', code, message);
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
 export const notFound = (resource: string, id: string): DomainError =>
   new DomainError('not_found', 'resource_missing', `No ${resource} with id '${id}'.`, 'id');
 

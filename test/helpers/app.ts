@@ -1,3 +1,4 @@
+import type { RenderPoolOptions } from '../../src/modules/templates/render-pool.ts';
 import type { HttpTimeouts } from '../../src/config.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -117,6 +118,7 @@ export interface TestAppOptions {
   webhookSecretRotationWindowMs?: number;
   httpTimeouts?: HttpTimeouts;
   authFailureLimit?: { limit: number; windowMs: number };
+  templateRendering?: RenderPoolOptions;
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -161,7 +163,9 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
       TEST_DELIVERY_SETTINGS.timeoutMs,
     webhookTestMarginMs: options.webhookTestMarginMs ?? 500,
     ...(options.httpTimeouts ? { httpTimeouts: options.httpTimeouts } : {}),
-    ...(options.authFailureLimit ? { authFailureLimit: options.authFailureLimit } : {}),
+    // Off unless a test asks for it: suites that probe every route without a key would trip it.
+    authFailureLimit: options.authFailureLimit ?? { limit: 0, windowMs: 60_000 },
+    ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),

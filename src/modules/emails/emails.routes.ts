@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -13,19 +13,9 @@ import {
   SendEmailBatchBody,
   SendEmailBody,
 } from './emails.schemas.ts';
-import { DailyLimitError, type EmailService } from './emails.service.ts';
+import type { EmailService } from './emails.service.ts';
 
 const tags = ['Emails'];
-
-/** The daily limit's 429 says when it resets, as every 429 of the API does. */
-async function withRetryAfter<T>(reply: FastifyReply, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    if (error instanceof DailyLimitError) reply.header('retry-after', error.retryAfterSeconds);
-    throw error;
-  }
-}
 
 export function registerEmailRoutes(server: FastifyInstance, { emails }: { emails: EmailService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
@@ -43,7 +33,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const accepted = await withRetryAfter(reply, () => emails.send(projectOf(request), request.body));
+      const accepted = await emails.send(projectOf(request), request.body);
       reply.code(202);
       return accepted;
     },
@@ -62,7 +52,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const accepted = await withRetryAfter(reply, () => emails.sendBatch(projectOf(request), request.body));
+      const accepted = await emails.sendBatch(projectOf(request), request.body);
       reply.code(202);
       return list(accepted, false);
     },

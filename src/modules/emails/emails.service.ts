@@ -2,7 +2,7 @@ import { htmlToText } from 'html-to-text';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { EmailStatus } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
-import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { DomainError, invalidParam, notFound, RetryLaterError } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
@@ -42,11 +42,9 @@ export interface EmailServiceDeps {
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
-export class DailyLimitError extends DomainError {
-  readonly retryAfterSeconds: number;
+export class DailyLimitError extends RetryLaterError {
   constructor(message: string, retryAfterSeconds: number) {
-    super('rate_limited', 'daily_send_limit', message);
-    this.retryAfterSeconds = retryAfterSeconds;
+    super('daily_send_limit', message, retryAfterSeconds);
   }
 }
 
