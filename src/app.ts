@@ -19,6 +19,9 @@ import { createDeliveryService } from './modules/deliveries/deliveries.service.t
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
+import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
+import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
+import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
 import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.routes.ts';
 import { registerEventRoutes } from './modules/events/events.routes.ts';
 import { createEventService, type EventService } from './modules/events/events.service.ts';
@@ -126,6 +129,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const sendNotifier = deps.sendNotifier ?? createNotifier();
+  const suppressionRepo = createSuppressionRepo(db);
   app.decorate('sendNotifier', sendNotifier);
   const emails = createEmailService({
     repo: createEmailRepo(db, deps.database.engine),
@@ -135,7 +139,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     dailyLimit: deps.sendDailyLimit ?? DEFAULTS.sendDailyLimit,
     notifier: sendNotifier,
     events,
+    suppressions: suppressionRepo,
+    unitOfWork: (work) => deps.database.unitOfWork(work),
   });
+  const suppressions = createSuppressionService({ repo: suppressionRepo, clock: deps.clock });
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
@@ -174,6 +181,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerEventRoutes(app, { events });
   registerTemplateRoutes(app, { templates });
   registerEmailRoutes(app, { emails });
+  registerSuppressionRoutes(app, { suppressions });
 
   return app;
 }

@@ -198,9 +198,16 @@ for (const engine of ENGINES) {
         tags: { kind: 'order' },
         recipient: 'bounced@example.test',
         smtp_response: bounce.data.smtp_response,
+        bounce: { type: 'hard', status: '5.1.1', diagnostic: bounce.data.smtp_response, reporting_mta: null },
       });
       assert.match(bounce.data.smtp_response, /^550 5\.1\.1 /);
 
+      // The complaint and the hard bounce put their addresses on the project's suppression list.
+      const suppressed = (await harness.api.request('GET', '/v1/suppressions')).body.data;
+      assert.deepEqual(suppressed.map((entry: any) => [entry.address, entry.reason, entry.email_id]).sort(), [
+        ['bounced@example.test', 'hard_bounce', id],
+        ['complained@example.test', 'complaint', id],
+      ]);
       await until(async () => (await harness.api.request('GET', `/v1/emails/${id}`)).body.status === 'mixed');
       const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
       assert.deepEqual(
@@ -434,6 +441,123 @@ for (const engine of ENGINES) {
         await harness.close();
         await smtp.close();
       }
+    });
+  });
+
+  describe(`suppression at send time (${engine})`, () => {
+    let smtp: TestSmtpServer;
+    let harness: Harness;
+    before(async () => {
+      smtp = await startSmtpServer();
+      smtp.onRecipient((address) => {
+        if (address.startsWith('gone'))
+          return { code: 550, message: '5.1.1 <gone@example.org>: no such user' };
+        if (address.startsWith('blocked')) return { code: 550, message: '5.7.1 Message rejected by policy' };
+        return undefined;
+      });
+      harness = await startHarness(
+        engine,
+        createRelayTransport({ url: `smtp://127.0.0.1:${smtp.port}`, connections: 2, timeoutMs: 3000 }),
+      );
+    });
+    after(async () => {
+      await harness.close();
+      await smtp.close();
+    });
+    const suppression = async (address: string) =>
+      (await harness.api.request('GET', `/v1/suppressions/${address}`)).body;
+
+    test('a suppressed recipient is not sent to; the others are, and an event says why', async () => {
+      await harness.api.request('POST', '/v1/suppressions', {
+        body: { addresses: ['Kept.Away@example.org'] },
+      });
+      const id = await harness.send({
+        from: 'shop@example.com',
+        to: ['kept.away@EXAMPLE.org', 'ada@example.org'],
+        subject: 'Hi',
+        text: 'Hello',
+      });
+      const events = await harness.waitForEvents(id, [
+        'email.suppressed@kept.away@example.org',
+        'email.sent@ada@example.org',
+      ]);
+      const suppressed = events.find((event) => event.type === 'email.suppressed');
+      assert.deepEqual(suppressed.data, {
+        email_id: id,
+        from: 'shop@example.com',
+        to: ['kept.away@example.org', 'ada@example.org'],
+        subject: 'Hi',
+        tags: {},
+        recipient: 'kept.away@example.org',
+        suppression: {
+          reason: 'manual',
+          created_at: (await suppression('kept.away@example.org')).created_at,
+        },
+      });
+      const delivered = smtp.messages.filter((message) => message.raw.includes(id));
+      assert.deepEqual(
+        delivered.map((message) => message.to),
+        [['ada@example.org']],
+        'only the other recipient reached the relay',
+      );
+      await until(async () => (await harness.api.request('GET', `/v1/emails/${id}`)).body.status === 'mixed');
+      const email = (await harness.api.request('GET', `/v1/emails/${id}`)).body;
+      assert.deepEqual(
+        email.recipients.map((recipient: any) => [recipient.address, recipient.status]),
+        [
+          ['kept.away@example.org', 'suppressed'],
+          ['ada@example.org', 'sent'],
+        ],
+      );
+    });
+
+    test('a hard bounce suppresses the address: the next send to it never reaches the relay', async () => {
+      const first = await harness.send({
+        from: 'shop@example.com',
+        to: 'gone@example.org',
+        subject: 'A',
+        text: 'A',
+      });
+      const [bounce] = await harness.waitForEvents(first, ['email.bounced@gone@example.org']);
+      assert.deepEqual(bounce.data.bounce, {
+        type: 'hard',
+        status: '5.1.1',
+        diagnostic: bounce.data.smtp_response,
+        reporting_mta: null,
+      });
+      const entry = await suppression('gone@example.org');
+      assert.deepEqual(
+        [entry.reason, entry.email_id, entry.detail],
+        ['hard_bounce', first, bounce.data.smtp_response],
+      );
+
+      const attemptsBefore = smtp.connections;
+      const second = await harness.send({
+        from: 'shop@example.com',
+        to: 'gone@example.org',
+        subject: 'B',
+        text: 'B',
+      });
+      const [suppressed] = await harness.waitForEvents(second, ['email.suppressed@gone@example.org']);
+      assert.equal(suppressed.data.suppression.reason, 'hard_bounce');
+      const email = (await harness.api.request('GET', `/v1/emails/${second}`)).body;
+      assert.equal(email.status, 'suppressed');
+      await harness.worker.whenIdle();
+      assert.equal(smtp.connections, attemptsBefore, 'no SMTP transaction for a suppressed address');
+    });
+
+    test('a policy bounce does not suppress the address', async () => {
+      const id = await harness.send({
+        from: 'shop@example.com',
+        to: 'blocked@example.org',
+        subject: 'P',
+        text: 'P',
+      });
+      const [bounce] = await harness.waitForEvents(id, ['email.bounced@blocked@example.org']);
+      assert.equal(bounce.data.bounce.type, 'policy');
+      assert.equal(bounce.data.bounce.status, '5.7.1');
+      const lookup = await harness.api.request('GET', '/v1/suppressions/blocked@example.org');
+      assert.equal(lookup.status, 404);
     });
   });
 

@@ -141,10 +141,19 @@ export type EmailStatus =
   | 'failed'
   | 'complained'
   | 'cancelled'
+  | 'suppressed'
   | 'mixed';
 
 export type RecipientStatus =
-  'queued' | 'delayed' | 'sent' | 'delivered' | 'bounced' | 'failed' | 'complained' | 'cancelled';
+  | 'queued'
+  | 'delayed'
+  | 'sent'
+  | 'delivered'
+  | 'bounced'
+  | 'failed'
+  | 'complained'
+  | 'cancelled'
+  | 'suppressed';
 
 export interface EmailsTable {
   id: string;
@@ -228,6 +237,22 @@ export interface SendQuotaTable {
   used: number;
 }
 
+export type SuppressionReason = 'hard_bounce' | 'complaint' | 'unsubscribe' | 'manual';
+
+/** An address a project does not send to any more (written by src/modules/suppressions). */
+export interface SuppressionsTable {
+  id: string;
+  project_id: string;
+  /** Lowercased: addresses match case-insensitively. */
+  address: string;
+  reason: SuppressionReason;
+  /** The email whose bounce or complaint caused it; null for manual entries. */
+  email_id: string | null;
+  /** What caused it: the server's reply, the report's diagnostic. */
+  detail: string | null;
+  created_at: string;
+}
+
 /** A running queue worker and when it last said it was alive (written by src/queue/heartbeats.repo.ts). */
 export interface QueueWorkersTable {
   /** The worker's id, as in the queue tables' `locked_by`. */
@@ -252,6 +277,7 @@ export interface Database {
   email_raw: EmailRawTable;
   send_quota: SendQuotaTable;
   queue_workers: QueueWorkersTable;
+  suppressions: SuppressionsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

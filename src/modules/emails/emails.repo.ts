@@ -11,7 +11,12 @@ export interface NewRecipient {
   type: 'to' | 'cc' | 'bcc';
   address: string;
   host: string;
+  /** On the project's suppression list: stored `suppressed`, never queued, not counted against the limit. */
+  suppressed?: boolean;
 }
+
+const queued = (recipients: readonly NewRecipient[]) =>
+  recipients.filter((recipient) => !recipient.suppressed);
 
 /** What an email says, as stored and as read back. */
 interface EmailContent {
@@ -121,10 +126,10 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     ): Promise<void> {
       const projectId = emails[0]?.projectId;
       if (projectId === undefined) return;
-      const recipients = emails.reduce((sum, email) => sum + email.recipients.length, 0);
+      const recipients = emails.reduce((sum, email) => sum + queued(email.recipients).length, 0);
       const due = emails
         .filter((email) => email.scheduledAt === null)
-        .reduce((sum, email) => sum + email.recipients.length, 0);
+        .reduce((sum, email) => sum + queued(email.recipients).length, 0);
 
       // Read before the transaction: a position is a fairness hint, and the transaction then starts with a
       // write (see fair-queue.repo.ts on SQLite lock upgrades).
@@ -150,7 +155,11 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
                 template_id: email.templateId,
                 template_version: email.templateVersion,
                 message_id: email.messageId,
-                status: (email.scheduledAt === null ? 'queued' : 'scheduled') as EmailStatus,
+                status: (queued(email.recipients).length === 0
+                  ? 'suppressed'
+                  : email.scheduledAt === null
+                    ? 'queued'
+                    : 'scheduled') as EmailStatus,
                 recipient_count: email.recipients.length,
                 scheduled_at: email.scheduledAt,
                 created_at: email.createdAt,
@@ -170,13 +179,24 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
             type: recipient.type,
             address: recipient.address,
             host: recipient.host,
-            status: 'queued' as RecipientStatus,
             attempts: 0,
-            ready_seq: email.scheduledAt === null ? seq++ : null,
-            wait_until: email.scheduledAt,
-            next_attempt_at: email.scheduledAt ?? email.createdAt,
             created_at: email.createdAt,
             updated_at: email.createdAt,
+            ...(recipient.suppressed
+              ? {
+                  status: 'suppressed' as RecipientStatus,
+                  ready_seq: null,
+                  wait_until: null,
+                  next_attempt_at: null,
+                  completed_at: email.createdAt,
+                }
+              : {
+                  status: 'queued' as RecipientStatus,
+                  ready_seq: email.scheduledAt === null ? seq++ : null,
+                  wait_until: email.scheduledAt,
+                  next_attempt_at: email.scheduledAt ?? email.createdAt,
+                  completed_at: null,
+                }),
           })),
         );
         await insertChunked(rows, (chunk) => trx.insertInto('email_recipients').values(chunk).execute());

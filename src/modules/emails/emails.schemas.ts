@@ -113,6 +113,7 @@ const emailStatus = Type.Union(
     'failed',
     'complained',
     'cancelled',
+    'suppressed',
     'mixed',
   ].map((status) => Type.Literal(status)),
   {
@@ -122,9 +123,17 @@ const emailStatus = Type.Union(
 );
 
 const recipientStatus = Type.Union(
-  ['queued', 'delayed', 'sent', 'delivered', 'bounced', 'failed', 'complained', 'cancelled'].map((status) =>
-    Type.Literal(status),
-  ),
+  [
+    'queued',
+    'delayed',
+    'sent',
+    'delivered',
+    'bounced',
+    'failed',
+    'complained',
+    'cancelled',
+    'suppressed',
+  ].map((status) => Type.Literal(status)),
 );
 
 export const EmailRecipient = Type.Object(

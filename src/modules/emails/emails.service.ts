@@ -27,6 +27,8 @@ import {
   type SendEmailInput,
 } from './emails.schemas.ts';
 import type { EventService } from '../events/events.service.ts';
+import { normalizeAddress, type SuppressionRepo } from '../suppressions/suppressions.repo.ts';
+import { emailEventData } from './event-data.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -37,8 +39,12 @@ export interface EmailServiceDeps {
   dailyLimit: number;
   /** Wakes this process's sending worker when emails are accepted. */
   notifier: Notifier;
-  /** An email's timeline is its events. */
-  events: Pick<EventService, 'forEmail'>;
+  /** An email's timeline is its events; a suppressed recipient's event is emitted with the email. */
+  events: Pick<EventService, 'forEmail' | 'emit'>;
+  /** The project's suppression list, read in the send's transaction. */
+  suppressions: Pick<SuppressionRepo, 'matching'>;
+  /** Runs work in one transaction (DatabaseHandle.unitOfWork). */
+  unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
@@ -127,6 +133,8 @@ export function createEmailService({
   dailyLimit,
   notifier,
   events: eventService,
+  suppressions,
+  unitOfWork,
 }: EmailServiceDeps) {
   /** Parses one address field (a string or a list), naming the exact item at fault. */
   function parseList(value: string | string[] | undefined, param: string): ParsedAddress[] {
@@ -371,12 +379,38 @@ export function createEmailService({
     };
   }
 
+  /**
+   * Stores the emails, their recipients and, for recipients on the suppression list, their `suppressed`
+   * status and `email.suppressed` event, in one transaction.
+   */
   async function store(emails: NewEmail[], now: Date): Promise<void> {
     try {
-      await repo.insert(emails, {
-        today: now.toISOString().slice(0, 10),
-        dailyLimit,
-        now: now.toISOString(),
+      await unitOfWork(async () => {
+        const projectId = emails[0]!.projectId;
+        const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
+        const suppressed = await suppressions.matching(projectId, addresses);
+        for (const email of emails) {
+          for (const recipient of email.recipients) {
+            recipient.suppressed = suppressed.has(normalizeAddress(recipient.address));
+          }
+        }
+        await repo.insert(emails, {
+          today: now.toISOString().slice(0, 10),
+          dailyLimit,
+          now: now.toISOString(),
+        });
+        for (const email of emails) {
+          for (const recipient of email.recipients) {
+            const entry = recipient.suppressed
+              ? suppressed.get(normalizeAddress(recipient.address))
+              : undefined;
+            if (!entry) continue;
+            const data = emailEventData(email, recipient.address, {
+              suppression: { reason: entry.reason, created_at: entry.createdAt },
+            });
+            await eventService.emit(projectId, 'email.suppressed', data, { emailId: email.id });
+          }
+        }
       });
     } catch (error) {
       if (!(error instanceof DailyLimitReached)) throw error;
@@ -387,7 +421,10 @@ export function createEmailService({
         secondsUntilNextUtcDay(now),
       );
     }
-    if (emails.some((email) => email.scheduledAt === null)) notifier.notify();
+    const due = emails.some(
+      (email) => email.scheduledAt === null && email.recipients.some((r) => !r.suppressed),
+    );
+    if (due) notifier.notify();
   }
 
   async function load(projectId: string, id: string): Promise<EmailRecord> {

@@ -6,6 +6,7 @@ export const EVENT_KINDS = {
   'email.bounced': 'The message was permanently rejected.',
   'email.failed': 'Delivery was abandoned after the last retry.',
   'email.complained': 'The recipient marked the message as spam.',
+  'email.suppressed': 'The recipient is on the suppression list: the message was not sent to it.',
   'email.opened': 'The recipient opened the message.',
   'email.clicked': 'The recipient clicked a link in the message.',
 } as const;

@@ -8,6 +8,10 @@ import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
+import { classifyBounce } from '../emails/bounce.ts';
+import { emailEventData } from '../emails/event-data.ts';
+import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
+import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import {
   type AttemptRecord,
   type ClaimedRecipient,
@@ -93,7 +97,14 @@ interface SendJob extends QueueJob {
 
 /** What an attempt wrote down: each recipient's new state, and the events that say so. */
 interface SendOutcome extends Omit<AttemptRecord, 'updates'> {
-  updates: Array<RecipientUpdate & { events: EventKind[]; data: Record<string, unknown> }>;
+  updates: Array<
+    RecipientUpdate & {
+      events: EventKind[];
+      data: Record<string, unknown>;
+      /** The address goes on the project's suppression list (a hard bounce, a complaint). */
+      suppress?: { reason: 'hard_bounce' | 'complaint'; detail: string | null };
+    }
+  >;
 }
 
 // Waiting recipients moved into the queue per claim; the next claim moves more.
@@ -181,10 +192,21 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         const outcomes = attempted.map(({ outcome }) => outcome);
         const held = await createSendQueueRepo(transaction.db, engine).recordAttempts(outcomes);
         const events: NewEvent[] = [];
+        const suppressions: NewSuppression[] = [];
         const results = outcomes.map((outcome, index) => {
           let retryAt: number | undefined;
           outcome.updates.forEach((update, position) => {
             if (!held[index]![position]) return;
+            if (update.suppress) {
+              suppressions.push({
+                projectId: outcome.projectId,
+                address: String(update.data.recipient),
+                reason: update.suppress.reason,
+                emailId: outcome.emailId,
+                detail: update.suppress.detail,
+                createdAt: clock.now().toISOString(),
+              });
+            }
             for (const kind of update.events) {
               events.push({
                 projectId: outcome.projectId,
@@ -201,6 +223,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           return { held: held[index]!.includes(true), retryAt };
         });
         await deps.events.emitIn(transaction, events);
+        await addSuppressionsIn(transaction.db, suppressions);
         return results;
       }),
   };
@@ -300,22 +323,6 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     };
   }
 
-  /** The data every event of the email carries, plus what this one adds. */
-  function eventData(email: EmailRecord, recipient: string, extra: Record<string, unknown>) {
-    return {
-      email_id: email.id,
-      from: email.from,
-      to: email.to,
-      subject: email.subject,
-      ...(email.templateId !== null
-        ? { template_id: email.templateId, template_version: email.templateVersion }
-        : {}),
-      tags: email.tags,
-      recipient,
-      ...extra,
-    };
-  }
-
   /** What an attempt's outcome means for the recipient: its next status and the events that say so. */
   function judge(
     email: EmailRecord,
@@ -332,7 +339,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       id: row.id,
       response: reply ?? ('error' in outcome ? outcome.error : null),
       responseCode: responseCode(reply),
-      data: eventData(email, row.address, said),
+      data: emailEventData(email, row.address, said),
     };
 
     if (outcome.result === 'accepted') {
@@ -340,9 +347,26 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       if (transport.finalHop) events.push('email.delivered');
       if (outcome.complained) events.push('email.complained');
       const status = outcome.complained ? 'complained' : transport.finalHop ? 'delivered' : 'sent';
-      return { ...base, status, events };
+      const complaint = outcome.complained
+        ? { suppress: { reason: 'complaint' as const, detail: null } }
+        : {};
+      return { ...base, status, events, ...complaint };
     }
-    if (outcome.result === 'bounced') return { ...base, status: 'bounced', events: ['email.bounced'] };
+    if (outcome.result === 'bounced') {
+      // No reply at all: the transport found that the domain does not exist.
+      const bounce = classifyBounce(reply ?? ('error' in outcome ? outcome.error : null), {
+        noSuchDomain: reply === null,
+      });
+      return {
+        ...base,
+        data: { ...base.data, bounce },
+        status: 'bounced',
+        events: ['email.bounced'],
+        ...(bounce.type === 'hard'
+          ? { suppress: { reason: 'hard_bounce' as const, detail: bounce.diagnostic } }
+          : {}),
+      };
+    }
 
     const delay = nextRetryDelay({
       attemptsMade: row.attempts + 1,

@@ -38,9 +38,18 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'email.sent': { smtp_response: '250 2.0.0 OK: queued as 4F2A1C' },
   'email.delivered': { smtp_response: '250 2.0.0 OK: queued as 4F2A1C' },
   'email.delivery_delayed': { smtp_response: '451 4.7.1 Greylisted, please try again later' },
-  'email.bounced': { smtp_response: '550 5.1.1 <recipient@example.com>: no such user' },
+  'email.bounced': {
+    smtp_response: '550 5.1.1 <recipient@example.com>: no such user',
+    bounce: {
+      type: 'hard',
+      status: '5.1.1',
+      diagnostic: '550 5.1.1 <recipient@example.com>: no such user',
+      reporting_mta: null,
+    },
+  },
   'email.failed': { error: 'connection timed out' },
   'email.complained': {},
+  'email.suppressed': { suppression: { reason: 'hard_bounce', created_at: '2026-11-22T10:00:00.000Z' } },
   'email.opened': {},
   'email.clicked': { url: 'https://example.com/' },
 };

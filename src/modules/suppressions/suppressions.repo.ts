@@ -1,0 +1,105 @@
+import type { Kysely } from 'kysely';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import type { Database, Row, SuppressionReason } from '../../db/schema.ts';
+import { newId } from '../../lib/ids.ts';
+
+export interface SuppressionRecord {
+  id: string;
+  projectId: string;
+  address: string;
+  reason: SuppressionReason;
+  emailId: string | null;
+  detail: string | null;
+  createdAt: string;
+}
+
+export type NewSuppression = Omit<SuppressionRecord, 'id'>;
+
+const toRecord = (row: Row<'suppressions'>): SuppressionRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  address: row.address,
+  reason: row.reason,
+  emailId: row.email_id,
+  detail: row.detail,
+  createdAt: row.created_at,
+});
+
+/** Addresses compare case-insensitively: stored and looked up lowercased. */
+export const normalizeAddress = (address: string): string => address.trim().toLowerCase();
+
+/** The suppressions table; `db` may be a transaction (a send or an attempt's outcome adds entries in its own). */
+export function createSuppressionRepo(db: Kysely<Database>) {
+  return {
+    async list(
+      projectId: string,
+      page: PageRequest,
+      reason?: SuppressionReason,
+    ): Promise<Page<SuppressionRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db.selectFrom('suppressions').selectAll().where('project_id', '=', projectId);
+        if (reason) query = query.where('reason', '=', reason);
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    async find(projectId: string, address: string): Promise<SuppressionRecord | undefined> {
+      const row = await db
+        .selectFrom('suppressions')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('address', '=', normalizeAddress(address))
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    /** The entries among these addresses, by lowercased address. */
+    async matching(projectId: string, addresses: readonly string[]): Promise<Map<string, SuppressionRecord>> {
+      const wanted = [...new Set(addresses.map(normalizeAddress))];
+      const found = new Map<string, SuppressionRecord>();
+      for (let start = 0; start < wanted.length; start += 500) {
+        const rows = await db
+          .selectFrom('suppressions')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('address', 'in', wanted.slice(start, start + 500))
+          .execute();
+        for (const row of rows) found.set(row.address, toRecord(row));
+      }
+      return found;
+    },
+
+    /** Adds entries; an address already on the list keeps its entry (the first cause stays). */
+    async add(entries: readonly NewSuppression[]): Promise<void> {
+      for (let start = 0; start < entries.length; start += 200) {
+        const values = entries.slice(start, start + 200).map((entry) => ({
+          id: newId('sup'),
+          project_id: entry.projectId,
+          address: normalizeAddress(entry.address),
+          reason: entry.reason,
+          email_id: entry.emailId,
+          detail: entry.detail,
+          created_at: entry.createdAt,
+        }));
+        await db
+          .insertInto('suppressions')
+          .values(values)
+          .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
+          .execute();
+      }
+    },
+
+    async delete(projectId: string, address: string): Promise<boolean> {
+      const result = await db
+        .deleteFrom('suppressions')
+        .where('project_id', '=', projectId)
+        .where('address', '=', normalizeAddress(address))
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+  };
+}
+
+export type SuppressionRepo = ReturnType<typeof createSuppressionRepo>;

@@ -1,0 +1,85 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { errorResponses } from '../../http/error-schema.ts';
+import { list, listEnvelope, toPageRequest } from '../../http/list.ts';
+import {
+  AddSuppressionsBody,
+  DeletedSuppression,
+  Suppression,
+  SuppressionList,
+  SuppressionListQuery,
+  SuppressionParams,
+} from './suppressions.schemas.ts';
+import { type SuppressionService, toSuppressionView } from './suppressions.service.ts';
+
+const tags = ['Suppressions'];
+
+export function registerSuppressionRoutes(
+  server: FastifyInstance,
+  { suppressions }: { suppressions: SuppressionService },
+): void {
+  const app = server.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.get(
+    '/v1/suppressions',
+    {
+      schema: {
+        tags,
+        summary: 'List suppressed addresses, newest first',
+        querystring: SuppressionListQuery,
+        response: { 200: SuppressionList, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const { reason, ...query } = request.query;
+      const page = await suppressions.list(projectOf(request), toPageRequest(query, 'sup'), reason);
+      return list(page.items.map(toSuppressionView), page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/suppressions/:address',
+    {
+      schema: {
+        tags,
+        summary: 'Retrieve the suppression of an address',
+        params: SuppressionParams,
+        response: { 200: Suppression, ...errorResponses() },
+      },
+    },
+    async (request) => toSuppressionView(await suppressions.get(projectOf(request), request.params.address)),
+  );
+
+  app.post(
+    '/v1/suppressions',
+    {
+      schema: {
+        tags,
+        summary: 'Add addresses to the suppression list',
+        description:
+          'Sends to these addresses stop: their recipients are `suppressed` and an `email.suppressed` event says so. Answers every entry for them, new or already there.',
+        body: AddSuppressionsBody,
+        response: { 201: listEnvelope(Suppression), ...errorResponses() },
+      },
+    },
+    async (request, reply) => {
+      const entries = await suppressions.add(projectOf(request), request.body);
+      reply.code(201);
+      return list(entries.map(toSuppressionView), false);
+    },
+  );
+
+  app.delete(
+    '/v1/suppressions/:address',
+    {
+      schema: {
+        tags,
+        summary: 'Remove an address from the suppression list',
+        params: SuppressionParams,
+        response: { 200: DeletedSuppression, ...errorResponses() },
+      },
+    },
+    async (request) => suppressions.remove(projectOf(request), request.params.address),
+  );
+}

@@ -1,0 +1,92 @@
+import type { PageRequest } from '../../db/pagination.ts';
+import type { SuppressionReason } from '../../db/schema.ts';
+import type { Clock } from '../../lib/clock.ts';
+import { DomainError, invalidParam } from '../../lib/errors.ts';
+import { parseAddress } from '../emails/addresses.ts';
+import type { AddSuppressionsInput, SuppressionView } from './suppressions.schemas.ts';
+import {
+  createSuppressionRepo,
+  type NewSuppression,
+  normalizeAddress,
+  type SuppressionRecord,
+  type SuppressionRepo,
+} from './suppressions.repo.ts';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
+
+export const toSuppressionView = (record: SuppressionRecord): SuppressionView => ({
+  object: 'suppression',
+  id: record.id,
+  address: record.address,
+  reason: record.reason,
+  email_id: record.emailId,
+  detail: record.detail,
+  created_at: record.createdAt,
+});
+
+const notSuppressed = (address: string): DomainError =>
+  new DomainError('not_found', 'resource_missing', `'${address}' is not on the suppression list.`, 'address');
+
+/**
+ * The per-project suppression list: addresses not sent to any more. Entries come from hard bounces and
+ * complaints (in the transaction that records them), unsubscribes, and the API.
+ */
+export function createSuppressionService({ repo, clock }: { repo: SuppressionRepo; clock: Clock }) {
+  return {
+    list(projectId: string, page: PageRequest, reason?: SuppressionReason) {
+      return repo.list(projectId, page, reason);
+    },
+
+    async get(projectId: string, address: string): Promise<SuppressionRecord> {
+      const record = await repo.find(projectId, address);
+      if (!record) throw notSuppressed(address);
+      return record;
+    },
+
+    /** Adds addresses by hand (`manual`); returns every entry for them, new or already there. */
+    async add(projectId: string, input: AddSuppressionsInput): Promise<SuppressionRecord[]> {
+      const addresses = input.addresses.map((raw, index) => {
+        const parsed = parseAddress(raw);
+        if (!parsed.ok || parsed.value.name !== null) {
+          throw invalidParam(
+            `addresses[${index}]`,
+            `'${raw}' is not an email address such as a@example.com${parsed.ok ? ' (without a name)' : `: ${parsed.reason}`}.`,
+            'invalid_address',
+          );
+        }
+        return parsed.value.address;
+      });
+      const createdAt = clock.now().toISOString();
+      await repo.add(
+        addresses.map((address) => ({
+          projectId,
+          address,
+          reason: 'manual',
+          emailId: null,
+          detail: null,
+          createdAt,
+        })),
+      );
+      const stored = await repo.matching(projectId, addresses);
+      return [...new Set(addresses.map(normalizeAddress))].map((address) => stored.get(address)!);
+    },
+
+    async remove(
+      projectId: string,
+      address: string,
+    ): Promise<{ object: 'suppression'; address: string; deleted: true }> {
+      if (!(await repo.delete(projectId, address))) throw notSuppressed(address);
+      return { object: 'suppression', address: normalizeAddress(address), deleted: true };
+    },
+  };
+}
+
+/** Adds entries in the caller's transaction: a hard bounce or a complaint, with the outcome that says so. */
+export const addSuppressionsIn = (db: Kysely<Database>, entries: readonly NewSuppression[]): Promise<void> =>
+  entries.length === 0 ? Promise.resolve() : createSuppressionRepo(db).add(entries);
+
+/** The entries among these addresses (in the caller's transaction, if it gives one). */
+export const suppressedAmong = (db: Kysely<Database>, projectId: string, addresses: readonly string[]) =>
+  createSuppressionRepo(db).matching(projectId, addresses);
+
+export type SuppressionService = ReturnType<typeof createSuppressionService>;
