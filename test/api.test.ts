@@ -281,6 +281,7 @@ for (const engine of ENGINES) {
         'email.bounced',
         'email.failed',
         'email.complained',
+        'email.suppressed',
         'email.opened',
         'email.clicked',
       ]);

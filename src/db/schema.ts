@@ -130,30 +130,23 @@ export interface DeliveryAttemptsTable {
 // Sending (0003_emails). An email is stored with its recipients in one transaction before the API answers
 // 202; each recipient row is also the sending job (claimed with a lease, like a delivery).
 
-/** Where an email as a whole stands; see emails.service.ts for how recipients' statuses sum up. */
-export type EmailStatus =
-  | 'scheduled'
-  | 'queued'
-  | 'delayed'
-  | 'sent'
-  | 'delivered'
-  | 'bounced'
-  | 'failed'
-  | 'complained'
-  | 'cancelled'
-  | 'suppressed'
-  | 'mixed';
+/** Where a recipient stands: waiting (`queued`, `delayed`), or how it ended. */
+export const RECIPIENT_STATUSES = [
+  'queued',
+  'delayed',
+  'sent',
+  'delivered',
+  'bounced',
+  'failed',
+  'complained',
+  'cancelled',
+  'suppressed',
+] as const;
+export type RecipientStatus = (typeof RECIPIENT_STATUSES)[number];
 
-export type RecipientStatus =
-  | 'queued'
-  | 'delayed'
-  | 'sent'
-  | 'delivered'
-  | 'bounced'
-  | 'failed'
-  | 'complained'
-  | 'cancelled'
-  | 'suppressed';
+/** Where an email as a whole stands: its recipients' statuses summed up (emails/status.ts). */
+export const EMAIL_STATUSES = ['scheduled', ...RECIPIENT_STATUSES, 'mixed'] as const;
+export type EmailStatus = (typeof EMAIL_STATUSES)[number];
 
 export interface EmailsTable {
   id: string;

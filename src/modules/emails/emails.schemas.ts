@@ -1,4 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { EMAIL_STATUSES, RECIPIENT_STATUSES } from '../../db/schema.ts';
 import { listEnvelope } from '../../http/list.ts';
 import { nullable, timestamp } from '../../http/schema-helpers.ts';
 
@@ -103,38 +104,14 @@ export const AcceptedEmail = Type.Object(
 export const AcceptedEmailList = listEnvelope(AcceptedEmail);
 
 const emailStatus = Type.Union(
-  [
-    'scheduled',
-    'queued',
-    'delayed',
-    'sent',
-    'delivered',
-    'bounced',
-    'failed',
-    'complained',
-    'cancelled',
-    'suppressed',
-    'mixed',
-  ].map((status) => Type.Literal(status)),
+  EMAIL_STATUSES.map((status) => Type.Literal(status)),
   {
     description:
-      '`scheduled` until due; `queued` or `delayed` while recipients are still being tried; once every recipient is done, their common status (`sent`, `delivered`, `bounced`, `failed`, `complained`, `cancelled`), or `mixed` when they ended differently.',
+      '`scheduled` until due; `queued` or `delayed` while recipients are still being tried; once every recipient is done, their common status (`sent`, `delivered`, `bounced`, `failed`, `complained`, `cancelled`, `suppressed`), or `mixed` when they ended differently.',
   },
 );
 
-const recipientStatus = Type.Union(
-  [
-    'queued',
-    'delayed',
-    'sent',
-    'delivered',
-    'bounced',
-    'failed',
-    'complained',
-    'cancelled',
-    'suppressed',
-  ].map((status) => Type.Literal(status)),
-);
+const recipientStatus = Type.Union(RECIPIENT_STATUSES.map((status) => Type.Literal(status)));
 
 export const EmailRecipient = Type.Object(
   {

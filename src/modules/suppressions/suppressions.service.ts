@@ -24,6 +24,11 @@ export const toSuppressionView = (record: SuppressionRecord): SuppressionView =>
   created_at: record.createdAt,
 });
 
+const isAddress = (value: string): boolean => {
+  const parsed = parseAddress(value);
+  return parsed.ok && parsed.value.name === null;
+};
+
 const notSuppressed = (address: string): DomainError =>
   new DomainError('not_found', 'resource_missing', `'${address}' is not on the suppression list.`, 'address');
 
@@ -38,7 +43,8 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
     },
 
     async get(projectId: string, address: string): Promise<SuppressionRecord> {
-      const record = await repo.find(projectId, address);
+      // Only an address can be on the list: anything else (a NUL byte, text) is answered without a query.
+      const record = isAddress(address) ? await repo.find(projectId, address) : undefined;
       if (!record) throw notSuppressed(address);
       return record;
     },
@@ -75,7 +81,7 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
       projectId: string,
       address: string,
     ): Promise<{ object: 'suppression'; address: string; deleted: true }> {
-      if (!(await repo.delete(projectId, address))) throw notSuppressed(address);
+      if (!isAddress(address) || !(await repo.delete(projectId, address))) throw notSuppressed(address);
       return { object: 'suppression', address: normalizeAddress(address), deleted: true };
     },
   };
