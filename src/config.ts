@@ -100,6 +100,11 @@ export interface Config {
   sendTimeoutMs: number;
   /** The name this service gives in EHLO; the machine's host name when unset. */
   mailHostname: string | undefined;
+  /**
+   * The domain of per-recipient return paths (VERP, `bounce+<token>@BOUNCE_DOMAIN`), so bounce reports come
+   * back to Postwire; unset: the envelope sender is the From address and late bounces stay invisible.
+   */
+  bounceDomain: string | undefined;
   /** DKIM signing of every message, when all three DKIM_* settings are given. */
   dkim: DkimConfig | undefined;
 }
@@ -271,6 +276,7 @@ type MailConfig = Pick<
   | 'sendDailyLimit'
   | 'sendTimeoutMs'
   | 'mailHostname'
+  | 'bounceDomain'
   | 'dkim'
 >;
 
@@ -325,8 +331,19 @@ function mailConfig(
     sendDailyLimit: read.integer('SEND_DAILY_LIMIT', DEFAULTS.sendDailyLimit, 0, 1_000_000_000),
     sendTimeoutMs,
     mailHostname: env.MAIL_HOSTNAME || undefined,
+    bounceDomain: bounceDomain(env, problems),
     dkim: dkimConfig(env, problems),
   };
+}
+
+const DOMAIN_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/i;
+
+function bounceDomain(env: Env, problems: string[]): string | undefined {
+  const domain = env.BOUNCE_DOMAIN || undefined;
+  if (domain !== undefined && !DOMAIN_NAME.test(domain)) {
+    problems.push(`BOUNCE_DOMAIN must be a domain name such as bounces.example.com, got '${domain}'.`);
+  }
+  return domain?.toLowerCase();
 }
 
 function dkimConfig(env: Env, problems: string[]): DkimConfig | undefined {

@@ -46,6 +46,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   });
   const sending = createSendingWorkerFromConfig({
     config: deps.config,
+    secretBox: deps.secretBox,
     database: deps.database,
     clock: deps.clock,
     events: createEventService({

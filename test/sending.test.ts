@@ -10,12 +10,14 @@ import {
   type SendingSettings,
   type SendingWorker,
 } from '../src/modules/sending/sending.worker.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { createReturnPath, type ReturnPath } from '../src/modules/emails/return-path.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
 import { createDirectTransport, type MxRecord } from '../src/modules/sending/transports/direct.ts';
 import { createTransportFromConfig } from '../src/modules/sending/transports/from-config.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import type { MailTransport } from '../src/modules/sending/transports/transport.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
@@ -97,6 +99,7 @@ async function startHarness(
   engine: (typeof ENGINES)[number],
   transport: MailTransport,
   settings: Partial<SendingSettings> = {},
+  returnPath?: ReturnPath,
 ): Promise<Harness> {
   const api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
   const receiver = await startReceiver();
@@ -111,6 +114,7 @@ async function startHarness(
     transport,
     settings: { ...FAST, ...settings },
     notifier: api.app.sendNotifier,
+    returnPath,
   });
   await worker.start();
   const events = (emailId: string) =>
@@ -558,6 +562,51 @@ for (const engine of ENGINES) {
       assert.equal(bounce.data.bounce.status, '5.7.1');
       const lookup = await harness.api.request('GET', '/v1/suppressions/blocked@example.org');
       assert.equal(lookup.status, 404);
+    });
+  });
+
+  describe(`per-recipient return paths, BOUNCE_DOMAIN (${engine})`, () => {
+    let smtp: TestSmtpServer;
+    let harness: Harness;
+    const returnPath = createReturnPath({
+      domain: 'bounces.example.test',
+      secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+    });
+    before(async () => {
+      smtp = await startSmtpServer();
+      harness = await startHarness(
+        engine,
+        createRelayTransport({ url: `smtp://127.0.0.1:${smtp.port}`, connections: 2, timeoutMs: 3000 }),
+        {},
+        returnPath,
+      );
+    });
+    after(async () => {
+      await harness.close();
+      await smtp.close();
+    });
+
+    test('each recipient goes in its own transaction, from a signed address that names it', async () => {
+      const id = await harness.send({
+        from: 'Shop <shop@example.com>',
+        to: ['ada@example.org', 'bob@example.net'],
+        subject: 'Hi',
+        text: 'Hello',
+      });
+      const messages = await smtp.waitFor(2);
+      const recipients = await harness.api.database.handle.db
+        .selectFrom('email_recipients')
+        .select(['id', 'address'])
+        .where('email_id', '=', id)
+        .execute();
+      const idOf = new Map(recipients.map((row) => [row.address, row.id]));
+      for (const message of messages.filter((m) => m.raw.includes(id))) {
+        assert.equal(message.to.length, 1, 'one recipient per transaction');
+        assert.match(message.from, /^bounce\+[0-9a-z]{36}@bounces\.example\.test$/);
+        assert.equal(returnPath.recipientOf(message.from), idOf.get(message.to[0]!));
+        assert.match(message.raw, /^From: Shop <shop@example\.com>/m, 'the From header is unchanged');
+      }
+      assert.equal(new Set(messages.map((m) => m.messageId)).size, 1, 'the same message to both');
     });
   });
 

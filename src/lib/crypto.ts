@@ -2,7 +2,9 @@ import {
   createCipheriv,
   createDecipheriv,
   createHash,
+  createHmac,
   createSecretKey,
+  hkdfSync,
   randomBytes,
   timingSafeEqual,
 } from 'node:crypto';
@@ -25,6 +27,8 @@ export function randomToken(bytes = 24): string {
 export interface SecretBox {
   seal(plaintext: string): string;
   open(sealed: string): string;
+  /** HMAC-SHA256 of `data` under a key derived from the server key for `purpose` (so uses never mix). */
+  mac(purpose: string, data: string): Buffer;
 }
 
 // AES-256-GCM; the stored form is `v1.<iv>.<tag>.<ciphertext>` in base64url so the format can evolve.
@@ -32,7 +36,19 @@ export function createSecretBox(rawKey: Buffer): SecretBox {
   if (rawKey.length !== 32) throw new Error('The encryption key must be 32 bytes.');
   // A KeyObject made once: given the raw bytes, every seal and open would import the key again.
   const key = createSecretKey(rawKey);
+  const macKeys = new Map<string, Buffer>();
+  const macKey = (purpose: string) => {
+    let derived = macKeys.get(purpose);
+    if (!derived) {
+      derived = Buffer.from(hkdfSync('sha256', rawKey, Buffer.alloc(0), `postwire ${purpose}`, 32));
+      macKeys.set(purpose, derived);
+    }
+    return derived;
+  };
   return {
+    mac(purpose, data) {
+      return createHmac('sha256', macKey(purpose)).update(data).digest();
+    },
     seal(plaintext) {
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', key, iv);

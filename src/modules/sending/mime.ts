@@ -20,9 +20,13 @@ export const envelopeSender = (email: EmailRecord): string => toMailbox(email.fr
  * The message nodemailer builds for one SMTP transaction of an email: the same headers for every
  * recipient (Bcc never appears), the stored Message-ID and the time the email was accepted as its Date, so
  * every attempt and every duplicate is recognisably the same message. `envelopeTo` are the recipients this
- * transaction is for.
+ * transaction is for; `envelopeFrom` the return path (VERP), else the From address.
  */
-export function mailOptions(email: EmailRecord, envelopeTo: readonly string[]): SendMailOptions {
+export function mailOptions(
+  email: EmailRecord,
+  envelopeTo: readonly string[],
+  envelopeFrom?: string,
+): SendMailOptions {
   return {
     from: toMailbox(email.from),
     to: email.to.map(toMailbox),
@@ -34,7 +38,7 @@ export function mailOptions(email: EmailRecord, envelopeTo: readonly string[]): 
     headers: email.headers,
     messageId: email.messageId,
     date: new Date(email.createdAt),
-    envelope: { from: envelopeSender(email), to: [...envelopeTo] },
+    envelope: { from: envelopeFrom ?? envelopeSender(email), to: [...envelopeTo] },
     // Tenant content is text only: nothing in a message may make the sender read a file or fetch a URL.
     disableFileAccess: true,
     disableUrlAccess: true,

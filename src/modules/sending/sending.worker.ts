@@ -10,6 +10,8 @@ import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { emailEventData } from '../emails/event-data.ts';
+import { createReturnPath, type ReturnPath } from '../emails/return-path.ts';
+import type { SecretBox } from '../../lib/crypto.ts';
 import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import {
@@ -54,6 +56,8 @@ export function createSendingWorkerFromConfig(deps: {
   events: Pick<EventService, 'emitIn'>;
   notifier?: Notifier | undefined;
   logger?: WorkerLogger | undefined;
+  /** Signs the return paths when the configuration names a BOUNCE_DOMAIN. */
+  secretBox: SecretBox;
 }): SendingWorker {
   return createSendingWorker({
     database: deps.database,
@@ -64,6 +68,9 @@ export function createSendingWorkerFromConfig(deps: {
     notifier: deps.notifier,
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
+    returnPath: deps.config.bounceDomain
+      ? createReturnPath({ domain: deps.config.bounceDomain, secretBox: deps.secretBox })
+      : undefined,
   });
 }
 
@@ -77,6 +84,8 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
 }
 
 export interface SendingWorkerDeps extends QueueWorkerDeps {
+  /** Per-recipient return paths (BOUNCE_DOMAIN): each recipient then goes in an SMTP transaction of its own. */
+  returnPath?: ReturnPath | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
@@ -174,7 +183,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         const email = emails.get(row.emailId);
         if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
         const lane = transport.perDomain ? row.host : '';
-        const key = `${row.emailId} ${lane}`;
+        // A return path of its own per recipient means an SMTP transaction of its own.
+        const key = deps.returnPath ? row.id : `${row.emailId} ${lane}`;
         const job = jobs.get(key) ?? { lane, rows: [], email, host: row.host, recipients: [] };
         job.recipients.push(row);
         (job.rows as string[]).push(row.id);
@@ -263,6 +273,12 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     async start() {
       await worker.start();
       logger.info({ transport: transport.kind }, `Sending email ${transport.description}`);
+      if (!deps.returnPath && transport.kind !== 'capture') {
+        logger.warn(
+          {},
+          'BOUNCE_DOMAIN is not set: the envelope sender is the From address, so bounce reports go there and late bounces stay invisible',
+        );
+      }
     },
   };
 
@@ -275,6 +291,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       result = await transport.send({
         email: job.email,
         host: job.host,
+        envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id),
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
       });

@@ -47,7 +47,10 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
     async send(job) {
       const addresses = job.recipients.map((recipient) => recipient.address);
       try {
-        const info = await transporter.sendMail({ ...mailOptions(job.email, addresses), signal: job.signal });
+        const info = await transporter.sendMail({
+          ...mailOptions(job.email, addresses, job.envelopeFrom),
+          signal: job.signal,
+        });
         return { outcomes: outcomesFromInfo(info, addresses) };
       } catch (error) {
         return { outcomes: outcomesFromError(error as SmtpError, addresses) };

@@ -12,6 +12,8 @@ export interface SendJob {
   recipients: ReadonlyArray<{ address: string; attempts: number }>;
   /** The recipients' domain (direct mode: whose MX to use). */
   host: string;
+  /** The envelope sender (a per-recipient return path); the From address when absent. */
+  envelopeFrom?: string | undefined;
   /** Aborted when the attempt times out or the worker stops. */
   signal: AbortSignal;
 }

@@ -1,0 +1,53 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { SecretBox } from '../../lib/crypto.ts';
+import { isId } from '../../lib/ids.ts';
+
+// VERP: each recipient's message goes out with an envelope sender of its own,
+// `bounce+<recipient id><tag>@<BOUNCE_DOMAIN>`, so a report mailed back to it names the recipient. The tag
+// is an HMAC of the id under the server's key: a report forged for someone else's message does not verify.
+
+const LOCAL_PREFIX = 'bounce+';
+const TAG_LENGTH = 10; // base32 characters: 50 bits
+const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
+const PURPOSE = 'return-path';
+
+const base32 = (bytes: Buffer, length: number): string => {
+  let out = '';
+  for (let index = 0; out.length < length; index++) out += BASE32[bytes[index]! & 31];
+  return out;
+};
+
+export interface ReturnPath {
+  /** The envelope sender for this recipient (`rcpt_…` id). */
+  forRecipient(recipientId: string): string;
+  /** The recipient id an address of ours names, if its tag verifies; else undefined. */
+  recipientOf(address: string): string | undefined;
+}
+
+export function createReturnPath({
+  domain,
+  secretBox,
+}: {
+  domain: string;
+  secretBox: SecretBox;
+}): ReturnPath {
+  const suffix = `@${domain.toLowerCase()}`;
+  const tagOf = (id: string) => base32(secretBox.mac(PURPOSE, id), TAG_LENGTH);
+  return {
+    forRecipient(recipientId) {
+      // The id without its `rcpt_` prefix: local parts stay short (43 characters).
+      return `${LOCAL_PREFIX}${recipientId.slice('rcpt_'.length)}${tagOf(recipientId)}${suffix}`;
+    },
+    recipientOf(address) {
+      const lower = address.toLowerCase();
+      if (!lower.startsWith(LOCAL_PREFIX) || !lower.endsWith(suffix)) return undefined;
+      const token = lower.slice(LOCAL_PREFIX.length, -suffix.length);
+      if (token.length !== 26 + TAG_LENGTH) return undefined;
+      const id = `rcpt_${token.slice(0, 26)}`;
+      if (!isId('rcpt', id)) return undefined;
+      const expected = Buffer.from(tagOf(id));
+      const given = Buffer.from(token.slice(26));
+      return timingSafeEqual(expected, given) ? id : undefined;
+    },
+  };
+}
