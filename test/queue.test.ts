@@ -190,16 +190,13 @@ const SETTINGS: QueueSettings = {
 
 const silent = { info() {}, warn() {}, error() {} };
 
-function worker(
-  options: {
-    queue: ReturnType<typeof scriptedQueue>;
-    attempts: ReturnType<typeof controlledAttempts>;
-    clock: Clock;
-    workerId?: string;
-    settings?: Partial<QueueSettings>;
-  },
-  started: QueueWorker[],
-): QueueWorker {
+function worker(options: {
+  queue: ReturnType<typeof scriptedQueue>;
+  attempts: ReturnType<typeof controlledAttempts>;
+  clock: Clock;
+  workerId?: string;
+  settings?: Partial<QueueSettings>;
+}): QueueWorker {
   const workerId = options.workerId ?? 'worker-a';
   const created = createQueueWorker<Job, Outcome>({
     name: 'test worker',
@@ -213,7 +210,6 @@ function worker(
     channel: 'postwire_deliveries',
     notifier: createNotifier(),
   });
-  started.push(created);
   return created;
 }
 
@@ -230,8 +226,7 @@ describe('queue runtime', () => {
       const clock = manualClock();
       const queue = scriptedQueue(jobs(40, ['a', 'b', 'c']), { claimLanes });
       const attempts = controlledAttempts();
-      const workers: QueueWorker[] = [];
-      const w = worker({ queue, attempts, clock }, workers);
+      const w = worker({ queue, attempts, clock });
       await w.start();
       try {
         for (let finished = 0; finished < 40;) {
@@ -257,15 +252,14 @@ describe('queue runtime', () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(3, ['a']));
     const attempts = controlledAttempts();
-    const workers: QueueWorker[] = [];
     // Worker A claims and starts attempts that never end: it hangs as a dead process would.
-    const a = worker({ queue, attempts, clock, workerId: 'worker-a', settings: { stopGraceMs: 0 } }, workers);
+    const a = worker({ queue, attempts, clock, workerId: 'worker-a', settings: { stopGraceMs: 0 } });
     await a.start();
     await attempts.started(2);
     assert.deepEqual(queue.heldBy('worker-a').length, 3);
 
     const otherAttempts = controlledAttempts();
-    const b = worker({ queue, attempts: otherAttempts, clock, workerId: 'worker-b' }, workers);
+    const b = worker({ queue, attempts: otherAttempts, clock, workerId: 'worker-b' });
     await b.start();
     await b.whenIdle();
     assert.equal(otherAttempts.running.size, 0, 'nothing to take while the lease holds');
@@ -350,8 +344,7 @@ describe('queue runtime', () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(2, ['a']));
     const attempts = controlledAttempts();
-    const workers: QueueWorker[] = [];
-    const w = worker({ queue, attempts, clock }, workers);
+    const w = worker({ queue, attempts, clock });
     await w.start();
     await attempts.started(2);
     const stopping = w.stop();
@@ -367,8 +360,7 @@ describe('queue runtime', () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(6, ['a']));
     const attempts = controlledAttempts();
-    const workers: QueueWorker[] = [];
-    const w = worker({ queue, attempts, clock, settings: { stopGraceMs: 0 } }, workers);
+    const w = worker({ queue, attempts, clock, settings: { stopGraceMs: 0 } });
     await w.start();
     await attempts.started(2);
     assert.equal(queue.heldBy('worker-a').length, 4, 'two in flight, two waiting for a slot');
@@ -382,8 +374,7 @@ describe('queue runtime', () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(3, ['a']));
     const attempts = controlledAttempts();
-    const workers: QueueWorker[] = [];
-    const w = worker({ queue, attempts, clock, settings: { laneConcurrency: 1, stopGraceMs: 0 } }, workers);
+    const w = worker({ queue, attempts, clock, settings: { laneConcurrency: 1, stopGraceMs: 0 } });
     await w.start();
     try {
       await attempts.started(1);
@@ -408,8 +399,7 @@ describe('queue runtime', () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(2, ['a']));
     const attempts = controlledAttempts();
-    const workers: QueueWorker[] = [];
-    const w = worker({ queue, attempts, clock, settings: { outcomeWriteIntervalMs: 0 } }, workers);
+    const w = worker({ queue, attempts, clock, settings: { outcomeWriteIntervalMs: 0 } });
     await w.start();
     try {
       await attempts.started(2);
@@ -430,8 +420,7 @@ describe('queue runtime', () => {
     const clock = manualClock();
     const queue = scriptedQueue([]);
     const attempts = controlledAttempts();
-    const workers: QueueWorker[] = [];
-    const w = worker({ queue, attempts, clock }, workers);
+    const w = worker({ queue, attempts, clock });
     await w.start();
     try {
       await w.whenIdle();
