@@ -385,15 +385,17 @@ export function createEmailService({
    */
   async function store(emails: NewEmail[], now: Date): Promise<void> {
     try {
-      await unitOfWork(async () => {
-        const projectId = emails[0]!.projectId;
-        const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
-        const suppressed = await suppressions.matching(projectId, addresses);
-        for (const email of emails) {
-          for (const recipient of email.recipients) {
-            recipient.suppressed = suppressed.has(normalizeAddress(recipient.address));
-          }
+      const projectId = emails[0]!.projectId;
+      const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
+      // Read before the write: an entry added in between is honoured from the next send on, as with any
+      // list read at send time; the common send (nobody suppressed) stays one transaction.
+      const suppressed = await suppressions.matching(projectId, addresses);
+      for (const email of emails) {
+        for (const recipient of email.recipients) {
+          recipient.suppressed = suppressed.has(normalizeAddress(recipient.address));
         }
+      }
+      const write = async () => {
         await repo.insert(emails, {
           today: now.toISOString().slice(0, 10),
           dailyLimit,
@@ -411,7 +413,9 @@ export function createEmailService({
             await eventService.emit(projectId, 'email.suppressed', data, { emailId: email.id });
           }
         }
-      });
+      };
+      // The suppressed recipients' events commit with the email, or neither does.
+      await (suppressed.size > 0 ? unitOfWork(write) : write());
     } catch (error) {
       if (!(error instanceof DailyLimitReached)) throw error;
       const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
