@@ -1,5 +1,6 @@
+import type { Kysely } from 'kysely';
 import type { PageRequest } from '../../db/pagination.ts';
-import type { SuppressionReason } from '../../db/schema.ts';
+import type { Database, SuppressionReason } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam } from '../../lib/errors.ts';
 import { parseAddress } from '../emails/addresses.ts';
@@ -11,8 +12,6 @@ import {
   type SuppressionRecord,
   type SuppressionRepo,
 } from './suppressions.repo.ts';
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
 
 export const toSuppressionView = (record: SuppressionRecord): SuppressionView => ({
   object: 'suppression',
@@ -90,9 +89,5 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
 /** Adds entries in the caller's transaction: a hard bounce or a complaint, with the outcome that says so. */
 export const addSuppressionsIn = (db: Kysely<Database>, entries: readonly NewSuppression[]): Promise<void> =>
   entries.length === 0 ? Promise.resolve() : createSuppressionRepo(db).add(entries);
-
-/** The entries among these addresses (in the caller's transaction, if it gives one). */
-export const suppressedAmong = (db: Kysely<Database>, projectId: string, addresses: readonly string[]) =>
-  createSuppressionRepo(db).matching(projectId, addresses);
 
 export type SuppressionService = ReturnType<typeof createSuppressionService>;
