@@ -1,10 +1,15 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import type { Database, EmailStatus, RecipientStatus } from '../../db/schema.ts';
+import {
+  type Database,
+  type EmailStatus,
+  RECIPIENT_STATUSES,
+  type RecipientStatus,
+} from '../../db/schema.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import { type EmailRecord, toEmailRecord } from './emails.repo.ts';
 import { promoteDue, pruneQuota } from './fair-queue.repo.ts';
-import { summarizeStatus } from './status.ts';
+import { PENDING, summarizeStatus } from './status.ts';
 
 // The sending queue: each due recipient row is a job, claimed by the sending worker under a lease. Written
 // here, in the emails module that owns the rows; the worker (src/modules/sending) holds only the policy.
@@ -45,14 +50,10 @@ export interface AttemptRecord {
   raw?: string | undefined;
 }
 
-const FINAL: ReadonlySet<RecipientStatus> = new Set([
-  'sent',
-  'delivered',
-  'bounced',
-  'failed',
-  'complained',
-  'cancelled',
-]);
+/** Statuses a recipient does not leave: every one but those still being worked on. */
+const FINAL: ReadonlySet<RecipientStatus> = new Set(
+  RECIPIENT_STATUSES.filter((status) => !PENDING.has(status)),
+);
 
 const toClaimed = (row: {
   id: string;
