@@ -144,6 +144,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   const suppressions = createSuppressionService({ repo: suppressionRepo, clock: deps.clock });
 
+  // Rate windows run on the injected clock, like everything else that tells time.
+  const clockMs = () => deps.clock.now().getTime();
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
@@ -154,10 +156,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   installAuth(app, {
     projects,
-    rateLimiter: createRateLimiter(deps.rateLimit),
-    failedAuthLimiter: createRateLimiter(
-      deps.authFailureLimit ?? { limit: DEFAULTS.authFailureLimit, windowMs: DEFAULTS.authFailureWindowMs },
-    ),
+    rateLimiter: createRateLimiter({ ...deps.rateLimit, now: clockMs }),
+    failedAuthLimiter: createRateLimiter({
+      ...(deps.authFailureLimit ?? {
+        limit: DEFAULTS.authFailureLimit,
+        windowMs: DEFAULTS.authFailureWindowMs,
+      }),
+      now: clockMs,
+    }),
   });
   installIdempotency(app, { database: deps.database, clock: deps.clock });
 

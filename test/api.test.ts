@@ -41,7 +41,9 @@ for (const engine of ENGINES) {
     });
 
     test('an address that keeps failing to authenticate is refused with 429, even with a good key', async (t) => {
-      const guarded = await startTestApp(engine, { authFailureLimit: { limit: 3, windowMs: 60_000 } });
+      // A clock that stands still: the window's end, and so retry-after, is exact.
+      const clock = { now: () => new Date('2026-11-23T10:00:00.000Z') };
+      const guarded = await startTestApp(engine, { authFailureLimit: { limit: 3, windowMs: 60_000 }, clock });
       t.after(() => guarded.close());
       for (let attempt = 1; attempt <= 3; attempt++) {
         const response = await guarded.request('GET', '/v1/webhooks', { key: `pw_guess_${attempt}` });
