@@ -22,6 +22,9 @@ import { createEmailService } from './modules/emails/emails.service.ts';
 import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
 import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
+import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { registerInboundRoutes } from './modules/inbound/inbound.routes.ts';
+import { createInboundService } from './modules/inbound/inbound.service.ts';
 import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.routes.ts';
 import { registerEventRoutes } from './modules/events/events.routes.ts';
 import { createEventService, type EventService } from './modules/events/events.service.ts';
@@ -188,6 +191,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerTemplateRoutes(app, { templates });
   registerEmailRoutes(app, { emails });
   registerSuppressionRoutes(app, { suppressions });
+  registerInboundRoutes(app, {
+    inbound: createInboundService({ repo: createInboundRepo(db, deps.database.engine) }),
+  });
 
   return app;
 }

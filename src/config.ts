@@ -35,6 +35,15 @@ export const DEFAULTS = {
   /** Failed authentications one client address may make per window before it is refused (429). */
   authFailureLimit: 20,
   authFailureWindowMs: 60_000,
+  inbound: {
+    /** Where the inbound SMTP listener for reports listens (INBOUND_SMTP_HOST, INBOUND_SMTP_PORT). */
+    host: '127.0.0.1',
+    port: 2525,
+    /** The largest message it takes (INBOUND_MAX_BYTES); a real report is a few kilobytes. */
+    maxBytes: 10 * 1024 * 1024,
+  },
+  /** What the next hop is asked to report (SMTP_DSN), when it offers the DSN extension. */
+  smtpDsn: ['success', 'failure', 'delay'] as DsnNotify[],
   httpTimeouts: {
     /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
     idleMs: 60_000,
@@ -107,6 +116,22 @@ export interface Config {
   bounceDomain: string | undefined;
   /** DKIM signing of every message, when all three DKIM_* settings are given. */
   dkim: DkimConfig | undefined;
+  /** Delivery status notifications asked of the next hop (RFC 3461); empty: none asked (`SMTP_DSN=off`). */
+  smtpDsn: DsnNotify[];
+  /** The SMTP listener that receives reports for the bounce domain; it runs only when bounceDomain is set. */
+  inbound: InboundConfig;
+}
+
+/** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
+export type DsnNotify = 'success' | 'failure' | 'delay';
+
+export interface InboundConfig {
+  host: string;
+  port: number;
+  /** Messages larger than this are refused (552) and not stored. */
+  maxBytes: number;
+  /** PEM certificate and key: STARTTLS is offered when both are set. */
+  tls: { cert: string; key: string } | undefined;
 }
 
 /** How long the HTTP server waits on a client, phase by phase; past it, the connection is closed. */
@@ -278,6 +303,8 @@ type MailConfig = Pick<
   | 'mailHostname'
   | 'bounceDomain'
   | 'dkim'
+  | 'smtpDsn'
+  | 'inbound'
 >;
 
 /** The sending settings: transport, retries, concurrency, the daily limit and DKIM. */
@@ -333,7 +360,57 @@ function mailConfig(
     mailHostname: env.MAIL_HOSTNAME || undefined,
     bounceDomain: bounceDomain(env, problems),
     dkim: dkimConfig(env, problems),
+    smtpDsn: smtpDsn(env, problems),
+    inbound: {
+      host: env.INBOUND_SMTP_HOST || DEFAULTS.inbound.host,
+      port: read.integer('INBOUND_SMTP_PORT', DEFAULTS.inbound.port, 0, 65535),
+      maxBytes: read.integer('INBOUND_MAX_BYTES', DEFAULTS.inbound.maxBytes, 1024, 1024 * 1024 * 1024),
+      tls: inboundTls(env, problems),
+    },
   };
+}
+
+function smtpDsn(env: Env, problems: string[]): DsnNotify[] {
+  const raw = env.SMTP_DSN?.trim().toLowerCase();
+  if (!raw) return [...DEFAULTS.smtpDsn];
+  if (raw === 'off') return [];
+  const words = raw.split(',').map((word) => word.trim());
+  const known = new Set<string>(['success', 'failure', 'delay']);
+  if (words.some((word) => !known.has(word))) {
+    problems.push(`SMTP_DSN must be off or a list of success, failure and delay, got '${env.SMTP_DSN}'.`);
+    return [...DEFAULTS.smtpDsn];
+  }
+  return [...new Set(words)] as DsnNotify[];
+}
+
+/** A PEM setting: the text itself (line breaks may come as \n escapes) or the path of a PEM file. */
+function pemSetting(env: Env, name: string, problems: string[]): string | undefined {
+  const value = env[name];
+  if (!value) return undefined;
+  if (value.includes('-----BEGIN')) return value.replace(/\\n/g, '\n');
+  try {
+    return readFileSync(value, 'utf8');
+  } catch {
+    problems.push(`${name} is neither a PEM key nor a readable file ('${value}').`);
+    return undefined;
+  }
+}
+
+function inboundTls(env: Env, problems: string[]): InboundConfig['tls'] {
+  const cert = pemSetting(env, 'INBOUND_TLS_CERT', problems);
+  const key = pemSetting(env, 'INBOUND_TLS_KEY', problems);
+  if ((cert === undefined) !== (key === undefined)) {
+    problems.push('STARTTLS on the inbound listener needs both INBOUND_TLS_CERT and INBOUND_TLS_KEY.');
+    return undefined;
+  }
+  if (cert === undefined || key === undefined) return undefined;
+  try {
+    createPrivateKey(key);
+  } catch {
+    problems.push('INBOUND_TLS_KEY does not hold a valid PEM private key.');
+    return undefined;
+  }
+  return { cert, key };
 }
 
 const DOMAIN_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/i;
@@ -361,18 +438,8 @@ function dkimConfig(env: Env, problems: string[]): DkimConfig | undefined {
   if (!/^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?)*$/i.test(selector)) {
     problems.push(`DKIM_SELECTOR must be a DNS label such as mail2026, got '${selector}'.`);
   }
-  // The key is PEM text (environments often carry its line breaks as \n) or the path of a PEM file.
-  let pem: string;
-  if (key.includes('-----BEGIN')) {
-    pem = key.replace(/\\n/g, '\n');
-  } else {
-    try {
-      pem = readFileSync(key, 'utf8');
-    } catch {
-      problems.push(`DKIM_PRIVATE_KEY is neither a PEM key nor a readable file ('${key}').`);
-      return undefined;
-    }
-  }
+  const pem = pemSetting(env, 'DKIM_PRIVATE_KEY', problems);
+  if (pem === undefined) return undefined;
   try {
     createPrivateKey(pem);
   } catch {

@@ -9,10 +9,13 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
-import { createNotifier } from './queue/notifier.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
+import type { WorkerLogger } from './lib/worker-logger.ts';
+import { createNotifier, type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
+import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { type InboundListener, startInboundListener } from './modules/inbound/inbound.listener.ts';
 import pino from 'pino';
 
 export const SQLITE_FILE = 'postwire.db';
@@ -47,6 +50,8 @@ export interface Output {
 export interface ServerOptions {
   /** Whether this process also runs the background workers (`postwire serve --no-worker` runs none). */
   worker: boolean;
+  /** Whether it listens for reports by SMTP when BOUNCE_DOMAIN is set (`--no-inbound`: no). Default true. */
+  inbound?: boolean;
   clock?: Clock;
   resolver?: Resolver;
   /** Where the first start's generated API key is shown; standard output unless a test captures it. */
@@ -57,6 +62,8 @@ export interface RunningServer {
   app: FastifyInstance;
   /** The address it listens on, e.g. `http://127.0.0.1:3000`. */
   url: string;
+  /** The port of the SMTP listener for reports, when it runs (BOUNCE_DOMAIN set, not --no-inbound). */
+  inboundPort: number | undefined;
   /** Stops taking connections, lets in-flight requests finish, then closes the database. Idempotent. */
   close(): Promise<void>;
 }
@@ -89,6 +96,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     // Shared by the app and this process's workers, so what the API writes is picked up at once.
     const deliveryNotifier = options.worker ? createNotifier() : undefined;
     const sendNotifier = options.worker ? createNotifier() : undefined;
+    const inboundNotifier = options.worker ? createNotifier() : undefined;
     app = await buildApp({
       ...(deliveryNotifier ? { notifier: deliveryNotifier } : {}),
       ...(sendNotifier ? { sendNotifier } : {}),
@@ -143,12 +151,18 @@ export async function startServer(config: Config, options: ServerOptions): Promi
           logger: log,
           deliveryNotifier,
           sendNotifier,
+          inboundNotifier,
         })
       : undefined;
 
+    let inbound: InboundListener | undefined;
     try {
+      if (options.inbound !== false) {
+        inbound = await startInbound(config, { database, clock, logger: log, notifier: inboundNotifier });
+      }
       await app.listen({ port: config.port, host: config.host });
     } catch (error) {
+      await inbound?.close();
       await workers?.stop();
       throw error;
     }
@@ -160,11 +174,13 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     return {
       app: running,
       url,
+      inboundPort: inbound?.port,
       close: () =>
         (closing ??= (async () => {
           draining = true;
           try {
             await running.close();
+            await inbound?.close();
             // After the API (nothing new arrives) and before the database (attempts in flight record results).
             await workers?.stop();
           } finally {
@@ -203,11 +219,14 @@ export async function runServer(config: Config, options: RunOptions): Promise<Ru
  */
 export async function runWorker(
   config: Config,
-  options: { clock?: Clock; resolver?: Resolver } = {},
+  options: { clock?: Clock; resolver?: Resolver; inbound?: boolean } = {},
 ): Promise<void> {
   const log = pino({ level: config.logLevel });
   const database = await openConfiguredDatabase(config);
+  const clock = options.clock ?? systemClock;
+  const inboundNotifier = createNotifier();
   let workers: RunningWorkers | undefined;
+  let inbound: InboundListener | undefined;
   try {
     await migrateToLatest(database.db);
     const encryption = loadOrCreateEncryptionKey(config);
@@ -216,24 +235,66 @@ export async function runWorker(
     workers = await startWorkers({
       config,
       database,
-      clock: options.clock ?? systemClock,
+      clock,
       secretBox,
       resolver: options.resolver ?? systemResolver,
       logger: log,
+      inboundNotifier,
     });
+    if (options.inbound !== false) {
+      inbound = await startInbound(config, { database, clock, logger: log, notifier: inboundNotifier });
+    }
   } catch (error) {
+    await workers?.stop().catch(() => {});
     await database.close().catch(() => {});
     throw error;
   }
   log.info({ database: describeDatabase(config) }, 'Postwire worker started');
   const running = workers;
+  const listening = inbound;
   exitOnSignals(log, DEFAULT_SHUTDOWN_GRACE_MS, async () => {
     try {
+      await listening?.close();
       await running.stop();
     } finally {
       await database.close();
     }
   });
+}
+
+/**
+ * The SMTP listener for reports, when BOUNCE_DOMAIN is set: each message is stored before its 250, then this
+ * process's inbound worker (`notifier`) or another process's (NOTIFY on PostgreSQL, else its poll) reads it.
+ */
+async function startInbound(
+  config: Config,
+  deps: { database: DatabaseHandle; clock: Clock; logger: WorkerLogger; notifier: Notifier | undefined },
+): Promise<InboundListener | undefined> {
+  if (!config.bounceDomain) return undefined;
+  const { db, engine } = deps.database;
+  const repo = createInboundRepo(db, engine);
+  try {
+    return await startInboundListener({
+      ...config.inbound,
+      bounceDomain: config.bounceDomain,
+      hostname: config.mailHostname,
+      clock: deps.clock,
+      logger: deps.logger,
+      async store(message) {
+        const id = await repo.store(message);
+        await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.inbound);
+        deps.notifier?.notify();
+        return id;
+      },
+    });
+  } catch (error) {
+    const { host, port } = config.inbound;
+    throw new Error(
+      `the inbound SMTP listener for bounce reports could not listen on ${host}:${port} (${describeError(error)}); ` +
+        'set INBOUND_SMTP_PORT, or start this process with --no-inbound when another one listens',
+      { cause: error },
+    );
+  }
 }
 
 interface ShutdownLogger {

@@ -211,6 +211,8 @@ export interface EmailRecipientsTable {
   created_at: string;
   updated_at: string;
   completed_at: string | null;
+  /** When a report said delivery downstream is delayed; cleared when a later report settles it. */
+  delay_reported_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The MIME of an email kept by the capture transport instead of sending it. */
@@ -255,6 +257,44 @@ export interface QueueWorkersTable {
   heartbeat_at: string;
 }
 
+/** How an inbound message was read: which report it was, and what came of it. */
+export const INBOUND_STATUSES = [
+  'pending',
+  'applied',
+  'no_change',
+  'unmatched',
+  'ignored',
+  'unreadable',
+] as const;
+export type InboundStatus = (typeof INBOUND_STATUSES)[number];
+export type InboundKind = 'delivery_status' | 'feedback' | 'auto_reply' | 'unreadable';
+
+/** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
+export interface InboundMessagesTable {
+  id: string;
+  received_at: string;
+  /** The envelope sender (MAIL FROM); empty for the null sender `<>` that reports use. */
+  mail_from: string;
+  /** JSON array of the envelope recipients (RCPT TO): our return paths. */
+  rcpt_to: string;
+  remote_address: string | null;
+  size: number;
+  raw: Uint8Array;
+  status: InboundStatus;
+  kind: InboundKind | null;
+  /** How it was read, or why it matched nothing or could not be read. */
+  detail: string | null;
+  subject: string | null;
+  /** The project, email and recipient address the report was matched to; null while unmatched. */
+  project_id: string | null;
+  email_id: string | null;
+  recipient: string | null;
+  attempts: ColumnType<number, number | undefined, number>;
+  locked_until: string | null;
+  locked_by: string | null;
+  processed_at: string | null;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -271,6 +311,7 @@ export interface Database {
   send_quota: SendQuotaTable;
   queue_workers: QueueWorkersTable;
   suppressions: SuppressionsTable;
+  inbound_messages: InboundMessagesTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

@@ -22,6 +22,19 @@ export interface ReturnPath {
   forRecipient(recipientId: string): string;
   /** The recipient id an address of ours names, if its tag verifies; else undefined. */
   recipientOf(address: string): string | undefined;
+  /**
+   * Whether an address has the shape of our return paths, whatever its tag: a report sent to one claims to
+   * be about a recipient, so one whose tag does not verify is forged or altered, not merely unknown.
+   */
+  isReturnPath(address: string): boolean;
+}
+
+/** The return paths the configuration asks for: under BOUNCE_DOMAIN, or none when it is unset. */
+export function returnPathFromConfig(
+  config: { bounceDomain: string | undefined },
+  secretBox: SecretBox,
+): ReturnPath | undefined {
+  return config.bounceDomain ? createReturnPath({ domain: config.bounceDomain, secretBox }) : undefined;
 }
 
 export function createReturnPath({
@@ -48,6 +61,10 @@ export function createReturnPath({
       const expected = Buffer.from(tagOf(id));
       const given = Buffer.from(token.slice(26));
       return timingSafeEqual(expected, given) ? id : undefined;
+    },
+    isReturnPath(address) {
+      const lower = address.toLowerCase();
+      return lower.startsWith(LOCAL_PREFIX) && lower.endsWith(suffix);
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { Config } from '../../config.ts';
+import type { Config, DsnNotify } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -10,7 +10,7 @@ import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { emailEventData } from '../emails/event-data.ts';
-import { createReturnPath, type ReturnPath } from '../emails/return-path.ts';
+import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
 import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
@@ -42,6 +42,8 @@ export interface SendingSettings {
   pollIntervalMs?: number;
   /** How long stop() waits for attempts in flight before aborting them. Default timeout + 1 s. */
   stopGraceMs?: number;
+  /** The outcomes the next hop is asked to report (SMTP_DSN); none when absent. */
+  dsn?: readonly DsnNotify[];
 }
 
 /**
@@ -68,9 +70,7 @@ export function createSendingWorkerFromConfig(deps: {
     notifier: deps.notifier,
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
-    returnPath: deps.config.bounceDomain
-      ? createReturnPath({ domain: deps.config.bounceDomain, secretBox: deps.secretBox })
-      : undefined,
+    returnPath: returnPathFromConfig(deps.config, deps.secretBox),
   });
 }
 
@@ -80,6 +80,7 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
     concurrency: config.sendConcurrency,
     concurrencyPerHost: config.sendConcurrencyPerHost,
     timeoutMs: config.sendTimeoutMs,
+    dsn: config.smtpDsn,
   };
 }
 
@@ -292,6 +293,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         email: job.email,
         host: job.host,
         envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id),
+        dsn: settings.dsn,
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
       });

@@ -130,7 +130,7 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       if ('bounce' in found) return { outcomes: all('bounced', found.bounce) };
       if ('defer' in found) return { outcomes: all('deferred', found.defer) };
 
-      const message = mailOptions(job.email, addresses, job.envelopeFrom);
+      const message = mailOptions(job.email, addresses, job.envelopeFrom, job.dsn);
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;

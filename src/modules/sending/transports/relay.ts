@@ -48,7 +48,7 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
       const addresses = job.recipients.map((recipient) => recipient.address);
       try {
         const info = await transporter.sendMail({
-          ...mailOptions(job.email, addresses, job.envelopeFrom),
+          ...mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
           signal: job.signal,
         });
         return { outcomes: outcomesFromInfo(info, addresses) };
