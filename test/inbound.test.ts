@@ -203,6 +203,51 @@ for (const engine of ENGINES) {
       assert.equal(eventsOf(id).filter((event) => event.type === 'email.bounced').length, 1);
     });
 
+    test("a report that outruns the relay's 250 being recorded is read again, and applies", async () => {
+      let stored: string | undefined;
+      relay.beforeAccept(async (message) => {
+        if (!message.to.includes('quick@example.org')) return;
+        const reply = await mailReport(
+          inboundPort,
+          message.from,
+          buildDsn({
+            to: message.from,
+            action: 'failed',
+            recipient: 'quick@example.org',
+            status: '5.1.1',
+            diagnostic: '550 5.1.1 user unknown',
+            original: message.raw,
+          }),
+        );
+        stored = /stored as (inb_[0-9a-z]+)/.exec(reply)?.[1];
+        // The worker read it, found the recipient still being sent and put it back for later.
+        await until(
+          async () => {
+            const row = await database.database.handle.db
+              .selectFrom('inbound_messages')
+              .select(['status', 'locked_by', 'locked_until', 'attempts'])
+              .where('id', '=', stored!)
+              .executeTakeFirst();
+            return row?.status === 'pending' && row.locked_by === null && row.attempts > 0;
+          },
+          8000,
+          'the early report to be put back',
+        );
+      });
+      try {
+        const id = await send('quick@example.org');
+        const bounced = await waitForEvent(id, 'email.bounced');
+        assert.equal(bounced.data.inbound_message_id, stored);
+        assert.deepEqual(
+          eventsOf(id).map((event) => event.type),
+          ['email.sent', 'email.bounced'],
+        );
+        assert.equal(await recipientStatus(id), 'bounced');
+      } finally {
+        relay.beforeAccept(undefined);
+      }
+    });
+
     test('a success report turns a relayed recipient into delivered', async () => {
       const { id, message } = await sendAndRelay('ada@example.org');
       assert.equal(await recipientStatus(id), 'sent');
