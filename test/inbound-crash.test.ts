@@ -153,8 +153,15 @@ for (const engine of ENGINES) {
       assert.equal((await inboundRow(stored)).status, 'pending', 'stored, not read');
       assert.equal((await bouncedEvents(email.id)).length, 0);
 
-      const worker = await startWorkerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+      // `--no-inbound`: this worker reads what is stored but listens for nothing.
+      const workerPort = await freePort();
+      const worker = await startServerProcess(
+        { ...env, INBOUND_SMTP_PORT: String(workerPort) },
+        ['src/cli.ts', 'worker', '--no-inbound'],
+        (line) => /Postwire worker started/.test(line.msg),
+      );
       children.push(worker);
+      await assert.rejects(mailReport(workerPort, email.from, 'Subject: x\n\nx\n'), /ECONNREFUSED/);
       await until(() => bounceDeliveries(email.id).size === 1, 10_000, 'email.bounced at the webhook');
       assert.equal((await inboundRow(stored)).status, 'applied');
       assert.equal(await worker.stop(), 0);
