@@ -12,7 +12,7 @@ import {
   startWorkerProcess,
 } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { buildDsn, mailReport } from './helpers/reports.ts';
+import { dsnOn, mailReport } from './helpers/reports.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
@@ -96,13 +96,11 @@ for (const engine of ENGINES) {
     }
 
     const bounceReport = (email: { from: string; raw: string }, to: string) =>
-      buildDsn({
-        to: email.from,
+      dsnOn(email, {
         action: 'failed',
         recipient: to,
         status: '5.1.1',
         diagnostic: '550 5.1.1 user unknown',
-        original: email.raw,
       });
 
     before(async () => {

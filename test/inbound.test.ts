@@ -10,7 +10,7 @@ import { type RunningServer, startServer } from '../src/server.ts';
 import { ENGINES } from './helpers/app.ts';
 import { createProcessDatabase, type ProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { buildArf, buildAutoReply, buildDsn, idleConnection, mailReport } from './helpers/reports.ts';
+import { buildArf, buildAutoReply, buildDsn, dsnOn, idleConnection, mailReport } from './helpers/reports.ts';
 import { type ReceivedMessage, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
@@ -141,13 +141,11 @@ for (const engine of ENGINES) {
 
       const row = await report(
         message.from,
-        buildDsn({
-          to: message.from,
+        dsnOn(message, {
           action: 'failed',
           recipient: 'nobody@example.org',
           status: '5.1.1',
           diagnostic: '550 5.1.1 <nobody@example.org>: Recipient address rejected: User unknown',
-          original: message.raw,
           envelopeId: id,
         }),
       );
@@ -190,13 +188,11 @@ for (const engine of ENGINES) {
       // The same report again (an MTA that retried its delivery): stored, read, nothing changes.
       const repeat = await report(
         message.from,
-        buildDsn({
-          to: message.from,
+        dsnOn(message, {
           action: 'failed',
           recipient: 'nobody@example.org',
           status: '5.1.1',
           diagnostic: '550 5.1.1 user unknown',
-          original: message.raw,
         }),
       );
       assert.equal(repeat.status, 'no_change');
@@ -210,13 +206,11 @@ for (const engine of ENGINES) {
         const reply = await mailReport(
           inboundPort,
           message.from,
-          buildDsn({
-            to: message.from,
+          dsnOn(message, {
             action: 'failed',
             recipient: 'quick@example.org',
             status: '5.1.1',
             diagnostic: '550 5.1.1 user unknown',
-            original: message.raw,
           }),
         );
         stored = /stored as (inb_[0-9a-z]+)/.exec(reply)?.[1];
@@ -253,13 +247,11 @@ for (const engine of ENGINES) {
       assert.equal(await recipientStatus(id), 'sent');
       const row = await report(
         message.from,
-        buildDsn({
-          to: message.from,
+        dsnOn(message, {
           action: 'delivered',
           recipient: 'ada@example.org',
           status: '2.0.0',
           diagnostic: '250 2.0.0 Ok: queued as 4711',
-          original: message.raw,
         }),
       );
       assert.equal(row.status, 'applied');
@@ -276,13 +268,11 @@ for (const engine of ENGINES) {
     test('a delay report: email.delivery_delayed once per streak, then the delivery', async () => {
       const { id, message } = await sendAndRelay('slow@example.org');
       const delay = (diagnostic: string) =>
-        buildDsn({
-          to: message.from,
+        dsnOn(message, {
           action: 'delayed',
           recipient: 'slow@example.org',
           status: '4.4.1',
           diagnostic,
-          original: message.raw,
         });
       assert.equal(
         (await report(message.from, delay('connect to mx.example.org: timed out'))).status,
@@ -293,13 +283,11 @@ for (const engine of ENGINES) {
       assert.equal(await recipientStatus(id), 'sent', 'still with the relay');
 
       assert.equal((await report(message.from, delay('still timing out'))).status, 'no_change');
-      const success = buildDsn({
-        to: message.from,
+      const success = dsnOn(message, {
         action: 'delivered',
         recipient: 'slow@example.org',
         status: '2.0.0',
         diagnostic: '250 ok',
-        original: message.raw,
       });
       assert.equal((await report(message.from, success)).status, 'applied');
       await waitForEvent(id, 'email.delivered');
@@ -488,13 +476,11 @@ for (const engine of ENGINES) {
         const { id, message } = await sendAndRelay('busy@example.org');
         const row = await report(
           message.from,
-          buildDsn({
-            to: message.from,
+          dsnOn(message, {
             action: 'delivered',
             recipient: 'busy@example.org',
             status: '2.0.0',
             diagnostic: '250 ok',
-            original: message.raw,
           }),
         );
         assert.equal(row.status, 'applied');

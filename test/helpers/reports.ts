@@ -80,6 +80,25 @@ export function buildDsn(options: DsnOptions): string {
   ].join('\n');
 }
 
+const DEFAULTS: Record<DsnOptions['action'], Pick<DsnOptions, 'status' | 'diagnostic'>> = {
+  failed: { status: '5.1.1', diagnostic: '550 5.1.1 user unknown' },
+  delayed: { status: '4.4.1', diagnostic: 'connect to mx: Connection timed out' },
+  delivered: { status: '2.0.0', diagnostic: '250 2.0.0 Ok' },
+  relayed: { status: '2.0.0', diagnostic: '250 2.0.0 Ok' },
+};
+
+/**
+ * A report on a message as the relay received it (`from`: its return path, where the report goes; `raw`:
+ * what is returned), with a usual status and diagnostic for the action unless given.
+ */
+export function dsnOn(
+  message: { from: string; raw: string },
+  options: Omit<DsnOptions, 'to' | 'original' | 'status' | 'diagnostic'> &
+    Partial<Pick<DsnOptions, 'status' | 'diagnostic'>>,
+): string {
+  return buildDsn({ ...DEFAULTS[options.action], to: message.from, original: message.raw, ...options });
+}
+
 /** A feedback report (RFC 5965): a recipient marked the message as spam. */
 export function buildArf(options: {
   to: string;
