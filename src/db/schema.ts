@@ -215,6 +215,20 @@ export interface EmailRecipientsTable {
   delay_reported_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
+/** A file sent with an email (written by the emails repository with the email). */
+export interface EmailAttachmentsTable {
+  email_id: string;
+  /** Order among the email's attachments. */
+  position: number;
+  project_id: string;
+  filename: string;
+  content_type: string | null;
+  /** Set for an inline attachment (`cid:` in the html). */
+  content_id: string | null;
+  size: number;
+  content: Uint8Array;
+}
+
 /** The MIME of an email kept by the capture transport instead of sending it. */
 export interface EmailRawTable {
   email_id: string;
@@ -308,6 +322,7 @@ export interface Database {
   emails: EmailsTable;
   email_recipients: EmailRecipientsTable;
   email_raw: EmailRawTable;
+  email_attachments: EmailAttachmentsTable;
   send_quota: SendQuotaTable;
   queue_workers: QueueWorkersTable;
   suppressions: SuppressionsTable;

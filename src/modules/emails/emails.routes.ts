@@ -7,6 +7,7 @@ import {
   AcceptedEmail,
   AcceptedEmailList,
   Email,
+  EMAIL_BODY_LIMIT_BYTES,
   EmailList,
   EmailParams,
   RawEmail,
@@ -23,6 +24,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails',
     {
+      bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
         summary: 'Send an email',
@@ -42,6 +44,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/batch',
     {
+      bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
         summary: 'Send up to 100 emails at once',

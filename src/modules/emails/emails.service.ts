@@ -29,6 +29,7 @@ import {
 import type { EventService } from '../events/events.service.ts';
 import { normalizeAddress, type SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import { emailEventData } from './event-data.ts';
+import { checkAttachments } from './attachments.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -176,7 +177,18 @@ export function createEmailService({
     return checked;
   }
 
-  function checkTags(tags: Record<string, string> | undefined, prefix: string): Record<string, string> {
+  /** Tags as an object, or as Resend sends them (a list of `{ name, value }`), into one object. */
+  function checkTags(tags: SendEmailInput['tags'], prefix: string): Record<string, string> {
+    if (Array.isArray(tags)) {
+      const named: Record<string, string> = {};
+      for (const [index, tag] of tags.entries()) {
+        if (Object.hasOwn(named, tag.name)) {
+          throw invalidParam(`${prefix}tags[${index}].name`, `The tag '${tag.name}' is given twice.`);
+        }
+        named[tag.name] = tag.value;
+      }
+      tags = named;
+    }
     for (const [name, value] of Object.entries(tags ?? {})) {
       const param = `${prefix}tags.${name}`;
       if (!TAG.test(name)) {
@@ -309,6 +321,7 @@ export function createEmailService({
 
     const headers = checkHeaders(input.headers, prefix);
     const tags = checkTags(input.tags, prefix);
+    const attachments = checkAttachments(input.attachments, prefix);
     const scheduledAt = checkScheduledAt(input.scheduled_at, now, prefix);
 
     let subject: string;
@@ -369,6 +382,7 @@ export function createEmailService({
       text,
       headers,
       tags,
+      attachments,
       templateId,
       templateVersion,
       // Made now and stored, so every attempt (and every duplicate a crash may cause) carries the same one.
@@ -438,15 +452,22 @@ export function createEmailService({
   }
 
   async function view(email: EmailRecord): Promise<EmailView> {
-    const [recipients, events] = await Promise.all([
+    const [recipients, events, attachments] = await Promise.all([
       repo.recipients(email.projectId, email.id),
       eventService.forEmail(email.projectId, email.id),
+      repo.attachments(email.id),
     ]);
     return {
       ...toEmailSummary(email, clock.now().toISOString()),
       html: email.html,
       text: email.text,
       headers: email.headers,
+      attachments: attachments.map((attachment) => ({
+        filename: attachment.filename,
+        content_type: attachment.contentType,
+        content_id: attachment.contentId,
+        size: attachment.size,
+      })),
       recipients: recipients.map(toRecipientView),
       events: events.map((event) => {
         const data = JSON.parse(event.data) as { recipient?: string; smtp_response?: string };

@@ -57,6 +57,18 @@ export function mailOptions(
     ...(email.html !== null ? { html: email.html } : {}),
     ...(email.text !== null ? { text: email.text } : {}),
     headers: email.headers,
+    ...(email.attachments.length > 0
+      ? {
+          attachments: email.attachments.map((attachment) => ({
+            filename: attachment.filename,
+            content: attachment.content,
+            ...(attachment.contentType ? { contentType: attachment.contentType } : {}),
+            ...(attachment.contentId
+              ? { cid: attachment.contentId, contentDisposition: 'inline' as const }
+              : {}),
+          })),
+        }
+      : {}),
     messageId: email.messageId,
     date: new Date(email.createdAt),
     envelope: { from: envelopeFrom ?? envelopeSender(email), to: [...envelopeTo] },
