@@ -5,6 +5,8 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { systemClock } from './lib/clock.ts';
+import { POSTWIRE_VERSION } from './lib/version.ts';
+import { renderOpenApiDocument } from './openapi-document.ts';
 import { DomainError } from './lib/errors.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService, type ProjectService } from './modules/projects/projects.service.ts';
@@ -30,7 +32,9 @@ Commands:
                                                It is shown only this once.
   keys list --project <id> [--json]            List a project's keys (never the keys themselves).
   keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
+  openapi                                      Print the OpenAPI document (as served at /v1/openapi.json).
   help                                         Show this help.
+  --version                                    Print the version.
 
 Configuration comes from the environment, as for the server:
   DATABASE_URL                 postgres://… ; unset: the SQLite file postwire.db in the data directory
@@ -207,6 +211,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
   }
   if (argv[0] === 'help' || argv.includes('--help') || argv.includes('-h')) {
     io.stdout.write(USAGE);
+    return 0;
+  }
+  if (argv[0] === '--version' || argv[0] === '-v' || argv[0] === 'version') {
+    io.stdout.write(`postwire ${POSTWIRE_VERSION}\n`);
+    return 0;
+  }
+  // Needs no configuration (no database, no key): it describes the code, not an installation.
+  if (argv[0] === 'openapi' && argv.length === 1) {
+    io.stdout.write(`${JSON.stringify(await renderOpenApiDocument(), null, 2)}\n`);
     return 0;
   }
 

@@ -90,6 +90,7 @@ export const SendEmailBody = Type.Object(
 export const SendEmailBatchBody = Type.Array(SendEmailBody, {
   minItems: 1,
   maxItems: MAX_BATCH,
+  title: 'SendEmailBatch',
   description: `1–${MAX_BATCH} emails, accepted (or refused) together.`,
 });
 

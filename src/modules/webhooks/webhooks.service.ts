@@ -4,7 +4,7 @@ import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
 import type { PageRequest } from '../../db/pagination.ts';
-import { isEventKind } from '../event-kinds/event-kinds.ts';
+import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
 import type { CreateWebhookInput, UpdateWebhookInput, WebhookView } from './webhooks.schemas.ts';
 
@@ -65,7 +65,8 @@ export function toWebhookView(record: WebhookRecord): WebhookView {
     id: record.id,
     url: record.url,
     enabled: record.enabled,
-    events: record.events,
+    // Only kinds of the catalogue are ever stored (create and update check).
+    events: record.events as EventKind[],
     created_at: record.createdAt,
     updated_at: record.updatedAt,
     has_secret: record.secretSealed !== null,
