@@ -93,6 +93,14 @@ export function createWebhookService({
       throw invalidParam('url', 'url must use https.');
     }
     if (!parsed.hostname) throw invalidParam('url', 'url must have a host.');
+    // Stored, it would be echoed in every response and log line: credentials go in the signing secret or
+    // in a token in the path, never in the URL. The message does not repeat them.
+    if (parsed.username !== '' || parsed.password !== '') {
+      throw invalidParam(
+        'url',
+        'url must not contain a user name or password (user:password@); the signing secret authenticates deliveries.',
+      );
+    }
     // Port 0 is no port: connecting to it reaches whatever the system picks, never the receiver.
     if (parsed.port === '0') throw invalidParam('url', 'url must not use port 0.');
     if (allowPrivateUrls) return parsed.toString();
