@@ -44,7 +44,7 @@ Configuration comes from the environment, as for the server:
                                unset: generated once into encryption.key in the data directory
   POSTWIRE_BOOTSTRAP_KEY       an API key the default project must have (never printed)
   POSTWIRE_ALLOW_PRIVATE_URLS  allow webhooks to loopback and private addresses (development)
-  POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL
+  POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL, LOG_FORMAT (json | pretty)
   WEBHOOK_TIMEOUT_MS, WEBHOOK_RETRY_SCHEDULE, WEBHOOK_RETRY_JITTER, WEBHOOK_CONCURRENCY,
   WEBHOOK_CONCURRENCY_PER_ENDPOINT, WEBHOOK_DISABLE_AFTER, WEBHOOK_SECRET_ROTATION_WINDOW
   SMTP_URL, MAIL_TRANSPORT, SEND_RETRY_SCHEDULE, SEND_CONCURRENCY, SEND_CONCURRENCY_PER_HOST,

@@ -14,6 +14,7 @@ import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
 import pino from 'pino';
+import { loggerOptions } from './lib/logger.ts';
 
 export const SQLITE_FILE = 'postwire.db';
 
@@ -104,8 +105,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
       templateRendering: config.templateRendering,
-      // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
-      logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
+      logger: loggerOptions(config),
     });
     const log = app.log;
     log.info({ database: describeDatabase(config) }, 'Database ready');
@@ -205,7 +205,7 @@ export async function runWorker(
   config: Config,
   options: { clock?: Clock; resolver?: Resolver } = {},
 ): Promise<void> {
-  const log = pino({ level: config.logLevel });
+  const log = pino(loggerOptions(config));
   const database = await openConfiguredDatabase(config);
   let workers: RunningWorkers | undefined;
   try {
