@@ -45,7 +45,7 @@ const TemplateRef = Type.Object(
     variables: Type.Optional(
       Type.Record(Type.String(), Type.Unknown(), {
         description:
-          'Values for the template (any JSON). Every variable the template declares must be given.',
+          'Values for the template (any JSON). Every variable the template declares must be given, and every one it prints outside a block (`if`, `for`…) without a `default` filter, declared or not.',
       }),
     ),
   },
