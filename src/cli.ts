@@ -5,6 +5,8 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { systemClock } from './lib/clock.ts';
+import { POSTWIRE_VERSION } from './lib/version.ts';
+import { renderOpenApiDocument } from './openapi-document.ts';
 import { DomainError } from './lib/errors.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
@@ -35,7 +37,9 @@ Commands:
   keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
   inbound list [--all] [--limit <n>] [--json]  Reports received that matched no email or could not be read,
                                                with why (--all: every received message). Newest first.
+  openapi                                      Print the OpenAPI document (as served at /v1/openapi.json).
   help                                         Show this help.
+  --version                                    Print the version.
 
 Configuration comes from the environment, as for the server:
   DATABASE_URL                 postgres://… ; unset: the SQLite file postwire.db in the data directory
@@ -45,7 +49,7 @@ Configuration comes from the environment, as for the server:
                                unset: generated once into encryption.key in the data directory
   POSTWIRE_BOOTSTRAP_KEY       an API key the default project must have (never printed)
   POSTWIRE_ALLOW_PRIVATE_URLS  allow webhooks to loopback and private addresses (development)
-  POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL
+  POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL, LOG_FORMAT (json | pretty)
   WEBHOOK_TIMEOUT_MS, WEBHOOK_RETRY_SCHEDULE, WEBHOOK_RETRY_JITTER, WEBHOOK_CONCURRENCY,
   WEBHOOK_CONCURRENCY_PER_ENDPOINT, WEBHOOK_DISABLE_AFTER, WEBHOOK_SECRET_ROTATION_WINDOW
   SMTP_URL, MAIL_TRANSPORT, SEND_RETRY_SCHEDULE, SEND_CONCURRENCY, SEND_CONCURRENCY_PER_HOST,
@@ -245,6 +249,15 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
   }
   if (argv[0] === 'help' || argv.includes('--help') || argv.includes('-h')) {
     io.stdout.write(USAGE);
+    return 0;
+  }
+  if (argv[0] === '--version' || argv[0] === '-v' || argv[0] === 'version') {
+    io.stdout.write(`postwire ${POSTWIRE_VERSION}\n`);
+    return 0;
+  }
+  // Needs no configuration (no database, no key): it describes the code, not an installation.
+  if (argv[0] === 'openapi' && argv.length === 1) {
+    io.stdout.write(`${JSON.stringify(await renderOpenApiDocument(), null, 2)}\n`);
     return 0;
   }
 

@@ -73,6 +73,8 @@ export interface Config {
   authFailureLimit: number;
   authFailureWindowMs: number;
   logLevel: string;
+  /** `pretty` (pino-pretty: coloured, one readable line per entry) or `json` (one JSON object per line). */
+  logFormat: LogFormat;
   /** A webhook attempt must answer 2xx within this many ms (connect and response). */
   webhookTimeoutMs: number;
   /** Delay in ms before each attempt: step 0 is the first attempt (always 0: sent when the event happens). */
@@ -160,7 +162,17 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
-export function loadConfig(env: Env = process.env): Config {
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/**
+ * `stdoutIsTTY` picks the default log format: pretty for a person at a terminal, JSON for everything that
+ * collects logs (a pipe, a file, a container runtime).
+ */
+export function loadConfig(
+  env: Env = process.env,
+  { stdoutIsTTY = process.stdout.isTTY === true }: { stdoutIsTTY?: boolean } = {},
+): Config {
   const problems: string[] = [];
 
   const integer = (name: string, fallback: number, min: number, max: number): number => {
@@ -220,6 +232,14 @@ export function loadConfig(env: Env = process.env): Config {
     return steps;
   };
 
+  const oneOf = <T extends string>(name: string, allowed: readonly T[], fallback: T): T => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if ((allowed as readonly string[]).includes(raw)) return raw as T;
+    problems.push(`${name} must be one of ${allowed.join(', ')}, got '${raw}'.`);
+    return fallback;
+  };
+
   const databaseUrl = env.DATABASE_URL || undefined;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     problems.push(`DATABASE_URL must start with postgres:// (leave it unset for the embedded SQLite).`);
@@ -245,6 +265,7 @@ export function loadConfig(env: Env = process.env): Config {
     authFailureLimit: integer('POSTWIRE_AUTH_FAILURE_LIMIT', DEFAULTS.authFailureLimit, 0, 1_000_000_000),
     authFailureWindowMs: duration('POSTWIRE_AUTH_FAILURE_WINDOW', DEFAULTS.authFailureWindowMs),
     logLevel: env.LOG_LEVEL || 'info',
+    logFormat: oneOf('LOG_FORMAT', LOG_FORMATS, stdoutIsTTY ? 'pretty' : 'json'),
     webhookTimeoutMs: integer('WEBHOOK_TIMEOUT_MS', DEFAULTS.webhookTimeoutMs, 100, 600_000),
     webhookRetrySchedule: schedule('WEBHOOK_RETRY_SCHEDULE', '0,5s,5m,30m,2h,5h,10h,10h'),
     webhookRetryJitter: fraction('WEBHOOK_RETRY_JITTER', 0.2),

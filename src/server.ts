@@ -17,6 +17,7 @@ import { createNotifier, type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } f
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { type InboundListener, startInboundListener } from './modules/inbound/inbound.listener.ts';
 import pino from 'pino';
+import { loggerOptions } from './lib/logger.ts';
 
 export const SQLITE_FILE = 'postwire.db';
 
@@ -112,8 +113,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
       templateRendering: config.templateRendering,
-      // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
-      logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
+      logger: loggerOptions(config),
     });
     const log = app.log;
     log.info({ database: describeDatabase(config) }, 'Database ready');
@@ -221,7 +221,7 @@ export async function runWorker(
   config: Config,
   options: { clock?: Clock; resolver?: Resolver; inbound?: boolean } = {},
 ): Promise<void> {
-  const log = pino({ level: config.logLevel });
+  const log = pino(loggerOptions(config));
   const database = await openConfiguredDatabase(config);
   const clock = options.clock ?? systemClock;
   const inboundNotifier = createNotifier();

@@ -19,25 +19,45 @@ for (const engine of ENGINES) {
     });
     after(() => api.close());
 
-    const unauthorized = async (headers: Record<string, string>, key: string | null = null) => {
+    const unauthorized = async (headers: Record<string, string>, key: string | null, message: string) => {
       const response = await api.request('GET', '/v1/webhooks', { key, headers });
       assert.equal(response.status, 401);
       assert.match(response.headers.get('www-authenticate') ?? '', /^Bearer/);
       assert.deepEqual(response.body, {
-        error: {
-          code: 'invalid_api_key',
-          message: 'Missing, unknown or revoked API key.',
-          request_id: response.headers.get('x-request-id'),
-        },
+        error: { code: 'invalid_api_key', message, request_id: response.headers.get('x-request-id') },
       });
     };
 
-    test('no key, an unknown key, another scheme, an empty bearer: 401', async () => {
-      await unauthorized({});
-      await unauthorized({}, 'pw_not_a_real_key_at_all_000000');
-      await unauthorized({ authorization: `Basic ${Buffer.from('a:b').toString('base64')}` });
-      await unauthorized({ authorization: 'Bearer ' });
-      await unauthorized({ authorization: api.key }, null);
+    test('no key, an unknown key, another scheme, an empty bearer: 401 saying which', async () => {
+      const missing = 'Missing API key: send the header `Authorization: Bearer <API_KEY>`.';
+      await unauthorized({}, null, missing);
+      await unauthorized({ authorization: '  ' }, null, missing);
+      await unauthorized({}, 'pw_not_a_real_key_at_all_000000', 'Unknown or revoked API key.');
+      await unauthorized(
+        { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` },
+        null,
+        "The Authorization header must use the Bearer scheme, not 'Basic': `Authorization: Bearer <API_KEY>`.",
+      );
+      await unauthorized(
+        { authorization: api.key },
+        null,
+        'The Authorization header must use the Bearer scheme, not a bare value: `Authorization: Bearer <API_KEY>`.',
+      );
+      await unauthorized(
+        { authorization: 'Bearer ' },
+        null,
+        'Missing API key after `Bearer` in the Authorization header.',
+      );
+    });
+
+    test('the Bearer scheme in any case', async () => {
+      for (const scheme of ['bearer', 'BEARER', 'bEaReR']) {
+        const response = await api.request('GET', '/v1/webhooks', {
+          key: null,
+          headers: { authorization: `${scheme} ${api.key}` },
+        });
+        assert.equal(response.status, 200, scheme);
+      }
     });
 
     test('an address that keeps failing to authenticate is refused with 429, even with a good key', async (t) => {
@@ -74,7 +94,7 @@ for (const engine of ENGINES) {
       const second = await projects.createKey(api.projectId, 'second');
       assert.equal((await api.request('GET', '/v1/webhooks', { key: second.plaintext })).status, 200);
       await projects.revokeKey(second.key.id);
-      await unauthorized({}, second.plaintext);
+      await unauthorized({}, second.plaintext, 'Unknown or revoked API key.');
       assert.equal((await api.request('GET', '/v1/webhooks')).status, 200);
     });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -41,6 +41,25 @@ describe('postwire usage', () => {
       assert.equal(inProcess.code, 0, args.join(' '));
       assert.equal(inProcess.stdout, result.stdout);
     }
+  });
+
+  test('--version prints the package version and exits 0, through the bin shim too', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    const { code, stdout, stderr } = await runCli(['--version'], env, 'bin/postwire.js');
+    assert.deepEqual({ code, stdout, stderr }, { code: 0, stdout: `postwire ${version}\n`, stderr: '' });
+    assert.deepEqual(await runInProcess(['-v'], env), {
+      code: 0,
+      stdout: `postwire ${version}\n`,
+      stderr: '',
+    });
+  });
+
+  test('openapi prints the document the server serves, with no configuration needed', async () => {
+    const result = await runInProcess(['openapi'], env);
+    assert.equal(result.code, 0, result.stderr);
+    const doc = JSON.parse(result.stdout);
+    assert.equal(doc.openapi, '3.1.0');
+    assert.equal(doc.paths['/v1/webhooks'].get.operationId, 'listWebhooks');
   });
 
   test('a usage error exits 2 with the usage text on stderr', async () => {

@@ -160,6 +160,40 @@ for (const engine of ENGINES) {
       assert.equal(pinnedEmail.template_version, 1);
     });
 
+    test('knows the variables a template prints from the template itself, declared or not', async () => {
+      const templateId = await publishTemplate({
+        name: 'Undeclared',
+        subject: 'Hello {{ first_name }}',
+        html: '<p>Order {{ order.id }} for {{ nick | default: "you" }}{% if coupon %} ({{ coupon.code }}){% endif %}</p>{% assign sign = "Acme" %}{{ sign }}',
+      });
+      const before = await api.rowCounts();
+      const missing = await send({
+        from: base.from,
+        to: base.to,
+        template: { id: templateId, variables: { order: {} } },
+      });
+      assert.equal(missing.status, 422);
+      assert.deepEqual(missing.body, {
+        error: {
+          code: 'template_variables_missing',
+          message: 'Missing template variables: first_name, order.id.',
+          param: 'template.variables',
+          request_id: missing.headers.get('x-request-id'),
+        },
+      });
+      assert.deepEqual(await api.rowCounts(), before, 'nothing stored');
+
+      // Ones with a default, inside a block, or assigned by the template itself are optional.
+      const id = await sendOk({
+        from: base.from,
+        to: base.to,
+        template: { id: templateId, variables: { first_name: 'Ada', order: { id: 7 } } },
+      });
+      const email = (await api.request('GET', `/v1/emails/${id}`)).body;
+      assert.equal(email.subject, 'Hello Ada');
+      assert.equal(email.html, '<p>Order 7 for you</p>Acme');
+    });
+
     test('refuses template sends that cannot render, naming what is wrong', async () => {
       const templateId = await publishTemplate({
         name: 'Receipt',

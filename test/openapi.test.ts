@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import diagnostics from 'node:diagnostics_channel';
 import { after, before, describe, it } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -8,7 +9,8 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { ErrorBody, errorResponses } from '../src/http/error-schema.ts';
-import { swaggerOptions } from '../src/http/openapi.ts';
+import { nameSchemas, swaggerOptions } from '../src/http/openapi.ts';
+import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import {
@@ -57,6 +59,11 @@ function refs(node: unknown, at = '#'): { at: string; ref: string }[] {
   return Object.entries(node).flatMap(([key, value]) =>
     key === '$ref' && typeof value === 'string' ? [{ at, ref: value }] : refs(value, `${at}/${key}`),
   );
+}
+
+/** A schema with its `$ref` (to a component) followed, as a reader of the document would. */
+function deref(doc: any, schema: any): any {
+  return schema?.$ref ? deref(doc, resolvePointer(doc, schema.$ref)) : schema;
 }
 
 function resolvePointer(doc: any, ref: string): unknown {
@@ -204,11 +211,12 @@ for (const engine of ENGINES) {
       addFormats.default(ajv);
       // OpenAPI's own additions to the Schema Object.
       ajv.addVocabulary(['discriminator', 'xml', 'externalDocs', 'example']);
-      ajv.addSchema({ $id: 'urn:postwire:doc', $defs: { components: doc.components.schemas } });
       const local = (node: unknown): unknown =>
         JSON.parse(
           JSON.stringify(node).replaceAll('"#/components/schemas/', '"urn:postwire:doc#/$defs/components/'),
         );
+      // Components reference each other too.
+      ajv.addSchema({ $id: 'urn:postwire:doc', $defs: { components: local(doc.components.schemas) } });
       for (const { method, path, op } of operations(doc)) {
         const schemas = [
           op.requestBody?.content['application/json'].schema,
@@ -252,7 +260,8 @@ for (const engine of ENGINES) {
     it("describes the seed's webhook operations with the seed's fields", () => {
       const webhookFields = ['id', 'url', 'enabled', 'events', 'created_at', 'updated_at', 'has_secret'];
       // The seed's fields, all required; additions are allowed, the write-only secret never is.
-      const assertWebhook = (schema: any, where: string) => {
+      const assertWebhook = (named: any, where: string) => {
+        const schema = deref(doc, named);
         for (const field of webhookFields) {
           assert.ok(schema.properties[field], `${where}: no ${field}`);
           assert.ok(schema.required.includes(field), `${where}: ${field} is not required`);
@@ -260,7 +269,7 @@ for (const engine of ENGINES) {
         assert.equal(schema.properties.secret, undefined, `${where} exposes the secret`);
       };
       const create = doc.paths['/v1/webhooks'].post;
-      const createBody = create.requestBody.content['application/json'].schema;
+      const createBody = deref(doc, create.requestBody.content['application/json'].schema);
       assert.equal(create.requestBody.required, true);
       for (const field of ['url', 'secret', 'enabled', 'events']) {
         assert.ok(createBody.properties[field], `POST body: no ${field}`);
@@ -268,22 +277,28 @@ for (const engine of ENGINES) {
       assert.deepEqual([...createBody.required].sort(), ['events', 'url']);
       assert.equal(createBody.properties.enabled.type, 'boolean');
       assert.equal(createBody.properties.events.type, 'array');
-      assert.equal(createBody.properties.events.items.type, 'string');
-      const created = create.responses['201'].content['application/json'].schema;
+      assert.equal(deref(doc, createBody.properties.events.items).type, 'string');
+      const created = deref(doc, create.responses['201'].content['application/json'].schema);
       assertWebhook(created.properties.data, 'POST 201');
       assert.ok(create.parameters.some((p: any) => p.in === 'header' && /^idempotency-key$/i.test(p.name)));
 
       const update = doc.paths['/v1/webhooks/{webhook_id}'].patch;
-      const updateBody = update.requestBody.content['application/json'].schema;
+      const updateBody = deref(doc, update.requestBody.content['application/json'].schema);
       for (const field of ['enabled', 'secret']) assert.ok(updateBody.properties[field], `PATCH ${field}`);
       assert.equal(updateBody.required, undefined, 'every PATCH field is optional');
-      const updated = update.responses['200'].content['application/json'].schema;
+      const updated = deref(doc, update.responses['200'].content['application/json'].schema);
       assertWebhook(updated.properties.data, 'PATCH 200');
 
-      const list = doc.paths['/v1/webhooks'].get.responses['200'].content['application/json'].schema;
+      const list = deref(
+        doc,
+        doc.paths['/v1/webhooks'].get.responses['200'].content['application/json'].schema,
+      );
       assert.deepEqual(list.properties.object.enum, ['list']);
       assertWebhook(list.properties.data.items, 'GET list');
-      assert.ok(!JSON.stringify(list).includes('"secret"'), 'a listed webhook never carries its secret');
+      assert.ok(
+        !JSON.stringify(deref(doc, list.properties.data.items)).includes('"secret"'),
+        'a listed webhook never carries its secret',
+      );
     });
 
     it("describes the seed's publish operation (when the templates module registers it)", (t) => {
@@ -292,14 +307,135 @@ for (const engine of ENGINES) {
       );
       if (!publish) return t.skip('POST /v1/templates/:id/publish is not registered yet');
       const op = doc.paths[openApiPath(publish.url)].post;
-      const body = op.requestBody.content['application/json'].schema;
+      const body = deref(doc, op.requestBody.content['application/json'].schema);
       for (const field of ['name', 'subject', 'html', 'text']) {
         assert.equal(body.properties[field]?.type, 'string', `publish body ${field}`);
       }
       const success = Object.entries<any>(op.responses).find(([status]) => status.startsWith('2'));
       assert.ok(success, 'publish documents no success response');
-      const answer = success[1].content['application/json'].schema;
+      const answer = deref(doc, success[1].content['application/json'].schema);
       for (const field of ['object', 'id', 'published_at']) assert.ok(answer.properties[field], field);
+    });
+  });
+
+  describe(`openapi for code generation (${engine})`, () => {
+    let api: TestApp;
+    let doc: any;
+    before(async () => {
+      api = await startTestApp(engine);
+      doc = (await api.request('GET', '/v1/openapi.json', { key: null })).body;
+    });
+    after(() => api.close());
+
+    it('gives every operation a unique camelCase operationId, a summary and a description', () => {
+      const ids = operations(doc).map(({ method, path, op }) => {
+        assert.match(op.operationId ?? '', /^[a-z][a-zA-Z0-9]*$/, `${method} ${path} operationId`);
+        assert.ok(op.description?.length > 0, `${method} ${path} has no description`);
+        return op.operationId;
+      });
+      assert.equal(new Set(ids).size, ids.length, `repeated operationIds: ${ids.join(', ')}`);
+      for (const id of ['createWebhook', 'listWebhooks', 'publishTemplate', 'sendEmail', 'listEvents']) {
+        assert.ok(ids.includes(id), `no ${id}`);
+      }
+    });
+
+    it('makes query parameters that have a default optional', () => {
+      for (const { method, path, op } of operations(doc)) {
+        for (const parameter of op.parameters ?? []) {
+          if (parameter.in !== 'query') continue;
+          if (deref(doc, parameter.schema).default !== undefined) {
+            assert.notEqual(parameter.required, true, `${method} ${path} ${parameter.name}`);
+          }
+        }
+      }
+      const limit = doc.paths['/v1/webhooks'].get.parameters.find((p: any) => p.name === 'limit');
+      assert.deepEqual(
+        { required: limit.required, default: limit.schema.default },
+        { required: false, default: 100 },
+      );
+    });
+
+    it('names every request body and every success body in components.schemas', () => {
+      for (const { method, path, op } of operations(doc)) {
+        const bodies = [
+          ...(op.requestBody ? [['request', op.requestBody]] : []),
+          ...Object.entries<any>(op.responses).filter(([status]) => /^[2-5]/.test(status)),
+        ];
+        for (const [what, holder] of bodies) {
+          const schema = holder.content['application/json'].schema;
+          assert.match(schema.$ref ?? '', /^#\/components\/schemas\/\w+$/, `${method} ${path} ${what}`);
+        }
+      }
+      for (const name of ['Webhook', 'WebhookList', 'CreateWebhookRequest', 'Template', 'Email', 'Event']) {
+        assert.ok(doc.components.schemas[name], `no component ${name}`);
+      }
+      // A list envelope names its items.
+      assert.deepEqual(doc.components.schemas.WebhookList.properties.data.items, {
+        $ref: '#/components/schemas/Webhook',
+      });
+    });
+
+    it('describes event kinds as an enum built from the catalogue', () => {
+      assert.deepEqual(doc.components.schemas.EventType.enum, EVENT_KIND_NAMES);
+      const eventType = { $ref: '#/components/schemas/EventType' };
+      assert.deepEqual(doc.components.schemas.Webhook.properties.events.items, eventType);
+      assert.deepEqual(doc.components.schemas.CreateWebhookRequest.properties.events.items, eventType);
+      assert.deepEqual(doc.components.schemas.Event.properties.type, eventType);
+      const typeFilter = doc.paths['/v1/events'].get.parameters.find((p: any) => p.name === 'type');
+      assert.deepEqual(typeFilter.schema, eventType);
+    });
+
+    it("describes each event kind's webhook payload and signature headers", () => {
+      assert.deepEqual(Object.keys(doc.webhooks), EVENT_KIND_NAMES);
+      for (const kind of EVENT_KIND_NAMES) {
+        const op = doc.webhooks[kind].post;
+        assert.deepEqual(
+          op.parameters.map((p: any) => [p.in, p.name, p.required]),
+          [
+            ['header', 'webhook-id', true],
+            ['header', 'webhook-timestamp', true],
+            ['header', 'webhook-signature', true],
+          ],
+        );
+        const payload = deref(doc, op.requestBody.content['application/json'].schema);
+        assert.deepEqual(payload.required, ['id', 'type', 'created_at', 'data'], kind);
+        assert.equal(payload.properties.type.const, kind);
+        if (kind.startsWith('email.')) {
+          for (const field of ['email_id', 'from', 'to', 'subject', 'tags', 'recipient']) {
+            assert.ok(payload.properties.data.properties[field], `${kind} data.${field}`);
+          }
+        }
+      }
+      const bounced = deref(
+        doc,
+        doc.webhooks['email.bounced'].post.requestBody.content['application/json'].schema,
+      );
+      assert.deepEqual(bounced.properties.data.properties.bounce, { $ref: '#/components/schemas/Bounce' });
+    });
+
+    it("carries the package's version", () => {
+      const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+      assert.equal(doc.info.version, manifest.version);
+    });
+
+    it('refuses two different schemas under one title', () => {
+      const named = (description: string) => ({
+        title: 'Thing',
+        type: 'object',
+        properties: { id: { type: 'string', description } },
+      });
+      const document = (a: object, b: object) => ({
+        paths: {
+          '/a': { get: { responses: { 200: { content: { 'application/json': { schema: a } } } } } },
+          '/b': { get: { responses: { 200: { content: { 'application/json': { schema: b } } } } } },
+        },
+      });
+      const same = nameSchemas(document(named('x'), named('x'))) as any;
+      assert.deepEqual(Object.keys(same.components.schemas), ['Thing']);
+      assert.throws(
+        () => nameSchemas(document(named('x'), named('y'))),
+        /Two different schemas are titled 'Thing'/,
+      );
     });
   });
 

@@ -117,6 +117,7 @@ for (const engine of ENGINES) {
         ['/v1/templates', 'tpl'],
         ['/v1/events', 'evt'],
         [`/v1/webhooks/${ids.webhook_id}/deliveries`, 'dlv'],
+        ['/v1/suppressions', 'sup'],
       ];
       for (const [path, prefix] of lists) {
         for (const param of ['after', 'before']) {
@@ -137,6 +138,17 @@ for (const engine of ENGINES) {
         const page = await api.request('GET', `${path}?after=${unknown}`);
         assert.equal(page.status, 200, `${path}: an id of the kind that does not exist is just a position`);
       }
+      // A template's versions page by version number.
+      const versions = await api.request('GET', '/v1/templates/tpl_x/versions?after=x');
+      assert.equal(versions.status, 422);
+      assert.deepEqual(versions.body, {
+        error: {
+          code: 'parameter_invalid',
+          message: "The query parameter 'after' must be of type integer.",
+          param: 'after',
+          request_id: versions.headers.get('x-request-id'),
+        },
+      });
     });
   });
 }

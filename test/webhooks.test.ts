@@ -368,6 +368,18 @@ for (const engine of ENGINES) {
       ],
       ['url port 0', { ...valid, url: 'https://hooks.example.com:0/x' }, 'parameter_invalid', 'url'],
       [
+        'url with user:password',
+        { ...valid, url: 'https://ada:s3cret@hooks.example.com/x' },
+        'parameter_invalid',
+        'url',
+      ],
+      [
+        'url with a user name',
+        { ...valid, url: 'https://ada@hooks.example.com/x' },
+        'parameter_invalid',
+        'url',
+      ],
+      [
         'url resolving translated',
         { ...valid, url: 'https://translated.example.com/x' },
         'url_not_allowed',
@@ -455,6 +467,10 @@ for (const engine of ENGINES) {
           'A whsec_ secret must hold 24 to 64 bytes of base64; it holds 16.',
         ],
         [{ ...valid, url: 'https://hooks.example.com:0/x' }, 'url must not use port 0.'],
+        [
+          { ...valid, url: 'https://ada:s3cret@hooks.example.com/x' },
+          'url must not contain a user name or password (user:password@); the signing secret authenticates deliveries.',
+        ],
       ];
       for (const [body, message] of messages) {
         const response = await api.request('POST', '/v1/webhooks', { body });
@@ -469,6 +485,12 @@ for (const engine of ENGINES) {
       ['secret too short', { secret: 'short-secret' }, 'parameter_invalid', 'secret'],
       ['secret with a line break', { secret: 'a long enough secret\n' }, 'parameter_invalid', 'secret'],
       ['url not a URL', { url: 'not a url' }, 'parameter_invalid', 'url'],
+      [
+        'url with user:password',
+        { url: 'https://ada:s3cret@hooks.example.com/x' },
+        'parameter_invalid',
+        'url',
+      ],
       ['events empty', { events: [] }, 'parameter_invalid', 'events'],
       ['events unknown kind', { events: ['nope'] }, 'parameter_invalid', 'events[0]'],
       ['enabled as a number', { enabled: 1 }, 'parameter_invalid', 'enabled'],

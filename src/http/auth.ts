@@ -17,8 +17,32 @@ declare module 'fastify' {
 /** The project of the authenticated caller; routes behind auth can rely on it. */
 export function projectOf(request: FastifyRequest): string {
   if (!request.caller)
-    throw new DomainError('unauthorized', 'invalid_api_key', 'Missing, unknown or revoked API key.');
+    throw unauthorized('Missing API key: send the header `Authorization: Bearer <API_KEY>`.');
   return request.caller.projectId;
+}
+
+const unauthorized = (message: string) => new DomainError('unauthorized', 'invalid_api_key', message);
+
+/**
+ * The key in an `Authorization: Bearer <key>` header. The scheme is matched in any case, as HTTP says
+ * (RFC 9110 §11.1); a refusal says what was wrong with the header, so a newcomer can fix it. The code stays
+ * `invalid_api_key` in every case: clients branch on it.
+ */
+export function bearerToken(header: string | undefined): string {
+  if (header === undefined || header.trim() === '') {
+    throw unauthorized('Missing API key: send the header `Authorization: Bearer <API_KEY>`.');
+  }
+  const match = /^\s*(\S+)(?:\s+(.*))?$/s.exec(header);
+  const scheme = match?.[1] ?? '';
+  if (scheme.toLowerCase() !== 'bearer') {
+    const shown = /^[A-Za-z][A-Za-z0-9_-]{0,19}$/.test(scheme) && match?.[2] ? ` '${scheme}'` : '';
+    throw unauthorized(
+      `The Authorization header must use the Bearer scheme, not${shown || ' a bare value'}: \`Authorization: Bearer <API_KEY>\`.`,
+    );
+  }
+  const token = match?.[2]?.trim() ?? '';
+  if (token === '') throw unauthorized('Missing API key after `Bearer` in the Authorization header.');
+  return token;
 }
 
 export function installAuth(
@@ -57,10 +81,8 @@ export function installAuth(
         `Too many failed authentications from this address; retry in ${blocked.resetSeconds} s.`,
       );
     }
-    const header = request.headers.authorization;
-    const token = header?.startsWith('Bearer ') ? header.slice('Bearer '.length).trim() : undefined;
     try {
-      request.caller = await projects.authenticate(token);
+      request.caller = await projects.authenticate(bearerToken(request.headers.authorization));
     } catch (error) {
       if (!(error instanceof DomainError)) throw error;
       failedAuthLimiter.take(request.ip);

@@ -14,7 +14,7 @@ export const ErrorBody = Type.Object(
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Malformed JSON.',
-  401: 'Missing, unknown or revoked API key.',
+  401: 'Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which).',
   404: 'No such resource in this project.',
   409: 'Conflicts with the current state.',
   413: 'Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments).',

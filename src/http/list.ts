@@ -3,9 +3,19 @@ import { invalidParam } from '../lib/errors.ts';
 import { type IdPrefix, isId } from '../lib/ids.ts';
 import type { PageRequest } from '../db/pagination.ts';
 
+export const DEFAULT_LIST_LIMIT = 100;
+
 export const ListQuery = Type.Object(
   {
-    limit: Type.Integer({ minimum: 1, maximum: 100, default: 100, description: 'Items per page, 1–100.' }),
+    // Optional with a default: validation fills it in, and a generated client may leave it out.
+    limit: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 100,
+        default: DEFAULT_LIST_LIMIT,
+        description: 'Items per page, 1–100.',
+      }),
+    ),
     after: Type.Optional(Type.String({ description: 'An id: return the items that come after it (older).' })),
     before: Type.Optional(
       Type.String({ description: 'An id: return the items that come before it (newer).' }),
@@ -14,15 +24,25 @@ export const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const listEnvelope = <T extends TSchema>(item: T) =>
-  Type.Object({ object: Type.Literal('list'), data: Type.Array(item), has_more: Type.Boolean() });
+/** A list of `item`s; named `<item's title>List` in the OpenAPI document unless `title` says otherwise. */
+export const listEnvelope = <T extends TSchema>(item: T, title?: string) =>
+  Type.Object(
+    {
+      object: Type.Literal('list'),
+      data: Type.Array(item),
+      has_more: Type.Boolean({
+        description: 'True when another page follows (pass the last id as `after`).',
+      }),
+    },
+    typeof (title ?? item.title) === 'string' ? { title: title ?? `${String(item.title)}List` } : {},
+  );
 
 /**
  * The page a list query asks for. A cursor must be an id of the listed kind (`prefix`): anything else
  * (another kind's id, a NUL byte, text) is refused here, before it reaches a query.
  */
 export function toPageRequest(
-  query: { limit: number; after?: string | undefined; before?: string | undefined },
+  query: { limit?: number | undefined; after?: string | undefined; before?: string | undefined },
   prefix: IdPrefix,
 ): PageRequest {
   if (query.after !== undefined && query.before !== undefined) {
@@ -34,7 +54,7 @@ export function toPageRequest(
       throw invalidParam(param, `${param} must be an id from this list (${prefix}_…).`);
     }
   }
-  return { limit: query.limit, after: query.after, before: query.before };
+  return { limit: query.limit ?? DEFAULT_LIST_LIMIT, after: query.after, before: query.before };
 }
 
 export const list = <T>(data: T[], hasMore: boolean) => ({

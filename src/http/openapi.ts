@@ -1,20 +1,36 @@
-import type { FastifyDynamicSwaggerOptions, SwaggerTransform } from '@fastify/swagger';
+import type {
+  FastifyDynamicSwaggerOptions,
+  SwaggerTransform,
+  SwaggerTransformObject,
+} from '@fastify/swagger';
 import { Type } from '@sinclair/typebox';
+import { EVENT_KIND_NAMES } from '../modules/event-kinds/event-kinds.ts';
+import { eventPayloadSchema } from '../modules/event-kinds/event-payloads.ts';
 import { ErrorBody } from './error-schema.ts';
+import { POSTWIRE_VERSION } from '../lib/version.ts';
 
 // The top of the OpenAPI 3.1 document; paths and schemas come from the routes' TypeBox schemas.
 export const openApiInfo = {
   openapi: '3.1.0',
   info: {
     title: 'Postwire API',
-    version: '1.0.0',
+    // The package's version, so a generated client says which server release it was made from.
+    version: POSTWIRE_VERSION,
     description:
       'Self-hostable email API: templates, sending and signed webhooks. Every /v1 route takes `Authorization: Bearer <API_KEY>`.',
   },
   servers: [{ url: '/' }],
   tags: [
     { name: 'Webhooks', description: 'Endpoints that receive signed delivery and engagement events.' },
-    { name: 'Events', description: 'The catalogue of event kinds a webhook can subscribe to.' },
+    {
+      name: 'Events',
+      description: 'What happened to your email: the event log, and the catalogue of event kinds.',
+    },
+    { name: 'Suppressions', description: 'Addresses that are never sent to, per project.' },
+    {
+      name: 'Inbound messages',
+      description: 'Bounce, delay and success reports and complaints mailed back about your email.',
+    },
     { name: 'Templates', description: 'Message templates, their drafts and published versions.' },
     {
       name: 'Emails',
@@ -94,6 +110,172 @@ const transform: SwaggerTransform = ({ schema, url, route }) => {
   return { schema: next, url };
 };
 
+type Json = Record<string, unknown>;
+
+// Keywords whose values are data, not schemas: a `title` inside them names nothing.
+const VALUE_KEYWORDS = new Set(['const', 'enum', 'default', 'example', 'examples']);
+
+/**
+ * Every schema with a `title` becomes `components.schemas[title]`, and each place that used it a `$ref` to
+ * it, so code generators give resources, envelopes and bodies their names instead of inlining anonymous
+ * shapes. Route schemas stay plain TypeBox objects (validation and serialization never see a `$ref`); the
+ * naming happens only here, on the rendered document. Two different schemas with one title are a defect,
+ * refused when the document is built.
+ */
+export function nameSchemas(doc: Json): Json {
+  const components = ((doc.components ??= {}) as Json).schemas as Json | undefined;
+  const schemas: Json = { ...components };
+  const named = new Map<string, string>();
+
+  // `root`: the schema itself is a component, or a response's schema, whose `description` swagger has
+  // already made the response's description (so it says which response, not what the schema is).
+  const walk = (node: unknown, root?: 'component' | 'response'): unknown => {
+    if (Array.isArray(node)) return node.map((item) => walk(item));
+    if (!node || typeof node !== 'object') return node;
+    const out: Json = {};
+    for (const [key, value] of Object.entries(node)) {
+      if (VALUE_KEYWORDS.has(key)) out[key] = value;
+      else if ((key === 'properties' || key === 'patternProperties' || key === '$defs') && isObject(value)) {
+        out[key] = Object.fromEntries(Object.entries(value).map(([name, child]) => [name, walk(child)]));
+      } else out[key] = walk(value);
+    }
+    const title = out.title;
+    if (root === 'component' || typeof title !== 'string') return out;
+    if (root === 'response') delete out.description;
+    const { description, ...shape } = out;
+    const text = JSON.stringify(shape);
+    const existing = named.get(title);
+    if (existing !== undefined && existing !== text) {
+      throw new Error(`Two different schemas are titled '${title}'; a title names one component.`);
+    }
+    if (existing === undefined && schemas[title] !== undefined) {
+      throw new Error(`The schema titled '${title}' collides with the shared schema of that name.`);
+    }
+    named.set(title, text);
+    // The schema's own description, wherever one use of it kept it.
+    if (description !== undefined || existing === undefined) schemas[title] = out;
+    return { $ref: `#/components/schemas/${title}` };
+  };
+
+  for (const [name, schema] of Object.entries(schemas)) schemas[name] = walk(schema, 'component');
+  for (const item of Object.values((doc.paths ?? {}) as Record<string, Json>)) {
+    for (const operation of Object.values(item)) {
+      if (!isObject(operation)) continue;
+      if (Array.isArray(operation.parameters)) {
+        operation.parameters = operation.parameters.map((parameter: Json) => ({
+          ...parameter,
+          schema: walk(parameter.schema),
+        }));
+      }
+      if (isObject(operation.requestBody)) {
+        walkContent(operation.requestBody, withoutDefaults);
+        walkContent(operation.requestBody, walk);
+      }
+      for (const response of Object.values((operation.responses ?? {}) as Record<string, Json>)) {
+        walkContent(response, (schema) => walk(schema, 'response'));
+      }
+    }
+  }
+  for (const item of Object.values((doc.webhooks ?? {}) as Record<string, Record<string, Json>>)) {
+    for (const operation of Object.values(item)) {
+      if (isObject(operation.requestBody)) walkContent(operation.requestBody, walk);
+    }
+  }
+  (doc.components as Json).schemas = Object.fromEntries(
+    Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)),
+  );
+  return doc;
+}
+
+/**
+ * A request body's schema without `default`s. Generators (openapi-typescript) read a default as "always
+ * present" and would make a client send the field; in a request it only says what the server assumes when
+ * the field is left out, which each such field's description says in words.
+ */
+function withoutDefaults(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(withoutDefaults);
+  if (!isObject(node)) return node;
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([key]) => key !== 'default')
+      .map(([key, value]) => [
+        key,
+        VALUE_KEYWORDS.has(key)
+          ? value
+          : key === 'properties' && isObject(value)
+            ? Object.fromEntries(Object.entries(value).map(([name, child]) => [name, withoutDefaults(child)]))
+            : withoutDefaults(value),
+      ]),
+  );
+}
+
+function walkContent(holder: Json, walk: (node: unknown) => unknown): void {
+  if (!isObject(holder.content)) return;
+  for (const media of Object.values(holder.content)) {
+    if (isObject(media) && media.schema !== undefined) media.schema = walk(media.schema);
+  }
+}
+
+const isObject = (value: unknown): value is Json =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+// The headers of every webhook delivery (Standard Webhooks, https://www.standardwebhooks.com/).
+const SIGNATURE_HEADERS = [
+  {
+    name: 'webhook-id',
+    description: 'The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates.',
+    schema: { type: 'string' },
+  },
+  {
+    name: 'webhook-timestamp',
+    description: 'Seconds since the Unix epoch when this attempt was signed; refuse ones far from now.',
+    schema: { type: 'string', pattern: '^[0-9]+$' },
+  },
+  {
+    name: 'webhook-signature',
+    description:
+      'Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window.',
+    schema: { type: 'string' },
+  },
+].map((header) => ({ ...header, in: 'header', required: true }));
+
+/**
+ * The OpenAPI 3.1 `webhooks` section: one POST per event kind in the catalogue, with its body and the
+ * signature headers, so generated clients type what a receiver gets.
+ */
+export function webhookOperations(): Json {
+  return Object.fromEntries(
+    EVENT_KIND_NAMES.map((kind) => {
+      const payload = eventPayloadSchema(kind);
+      return [
+        kind,
+        {
+          post: {
+            operationId: `on${(payload.title as string).replace(/Event$/, '')}`,
+            summary: kind,
+            description: `${String(payload.description)} Sent to every enabled webhook subscribed to \`${kind}\`, signed with its secret (Standard Webhooks).`,
+            tags: ['Webhooks'],
+            security: [],
+            parameters: SIGNATURE_HEADERS,
+            requestBody: { required: true, content: { 'application/json': { schema: payload } } },
+            responses: {
+              '2XX': { description: 'Received. Any 2xx within the timeout (15 s) is a success.' },
+              '410': { description: 'Gone: the webhook is disabled and nothing more is sent to it.' },
+              '4XX': { description: 'Failed: retried on the schedule (429 and 503 may say `retry-after`).' },
+              '5XX': { description: 'Failed: retried on the schedule.' },
+            },
+          },
+        },
+      ];
+    }),
+  );
+}
+
+const transformObject: SwaggerTransformObject = (input) => {
+  const doc = ('openapiObject' in input ? input.openapiObject : input.swaggerObject) as unknown as Json;
+  return nameSchemas({ ...doc, webhooks: webhookOperations() }) as never;
+};
+
 export const swaggerOptions: FastifyDynamicSwaggerOptions = {
   openapi: openApiInfo,
   // Shared schemas (`app.addSchema`) keep their `$id` as their component name (`#/components/schemas/Error`)
@@ -103,4 +285,5 @@ export const swaggerOptions: FastifyDynamicSwaggerOptions = {
       typeof json.$id === 'string' ? json.$id : `def-${i}`,
   },
   transform,
+  transformObject,
 };

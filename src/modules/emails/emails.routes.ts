@@ -27,6 +27,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
+        operationId: 'sendEmail',
         summary: 'Send an email',
         description:
           'Stores the email, then answers 202: it is sent in the background (or at `scheduled_at`). What happens to it arrives on webhooks as `email.*` events and shows in `GET /v1/emails/{id}`.',
@@ -47,6 +48,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
+        operationId: 'sendEmailBatch',
         summary: 'Send up to 100 emails at once',
         description:
           'All or nothing: when one email is refused, none is stored (`param` starts with its index).',
@@ -66,7 +68,9 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
     {
       schema: {
         tags,
+        operationId: 'listEmails',
         summary: 'List emails, newest first',
+        description: "The project's emails, newest first, each with its overall status.",
         querystring: ListQuery,
         response: { 200: EmailList, ...errorResponses() },
       },
@@ -82,7 +86,9 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
     {
       schema: {
         tags,
+        operationId: 'getEmail',
         summary: 'Retrieve an email with its recipients and events',
+        description: "An email with each recipient's status and the events that happened to it.",
         params: EmailParams,
         response: { 200: Email, ...errorResponses() },
       },
@@ -95,6 +101,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
     {
       schema: {
         tags,
+        operationId: 'getRawEmail',
         summary: 'Retrieve the captured MIME of an email (capture transport)',
         description:
           'With the capture transport (no SMTP_URL, no direct delivery) messages are kept instead of sent; this returns one as it would have left the machine.',
@@ -110,6 +117,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
     {
       schema: {
         tags,
+        operationId: 'cancelEmail',
         summary: 'Cancel a scheduled email',
         description: 'Only before its `scheduled_at`; 409 afterwards.',
         params: EmailParams,

@@ -53,7 +53,7 @@ const TemplateRef = Type.Object(
     variables: Type.Optional(
       Type.Record(Type.String(), Type.Unknown(), {
         description:
-          'Values for the template (any JSON). Every variable the template declares must be given.',
+          'Values for the template (any JSON). Every variable the template declares must be given, and every one it prints outside a block (`if`, `for`…) without a `default` filter, declared or not.',
       }),
     ),
   },
@@ -138,6 +138,7 @@ export const SendEmailBody = Type.Object(
 export const SendEmailBatchBody = Type.Array(SendEmailBody, {
   minItems: 1,
   maxItems: MAX_BATCH,
+  title: 'SendEmailBatch',
   description: `1–${MAX_BATCH} emails, accepted (or refused) together.`,
 });
 
@@ -219,12 +220,15 @@ export const Email = Type.Object(
     text: nullable(Type.String()),
     headers: Type.Record(Type.String(), Type.String()),
     attachments: Type.Array(
-      Type.Object({
-        filename: Type.String(),
-        content_type: nullable(Type.String()),
-        content_id: nullable(Type.String()),
-        size: Type.Integer({ description: 'Bytes, decoded.' }),
-      }),
+      Type.Object(
+        {
+          filename: Type.String(),
+          content_type: nullable(Type.String()),
+          content_id: nullable(Type.String()),
+          size: Type.Integer({ description: 'Bytes, decoded.' }),
+        },
+        { title: 'EmailAttachment' },
+      ),
       { description: 'The files sent with it (their content is in the MIME).' },
     ),
     recipients: Type.Array(EmailRecipient, { description: 'Status per recipient.' }),

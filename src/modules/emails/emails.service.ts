@@ -6,7 +6,7 @@ import { DomainError, invalidParam, notFound, RetryLaterError } from '../../lib/
 import { isId, newId } from '../../lib/ids.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
-import type { TemplateRepo } from '../templates/templates.repo.ts';
+import type { TemplateRepo, TemplateVersionRecord } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
 import { formatAddress, parseAddress, type ParsedAddress } from './addresses.ts';
 import { PENDING } from './status.ts';
@@ -121,6 +121,8 @@ const toRecipientView = (row: RecipientRow) => ({
   completed_at: row.completed_at,
 });
 
+const USED_VARIABLES_CACHE_SIZE = 1000;
+
 const secondsUntilNextUtcDay = (now: Date): number => {
   const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
   return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
@@ -137,6 +139,22 @@ export function createEmailService({
   suppressions,
   unitOfWork,
 }: EmailServiceDeps) {
+  // What each published version needs, read from its Liquid once: versions never change, and a batch of
+  // sends of one template would otherwise parse it once per email. Bounded, oldest entries dropped first.
+  const usedVariables = new Map<string, string[]>();
+  function variablesUsedBy(version: TemplateVersionRecord): string[] {
+    const key = `${version.templateId}:${version.version}`;
+    let names = usedVariables.get(key);
+    if (names === undefined) {
+      names = renderer.requiredVariables(version);
+      if (usedVariables.size >= USED_VARIABLES_CACHE_SIZE) {
+        usedVariables.delete(usedVariables.keys().next().value!);
+      }
+      usedVariables.set(key, names);
+    }
+    return names;
+  }
+
   /** Parses one address field (a string or a list), naming the exact item at fault. */
   function parseList(value: string | string[] | undefined, param: string): ParsedAddress[] {
     if (value === undefined) return [];
@@ -245,7 +263,9 @@ export function createEmailService({
       );
     }
     const variables = ref.variables ?? {};
-    const missing = version.variables.filter((name) => !hasPath(variables, name));
+    // The declared variables, and the ones the template prints unconditionally, declared or not.
+    const needed = new Set([...version.variables, ...variablesUsedBy(version)]);
+    const missing = [...needed].filter((name) => !hasPath(variables, name));
     if (missing.length > 0) {
       throw invalidParam(
         param('variables'),

@@ -1,13 +1,14 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errorResponses } from '../../http/error-schema.ts';
+import { listEnvelope } from '../../http/list.ts';
+import { EventType } from './event-payloads.ts';
 import { EVENT_KIND_NAMES, EVENT_KINDS } from './event-kinds.ts';
 
-const EventKindSchema = Type.Object({
-  object: Type.Literal('event_kind'),
-  type: Type.String(),
-  description: Type.String(),
-});
+const EventKindSchema = Type.Object(
+  { object: Type.Literal('event_kind'), type: EventType, description: Type.String() },
+  { title: 'EventKind' },
+);
 
 const catalogue = {
   object: 'list' as const,
@@ -25,13 +26,12 @@ export function registerEventKindRoutes(app: FastifyInstance): void {
     {
       schema: {
         tags: ['Events'],
+        operationId: 'listEventKinds',
         summary: 'List the event kinds a webhook can subscribe to',
+        description:
+          "Every event kind a webhook can subscribe to, with what it means. The same list is the `EventType` enum of this document, and each kind's payload is in its `webhooks` section.",
         response: {
-          200: Type.Object({
-            object: Type.Literal('list'),
-            data: Type.Array(EventKindSchema),
-            has_more: Type.Boolean(),
-          }),
+          200: listEnvelope(EventKindSchema),
           ...errorResponses(),
         },
       },

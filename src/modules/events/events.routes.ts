@@ -23,7 +23,9 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
     {
       schema: {
         tags,
+        operationId: 'listEvents',
         summary: 'List events, newest first',
+        description: 'Every event of the project, newest first, optionally of one kind (`type`).',
         querystring: EventListQuery,
         response: { 200: EventList, ...errorResponses() },
       },
@@ -40,6 +42,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
     {
       schema: {
         tags,
+        operationId: 'getEvent',
         summary: 'Retrieve an event with its deliveries',
         description: 'The event as webhooks receive it, plus one delivery per webhook it was sent to.',
         params: EventParams,
@@ -58,6 +61,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
       },
       schema: {
         tags,
+        operationId: 'redeliverEvent',
         summary: 'Redeliver an event',
         description:
           'Creates a new delivery, due now and retried on the usual schedule, for every webhook the event was delivered to (disabled ones are skipped and listed), or for the one `webhook_id` names (409 if it is disabled). Earlier deliveries and their attempts are kept. The payload and its `webhook-id` are the same as before, so receivers can drop a duplicate.',

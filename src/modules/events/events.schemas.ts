@@ -2,13 +2,14 @@ import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
 import { timestamp } from '../../http/schema-helpers.ts';
 import { Delivery } from '../deliveries/deliveries.schemas.ts';
+import { EventType } from '../event-kinds/event-payloads.ts';
 
 const eventFields = {
   object: Type.Literal('event'),
   id: Type.String({
     description: 'Event identifier (`evt_…`); also the `webhook-id` header of its deliveries.',
   }),
-  type: Type.String({ description: 'The event kind (see GET /v1/event-kinds).' }),
+  type: EventType,
   created_at: timestamp('When the event happened.'),
   data: Type.Record(Type.String(), Type.Unknown(), {
     description: 'The event payload, as sent to webhooks.',
@@ -30,7 +31,7 @@ export const EventList = listEnvelope(Event);
 export const EventListQuery = Type.Object(
   {
     ...ListQuery.properties,
-    type: Type.Optional(Type.String({ description: 'Only events of this kind, e.g. `email.delivered`.' })),
+    type: Type.Optional(EventType),
   },
   { additionalProperties: false },
 );
@@ -46,7 +47,7 @@ export const RedeliverBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'RedeliverEventRequest' },
 );
 
 export const Redelivery = Type.Object(

@@ -45,7 +45,8 @@ export interface EmittedEvent extends EventView {
 const toView = (record: EventRecord): EventView => ({
   object: 'event',
   id: record.id,
-  type: record.type,
+  // Only kinds of the catalogue are ever stored (emit checks).
+  type: record.type as EventKind,
   created_at: record.createdAt,
   data: JSON.parse(record.data) as Record<string, unknown>,
 });

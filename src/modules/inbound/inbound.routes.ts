@@ -19,6 +19,7 @@ export function registerInboundRoutes(
     {
       schema: {
         tags,
+        operationId: 'listInboundMessages',
         summary: 'List the reports received about your emails, newest first',
         description:
           'Bounce, delay and success reports (RFC 3464) and complaints (RFC 5965) mailed back to the return paths of your emails, each with how it was read and what it changed. Reports that matched no email, or could not be read, belong to no project: the operator lists them with `postwire inbound list`.',
@@ -37,7 +38,10 @@ export function registerInboundRoutes(
     {
       schema: {
         tags,
+        operationId: 'getInboundMessage',
         summary: 'Retrieve a received report',
+        description:
+          'One report matched to an email of this project, with how it was read; 404 for any other.',
         params: InboundMessageParams,
         response: { 200: InboundMessage, ...errorResponses() },
       },

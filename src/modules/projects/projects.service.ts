@@ -60,7 +60,7 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
     async authenticate(token: string | undefined): Promise<Caller> {
       // Made only on failure: an Error captures a stack trace, a cost every valid request would pay.
       const rejected = () =>
-        new DomainError('unauthorized', 'invalid_api_key', 'Missing, unknown or revoked API key.');
+        new DomainError('unauthorized', 'invalid_api_key', 'Unknown or revoked API key.');
       if (!token) throw rejected();
       const hash = sha256Hex(token);
       const key = await repo.findKeyByHash(hash);

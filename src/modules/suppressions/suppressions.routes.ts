@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, listEnvelope, toPageRequest } from '../../http/list.ts';
+import { list, toPageRequest } from '../../http/list.ts';
 import {
   AddSuppressionsBody,
   DeletedSuppression,
@@ -26,7 +26,9 @@ export function registerSuppressionRoutes(
     {
       schema: {
         tags,
+        operationId: 'listSuppressions',
         summary: 'List suppressed addresses, newest first',
+        description: 'The addresses this project never sends to, newest first, optionally for one `reason`.',
         querystring: SuppressionListQuery,
         response: { 200: SuppressionList, ...errorResponses() },
       },
@@ -43,7 +45,9 @@ export function registerSuppressionRoutes(
     {
       schema: {
         tags,
+        operationId: 'getSuppression',
         summary: 'Retrieve the suppression of an address',
+        description: 'The suppression of one address (any case); 404 when it is not suppressed.',
         params: SuppressionParams,
         response: { 200: Suppression, ...errorResponses() },
       },
@@ -56,11 +60,12 @@ export function registerSuppressionRoutes(
     {
       schema: {
         tags,
+        operationId: 'createSuppressions',
         summary: 'Add addresses to the suppression list',
         description:
           'Sends to these addresses stop: their recipients are `suppressed` and an `email.suppressed` event says so. Answers every entry for them, new or already there.',
         body: AddSuppressionsBody,
-        response: { 201: listEnvelope(Suppression), ...errorResponses() },
+        response: { 201: SuppressionList, ...errorResponses() },
       },
     },
     async (request, reply) => {
@@ -75,7 +80,10 @@ export function registerSuppressionRoutes(
     {
       schema: {
         tags,
+        operationId: 'deleteSuppression',
         summary: 'Remove an address from the suppression list',
+        description:
+          'Sends to the address are allowed again. Hard bounces and complaints put it back if they happen again.',
         params: SuppressionParams,
         response: { 200: DeletedSuppression, ...errorResponses() },
       },

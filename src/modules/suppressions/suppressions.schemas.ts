@@ -55,7 +55,7 @@ export const AddSuppressionsBody = Type.Object(
       description: `Addresses to stop sending to (reason \`manual\`), 1–${MAX_SUPPRESSIONS_PER_REQUEST}. One already on the list keeps its entry.`,
     }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'CreateSuppressionsRequest' },
 );
 export type AddSuppressionsInput = Static<typeof AddSuppressionsBody>;
 

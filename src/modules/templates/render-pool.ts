@@ -112,6 +112,7 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
 
   return {
     check: (content) => parser.check(content),
+    requiredVariables: (content) => parser.requiredVariables(content),
 
     render(content: TemplateContent, variables: Record<string, unknown>): Promise<RenderedContent> {
       if (closed) return Promise.reject(new Error('the render pool is closed'));

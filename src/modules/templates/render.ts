@@ -1,5 +1,5 @@
 import { htmlToText } from 'html-to-text';
-import { Liquid, LiquidError, type Template } from 'liquidjs';
+import { Liquid, LiquidError, Output, type Template } from 'liquidjs';
 import { DEFAULTS } from '../../config.ts';
 import { DomainError } from '../../lib/errors.ts';
 
@@ -100,6 +100,33 @@ export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
 
   return {
     /**
+     * The variables a template cannot render without, read from the template itself: each variable that a
+     * top-level `{{ output }}` prints without a `default` filter (`{{ first_name }}`, `{{ order.id }}`).
+     * Ones used only inside a block (`if`, `for`, `case`…) or with a default are optional, since the
+     * template decides whether they appear; names the template assigns itself are not variables.
+     * Parsing only, on the calling thread, bounded by the parse limit like `check`.
+     */
+    requiredVariables(content: TemplateContent): string[] {
+      const required = new Set<string>();
+      for (const field of FIELDS) {
+        const source = content[field];
+        if (source === null) continue;
+        const engine = engineFor(field);
+        const parsed = parseField(field, source);
+        const globals = new Set(engine.globalVariableSegmentsSync(parsed).map(variablePath));
+        for (const template of parsed) {
+          if (!(template instanceof Output)) continue;
+          if (template.value.filters.some((filter) => filter.name === 'default')) continue;
+          for (const segments of engine.globalVariableSegmentsSync([template])) {
+            const path = variablePath(segments);
+            if (path !== '' && globals.has(path)) required.add(path);
+          }
+        }
+      }
+      return [...required];
+    },
+
+    /**
      * Checks that a template can be published: it has a body and every field parses. Throws
      * `template_empty` or `template_syntax_error` (with the field as `param`).
      */
@@ -128,3 +155,13 @@ export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
 }
 
 export type TemplateRenderer = ReturnType<typeof createTemplateRenderer>;
+
+/** `user.name` for the segments of `{{ user.name }}`; a computed or numeric segment ends the path. */
+function variablePath(segments: ReadonlyArray<unknown>): string {
+  const names: string[] = [];
+  for (const segment of segments) {
+    if (typeof segment !== 'string') break;
+    names.push(segment);
+  }
+  return names.join('.');
+}

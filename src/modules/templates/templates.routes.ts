@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { DEFAULT_LIST_LIMIT, list, ListQuery, toPageRequest } from '../../http/list.ts';
 import {
   CreateTemplateBody,
   DeletedTemplate,
@@ -34,6 +34,7 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'createTemplate',
         summary: 'Create a template',
         description: 'Creates a draft; it can be sent once published.',
         body: CreateTemplateBody,
@@ -52,7 +53,9 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'listTemplates',
         summary: 'List templates, newest first',
+        description: "The project's templates with their drafts, newest first.",
         querystring: ListQuery,
         response: { 200: TemplateList, ...errorResponses() },
       },
@@ -68,7 +71,9 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'getTemplate',
         summary: 'Retrieve a template by id or alias',
+        description: 'A template and its draft, by id (`tpl_…`) or alias.',
         params: TemplateParams,
         response: { 200: Template, ...errorResponses() },
       },
@@ -81,6 +86,7 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'updateTemplate',
         summary: 'Update a template draft',
         description:
           'Only the fields sent change; `alias`, `subject`, `html` and `text` may be null to clear them. Published versions are not affected until the next publish.',
@@ -97,7 +103,9 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'deleteTemplate',
         summary: 'Delete a template and its versions',
+        description: 'Deletes the template and every published version of it.',
         params: TemplateParams,
         response: { 200: DeletedTemplate, ...errorResponses() },
       },
@@ -114,6 +122,7 @@ export function registerTemplateRoutes(
       },
       schema: {
         tags,
+        operationId: 'publishTemplate',
         summary: 'Publish a template',
         description:
           'The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use.',
@@ -130,14 +139,19 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'listTemplateVersions',
         summary: 'List the published versions of a template, newest first',
+        description: 'The immutable published versions, newest first; cursors are version numbers.',
         params: TemplateParams,
         querystring: VersionListQuery,
         response: { 200: TemplateVersionList, ...errorResponses() },
       },
     },
     async (request) => {
-      const page = await templates.listVersions(projectOf(request), request.params.id, request.query);
+      const page = await templates.listVersions(projectOf(request), request.params.id, {
+        ...request.query,
+        limit: request.query.limit ?? DEFAULT_LIST_LIMIT,
+      });
       return list(page.items, page.hasMore);
     },
   );
@@ -147,7 +161,9 @@ export function registerTemplateRoutes(
     {
       schema: {
         tags,
+        operationId: 'getTemplateVersion',
         summary: 'Retrieve one published version of a template',
+        description: 'One immutable published version, as sends of that version use it.',
         params: TemplateVersionParams,
         response: { 200: TemplateVersion, ...errorResponses() },
       },
@@ -165,6 +181,7 @@ export function registerTemplateRoutes(
       },
       schema: {
         tags,
+        operationId: 'renderTemplate',
         summary: 'Render a template with variables (preview)',
         description:
           'Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none.',

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { listEnvelope } from '../../http/list.ts';
+import { listEnvelope, ListQuery } from '../../http/list.ts';
 import { nullable, timestamp } from '../../http/schema-helpers.ts';
 
 export const MAX_NAME_LENGTH = 200;
@@ -91,7 +91,7 @@ export const CreateTemplateBody = Type.Object(
     text: Type.Optional(nullable(text)),
     variables: Type.Optional(variables),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'CreateTemplateRequest' },
 );
 
 export const UpdateTemplateBody = Type.Object(
@@ -103,7 +103,7 @@ export const UpdateTemplateBody = Type.Object(
     text: Type.Optional(nullable(text, 'A new plain-text body, or null to clear it.')),
     variables: Type.Optional(variables),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'UpdateTemplateRequest' },
 );
 
 // The seed's publish body: each field optional; the ones sent replace the draft's before publishing.
@@ -114,7 +114,7 @@ export const PublishTemplateBody = Type.Object(
     html: Type.Optional(html),
     text: Type.Optional(text),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'PublishTemplateRequest' },
 );
 
 export const PublishedTemplate = Type.Object(
@@ -141,7 +141,7 @@ export const RenderTemplateBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'RenderTemplateRequest' },
 );
 
 export const RenderedTemplate = Type.Object(
@@ -164,7 +164,7 @@ export const TemplateVersionParams = Type.Object({
 
 export const VersionListQuery = Type.Object(
   {
-    limit: Type.Integer({ minimum: 1, maximum: 100, default: 100, description: 'Items per page, 1–100.' }),
+    limit: ListQuery.properties.limit,
     after: Type.Optional(
       Type.Integer({
         ...VERSION_RANGE,
@@ -181,11 +181,10 @@ export const VersionListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const DeletedTemplate = Type.Object({
-  object: Type.Literal('template'),
-  id: Type.String(),
-  deleted: Type.Literal(true),
-});
+export const DeletedTemplate = Type.Object(
+  { object: Type.Literal('template'), id: Type.String(), deleted: Type.Literal(true) },
+  { title: 'DeletedTemplate' },
+);
 export const TemplateList = listEnvelope(Template);
 export const TemplateVersionList = listEnvelope(TemplateVersion);
 

@@ -33,7 +33,10 @@ export function registerWebhookRoutes(
     {
       schema: {
         tags,
+        operationId: 'createWebhook',
         summary: 'Create a webhook endpoint',
+        description:
+          'Registers a URL to receive the event kinds in `events`, signed with `secret` when one is given (Standard Webhooks). The secret is never returned; `has_secret` says whether one is stored.',
         body: CreateWebhookBody,
         response: { 201: WebhookEnvelope, ...errorResponses() },
       },
@@ -50,7 +53,10 @@ export function registerWebhookRoutes(
     {
       schema: {
         tags,
+        operationId: 'listWebhooks',
         summary: 'List webhook endpoints, newest first',
+        description:
+          "The project's webhook endpoints, newest first, in pages of `limit` (cursors `after` / `before`).",
         querystring: ListQuery,
         response: { 200: WebhookList, ...errorResponses() },
       },
@@ -66,7 +72,9 @@ export function registerWebhookRoutes(
     {
       schema: {
         tags,
+        operationId: 'getWebhook',
         summary: 'Retrieve a webhook endpoint',
+        description: "One webhook endpoint of the project; another project's id is a 404.",
         params: WebhookParams,
         response: { 200: WebhookEnvelope, ...errorResponses() },
       },
@@ -79,6 +87,7 @@ export function registerWebhookRoutes(
     {
       schema: {
         tags,
+        operationId: 'updateWebhook',
         summary: 'Update a webhook endpoint',
         description: 'Only the fields sent change. `secret: null` removes the signing secret.',
         params: WebhookParams,
@@ -96,7 +105,10 @@ export function registerWebhookRoutes(
     {
       schema: {
         tags,
+        operationId: 'deleteWebhook',
         summary: 'Delete a webhook endpoint',
+        description:
+          'Deletes the endpoint with its delivery log; nothing more is sent to it. Answers `{ data: { id, deleted: true } }`.',
         params: WebhookParams,
         response: { 200: DeletedWebhookEnvelope, ...errorResponses() },
       },
@@ -109,6 +121,7 @@ export function registerWebhookRoutes(
     {
       schema: {
         tags,
+        operationId: 'listWebhookDeliveries',
         summary: "List a webhook's deliveries, newest first",
         description:
           'One delivery per event sent to the webhook (a redelivery adds another), each with every attempt: when, the status code, how long it took, the error and the start of the response.',
@@ -140,6 +153,7 @@ export function registerWebhookRoutes(
       },
       schema: {
         tags,
+        operationId: 'testWebhook',
         summary: 'Send a test event to a webhook',
         description:
           'Emits an event of the given kind with sample data (`test: true`) to this webhook alone, subscribed to the kind or not, through the normal delivery queue (a failure is retried on the schedule). Waits for the first attempt, up to the webhook timeout plus a few seconds, and answers with its outcome; if no worker made it in that time, `success` is false and the delivery stays queued. A disabled webhook is a 409.',
@@ -160,6 +174,7 @@ export function registerWebhookRoutes(
       },
       schema: {
         tags,
+        operationId: 'recoverWebhook',
         summary: "Re-queue a webhook's failed deliveries",
         description:
           'Every failed delivery of the webhook created since `since` becomes pending again, due now, and starts the retry schedule over; its earlier attempts stay in its log. The webhook must be enabled (409 otherwise).',

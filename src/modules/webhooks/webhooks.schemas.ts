@@ -1,7 +1,9 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { DeliveryStatus } from '../../db/schema.ts';
+import type { EventKind } from '../event-kinds/event-kinds.ts';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
 import { timestamp } from '../../http/schema-helpers.ts';
+import { EventType } from '../event-kinds/event-payloads.ts';
 import { Delivery, DeliveryStatusSchema } from '../deliveries/deliveries.schemas.ts';
 
 // The seed's fields (+ disabled_reason): the secret itself never appears, only whether one is stored.
@@ -10,7 +12,7 @@ export const Webhook = Type.Object(
     id: Type.String({ description: 'Webhook identifier (`wh_…`).' }),
     url: Type.String({ description: 'URL that receives events.' }),
     enabled: Type.Boolean({ description: 'Whether the webhook is active.' }),
-    events: Type.Array(Type.String(), { description: 'Event kinds the webhook is subscribed to.' }),
+    events: Type.Array(EventType, { description: 'Event kinds the webhook is subscribed to.' }),
     created_at: timestamp('When the webhook was created.'),
     updated_at: timestamp('When the webhook last changed.'),
     has_secret: Type.Boolean({ description: 'True when a signing secret is stored.' }),
@@ -27,7 +29,7 @@ const url = Type.String({
   maxLength: 2048,
   description: 'https URL that receives events (http and private hosts only when the operator allows them).',
 });
-const events = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+const events = Type.Array(EventType, {
   minItems: 1,
   maxItems: 100,
   description: 'Event kinds to subscribe to (see GET /v1/event-kinds); duplicates are removed.',
@@ -46,7 +48,7 @@ export const CreateWebhookBody = Type.Object(
     enabled: Type.Optional(Type.Boolean({ default: true, description: 'Active flag; defaults to true.' })),
     secret: Type.Optional(Type.Union([secret, Type.Null()])),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'CreateWebhookRequest' },
 );
 
 export const UpdateWebhookBody = Type.Object(
@@ -58,15 +60,16 @@ export const UpdateWebhookBody = Type.Object(
       Type.Union([secret, Type.Null()], { description: 'A new signing secret, or null to remove it.' }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'UpdateWebhookRequest' },
 );
 
 export const WebhookParams = Type.Object({ webhook_id: Type.String() });
 
-export const WebhookEnvelope = Type.Object({ data: Webhook });
-export const DeletedWebhookEnvelope = Type.Object({
-  data: Type.Object({ id: Type.String(), deleted: Type.Literal(true) }),
-});
+export const WebhookEnvelope = Type.Object({ data: Webhook }, { title: 'WebhookEnvelope' });
+export const DeletedWebhookEnvelope = Type.Object(
+  { data: Type.Object({ id: Type.String(), deleted: Type.Literal(true) }) },
+  { title: 'DeletedWebhookEnvelope' },
+);
 export const WebhookList = listEnvelope(Webhook);
 
 export const DeliveryList = listEnvelope(Delivery);
@@ -91,13 +94,15 @@ export const DeliveryListQuery = Type.Object(
 export const TestWebhookBody = Type.Object(
   {
     type: Type.Optional(
-      Type.String({
+      Type.Unsafe<EventKind>({
+        ...EventType,
+        title: undefined,
         default: 'email.sent',
         description: 'The event kind to send (see GET /v1/event-kinds); default `email.sent`.',
       }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'TestWebhookRequest' },
 );
 
 const nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof Type.Integer>>(schema: T) =>
@@ -137,7 +142,7 @@ export const RecoverWebhookBody = Type.Object(
         'ISO 8601 timestamp within the last 30 days: the failed deliveries created since then are re-queued.',
     }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'RecoverWebhookRequest' },
 );
 
 export const WebhookRecovery = Type.Object(

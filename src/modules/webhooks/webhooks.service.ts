@@ -4,7 +4,7 @@ import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
 import type { PageRequest } from '../../db/pagination.ts';
-import { isEventKind } from '../event-kinds/event-kinds.ts';
+import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
 import type { CreateWebhookInput, UpdateWebhookInput, WebhookView } from './webhooks.schemas.ts';
 
@@ -65,7 +65,8 @@ export function toWebhookView(record: WebhookRecord): WebhookView {
     id: record.id,
     url: record.url,
     enabled: record.enabled,
-    events: record.events,
+    // Only kinds of the catalogue are ever stored (create and update check).
+    events: record.events as EventKind[],
     created_at: record.createdAt,
     updated_at: record.updatedAt,
     has_secret: record.secretSealed !== null,
@@ -92,6 +93,14 @@ export function createWebhookService({
       throw invalidParam('url', 'url must use https.');
     }
     if (!parsed.hostname) throw invalidParam('url', 'url must have a host.');
+    // Stored, it would be echoed in every response and log line: credentials go in the signing secret or
+    // in a token in the path, never in the URL. The message does not repeat them.
+    if (parsed.username !== '' || parsed.password !== '') {
+      throw invalidParam(
+        'url',
+        'url must not contain a user name or password (user:password@); the signing secret authenticates deliveries.',
+      );
+    }
     // Port 0 is no port: connecting to it reaches whatever the system picks, never the receiver.
     if (parsed.port === '0') throw invalidParam('url', 'url must not use port 0.');
     if (allowPrivateUrls) return parsed.toString();

@@ -1,0 +1,231 @@
+import createClient from 'openapi-fetch';
+import { ConnectionError, errorFor } from './errors.ts';
+import type { components, paths } from './generated/openapi.ts';
+
+type Schemas = components['schemas'];
+type Query<Path extends keyof paths> = paths[Path] extends { get: { parameters: { query?: infer Q } } }
+  ? NonNullable<Q>
+  : never;
+
+export interface PostwireOptions {
+  /** Where the API is, without `/v1`: `http://127.0.0.1:3000` (the default) or your deployment's URL. */
+  baseUrl?: string;
+  /** How many times a request that may safely be repeated is retried (default 2); see README. */
+  maxRetries?: number;
+  /** A fetch to use instead of the global one (tests, proxies, instrumentation). */
+  fetch?: typeof fetch;
+  /** Headers sent with every request. */
+  headers?: Record<string, string>;
+}
+
+export interface RequestOptions {
+  /** Cancels the request (and its retries). */
+  signal?: AbortSignal;
+  /** Retry-safe POST: the same key and body within 24 h answers the first response again. */
+  idempotencyKey?: string;
+}
+
+const DEFAULT_BASE_URL = 'http://127.0.0.1:3000';
+const RETRY_STATUSES = new Set([429, 502, 503, 504]);
+const MAX_RETRY_WAIT_MS = 30_000;
+
+/**
+ * The Postwire API: `new Postwire(apiKey, { baseUrl })`. Each method is one operation of the OpenAPI
+ * document, with its types; an error answer throws the matching `PostwireError` subclass.
+ */
+export class Postwire {
+  readonly emails;
+  readonly templates;
+  readonly webhooks;
+  readonly events;
+  readonly eventKinds;
+  readonly suppressions;
+
+  constructor(apiKey: string, options: PostwireOptions = {}) {
+    if (!apiKey) throw new TypeError('Postwire needs an API key: new Postwire(apiKey).');
+    const client = createClient<paths>({
+      baseUrl: (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, ''),
+      headers: { ...options.headers, authorization: `Bearer ${apiKey}` },
+      fetch: retrying(options.fetch ?? globalThis.fetch, options.maxRetries ?? 2),
+    });
+
+    /** The body of a success, or the typed error of any other answer. */
+    async function call<T>(
+      pending: Promise<{ data?: T; error?: unknown; response: Response }>,
+    ): Promise<NonNullable<T>> {
+      const { data, error, response } = await pending;
+      if (!response.ok) throw errorFor(response, error);
+      return data as NonNullable<T>;
+    }
+    const init = (options: RequestOptions | undefined, idempotent = false) => {
+      const key = options?.idempotencyKey ?? (idempotent ? crypto.randomUUID() : undefined);
+      return {
+        ...(options?.signal ? { signal: options.signal } : {}),
+        headers: key === undefined ? {} : { 'idempotency-key': key },
+      };
+    };
+
+    this.emails = {
+      /**
+       * Sends an email (202: accepted, delivered in the background). An `Idempotency-Key` is added when
+       * none is given, so a retry after a lost answer never sends twice.
+       */
+      send: (body: Schemas['SendEmail'], options?: RequestOptions) =>
+        call(client.POST('/v1/emails', { body, ...init(options, true) })),
+      /** Sends up to 100 emails, accepted or refused together; idempotent like `send`. */
+      sendBatch: (body: Schemas['SendEmailBatch'], options?: RequestOptions) =>
+        call(client.POST('/v1/emails/batch', { body, ...init(options, true) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/emails/{id}', { params: { path: { id } }, ...init(options) })),
+      list: (query: Query<'/v1/emails'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/emails', { params: { query }, ...init(options) })),
+      /** Cancels a scheduled email that has not started sending. */
+      cancel: (id: string, options?: RequestOptions) =>
+        call(client.POST('/v1/emails/{id}/cancel', { params: { path: { id } }, ...init(options) })),
+      /** The MIME of an email kept by the capture transport. */
+      raw: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/emails/{id}/raw', { params: { path: { id } }, ...init(options) })),
+    };
+
+    this.templates = {
+      create: (body: Schemas['CreateTemplateRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/templates', { body, ...init(options) })),
+      /** By id (`tpl_…`) or alias. */
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/templates/{id}', { params: { path: { id } }, ...init(options) })),
+      list: (query: Query<'/v1/templates'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/templates', { params: { query }, ...init(options) })),
+      update: (id: string, body: Schemas['UpdateTemplateRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/templates/{id}', { params: { path: { id } }, body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/templates/{id}', { params: { path: { id } }, ...init(options) })),
+      /** Publishes the draft (the fields given replace the draft's first) as the next version. */
+      publish: (id: string, body: Schemas['PublishTemplateRequest'] = {}, options?: RequestOptions) =>
+        call(client.POST('/v1/templates/{id}/publish', { params: { path: { id } }, body, ...init(options) })),
+      /** Renders the draft, or a published `version`, with `variables`: a preview of a send. */
+      render: (id: string, body: Schemas['RenderTemplateRequest'] = {}, options?: RequestOptions) =>
+        call(client.POST('/v1/templates/{id}/render', { params: { path: { id } }, body, ...init(options) })),
+      versions: (id: string, query: Query<'/v1/templates/{id}/versions'> = {}, options?: RequestOptions) =>
+        call(
+          client.GET('/v1/templates/{id}/versions', { params: { path: { id }, query }, ...init(options) }),
+        ),
+      version: (id: string, version: number, options?: RequestOptions) =>
+        call(
+          client.GET('/v1/templates/{id}/versions/{version}', {
+            params: { path: { id, version } },
+            ...init(options),
+          }),
+        ),
+    };
+
+    const webhook = (webhook_id: string) => ({ path: { webhook_id } });
+    this.webhooks = {
+      create: (body: Schemas['CreateWebhookRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/webhooks', { body, ...init(options) })),
+      list: (query: Query<'/v1/webhooks'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/webhooks', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/webhooks/{webhook_id}', { params: webhook(id), ...init(options) })),
+      update: (id: string, body: Schemas['UpdateWebhookRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/webhooks/{webhook_id}', { params: webhook(id), body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/webhooks/{webhook_id}', { params: webhook(id), ...init(options) })),
+      /** Every delivery to the webhook, each with its attempts. */
+      deliveries: (
+        id: string,
+        query: Query<'/v1/webhooks/{webhook_id}/deliveries'> = {},
+        options?: RequestOptions,
+      ) =>
+        call(
+          client.GET('/v1/webhooks/{webhook_id}/deliveries', {
+            params: { ...webhook(id), query },
+            ...init(options),
+          }),
+        ),
+      /** Sends a sample event of `type` to this webhook and answers with the first attempt's outcome. */
+      test: (id: string, body: Schemas['TestWebhookRequest'] = {}, options?: RequestOptions) =>
+        call(client.POST('/v1/webhooks/{webhook_id}/test', { params: webhook(id), body, ...init(options) })),
+      /** Re-queues the webhook's failed deliveries created since `since`. */
+      recover: (id: string, body: Schemas['RecoverWebhookRequest'], options?: RequestOptions) =>
+        call(
+          client.POST('/v1/webhooks/{webhook_id}/recover', { params: webhook(id), body, ...init(options) }),
+        ),
+    };
+
+    this.events = {
+      list: (query: Query<'/v1/events'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/events', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/events/{id}', { params: { path: { id } }, ...init(options) })),
+      redeliver: (id: string, body: Schemas['RedeliverEventRequest'] = {}, options?: RequestOptions) =>
+        call(client.POST('/v1/events/{id}/redeliver', { params: { path: { id } }, body, ...init(options) })),
+    };
+
+    this.eventKinds = {
+      list: (options?: RequestOptions) => call(client.GET('/v1/event-kinds', { ...init(options) })),
+    };
+
+    this.suppressions = {
+      list: (query: Query<'/v1/suppressions'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/suppressions', { params: { query }, ...init(options) })),
+      /** Adds addresses (reason `manual`); one already suppressed keeps its entry. */
+      create: (body: Schemas['CreateSuppressionsRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/suppressions', { body, ...init(options) })),
+      get: (address: string, options?: RequestOptions) =>
+        call(client.GET('/v1/suppressions/{address}', { params: { path: { address } }, ...init(options) })),
+      delete: (address: string, options?: RequestOptions) =>
+        call(
+          client.DELETE('/v1/suppressions/{address}', { params: { path: { address } }, ...init(options) }),
+        ),
+    };
+  }
+}
+
+/**
+ * A fetch that retries what may safely be repeated: GETs, and POSTs carrying an Idempotency-Key (the
+ * server answers a repeat with the first answer). Retried: no answer at all, 429, 502, 503 and 504, after
+ * `retry-after` when the server gives one, else 0.5 s, 1 s, 2 s… with jitter.
+ */
+function retrying(fetchImpl: typeof fetch, maxRetries: number): typeof fetch {
+  return async (input, init) => {
+    const request = new Request(input, init);
+    const safe = request.method === 'GET' || request.headers.has('idempotency-key');
+    for (let attempt = 0; ; attempt++) {
+      const last = !safe || attempt >= maxRetries;
+      let response: Response;
+      try {
+        response = await fetchImpl(request.clone());
+      } catch (error) {
+        if (request.signal.aborted) throw error;
+        if (last)
+          throw new ConnectionError(`No answer from ${new URL(request.url).origin}.`, { cause: error });
+        await sleep(backoffMs(attempt), request.signal);
+        continue;
+      }
+      if (last || !RETRY_STATUSES.has(response.status)) return response;
+      const retryAfter = Number(response.headers.get('retry-after') ?? Number.NaN);
+      await response.body?.cancel();
+      await sleep(
+        Number.isFinite(retryAfter) ? Math.min(retryAfter * 1000, MAX_RETRY_WAIT_MS) : backoffMs(attempt),
+        request.signal,
+      );
+    }
+  };
+}
+
+const backoffMs = (attempt: number) => Math.min(500 * 2 ** attempt, 8000) * (0.75 + Math.random() / 2);
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
+  });
+}

@@ -1,0 +1,91 @@
+import { type TSchema, Type } from '@sinclair/typebox';
+import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import { EVENT_KIND_NAMES, EVENT_KINDS, type EventKind } from './event-kinds.ts';
+
+/**
+ * An event kind, as an enum built from the one catalogue: a kind added there is named here (and in the
+ * OpenAPI document, and in generated clients) without another edit.
+ */
+export const EventType = Type.Unsafe<EventKind>({
+  type: 'string',
+  enum: EVENT_KIND_NAMES,
+  title: 'EventType',
+  description: 'An event kind (GET /v1/event-kinds describes each).',
+});
+
+// What every `email.*` event carries (src/modules/emails/event-data.ts builds it).
+const emailFields = {
+  email_id: Type.String({ description: 'The email (`msg_…`).' }),
+  from: Type.String({ description: 'The From address as sent.' }),
+  to: Type.Array(Type.String(), { description: 'The To addresses as sent.' }),
+  subject: Type.String({ description: 'The subject as sent.' }),
+  template_id: Type.Optional(Type.String({ description: 'The template sent (`tpl_…`), when one was.' })),
+  template_version: Type.Optional(Type.Integer({ description: 'Its published version.' })),
+  tags: Type.Record(Type.String(), Type.String(), { description: 'The tags given on send.' }),
+  recipient: Type.String({ description: 'The recipient this event is about.' }),
+  test: Type.Optional(
+    Type.Boolean({ description: 'True on events sent by POST /v1/webhooks/{webhook_id}/test.' }),
+  ),
+};
+
+const smtpResponse = Type.Optional(
+  Type.String({ description: "The receiving server's reply (`250 2.0.0 OK`), when there was one." }),
+);
+const attemptError = Type.Optional(
+  Type.String({ description: 'Why the attempt failed when no server replied (a timeout, no MX).' }),
+);
+
+const Bounce = Type.Object(
+  {
+    type: Type.Union(
+      ['hard', 'soft', 'policy', 'undetermined'].map((value) => Type.Literal(value)),
+      { description: 'Only `hard` bounces suppress the address.' },
+    ),
+    status: nullable(Type.String({ description: 'The enhanced status code (`5.1.1`).' })),
+    diagnostic: nullable(Type.String({ description: "The server's reply or the report's diagnostic." })),
+    reporting_mta: nullable(Type.String({ description: 'The server that reported the bounce.' })),
+  },
+  { title: 'Bounce' },
+);
+
+// What each kind adds to the email fields. Additional properties stay allowed: a receiver must ignore
+// fields it does not know, so adding one is not a breaking change.
+const EXTRA_FIELDS: Partial<Record<EventKind, Record<string, TSchema>>> = {
+  'email.sent': { smtp_response: smtpResponse, error: attemptError },
+  'email.delivered': { smtp_response: smtpResponse, error: attemptError },
+  'email.delivery_delayed': { smtp_response: smtpResponse, error: attemptError },
+  'email.bounced': { smtp_response: smtpResponse, error: attemptError, bounce: Bounce },
+  'email.failed': { smtp_response: smtpResponse, error: attemptError },
+  'email.complained': { smtp_response: smtpResponse },
+  'email.suppressed': {
+    suppression: Type.Object({
+      reason: Type.String({ description: 'Why the address is suppressed (`hard_bounce`, `complaint`…).' }),
+      created_at: timestamp('When it was suppressed.'),
+    }),
+  },
+  'email.clicked': { url: Type.Optional(Type.String({ description: 'The link that was clicked.' })) },
+};
+
+/** The component name of a kind's webhook payload: `email.delivery_delayed` → `EmailDeliveryDelayedEvent`. */
+export function eventSchemaName(kind: string): string {
+  const words = kind.split(/[._]/).map((word) => word.charAt(0).toUpperCase() + word.slice(1));
+  return `${words.join('')}Event`;
+}
+
+/** The body POSTed to a webhook for `kind`: the envelope, with the kind's data. */
+export function eventPayloadSchema(kind: EventKind): TSchema {
+  // A kind outside `email.*` (domains, …) without fields declared here is described as an open object
+  // until it is: it still appears, with its envelope, in the document.
+  const data = kind.startsWith('email.')
+    ? Type.Object({ ...emailFields, ...EXTRA_FIELDS[kind] }, { description: 'The email and recipient.' })
+    : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+  return Type.Object(
+    {
+      id: Type.String({ description: 'The event (`evt_…`); also the `webhook-id` header.' }),
+      type: Type.Literal(kind),
+      created_at: timestamp('When the event happened.'),
+      data,
+    },
+    { title: eventSchemaName(kind), description: EVENT_KINDS[kind] },
+  );
+}

@@ -1,0 +1,385 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
+import {
+  AuthenticationError,
+  ConflictError,
+  ConnectionError,
+  InvalidRequestError,
+  NotFoundError,
+  Postwire,
+  PostwireError,
+  RateLimitError,
+  ValidationError,
+  verifyWebhook,
+  type WebhookEvent,
+  WebhookVerificationError,
+} from '../sdk/src/index.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
+
+// The SDK over real HTTP against the real server: a delivery worker posts to a real receiver, and a
+// sending worker with the capture transport turns sends into events, as `npm start` does without SMTP.
+const run = promisify(execFile);
+const root = path.resolve(import.meta.dirname, '..');
+const from = 'Acme <hello@acme.example>';
+const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+
+/** Resolves when `check` returns something truthy; polls every 20 ms (no fixed sleeps). */
+async function until<T>(
+  check: () => T | false | undefined | Promise<T | false | undefined>,
+  timeoutMs = 8000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('sdk', () => {
+  let api: TestApp;
+  let receiver: Receiver;
+  let sender: SendingWorker;
+  let postwire: Postwire;
+
+  before(async () => {
+    api = await startTestApp('sqlite', { allowPrivateUrls: true, worker: true });
+    receiver = await startReceiver();
+    sender = createSendingWorker({
+      database: api.database.handle,
+      clock: systemClock,
+      events: api.events,
+      transport: createCaptureTransport(),
+      settings: {
+        schedule: [0, 100],
+        jitter: 0,
+        concurrency: 4,
+        concurrencyPerHost: 4,
+        timeoutMs: 3000,
+        pollIntervalMs: 50,
+        stopGraceMs: 1000,
+      },
+      notifier: api.app.sendNotifier,
+    });
+    await sender.start();
+    postwire = new Postwire(api.key, { baseUrl: api.baseUrl });
+  });
+  after(async () => {
+    await sender.stop();
+    await receiver.close();
+    await api.close();
+  });
+
+  test('webhooks: create, list, get, update, test, deliveries, recover, delete', async () => {
+    const created = await postwire.webhooks.create({
+      url: `${receiver.url}/sdk`,
+      events: ['email.delivered'],
+      secret: SECRET,
+    });
+    const hook = created.data;
+    assert.match(hook.id, /^wh_/);
+    assert.deepEqual(
+      { enabled: hook.enabled, events: hook.events, has_secret: hook.has_secret },
+      { enabled: true, events: ['email.delivered'], has_secret: true },
+    );
+    const listed = await postwire.webhooks.list();
+    assert.ok(listed.data.some((item) => item.id === hook.id));
+    assert.equal((await postwire.webhooks.list({ limit: 1 })).data.length, 1);
+    assert.deepEqual((await postwire.webhooks.get(hook.id)).data, hook);
+
+    const tested = await postwire.webhooks.test(hook.id, { type: 'email.bounced' });
+    assert.equal(tested.success, true);
+    const deliveries = await postwire.webhooks.deliveries(hook.id);
+    assert.deepEqual(
+      deliveries.data.map((delivery) => delivery.id),
+      [tested.delivery_id],
+    );
+    const recovered = await postwire.webhooks.recover(hook.id, {
+      since: new Date(Date.now() - 60_000).toISOString(),
+    });
+    assert.deepEqual(
+      { object: recovered.object, requeued: recovered.requeued },
+      { object: 'webhook_recovery', requeued: 0 },
+    );
+
+    const disabled = await postwire.webhooks.update(hook.id, { enabled: false });
+    assert.equal(disabled.data.enabled, false);
+    assert.deepEqual(await postwire.webhooks.delete(hook.id), { data: { id: hook.id, deleted: true } });
+    await assert.rejects(postwire.webhooks.get(hook.id), NotFoundError);
+  });
+
+  test('templates: create, get, list, update, publish, render, versions, delete', async () => {
+    const template = await postwire.templates.create({
+      name: 'Welcome',
+      alias: 'sdk-welcome',
+      subject: 'Hi {{ name }}',
+      html: '<p>Hello {{ name }}</p>',
+    });
+    assert.match(template.id, /^tpl_/);
+    assert.equal((await postwire.templates.get('sdk-welcome')).id, template.id);
+    assert.ok((await postwire.templates.list()).data.some((item) => item.id === template.id));
+    const updated = await postwire.templates.update(template.id, { subject: 'Welcome, {{ name }}' });
+    assert.equal(updated.subject, 'Welcome, {{ name }}');
+    const published = await postwire.templates.publish(template.id);
+    assert.deepEqual(
+      { object: published.object, version: published.version },
+      { object: 'template', version: 1 },
+    );
+    const rendered = await postwire.templates.render(template.id, { variables: { name: 'Ada' } });
+    assert.deepEqual(rendered, {
+      object: 'rendered_template',
+      subject: 'Welcome, Ada',
+      html: '<p>Hello Ada</p>',
+      text: 'Hello Ada',
+    });
+    assert.deepEqual(
+      (await postwire.templates.versions(template.id)).data.map((version) => version.version),
+      [1],
+    );
+    assert.equal((await postwire.templates.version(template.id, 1)).subject, 'Welcome, {{ name }}');
+    assert.deepEqual(await postwire.templates.delete(template.id), {
+      object: 'template',
+      id: template.id,
+      deleted: true,
+    });
+  });
+
+  test('emails: send (with an Idempotency-Key of its own), get, list, raw, batch, cancel', async () => {
+    const keys: (string | null)[] = [];
+    const recording = new Postwire(api.key, {
+      baseUrl: api.baseUrl,
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        keys.push(request.headers.get('idempotency-key'));
+        return fetch(request);
+      },
+    });
+    const accepted = await recording.emails.send({
+      from,
+      to: ['ada@example.org'],
+      subject: 'Hi',
+      text: 'Hello',
+    });
+    assert.deepEqual(Object.keys(accepted).sort(), ['id', 'object']);
+    await recording.emails.send(
+      { from, to: 'bob@example.org', subject: 'Hi', text: 'Hello' },
+      { idempotencyKey: 'mine-1' },
+    );
+    await recording.emails.get(accepted.id);
+    assert.equal(keys.length, 3);
+    assert.match(keys[0]!, /^[0-9a-f-]{36}$/);
+    assert.deepEqual(keys.slice(1), ['mine-1', null]);
+
+    const delivered = await until(async () => {
+      const email = await postwire.emails.get(accepted.id);
+      return email.status === 'delivered' && email;
+    });
+    assert.deepEqual(delivered.to, ['ada@example.org']);
+    assert.ok((await postwire.emails.list({ limit: 10 })).data.some((item) => item.id === accepted.id));
+    const raw = await postwire.emails.raw(accepted.id);
+    assert.match(raw.raw, /Subject: Hi/);
+
+    const batch = await postwire.emails.sendBatch([
+      { from, to: ['c@example.org'], subject: 'One', text: '1' },
+      { from, to: ['d@example.org'], subject: 'Two', text: '2' },
+    ]);
+    assert.equal(batch.data.length, 2);
+
+    const scheduled = await postwire.emails.send({
+      from,
+      to: ['e@example.org'],
+      subject: 'Later',
+      text: 'Later',
+      scheduled_at: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    const cancelled = await postwire.emails.cancel(scheduled.id);
+    assert.equal(cancelled.status, 'cancelled');
+  });
+
+  test('a send retried after a lost answer is sent once: the same Idempotency-Key is replayed', async () => {
+    const sent: string[] = [];
+    let lose = true;
+    const flaky = new Postwire(api.key, {
+      baseUrl: api.baseUrl,
+      fetch: async (input, init) => {
+        const request = new Request(input, init);
+        sent.push(request.headers.get('idempotency-key') ?? '');
+        const response = await fetch(request);
+        if (lose) {
+          lose = false;
+          // The server did the work; the client never hears of it.
+          throw new TypeError('fetch failed: connection reset');
+        }
+        return response;
+      },
+    });
+    const before = (await api.rowCounts()).emails!;
+    const accepted = await flaky.emails.send({
+      from,
+      to: ['once@example.org'],
+      subject: 'Once',
+      text: 'Once',
+    });
+    assert.equal(sent.length, 2);
+    assert.equal(sent[0], sent[1]);
+    assert.equal((await api.rowCounts()).emails, before + 1);
+    assert.equal((await postwire.emails.get(accepted.id)).to[0], 'once@example.org');
+  });
+
+  test('events, event kinds and suppressions', async () => {
+    const kinds = await postwire.eventKinds.list();
+    assert.ok(kinds.data.some((kind) => kind.type === 'email.delivered'));
+    const events = await postwire.events.list({ type: 'email.sent', limit: 5 });
+    assert.ok(events.data.length > 0);
+    const event = await postwire.events.get(events.data[0]!.id);
+    assert.equal(event.type, 'email.sent');
+    const hook = await postwire.webhooks.create({ url: `${receiver.url}/redeliver`, events: ['email.sent'] });
+    const redelivered = await postwire.events.redeliver(event.id, { webhook_id: hook.data.id });
+    assert.equal(redelivered.delivery_ids.length, 1);
+
+    const added = await postwire.suppressions.create({ addresses: ['Blocked@Example.org'] });
+    assert.deepEqual(
+      added.data.map((entry) => [entry.address, entry.reason]),
+      [['blocked@example.org', 'manual']],
+    );
+    assert.ok((await postwire.suppressions.list({ reason: 'manual' })).data.length > 0);
+    assert.equal((await postwire.suppressions.get('blocked@example.org')).reason, 'manual');
+    assert.deepEqual(await postwire.suppressions.delete('blocked@example.org'), {
+      object: 'suppression',
+      address: 'blocked@example.org',
+      deleted: true,
+    });
+  });
+
+  test('errors are typed and carry code, param and request_id', async () => {
+    const invalid = await postwire.webhooks
+      .create({ url: 'not a url', events: ['email.sent'] })
+      .catch((error) => error);
+    assert.ok(invalid instanceof ValidationError && invalid instanceof PostwireError);
+    assert.deepEqual(
+      { status: invalid.status, code: invalid.code, param: invalid.param, name: invalid.name },
+      { status: 422, code: 'parameter_invalid', param: 'url', name: 'ValidationError' },
+    );
+    assert.match(invalid.request_id ?? '', /^req_/);
+    assert.match(invalid.message, /url must be an absolute URL/);
+
+    const missing = await postwire.emails.get('msg_01m8362j4ke00a6yqc5prman4d').catch((error) => error);
+    assert.ok(missing instanceof NotFoundError);
+    assert.equal(missing.code, 'resource_missing');
+
+    const stranger = new Postwire('pw_not_a_key', { baseUrl: api.baseUrl });
+    const denied = await stranger.webhooks.list().catch((error) => error);
+    assert.ok(denied instanceof AuthenticationError);
+    assert.deepEqual(
+      [denied.status, denied.code, denied.message],
+      [401, 'invalid_api_key', 'Unknown or revoked API key.'],
+    );
+
+    const hook = await postwire.webhooks.create({
+      url: `${receiver.url}/off`,
+      events: ['email.sent'],
+      enabled: false,
+    });
+    const conflict = await postwire.webhooks.test(hook.data.id).catch((error) => error);
+    assert.ok(conflict instanceof ConflictError);
+
+    const notJson = await postwire.templates
+      .create({ name: 'x'.repeat(2 * 1024 * 1024) })
+      .catch((error) => error);
+    assert.ok(notJson instanceof InvalidRequestError);
+    assert.deepEqual([notJson.status, notJson.code], [413, 'body_too_large']);
+
+    // No server on that port: nothing answers, after the retries.
+    const nowhere = new Postwire(api.key, { baseUrl: 'http://127.0.0.1:9', maxRetries: 1 });
+    await assert.rejects(nowhere.webhooks.list(), ConnectionError);
+  });
+
+  test('a 429 is a RateLimitError with retryAfter, once the retries are spent', async (t) => {
+    const clock = { now: () => new Date('2026-11-23T10:00:00.000Z') };
+    const limited = await startTestApp('sqlite', { rateLimit: { limit: 1, windowMs: 60_000 }, clock });
+    t.after(() => limited.close());
+    const client = new Postwire(limited.key, { baseUrl: limited.baseUrl, maxRetries: 0 });
+    await client.webhooks.list();
+    const error = await client.webhooks.list().catch((caught) => caught);
+    assert.ok(error instanceof RateLimitError);
+    assert.deepEqual([error.status, error.code, error.retryAfter], [429, 'rate_limited', 60]);
+  });
+
+  test('verifyWebhook accepts a real delivery and refuses a tampered one', async () => {
+    const plain = 'a plain secret of enough length';
+    const hooks = [
+      await postwire.webhooks.create({
+        url: `${receiver.url}/whsec`,
+        events: ['email.delivered'],
+        secret: SECRET,
+      }),
+      await postwire.webhooks.create({
+        url: `${receiver.url}/plain`,
+        events: ['email.delivered'],
+        secret: plain,
+      }),
+    ];
+    const accepted = await postwire.emails.send({
+      from,
+      to: ['verify@example.org'],
+      subject: 'Verify',
+      text: 'v',
+    });
+    const arrived = (suffix: string) =>
+      receiver.requests.find(
+        (request) => request.path.endsWith(suffix) && JSON.parse(request.body).data.email_id === accepted.id,
+      );
+    const [whsec, plainDelivery] = await until(() => {
+      const found = [arrived('/whsec'), arrived('/plain')];
+      return found.every(Boolean) && found;
+    });
+
+    const event: WebhookEvent = verifyWebhook(whsec!.body, whsec!.headers, SECRET);
+    assert.equal(event.type, 'email.delivered');
+    if (event.type !== 'email.delivered') return;
+    assert.deepEqual(
+      { email_id: event.data.email_id, recipient: event.data.recipient, id: event.id },
+      { email_id: accepted.id, recipient: 'verify@example.org', id: whsec!.headers['webhook-id'] },
+    );
+    // A Fetch Headers and bytes work too; a plain secret is its UTF-8 bytes.
+    const bytes = new TextEncoder().encode(plainDelivery!.body);
+    const headers = new Headers(plainDelivery!.headers as Record<string, string>);
+    assert.equal(verifyWebhook(bytes, headers, plain).id, event.id);
+
+    const tampered = whsec!.body.replace('verify@example.org', 'mallory@example.org');
+    assert.throws(() => verifyWebhook(tampered, whsec!.headers, SECRET), WebhookVerificationError);
+    assert.throws(() => verifyWebhook(whsec!.body, whsec!.headers, plain), WebhookVerificationError);
+    const noSignature = { ...whsec!.headers, 'webhook-signature': undefined };
+    assert.throws(() => verifyWebhook(whsec!.body, noSignature, SECRET), WebhookVerificationError);
+    for (const hook of hooks) await postwire.webhooks.delete(hook.data.id);
+  });
+
+  test('the package builds to JavaScript and .d.ts, packs, and the built client works', async () => {
+    const sdk = path.join(root, 'sdk');
+    const { stdout } = await run('npm', ['pack', '--dry-run', '--json'], { cwd: sdk });
+    const [pack] = JSON.parse(stdout.slice(stdout.indexOf('[')));
+    const files = pack.files.map((file: { path: string }) => file.path).sort();
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/generated/openapi.d.ts', 'package.json']) {
+      assert.ok(files.includes(file), `${file} is not packed: ${files.join(', ')}`);
+    }
+    assert.ok(!files.some((file: string) => file.startsWith('src/')), 'sources are not packed');
+    // The package's dependencies are the ones the root installs (CI builds and tests it from there).
+    const manifest = (file: string) => JSON.parse(readFileSync(file, 'utf8'));
+    const rootManifest = manifest(path.join(root, 'package.json'));
+    for (const [name, version] of Object.entries(manifest(path.join(sdk, 'package.json')).dependencies)) {
+      assert.equal(rootManifest.devDependencies[name] ?? rootManifest.dependencies[name], version, name);
+    }
+    const built = await import(path.join(sdk, 'dist/index.js'));
+    const client = new built.Postwire(api.key, { baseUrl: api.baseUrl });
+    assert.equal((await client.eventKinds.list()).object, 'list');
+  });
+});
