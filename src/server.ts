@@ -9,7 +9,9 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
+import { createDns } from './lib/dns.ts';
 import { createNotifier } from './queue/notifier.ts';
+import { domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
@@ -104,6 +106,8 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
       templateRendering: config.templateRendering,
+      dns: createDns({ servers: config.dnsServers }),
+      domains: domainSettingsFromConfig(config),
       // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
       logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
     });

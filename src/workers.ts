@@ -6,6 +6,9 @@ import type { Resolver } from './lib/network-policy.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
+import { createDns } from './lib/dns.ts';
+import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
+import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 
@@ -44,32 +47,57 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
   });
+  const events = createEventService({
+    db: deps.database.db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    notifier: deliveryNotifier,
+  });
+  const domains = createDomainService({
+    db: deps.database.db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    secretBox: deps.secretBox,
+    dns: createDns({ servers: deps.config.dnsServers }),
+    events,
+    settings: domainSettingsFromConfig(deps.config),
+  });
   const sending = createSendingWorkerFromConfig({
     config: deps.config,
     secretBox: deps.secretBox,
     database: deps.database,
     clock: deps.clock,
-    events: createEventService({
-      db: deps.database.db,
-      engine: deps.database.engine,
-      clock: deps.clock,
-      notifier: deliveryNotifier,
-    }),
+    events,
     notifier: deps.sendNotifier,
     logger: deps.logger,
+    domains,
+  });
+  const domainChecks = createDomainCheckWorker({
+    database: deps.database,
+    clock: deps.clock,
+    domains,
+    logger: deps.logger,
+    deadAfterMs: deps.config.workerDeadAfterMs,
   });
   await delivery.start();
   try {
     await sending.start();
+    try {
+      await domainChecks.start();
+    } catch (error) {
+      await sending.stop();
+      throw error;
+    }
   } catch (error) {
     await delivery.stop();
     throw error;
   }
   return {
     async stop() {
-      // Sending first: its last outcomes emit events that the delivery worker should still pick up.
+      // Sending and domain checks first: their last outcomes emit events the delivery worker should still
+      // pick up.
       try {
-        await sending.stop();
+        await Promise.all([sending.stop(), domainChecks.stop()]);
       } finally {
         await delivery.stop();
       }

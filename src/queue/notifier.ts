@@ -7,6 +7,7 @@ import { afterUnitCommits } from '../db/unit-of-work.ts';
 export const QUEUE_CHANNELS = {
   deliveries: 'postwire_deliveries',
   sending: 'postwire_sending',
+  domains: 'postwire_domains',
 } as const;
 
 export type QueueChannel = (typeof QUEUE_CHANNELS)[keyof typeof QUEUE_CHANNELS];

@@ -26,6 +26,7 @@ import {
   type RawEmailView,
   type SendEmailInput,
 } from './emails.schemas.ts';
+import { aligned, type DomainService, type SenderAuthentication } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { normalizeAddress, type SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import { emailEventData } from './event-data.ts';
@@ -45,6 +46,8 @@ export interface EmailServiceDeps {
   suppressions: Pick<SuppressionRepo, 'matching'>;
   /** Runs work in one transaction (DatabaseHandle.unitOfWork). */
   unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
+  /** Which From domains the project may send as, and how they are signed (the domains module). */
+  senders?: Pick<DomainService, 'authorizeSender'> | undefined;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
@@ -120,6 +123,17 @@ const toRecipientView = (row: RecipientRow) => ({
   completed_at: row.completed_at,
 });
 
+/** How an email is authenticated, as decided when it was accepted (null and false for older emails). */
+function authenticationView(email: EmailRecord): EmailView['authentication'] {
+  const parsed = parseAddress(email.from);
+  const fromDomain = parsed.ok ? parsed.value.domain.toLowerCase() : '';
+  return {
+    dkim_domain: email.dkimDomain,
+    return_path_domain: email.returnPathDomain,
+    dmarc_aligned: email.dkimDomain !== null && aligned(email.dkimDomain, fromDomain),
+  };
+}
+
 const secondsUntilNextUtcDay = (now: Date): number => {
   const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
   return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
@@ -135,6 +149,7 @@ export function createEmailService({
   events: eventService,
   suppressions,
   unitOfWork,
+  senders,
 }: EmailServiceDeps) {
   /** Parses one address field (a string or a list), naming the exact item at fault. */
   function parseList(value: string | string[] | undefined, param: string): ParsedAddress[] {
@@ -275,8 +290,15 @@ export function createEmailService({
     input: SendEmailInput,
     now: Date,
     prefix: string,
+    /** Sender decisions already made in this request, by From domain (a batch often repeats one). */
+    decided = new Map<string, SenderAuthentication>(),
   ): Promise<NewEmail> {
     const from = parseList(input.from, `${prefix}from`)[0]!;
+    let authentication = decided.get(from.domain);
+    if (senders && !authentication) {
+      authentication = await senders.authorizeSender(projectId, from.domain, `${prefix}from`);
+      decided.set(from.domain, authentication);
+    }
     const to = parseList(input.to, `${prefix}to`);
     const cc = parseList(input.cc, `${prefix}cc`);
     const bcc = parseList(input.bcc, `${prefix}bcc`);
@@ -373,6 +395,8 @@ export function createEmailService({
       templateVersion,
       // Made now and stored, so every attempt (and every duplicate a crash may cause) carries the same one.
       messageId: `<${id}@${from.domain}>`,
+      dkimDomain: authentication?.dkimDomain ?? null,
+      returnPathDomain: authentication?.returnPathDomain ?? null,
       scheduledAt,
       createdAt: now.toISOString(),
       recipients,
@@ -448,6 +472,7 @@ export function createEmailService({
       text: email.text,
       headers: email.headers,
       recipients: recipients.map(toRecipientView),
+      authentication: authenticationView(email),
       events: events.map((event) => {
         const data = JSON.parse(event.data) as { recipient?: string; smtp_response?: string };
         return {
@@ -474,8 +499,9 @@ export function createEmailService({
     async sendBatch(projectId: string, inputs: SendEmailInput[]): Promise<AcceptedEmailView[]> {
       const now = clock.now();
       const emails: NewEmail[] = [];
+      const decided = new Map<string, SenderAuthentication>();
       for (const [index, input] of inputs.entries())
-        emails.push(await prepare(projectId, input, now, `[${index}].`));
+        emails.push(await prepare(projectId, input, now, `[${index}].`, decided));
       await store(emails, now);
       return emails.map((email) => ({ id: email.id, object: 'email' as const }));
     },

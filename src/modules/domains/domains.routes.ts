@@ -1,0 +1,105 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { errorResponses } from '../../http/error-schema.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { CreateDomainBody, DeletedDomain, Domain, DomainList, DomainParams } from './domains.schemas.ts';
+import type { DomainService } from './domains.service.ts';
+
+const tags = ['Domains'];
+
+export function registerDomainRoutes(server: FastifyInstance, { domains }: { domains: DomainService }): void {
+  const app = server.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.post(
+    '/v1/domains',
+    {
+      schema: {
+        tags,
+        summary: 'Add a sending domain',
+        description:
+          'Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. A domain belongs to one project at a time (409).',
+        body: CreateDomainBody,
+        response: { 201: Domain, ...errorResponses(409) },
+      },
+    },
+    async (request, reply) => {
+      const domain = await domains.create(projectOf(request), request.body);
+      reply.code(201);
+      return domains.toView(domain);
+    },
+  );
+
+  app.get(
+    '/v1/domains',
+    {
+      schema: {
+        tags,
+        summary: 'List sending domains, newest first',
+        querystring: ListQuery,
+        response: { 200: DomainList, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
+      return list(page.items.map(domains.toView), page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/domains/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Retrieve a sending domain by id or name',
+        params: DomainParams,
+        response: { 200: Domain, ...errorResponses() },
+      },
+    },
+    async (request) => domains.toView(await domains.get(projectOf(request), request.params.id)),
+  );
+
+  app.delete(
+    '/v1/domains/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Remove a sending domain',
+        description: 'Mail from it is no longer signed with its key; its name is free for another project.',
+        params: DomainParams,
+        response: { 200: DeletedDomain, ...errorResponses() },
+      },
+    },
+    async (request) => domains.remove(projectOf(request), request.params.id),
+  );
+
+  app.post(
+    '/v1/domains/:id/verify',
+    {
+      schema: {
+        tags,
+        summary: "Look up a domain's DNS records now",
+        description:
+          'Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`.',
+        params: DomainParams,
+        response: { 200: Domain, ...errorResponses() },
+      },
+    },
+    async (request) => domains.toView(await domains.verify(projectOf(request), request.params.id)),
+  );
+
+  app.post(
+    '/v1/domains/:id/dkim/rotate',
+    {
+      schema: {
+        tags,
+        summary: "Start a rotation of a domain's DKIM key",
+        description:
+          'Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.',
+        params: DomainParams,
+        response: { 200: Domain, ...errorResponses() },
+      },
+    },
+    async (request) => domains.toView(await domains.rotate(projectOf(request), request.params.id)),
+  );
+}
