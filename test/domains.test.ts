@@ -287,6 +287,48 @@ for (const engine of ENGINES) {
       assert.equal(event.type, 'domain.failed');
     });
 
+    test('a lookup that fails (SERVFAIL) decides nothing: a verified domain stays verified', async () => {
+      const created = await api.request('POST', '/v1/domains', { body: { name: 'flaky.example' } });
+      publish(dns, created.body.records);
+      assert.equal(
+        (await api.request('POST', `/v1/domains/${created.body.id}/verify`)).body.status,
+        'verified',
+      );
+      const dkim = created.body.records.find((record: any) => record.purpose === 'dkim');
+      dns.fail(dkim.name);
+      try {
+        const checked = await api.request('POST', `/v1/domains/${created.body.id}/verify`);
+        assert.equal(checked.body.status, 'verified');
+        assert.equal(checked.body.records[0].found, null);
+        assert.equal(checked.body.records[0].error, 'ESERVFAIL');
+      } finally {
+        dns.fail(dkim.name, false);
+      }
+      await waitForEvents('flaky.example', 1);
+      assert.deepEqual(
+        eventsFor('flaky.example').map((event) => event.type),
+        ['domain.verified'],
+      );
+    });
+
+    test('isReturnPathDomain: bounces.<a domain some project holds>, for the inbound listener', async () => {
+      const domains = createDomainService({
+        db: api.database.handle.db,
+        engine,
+        clock,
+        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+        dns: createDns({ servers: [dns.address] }),
+        events: api.events,
+        settings: SETTINGS,
+      });
+      await api.request('POST', '/v1/domains', { body: { name: 'listener.example' } });
+      assert.equal(await domains.isReturnPathDomain('bounces.listener.example'), true);
+      assert.equal(await domains.isReturnPathDomain('BOUNCES.Listener.example.'), true);
+      assert.equal(await domains.isReturnPathDomain('listener.example'), false);
+      assert.equal(await domains.isReturnPathDomain('bounces.unknown.example'), false);
+      assert.equal(await domains.isReturnPathDomain('bounces.bounces.listener.example'), false);
+    });
+
     test('the background check looks again every DOMAIN_RECHECK and emits the change', async () => {
       const created = await api.request('POST', '/v1/domains', { body: { name: 'recheck.example' } });
       const id = created.body.id;

@@ -20,6 +20,8 @@ export interface TestDnsServer {
   add(name: string, ...records: TestRecord[]): void;
   /** Removes every record at `name`. */
   remove(name: string): void;
+  /** Answers questions about `name` with SERVFAIL (a broken upstream), or normally again with `false`. */
+  fail(name: string, failing?: boolean): void;
   /** Questions answered so far, with the transport they came over. */
   queries: Array<{ name: string; type: string; transport: 'udp' | 'tcp' }>;
   close(): Promise<void>;
@@ -38,6 +40,7 @@ const canonical = (name: string) => name.toLowerCase().replace(/\.$/, '');
  */
 export async function startDnsServer(): Promise<TestDnsServer> {
   const zone = new Map<string, TestRecord[]>();
+  const failing = new Set<string>();
   const queries: TestDnsServer['queries'] = [];
 
   function answer(query: packet.Packet, transport: 'udp' | 'tcp'): Buffer {
@@ -51,6 +54,7 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     if (!question) return packet.encode({ ...base, flags: base.flags | 1 }); // FORMERR
     const name = canonical(question.name);
     queries.push({ name, type: question.type, transport });
+    if (failing.has(name)) return packet.encode({ ...base, flags: base.flags | 2 }); // SERVFAIL
     const records = zone.get(name) ?? [];
     const exists = records.length > 0 || [...zone.keys()].some((key) => key.endsWith(`.${name}`));
     if (!exists) return packet.encode({ ...base, flags: base.flags | 3 }); // NXDOMAIN
@@ -131,6 +135,10 @@ export async function startDnsServer(): Promise<TestDnsServer> {
     },
     remove(name) {
       zone.delete(canonical(name));
+    },
+    fail(name, fail = true) {
+      if (fail) failing.add(canonical(name));
+      else failing.delete(canonical(name));
     },
     async close() {
       for (const socket of sockets) socket.destroy();

@@ -33,6 +33,12 @@ export const DomainRecordView = Type.Object(
     matches: Type.Optional(
       Type.Boolean({ description: 'Whether what was found matches; absent before the first lookup.' }),
     ),
+    error: Type.Optional(
+      Type.String({
+        description:
+          'The DNS error when the last lookup failed for another reason than a missing record (`ESERVFAIL`, `ETIMEOUT`): such a lookup changes no status.',
+      }),
+    ),
     rotation: Type.Optional(
       Type.Union([Type.Literal('retiring'), Type.Literal('next')], {
         description:

@@ -117,6 +117,7 @@ export function createDomainService(deps: DomainServiceDeps) {
         required: record.required,
         status,
         ...(check ? { found: check.found, matches: check.matches } : {}),
+        ...(check?.error !== undefined ? { error: check.error } : {}),
         ...(record.rotation ? { rotation: record.rotation } : {}),
       };
     });

@@ -171,7 +171,8 @@ export function evaluate(
   const inconclusive = deciding.some(({ check }) => check.error !== undefined);
   let status: DomainStatus;
   if (deciding.every(({ check }) => check.matches)) status = 'verified';
-  else if (previous !== 'pending' || deciding.some(({ check }) => check.found !== null)) status = 'failed';
-  else status = 'pending';
+  else if (previous !== 'pending' || deciding.some(({ check }) => check.found !== null && !check.matches)) {
+    status = 'failed';
+  } else status = 'pending';
   return { status: inconclusive ? previous : status, returnPathVerified, switchKey, inconclusive };
 }
