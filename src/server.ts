@@ -290,14 +290,17 @@ async function checkEncryptionKey(
     .where('secret_sealed', 'is not', null)
     .limit(1)
     .executeTakeFirst();
-  if (!row?.secret_sealed) return;
+  // Sending domains' DKIM keys are sealed with the same key: a wrong key would only show as unsigned mail.
+  const domain = await db.selectFrom('domains').select('dkim_private_key_sealed').limit(1).executeTakeFirst();
+  const sealed = row?.secret_sealed ?? domain?.dkim_private_key_sealed;
+  if (!sealed) return;
   try {
-    secretBox.open(row.secret_sealed);
+    secretBox.open(sealed);
   } catch {
     const source =
       encryption.source === 'config' ? 'POSTWIRE_ENCRYPTION_KEY' : `the key file ${encryption.file}`;
     throw new Error(
-      `The encryption key (${source}) cannot open the webhook secrets stored in the database: it is not ` +
+      `The encryption key (${source}) cannot open the secrets stored in the database (webhook secrets, domain keys): it is not ` +
         'the key they were sealed with. Start with the original key.',
     );
   }
