@@ -221,6 +221,27 @@ for (const engine of ENGINES) {
       assert.equal(taken.status, 201, 'free again once deleted');
     });
 
+    test('two projects adding one name at once: one gets it, the other a 409 (in idempotent requests too)', async () => {
+      const first = await api.createProject('Racer 1');
+      const second = await api.createProject('Racer 2');
+      const answers = await Promise.all(
+        [first, second].map((project, index) =>
+          api.request('POST', '/v1/domains', {
+            key: project.key,
+            body: { name: 'race.example' },
+            headers: { 'idempotency-key': `race-${index}` },
+          }),
+        ),
+      );
+      assert.deepEqual(
+        answers.map((answer) => answer.status).sort(),
+        [201, 409],
+        JSON.stringify(answers.map((a) => a.body)),
+      );
+      const refused = answers.find((answer) => answer.status === 409)!;
+      assert.equal(refused.body.error.code, 'domain_taken');
+    });
+
     test('verify: nothing published → pending; published → verified (event); another key → failed (event)', async () => {
       const created = await api.request('POST', '/v1/domains', { body: { name: 'verify.example' } });
       const id = created.body.id;

@@ -66,8 +66,12 @@ const toRecord = (row: Row<'domains'>): DomainRecord => ({
 /** The domains table (sending domains and their re-check queue); `db` may be a transaction. */
 export function createDomainRepo(db: Kysely<Database>, engine: Engine) {
   return {
-    async insert(domain: NewDomain): Promise<void> {
-      await db
+    /**
+     * Adds a domain; false when its name is taken (another request added it since the caller looked). No
+     * error is raised for that, so a surrounding PostgreSQL transaction stays usable for the 409.
+     */
+    async insert(domain: NewDomain): Promise<boolean> {
+      const result = await db
         .insertInto('domains')
         .values({
           id: domain.id,
@@ -90,7 +94,10 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine) {
           created_at: domain.createdAt,
           updated_at: domain.updatedAt,
         })
-        .execute();
+        .onConflict((conflict) => conflict.column('name').doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      return result !== undefined;
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<DomainRecord>> {

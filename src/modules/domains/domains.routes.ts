@@ -1,15 +1,23 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { CreateDomainBody, DeletedDomain, Domain, DomainList, DomainParams } from './domains.schemas.ts';
+import type { DkimKeyPair } from './dkim-key.ts';
 import type { DomainService } from './domains.service.ts';
 
 const tags = ['Domains'];
 
 export function registerDomainRoutes(server: FastifyInstance, { domains }: { domains: DomainService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
+  // Key pairs are generated before the handler, outside the transaction an Idempotency-Key wraps it in:
+  // generating one takes up to a few hundred milliseconds, too long to hold a transaction (and SQLite's one
+  // connection) open for.
+  const keys = new WeakMap<FastifyRequest, DkimKeyPair>();
+  const generateKey = async (request: FastifyRequest) => {
+    keys.set(request, await domains.newKey());
+  };
 
   app.post(
     '/v1/domains',
@@ -22,9 +30,10 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         body: CreateDomainBody,
         response: { 201: Domain, ...errorResponses(409) },
       },
+      preHandler: generateKey,
     },
     async (request, reply) => {
-      const domain = await domains.create(projectOf(request), request.body);
+      const domain = await domains.create(projectOf(request), request.body, keys.get(request));
       reply.code(201);
       return domains.toView(domain);
     },
@@ -84,6 +93,8 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
       },
+      // The lookups take up to seconds: no transaction is held open for them. Verifying again is harmless.
+      config: { idempotencyOutsideTransaction: true },
     },
     async (request) => domains.toView(await domains.verify(projectOf(request), request.params.id)),
   );
@@ -99,7 +110,9 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
       },
+      preHandler: generateKey,
     },
-    async (request) => domains.toView(await domains.rotate(projectOf(request), request.params.id)),
+    async (request) =>
+      domains.toView(await domains.rotate(projectOf(request), request.params.id, keys.get(request))),
   );
 }

@@ -10,7 +10,7 @@ import type { Dns } from '../../lib/dns.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { EventService } from '../events/events.service.ts';
-import { generateDkimKey } from './dkim-key.ts';
+import { type DkimKeyPair, generateDkimKey } from './dkim-key.ts';
 import { normalizeDomainName, selfAndParents } from './domain-name.ts';
 import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
 import type { CreateDomainInput, DomainRecordViewType, DomainView } from './domains.schemas.ts';
@@ -216,7 +216,10 @@ export function createDomainService(deps: DomainServiceDeps) {
   return {
     toView,
 
-    async create(projectId: string, input: CreateDomainInput): Promise<DomainRecord> {
+    /** A fresh key pair, made before the request's transaction opens: generating one takes a while. */
+    newKey: generateDkimKey,
+
+    async create(projectId: string, input: CreateDomainInput, given?: DkimKeyPair): Promise<DomainRecord> {
       const checked = normalizeDomainName(input.name);
       if (!checked.ok) {
         throw invalidParam('name', `'${input.name.slice(0, 300)}' ${checked.reason}.`, 'invalid_domain');
@@ -224,30 +227,30 @@ export function createDomainService(deps: DomainServiceDeps) {
       const name = checked.name;
       const holder = await repo.findByName(name);
       if (holder) throw taken(name, projectId, holder);
-      const key = await generateDkimKey();
+      const key = given ?? (await generateDkimKey());
       const now = clock.now().toISOString();
       const id = newId('dom');
-      try {
-        await repo.insert({
-          id,
-          projectId,
-          name,
-          dkimSelector: key.selector,
-          dkimPublicKey: key.publicKey,
-          dkimPrivateKeySealed: secretBox.seal(key.privateKeyPem),
-          nextDkimSelector: null,
-          nextDkimPublicKey: null,
-          nextDkimPrivateKeySealed: null,
-          // Its first background check comes one interval after creation; POST …/verify checks at once.
-          nextCheckAt: new Date(Date.parse(now) + settings.recheckMs).toISOString(),
-          createdAt: now,
-          updatedAt: now,
-        });
-      } catch (error) {
+      const inserted = await repo.insert({
+        id,
+        projectId,
+        name,
+        dkimSelector: key.selector,
+        dkimPublicKey: key.publicKey,
+        dkimPrivateKeySealed: secretBox.seal(key.privateKeyPem),
+        nextDkimSelector: null,
+        nextDkimPublicKey: null,
+        nextDkimPrivateKeySealed: null,
+        // Its first background check comes one interval after creation; POST …/verify checks at once.
+        nextCheckAt: new Date(Date.parse(now) + settings.recheckMs).toISOString(),
+        createdAt: now,
+        updatedAt: now,
+      });
+      if (!inserted) {
         // Another request added the same name between the read and the insert: the unique name decides.
         const winner = await repo.findByName(name);
-        if (winner) throw taken(name, projectId, winner);
-        throw error;
+        throw winner
+          ? taken(name, projectId, winner)
+          : conflict('domain_taken', `The domain '${name}' was just taken.`, 'name');
       }
       return (await repo.find(projectId, id))!;
     },
@@ -278,9 +281,9 @@ export function createDomainService(deps: DomainServiceDeps) {
      * (`retiring`), which keeps signing until the new record verifies. Rotating again before that replaces
      * the pending key.
      */
-    async rotate(projectId: string, idOrName: string): Promise<DomainRecord> {
+    async rotate(projectId: string, idOrName: string, given?: DkimKeyPair): Promise<DomainRecord> {
       const domain = await load(projectId, idOrName);
-      const key = await generateDkimKey();
+      const key = given ?? (await generateDkimKey());
       const updated = await repo.setNextKey(
         projectId,
         domain.id,
