@@ -2,6 +2,7 @@ import { createPrivateKey } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseDnsServer } from './lib/dns.ts';
 import { parseDuration, parseSchedule } from './lib/duration.ts';
 
 /**
@@ -44,6 +45,8 @@ export const DEFAULTS = {
   },
   /** What the next hop is asked to report (SMTP_DSN), when it offers the DSN extension. */
   smtpDsn: ['success', 'failure', 'delay'] as DsnNotify[],
+  /** Verified and failed sending domains are looked up again this often (DOMAIN_RECHECK). */
+  domainRecheckMs: 6 * 3_600_000,
   httpTimeouts: {
     /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
     idleMs: 60_000,
@@ -122,6 +125,21 @@ export interface Config {
   smtpDsn: DsnNotify[];
   /** The SMTP listener that receives reports for the bounce domain; it runs only when bounceDomain is set. */
   inbound: InboundConfig;
+  /** The DNS servers (`ip` or `ip:port`) for direct mode and domain verification; empty: the system's. */
+  dnsServers: string[];
+  /** The port direct mode connects to on each MX: 25, except in a test network. */
+  directMxPort: number;
+  /**
+   * Which From domains a project may send as: `verified` (only its verified domains) or `any` (others are
+   * signed with the fallback DKIM_* key). A domain another project verified is refused either way.
+   */
+  senderDomains: SenderDomainsPolicy;
+  /** The host a sending domain's return-path subdomain points its MX at (our inbound listener). */
+  inboundMxHost: string | undefined;
+  /** The SPF record a sending domain's return-path subdomain publishes, `v=spf1 ip4:… -all`. */
+  sendingSpf: string | undefined;
+  /** How often verified and failed domains are looked up again. */
+  domainRecheckMs: number;
 }
 
 /** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
@@ -135,6 +153,8 @@ export interface InboundConfig {
   /** PEM certificate and key: STARTTLS is offered when both are set. */
   tls: { cert: string; key: string } | undefined;
 }
+
+export type SenderDomainsPolicy = 'verified' | 'any';
 
 /** How long the HTTP server waits on a client, phase by phase; past it, the connection is closed. */
 export interface HttpTimeouts {
@@ -326,6 +346,12 @@ type MailConfig = Pick<
   | 'dkim'
   | 'smtpDsn'
   | 'inbound'
+  | 'dnsServers'
+  | 'directMxPort'
+  | 'senderDomains'
+  | 'inboundMxHost'
+  | 'sendingSpf'
+  | 'domainRecheckMs'
 >;
 
 /** The sending settings: transport, retries, concurrency, the daily limit and DKIM. */
@@ -388,6 +414,60 @@ function mailConfig(
       maxBytes: read.integer('INBOUND_MAX_BYTES', DEFAULTS.inbound.maxBytes, 1024, 1024 * 1024 * 1024),
       tls: inboundTls(env, problems),
     },
+    ...domainsConfig(env, problems, mailTransport, read),
+  };
+}
+
+/** Sending domains: where their DNS is looked up, which From domains are allowed, their return-path records. */
+function domainsConfig(
+  env: Env,
+  problems: string[],
+  mailTransport: MailTransportKind,
+  read: {
+    integer: (name: string, fallback: number, min: number, max: number) => number;
+    duration: (name: string, fallback: number) => number;
+  },
+): Pick<
+  Config,
+  'dnsServers' | 'directMxPort' | 'senderDomains' | 'inboundMxHost' | 'sendingSpf' | 'domainRecheckMs'
+> {
+  const dnsServers: string[] = [];
+  for (const entry of (env.DNS_SERVERS ?? '').split(',')) {
+    if (entry.trim() === '') continue;
+    const server = parseDnsServer(entry);
+    if (server) dnsServers.push(server);
+    else
+      problems.push(`DNS_SERVERS must be comma-separated ip or ip:port ([v6]:port), got '${entry.trim()}'.`);
+  }
+  // Direct delivery is the one mode where any From domain would be sent unauthenticated to the world's
+  // servers as if it were ours; through a relay or into capture the relay (or nobody) decides.
+  let senderDomains: SenderDomainsPolicy = mailTransport === 'direct' ? 'verified' : 'any';
+  const requested = env.SENDER_DOMAINS?.toLowerCase();
+  if (requested) {
+    if (requested === 'verified' || requested === 'any') senderDomains = requested;
+    else problems.push(`SENDER_DOMAINS must be verified or any, got '${env.SENDER_DOMAINS}'.`);
+  }
+  const inboundMxHost = env.INBOUND_MX_HOST?.toLowerCase().replace(/\.$/, '') || undefined;
+  if (inboundMxHost !== undefined && !DOMAIN_NAME.test(inboundMxHost)) {
+    problems.push(`INBOUND_MX_HOST must be a host name such as mx.example.com, got '${inboundMxHost}'.`);
+  }
+  const sendingSpf = env.SENDING_SPF?.trim() || undefined;
+  if (sendingSpf !== undefined && !/^v=spf1( [\x21-\x7e]+)*$/i.test(sendingSpf)) {
+    problems.push(
+      `SENDING_SPF must be an SPF record such as 'v=spf1 ip4:192.0.2.1 -all', got '${sendingSpf}'.`,
+    );
+  }
+  const domainRecheckMs = read.duration('DOMAIN_RECHECK', DEFAULTS.domainRecheckMs);
+  if (domainRecheckMs < 1000 || domainRecheckMs > 30 * 86_400_000) {
+    problems.push(`DOMAIN_RECHECK must be from 1s to 30d, got '${env.DOMAIN_RECHECK}'.`);
+  }
+  return {
+    dnsServers,
+    directMxPort: read.integer('DIRECT_MX_PORT', 25, 1, 65535),
+    senderDomains,
+    inboundMxHost,
+    sendingSpf,
+    domainRecheckMs,
   };
 }
 

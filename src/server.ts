@@ -9,12 +9,15 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
+import { createDns } from './lib/dns.ts';
+import { domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createNotifier, type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { createDomainRepo } from './modules/domains/domains.repo.ts';
 import { type InboundListener, startInboundListener } from './modules/inbound/inbound.listener.ts';
 import pino from 'pino';
 import { loggerOptions } from './lib/logger.ts';
@@ -113,6 +116,8 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
       templateRendering: config.templateRendering,
+      dns: createDns({ servers: config.dnsServers }),
+      domains: domainSettingsFromConfig(config),
       logger: loggerOptions(config),
     });
     const log = app.log;
@@ -273,10 +278,13 @@ async function startInbound(
   if (!config.bounceDomain) return undefined;
   const { db, engine } = deps.database;
   const repo = createInboundRepo(db, engine);
+  const domains = createDomainRepo(db, engine);
+  const bounceDomain = config.bounceDomain;
   try {
     return await startInboundListener({
       ...config.inbound,
-      bounceDomain: config.bounceDomain,
+      bounceDomain,
+      acceptsDomain: (domain) => domain === bounceDomain || domains.isReturnPathDomain(domain),
       hostname: config.mailHostname,
       clock: deps.clock,
       logger: deps.logger,
@@ -347,14 +355,17 @@ async function checkEncryptionKey(
     .where('secret_sealed', 'is not', null)
     .limit(1)
     .executeTakeFirst();
-  if (!row?.secret_sealed) return;
+  // Sending domains' DKIM keys are sealed with the same key: a wrong key would only show as unsigned mail.
+  const domain = await db.selectFrom('domains').select('dkim_private_key_sealed').limit(1).executeTakeFirst();
+  const sealed = row?.secret_sealed ?? domain?.dkim_private_key_sealed;
+  if (!sealed) return;
   try {
-    secretBox.open(row.secret_sealed);
+    secretBox.open(sealed);
   } catch {
     const source =
       encryption.source === 'config' ? 'POSTWIRE_ENCRYPTION_KEY' : `the key file ${encryption.file}`;
     throw new Error(
-      `The encryption key (${source}) cannot open the webhook secrets stored in the database: it is not ` +
+      `The encryption key (${source}) cannot open the secrets stored in the database (webhook secrets, domain keys): it is not ` +
         'the key they were sealed with. Start with the original key.',
     );
   }

@@ -6,6 +6,9 @@ import type { Resolver } from './lib/network-policy.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
+import { createDns } from './lib/dns.ts';
+import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
+import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
@@ -54,6 +57,15 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     clock: deps.clock,
     notifier: deliveryNotifier,
   });
+  const domains = createDomainService({
+    db: deps.database.db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    secretBox: deps.secretBox,
+    dns: createDns({ servers: deps.config.dnsServers }),
+    events,
+    settings: domainSettingsFromConfig(deps.config),
+  });
   const sending = createSendingWorkerFromConfig({
     config: deps.config,
     secretBox: deps.secretBox,
@@ -62,6 +74,14 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     events,
     notifier: deps.sendNotifier,
     logger: deps.logger,
+    domains,
+  });
+  const domainChecks = createDomainCheckWorker({
+    database: deps.database,
+    clock: deps.clock,
+    domains,
+    logger: deps.logger,
+    deadAfterMs: deps.config.workerDeadAfterMs,
   });
   const inbound = createInboundWorker({
     database: deps.database,
@@ -85,7 +105,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     }
   };
   try {
-    for (const worker of [delivery, sending, inbound]) {
+    for (const worker of [delivery, sending, inbound, domainChecks]) {
       await worker.start();
       started.push(worker);
     }

@@ -24,6 +24,7 @@ const listen = (
     maxBytes: 1024 * 1024,
     tls,
     bounceDomain: 'bounces.example.test',
+    acceptsDomain: (domain) => domain === 'bounces.example.test',
     store,
     clock: systemClock,
     logger: silentWorkerLogger,

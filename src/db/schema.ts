@@ -170,6 +170,10 @@ export interface EmailsTable {
   template_version: number | null;
   /** The RFC 5322 Message-ID, made when the email is accepted, the same on every attempt. */
   message_id: string;
+  /** The DKIM `d=` it is signed with (a verified domain of the project, or DKIM_DOMAIN); null: unsigned. */
+  dkim_domain: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The domain of its envelope sender (a verified return path, BOUNCE_DOMAIN, or the From domain). */
+  return_path_domain: ColumnType<string | null, string | null | undefined, string | null>;
   status: EmailStatus;
   recipient_count: number;
   scheduled_at: string | null;
@@ -309,6 +313,36 @@ export interface InboundMessagesTable {
   processed_at: string | null;
 }
 
+export type DomainStatus = 'pending' | 'verified' | 'failed';
+
+/** A sending domain of a project (written by src/modules/domains/domains.repo.ts). */
+export interface DomainsTable {
+  id: string;
+  project_id: string;
+  /** Lowercase ASCII (punycode), no trailing dot; unique across projects. */
+  name: string;
+  status: DomainStatus;
+  /** The key that signs: its selector, public key (base64 SPKI DER) and sealed private key (PEM). */
+  dkim_selector: string;
+  dkim_public_key: string;
+  dkim_private_key_sealed: string;
+  /** A rotation's new key, pending until its record verifies; null when no rotation is under way. */
+  next_dkim_selector: string | null;
+  next_dkim_public_key: string | null;
+  next_dkim_private_key_sealed: string | null;
+  return_path_verified: Bool;
+  /** JSON: what each record's last lookup found, by `<TYPE> <name>`. */
+  checks: string | null;
+  last_checked_at: string | null;
+  verified_at: string | null;
+  /** When the background check looks at it next. */
+  next_check_at: string;
+  locked_by: string | null;
+  locked_until: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -327,6 +361,7 @@ export interface Database {
   queue_workers: QueueWorkersTable;
   suppressions: SuppressionsTable;
   inbound_messages: InboundMessagesTable;
+  domains: DomainsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

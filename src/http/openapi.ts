@@ -33,6 +33,10 @@ export const openApiInfo = {
     },
     { name: 'Templates', description: 'Message templates, their drafts and published versions.' },
     {
+      name: 'Domains',
+      description: 'Sending domains: their DKIM keys, the DNS records to publish, and verification.',
+    },
+    {
       name: 'Emails',
       description:
         'Sending email: accepted (202), then delivered in the background, with events on webhooks.',

@@ -517,6 +517,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/domains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List sending domains, newest first
+         * @description The sending domains of this project, newest first, with their records and status.
+         */
+        get: operations["listDomains"];
+        put?: never;
+        /**
+         * Add a sending domain
+         * @description Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. A domain belongs to one project at a time (409).
+         */
+        post: operations["createDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a sending domain by id or name
+         * @description One sending domain, by `dom_…` id or by name.
+         */
+        get: operations["getDomain"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a sending domain
+         * @description Mail from it is no longer signed with its key; its name is free for another project.
+         */
+        delete: operations["deleteDomain"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains/{id}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Look up a domain's DNS records now
+         * @description Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`.
+         */
+        post: operations["verifyDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains/{id}/dkim/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a rotation of a domain's DKIM key
+         * @description Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.
+         */
+        post: operations["rotateDomainKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "email.sent": {
@@ -699,6 +787,46 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "domain.verified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * domain.verified
+         * @description A sending domain's DNS records match: mail from it is signed with its own key. Sent to every enabled webhook subscribed to `domain.verified`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onDomainVerified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "domain.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * domain.failed
+         * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key. Sent to every enabled webhook subscribed to `domain.failed`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onDomainFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -750,6 +878,14 @@ export interface components {
             /** @description Active flag; defaults to true. */
             enabled?: boolean;
             secret?: string | null;
+        };
+        /** DeletedDomain */
+        DeletedDomain: {
+            /** @enum {string} */
+            object: "domain";
+            id: string;
+            /** @enum {boolean} */
+            deleted: true;
         };
         /** DeletedSuppression */
         DeletedSuppression: {
@@ -825,6 +961,103 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /** Domain */
+        Domain: {
+            /** @enum {string} */
+            object: "domain";
+            /** @description Domain identifier (`dom_…`). */
+            id: string;
+            /** @description The domain, lowercase ASCII (an internationalized name in punycode). */
+            name: string;
+            /** @description `pending` (records not published yet), `verified` (DKIM, and the return path when there is one, match) or `failed` (a record holds another value, or a verified domain stopped matching). */
+            status: "pending" | "verified" | "failed";
+            /** @description The selector of the key that signs now. */
+            dkim_selector: string;
+            /** @description The envelope-sender domain for this domain (`bounces.<name>`) when per-recipient return paths are on; null otherwise. */
+            return_path_domain: string | null;
+            /** @description Whether its MX (and SPF) records match. */
+            return_path_verified: boolean;
+            /** @description The DNS records to publish, with what was found. */
+            records: components["schemas"]["DomainRecord"][];
+            last_checked_at: string | null;
+            verified_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was added. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it last changed. ISO 8601 UTC with milliseconds.
+             */
+            updated_at: string;
+        };
+        /**
+         * DomainFailedEvent
+         * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.
+         */
+        DomainFailedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "domain.failed";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description What the event is about. */
+            data: Record<string, never>;
+        };
+        /** DomainList */
+        DomainList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Domain"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /** DomainRecord */
+        DomainRecord: {
+            /** @description `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy). */
+            purpose: "dkim" | "return_path" | "dmarc";
+            type: "TXT" | "MX";
+            /** @description The name to publish the record at (fully qualified). */
+            name: string;
+            /** @description The value to publish. */
+            value: string;
+            /** @description The MX preference to publish. */
+            priority?: number;
+            /** @description Whether the domain needs it to be verified (DMARC is a suggestion). */
+            required: boolean;
+            /** @description `pending` (not found, or not looked up yet), `verified` (found and matches), `failed` (found with another value). */
+            status: "pending" | "verified" | "failed";
+            /** @description What the last lookup found (MX as `priority host`); null: nothing. Absent before the first lookup. */
+            found?: string[] | null;
+            /** @description Whether what was found matches; absent before the first lookup. */
+            matches?: boolean;
+            /** @description The DNS error when the last lookup failed for another reason than a missing record (`ESERVFAIL`, `ETIMEOUT`): such a lookup changes no status. */
+            error?: string;
+            /** @description During a DKIM key rotation: `retiring` is the key that still signs, `next` the new one, which signs once its record verifies. */
+            rotation?: "retiring" | "next";
+        };
+        /**
+         * DomainVerifiedEvent
+         * @description A sending domain's DNS records match: mail from it is signed with its own key.
+         */
+        DomainVerifiedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "domain.verified";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description What the event is about. */
+            data: Record<string, never>;
+        };
         /** Email */
         Email: {
             /** @enum {string} */
@@ -869,6 +1102,15 @@ export interface components {
             recipients: components["schemas"]["EmailRecipient"][];
             /** @description What happened to the email, oldest first. */
             events: components["schemas"]["EmailEvent"][];
+            /** @description How the email is authenticated, decided when it was accepted. */
+            authentication: {
+                /** @description The DKIM `d=` it is signed with: a verified domain of the project, else the server-wide DKIM_DOMAIN; null: unsigned. */
+                dkim_domain: string | null;
+                /** @description The envelope sender's domain: the domain's verified return path (`bounces.<domain>`), BOUNCE_DOMAIN, or the From domain. */
+                return_path_domain: string | null;
+                /** @description Whether the DKIM domain aligns with the From domain (relaxed), so DMARC passes on DKIM. */
+                dmarc_aligned: boolean;
+            };
         };
         /** EmailAttachment */
         EmailAttachment: {
@@ -1383,7 +1625,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "domain.verified" | "domain.failed";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -1676,7 +1918,7 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "domain.verified" | "domain.failed";
         };
         /** UpdateTemplateRequest */
         UpdateTemplateRequest: {
@@ -5125,6 +5367,620 @@ export interface operations {
             };
         };
     };
+    listDomains: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DomainList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedDomain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    verifyDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateDomainKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     onEmailSent: {
         parameters: {
             query?: never;
@@ -5542,6 +6398,106 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailClickedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDomainVerified: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DomainVerifiedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDomainFailed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DomainFailedEvent"];
             };
         };
         responses: {

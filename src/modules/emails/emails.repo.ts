@@ -50,6 +50,9 @@ export interface EmailAttachment {
 /** An email ready to store: addresses validated, the template rendered. */
 export interface NewEmail extends EmailContent {
   attachments: Array<EmailAttachment & { content: Buffer }>;
+  /** How it is authenticated (decided by the sending-domain rules when accepted); null when not decided. */
+  dkimDomain?: string | null;
+  returnPathDomain?: string | null;
   /** Null, or a time in the future: the recipients wait until then. */
   scheduledAt: string | null;
   createdAt: string;
@@ -59,6 +62,9 @@ export interface NewEmail extends EmailContent {
 export interface EmailRecord extends EmailContent {
   /** Empty unless loaded (`attachmentsOf`): with their content for sending, without for the API. */
   attachments: EmailAttachment[];
+  /** The DKIM `d=` it is signed with, and its envelope sender's domain, as decided when it was accepted. */
+  dkimDomain: string | null;
+  returnPathDomain: string | null;
   status: EmailStatus;
   recipientCount: number;
   scheduledAt: string | null;
@@ -94,6 +100,8 @@ export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
   templateVersion: row.template_version === null ? null : Number(row.template_version),
   messageId: row.message_id,
   attachments: [],
+  dkimDomain: row.dkim_domain,
+  returnPathDomain: row.return_path_domain,
   status: row.status,
   recipientCount: Number(row.recipient_count),
   scheduledAt: row.scheduled_at,
@@ -202,6 +210,8 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
                 template_id: email.templateId,
                 template_version: email.templateVersion,
                 message_id: email.messageId,
+                dkim_domain: email.dkimDomain ?? null,
+                return_path_domain: email.returnPathDomain ?? null,
                 status: (queued(email.recipients).length === 0
                   ? 'suppressed'
                   : email.scheduledAt === null

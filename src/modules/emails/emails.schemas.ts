@@ -213,6 +213,23 @@ const summaryFields = {
 
 export const EmailSummary = Type.Object(summaryFields, { title: 'EmailSummary' });
 
+const EmailAuthentication = Type.Object(
+  {
+    dkim_domain: nullable(
+      Type.String(),
+      'The DKIM `d=` it is signed with: a verified domain of the project, else the server-wide DKIM_DOMAIN; null: unsigned.',
+    ),
+    return_path_domain: nullable(
+      Type.String(),
+      "The envelope sender's domain: the domain's verified return path (`bounces.<domain>`), BOUNCE_DOMAIN, or the From domain.",
+    ),
+    dmarc_aligned: Type.Boolean({
+      description: 'Whether the DKIM domain aligns with the From domain (relaxed), so DMARC passes on DKIM.',
+    }),
+  },
+  { description: 'How the email is authenticated, decided when it was accepted.' },
+);
+
 export const Email = Type.Object(
   {
     ...summaryFields,
@@ -233,6 +250,7 @@ export const Email = Type.Object(
     ),
     recipients: Type.Array(EmailRecipient, { description: 'Status per recipient.' }),
     events: Type.Array(EmailEvent, { description: 'What happened to the email, oldest first.' }),
+    authentication: EmailAuthentication,
   },
   { title: 'Email' },
 );

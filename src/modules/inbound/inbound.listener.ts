@@ -10,7 +10,12 @@ import type { NewInboundMessage } from './inbound.repo.ts';
 // only once the message is stored: reading it comes after (the inbound worker), so a crash loses nothing.
 
 export interface InboundListenerOptions extends InboundConfig {
-  /** The domain of our return paths: recipients elsewhere are refused (550). */
+  /**
+   * Whether mail for this domain (lowercased) is ours to take: BOUNCE_DOMAIN, and the return-path domains
+   * of the sending domains we hold (`bounces.<domain>`). Recipients elsewhere are refused (550).
+   */
+  acceptsDomain(domain: string): boolean | Promise<boolean>;
+  /** For the log line: BOUNCE_DOMAIN. */
   bounceDomain: string;
   /** The name in the greeting and EHLO; the machine's when absent. */
   hostname?: string | undefined;
@@ -40,6 +45,10 @@ const smtpError = (code: number, message: string) =>
 export async function startInboundListener(options: InboundListenerOptions): Promise<InboundListener> {
   const { logger, clock } = options;
   const domain = options.bounceDomain.toLowerCase();
+  const accepts = async (address: string): Promise<boolean> => {
+    const at = address.lastIndexOf('@');
+    return at >= 0 && (await options.acceptsDomain(address.slice(at + 1).toLowerCase()));
+  };
   const server = new SMTPServer({
     logger: false,
     banner: 'Postwire report receiver',
@@ -54,16 +63,20 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
     // A DNS lookup per connection would let anyone who connects make us wait on DNS.
     disableReverseLookup: true,
     onRcptTo(address: SMTPServerAddress, session, callback) {
-      const at = address.address.lastIndexOf('@');
-      if (at < 0 || address.address.slice(at + 1).toLowerCase() !== domain) {
-        callback(smtpError(550, '5.1.1 This server takes mail for its bounce domain only'));
-        return;
-      }
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         callback(smtpError(452, '4.5.3 Too many recipients'));
         return;
       }
-      callback();
+      accepts(address.address).then(
+        (ours) =>
+          callback(
+            ours ? undefined : smtpError(550, '5.1.1 This server takes mail for its bounce domains only'),
+          ),
+        (error: unknown) => {
+          logger.error({ err: error }, 'inbound listener: could not check a recipient domain');
+          callback(smtpError(451, '4.3.0 Try again later'));
+        },
+      );
     },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];

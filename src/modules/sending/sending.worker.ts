@@ -21,6 +21,7 @@ import {
   type RecipientUpdate,
 } from '../emails/send-queue.repo.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
+import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
@@ -60,6 +61,8 @@ export function createSendingWorkerFromConfig(deps: {
   logger?: WorkerLogger | undefined;
   /** Signs the return paths when the configuration names a BOUNCE_DOMAIN. */
   secretBox: SecretBox;
+  /** The keys and return paths of the projects' verified sending domains. */
+  domains?: SendingWorkerDeps['signing'];
 }): SendingWorker {
   return createSendingWorker({
     database: deps.database,
@@ -71,6 +74,7 @@ export function createSendingWorkerFromConfig(deps: {
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
     returnPath: returnPathFromConfig(deps.config, deps.secretBox),
+    signing: deps.domains,
   });
 }
 
@@ -87,6 +91,11 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
 export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** Per-recipient return paths (BOUNCE_DOMAIN): each recipient then goes in an SMTP transaction of its own. */
   returnPath?: ReturnPath | undefined;
+  /**
+   * The DKIM key and return-path domain of the sending domain an email was accepted for (DomainService); the
+   * transport's DKIM_* key and BOUNCE_DOMAIN otherwise.
+   */
+  signing?: Pick<DomainService, 'signingFor'> | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
@@ -289,10 +298,12 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const signal = AbortSignal.any([stopping, timeout]);
     let result: SendResult;
     try {
+      const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email: job.email,
         host: job.host,
-        envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id),
+        envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id, identity.returnPathDomain),
+        dkim: identity.dkim,
         dsn: settings.dsn,
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,

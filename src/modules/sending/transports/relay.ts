@@ -49,6 +49,8 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
       try {
         const info = await transporter.sendMail({
           ...mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
+          // A message's own key replaces the transport's (nodemailer signs with one or the other).
+          ...(job.dkim ? { dkim: dkimOptions(job.dkim) } : {}),
           signal: job.signal,
         });
         return { outcomes: outcomesFromInfo(info, addresses) };
