@@ -853,6 +853,11 @@ export interface components {
             diagnostic: string | null;
             reporting_mta: string | null;
         };
+        /** CreateDomainRequest */
+        CreateDomainRequest: {
+            /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. */
+            name: string;
+        };
         /** CreateSuppressionsRequest */
         CreateSuppressionsRequest: {
             /** @description Addresses to stop sending to (reason `manual`), 1–1000. One already on the list keeps its entry. */
@@ -5478,10 +5483,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. */
-                    name: string;
-                };
+                "application/json": components["schemas"]["CreateDomainRequest"];
             };
         };
         responses: {

@@ -87,7 +87,7 @@ export const CreateDomainBody = Type.Object(
         'The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters.',
     }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'CreateDomainRequest' },
 );
 export type CreateDomainInput = Static<typeof CreateDomainBody>;
 
