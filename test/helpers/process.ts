@@ -166,7 +166,8 @@ export async function startServerProcess(
 
   let listening: any;
   try {
-    listening = await waitForLog(ready);
+    // Generous: a loaded machine (CI beside other work) can take seconds to load the HTTP stack.
+    listening = await waitForLog(ready, 30_000);
   } catch (error) {
     child.kill('SIGKILL');
     throw error;
