@@ -9,7 +9,7 @@ import { createSendingWorkerFromConfig } from '../src/modules/sending/sending.wo
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startReceiver } from './helpers/receiver.ts';
-import { startSmtpServer } from './helpers/smtp.ts';
+import { ownLoopbackAddress, startSmtpServer } from './helpers/smtp.ts';
 
 describe('the test DNS server and the resolver DNS_SERVERS configures', () => {
   let dns: TestDnsServer;
@@ -73,7 +73,9 @@ for (const engine of ENGINES) {
   describe(`direct mode finds mail servers through DNS_SERVERS (${engine})`, () => {
     test('delivers to the MX the DNS server names, at the address it gives', async () => {
       const dns = await startDnsServer();
-      const smtp = await startSmtpServer();
+      // The MX listens on port 25, as real ones do, at a loopback address of its own.
+      const mxAddress = ownLoopbackAddress();
+      const smtp = await startSmtpServer({ host: mxAddress, port: 25 });
       const api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
       const receiver = await startReceiver();
       try {
@@ -83,11 +85,10 @@ for (const engine of ENGINES) {
         assert.equal(webhook.status, 201);
         // The recipient domain exists only on the test DNS server: the system's resolver knows nothing of it.
         dns.add('customer-mail.test', { type: 'MX', exchange: 'mx1.customer-mail.test', priority: 10 });
-        dns.add('mx1.customer-mail.test', { type: 'A', address: '127.0.0.1' });
+        dns.add('mx1.customer-mail.test', { type: 'A', address: mxAddress });
         const config = loadConfig({
           MAIL_TRANSPORT: 'direct',
           DNS_SERVERS: dns.address,
-          DIRECT_MX_PORT: String(smtp.port),
           POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
           SEND_TIMEOUT: '3s',
         });

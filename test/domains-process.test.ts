@@ -5,7 +5,7 @@ import { dkimVerify } from 'mailauth';
 import { ENGINES } from './helpers/app.ts';
 import { startDnsServer } from './helpers/dns.ts';
 import { createProcessDatabase, startServerProcess } from './helpers/process.ts';
-import { startSmtpServer } from './helpers/smtp.ts';
+import { ownLoopbackAddress, startSmtpServer } from './helpers/smtp.ts';
 
 const KEY = 'pw_domains_process_test_key_0123456789';
 
@@ -25,7 +25,9 @@ for (const engine of ENGINES) {
   describe(`a server in direct mode, configured from the environment (${engine})`, () => {
     test('refuses unverified From domains, then delivers a verified one signed d=<domain> through DNS_SERVERS', async (t) => {
       const dns = await startDnsServer();
-      const smtp = await startSmtpServer();
+      // The MX listens on port 25, as real ones do, at a loopback address of its own.
+      const mxAddress = ownLoopbackAddress();
+      const smtp = await startSmtpServer({ host: mxAddress, port: 25 });
       const own = await createProcessDatabase(engine);
       t.after(async () => {
         await smtp.close();
@@ -34,7 +36,7 @@ for (const engine of ENGINES) {
       });
       // The recipient's domain and its mail server exist only on the test DNS server.
       dns.add('receiver.test', { type: 'MX', exchange: 'mx.receiver.test', priority: 10 });
-      dns.add('mx.receiver.test', { type: 'A', address: '127.0.0.1' });
+      dns.add('mx.receiver.test', { type: 'A', address: mxAddress });
       const server = await startServerProcess({
         ...own.env,
         POSTWIRE_BOOTSTRAP_KEY: KEY,
@@ -42,7 +44,7 @@ for (const engine of ENGINES) {
         POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
         MAIL_TRANSPORT: 'direct',
         DNS_SERVERS: dns.address,
-        DIRECT_MX_PORT: String(smtp.port),
+        INBOUND_SMTP_PORT: '0',
         BOUNCE_DOMAIN: 'bounces.postwire.test',
         INBOUND_MX_HOST: 'inbound.postwire.test',
         SENDING_SPF: 'v=spf1 ip4:127.0.0.1 -all',

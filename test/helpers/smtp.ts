@@ -51,6 +51,8 @@ export interface TestSmtpServer {
 export interface TestSmtpOptions {
   /** A fixed port (to bring a server back where a stopped one was); 0 picks a free one. */
   port?: number;
+  /** The loopback address to listen on (default 127.0.0.1): a mail server on port 25 takes one of its own. */
+  host?: string;
   /** Offer STARTTLS (with smtp-server's self-signed certificate). Default false. */
   starttls?: boolean;
   /** Require this login (AUTH PLAIN/LOGIN, allowed without TLS for the test). */
@@ -63,6 +65,13 @@ export interface TestSmtpOptions {
 
 const replyError = (reply: SmtpReply) =>
   Object.assign(new Error(reply.message), { responseCode: reply.code });
+
+/**
+ * A loopback address of a test's own (127.x.y.z), where a mail server can listen on port 25 as real MX
+ * hosts do, without colliding with another test's or the machine's.
+ */
+export const ownLoopbackAddress = (): string =>
+  `127.${1 + Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
 
 /** A real SMTP server (smtp-server) on 127.0.0.1 that records what it receives and answers as scripted. */
 export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<TestSmtpServer> {
@@ -136,7 +145,7 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
   });
   await new Promise<void>((resolve, reject) => {
     server.server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
     // A client killed mid-transaction (the crash tests SIGKILL the worker) resets its connection; the
     // server reports that as an 'error' event, which without a listener would crash the test process.
     server.on('error', (error: NodeJS.ErrnoException) => {
