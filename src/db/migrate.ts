@@ -10,6 +10,7 @@ import { migration as oneDefaultProject } from './migrations/0007_one_default_pr
 import { migration as oneOutbox } from './migrations/0008_one_outbox.ts';
 import { migration as workerHeartbeats } from './migrations/0009_worker_heartbeats.ts';
 import { migration as suppressions } from './migrations/0010_suppressions.ts';
+import { migration as engagement } from './migrations/0012_engagement.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   '0008_one_outbox': oneOutbox,
   '0009_worker_heartbeats': workerHeartbeats,
   '0010_suppressions': suppressions,
+  '0012_engagement': engagement,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

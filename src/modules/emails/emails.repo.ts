@@ -4,6 +4,7 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
 import { countAgainstQuota, firstPosition } from './fair-queue.repo.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import type { TrackingSettings } from '../engagement/personalize.ts';
 
 export interface NewRecipient {
   id: string;
@@ -43,6 +44,8 @@ export interface NewEmail extends EmailContent {
   scheduledAt: string | null;
   createdAt: string;
   recipients: NewRecipient[];
+  /** Opens, clicks, unsubscribe: stored by the engagement module in the same transaction. */
+  tracking?: TrackingSettings | undefined;
 }
 
 export interface EmailRecord extends EmailContent {

@@ -22,6 +22,9 @@ import {
 } from '../emails/send-queue.repo.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
+import { createEngagementRepo } from '../engagement/engagement.repo.ts';
+import { personalize, type TrackingSettings } from '../engagement/personalize.ts';
+import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
@@ -71,6 +74,13 @@ export function createSendingWorkerFromConfig(deps: {
     returnPath: deps.config.bounceDomain
       ? createReturnPath({ domain: deps.config.bounceDomain, secretBox: deps.secretBox })
       : undefined,
+    engagementLinks: deps.config.publicUrl
+      ? createEngagementLinks({
+          publicUrl: deps.config.publicUrl,
+          secretBox: deps.secretBox,
+          bounceDomain: deps.config.bounceDomain,
+        })
+      : undefined,
   });
 }
 
@@ -86,6 +96,11 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
 export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** Per-recipient return paths (BOUNCE_DOMAIN): each recipient then goes in an SMTP transaction of its own. */
   returnPath?: ReturnPath | undefined;
+  /**
+   * Builds the tracking and unsubscribe URLs on PUBLIC_URL: a recipient of an email that asked for tracking or
+   * unsubscribe gets a copy of its own, built at send time, in an SMTP transaction of its own.
+   */
+  engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
@@ -102,6 +117,8 @@ interface SendJob extends QueueJob {
   email: EmailRecord;
   host: string;
   recipients: ClaimedRecipient[];
+  /** What the email asked for (tracking, unsubscribe): the job then has one recipient, with its own copy. */
+  tracking?: TrackingSettings | undefined;
 }
 
 /** What an attempt wrote down: each recipient's new state, and the events that say so. */
@@ -173,6 +190,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       });
       if (claimed.length === 0) return [];
       const emails = await repo.loadEmails([...new Set(claimed.map((row) => row.emailId))]);
+      const tracking = await createEngagementRepo(db).settingsFor([...emails.keys()]);
       const several = [...emails.values()]
         .filter((email) => email.recipientCount > 1)
         .map((email) => email.id);
@@ -183,9 +201,17 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         const email = emails.get(row.emailId);
         if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
         const lane = transport.perDomain ? row.host : '';
-        // A return path of its own per recipient means an SMTP transaction of its own.
-        const key = deps.returnPath ? row.id : `${row.emailId} ${lane}`;
-        const job = jobs.get(key) ?? { lane, rows: [], email, host: row.host, recipients: [] };
+        // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
+        const settings = tracking.get(row.emailId);
+        const key = deps.returnPath || settings ? row.id : `${row.emailId} ${lane}`;
+        const job = jobs.get(key) ?? {
+          lane,
+          rows: [],
+          email,
+          host: row.host,
+          recipients: [],
+          tracking: settings,
+        };
         job.recipients.push(row);
         (job.rows as string[]).push(row.id);
         jobs.set(key, job);
@@ -288,8 +314,16 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const signal = AbortSignal.any([stopping, timeout]);
     let result: SendResult;
     try {
+      if (job.tracking && !deps.engagementLinks) {
+        throw new Error(
+          'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
+        );
+      }
       result = await transport.send({
-        email: job.email,
+        email:
+          job.tracking && deps.engagementLinks
+            ? personalize(job.email, job.recipients[0]!.id, job.tracking, deps.engagementLinks)
+            : job.email,
         host: job.host,
         envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id),
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
