@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Config } from './config.ts';
+import { type Config, DEFAULTS } from './config.ts';
 import { type DatabaseHandle, openDatabase } from './db/connection.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import type { Database } from './db/schema.ts';
@@ -104,6 +104,9 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
       templateRendering: config.templateRendering,
+      publicUrl: config.publicUrl,
+      engagementDefaults: config.engagement,
+      publicRateLimit: { limit: config.publicRateLimit, windowMs: DEFAULTS.publicRateLimitWindowMs },
       // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.
       logger: { level: config.logLevel, redact: ['req.headers.authorization'] },
     });

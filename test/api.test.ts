@@ -286,6 +286,7 @@ for (const engine of ENGINES) {
         'email.suppressed',
         'email.opened',
         'email.clicked',
+        'email.unsubscribed',
       ]);
       for (const kind of response.body.data) {
         assert.equal(kind.object, 'event_kind');

@@ -119,6 +119,10 @@ export interface TestAppOptions {
   httpTimeouts?: HttpTimeouts;
   authFailureLimit?: { limit: number; windowMs: number };
   templateRendering?: RenderPoolOptions;
+  /** PUBLIC_URL, TRACK_* / LIST_UNSUBSCRIBE defaults and the public routes' per-address limit. */
+  publicUrl?: string;
+  engagementDefaults?: AppDeps['engagementDefaults'];
+  publicRateLimit?: { limit: number; windowMs: number };
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -166,6 +170,9 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     // Off unless a test asks for it: suites that probe every route without a key would trip it.
     authFailureLimit: options.authFailureLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),
+    ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
+    ...(options.engagementDefaults ? { engagementDefaults: options.engagementDefaults } : {}),
+    ...(options.publicRateLimit ? { publicRateLimit: options.publicRateLimit } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),

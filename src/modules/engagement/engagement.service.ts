@@ -1,0 +1,164 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Clock } from '../../lib/clock.ts';
+import { emailEventData } from '../emails/event-data.ts';
+import type { EventService } from '../events/events.service.ts';
+import { addCounts, type Metric } from '../stats/stats.repo.ts';
+import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
+import { isAutomated } from './automation.ts';
+import { createEngagementRepo, type EngagementTarget } from './engagement.repo.ts';
+import type { EngagementTokens } from './tokens.ts';
+
+/** What the public routes know about a fetch. */
+export interface FetchMeta {
+  userAgent: string | undefined;
+  purpose: string | undefined;
+}
+
+const MAX_USER_AGENT = 512;
+
+/**
+ * The public side of engagement: what a recipient's mail client does with the tracking and unsubscribe URLs.
+ * A token is checked before any query (a bad one costs no database work); each open, click or unsubscribe,
+ * its counters, its daily numbers and its event commit in one transaction.
+ */
+export function createEngagementService({
+  db,
+  clock,
+  tokens,
+  events,
+}: {
+  db: Kysely<Database>;
+  clock: Clock;
+  tokens: EngagementTokens;
+  events: Pick<EventService, 'emitIn'>;
+}) {
+  const repo = createEngagementRepo(db);
+
+  const userAgentOf = (meta: FetchMeta) =>
+    meta.userAgent === undefined ? null : meta.userAgent.slice(0, MAX_USER_AGENT);
+
+  async function targetOf(kind: 'open' | 'click' | 'unsubscribe', token: string) {
+    const ref = tokens.read(kind, token);
+    if (!ref) return undefined;
+    const target = await repo.target(ref.recipientId);
+    return target ? { target, index: ref.index } : undefined;
+  }
+
+  const eventData = (target: EngagementTarget, extra: Record<string, unknown>) =>
+    emailEventData(target.email, target.address, extra);
+
+  return {
+    /** Records an open; false when the token names nobody (the route answers 404). */
+    async open(token: string, meta: FetchMeta): Promise<boolean> {
+      const found = await targetOf('open', token);
+      if (!found) return false;
+      const { target } = found;
+      const now = clock.now();
+      const at = now.toISOString();
+      const automated = isAutomated({ ...meta, at: now, deliveredAt: target.completedAt });
+      await inTransaction(db, async (transaction) => {
+        const counts = await createEngagementRepo(transaction.db).countOpen(target, automated, at);
+        const unique: Metric | undefined =
+          automated && counts.automated === 1
+            ? 'unique_opens_automated'
+            : !automated && counts.human === 1
+              ? 'unique_opens'
+              : undefined;
+        if (unique) {
+          await addCounts(transaction.db, [
+            { projectId: target.projectId, day: at.slice(0, 10), tags: target.email.tags, metric: unique },
+          ]);
+        }
+        await events.emitIn(transaction, [
+          {
+            projectId: target.projectId,
+            kind: 'email.opened',
+            emailId: target.emailId,
+            data: eventData(target, {
+              open: { first: counts.total === 1, user_agent: userAgentOf(meta), automated },
+            }),
+          },
+        ]);
+      });
+      return true;
+    },
+
+    /** The stored URL a click token names (recording the click), or undefined: never a URL not stored. */
+    async click(token: string, meta: FetchMeta, record = true): Promise<string | undefined> {
+      const found = await targetOf('click', token);
+      if (!found) return undefined;
+      const { target, index } = found;
+      const url = await repo.link(target.emailId, index);
+      if (url === undefined || !record) return url;
+      const now = clock.now();
+      const at = now.toISOString();
+      const automated = isAutomated({ ...meta, at: now, deliveredAt: target.completedAt });
+      await inTransaction(db, async (transaction) => {
+        const counts = await createEngagementRepo(transaction.db).countClick(target, automated, at);
+        const unique: Metric | undefined =
+          automated && counts.automated === 1
+            ? 'unique_clicks_automated'
+            : !automated && counts.human === 1
+              ? 'unique_clicks'
+              : undefined;
+        if (unique) {
+          await addCounts(transaction.db, [
+            { projectId: target.projectId, day: at.slice(0, 10), tags: target.email.tags, metric: unique },
+          ]);
+        }
+        await events.emitIn(transaction, [
+          {
+            projectId: target.projectId,
+            kind: 'email.clicked',
+            emailId: target.emailId,
+            data: eventData(target, { click: { url, user_agent: userAgentOf(meta), automated } }),
+          },
+        ]);
+      });
+      return url;
+    },
+
+    /** Whether a token names a recipient (HEAD, the unsubscribe page): nothing is recorded. */
+    async known(kind: 'open' | 'unsubscribe', token: string): Promise<boolean> {
+      return (await targetOf(kind, token)) !== undefined;
+    },
+
+    /**
+     * Puts the recipient's address on its project's suppression list (reason `unsubscribe`) and emits
+     * `email.unsubscribed`, once: a repeated POST answers the same and changes nothing more.
+     */
+    async unsubscribe(token: string, method: 'one_click' | 'mailto' = 'one_click'): Promise<boolean> {
+      const found = await targetOf('unsubscribe', token);
+      if (!found) return false;
+      const { target } = found;
+      const at = clock.now().toISOString();
+      await inTransaction(db, async (transaction) => {
+        const times = await createEngagementRepo(transaction.db).countUnsubscribe(target, at);
+        if (times !== 1) return;
+        await addSuppressionsIn(transaction.db, [
+          {
+            projectId: target.projectId,
+            address: target.address,
+            reason: 'unsubscribe',
+            emailId: target.emailId,
+            detail: `one-click unsubscribe from ${target.emailId}`,
+            createdAt: at,
+          },
+        ]);
+        await events.emitIn(transaction, [
+          {
+            projectId: target.projectId,
+            kind: 'email.unsubscribed',
+            emailId: target.emailId,
+            data: eventData(target, { unsubscribe: { method } }),
+          },
+        ]);
+      });
+      return true;
+    },
+  };
+}
+
+export type EngagementService = ReturnType<typeof createEngagementService>;
