@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { dkimVerify } from 'mailauth';
+import type { DkimConfig } from '../src/config.ts';
 import { after, before, describe, test } from 'node:test';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import type { Clock } from '../src/lib/clock.ts';
@@ -34,7 +37,7 @@ interface Harness {
   close(): Promise<void>;
 }
 
-async function startHarness(engine: (typeof ENGINES)[number]): Promise<Harness> {
+async function startHarness(engine: (typeof ENGINES)[number], dkim?: DkimConfig): Promise<Harness> {
   const clock = movableClock();
   const api = await startTestApp(engine, {
     allowPrivateUrls: true,
@@ -56,6 +59,7 @@ async function startHarness(engine: (typeof ENGINES)[number]): Promise<Harness> 
       url: `smtp://127.0.0.1:${smtp.port}`,
       connections: 2,
       timeoutMs: 3000,
+      dkim,
     }),
     settings: {
       schedule: [0, 100],
@@ -100,6 +104,30 @@ const HTML = `<html><body>
 <p><a href="https://shop.acme.test/offer?id=7&amp;utm=mail">the offer again</a></p>
 <p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p>
 </body></html>`;
+
+// A DKIM key and the DNS record publishing it, for mailauth to verify against.
+const keys = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const DKIM: DkimConfig = {
+  domain: 'acme.test',
+  selector: 'pw2026',
+  privateKey: keys.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+};
+const DKIM_TXT = `v=DKIM1; k=rsa; p=${keys.publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`;
+
+async function verifyDkim(raw: string): Promise<{ result: string; headers: string[] }> {
+  const verdict = await dkimVerify(raw, {
+    resolver: async (name: string, type: string) => {
+      if (type === 'TXT' && name === `${DKIM.selector}._domainkey.${DKIM.domain}`) return [[DKIM_TXT]];
+      throw Object.assign(new Error(`no ${type} for ${name}`), { code: 'ENOTFOUND' });
+    },
+  });
+  const [entry] = verdict.results as any[];
+  return { result: entry?.status?.result, headers: String(entry?.signingHeaders?.keys ?? '').split(': ') };
+}
+
+/** The message with one header line (and its folded continuation) removed. */
+const withoutHeader = (raw: string, name: string): string =>
+  raw.replace(new RegExp(`^${name}:.*\\r\\n(?:[ \\t].*\\r\\n)*`, 'im'), '');
 
 const fetchAs = (url: string, init: RequestInit & { agent?: string } = {}) =>
   fetch(url, {
@@ -437,6 +465,9 @@ for (const engine of ENGINES) {
         ['application/octet-stream', new Uint8Array([0, 255, 254, 1, 2])],
         ['application/x-www-form-urlencoded', 'a='.padEnd(20_000, 'b')],
       ];
+      // The first request of a fresh server pays for compiling its routes; the measure is of the rest.
+      await fetch(`${api.baseUrl}/o/warm-up`).then((response) => response.arrayBuffer());
+      let slowest = 0;
       for (const path of paths) {
         for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS']) {
           for (const [type, body] of method === 'POST' ? bodies : [[undefined, undefined] as const]) {
@@ -453,11 +484,13 @@ for (const engine of ENGINES) {
             assert.ok(response.status < 500, `${what}: ${response.status}`);
             assert.ok(![301, 302, 303, 307, 308].includes(response.status), `${what} redirected`);
             assert.equal(response.headers.get('location'), null, what);
-            assert.ok(took < 500, `${what} took ${took} ms`);
+            slowest = Math.max(slowest, took);
           }
         }
       }
       assert.deepEqual(await api.rowCounts().then((counts) => counts.events), 0);
+      // Milliseconds, with room for a machine busy with other work.
+      assert.ok(slowest < 250, `the slowest answer took ${slowest} ms`);
     });
 
     test('a per-address limit on the public routes', async () => {
@@ -474,6 +507,53 @@ for (const engine of ENGINES) {
         assert.equal((await limited.request('GET', '/v1/emails')).status, 200);
       } finally {
         await limited.close();
+      }
+    });
+  });
+
+  describe(`engagement: DKIM covers what RFC 8058 needs (${engine})`, () => {
+    let h: Harness;
+    before(async () => {
+      h = await startHarness(engine, DKIM);
+    });
+    after(() => h.close());
+
+    test('signed and verified; removing or adding a covered header breaks it', async () => {
+      await h.send({
+        from: 'Acme <shop@acme.test>',
+        to: 'dora@example.org',
+        subject: 'Signed',
+        html: '<p>Hi <a href="https://acme.test/x">x</a></p>',
+        tracking: { clicks: true },
+        unsubscribe: true,
+        headers: { 'Feedback-ID': 'nov:campaign:acme' },
+      });
+      const [message] = await h.smtp.waitFor(1);
+      const raw = message!.raw;
+      const signature = /^DKIM-Signature:.*(?:\r\n[ \t].*)*/im.exec(raw)![0].replace(/\r\n[ \t]+/g, ' ');
+      const names = /\bh=([^;]+);/.exec(signature)![1]!.split(':');
+      for (const name of ['list-unsubscribe', 'list-unsubscribe-post', 'feedback-id'])
+        assert.ok(names.includes(name), `${name} in h=${names.join(':')}`);
+      // Over-signed: each named once more than it appears.
+      for (const name of ['from', 'to', 'subject', 'list-unsubscribe'])
+        assert.equal(names.filter((entry) => entry === name).length, 2, `${name} over-signed`);
+
+      assert.equal((await verifyDkim(raw)).result, 'pass');
+      const tampered = {
+        'List-Unsubscribe-Post removed': withoutHeader(raw, 'List-Unsubscribe-Post'),
+        'List-Unsubscribe removed': withoutHeader(raw, 'List-Unsubscribe'),
+        'Feedback-ID removed': withoutHeader(raw, 'Feedback-ID'),
+        'a second From added': raw.replace(/\r\n\r\n/, '\r\nFrom: Mallory <m@evil.test>\r\n\r\n'),
+        'a second List-Unsubscribe added': raw.replace(
+          /\r\n\r\n/,
+          '\r\nList-Unsubscribe: <https://evil.test/u>\r\n\r\n',
+        ),
+        'the subject changed': raw.replace(/^Subject: Signed/m, 'Subject: Signed!'),
+        'the body changed': raw.replace('Hi ', 'Hello '),
+      };
+      for (const [what, copy] of Object.entries(tampered)) {
+        assert.notEqual(copy, raw, what);
+        assert.notEqual((await verifyDkim(copy)).result, 'pass', what);
       }
     });
   });

@@ -1,10 +1,9 @@
-import type { Readable } from 'node:stream';
 import type { SendMailOptions } from 'nodemailer';
-import DKIM from 'nodemailer/lib/dkim';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { DkimConfig } from '../../config.ts';
 import { parseAddress } from '../emails/addresses.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
+import { createDkimSigner, type DkimSigner } from './dkim.ts';
 
 /** A stored address as nodemailer takes it; stored addresses were validated when the email was accepted. */
 function toMailbox(stored: string): { name: string; address: string } {
@@ -45,24 +44,31 @@ export function mailOptions(
   };
 }
 
-/** nodemailer's DKIM options for the configured key (the transports sign with them). */
-export function dkimOptions(dkim: DkimConfig | undefined) {
-  return dkim
-    ? { domainName: dkim.domain, keySelector: dkim.selector, privateKey: dkim.privateKey }
-    : undefined;
-}
+/** The signer of the configured key, made once per transport (parsing a key per message costs). */
+export const dkimSigner = (dkim: DkimConfig | undefined): DkimSigner | undefined =>
+  dkim ? createDkimSigner(dkim) : undefined;
 
-async function collect(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream)
-    chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
-  return Buffer.concat(chunks);
-}
-
-/** The complete MIME message as the SMTP transports would send it (DKIM-signed when a key is configured). */
-export async function buildRaw(options: SendMailOptions, dkim: DkimConfig | undefined): Promise<string> {
+/** The complete MIME message as it leaves (DKIM-signed when a key is configured). */
+export async function buildMessage(
+  options: SendMailOptions,
+  signer: DkimSigner | undefined,
+): Promise<Buffer> {
   const built = await new MailComposer(options).compile().build();
-  const signing = dkimOptions(dkim);
-  if (!signing) return built.toString('utf8');
-  return (await collect(new DKIM(signing).sign(built))).toString('utf8');
+  return signer ? signer.sign(built) : built;
+}
+
+/** The same, as text (the capture transport keeps it). */
+export async function buildRaw(options: SendMailOptions, signer: DkimSigner | undefined): Promise<string> {
+  return (await buildMessage(options, signer)).toString('utf8');
+}
+
+/**
+ * What an SMTP transport hands nodemailer: the message built and signed here (so DKIM covers the headers
+ * dkim.ts lists), with its envelope.
+ */
+export async function rawMailOptions(
+  options: SendMailOptions,
+  signer: DkimSigner | undefined,
+): Promise<SendMailOptions> {
+  return { envelope: options.envelope!, raw: await buildMessage(options, signer) };
 }
