@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { dkimVerify } from 'mailauth';
-import type { DkimConfig } from '../src/config.ts';
+import { ConfigError, type DkimConfig, loadConfig } from '../src/config.ts';
 import { after, before, describe, test } from 'node:test';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import type { Clock } from '../src/lib/clock.ts';
@@ -136,6 +136,36 @@ const fetchAs = (url: string, init: RequestInit & { agent?: string } = {}) =>
     headers: { 'user-agent': init.agent ?? BROWSER, ...(init.headers as Record<string, string>) },
   });
 
+describe('engagement configuration', () => {
+  test('PUBLIC_URL, TRACK_OPENS, TRACK_CLICKS, LIST_UNSUBSCRIBE and PUBLIC_RATE_LIMIT', () => {
+    const defaults = loadConfig({});
+    assert.equal(defaults.publicUrl, undefined);
+    assert.deepEqual(defaults.engagement, { trackOpens: false, trackClicks: false, listUnsubscribe: false });
+    assert.equal(defaults.publicRateLimit, 1200);
+    const set = loadConfig({
+      PUBLIC_URL: 'https://mail.acme.example/',
+      TRACK_OPENS: 'true',
+      TRACK_CLICKS: '1',
+      LIST_UNSUBSCRIBE: 'yes',
+      PUBLIC_RATE_LIMIT: '0',
+    });
+    assert.equal(set.publicUrl, 'https://mail.acme.example');
+    assert.deepEqual(set.engagement, { trackOpens: true, trackClicks: true, listUnsubscribe: true });
+    assert.equal(set.publicRateLimit, 0);
+    for (const env of [
+      { PUBLIC_URL: 'mail.acme.example' },
+      { PUBLIC_URL: 'ftp://mail.acme.example' },
+      { PUBLIC_URL: 'https://mail.acme.example/?a=1' },
+      { TRACK_OPENS: 'true' },
+      { LIST_UNSUBSCRIBE: 'true' },
+      { TRACK_CLICKS: 'maybe', PUBLIC_URL: 'https://mail.acme.example' },
+    ]) {
+      assert.throws(() => loadConfig(env), ConfigError, JSON.stringify(env));
+    }
+    assert.throws(() => loadConfig({ TRACK_OPENS: 'true' }), /TRACK_OPENS=true needs PUBLIC_URL/);
+  });
+});
+
 for (const engine of ENGINES) {
   describe(`engagement: send options (${engine})`, () => {
     let api: TestApp;
@@ -187,6 +217,41 @@ for (const engine of ENGINES) {
         body: { ...base, headers: { 'List-Unsubscribe': '<mailto:u@acme.test>' } },
       });
       assert.equal(own.status, 202);
+    });
+
+    test('the TRACK_* and LIST_UNSUBSCRIBE defaults apply when a send does not say', async () => {
+      const defaulted = await startTestApp(engine, {
+        publicUrl: PUBLIC_URL,
+        engagementDefaults: { trackOpens: true, trackClicks: false, listUnsubscribe: true },
+      });
+      try {
+        const on = await defaulted.request('POST', '/v1/emails', { body: base });
+        assert.equal(on.status, 202);
+        const settings = await defaulted.database.handle.db
+          .selectFrom('email_tracking')
+          .selectAll()
+          .where('email_id', '=', on.body.id)
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(
+          [Boolean(settings.opens), Boolean(settings.clicks), Boolean(settings.unsubscribe)],
+          [true, false, true],
+        );
+        const view = await defaulted.request('GET', `/v1/emails/${on.body.id}`);
+        assert.equal(view.body.recipients[0].open_count, 0);
+        // Said off, off it is: nothing stored, nothing shown.
+        const off = await defaulted.request('POST', '/v1/emails', {
+          body: { ...base, tracking: { opens: false }, unsubscribe: false },
+        });
+        const offView = await defaulted.request('GET', `/v1/emails/${off.body.id}`);
+        assert.equal(offView.body.recipients[0].open_count, undefined);
+        // With the default on, the caller's own List-Unsubscribe needs unsubscribe: false.
+        const own = await defaulted.request('POST', '/v1/emails', {
+          body: { ...base, headers: { 'List-Unsubscribe': '<mailto:u@acme.test>' } },
+        });
+        assert.equal(own.status, 422);
+      } finally {
+        await defaulted.close();
+      }
     });
 
     test('tracking must be an object of booleans', async () => {
@@ -392,6 +457,40 @@ for (const engine of ENGINES) {
         receivedEvents(h.receiver).filter((event) => event.type === 'email.unsubscribed').length,
         1,
       );
+    });
+
+    test("a template's {{ unsubscribe_url }} is each recipient's own URL", async () => {
+      const already = h.smtp.messages.length;
+      const template = await h.api.request('POST', '/v1/templates', {
+        body: {
+          name: 'Digest',
+          alias: 'digest',
+          subject: 'Digest for {{ name }}',
+          html: '<p>Hi {{ name }}</p><p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p>',
+          text: 'Hi {{ name }}. Unsubscribe: {{ unsubscribe_url }}',
+        },
+      });
+      assert.equal(template.status, 201, JSON.stringify(template.body));
+      assert.equal(
+        (await h.api.request('POST', `/v1/templates/${template.body.id}/publish`, { body: {} })).status,
+        200,
+      );
+      await h.send({
+        from: 'shop@acme.test',
+        to: ['fay@example.org', 'gus@example.org'],
+        template: { id: 'digest', variables: { name: 'Fay' } },
+        unsubscribe: true,
+      });
+      const messages = (await h.smtp.waitFor(already + 2)).slice(already);
+      const urls = new Set<string>();
+      for (const message of messages) {
+        const mail = await parseMail(message.raw);
+        assert.ok(mail.unsubscribeUrl);
+        assert.ok(mail.links.includes(mail.unsubscribeUrl!), mail.html);
+        assert.ok(mail.text.includes(mail.unsubscribeUrl!), mail.text);
+        urls.add(mail.unsubscribeUrl!);
+      }
+      assert.equal(urls.size, 2);
     });
 
     test('a scanner following links right after delivery is automated; HEAD records nothing', async () => {
