@@ -6,7 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
+import { createEngagementService } from '../src/modules/engagement/engagement.service.ts';
+import { createEngagementLinks, createEngagementTokens } from '../src/modules/engagement/tokens.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
@@ -493,6 +494,48 @@ for (const engine of ENGINES) {
       assert.equal(urls.size, 2);
     });
 
+    test('the mailto: of List-Unsubscribe unsubscribes through the service the inbound listener calls', async () => {
+      const already = h.smtp.messages.length;
+      const id = await h.send({
+        from: 'shop@acme.test',
+        to: 'hal@example.org',
+        subject: 'By mail',
+        text: 'x',
+        unsubscribe: true,
+      });
+      await h.smtp.waitFor(already + 1);
+      const [recipient] = await h.api.database.handle.db
+        .selectFrom('email_recipients')
+        .select('id')
+        .where('email_id', '=', id)
+        .execute();
+      const secretBox = createSecretBox(TEST_ENCRYPTION_KEY);
+      const mailto = createEngagementLinks({
+        publicUrl: PUBLIC_URL,
+        secretBox,
+        bounceDomain: 'bounces.acme.test',
+      }).mailto(recipient!.id)!;
+      const address = /^mailto:([^?]+)/.exec(mailto)![1]!;
+      const service = createEngagementService({
+        db: h.api.database.handle.db,
+        clock: h.clock,
+        tokens: createEngagementTokens(secretBox),
+        events: h.api.events,
+      });
+      assert.equal(await service.unsubscribeByMail(address.replace('@', 'x@'), 'bounces.acme.test'), false);
+      assert.equal(await service.unsubscribeByMail(address, 'other.acme.test'), false);
+      assert.equal(await service.unsubscribeByMail(address.toUpperCase(), 'bounces.acme.test'), true);
+      const event = await waitForEvent(
+        h.receiver,
+        (e) => e.type === 'email.unsubscribed' && e.data.recipient === 'hal@example.org',
+      );
+      assert.deepEqual(event.data.unsubscribe, { method: 'mailto' });
+      assert.equal(
+        (await h.api.request('GET', '/v1/suppressions/hal@example.org')).body.reason,
+        'unsubscribe',
+      );
+    });
+
     test('a scanner following links right after delivery is automated; HEAD records nothing', async () => {
       const already = h.smtp.messages.length;
       const id = await h.send({
@@ -566,7 +609,7 @@ for (const engine of ENGINES) {
       ];
       // The first request of a fresh server pays for compiling its routes; the measure is of the rest.
       await fetch(`${api.baseUrl}/o/warm-up`).then((response) => response.arrayBuffer());
-      let slowest = 0;
+      const took: number[] = [];
       for (const path of paths) {
         for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS']) {
           for (const [type, body] of method === 'POST' ? bodies : [[undefined, undefined] as const]) {
@@ -578,18 +621,21 @@ for (const engine of ENGINES) {
               body,
             });
             await response.arrayBuffer();
-            const took = performance.now() - started;
+            const elapsed = performance.now() - started;
             const what = `${method} ${path.slice(0, 40)} ${type ?? ''}`;
             assert.ok(response.status < 500, `${what}: ${response.status}`);
             assert.ok(![301, 302, 303, 307, 308].includes(response.status), `${what} redirected`);
             assert.equal(response.headers.get('location'), null, what);
-            slowest = Math.max(slowest, took);
+            took.push(elapsed);
           }
         }
       }
       assert.deepEqual(await api.rowCounts().then((counts) => counts.events), 0);
-      // Milliseconds, with room for a machine busy with other work.
-      assert.ok(slowest < 250, `the slowest answer took ${slowest} ms`);
+      // Milliseconds (the median), with room at the tail for a machine busy with other work.
+      took.sort((a, b) => a - b);
+      const median = took[Math.floor(took.length / 2)]!;
+      assert.ok(median < 50, `the median answer took ${median} ms`);
+      assert.ok(took.at(-1)! < 1000, `the slowest answer took ${took.at(-1)} ms`);
     });
 
     test('a per-address limit on the public routes', async () => {

@@ -8,7 +8,7 @@ import { addCounts, type Metric } from '../stats/stats.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { isAutomated } from './automation.ts';
 import { createEngagementRepo, type EngagementTarget } from './engagement.repo.ts';
-import type { EngagementTokens } from './tokens.ts';
+import { type EngagementTokens, unsubscribeAddressRecipient } from './tokens.ts';
 
 /** What the public routes know about a fetch. */
 export interface FetchMeta {
@@ -125,40 +125,53 @@ export function createEngagementService({
       return (await targetOf(kind, token)) !== undefined;
     },
 
+    /** The one-click POST (RFC 8058); false when the token names nobody. */
+    unsubscribe: (token: string): Promise<boolean> => unsubscribeToken(token, 'one_click'),
+
     /**
-     * Puts the recipient's address on its project's suppression list (reason `unsubscribe`) and emits
-     * `email.unsubscribed`, once: a repeated POST answers the same and changes nothing more.
+     * The `mailto:` of List-Unsubscribe: a mail to `unsubscribe+<token>@BOUNCE_DOMAIN` unsubscribes like the
+     * one-click POST. For the inbound SMTP listener to call; false when the address names nobody.
      */
-    async unsubscribe(token: string, method: 'one_click' | 'mailto' = 'one_click'): Promise<boolean> {
-      const found = await targetOf('unsubscribe', token);
-      if (!found) return false;
-      const { target } = found;
-      const at = clock.now().toISOString();
-      await inTransaction(db, async (transaction) => {
-        const times = await createEngagementRepo(transaction.db).countUnsubscribe(target, at);
-        if (times !== 1) return;
-        await addSuppressionsIn(transaction.db, [
-          {
-            projectId: target.projectId,
-            address: target.address,
-            reason: 'unsubscribe',
-            emailId: target.emailId,
-            detail: `one-click unsubscribe from ${target.emailId}`,
-            createdAt: at,
-          },
-        ]);
-        await events.emitIn(transaction, [
-          {
-            projectId: target.projectId,
-            kind: 'email.unsubscribed',
-            emailId: target.emailId,
-            data: eventData(target, { unsubscribe: { method } }),
-          },
-        ]);
-      });
-      return true;
+    async unsubscribeByMail(recipientAddress: string, bounceDomain: string): Promise<boolean> {
+      const match = /^unsubscribe\+([0-9a-z]+)@/i.exec(recipientAddress);
+      if (!match || !unsubscribeAddressRecipient(tokens, recipientAddress, bounceDomain)) return false;
+      return unsubscribeToken(match[1]!.toLowerCase(), 'mailto');
     },
   };
+
+  /**
+   * Puts the recipient's address on its project's suppression list (reason `unsubscribe`) and emits
+   * `email.unsubscribed`, once: a repeated request answers the same and changes nothing more.
+   */
+  async function unsubscribeToken(token: string, method: 'one_click' | 'mailto'): Promise<boolean> {
+    const found = await targetOf('unsubscribe', token);
+    if (!found) return false;
+    const { target } = found;
+    const at = clock.now().toISOString();
+    await inTransaction(db, async (transaction) => {
+      const times = await createEngagementRepo(transaction.db).countUnsubscribe(target, at);
+      if (times !== 1) return;
+      await addSuppressionsIn(transaction.db, [
+        {
+          projectId: target.projectId,
+          address: target.address,
+          reason: 'unsubscribe',
+          emailId: target.emailId,
+          detail: `${method === 'mailto' ? 'mailto' : 'one-click'} unsubscribe from ${target.emailId}`,
+          createdAt: at,
+        },
+      ]);
+      await events.emitIn(transaction, [
+        {
+          projectId: target.projectId,
+          kind: 'email.unsubscribed',
+          emailId: target.emailId,
+          data: eventData(target, { unsubscribe: { method } }),
+        },
+      ]);
+    });
+    return true;
+  }
 }
 
 export type EngagementService = ReturnType<typeof createEngagementService>;
