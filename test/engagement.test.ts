@@ -460,6 +460,42 @@ for (const engine of ENGINES) {
       );
     });
 
+    test('opens arriving together are counted once each, with exactly one first', async () => {
+      const already = h.smtp.messages.length;
+      const id = await h.send({
+        from: 'shop@acme.test',
+        to: 'ivy@example.org',
+        subject: 'Busy',
+        html: '<p>Hi</p>',
+        tracking: { opens: true },
+        tags: { campaign: 'burst' },
+      });
+      const [message] = (await h.smtp.waitFor(already + 1)).slice(already);
+      const mail = await parseMail(message!.raw);
+      h.clock.advance(60_000);
+      const url = onServer(mail.pixel!, h.api.baseUrl);
+      const answers = await Promise.all(Array.from({ length: 25 }, () => fetchAs(url)));
+      assert.deepEqual(new Set(answers.map((answer) => answer.status)), new Set([200]));
+      const email = await h.api.request('GET', `/v1/emails/${id}`);
+      assert.equal(email.body.recipients[0].open_count, 25);
+      const opens = receivedEvents(h.receiver).filter(
+        (event) => event.type === 'email.opened' && event.data.email_id === id,
+      );
+      // Every answer came after its commit: the events exist (the webhook may still be on its way).
+      assert.equal(email.body.events.filter((event: any) => event.type === 'email.opened').length, 25);
+      assert.ok(opens.filter((event) => event.data.open.first).length <= 1);
+      const stats = await h.api.request('GET', '/v1/stats?tag=campaign:burst');
+      assert.equal(stats.body.total.opened, 25);
+      assert.equal(stats.body.total.unique_opens, 1);
+      const firsts = await h.api.database.handle.db
+        .selectFrom('events')
+        .select('data')
+        .where('email_id', '=', id)
+        .where('type', '=', 'email.opened')
+        .execute();
+      assert.equal(firsts.filter((row) => JSON.parse(row.data).open.first).length, 1);
+    });
+
     test("a template's {{ unsubscribe_url }} is each recipient's own URL", async () => {
       const already = h.smtp.messages.length;
       const template = await h.api.request('POST', '/v1/templates', {

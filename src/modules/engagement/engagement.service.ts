@@ -1,10 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
-import { inTransaction } from '../../db/transaction.ts';
+import { inTransaction, type Transaction } from '../../db/transaction.ts';
+import { createBatcher } from '../../queue/batcher.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { emailEventData } from '../emails/event-data.ts';
-import type { EventService } from '../events/events.service.ts';
-import { addCounts, type Metric } from '../stats/stats.repo.ts';
+import type { EventService, NewEvent } from '../events/events.service.ts';
+import { addCounts, type Increment, type Metric } from '../stats/stats.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { isAutomated } from './automation.ts';
 import { createEngagementRepo, type EngagementTarget } from './engagement.repo.ts';
@@ -17,6 +18,17 @@ export interface FetchMeta {
 }
 
 const MAX_USER_AGENT = 512;
+
+/** An open or a click to record. */
+interface Fetch {
+  what: 'open' | 'click';
+  target: EngagementTarget;
+  /** For a click: the stored URL it was sent to. */
+  url?: string;
+  automated: boolean;
+  at: string;
+  userAgent: string | null;
+}
 
 /**
  * The public side of engagement: what a recipient's mail client does with the tracking and unsubscribe URLs.
@@ -49,73 +61,110 @@ export function createEngagementService({
   const eventData = (target: EngagementTarget, extra: Record<string, unknown>) =>
     emailEventData(target.email, target.address, extra);
 
+  /** Counts opens and clicks, their daily numbers and their events, in the caller's transaction. */
+  async function writeFetches(transaction: Transaction, fetches: readonly Fetch[]): Promise<void> {
+    const counters = createEngagementRepo(transaction.db);
+    const increments: Increment[] = [];
+    const emitted: NewEvent[] = [];
+    // One after the other: two fetches of one recipient in a batch each see the other's count.
+    for (const fetch of fetches) {
+      const { target, automated, at } = fetch;
+      const counts =
+        fetch.what === 'open'
+          ? await counters.countOpen(target, automated, at)
+          : await counters.countClick(target, automated, at);
+      const unique = automated ? counts.automated === 1 : counts.human === 1;
+      if (unique) {
+        const metric: Metric =
+          fetch.what === 'open'
+            ? automated
+              ? 'unique_opens_automated'
+              : 'unique_opens'
+            : automated
+              ? 'unique_clicks_automated'
+              : 'unique_clicks';
+        increments.push({
+          projectId: target.projectId,
+          day: at.slice(0, 10),
+          tags: target.email.tags,
+          metric,
+        });
+      }
+      emitted.push({
+        projectId: target.projectId,
+        kind: fetch.what === 'open' ? 'email.opened' : 'email.clicked',
+        emailId: target.emailId,
+        data: eventData(
+          target,
+          fetch.what === 'open'
+            ? { open: { first: counts.total === 1, user_agent: fetch.userAgent, automated } }
+            : { click: { url: fetch.url, user_agent: fetch.userAgent, automated } },
+        ),
+      });
+    }
+    await addCounts(transaction.db, increments);
+    await events.emitIn(transaction, emitted);
+  }
+
+  // Group commit: the opens and clicks that arrive while one transaction commits share the next, so a burst
+  // of fetches costs one commit, one event insert and one webhook lookup per batch rather than per fetch.
+  // Each request still answers only once its own fetch is committed.
+  const recorder = createBatcher<Fetch & { done(error?: unknown): void }>({
+    maxBatch: 200,
+    async write(batch) {
+      try {
+        await inTransaction(db, (transaction) => writeFetches(transaction, batch));
+        for (const fetch of batch) fetch.done();
+      } catch (error) {
+        if (batch.length === 1) return batch[0]!.done(error);
+        // One bad fetch (its email deleted meanwhile) must not sink the others: each alone, then.
+        for (const fetch of batch) {
+          try {
+            await inTransaction(db, (transaction) => writeFetches(transaction, [fetch]));
+            fetch.done();
+          } catch (single) {
+            fetch.done(single);
+          }
+        }
+      }
+    },
+  });
+  const record = (fetch: Fetch) =>
+    new Promise<void>((resolve, reject) =>
+      recorder.add({ ...fetch, done: (error) => (error === undefined ? resolve() : reject(error)) }),
+    );
+
   return {
     /** Records an open; false when the token names nobody (the route answers 404). */
     async open(token: string, meta: FetchMeta): Promise<boolean> {
       const found = await targetOf('open', token);
       if (!found) return false;
-      const { target } = found;
       const now = clock.now();
-      const at = now.toISOString();
-      const automated = isAutomated({ ...meta, at: now, deliveredAt: target.completedAt });
-      await inTransaction(db, async (transaction) => {
-        const counts = await createEngagementRepo(transaction.db).countOpen(target, automated, at);
-        const unique: Metric | undefined =
-          automated && counts.automated === 1
-            ? 'unique_opens_automated'
-            : !automated && counts.human === 1
-              ? 'unique_opens'
-              : undefined;
-        if (unique) {
-          await addCounts(transaction.db, [
-            { projectId: target.projectId, day: at.slice(0, 10), tags: target.email.tags, metric: unique },
-          ]);
-        }
-        await events.emitIn(transaction, [
-          {
-            projectId: target.projectId,
-            kind: 'email.opened',
-            emailId: target.emailId,
-            data: eventData(target, {
-              open: { first: counts.total === 1, user_agent: userAgentOf(meta), automated },
-            }),
-          },
-        ]);
+      await record({
+        what: 'open',
+        target: found.target,
+        automated: isAutomated({ ...meta, at: now, deliveredAt: found.target.completedAt }),
+        at: now.toISOString(),
+        userAgent: userAgentOf(meta),
       });
       return true;
     },
 
     /** The stored URL a click token names (recording the click), or undefined: never a URL not stored. */
-    async click(token: string, meta: FetchMeta, record = true): Promise<string | undefined> {
+    async click(token: string, meta: FetchMeta, recordIt = true): Promise<string | undefined> {
       const found = await targetOf('click', token);
       if (!found) return undefined;
       const { target, index } = found;
       const url = await repo.link(target.emailId, index);
-      if (url === undefined || !record) return url;
+      if (url === undefined || !recordIt) return url;
       const now = clock.now();
-      const at = now.toISOString();
-      const automated = isAutomated({ ...meta, at: now, deliveredAt: target.completedAt });
-      await inTransaction(db, async (transaction) => {
-        const counts = await createEngagementRepo(transaction.db).countClick(target, automated, at);
-        const unique: Metric | undefined =
-          automated && counts.automated === 1
-            ? 'unique_clicks_automated'
-            : !automated && counts.human === 1
-              ? 'unique_clicks'
-              : undefined;
-        if (unique) {
-          await addCounts(transaction.db, [
-            { projectId: target.projectId, day: at.slice(0, 10), tags: target.email.tags, metric: unique },
-          ]);
-        }
-        await events.emitIn(transaction, [
-          {
-            projectId: target.projectId,
-            kind: 'email.clicked',
-            emailId: target.emailId,
-            data: eventData(target, { click: { url, user_agent: userAgentOf(meta), automated } }),
-          },
-        ]);
+      await record({
+        what: 'click',
+        target,
+        url,
+        automated: isAutomated({ ...meta, at: now, deliveredAt: target.completedAt }),
+        at: now.toISOString(),
+        userAgent: userAgentOf(meta),
       });
       return url;
     },
