@@ -77,6 +77,8 @@ export async function registerEngagementRoutes(
   }: { engagement: EngagementService; clock: Clock; rateLimit: { limit: number; windowMs: number } },
 ): Promise<void> {
   const limiter = createRateLimiter({ ...rateLimit, now: () => clock.now().getTime() });
+  // Opens and clicks are written in batches: the database must outlive the last one.
+  app.addHook('onClose', () => engagement.drain());
   await app.register(async (scope) => {
     scope.addHook('onRoute', (route) => {
       route.config = { ...route.config, public: true };

@@ -135,6 +135,9 @@ export function createEngagementService({
     );
 
   return {
+    /** Resolves once every open and click handed in so far is written (the app waits for it on close). */
+    drain: (): Promise<void> => recorder.drain(),
+
     /** Records an open; false when the token names nobody (the route answers 404). */
     async open(token: string, meta: FetchMeta): Promise<boolean> {
       const found = await targetOf('open', token);
