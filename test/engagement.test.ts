@@ -255,6 +255,32 @@ for (const engine of ENGINES) {
       }
     });
 
+    test('GET /v1/stats: ranges, tags and bad parameters', async () => {
+      const empty = await api.request('GET', '/v1/stats?since=2026-01-01&until=2026-01-03');
+      assert.equal(empty.status, 200);
+      assert.deepEqual(
+        empty.body.days.map((day: any) => day.date),
+        ['2026-01-01', '2026-01-02', '2026-01-03'],
+      );
+      assert.equal(empty.body.total.sent, 0);
+      assert.equal(empty.body.total.bounce_rate, null);
+      assert.equal(empty.body.complaint_rate_ok, true);
+      assert.equal(empty.body.thresholds.complaint_rate, 0.003);
+      for (const [query, param] of [
+        ['since=2026-13-45', 'since'],
+        ['until=yesterday', 'until'],
+        ['tag=nocolon', 'tag'],
+        ['since=2026-02-01&until=2026-01-01', 'since'],
+        ['since=2024-01-01&until=2026-01-01', 'since'],
+        ['other=1', 'other'],
+      ]) {
+        const response = await api.request('GET', `/v1/stats?${query}`);
+        assert.equal(response.status, 422, query);
+        assert.equal(response.body.error.param, param, query);
+      }
+      assert.equal((await api.request('GET', '/v1/stats', { key: null })).status, 401);
+    });
+
     test('tracking must be an object of booleans', async () => {
       const response = await withUrl.request('POST', '/v1/emails', {
         body: { ...base, tracking: { opens: 'yes' } },
