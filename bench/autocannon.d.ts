@@ -21,6 +21,8 @@ declare module 'autocannon' {
     body?: string;
     timeout?: number;
     pipelining?: number;
+    /** Per-connection request sequence; setupRequest may change each request (its path). */
+    requests?: Array<{ setupRequest?: (request: Record<string, unknown>) => Record<string, unknown> }>;
   }
 
   export interface Result {

@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { DEFAULTS, type HttpTimeouts } from './config.ts';
+import { DEFAULTS, type EngagementDefaults, type HttpTimeouts } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
@@ -41,6 +41,12 @@ import { createWebhookOperations } from './modules/webhooks/webhook-operations.s
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
+import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
+import { registerEngagementRoutes } from './modules/engagement/engagement.routes.ts';
+import { createEngagementService } from './modules/engagement/engagement.service.ts';
+import { createEngagementTokens } from './modules/engagement/tokens.ts';
+import { registerStatsRoutes } from './modules/stats/stats.routes.ts';
+import { createStatsService } from './modules/stats/stats.service.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -77,6 +83,12 @@ export interface AppDeps {
    * and BOUNCE_DOMAIN. Default: no return path, any From domain allowed, unsigned fallback.
    */
   domains?: Partial<DomainSettings>;
+  /** PUBLIC_URL: unset, sends asking for tracking or unsubscribe are refused. */
+  publicUrl?: string | undefined;
+  /** TRACK_OPENS, TRACK_CLICKS, LIST_UNSUBSCRIBE (all off by default). */
+  engagementDefaults?: EngagementDefaults;
+  /** Requests per client address per window on the public tracking routes (PUBLIC_RATE_LIMIT); 0: off. */
+  publicRateLimit?: { limit: number; windowMs: number };
 }
 
 declare module 'fastify' {
@@ -157,6 +169,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const sendNotifier = deps.sendNotifier ?? createNotifier();
   const suppressionRepo = createSuppressionRepo(db);
+  const engagementRepo = createEngagementRepo(db);
   app.decorate('sendNotifier', sendNotifier);
   const emails = createEmailService({
     repo: createEmailRepo(db, deps.database.engine),
@@ -169,6 +182,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     suppressions: suppressionRepo,
     unitOfWork: (work) => deps.database.unitOfWork(work),
     senders: domains,
+    engagement: {
+      publicUrl: deps.publicUrl,
+      defaults: deps.engagementDefaults ?? DEFAULTS.engagement,
+      repo: engagementRepo,
+    },
+  });
+  const engagement = createEngagementService({
+    db,
+    clock: deps.clock,
+    tokens: createEngagementTokens(deps.secretBox),
+    events,
   });
   const suppressions = createSuppressionService({ repo: suppressionRepo, clock: deps.clock });
 
@@ -220,6 +244,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     inbound: createInboundService({ repo: createInboundRepo(db, deps.database.engine) }),
   });
   registerDomainRoutes(app, { domains });
+  registerStatsRoutes(app, { stats: createStatsService({ db, clock: deps.clock }) });
+  await registerEngagementRoutes(app, {
+    engagement,
+    clock: deps.clock,
+    rateLimit: deps.publicRateLimit ?? {
+      limit: DEFAULTS.publicRateLimit,
+      windowMs: DEFAULTS.publicRateLimitWindowMs,
+    },
+  });
 
   return app;
 }

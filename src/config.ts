@@ -57,6 +57,11 @@ export const DEFAULTS = {
     /** An idle kept-alive connection is closed after this (HTTP_KEEP_ALIVE_TIMEOUT). */
     keepAliveMs: 5_000,
   },
+  /** What a send gets when it does not say (TRACK_OPENS, TRACK_CLICKS, LIST_UNSUBSCRIBE): all off. */
+  engagement: { trackOpens: false, trackClicks: false, listUnsubscribe: false },
+  /** Requests one client address may make per minute to the public tracking and unsubscribe routes. */
+  publicRateLimit: 1200,
+  publicRateLimitWindowMs: 60_000,
 } as const;
 
 export interface Config {
@@ -140,6 +145,21 @@ export interface Config {
   sendingSpf: string | undefined;
   /** How often verified and failed domains are looked up again. */
   domainRecheckMs: number;
+  /**
+   * The base URL recipients' mail clients reach (`https://mail.acme.example`), without a trailing slash:
+   * tracking and unsubscribe links are built on it. Unset: sends asking for them are refused.
+   */
+  publicUrl: string | undefined;
+  /** What a send gets when it does not say. */
+  engagement: EngagementDefaults;
+  /** Requests per client address per minute on the public routes (PUBLIC_RATE_LIMIT); 0 turns it off. */
+  publicRateLimit: number;
+}
+
+export interface EngagementDefaults {
+  trackOpens: boolean;
+  trackClicks: boolean;
+  listUnsubscribe: boolean;
 }
 
 /** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
@@ -309,7 +329,23 @@ export function loadConfig(
       keepAliveMs: duration('HTTP_KEEP_ALIVE_TIMEOUT', DEFAULTS.httpTimeouts.keepAliveMs),
     },
     ...mailConfig(env, problems, { integer, duration, schedule }),
+    publicUrl: publicUrl(env, problems),
+    engagement: {
+      trackOpens: boolean('TRACK_OPENS', DEFAULTS.engagement.trackOpens),
+      trackClicks: boolean('TRACK_CLICKS', DEFAULTS.engagement.trackClicks),
+      listUnsubscribe: boolean('LIST_UNSUBSCRIBE', DEFAULTS.engagement.listUnsubscribe),
+    },
+    publicRateLimit: integer('PUBLIC_RATE_LIMIT', DEFAULTS.publicRateLimit, 0, 1_000_000_000),
   };
+  for (const [name, on] of [
+    ['TRACK_OPENS', config.engagement.trackOpens],
+    ['TRACK_CLICKS', config.engagement.trackClicks],
+    ['LIST_UNSUBSCRIBE', config.engagement.listUnsubscribe],
+  ] as const) {
+    if (on && config.publicUrl === undefined) {
+      problems.push(`${name}=true needs PUBLIC_URL (the base URL recipients' mail clients reach).`);
+    }
+  }
   for (const [name, value] of [
     ['HTTP_IDLE_TIMEOUT', config.httpTimeouts.idleMs],
     ['HTTP_HEADERS_TIMEOUT', config.httpTimeouts.headersMs],
@@ -512,6 +548,23 @@ function inboundTls(env: Env, problems: string[]): InboundConfig['tls'] {
     return undefined;
   }
   return { cert, key };
+}
+
+/** PUBLIC_URL: an absolute http(s) URL without query or fragment; kept without its trailing slash. */
+function publicUrl(env: Env, problems: string[]): string | undefined {
+  const raw = env.PUBLIC_URL || undefined;
+  if (raw === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !['http:', 'https:'].includes(url.protocol) || url.search || url.hash || url.username) {
+    problems.push(`PUBLIC_URL must be an http(s) URL such as https://mail.acme.example, got '${raw}'.`);
+    return undefined;
+  }
+  return url.href.replace(/\/+$/, '');
 }
 
 const DOMAIN_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/i;

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import type { Config } from './config.ts';
+import { type Config, DEFAULTS } from './config.ts';
 import { type DatabaseHandle, openDatabase } from './db/connection.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import type { Database } from './db/schema.ts';
@@ -118,6 +118,9 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       templateRendering: config.templateRendering,
       dns: createDns({ servers: config.dnsServers }),
       domains: domainSettingsFromConfig(config),
+      publicUrl: config.publicUrl,
+      engagementDefaults: config.engagement,
+      publicRateLimit: { limit: config.publicRateLimit, windowMs: DEFAULTS.publicRateLimitWindowMs },
       logger: loggerOptions(config),
     });
     const log = app.log;

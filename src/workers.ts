@@ -13,6 +13,8 @@ import { createEventService } from './modules/events/events.service.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
+import { createEngagementService } from './modules/engagement/engagement.service.ts';
+import { createEngagementTokens } from './modules/engagement/tokens.ts';
 
 export interface WorkersDeps {
   config: Config;
@@ -83,11 +85,21 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
   });
+  const engagement = createEngagementService({
+    db: deps.database.db,
+    clock: deps.clock,
+    tokens: createEngagementTokens(deps.secretBox),
+    events,
+  });
+  const bounceDomain = deps.config.bounceDomain;
   const inbound = createInboundWorker({
     database: deps.database,
     clock: deps.clock,
     events,
     returnPath: returnPathFromConfig(deps.config, deps.secretBox),
+    unsubscribeByMail: bounceDomain
+      ? (address) => engagement.unsubscribeByMail(address, bounceDomain)
+      : undefined,
     notifier: deps.inboundNotifier,
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,

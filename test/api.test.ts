@@ -306,6 +306,7 @@ for (const engine of ENGINES) {
         'email.suppressed',
         'email.opened',
         'email.clicked',
+        'email.unsubscribed',
         'domain.verified',
         'domain.failed',
       ]);

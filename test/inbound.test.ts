@@ -114,6 +114,7 @@ for (const engine of ENGINES) {
         BOUNCE_DOMAIN,
         INBOUND_SMTP_PORT: '0',
         INBOUND_MAX_BYTES: String(1024 * 1024),
+        PUBLIC_URL: 'https://mail.example.test',
         LOG_LEVEL: 'silent',
       });
       server = await startServer(config, { worker: true, stdout: { write() {} } });
@@ -329,6 +330,32 @@ for (const engine of ENGINES) {
       );
       assert.equal(row.status, 'applied', row.detail ?? '');
       await waitForEvent(id, 'email.complained');
+    });
+
+    test("a mail to List-Unsubscribe's mailto unsubscribes the recipient, once", async () => {
+      const response = await api('POST', '/v1/emails', {
+        from: 'Shop <shop@example.com>',
+        to: ['leaving@example.org'],
+        subject: 'News',
+        text: 'Hello',
+        unsubscribe: true,
+      });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      const id: string = response.body.id;
+      const message = await relayed(id);
+      const header = /^List-Unsubscribe:[ \t]*(.*(?:\r?\n[ \t].*)*)/im.exec(message.raw)?.[1] ?? '';
+      const mailto = /<mailto:([^>?]+)/.exec(header)?.[1];
+      assert.ok(mailto?.startsWith('unsubscribe+') && mailto.endsWith(`@${BOUNCE_DOMAIN}`), header);
+      const unsubscribeMail = `From: leaving@example.org\nTo: ${mailto}\nSubject: unsubscribe\n\n`;
+      const row = await report(mailto!, unsubscribeMail);
+      assert.equal(row.status, 'applied', row.detail ?? '');
+      assert.equal(row.kind, 'unsubscribe');
+      const event = await waitForEvent(id, 'email.unsubscribed');
+      assert.deepEqual(event.data.unsubscribe, { method: 'mailto' });
+      assert.equal((await api('GET', '/v1/suppressions/leaving@example.org')).body.reason, 'unsubscribe');
+      // Mailed again: read, and nothing more happens.
+      await report(mailto!, unsubscribeMail);
+      assert.equal(eventsOf(id).filter((item) => item.type === 'email.unsubscribed').length, 1);
     });
 
     test('an auto-reply changes nothing, and the operator sees it', async () => {

@@ -24,6 +24,8 @@ import { installContractCheck } from './helpers/contract.ts';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs'];
+/** The engagement routes mail clients reach (images, redirects, pages): public, and not JSON API operations. */
+const MAIL_CLIENT_PATHS = ['/o', '/c', '/u'];
 
 /** Every route the app registers, seen through Fastify's initialization channel before buildApp adds any. */
 async function startRecordingRoutes(engine: Parameters<typeof startTestApp>[0]) {
@@ -119,7 +121,9 @@ for (const engine of ENGINES) {
             // A hidden route is missing from the document, so it must be one a client needs no key for.
             assert.ok(route.config?.public, `${key} is hidden from the document but needs an API key`);
             assert.ok(
-              PUBLIC_PATHS.some((prefix) => route.url === prefix || route.url.startsWith(`${prefix}/`)),
+              [...PUBLIC_PATHS, ...MAIL_CLIENT_PATHS].some(
+                (prefix) => route.url === prefix || route.url.startsWith(`${prefix}/`),
+              ),
               `${key} is hidden but is not one of the public paths`,
             );
             assert.ok(!documented.has(key), `${key} is hidden yet documented`);

@@ -11,6 +11,7 @@ import { migration as oneOutbox } from './migrations/0008_one_outbox.ts';
 import { migration as workerHeartbeats } from './migrations/0009_worker_heartbeats.ts';
 import { migration as suppressions } from './migrations/0010_suppressions.ts';
 import { migration as inboundMessages } from './migrations/0011_inbound_messages.ts';
+import { migration as engagement } from './migrations/0012_engagement.ts';
 import { migration as domains } from './migrations/0013_domains.ts';
 import { migration as emailAttachments } from './migrations/0014_email_attachments.ts';
 
@@ -29,6 +30,7 @@ const migrations: Record<string, Migration> = {
   '0009_worker_heartbeats': workerHeartbeats,
   '0010_suppressions': suppressions,
   '0011_inbound_messages': inboundMessages,
+  '0012_engagement': engagement,
   '0013_domains': domains,
   '0014_email_attachments': emailAttachments,
 };

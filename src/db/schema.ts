@@ -285,7 +285,7 @@ export const INBOUND_STATUSES = [
   'unreadable',
 ] as const;
 export type InboundStatus = (typeof INBOUND_STATUSES)[number];
-export type InboundKind = 'delivery_status' | 'feedback' | 'auto_reply' | 'unreadable';
+export type InboundKind = 'delivery_status' | 'feedback' | 'auto_reply' | 'unsubscribe' | 'unreadable';
 
 /** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
 export interface InboundMessagesTable {
@@ -343,6 +343,47 @@ export interface DomainsTable {
   updated_at: string;
 }
 
+/** What a send asked for: opens, clicks, one-click unsubscribe, and its html's links (src/modules/engagement). */
+export interface EmailTrackingTable {
+  email_id: string;
+  project_id: string;
+  opens: Bool;
+  clicks: Bool;
+  unsubscribe: Bool;
+  /** JSON array of the tracked URLs, as written in the html; a click token names an index into it. */
+  links: string;
+  created_at: string;
+}
+
+type Counter = ColumnType<number | string, number | undefined, number>;
+
+/** Opens, clicks and unsubscribes of one recipient, as counters (src/modules/engagement). */
+export interface RecipientEngagementTable {
+  recipient_id: string;
+  project_id: string;
+  email_id: string;
+  open_count: Counter;
+  human_open_count: Counter;
+  automated_open_count: Counter;
+  first_opened_at: string | null;
+  last_opened_at: string | null;
+  click_count: Counter;
+  human_click_count: Counter;
+  automated_click_count: Counter;
+  first_clicked_at: string | null;
+  unsubscribe_count: Counter;
+  unsubscribed_at: string | null;
+}
+
+/** A count per project, tag ('' for all), UTC day and metric (src/modules/stats). */
+export interface EmailStatsDailyTable {
+  project_id: string;
+  tag: string;
+  day: string;
+  metric: string;
+  count: ColumnType<number | string, number, number>;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -362,6 +403,9 @@ export interface Database {
   suppressions: SuppressionsTable;
   inbound_messages: InboundMessagesTable;
   domains: DomainsTable;
+  email_tracking: EmailTrackingTable;
+  recipient_engagement: RecipientEngagementTable;
+  email_stats_daily: EmailStatsDailyTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

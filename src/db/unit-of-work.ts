@@ -102,6 +102,16 @@ export async function runUnitOfWork<T>(driver: UnitOfWorkDriver, work: () => Pro
 }
 
 /**
+ * Runs `work` outside any unit of work. A timer started inside a unit inherits its async context: firing
+ * while the unit is still open, its query would borrow the unit's connection and could hand it back to the
+ * pool after the unit did (a double release, a 500 on PostgreSQL). Deferred work that is not part of the
+ * unit starts through this.
+ */
+export function outsideUnitOfWork<T>(work: () => T): T {
+  return current.exit(work);
+}
+
+/**
  * Registers `callback` to run after the open unit of work commits; false when no unit is open (the caller
  * commits on its own and runs it itself).
  */

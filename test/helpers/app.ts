@@ -123,6 +123,10 @@ export interface TestAppOptions {
   dns?: AppDeps['dns'];
   /** Sending-domain settings (SENDER_DOMAINS, return path, …); the app's defaults when absent. */
   domains?: AppDeps['domains'];
+  /** PUBLIC_URL, TRACK_* / LIST_UNSUBSCRIBE defaults and the public routes' per-address limit. */
+  publicUrl?: string;
+  engagementDefaults?: AppDeps['engagementDefaults'];
+  publicRateLimit?: { limit: number; windowMs: number };
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -172,6 +176,9 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),
     ...(options.dns ? { dns: options.dns } : {}),
     ...(options.domains ? { domains: options.domains } : {}),
+    ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
+    ...(options.engagementDefaults ? { engagementDefaults: options.engagementDefaults } : {}),
+    ...(options.publicRateLimit ? { publicRateLimit: options.publicRateLimit } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),

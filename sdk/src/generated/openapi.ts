@@ -605,6 +605,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sending and engagement numbers, per day and in total
+         * @description Counts of sent, delivered, bounced (by type), complained, suppressed, unsubscribed, unique opens and unique clicks (people and machines apart) per UTC day, with the bounce and complaint rates against the limit Gmail publishes. Read from daily counts kept up to date with each event. Counting starts with the version that added it.
+         */
+        get: operations["getStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "email.sent": {
@@ -758,7 +778,7 @@ export interface webhooks {
         put?: never;
         /**
          * email.opened
-         * @description The recipient opened the message. Sent to every enabled webhook subscribed to `email.opened`, signed with its secret (Standard Webhooks).
+         * @description The recipient opened the message (its open pixel was fetched); `data.open` says whether it was the first and whether a machine fetched it. Sent to every enabled webhook subscribed to `email.opened`, signed with its secret (Standard Webhooks).
          */
         post: operations["onEmailOpened"];
         delete?: never;
@@ -778,9 +798,29 @@ export interface webhooks {
         put?: never;
         /**
          * email.clicked
-         * @description The recipient clicked a link in the message. Sent to every enabled webhook subscribed to `email.clicked`, signed with its secret (Standard Webhooks).
+         * @description The recipient clicked a tracked link; `data.click` has the URL and whether a machine (a link scanner) followed it. Sent to every enabled webhook subscribed to `email.clicked`, signed with its secret (Standard Webhooks).
          */
         post: operations["onEmailClicked"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.unsubscribed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.unsubscribed
+         * @description The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`). Sent to every enabled webhook subscribed to `email.unsubscribed`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onEmailUnsubscribed"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1170,7 +1210,7 @@ export interface components {
         };
         /**
          * EmailClickedEvent
-         * @description The recipient clicked a link in the message.
+         * @description The recipient clicked a tracked link; `data.click` has the URL and whether a machine (a link scanner) followed it.
          */
         EmailClickedEvent: {
             /** @description The event (`evt_…`); also the `webhook-id` header. */
@@ -1346,6 +1386,10 @@ export interface components {
             created_at: string;
             /** @description The server's reply that caused it, when there was one. */
             smtp_response: string | null;
+            /** @description For `email.clicked`: the URL clicked. */
+            url?: string;
+            /** @description For `email.opened` and `email.clicked`: a machine rather than a person. */
+            automated?: boolean;
         };
         /**
          * EmailFailedEvent
@@ -1391,7 +1435,7 @@ export interface components {
         };
         /**
          * EmailOpenedEvent
-         * @description The recipient opened the message.
+         * @description The recipient opened the message (its open pixel was fetched); `data.open` says whether it was the first and whether a machine fetched it.
          */
         EmailOpenedEvent: {
             /** @description The event (`evt_…`); also the `webhook-id` header. */
@@ -1440,6 +1484,22 @@ export interface components {
             last_attempt_at: string | null;
             next_attempt_at: string | null;
             completed_at: string | null;
+            first_opened_at?: string | null;
+            /** @description How often its open pixel was fetched. */
+            open_count?: number;
+            /** @description Its tracked clicks, oldest first. */
+            clicks?: {
+                /** @description The original URL. */
+                url: string;
+                /**
+                 * Format: date-time
+                 * @description When. ISO 8601 UTC with milliseconds.
+                 */
+                clicked_at: string;
+                /** @description A machine (a link scanner, a prefetch) rather than a person. */
+                automated: boolean;
+            }[];
+            unsubscribed_at?: string | null;
         };
         /**
          * EmailSentEvent
@@ -1572,6 +1632,44 @@ export interface components {
                 };
             };
         };
+        /**
+         * EmailUnsubscribedEvent
+         * @description The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`).
+         */
+        EmailUnsubscribedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "email.unsubscribed";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The email and recipient. */
+            data: {
+                /** @description The email (`msg_…`). */
+                email_id: string;
+                /** @description The From address as sent. */
+                from: string;
+                /** @description The To addresses as sent. */
+                to: string[];
+                /** @description The subject as sent. */
+                subject: string;
+                /** @description The template sent (`tpl_…`), when one was. */
+                template_id?: string;
+                /** @description Its published version. */
+                template_version?: number;
+                /** @description The tags given on send. */
+                tags: {
+                    [key: string]: string;
+                };
+                /** @description The recipient this event is about. */
+                recipient: string;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
         /** Error */
         Error: {
             error: {
@@ -1630,7 +1728,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "domain.verified" | "domain.failed";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "domain.verified" | "domain.failed";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -1669,7 +1767,7 @@ export interface components {
             subject: string | null;
             /** @description Its size in bytes. */
             size: number;
-            kind: ("delivery_status" | "feedback" | "auto_reply" | "unreadable") | null;
+            kind: ("delivery_status" | "feedback" | "auto_reply" | "unsubscribe" | "unreadable") | null;
             /** @description `pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `ignored` (an auto-reply) or `unreadable`. */
             status: "pending" | "applied" | "no_change" | "unmatched" | "ignored" | "unreadable";
             detail: string | null;
@@ -1814,12 +1912,132 @@ export interface components {
              * @description Send at this time (ISO 8601, up to 30 days ahead) instead of now.
              */
             scheduled_at?: string;
+            /** @description Open and click tracking, per recipient, on PUBLIC_URL (422 when PUBLIC_URL is unset). */
+            tracking?: {
+                /** @description Add a 1×1 open pixel to the html (default TRACK_OPENS). */
+                opens?: boolean;
+                /** @description Point every http(s) link of the html at a tracking URL that redirects to it (default TRACK_CLICKS); a link with `data-postwire-track="off"` is left alone. */
+                clicks?: boolean;
+            };
+            /** @description One-click unsubscribe (RFC 8058): `List-Unsubscribe` and `List-Unsubscribe-Post` headers per recipient, and `{{ unsubscribe_url }}` in html, text and templates (default LIST_UNSUBSCRIBE). Cannot be combined with your own List-Unsubscribe headers. */
+            unsubscribe?: boolean;
         };
         /**
          * SendEmailBatch
          * @description 1–100 emails, accepted (or refused) together.
          */
         SendEmailBatch: components["schemas"]["SendEmail"][];
+        /** Stats */
+        Stats: {
+            /** @enum {string} */
+            object: "stats";
+            /** @description First UTC day counted (YYYY-MM-DD). */
+            since: string;
+            /** @description Last UTC day counted (YYYY-MM-DD). */
+            until: string;
+            /** @description The tag filter (`name:value`), if any. */
+            tag: string | null;
+            total: components["schemas"]["StatsCounts"];
+            /** @description Every day of the range, oldest first. */
+            days: components["schemas"]["StatsDay"][];
+            /** @description The thresholds Gmail publishes for bulk senders. */
+            thresholds: {
+                /** @description Gmail’s limit for bulk senders: 0.003 (0.3 %). */
+                complaint_rate: number;
+                /** @description Gmail’s recommendation: 0.001 (0.1 %). */
+                complaint_rate_recommended: number;
+            };
+            /** @description True while the total complaint rate is under the limit. */
+            complaint_rate_ok: boolean;
+        };
+        /** StatsCounts */
+        StatsCounts: {
+            /** @description Accepted by the next hop (`email.sent`). */
+            sent: number;
+            /** @description Accepted by the recipient's server (`email.delivered`). */
+            delivered: number;
+            /** @description Recipients that started waiting for a retry. */
+            delivery_delayed: number;
+            /** @description Permanently rejected (`email.bounced`), of every type. */
+            bounced: number;
+            /** @description Bounces of type `hard` (the address does not exist). */
+            bounced_hard: number;
+            /** @description Bounces of type `soft`. */
+            bounced_soft: number;
+            /** @description Bounces of type `policy` (authentication, reputation: the sender’s problem). */
+            bounced_policy: number;
+            /** @description Bounces without an enhanced status code. */
+            bounced_undetermined: number;
+            /** @description Abandoned after the last retry. */
+            failed: number;
+            /** @description Marked as spam. */
+            complained: number;
+            /** @description Not sent: on the suppression list. */
+            suppressed: number;
+            /** @description One-click unsubscribes. */
+            unsubscribed: number;
+            /** @description Open pixel fetches, every one. */
+            opened: number;
+            /** @description Tracked link clicks, every one. */
+            clicked: number;
+            /** @description Recipients a person opened for the first time that day. */
+            unique_opens: number;
+            /** @description Recipients a machine (Apple Mail Privacy Protection, a scanner) opened first that day. */
+            unique_opens_automated: number;
+            /** @description Recipients who clicked (a person) for the first time that day. */
+            unique_clicks: number;
+            /** @description Recipients whose links a machine (a link scanner) followed first that day. */
+            unique_clicks_automated: number;
+            /** @description bounced / (sent + bounced); null with nothing sent. */
+            bounce_rate: number | null;
+            /** @description complained / sent; null with nothing sent. Gmail asks bulk senders to stay under 0.3 % (0.1 % recommended). */
+            complaint_rate: number | null;
+        };
+        /** StatsDay */
+        StatsDay: {
+            /** @description The UTC day, YYYY-MM-DD. */
+            date: string;
+            /** @description Accepted by the next hop (`email.sent`). */
+            sent: number;
+            /** @description Accepted by the recipient's server (`email.delivered`). */
+            delivered: number;
+            /** @description Recipients that started waiting for a retry. */
+            delivery_delayed: number;
+            /** @description Permanently rejected (`email.bounced`), of every type. */
+            bounced: number;
+            /** @description Bounces of type `hard` (the address does not exist). */
+            bounced_hard: number;
+            /** @description Bounces of type `soft`. */
+            bounced_soft: number;
+            /** @description Bounces of type `policy` (authentication, reputation: the sender’s problem). */
+            bounced_policy: number;
+            /** @description Bounces without an enhanced status code. */
+            bounced_undetermined: number;
+            /** @description Abandoned after the last retry. */
+            failed: number;
+            /** @description Marked as spam. */
+            complained: number;
+            /** @description Not sent: on the suppression list. */
+            suppressed: number;
+            /** @description One-click unsubscribes. */
+            unsubscribed: number;
+            /** @description Open pixel fetches, every one. */
+            opened: number;
+            /** @description Tracked link clicks, every one. */
+            clicked: number;
+            /** @description Recipients a person opened for the first time that day. */
+            unique_opens: number;
+            /** @description Recipients a machine (Apple Mail Privacy Protection, a scanner) opened first that day. */
+            unique_opens_automated: number;
+            /** @description Recipients who clicked (a person) for the first time that day. */
+            unique_clicks: number;
+            /** @description Recipients whose links a machine (a link scanner) followed first that day. */
+            unique_clicks_automated: number;
+            /** @description bounced / (sent + bounced); null with nothing sent. */
+            bounce_rate: number | null;
+            /** @description complained / sent; null with nothing sent. Gmail asks bulk senders to stay under 0.3 % (0.1 % recommended). */
+            complaint_rate: number | null;
+        };
         /** Suppression */
         Suppression: {
             /** @enum {string} */
@@ -1923,7 +2141,7 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "domain.verified" | "domain.failed";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "domain.verified" | "domain.failed";
         };
         /** UpdateTemplateRequest */
         UpdateTemplateRequest: {
@@ -5983,6 +6201,105 @@ export interface operations {
             };
         };
     };
+    getStats: {
+        parameters: {
+            query?: {
+                /** @description A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used). */
+                since?: string;
+                /** @description A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used). */
+                until?: string;
+                /** @description Only emails sent with this tag, as `name:value` (`kind:receipt`). */
+                tag?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Stats"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     onEmailSent: {
         parameters: {
             query?: never;
@@ -6400,6 +6717,56 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailClickedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onEmailUnsubscribed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailUnsubscribedEvent"];
             };
         };
         responses: {

@@ -4,6 +4,8 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
 import { countAgainstQuota, firstPosition } from './fair-queue.repo.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
+import type { TrackingSettings } from '../engagement/personalize.ts';
 
 export interface NewRecipient {
   id: string;
@@ -57,6 +59,8 @@ export interface NewEmail extends EmailContent {
   scheduledAt: string | null;
   createdAt: string;
   recipients: NewRecipient[];
+  /** Opens, clicks, unsubscribe: stored by the engagement module in the same transaction. */
+  tracking?: TrackingSettings | undefined;
 }
 
 export interface EmailRecord extends EmailContent {
@@ -161,13 +165,16 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
   function wakeOtherProcesses(): void {
     if (engine !== 'postgres' || wakePending) return;
     wakePending = true;
-    setTimeout(() => {
-      wakePending = false;
-      sql
-        .raw(`NOTIFY ${QUEUE_CHANNELS.sending}`)
-        .execute(db)
-        .catch(() => undefined);
-    }, 5).unref();
+    // Outside the accepting unit of work (if any): the NOTIFY is not part of it and must not borrow its connection.
+    outsideUnitOfWork(() =>
+      setTimeout(() => {
+        wakePending = false;
+        sql
+          .raw(`NOTIFY ${QUEUE_CHANNELS.sending}`)
+          .execute(db)
+          .catch(() => undefined);
+      }, 5).unref(),
+    );
   }
 
   return {

@@ -131,6 +131,32 @@ export const SendEmailBody = Type.Object(
         description: 'Send at this time (ISO 8601, up to 30 days ahead) instead of now.',
       }),
     ),
+    tracking: Type.Optional(
+      Type.Object(
+        {
+          opens: Type.Optional(
+            Type.Boolean({ description: 'Add a 1×1 open pixel to the html (default TRACK_OPENS).' }),
+          ),
+          clicks: Type.Optional(
+            Type.Boolean({
+              description:
+                'Point every http(s) link of the html at a tracking URL that redirects to it (default TRACK_CLICKS); a link with `data-postwire-track="off"` is left alone.',
+            }),
+          ),
+        },
+        {
+          additionalProperties: false,
+          description:
+            'Open and click tracking, per recipient, on PUBLIC_URL (422 when PUBLIC_URL is unset).',
+        },
+      ),
+    ),
+    unsubscribe: Type.Optional(
+      Type.Boolean({
+        description:
+          'One-click unsubscribe (RFC 8058): `List-Unsubscribe` and `List-Unsubscribe-Post` headers per recipient, and `{{ unsubscribe_url }}` in html, text and templates (default LIST_UNSUBSCRIBE). Cannot be combined with your own List-Unsubscribe headers.',
+      }),
+    ),
   },
   { additionalProperties: false, title: 'SendEmail' },
 );
@@ -175,6 +201,23 @@ export const EmailRecipient = Type.Object(
     last_attempt_at: nullable(timestamp('When the last attempt started.')),
     next_attempt_at: nullable(timestamp('When the next attempt is due; null once done.')),
     completed_at: nullable(timestamp('When the recipient reached its final status.')),
+    first_opened_at: Type.Optional(
+      nullable(timestamp('When its open pixel was first fetched (tracked opens).')),
+    ),
+    open_count: Type.Optional(Type.Integer({ description: 'How often its open pixel was fetched.' })),
+    clicks: Type.Optional(
+      Type.Array(
+        Type.Object({
+          url: Type.String({ description: 'The original URL.' }),
+          clicked_at: timestamp('When.'),
+          automated: Type.Boolean({
+            description: 'A machine (a link scanner, a prefetch) rather than a person.',
+          }),
+        }),
+        { description: 'Its tracked clicks, oldest first.' },
+      ),
+    ),
+    unsubscribed_at: Type.Optional(nullable(timestamp('When it unsubscribed with one click.'))),
   },
   { title: 'EmailRecipient' },
 );
@@ -186,6 +229,12 @@ export const EmailEvent = Type.Object(
     recipient: Type.String(),
     created_at: timestamp('When it happened.'),
     smtp_response: nullable(Type.String(), "The server's reply that caused it, when there was one."),
+    url: Type.Optional(Type.String({ description: 'For `email.clicked`: the URL clicked.' })),
+    automated: Type.Optional(
+      Type.Boolean({
+        description: 'For `email.opened` and `email.clicked`: a machine rather than a person.',
+      }),
+    ),
   },
   { title: 'EmailEvent' },
 );

@@ -31,6 +31,10 @@ import type { EventService } from '../events/events.service.ts';
 import { normalizeAddress, type SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import { emailEventData } from './event-data.ts';
 import { checkAttachments } from './attachments.ts';
+import type { EngagementDefaults } from '../../config.ts';
+import type { EngagementRepo } from '../engagement/engagement.repo.ts';
+import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from '../engagement/html.ts';
+import type { TrackingSettings } from '../engagement/personalize.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -49,6 +53,15 @@ export interface EmailServiceDeps {
   unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
   /** Which From domains the project may send as, and how they are signed (the domains module). */
   senders?: Pick<DomainService, 'authorizeSender'> | undefined;
+  /** Opens, clicks and one-click unsubscribe: PUBLIC_URL, the defaults, and where the settings are kept. */
+  engagement?: EmailEngagementDeps | undefined;
+}
+
+export interface EmailEngagementDeps {
+  /** Unset: a send asking for tracking or unsubscribe is refused (422). */
+  publicUrl: string | undefined;
+  defaults: EngagementDefaults;
+  repo: Pick<EngagementRepo, 'insertSettings' | 'forEmail' | 'settingsFor'>;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
@@ -152,6 +165,7 @@ export function createEmailService({
   suppressions,
   unitOfWork,
   senders,
+  engagement,
 }: EmailServiceDeps) {
   // What each published version needs, read from its Liquid once: versions never change, and a batch of
   // sends of one template would otherwise parse it once per email. Bounded, oldest entries dropped first.
@@ -167,6 +181,49 @@ export function createEmailService({
       usedVariables.set(key, names);
     }
     return names;
+  }
+
+  const engagementDefaults = engagement?.defaults ?? {
+    trackOpens: false,
+    trackClicks: false,
+    listUnsubscribe: false,
+  };
+
+  /** What the send asks for (its fields, else the defaults); refused when PUBLIC_URL is unset. */
+  function resolveTracking(
+    input: SendEmailInput,
+    headers: Record<string, string>,
+    prefix: string,
+  ): Omit<TrackingSettings, 'links'> | undefined {
+    const wanted = {
+      opens: input.tracking?.opens ?? engagementDefaults.trackOpens,
+      clicks: input.tracking?.clicks ?? engagementDefaults.trackClicks,
+      unsubscribe: input.unsubscribe ?? engagementDefaults.listUnsubscribe,
+    };
+    if (!wanted.opens && !wanted.clicks && !wanted.unsubscribe) return undefined;
+    if (engagement?.publicUrl === undefined) {
+      const [param, what] = wanted.opens
+        ? ['tracking.opens', 'Open tracking']
+        : wanted.clicks
+          ? ['tracking.clicks', 'Click tracking']
+          : ['unsubscribe', 'One-click unsubscribe'];
+      throw invalidParam(
+        `${prefix}${param}`,
+        `${what} needs PUBLIC_URL, the base URL recipients' mail clients reach; it is not configured.`,
+        'public_url_missing',
+      );
+    }
+    if (wanted.unsubscribe) {
+      const own = Object.keys(headers).find((name) => name.toLowerCase().startsWith('list-unsubscribe'));
+      if (own !== undefined) {
+        throw invalidParam(
+          `${prefix}headers.${own}`,
+          `With unsubscribe: true Postwire sets List-Unsubscribe and List-Unsubscribe-Post itself; remove your ${own} header or send unsubscribe: false.`,
+          'parameter_conflict',
+        );
+      }
+    }
+    return wanted;
   }
 
   /** Parses one address field (a string or a list), naming the exact item at fault. */
@@ -251,6 +308,7 @@ export function createEmailService({
     projectId: string,
     ref: NonNullable<SendEmailInput['template']>,
     prefix: string,
+    unsubscribe: boolean,
   ): Promise<{ subject: string; html: string | null; text: string | null; id: string; version: number }> {
     const param = (name: string) => `${prefix}template.${name}`;
     let template;
@@ -276,7 +334,10 @@ export function createEmailService({
         param('version'),
       );
     }
-    const variables = ref.variables ?? {};
+    // `{{ unsubscribe_url }}` renders as itself; each recipient's copy gets its own URL there at send time.
+    const variables = unsubscribe
+      ? { ...ref.variables, unsubscribe_url: UNSUBSCRIBE_PLACEHOLDER }
+      : (ref.variables ?? {});
     // The declared variables, and the ones the template prints unconditionally, declared or not.
     const needed = new Set([...version.variables, ...variablesUsedBy(version)]);
     const missing = [...needed].filter((name) => !hasPath(variables, name));
@@ -364,6 +425,7 @@ export function createEmailService({
     const tags = checkTags(input.tags, prefix);
     const attachments = checkAttachments(input.attachments, prefix);
     const scheduledAt = checkScheduledAt(input.scheduled_at, now, prefix);
+    const wanted = resolveTracking(input, headers, prefix);
 
     let subject: string;
     let html: string | null;
@@ -379,7 +441,7 @@ export function createEmailService({
           'parameter_conflict',
         );
       }
-      const rendered = await renderTemplate(projectId, input.template, prefix);
+      const rendered = await renderTemplate(projectId, input.template, prefix, wanted?.unsubscribe ?? false);
       ({ subject, html, text } = rendered);
       templateId = rendered.id;
       templateVersion = rendered.version;
@@ -433,6 +495,11 @@ export function createEmailService({
       scheduledAt,
       createdAt: now.toISOString(),
       recipients,
+      // The links are found once, here, and stored with the email; each recipient's copy points at them.
+      tracking: wanted && {
+        ...wanted,
+        links: wanted.clicks && html !== null ? trackedLinks(html) : [],
+      },
     };
   }
 
@@ -470,9 +537,21 @@ export function createEmailService({
             await eventService.emit(projectId, 'email.suppressed', data, { emailId: email.id });
           }
         }
+        const tracked = emails.filter((email) => email.tracking !== undefined);
+        if (tracked.length > 0 && engagement) {
+          await engagement.repo.insertSettings(
+            tracked.map((email) => ({
+              emailId: email.id,
+              projectId: email.projectId,
+              settings: email.tracking!,
+              createdAt: email.createdAt,
+            })),
+          );
+        }
       };
-      // The suppressed recipients' events commit with the email, or neither does.
-      await (suppressed.size > 0 ? unitOfWork(write) : write());
+      // The suppressed recipients' events and the tracking settings commit with the email, or none does.
+      const together = suppressed.size > 0 || emails.some((email) => email.tracking !== undefined);
+      await (together ? unitOfWork(write) : write());
     } catch (error) {
       if (!(error instanceof DailyLimitReached)) throw error;
       const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
@@ -495,11 +574,32 @@ export function createEmailService({
   }
 
   async function view(email: EmailRecord): Promise<EmailView> {
-    const [recipients, events, attachments] = await Promise.all([
+    const [recipients, events, attachments, engaged, tracked] = await Promise.all([
       repo.recipients(email.projectId, email.id),
       eventService.forEmail(email.projectId, email.id),
       repo.attachments(email.id),
+      engagement?.repo.forEmail(email.projectId, email.id),
+      engagement?.repo.settingsFor([email.id]),
     ]);
+    const timeline = events.map((event) => {
+      const data = JSON.parse(event.data) as {
+        recipient?: string;
+        smtp_response?: string;
+        open?: { automated?: boolean };
+        click?: { url?: string; automated?: boolean };
+      };
+      const detail =
+        event.type === 'email.clicked' ? data.click : event.type === 'email.opened' ? data.open : undefined;
+      return {
+        id: event.id,
+        type: event.type,
+        recipient: data.recipient ?? '',
+        created_at: event.createdAt,
+        smtp_response: data.smtp_response ?? null,
+        ...(data.click?.url !== undefined && event.type === 'email.clicked' ? { url: data.click.url } : {}),
+        ...(detail?.automated !== undefined ? { automated: Boolean(detail.automated) } : {}),
+      };
+    });
     return {
       ...toEmailSummary(email, clock.now().toISOString()),
       html: email.html,
@@ -511,18 +611,28 @@ export function createEmailService({
         content_id: attachment.contentId,
         size: attachment.size,
       })),
-      recipients: recipients.map(toRecipientView),
       authentication: authenticationView(email),
-      events: events.map((event) => {
-        const data = JSON.parse(event.data) as { recipient?: string; smtp_response?: string };
+      recipients: recipients.map((row) => {
+        const base = toRecipientView(row);
+        // Only an email that asked for tracking or unsubscribe shows what came of it.
+        if (!engaged || !tracked?.has(email.id)) return base;
+        const record = engaged.get(row.id);
+        const address = row.address.toLowerCase();
         return {
-          id: event.id,
-          type: event.type,
-          recipient: data.recipient ?? '',
-          created_at: event.createdAt,
-          smtp_response: data.smtp_response ?? null,
+          ...base,
+          first_opened_at: record?.firstOpenedAt ?? null,
+          open_count: record?.openCount ?? 0,
+          clicks: timeline
+            .filter((event) => event.type === 'email.clicked' && event.recipient.toLowerCase() === address)
+            .map((event) => ({
+              url: event.url ?? '',
+              clicked_at: event.created_at,
+              automated: event.automated ?? false,
+            })),
+          unsubscribed_at: record?.unsubscribedAt ?? null,
         };
       }),
+      events: timeline,
     };
   }
 

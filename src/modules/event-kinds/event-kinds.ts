@@ -7,8 +7,12 @@ export const EVENT_KINDS = {
   'email.failed': 'Delivery was abandoned after the last retry.',
   'email.complained': 'The recipient marked the message as spam.',
   'email.suppressed': 'The recipient is on the suppression list: the message was not sent to it.',
-  'email.opened': 'The recipient opened the message.',
-  'email.clicked': 'The recipient clicked a link in the message.',
+  'email.opened':
+    'The recipient opened the message (its open pixel was fetched); `data.open` says whether it was the first and whether a machine fetched it.',
+  'email.clicked':
+    'The recipient clicked a tracked link; `data.click` has the URL and whether a machine (a link scanner) followed it.',
+  'email.unsubscribed':
+    'The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`).',
   'domain.verified': "A sending domain's DNS records match: mail from it is signed with its own key.",
   'domain.failed':
     "A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.",

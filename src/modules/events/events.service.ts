@@ -10,6 +10,7 @@ import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue
 import { createDeliveryRepo, type NewDelivery } from '../deliveries/deliveries.repo.ts';
 import { createDeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
+import { countEventsIn } from '../stats/stats.repo.ts';
 import { createEventRepo, type EventRecord } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
@@ -89,6 +90,13 @@ export function createEventService({ db, engine, clock, notifier }: EventService
     });
     const repo = createEventRepo(transaction.db);
     await repo.insert(records);
+    // The daily numbers (GET /v1/stats) move in the same transaction as the events they count; a webhook
+    // test send (to one webhook) is not something that happened to an email.
+    await countEventsIn(
+      transaction.db,
+      events.filter((event) => event.webhookId === undefined),
+      now,
+    );
     // Each project's webhooks are read once for all of its events.
     const webhooksOf = new Map<string, Promise<Array<{ id: string; events: string[] }>>>();
     const deliveries: NewDelivery[] = [];

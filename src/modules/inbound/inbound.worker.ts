@@ -11,6 +11,7 @@ import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
+import { subjectOf } from './report-parser.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
 // is leased, read (the report parsed, its recipient found), and what it says is applied in one transaction
@@ -23,6 +24,11 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   returnPath: ReturnPath | undefined;
   /** The fallback poll when no wake-up comes. */
   pollIntervalMs?: number;
+  /**
+   * List-Unsubscribe's `mailto:` (`unsubscribe+<token>@BOUNCE_DOMAIN`, the engagement module): true when the
+   * address named a recipient, who is then unsubscribed (once, however often the mail comes).
+   */
+  unsubscribeByMail?: ((address: string) => Promise<boolean>) | undefined;
 }
 
 interface InboundJob extends QueueJob {
@@ -155,6 +161,21 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         subject: null,
         status: 'unreadable',
         detail: `could not be read in ${MAX_READS} attempts; see the worker's log`,
+        effects: [],
+      };
+    }
+    // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
+    // a second read finds already done).
+    const unsubscribeTo = job.message.rcptTo.find((address) => address.startsWith('unsubscribe+'));
+    if (unsubscribeTo !== undefined && deps.unsubscribeByMail) {
+      const done = await deps.unsubscribeByMail(unsubscribeTo);
+      return {
+        kind: 'unsubscribe',
+        subject: subjectOf(job.message.raw),
+        status: done ? 'applied' : 'unmatched',
+        detail: done
+          ? `a List-Unsubscribe mail to ${unsubscribeTo}: the recipient is unsubscribed`
+          : `a List-Unsubscribe mail to ${unsubscribeTo}, which names no recipient`,
         effects: [],
       };
     }

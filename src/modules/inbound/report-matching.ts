@@ -28,8 +28,11 @@ export interface ReportEffect {
 export interface Interpretation {
   kind: InboundKind;
   subject: string | null;
-  /** Set when nothing can be applied (ignored, unmatched, unreadable); else decided when applied. */
-  status?: Exclude<InboundStatus, 'pending' | 'applied' | 'no_change'>;
+  /**
+   * Set when there is nothing to apply (ignored, unmatched, unreadable) or it was applied already (a
+   * List-Unsubscribe mail); else decided when the effects are applied.
+   */
+  status?: Exclude<InboundStatus, 'pending' | 'no_change'>;
   detail: string;
   effects: ReportEffect[];
   /**

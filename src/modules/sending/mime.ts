@@ -1,10 +1,9 @@
-import type { Readable } from 'node:stream';
 import type { SendMailOptions } from 'nodemailer';
-import DKIM from 'nodemailer/lib/dkim';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { DkimConfig, DsnNotify } from '../../config.ts';
 import { parseAddress } from '../emails/addresses.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
+import { createDkimSigner, type DkimSigner } from './dkim.ts';
 
 /** A stored address as nodemailer takes it; stored addresses were validated when the email was accepted. */
 function toMailbox(stored: string): { name: string; address: string } {
@@ -78,24 +77,59 @@ export function mailOptions(
   };
 }
 
-/** nodemailer's DKIM options for the configured key (the transports sign with them). */
-export function dkimOptions(dkim: DkimConfig | undefined) {
-  return dkim
-    ? { domainName: dkim.domain, keySelector: dkim.selector, privateKey: dkim.privateKey }
-    : undefined;
+/** The signer of the configured key, made once per transport (parsing a key per message costs). */
+/** Signers of sending domains' keys, by key: parsing a key per message costs, and keys change rarely. */
+const domainSigners = new Map<string, DkimSigner>();
+const DOMAIN_SIGNERS_KEPT = 256;
+
+/**
+ * The signer for one message: its sending domain's key (`dkim`, from the domains module), else the
+ * transport's own (`fallback`, the DKIM_* key).
+ */
+export function signerFor(
+  dkim: DkimConfig | undefined,
+  fallback: DkimSigner | undefined,
+): DkimSigner | undefined {
+  if (!dkim) return fallback;
+  const key = `${dkim.domain} ${dkim.selector} ${dkim.privateKey}`;
+  let signer = domainSigners.get(key);
+  if (!signer) {
+    signer = createDkimSigner(dkim);
+    if (domainSigners.size >= DOMAIN_SIGNERS_KEPT) domainSigners.delete(domainSigners.keys().next().value!);
+    domainSigners.set(key, signer);
+  }
+  return signer;
 }
 
-async function collect(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream)
-    chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
-  return Buffer.concat(chunks);
-}
+export const dkimSigner = (dkim: DkimConfig | undefined): DkimSigner | undefined =>
+  dkim ? createDkimSigner(dkim) : undefined;
 
-/** The complete MIME message as the SMTP transports would send it (DKIM-signed when a key is configured). */
-export async function buildRaw(options: SendMailOptions, dkim: DkimConfig | undefined): Promise<string> {
+/** The complete MIME message as it leaves (DKIM-signed when a key is configured). */
+export async function buildMessage(
+  options: SendMailOptions,
+  signer: DkimSigner | undefined,
+): Promise<Buffer> {
   const built = await new MailComposer(options).compile().build();
-  const signing = dkimOptions(dkim);
-  if (!signing) return built.toString('utf8');
-  return (await collect(new DKIM(signing).sign(built))).toString('utf8');
+  return signer ? signer.sign(built) : built;
+}
+
+/** The same, as text (the capture transport keeps it). */
+export async function buildRaw(options: SendMailOptions, signer: DkimSigner | undefined): Promise<string> {
+  return (await buildMessage(options, signer)).toString('utf8');
+}
+
+/**
+ * What an SMTP transport hands nodemailer: the message built and signed here (so DKIM covers the headers
+ * dkim.ts lists), with its envelope.
+ */
+export async function rawMailOptions(
+  options: SendMailOptions,
+  signer: DkimSigner | undefined,
+): Promise<SendMailOptions> {
+  return {
+    envelope: options.envelope!,
+    // The DSN request travels beside the message: nodemailer puts it on MAIL FROM and RCPT TO.
+    ...(options.dsn ? { dsn: options.dsn } : {}),
+    raw: await buildMessage(options, signer),
+  };
 }

@@ -23,6 +23,9 @@ import {
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
+import { createEngagementRepo } from '../engagement/engagement.repo.ts';
+import { personalize, type TrackingSettings } from '../engagement/personalize.ts';
+import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
@@ -75,6 +78,13 @@ export function createSendingWorkerFromConfig(deps: {
     deadAfterMs: deps.config.workerDeadAfterMs,
     returnPath: returnPathFromConfig(deps.config, deps.secretBox),
     signing: deps.domains,
+    engagementLinks: deps.config.publicUrl
+      ? createEngagementLinks({
+          publicUrl: deps.config.publicUrl,
+          secretBox: deps.secretBox,
+          bounceDomain: deps.config.bounceDomain,
+        })
+      : undefined,
   });
 }
 
@@ -96,6 +106,11 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    * transport's DKIM_* key and BOUNCE_DOMAIN otherwise.
    */
   signing?: Pick<DomainService, 'signingFor'> | undefined;
+  /**
+   * Builds the tracking and unsubscribe URLs on PUBLIC_URL: a recipient of an email that asked for tracking or
+   * unsubscribe gets a copy of its own, built at send time, in an SMTP transaction of its own.
+   */
+  engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
@@ -112,6 +127,8 @@ interface SendJob extends QueueJob {
   email: EmailRecord;
   host: string;
   recipients: ClaimedRecipient[];
+  /** What the email asked for (tracking, unsubscribe): the job then has one recipient, with its own copy. */
+  tracking?: TrackingSettings | undefined;
 }
 
 /** What an attempt wrote down: each recipient's new state, and the events that say so. */
@@ -183,6 +200,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       });
       if (claimed.length === 0) return [];
       const emails = await repo.loadEmails([...new Set(claimed.map((row) => row.emailId))]);
+      const tracking = await createEngagementRepo(db).settingsFor([...emails.keys()]);
       const several = [...emails.values()]
         .filter((email) => email.recipientCount > 1)
         .map((email) => email.id);
@@ -193,9 +211,17 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         const email = emails.get(row.emailId);
         if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
         const lane = transport.perDomain ? row.host : '';
-        // A return path of its own per recipient means an SMTP transaction of its own.
-        const key = deps.returnPath ? row.id : `${row.emailId} ${lane}`;
-        const job = jobs.get(key) ?? { lane, rows: [], email, host: row.host, recipients: [] };
+        // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
+        const settings = tracking.get(row.emailId);
+        const key = deps.returnPath || settings ? row.id : `${row.emailId} ${lane}`;
+        const job = jobs.get(key) ?? {
+          lane,
+          rows: [],
+          email,
+          host: row.host,
+          recipients: [],
+          tracking: settings,
+        };
         job.recipients.push(row);
         (job.rows as string[]).push(row.id);
         jobs.set(key, job);
@@ -298,9 +324,17 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const signal = AbortSignal.any([stopping, timeout]);
     let result: SendResult;
     try {
+      if (job.tracking && !deps.engagementLinks) {
+        throw new Error(
+          'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
+        );
+      }
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
-        email: job.email,
+        email:
+          job.tracking && deps.engagementLinks
+            ? personalize(job.email, job.recipients[0]!.id, job.tracking, deps.engagementLinks)
+            : job.email,
         host: job.host,
         envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id, identity.returnPathDomain),
         dkim: identity.dkim,

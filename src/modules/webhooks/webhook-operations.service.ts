@@ -50,8 +50,17 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'email.failed': { error: 'connection timed out' },
   'email.complained': {},
   'email.suppressed': { suppression: { reason: 'hard_bounce', created_at: '2026-11-22T10:00:00.000Z' } },
-  'email.opened': {},
-  'email.clicked': { url: 'https://example.com/' },
+  'email.opened': {
+    open: { first: true, user_agent: 'Mozilla/5.0 (Macintosh) Thunderbird/128.0', automated: false },
+  },
+  'email.clicked': {
+    click: {
+      url: 'https://example.com/',
+      user_agent: 'Mozilla/5.0 (Windows NT 10.0) Firefox/133.0',
+      automated: false,
+    },
+  },
+  'email.unsubscribed': { unsubscribe: { method: 'one_click' } },
   'domain.verified': { status: 'verified', previous_status: 'pending' },
   'domain.failed': { status: 'failed', previous_status: 'verified' },
 };

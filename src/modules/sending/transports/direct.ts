@@ -1,9 +1,9 @@
 import { resolveMx as dnsResolveMx } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import nodemailer from 'nodemailer';
+import nodemailer, { type SendMailOptions } from 'nodemailer';
 import type { DkimConfig } from '../../../config.ts';
 import { isBlockedAddress, type Resolver, systemResolver } from '../../../lib/network-policy.ts';
-import { dkimOptions, mailOptions } from '../mime.ts';
+import { dkimSigner, mailOptions, rawMailOptions, signerFor } from '../mime.ts';
 import {
   describeSmtpError,
   isConnectionFailure,
@@ -69,6 +69,7 @@ async function route(domain: string, resolve: MxResolver): Promise<Route> {
  * 5xx → bounced with the server's reply; 4xx, or no server reachable → retried.
  */
 export function createDirectTransport(options: DirectTransportOptions): MailTransport {
+  const signer = dkimSigner(options.dkim);
   const resolve = options.resolveMx ?? dnsResolveMx;
   const stepMs = Math.min(options.timeoutMs, 30_000);
 
@@ -89,7 +90,7 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
 
   async function tryExchange(
     record: MxRecord,
-    message: ReturnType<typeof mailOptions>,
+    message: SendMailOptions,
     signal: AbortSignal,
   ): Promise<{ info: unknown } | { error: SmtpError } | { refused: string }> {
     const target = await connectAddress(record.exchange);
@@ -105,7 +106,6 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       greetingTimeout: stepMs,
       socketTimeout: options.timeoutMs,
       ...(options.hostname ? { name: options.hostname } : {}),
-      ...(options.dkim ? { dkim: dkimOptions(options.dkim) } : {}),
     });
     try {
       return { info: await transporter.sendMail({ ...message, signal }) };
@@ -130,11 +130,11 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       if ('bounce' in found) return { outcomes: all('bounced', found.bounce) };
       if ('defer' in found) return { outcomes: all('deferred', found.defer) };
 
-      const message = {
-        ...mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
-        // A message's own key replaces the transport's (nodemailer signs with one or the other).
-        ...(job.dkim ? { dkim: dkimOptions(job.dkim) } : {}),
-      };
+      // Built and signed once for every MX tried.
+      const message = await rawMailOptions(
+        mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
+        signerFor(job.dkim, signer),
+      );
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;

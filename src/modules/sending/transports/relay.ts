@@ -1,6 +1,6 @@
 import nodemailer from 'nodemailer';
 import type { DkimConfig } from '../../../config.ts';
-import { dkimOptions, mailOptions } from '../mime.ts';
+import { dkimSigner, mailOptions, rawMailOptions, signerFor } from '../mime.ts';
 import { outcomesFromError, outcomesFromInfo, type SmtpError } from './smtp-result.ts';
 import type { MailTransport } from './transport.ts';
 
@@ -35,8 +35,8 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
     socketTimeout: options.timeoutMs,
     ...(options.hostname ? { name: options.hostname } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
-    ...(options.dkim ? { dkim: dkimOptions(options.dkim) } : {}),
   });
+  const signer = dkimSigner(options.dkim);
 
   const target = new URL(options.url);
   return {
@@ -48,9 +48,10 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
       const addresses = job.recipients.map((recipient) => recipient.address);
       try {
         const info = await transporter.sendMail({
-          ...mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
-          // A message's own key replaces the transport's (nodemailer signs with one or the other).
-          ...(job.dkim ? { dkim: dkimOptions(job.dkim) } : {}),
+          ...(await rawMailOptions(
+            mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
+            signerFor(job.dkim, signer),
+          )),
           signal: job.signal,
         });
         return { outcomes: outcomesFromInfo(info, addresses) };

@@ -1,0 +1,280 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
+import type { TrackingSettings } from './personalize.ts';
+
+/** A recipient a token named, with what its events carry. */
+export interface EngagementTarget {
+  recipientId: string;
+  projectId: string;
+  emailId: string;
+  address: string;
+  /** When its server accepted the message (null while still being sent). */
+  completedAt: string | null;
+  email: {
+    id: string;
+    from: string;
+    to: string[];
+    subject: string;
+    templateId: string | null;
+    templateVersion: number | null;
+    tags: Record<string, string>;
+  };
+}
+
+export interface RecipientEngagement {
+  recipientId: string;
+  openCount: number;
+  firstOpenedAt: string | null;
+  clickCount: number;
+  firstClickedAt: string | null;
+  unsubscribedAt: string | null;
+}
+
+/** Counters after an open, a click or an unsubscribe was counted. */
+export interface Counts {
+  total: number;
+  human: number;
+  automated: number;
+}
+
+const bool = (value: boolean | number) => Boolean(value);
+
+/** The engagement tables (email_tracking, recipient_engagement); `db` may be a transaction. */
+export function createEngagementRepo(db: Kysely<Database>) {
+  return {
+    async insertSettings(
+      rows: ReadonlyArray<{
+        emailId: string;
+        projectId: string;
+        settings: TrackingSettings;
+        createdAt: string;
+      }>,
+    ): Promise<void> {
+      for (let start = 0; start < rows.length; start += 200) {
+        await db
+          .insertInto('email_tracking')
+          .values(
+            rows.slice(start, start + 200).map((row) => ({
+              email_id: row.emailId,
+              project_id: row.projectId,
+              opens: row.settings.opens,
+              clicks: row.settings.clicks,
+              unsubscribe: row.settings.unsubscribe,
+              links: JSON.stringify(row.settings.links),
+              created_at: row.createdAt,
+            })),
+          )
+          .execute();
+      }
+    },
+
+    /** The settings of these emails (those that asked for anything). */
+    async settingsFor(emailIds: readonly string[]): Promise<Map<string, TrackingSettings>> {
+      if (emailIds.length === 0) return new Map();
+      const rows = await db
+        .selectFrom('email_tracking')
+        .select(['email_id', 'opens', 'clicks', 'unsubscribe', 'links'])
+        .where('email_id', 'in', [...emailIds])
+        .execute();
+      return new Map(
+        rows.map((row) => [
+          row.email_id,
+          {
+            opens: bool(row.opens),
+            clicks: bool(row.clicks),
+            unsubscribe: bool(row.unsubscribe),
+            links: JSON.parse(row.links) as string[],
+          },
+        ]),
+      );
+    },
+
+    /** The stored URL of link `index` of the recipient's email, if the email tracks clicks and has it. */
+    async link(emailId: string, index: number): Promise<string | undefined> {
+      const row = await db
+        .selectFrom('email_tracking')
+        .select(['links', 'clicks'])
+        .where('email_id', '=', emailId)
+        .executeTakeFirst();
+      if (!row || !bool(row.clicks)) return undefined;
+      const links = JSON.parse(row.links) as unknown;
+      return Array.isArray(links) && typeof links[index] === 'string' ? links[index] : undefined;
+    },
+
+    /** The recipient and its email's event fields (a read of the emails module's tables). */
+    async target(recipientId: string): Promise<EngagementTarget | undefined> {
+      const row = await db
+        .selectFrom('email_recipients as r')
+        .innerJoin('emails as e', 'e.id', 'r.email_id')
+        .select([
+          'r.id',
+          'r.project_id',
+          'r.email_id',
+          'r.address',
+          'r.completed_at',
+          'e.from_address',
+          'e.to_addresses',
+          'e.subject',
+          'e.template_id',
+          'e.template_version',
+          'e.tags',
+        ])
+        .where('r.id', '=', recipientId)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      return {
+        recipientId: row.id,
+        projectId: row.project_id,
+        emailId: row.email_id,
+        address: row.address,
+        completedAt: row.completed_at,
+        email: {
+          id: row.email_id,
+          from: row.from_address,
+          to: JSON.parse(row.to_addresses) as string[],
+          subject: row.subject,
+          templateId: row.template_id,
+          templateVersion: row.template_version === null ? null : Number(row.template_version),
+          tags: JSON.parse(row.tags) as Record<string, string>,
+        },
+      };
+    },
+
+    /** Counts an open; the counters after it say whether it was the first (of any kind, of people, of machines). */
+    countOpen: (target: EngagementTarget, automated: boolean, at: string) =>
+      count(db, target, 'open', automated, at),
+
+    countClick: (target: EngagementTarget, automated: boolean, at: string) =>
+      count(db, target, 'click', automated, at),
+
+    /** Counts an unsubscribe; `total` is 1 the first time. */
+    async countUnsubscribe(target: EngagementTarget, at: string): Promise<number> {
+      const row = await db
+        .insertInto('recipient_engagement')
+        .values({ ...key(target), unsubscribe_count: 1, unsubscribed_at: at })
+        .onConflict((conflict) =>
+          conflict.column('recipient_id').doUpdateSet((eb) => ({
+            unsubscribe_count: eb('recipient_engagement.unsubscribe_count', '+', 1),
+            unsubscribed_at: eb.fn.coalesce(
+              'recipient_engagement.unsubscribed_at',
+              eb.ref('excluded.unsubscribed_at'),
+            ),
+          })),
+        )
+        .returning('unsubscribe_count')
+        .executeTakeFirstOrThrow();
+      return Number(row.unsubscribe_count);
+    },
+
+    /** The engagement of an email's recipients, by recipient id. */
+    async forEmail(projectId: string, emailId: string): Promise<Map<string, RecipientEngagement>> {
+      const rows = await db
+        .selectFrom('recipient_engagement')
+        .select([
+          'recipient_id',
+          'open_count',
+          'first_opened_at',
+          'click_count',
+          'first_clicked_at',
+          'unsubscribed_at',
+        ])
+        .where('project_id', '=', projectId)
+        .where('email_id', '=', emailId)
+        .execute();
+      return new Map(
+        rows.map((row) => [
+          row.recipient_id,
+          {
+            recipientId: row.recipient_id,
+            openCount: Number(row.open_count),
+            firstOpenedAt: row.first_opened_at,
+            clickCount: Number(row.click_count),
+            firstClickedAt: row.first_clicked_at,
+            unsubscribedAt: row.unsubscribed_at,
+          },
+        ]),
+      );
+    },
+  };
+}
+
+const key = (target: EngagementTarget) => ({
+  recipient_id: target.recipientId,
+  project_id: target.projectId,
+  email_id: target.emailId,
+});
+
+/**
+ * One upsert: a concurrent first open (or click) of the same recipient is counted once as the first, since
+ * the database serializes the two increments and each reads its own result.
+ */
+async function count(
+  db: Kysely<Database>,
+  target: EngagementTarget,
+  what: 'open' | 'click',
+  automated: boolean,
+  at: string,
+): Promise<Counts> {
+  const human = automated ? 0 : 1;
+  const machine = automated ? 1 : 0;
+  if (what === 'open') {
+    const row = await db
+      .insertInto('recipient_engagement')
+      .values({
+        ...key(target),
+        open_count: 1,
+        human_open_count: human,
+        automated_open_count: machine,
+        first_opened_at: at,
+        last_opened_at: at,
+      })
+      .onConflict((conflict) =>
+        conflict.column('recipient_id').doUpdateSet((eb) => ({
+          open_count: eb('recipient_engagement.open_count', '+', 1),
+          human_open_count: eb('recipient_engagement.human_open_count', '+', human),
+          automated_open_count: eb('recipient_engagement.automated_open_count', '+', machine),
+          first_opened_at: eb.fn.coalesce(
+            'recipient_engagement.first_opened_at',
+            eb.ref('excluded.first_opened_at'),
+          ),
+          last_opened_at: eb.ref('excluded.last_opened_at'),
+        })),
+      )
+      .returning(['open_count', 'human_open_count', 'automated_open_count'])
+      .executeTakeFirstOrThrow();
+    return {
+      total: Number(row.open_count),
+      human: Number(row.human_open_count),
+      automated: Number(row.automated_open_count),
+    };
+  }
+  const row = await db
+    .insertInto('recipient_engagement')
+    .values({
+      ...key(target),
+      click_count: 1,
+      human_click_count: human,
+      automated_click_count: machine,
+      first_clicked_at: at,
+    })
+    .onConflict((conflict) =>
+      conflict.column('recipient_id').doUpdateSet((eb) => ({
+        click_count: eb('recipient_engagement.click_count', '+', 1),
+        human_click_count: eb('recipient_engagement.human_click_count', '+', human),
+        automated_click_count: eb('recipient_engagement.automated_click_count', '+', machine),
+        first_clicked_at: eb.fn.coalesce(
+          'recipient_engagement.first_clicked_at',
+          eb.ref('excluded.first_clicked_at'),
+        ),
+      })),
+    )
+    .returning(['click_count', 'human_click_count', 'automated_click_count'])
+    .executeTakeFirstOrThrow();
+  return {
+    total: Number(row.click_count),
+    human: Number(row.human_click_count),
+    automated: Number(row.automated_click_count),
+  };
+}
+
+export type EngagementRepo = ReturnType<typeof createEngagementRepo>;

@@ -1,0 +1,147 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
+
+// email_stats_daily: one count per project, tag ('' for every email), UTC day and metric. Counts are added
+// in the transaction that records what they count (the event's, see countEventsIn), so they are exact; the
+// stats route then reads at most days × metrics rows of a primary-key range instead of scanning events.
+
+export const METRICS = [
+  'sent',
+  'delivered',
+  'delivery_delayed',
+  'bounced',
+  'bounced_hard',
+  'bounced_soft',
+  'bounced_policy',
+  'bounced_undetermined',
+  'failed',
+  'complained',
+  'suppressed',
+  'unsubscribed',
+  'opened',
+  'clicked',
+  'unique_opens',
+  'unique_opens_automated',
+  'unique_clicks',
+  'unique_clicks_automated',
+] as const;
+export type Metric = (typeof METRICS)[number];
+
+export interface Increment {
+  projectId: string;
+  /** YYYY-MM-DD, UTC. */
+  day: string;
+  /** The email's tags: each `name:value` gets its own count, next to the project-wide one. */
+  tags: Record<string, string>;
+  metric: Metric;
+}
+
+/** Adds the increments in the caller's transaction, summed per row first and written in key order. */
+export async function addCounts(db: Kysely<Database>, increments: readonly Increment[]): Promise<void> {
+  if (increments.length === 0) return;
+  const sums = new Map<
+    string,
+    { project_id: string; tag: string; day: string; metric: string; count: number }
+  >();
+  for (const increment of increments) {
+    const tags = ['', ...Object.entries(increment.tags ?? {}).map(([name, value]) => `${name}:${value}`)];
+    for (const tag of tags) {
+      const id = `${increment.projectId}\u0000${tag}\u0000${increment.day}\u0000${increment.metric}`;
+      const row = sums.get(id);
+      if (row) row.count += 1;
+      else
+        sums.set(id, {
+          project_id: increment.projectId,
+          tag,
+          day: increment.day,
+          metric: increment.metric,
+          count: 1,
+        });
+    }
+  }
+  // One order for every writer: two transactions adding to the same rows never wait for each other in a cycle.
+  const rows = [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+  for (let start = 0; start < rows.length; start += 200) {
+    await db
+      .insertInto('email_stats_daily')
+      .values(rows.slice(start, start + 200))
+      .onConflict((conflict) =>
+        conflict
+          .columns(['project_id', 'tag', 'day', 'metric'])
+          .doUpdateSet((eb) => ({ count: eb('email_stats_daily.count', '+', eb.ref('excluded.count')) })),
+      )
+      .execute();
+  }
+}
+
+/** The metrics an event adds to (the unique opens and clicks are counted by the engagement module). */
+export function metricsOfEvent(kind: string, data: Record<string, unknown>): Metric[] {
+  switch (kind) {
+    case 'email.sent':
+      return ['sent'];
+    case 'email.delivered':
+      return ['delivered'];
+    case 'email.delivery_delayed':
+      return ['delivery_delayed'];
+    case 'email.failed':
+      return ['failed'];
+    case 'email.complained':
+      return ['complained'];
+    case 'email.suppressed':
+      return ['suppressed'];
+    case 'email.unsubscribed':
+      return ['unsubscribed'];
+    case 'email.opened':
+      return ['opened'];
+    case 'email.clicked':
+      return ['clicked'];
+    case 'email.bounced': {
+      const type = (data.bounce as { type?: unknown } | undefined)?.type;
+      const byType: Metric | undefined =
+        type === 'hard' || type === 'soft' || type === 'policy' || type === 'undetermined'
+          ? `bounced_${type}`
+          : undefined;
+      return byType ? ['bounced', byType] : ['bounced'];
+    }
+    default:
+      return [];
+  }
+}
+
+/** The events' counts, in the transaction that stores them. */
+export function countEventsIn(
+  db: Kysely<Database>,
+  events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
+  at: string,
+): Promise<void> {
+  const day = at.slice(0, 10);
+  const increments: Increment[] = [];
+  for (const event of events) {
+    const tags = event.data.tags;
+    for (const metric of metricsOfEvent(event.kind, event.data)) {
+      increments.push({
+        projectId: event.projectId,
+        day,
+        tags: typeof tags === 'object' && tags !== null ? (tags as Record<string, string>) : {},
+        metric,
+      });
+    }
+  }
+  return addCounts(db, increments);
+}
+
+/** Sums per day and metric for one tag ('' for all) between two days, inclusive. */
+export async function readCounts(
+  db: Kysely<Database>,
+  query: { projectId: string; tag: string; since: string; until: string },
+): Promise<Array<{ day: string; metric: string; count: number }>> {
+  const rows = await db
+    .selectFrom('email_stats_daily')
+    .select(['day', 'metric', 'count'])
+    .where('project_id', '=', query.projectId)
+    .where('tag', '=', query.tag)
+    .where('day', '>=', query.since)
+    .where('day', '<=', query.until)
+    .execute();
+  return rows.map((row) => ({ day: row.day, metric: row.metric, count: Number(row.count) }));
+}
