@@ -1353,6 +1353,17 @@ export interface components {
             /** @description One delivery per webhook the event was sent to. */
             deliveries: components["schemas"]["Delivery"][];
         };
+        /** PublishTemplateRequest */
+        PublishTemplateRequest: {
+            /** @description Template name. */
+            name?: string;
+            /** @description Subject line of the message (Liquid). */
+            subject?: string;
+            /** @description HTML body (Liquid); output is HTML-escaped unless `| raw` is used. Up to 512 KiB characters. */
+            html?: string;
+            /** @description Plain-text body (Liquid). Up to 512 KiB characters; generated from html when absent. */
+            text?: string;
+        };
         /** PublishedTemplate */
         PublishedTemplate: {
             /** @enum {string} */
@@ -1365,17 +1376,6 @@ export interface components {
             published_at: string;
             /** @description The number of the version just published. */
             version: number;
-        };
-        /** PublishTemplateRequest */
-        PublishTemplateRequest: {
-            /** @description Template name. */
-            name?: string;
-            /** @description Subject line of the message (Liquid). */
-            subject?: string;
-            /** @description HTML body (Liquid); output is HTML-escaped unless `| raw` is used. Up to 512 KiB characters. */
-            html?: string;
-            /** @description Plain-text body (Liquid). Up to 512 KiB characters; generated from html when absent. */
-            text?: string;
         };
         /** RawEmail */
         RawEmail: {
@@ -1410,14 +1410,6 @@ export interface components {
             /** @description Webhooks the event was delivered to that are disabled now, so got nothing. */
             skipped_webhook_ids: string[];
         };
-        /** RenderedTemplate */
-        RenderedTemplate: {
-            /** @enum {string} */
-            object: "rendered_template";
-            subject: string | null;
-            html: string | null;
-            text: string | null;
-        };
         /** RenderTemplateRequest */
         RenderTemplateRequest: {
             /** @description Values for the template variables (any JSON). */
@@ -1426,6 +1418,14 @@ export interface components {
             };
             /** @description A published version to render; the draft when absent. */
             version?: number;
+        };
+        /** RenderedTemplate */
+        RenderedTemplate: {
+            /** @enum {string} */
+            object: "rendered_template";
+            subject: string | null;
+            html: string | null;
+            text: string | null;
         };
         /** SendEmail */
         SendEmail: {

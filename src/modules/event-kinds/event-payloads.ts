@@ -6,12 +6,15 @@ import { EVENT_KIND_NAMES, EVENT_KINDS, type EventKind } from './event-kinds.ts'
  * An event kind, as an enum built from the one catalogue: a kind added there is named here (and in the
  * OpenAPI document, and in generated clients) without another edit.
  */
-export const EventType = Type.Unsafe<EventKind>({
-  type: 'string',
-  enum: EVENT_KIND_NAMES,
+export const EventType = eventKindEnum({
   title: 'EventType',
   description: 'An event kind (GET /v1/event-kinds describes each).',
 });
+
+/** The event kinds enum with its own annotations (a default, a description), unnamed unless `title` says. */
+export function eventKindEnum(options: { title?: string; description?: string; default?: EventKind }) {
+  return Type.Unsafe<EventKind>({ type: 'string', enum: EVENT_KIND_NAMES, ...options });
+}
 
 // What every `email.*` event carries (src/modules/emails/event-data.ts builds it).
 const emailFields = {
