@@ -22,6 +22,7 @@ import {
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 
 // The SDK over real HTTP against the real server: a delivery worker posts to a real receiver, and a
@@ -361,6 +362,17 @@ describe('sdk', () => {
     const noSignature = { ...whsec!.headers, 'webhook-signature': undefined };
     assert.throws(() => verifyWebhook(whsec!.body, noSignature, SECRET), WebhookVerificationError);
     for (const hook of hooks) await postwire.webhooks.delete(hook.data.id);
+
+    // Whatever reached the receiver in these tests (sends' events, test events) is what the types promise.
+    const doc = (await api.request('GET', '/v1/openapi.json', { key: null })).body;
+    assert.ok(receiver.requests.length >= 4);
+    assert.deepEqual(
+      checkWebhookPayloads(
+        doc,
+        receiver.requests.map((request) => request.body),
+      ),
+      [],
+    );
   });
 
   test('the package builds to JavaScript and .d.ts, packs, and the built client works', async () => {
