@@ -15,13 +15,19 @@ import type { SecretBox } from './lib/crypto.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Resolver } from './lib/network-policy.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
+import { createDns, type Dns } from './lib/dns.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
+import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
+import { createDomainService, type DomainSettings } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
 import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
 import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
+import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { registerInboundRoutes } from './modules/inbound/inbound.routes.ts';
+import { createInboundService } from './modules/inbound/inbound.service.ts';
 import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.routes.ts';
 import { registerEventRoutes } from './modules/events/events.routes.ts';
 import { createEventService, type EventService } from './modules/events/events.service.ts';
@@ -64,6 +70,13 @@ export interface AppDeps {
   templateRendering?: RenderPoolOptions;
   /** How long the server waits on a client, phase by phase (HTTP_*_TIMEOUT). */
   httpTimeouts?: HttpTimeouts;
+  /** Where sending domains' records are looked up (DNS_SERVERS); the system's resolvers by default. */
+  dns?: Dns;
+  /**
+   * Sending domains: their return-path records, re-check interval, SENDER_DOMAINS and the fallback DKIM key
+   * and BOUNCE_DOMAIN. Default: no return path, any From domain allowed, unsigned fallback.
+   */
+  domains?: Partial<DomainSettings>;
 }
 
 declare module 'fastify' {
@@ -128,6 +141,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       (deps.webhookTestMarginMs ?? DEFAULTS.webhookTestMarginMs),
   });
 
+  const domains = createDomainService({
+    db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    secretBox: deps.secretBox,
+    dns: deps.dns ?? createDns(),
+    events,
+    settings: {
+      recheckMs: DEFAULTS.domainRecheckMs,
+      senderDomains: 'any',
+      ...deps.domains,
+    },
+  });
+
   const sendNotifier = deps.sendNotifier ?? createNotifier();
   const suppressionRepo = createSuppressionRepo(db);
   app.decorate('sendNotifier', sendNotifier);
@@ -141,6 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     events,
     suppressions: suppressionRepo,
     unitOfWork: (work) => deps.database.unitOfWork(work),
+    senders: domains,
   });
   const suppressions = createSuppressionService({ repo: suppressionRepo, clock: deps.clock });
 
@@ -188,6 +216,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerTemplateRoutes(app, { templates });
   registerEmailRoutes(app, { emails });
   registerSuppressionRoutes(app, { suppressions });
+  registerInboundRoutes(app, {
+    inbound: createInboundService({ repo: createInboundRepo(db, deps.database.engine) }),
+  });
+  registerDomainRoutes(app, { domains });
 
   return app;
 }

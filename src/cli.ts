@@ -8,6 +8,7 @@ import { systemClock } from './lib/clock.ts';
 import { POSTWIRE_VERSION } from './lib/version.ts';
 import { renderOpenApiDocument } from './openapi-document.ts';
 import { DomainError } from './lib/errors.ts';
+import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService, type ProjectService } from './modules/projects/projects.service.ts';
 import {
@@ -22,9 +23,11 @@ import {
 export const USAGE = `Usage: postwire <command> [options]
 
 Commands:
-  serve [--no-worker]                          Run the HTTP API and the background workers (migrates first).
+  serve [--no-worker] [--no-inbound]           Run the HTTP API and the background workers (migrates first).
                                                --no-worker: this process runs no background worker.
-  worker                                       Run only the background workers (sending, webhook delivery).
+                                               --no-inbound: no SMTP listener for reports (see BOUNCE_DOMAIN).
+  worker [--no-inbound]                        Run only the background workers (sending, reading reports,
+                                               webhook delivery), and the SMTP listener for reports.
   migrate                                      Apply pending database migrations.
   projects create <name>                       Create a project; prints its id on the last line.
   projects list [--json]                       List projects.
@@ -32,6 +35,8 @@ Commands:
                                                It is shown only this once.
   keys list --project <id> [--json]            List a project's keys (never the keys themselves).
   keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
+  inbound list [--all] [--limit <n>] [--json]  Reports received that matched no email or could not be read,
+                                               with why (--all: every received message). Newest first.
   openapi                                      Print the OpenAPI document (as served at /v1/openapi.json).
   help                                         Show this help.
   --version                                    Print the version.
@@ -48,7 +53,8 @@ Configuration comes from the environment, as for the server:
   WEBHOOK_TIMEOUT_MS, WEBHOOK_RETRY_SCHEDULE, WEBHOOK_RETRY_JITTER, WEBHOOK_CONCURRENCY,
   WEBHOOK_CONCURRENCY_PER_ENDPOINT, WEBHOOK_DISABLE_AFTER, WEBHOOK_SECRET_ROTATION_WINDOW
   SMTP_URL, MAIL_TRANSPORT, SEND_RETRY_SCHEDULE, SEND_CONCURRENCY, SEND_CONCURRENCY_PER_HOST,
-  SEND_TIMEOUT, SEND_DAILY_LIMIT, DKIM_DOMAIN, DKIM_SELECTOR, DKIM_PRIVATE_KEY, MAIL_HOSTNAME
+  SEND_TIMEOUT, SEND_DAILY_LIMIT, DKIM_DOMAIN, DKIM_SELECTOR, DKIM_PRIVATE_KEY, MAIL_HOSTNAME, SMTP_DSN
+  BOUNCE_DOMAIN, INBOUND_SMTP_HOST, INBOUND_SMTP_PORT, INBOUND_MAX_BYTES, INBOUND_TLS_CERT, INBOUND_TLS_KEY
   (the README's configuration table says what each one means)
 `;
 
@@ -68,6 +74,7 @@ interface Context {
   io: CliIo;
   config: Config;
   /** Opens (and migrates) the database on first use; closed when the command ends. */
+  database(): Promise<DatabaseHandle>;
   projects(): Promise<ProjectService>;
 }
 
@@ -88,16 +95,17 @@ const json = { json: { type: 'boolean' } } as const satisfies Options;
 const commands: Command[] = [
   {
     words: ['serve'],
-    options: { worker: { type: 'boolean', default: true } },
+    options: { worker: { type: 'boolean', default: true }, inbound: { type: 'boolean', default: true } },
     async run({ config }, values) {
-      await runServer(config, { worker: values.worker !== false });
+      await runServer(config, { worker: values.worker !== false, inbound: values.inbound !== false });
       return undefined;
     },
   },
   {
     words: ['worker'],
-    async run({ config }) {
-      await runWorker(config);
+    options: { inbound: { type: 'boolean', default: true } },
+    async run({ config }, values) {
+      await runWorker(config, { inbound: values.inbound !== false });
       return undefined;
     },
   },
@@ -201,6 +209,36 @@ const commands: Command[] = [
       return 0;
     },
   },
+  {
+    words: ['inbound', 'list'],
+    options: { all: { type: 'boolean' }, limit: { type: 'string' }, ...json },
+    async run(context, values) {
+      const limit = values.limit === undefined ? 50 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+        throw new UsageError('inbound list: --limit takes a whole number from 1 to 1000.');
+      }
+      const { db, engine } = await context.database();
+      const rows = await createInboundRepo(db, engine).listForOperator({ all: values.all === true, limit });
+      context.io.stdout.write(
+        listing(
+          values.json === true,
+          rows,
+          ['ID', 'RECEIVED', 'STATUS', 'KIND', 'FROM', 'TO', 'WHY'],
+          (row) => [
+            row.id,
+            row.receivedAt,
+            row.status,
+            row.kind ?? '',
+            row.mailFrom || '<>',
+            row.rcptTo.join(','),
+            row.detail ?? '',
+          ],
+          values.all === true ? 'No messages received.' : 'No unmatched or unreadable reports.',
+        ),
+      );
+      return 0;
+    },
+  },
 ];
 
 /** Runs one command; resolves to its exit code, or to undefined when the process keeps running (serve). */
@@ -231,13 +269,19 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
     const context: Context = {
       io,
       config,
-      async projects() {
-        if (!service) {
+      async database() {
+        if (!database) {
           database = await openConfiguredDatabase(config, { poolSize: 2 });
           // A database the server never started on works too: the schema is brought up to date first.
           await migrateToLatest(database.db);
-          service = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
         }
+        return database;
+      },
+      async projects() {
+        service ??= createProjectService({
+          repo: createProjectRepo((await context.database()).db),
+          clock: systemClock,
+        });
         return service;
       },
     };

@@ -2,6 +2,7 @@ import { createPrivateKey } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseDnsServer } from './lib/dns.ts';
 import { parseDuration, parseSchedule } from './lib/duration.ts';
 
 /**
@@ -35,6 +36,17 @@ export const DEFAULTS = {
   /** Failed authentications one client address may make per window before it is refused (429). */
   authFailureLimit: 20,
   authFailureWindowMs: 60_000,
+  inbound: {
+    /** Where the inbound SMTP listener for reports listens (INBOUND_SMTP_HOST, INBOUND_SMTP_PORT). */
+    host: '127.0.0.1',
+    port: 2525,
+    /** The largest message it takes (INBOUND_MAX_BYTES); a real report is a few kilobytes. */
+    maxBytes: 10 * 1024 * 1024,
+  },
+  /** What the next hop is asked to report (SMTP_DSN), when it offers the DSN extension. */
+  smtpDsn: ['success', 'failure', 'delay'] as DsnNotify[],
+  /** Verified and failed sending domains are looked up again this often (DOMAIN_RECHECK). */
+  domainRecheckMs: 6 * 3_600_000,
   httpTimeouts: {
     /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
     idleMs: 60_000,
@@ -109,7 +121,40 @@ export interface Config {
   bounceDomain: string | undefined;
   /** DKIM signing of every message, when all three DKIM_* settings are given. */
   dkim: DkimConfig | undefined;
+  /** Delivery status notifications asked of the next hop (RFC 3461); empty: none asked (`SMTP_DSN=off`). */
+  smtpDsn: DsnNotify[];
+  /** The SMTP listener that receives reports for the bounce domain; it runs only when bounceDomain is set. */
+  inbound: InboundConfig;
+  /** The DNS servers (`ip` or `ip:port`) for direct mode and domain verification; empty: the system's. */
+  dnsServers: string[];
+  /** The port direct mode connects to on each MX: 25, except in a test network. */
+  directMxPort: number;
+  /**
+   * Which From domains a project may send as: `verified` (only its verified domains) or `any` (others are
+   * signed with the fallback DKIM_* key). A domain another project verified is refused either way.
+   */
+  senderDomains: SenderDomainsPolicy;
+  /** The host a sending domain's return-path subdomain points its MX at (our inbound listener). */
+  inboundMxHost: string | undefined;
+  /** The SPF record a sending domain's return-path subdomain publishes, `v=spf1 ip4:… -all`. */
+  sendingSpf: string | undefined;
+  /** How often verified and failed domains are looked up again. */
+  domainRecheckMs: number;
 }
+
+/** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
+export type DsnNotify = 'success' | 'failure' | 'delay';
+
+export interface InboundConfig {
+  host: string;
+  port: number;
+  /** Messages larger than this are refused (552) and not stored. */
+  maxBytes: number;
+  /** PEM certificate and key: STARTTLS is offered when both are set. */
+  tls: { cert: string; key: string } | undefined;
+}
+
+export type SenderDomainsPolicy = 'verified' | 'any';
 
 /** How long the HTTP server waits on a client, phase by phase; past it, the connection is closed. */
 export interface HttpTimeouts {
@@ -299,6 +344,14 @@ type MailConfig = Pick<
   | 'mailHostname'
   | 'bounceDomain'
   | 'dkim'
+  | 'smtpDsn'
+  | 'inbound'
+  | 'dnsServers'
+  | 'directMxPort'
+  | 'senderDomains'
+  | 'inboundMxHost'
+  | 'sendingSpf'
+  | 'domainRecheckMs'
 >;
 
 /** The sending settings: transport, retries, concurrency, the daily limit and DKIM. */
@@ -354,7 +407,111 @@ function mailConfig(
     mailHostname: env.MAIL_HOSTNAME || undefined,
     bounceDomain: bounceDomain(env, problems),
     dkim: dkimConfig(env, problems),
+    smtpDsn: smtpDsn(env, problems),
+    inbound: {
+      host: env.INBOUND_SMTP_HOST || DEFAULTS.inbound.host,
+      port: read.integer('INBOUND_SMTP_PORT', DEFAULTS.inbound.port, 0, 65535),
+      maxBytes: read.integer('INBOUND_MAX_BYTES', DEFAULTS.inbound.maxBytes, 1024, 1024 * 1024 * 1024),
+      tls: inboundTls(env, problems),
+    },
+    ...domainsConfig(env, problems, mailTransport, read),
   };
+}
+
+/** Sending domains: where their DNS is looked up, which From domains are allowed, their return-path records. */
+function domainsConfig(
+  env: Env,
+  problems: string[],
+  mailTransport: MailTransportKind,
+  read: {
+    integer: (name: string, fallback: number, min: number, max: number) => number;
+    duration: (name: string, fallback: number) => number;
+  },
+): Pick<
+  Config,
+  'dnsServers' | 'directMxPort' | 'senderDomains' | 'inboundMxHost' | 'sendingSpf' | 'domainRecheckMs'
+> {
+  const dnsServers: string[] = [];
+  for (const entry of (env.DNS_SERVERS ?? '').split(',')) {
+    if (entry.trim() === '') continue;
+    const server = parseDnsServer(entry);
+    if (server) dnsServers.push(server);
+    else
+      problems.push(`DNS_SERVERS must be comma-separated ip or ip:port ([v6]:port), got '${entry.trim()}'.`);
+  }
+  // Direct delivery is the one mode where any From domain would be sent unauthenticated to the world's
+  // servers as if it were ours; through a relay or into capture the relay (or nobody) decides.
+  let senderDomains: SenderDomainsPolicy = mailTransport === 'direct' ? 'verified' : 'any';
+  const requested = env.SENDER_DOMAINS?.toLowerCase();
+  if (requested) {
+    if (requested === 'verified' || requested === 'any') senderDomains = requested;
+    else problems.push(`SENDER_DOMAINS must be verified or any, got '${env.SENDER_DOMAINS}'.`);
+  }
+  const inboundMxHost = env.INBOUND_MX_HOST?.toLowerCase().replace(/\.$/, '') || undefined;
+  if (inboundMxHost !== undefined && !DOMAIN_NAME.test(inboundMxHost)) {
+    problems.push(`INBOUND_MX_HOST must be a host name such as mx.example.com, got '${inboundMxHost}'.`);
+  }
+  const sendingSpf = env.SENDING_SPF?.trim() || undefined;
+  if (sendingSpf !== undefined && !/^v=spf1( [\x21-\x7e]+)*$/i.test(sendingSpf)) {
+    problems.push(
+      `SENDING_SPF must be an SPF record such as 'v=spf1 ip4:192.0.2.1 -all', got '${sendingSpf}'.`,
+    );
+  }
+  const domainRecheckMs = read.duration('DOMAIN_RECHECK', DEFAULTS.domainRecheckMs);
+  if (domainRecheckMs < 1000 || domainRecheckMs > 30 * 86_400_000) {
+    problems.push(`DOMAIN_RECHECK must be from 1s to 30d, got '${env.DOMAIN_RECHECK}'.`);
+  }
+  return {
+    dnsServers,
+    directMxPort: read.integer('DIRECT_MX_PORT', 25, 1, 65535),
+    senderDomains,
+    inboundMxHost,
+    sendingSpf,
+    domainRecheckMs,
+  };
+}
+
+function smtpDsn(env: Env, problems: string[]): DsnNotify[] {
+  const raw = env.SMTP_DSN?.trim().toLowerCase();
+  if (!raw) return [...DEFAULTS.smtpDsn];
+  if (raw === 'off') return [];
+  const words = raw.split(',').map((word) => word.trim());
+  const known = new Set<string>(['success', 'failure', 'delay']);
+  if (words.some((word) => !known.has(word))) {
+    problems.push(`SMTP_DSN must be off or a list of success, failure and delay, got '${env.SMTP_DSN}'.`);
+    return [...DEFAULTS.smtpDsn];
+  }
+  return [...new Set(words)] as DsnNotify[];
+}
+
+/** A PEM setting: the text itself (line breaks may come as \n escapes) or the path of a PEM file. */
+function pemSetting(env: Env, name: string, problems: string[]): string | undefined {
+  const value = env[name];
+  if (!value) return undefined;
+  if (value.includes('-----BEGIN')) return value.replace(/\\n/g, '\n');
+  try {
+    return readFileSync(value, 'utf8');
+  } catch {
+    problems.push(`${name} is neither a PEM key nor a readable file ('${value}').`);
+    return undefined;
+  }
+}
+
+function inboundTls(env: Env, problems: string[]): InboundConfig['tls'] {
+  const cert = pemSetting(env, 'INBOUND_TLS_CERT', problems);
+  const key = pemSetting(env, 'INBOUND_TLS_KEY', problems);
+  if ((cert === undefined) !== (key === undefined)) {
+    problems.push('STARTTLS on the inbound listener needs both INBOUND_TLS_CERT and INBOUND_TLS_KEY.');
+    return undefined;
+  }
+  if (cert === undefined || key === undefined) return undefined;
+  try {
+    createPrivateKey(key);
+  } catch {
+    problems.push('INBOUND_TLS_KEY does not hold a valid PEM private key.');
+    return undefined;
+  }
+  return { cert, key };
 }
 
 const DOMAIN_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/i;
@@ -382,18 +539,8 @@ function dkimConfig(env: Env, problems: string[]): DkimConfig | undefined {
   if (!/^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?)*$/i.test(selector)) {
     problems.push(`DKIM_SELECTOR must be a DNS label such as mail2026, got '${selector}'.`);
   }
-  // The key is PEM text (environments often carry its line breaks as \n) or the path of a PEM file.
-  let pem: string;
-  if (key.includes('-----BEGIN')) {
-    pem = key.replace(/\\n/g, '\n');
-  } else {
-    try {
-      pem = readFileSync(key, 'utf8');
-    } catch {
-      problems.push(`DKIM_PRIVATE_KEY is neither a PEM key nor a readable file ('${key}').`);
-      return undefined;
-    }
-  }
+  const pem = pemSetting(env, 'DKIM_PRIVATE_KEY', problems);
+  if (pem === undefined) return undefined;
   try {
     createPrivateKey(pem);
   } catch {

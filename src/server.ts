@@ -9,10 +9,16 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
-import { createNotifier } from './queue/notifier.ts';
+import { createDns } from './lib/dns.ts';
+import { domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
+import type { WorkerLogger } from './lib/worker-logger.ts';
+import { createNotifier, type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
+import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { createDomainRepo } from './modules/domains/domains.repo.ts';
+import { type InboundListener, startInboundListener } from './modules/inbound/inbound.listener.ts';
 import pino from 'pino';
 import { loggerOptions } from './lib/logger.ts';
 
@@ -48,6 +54,8 @@ export interface Output {
 export interface ServerOptions {
   /** Whether this process also runs the background workers (`postwire serve --no-worker` runs none). */
   worker: boolean;
+  /** Whether it listens for reports by SMTP when BOUNCE_DOMAIN is set (`--no-inbound`: no). Default true. */
+  inbound?: boolean;
   clock?: Clock;
   resolver?: Resolver;
   /** Where the first start's generated API key is shown; standard output unless a test captures it. */
@@ -58,6 +66,8 @@ export interface RunningServer {
   app: FastifyInstance;
   /** The address it listens on, e.g. `http://127.0.0.1:3000`. */
   url: string;
+  /** The port of the SMTP listener for reports, when it runs (BOUNCE_DOMAIN set, not --no-inbound). */
+  inboundPort: number | undefined;
   /** Stops taking connections, lets in-flight requests finish, then closes the database. Idempotent. */
   close(): Promise<void>;
 }
@@ -90,6 +100,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     // Shared by the app and this process's workers, so what the API writes is picked up at once.
     const deliveryNotifier = options.worker ? createNotifier() : undefined;
     const sendNotifier = options.worker ? createNotifier() : undefined;
+    const inboundNotifier = options.worker ? createNotifier() : undefined;
     app = await buildApp({
       ...(deliveryNotifier ? { notifier: deliveryNotifier } : {}),
       ...(sendNotifier ? { sendNotifier } : {}),
@@ -105,6 +116,8 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
       templateRendering: config.templateRendering,
+      dns: createDns({ servers: config.dnsServers }),
+      domains: domainSettingsFromConfig(config),
       logger: loggerOptions(config),
     });
     const log = app.log;
@@ -143,12 +156,18 @@ export async function startServer(config: Config, options: ServerOptions): Promi
           logger: log,
           deliveryNotifier,
           sendNotifier,
+          inboundNotifier,
         })
       : undefined;
 
+    let inbound: InboundListener | undefined;
     try {
+      if (options.inbound !== false) {
+        inbound = await startInbound(config, { database, clock, logger: log, notifier: inboundNotifier });
+      }
       await app.listen({ port: config.port, host: config.host });
     } catch (error) {
+      await inbound?.close();
       await workers?.stop();
       throw error;
     }
@@ -160,11 +179,13 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     return {
       app: running,
       url,
+      inboundPort: inbound?.port,
       close: () =>
         (closing ??= (async () => {
           draining = true;
           try {
             await running.close();
+            await inbound?.close();
             // After the API (nothing new arrives) and before the database (attempts in flight record results).
             await workers?.stop();
           } finally {
@@ -203,11 +224,14 @@ export async function runServer(config: Config, options: RunOptions): Promise<Ru
  */
 export async function runWorker(
   config: Config,
-  options: { clock?: Clock; resolver?: Resolver } = {},
+  options: { clock?: Clock; resolver?: Resolver; inbound?: boolean } = {},
 ): Promise<void> {
   const log = pino(loggerOptions(config));
   const database = await openConfiguredDatabase(config);
+  const clock = options.clock ?? systemClock;
+  const inboundNotifier = createNotifier();
   let workers: RunningWorkers | undefined;
+  let inbound: InboundListener | undefined;
   try {
     await migrateToLatest(database.db);
     const encryption = loadOrCreateEncryptionKey(config);
@@ -216,24 +240,69 @@ export async function runWorker(
     workers = await startWorkers({
       config,
       database,
-      clock: options.clock ?? systemClock,
+      clock,
       secretBox,
       resolver: options.resolver ?? systemResolver,
       logger: log,
+      inboundNotifier,
     });
+    if (options.inbound !== false) {
+      inbound = await startInbound(config, { database, clock, logger: log, notifier: inboundNotifier });
+    }
   } catch (error) {
+    await workers?.stop().catch(() => {});
     await database.close().catch(() => {});
     throw error;
   }
   log.info({ database: describeDatabase(config) }, 'Postwire worker started');
   const running = workers;
+  const listening = inbound;
   exitOnSignals(log, DEFAULT_SHUTDOWN_GRACE_MS, async () => {
     try {
+      await listening?.close();
       await running.stop();
     } finally {
       await database.close();
     }
   });
+}
+
+/**
+ * The SMTP listener for reports, when BOUNCE_DOMAIN is set: each message is stored before its 250, then this
+ * process's inbound worker (`notifier`) or another process's (NOTIFY on PostgreSQL, else its poll) reads it.
+ */
+async function startInbound(
+  config: Config,
+  deps: { database: DatabaseHandle; clock: Clock; logger: WorkerLogger; notifier: Notifier | undefined },
+): Promise<InboundListener | undefined> {
+  if (!config.bounceDomain) return undefined;
+  const { db, engine } = deps.database;
+  const repo = createInboundRepo(db, engine);
+  const domains = createDomainRepo(db, engine);
+  const bounceDomain = config.bounceDomain;
+  try {
+    return await startInboundListener({
+      ...config.inbound,
+      bounceDomain,
+      acceptsDomain: (domain) => domain === bounceDomain || domains.isReturnPathDomain(domain),
+      hostname: config.mailHostname,
+      clock: deps.clock,
+      logger: deps.logger,
+      async store(message) {
+        const id = await repo.store(message);
+        await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.inbound);
+        deps.notifier?.notify();
+        return id;
+      },
+    });
+  } catch (error) {
+    const { host, port } = config.inbound;
+    throw new Error(
+      `the inbound SMTP listener for bounce reports could not listen on ${host}:${port} (${describeError(error)}); ` +
+        'set INBOUND_SMTP_PORT, or start this process with --no-inbound when another one listens',
+      { cause: error },
+    );
+  }
 }
 
 interface ShutdownLogger {
@@ -286,14 +355,17 @@ async function checkEncryptionKey(
     .where('secret_sealed', 'is not', null)
     .limit(1)
     .executeTakeFirst();
-  if (!row?.secret_sealed) return;
+  // Sending domains' DKIM keys are sealed with the same key: a wrong key would only show as unsigned mail.
+  const domain = await db.selectFrom('domains').select('dkim_private_key_sealed').limit(1).executeTakeFirst();
+  const sealed = row?.secret_sealed ?? domain?.dkim_private_key_sealed;
+  if (!sealed) return;
   try {
-    secretBox.open(row.secret_sealed);
+    secretBox.open(sealed);
   } catch {
     const source =
       encryption.source === 'config' ? 'POSTWIRE_ENCRYPTION_KEY' : `the key file ${encryption.file}`;
     throw new Error(
-      `The encryption key (${source}) cannot open the webhook secrets stored in the database: it is not ` +
+      `The encryption key (${source}) cannot open the secrets stored in the database (webhook secrets, domain keys): it is not ` +
         'the key they were sealed with. Start with the original key.',
     );
   }

@@ -6,8 +6,13 @@ import type { Resolver } from './lib/network-policy.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
+import { createDns } from './lib/dns.ts';
+import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
+import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
+import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
+import { returnPathFromConfig } from './modules/emails/return-path.ts';
 
 export interface WorkersDeps {
   config: Config;
@@ -19,6 +24,8 @@ export interface WorkersDeps {
   /** Shared with the app in the same process, so what the API writes is picked up at once. */
   deliveryNotifier?: Notifier | undefined;
   sendNotifier?: Notifier | undefined;
+  /** Shared with this process's inbound listener, so a stored report is read at once. */
+  inboundNotifier?: Notifier | undefined;
 }
 
 export interface RunningWorkers {
@@ -27,8 +34,8 @@ export interface RunningWorkers {
 }
 
 /**
- * The background work of a process: sending email and delivering webhooks. Run in the API process, or
- * alone (`postwire worker`).
+ * The background work of a process: sending email, reading received reports and delivering webhooks. Run in
+ * the API process, or alone (`postwire worker`).
  */
 export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
   // The sending worker's events must wake this process's delivery worker too, not only other processes'.
@@ -44,35 +51,67 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
   });
+  const events = createEventService({
+    db: deps.database.db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    notifier: deliveryNotifier,
+  });
+  const domains = createDomainService({
+    db: deps.database.db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    secretBox: deps.secretBox,
+    dns: createDns({ servers: deps.config.dnsServers }),
+    events,
+    settings: domainSettingsFromConfig(deps.config),
+  });
   const sending = createSendingWorkerFromConfig({
     config: deps.config,
     secretBox: deps.secretBox,
     database: deps.database,
     clock: deps.clock,
-    events: createEventService({
-      db: deps.database.db,
-      engine: deps.database.engine,
-      clock: deps.clock,
-      notifier: deliveryNotifier,
-    }),
+    events,
     notifier: deps.sendNotifier,
     logger: deps.logger,
+    domains,
   });
-  await delivery.start();
+  const domainChecks = createDomainCheckWorker({
+    database: deps.database,
+    clock: deps.clock,
+    domains,
+    logger: deps.logger,
+    deadAfterMs: deps.config.workerDeadAfterMs,
+  });
+  const inbound = createInboundWorker({
+    database: deps.database,
+    clock: deps.clock,
+    events,
+    returnPath: returnPathFromConfig(deps.config, deps.secretBox),
+    notifier: deps.inboundNotifier,
+    logger: deps.logger,
+    deadAfterMs: deps.config.workerDeadAfterMs,
+  });
+  // Started in order, stopped in reverse: the producers of events stop before the delivery worker, so their
+  // last outcomes' events are still picked up.
+  const started: Array<{ stop(): Promise<void> }> = [];
+  const stopAll = async () => {
+    for (const worker of started.reverse()) {
+      try {
+        await worker.stop();
+      } catch (error) {
+        deps.logger.error({ err: error }, 'a worker failed to stop');
+      }
+    }
+  };
   try {
-    await sending.start();
+    for (const worker of [delivery, sending, inbound, domainChecks]) {
+      await worker.start();
+      started.push(worker);
+    }
   } catch (error) {
-    await delivery.stop();
+    await stopAll();
     throw error;
   }
-  return {
-    async stop() {
-      // Sending first: its last outcomes emit events that the delivery worker should still pick up.
-      try {
-        await sending.stop();
-      } finally {
-        await delivery.stop();
-      }
-    },
-  };
+  return { stop: stopAll };
 }

@@ -306,6 +306,8 @@ for (const engine of ENGINES) {
         'email.suppressed',
         'email.opened',
         'email.clicked',
+        'domain.verified',
+        'domain.failed',
       ]);
       for (const kind of response.body.data) {
         assert.equal(kind.object, 'event_kind');

@@ -326,7 +326,7 @@ for (const engine of ENGINES) {
         'scheduled_at',
         'parameter_invalid',
       ],
-      ['unknown field', { ...base, attachments: [] }, 'attachments', 'parameter_unknown'],
+      ['unknown field', { ...base, attachment: [] }, 'attachment', 'parameter_unknown'],
       [
         'template without id',
         { from: base.from, to: base.to, template: {} },

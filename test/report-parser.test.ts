@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { readReport } from '../src/modules/reports/report-parser.ts';
+import { readReport } from '../src/modules/inbound/report-parser.ts';
 
 // The report reader over real and real-shaped reports (test/fixtures/reports/README.md says where each
 // came from), and over input that is no report at all.
@@ -86,6 +86,7 @@ test('an ARF complaint (RFC 5965)', () => {
     originalRecipient: 'complainer@example.org',
     userAgent: 'SomeGenerator/1.0',
     originalMessageId: '<msg_01arffixture@example.com>',
+    originalReturnPath: 'bounce+01m83abcdefghjkmnpqrstvwxyztag0000000@bounces.example.test',
   });
 });
 

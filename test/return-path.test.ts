@@ -32,7 +32,8 @@ test('a forged or altered return path names nobody', () => {
     undefined,
     "someone else's id, old tag",
   );
-  assert.equal(returnPath.recipientOf(address.replace('bounces.example.test', 'other.example')), undefined);
+  assert.equal(returnPath.isBounceDomain('other.example'), false);
+  assert.equal(returnPath.isBounceDomain('BOUNCES.example.test.'), true);
   const otherKey = createReturnPath({
     domain: 'bounces.example.test',
     secretBox: createSecretBox(Buffer.alloc(32, 4)),
@@ -46,6 +47,17 @@ test('a forged or altered return path names nobody', () => {
   ]) {
     assert.equal(returnPath.recipientOf(junk), undefined, junk);
   }
+});
+
+test("a sending domain's return path carries the same local part, and its tag verifies there", () => {
+  const id = newId('rcpt');
+  const onBounceDomain = returnPath.forRecipient(id);
+  const onCustomer = returnPath.forRecipient(id, 'Bounces.Acme.example');
+  assert.equal(onCustomer.split('@')[1], 'bounces.acme.example');
+  assert.equal(onCustomer.split('@')[0], onBounceDomain.split('@')[0]);
+  assert.equal(returnPath.recipientOf(onCustomer), id);
+  const forged = onCustomer.replace(/.@/, (match) => `${match[0] === '0' ? '1' : '0'}@`);
+  assert.equal(returnPath.recipientOf(forged), undefined);
 });
 
 test('BOUNCE_DOMAIN must be a domain name', () => {

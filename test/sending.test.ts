@@ -21,6 +21,7 @@ import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './help
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { until } from './helpers/until.ts';
 
 /** Fast settings: retries 100 ms apart, no jitter, a quick poll. */
 const FAST: SendingSettings = {
@@ -69,20 +70,6 @@ const header = (raw: string, name: string) =>
   new RegExp(`^${name}:[ \\t]*(.*(?:\\r?\\n[ \\t].*)*)`, 'im')
     .exec(raw.split(/\r?\n\r?\n/, 1)[0]!)?.[1]
     ?.replace(/\r?\n[ \t]+/g, ' ');
-
-async function until<T>(
-  check: () => T | undefined | false | Promise<T | undefined | false>,
-  timeoutMs = 8000,
-  what = 'condition',
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 interface Harness {
   api: TestApp;

@@ -10,6 +10,9 @@ import { migration as oneDefaultProject } from './migrations/0007_one_default_pr
 import { migration as oneOutbox } from './migrations/0008_one_outbox.ts';
 import { migration as workerHeartbeats } from './migrations/0009_worker_heartbeats.ts';
 import { migration as suppressions } from './migrations/0010_suppressions.ts';
+import { migration as inboundMessages } from './migrations/0011_inbound_messages.ts';
+import { migration as domains } from './migrations/0013_domains.ts';
+import { migration as emailAttachments } from './migrations/0014_email_attachments.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -25,6 +28,9 @@ const migrations: Record<string, Migration> = {
   '0008_one_outbox': oneOutbox,
   '0009_worker_heartbeats': workerHeartbeats,
   '0010_suppressions': suppressions,
+  '0011_inbound_messages': inboundMessages,
+  '0013_domains': domains,
+  '0014_email_attachments': emailAttachments,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -170,6 +170,10 @@ export interface EmailsTable {
   template_version: number | null;
   /** The RFC 5322 Message-ID, made when the email is accepted, the same on every attempt. */
   message_id: string;
+  /** The DKIM `d=` it is signed with (a verified domain of the project, or DKIM_DOMAIN); null: unsigned. */
+  dkim_domain: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The domain of its envelope sender (a verified return path, BOUNCE_DOMAIN, or the From domain). */
+  return_path_domain: ColumnType<string | null, string | null | undefined, string | null>;
   status: EmailStatus;
   recipient_count: number;
   scheduled_at: string | null;
@@ -211,6 +215,22 @@ export interface EmailRecipientsTable {
   created_at: string;
   updated_at: string;
   completed_at: string | null;
+  /** When a report said delivery downstream is delayed; cleared when a later report settles it. */
+  delay_reported_at: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** A file sent with an email (written by the emails repository with the email). */
+export interface EmailAttachmentsTable {
+  email_id: string;
+  /** Order among the email's attachments. */
+  position: number;
+  project_id: string;
+  filename: string;
+  content_type: string | null;
+  /** Set for an inline attachment (`cid:` in the html). */
+  content_id: string | null;
+  size: number;
+  content: Uint8Array;
 }
 
 /** The MIME of an email kept by the capture transport instead of sending it. */
@@ -255,6 +275,74 @@ export interface QueueWorkersTable {
   heartbeat_at: string;
 }
 
+/** How an inbound message was read: which report it was, and what came of it. */
+export const INBOUND_STATUSES = [
+  'pending',
+  'applied',
+  'no_change',
+  'unmatched',
+  'ignored',
+  'unreadable',
+] as const;
+export type InboundStatus = (typeof INBOUND_STATUSES)[number];
+export type InboundKind = 'delivery_status' | 'feedback' | 'auto_reply' | 'unreadable';
+
+/** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
+export interface InboundMessagesTable {
+  id: string;
+  received_at: string;
+  /** The envelope sender (MAIL FROM); empty for the null sender `<>` that reports use. */
+  mail_from: string;
+  /** JSON array of the envelope recipients (RCPT TO): our return paths. */
+  rcpt_to: string;
+  remote_address: string | null;
+  size: number;
+  raw: Uint8Array;
+  status: InboundStatus;
+  kind: InboundKind | null;
+  /** How it was read, or why it matched nothing or could not be read. */
+  detail: string | null;
+  subject: string | null;
+  /** The project, email and recipient address the report was matched to; null while unmatched. */
+  project_id: string | null;
+  email_id: string | null;
+  recipient: string | null;
+  attempts: ColumnType<number, number | undefined, number>;
+  locked_until: string | null;
+  locked_by: string | null;
+  processed_at: string | null;
+}
+
+export type DomainStatus = 'pending' | 'verified' | 'failed';
+
+/** A sending domain of a project (written by src/modules/domains/domains.repo.ts). */
+export interface DomainsTable {
+  id: string;
+  project_id: string;
+  /** Lowercase ASCII (punycode), no trailing dot; unique across projects. */
+  name: string;
+  status: DomainStatus;
+  /** The key that signs: its selector, public key (base64 SPKI DER) and sealed private key (PEM). */
+  dkim_selector: string;
+  dkim_public_key: string;
+  dkim_private_key_sealed: string;
+  /** A rotation's new key, pending until its record verifies; null when no rotation is under way. */
+  next_dkim_selector: string | null;
+  next_dkim_public_key: string | null;
+  next_dkim_private_key_sealed: string | null;
+  return_path_verified: Bool;
+  /** JSON: what each record's last lookup found, by `<TYPE> <name>`. */
+  checks: string | null;
+  last_checked_at: string | null;
+  verified_at: string | null;
+  /** When the background check looks at it next. */
+  next_check_at: string;
+  locked_by: string | null;
+  locked_until: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -268,9 +356,12 @@ export interface Database {
   emails: EmailsTable;
   email_recipients: EmailRecipientsTable;
   email_raw: EmailRawTable;
+  email_attachments: EmailAttachmentsTable;
   send_quota: SendQuotaTable;
   queue_workers: QueueWorkersTable;
   suppressions: SuppressionsTable;
+  inbound_messages: InboundMessagesTable;
+  domains: DomainsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

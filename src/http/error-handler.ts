@@ -48,17 +48,14 @@ const FASTIFY_ERRORS: Record<string, { status: number; code: string; message: st
     code: 'invalid_request',
     message: 'The content-length does not match the body.',
   },
-  FST_ERR_CTP_BODY_TOO_LARGE: {
-    status: 413,
-    code: 'body_too_large',
-    message: 'The body is larger than 1 MiB.',
-  },
   FST_ERR_CTP_INVALID_MEDIA_TYPE: {
     status: 415,
     code: 'unsupported_media_type',
     message: 'Send the body as JSON with content-type: application/json.',
   },
 };
+
+const mebibytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MiB`;
 
 /** Installs the one place where errors become HTTP responses, plus the 404 and 405 answers. */
 export function installErrorHandling(app: FastifyInstance): void {
@@ -79,6 +76,8 @@ export function installErrorHandling(app: FastifyInstance): void {
       // the connection and the client never reads the 413. Kept open, the server reads and drops the rest
       // of the body (bounded by the request timeout), and the client gets its answer.
       reply.removeHeader('connection');
+      const limit = request.routeOptions.bodyLimit ?? 0;
+      return sendError(request, reply, 413, 'body_too_large', `The body is larger than ${mebibytes(limit)}.`);
     }
     const known = error.code ? FASTIFY_ERRORS[error.code] : undefined;
     if (known) return sendError(request, reply, known.status, known.code, known.message);

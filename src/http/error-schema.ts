@@ -17,7 +17,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which).',
   404: 'No such resource in this project.',
   409: 'Conflicts with the current state.',
-  413: 'Body larger than 1 MiB.',
+  413: 'Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments).',
   415: 'A body that is not application/json.',
   422: 'The body or a parameter breaks the schema or a rule.',
   429: 'Rate limit exceeded; see retry-after.',

@@ -27,7 +27,15 @@ export const openApiInfo = {
       description: 'What happened to your email: the event log, and the catalogue of event kinds.',
     },
     { name: 'Suppressions', description: 'Addresses that are never sent to, per project.' },
+    {
+      name: 'Inbound messages',
+      description: 'Bounce, delay and success reports and complaints mailed back about your email.',
+    },
     { name: 'Templates', description: 'Message templates, their drafts and published versions.' },
+    {
+      name: 'Domains',
+      description: 'Sending domains: their DKIM keys, the DNS records to publish, and verification.',
+    },
     {
       name: 'Emails',
       description:

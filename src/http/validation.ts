@@ -29,6 +29,9 @@ export function installJsonBody(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const bytes = body as Buffer; // parseAs: 'buffer'
+    // A route that takes no body (an action such as cancel) accepts an empty one even when labelled JSON, as
+    // SDKs that set content-type on every request send it (the Resend SDK's emails.cancel does).
+    if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined);
     // Decoding would turn bytes that are not UTF-8 into U+FFFD and store that: the body is refused instead.
     if (!isUtf8(bytes)) return done(Object.assign(new Error('not UTF-8'), { code: BODY_NOT_UTF8 }));
     const text = bytes.toString('utf8');

@@ -27,7 +27,7 @@ export const storedLease = (lease: Lease): StoredLease => ({
 export const newWorkerId = (): string => `${hostname()}/${process.pid}/${randomToken(6)}`;
 
 /** The queue tables: each has `id`, `locked_by` and `locked_until`, written only through its owner's repository. */
-export type QueueTable = 'deliveries' | 'email_recipients';
+export type QueueTable = 'deliveries' | 'email_recipients' | 'inbound_messages';
 
 /**
  * Gives back leases without an attempt (more claimed than there are slots, or shutting down): these rows

@@ -7,6 +7,8 @@ import { afterUnitCommits } from '../db/unit-of-work.ts';
 export const QUEUE_CHANNELS = {
   deliveries: 'postwire_deliveries',
   sending: 'postwire_sending',
+  inbound: 'postwire_inbound',
+  domains: 'postwire_domains',
 } as const;
 
 export type QueueChannel = (typeof QUEUE_CHANNELS)[keyof typeof QUEUE_CHANNELS];

@@ -119,6 +119,10 @@ export interface TestAppOptions {
   httpTimeouts?: HttpTimeouts;
   authFailureLimit?: { limit: number; windowMs: number };
   templateRendering?: RenderPoolOptions;
+  /** Where sending domains are looked up (a test DNS server); the system's resolvers when absent. */
+  dns?: AppDeps['dns'];
+  /** Sending-domain settings (SENDER_DOMAINS, return path, …); the app's defaults when absent. */
+  domains?: AppDeps['domains'];
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -166,6 +170,8 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     // Off unless a test asks for it: suites that probe every route without a key would trip it.
     authFailureLimit: options.authFailureLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),
+    ...(options.dns ? { dns: options.dns } : {}),
+    ...(options.domains ? { domains: options.domains } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),

@@ -11,6 +11,12 @@ export interface ReceivedMessage {
   messageId: string | undefined;
   /** The user the client logged in as, if it did. */
   user: string | undefined;
+  /** What the client asked to be told (RFC 3461), when the server offers DSN. */
+  dsn: {
+    ret?: string | null;
+    envid?: string | null;
+    recipients: Array<{ notify?: string[]; orcpt?: string }>;
+  };
 }
 
 /** How the server answers: a 2xx/4xx/5xx code and text. */
@@ -51,6 +57,8 @@ export interface TestSmtpOptions {
   auth?: { user: string; pass: string };
   /** Wait this long before answering each DATA (a slow server). */
   dataDelayMs?: number;
+  /** Offer the DSN extension (RFC 3461), as Postfix and most relays do. Default false. */
+  dsn?: boolean;
 }
 
 const replyError = (reply: SmtpReply) =>
@@ -75,6 +83,7 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
     // Closing waits this long for clients that keep pooled connections open, then cuts them.
     closeTimeout: 100,
     size: 10 * 1024 * 1024,
+    hideDSN: !options.dsn,
     onConnect(_session, callback) {
       connections += 1;
       concurrency.current += 1;
@@ -113,6 +122,10 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
           raw,
           messageId: /^Message-ID:\s*(<[^>]+>)/im.exec(header)?.[1],
           user: typeof session.user === 'string' ? session.user : undefined,
+          dsn: {
+            ...(session.envelope.dsn ?? {}),
+            recipients: session.envelope.rcptTo.map((rcpt) => ({ ...(rcpt.dsn ?? {}) })),
+          },
         };
         messages.push(message);
         for (const waiter of waiters) waiter();

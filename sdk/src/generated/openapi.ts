@@ -477,6 +477,134 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/inbound-messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the reports received about your emails, newest first
+         * @description Bounce, delay and success reports (RFC 3464) and complaints (RFC 5965) mailed back to the return paths of your emails, each with how it was read and what it changed. Reports that matched no email, or could not be read, belong to no project: the operator lists them with `postwire inbound list`.
+         */
+        get: operations["listInboundMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/inbound-messages/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a received report
+         * @description One report matched to an email of this project, with how it was read; 404 for any other.
+         */
+        get: operations["getInboundMessage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List sending domains, newest first
+         * @description The sending domains of this project, newest first, with their records and status.
+         */
+        get: operations["listDomains"];
+        put?: never;
+        /**
+         * Add a sending domain
+         * @description Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. A domain belongs to one project at a time (409).
+         */
+        post: operations["createDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a sending domain by id or name
+         * @description One sending domain, by `dom_…` id or by name.
+         */
+        get: operations["getDomain"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a sending domain
+         * @description Mail from it is no longer signed with its key; its name is free for another project.
+         */
+        delete: operations["deleteDomain"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains/{id}/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Look up a domain's DNS records now
+         * @description Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`.
+         */
+        post: operations["verifyDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/domains/{id}/dkim/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a rotation of a domain's DKIM key
+         * @description Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.
+         */
+        post: operations["rotateDomainKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "email.sent": {
@@ -659,6 +787,46 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "domain.verified": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * domain.verified
+         * @description A sending domain's DNS records match: mail from it is signed with its own key. Sent to every enabled webhook subscribed to `domain.verified`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onDomainVerified"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "domain.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * domain.failed
+         * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key. Sent to every enabled webhook subscribed to `domain.failed`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onDomainFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -685,6 +853,11 @@ export interface components {
             diagnostic: string | null;
             reporting_mta: string | null;
         };
+        /** CreateDomainRequest */
+        CreateDomainRequest: {
+            /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. */
+            name: string;
+        };
         /** CreateSuppressionsRequest */
         CreateSuppressionsRequest: {
             /** @description Addresses to stop sending to (reason `manual`), 1–1000. One already on the list keeps its entry. */
@@ -710,6 +883,14 @@ export interface components {
             /** @description Active flag; defaults to true. */
             enabled?: boolean;
             secret?: string | null;
+        };
+        /** DeletedDomain */
+        DeletedDomain: {
+            /** @enum {string} */
+            object: "domain";
+            id: string;
+            /** @enum {boolean} */
+            deleted: true;
         };
         /** DeletedSuppression */
         DeletedSuppression: {
@@ -785,6 +966,144 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /** Domain */
+        Domain: {
+            /** @enum {string} */
+            object: "domain";
+            /** @description Domain identifier (`dom_…`). */
+            id: string;
+            /** @description The domain, lowercase ASCII (an internationalized name in punycode). */
+            name: string;
+            /** @description `pending` (records not published yet), `verified` (DKIM, and the return path when there is one, match) or `failed` (a record holds another value, or a verified domain stopped matching). */
+            status: "pending" | "verified" | "failed";
+            /** @description The selector of the key that signs now. */
+            dkim_selector: string;
+            /** @description The envelope-sender domain for this domain (`bounces.<name>`) when per-recipient return paths are on; null otherwise. */
+            return_path_domain: string | null;
+            /** @description Whether its MX (and SPF) records match. */
+            return_path_verified: boolean;
+            /** @description The DNS records to publish, with what was found. */
+            records: components["schemas"]["DomainRecord"][];
+            last_checked_at: string | null;
+            verified_at: string | null;
+            /**
+             * Format: date-time
+             * @description When it was added. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it last changed. ISO 8601 UTC with milliseconds.
+             */
+            updated_at: string;
+        };
+        /** DomainEventRecord */
+        DomainEventRecord: {
+            /** @description `dkim`, `return_path` or `dmarc`. */
+            purpose: string;
+            /** @description `TXT` or `MX`. */
+            type: string;
+            /** @description Where the record is published. */
+            name: string;
+            /** @description What it must hold. */
+            value: string;
+            /** @description `pending`, `verified` or `failed`. */
+            status: "pending" | "verified" | "failed";
+            /** @description What the last lookup found; null: nothing. */
+            found: string[] | null;
+        };
+        /**
+         * DomainFailedEvent
+         * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.
+         */
+        DomainFailedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "domain.failed";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The domain and its records. */
+            data: {
+                /** @description The domain (`dom_…`). */
+                domain_id: string;
+                /** @description The domain name, `acme.example`. */
+                name: string;
+                /** @description `pending`, `verified` or `failed`. */
+                status: "pending" | "verified" | "failed";
+                /** @description `pending`, `verified` or `failed`. */
+                previous_status: "pending" | "verified" | "failed";
+                /** @description The DNS records and what the check found for each. */
+                records: components["schemas"]["DomainEventRecord"][];
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
+        /** DomainList */
+        DomainList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Domain"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /** DomainRecord */
+        DomainRecord: {
+            /** @description `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy). */
+            purpose: "dkim" | "return_path" | "dmarc";
+            type: "TXT" | "MX";
+            /** @description The name to publish the record at (fully qualified). */
+            name: string;
+            /** @description The value to publish. */
+            value: string;
+            /** @description The MX preference to publish. */
+            priority?: number;
+            /** @description Whether the domain needs it to be verified (DMARC is a suggestion). */
+            required: boolean;
+            /** @description `pending` (not found, or not looked up yet), `verified` (found and matches), `failed` (found with another value). */
+            status: "pending" | "verified" | "failed";
+            /** @description What the last lookup found (MX as `priority host`); null: nothing. Absent before the first lookup. */
+            found?: string[] | null;
+            /** @description Whether what was found matches; absent before the first lookup. */
+            matches?: boolean;
+            /** @description The DNS error when the last lookup failed for another reason than a missing record (`ESERVFAIL`, `ETIMEOUT`): such a lookup changes no status. */
+            error?: string;
+            /** @description During a DKIM key rotation: `retiring` is the key that still signs, `next` the new one, which signs once its record verifies. */
+            rotation?: "retiring" | "next";
+        };
+        /**
+         * DomainVerifiedEvent
+         * @description A sending domain's DNS records match: mail from it is signed with its own key.
+         */
+        DomainVerifiedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "domain.verified";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The domain and its records. */
+            data: {
+                /** @description The domain (`dom_…`). */
+                domain_id: string;
+                /** @description The domain name, `acme.example`. */
+                name: string;
+                /** @description `pending`, `verified` or `failed`. */
+                status: "pending" | "verified" | "failed";
+                /** @description `pending`, `verified` or `failed`. */
+                previous_status: "pending" | "verified" | "failed";
+                /** @description The DNS records and what the check found for each. */
+                records: components["schemas"]["DomainEventRecord"][];
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
         /** Email */
         Email: {
             /** @enum {string} */
@@ -823,10 +1142,29 @@ export interface components {
             headers: {
                 [key: string]: string;
             };
+            /** @description The files sent with it (their content is in the MIME). */
+            attachments: components["schemas"]["EmailAttachment"][];
             /** @description Status per recipient. */
             recipients: components["schemas"]["EmailRecipient"][];
             /** @description What happened to the email, oldest first. */
             events: components["schemas"]["EmailEvent"][];
+            /** @description How the email is authenticated, decided when it was accepted. */
+            authentication: {
+                /** @description The DKIM `d=` it is signed with: a verified domain of the project, else the server-wide DKIM_DOMAIN; null: unsigned. */
+                dkim_domain: string | null;
+                /** @description The envelope sender's domain: the domain's verified return path (`bounces.<domain>`), BOUNCE_DOMAIN, or the From domain. */
+                return_path_domain: string | null;
+                /** @description Whether the DKIM domain aligns with the From domain (relaxed), so DMARC passes on DKIM. */
+                dmarc_aligned: boolean;
+            };
+        };
+        /** EmailAttachment */
+        EmailAttachment: {
+            filename: string;
+            content_type: string | null;
+            content_id: string | null;
+            /** @description Bytes, decoded. */
+            size: number;
         };
         /**
          * EmailBouncedEvent
@@ -869,6 +1207,8 @@ export interface components {
                 /** @description Why the attempt failed when no server replied (a timeout, no MX). */
                 error?: string;
                 bounce: components["schemas"]["Bounce"];
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /**
@@ -949,6 +1289,14 @@ export interface components {
                 test?: boolean;
                 /** @description The receiving server's reply (`250 2.0.0 OK`), when there was one. */
                 smtp_response?: string;
+                /** @description The complaint report (ARF), when one reported the complaint. */
+                complaint?: {
+                    /** @description The report's Feedback-Type (`abuse`). */
+                    feedback_type: string;
+                    user_agent: string | null;
+                };
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /**
@@ -991,6 +1339,15 @@ export interface components {
                 smtp_response?: string;
                 /** @description Why the attempt failed when no server replied (a timeout, no MX). */
                 error?: string;
+                /** @description What a delivery report said, when one reported the delivery. */
+                delivery?: {
+                    status: string | null;
+                    diagnostic: string | null;
+                    reporting_mta: string | null;
+                    remote_mta: string | null;
+                };
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /**
@@ -1033,6 +1390,14 @@ export interface components {
                 smtp_response?: string;
                 /** @description Why the attempt failed when no server replied (a timeout, no MX). */
                 error?: string;
+                /** @description What a delay report said, when one reported the delay. */
+                delay?: {
+                    status: string | null;
+                    diagnostic: string | null;
+                    reporting_mta: string | null;
+                };
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /** EmailEvent */
@@ -1333,7 +1698,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "domain.verified" | "domain.failed";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -1352,6 +1717,40 @@ export interface components {
             };
             /** @description One delivery per webhook the event was sent to. */
             deliveries: components["schemas"]["Delivery"][];
+        };
+        /** InboundMessage */
+        InboundMessage: {
+            /** @enum {string} */
+            object: "inbound_message";
+            /** @description Identifier (`inb_…`), the cursor of the list. */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the listener stored it, before answering 250. ISO 8601 UTC with milliseconds.
+             */
+            received_at: string;
+            processed_at: string | null;
+            /** @description The envelope sender; empty for the null sender `<>` that reports come from. */
+            mail_from: string;
+            /** @description The envelope recipients: our return paths. */
+            rcpt_to: string[];
+            subject: string | null;
+            /** @description Its size in bytes. */
+            size: number;
+            kind: ("delivery_status" | "feedback" | "auto_reply" | "unreadable") | null;
+            /** @description `pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `ignored` (an auto-reply) or `unreadable`. */
+            status: "pending" | "applied" | "no_change" | "unmatched" | "ignored" | "unreadable";
+            detail: string | null;
+            email_id: string | null;
+            recipient: string | null;
+        };
+        /** InboundMessageList */
+        InboundMessageList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["InboundMessage"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
         };
         /** PublishTemplateRequest */
         PublishTemplateRequest: {
@@ -1460,10 +1859,24 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
-            /** @description Name → value labels carried in every event of the email; names and values are 1–256 letters, digits, `_` or `-`. */
+            /** @description Name → value labels carried in every event of the email, as an object or (as Resend takes them) a list of `{ name, value }`; names and values are 1–256 letters, digits, `_` or `-`. */
             tags?: {
                 [key: string]: string;
-            };
+            } | {
+                name: string;
+                value: string;
+            }[];
+            /** @description Files sent with the email, up to 40 MiB together once decoded. */
+            attachments?: {
+                /** @description The file name shown to the recipient; path separators and control characters are removed. */
+                filename: string;
+                /** @description The file, base64-encoded. */
+                content: string;
+                /** @description Its media type (`application/pdf`); from the file name when absent. */
+                content_type?: string;
+                /** @description Makes it inline: the html refers to it as `cid:<content_id>`. */
+                content_id?: string;
+            }[];
             /**
              * Format: date-time
              * @description Send at this time (ISO 8601, up to 30 days ahead) instead of now.
@@ -1578,7 +1991,7 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "domain.verified" | "domain.failed";
         };
         /** UpdateTemplateRequest */
         UpdateTemplateRequest: {
@@ -1728,7 +2141,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1827,7 +2240,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1935,7 +2348,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2029,7 +2442,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2123,7 +2536,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2221,7 +2634,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2324,7 +2737,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2434,7 +2847,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2544,7 +2957,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2645,7 +3058,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2739,7 +3152,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2849,7 +3262,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2948,7 +3361,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3056,7 +3469,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3151,7 +3564,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3246,7 +3659,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3354,7 +3767,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3465,7 +3878,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3567,7 +3980,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3663,7 +4076,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3774,7 +4187,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3873,7 +4286,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3981,7 +4394,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4090,7 +4503,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4185,7 +4598,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4280,7 +4693,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4387,7 +4800,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4488,7 +4901,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4596,7 +5009,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4691,7 +5104,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4786,7 +5199,812 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Body larger than 1 MiB. */
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listInboundMessages: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundMessageList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getInboundMessage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The message identifier (`inb_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundMessage"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listDomains: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DomainList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateDomainRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedDomain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    verifyDomain: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Rate limit exceeded; see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rotateDomainKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5250,6 +6468,106 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailClickedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDomainVerified: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DomainVerifiedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDomainFailed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DomainFailedEvent"];
             };
         };
         responses: {

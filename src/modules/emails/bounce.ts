@@ -17,12 +17,15 @@ export interface BounceClass {
 
 const ENHANCED_STATUS = /^[245]\d\d[ -]([245]\.\d{1,3}\.\d{1,3})\b/;
 
-/** Classifies a permanent refusal from the reply the server gave (or the transport's own error). */
+/**
+ * Classifies a permanent refusal from the reply the server gave (or the transport's own error), or from a
+ * delivery report: its `Status` field (`status`) and `Diagnostic-Code` (`reply`).
+ */
 export function classifyBounce(
   reply: string | null,
-  options: { reportingMta?: string | null; noSuchDomain?: boolean } = {},
+  options: { reportingMta?: string | null; noSuchDomain?: boolean; status?: string | null } = {},
 ): BounceClass {
-  const status = reply ? (ENHANCED_STATUS.exec(reply)?.[1] ?? null) : null;
+  const status = options.status ?? (reply ? (ENHANCED_STATUS.exec(reply)?.[1] ?? null) : null);
   const base = { status, diagnostic: reply, reporting_mta: options.reportingMta ?? null };
   if (options.noSuchDomain) return { ...base, type: 'hard' };
   if (status === null) return { ...base, type: 'undetermined' };

@@ -37,8 +37,22 @@ interface EmailContent {
   messageId: string;
 }
 
+/** A file sent with an email; `content` is loaded only where the message is built. */
+export interface EmailAttachment {
+  filename: string;
+  contentType: string | null;
+  /** Set for an inline attachment, referred to as `cid:<contentId>` in the html. */
+  contentId: string | null;
+  size: number;
+  content?: Buffer;
+}
+
 /** An email ready to store: addresses validated, the template rendered. */
 export interface NewEmail extends EmailContent {
+  attachments: Array<EmailAttachment & { content: Buffer }>;
+  /** How it is authenticated (decided by the sending-domain rules when accepted); null when not decided. */
+  dkimDomain?: string | null;
+  returnPathDomain?: string | null;
   /** Null, or a time in the future: the recipients wait until then. */
   scheduledAt: string | null;
   createdAt: string;
@@ -46,6 +60,11 @@ export interface NewEmail extends EmailContent {
 }
 
 export interface EmailRecord extends EmailContent {
+  /** Empty unless loaded (`attachmentsOf`): with their content for sending, without for the API. */
+  attachments: EmailAttachment[];
+  /** The DKIM `d=` it is signed with, and its envelope sender's domain, as decided when it was accepted. */
+  dkimDomain: string | null;
+  returnPathDomain: string | null;
   status: EmailStatus;
   recipientCount: number;
   scheduledAt: string | null;
@@ -80,6 +99,9 @@ export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
   templateId: row.template_id,
   templateVersion: row.template_version === null ? null : Number(row.template_version),
   messageId: row.message_id,
+  attachments: [],
+  dkimDomain: row.dkim_domain,
+  returnPathDomain: row.return_path_domain,
   status: row.status,
   recipientCount: Number(row.recipient_count),
   scheduledAt: row.scheduled_at,
@@ -89,6 +111,39 @@ export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
 
 // Bounded so one INSERT stays far below the bind-parameter limits (PostgreSQL 65 535, SQLite 32 766).
 const INSERT_CHUNK = 500;
+
+/**
+ * The attachments of these emails, in order, with their content or (for the API) without: read where a
+ * message is built or shown, never with every email.
+ */
+export async function attachmentsOf(
+  db: Kysely<Database>,
+  emailIds: readonly string[],
+  options: { content: boolean },
+): Promise<Map<string, EmailAttachment[]>> {
+  const found = new Map<string, EmailAttachment[]>();
+  if (emailIds.length === 0) return found;
+  const rows = await db
+    .selectFrom('email_attachments')
+    .select(['email_id', 'filename', 'content_type', 'content_id', 'size'])
+    .$if(options.content, (query) => query.select('content'))
+    .where('email_id', 'in', [...emailIds])
+    .orderBy('email_id')
+    .orderBy('position')
+    .execute();
+  for (const row of rows) {
+    const list = found.get(row.email_id) ?? [];
+    list.push({
+      filename: row.filename,
+      contentType: row.content_type,
+      contentId: row.content_id,
+      size: Number(row.size),
+      ...('content' in row ? { content: Buffer.from(row.content as Uint8Array) } : {}),
+    });
+    found.set(row.email_id, list);
+  }
+  return found;
+}
 
 async function insertChunked<T>(rows: T[], insert: (chunk: T[]) => Promise<unknown>): Promise<void> {
   for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
@@ -155,6 +210,8 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
                 template_id: email.templateId,
                 template_version: email.templateVersion,
                 message_id: email.messageId,
+                dkim_domain: email.dkimDomain ?? null,
+                return_path_domain: email.returnPathDomain ?? null,
                 status: (queued(email.recipients).length === 0
                   ? 'suppressed'
                   : email.scheduledAt === null
@@ -168,6 +225,25 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
             )
             .execute(),
         );
+
+        // One statement per file: a statement holding many large files would hold them all in memory at once.
+        for (const email of emails) {
+          for (const [position, attachment] of email.attachments.entries()) {
+            await trx
+              .insertInto('email_attachments')
+              .values({
+                email_id: email.id,
+                position,
+                project_id: email.projectId,
+                filename: attachment.filename,
+                content_type: attachment.contentType,
+                content_id: attachment.contentId,
+                size: attachment.content.length,
+                content: attachment.content,
+              })
+              .execute();
+          }
+        }
 
         let seq = firstSeq;
         const rows = emails.flatMap((email) =>
@@ -223,6 +299,11 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .where('id', '=', id)
         .executeTakeFirst();
       return row && toEmailRecord(row);
+    },
+
+    /** An email's attachments without their content (for the API). */
+    async attachments(emailId: string): Promise<EmailAttachment[]> {
+      return (await attachmentsOf(db, [emailId], { content: false })).get(emailId) ?? [];
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<EmailRecord>> {

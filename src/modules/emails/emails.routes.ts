@@ -7,6 +7,7 @@ import {
   AcceptedEmail,
   AcceptedEmailList,
   Email,
+  EMAIL_BODY_LIMIT_BYTES,
   EmailList,
   EmailParams,
   RawEmail,
@@ -23,6 +24,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails',
     {
+      bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
         operationId: 'sendEmail',
@@ -43,6 +45,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/batch',
     {
+      bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
         operationId: 'sendEmailBatch',

@@ -12,6 +12,14 @@ export const MAX_SUBJECT_LENGTH = 998;
 export const MAX_BODY_LENGTH = 512 * 1024;
 export const MAX_HEADERS = 50;
 export const MAX_TAGS = 50;
+export const MAX_ATTACHMENTS = 50;
+/** The attachments of one email together, decoded. */
+export const MAX_ATTACHMENT_BYTES = 40 * 1024 * 1024;
+/**
+ * The body limit of the send routes (other routes keep 1 MiB): 40 MiB of attachments in base64, plus the
+ * rest of an email, fits.
+ */
+export const EMAIL_BODY_LIMIT_BYTES = 56 * 1024 * 1024;
 /** How far ahead a send can be scheduled. */
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
 
@@ -52,6 +60,35 @@ const TemplateRef = Type.Object(
   { additionalProperties: false, description: 'Send a published template instead of subject/html/text.' },
 );
 
+const Attachment = Type.Object(
+  {
+    filename: Type.String({
+      minLength: 1,
+      maxLength: 255,
+      description:
+        'The file name shown to the recipient; path separators and control characters are removed.',
+    }),
+    content: Type.String({ minLength: 1, description: 'The file, base64-encoded.' }),
+    content_type: Type.Optional(
+      Type.String({
+        minLength: 3,
+        maxLength: 255,
+        description: 'Its media type (`application/pdf`); from the file name when absent.',
+      }),
+    ),
+    content_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 255,
+        description: 'Makes it inline: the html refers to it as `cid:<content_id>`.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const Tag = Type.Object({ name: Type.String(), value: Type.String() }, { additionalProperties: false });
+
 export const SendEmailBody = Type.Object(
   {
     from: address,
@@ -71,10 +108,21 @@ export const SendEmailBody = Type.Object(
       }),
     ),
     tags: Type.Optional(
-      Type.Record(Type.String(), Type.String(), {
-        maxProperties: MAX_TAGS,
-        description:
-          'Name → value labels carried in every event of the email; names and values are 1–256 letters, digits, `_` or `-`.',
+      Type.Union(
+        [
+          Type.Record(Type.String(), Type.String(), { maxProperties: MAX_TAGS }),
+          Type.Array(Tag, { maxItems: MAX_TAGS }),
+        ],
+        {
+          description:
+            'Name → value labels carried in every event of the email, as an object or (as Resend takes them) a list of `{ name, value }`; names and values are 1–256 letters, digits, `_` or `-`.',
+        },
+      ),
+    ),
+    attachments: Type.Optional(
+      Type.Array(Attachment, {
+        maxItems: MAX_ATTACHMENTS,
+        description: `Files sent with the email, up to ${MAX_ATTACHMENT_BYTES / 1024 / 1024} MiB together once decoded.`,
       }),
     ),
     scheduled_at: Type.Optional(
@@ -165,14 +213,44 @@ const summaryFields = {
 
 export const EmailSummary = Type.Object(summaryFields, { title: 'EmailSummary' });
 
+const EmailAuthentication = Type.Object(
+  {
+    dkim_domain: nullable(
+      Type.String(),
+      'The DKIM `d=` it is signed with: a verified domain of the project, else the server-wide DKIM_DOMAIN; null: unsigned.',
+    ),
+    return_path_domain: nullable(
+      Type.String(),
+      "The envelope sender's domain: the domain's verified return path (`bounces.<domain>`), BOUNCE_DOMAIN, or the From domain.",
+    ),
+    dmarc_aligned: Type.Boolean({
+      description: 'Whether the DKIM domain aligns with the From domain (relaxed), so DMARC passes on DKIM.',
+    }),
+  },
+  { description: 'How the email is authenticated, decided when it was accepted.' },
+);
+
 export const Email = Type.Object(
   {
     ...summaryFields,
     html: nullable(Type.String()),
     text: nullable(Type.String()),
     headers: Type.Record(Type.String(), Type.String()),
+    attachments: Type.Array(
+      Type.Object(
+        {
+          filename: Type.String(),
+          content_type: nullable(Type.String()),
+          content_id: nullable(Type.String()),
+          size: Type.Integer({ description: 'Bytes, decoded.' }),
+        },
+        { title: 'EmailAttachment' },
+      ),
+      { description: 'The files sent with it (their content is in the MIME).' },
+    ),
     recipients: Type.Array(EmailRecipient, { description: 'Status per recipient.' }),
     events: Type.Array(EmailEvent, { description: 'What happened to the email, oldest first.' }),
+    authentication: EmailAuthentication,
   },
   { title: 'Email' },
 );

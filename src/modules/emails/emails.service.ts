@@ -26,9 +26,11 @@ import {
   type RawEmailView,
   type SendEmailInput,
 } from './emails.schemas.ts';
+import { aligned, type DomainService, type SenderAuthentication } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { normalizeAddress, type SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import { emailEventData } from './event-data.ts';
+import { checkAttachments } from './attachments.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -45,6 +47,8 @@ export interface EmailServiceDeps {
   suppressions: Pick<SuppressionRepo, 'matching'>;
   /** Runs work in one transaction (DatabaseHandle.unitOfWork). */
   unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
+  /** Which From domains the project may send as, and how they are signed (the domains module). */
+  senders?: Pick<DomainService, 'authorizeSender'> | undefined;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */
@@ -121,6 +125,16 @@ const toRecipientView = (row: RecipientRow) => ({
 });
 
 const USED_VARIABLES_CACHE_SIZE = 1000;
+/** How an email is authenticated, as decided when it was accepted (null and false for older emails). */
+function authenticationView(email: EmailRecord): EmailView['authentication'] {
+  const parsed = parseAddress(email.from);
+  const fromDomain = parsed.ok ? parsed.value.domain.toLowerCase() : '';
+  return {
+    dkim_domain: email.dkimDomain,
+    return_path_domain: email.returnPathDomain,
+    dmarc_aligned: email.dkimDomain !== null && aligned(email.dkimDomain, fromDomain),
+  };
+}
 
 const secondsUntilNextUtcDay = (now: Date): number => {
   const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
@@ -137,6 +151,7 @@ export function createEmailService({
   events: eventService,
   suppressions,
   unitOfWork,
+  senders,
 }: EmailServiceDeps) {
   // What each published version needs, read from its Liquid once: versions never change, and a batch of
   // sends of one template would otherwise parse it once per email. Bounded, oldest entries dropped first.
@@ -194,7 +209,18 @@ export function createEmailService({
     return checked;
   }
 
-  function checkTags(tags: Record<string, string> | undefined, prefix: string): Record<string, string> {
+  /** Tags as an object, or as Resend sends them (a list of `{ name, value }`), into one object. */
+  function checkTags(tags: SendEmailInput['tags'], prefix: string): Record<string, string> {
+    if (Array.isArray(tags)) {
+      const named: Record<string, string> = {};
+      for (const [index, tag] of tags.entries()) {
+        if (Object.hasOwn(named, tag.name)) {
+          throw invalidParam(`${prefix}tags[${index}].name`, `The tag '${tag.name}' is given twice.`);
+        }
+        named[tag.name] = tag.value;
+      }
+      tags = named;
+    }
     for (const [name, value] of Object.entries(tags ?? {})) {
       const param = `${prefix}tags.${name}`;
       if (!TAG.test(name)) {
@@ -295,8 +321,15 @@ export function createEmailService({
     input: SendEmailInput,
     now: Date,
     prefix: string,
+    /** Sender decisions already made in this request, by From domain (a batch often repeats one). */
+    decided = new Map<string, SenderAuthentication>(),
   ): Promise<NewEmail> {
     const from = parseList(input.from, `${prefix}from`)[0]!;
+    let authentication = decided.get(from.domain);
+    if (senders && !authentication) {
+      authentication = await senders.authorizeSender(projectId, from.domain, `${prefix}from`);
+      decided.set(from.domain, authentication);
+    }
     const to = parseList(input.to, `${prefix}to`);
     const cc = parseList(input.cc, `${prefix}cc`);
     const bcc = parseList(input.bcc, `${prefix}bcc`);
@@ -329,6 +362,7 @@ export function createEmailService({
 
     const headers = checkHeaders(input.headers, prefix);
     const tags = checkTags(input.tags, prefix);
+    const attachments = checkAttachments(input.attachments, prefix);
     const scheduledAt = checkScheduledAt(input.scheduled_at, now, prefix);
 
     let subject: string;
@@ -389,10 +423,13 @@ export function createEmailService({
       text,
       headers,
       tags,
+      attachments,
       templateId,
       templateVersion,
       // Made now and stored, so every attempt (and every duplicate a crash may cause) carries the same one.
       messageId: `<${id}@${from.domain}>`,
+      dkimDomain: authentication?.dkimDomain ?? null,
+      returnPathDomain: authentication?.returnPathDomain ?? null,
       scheduledAt,
       createdAt: now.toISOString(),
       recipients,
@@ -458,16 +495,24 @@ export function createEmailService({
   }
 
   async function view(email: EmailRecord): Promise<EmailView> {
-    const [recipients, events] = await Promise.all([
+    const [recipients, events, attachments] = await Promise.all([
       repo.recipients(email.projectId, email.id),
       eventService.forEmail(email.projectId, email.id),
+      repo.attachments(email.id),
     ]);
     return {
       ...toEmailSummary(email, clock.now().toISOString()),
       html: email.html,
       text: email.text,
       headers: email.headers,
+      attachments: attachments.map((attachment) => ({
+        filename: attachment.filename,
+        content_type: attachment.contentType,
+        content_id: attachment.contentId,
+        size: attachment.size,
+      })),
       recipients: recipients.map(toRecipientView),
+      authentication: authenticationView(email),
       events: events.map((event) => {
         const data = JSON.parse(event.data) as { recipient?: string; smtp_response?: string };
         return {
@@ -494,8 +539,9 @@ export function createEmailService({
     async sendBatch(projectId: string, inputs: SendEmailInput[]): Promise<AcceptedEmailView[]> {
       const now = clock.now();
       const emails: NewEmail[] = [];
+      const decided = new Map<string, SenderAuthentication>();
       for (const [index, input] of inputs.entries())
-        emails.push(await prepare(projectId, input, now, `[${index}].`));
+        emails.push(await prepare(projectId, input, now, `[${index}].`, decided));
       await store(emails, now);
       return emails.map((email) => ({ id: email.id, object: 'email' as const }));
     },

@@ -18,10 +18,33 @@ const base32 = (bytes: Buffer, length: number): string => {
 };
 
 export interface ReturnPath {
-  /** The envelope sender for this recipient (`rcpt_…` id). */
-  forRecipient(recipientId: string): string;
-  /** The recipient id an address of ours names, if its tag verifies; else undefined. */
+  /**
+   * The envelope sender for this recipient (`rcpt_…` id): on BOUNCE_DOMAIN, or on `domain` (a sending
+   * domain's verified return path, `bounces.<customer domain>`), with the same local part.
+   */
+  forRecipient(recipientId: string, domain?: string): string;
+  /**
+   * The recipient id an address names, if its local part's tag verifies, whatever its domain (BOUNCE_DOMAIN
+   * or a customer's return path); else undefined. Whether the domain is one of ours is isBounceDomain's
+   * question, and for customer domains the domains module's (isReturnPathDomain).
+   */
   recipientOf(address: string): string | undefined;
+  /** Whether `domain` is BOUNCE_DOMAIN. */
+  isBounceDomain(domain: string): boolean;
+  /**
+   * Whether an address has the shape of our return paths (`bounce+…@`), whatever its tag: a report sent to
+   * one claims to be about a recipient, so one whose tag does not verify is forged or altered, not merely
+   * unknown. (The listener takes mail for our domains only; this looks at the local part.)
+   */
+  isReturnPath(address: string): boolean;
+}
+
+/** The return paths the configuration asks for: under BOUNCE_DOMAIN, or none when it is unset. */
+export function returnPathFromConfig(
+  config: { bounceDomain: string | undefined },
+  secretBox: SecretBox,
+): ReturnPath | undefined {
+  return config.bounceDomain ? createReturnPath({ domain: config.bounceDomain, secretBox }) : undefined;
 }
 
 export function createReturnPath({
@@ -31,17 +54,20 @@ export function createReturnPath({
   domain: string;
   secretBox: SecretBox;
 }): ReturnPath {
-  const suffix = `@${domain.toLowerCase()}`;
+  const own = domain.toLowerCase();
   const tagOf = (id: string) => base32(secretBox.mac(PURPOSE, id), TAG_LENGTH);
   return {
-    forRecipient(recipientId) {
+    forRecipient(recipientId, on) {
       // The id without its `rcpt_` prefix: local parts stay short (43 characters).
-      return `${LOCAL_PREFIX}${recipientId.slice('rcpt_'.length)}${tagOf(recipientId)}${suffix}`;
+      return `${LOCAL_PREFIX}${recipientId.slice('rcpt_'.length)}${tagOf(recipientId)}@${(on ?? own).toLowerCase()}`;
     },
+    isBounceDomain: (name) => name.toLowerCase().replace(/\.$/, '') === own,
+    isReturnPath: (address) => address.toLowerCase().startsWith(LOCAL_PREFIX) && address.includes('@'),
     recipientOf(address) {
       const lower = address.toLowerCase();
-      if (!lower.startsWith(LOCAL_PREFIX) || !lower.endsWith(suffix)) return undefined;
-      const token = lower.slice(LOCAL_PREFIX.length, -suffix.length);
+      const at = lower.lastIndexOf('@');
+      if (!lower.startsWith(LOCAL_PREFIX) || at < 0) return undefined;
+      const token = lower.slice(LOCAL_PREFIX.length, at);
       if (token.length !== 26 + TAG_LENGTH) return undefined;
       const id = `rcpt_${token.slice(0, 26)}`;
       if (!isId('rcpt', id)) return undefined;

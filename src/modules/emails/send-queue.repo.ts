@@ -7,7 +7,7 @@ import {
   type RecipientStatus,
 } from '../../db/schema.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
-import { type EmailRecord, toEmailRecord } from './emails.repo.ts';
+import { attachmentsOf, type EmailRecord, toEmailRecord } from './emails.repo.ts';
 import { promoteDue, pruneQuota } from './fair-queue.repo.ts';
 import { PENDING, summarizeStatus } from './status.ts';
 
@@ -143,7 +143,10 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
         .selectAll()
         .where('id', 'in', [...ids])
         .execute();
-      return new Map(rows.map((row) => [row.id, toEmailRecord(row)]));
+      const attachments = await attachmentsOf(db, ids, { content: true });
+      return new Map(
+        rows.map((row) => [row.id, { ...toEmailRecord(row), attachments: attachments.get(row.id) ?? [] }]),
+      );
     },
 
     /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */

@@ -9,6 +9,9 @@ export const EVENT_KINDS = {
   'email.suppressed': 'The recipient is on the suppression list: the message was not sent to it.',
   'email.opened': 'The recipient opened the message.',
   'email.clicked': 'The recipient clicked a link in the message.',
+  'domain.verified': "A sending domain's DNS records match: mail from it is signed with its own key.",
+  'domain.failed':
+    "A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.",
 } as const;
 
 export type EventKind = keyof typeof EVENT_KINDS;

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type { SendMailOptions } from 'nodemailer';
 import DKIM from 'nodemailer/lib/dkim';
 import MailComposer from 'nodemailer/lib/mail-composer';
-import type { DkimConfig } from '../../config.ts';
+import type { DkimConfig, DsnNotify } from '../../config.ts';
 import { parseAddress } from '../emails/addresses.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 
@@ -17,17 +17,38 @@ function toMailbox(stored: string): { name: string; address: string } {
 export const envelopeSender = (email: EmailRecord): string => toMailbox(email.from).address;
 
 /**
+ * The delivery status notifications one SMTP transaction asks for (RFC 3461), sent only to a server that
+ * offers the DSN extension: on which outcomes, with the headers only (`RET=HDRS`), the email's id as ENVID
+ * (a report names it even when it comes back to no return path of ours), and ORCPT when the transaction
+ * has one recipient.
+ */
+function dsnRequest(email: EmailRecord, envelopeTo: readonly string[], notify: readonly DsnNotify[]) {
+  if (notify.length === 0) return {};
+  return {
+    dsn: {
+      id: email.id,
+      return: 'headers',
+      notify: notify.map((outcome) => outcome.toUpperCase()),
+      ...(envelopeTo.length === 1 ? { recipient: envelopeTo[0] } : {}),
+    },
+  };
+}
+
+/**
  * The message nodemailer builds for one SMTP transaction of an email: the same headers for every
  * recipient (Bcc never appears), the stored Message-ID and the time the email was accepted as its Date, so
  * every attempt and every duplicate is recognisably the same message. `envelopeTo` are the recipients this
- * transaction is for; `envelopeFrom` the return path (VERP), else the From address.
+ * transaction is for; `envelopeFrom` the return path (VERP), else the From address; `dsn` the outcomes the
+ * next hop is asked to report.
  */
 export function mailOptions(
   email: EmailRecord,
   envelopeTo: readonly string[],
   envelopeFrom?: string,
+  dsn: readonly DsnNotify[] = [],
 ): SendMailOptions {
   return {
+    ...dsnRequest(email, envelopeTo, dsn),
     from: toMailbox(email.from),
     to: email.to.map(toMailbox),
     ...(email.cc.length > 0 ? { cc: email.cc.map(toMailbox) } : {}),
@@ -36,6 +57,18 @@ export function mailOptions(
     ...(email.html !== null ? { html: email.html } : {}),
     ...(email.text !== null ? { text: email.text } : {}),
     headers: email.headers,
+    ...(email.attachments.length > 0
+      ? {
+          attachments: email.attachments.map((attachment) => ({
+            filename: attachment.filename,
+            content: attachment.content,
+            ...(attachment.contentType ? { contentType: attachment.contentType } : {}),
+            ...(attachment.contentId
+              ? { cid: attachment.contentId, contentDisposition: 'inline' as const }
+              : {}),
+          })),
+        }
+      : {}),
     messageId: email.messageId,
     date: new Date(email.createdAt),
     envelope: { from: envelopeFrom ?? envelopeSender(email), to: [...envelopeTo] },

@@ -1,4 +1,4 @@
-import type { Config } from '../../config.ts';
+import type { Config, DsnNotify } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -10,7 +10,7 @@ import { nextRetryDelay } from '../deliveries/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { emailEventData } from '../emails/event-data.ts';
-import { createReturnPath, type ReturnPath } from '../emails/return-path.ts';
+import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
 import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
@@ -21,6 +21,7 @@ import {
   type RecipientUpdate,
 } from '../emails/send-queue.repo.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
+import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
@@ -42,6 +43,8 @@ export interface SendingSettings {
   pollIntervalMs?: number;
   /** How long stop() waits for attempts in flight before aborting them. Default timeout + 1 s. */
   stopGraceMs?: number;
+  /** The outcomes the next hop is asked to report (SMTP_DSN); none when absent. */
+  dsn?: readonly DsnNotify[];
 }
 
 /**
@@ -58,6 +61,8 @@ export function createSendingWorkerFromConfig(deps: {
   logger?: WorkerLogger | undefined;
   /** Signs the return paths when the configuration names a BOUNCE_DOMAIN. */
   secretBox: SecretBox;
+  /** The keys and return paths of the projects' verified sending domains. */
+  domains?: SendingWorkerDeps['signing'];
 }): SendingWorker {
   return createSendingWorker({
     database: deps.database,
@@ -68,9 +73,8 @@ export function createSendingWorkerFromConfig(deps: {
     notifier: deps.notifier,
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
-    returnPath: deps.config.bounceDomain
-      ? createReturnPath({ domain: deps.config.bounceDomain, secretBox: deps.secretBox })
-      : undefined,
+    returnPath: returnPathFromConfig(deps.config, deps.secretBox),
+    signing: deps.domains,
   });
 }
 
@@ -80,12 +84,18 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
     concurrency: config.sendConcurrency,
     concurrencyPerHost: config.sendConcurrencyPerHost,
     timeoutMs: config.sendTimeoutMs,
+    dsn: config.smtpDsn,
   };
 }
 
 export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** Per-recipient return paths (BOUNCE_DOMAIN): each recipient then goes in an SMTP transaction of its own. */
   returnPath?: ReturnPath | undefined;
+  /**
+   * The DKIM key and return-path domain of the sending domain an email was accepted for (DomainService); the
+   * transport's DKIM_* key and BOUNCE_DOMAIN otherwise.
+   */
+  signing?: Pick<DomainService, 'signingFor'> | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn'>;
   transport: MailTransport;
@@ -288,10 +298,13 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const signal = AbortSignal.any([stopping, timeout]);
     let result: SendResult;
     try {
+      const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email: job.email,
         host: job.host,
-        envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id),
+        envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id, identity.returnPathDomain),
+        dkim: identity.dkim,
+        dsn: settings.dsn,
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
       });

@@ -52,10 +52,16 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'email.suppressed': { suppression: { reason: 'hard_bounce', created_at: '2026-11-22T10:00:00.000Z' } },
   'email.opened': {},
   'email.clicked': { url: 'https://example.com/' },
+  'domain.verified': { status: 'verified', previous_status: 'pending' },
+  'domain.failed': { status: 'failed', previous_status: 'verified' },
 };
 
 /** The data of a test event: shaped like a real email event of that kind, marked `test: true`. */
 export function testEventData(kind: EventKind): Record<string, unknown> {
+  // Domain events are about a domain, not an email.
+  if (kind.startsWith('domain.')) {
+    return { test: true, domain_id: 'dom_test', name: 'example.com', records: [], ...SAMPLE_DETAILS[kind] };
+  }
   return {
     test: true,
     email_id: 'msg_test',

@@ -21,7 +21,10 @@ export function createCaptureTransport(options: { dkim?: DkimConfig | undefined 
     perDomain: false,
     async send(job) {
       const addresses = job.recipients.map((recipient) => recipient.address);
-      const raw = await buildRaw(mailOptions(job.email, addresses, job.envelopeFrom), options.dkim);
+      const raw = await buildRaw(
+        mailOptions(job.email, addresses, job.envelopeFrom),
+        job.dkim ?? options.dkim,
+      );
       const outcomes = job.recipients.map(({ address, attempts }): RecipientOutcome => {
         const test = TEST_ADDRESS.exec(address)?.[1]?.toLowerCase();
         if (test === 'bounced') {

@@ -130,7 +130,11 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       if ('bounce' in found) return { outcomes: all('bounced', found.bounce) };
       if ('defer' in found) return { outcomes: all('deferred', found.defer) };
 
-      const message = mailOptions(job.email, addresses, job.envelopeFrom);
+      const message = {
+        ...mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
+        // A message's own key replaces the transport's (nodemailer signs with one or the other).
+        ...(job.dkim ? { dkim: dkimOptions(job.dkim) } : {}),
+      };
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;

@@ -48,7 +48,9 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
       const addresses = job.recipients.map((recipient) => recipient.address);
       try {
         const info = await transporter.sendMail({
-          ...mailOptions(job.email, addresses, job.envelopeFrom),
+          ...mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
+          // A message's own key replaces the transport's (nodemailer signs with one or the other).
+          ...(job.dkim ? { dkim: dkimOptions(job.dkim) } : {}),
           signal: job.signal,
         });
         return { outcomes: outcomesFromInfo(info, addresses) };

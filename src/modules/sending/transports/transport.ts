@@ -1,3 +1,4 @@
+import type { DkimConfig, DsnNotify } from '../../../config.ts';
 import type { EmailRecord } from '../../emails/emails.repo.ts';
 
 /** What one recipient's attempt came to. `response` is the server's reply when one came. */
@@ -14,6 +15,10 @@ export interface SendJob {
   host: string;
   /** The envelope sender (a per-recipient return path); the From address when absent. */
   envelopeFrom?: string | undefined;
+  /** The outcomes to ask the next hop to report (SMTP_DSN), when it offers DSN; none when absent. */
+  dsn?: readonly DsnNotify[] | undefined;
+  /** The key to sign with (a verified sending domain's); the transport's own DKIM_* key when absent. */
+  dkim?: DkimConfig | undefined;
   /** Aborted when the attempt times out or the worker stops. */
   signal: AbortSignal;
 }

@@ -38,6 +38,11 @@ export type Report =
       originalRecipient: string | null;
       userAgent: string | null;
       originalMessageId: string | null;
+      /**
+       * The reported message's envelope sender (`Original-Mail-From`, else its Return-Path header), lowercased:
+       * our return path, when the report went to a fixed feedback address rather than to it.
+       */
+      originalReturnPath: string | null;
     }
   | { kind: 'auto-reply'; reason: string }
   | { kind: 'unreadable'; reason: string };
@@ -152,17 +157,19 @@ function partsOf(body: string, boundary: string): Part[] {
   return parts;
 }
 
-/** The Message-ID in the returned message or its headers (`message/rfc822`, `text/rfc822-headers`). */
-function returnedMessageId(parts: Part[]): string | null {
+/** A `<…>` value (Message-ID, Return-Path) of the returned message or its headers (`message/rfc822`, `text/rfc822-headers`). */
+function returnedHeader(parts: Part[], name: 'message-id' | 'return-path'): string | null {
   for (const part of parts) {
     if (!['message/rfc822', 'text/rfc822-headers', 'message/rfc822-headers'].includes(part.type)) continue;
     const found = split(part.body)
-      .headers.get('message-id')
+      .headers.get(name)
       ?.match(/<[^>\s]+>/);
     if (found) return found[0];
   }
   return null;
 }
+
+const returnedMessageId = (parts: Part[]): string | null => returnedHeader(parts, 'message-id');
 
 function readDeliveryStatus(headers: Map<string, string>, parts: Part[]): Report {
   const status = parts.find(
@@ -212,6 +219,10 @@ function readFeedback(headers: Map<string, string>, parts: Part[]): Report {
     originalRecipient: addressOf(fields?.get('original-rcpt-to')),
     userAgent: fields?.get('user-agent') ?? null,
     originalMessageId: returnedMessageId(parts) ?? inReplyTo(headers),
+    originalReturnPath:
+      addressOf(fields?.get('original-mail-from')) ??
+      returnedHeader(parts, 'return-path')?.slice(1, -1).toLowerCase() ??
+      null,
   };
 }
 
@@ -225,6 +236,12 @@ function autoReplyReason(headers: Map<string, string>): string | undefined {
   if (headers.has('x-autoreply') || headers.has('x-autorespond')) return 'X-Autoreply';
   if (headers.get('precedence')?.toLowerCase() === 'auto_reply') return 'Precedence: auto_reply';
   return undefined;
+}
+
+/** The Subject of a received message, unfolded and cut to `max` characters; null without one. */
+export function subjectOf(source: Buffer, max = 200): string | null {
+  const subject = split(source.subarray(0, 64 * 1024).toString('utf8')).headers.get('subject');
+  return subject ? subject.slice(0, max) : null;
 }
 
 /** Reads one message received for the bounce domain. Never throws: odd input is `unreadable`. */

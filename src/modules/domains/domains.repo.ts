@@ -1,0 +1,262 @@
+import type { Kysely } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import type { Database, DomainStatus, Row } from '../../db/schema.ts';
+import type { Lease } from '../../queue/lease.ts';
+import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
+
+export interface DomainRecord {
+  id: string;
+  projectId: string;
+  name: string;
+  status: DomainStatus;
+  dkimSelector: string;
+  dkimPublicKey: string;
+  dkimPrivateKeySealed: string;
+  nextDkimSelector: string | null;
+  nextDkimPublicKey: string | null;
+  nextDkimPrivateKeySealed: string | null;
+  returnPathVerified: boolean;
+  /** What each record's last lookup found, by `<TYPE> <name>`; null before the first check. */
+  checks: Record<string, RecordCheck> | null;
+  lastCheckedAt: string | null;
+  verifiedAt: string | null;
+  nextCheckAt: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type NewDomain = Omit<
+  DomainRecord,
+  'checks' | 'lastCheckedAt' | 'verifiedAt' | 'returnPathVerified' | 'status'
+>;
+
+/** A check's result as written: the new status and what was found. */
+export interface CheckWrite {
+  status: DomainStatus;
+  returnPathVerified: boolean;
+  checks: Record<string, RecordCheck>;
+  checkedAt: string;
+  verifiedAt: string | null;
+  nextCheckAt: string;
+  /** The rotation's key verified: it becomes the signing key. */
+  switchTo?: { selector: string; publicKey: string; privateKeySealed: string } | undefined;
+}
+
+const toRecord = (row: Row<'domains'>): DomainRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  name: row.name,
+  status: row.status,
+  dkimSelector: row.dkim_selector,
+  dkimPublicKey: row.dkim_public_key,
+  dkimPrivateKeySealed: row.dkim_private_key_sealed,
+  nextDkimSelector: row.next_dkim_selector,
+  nextDkimPublicKey: row.next_dkim_public_key,
+  nextDkimPrivateKeySealed: row.next_dkim_private_key_sealed,
+  returnPathVerified: Boolean(row.return_path_verified),
+  checks: row.checks === null ? null : (JSON.parse(row.checks) as Record<string, RecordCheck>),
+  lastCheckedAt: row.last_checked_at,
+  verifiedAt: row.verified_at,
+  nextCheckAt: row.next_check_at,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+/** The domains table (sending domains and their re-check queue); `db` may be a transaction. */
+export function createDomainRepo(db: Kysely<Database>, engine: Engine) {
+  return {
+    /**
+     * Adds a domain; false when its name is taken (another request added it since the caller looked). No
+     * error is raised for that, so a surrounding PostgreSQL transaction stays usable for the 409.
+     */
+    async insert(domain: NewDomain): Promise<boolean> {
+      const result = await db
+        .insertInto('domains')
+        .values({
+          id: domain.id,
+          project_id: domain.projectId,
+          name: domain.name,
+          status: 'pending',
+          dkim_selector: domain.dkimSelector,
+          dkim_public_key: domain.dkimPublicKey,
+          dkim_private_key_sealed: domain.dkimPrivateKeySealed,
+          next_dkim_selector: null,
+          next_dkim_public_key: null,
+          next_dkim_private_key_sealed: null,
+          return_path_verified: false,
+          checks: null,
+          last_checked_at: null,
+          verified_at: null,
+          next_check_at: domain.nextCheckAt,
+          locked_by: null,
+          locked_until: null,
+          created_at: domain.createdAt,
+          updated_at: domain.updatedAt,
+        })
+        .onConflict((conflict) => conflict.column('name').doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      return result !== undefined;
+    },
+
+    async list(projectId: string, page: PageRequest): Promise<Page<DomainRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db.selectFrom('domains').selectAll().where('project_id', '=', projectId);
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    async find(projectId: string, id: string): Promise<DomainRecord | undefined> {
+      const row = await db
+        .selectFrom('domains')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    /** The domain of this name, whichever project holds it. */
+    async findByName(name: string): Promise<DomainRecord | undefined> {
+      const row = await db.selectFrom('domains').selectAll().where('name', '=', name).executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    /** Reads a domain for a check's write; on PostgreSQL the row stays locked until the transaction ends. */
+    async findForUpdate(id: string): Promise<DomainRecord | undefined> {
+      let query = db.selectFrom('domains').selectAll().where('id', '=', id);
+      if (engine === 'postgres') query = query.forUpdate();
+      const row = await query.executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    /** Domains of any project with one of these names (a From domain and its parents). */
+    async withNames(names: readonly string[]): Promise<DomainRecord[]> {
+      if (names.length === 0) return [];
+      const rows = await db
+        .selectFrom('domains')
+        .selectAll()
+        .where('name', 'in', [...names])
+        .execute();
+      return rows.map(toRecord);
+    },
+
+    /** True when `name` is `bounces.<a domain some project holds>`: a return-path domain of ours. */
+    async isReturnPathDomain(name: string): Promise<boolean> {
+      const prefix = `${RETURN_PATH_LABEL}.`;
+      const lower = name.toLowerCase().replace(/\.$/, '');
+      if (!lower.startsWith(prefix)) return false;
+      const row = await db
+        .selectFrom('domains')
+        .select('id')
+        .where('name', '=', lower.slice(prefix.length))
+        .executeTakeFirst();
+      return row !== undefined;
+    },
+
+    async delete(projectId: string, id: string): Promise<boolean> {
+      const result = await db
+        .deleteFrom('domains')
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+
+    /** Writes a check's result, and hands back the lease the background check may hold on it. */
+    async saveCheck(id: string, write: CheckWrite): Promise<void> {
+      await db
+        .updateTable('domains')
+        .set({
+          status: write.status,
+          return_path_verified: write.returnPathVerified,
+          checks: JSON.stringify(write.checks),
+          last_checked_at: write.checkedAt,
+          verified_at: write.verifiedAt,
+          next_check_at: write.nextCheckAt,
+          updated_at: write.checkedAt,
+          locked_by: null,
+          locked_until: null,
+          ...(write.switchTo
+            ? {
+                dkim_selector: write.switchTo.selector,
+                dkim_public_key: write.switchTo.publicKey,
+                dkim_private_key_sealed: write.switchTo.privateKeySealed,
+                next_dkim_selector: null,
+                next_dkim_public_key: null,
+                next_dkim_private_key_sealed: null,
+              }
+            : {}),
+        })
+        .where('id', '=', id)
+        .execute();
+    },
+
+    /** Stores a rotation's new key (pending until its record verifies), replacing a previous pending one. */
+    async setNextKey(
+      projectId: string,
+      id: string,
+      key: { selector: string; publicKey: string; privateKeySealed: string },
+      now: string,
+    ): Promise<boolean> {
+      const result = await db
+        .updateTable('domains')
+        .set({
+          next_dkim_selector: key.selector,
+          next_dkim_public_key: key.publicKey,
+          next_dkim_private_key_sealed: key.privateKeySealed,
+          updated_at: now,
+        })
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
+    /** Leases up to `limit` domains whose next check is due, the longest-waiting first. */
+    async claimDue(lease: Lease, limit: number): Promise<DomainRecord[]> {
+      const now = lease.now.toISOString();
+      let due = db
+        .selectFrom('domains')
+        .select('id')
+        .where('next_check_at', '<=', now)
+        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+        .orderBy('next_check_at')
+        .limit(limit);
+      // Two workers claiming at once skip each other's rows instead of waiting for them.
+      if (engine === 'postgres') due = due.forUpdate().skipLocked();
+      const rows = await db
+        .updateTable('domains')
+        .set({ locked_by: lease.workerId, locked_until: lease.until.toISOString() })
+        .where('id', 'in', due)
+        .returningAll()
+        .execute();
+      return rows.map(toRecord);
+    },
+
+    /** Gives back leases without a check (these rows, or all the worker holds). */
+    async release(workerId: string, ids?: readonly string[]): Promise<void> {
+      if (ids !== undefined && ids.length === 0) return;
+      let query = db
+        .updateTable('domains')
+        .set({ locked_by: null, locked_until: null })
+        .where('locked_by', '=', workerId);
+      if (ids !== undefined) query = query.where('id', 'in', [...ids]);
+      await query.execute();
+    },
+
+    /** When the next check falls due. */
+    async nextDueAt(): Promise<string | undefined> {
+      const row = await db
+        .selectFrom('domains')
+        .select((eb) => eb.fn.min('next_check_at').as('next'))
+        .executeTakeFirst();
+      return row?.next ?? undefined;
+    },
+  };
+}
+
+export type DomainRepo = ReturnType<typeof createDomainRepo>;

@@ -1,0 +1,126 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { errorResponses } from '../../http/error-schema.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { CreateDomainBody, DeletedDomain, Domain, DomainList, DomainParams } from './domains.schemas.ts';
+import type { DkimKeyPair } from './dkim-key.ts';
+import type { DomainService } from './domains.service.ts';
+
+const tags = ['Domains'];
+
+export function registerDomainRoutes(server: FastifyInstance, { domains }: { domains: DomainService }): void {
+  const app = server.withTypeProvider<TypeBoxTypeProvider>();
+  // Key pairs are generated before the handler, outside the transaction an Idempotency-Key wraps it in:
+  // generating one takes up to a few hundred milliseconds, too long to hold a transaction (and SQLite's one
+  // connection) open for.
+  const keys = new WeakMap<FastifyRequest, DkimKeyPair>();
+  const generateKey = async (request: FastifyRequest) => {
+    keys.set(request, await domains.newKey());
+  };
+
+  app.post(
+    '/v1/domains',
+    {
+      schema: {
+        tags,
+        operationId: 'createDomain',
+        summary: 'Add a sending domain',
+        description:
+          'Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. A domain belongs to one project at a time (409).',
+        body: CreateDomainBody,
+        response: { 201: Domain, ...errorResponses(409) },
+      },
+      preHandler: generateKey,
+    },
+    async (request, reply) => {
+      const domain = await domains.create(projectOf(request), request.body, keys.get(request));
+      reply.code(201);
+      return domains.toView(domain);
+    },
+  );
+
+  app.get(
+    '/v1/domains',
+    {
+      schema: {
+        tags,
+        operationId: 'listDomains',
+        summary: 'List sending domains, newest first',
+        description: 'The sending domains of this project, newest first, with their records and status.',
+        querystring: ListQuery,
+        response: { 200: DomainList, ...errorResponses() },
+      },
+    },
+    async (request) => {
+      const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
+      return list(page.items.map(domains.toView), page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/domains/:id',
+    {
+      schema: {
+        tags,
+        operationId: 'getDomain',
+        summary: 'Retrieve a sending domain by id or name',
+        description: 'One sending domain, by `dom_…` id or by name.',
+        params: DomainParams,
+        response: { 200: Domain, ...errorResponses() },
+      },
+    },
+    async (request) => domains.toView(await domains.get(projectOf(request), request.params.id)),
+  );
+
+  app.delete(
+    '/v1/domains/:id',
+    {
+      schema: {
+        tags,
+        operationId: 'deleteDomain',
+        summary: 'Remove a sending domain',
+        description: 'Mail from it is no longer signed with its key; its name is free for another project.',
+        params: DomainParams,
+        response: { 200: DeletedDomain, ...errorResponses() },
+      },
+    },
+    async (request) => domains.remove(projectOf(request), request.params.id),
+  );
+
+  app.post(
+    '/v1/domains/:id/verify',
+    {
+      schema: {
+        tags,
+        operationId: 'verifyDomain',
+        summary: "Look up a domain's DNS records now",
+        description:
+          'Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`.',
+        params: DomainParams,
+        response: { 200: Domain, ...errorResponses() },
+      },
+      // The lookups take up to seconds: no transaction is held open for them. Verifying again is harmless.
+      config: { idempotencyOutsideTransaction: true },
+    },
+    async (request) => domains.toView(await domains.verify(projectOf(request), request.params.id)),
+  );
+
+  app.post(
+    '/v1/domains/:id/dkim/rotate',
+    {
+      schema: {
+        tags,
+        operationId: 'rotateDomainKey',
+        summary: "Start a rotation of a domain's DKIM key",
+        description:
+          'Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.',
+        params: DomainParams,
+        response: { 200: Domain, ...errorResponses() },
+      },
+      preHandler: generateKey,
+    },
+    async (request) =>
+      domains.toView(await domains.rotate(projectOf(request), request.params.id, keys.get(request))),
+  );
+}

@@ -1,0 +1,105 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { listEnvelope } from '../../http/list.ts';
+import { nullable, timestamp } from '../../http/schema-helpers.ts';
+
+const status = Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')], {
+  description:
+    '`pending` (records not published yet), `verified` (DKIM, and the return path when there is one, match) or `failed` (a record holds another value, or a verified domain stopped matching).',
+});
+
+export const DomainRecordView = Type.Object(
+  {
+    purpose: Type.Union([Type.Literal('dkim'), Type.Literal('return_path'), Type.Literal('dmarc')], {
+      description:
+        '`dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy).',
+    }),
+    type: Type.Union([Type.Literal('TXT'), Type.Literal('MX')]),
+    name: Type.String({ description: 'The name to publish the record at (fully qualified).' }),
+    value: Type.String({ description: 'The value to publish.' }),
+    priority: Type.Optional(Type.Integer({ description: 'The MX preference to publish.' })),
+    required: Type.Boolean({
+      description: 'Whether the domain needs it to be verified (DMARC is a suggestion).',
+    }),
+    status: Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')], {
+      description:
+        '`pending` (not found, or not looked up yet), `verified` (found and matches), `failed` (found with another value).',
+    }),
+    found: Type.Optional(
+      nullable(
+        Type.Array(Type.String()),
+        'What the last lookup found (MX as `priority host`); null: nothing. Absent before the first lookup.',
+      ),
+    ),
+    matches: Type.Optional(
+      Type.Boolean({ description: 'Whether what was found matches; absent before the first lookup.' }),
+    ),
+    error: Type.Optional(
+      Type.String({
+        description:
+          'The DNS error when the last lookup failed for another reason than a missing record (`ESERVFAIL`, `ETIMEOUT`): such a lookup changes no status.',
+      }),
+    ),
+    rotation: Type.Optional(
+      Type.Union([Type.Literal('retiring'), Type.Literal('next')], {
+        description:
+          'During a DKIM key rotation: `retiring` is the key that still signs, `next` the new one, which signs once its record verifies.',
+      }),
+    ),
+  },
+  { title: 'DomainRecord' },
+);
+export type DomainRecordViewType = Static<typeof DomainRecordView>;
+
+export const Domain = Type.Object(
+  {
+    object: Type.Literal('domain'),
+    id: Type.String({ description: 'Domain identifier (`dom_…`).' }),
+    name: Type.String({
+      description: 'The domain, lowercase ASCII (an internationalized name in punycode).',
+    }),
+    status,
+    dkim_selector: Type.String({ description: 'The selector of the key that signs now.' }),
+    return_path_domain: nullable(
+      Type.String(),
+      'The envelope-sender domain for this domain (`bounces.<name>`) when per-recipient return paths are on; null otherwise.',
+    ),
+    return_path_verified: Type.Boolean({ description: 'Whether its MX (and SPF) records match.' }),
+    records: Type.Array(DomainRecordView, {
+      description: 'The DNS records to publish, with what was found.',
+    }),
+    last_checked_at: nullable(timestamp('When its records were last looked up.')),
+    verified_at: nullable(timestamp('When it last became verified.')),
+    created_at: timestamp('When it was added.'),
+    updated_at: timestamp('When it last changed.'),
+  },
+  { title: 'Domain' },
+);
+export type DomainView = Static<typeof Domain>;
+
+export const DomainList = listEnvelope(Domain);
+
+export const CreateDomainBody = Type.Object(
+  {
+    name: Type.String({
+      minLength: 1,
+      maxLength: 1024,
+      description:
+        'The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters.',
+    }),
+  },
+  { additionalProperties: false, title: 'CreateDomainRequest' },
+);
+export type CreateDomainInput = Static<typeof CreateDomainBody>;
+
+export const DomainParams = Type.Object({
+  id: Type.String({ description: 'The domain id (`dom_…`) or its name.' }),
+});
+
+export const DomainIdParams = Type.Object({
+  id: Type.String({ description: 'The domain id (`dom_…`).' }),
+});
+
+export const DeletedDomain = Type.Object(
+  { object: Type.Literal('domain'), id: Type.String(), deleted: Type.Literal(true) },
+  { title: 'DeletedDomain' },
+);

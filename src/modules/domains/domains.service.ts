@@ -1,0 +1,400 @@
+import type { Kysely } from 'kysely';
+import type { Config, DkimConfig, SenderDomainsPolicy } from '../../config.ts';
+import type { Engine } from '../../db/connection.ts';
+import type { PageRequest } from '../../db/pagination.ts';
+import type { Database, DomainStatus } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { SecretBox } from '../../lib/crypto.ts';
+import type { Dns } from '../../lib/dns.ts';
+import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { isId, newId } from '../../lib/ids.ts';
+import type { EventService } from '../events/events.service.ts';
+import { type DkimKeyPair, generateDkimKey } from './dkim-key.ts';
+import { normalizeDomainName, selfAndParents } from './domain-name.ts';
+import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
+import type { CreateDomainInput, DomainRecordViewType, DomainView } from './domains.schemas.ts';
+import {
+  evaluate,
+  expectedRecords,
+  lookUp,
+  type RecordCheck,
+  type RecordSettings,
+  returnPathName,
+} from './records.ts';
+
+export interface DomainSettings {
+  /** The return-path records (MX to INBOUND_MX_HOST, SPF) when per-recipient return paths are on. */
+  returnPath?: RecordSettings['returnPath'];
+  /** How often the background check looks at each domain again (DOMAIN_RECHECK). */
+  recheckMs: number;
+  /** SENDER_DOMAINS. */
+  senderDomains: SenderDomainsPolicy;
+  /** The global DKIM key (DKIM_*), signing what no verified domain of the project covers. */
+  fallbackDkim?: DkimConfig | undefined;
+  /** BOUNCE_DOMAIN: the envelope-sender domain of mail that has no verified return path of its own. */
+  bounceDomain?: string | undefined;
+}
+
+/**
+ * The sending-domain settings the configuration gives: return-path records only when per-recipient return
+ * paths are on (BOUNCE_DOMAIN) and INBOUND_MX_HOST says where their MX points.
+ */
+export function domainSettingsFromConfig(
+  config: Pick<
+    Config,
+    'bounceDomain' | 'inboundMxHost' | 'sendingSpf' | 'domainRecheckMs' | 'senderDomains' | 'dkim'
+  >,
+): DomainSettings {
+  return {
+    returnPath:
+      config.bounceDomain && config.inboundMxHost
+        ? { mxHost: config.inboundMxHost, spf: config.sendingSpf }
+        : undefined,
+    recheckMs: config.domainRecheckMs,
+    senderDomains: config.senderDomains,
+    fallbackDkim: config.dkim,
+    bounceDomain: config.bounceDomain,
+  };
+}
+
+export interface DomainServiceDeps {
+  db: Kysely<Database>;
+  engine: Engine;
+  clock: Clock;
+  secretBox: SecretBox;
+  dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
+  events: Pick<EventService, 'emitIn'>;
+  settings: DomainSettings;
+}
+
+/** How an email is authenticated, decided when it is accepted and stored with it. */
+export interface SenderAuthentication {
+  /** The DKIM `d=`: a verified domain of the project, the fallback DKIM_DOMAIN, or null (unsigned). */
+  dkimDomain: string | null;
+  /** The envelope sender's domain: the verified return path, BOUNCE_DOMAIN, or the From domain. */
+  returnPathDomain: string;
+}
+
+/** What the sending worker signs an email with; absent parts fall back to the transport's own settings. */
+export interface SigningIdentity {
+  dkim?: DkimConfig;
+  /** The customer's return-path domain to build the envelope sender on. */
+  returnPathDomain?: string;
+}
+
+/** Relaxed alignment (RFC 7489 §3.1): the same domain, or one is a subdomain of the other. */
+export const aligned = (a: string, b: string): boolean =>
+  a === b || a.endsWith(`.${b}`) || b.endsWith(`.${a}`);
+
+export function createDomainService(deps: DomainServiceDeps) {
+  const { db, engine, clock, secretBox, settings } = deps;
+  const repo = createDomainRepo(db, engine);
+  /** Opened private keys by sealed value: opening is cheap, but a sending worker asks for every message. */
+  const keys = new Map<string, string>();
+  const openKey = (sealed: string): string => {
+    let pem = keys.get(sealed);
+    if (pem === undefined) {
+      if (keys.size >= 1000) keys.clear();
+      pem = secretBox.open(sealed);
+      keys.set(sealed, pem);
+    }
+    return pem;
+  };
+
+  const recordSettings: RecordSettings = { returnPath: settings.returnPath };
+
+  function toView(domain: DomainRecord): DomainView {
+    const records = expectedRecords(domain, recordSettings).map((record): DomainRecordViewType => {
+      const check = domain.checks?.[record.key];
+      const status = !check ? 'pending' : check.matches ? 'verified' : check.found ? 'failed' : 'pending';
+      return {
+        purpose: record.purpose,
+        type: record.type,
+        name: record.name,
+        value: record.value,
+        ...(record.priority !== undefined ? { priority: record.priority } : {}),
+        required: record.required,
+        status,
+        ...(check ? { found: check.found, matches: check.matches } : {}),
+        ...(check?.error !== undefined ? { error: check.error } : {}),
+        ...(record.rotation ? { rotation: record.rotation } : {}),
+      };
+    });
+    return {
+      object: 'domain',
+      id: domain.id,
+      name: domain.name,
+      status: domain.status,
+      dkim_selector: domain.dkimSelector,
+      return_path_domain: settings.returnPath ? returnPathName(domain.name) : null,
+      return_path_verified: domain.returnPathVerified,
+      records,
+      last_checked_at: domain.lastCheckedAt,
+      verified_at: domain.verifiedAt,
+      created_at: domain.createdAt,
+      updated_at: domain.updatedAt,
+    };
+  }
+
+  /** A domain of the project by id (`dom_…`) or by name; 404 otherwise (another project's too). */
+  async function load(projectId: string, idOrName: string): Promise<DomainRecord> {
+    let domain: DomainRecord | undefined;
+    if (isId('dom', idOrName)) domain = await repo.find(projectId, idOrName);
+    else {
+      const name = normalizeDomainName(idOrName);
+      const found = name.ok ? await repo.findByName(name.name) : undefined;
+      domain = found?.projectId === projectId ? found : undefined;
+    }
+    if (!domain) throw notFound('domain', idOrName);
+    return domain;
+  }
+
+  const taken = (name: string, projectId: string, holder: DomainRecord): DomainError =>
+    holder.projectId === projectId
+      ? conflict('domain_exists', `This project already has the domain '${name}' (${holder.id}).`, 'name')
+      : conflict(
+          'domain_taken',
+          `The domain '${name}' belongs to another project; a domain can belong to one project at a time.`,
+          'name',
+        );
+
+  /**
+   * Looks every record up, then writes the result: the new status, what was found and, when the status
+   * changes to `verified` or `failed`, its event, all in one transaction. The lookups run outside it (they
+   * take up to seconds); the row is read again inside, so a concurrent check or rotation is not undone.
+   */
+  async function check(domain: DomainRecord): Promise<DomainRecord | undefined> {
+    const expected = expectedRecords(domain, recordSettings);
+    const results = await Promise.all(expected.map((record) => lookUp(deps.dns, record)));
+    return inTransaction(db, async (transaction) => {
+      const inside = createDomainRepo(transaction.db, engine);
+      const current = await inside.findForUpdate(domain.id);
+      if (!current) return undefined; // deleted meanwhile
+      const checked = expected.map((record, index) => ({ record, check: results[index]! }));
+      const evaluation = evaluate(current.status, checked);
+      // A rotation started (or finished) while looking: what was looked up is not what the row holds now.
+      const sameKeys =
+        current.dkimSelector === domain.dkimSelector && current.nextDkimSelector === domain.nextDkimSelector;
+      const now = clock.now();
+      const checks: Record<string, RecordCheck> = {};
+      for (const { record, check: result } of checked) checks[record.key] = result;
+      const status = evaluation.status;
+      const becameVerified = status === 'verified' && current.status !== 'verified';
+      await inside.saveCheck(current.id, {
+        status,
+        returnPathVerified: evaluation.inconclusive
+          ? current.returnPathVerified
+          : evaluation.returnPathVerified,
+        checks,
+        checkedAt: now.toISOString(),
+        verifiedAt: becameVerified ? now.toISOString() : current.verifiedAt,
+        nextCheckAt: new Date(now.getTime() + settings.recheckMs).toISOString(),
+        switchTo:
+          evaluation.switchKey && sameKeys && current.nextDkimSelector !== null
+            ? {
+                selector: current.nextDkimSelector,
+                publicKey: current.nextDkimPublicKey!,
+                privateKeySealed: current.nextDkimPrivateKeySealed!,
+              }
+            : undefined,
+      });
+      const updated = (await inside.findForUpdate(current.id))!;
+      if (status !== current.status && status !== 'pending') {
+        await deps.events.emitIn(transaction, [
+          {
+            projectId: current.projectId,
+            kind: status === 'verified' ? 'domain.verified' : 'domain.failed',
+            data: domainEventData(toView(updated), current.status),
+          },
+        ]);
+      }
+      return updated;
+    });
+  }
+
+  return {
+    toView,
+
+    /** A fresh key pair, made before the request's transaction opens: generating one takes a while. */
+    newKey: generateDkimKey,
+
+    async create(projectId: string, input: CreateDomainInput, given?: DkimKeyPair): Promise<DomainRecord> {
+      const checked = normalizeDomainName(input.name);
+      if (!checked.ok) {
+        throw invalidParam('name', `'${input.name.slice(0, 300)}' ${checked.reason}.`, 'invalid_domain');
+      }
+      const name = checked.name;
+      const holder = await repo.findByName(name);
+      if (holder) throw taken(name, projectId, holder);
+      const key = given ?? (await generateDkimKey());
+      const now = clock.now().toISOString();
+      const id = newId('dom');
+      const inserted = await repo.insert({
+        id,
+        projectId,
+        name,
+        dkimSelector: key.selector,
+        dkimPublicKey: key.publicKey,
+        dkimPrivateKeySealed: secretBox.seal(key.privateKeyPem),
+        nextDkimSelector: null,
+        nextDkimPublicKey: null,
+        nextDkimPrivateKeySealed: null,
+        // Its first background check comes one interval after creation; POST …/verify checks at once.
+        nextCheckAt: new Date(Date.parse(now) + settings.recheckMs).toISOString(),
+        createdAt: now,
+        updatedAt: now,
+      });
+      if (!inserted) {
+        // Another request added the same name between the read and the insert: the unique name decides.
+        const winner = await repo.findByName(name);
+        throw winner
+          ? taken(name, projectId, winner)
+          : conflict('domain_taken', `The domain '${name}' was just taken.`, 'name');
+      }
+      return (await repo.find(projectId, id))!;
+    },
+
+    list: (projectId: string, page: PageRequest) => repo.list(projectId, page),
+
+    get: load,
+
+    async remove(projectId: string, idOrName: string) {
+      const domain = await load(projectId, idOrName);
+      if (!(await repo.delete(projectId, domain.id))) throw notFound('domain', idOrName);
+      return { object: 'domain' as const, id: domain.id, deleted: true as const };
+    },
+
+    /** Looks the records up now; answers the domain with what each lookup found. */
+    async verify(projectId: string, idOrName: string): Promise<DomainRecord> {
+      const domain = await load(projectId, idOrName);
+      const checked = await check(domain);
+      if (!checked) throw notFound('domain', idOrName);
+      return checked;
+    },
+
+    /** For the background check: looks a leased domain's records up and writes the result. */
+    check,
+
+    /**
+     * Starts a key rotation: a new selector and key, listed as a `pending` record next to the current one
+     * (`retiring`), which keeps signing until the new record verifies. Rotating again before that replaces
+     * the pending key.
+     */
+    async rotate(projectId: string, idOrName: string, given?: DkimKeyPair): Promise<DomainRecord> {
+      const domain = await load(projectId, idOrName);
+      const key = given ?? (await generateDkimKey());
+      const updated = await repo.setNextKey(
+        projectId,
+        domain.id,
+        {
+          selector: key.selector,
+          publicKey: key.publicKey,
+          privateKeySealed: secretBox.seal(key.privateKeyPem),
+        },
+        clock.now().toISOString(),
+      );
+      if (!updated) throw notFound('domain', idOrName);
+      return (await repo.find(projectId, domain.id))!;
+    },
+
+    /**
+     * Who may send as `fromDomain`: the most specific verified domain among it and its parents decides. Held
+     * by another project: refused in every mode. Held by this one: signed with its key (DMARC-aligned), its
+     * return path used when verified. Neither: refused under SENDER_DOMAINS=verified, else the fallback key.
+     */
+    async authorizeSender(
+      projectId: string,
+      fromDomain: string,
+      param: string,
+    ): Promise<SenderAuthentication> {
+      const from = fromDomain.toLowerCase();
+      const candidates = await repo.withNames(selfAndParents(from));
+      const verified = candidates
+        .filter((domain) => domain.status === 'verified')
+        .sort((a, b) => b.name.length - a.name.length);
+      const best = verified[0];
+      if (best && best.projectId !== projectId) {
+        throw invalidParam(
+          param,
+          `'${from}' is covered by the domain '${best.name}', which another project has verified: this project cannot send as it.`,
+          'sender_domain_not_allowed',
+        );
+      }
+      if (best) {
+        return {
+          dkimDomain: best.name,
+          returnPathDomain:
+            settings.returnPath && best.returnPathVerified
+              ? returnPathName(best.name)
+              : (settings.bounceDomain ?? from),
+        };
+      }
+      if (settings.senderDomains === 'verified') {
+        const own = candidates
+          .filter((domain) => domain.projectId === projectId)
+          .sort((a, b) => b.name.length - a.name.length)[0];
+        throw invalidParam(
+          param,
+          own
+            ? `The From domain '${from}' is covered by this project's domain '${own.name}', which is ${own.status}: publish its DNS records and verify it (POST /v1/domains/${own.id}/verify).`
+            : `The From domain '${from}' is not a verified domain of this project: add it (POST /v1/domains {"name": "${from}"}), publish its DNS records and verify it.`,
+          'sender_domain_not_verified',
+        );
+      }
+      return {
+        dkimDomain: settings.fallbackDkim?.domain ?? null,
+        returnPathDomain: settings.bounceDomain ?? from,
+      };
+    },
+
+    /**
+     * The key to sign an accepted email with: that of the project's domain it was accepted for, if the
+     * project still holds it (else nothing: the transport's fallback key signs), and its return path when
+     * the email was accepted with it.
+     */
+    async signingFor(
+      projectId: string,
+      email: { dkimDomain: string | null; returnPathDomain: string | null },
+    ): Promise<SigningIdentity> {
+      if (email.dkimDomain === null) return {};
+      const domain = await repo.findByName(email.dkimDomain);
+      if (!domain || domain.projectId !== projectId) return {};
+      const returnPath = returnPathName(domain.name);
+      return {
+        dkim: {
+          domain: domain.name,
+          selector: domain.dkimSelector,
+          privateKey: openKey(domain.dkimPrivateKeySealed),
+        },
+        ...(email.returnPathDomain === returnPath ? { returnPathDomain: returnPath } : {}),
+      };
+    },
+
+    /**
+     * Whether mail to `name` is ours to receive as a return path: `bounces.<domain>` for a domain some
+     * project holds (the inbound listener asks before accepting RCPT TO; the address's tag still decides).
+     */
+    isReturnPathDomain: (name: string): Promise<boolean> => repo.isReturnPathDomain(name),
+  };
+}
+
+/** The data of `domain.verified` and `domain.failed`: the domain as the API shows it, and what it was. */
+function domainEventData(view: DomainView, previous: DomainStatus): Record<string, unknown> {
+  return {
+    domain_id: view.id,
+    name: view.name,
+    status: view.status,
+    previous_status: previous,
+    records: view.records.map((record) => ({
+      purpose: record.purpose,
+      type: record.type,
+      name: record.name,
+      value: record.value,
+      status: record.status,
+      found: record.found ?? null,
+    })),
+  };
+}
+
+export type DomainService = ReturnType<typeof createDomainService>;

@@ -1,0 +1,85 @@
+import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
+import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
+import type { DomainService } from './domains.service.ts';
+
+export interface DomainCheckSettings {
+  /** Domains looked up at once by this worker (each check is a handful of DNS queries). Default 4. */
+  concurrency?: number;
+  /** One check's lookups and write must end within this. Default 30 s. */
+  timeoutMs?: number;
+  /** The fallback poll when no wake-up comes. */
+  pollIntervalMs?: number;
+}
+
+export interface DomainCheckWorkerDeps extends QueueWorkerDeps {
+  /** Looks a domain's records up and writes the result with its event (DomainService.check). */
+  domains: Pick<DomainService, 'check'>;
+  settings?: DomainCheckSettings;
+}
+
+interface CheckJob extends QueueJob {
+  domain: DomainRecord;
+}
+
+/**
+ * Re-checks sending domains on the queue runtime (src/queue/runtime.ts): each domain row is a job, due at its
+ * `next_check_at` (DOMAIN_RECHECK after its last check). The check writes its own result, with the status
+ * change and its `domain.verified` / `domain.failed` event in one transaction, and clears the lease; the
+ * runtime only bounds the concurrency and gives back what a stopped or dead worker held.
+ */
+export function createDomainCheckWorker(deps: DomainCheckWorkerDeps): QueueWorker {
+  const settings = deps.settings ?? {};
+  const concurrency = settings.concurrency ?? 4;
+  const timeoutMs = settings.timeoutMs ?? 30_000;
+  const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, settings);
+  const repo = createDomainRepo(deps.database.db, deps.database.engine);
+
+  const source: QueueSource<CheckJob, { checked: boolean }> = {
+    claim: async (lease, request) =>
+      (await repo.claimDue(lease, request.limit)).map((domain) => ({ lane: '', rows: [domain.id], domain })),
+    release: (releasing, rows) => repo.release(releasing, rows),
+    nextDueAt: async () => {
+      const next = await repo.nextDueAt();
+      return next === undefined ? undefined : Date.parse(next);
+    },
+    // The check has written its result (and given the lease back) already; a failed one is retried when its
+    // lease runs out.
+    record: async (attempted) => attempted.map(() => ({ held: true })),
+  };
+
+  return createQueueWorker({
+    name: 'domain check worker',
+    workerId,
+    source,
+    async attempt(job) {
+      try {
+        await deps.domains.check(job.domain);
+      } catch (error) {
+        logger.error({ err: error, domain: job.domain.id }, 'domain check worker: the check failed');
+      }
+      return { checked: true };
+    },
+    settings: {
+      concurrency,
+      laneConcurrency: concurrency,
+      laneCapacity: concurrency,
+      capacity: concurrency,
+      claimBatch: 1,
+      attemptTimeoutMs: timeoutMs,
+      leaseMs: 2 * timeoutMs + 2000,
+      pollIntervalMs,
+      stopGraceMs: timeoutMs,
+      outcomeWriteIntervalMs: 0,
+      maxUnrecorded: concurrency,
+    },
+    clock: deps.clock,
+    logger,
+    notifier: deps.notifier,
+    database: deps.database,
+    channel: QUEUE_CHANNELS.domains,
+    heartbeats,
+    deadAfterMs,
+  });
+}

@@ -1,0 +1,241 @@
+import { type Kysely, sql } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
+import { newId } from '../../lib/ids.ts';
+import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
+
+// The inbound_messages table: what the listener received (stored before its 250), and the queue the
+// inbound worker reads it from. Written only here.
+
+export interface NewInboundMessage {
+  receivedAt: string;
+  mailFrom: string;
+  rcptTo: string[];
+  remoteAddress: string | null;
+  raw: Buffer;
+}
+
+/** A stored message as the API and the operator's listing show it (without its bytes). */
+export interface InboundRecord {
+  id: string;
+  receivedAt: string;
+  mailFrom: string;
+  rcptTo: string[];
+  remoteAddress: string | null;
+  size: number;
+  status: InboundStatus;
+  kind: InboundKind | null;
+  detail: string | null;
+  subject: string | null;
+  projectId: string | null;
+  emailId: string | null;
+  recipient: string | null;
+  processedAt: string | null;
+}
+
+/** A message leased to a worker, with its bytes. */
+export interface ClaimedInbound {
+  id: string;
+  mailFrom: string;
+  rcptTo: string[];
+  raw: Buffer;
+  /** Claims so far, this one included. */
+  attempts: number;
+}
+
+/** How a message was read, written by the worker that holds it. */
+export interface InboundResult {
+  id: string;
+  status: Exclude<InboundStatus, 'pending'>;
+  kind: InboundKind;
+  detail: string | null;
+  subject: string | null;
+  projectId: string | null;
+  emailId: string | null;
+  recipient: string | null;
+}
+
+const SUMMARY_COLUMNS = [
+  'id',
+  'received_at',
+  'mail_from',
+  'rcpt_to',
+  'remote_address',
+  'size',
+  'status',
+  'kind',
+  'detail',
+  'subject',
+  'project_id',
+  'email_id',
+  'recipient',
+  'processed_at',
+] as const;
+
+type SummaryRow = Pick<Row<'inbound_messages'>, (typeof SUMMARY_COLUMNS)[number]>;
+
+const toRecord = (row: SummaryRow): InboundRecord => ({
+  id: row.id,
+  receivedAt: row.received_at,
+  mailFrom: row.mail_from,
+  rcptTo: JSON.parse(row.rcpt_to) as string[],
+  remoteAddress: row.remote_address,
+  size: Number(row.size),
+  status: row.status,
+  kind: row.kind,
+  detail: row.detail,
+  subject: row.subject,
+  projectId: row.project_id,
+  emailId: row.email_id,
+  recipient: row.recipient,
+  processedAt: row.processed_at,
+});
+
+export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
+  return {
+    /** Stores a received message, pending: once this resolves, the listener may answer 250. */
+    async store(message: NewInboundMessage): Promise<string> {
+      const id = newId('inb');
+      await db
+        .insertInto('inbound_messages')
+        .values({
+          id,
+          received_at: message.receivedAt,
+          mail_from: message.mailFrom,
+          rcpt_to: JSON.stringify(message.rcptTo),
+          remote_address: message.remoteAddress,
+          size: message.raw.length,
+          raw: message.raw,
+          status: 'pending',
+          kind: null,
+          detail: null,
+          subject: null,
+          project_id: null,
+          email_id: null,
+          recipient: null,
+          locked_until: null,
+          locked_by: null,
+          processed_at: null,
+        })
+        .execute();
+      return id;
+    },
+
+    /** Leases up to `limit` pending messages, oldest first (or whose lease ran out: their worker died). */
+    async claim(lease: Lease, limit: number): Promise<ClaimedInbound[]> {
+      const { workerId, now, lockedUntil } = storedLease(lease);
+      const due = db
+        .selectFrom('inbound_messages')
+        .select('id')
+        .where('status', '=', 'pending')
+        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+        .orderBy('id')
+        .limit(limit)
+        .$if(engine === 'postgres', (query) => query.forUpdate().skipLocked());
+      const rows = await db
+        .updateTable('inbound_messages')
+        .set((eb) => ({ locked_until: lockedUntil, locked_by: workerId, attempts: eb('attempts', '+', 1) }))
+        .where('id', 'in', due)
+        .returning(['id', 'mail_from', 'rcpt_to', 'raw', 'attempts'])
+        .execute();
+      return rows
+        .map((row) => ({
+          id: row.id,
+          mailFrom: row.mail_from,
+          rcptTo: JSON.parse(row.rcpt_to) as string[],
+          raw: Buffer.from(row.raw),
+          attempts: Number(row.attempts),
+        }))
+        .sort((a, b) => (a.id < b.id ? -1 : 1));
+    },
+
+    release(workerId: string, rows?: readonly string[]): Promise<void> {
+      return releaseLeases(db, 'inbound_messages', {
+        workerId,
+        rows,
+        waiting: sql<boolean>`status = 'pending'`,
+      });
+    },
+
+    /**
+     * Writes how a message was read, if `workerId` still holds it (on the caller's transaction, which also
+     * applies what the report says). False when the lease was lost: another worker reads it again.
+     */
+    async finish(result: InboundResult, workerId: string, now: string): Promise<boolean> {
+      const updated = await db
+        .updateTable('inbound_messages')
+        .set({
+          status: result.status,
+          kind: result.kind,
+          detail: result.detail,
+          subject: result.subject,
+          project_id: result.projectId,
+          email_id: result.emailId,
+          recipient: result.recipient,
+          locked_until: null,
+          locked_by: null,
+          processed_at: now,
+        })
+        .where('id', '=', result.id)
+        .where('locked_by', '=', workerId)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      return Number(updated.numUpdatedRows) > 0;
+    },
+
+    /** Leaves a message pending, not claimable before `until`, if `workerId` still holds it. */
+    async postpone(id: string, workerId: string, until: string): Promise<boolean> {
+      const updated = await db
+        .updateTable('inbound_messages')
+        .set({ locked_by: null, locked_until: until })
+        .where('id', '=', id)
+        .where('locked_by', '=', workerId)
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      return Number(updated.numUpdatedRows) > 0;
+    },
+
+    /** Settles the verdict `finish` wrote provisionally, once the report's effects are applied. */
+    async setVerdict(id: string, status: 'applied' | 'no_change', detail: string): Promise<void> {
+      await db.updateTable('inbound_messages').set({ status, detail }).where('id', '=', id).execute();
+    },
+
+    /** The messages matched to a project's email, newest first. */
+    async listForProject(projectId: string, page: PageRequest): Promise<Page<InboundRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db
+          .selectFrom('inbound_messages')
+          .select([...SUMMARY_COLUMNS])
+          .where('project_id', '=', projectId);
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    async findForProject(projectId: string, id: string): Promise<InboundRecord | undefined> {
+      const row = await db
+        .selectFrom('inbound_messages')
+        .select([...SUMMARY_COLUMNS])
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row ? toRecord(row) : undefined;
+    },
+
+    /** For the operator: messages that belong to no project (unmatched, unreadable), or all, newest first. */
+    async listForOperator(options: { all: boolean; limit: number }): Promise<InboundRecord[]> {
+      const rows = await db
+        .selectFrom('inbound_messages')
+        .select([...SUMMARY_COLUMNS])
+        .$if(!options.all, (query) => query.where('project_id', 'is', null))
+        .orderBy('id', 'desc')
+        .limit(options.limit)
+        .execute();
+      return rows.map(toRecord);
+    },
+  };
+}
+
+export type InboundRepo = ReturnType<typeof createInboundRepo>;

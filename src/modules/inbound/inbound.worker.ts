@@ -1,0 +1,199 @@
+import { inTransaction } from '../../db/transaction.ts';
+import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
+import type { EventKind } from '../event-kinds/event-kinds.ts';
+import { emailEventData } from '../emails/event-data.ts';
+import { createReportedRecipientRepo, type ReportedOutcome } from '../emails/reports.repo.ts';
+import type { ReturnPath } from '../emails/return-path.ts';
+import type { EventService, NewEvent } from '../events/events.service.ts';
+import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
+import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
+import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
+import { createReportMatcher, type Interpretation } from './report-matching.ts';
+
+// Reads what the inbound listener stored, on the queue runtime like every other background job: a message
+// is leased, read (the report parsed, its recipient found), and what it says is applied in one transaction
+// with its events, its suppressions and the message's own verdict. A worker that dies mid-way leaves the
+// message pending: another reads it again, and the recipient's status guards make that apply once.
+
+export interface InboundWorkerDeps extends QueueWorkerDeps {
+  events: Pick<EventService, 'emitIn'>;
+  /** How reports to our return paths are recognised (BOUNCE_DOMAIN); without it only Message-IDs match. */
+  returnPath: ReturnPath | undefined;
+  /** The fallback poll when no wake-up comes. */
+  pollIntervalMs?: number;
+}
+
+interface InboundJob extends QueueJob {
+  message: ClaimedInbound;
+}
+
+const EVENT_OF: Record<ReportedOutcome, EventKind> = {
+  bounced: 'email.bounced',
+  delivered: 'email.delivered',
+  complained: 'email.complained',
+  delayed: 'email.delivery_delayed',
+};
+
+/**
+ * A message is read at most this many times: a report about a recipient still being sent waits and is read
+ * again, and a read that failed (the database away) is retried when its lease runs out; past it, it is
+ * given up on, and says so.
+ */
+const MAX_READS = 30;
+/** A report about a recipient still being sent is read again after this. */
+const EARLY_RETRY_MS = 2000;
+const CONCURRENCY = 4;
+const ATTEMPT_TIMEOUT_MS = 30_000;
+
+export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
+  const { clock } = deps;
+  const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, {
+    pollIntervalMs: deps.pollIntervalMs,
+  });
+  const { db, engine } = deps.database;
+  const repo = createInboundRepo(db, engine);
+  const matcher = createReportMatcher({
+    recipients: createReportedRecipientRepo(db),
+    returnPath: deps.returnPath,
+  });
+
+  const source: QueueSource<InboundJob, Interpretation> = {
+    async claim(lease, request) {
+      const messages = await repo.claim(lease, request.limit);
+      return messages.map((message) => ({ lane: '', rows: [message.id], message }));
+    },
+    release: (releasing, rows) => repo.release(releasing, rows),
+    // Nothing waits for a time: every stored message is due at once.
+    nextDueAt: async () => undefined,
+    record: (attempted) =>
+      inTransaction(db, async (transaction) => {
+        const messages = createInboundRepo(transaction.db, engine);
+        const recipients = createReportedRecipientRepo(transaction.db);
+        const now = clock.now().toISOString();
+        const events: NewEvent[] = [];
+        const suppressions: NewSuppression[] = [];
+        const results: Array<{ held: boolean; retryAt?: number }> = [];
+        for (const { job, outcome } of attempted) {
+          if (outcome.early) {
+            const retryAt = clock.now().getTime() + EARLY_RETRY_MS;
+            const held = await messages.postpone(job.message.id, workerId, new Date(retryAt).toISOString());
+            results.push({ held, retryAt });
+            continue;
+          }
+          const first = outcome.effects[0]?.recipient;
+          const verdict: InboundResult = {
+            id: job.message.id,
+            kind: outcome.kind,
+            subject: outcome.subject,
+            status: outcome.status ?? 'applied',
+            detail: outcome.detail,
+            projectId: first?.email.projectId ?? null,
+            emailId: first?.email.id ?? null,
+            recipient: first?.address ?? null,
+          };
+          // The lease is checked by the first write: a message another worker took over is left to it.
+          if (!(await messages.finish(verdict, workerId, now))) {
+            results.push({ held: false });
+            continue;
+          }
+          results.push({ held: true });
+          if (outcome.status !== undefined) continue;
+          const changed: string[] = [];
+          for (const effect of outcome.effects) {
+            const { recipient } = effect;
+            const response = effect.outcome === 'bounced' ? effect.detail : null;
+            if (!(await recipients.apply(recipient, effect.outcome, { response, now }))) continue;
+            changed.push(`${recipient.address}: ${effect.outcome}`);
+            events.push({
+              projectId: recipient.email.projectId,
+              kind: EVENT_OF[effect.outcome],
+              emailId: recipient.email.id,
+              data: emailEventData(recipient.email, recipient.address, effect.data),
+            });
+            const reason =
+              effect.outcome === 'complained'
+                ? 'complaint'
+                : effect.bounce?.type === 'hard'
+                  ? 'hard_bounce'
+                  : undefined;
+            if (reason) {
+              suppressions.push({
+                projectId: recipient.email.projectId,
+                address: recipient.address,
+                reason,
+                emailId: recipient.email.id,
+                detail: effect.detail,
+                createdAt: now,
+              });
+            }
+          }
+          if (changed.length > 0) {
+            await messages.setVerdict(job.message.id, 'applied', `${outcome.detail}; ${changed.join(', ')}`);
+          } else {
+            const settled = outcome.effects
+              .map((effect) => `${effect.recipient.address} is ${effect.recipient.status}`)
+              .join(', ');
+            await messages.setVerdict(
+              job.message.id,
+              'no_change',
+              `${outcome.detail}; nothing changed (${settled})`,
+            );
+          }
+        }
+        await deps.events.emitIn(transaction, events);
+        await addSuppressionsIn(transaction.db, suppressions);
+        return results;
+      }),
+  };
+
+  async function attempt(job: InboundJob): Promise<Interpretation> {
+    if (job.message.attempts > MAX_READS) {
+      return {
+        kind: 'unreadable',
+        subject: null,
+        status: 'unreadable',
+        detail: `could not be read in ${MAX_READS} attempts; see the worker's log`,
+        effects: [],
+      };
+    }
+    const interpretation = await matcher.interpret(job.message);
+    if (interpretation.early && job.message.attempts >= MAX_READS) {
+      return {
+        ...interpretation,
+        early: false,
+        status: 'unmatched',
+        detail: `its recipient was still being sent after ${MAX_READS} reads`,
+      };
+    }
+    return interpretation;
+  }
+
+  return createQueueWorker({
+    name: 'inbound worker',
+    workerId,
+    source,
+    attempt,
+    settings: {
+      concurrency: CONCURRENCY,
+      laneConcurrency: CONCURRENCY,
+      laneCapacity: CONCURRENCY * 2,
+      capacity: CONCURRENCY * 2,
+      claimBatch: 1,
+      attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+      leaseMs: 2 * ATTEMPT_TIMEOUT_MS + 2000,
+      pollIntervalMs,
+      stopGraceMs: 5000,
+      outcomeWriteIntervalMs: 0,
+      maxUnrecorded: CONCURRENCY * 2,
+    },
+    clock,
+    logger,
+    notifier: deps.notifier,
+    database: deps.database,
+    channel: QUEUE_CHANNELS.inbound,
+    heartbeats,
+    deadAfterMs,
+  });
+}

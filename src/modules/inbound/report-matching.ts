@@ -1,0 +1,213 @@
+import type { InboundKind, InboundStatus } from '../../db/schema.ts';
+import { isId } from '../../lib/ids.ts';
+import { type BounceClass, classifyBounce } from '../emails/bounce.ts';
+import { PENDING } from '../emails/status.ts';
+import type { ReportedOutcome, ReportedRecipient, ReportedRecipientRepo } from '../emails/reports.repo.ts';
+import type { ReturnPath } from '../emails/return-path.ts';
+import { type DsnRecipient, type Report, readReport, subjectOf } from './report-parser.ts';
+
+// From a received message to what it says about our recipients. The recipient is found by the return path
+// the report was mailed to (VERP: its HMAC tag proves we made it), else, when it went to no return path of
+// ours (a feedback loop's fixed address, a postmaster), by the Message-ID (or ENVID) of the reported message
+// together with the recipient address the report gives. A return path whose tag does not verify is a
+// forgery: nothing is matched by any other means then.
+
+/** One thing a report says happened to one recipient. */
+export interface ReportEffect {
+  recipient: ReportedRecipient;
+  outcome: ReportedOutcome;
+  /** What the event's data adds (`bounce`, `delay`, `delivery`, `complaint`). */
+  data: Record<string, unknown>;
+  /** For a bounce: its class (a hard one suppresses the address). */
+  bounce?: BounceClass;
+  /** What goes on the suppression entry, or into the recipient's last response. */
+  detail: string | null;
+}
+
+/** How a message was read: the effects to apply, or why there are none. */
+export interface Interpretation {
+  kind: InboundKind;
+  subject: string | null;
+  /** Set when nothing can be applied (ignored, unmatched, unreadable); else decided when applied. */
+  status?: Exclude<InboundStatus, 'pending' | 'applied' | 'no_change'>;
+  detail: string;
+  effects: ReportEffect[];
+  /**
+   * True when a recipient it is about is still being sent (the report outran the worker recording the
+   * relay's 250): it is read again shortly, since applying it now would be overwritten by that record.
+   */
+  early?: boolean;
+}
+
+const KIND: Record<Report['kind'], InboundKind> = {
+  'delivery-status': 'delivery_status',
+  feedback: 'feedback',
+  'auto-reply': 'auto_reply',
+  unreadable: 'unreadable',
+};
+
+const OUTCOME: Record<DsnRecipient['action'], ReportedOutcome> = {
+  failed: 'bounced',
+  delayed: 'delayed',
+  delivered: 'delivered',
+  relayed: 'delivered',
+  expanded: 'delivered',
+};
+
+type Found = { recipients: ReportedRecipient[]; how: string } | { refused: string };
+
+export function createReportMatcher(deps: {
+  recipients: Pick<ReportedRecipientRepo, 'findById' | 'findEmail' | 'recipientsOf'>;
+  returnPath: ReturnPath | undefined;
+}) {
+  const { returnPath } = deps;
+
+  /** The recipients named by return paths of ours among `addresses`; a forged one refuses them all. */
+  async function byReturnPath(addresses: readonly (string | null)[]): Promise<Found | undefined> {
+    if (!returnPath) return undefined;
+    const ids = new Set<string>();
+    for (const address of addresses) {
+      if (!address || !returnPath.isReturnPath(address)) continue;
+      const id = returnPath.recipientOf(address);
+      if (!id) return { refused: `the return path ${address} does not verify (forged or altered)` };
+      ids.add(id);
+    }
+    if (ids.size === 0) return undefined;
+    const found: ReportedRecipient[] = [];
+    for (const id of ids) {
+      const recipient = await deps.recipients.findById(id);
+      if (recipient) found.push(recipient);
+    }
+    if (found.length === 0) return { refused: 'its return path names a recipient that no longer exists' };
+    return { recipients: found, how: 'by its return path' };
+  }
+
+  /** The recipients of the reported email whose addresses the report names. */
+  async function byMessage(
+    reference: { messageId: string | null; emailId: string | null },
+    addresses: readonly (string | null)[],
+  ): Promise<Found> {
+    const email = await deps.recipients.findEmail(reference);
+    if (!email) return { refused: 'it names no message of ours (no return path, no known Message-ID)' };
+    const all = await deps.recipients.recipientsOf(email.id);
+    const named = new Set(addresses.filter((address) => address !== null).map((a) => a!.toLowerCase()));
+    // A complaint often hides the recipient's address: a message with one recipient is still certain.
+    const recipients =
+      named.size === 0 && all.length === 1
+        ? all
+        : all.filter((recipient) => named.has(recipient.address.toLowerCase()));
+    if (recipients.length === 0)
+      return { refused: `it names message ${email.messageId} but none of its recipients` };
+    return { recipients, how: 'by the Message-ID of the reported message and the recipient address' };
+  }
+
+  /** The report's entry for a recipient: the one naming its address, or the only/first one. */
+  const entryFor = (entries: DsnRecipient[], recipient: ReportedRecipient): DsnRecipient => {
+    const address = recipient.address.toLowerCase();
+    return (
+      entries.find((entry) => entry.finalRecipient === address || entry.originalRecipient === address) ??
+      entries[0]!
+    );
+  };
+
+  function deliveryEffects(
+    report: Extract<Report, { kind: 'delivery-status' }>,
+    recipients: ReportedRecipient[],
+    messageId: string,
+  ): ReportEffect[] {
+    return recipients.map((recipient) => {
+      const entry = entryFor(report.recipients, recipient);
+      const outcome = OUTCOME[entry.action];
+      const reportingMta = report.reportingMta ?? entry.remoteMta;
+      const said = { status: entry.status, diagnostic: entry.diagnostic, reporting_mta: reportingMta };
+      const base = { recipient, outcome, detail: entry.diagnostic };
+      if (outcome === 'bounced') {
+        const bounce = classifyBounce(entry.diagnostic, { status: entry.status, reportingMta });
+        return { ...base, bounce, data: { bounce, inbound_message_id: messageId } };
+      }
+      if (outcome === 'delayed') return { ...base, data: { delay: said, inbound_message_id: messageId } };
+      return {
+        ...base,
+        data: { delivery: { ...said, remote_mta: entry.remoteMta }, inbound_message_id: messageId },
+      };
+    });
+  }
+
+  return {
+    /** Reads a stored message and finds what it says about which recipients (reads only; writes nothing). */
+    async interpret(message: {
+      id: string;
+      rcptTo: readonly string[];
+      raw: Buffer;
+    }): Promise<Interpretation> {
+      const report = readReport(message.raw);
+      const kind = KIND[report.kind];
+      const subject = subjectOf(message.raw);
+      if (report.kind === 'unreadable')
+        return { kind, subject, status: 'unreadable', detail: report.reason, effects: [] };
+      if (report.kind === 'auto-reply') {
+        return {
+          kind,
+          subject,
+          status: 'ignored',
+          detail: `an auto-reply (${report.reason}), not a report`,
+          effects: [],
+        };
+      }
+
+      const envelope = await byReturnPath(message.rcptTo);
+      let found: Found;
+      if (report.kind === 'delivery-status') {
+        found =
+          envelope ??
+          (await byMessage(
+            {
+              messageId: report.originalMessageId,
+              emailId: report.envelopeId && isId('msg', report.envelopeId) ? report.envelopeId : null,
+            },
+            report.recipients.flatMap((entry) => [entry.finalRecipient, entry.originalRecipient]),
+          ));
+      } else {
+        found =
+          envelope ??
+          (await byReturnPath([report.originalReturnPath])) ??
+          (await byMessage({ messageId: report.originalMessageId, emailId: null }, [
+            report.originalRecipient,
+          ]));
+      }
+      if ('refused' in found)
+        return { kind, subject, status: 'unmatched', detail: found.refused, effects: [] };
+
+      // A report that names another message than the one its return path was made for is not believed.
+      const reported = report.originalMessageId;
+      if (reported && found.recipients.some((recipient) => recipient.email.messageId !== reported)) {
+        return {
+          kind,
+          subject,
+          status: 'unmatched',
+          detail: `it names message ${reported}, not the one its return path was made for`,
+          effects: [],
+        };
+      }
+
+      if (found.recipients.some((recipient) => PENDING.has(recipient.status))) {
+        return { kind, subject, detail: 'its recipient is still being sent', effects: [], early: true };
+      }
+      const effects =
+        report.kind === 'delivery-status'
+          ? deliveryEffects(report, found.recipients, message.id)
+          : found.recipients.map((recipient) => ({
+              recipient,
+              outcome: 'complained' as const,
+              detail: `${report.feedbackType} report${report.userAgent ? ` (${report.userAgent})` : ''}`,
+              data: {
+                complaint: { feedback_type: report.feedbackType, user_agent: report.userAgent },
+                inbound_message_id: message.id,
+              },
+            }));
+      return { kind, subject, detail: `matched ${found.how}`, effects };
+    },
+  };
+}
+
+export type ReportMatcher = ReturnType<typeof createReportMatcher>;

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { createDns, parseDnsServer } from '../src/lib/dns.ts';
+import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
+import { createSendingWorkerFromConfig } from '../src/modules/sending/sending.worker.ts';
+import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { startSmtpServer } from './helpers/smtp.ts';
+
+describe('the test DNS server and the resolver DNS_SERVERS configures', () => {
+  let dns: TestDnsServer;
+  before(async () => {
+    dns = await startDnsServer();
+  });
+  after(() => dns.close());
+
+  test('answers MX, TXT and address questions over UDP', async () => {
+    dns.add('acme.test', { type: 'MX', exchange: 'mx.acme.test', priority: 10 });
+    dns.add('acme.test', { type: 'TXT', text: 'v=spf1 -all' });
+    dns.add('mx.acme.test', { type: 'A', address: '127.0.0.1' }, { type: 'AAAA', address: '::1' });
+    const resolver = createDns({ servers: [dns.address] });
+    assert.deepEqual(await resolver.resolveMx('acme.test'), [{ exchange: 'mx.acme.test', priority: 10 }]);
+    assert.deepEqual(await resolver.resolveTxt('ACME.test'), [['v=spf1 -all']]);
+    assert.deepEqual(await resolver.resolveAddresses('mx.acme.test'), ['127.0.0.1', '::1']);
+    assert.deepEqual(await resolver.resolveAddresses('nowhere.acme.test'), []);
+    assert.ok(dns.queries.some((query) => query.name === 'acme.test' && query.transport === 'udp'));
+  });
+
+  test('says which names do not exist (ENOTFOUND) and which have no record of a type (ENODATA)', async () => {
+    dns.add('only-a.test', { type: 'A', address: '192.0.2.1' });
+    const resolver = createDns({ servers: [dns.address] });
+    await assert.rejects(resolver.resolveTxt('missing.test'), { code: 'ENOTFOUND' });
+    await assert.rejects(resolver.resolveMx('only-a.test'), { code: 'ENODATA' });
+    // A name with records only below it exists (an "empty non-terminal").
+    dns.add('a.b.parent.test', { type: 'TXT', text: 'x' });
+    await assert.rejects(resolver.resolveTxt('b.parent.test'), { code: 'ENODATA' });
+  });
+
+  test('an answer too big for UDP is truncated, and the resolver asks again over TCP', async () => {
+    const long = `v=DKIM1; k=rsa; p=${'A'.repeat(700)}`;
+    dns.add('big._domainkey.acme.test', { type: 'TXT', text: long });
+    const before = dns.queries.length;
+    const resolver = createDns({ servers: [dns.address] });
+    const [record] = await resolver.resolveTxt('big._domainkey.acme.test');
+    assert.equal(record!.join(''), long, 'the 255-byte strings join back into the value');
+    const asked = dns.queries.slice(before).filter((query) => query.name === 'big._domainkey.acme.test');
+    assert.ok(
+      asked.some((query) => query.transport === 'tcp'),
+      JSON.stringify(asked),
+    );
+  });
+
+  test('DNS_SERVERS takes ip and ip:port, comma-separated; anything else stops the start', () => {
+    assert.deepEqual(loadConfig({}).dnsServers, []);
+    assert.deepEqual(loadConfig({ DNS_SERVERS: '127.0.0.1:5353, 192.0.2.53,[::1]:53,::1' }).dnsServers, [
+      '127.0.0.1:5353',
+      '192.0.2.53',
+      '[::1]:53',
+      '::1',
+    ]);
+    for (const bad of ['dns.example', '127.0.0.1:0', '127.0.0.1:99999', '300.1.1.1']) {
+      assert.throws(() => loadConfig({ DNS_SERVERS: bad }), /DNS_SERVERS must be/, bad);
+      assert.equal(parseDnsServer(bad), undefined, bad);
+    }
+  });
+});
+
+for (const engine of ENGINES) {
+  describe(`direct mode finds mail servers through DNS_SERVERS (${engine})`, () => {
+    test('delivers to the MX the DNS server names, at the address it gives', async () => {
+      const dns = await startDnsServer();
+      const smtp = await startSmtpServer();
+      const api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
+      const receiver = await startReceiver();
+      try {
+        const webhook = await api.request('POST', '/v1/webhooks', {
+          body: { url: receiver.url, events: EVENT_KIND_NAMES },
+        });
+        assert.equal(webhook.status, 201);
+        // The recipient domain exists only on the test DNS server: the system's resolver knows nothing of it.
+        dns.add('customer-mail.test', { type: 'MX', exchange: 'mx1.customer-mail.test', priority: 10 });
+        dns.add('mx1.customer-mail.test', { type: 'A', address: '127.0.0.1' });
+        const config = loadConfig({
+          MAIL_TRANSPORT: 'direct',
+          DNS_SERVERS: dns.address,
+          DIRECT_MX_PORT: String(smtp.port),
+          POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+          SEND_TIMEOUT: '3s',
+        });
+        const worker = createSendingWorkerFromConfig({
+          config,
+          database: api.database.handle,
+          clock: systemClock,
+          events: api.events,
+          notifier: api.app.sendNotifier,
+          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+        });
+        await worker.start();
+        try {
+          const sent = await api.request('POST', '/v1/emails', {
+            body: {
+              from: 'hello@sender.test',
+              to: 'ada@customer-mail.test',
+              subject: 'Found through DNS',
+              text: 'hi',
+            },
+          });
+          assert.equal(sent.status, 202, JSON.stringify(sent.body));
+          const [message] = await smtp.waitFor(1);
+          assert.deepEqual(message!.to, ['ada@customer-mail.test']);
+          assert.ok(
+            dns.queries.some((query) => query.name === 'customer-mail.test' && query.type === 'MX'),
+            'the MX came from the test DNS server',
+          );
+          await receiver.waitFor(2);
+          const types = receiver.requests.map((request) => JSON.parse(request.body).type).sort();
+          assert.deepEqual(types, ['email.delivered', 'email.sent']);
+        } finally {
+          await worker.stop();
+        }
+      } finally {
+        await api.close();
+        await receiver.close();
+        await smtp.close();
+        await dns.close();
+      }
+    });
+  });
+}
