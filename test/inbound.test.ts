@@ -9,6 +9,7 @@ import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { ENGINES } from './helpers/app.ts';
 import { createProcessDatabase, type ProcessDatabase } from './helpers/process.ts';
+import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { buildArf, buildAutoReply, buildDsn, dsnOn, idleConnection, mailReport } from './helpers/reports.ts';
 import { type ReceivedMessage, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
@@ -124,10 +125,18 @@ for (const engine of ENGINES) {
     });
 
     after(async () => {
+      // Every event the reports caused, as the receiver got it, is what the document's webhooks section says.
+      const doc = (await api('GET', '/v1/openapi.json')).body;
+      const problems = checkWebhookPayloads(
+        doc,
+        receiver.requests.map((request) => request.body),
+      );
       await server?.close();
       await receiver?.close();
       await relay?.close();
       await database?.cleanup();
+      assert.ok(receiver.requests.length > 0, 'no event reached the receiver');
+      assert.deepEqual(problems, [], 'webhook payloads that break the document');
     });
 
     test('a hard bounce after the relay accepted: email.bounced, suppressed, and the next send never leaves', async () => {

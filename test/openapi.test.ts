@@ -11,6 +11,7 @@ import { buildApp } from '../src/app.ts';
 import { ErrorBody, errorResponses } from '../src/http/error-schema.ts';
 import { nameSchemas, swaggerOptions } from '../src/http/openapi.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
+import { testEventData } from '../src/modules/webhooks/webhook-operations.service.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import {
@@ -20,7 +21,7 @@ import {
   createTestDatabase,
   startTestApp,
 } from './helpers/app.ts';
-import { installContractCheck } from './helpers/contract.ts';
+import { checkWebhookPayloads, installContractCheck } from './helpers/contract.ts';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs'];
@@ -415,6 +416,46 @@ for (const engine of ENGINES) {
         doc.webhooks['email.bounced'].post.requestBody.content['application/json'].schema,
       );
       assert.deepEqual(bounced.properties.data.properties.bounce, { $ref: '#/components/schemas/Bounce' });
+    });
+
+    it('checks webhook bodies against the webhooks section, strictly', () => {
+      const event = {
+        id: 'evt_01m8362j4ke00a6yqc5prman4d',
+        type: 'email.bounced',
+        created_at: '2026-11-23T10:00:00.000Z',
+        data: {
+          email_id: 'msg_01m8362j4ke00a6yqc5prman4d',
+          from: 'a@example.com',
+          to: ['b@example.org'],
+          subject: 'Hi',
+          tags: {},
+          recipient: 'b@example.org',
+          smtp_response: '550 5.1.1 no such user',
+          bounce: {
+            type: 'hard',
+            status: '5.1.1',
+            diagnostic: '550 5.1.1 no such user',
+            reporting_mta: null,
+          },
+        },
+      };
+      const { recipient: _recipient, ...withoutRecipient } = event.data;
+      const problems = checkWebhookPayloads(doc, [
+        JSON.stringify(event),
+        JSON.stringify({ ...event, data: withoutRecipient }),
+        JSON.stringify({ ...event, data: { ...event.data, surprise: 1 } }),
+        JSON.stringify({ ...event, type: 'email.exploded' }),
+      ]);
+      assert.equal(problems.length, 3, problems.join('\n'));
+      assert.match(problems[0]!, /^email\.bounced: .*must have required property 'recipient'/);
+      assert.match(problems[1]!, /^email\.bounced: .*must NOT have unevaluated properties/);
+      assert.match(problems[2]!, /^email\.exploded: not in the document's webhooks section/);
+
+      // The test event of every kind (POST /v1/webhooks/{id}/test) is shaped as documented.
+      const samples = EVENT_KIND_NAMES.map((type) =>
+        JSON.stringify({ ...event, type, data: testEventData(type) }),
+      );
+      assert.deepEqual(checkWebhookPayloads(doc, samples), []);
     });
 
     it("carries the package's version", () => {

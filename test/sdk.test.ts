@@ -21,7 +21,10 @@ import {
   type WebhookEvent,
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
+import { createDns } from '../src/lib/dns.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 
 // The SDK over real HTTP against the real server: a delivery worker posts to a real receiver, and a
@@ -50,9 +53,15 @@ describe('sdk', () => {
   let receiver: Receiver;
   let sender: SendingWorker;
   let postwire: Postwire;
+  let dns: TestDnsServer;
 
   before(async () => {
-    api = await startTestApp('sqlite', { allowPrivateUrls: true, worker: true });
+    dns = await startDnsServer();
+    api = await startTestApp('sqlite', {
+      allowPrivateUrls: true,
+      worker: true,
+      dns: createDns({ servers: [dns.address] }),
+    });
     receiver = await startReceiver();
     sender = createSendingWorker({
       database: api.database.handle,
@@ -77,6 +86,7 @@ describe('sdk', () => {
     await sender.stop();
     await receiver.close();
     await api.close();
+    await dns.close();
   });
 
   test('webhooks: create, list, get, update, test, deliveries, recover, delete', async () => {
@@ -260,6 +270,25 @@ describe('sdk', () => {
     });
   });
 
+  test('domains: create, list, get, verify, rotate the key, delete; inbound messages: list', async () => {
+    const domain = await postwire.domains.create({ name: 'sdk.example' });
+    assert.deepEqual([domain.object, domain.name, domain.status], ['domain', 'sdk.example', 'pending']);
+    assert.ok(domain.records.length > 0);
+    assert.ok((await postwire.domains.list()).data.some((item) => item.id === domain.id));
+    assert.equal((await postwire.domains.get(domain.id)).id, domain.id);
+    // Nothing is published in the test DNS server: the check finds nothing and the domain stays pending.
+    const verified = await postwire.domains.verify(domain.id);
+    assert.equal(verified.status, 'pending');
+    const rotated = await postwire.domains.rotateKey(domain.id);
+    assert.ok(rotated.records.some((record) => record.rotation === 'next'));
+    assert.equal((await postwire.domains.delete(domain.id)).deleted, true);
+    await assert.rejects(postwire.domains.get(domain.id), NotFoundError);
+
+    const inbound = await postwire.inboundMessages.list({ limit: 5 });
+    assert.deepEqual([inbound.object, inbound.data], ['list', []]);
+    await assert.rejects(postwire.inboundMessages.get('inb_01m8362j4ke00a6yqc5prman4d'), NotFoundError);
+  });
+
   test('errors are typed and carry code, param and request_id', async () => {
     const invalid = await postwire.webhooks
       .create({ url: 'not a url', events: ['email.sent'] })
@@ -361,6 +390,17 @@ describe('sdk', () => {
     const noSignature = { ...whsec!.headers, 'webhook-signature': undefined };
     assert.throws(() => verifyWebhook(whsec!.body, noSignature, SECRET), WebhookVerificationError);
     for (const hook of hooks) await postwire.webhooks.delete(hook.data.id);
+
+    // Whatever reached the receiver in these tests (sends' events, test events) is what the types promise.
+    const doc = (await api.request('GET', '/v1/openapi.json', { key: null })).body;
+    assert.ok(receiver.requests.length >= 4);
+    assert.deepEqual(
+      checkWebhookPayloads(
+        doc,
+        receiver.requests.map((request) => request.body),
+      ),
+      [],
+    );
   });
 
   test('the package builds to JavaScript and .d.ts, packs, and the built client works', async () => {

@@ -18,6 +18,7 @@ import { createTransportFromConfig } from '../src/modules/sending/transports/fro
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import type { MailTransport } from '../src/modules/sending/transports/transport.ts';
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
@@ -131,7 +132,14 @@ async function startHarness(
     async close() {
       await worker.stop();
       await receiver.close();
+      // Every event these tests produced, as a receiver got it, is what the document's webhooks section says.
+      const doc = (await api.request('GET', '/v1/openapi.json', { key: null })).body;
+      const problems = checkWebhookPayloads(
+        doc,
+        receiver.requests.map((request) => request.body),
+      );
       await api.close();
+      assert.deepEqual(problems, [], 'webhook payloads that break the document');
     },
   };
 }

@@ -40,6 +40,8 @@ export class Postwire {
   readonly events;
   readonly eventKinds;
   readonly suppressions;
+  readonly domains;
+  readonly inboundMessages;
 
   constructor(apiKey: string, options: PostwireOptions = {}) {
     if (!apiKey) throw new TypeError('Postwire needs an API key: new Postwire(apiKey).');
@@ -177,6 +179,32 @@ export class Postwire {
         call(
           client.DELETE('/v1/suppressions/{address}', { params: { path: { address } }, ...init(options) }),
         ),
+    };
+
+    this.domains = {
+      /** Adds a sending domain; the answer lists the DNS records to publish. */
+      create: (body: Schemas['CreateDomainRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/domains', { body, ...init(options) })),
+      list: (query: Query<'/v1/domains'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/domains', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/domains/{id}', { params: { path: { id } }, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/domains/{id}', { params: { path: { id } }, ...init(options) })),
+      /** Looks the records up now and answers with what was found. */
+      verify: (id: string, options?: RequestOptions) =>
+        call(client.POST('/v1/domains/{id}/verify', { params: { path: { id } }, ...init(options) })),
+      /** Starts a DKIM key rotation: a next key to publish beside the current one. */
+      rotateKey: (id: string, options?: RequestOptions) =>
+        call(client.POST('/v1/domains/{id}/dkim/rotate', { params: { path: { id } }, ...init(options) })),
+    };
+
+    this.inboundMessages = {
+      /** Mail that came back to the return paths: reports, and what each was read as. */
+      list: (query: Query<'/v1/inbound-messages'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/inbound-messages', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/inbound-messages/{id}', { params: { path: { id } }, ...init(options) })),
     };
   }
 }

@@ -186,7 +186,8 @@ export function nameSchemas(doc: Json): Json {
     }
   }
   (doc.components as Json).schemas = Object.fromEntries(
-    Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)),
+    // Code-point order, not the locale's: the checked-in copy (sdk/openapi.json) must match on any machine.
+    Object.entries(schemas).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
   );
   return doc;
 }

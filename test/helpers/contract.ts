@@ -225,6 +225,46 @@ function compileDocument(document: OpenApiDocument): Contract {
   return { operations, error };
 }
 
+/**
+ * Checks bodies POSTed to webhooks against the document's `webhooks` section (the payload of their `type`),
+ * as strictly as responses: a field the document does not describe is a violation too. One line per body
+ * that breaks it.
+ */
+export function checkWebhookPayloads(document: unknown, bodies: readonly string[]): string[] {
+  const doc = structuredClone(document) as OpenApiDocument;
+  closeObjects(doc);
+  const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false });
+  addFormats.default(ajv);
+  ajv.addVocabulary(OPENAPI_KEYWORDS);
+  ajv.addSchema({ ...doc, $id: DOC_ID });
+  const kinds = (doc.webhooks ?? {}) as Record<string, unknown>;
+  const validators = new Map<string, ValidateFunction>();
+  const problems: string[] = [];
+  for (const body of bodies) {
+    const event = JSON.parse(body) as { type?: unknown };
+    const type = String(event.type);
+    if (!Object.hasOwn(kinds, type)) {
+      problems.push(`${type}: not in the document's webhooks section`);
+      continue;
+    }
+    let validate = validators.get(type);
+    if (!validate) {
+      const path = ['webhooks', type, 'post', 'requestBody', 'content', MEDIA_TYPE, 'schema'];
+      validate = ajv.compile({
+        $ref: `${DOC_ID}#/${path.map((part) => encodeURIComponent(part.replaceAll('~', '~0').replaceAll('/', '~1'))).join('/')}`,
+      });
+      validators.set(type, validate);
+    }
+    if (!validate(event)) {
+      const errors = (validate.errors ?? []).map(
+        (error) => `${error.instancePath} ${error.message} ${JSON.stringify(error.params)}`,
+      );
+      problems.push(`${type}: ${errors.join('; ')}\n    body: ${excerpt(body)}`);
+    }
+  }
+  return problems;
+}
+
 /** `/v1/webhooks/:webhook_id` → `/v1/webhooks/{webhook_id}`, as @fastify/swagger writes paths. */
 function openApiPath(url: string): string {
   return url.replace(/:(\w+)(\([^)]*\))?/g, '{$1}');

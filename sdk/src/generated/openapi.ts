@@ -1037,6 +1037,21 @@ export interface components {
              */
             updated_at: string;
         };
+        /** DomainEventRecord */
+        DomainEventRecord: {
+            /** @description `dkim`, `return_path` or `dmarc`. */
+            purpose: string;
+            /** @description `TXT` or `MX`. */
+            type: string;
+            /** @description Where the record is published. */
+            name: string;
+            /** @description What it must hold. */
+            value: string;
+            /** @description `pending`, `verified` or `failed`. */
+            status: "pending" | "verified" | "failed";
+            /** @description What the last lookup found; null: nothing. */
+            found: string[] | null;
+        };
         /**
          * DomainFailedEvent
          * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.
@@ -1051,8 +1066,21 @@ export interface components {
              * @description When the event happened. ISO 8601 UTC with milliseconds.
              */
             created_at: string;
-            /** @description What the event is about. */
-            data: Record<string, never>;
+            /** @description The domain and its records. */
+            data: {
+                /** @description The domain (`dom_…`). */
+                domain_id: string;
+                /** @description The domain name, `acme.example`. */
+                name: string;
+                /** @description `pending`, `verified` or `failed`. */
+                status: "pending" | "verified" | "failed";
+                /** @description `pending`, `verified` or `failed`. */
+                previous_status: "pending" | "verified" | "failed";
+                /** @description The DNS records and what the check found for each. */
+                records: components["schemas"]["DomainEventRecord"][];
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
         };
         /** DomainList */
         DomainList: {
@@ -1100,8 +1128,21 @@ export interface components {
              * @description When the event happened. ISO 8601 UTC with milliseconds.
              */
             created_at: string;
-            /** @description What the event is about. */
-            data: Record<string, never>;
+            /** @description The domain and its records. */
+            data: {
+                /** @description The domain (`dom_…`). */
+                domain_id: string;
+                /** @description The domain name, `acme.example`. */
+                name: string;
+                /** @description `pending`, `verified` or `failed`. */
+                status: "pending" | "verified" | "failed";
+                /** @description `pending`, `verified` or `failed`. */
+                previous_status: "pending" | "verified" | "failed";
+                /** @description The DNS records and what the check found for each. */
+                records: components["schemas"]["DomainEventRecord"][];
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
         };
         /** Email */
         Email: {
@@ -1206,6 +1247,8 @@ export interface components {
                 /** @description Why the attempt failed when no server replied (a timeout, no MX). */
                 error?: string;
                 bounce: components["schemas"]["Bounce"];
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /**
@@ -1286,6 +1329,14 @@ export interface components {
                 test?: boolean;
                 /** @description The receiving server's reply (`250 2.0.0 OK`), when there was one. */
                 smtp_response?: string;
+                /** @description The complaint report (ARF), when one reported the complaint. */
+                complaint?: {
+                    /** @description The report's Feedback-Type (`abuse`). */
+                    feedback_type: string;
+                    user_agent: string | null;
+                };
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /**
@@ -1328,6 +1379,15 @@ export interface components {
                 smtp_response?: string;
                 /** @description Why the attempt failed when no server replied (a timeout, no MX). */
                 error?: string;
+                /** @description What a delivery report said, when one reported the delivery. */
+                delivery?: {
+                    status: string | null;
+                    diagnostic: string | null;
+                    reporting_mta: string | null;
+                    remote_mta: string | null;
+                };
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /**
@@ -1370,6 +1430,14 @@ export interface components {
                 smtp_response?: string;
                 /** @description Why the attempt failed when no server replied (a timeout, no MX). */
                 error?: string;
+                /** @description What a delay report said, when one reported the delay. */
+                delay?: {
+                    status: string | null;
+                    diagnostic: string | null;
+                    reporting_mta: string | null;
+                };
+                /** @description The stored report this event was read from (`inb_…`), when it came from one. */
+                inbound_message_id?: string;
             };
         };
         /** EmailEvent */
@@ -1782,6 +1850,17 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /** PublishTemplateRequest */
+        PublishTemplateRequest: {
+            /** @description Template name. */
+            name?: string;
+            /** @description Subject line of the message (Liquid). */
+            subject?: string;
+            /** @description HTML body (Liquid); output is HTML-escaped unless `| raw` is used. Up to 512 KiB characters. */
+            html?: string;
+            /** @description Plain-text body (Liquid). Up to 512 KiB characters; generated from html when absent. */
+            text?: string;
+        };
         /** PublishedTemplate */
         PublishedTemplate: {
             /** @enum {string} */
@@ -1794,17 +1873,6 @@ export interface components {
             published_at: string;
             /** @description The number of the version just published. */
             version: number;
-        };
-        /** PublishTemplateRequest */
-        PublishTemplateRequest: {
-            /** @description Template name. */
-            name?: string;
-            /** @description Subject line of the message (Liquid). */
-            subject?: string;
-            /** @description HTML body (Liquid); output is HTML-escaped unless `| raw` is used. Up to 512 KiB characters. */
-            html?: string;
-            /** @description Plain-text body (Liquid). Up to 512 KiB characters; generated from html when absent. */
-            text?: string;
         };
         /** RawEmail */
         RawEmail: {
@@ -1839,14 +1907,6 @@ export interface components {
             /** @description Webhooks the event was delivered to that are disabled now, so got nothing. */
             skipped_webhook_ids: string[];
         };
-        /** RenderedTemplate */
-        RenderedTemplate: {
-            /** @enum {string} */
-            object: "rendered_template";
-            subject: string | null;
-            html: string | null;
-            text: string | null;
-        };
         /** RenderTemplateRequest */
         RenderTemplateRequest: {
             /** @description Values for the template variables (any JSON). */
@@ -1855,6 +1915,14 @@ export interface components {
             };
             /** @description A published version to render; the draft when absent. */
             version?: number;
+        };
+        /** RenderedTemplate */
+        RenderedTemplate: {
+            /** @enum {string} */
+            object: "rendered_template";
+            subject: string | null;
+            html: string | null;
+            text: string | null;
         };
         /** SendEmail */
         SendEmail: {

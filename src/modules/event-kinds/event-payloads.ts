@@ -6,12 +6,15 @@ import { EVENT_KIND_NAMES, EVENT_KINDS, type EventKind } from './event-kinds.ts'
  * An event kind, as an enum built from the one catalogue: a kind added there is named here (and in the
  * OpenAPI document, and in generated clients) without another edit.
  */
-export const EventType = Type.Unsafe<EventKind>({
-  type: 'string',
-  enum: EVENT_KIND_NAMES,
+export const EventType = eventKindEnum({
   title: 'EventType',
   description: 'An event kind (GET /v1/event-kinds describes each).',
 });
+
+/** The event kinds enum with its own annotations (a default, a description), unnamed unless `title` says. */
+export function eventKindEnum(options: { title?: string; description?: string; default?: EventKind }) {
+  return Type.Unsafe<EventKind>({ type: 'string', enum: EVENT_KIND_NAMES, ...options });
+}
 
 // What every `email.*` event carries (src/modules/emails/event-data.ts builds it).
 const emailFields = {
@@ -48,15 +51,65 @@ const Bounce = Type.Object(
   { title: 'Bounce' },
 );
 
+// What a report that came back to the return path said (src/modules/inbound/report-matching.ts): the
+// events it causes carry these instead of an SMTP reply.
+const inboundMessageId = Type.Optional(
+  Type.String({
+    description: 'The stored report this event was read from (`inb_…`), when it came from one.',
+  }),
+);
+const reported = {
+  status: nullable(Type.String({ description: 'The enhanced status code (`4.2.2`).' })),
+  diagnostic: nullable(Type.String({ description: "The reporting server's words." })),
+  reporting_mta: nullable(Type.String({ description: 'The server that sent the report.' })),
+};
+
 // What each kind adds to the email fields. Additional properties stay allowed: a receiver must ignore
 // fields it does not know, so adding one is not a breaking change.
 const EXTRA_FIELDS: Partial<Record<EventKind, Record<string, TSchema>>> = {
   'email.sent': { smtp_response: smtpResponse, error: attemptError },
-  'email.delivered': { smtp_response: smtpResponse, error: attemptError },
-  'email.delivery_delayed': { smtp_response: smtpResponse, error: attemptError },
-  'email.bounced': { smtp_response: smtpResponse, error: attemptError, bounce: Bounce },
+  'email.delivered': {
+    smtp_response: smtpResponse,
+    error: attemptError,
+    delivery: Type.Optional(
+      Type.Object(
+        {
+          ...reported,
+          remote_mta: nullable(Type.String({ description: 'The server that took the message.' })),
+        },
+        { description: 'What a delivery report said, when one reported the delivery.' },
+      ),
+    ),
+    inbound_message_id: inboundMessageId,
+  },
+  'email.delivery_delayed': {
+    smtp_response: smtpResponse,
+    error: attemptError,
+    delay: Type.Optional(
+      Type.Object(reported, { description: 'What a delay report said, when one reported the delay.' }),
+    ),
+    inbound_message_id: inboundMessageId,
+  },
+  'email.bounced': {
+    smtp_response: smtpResponse,
+    error: attemptError,
+    bounce: Bounce,
+    inbound_message_id: inboundMessageId,
+  },
   'email.failed': { smtp_response: smtpResponse, error: attemptError },
-  'email.complained': { smtp_response: smtpResponse },
+  'email.complained': {
+    smtp_response: smtpResponse,
+    complaint: Type.Optional(
+      Type.Object(
+        {
+          feedback_type: Type.String({ description: "The report's Feedback-Type (`abuse`)." }),
+          user_agent: nullable(Type.String({ description: 'What produced the report.' })),
+        },
+        { description: 'The complaint report (ARF), when one reported the complaint.' },
+      ),
+    ),
+    inbound_message_id: inboundMessageId,
+  },
   'email.suppressed': {
     suppression: Type.Object({
       reason: Type.String({ description: 'Why the address is suppressed (`hard_bounce`, `complaint`…).' }),
@@ -64,6 +117,34 @@ const EXTRA_FIELDS: Partial<Record<EventKind, Record<string, TSchema>>> = {
     }),
   },
   'email.clicked': { url: Type.Optional(Type.String({ description: 'The link that was clicked.' })) },
+};
+
+const domainStatus = Type.Union(
+  ['pending', 'verified', 'failed'].map((value) => Type.Literal(value)),
+  { description: '`pending`, `verified` or `failed`.' },
+);
+
+// What `domain.*` events carry (domainEventData in src/modules/domains/domains.service.ts).
+const domainFields = {
+  domain_id: Type.String({ description: 'The domain (`dom_…`).' }),
+  name: Type.String({ description: 'The domain name, `acme.example`.' }),
+  status: domainStatus,
+  previous_status: domainStatus,
+  records: Type.Array(
+    Type.Object(
+      {
+        purpose: Type.String({ description: '`dkim`, `return_path` or `dmarc`.' }),
+        type: Type.String({ description: '`TXT` or `MX`.' }),
+        name: Type.String({ description: 'Where the record is published.' }),
+        value: Type.String({ description: 'What it must hold.' }),
+        status: domainStatus,
+        found: nullable(Type.Array(Type.String()), 'What the last lookup found; null: nothing.'),
+      },
+      { title: 'DomainEventRecord' },
+    ),
+    { description: 'The DNS records and what the check found for each.' },
+  ),
+  test: emailFields.test,
 };
 
 /** The component name of a kind's webhook payload: `email.delivery_delayed` → `EmailDeliveryDelayedEvent`. */
@@ -74,11 +155,16 @@ export function eventSchemaName(kind: string): string {
 
 /** The body POSTed to a webhook for `kind`: the envelope, with the kind's data. */
 export function eventPayloadSchema(kind: EventKind): TSchema {
-  // A kind outside `email.*` (domains, …) without fields declared here is described as an open object
-  // until it is: it still appears, with its envelope, in the document.
+  // A kind of another family without fields declared here is described as an open object until it is: it
+  // still appears, with its envelope, in the document (and the payload checks in the tests say so).
   const data = kind.startsWith('email.')
     ? Type.Object({ ...emailFields, ...EXTRA_FIELDS[kind] }, { description: 'The email and recipient.' })
-    : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+    : kind.startsWith('domain.')
+      ? Type.Object(
+          { ...domainFields, ...EXTRA_FIELDS[kind] },
+          { description: 'The domain and its records.' },
+        )
+      : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return Type.Object(
     {
       id: Type.String({ description: 'The event (`evt_…`); also the `webhook-id` header.' }),

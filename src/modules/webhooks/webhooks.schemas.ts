@@ -1,9 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { DeliveryStatus } from '../../db/schema.ts';
-import type { EventKind } from '../event-kinds/event-kinds.ts';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
 import { timestamp } from '../../http/schema-helpers.ts';
-import { EventType } from '../event-kinds/event-payloads.ts';
+import { EventType, eventKindEnum } from '../event-kinds/event-payloads.ts';
 import { Delivery, DeliveryStatusSchema } from '../deliveries/deliveries.schemas.ts';
 
 // The seed's fields (+ disabled_reason): the secret itself never appears, only whether one is stored.
@@ -94,9 +93,7 @@ export const DeliveryListQuery = Type.Object(
 export const TestWebhookBody = Type.Object(
   {
     type: Type.Optional(
-      Type.Unsafe<EventKind>({
-        ...EventType,
-        title: undefined,
+      eventKindEnum({
         default: 'email.sent',
         description: 'The event kind to send (see GET /v1/event-kinds); default `email.sent`.',
       }),
