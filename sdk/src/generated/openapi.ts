@@ -1287,8 +1287,14 @@ export interface components {
                 recipient: string;
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
                 test?: boolean;
-                /** @description The link that was clicked. */
-                url?: string;
+                /** @description The click on a tracked link. */
+                click: {
+                    /** @description The link that was clicked, exactly as sent. */
+                    url: string;
+                    user_agent: string | null;
+                    /** @description A machine followed it (a link scanner). */
+                    automated: boolean;
+                };
             };
         };
         /**
@@ -1537,6 +1543,14 @@ export interface components {
                 recipient: string;
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
                 test?: boolean;
+                /** @description The open: the tracking pixel was fetched. */
+                open: {
+                    /** @description The recipient's first open of this email. */
+                    first: boolean;
+                    user_agent: string | null;
+                    /** @description A machine fetched it (a privacy proxy such as Apple Mail Privacy Protection, a scanner). */
+                    automated: boolean;
+                };
             };
         };
         /** EmailRecipient */
@@ -1736,6 +1750,11 @@ export interface components {
                 recipient: string;
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
                 test?: boolean;
+                /** @description How the recipient unsubscribed. */
+                unsubscribe: {
+                    /** @description `one_click` (RFC 8058 POST) or `mailto` (a mail to the List-Unsubscribe address). */
+                    method: "one_click" | "mailto";
+                };
             };
         };
         /** Error */

@@ -116,7 +116,39 @@ const EXTRA_FIELDS: Partial<Record<EventKind, Record<string, TSchema>>> = {
       created_at: timestamp('When it was suppressed.'),
     }),
   },
-  'email.clicked': { url: Type.Optional(Type.String({ description: 'The link that was clicked.' })) },
+  'email.opened': {
+    open: Type.Object(
+      {
+        first: Type.Boolean({ description: "The recipient's first open of this email." }),
+        user_agent: nullable(Type.String({ description: "The fetching client's User-Agent." })),
+        automated: Type.Boolean({
+          description:
+            'A machine fetched it (a privacy proxy such as Apple Mail Privacy Protection, a scanner).',
+        }),
+      },
+      { description: 'The open: the tracking pixel was fetched.' },
+    ),
+  },
+  'email.clicked': {
+    click: Type.Object(
+      {
+        url: Type.String({ description: 'The link that was clicked, exactly as sent.' }),
+        user_agent: nullable(Type.String({ description: "The clicking client's User-Agent." })),
+        automated: Type.Boolean({ description: 'A machine followed it (a link scanner).' }),
+      },
+      { description: 'The click on a tracked link.' },
+    ),
+  },
+  'email.unsubscribed': {
+    unsubscribe: Type.Object(
+      {
+        method: Type.Union([Type.Literal('one_click'), Type.Literal('mailto')], {
+          description: '`one_click` (RFC 8058 POST) or `mailto` (a mail to the List-Unsubscribe address).',
+        }),
+      },
+      { description: 'How the recipient unsubscribed.' },
+    ),
+  },
 };
 
 const domainStatus = Type.Union(
