@@ -9,6 +9,7 @@ import { POSTWIRE_VERSION } from './lib/version.ts';
 import { renderOpenApiDocument } from './openapi-document.ts';
 import { DomainError } from './lib/errors.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { createRetention } from './modules/retention/retention.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService, type ProjectService } from './modules/projects/projects.service.ts';
 import {
@@ -35,6 +36,8 @@ Commands:
                                                It is shown only this once.
   keys list --project <id> [--json]            List a project's keys (never the keys themselves).
   keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
+  prune [--dry-run] [--json]                   Delete what is older than RETENTION now (the workers also do it,
+                                               in small batches); --dry-run counts what would go.
   inbound list [--all] [--limit <n>] [--json]  Reports received that matched no email or could not be read,
                                                with why (--all: every received message). Newest first.
   openapi                                      Print the OpenAPI document (as served at /v1/openapi.json).
@@ -54,6 +57,7 @@ Configuration comes from the environment, as for the server:
   WEBHOOK_CONCURRENCY_PER_ENDPOINT, WEBHOOK_DISABLE_AFTER, WEBHOOK_SECRET_ROTATION_WINDOW
   SMTP_URL, MAIL_TRANSPORT, SEND_RETRY_SCHEDULE, SEND_CONCURRENCY, SEND_CONCURRENCY_PER_HOST,
   SEND_TIMEOUT, SEND_DAILY_LIMIT, DKIM_DOMAIN, DKIM_SELECTOR, DKIM_PRIVATE_KEY, MAIL_HOSTNAME, SMTP_DSN
+  RETENTION (default 30d, or off)
   BOUNCE_DOMAIN, INBOUND_SMTP_HOST, INBOUND_SMTP_PORT, INBOUND_MAX_BYTES, INBOUND_TLS_CERT, INBOUND_TLS_KEY
   (the README's configuration table says what each one means)
 `;
@@ -205,6 +209,34 @@ const commands: Command[] = [
       const key = await (await context.projects()).revokeKey(keyId!);
       context.io.stdout.write(
         `Revoked key ${key.id}${key.name ? ` '${key.name}'` : ''} (at ${key.revokedAt}).\n`,
+      );
+      return 0;
+    },
+  },
+  {
+    words: ['prune'],
+    options: { 'dry-run': { type: 'boolean' }, ...json },
+    async run(context, values) {
+      const { config, io } = context;
+      if (config.retentionMs === undefined) {
+        io.stdout.write('RETENTION is off: nothing is pruned.\n');
+        return 0;
+      }
+      const retention = createRetention({
+        database: await context.database(),
+        clock: systemClock,
+        retentionMs: config.retentionMs,
+      });
+      const dryRun = values['dry-run'] === true;
+      const rows = dryRun ? await retention.dryRun() : await retention.prune();
+      io.stdout.write(
+        listing(
+          values.json === true,
+          rows,
+          ['TABLE', dryRun ? 'WOULD DELETE' : 'DELETED'],
+          (row) => [row.table, String(row.rows)],
+          'No tables.',
+        ),
       );
       return 0;
     },

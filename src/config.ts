@@ -43,6 +43,8 @@ export const DEFAULTS = {
     /** The largest message it takes (INBOUND_MAX_BYTES); a real report is a few kilobytes. */
     maxBytes: 10 * 1024 * 1024,
   },
+  /** Events, attempts, stored MIME, tracking rows and received reports older than this are deleted (RETENTION). */
+  retentionMs: 30 * 86_400_000,
   /** What the next hop is asked to report (SMTP_DSN), when it offers the DSN extension. */
   smtpDsn: ['success', 'failure', 'delay'] as DsnNotify[],
   /** Verified and failed sending domains are looked up again this often (DOMAIN_RECHECK). */
@@ -130,6 +132,8 @@ export interface Config {
   smtpDsn: DsnNotify[];
   /** The SMTP listener that receives reports for the bounce domain; it runs only when bounceDomain is set. */
   inbound: InboundConfig;
+  /** Rows older than this are pruned by the workers (RETENTION); undefined (`off`): kept for ever. */
+  retentionMs: number | undefined;
   /** The DNS servers (`ip` or `ip:port`) for direct mode and domain verification; empty: the system's. */
   dnsServers: string[];
   /** The port direct mode connects to on each MX: 25, except in a test network. */
@@ -328,6 +332,7 @@ export function loadConfig(
       requestMs: duration('HTTP_REQUEST_TIMEOUT', DEFAULTS.httpTimeouts.requestMs),
       keepAliveMs: duration('HTTP_KEEP_ALIVE_TIMEOUT', DEFAULTS.httpTimeouts.keepAliveMs),
     },
+    retentionMs: retention(env, problems, duration),
     ...mailConfig(env, problems, { integer, duration, schedule }),
     publicUrl: publicUrl(env, problems),
     engagement: {
@@ -505,6 +510,21 @@ function domainsConfig(
     sendingSpf,
     domainRecheckMs,
   };
+}
+
+function retention(
+  env: Env,
+  problems: string[],
+  duration: (name: string, fallback: number) => number,
+): number | undefined {
+  if (env.RETENTION?.trim().toLowerCase() === 'off') return undefined;
+  const ms = duration('RETENTION', DEFAULTS.retentionMs);
+  if (ms < 3_600_000) {
+    problems.push(
+      `RETENTION must be a duration of at least 1h (such as 30d), or off, got '${env.RETENTION}'.`,
+    );
+  }
+  return ms;
 }
 
 function smtpDsn(env: Env, problems: string[]): DsnNotify[] {

@@ -13,6 +13,7 @@ import { createEventService } from './modules/events/events.service.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
+import { createRetention } from './modules/retention/retention.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
 import { createEngagementTokens } from './modules/engagement/tokens.ts';
 
@@ -104,6 +105,15 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
   });
+  const retention =
+    deps.config.retentionMs === undefined
+      ? undefined
+      : createRetention({
+          database: deps.database,
+          clock: deps.clock,
+          retentionMs: deps.config.retentionMs,
+          logger: deps.logger,
+        });
   // Started in order, stopped in reverse: the producers of events stop before the delivery worker, so their
   // last outcomes' events are still picked up.
   const started: Array<{ stop(): Promise<void> }> = [];
@@ -120,6 +130,10 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     for (const worker of [delivery, sending, inbound, domainChecks]) {
       await worker.start();
       started.push(worker);
+    }
+    if (retention) {
+      retention.start();
+      started.push(retention);
     }
   } catch (error) {
     await stopAll();

@@ -35,6 +35,20 @@ export function newId(prefix: IdPrefix): string {
   return TypeID.fromUUID(prefix, monotonicUuidV7()).toString();
 }
 
+/**
+ * The smallest id of a kind made at `date`: every id made before it sorts below it (ids are UUIDv7, time
+ * first), so "older than" is a range on the primary key, with no index of its own.
+ */
+export function idAt(prefix: IdPrefix, date: Date): string {
+  const bytes = Buffer.alloc(16);
+  bytes.writeUIntBE(Math.max(0, date.getTime()), 0, 6);
+  bytes[6] = 0x70;
+  bytes[8] = 0x80;
+  const hex = bytes.toString('hex');
+  const uuid = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return TypeID.fromUUID(prefix, uuid).toString();
+}
+
 const ID_SHAPE = /^[a-z]+_[0-7][0-9a-hjkmnp-tv-z]{25}$/;
 
 /** True when `value` is an id of the given kind; used to refuse cursors that cannot exist. */

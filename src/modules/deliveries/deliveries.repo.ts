@@ -1,4 +1,6 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { idAt } from '../../lib/ids.ts';
+import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
@@ -196,6 +198,11 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
   };
 
   return {
+    /** Retention: attempts made before `cutoff` (their deliveries go with their events). */
+    pruneTargets: (cutoff: Date): PruneTarget[] => [
+      pruneTarget(db, 'delivery_attempts', 'id', sql<boolean>`id < ${idAt('att', cutoff)}`),
+    ],
+
     /**
      * Leases up to `limit` due deliveries of any webhook but `excludeWebhookIds` to `workerId` until
      * `lockedUntil`, oldest due first: how a worker finds webhooks with work. PostgreSQL skips rows another

@@ -1,4 +1,6 @@
 import { type Kysely, sql } from 'kysely';
+import { idAt } from '../../lib/ids.ts';
+import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
@@ -178,6 +180,24 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /**
+     * Retention: the stored MIME of emails accepted before `cutoff`, and their attachments once every
+     * recipient is done (the email itself and its recipients stay).
+     */
+    pruneTargets(cutoff: Date): PruneTarget[] {
+      const before = idAt('msg', cutoff);
+      return [
+        pruneTarget(db, 'email_raw', 'email_id', sql<boolean>`email_id < ${before}`),
+        pruneTarget(
+          db,
+          'email_attachments',
+          'email_id',
+          sql<boolean>`email_id < ${before} AND email_id IN (SELECT id FROM emails
+            WHERE id < ${before} AND status NOT IN ('queued', 'delayed', 'scheduled'))`,
+        ),
+      ];
+    },
+
     /**
      * Stores emails and their recipient rows in one transaction, counting the recipients against the daily
      * limit (0: none) and queueing the due ones fairly. Either every email is stored or none is.

@@ -1,4 +1,6 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { idAt } from '../../lib/ids.ts';
+import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
 import type { TrackingSettings } from './personalize.ts';
 
@@ -42,6 +44,18 @@ const bool = (value: boolean | number) => Boolean(value);
 /** The engagement tables (email_tracking, recipient_engagement); `db` may be a transaction. */
 export function createEngagementRepo(db: Kysely<Database>) {
   return {
+    /**
+     * Retention: the tracking settings and links, and the per-recipient counters, of emails accepted before
+     * `cutoff` (their links then answer 404; the daily numbers stay).
+     */
+    pruneTargets(cutoff: Date): PruneTarget[] {
+      const before = idAt('msg', cutoff);
+      return [
+        pruneTarget(db, 'email_tracking', 'email_id', sql<boolean>`email_id < ${before}`),
+        pruneTarget(db, 'recipient_engagement', 'recipient_id', sql<boolean>`email_id < ${before}`),
+      ];
+    },
+
     async insertSettings(
       rows: ReadonlyArray<{
         emailId: string;

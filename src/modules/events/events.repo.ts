@@ -1,4 +1,6 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { idAt } from '../../lib/ids.ts';
+import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 
@@ -25,6 +27,20 @@ const toRecord = (row: Row<'events'>): EventRecord => ({
 /** Takes a Kysely instance or a transaction, so the event service can write an event and its deliveries at once. */
 export function createEventRepo(db: Kysely<Database>) {
   return {
+    /**
+     * Retention: events from before `cutoff` that no delivery still waits to send (their deliveries and
+     * attempts go with them).
+     */
+    pruneTargets: (cutoff: Date): PruneTarget[] => [
+      pruneTarget(
+        db,
+        'events',
+        'id',
+        sql<boolean>`id < ${idAt('evt', cutoff)} AND NOT EXISTS (SELECT 1 FROM deliveries
+          WHERE deliveries.event_id = events.id AND deliveries.status = 'pending')`,
+      ),
+    ],
+
     async insert(records: readonly EventRecord[]): Promise<void> {
       if (records.length === 0) return;
       await db

@@ -1,4 +1,6 @@
 import { type Kysely, sql } from 'kysely';
+import { idAt } from '../../lib/ids.ts';
+import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
@@ -94,6 +96,16 @@ const toRecord = (row: SummaryRow): InboundRecord => ({
 
 export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
   return {
+    /** Retention: received messages from before `cutoff` that have been read. */
+    pruneTargets: (cutoff: Date): PruneTarget[] => [
+      pruneTarget(
+        db,
+        'inbound_messages',
+        'id',
+        sql<boolean>`id < ${idAt('inb', cutoff)} AND status <> 'pending'`,
+      ),
+    ],
+
     /** Stores a received message, pending: once this resolves, the listener may answer 250. */
     async store(message: NewInboundMessage): Promise<string> {
       const id = newId('inb');

@@ -1,0 +1,113 @@
+import type { DatabaseHandle } from '../../db/connection.ts';
+import type { PruneTarget } from '../../db/prune.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { WorkerLogger } from '../../lib/worker-logger.ts';
+import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
+import { createEmailRepo } from '../emails/emails.repo.ts';
+import { createEngagementRepo } from '../engagement/engagement.repo.ts';
+import { createEventRepo } from '../events/events.repo.ts';
+import { createInboundRepo } from '../inbound/inbound.repo.ts';
+
+// RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
+// than the retention are deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their
+// recipients, suppressions, templates and the daily numbers are kept.
+
+export interface PrunedTable {
+  table: string;
+  rows: number;
+}
+
+export interface RetentionDeps {
+  database: DatabaseHandle;
+  clock: Clock;
+  /** Rows older than this go. */
+  retentionMs: number;
+  /** Rows per DELETE: small, so no statement holds the write lock long beside sends and deliveries. */
+  batchSize?: number;
+  /** How often the workers prune. */
+  intervalMs?: number;
+  /** How long one run of the workers' pruning may go on before it waits for the next. */
+  budgetMs?: number;
+  logger?: WorkerLogger;
+}
+
+const DEFAULT_BATCH = 500;
+const DEFAULT_INTERVAL_MS = 60_000;
+const DEFAULT_BUDGET_MS = 5_000;
+
+export function createRetention(deps: RetentionDeps) {
+  const { db, engine } = deps.database;
+  const batchSize = deps.batchSize ?? DEFAULT_BATCH;
+  const budgetMs = deps.budgetMs ?? DEFAULT_BUDGET_MS;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> | undefined;
+  let stopped = false;
+
+  /** In dependency order: attempts, then events (their deliveries go with them), then per-email rows. */
+  const targets = (): PruneTarget[] => {
+    const cutoff = new Date(deps.clock.now().getTime() - deps.retentionMs);
+    return [
+      ...createDeliveryRepo(db, engine).pruneTargets(cutoff),
+      ...createEventRepo(db).pruneTargets(cutoff),
+      ...createEmailRepo(db, engine).pruneTargets(cutoff),
+      ...createEngagementRepo(db).pruneTargets(cutoff),
+      ...createInboundRepo(db, engine).pruneTargets(cutoff),
+    ];
+  };
+
+  async function prune(options: { budgetMs?: number } = {}): Promise<PrunedTable[]> {
+    const deadline = performance.now() + (options.budgetMs ?? Infinity);
+    const pruned: PrunedTable[] = [];
+    for (const target of targets()) {
+      let rows = 0;
+      for (;;) {
+        if (stopped || performance.now() > deadline) break;
+        const deleted = await target.deleteBatch(batchSize);
+        rows += deleted;
+        if (deleted < batchSize) break;
+        // Let the sends and deliveries of this process take their turn between batches.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      pruned.push({ table: target.table, rows });
+    }
+    return pruned;
+  }
+
+  return {
+    /** What would go now, per table. */
+    async dryRun(): Promise<PrunedTable[]> {
+      const counted: PrunedTable[] = [];
+      for (const target of targets()) counted.push({ table: target.table, rows: await target.count() });
+      return counted;
+    },
+
+    /** Deletes everything older than the retention now, a batch at a time; how many rows went per table. */
+    prune,
+
+    /** The workers' pruning: every interval, for at most the budget each time. */
+    start(): void {
+      stopped = false;
+      const tick = () => {
+        running = prune({ budgetMs })
+          .then((pruned) => {
+            const rows = pruned.reduce((sum, entry) => sum + entry.rows, 0);
+            if (rows > 0) deps.logger?.info({ pruned }, `Retention: deleted ${rows} old rows`);
+          })
+          .catch((error: unknown) => deps.logger?.error({ err: error }, 'Retention: pruning failed'))
+          .finally(() => {
+            running = undefined;
+            if (!stopped) timer = setTimeout(tick, deps.intervalMs ?? DEFAULT_INTERVAL_MS).unref();
+          });
+      };
+      timer = setTimeout(tick, 0).unref();
+    },
+
+    async stop(): Promise<void> {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
+
+export type Retention = ReturnType<typeof createRetention>;

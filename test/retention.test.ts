@@ -1,0 +1,197 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { runCli } from '../src/cli.ts';
+import { loadConfig } from '../src/config.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { idAt } from '../src/lib/ids.ts';
+import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
+import { createRetention } from '../src/modules/retention/retention.ts';
+import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { createProcessDatabase } from './helpers/process.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+
+// RETENTION: what is older goes (events with their deliveries and attempts, stored MIME, attachments, tracking
+// rows, received reports), a batch at a time; emails, recipients and suppressions stay. Time is the injected
+// clock's: the pruner is told it is a month later.
+
+const DAY = 86_400_000;
+const at = (ms: number) => ({ now: () => new Date(ms) });
+
+for (const engine of ENGINES) {
+  describe(`retention (${engine})`, () => {
+    let api: TestApp;
+    let receiver: Receiver;
+    let worker: SendingWorker;
+    const sent: string[] = [];
+
+    const count = async (table: 'events' | 'deliveries' | 'delivery_attempts' | 'email_raw' | 'emails') =>
+      Number(
+        (
+          await api.database.handle.db
+            .selectFrom(table)
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+
+    before(async () => {
+      api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
+      receiver = await startReceiver();
+      await api.request('POST', '/v1/webhooks', { body: { url: receiver.url, events: EVENT_KIND_NAMES } });
+      worker = createSendingWorkerFromConfig({
+        config: loadConfig({}),
+        database: api.database.handle,
+        clock: systemClock,
+        events: api.events,
+        notifier: api.app.sendNotifier,
+        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+      });
+      await worker.start();
+      for (const to of ['ada@example.org', 'bob@example.org', 'eve@example.org']) {
+        const response = await api.request('POST', '/v1/emails', {
+          body: {
+            from: 'shop@example.com',
+            to,
+            subject: 'Receipt',
+            text: 'Thanks',
+            attachments: [{ filename: 'r.txt', content: 'VGhhbmtz' }],
+          },
+        });
+        assert.equal(response.status, 202);
+        sent.push(response.body.id);
+      }
+      // Each email is sent and delivered (two events each), and every delivery has reached the receiver.
+      await receiver.waitFor(6, 10_000);
+      await until(async () => (await count('email_raw')) === 3, 8000, 'the captured MIME');
+      // Received is not yet recorded: outcomes are written in batches.
+      await until(
+        async () =>
+          (await api.database.handle.db
+            .selectFrom('deliveries')
+            .select('id')
+            .where('status', '=', 'pending')
+            .executeTakeFirst()) === undefined,
+        8000,
+        'every delivery to be recorded',
+      );
+    });
+
+    after(async () => {
+      await worker?.stop();
+      await receiver?.close();
+      await api?.close();
+    });
+
+    test('nothing is younger than the retention: nothing goes', async () => {
+      const retention = createRetention({
+        database: api.database.handle,
+        clock: at(Date.now() + 29 * DAY),
+        retentionMs: 30 * DAY,
+      });
+      for (const { rows } of await retention.dryRun()) assert.equal(rows, 0);
+    });
+
+    test('a month later: events, deliveries, attempts, MIME and attachments go, in batches; emails stay', async () => {
+      // One event whose delivery still waits: it stays, whatever its age.
+      const waiting = await api.database.handle.db
+        .selectFrom('deliveries')
+        .select(['id', 'event_id'])
+        .limit(1)
+        .executeTakeFirstOrThrow();
+      await api.database.handle.db
+        .updateTable('deliveries')
+        .set({ status: 'pending' })
+        .where('id', '=', waiting.id)
+        .execute();
+
+      const retention = createRetention({
+        database: api.database.handle,
+        clock: at(Date.now() + 31 * DAY),
+        retentionMs: 30 * DAY,
+        batchSize: 2,
+      });
+      const counted = Object.fromEntries(
+        (await retention.dryRun()).map((entry) => [entry.table, entry.rows]),
+      );
+      assert.equal(counted.events, 5, 'six events, one still being delivered');
+      assert.equal(counted.delivery_attempts, 6);
+      assert.equal(counted.email_raw, 3);
+      assert.equal(counted.email_attachments, 3);
+
+      const pruned = Object.fromEntries((await retention.prune()).map((entry) => [entry.table, entry.rows]));
+      assert.equal(pruned.events, 5);
+      assert.equal(pruned.delivery_attempts, 6);
+      assert.equal(pruned.email_raw, 3);
+      for (const { rows } of await retention.dryRun()) assert.equal(rows, 0);
+
+      assert.equal(await count('events'), 1);
+      assert.equal(await count('deliveries'), 1, 'the waiting one');
+      assert.equal(await count('emails'), 3, 'emails stay');
+      const email = await api.request('GET', `/v1/emails/${sent[0]}`);
+      assert.equal(email.status, 200);
+      assert.equal(email.body.recipients[0].status, 'delivered');
+      assert.deepEqual(email.body.attachments, []);
+    });
+  });
+}
+
+test('postwire prune --dry-run counts, postwire prune deletes; RETENTION=off and bad values', async () => {
+  const own = await createProcessDatabase(ENGINES[0]!);
+  try {
+    const db = own.database.handle.db;
+    const project = await db.selectFrom('projects').select('id').executeTakeFirst();
+    const projectId =
+      project?.id ??
+      (
+        await db
+          .insertInto('projects')
+          .values({
+            id: idAt('proj', new Date()),
+            name: 'p',
+            is_default: true,
+            created_at: new Date().toISOString(),
+          })
+          .returning('id')
+          .executeTakeFirstOrThrow()
+      ).id;
+    const old = new Date(Date.now() - 40 * DAY);
+    await db
+      .insertInto('events')
+      .values({
+        id: idAt('evt', old),
+        project_id: projectId,
+        type: 'email.sent',
+        data: '{}',
+        created_at: old.toISOString(),
+        email_id: null,
+      })
+      .execute();
+    const output: string[] = [];
+    const io = {
+      stdout: { write: (text: string) => output.push(text) },
+      stderr: { write: (text: string) => output.push(text) },
+      env: own.env,
+    };
+    const rowsOf = async (args: string[]) => {
+      output.length = 0;
+      assert.equal(await runCli(args, io), 0, output.join(''));
+      return Object.fromEntries(
+        (JSON.parse(output.join('')) as Array<{ table: string; rows: number }>).map((e) => [e.table, e.rows]),
+      );
+    };
+    assert.equal((await rowsOf(['prune', '--dry-run', '--json'])).events, 1);
+    assert.equal((await rowsOf(['prune', '--json'])).events, 1);
+    assert.equal((await rowsOf(['prune', '--dry-run', '--json'])).events, 0);
+
+    output.length = 0;
+    assert.equal(await runCli(['prune'], { ...io, env: { ...own.env, RETENTION: 'off' } }), 0);
+    assert.match(output.join(''), /RETENTION is off/);
+    assert.throws(() => loadConfig({ RETENTION: '10m' }), /RETENTION must be a duration of at least 1h/);
+    assert.equal(loadConfig({}).retentionMs, 30 * DAY);
+  } finally {
+    await own.cleanup();
+  }
+});
