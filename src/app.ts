@@ -38,6 +38,8 @@ import { createWebhookOperations } from './modules/webhooks/webhook-operations.s
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
+import { registerDashboardRoutes } from './modules/dashboard/dashboard.routes.ts';
+import { docsBranding } from './modules/dashboard/docs-branding.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -178,13 +180,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     docs.addHook('onRoute', (route) => {
       route.config = { ...route.config, public: true };
     });
-    await docs.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true } });
+    await docs.register(swaggerUi, {
+      routePrefix: '/docs',
+      uiConfig: { deepLinking: true },
+      ...docsBranding(),
+    });
   });
 
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () =>
     app.swagger(),
   );
+  registerDashboardRoutes(app);
   registerEventKindRoutes(app);
   registerWebhookRoutes(app, { webhooks, operations: webhookOperations });
   registerEventRoutes(app, { events });

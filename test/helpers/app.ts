@@ -119,6 +119,8 @@ export interface TestAppOptions {
   httpTimeouts?: HttpTimeouts;
   authFailureLimit?: { limit: number; windowMs: number };
   templateRendering?: RenderPoolOptions;
+  /** The app's logger (off when absent); the dashboard test reads every line to look for API keys. */
+  logger?: AppDeps['logger'];
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -166,6 +168,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     // Off unless a test asks for it: suites that probe every route without a key would trip it.
     authFailureLimit: options.authFailureLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),

@@ -1,0 +1,484 @@
+// The dashboard in a real browser (Debian's chromium driven by playwright-core) against the real server: a
+// real app on a real port, a real sending worker in capture mode, a real delivery worker and a real webhook
+// receiver. Screenshots of every page at 1280 and 390 px go to test/screenshots/ (see the README).
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export const SCREENSHOT_DIR = fileURLToPath(new URL('./screenshots/', import.meta.url));
+const WIDTHS = [
+  { name: 'desktop', width: 1280, height: 900 },
+  { name: 'phone', width: 390, height: 844 },
+] as const;
+
+/** A script in an email, which the preview must not run; CSP reports name a blocked inline script by hash. */
+const EMAIL_SCRIPT = "parent.postMessage('escaped','*')";
+const EMAIL_SCRIPT_HASH = `sha256-${createHash('sha256').update(EMAIL_SCRIPT).digest('base64')}`;
+
+const skip = existsSync(CHROMIUM)
+  ? false
+  : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH to run the dashboard tests`;
+
+describe('dashboard in a browser', { skip }, () => {
+  let api: TestApp;
+  let receiver: Receiver;
+  let sender: SendingWorker;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const logLines: string[] = [];
+  /** Every URL the browser asked for, in every context. */
+  const requestedUrls: string[] = [];
+  /** Console errors and uncaught exceptions (a CSP violation is a console error). */
+  const pageErrors: string[] = [];
+  /** Console errors of the email preview frame. */
+  const frameBlocks: string[] = [];
+
+  const watch = (target: Page) => {
+    target.on('request', (request) => requestedUrls.push(request.url()));
+    target.on('console', (message) => {
+      if (message.type() !== 'error') return;
+      // What the email preview frame's policy blocked is the policy working, kept apart to be checked.
+      // (Chrome names the frame's document as the source of an image it blocked, and the script's hash for an
+      // inline script: the email's script has its own.)
+      const text = message.text();
+      if (message.location().url.endsWith('/dashboard/frame.html') || text.includes(EMAIL_SCRIPT_HASH))
+        frameBlocks.push(text);
+      else pageErrors.push(`${target.url()}: ${message.text()}`);
+    });
+    target.on('pageerror', (error) => pageErrors.push(`${target.url()}: ${error.message}`));
+  };
+
+  const newPage = async (viewport: { width: number; height: number }) => {
+    // A context is a fresh profile: no storage, no cache shared with another context.
+    const fresh = await browser.newContext({ viewport, baseURL: api.baseUrl });
+    const opened = await fresh.newPage();
+    watch(opened);
+    return { context: fresh, page: opened };
+  };
+
+  const signIn = async (target: Page) => {
+    await target.goto('/');
+    await target.getByLabel('API key').fill(api.key);
+    await target.getByRole('button', { name: 'Sign in' }).click();
+    await target.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+  };
+
+  /** Goes to a page through the app's own navigation (a link in the top bar), as a person would. */
+  const open = async (target: Page, section: string, heading = section) => {
+    await target.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: section }).click();
+    await target.getByRole('heading', { name: heading, level: 1 }).waitFor();
+  };
+
+  const storage = (target: Page) =>
+    target.evaluate(() => ({
+      session: Object.fromEntries(Object.entries(sessionStorage)),
+      local: Object.fromEntries(Object.entries(localStorage)),
+    }));
+
+  before(async () => {
+    mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    api = await startTestApp('sqlite', {
+      allowPrivateUrls: true,
+      worker: true,
+      // Every line the server logs, at the level production runs at and below it.
+      logger: { level: 'trace', stream: { write: (line: string) => logLines.push(line) } },
+    });
+    receiver = await startReceiver();
+    sender = createSendingWorker({
+      database: api.database.handle,
+      clock: systemClock,
+      events: api.events,
+      transport: createCaptureTransport(),
+      settings: {
+        schedule: [0, 100],
+        jitter: 0,
+        concurrency: 4,
+        concurrencyPerHost: 4,
+        timeoutMs: 3000,
+        pollIntervalMs: 50,
+      },
+      notifier: api.app.sendNotifier,
+    });
+    await sender.start();
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        // Chrome puts sandboxed frames in a process of their own; full-page screenshots then capture the email
+        // preview blank (the frame itself works either way, the assertions above read it).
+        '--disable-features=IsolateSandboxedIframes',
+      ],
+    });
+    ({ context, page } = await newPage(WIDTHS[0]));
+  });
+
+  after(async () => {
+    await browser?.close();
+    await sender?.stop();
+    await receiver?.close();
+    await api?.close();
+  });
+
+  test('the dashboard and its files are served by Postwire, public, with a strict policy', async () => {
+    for (const url of ['/', '/dashboard/', '/dashboard/webhooks/wh_anything']) {
+      const response = await fetch(`${api.baseUrl}${url}`);
+      assert.equal(response.status, 200, url);
+      assert.match(response.headers.get('content-type')!, /^text\/html/);
+      const csp = response.headers.get('content-security-policy')!;
+      assert.match(csp, /script-src 'self'(;|$)/, 'no inline or eval script');
+      assert.match(csp, /frame-ancestors 'none'/);
+      assert.equal(response.headers.get('cache-control'), 'no-cache');
+      assert.match(await response.text(), /<script type="module" src="\/dashboard\/assets\/app.js">/);
+    }
+    const script = await fetch(`${api.baseUrl}/dashboard/vendor/hooks.js`);
+    assert.equal(script.status, 200);
+    assert.match(script.headers.get('content-type')!, /^text\/javascript/);
+    assert.doesNotMatch(await script.text(), /from\s*"preact"/, 'bare imports are rewritten');
+    const etag = script.headers.get('etag')!;
+    const again = await fetch(`${api.baseUrl}/dashboard/vendor/hooks.js`, {
+      headers: { 'if-none-match': etag },
+    });
+    assert.equal(again.status, 304);
+    const css = await fetch(`${api.baseUrl}/dashboard/assets/app.css`);
+    assert.match(css.headers.get('content-type')!, /^text\/css/);
+
+    const frame = await fetch(`${api.baseUrl}/dashboard/frame.html`);
+    assert.match(frame.headers.get('content-security-policy')!, /style-src 'unsafe-inline'/);
+    assert.doesNotMatch(frame.headers.get('content-security-policy')!, /script-src[^;]*unsafe-inline/);
+
+    for (const url of [
+      '/dashboard/assets/missing.js',
+      '/dashboard/..%2Fpackage.json',
+      '/dashboard/vendor/x',
+    ]) {
+      const missing = await fetch(`${api.baseUrl}${url}`);
+      assert.equal(missing.status, 404, url);
+      assert.equal((await missing.json()).error.code, 'route_not_found');
+    }
+
+    const docs = await fetch(`${api.baseUrl}/docs/static/index.html`);
+    assert.match(await docs.text(), /<title>Postwire API reference<\/title>/);
+  });
+
+  test('signing in: a wrong key is refused next to the field, the right one is kept in sessionStorage only', async () => {
+    await page.goto('/');
+    await page.getByLabel('API key').fill('pw_not_a_real_key_at_all');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const error = page.locator('.field-error[data-param="key"]');
+    await error.waitFor();
+    assert.match(await error.innerText(), /API key/i);
+    assert.deepEqual(await storage(page), { session: {}, local: {} });
+
+    await page.getByLabel('API key').fill(api.key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    const stored = await storage(page);
+    assert.deepEqual(Object.values(stored.session), [api.key]);
+    assert.deepEqual(stored.local, {});
+    // A reload keeps the tab signed in (sessionStorage survives it).
+    await page.reload();
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+  });
+
+  test('webhooks: create one to a real receiver, send a test event, see the attempt', async () => {
+    await open(page, 'Webhooks');
+    await page.getByText('No webhooks yet').waitFor();
+    await page.getByLabel('Endpoint URL').fill(`${receiver.url}/hooks`);
+    // No event kind picked: the API's 422 names `events`, and the message lands next to that field.
+    await page.getByRole('button', { name: 'Create webhook' }).click();
+    const eventsError = page.locator('.field-error[data-param="events"]');
+    await eventsError.waitFor();
+    assert.match(await eventsError.innerText(), /events/);
+
+    await page.getByRole('checkbox', { name: 'email.sent' }).check();
+    await page.getByRole('checkbox', { name: 'email.delivered' }).check();
+    await page.getByRole('button', { name: 'Create webhook' }).click();
+    await page.getByRole('heading', { name: `${receiver.url}/hooks`, level: 1 }).waitFor();
+    await page.getByText('No deliveries yet').waitFor();
+
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    const result = page.getByTestId('test-result');
+    await result.waitFor();
+    assert.match(await result.innerText(), /Delivered — HTTP 200 in \d+ ms/);
+    assert.equal(receiver.requests.length, 1);
+    assert.equal(
+      new URL(receiver.requests[0]!.path, receiver.url).pathname,
+      new URL(`${receiver.url}/hooks`).pathname,
+    );
+
+    // The attempt: its status code, duration and the receiver's answer.
+    const attempt = page.locator('tr.attempt').first();
+    await attempt.waitFor();
+    const row = await attempt.innerText();
+    assert.match(row, /200/);
+    assert.match(row, /\d+ ms/);
+    assert.match(row, /ok/);
+
+    // Disable, and the page says so; enable again.
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await page.locator('.facts .chip', { hasText: 'disabled' }).waitFor();
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await page.locator('.facts .chip', { hasText: 'enabled' }).waitFor();
+  });
+
+  test('templates: edit, see the preview change, publish twice, see version 2 and the diff', async () => {
+    await open(page, 'Templates');
+    await page.getByText('No templates yet').waitFor();
+    await page.getByLabel('Name').fill('Welcome');
+    await page.getByRole('button', { name: 'Create template' }).click();
+    await page.getByRole('heading', { name: 'Welcome', level: 1 }).waitFor();
+    await page.getByTestId('preview-subject').filter({ hasText: 'Hello name' }).waitFor();
+
+    const preview = page.frameLocator('iframe.preview');
+    await preview.locator('body', { hasText: 'Hello name' }).waitFor();
+
+    await page.getByLabel('Sample variables for the preview (JSON)').fill('{ "name": "Ada" }');
+    await page.getByTestId('preview-subject').filter({ hasText: 'Hello Ada' }).waitFor();
+    await page.getByLabel('Subject', { exact: true }).fill('Welcome aboard, {{ name }}!');
+    await page.getByTestId('preview-subject').filter({ hasText: 'Welcome aboard, Ada!' }).waitFor();
+    await page
+      .getByLabel('HTML', { exact: true })
+      .fill('<h1 style="color:#4f46e5">Hi {{ name }}</h1>\n<p>Thanks for joining.</p>');
+    await preview.locator('h1', { hasText: 'Hi Ada' }).waitFor();
+    // The email's inline style applies inside the frame (its own policy allows inline styles).
+    assert.equal(
+      await preview.locator('h1').evaluate((node) => getComputedStyle(node).color),
+      'rgb(79, 70, 229)',
+    );
+
+    // A Liquid error is the API's message, shown next to the field it is about.
+    await page.getByLabel('HTML', { exact: true }).fill('<p>{% if %}</p>');
+    const htmlError = page.locator('.field-error[data-param="html"]');
+    await htmlError.waitFor();
+    assert.ok((await htmlError.innerText()).length > 5);
+    await page.getByLabel('HTML', { exact: true }).fill('<h1>Hi {{ name }}</h1>\n<p>Thanks for joining.</p>');
+    await page.locator('.save-state[data-state="saved"]').waitFor();
+    await htmlError.waitFor({ state: 'detached' });
+
+    await page.getByRole('button', { name: 'Publish' }).click();
+    await page.getByTestId('published-version').filter({ hasText: 'v1' }).waitFor();
+
+    await page
+      .getByLabel('HTML', { exact: true })
+      .fill('<h1>Hi {{ name }}</h1>\n<p>Welcome to the team.</p>');
+    await preview.locator('p', { hasText: 'Welcome to the team.' }).waitFor();
+    await page.getByRole('button', { name: 'Publish' }).click();
+    await page.getByTestId('published-version').filter({ hasText: 'v2' }).waitFor();
+    await page.locator('.versions li[data-version="2"]').waitFor();
+
+    // The diff of v1 → v2 (the default comparison): the changed line removed and added, the rest the same.
+    const diff = page.getByTestId('diff');
+    await diff.locator('.del', { hasText: 'Thanks for joining.' }).waitFor();
+    await diff.locator('.add', { hasText: 'Welcome to the team.' }).waitFor();
+    assert.equal(await diff.locator('.add').count(), 1);
+  });
+
+  test('emails: send one in capture mode, open its timeline, html and raw MIME', async () => {
+    await open(page, 'Emails');
+    await page.getByText('No emails yet').waitFor();
+    await page.getByRole('button', { name: 'Send an email' }).click();
+    await page.getByLabel('From', { exact: true }).fill('Acme <hello@acme.example>');
+    // A bad recipient: the 422's `to[0]` lands next to the To field.
+    await page.getByLabel('To (comma-separated)').fill('not an address');
+    await page.getByLabel('Subject').fill('Your receipt');
+    await page
+      .getByLabel('HTML')
+      .fill(
+        `<p style="color:#16a34a">Thanks for your order</p><img src="${receiver.url}/pixel.gif" alt=""><script>${EMAIL_SCRIPT}</script>`,
+      );
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    await page.locator('.field-error[data-param="to"]').waitFor();
+
+    await page.getByLabel('To (comma-separated)').fill('ada@example.org');
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
+    await page.getByRole('heading', { name: 'Your receipt', level: 1 }).waitFor();
+    const emailId = page.url().split('/').pop()!;
+    assert.match(emailId, /^msg_/);
+
+    // Wait for the worker through what it stores, then look again.
+    await until(
+      async () => (await api.request('GET', `/v1/emails/${emailId}`)).body.status === 'delivered',
+      10_000,
+      'the email delivered',
+    );
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    const recipient = page.locator('.recipient[data-recipient="ada@example.org"]');
+    await recipient.locator('.chip', { hasText: 'delivered' }).first().waitFor();
+    const timeline = await recipient.locator('.timeline').innerText();
+    assert.match(timeline, /email\.sent/);
+    assert.match(timeline, /email\.delivered/);
+
+    const frame = page.frameLocator('iframe.preview');
+    await frame.locator('p', { hasText: 'Thanks for your order' }).waitFor();
+    assert.equal(
+      await frame.locator('p').evaluate((node) => getComputedStyle(node).color),
+      'rgb(22, 163, 74)',
+    );
+
+    await page.getByRole('tab', { name: 'Raw MIME' }).click();
+    const raw = await page.getByTestId('raw-mime').innerText();
+    assert.match(raw, /^Subject: Your receipt$/m);
+    assert.match(raw, /^Message-ID: <msg_/im);
+
+    await page.getByRole('tab', { name: 'Text' }).click();
+    await page.locator('#content-panel pre', { hasText: 'Thanks for your order' }).waitFor();
+
+    // The preview frame fetched nothing (no tracking pixel) and ran none of the email's scripts: its policy
+    // blocked both, and said so.
+    assert.ok(
+      !receiver.requests.some((request) => request.path.includes('/pixel')),
+      'the preview loaded a remote image',
+    );
+    await until(
+      () => frameBlocks.some((line) => /Loading the image .*pixel\.gif.* violates/.test(line)),
+      5000,
+      'the pixel blocked',
+    );
+    await until(
+      () => frameBlocks.some((line) => line.includes(EMAIL_SCRIPT_HASH)),
+      5000,
+      'the script blocked',
+    );
+  });
+
+  test('overview: counts of the last 7 days, from the events when the server has no /v1/stats', async () => {
+    await open(page, 'Overview');
+    const source = page.getByTestId('overview-source');
+    await source.waitFor();
+    assert.equal(await source.getAttribute('data-source'), 'events');
+    assert.match(await source.innerText(), /no GET \/v1\/stats/);
+    // The email above (sent, delivered) and the webhook's test event (email.sent, flagged test) are events.
+    const sent = Number(await page.locator('[data-stat="sent"] .stat-value').innerText());
+    const delivered = Number(await page.locator('[data-stat="delivered"] .stat-value').innerText());
+    assert.ok(sent >= 1, `sent ${sent}`);
+    assert.equal(delivered, 1);
+    await page.getByRole('img', { name: /per day/ }).waitFor();
+  });
+
+  test('suppressions: add an address, remove it after confirming', async () => {
+    await open(page, 'Suppressions');
+    await page.getByText('No suppressed addresses').waitFor();
+    await page.getByLabel(/^Addresses/).fill('blocked@example.org');
+    await page.getByRole('button', { name: 'Suppress' }).click();
+    const row = page.locator('tr[data-address="blocked@example.org"]');
+    await row.waitFor();
+
+    // Cancelling the confirmation keeps it; confirming removes it.
+    await row.getByRole('button', { name: 'Remove blocked@example.org' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+    assert.equal((await api.request('GET', '/v1/suppressions/blocked@example.org')).status, 200);
+    await row.getByRole('button', { name: 'Remove blocked@example.org' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Remove' }).click();
+    await page.getByText('No suppressed addresses').waitFor();
+    assert.equal((await api.request('GET', '/v1/suppressions/blocked@example.org')).status, 404);
+  });
+
+  test('domains: says when this server has no domains API', async () => {
+    await open(page, 'Domains');
+    await page.getByText('Sending domains are not available on this server').waitFor();
+  });
+
+  test('the pages are keyboard-navigable', async () => {
+    await page.goto('/dashboard/emails');
+    await page.getByRole('heading', { name: 'Emails', level: 1 }).waitFor();
+    // Tab from the top: the skip link first, then the logo and the sections, each a real link.
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to content');
+    let reached = false;
+    for (let i = 0; i < 12 && !reached; i++) {
+      await page.keyboard.press('Tab');
+      reached = await page.evaluate(() => document.activeElement?.textContent === 'Webhooks');
+    }
+    assert.ok(reached, 'the Webhooks link is reachable with Tab');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Webhooks', level: 1 }).waitFor();
+  });
+
+  test('screenshots of every page at 1280 and 390 px', async () => {
+    const email = (await api.request('GET', '/v1/emails')).body.data[0].id;
+    const webhook = (await api.request('GET', '/v1/webhooks')).body.data[0].id;
+    const template = (await api.request('GET', '/v1/templates')).body.data[0].id;
+    const pages: Array<[string, string, string]> = [
+      ['overview', '/dashboard/', 'Overview'],
+      ['emails', '/dashboard/emails', 'Emails'],
+      ['email', `/dashboard/emails/${email}`, 'Your receipt'],
+      ['webhooks', '/dashboard/webhooks', 'Webhooks'],
+      ['webhook', `/dashboard/webhooks/${webhook}`, `${receiver.url}/hooks`],
+      ['templates', '/dashboard/templates', 'Templates'],
+      ['template', `/dashboard/templates/${template}`, 'Welcome'],
+      ['events', '/dashboard/events', 'Events'],
+      ['suppressions', '/dashboard/suppressions', 'Suppressions'],
+      ['domains', '/dashboard/domains', 'Domains'],
+      ['inbound', '/dashboard/inbound', 'Inbound reports'],
+    ];
+    for (const size of WIDTHS) {
+      const { context: sized, page: target } = await newPage(size);
+      await target.goto('/');
+      await target.getByRole('heading', { name: 'Sign in' }).waitFor();
+      await target.screenshot({ path: path.join(SCREENSHOT_DIR, `signin-${size.width}.png`) });
+      await signIn(target);
+      for (const [name, url, heading] of pages) {
+        await target.goto(url);
+        await target.getByRole('heading', { name: heading, level: 1 }).waitFor();
+        await target.locator('[aria-busy="true"]').first().waitFor({ state: 'detached' });
+        // A preview frame is written in by its loader: wait for the email inside.
+        if (await target.locator('iframe.preview').count()) {
+          await target.frameLocator('iframe.preview').locator('body *').first().waitFor();
+        }
+        await target.screenshot({
+          path: path.join(SCREENSHOT_DIR, `${name}-${size.width}.png`),
+          fullPage: true,
+        });
+        // Nothing is wider than the window (no sideways scrolling of the page itself).
+        const overflow = await target.evaluate(
+          () => document.documentElement.scrollWidth - window.innerWidth,
+        );
+        assert.ok(overflow <= 0, `${name} at ${size.width} px overflows by ${overflow} px`);
+      }
+      await sized.close();
+    }
+  });
+
+  test('signing out removes the key from storage', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    assert.deepEqual(await storage(page), { session: {}, local: {} });
+    // And a reload does not come back signed in.
+    await page.reload();
+    await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+    await context.close();
+  });
+
+  test('no API key in any URL, log line or localStorage, and no page error', () => {
+    assert.ok(requestedUrls.length > 50, `only ${requestedUrls.length} requests were seen`);
+    assert.ok(
+      requestedUrls.some((url) => url.includes('/v1/')),
+      'the browser called the API',
+    );
+    for (const url of requestedUrls) assert.ok(!url.includes(api.key), `the key is in ${url}`);
+    assert.ok(logLines.length > 50, `only ${logLines.length} log lines were seen`);
+    for (const line of logLines) assert.ok(!line.includes(api.key), `the key is in the log: ${line}`);
+    // The key the test typed wrongly must not be logged either.
+    for (const line of logLines) assert.ok(!line.includes('pw_not_a_real_key_at_all'));
+    // The only errors allowed are the failed requests the tests caused on purpose (401, 422s), which the
+    // browser reports as resource errors; no CSP violation, no script error.
+    const unexpected = pageErrors.filter(
+      (line) => !/Failed to load resource: the server responded with a status of (401|404|422)/.test(line),
+    );
+    assert.deepEqual(unexpected, []);
+  });
+});
