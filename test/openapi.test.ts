@@ -21,7 +21,8 @@ import {
 import { installContractCheck } from './helpers/contract.ts';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
-const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs'];
+// `/` and `/dashboard/…`: the dashboard's page and files (they hold no data; the page asks for a key).
+const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs', '/', '/dashboard'];
 
 /** Every route the app registers, seen through Fastify's initialization channel before buildApp adds any. */
 async function startRecordingRoutes(engine: Parameters<typeof startTestApp>[0]) {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../../http/error-handler.ts';
 
 /** The dashboard's own files (HTML, CSS, ES modules): `<repo>/dashboard/`. */
@@ -133,8 +133,10 @@ export function registerDashboardRoutes(app: FastifyInstance, options: { dir?: s
 
   const config = { public: true };
   const schema = { hide: true };
-  app.get('/', { config, schema }, (request, reply) => send(reply, index, request.headers['if-none-match']));
-  app.get('/dashboard', { config, schema }, (_request, reply) => reply.redirect('/dashboard/', 301));
+  const page = (request: FastifyRequest, reply: FastifyReply) =>
+    send(reply, index, request.headers['if-none-match']);
+  app.get('/', { config, schema }, page);
+  app.get('/dashboard', { config, schema }, page);
   app.get('/dashboard/*', { config, schema }, (request, reply) => {
     const url = request.url.split('?')[0]!;
     const asset = assets.get(url);
@@ -147,6 +149,6 @@ export function registerDashboardRoutes(app: FastifyInstance, options: { dir?: s
     ) {
       return sendError(request, reply, 404, 'route_not_found', `No file ${url}.`);
     }
-    return send(reply, index, request.headers['if-none-match']);
+    return page(request, reply);
   });
 }
