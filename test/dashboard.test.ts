@@ -26,6 +26,22 @@ const WIDTHS = [
 const EMAIL_SCRIPT = "parent.postMessage('escaped','*')";
 const EMAIL_SCRIPT_HASH = `sha256-${createHash('sha256').update(EMAIL_SCRIPT).digest('base64')}`;
 
+const zeroCounts = () =>
+  Object.fromEntries(
+    [
+      'sent',
+      'delivered',
+      'bounced',
+      'bounced_hard',
+      'bounced_soft',
+      'bounced_policy',
+      'bounced_undetermined',
+      'complained',
+      'opened',
+      'clicked',
+    ].map((name) => [name, 0]),
+  );
+
 const skip = existsSync(CHROMIUM)
   ? false
   : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH to run the dashboard tests`;
@@ -228,6 +244,30 @@ describe('dashboard in a browser', { skip }, () => {
     assert.match(row, /\d+ ms/);
     assert.match(row, /ok/);
 
+    // Redeliver the event: a new delivery, and the receiver gets it again (the same webhook-id).
+    await page.locator('.delivery').first().getByRole('button', { name: 'Redeliver' }).click();
+    await page.getByText(/queued for delivery again/).waitFor();
+    const [first, second] = await receiver.waitFor(2);
+    assert.equal(second!.headers['webhook-id'], first!.headers['webhook-id']);
+    await until(
+      async () =>
+        (await page.locator('.delivery').count()) === 2 ||
+        (await page.getByRole('button', { name: 'Refresh' }).click(), false),
+      5000,
+      'two deliveries listed',
+    );
+
+    // Recover since yesterday, after confirming: nothing failed, so nothing is queued again.
+    await page.getByRole('button', { name: 'Recover since' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Recover' }).click();
+    await page.getByText('0 failed deliveries queued again.').waitFor();
+
+    // Edit the subscription: the kinds come from the catalogue.
+    await page.getByRole('button', { name: 'Edit' }).click();
+    await page.getByRole('checkbox', { name: 'email.bounced' }).check();
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.locator('.facts dd', { hasText: 'email.sent, email.delivered, email.bounced' }).waitFor();
+
     // Disable, and the page says so; enable again.
     await page.getByRole('button', { name: 'Disable' }).click();
     await page.locator('.facts .chip', { hasText: 'disabled' }).waitFor();
@@ -390,6 +430,177 @@ describe('dashboard in a browser', { skip }, () => {
   test('domains: says when this server has no domains API', async () => {
     await open(page, 'Domains');
     await page.getByText('Sending domains are not available on this server').waitFor();
+  });
+
+  // /v1/stats and /v1/domains come from other modules; until they are in this server, the browser answers for
+  // them (page.route) with their shapes, so the pages' handling of a 200 is tested too.
+  test('overview: reads GET /v1/stats when the server has it, and flags a complaint rate over the limit', async () => {
+    const { context: mocked, page: target } = await newPage(WIDTHS[0]);
+    const day = (date: string, counts: Record<string, number>) => ({ date, ...zeroCounts(), ...counts });
+    const today = new Date().toISOString().slice(0, 10);
+    let asked: URL | undefined;
+    await target.route('**/v1/stats**', async (route) => {
+      asked = new URL(route.request().url());
+      assert.equal(route.request().headers().authorization, `Bearer ${api.key}`);
+      await route.fulfill({
+        json: {
+          object: 'stats',
+          since: asked.searchParams.get('since'),
+          until: asked.searchParams.get('until'),
+          tag: null,
+          total: {
+            ...zeroCounts(),
+            sent: 1000,
+            delivered: 980,
+            bounced: 12,
+            bounced_hard: 10,
+            bounced_soft: 2,
+            complained: 5,
+            opened: 400,
+            clicked: 90,
+            bounce_rate: 12 / 1012,
+            complaint_rate: 0.005,
+          },
+          days: [
+            day(today, {
+              sent: 1000,
+              delivered: 980,
+              bounced: 12,
+              bounced_hard: 10,
+              bounced_soft: 2,
+              complained: 5,
+              opened: 400,
+              clicked: 90,
+            }),
+          ],
+          thresholds: { complaint_rate: 0.003, complaint_rate_recommended: 0.001 },
+          complaint_rate_ok: false,
+        },
+      });
+    });
+    await signIn(target);
+    const source = target.getByTestId('overview-source');
+    await source.waitFor();
+    assert.equal(await source.getAttribute('data-source'), 'stats');
+    assert.ok(asked, 'GET /v1/stats was asked');
+    assert.equal(asked.searchParams.get('until'), today);
+    assert.equal(await target.locator('[data-stat="sent"] .stat-value').innerText(), '1000');
+    assert.equal(await target.locator('[data-stat="clicked"] .stat-value').innerText(), '90');
+    await target.locator('.rate-bad', { hasText: 'Complaint rate' }).waitFor();
+    await target.locator('.rate-ok', { hasText: 'Bounce rate' }).waitFor();
+    assert.match(await target.locator('table.numbers').innerText(), /hard 10 · soft 2/);
+    for (const size of WIDTHS) {
+      await target.setViewportSize(size);
+      await target.screenshot({
+        path: path.join(SCREENSHOT_DIR, `overview-stats-${size.width}.png`),
+        fullPage: true,
+      });
+    }
+    await mocked.close();
+  });
+
+  test('domains: list, add (the error next to the field), copy a record, verify, delete after confirming', async () => {
+    const { context: mocked, page: target } = await newPage(WIDTHS[0]);
+    await mocked.grantPermissions(['clipboard-read', 'clipboard-write']);
+    const domains: any[] = [];
+    const record = (name: string, type: string, host: string, value: string) => ({
+      purpose: name,
+      type,
+      name: host,
+      value,
+      required: true,
+      status: 'pending',
+    });
+    await target.route('**/v1/domains**', async (route) => {
+      const request = route.request();
+      const url = new URL(request.url());
+      const [, , , id, action] = url.pathname.split('/');
+      if (request.method() === 'GET')
+        return route.fulfill({ json: { object: 'list', data: domains, has_more: false } });
+      if (request.method() === 'POST' && !id) {
+        const { name } = request.postDataJSON();
+        if (!name.includes('.')) {
+          return route.fulfill({
+            status: 422,
+            json: {
+              error: {
+                code: 'invalid_domain',
+                message: 'The name must be a domain such as acme.example.',
+                param: 'name',
+                request_id: 'req_test',
+              },
+            },
+          });
+        }
+        const domain = {
+          object: 'domain',
+          id: `dom_${domains.length + 1}`,
+          name,
+          status: 'pending',
+          last_checked_at: null,
+          records: [
+            record('dkim', 'TXT', `pw1._domainkey.${name}`, 'v=DKIM1; k=rsa; p=MIIBIjANBgkq'),
+            record('return_path', 'MX', `bounces.${name}`, 'mx.postwire.example'),
+          ],
+        };
+        domains.push(domain);
+        return route.fulfill({ status: 201, json: domain });
+      }
+      const domain = domains.find((entry) => entry.id === id);
+      if (request.method() === 'POST' && action === 'verify') {
+        domain.status = 'verified';
+        domain.last_checked_at = new Date().toISOString();
+        domain.records = domain.records.map((entry: any) => ({
+          ...entry,
+          status: 'verified',
+          found: [entry.value],
+          matches: true,
+        }));
+        return route.fulfill({ json: domain });
+      }
+      if (request.method() === 'DELETE') {
+        domains.splice(domains.indexOf(domain), 1);
+        return route.fulfill({ json: { object: 'domain', id, deleted: true } });
+      }
+      return route.fulfill({
+        status: 404,
+        json: { error: { code: 'route_not_found', message: 'no', request_id: 'req_test' } },
+      });
+    });
+    await signIn(target);
+    await open(target, 'Domains');
+    await target.getByText('No domains yet').waitFor();
+    await target.getByLabel('Domain').fill('acme');
+    await target.getByRole('button', { name: 'Add domain' }).click();
+    assert.equal(
+      await target.locator('.field-error[data-param="name"]').innerText(),
+      'The name must be a domain such as acme.example.',
+    );
+    await target.getByLabel('Domain').fill('acme.example');
+    await target.getByRole('button', { name: 'Add domain' }).click();
+    const card = target.locator('[data-domain="acme.example"]');
+    await card.waitFor();
+    await card.getByRole('button', { name: 'Copy value: v=DKIM1; k=rsa; p=MIIBIjANBgkq' }).click();
+    assert.equal(
+      await target.evaluate(() => navigator.clipboard.readText()),
+      'v=DKIM1; k=rsa; p=MIIBIjANBgkq',
+    );
+    await card.getByRole('button', { name: 'Verify' }).click();
+    await card.locator('.section-head .chip', { hasText: 'verified' }).waitFor();
+    assert.match(await card.locator('table.records').innerText(), /mx\.postwire\.example/);
+    for (const size of WIDTHS) {
+      await target.setViewportSize(size);
+      await target.screenshot({
+        path: path.join(SCREENSHOT_DIR, `domains-list-${size.width}.png`),
+        fullPage: true,
+      });
+    }
+    await target.setViewportSize(WIDTHS[0]);
+    await card.getByRole('button', { name: 'Delete' }).click();
+    await target.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+    await target.getByText('No domains yet').waitFor();
+    assert.equal(domains.length, 0);
+    await mocked.close();
   });
 
   test('the pages are keyboard-navigable', async () => {
