@@ -660,6 +660,11 @@ describe('dashboard in a browser', { skip }, () => {
         );
         assert.ok(overflow <= 0, `${name} at ${size.width} px overflows by ${overflow} px`);
       }
+      // The API reference, as Postwire's page.
+      await target.goto('/docs');
+      await target.locator('.swagger-ui .info .title', { hasText: 'Postwire API' }).waitFor();
+      assert.equal(await target.title(), 'Postwire API reference');
+      await target.screenshot({ path: path.join(SCREENSHOT_DIR, `docs-${size.width}.png`) });
       await sized.close();
     }
   });
