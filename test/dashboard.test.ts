@@ -377,6 +377,25 @@ describe('dashboard in a browser', { skip }, () => {
     await page.getByRole('tab', { name: 'Text' }).click();
     await page.locator('#content-panel pre', { hasText: 'Thanks for your order' }).waitFor();
 
+    // Opens and clicks, from the recipient's engagement fields when the API has them (another branch adds
+    // them): the browser adds them to the real answer.
+    await page.route(`**/v1/emails/${emailId}`, async (route) => {
+      const response = await route.fetch();
+      const json = await response.json();
+      Object.assign(json.recipients[0], {
+        open_count: 3,
+        first_opened_at: json.created_at,
+        clicks: [{ url: 'https://acme.example/orders/42', clicked_at: json.created_at, automated: false }],
+      });
+      await route.fulfill({ response, json });
+    });
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await recipient.getByTestId('engagement').filter({ hasText: 'opens 3 · clicks 1' }).waitFor();
+    await recipient.getByText('Clicks (1)').click();
+    await recipient.getByText('https://acme.example/orders/42').waitFor();
+    await page.unroute(`**/v1/emails/${emailId}`);
+    await page.getByRole('tab', { name: 'HTML' }).click();
+
     // The preview frame fetched nothing (no tracking pixel) and ran none of the email's scripts: its policy
     // blocked both, and said so.
     assert.ok(

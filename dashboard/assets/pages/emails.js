@@ -259,14 +259,17 @@ export function EmailPage({ id }) {
     <div class="recipients">
       ${message.recipients.map((recipient) => {
         const events = message.events.filter((event) => event.recipient === recipient.address);
-        // Opens and clicks: the recipient's own counts when the API gives them, else its engagement events.
-        const count = (value, type) =>
-          typeof value === 'number'
-            ? value
-            : Array.isArray(value)
-              ? value.length
-              : events.filter((event) => event.type === type).length;
-        const engagement = `opens ${count(recipient.opens, 'email.opened')} · clicks ${count(recipient.clicks, 'email.clicked')}`;
+        // Opens and clicks: the recipient's own engagement fields when the API has them (open_count,
+        // first_opened_at, clicks[]), else counted from its email.opened / email.clicked events.
+        const opens =
+          typeof recipient.open_count === 'number'
+            ? recipient.open_count
+            : events.filter((event) => event.type === 'email.opened').length;
+        const clicks = Array.isArray(recipient.clicks) ? recipient.clicks : null;
+        const clickCount = clicks
+          ? clicks.length
+          : events.filter((event) => event.type === 'email.clicked').length;
+        const engagement = `opens ${opens} · clicks ${clickCount}`;
         return html`<section class="card recipient" data-recipient=${recipient.address}>
           <div class="section-head">
             <h3 class="break">${recipient.address} <span class="muted small">(${recipient.type})</span></h3>
@@ -275,8 +278,27 @@ export function EmailPage({ id }) {
           <p class="small muted">
             ${recipient.attempts} attempt${recipient.attempts === 1 ? '' : 's'}
             ${recipient.last_response ? html`<span> · last reply <code>${recipient.last_response}</code></span>` : null}
-            <span> · ${engagement}</span>
+            <span data-testid="engagement"> · ${engagement}</span>
+            ${recipient.first_opened_at ? html`<span> · first opened ${formatTime(recipient.first_opened_at)}</span>` : null}
+            ${recipient.unsubscribed_at ? html`<span> · unsubscribed ${formatTime(recipient.unsubscribed_at)}</span>` : null}
           </p>
+          ${
+            clicks?.length
+              ? html`<details class="clicks">
+                  <summary>Clicks (${clicks.length})</summary>
+                  <ul>
+                    ${clicks.map(
+                      (click) =>
+                        html`<li>
+                          <span class="muted small">${formatTime(click.clicked_at)}</span>
+                          <code class="break">${click.url}</code>
+                          ${click.automated ? html`<span class="chip chip-muted">automated</span>` : null}
+                        </li>`,
+                    )}
+                  </ul>
+                </details>`
+              : null
+          }
           ${
             events.length === 0
               ? html`<p class="muted">
