@@ -377,6 +377,21 @@ describe('dashboard in a browser', { skip }, () => {
     await page.getByRole('tab', { name: 'Text' }).click();
     await page.locator('#content-panel pre', { hasText: 'Thanks for your order' }).waitFor();
 
+    // The list's filters: by status (kept in the URL, so a reload keeps them), narrowing the loaded page.
+    await open(page, 'Emails');
+    const rows = page.locator('table tbody tr');
+    await rows.first().waitFor();
+    await page.getByLabel('Status').selectOption('bounced');
+    await page.getByText('No email on this page matches').waitFor();
+    assert.match(page.url(), /\?status=bounced$/);
+    await page.getByLabel('Status').selectOption('delivered');
+    await page.getByLabel('Recipient').fill('ada@');
+    await page.getByLabel('Recipient').press('Enter');
+    await page.getByText('1 match').waitFor();
+    assert.equal(await rows.count(), 1);
+    await rows.first().getByRole('link').click();
+    await page.getByRole('heading', { name: 'Your receipt', level: 1 }).waitFor();
+
     // Opens and clicks, from the recipient's engagement fields when the API has them (another branch adds
     // them): the browser adds them to the real answer.
     await page.route(`**/v1/emails/${emailId}`, async (route) => {
@@ -437,8 +452,12 @@ describe('dashboard in a browser', { skip }, () => {
     await row.waitFor();
 
     // Cancelling the confirmation keeps it; confirming removes it.
+    // The dialog takes the focus (on Cancel) and Escape closes it, keeping the address.
     await row.getByRole('button', { name: 'Remove blocked@example.org' }).click();
-    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('dialog').waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Cancel');
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
     assert.equal((await api.request('GET', '/v1/suppressions/blocked@example.org')).status, 200);
     await row.getByRole('button', { name: 'Remove blocked@example.org' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Remove' }).click();
