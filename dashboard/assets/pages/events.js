@@ -54,7 +54,13 @@ export function EventsPage() {
             </div>
             <p class="small">
               <code>${event.id}</code>
-              ${event.data?.email_id ? html` · <${Link} href=${`/dashboard/emails/${event.data.email_id}`}>${event.data.email_id}</${Link}>` : null}
+              ${event.data?.test ? html` · <span class="chip chip-muted">test event</span>` : null}
+              ${
+                // A webhook test event names a made-up email: no link to a page that does not exist.
+                event.data?.email_id && !event.data?.test
+                  ? html` · <${Link} href=${`/dashboard/emails/${event.data.email_id}`}>${event.data.email_id}</${Link}>`
+                  : null
+              }
               ${event.data?.recipient ? html` · ${event.data.recipient}` : null}
             </p>
             <details>
