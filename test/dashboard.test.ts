@@ -46,6 +46,56 @@ const skip = existsSync(CHROMIUM)
   ? false
   : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH to run the dashboard tests`;
 
+// What the server does for the dashboard, checked over HTTP: runs with or without a browser.
+describe('dashboard files', () => {
+  let api: TestApp;
+  before(async () => {
+    api = await startTestApp('sqlite');
+  });
+  after(() => api.close());
+
+  test('the dashboard and its files are served by Postwire, public, with a strict policy', async () => {
+    for (const url of ['/', '/dashboard/', '/dashboard/webhooks/wh_anything']) {
+      const response = await fetch(`${api.baseUrl}${url}`);
+      assert.equal(response.status, 200, url);
+      assert.match(response.headers.get('content-type')!, /^text\/html/);
+      const csp = response.headers.get('content-security-policy')!;
+      assert.match(csp, /script-src 'self'(;|$)/, 'no inline or eval script');
+      assert.match(csp, /frame-ancestors 'none'/);
+      assert.equal(response.headers.get('cache-control'), 'no-cache');
+      assert.match(await response.text(), /<script type="module" src="\/dashboard\/assets\/app.js">/);
+    }
+    const script = await fetch(`${api.baseUrl}/dashboard/vendor/hooks.js`);
+    assert.equal(script.status, 200);
+    assert.match(script.headers.get('content-type')!, /^text\/javascript/);
+    assert.doesNotMatch(await script.text(), /from\s*"preact"/, 'bare imports are rewritten');
+    const etag = script.headers.get('etag')!;
+    const again = await fetch(`${api.baseUrl}/dashboard/vendor/hooks.js`, {
+      headers: { 'if-none-match': etag },
+    });
+    assert.equal(again.status, 304);
+    const css = await fetch(`${api.baseUrl}/dashboard/assets/app.css`);
+    assert.match(css.headers.get('content-type')!, /^text\/css/);
+
+    const frame = await fetch(`${api.baseUrl}/dashboard/frame.html`);
+    assert.match(frame.headers.get('content-security-policy')!, /style-src 'unsafe-inline'/);
+    assert.doesNotMatch(frame.headers.get('content-security-policy')!, /script-src[^;]*unsafe-inline/);
+
+    for (const url of [
+      '/dashboard/assets/missing.js',
+      '/dashboard/..%2Fpackage.json',
+      '/dashboard/vendor/x',
+    ]) {
+      const missing = await fetch(`${api.baseUrl}${url}`);
+      assert.equal(missing.status, 404, url);
+      assert.equal((await missing.json()).error.code, 'route_not_found');
+    }
+
+    const docs = await fetch(`${api.baseUrl}/docs/static/index.html`);
+    assert.match(await docs.text(), /<title>Postwire API reference<\/title>/);
+  });
+});
+
 describe('dashboard in a browser', { skip }, () => {
   let api: TestApp;
   let receiver: Receiver;
@@ -147,47 +197,6 @@ describe('dashboard in a browser', { skip }, () => {
     await sender?.stop();
     await receiver?.close();
     await api?.close();
-  });
-
-  test('the dashboard and its files are served by Postwire, public, with a strict policy', async () => {
-    for (const url of ['/', '/dashboard/', '/dashboard/webhooks/wh_anything']) {
-      const response = await fetch(`${api.baseUrl}${url}`);
-      assert.equal(response.status, 200, url);
-      assert.match(response.headers.get('content-type')!, /^text\/html/);
-      const csp = response.headers.get('content-security-policy')!;
-      assert.match(csp, /script-src 'self'(;|$)/, 'no inline or eval script');
-      assert.match(csp, /frame-ancestors 'none'/);
-      assert.equal(response.headers.get('cache-control'), 'no-cache');
-      assert.match(await response.text(), /<script type="module" src="\/dashboard\/assets\/app.js">/);
-    }
-    const script = await fetch(`${api.baseUrl}/dashboard/vendor/hooks.js`);
-    assert.equal(script.status, 200);
-    assert.match(script.headers.get('content-type')!, /^text\/javascript/);
-    assert.doesNotMatch(await script.text(), /from\s*"preact"/, 'bare imports are rewritten');
-    const etag = script.headers.get('etag')!;
-    const again = await fetch(`${api.baseUrl}/dashboard/vendor/hooks.js`, {
-      headers: { 'if-none-match': etag },
-    });
-    assert.equal(again.status, 304);
-    const css = await fetch(`${api.baseUrl}/dashboard/assets/app.css`);
-    assert.match(css.headers.get('content-type')!, /^text\/css/);
-
-    const frame = await fetch(`${api.baseUrl}/dashboard/frame.html`);
-    assert.match(frame.headers.get('content-security-policy')!, /style-src 'unsafe-inline'/);
-    assert.doesNotMatch(frame.headers.get('content-security-policy')!, /script-src[^;]*unsafe-inline/);
-
-    for (const url of [
-      '/dashboard/assets/missing.js',
-      '/dashboard/..%2Fpackage.json',
-      '/dashboard/vendor/x',
-    ]) {
-      const missing = await fetch(`${api.baseUrl}${url}`);
-      assert.equal(missing.status, 404, url);
-      assert.equal((await missing.json()).error.code, 'route_not_found');
-    }
-
-    const docs = await fetch(`${api.baseUrl}/docs/static/index.html`);
-    assert.match(await docs.text(), /<title>Postwire API reference<\/title>/);
   });
 
   test('signing in: a wrong key is refused next to the field, the right one is kept in sessionStorage only', async () => {
@@ -325,6 +334,18 @@ describe('dashboard in a browser', { skip }, () => {
     await diff.locator('.del', { hasText: 'Thanks for joining.' }).waitFor();
     await diff.locator('.add', { hasText: 'Welcome to the team.' }).waitFor();
     assert.equal(await diff.locator('.add').count(), 1);
+
+    // Leaving the page right after typing still saves the draft.
+    const templateId = page.url().split('/').pop()!;
+    await page.getByLabel('Name').fill('Welcome email');
+    await open(page, 'Templates');
+    await until(
+      async () => (await api.request('GET', `/v1/templates/${templateId}`)).body.name === 'Welcome email',
+      5000,
+      'the draft saved on leaving',
+    );
+    await page.getByRole('link', { name: 'Welcome email' }).click();
+    await page.getByRole('heading', { name: 'Welcome email', level: 1 }).waitFor();
   });
 
   test('emails: send one in capture mode, open its timeline, html and raw MIME', async () => {
@@ -369,7 +390,11 @@ describe('dashboard in a browser', { skip }, () => {
       'rgb(22, 163, 74)',
     );
 
-    await page.getByRole('tab', { name: 'Raw MIME' }).click();
+    // The tabs work from the keyboard: arrow keys move between them.
+    await page.getByRole('tab', { name: 'HTML' }).focus();
+    await page.keyboard.press('ArrowLeft');
+    await page.getByRole('tab', { name: 'Raw MIME', selected: true }).waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent?.trim()), 'Raw MIME');
     const raw = await page.getByTestId('raw-mime').innerText();
     assert.match(raw, /^Subject: Your receipt$/m);
     assert.match(raw, /^Message-ID: <msg_/im);
@@ -668,7 +693,7 @@ describe('dashboard in a browser', { skip }, () => {
       ['webhooks', '/dashboard/webhooks', 'Webhooks'],
       ['webhook', `/dashboard/webhooks/${webhook}`, `${receiver.url}/hooks`],
       ['templates', '/dashboard/templates', 'Templates'],
-      ['template', `/dashboard/templates/${template}`, 'Welcome'],
+      ['template', `/dashboard/templates/${template}`, 'Welcome email'],
       ['events', '/dashboard/events', 'Events'],
       ['suppressions', '/dashboard/suppressions', 'Suppressions'],
       ['domains', '/dashboard/domains', 'Domains'],

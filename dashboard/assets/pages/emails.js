@@ -222,6 +222,20 @@ export function EmailPage({ id }) {
     ['text', 'Text'],
     ['raw', 'Raw MIME'],
   ];
+  // The tab pattern: one tab in the Tab order, arrow keys (and Home/End) move between them.
+  const onTabKey = (event) => {
+    const index = tabs.findIndex(([value]) => value === tab);
+    const next = {
+      ArrowRight: (index + 1) % tabs.length,
+      ArrowLeft: (index + tabs.length - 1) % tabs.length,
+      Home: 0,
+      End: tabs.length - 1,
+    }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    setTab(tabs[next][0]);
+    document.getElementById(`tab-${tabs[next][0]}`)?.focus();
+  };
   return html`<p class="crumbs"><${Link} href="/dashboard/emails">Emails</${Link}> /</p>
     <h1 class="break">${message.subject}</h1>
     <div class="toolbar"><${Chip} status=${message.status} /><button type="button" onClick=${email.reload}>Refresh</button></div>
@@ -320,7 +334,7 @@ export function EmailPage({ id }) {
       })}
     </div>
     <h2>Content</h2>
-    <div class="tabs" role="tablist" aria-label="Content">
+    <div class="tabs" role="tablist" aria-label="Content" onKeyDown=${onTabKey}>
       ${tabs.map(
         ([value, label]) =>
           html`<button
@@ -328,6 +342,7 @@ export function EmailPage({ id }) {
             role="tab"
             id=${`tab-${value}`}
             aria-selected=${tab === value}
+            tabindex=${tab === value ? 0 : -1}
             aria-controls="content-panel"
             onClick=${() => setTab(value)}
           >

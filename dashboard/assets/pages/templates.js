@@ -151,6 +151,9 @@ function TemplateEditor({ initial }) {
   const [versionsVersion, setVersionsVersion] = useState(0);
   const timer = useRef(null);
   const first = useRef(true);
+  // An edit still waiting for its autosave when the page is left is saved then, not dropped.
+  const pending = useRef(false);
+  const latestSave = useRef(null);
   const templateId = initial.id;
 
   const render = async () => {
@@ -175,6 +178,7 @@ function TemplateEditor({ initial }) {
   };
 
   const save = async () => {
+    pending.current = false;
     setSaveState({ status: 'saving', error: null });
     const body = {
       name: draft.name,
@@ -203,10 +207,18 @@ function TemplateEditor({ initial }) {
       return;
     }
     setSaveState((previous) => ({ ...previous, status: 'pending' }));
+    pending.current = true;
     clearTimeout(timer.current);
     timer.current = setTimeout(save, SAVE_DELAY_MS);
     return () => clearTimeout(timer.current);
   }, [draft, variables]);
+  latestSave.current = save;
+  useEffect(
+    () => () => {
+      if (pending.current) latestSave.current();
+    },
+    [],
+  );
   useEffect(() => {
     const handle = setTimeout(render, SAVE_DELAY_MS);
     return () => clearTimeout(handle);
@@ -215,6 +227,7 @@ function TemplateEditor({ initial }) {
   const publish = async () => {
     setPublishState({ result: null, error: null });
     clearTimeout(timer.current);
+    pending.current = false;
     try {
       // The body carries the fields as shown, so what is published is what is on screen even if the last
       // autosave has not landed yet.
