@@ -155,6 +155,8 @@ describe('dashboard in a browser', { skip }, () => {
 
   before(async () => {
     mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    // SQLite only: the dashboard talks to the API, whose engines the other suites cover; a second browser
+    // run on PostgreSQL would double the time and test nothing new.
     api = await startTestApp('sqlite', {
       allowPrivateUrls: true,
       worker: true,
@@ -664,6 +666,17 @@ describe('dashboard in a browser', { skip }, () => {
     await target.getByText('No domains yet').waitFor();
     assert.equal(domains.length, 0);
     await mocked.close();
+  });
+
+  test("a failed request shows the API's message, not a blank page", async () => {
+    const expected = (await api.request('GET', '/v1/emails/msg_01jd000000000000000000000')).body.error;
+    await page.goto('/dashboard/emails/msg_01jd000000000000000000000');
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    const text = await alert.innerText();
+    assert.ok(text.includes(expected.message), `${text} does not say ${expected.message}`);
+    assert.match(text, /request req_/, 'the request id is shown');
+    await page.getByRole('link', { name: 'Back to emails' }).waitFor();
   });
 
   test('the pages are keyboard-navigable', async () => {
