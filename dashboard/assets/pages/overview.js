@@ -1,4 +1,4 @@
-import { html } from '../html.js';
+import { html, useEffect, useRef } from '../html.js';
 import { api, ApiError, query } from '../api.js';
 import { ErrorBanner, Loading, useAsync } from '../ui.js';
 
@@ -138,7 +138,7 @@ async function loadOverview() {
 }
 
 const percent = (rate) =>
-  rate === null || rate === undefined ? '—' : `${(rate * 100).toFixed(rate < 0.01 ? 2 : 1)} %`;
+  rate === null || rate === undefined ? '—' : `${(rate * 100).toFixed(rate < 0.01 ? 2 : 1)}\u00a0%`;
 
 export function OverviewPage() {
   const overview = useAsync(loadOverview, []);
@@ -236,6 +236,11 @@ function Rate({ label, rate, threshold, detail }) {
 
 /** Grouped bars per day, drawn in SVG (no chart library, no inline style: attributes only). */
 function Chart({ days }) {
+  // On a phone the chart scrolls sideways: start at the right end, where today is.
+  const scroller = useRef(null);
+  useEffect(() => {
+    if (scroller.current) scroller.current.scrollLeft = scroller.current.scrollWidth;
+  }, [days]);
   const width = 700;
   const height = 220;
   const pad = { left: 36, bottom: 24, top: 8 };
@@ -244,38 +249,46 @@ function Chart({ days }) {
   const barWidth = (groupWidth - 8) / SERIES.length;
   const y = (value) => height - pad.bottom - (value / max) * (height - pad.bottom - pad.top);
   return html`<figure class="chart">
-    <svg
-      viewBox=${`0 0 ${width} ${height}`}
-      role="img"
-      aria-label="Sent, delivered, bounced, complained, opened and clicked per day"
-    >
-      <line x1=${pad.left} x2=${width} y1=${height - pad.bottom} y2=${height - pad.bottom} stroke="#cbd5e1" />
-      <text x="4" y=${pad.top + 10} class="axis">${max}</text>
-      <text x="4" y=${height - pad.bottom} class="axis">0</text>
-      ${days.map(
-        (day, index) =>
-          html`<g>
-            ${SERIES.map(([key, label, color], series) => {
-              const top = y(day[key]);
-              return html`<rect
-                x=${pad.left + index * groupWidth + 4 + series * barWidth}
-                y=${top}
-                width=${Math.max(1, barWidth - 1)}
-                height=${height - pad.bottom - top}
-                fill=${color}
-                ><title>${day.date} ${label}: ${day[key]}</title></rect
-              >`;
-            })}
-            <text
-              x=${pad.left + index * groupWidth + groupWidth / 2}
-              y=${height - 6}
-              text-anchor="middle"
-              class="axis"
-              >${day.date.slice(5)}</text
-            >
-          </g>`,
-      )}
-    </svg>
+    <div class="chart-scroll" ref=${scroller}>
+      <svg
+        viewBox=${`0 0 ${width} ${height}`}
+        role="img"
+        aria-label="Sent, delivered, bounced, complained, opened and clicked per day"
+      >
+        <line
+          x1=${pad.left}
+          x2=${width}
+          y1=${height - pad.bottom}
+          y2=${height - pad.bottom}
+          stroke="#cbd5e1"
+        />
+        <text x="4" y=${pad.top + 10} class="axis">${max}</text>
+        <text x="4" y=${height - pad.bottom} class="axis">0</text>
+        ${days.map(
+          (day, index) =>
+            html`<g>
+              ${SERIES.map(([key, label, color], series) => {
+                const top = y(day[key]);
+                return html`<rect
+                  x=${pad.left + index * groupWidth + 4 + series * barWidth}
+                  y=${top}
+                  width=${Math.max(1, barWidth - 1)}
+                  height=${height - pad.bottom - top}
+                  fill=${color}
+                  ><title>${day.date} ${label}: ${day[key]}</title></rect
+                >`;
+              })}
+              <text
+                x=${pad.left + index * groupWidth + groupWidth / 2}
+                y=${height - 6}
+                text-anchor="middle"
+                class="axis"
+                >${day.date.slice(5)}</text
+              >
+            </g>`,
+        )}
+      </svg>
+    </div>
     <figcaption class="legend">
       ${SERIES.map(([, label, color]) => html`<span><span class="swatch" style=${{ background: color }}></span>${label}</span>`)}
     </figcaption>
