@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { systemClock } from '../src/lib/clock.ts';
+import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
+import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
@@ -666,6 +668,28 @@ describe('dashboard in a browser', { skip }, () => {
     await target.getByText('No domains yet').waitFor();
     assert.equal(domains.length, 0);
     await mocked.close();
+  });
+
+  test("another project's key sees only that project, and a revoked key signs the tab out", async () => {
+    const other = await api.createProject('Other project');
+    const { context: otherContext, page: target } = await newPage(WIDTHS[0]);
+    await target.goto('/');
+    await target.getByLabel('API key').fill(other.key);
+    await target.getByRole('button', { name: 'Sign in' }).click();
+    await open(target, 'Webhooks');
+    // The first project's webhook is not this project's.
+    await target.getByText('No webhooks yet').waitFor();
+
+    const projects = createProjectService({
+      repo: createProjectRepo(api.database.handle.db),
+      clock: systemClock,
+    });
+    for (const key of await projects.listKeys(other.projectId)) await projects.revokeKey(key.id);
+    await open(target, 'Templates').catch(() => undefined);
+    await target.getByText('The server no longer accepts this API key').waitFor();
+    await target.getByRole('heading', { name: 'Sign in' }).waitFor();
+    assert.deepEqual(await storage(target), { session: {}, local: {} });
+    await otherContext.close();
   });
 
   test("a failed request shows the API's message, not a blank page", async () => {
