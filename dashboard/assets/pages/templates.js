@@ -270,8 +270,14 @@ function TemplateEditor({ initial }) {
     <h1>${meta.name}</h1>
     <div class="toolbar">
       <span class="muted">
-        <code>${meta.id}</code>${meta.alias ? html` · alias <code>${meta.alias}</code>` : null} ·
-        ${meta.published_version ? html`published <strong data-testid="published-version">v${meta.published_version}</strong>` : 'never published'}
+        <code>${meta.id}</code>${meta.alias ? html` · alias <code>${meta.alias}</code>` : null}
+        ${
+          meta.published_version
+            ? html`<span>
+                · published <strong data-testid="published-version">v${meta.published_version}</strong></span
+              >`
+            : ' · never published'
+        }
         ${meta.has_unpublished_changes ? ' · draft has unpublished changes' : ''}
       </span>
       <span class="save-state" role="status" data-state=${saveState.status}>${status}</span>
@@ -308,7 +314,7 @@ function TemplateEditor({ initial }) {
         ${
           preview.data
             ? html`<p>
-                  <span class="muted">Subject:</span>
+                  <span class="muted">Subject: </span>
                   <strong data-testid="preview-subject">${preview.data.subject ?? '—'}</strong>
                 </p>
                 <${HtmlPreview} html=${preview.data.html ?? ''} title="Template preview" />
