@@ -1,8 +1,9 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', 'sdk/dist/', 'sdk/src/generated/'] },
+  { ignores: ['node_modules/', 'data/', 'sdk/dist/', 'sdk/src/generated/', 'test/screenshots/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -14,5 +15,10 @@ export default tseslint.config(
     // Tests read JSON bodies of many shapes; typing each one would add noise, not safety.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
+  },
+  {
+    // The dashboard's ES modules run in the browser, served as they are (no build step).
+    files: ['dashboard/**/*.js'],
+    languageOptions: { globals: globals.browser, sourceType: 'module' },
   },
 );

@@ -47,6 +47,8 @@ import { createEngagementService } from './modules/engagement/engagement.service
 import { createEngagementTokens } from './modules/engagement/tokens.ts';
 import { registerStatsRoutes } from './modules/stats/stats.routes.ts';
 import { createStatsService } from './modules/stats/stats.service.ts';
+import { registerDashboardRoutes } from './modules/dashboard/dashboard.routes.ts';
+import { docsBranding } from './modules/dashboard/docs-branding.ts';
 
 export interface AppDeps {
   database: DatabaseHandle;
@@ -227,13 +229,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     docs.addHook('onRoute', (route) => {
       route.config = { ...route.config, public: true };
     });
-    await docs.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true } });
+    await docs.register(swaggerUi, {
+      routePrefix: '/docs',
+      uiConfig: { deepLinking: true },
+      ...docsBranding(),
+    });
   });
 
   app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () =>
     app.swagger(),
   );
+  registerDashboardRoutes(app);
   registerEventKindRoutes(app);
   registerWebhookRoutes(app, { webhooks, operations: webhookOperations });
   registerEventRoutes(app, { events });

@@ -24,7 +24,8 @@ import {
 import { checkWebhookPayloads, installContractCheck } from './helpers/contract.ts';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
-const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs'];
+// `/` and `/dashboard/…`: the dashboard's page and files (they hold no data; the page asks for a key).
+const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs', '/', '/dashboard'];
 /** The engagement routes mail clients reach (images, redirects, pages): public, and not JSON API operations. */
 const MAIL_CLIENT_PATHS = ['/o', '/c', '/u'];
 

@@ -127,6 +127,8 @@ export interface TestAppOptions {
   publicUrl?: string;
   engagementDefaults?: AppDeps['engagementDefaults'];
   publicRateLimit?: { limit: number; windowMs: number };
+  /** The app's logger (off when absent); the dashboard test reads every line to look for API keys. */
+  logger?: AppDeps['logger'];
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -179,6 +181,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
     ...(options.engagementDefaults ? { engagementDefaults: options.engagementDefaults } : {}),
     ...(options.publicRateLimit ? { publicRateLimit: options.publicRateLimit } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),

@@ -1,0 +1,165 @@
+import { html, useState } from '../html.js';
+import { api, ApiError } from '../api.js';
+import {
+  Chip,
+  confirmAction,
+  CopyButton,
+  Empty,
+  ErrorBanner,
+  Field,
+  fieldErrors,
+  formatTime,
+  Loading,
+  Notice,
+  useAsync,
+} from '../ui.js';
+
+/** GET /v1/domains; `null` when this server has no domains API (404). */
+async function loadDomains() {
+  try {
+    return await api('GET', '/domains');
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+// A domain may come bare (`{ object: 'domain', … }`) or in an envelope (`{ data: … }`).
+const unwrap = (body) => (body && body.data && !Array.isArray(body.data) ? body.data : body);
+
+export function DomainsPage() {
+  const domains = useAsync(loadDomains, []);
+  const [message, setMessage] = useState(null);
+  if (domains.loading && domains.data === undefined)
+    return html`<h1>Domains</h1>
+      <${Loading} />`;
+  if (domains.error)
+    return html`<h1>Domains</h1>
+      <${ErrorBanner} error=${domains.error} />`;
+  if (domains.data === null) {
+    return html`<h1>Domains</h1>
+      <${Empty} title="Sending domains are not available on this server">
+        This Postwire version has no <code>/v1/domains</code> API. Mail is signed with the server's
+        <code>DKIM_DOMAIN</code> key, if one is configured.
+      </${Empty}>`;
+  }
+  const list = domains.data.data ?? [];
+  return html`<h1>Domains</h1>
+    <p class="lead">Verify the domains you send from: publish the DNS records below, then verify.</p>
+    ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
+    <${ErrorBanner} error=${message?.error} />
+    ${list.length === 0 ? html`<${Empty} title="No domains yet">Add the domain you send from (<code>acme.example</code>) to get its DKIM and return-path records.</${Empty}>` : null}
+    ${list.map((domain) => html`<${DomainCard} domain=${domain} onChange=${domains.reload} onMessage=${setMessage} />`)}
+    <section class="card">
+      <h2>Add a domain</h2>
+      <${AddDomain} onAdded=${domains.reload} />
+    </section>`;
+}
+
+function DomainCard({ domain: initial, onChange, onMessage }) {
+  const [domain, setDomain] = useState(initial);
+  const [busy, setBusy] = useState(false);
+  const verify = async () => {
+    setBusy(true);
+    onMessage(null);
+    try {
+      const next = unwrap(await api('POST', `/domains/${domain.id}/verify`));
+      setDomain(next);
+      onMessage({ text: `${next.name}: ${next.status}.` });
+    } catch (failure) {
+      onMessage({ error: failure });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const remove = async () => {
+    if (
+      !(await confirmAction(
+        `Delete the domain ${domain.name}? Mail from it is no longer signed with its key.`,
+      ))
+    )
+      return;
+    try {
+      await api('DELETE', `/domains/${domain.id}`);
+      onChange();
+    } catch (failure) {
+      onMessage({ error: failure });
+    }
+  };
+  return html`<section class="card" data-domain=${domain.name}>
+    <div class="section-head">
+      <h2 class="break">${domain.name}</h2>
+      <${Chip} status=${domain.status} />
+    </div>
+    <p class="small muted">
+      ${domain.last_checked_at ? `Last checked ${formatTime(domain.last_checked_at)}` : 'Not checked yet'}
+    </p>
+    <div class="table-wrap">
+      <table class="records">
+        <thead>
+          <tr>
+            <th>Type</th>
+            <th>Name</th>
+            <th>Value</th>
+            <th>Status</th>
+            <th>Found</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${(domain.records ?? []).map(
+            (record) =>
+              html`<tr>
+                <td data-label="Type">
+                  ${record.type}${record.priority != null ? ` ${record.priority}` : ''}
+                </td>
+                <td data-label="Name">
+                  <code class="break">${record.name}</code>
+                  <${CopyButton} text=${record.name} label="Copy name" />
+                </td>
+                <td data-label="Value">
+                  <code class="break value">${record.value}</code>
+                  <${CopyButton} text=${record.value} label="Copy value" />
+                </td>
+                <td data-label="Status">
+                  <${Chip}
+                    status=${record.status}
+                  />${record.required === false ? html` <span class="small muted">optional</span>` : null}
+                </td>
+                <td data-label="Found" class="small">
+                  ${record.found === undefined ? '—' : record.found === null ? 'nothing' : html`<code class="break">${[].concat(record.found).join(', ')}</code>`}${record.error ? html` <span class="muted">${record.error}</span>` : null}
+                </td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>
+    <div class="actions">
+      <button type="button" class="button-primary" onClick=${verify} disabled=${busy}>
+        ${busy ? 'Checking DNS…' : 'Verify'}
+      </button>
+      <button type="button" class="button-danger" onClick=${remove}>Delete</button>
+    </div>
+  </section>`;
+}
+
+function AddDomain({ onAdded }) {
+  const [name, setName] = useState('');
+  const [error, setError] = useState(null);
+  const submit = async (event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      await api('POST', '/domains', { name: name.trim() });
+      setName('');
+      onAdded();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  return html`<form class="form" onSubmit=${submit} novalidate>
+    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${Field} label="Domain" name="name" errors=${fieldErrors(error)}>
+      ${(props) => html`<input ...${props} value=${name} onInput=${(e) => setName(e.currentTarget.value)} placeholder="acme.example" />`}
+    </${Field}>
+    <button type="submit" class="button-primary" disabled=${!name.trim()}>Add domain</button>
+  </form>`;
+}

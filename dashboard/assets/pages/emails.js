@@ -1,0 +1,368 @@
+import { html, useState } from '../html.js';
+import { api, ApiError, query } from '../api.js';
+import { HtmlPreview } from '../preview.js';
+import {
+  Chip,
+  Empty,
+  ErrorBanner,
+  Field,
+  fieldErrors,
+  formatTime,
+  Link,
+  Loading,
+  navigate,
+  Pager,
+  searchParams,
+  useAsync,
+} from '../ui.js';
+
+const STATUSES = [
+  'scheduled',
+  'queued',
+  'delayed',
+  'sent',
+  'delivered',
+  'bounced',
+  'failed',
+  'complained',
+  'cancelled',
+  'suppressed',
+  'mixed',
+];
+
+/**
+ * GET /v1/emails takes cursors only, so the filters narrow the page that was loaded (up to 100 emails) and
+ * the page says so; cursors move through everything.
+ */
+function matches(email, filters) {
+  if (filters.status && email.status !== filters.status) return false;
+  if (filters.recipient) {
+    const needle = filters.recipient.toLowerCase();
+    if (![...email.to, ...email.cc, ...email.bcc].some((address) => address.toLowerCase().includes(needle)))
+      return false;
+  }
+  if (filters.tag) {
+    const [name, value] = filters.tag.split(':');
+    if (!(name in email.tags) || (value !== undefined && email.tags[name] !== value)) return false;
+  }
+  if (filters.from && email.created_at < `${filters.from}T00:00:00.000Z`) return false;
+  if (filters.to && email.created_at > `${filters.to}T23:59:59.999Z`) return false;
+  return true;
+}
+
+export function EmailsPage({ search }) {
+  const params = searchParams(search);
+  const cursor = params.after ? { after: params.after } : params.before ? { before: params.before } : {};
+  const emails = useAsync(() => api('GET', `/emails${query({ limit: 100, ...cursor })}`), [search]);
+  const filters = {
+    status: params.status ?? '',
+    recipient: params.recipient ?? '',
+    tag: params.tag ?? '',
+    from: params.from ?? '',
+    to: params.to ?? '',
+  };
+  const filtering = Object.values(filters).some(Boolean);
+  const setParams = (next) => navigate(`/dashboard/emails${query(next)}`, { replace: true });
+  const setFilter = (name) => (event) =>
+    setParams({ ...filters, ...cursor, [name]: event.currentTarget.value });
+  const items = emails.data?.data ?? [];
+  const shown = items.filter((email) => matches(email, filters));
+  const [sending, setSending] = useState(false);
+
+  return html`<h1>Emails</h1>
+    <div class="toolbar">
+      <p class="lead">Everything sent with this project's keys, newest first.</p>
+      <button
+        type="button"
+        class="button-primary"
+        aria-expanded=${sending}
+        onClick=${() => setSending(!sending)}
+      >
+        Send an email
+      </button>
+    </div>
+    ${
+      sending
+        ? html`<section class="card">
+            <h2>Send an email</h2>
+            <${SendForm} />
+          </section>`
+        : null
+    }
+    <form class="filters" onSubmit=${(event) => event.preventDefault()} aria-label="Filters">
+      <div class="field">
+        <label for="filter-status">Status</label>
+        <select id="filter-status" value=${filters.status} onChange=${setFilter('status')}>
+          <option value="">any</option>
+          ${STATUSES.map((status) => html`<option value=${status}>${status}</option>`)}
+        </select>
+      </div>
+      <div class="field">
+        <label for="filter-recipient">Recipient</label>
+        <input
+          id="filter-recipient"
+          type="search"
+          value=${filters.recipient}
+          onChange=${setFilter('recipient')}
+          placeholder="ada@example.org"
+        />
+      </div>
+      <div class="field">
+        <label for="filter-tag">Tag</label>
+        <input
+          id="filter-tag"
+          type="search"
+          value=${filters.tag}
+          onChange=${setFilter('tag')}
+          placeholder="kind:receipt"
+        />
+      </div>
+      <div class="field">
+        <label for="filter-from">From day</label>
+        <input id="filter-from" type="date" value=${filters.from} onChange=${setFilter('from')} />
+      </div>
+      <div class="field">
+        <label for="filter-to">To day</label>
+        <input id="filter-to" type="date" value=${filters.to} onChange=${setFilter('to')} />
+      </div>
+    </form>
+    ${filtering && emails.data ? html`<p class="small muted" role="status">Filters apply to the ${items.length} emails of this page: ${shown.length} match.</p>` : null}
+    <${ErrorBanner} error=${emails.error} />
+    ${emails.loading && !emails.data ? html`<${Loading} />` : null}
+    ${
+      emails.data && items.length === 0
+        ? html`<${Empty} title="No emails yet">Send one with <code>POST /v1/emails</code> or the “Send an email” button; without an SMTP relay it is captured, not sent.</${Empty}>`
+        : null
+    }
+    ${emails.data && items.length > 0 && shown.length === 0 ? html`<${Empty} title="No email on this page matches">Change the filters or look at older pages.</${Empty}>` : null}
+    ${
+      shown.length
+        ? html`<div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>To</th>
+                  <th>Subject</th>
+                  <th>Status</th>
+                  <th>Tags</th>
+                  <th>Created</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${shown.map(
+                  (email) => html`<tr>
+                <td data-label="To"><${Link} href=${`/dashboard/emails/${email.id}`}>${email.to.join(', ')}</${Link}></td>
+                <td data-label="Subject">${email.subject}</td>
+                <td data-label="Status"><${Chip} status=${email.status} /></td>
+                <td data-label="Tags">${Object.entries(email.tags).map(([name, value]) => html`<code class="tag">${name}:${value}</code> `)}</td>
+                <td data-label="Created">${formatTime(email.created_at)}</td>
+              </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`
+        : null
+    }
+    <${Pager}
+      items=${items}
+      hasMore=${emails.data?.has_more}
+      cursor=${cursor}
+      onCursor=${(next) => setParams({ ...filters, ...next })}
+    />`;
+}
+
+function SendForm() {
+  const [form, setForm] = useState({ from: '', to: '', subject: '', html: '<p>Hello from Postwire</p>' });
+  const [error, setError] = useState(null);
+  const errors = fieldErrors(error);
+  const set = (name) => (event) => setForm({ ...form, [name]: event.currentTarget.value });
+  const submit = async (event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const to = form.to
+        .split(',')
+        .map((address) => address.trim())
+        .filter(Boolean);
+      const accepted = await api('POST', '/emails', {
+        from: form.from.trim(),
+        to,
+        subject: form.subject,
+        html: form.html,
+      });
+      navigate(`/dashboard/emails/${accepted.id}`);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  return html`<form class="form" onSubmit=${submit} novalidate>
+    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${Field} label="From" name="from" errors=${errors}>${(props) => html`<input ...${props} value=${form.from} onInput=${set('from')} placeholder="Acme <hello@acme.example>" />`}</${Field}>
+    <${Field} label="To (comma-separated)" name="to" errors=${errors}>${(props) => html`<input ...${props} value=${form.to} onInput=${set('to')} placeholder="ada@example.org" />`}</${Field}>
+    <${Field} label="Subject" name="subject" errors=${errors}>${(props) => html`<input ...${props} value=${form.subject} onInput=${set('subject')} />`}</${Field}>
+    <${Field} label="HTML" name="html" errors=${errors}>${(props) => html`<textarea ...${props} rows="4" class="mono" value=${form.html} onInput=${set('html')}></textarea>`}</${Field}>
+    <button type="submit" class="button-primary">Send</button>
+  </form>`;
+}
+
+const ENGAGEMENT = new Set(['email.opened', 'email.clicked']);
+
+export function EmailPage({ id }) {
+  const email = useAsync(() => api('GET', `/emails/${encodeURIComponent(id)}`), [id]);
+  const [tab, setTab] = useState('html');
+  if (email.error) {
+    return html`<h1>Email</h1><${ErrorBanner} error=${email.error} /><p><${Link} href="/dashboard/emails">Back to emails</${Link}></p>`;
+  }
+  if (!email.data)
+    return html`<h1>Email</h1>
+      <${Loading} />`;
+  const message = email.data;
+  const tabs = [
+    ['html', 'HTML'],
+    ['text', 'Text'],
+    ['raw', 'Raw MIME'],
+  ];
+  // The tab pattern: one tab in the Tab order, arrow keys (and Home/End) move between them.
+  const onTabKey = (event) => {
+    const index = tabs.findIndex(([value]) => value === tab);
+    const next = {
+      ArrowRight: (index + 1) % tabs.length,
+      ArrowLeft: (index + tabs.length - 1) % tabs.length,
+      Home: 0,
+      End: tabs.length - 1,
+    }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    setTab(tabs[next][0]);
+    document.getElementById(`tab-${tabs[next][0]}`)?.focus();
+  };
+  return html`<p class="crumbs"><${Link} href="/dashboard/emails">Emails</${Link}> /</p>
+    <h1 class="break">${message.subject}</h1>
+    <div class="toolbar"><${Chip} status=${message.status} /><button type="button" onClick=${email.reload}>Refresh</button></div>
+    <section class="card">
+      <dl class="facts">
+        <dt>Id</dt><dd><code>${message.id}</code></dd>
+        <dt>From</dt><dd>${message.from}</dd>
+        <dt>To</dt><dd>${message.to.join(', ')}</dd>
+        ${
+          message.cc.length
+            ? html`<dt>Cc</dt>
+                <dd>${message.cc.join(', ')}</dd>`
+            : null
+        }
+        <dt>Message-ID</dt><dd><code class="break">${message.message_id}</code></dd>
+        ${message.template_id ? html`<dt>Template</dt><dd><${Link} href=${`/dashboard/templates/${message.template_id}`}>${message.template_id}</${Link}> v${message.template_version}</dd>` : null}
+        ${
+          Object.keys(message.tags).length
+            ? html`<dt>Tags</dt>
+                <dd>
+                  ${Object.entries(message.tags).map(([name, value]) => html`<code class="tag">${name}:${value}</code> `)}
+                </dd>`
+            : null
+        }
+        <dt>Created</dt><dd>${formatTime(message.created_at)}</dd>
+        ${
+          message.scheduled_at
+            ? html`<dt>Scheduled</dt>
+                <dd>${formatTime(message.scheduled_at)}</dd>`
+            : null
+        }
+      </dl>
+    </section>
+    <h2>Recipients</h2>
+    <div class="recipients">
+      ${message.recipients.map((recipient) => {
+        const events = message.events.filter((event) => event.recipient === recipient.address);
+        // Opens and clicks: the recipient's own engagement fields when the API has them (open_count,
+        // first_opened_at, clicks[]), else counted from its email.opened / email.clicked events.
+        const opens =
+          typeof recipient.open_count === 'number'
+            ? recipient.open_count
+            : events.filter((event) => event.type === 'email.opened').length;
+        const clicks = Array.isArray(recipient.clicks) ? recipient.clicks : null;
+        const clickCount = clicks
+          ? clicks.length
+          : events.filter((event) => event.type === 'email.clicked').length;
+        const engagement = `opens ${opens} · clicks ${clickCount}`;
+        return html`<section class="card recipient" data-recipient=${recipient.address}>
+          <div class="section-head">
+            <h3 class="break">${recipient.address} <span class="muted small">(${recipient.type})</span></h3>
+            <${Chip} status=${recipient.status} />
+          </div>
+          <p class="small muted">
+            ${recipient.attempts} attempt${recipient.attempts === 1 ? '' : 's'}
+            ${recipient.last_response ? html`<span> · last reply <code>${recipient.last_response}</code></span>` : null}
+            <span data-testid="engagement"> · ${engagement}</span>
+            ${recipient.first_opened_at ? html`<span> · first opened ${formatTime(recipient.first_opened_at)}</span>` : null}
+            ${recipient.unsubscribed_at ? html`<span> · unsubscribed ${formatTime(recipient.unsubscribed_at)}</span>` : null}
+          </p>
+          ${
+            clicks?.length
+              ? html`<details class="clicks">
+                  <summary>Clicks (${clicks.length})</summary>
+                  <ul>
+                    ${clicks.map(
+                      (click) =>
+                        html`<li>
+                          <span class="muted small">${formatTime(click.clicked_at)}</span>
+                          <code class="break">${click.url}</code>
+                          ${click.automated ? html`<span class="chip chip-muted">automated</span>` : null}
+                        </li>`,
+                    )}
+                  </ul>
+                </details>`
+              : null
+          }
+          ${
+            events.length === 0
+              ? html`<p class="muted">
+                  No events
+                  yet${recipient.next_attempt_at ? `; next attempt ${formatTime(recipient.next_attempt_at)}` : ''}.
+                </p>`
+              : html`<ol class="timeline">
+                  ${events.map(
+                    (event) =>
+                      html`<li class=${ENGAGEMENT.has(event.type) ? 'engagement' : ''}>
+                        <span class="when">${formatTime(event.created_at)}</span>
+                        <${Chip} status=${event.type} />
+                        ${event.smtp_response ? html`<code class="small">${event.smtp_response}</code>` : null}
+                      </li>`,
+                  )}
+                </ol>`
+          }
+        </section>`;
+      })}
+    </div>
+    <h2>Content</h2>
+    <div class="tabs" role="tablist" aria-label="Content" onKeyDown=${onTabKey}>
+      ${tabs.map(
+        ([value, label]) =>
+          html`<button
+            type="button"
+            role="tab"
+            id=${`tab-${value}`}
+            aria-selected=${tab === value}
+            tabindex=${tab === value ? 0 : -1}
+            aria-controls="content-panel"
+            onClick=${() => setTab(value)}
+          >
+            ${label}
+          </button>`,
+      )}
+    </div>
+    <div id="content-panel" role="tabpanel" aria-labelledby=${`tab-${tab}`} class="card">
+      ${tab === 'html' ? (message.html ? html`<${HtmlPreview} html=${message.html} />` : html`<p class="muted">This email has no html part.</p>`) : null}
+      ${tab === 'text' ? html`<pre class="code">${message.text ?? '(no text part)'}</pre>` : null}
+      ${tab === 'raw' ? html`<${RawMime} id=${message.id} />` : null}
+    </div>`;
+}
+
+function RawMime({ id }) {
+  const raw = useAsync(() => api('GET', `/emails/${encodeURIComponent(id)}/raw`), [id]);
+  if (raw.loading) return html`<${Loading} />`;
+  if (raw.error instanceof ApiError && raw.error.status === 404) {
+    return html`<p class="muted">${raw.error.message} The raw message is kept in capture mode only.</p>`;
+  }
+  if (raw.error) return html`<${ErrorBanner} error=${raw.error} />`;
+  return html`<pre class="code raw" data-testid="raw-mime">${raw.data.raw}</pre>`;
+}

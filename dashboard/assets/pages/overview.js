@@ -1,0 +1,296 @@
+import { html, useEffect, useRef } from '../html.js';
+import { api, ApiError, query } from '../api.js';
+import { ErrorBanner, Loading, useAsync } from '../ui.js';
+
+const DAYS = 7;
+const SERIES = [
+  ['sent', 'Sent', '#6366f1'],
+  ['delivered', 'Delivered', '#16a34a'],
+  ['bounced', 'Bounced', '#dc2626'],
+  ['complained', 'Complained', '#ea580c'],
+  ['opened', 'Opened', '#0891b2'],
+  ['clicked', 'Clicked', '#a21caf'],
+];
+const BOUNCE_TYPES = ['hard', 'soft', 'policy', 'undetermined'];
+/**
+ * Where a sender's reputation starts to suffer. Bounces: mailbox providers and relays (Amazon SES reviews an
+ * account at 5 %) want under 2 %. Complaints: Gmail's bulk-sender rules, 0.1 % recommended, 0.3 % the limit.
+ * GET /v1/stats may bring its own thresholds, which win.
+ */
+const THRESHOLDS = {
+  bounce_rate: { recommended: 0.02, limit: 0.05 },
+  complaint_rate: { recommended: 0.001, limit: 0.003 },
+};
+
+const dayOf = (date) => date.toISOString().slice(0, 10);
+function lastDays() {
+  const today = new Date();
+  return Array.from({ length: DAYS }, (_, index) =>
+    dayOf(new Date(today.getTime() - (DAYS - 1 - index) * 86_400_000)),
+  );
+}
+const emptyCounts = () => ({
+  sent: 0,
+  delivered: 0,
+  bounced: 0,
+  complained: 0,
+  opened: 0,
+  clicked: 0,
+  ...Object.fromEntries(BOUNCE_TYPES.map((type) => [`bounced_${type}`, 0])),
+});
+const rates = (counts) => ({
+  bounce_rate: counts.sent + counts.bounced > 0 ? counts.bounced / (counts.sent + counts.bounced) : null,
+  complaint_rate: counts.sent > 0 ? counts.complained / counts.sent : null,
+});
+
+/**
+ * The one model the page draws, from either source: { source, days: [{ date, …counts }], total, rates,
+ * thresholds, truncated? }. Adapting to another /v1/stats shape means changing only fromStats().
+ */
+function fromStats(body, days) {
+  const byDate = new Map((body.days ?? []).map((day) => [day.date, day]));
+  const rows = days.map((date) => ({ ...emptyCounts(), ...pick(byDate.get(date)), date }));
+  const total = body.total ? { ...emptyCounts(), ...pick(body.total) } : sum(rows);
+  const thresholds = { ...THRESHOLDS };
+  if (body.thresholds?.complaint_rate) {
+    thresholds.complaint_rate = {
+      recommended: body.thresholds.complaint_rate_recommended ?? THRESHOLDS.complaint_rate.recommended,
+      limit: body.thresholds.complaint_rate,
+    };
+  }
+  const computed = rates(total);
+  return {
+    source: 'stats',
+    days: rows,
+    total,
+    rates: {
+      bounce_rate: body.total?.bounce_rate ?? computed.bounce_rate,
+      complaint_rate: body.total?.complaint_rate ?? computed.complaint_rate,
+    },
+    thresholds,
+  };
+}
+const pick = (counts) => {
+  if (!counts) return {};
+  const out = {};
+  for (const key of Object.keys(emptyCounts())) if (typeof counts[key] === 'number') out[key] = counts[key];
+  // Engagement counts may come as unique counts only.
+  if (out.opened === undefined && typeof counts.unique_opens === 'number') out.opened = counts.unique_opens;
+  if (out.clicked === undefined && typeof counts.unique_clicks === 'number')
+    out.clicked = counts.unique_clicks;
+  return out;
+};
+const sum = (rows) => {
+  const total = emptyCounts();
+  for (const row of rows) for (const key of Object.keys(total)) total[key] += row[key] ?? 0;
+  return total;
+};
+
+const MAX_EVENT_PAGES = 50;
+/** Without /v1/stats: read the events of the last 7 days (newest first, 100 a page) and count them. */
+async function fromEvents(days) {
+  const rows = new Map(days.map((date) => [date, { ...emptyCounts(), date }]));
+  const since = `${days[0]}T00:00:00.000Z`;
+  let after;
+  let truncated = false;
+  for (let page = 0; ; page++) {
+    if (page === MAX_EVENT_PAGES) {
+      truncated = true;
+      break;
+    }
+    const list = await api('GET', `/events${query({ limit: 100, after })}`);
+    let older = false;
+    for (const event of list.data) {
+      if (event.created_at < since) {
+        older = true;
+        break;
+      }
+      const row = rows.get(event.created_at.slice(0, 10));
+      if (!row) continue;
+      const kind = event.type.replace(/^email\./, '');
+      if (kind in row) row[kind] += 1;
+      if (kind === 'bounced') {
+        const type = BOUNCE_TYPES.includes(event.data?.bounce?.type)
+          ? event.data.bounce.type
+          : 'undetermined';
+        row[`bounced_${type}`] += 1;
+      }
+    }
+    if (older || !list.has_more || list.data.length === 0) break;
+    after = list.data[list.data.length - 1].id;
+  }
+  const list = [...rows.values()];
+  const total = sum(list);
+  return { source: 'events', days: list, total, rates: rates(total), thresholds: THRESHOLDS, truncated };
+}
+
+async function loadOverview() {
+  const days = lastDays();
+  try {
+    return fromStats(
+      await api('GET', `/stats${query({ since: days[0], until: days[days.length - 1] })}`),
+      days,
+    );
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return fromEvents(days);
+    throw error;
+  }
+}
+
+const percent = (rate) =>
+  rate === null || rate === undefined ? '—' : `${(rate * 100).toFixed(rate < 0.01 ? 2 : 1)}\u00a0%`;
+
+export function OverviewPage() {
+  const overview = useAsync(loadOverview, []);
+  const model = overview.data;
+  return html`<h1>Overview</h1>
+    <p class="lead">The last ${DAYS} days (UTC).</p>
+    <${ErrorBanner} error=${overview.error}><button type="button" onClick=${overview.reload}>Retry</button></${ErrorBanner}>
+    ${overview.loading && !model ? html`<${Loading} />` : null}
+    ${
+      model
+        ? html`<p class="small muted" data-testid="overview-source" data-source=${model.source}>
+              ${
+                model.source === 'stats'
+                  ? 'Counted by the server (GET /v1/stats).'
+                  : `This server has no GET /v1/stats: counted here from the events of the last ${DAYS} days (GET /v1/events).`
+              }
+              ${model.truncated ? ` Only the newest ${MAX_EVENT_PAGES * 100} events were read.` : ''}
+            </p>
+            <div class="stats">
+              ${SERIES.map(
+                ([key, label, color]) =>
+                  html`<div class="stat" data-stat=${key}>
+                    <span class="swatch" style=${{ background: color }}></span>
+                    <span class="stat-label">${label}</span>
+                    <strong class="stat-value">${model.total[key]}</strong>
+                  </div>`,
+              )}
+            </div>
+            <div class="grid-2">
+              <${Rate}
+                label="Bounce rate"
+                rate=${model.rates.bounce_rate}
+                threshold=${model.thresholds.bounce_rate}
+                detail="bounced ÷ (sent + bounced)"
+              />
+              <${Rate}
+                label="Complaint rate"
+                rate=${model.rates.complaint_rate}
+                threshold=${model.thresholds.complaint_rate}
+                detail="complained ÷ sent"
+              />
+            </div>
+            <section class="card">
+              <h2>Per day</h2>
+              <${Chart} days=${model.days} />
+              <div class="table-wrap">
+                <table class="numbers">
+                  <thead>
+                    <tr>
+                      <th>Day</th>
+                      ${SERIES.map(([, label]) => html`<th>${label}</th>`)}
+                      <th>Bounces by type</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    ${model.days.map(
+                      (day) =>
+                        html`<tr>
+                          <td data-label="Day">${day.date}</td>
+                          ${SERIES.map(([key, label]) => html`<td data-label=${label}>${day[key]}</td>`)}
+                          <td data-label="Bounces by type" class="small">
+                            ${BOUNCE_TYPES.map((type) => `${type} ${day[`bounced_${type}`]}`).join(' · ')}
+                          </td>
+                        </tr>`,
+                    )}
+                  </tbody>
+                </table>
+              </div>
+            </section>`
+        : null
+    }`;
+}
+
+function Rate({ label, rate, threshold, detail }) {
+  const level =
+    rate === null ? 'muted' : rate >= threshold.limit ? 'bad' : rate >= threshold.recommended ? 'warn' : 'ok';
+  return html`<section class=${`card rate rate-${level}`}>
+    <h2>${label}</h2>
+    <p class="rate-value">${percent(rate)}</p>
+    <p class="small muted">
+      ${detail}. Keep it under ${percent(threshold.recommended)}; above ${percent(threshold.limit)} mailbox
+      providers start refusing your mail.
+    </p>
+    <meter
+      min="0"
+      max=${threshold.limit * 2}
+      low=${threshold.recommended}
+      high=${threshold.limit}
+      optimum="0"
+      value=${rate ?? 0}
+      aria-label=${`${label} against its limit`}
+    ></meter>
+  </section>`;
+}
+
+/** Grouped bars per day, drawn in SVG (no chart library, no inline style: attributes only). */
+function Chart({ days }) {
+  // On a phone the chart scrolls sideways: start at the right end, where today is.
+  const scroller = useRef(null);
+  useEffect(() => {
+    if (scroller.current) scroller.current.scrollLeft = scroller.current.scrollWidth;
+  }, [days]);
+  const width = 700;
+  const height = 220;
+  const pad = { left: 36, bottom: 24, top: 8 };
+  const max = Math.max(1, ...days.flatMap((day) => SERIES.map(([key]) => day[key])));
+  const groupWidth = (width - pad.left) / days.length;
+  const barWidth = (groupWidth - 8) / SERIES.length;
+  const y = (value) => height - pad.bottom - (value / max) * (height - pad.bottom - pad.top);
+  return html`<figure class="chart">
+    <div class="chart-scroll" ref=${scroller}>
+      <svg
+        viewBox=${`0 0 ${width} ${height}`}
+        role="img"
+        aria-label="Sent, delivered, bounced, complained, opened and clicked per day"
+      >
+        <line
+          x1=${pad.left}
+          x2=${width}
+          y1=${height - pad.bottom}
+          y2=${height - pad.bottom}
+          stroke="#cbd5e1"
+        />
+        <text x="4" y=${pad.top + 10} class="axis">${max}</text>
+        <text x="4" y=${height - pad.bottom} class="axis">0</text>
+        ${days.map(
+          (day, index) =>
+            html`<g>
+              ${SERIES.map(([key, label, color], series) => {
+                const top = y(day[key]);
+                return html`<rect
+                  x=${pad.left + index * groupWidth + 4 + series * barWidth}
+                  y=${top}
+                  width=${Math.max(1, barWidth - 1)}
+                  height=${height - pad.bottom - top}
+                  fill=${color}
+                  ><title>${day.date} ${label}: ${day[key]}</title></rect
+                >`;
+              })}
+              <text
+                x=${pad.left + index * groupWidth + groupWidth / 2}
+                y=${height - 6}
+                text-anchor="middle"
+                class="axis"
+                >${day.date.slice(5)}</text
+              >
+            </g>`,
+        )}
+      </svg>
+    </div>
+    <figcaption class="legend">
+      ${SERIES.map(([, label, color]) => html`<span><span class="swatch" style=${{ background: color }}></span>${label}</span>`)}
+    </figcaption>
+  </figure>`;
+}

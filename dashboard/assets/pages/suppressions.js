@@ -1,0 +1,150 @@
+import { html, useState } from '../html.js';
+import { api, query } from '../api.js';
+import {
+  confirmAction,
+  Empty,
+  ErrorBanner,
+  Field,
+  fieldErrors,
+  formatTime,
+  Loading,
+  Notice,
+  Pager,
+  useAsync,
+} from '../ui.js';
+
+const REASONS = ['hard_bounce', 'complaint', 'unsubscribe', 'manual'];
+
+export function SuppressionsPage() {
+  const [reason, setReason] = useState('');
+  const [cursor, setCursor] = useState({});
+  const [version, setVersion] = useState(0);
+  const list = useAsync(
+    () => api('GET', `/suppressions${query({ limit: 50, reason, ...cursor })}`),
+    [reason, cursor, version],
+  );
+  const [message, setMessage] = useState(null);
+  const items = list.data?.data ?? [];
+  const remove = async (entry) => {
+    if (
+      !(await confirmAction(
+        `Remove ${entry.address} from the suppression list? Email to it will be sent again.`,
+        { confirmLabel: 'Remove' },
+      ))
+    )
+      return;
+    setMessage(null);
+    try {
+      await api('DELETE', `/suppressions/${encodeURIComponent(entry.address)}`);
+      setMessage({ text: `${entry.address} removed.` });
+      setVersion((n) => n + 1);
+    } catch (failure) {
+      setMessage({ error: failure });
+    }
+  };
+  return html`<h1>Suppressions</h1>
+    <p class="lead">
+      Addresses never sent to: hard bounces and complaints land here by themselves; add others by hand.
+    </p>
+    ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
+    <${ErrorBanner} error=${message?.error ?? list.error} />
+    <div class="inline-form">
+      <label for="reason">Reason</label>
+      <select
+        id="reason"
+        value=${reason}
+        onChange=${(e) => (setReason(e.currentTarget.value), setCursor({}))}
+      >
+        <option value="">any</option>
+        ${REASONS.map((value) => html`<option value=${value}>${value.replace('_', ' ')}</option>`)}
+      </select>
+    </div>
+    ${list.loading && !list.data ? html`<${Loading} />` : null}
+    ${
+      list.data && items.length === 0
+        ? html`<${Empty} title=${reason ? `No ${reason.replace('_', ' ')} suppressions` : 'No suppressed addresses'}>
+          Nothing is blocked. Addresses that hard-bounce or complain will appear here; add one below to stop sending to it.
+        </${Empty}>`
+        : null
+    }
+    ${
+      items.length
+        ? html`<div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>Address</th>
+                  <th>Reason</th>
+                  <th>Detail</th>
+                  <th>Added</th>
+                  <th><span class="visually-hidden">Actions</span></th>
+                </tr>
+              </thead>
+              <tbody>
+                ${items.map(
+                  (entry) =>
+                    html`<tr data-address=${entry.address}>
+                      <td data-label="Address">${entry.address}</td>
+                      <td data-label="Reason">${entry.reason.replace('_', ' ')}</td>
+                      <td data-label="Detail" class="small">
+                        ${entry.detail ?? (entry.email_id ? html`<a href=${`/dashboard/emails/${entry.email_id}`}>${entry.email_id}</a>` : '—')}
+                      </td>
+                      <td data-label="Added">${formatTime(entry.created_at)}</td>
+                      <td>
+                        <button
+                          type="button"
+                          class="button-small button-danger"
+                          onClick=${() => remove(entry)}
+                          aria-label=${`Remove ${entry.address}`}
+                        >
+                          Remove
+                        </button>
+                      </td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`
+        : null
+    }
+    <${Pager} items=${items} hasMore=${list.data?.has_more} cursor=${cursor} onCursor=${setCursor} />
+    <section class="card">
+      <h2>Add addresses</h2>
+      <${AddForm} onAdded=${() => (setCursor({}), setVersion((n) => n + 1))} />
+    </section>`;
+}
+
+function AddForm({ onAdded }) {
+  const [text, setText] = useState('');
+  const [error, setError] = useState(null);
+  const [done, setDone] = useState(null);
+  const submit = async (event) => {
+    event.preventDefault();
+    setError(null);
+    setDone(null);
+    const addresses = text.split(/[\s,;]+/).filter(Boolean);
+    try {
+      await api('POST', '/suppressions', { addresses });
+      setText('');
+      setDone(`${addresses.length} address${addresses.length === 1 ? '' : 'es'} suppressed.`);
+      onAdded();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  // `addresses[3]` names one address; show it next to the field with the address it is about.
+  const errors = fieldErrors(error);
+  if (error?.param?.startsWith('addresses[')) {
+    const index = Number(error.param.slice('addresses['.length, -1));
+    const bad = text.split(/[\s,;]+/).filter(Boolean)[index];
+    errors.addresses = bad ? `${bad}: ${error.message}` : error.message;
+  }
+  return html`<form class="form" onSubmit=${submit} novalidate>
+    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    ${done ? html`<${Notice} kind="ok">${done}</${Notice}>` : null}
+    <${Field} label="Addresses (one per line, or separated by commas)" name="addresses" errors=${errors}>
+      ${(props) => html`<textarea ...${props} rows="3" value=${text} onInput=${(e) => setText(e.currentTarget.value)} placeholder="ada@example.org"></textarea>`}
+    </${Field}>
+    <button type="submit" class="button-primary" disabled=${!text.trim()}>Suppress</button>
+  </form>`;
+}

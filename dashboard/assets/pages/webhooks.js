@@ -1,0 +1,429 @@
+import { html, useState } from '../html.js';
+import { api, query } from '../api.js';
+import {
+  Chip,
+  confirmAction,
+  Empty,
+  ErrorBanner,
+  Field,
+  fieldErrors,
+  formatTime,
+  Link,
+  Loading,
+  navigate,
+  Notice,
+  Pager,
+  useAsync,
+} from '../ui.js';
+
+const loadKinds = () => api('GET', '/event-kinds').then((list) => list.data);
+
+export function WebhooksPage() {
+  const webhooks = useAsync(() => api('GET', '/webhooks'), []);
+  const kinds = useAsync(loadKinds, []);
+  const [creating, setCreating] = useState(false);
+  return html`<h1>Webhooks</h1>
+    <p class="lead">Endpoints that receive signed events about your email, retried until they answer 2xx.</p>
+    <${ErrorBanner} error=${webhooks.error} />
+    ${webhooks.loading && !webhooks.data ? html`<${Loading} />` : null}
+    ${
+      webhooks.data &&
+      (webhooks.data.data.length === 0
+        ? html`<${Empty} title="No webhooks yet">
+          Add an endpoint below to receive <code>email.delivered</code>, <code>email.bounced</code> and the other
+          events as signed POST requests.
+        </${Empty}>`
+        : html`<div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>URL</th>
+                  <th>Status</th>
+                  <th>Events</th>
+                  <th>Created</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${webhooks.data.data.map(
+                  (webhook) => html`<tr>
+                <td data-label="URL"><${Link} href=${`/dashboard/webhooks/${webhook.id}`}>${webhook.url}</${Link}></td>
+                <td data-label="Status">
+                  <${Chip} status=${webhook.enabled ? 'enabled' : 'disabled'} />
+                  ${webhook.disabled_reason ? html`<div class="small muted">${webhook.disabled_reason}</div>` : null}
+                </td>
+                <td data-label="Events">${webhook.events.join(', ')}</td>
+                <td data-label="Created">${formatTime(webhook.created_at)}</td>
+              </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`)
+    }
+    <section class="card">
+      <h2>Add a webhook</h2>
+      ${
+        creating || !webhooks.data?.data.length
+          ? html`<${WebhookForm}
+              kinds=${kinds}
+              onSaved=${(webhook) => navigate(`/dashboard/webhooks/${webhook.id}`)}
+              onCancel=${webhooks.data?.data.length ? () => setCreating(false) : null}
+            />`
+          : html`<button type="button" class="button-primary" onClick=${() => setCreating(true)}>
+              Add a webhook
+            </button>`
+      }
+    </section>`;
+}
+
+/** Create (no `webhook`) or edit. Event kinds are picked from GET /v1/event-kinds. */
+function WebhookForm({ webhook, kinds, onSaved, onCancel }) {
+  const [url, setUrl] = useState(webhook?.url ?? '');
+  const [events, setEvents] = useState(() => new Set(webhook?.events ?? []));
+  const [secret, setSecret] = useState('');
+  const [removeSecret, setRemoveSecret] = useState(false);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const errors = fieldErrors(error);
+  const toggle = (type) => {
+    const next = new Set(events);
+    if (next.has(type)) next.delete(type);
+    else next.add(type);
+    setEvents(next);
+  };
+  const submit = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    const body = { url: url.trim(), events: [...events] };
+    if (secret) body.secret = secret;
+    else if (removeSecret) body.secret = null;
+    try {
+      const saved = webhook
+        ? await api('PATCH', `/webhooks/${webhook.id}`, body)
+        : await api('POST', '/webhooks', body);
+      setSecret('');
+      onSaved(saved.data);
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<form onSubmit=${submit} novalidate class="form">
+    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${Field} label="Endpoint URL" name="url" errors=${errors} hint="https://… (http and private hosts only when the server allows them)">
+      ${(props) => html`<input ...${props} type="url" required value=${url} onInput=${(e) => setUrl(e.currentTarget.value)} placeholder="https://example.com/postwire" />`}
+    </${Field}>
+    <fieldset class=${`field${errors.events ? ' field-invalid' : ''}`} aria-describedby=${errors.events ? 'field-events-error' : undefined}>
+      <legend>Events</legend>
+      ${kinds.error ? html`<${ErrorBanner} error=${kinds.error} />` : null}
+      <div class="checks">
+        ${(kinds.data ?? []).map(
+          (kind) =>
+            html`<label class="check" title=${kind.description}>
+              <input
+                type="checkbox"
+                name="events"
+                value=${kind.type}
+                checked=${events.has(kind.type)}
+                onChange=${() => toggle(kind.type)}
+              />
+              <span>${kind.type}</span>
+            </label>`,
+        )}
+      </div>
+      ${errors.events ? html`<p class="field-error" id="field-events-error" data-param="events">${errors.events}</p>` : null}
+    </fieldset>
+    <${Field}
+      label=${webhook?.has_secret ? 'New signing secret (leave empty to keep the current one)' : 'Signing secret (optional)'}
+      name="secret"
+      errors=${errors}
+      hint="whsec_<base64> as Standard Webhooks prescribes, or any string. It is never shown again."
+    >
+      ${(props) => html`<input ...${props} type="password" autocomplete="new-password" value=${secret} onInput=${(e) => setSecret(e.currentTarget.value)} />`}
+    </${Field}>
+    ${
+      webhook?.has_secret
+        ? html`<label class="check"
+            ><input
+              type="checkbox"
+              checked=${removeSecret}
+              onChange=${(e) => setRemoveSecret(e.currentTarget.checked)}
+            />
+            Remove the signing secret</label
+          >`
+        : null
+    }
+    <div class="actions">
+      <button type="submit" class="button-primary" disabled=${busy}>${webhook ? 'Save changes' : 'Create webhook'}</button>
+      ${onCancel ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : null}
+    </div>
+  </form>`;
+}
+
+export function WebhookPage({ id }) {
+  const webhook = useAsync(() => api('GET', `/webhooks/${encodeURIComponent(id)}`).then((r) => r.data), [id]);
+  const kinds = useAsync(loadKinds, []);
+  const [editing, setEditing] = useState(false);
+  const [actionError, setActionError] = useState(null);
+  const [deliveriesVersion, setDeliveriesVersion] = useState(0);
+  const refreshDeliveries = () => setDeliveriesVersion((n) => n + 1);
+
+  if (webhook.error) {
+    return html`<h1>Webhook</h1><${ErrorBanner} error=${webhook.error} />
+      <p><${Link} href="/dashboard/webhooks">Back to webhooks</${Link}></p>`;
+  }
+  if (!webhook.data)
+    return html`<h1>Webhook</h1>
+      <${Loading} />`;
+  const hook = webhook.data;
+
+  const setEnabled = async (enabled) => {
+    setActionError(null);
+    try {
+      await api('PATCH', `/webhooks/${hook.id}`, { enabled });
+      webhook.reload();
+    } catch (failure) {
+      setActionError(failure);
+    }
+  };
+  const remove = async () => {
+    if (!(await confirmAction(`Delete the webhook ${hook.url}? Its pending deliveries stop.`))) return;
+    try {
+      await api('DELETE', `/webhooks/${hook.id}`);
+      navigate('/dashboard/webhooks');
+    } catch (failure) {
+      setActionError(failure);
+    }
+  };
+
+  return html`<p class="crumbs"><${Link} href="/dashboard/webhooks">Webhooks</${Link}> /</p>
+    <h1 class="break">${hook.url}</h1>
+    <${ErrorBanner} error=${actionError} />
+    <section class="card">
+      <dl class="facts">
+        <dt>Id</dt><dd><code>${hook.id}</code></dd>
+        <dt>Status</dt>
+        <dd>
+          <${Chip} status=${hook.enabled ? 'enabled' : 'disabled'} />
+          ${hook.disabled_reason ? html`<span class="small"> ${hook.disabled_reason}</span>` : null}
+        </dd>
+        <dt>Events</dt><dd>${hook.events.join(', ')}</dd>
+        <dt>Signing secret</dt><dd>${hook.has_secret ? 'set' : 'none (deliveries are not signed)'}</dd>
+        <dt>Updated</dt><dd>${formatTime(hook.updated_at)}</dd>
+      </dl>
+      <div class="actions">
+        ${
+          hook.enabled
+            ? html`<button type="button" onClick=${() => setEnabled(false)}>Disable</button>`
+            : html`<button type="button" class="button-primary" onClick=${() => setEnabled(true)}>
+                Enable
+              </button>`
+        }
+        <button type="button" onClick=${() => setEditing(!editing)} aria-expanded=${editing}>Edit</button>
+        <button type="button" class="button-danger" onClick=${remove}>Delete</button>
+      </div>
+      ${
+        editing
+          ? html`<${WebhookForm}
+              webhook=${hook}
+              kinds=${kinds}
+              onSaved=${() => (setEditing(false), webhook.reload())}
+              onCancel=${() => setEditing(false)}
+            />`
+          : null
+      }
+    </section>
+    <div class="grid-2">
+      <${TestEvent} hook=${hook} kinds=${kinds} onDone=${refreshDeliveries} />
+      <${Recover} hook=${hook} onDone=${refreshDeliveries} />
+    </div>
+    <${Deliveries} hook=${hook} version=${deliveriesVersion} />`;
+}
+
+function TestEvent({ hook, kinds, onDone }) {
+  const [type, setType] = useState(hook.events[0] ?? 'email.sent');
+  const [result, setResult] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const send = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    setResult(null);
+    try {
+      setResult(await api('POST', `/webhooks/${hook.id}/test`, { type }));
+      onDone();
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<section class="card">
+    <h2>Send a test event</h2>
+    <form onSubmit=${send} class="inline-form">
+      <label for="test-type">Kind</label>
+      <select id="test-type" value=${type} onChange=${(e) => setType(e.currentTarget.value)}>
+        ${(kinds.data ?? [{ type }]).map((kind) => html`<option value=${kind.type}>${kind.type}</option>`)}
+      </select>
+      <button type="submit" class="button-primary" disabled=${busy}>
+        ${busy ? 'Sending…' : 'Send test event'}
+      </button>
+    </form>
+    <${ErrorBanner} error=${error} />
+    ${
+      result
+        ? html`<${Notice} kind=${result.success ? 'ok' : 'error'}>
+          <span data-testid="test-result">
+            ${result.success ? 'Delivered' : 'Not delivered'}${result.status_code != null ? ` — HTTP ${result.status_code}` : ''}${result.duration_ms != null ? ` in ${result.duration_ms} ms` : ''}.
+            ${result.error ? ` ${result.error}` : ''}
+          </span>
+        </${Notice}>`
+        : null
+    }
+  </section>`;
+}
+
+/** datetime-local gives local time without a zone; the API wants ISO 8601 UTC. */
+const localInputValue = (date) =>
+  new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+
+function Recover({ hook, onDone }) {
+  const [since, setSince] = useState(() => localInputValue(new Date(Date.now() - 86_400_000)));
+  const [result, setResult] = useState(null);
+  const [error, setError] = useState(null);
+  const errors = fieldErrors(error);
+  const recover = async (event) => {
+    event.preventDefault();
+    setError(null);
+    setResult(null);
+    const when = new Date(since);
+    if (Number.isNaN(when.getTime())) return setError({ message: 'Pick a date and time.', param: 'since' });
+    if (
+      !(await confirmAction(`Re-queue every failed delivery to this webhook since ${when.toISOString()}?`, {
+        confirmLabel: 'Recover',
+        danger: false,
+      }))
+    )
+      return;
+    try {
+      setResult(await api('POST', `/webhooks/${hook.id}/recover`, { since: when.toISOString() }));
+      onDone();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  return html`<section class="card">
+    <h2>Recover failed deliveries</h2>
+    <form onSubmit=${recover} novalidate>
+      <${Field} label="Failed since (your local time)" name="since" errors=${errors}>
+        ${(props) => html`<input ...${props} type="datetime-local" value=${since} onInput=${(e) => setSince(e.currentTarget.value)} />`}
+      </${Field}>
+      <button type="submit">Recover since</button>
+    </form>
+    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    ${result ? html`<${Notice} kind="ok">${result.requeued} failed deliveries queued again.</${Notice}>` : null}
+  </section>`;
+}
+
+function Deliveries({ hook, version }) {
+  const [status, setStatus] = useState('');
+  const [cursor, setCursor] = useState({});
+  const deliveries = useAsync(
+    () => api('GET', `/webhooks/${hook.id}/deliveries${query({ limit: 20, status, ...cursor })}`),
+    [hook.id, status, cursor, version],
+  );
+  const [message, setMessage] = useState(null);
+  const redeliver = async (delivery) => {
+    setMessage(null);
+    try {
+      await api('POST', `/events/${delivery.event_id}/redeliver`, { webhook_id: hook.id });
+      setMessage({ kind: 'ok', text: `Event ${delivery.event_id} queued for delivery again.` });
+      deliveries.reload();
+    } catch (failure) {
+      setMessage({ kind: 'error', error: failure });
+    }
+  };
+  const items = deliveries.data?.data ?? [];
+  return html`<section class="card">
+    <div class="section-head">
+      <h2>Deliveries</h2>
+      <div class="inline-form">
+        <label for="delivery-status">Status</label>
+        <select
+          id="delivery-status"
+          value=${status}
+          onChange=${(e) => (setStatus(e.currentTarget.value), setCursor({}))}
+        >
+          <option value="">all</option>
+          <option value="pending">pending</option>
+          <option value="succeeded">succeeded</option>
+          <option value="failed">failed</option>
+        </select>
+        <button type="button" onClick=${deliveries.reload}>Refresh</button>
+      </div>
+    </div>
+    ${message?.kind === 'ok' ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
+    <${ErrorBanner} error=${message?.error ?? deliveries.error} />
+    ${deliveries.loading && !deliveries.data ? html`<${Loading} />` : null}
+    ${
+      deliveries.data && items.length === 0
+        ? html`<${Empty} title=${status ? `No ${status} deliveries` : 'No deliveries yet'}>
+          Send a test event above, or send an email: every event this webhook subscribes to is delivered here.
+        </${Empty}>`
+        : null
+    }
+    <ul class="deliveries">
+      ${items.map(
+        (delivery) =>
+          html`<li class="delivery" data-delivery=${delivery.id}>
+            <div class="delivery-head">
+              <${Chip} status=${delivery.status} />
+              <strong>${delivery.event_type}</strong>
+              <code class="small">${delivery.event_id}</code>
+              <span class="muted small">${formatTime(delivery.created_at)}</span>
+              <button type="button" class="button-small" onClick=${() => redeliver(delivery)}>
+                Redeliver
+              </button>
+            </div>
+            ${
+              delivery.attempt_log.length === 0
+                ? html`<p class="muted small">
+                    No attempt
+                    yet${delivery.next_attempt_at ? `; due ${formatTime(delivery.next_attempt_at)}` : ''}.
+                  </p>`
+                : html`<div class="table-wrap">
+                    <table class="attempts">
+                      <thead>
+                        <tr>
+                          <th>Attempted</th>
+                          <th>Status</th>
+                          <th>Duration</th>
+                          <th>Response</th>
+                        </tr>
+                      </thead>
+                      <tbody>
+                        ${delivery.attempt_log.map(
+                          (attempt) =>
+                            html`<tr class="attempt">
+                              <td data-label="Attempted">${formatTime(attempt.attempted_at)}</td>
+                              <td data-label="Status">
+                                ${attempt.status_code ?? '—'}${attempt.error ? html` <span class="muted small">${attempt.error}</span>` : null}
+                              </td>
+                              <td data-label="Duration">${attempt.duration_ms} ms</td>
+                              <td data-label="Response">
+                                <code class="excerpt">${attempt.response_excerpt ?? '—'}</code>
+                              </td>
+                            </tr>`,
+                        )}
+                      </tbody>
+                    </table>
+                  </div>`
+            }
+          </li>`,
+      )}
+    </ul>
+    <${Pager} items=${items} hasMore=${deliveries.data?.has_more} cursor=${cursor} onCursor=${setCursor} />
+  </section>`;
+}

@@ -1,0 +1,225 @@
+import { html, useEffect, useState, useCallback, useRef } from './html.js';
+import { ApiError } from './api.js';
+
+// ---------------------------------------------------------------------------------------------------------
+// Navigation: real links (keyboard, middle-click and "copy link" work), with history.pushState in between.
+
+const navListeners = new Set();
+export function navigate(href, { replace = false } = {}) {
+  if (replace) history.replaceState(null, '', href);
+  else history.pushState(null, '', href);
+  for (const listener of navListeners) listener();
+}
+export function useLocation() {
+  const [location, setLocation] = useState(() => ({
+    path: window.location.pathname,
+    search: window.location.search,
+  }));
+  useEffect(() => {
+    const update = () => setLocation({ path: window.location.pathname, search: window.location.search });
+    navListeners.add(update);
+    window.addEventListener('popstate', update);
+    return () => {
+      navListeners.delete(update);
+      window.removeEventListener('popstate', update);
+    };
+  }, []);
+  return location;
+}
+
+export function Link({ href, children, ...rest }) {
+  const onClick = (event) => {
+    if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey)
+      return;
+    event.preventDefault();
+    navigate(href);
+  };
+  return html`<a href=${href} onClick=${onClick} ...${rest}>${children}</a>`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Loading data.
+
+/** Runs `load` when `deps` change; `reload()` runs it again. A failure is kept to be shown, never thrown. */
+export function useAsync(load, deps) {
+  const [state, setState] = useState({ loading: true, data: undefined, error: null });
+  const generation = useRef(0);
+  const run = useCallback(() => {
+    const mine = ++generation.current;
+    setState((previous) => ({ ...previous, loading: true, error: null }));
+    Promise.resolve()
+      .then(load)
+      .then(
+        (data) => mine === generation.current && setState({ loading: false, data, error: null }),
+        (error) => mine === generation.current && setState({ loading: false, data: undefined, error }),
+      );
+  }, deps);
+  useEffect(run, [run]);
+  return { ...state, reload: run };
+}
+
+/** The errors of a failed request by form field: `param` `events[2]` or `to.1` belongs to field `events`/`to`. */
+export function fieldErrors(error) {
+  if (!error?.param) return {};
+  const field = error.param.split(/[.[]/)[0];
+  return { [field]: error.message, [error.param]: error.message };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Pieces every page uses.
+
+export function ErrorBanner({ error, children }) {
+  if (!error) return null;
+  const requestId = error instanceof ApiError ? error.requestId : null;
+  return html`<div class="banner banner-error" role="alert">
+    <strong>${error.message || String(error)}</strong>
+    ${requestId ? html`<span class="muted"> (request ${requestId})</span>` : null} ${children}
+  </div>`;
+}
+
+export function Notice({ children, kind = 'info' }) {
+  return html`<div class=${`banner banner-${kind}`} role="status">${children}</div>`;
+}
+
+export function Loading() {
+  return html`<p class="muted" aria-busy="true">Loading…</p>`;
+}
+
+export function Empty({ title, children }) {
+  return html`<div class="empty">
+    <p class="empty-title">${title}</p>
+    <div class="muted">${children}</div>
+  </div>`;
+}
+
+/**
+ * A labelled field with its error beneath it. `name` is the API's field (`param`), so a 422 lands next to
+ * the input it is about; the input is described by the error for screen readers.
+ */
+export function Field({ label, name, errors = {}, hint, children }) {
+  const error = errors[name];
+  const id = `field-${name}`;
+  return html`<div class=${`field${error ? ' field-invalid' : ''}`}>
+    <label for=${id}>${label}</label>
+    ${children({ id, name, 'aria-invalid': error ? 'true' : undefined, 'aria-describedby': error ? `${id}-error` : hint ? `${id}-hint` : undefined })}
+    ${hint && !error ? html`<p class="hint" id=${`${id}-hint`}>${hint}</p>` : null}
+    ${error ? html`<p class="field-error" id=${`${id}-error`} data-param=${name}>${error}</p>` : null}
+  </div>`;
+}
+
+const CHIP_KINDS = {
+  delivered: 'ok',
+  succeeded: 'ok',
+  sent: 'ok',
+  verified: 'ok',
+  applied: 'ok',
+  enabled: 'ok',
+  queued: 'pending',
+  pending: 'pending',
+  scheduled: 'pending',
+  delayed: 'warn',
+  mixed: 'warn',
+  disabled: 'warn',
+  complained: 'bad',
+  bounced: 'bad',
+  failed: 'bad',
+  suppressed: 'muted',
+  cancelled: 'muted',
+};
+export function Chip({ status }) {
+  const kind = CHIP_KINDS[String(status).replace(/^email\./, '')] ?? 'muted';
+  return html`<span class=${`chip chip-${kind}`}>${String(status).replaceAll('_', ' ')}</span>`;
+}
+
+export const formatTime = (iso) => {
+  if (!iso) return '—';
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime())
+    ? iso
+    : date
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, ' UTC');
+};
+
+export function CopyButton({ text, label = 'Copy' }) {
+  const [copied, setCopied] = useState(false);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      setCopied(true);
+      setTimeout(() => setCopied(false), 1500);
+    } catch {
+      window.prompt('Copy this value:', text);
+    }
+  };
+  return html`<button type="button" class="button-small" onClick=${copy} aria-label=${`${label}: ${text}`}>
+    ${copied ? 'Copied' : label}
+  </button>`;
+}
+
+/** Keyset pagination: `after` the last id for older items, `before` the first for newer ones. */
+export function Pager({ items, hasMore, cursor, onCursor }) {
+  if (!items?.length) return null;
+  const canNewer = Boolean(cursor.after) || (Boolean(cursor.before) && hasMore);
+  const canOlder = cursor.before ? true : hasMore;
+  return html`<nav class="pager" aria-label="Pages">
+    <button type="button" disabled=${!canNewer} onClick=${() => onCursor({ before: items[0].id })}>
+      ← Newer
+    </button>
+    <button
+      type="button"
+      disabled=${!canOlder}
+      onClick=${() => onCursor({ after: items[items.length - 1].id })}
+    >
+      Older →
+    </button>
+  </nav>`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Confirmation: a modal <dialog> (focus moves into it, Escape cancels, focus returns afterwards).
+
+export function confirmAction(message, { confirmLabel = 'Delete', danger = true } = {}) {
+  return new Promise((resolve) => {
+    const dialog = document.createElement('dialog');
+    dialog.className = 'confirm';
+    dialog.setAttribute('aria-labelledby', 'confirm-message');
+    const text = document.createElement('p');
+    text.id = 'confirm-message';
+    text.textContent = message;
+    const actions = document.createElement('div');
+    actions.className = 'actions';
+    const cancel = document.createElement('button');
+    cancel.type = 'button';
+    cancel.textContent = 'Cancel';
+    const ok = document.createElement('button');
+    ok.type = 'button';
+    ok.textContent = confirmLabel;
+    ok.className = danger ? 'button-danger' : 'button-primary';
+    actions.append(cancel, ok);
+    dialog.append(text, actions);
+    const previous = document.activeElement;
+    const finish = (answer) => {
+      dialog.close();
+      dialog.remove();
+      if (previous instanceof HTMLElement) previous.focus();
+      resolve(answer);
+    };
+    cancel.addEventListener('click', () => finish(false));
+    ok.addEventListener('click', () => finish(true));
+    dialog.addEventListener('cancel', (event) => {
+      event.preventDefault();
+      finish(false);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    cancel.focus();
+  });
+}
+
+/** A <pre> of JSON, for payloads. */
+export const Json = ({ value }) => html`<pre class="code">${JSON.stringify(value, null, 2)}</pre>`;
+
+/** Reads `?name=value` of the current URL (filters live in the URL so a page can be reloaded or shared). */
+export const searchParams = (search) => Object.fromEntries(new URLSearchParams(search));
