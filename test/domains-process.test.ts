@@ -4,22 +4,13 @@ import { describe, test } from 'node:test';
 import { dkimVerify } from 'mailauth';
 import { ENGINES } from './helpers/app.ts';
 import { startDnsServer } from './helpers/dns.ts';
-import { createProcessDatabase, startServerProcess } from './helpers/process.ts';
+import { createProcessDatabase, requestJson, startServerProcess } from './helpers/process.ts';
 import { ownLoopbackAddress, startSmtpServer } from './helpers/smtp.ts';
 
 const KEY = 'pw_domains_process_test_key_0123456789';
 
-async function call(base: string, method: string, path: string, body?: unknown) {
-  const response = await fetch(`${base}/v1${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${KEY}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: response.status, body: (await response.json()) as any };
-}
+const call = (base: string, method: string, path: string, body?: unknown) =>
+  requestJson(`${base}/v1${path}`, KEY, method, body);
 
 for (const engine of ENGINES) {
   describe(`a server in direct mode, configured from the environment (${engine})`, () => {

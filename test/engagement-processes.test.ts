@@ -7,6 +7,7 @@ import {
   createProcessDatabase,
   freePort,
   type ProcessDatabase,
+  requestJson,
   type ServerProcess,
   startServerProcess,
   startWorkerProcess,
@@ -57,17 +58,8 @@ describe(
       running.push(await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']));
       running.push(await startWorkerProcess(env));
 
-      const call = async (method: string, path: string, body?: unknown) => {
-        const response = await fetch(`${url}${path}`, {
-          method,
-          headers: {
-            authorization: `Bearer ${KEY}`,
-            ...(body ? { 'content-type': 'application/json' } : {}),
-          },
-          body: body ? JSON.stringify(body) : undefined,
-        });
-        return { status: response.status, body: (await response.json()) as any };
-      };
+      const call = (method: string, path: string, body?: unknown) =>
+        requestJson(`${url}${path}`, KEY, method, body);
       assert.equal(
         (await call('POST', '/v1/webhooks', { url: receiver.url, events: EVENT_KIND_NAMES })).status,
         201,

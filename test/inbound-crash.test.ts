@@ -7,6 +7,7 @@ import {
   createProcessDatabase,
   freePort,
   type ProcessDatabase,
+  requestJson,
   type ServerProcess,
   startServerProcess,
   startWorkerProcess,
@@ -30,17 +31,8 @@ for (const engine of ENGINES) {
     let env: Record<string, string>;
     const children: ServerProcess[] = [];
 
-    const api = async (url: string, method: string, path: string, body?: unknown) => {
-      const response = await fetch(`${url}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${KEY}`,
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
-      return { status: response.status, body: (await response.json()) as any };
-    };
+    const api = (url: string, method: string, path: string, body?: unknown) =>
+      requestJson(`${url}${path}`, KEY, method, body);
 
     const inboundRow = (id: string) =>
       db.database.handle.db

@@ -8,7 +8,7 @@ import { createReturnPath } from '../src/modules/emails/return-path.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { ENGINES } from './helpers/app.ts';
-import { createProcessDatabase, type ProcessDatabase } from './helpers/process.ts';
+import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { buildArf, buildAutoReply, buildDsn, dsnOn, idleConnection, mailReport } from './helpers/reports.ts';
@@ -32,17 +32,8 @@ for (const engine of ENGINES) {
     let server: RunningServer;
     let inboundPort: number;
 
-    const api = async (method: string, path: string, body?: unknown, key = KEY) => {
-      const response = await fetch(`${server.url}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${key}`,
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
-      return { status: response.status, body: (await response.json()) as any };
-    };
+    const api = (method: string, path: string, body?: unknown, key = KEY) =>
+      requestJson(`${server.url}${path}`, key, method, body);
 
     const send = async (to: string, key = KEY): Promise<string> => {
       const response = await api(

@@ -221,3 +221,24 @@ export async function freePort(): Promise<number> {
   if (!address || typeof address === 'string') throw new Error('no port');
   return address.port;
 }
+
+/**
+ * A JSON request to a running server (a child process's URL, or an in-process one) with an API key, as curl
+ * sends it; resolves to the status and the parsed body.
+ */
+export async function requestJson(
+  url: string,
+  key: string,
+  method: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const response = await fetch(url, {
+    method,
+    headers: {
+      authorization: `Bearer ${key}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: response.status, body: await response.json() };
+}
