@@ -30,30 +30,22 @@ const STATUSES = [
   'mixed',
 ];
 
-/**
- * GET /v1/emails takes cursors only, so the filters narrow the page that was loaded (up to 100 emails) and
- * the page says so; cursors move through everything.
- */
-function matches(email, filters) {
-  if (filters.status && email.status !== filters.status) return false;
-  if (filters.recipient) {
-    const needle = filters.recipient.toLowerCase();
-    if (![...email.to, ...email.cc, ...email.bcc].some((address) => address.toLowerCase().includes(needle)))
-      return false;
-  }
-  if (filters.tag) {
-    const [name, value] = filters.tag.split(':');
-    if (!(name in email.tags) || (value !== undefined && email.tags[name] !== value)) return false;
-  }
-  if (filters.from && email.created_at < `${filters.from}T00:00:00.000Z`) return false;
-  if (filters.to && email.created_at > `${filters.to}T23:59:59.999Z`) return false;
-  return true;
+/** The API's filters for the form's values: whole UTC days for the dates, `name:value` for a tag. */
+function apiFilters(filters) {
+  return {
+    status: filters.status || undefined,
+    recipient: filters.recipient || undefined,
+    tag: filters.tag || undefined,
+    since: filters.from ? `${filters.from}T00:00:00.000Z` : undefined,
+    until: filters.to
+      ? new Date(Date.parse(`${filters.to}T00:00:00.000Z`) + 86_400_000).toISOString()
+      : undefined,
+  };
 }
 
 export function EmailsPage({ search }) {
   const params = searchParams(search);
   const cursor = params.after ? { after: params.after } : params.before ? { before: params.before } : {};
-  const emails = useAsync(() => api('GET', `/emails${query({ limit: 100, ...cursor })}`), [search]);
   const filters = {
     status: params.status ?? '',
     recipient: params.recipient ?? '',
@@ -62,11 +54,14 @@ export function EmailsPage({ search }) {
     to: params.to ?? '',
   };
   const filtering = Object.values(filters).some(Boolean);
+  const emails = useAsync(
+    () => api('GET', `/emails${query({ limit: 100, ...cursor, ...apiFilters(filters) })}`),
+    [search],
+  );
   const setParams = (next) => navigate(`/dashboard/emails${query(next)}`, { replace: true });
   const setFilter = (name) => (event) =>
     setParams({ ...filters, ...cursor, [name]: event.currentTarget.value });
   const items = emails.data?.data ?? [];
-  const shown = items.filter((email) => matches(email, filters));
   const [sending, setSending] = useState(false);
 
   return html`<h1>Emails</h1>
@@ -126,17 +121,16 @@ export function EmailsPage({ search }) {
         <input id="filter-to" type="date" value=${filters.to} onChange=${setFilter('to')} />
       </div>
     </form>
-    ${filtering && emails.data ? html`<p class="small muted" role="status">Filters apply to the ${items.length} emails of this page: ${shown.length} match.</p>` : null}
     <${ErrorBanner} error=${emails.error} />
     ${emails.loading && !emails.data ? html`<${Loading} />` : null}
     ${
-      emails.data && items.length === 0
+      emails.data && items.length === 0 && !filtering
         ? html`<${Empty} title="No emails yet">Send one with <code>POST /v1/emails</code> or the “Send an email” button; without an SMTP relay it is captured, not sent.</${Empty}>`
         : null
     }
-    ${emails.data && items.length > 0 && shown.length === 0 ? html`<${Empty} title="No email on this page matches">Change the filters or look at older pages.</${Empty}>` : null}
+    ${emails.data && items.length === 0 && filtering ? html`<${Empty} title="No email matches these filters">Change or clear the filters.</${Empty}>` : null}
     ${
-      shown.length
+      items.length
         ? html`<div class="table-wrap">
             <table>
               <thead>
@@ -149,7 +143,7 @@ export function EmailsPage({ search }) {
                 </tr>
               </thead>
               <tbody>
-                ${shown.map(
+                ${items.map(
                   (email) => html`<tr>
                 <td data-label="To"><${Link} href=${`/dashboard/emails/${email.id}`}>${email.to.join(', ')}</${Link}></td>
                 <td data-label="Subject">${email.subject}</td>

@@ -334,7 +334,7 @@ export interface paths {
         };
         /**
          * List emails, newest first
-         * @description The project's emails, newest first, each with its overall status.
+         * @description The project's emails, newest first, each with its overall status; filtered by status, recipient, tag and time when asked.
          */
         get: operations["listEmails"];
         put?: never;
@@ -4480,6 +4480,16 @@ export interface operations {
                 after?: string;
                 /** @description An id: return the items that come before it (newer). */
                 before?: string;
+                /** @description `scheduled` until due; `queued` or `delayed` while recipients are still being tried; once every recipient is done, their common status (`sent`, `delivered`, `bounced`, `failed`, `complained`, `cancelled`, `suppressed`), or `mixed` when they ended differently. */
+                status?: "scheduled" | "queued" | "delayed" | "sent" | "delivered" | "bounced" | "failed" | "complained" | "cancelled" | "suppressed" | "mixed";
+                /** @description Emails with a recipient whose address contains this, in any case (`ada@`, `@example.org`). */
+                recipient?: string;
+                /** @description Emails carrying this tag, as `name:value`. */
+                tag?: string;
+                /** @description Emails accepted at or after this time. */
+                since?: string;
+                /** @description Emails accepted before this time. */
+                until?: string;
             };
             header?: never;
             path?: never;

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
+import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
@@ -333,10 +334,36 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       return (await attachmentsOf(db, [emailId], { content: false })).get(emailId) ?? [];
     },
 
-    async list(projectId: string, page: PageRequest): Promise<Page<EmailRecord>> {
+    async list(
+      projectId: string,
+      page: PageRequest,
+      filters: EmailListFilters = {},
+    ): Promise<Page<EmailRecord>> {
+      // LIKE patterns: the user's text matches as itself, wildcards included.
+      const literal = (text: string) => text.toLowerCase().replace(/[\\%_]/g, (char) => `\\${char}`);
       const result = await pageByIdDesc(page, (cursor, order, limit) => {
         let query = db.selectFrom('emails').selectAll().where('project_id', '=', projectId);
         if (cursor) query = query.where('id', cursor.op, cursor.id);
+        if (filters.status) query = query.where('status', '=', filters.status);
+        if (filters.since) query = query.where('created_at', '>=', new Date(filters.since).toISOString());
+        if (filters.until) query = query.where('created_at', '<', new Date(filters.until).toISOString());
+        if (filters.tag) {
+          // Tags are stored as JSON of [A-Za-z0-9_-] names and values: `"name":"value"` is exact.
+          const [name, value] = filters.tag.split(':');
+          query = query.where('tags', 'like', `%"${name}":"${value}"%`);
+        }
+        if (filters.recipient) {
+          const pattern = `%${literal(filters.recipient)}%`;
+          query = query.where((eb) =>
+            eb.exists(
+              eb
+                .selectFrom('email_recipients')
+                .select(sql`1`.as('one'))
+                .whereRef('email_recipients.email_id', '=', 'emails.id')
+                .where(sql<boolean>`lower(email_recipients.address) LIKE ${pattern} ESCAPE '\\'`),
+            ),
+          );
+        }
         return query.orderBy('id', order).limit(limit).execute();
       });
       return { items: result.items.map(toEmailRecord), hasMore: result.hasMore };

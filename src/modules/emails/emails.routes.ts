@@ -2,13 +2,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, toPageRequest } from '../../http/list.ts';
 import {
   AcceptedEmail,
   AcceptedEmailList,
   Email,
   EMAIL_BODY_LIMIT_BYTES,
   EmailList,
+  EmailListQuery,
   EmailParams,
   RawEmail,
   SendEmailBatchBody,
@@ -70,13 +71,19 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
         tags,
         operationId: 'listEmails',
         summary: 'List emails, newest first',
-        description: "The project's emails, newest first, each with its overall status.",
-        querystring: ListQuery,
+        description:
+          "The project's emails, newest first, each with its overall status; filtered by status, recipient, tag and time when asked.",
+        querystring: EmailListQuery,
         response: { 200: EmailList, ...errorResponses() },
       },
     },
     async (request) => {
-      const page = await emails.list(projectOf(request), toPageRequest(request.query, 'msg'));
+      const { limit, after, before, ...filters } = request.query;
+      const page = await emails.list(
+        projectOf(request),
+        toPageRequest({ limit, after, before }, 'msg'),
+        filters,
+      );
       return list(page.items, page.hasMore);
     },
   );

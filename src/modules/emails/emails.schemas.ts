@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { EMAIL_STATUSES, RECIPIENT_STATUSES } from '../../db/schema.ts';
-import { listEnvelope } from '../../http/list.ts';
+import { listEnvelope, ListQuery } from '../../http/list.ts';
 import { nullable, timestamp } from '../../http/schema-helpers.ts';
 
 export const MAX_TO = 50;
@@ -305,6 +305,35 @@ export const Email = Type.Object(
 );
 
 export const EmailList = listEnvelope(EmailSummary);
+
+export const EmailListQuery = Type.Object(
+  {
+    ...ListQuery.properties,
+    status: Type.Optional(emailStatus),
+    recipient: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 320,
+        description:
+          'Emails with a recipient whose address contains this, in any case (`ada@`, `@example.org`).',
+      }),
+    ),
+    tag: Type.Optional(
+      Type.String({
+        pattern: '^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$',
+        description: 'Emails carrying this tag, as `name:value`.',
+      }),
+    ),
+    since: Type.Optional(
+      Type.String({ format: 'date-time', description: 'Emails accepted at or after this time.' }),
+    ),
+    until: Type.Optional(
+      Type.String({ format: 'date-time', description: 'Emails accepted before this time.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type EmailListFilters = Omit<Static<typeof EmailListQuery>, 'limit' | 'after' | 'before'>;
 
 export const RawEmail = Type.Object(
   {

@@ -20,6 +20,7 @@ import {
 } from './emails.repo.ts';
 import {
   type AcceptedEmailView,
+  type EmailListFilters,
   type EmailSummaryView,
   type EmailView,
   MAX_SCHEDULE_AHEAD_MS,
@@ -660,8 +661,8 @@ export function createEmailService({
       return view(await load(projectId, id));
     },
 
-    async list(projectId: string, page: PageRequest) {
-      const result = await repo.list(projectId, page);
+    async list(projectId: string, page: PageRequest, filters: EmailListFilters = {}) {
+      const result = await repo.list(projectId, page, filters);
       const now = clock.now().toISOString();
       return { items: result.items.map((email) => toEmailSummary(email, now)), hasMore: result.hasMore };
     },
