@@ -1,0 +1,136 @@
+// Retention beside the work it must not hold up: webhook deliveries per second drained from the outbox, once
+// alone and once while the pruner deletes a large backlog of old events as the workers do (their batch size
+// and duty cycle), in one run.
+// The issue's aim: with pruning, at least 0.8 of the rate without.
+//
+//   npm run bench:retention -- [--postgres] [--old 1000000] [--deliveries 3000]
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import { parseArgs } from 'node:util';
+import { TypeID } from 'typeid-js';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { createDeliveryWorker } from '../src/modules/deliveries/deliveries.worker.ts';
+import { createRetention, WORKER_DUTY_CYCLE } from '../src/modules/retention/retention.ts';
+import { startBenchApp } from './app.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    postgres: { type: 'boolean', default: false },
+    old: { type: 'string', default: '1000000' },
+    deliveries: { type: 'string', default: '3000' },
+  },
+});
+const OLD_ROWS = Number(args.old);
+const DELIVERIES = Number(args.deliveries);
+const DAY = 86_400_000;
+const databaseUrl = args.postgres
+  ? (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
+  : undefined;
+
+/** An event id made `ms` milliseconds into the epoch: old ids sort below the retention's cutoff. */
+function idMadeAt(ms: number): string {
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(ms, 0, 6);
+  bytes[6] = 0x70 | (bytes[6]! & 0x0f);
+  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
+  const hex = bytes.toString('hex');
+  return TypeID.fromUUID(
+    'evt',
+    `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`,
+  ).toString();
+}
+
+const bench = await startBenchApp({ databaseUrl, deps: { allowPrivateUrls: true } });
+const { db } = bench.database;
+let received = 0;
+const receiver = createServer((request, response) => {
+  request.resume();
+  request.on('end', () => {
+    received += 1;
+    response.end('ok');
+  });
+});
+await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+const address = receiver.address();
+const port = typeof address === 'object' && address ? address.port : 0;
+
+const created = await bench.app.inject({
+  method: 'POST',
+  url: '/v1/webhooks',
+  headers: { authorization: `Bearer ${bench.key}`, 'content-type': 'application/json' },
+  payload: { url: `http://127.0.0.1:${port}/hook`, events: ['email.delivered'] },
+});
+if (created.statusCode !== 201) throw new Error(`webhook: ${created.body}`);
+
+process.stdout.write(`Seeding ${OLD_ROWS} events 40 days old (${bench.database.engine})…\n`);
+const oldAt = Date.now() - 40 * DAY;
+for (let start = 0; start < OLD_ROWS; start += 1000) {
+  const rows = Array.from({ length: Math.min(1000, OLD_ROWS - start) }, (_, index) => ({
+    id: idMadeAt(oldAt + start + index),
+    project_id: bench.projectId,
+    type: 'email.delivered',
+    data: '{"email_id":"msg_old","recipient":"old@example.org"}',
+    created_at: new Date(oldAt + start + index).toISOString(),
+    email_id: null,
+  }));
+  await db.insertInto('events').values(rows).execute();
+}
+
+/** Fills the outbox with `count` deliveries, then times a delivery worker draining it. */
+async function drain(count: number): Promise<number> {
+  for (let i = 0; i < count; i++) {
+    await bench.app.events.emit(bench.projectId, 'email.delivered', {
+      email_id: `msg_${i}`,
+      recipient: 'a@b.c',
+    });
+  }
+  const target = received + count;
+  const worker = createDeliveryWorker({
+    database: bench.database,
+    clock: systemClock,
+    secretBox: createSecretBox(randomBytes(32)),
+    resolver: async () => [],
+    allowPrivateUrls: true,
+    settings: {
+      timeoutMs: 5000,
+      schedule: [0, 1000],
+      jitter: 0,
+      concurrency: 64,
+      concurrencyPerEndpoint: 16,
+      disableAfterMs: DAY,
+    },
+  });
+  const started = performance.now();
+  await worker.start();
+  while (received < target) await new Promise((resolve) => setTimeout(resolve, 5));
+  const seconds = (performance.now() - started) / 1000;
+  await worker.stop();
+  return count / seconds;
+}
+
+await drain(200); // warm-up: JIT, connections
+const alone = await drain(DELIVERIES);
+
+const retention = createRetention({ database: bench.database, clock: systemClock, retentionMs: 30 * DAY });
+const pruneStarted = performance.now();
+const pruning = retention.prune({ dutyCycle: WORKER_DUTY_CYCLE });
+const beside = await drain(DELIVERIES);
+const prunedWhileMeasured = OLD_ROWS - (await retention.dryRun()).find((t) => t.table === 'events')!.rows;
+const pruned = (await pruning).find((entry) => entry.table === 'events')!.rows;
+const pruneSeconds = (performance.now() - pruneStarted) / 1000;
+
+process.stdout.write(
+  [
+    '',
+    `| engine | deliveries/s alone | deliveries/s while pruning | ratio (aim ≥ 0.8) | old events pruned | prune rate |`,
+    `| --- | --- | --- | --- | --- | --- |`,
+    `| ${bench.database.engine} | ${alone.toFixed(0)} | ${beside.toFixed(0)} | ${(beside / alone).toFixed(2)} | ${pruned} (${prunedWhileMeasured} during the measured drain) | ${(pruned / pruneSeconds).toFixed(0)} rows/s |`,
+    '',
+  ].join('\n'),
+);
+
+await new Promise<void>((resolve) => receiver.close(() => resolve()));
+await bench.close();
+await bench.remove();
+process.exit(0);
