@@ -113,19 +113,19 @@ await drain(200); // warm-up: JIT, connections
 const alone = await drain(DELIVERIES);
 
 const retention = createRetention({ database: bench.database, clock: systemClock, retentionMs: 30 * DAY });
-const pruneStarted = performance.now();
 const pruning = retention.prune({ dutyCycle: WORKER_DUTY_CYCLE });
 const beside = await drain(DELIVERIES);
-const prunedWhileMeasured = OLD_ROWS - (await retention.dryRun()).find((t) => t.table === 'events')!.rows;
-const pruned = (await pruning).find((entry) => entry.table === 'events')!.rows;
-const pruneSeconds = (performance.now() - pruneStarted) / 1000;
-
+// The pruner goes on for as long as the backlog lasts; the measurement is the drain beside it.
+await retention.stop();
+await pruning;
+const left = (await retention.dryRun()).find((t) => t.table === 'events')!.rows;
+const pruned = OLD_ROWS - left;
 process.stdout.write(
   [
     '',
-    `| engine | deliveries/s alone | deliveries/s while pruning | ratio (aim ≥ 0.8) | old events pruned | prune rate |`,
+    `| engine | old events | deliveries/s alone | deliveries/s while pruning | ratio (aim ≥ 0.8) | old events pruned meanwhile |`,
     `| --- | --- | --- | --- | --- | --- |`,
-    `| ${bench.database.engine} | ${alone.toFixed(0)} | ${beside.toFixed(0)} | ${(beside / alone).toFixed(2)} | ${pruned} (${prunedWhileMeasured} during the measured drain) | ${(pruned / pruneSeconds).toFixed(0)} rows/s |`,
+    `| ${bench.database.engine} | ${OLD_ROWS} | ${alone.toFixed(0)} | ${beside.toFixed(0)} | ${(beside / alone).toFixed(2)} | ${pruned} |`,
     '',
   ].join('\n'),
 );
