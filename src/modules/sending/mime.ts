@@ -78,31 +78,30 @@ export function mailOptions(
 }
 
 /** The signer of the configured key, made once per transport (parsing a key per message costs). */
-/** Signers of sending domains' keys, by key: parsing a key per message costs, and keys change rarely. */
-const domainSigners = new Map<string, DkimSigner>();
+/** Sending domains' signers a transport keeps: parsing a key per message costs, and keys change rarely. */
 const DOMAIN_SIGNERS_KEPT = 256;
 
 /**
- * The signer for one message: its sending domain's key (`dkim`, from the domains module), else the
- * transport's own (`fallback`, the DKIM_* key).
+ * A transport's signers: for each message its sending domain's key (`dkim`, from the domains module), else
+ * the transport's own (`fallback`, the DKIM_* key). Each transport keeps its own, bounded cache.
  */
-export function signerFor(
-  dkim: DkimConfig | undefined,
-  fallback: DkimSigner | undefined,
-): DkimSigner | undefined {
-  if (!dkim) return fallback;
-  const key = `${dkim.domain} ${dkim.selector} ${dkim.privateKey}`;
-  let signer = domainSigners.get(key);
-  if (!signer) {
-    signer = createDkimSigner(dkim);
-    if (domainSigners.size >= DOMAIN_SIGNERS_KEPT) domainSigners.delete(domainSigners.keys().next().value!);
-    domainSigners.set(key, signer);
-  }
-  return signer;
+export function messageSigners(
+  fallback: DkimConfig | undefined,
+): (dkim: DkimConfig | undefined) => DkimSigner | undefined {
+  const own = fallback ? createDkimSigner(fallback) : undefined;
+  const domainSigners = new Map<string, DkimSigner>();
+  return (dkim) => {
+    if (!dkim) return own;
+    const key = `${dkim.domain} ${dkim.selector} ${dkim.privateKey}`;
+    let signer = domainSigners.get(key);
+    if (!signer) {
+      signer = createDkimSigner(dkim);
+      if (domainSigners.size >= DOMAIN_SIGNERS_KEPT) domainSigners.delete(domainSigners.keys().next().value!);
+      domainSigners.set(key, signer);
+    }
+    return signer;
+  };
 }
-
-export const dkimSigner = (dkim: DkimConfig | undefined): DkimSigner | undefined =>
-  dkim ? createDkimSigner(dkim) : undefined;
 
 /** The complete MIME message as it leaves (DKIM-signed when a key is configured). */
 export async function buildMessage(

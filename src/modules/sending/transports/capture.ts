@@ -1,5 +1,5 @@
 import type { DkimConfig } from '../../../config.ts';
-import { buildRaw, dkimSigner, mailOptions, signerFor } from '../mime.ts';
+import { buildRaw, mailOptions, messageSigners } from '../mime.ts';
 import type { MailTransport, RecipientOutcome } from './transport.ts';
 
 // Test addresses (RFC 2606 reserves .test): `bounced@`, `delayed@` and `complained@example.test`, also with a
@@ -13,7 +13,7 @@ const TEST_ADDRESS = /^(bounced|delayed|complained)(\+[^@]*)?@example\.test$/i;
  * then delivered on the retry) or are delivered and then complained about.
  */
 export function createCaptureTransport(options: { dkim?: DkimConfig | undefined } = {}): MailTransport {
-  const signer = dkimSigner(options.dkim);
+  const signerFor = messageSigners(options.dkim);
   return {
     kind: 'capture',
     description:
@@ -22,10 +22,7 @@ export function createCaptureTransport(options: { dkim?: DkimConfig | undefined 
     perDomain: false,
     async send(job) {
       const addresses = job.recipients.map((recipient) => recipient.address);
-      const raw = await buildRaw(
-        mailOptions(job.email, addresses, job.envelopeFrom),
-        signerFor(job.dkim, signer),
-      );
+      const raw = await buildRaw(mailOptions(job.email, addresses, job.envelopeFrom), signerFor(job.dkim));
       const outcomes = job.recipients.map(({ address, attempts }): RecipientOutcome => {
         const test = TEST_ADDRESS.exec(address)?.[1]?.toLowerCase();
         if (test === 'bounced') {

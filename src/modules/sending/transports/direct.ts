@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import nodemailer, { type SendMailOptions } from 'nodemailer';
 import type { DkimConfig } from '../../../config.ts';
 import { isBlockedAddress, type Resolver, systemResolver } from '../../../lib/network-policy.ts';
-import { dkimSigner, mailOptions, rawMailOptions, signerFor } from '../mime.ts';
+import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
 import {
   describeSmtpError,
   isConnectionFailure,
@@ -69,7 +69,7 @@ async function route(domain: string, resolve: MxResolver): Promise<Route> {
  * 5xx → bounced with the server's reply; 4xx, or no server reachable → retried.
  */
 export function createDirectTransport(options: DirectTransportOptions): MailTransport {
-  const signer = dkimSigner(options.dkim);
+  const signerFor = messageSigners(options.dkim);
   const resolve = options.resolveMx ?? dnsResolveMx;
   const stepMs = Math.min(options.timeoutMs, 30_000);
 
@@ -133,7 +133,7 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       // Built and signed once for every MX tried.
       const message = await rawMailOptions(
         mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
-        signerFor(job.dkim, signer),
+        signerFor(job.dkim),
       );
       const failures: string[] = [];
       for (const record of found.hosts) {

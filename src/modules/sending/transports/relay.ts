@@ -1,6 +1,6 @@
 import nodemailer from 'nodemailer';
 import type { DkimConfig } from '../../../config.ts';
-import { dkimSigner, mailOptions, rawMailOptions, signerFor } from '../mime.ts';
+import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
 import { outcomesFromError, outcomesFromInfo, type SmtpError } from './smtp-result.ts';
 import type { MailTransport } from './transport.ts';
 
@@ -36,7 +36,7 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
     ...(options.hostname ? { name: options.hostname } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
   });
-  const signer = dkimSigner(options.dkim);
+  const signerFor = messageSigners(options.dkim);
 
   const target = new URL(options.url);
   return {
@@ -50,7 +50,7 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
         const info = await transporter.sendMail({
           ...(await rawMailOptions(
             mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
-            signerFor(job.dkim, signer),
+            signerFor(job.dkim),
           )),
           signal: job.signal,
         });
