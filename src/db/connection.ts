@@ -1,9 +1,10 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
+import { type Dialect, Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
+import { observeStatements, type StatementObserver } from './statement-observer.ts';
 import { runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -35,15 +36,21 @@ export interface DatabaseOptions {
   /** PostgreSQL schema to use (created when missing); tests give each run its own. */
   schema?: string;
   poolSize?: number;
+  /** Told every statement run (tests and benchmarks count them); nothing is observed when absent. */
+  observe?: StatementObserver;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
-  if (options.url) return openPostgres(options.url, options.schema, options.poolSize ?? 10);
+  const observed = (dialect: Dialect) =>
+    options.observe ? observeStatements(dialect, options.observe) : dialect;
+  if (options.url) return openPostgres(options.url, options.schema, options.poolSize ?? 10, observed);
   if (!options.sqlitePath) throw new Error('openDatabase needs a PostgreSQL url or a SQLite path.');
-  return openSqlite(options.sqlitePath);
+  return openSqlite(options.sqlitePath, observed);
 }
 
-function openSqlite(file: string): DatabaseHandle {
+type DialectWrapper = (dialect: Dialect) => Dialect;
+
+function openSqlite(file: string, observed: DialectWrapper): DatabaseHandle {
   if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
   // The file holds key hashes and sealed secrets: readable by its owner only.
   if (file !== ':memory:') closeSync(openSync(file, 'a', 0o600));
@@ -52,7 +59,7 @@ function openSqlite(file: string): DatabaseHandle {
   // writer wait for another process's write instead of failing at once.
   sqlite.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
   sqlite.exec('PRAGMA foreign_keys = ON;');
-  const units = withUnitsOfWork(new SqliteDialect({ database: adaptNodeSqlite(sqlite) }));
+  const units = withUnitsOfWork(observed(new SqliteDialect({ database: adaptNodeSqlite(sqlite) })));
   const db = new Kysely<Database>({ dialect: units.dialect });
   return {
     db,
@@ -127,6 +134,7 @@ async function openPostgres(
   url: string,
   schema: string | undefined,
   poolSize: number,
+  observed: DialectWrapper,
 ): Promise<DatabaseHandle> {
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema))
     throw new Error(`Bad schema name '${schema}'.`);
@@ -147,7 +155,7 @@ async function openPostgres(
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
-  const units = withUnitsOfWork(new PostgresDialect({ pool }));
+  const units = withUnitsOfWork(observed(new PostgresDialect({ pool })));
   const db = new Kysely<Database>({ dialect: units.dialect });
   return {
     db,

@@ -7,7 +7,12 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { buildApp, type AppDeps } from '../../src/app.ts';
-import { type DatabaseHandle, type Engine, openDatabase } from '../../src/db/connection.ts';
+import {
+  type DatabaseHandle,
+  type DatabaseOptions,
+  type Engine,
+  openDatabase,
+} from '../../src/db/connection.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
@@ -34,11 +39,14 @@ export interface TestDatabase {
 }
 
 /** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
-export async function createTestDatabase(engine: Engine): Promise<TestDatabase> {
+export async function createTestDatabase(
+  engine: Engine,
+  options: Pick<DatabaseOptions, 'observe'> = {},
+): Promise<TestDatabase> {
   if (engine === 'postgres') {
     const url = process.env.TEST_DATABASE_URL!;
     const schema = `t_${randomBytes(6).toString('hex')}`;
-    const handle = await openDatabase({ url, schema, poolSize: 5 });
+    const handle = await openDatabase({ url, schema, poolSize: 5, ...options });
     await migrateToLatest(handle.db);
     const separator = url.includes('?') ? '&' : '?';
     return {
@@ -51,7 +59,7 @@ export async function createTestDatabase(engine: Engine): Promise<TestDatabase> 
     };
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-test-'));
-  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db') });
+  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), ...options });
   await migrateToLatest(handle.db);
   return {
     handle,
@@ -104,6 +112,8 @@ export interface TestApp {
 export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7);
 
 export interface TestAppOptions {
+  /** Told every statement the app's database runs (test/statements.test.ts counts them). */
+  observe?: DatabaseOptions['observe'];
   allowPrivateUrls?: boolean;
   clock?: Clock;
   resolver?: Resolver;
@@ -156,7 +166,7 @@ export const TEST_DELIVERY_SETTINGS: DeliverySettings = {
 
 /** Builds the real app on its own database and listens on a real port on 127.0.0.1. */
 export async function startTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
-  const database = await createTestDatabase(engine);
+  const database = await createTestDatabase(engine, options.observe ? { observe: options.observe } : {});
   const clock = options.clock ?? systemClock;
   const notifier = createNotifier();
   const deps: AppDeps = {

@@ -1,0 +1,59 @@
+import type { DatabaseConnection, Dialect, Driver } from 'kysely';
+
+/** Told the SQL of every statement sent to the database, transaction control (begin, commit) included. */
+export type StatementObserver = (sql: string) => void;
+
+/**
+ * The dialect, with every statement its connections run reported to `observe`: how tests and benchmarks
+ * count the statements and commits a request costs. It sits under everything else (units of work, Kysely's
+ * own transactions), so nothing escapes it. Connections are wrapped in proxies, one per connection, so a
+ * driver comparing connections by identity still sees the same object.
+ */
+export function observeStatements(dialect: Dialect, observe: StatementObserver): Dialect {
+  return {
+    createDriver: () => observeDriver(dialect.createDriver(), observe),
+    createQueryCompiler: () => dialect.createQueryCompiler(),
+    createAdapter: () => dialect.createAdapter(),
+    createIntrospector: (db) => dialect.createIntrospector(db),
+  };
+}
+
+function observeDriver(inner: Driver, observe: StatementObserver): Driver {
+  const wrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
+  const unwrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
+  const wrap = (connection: DatabaseConnection): DatabaseConnection => {
+    let proxy = wrapped.get(connection);
+    if (!proxy) {
+      proxy = new Proxy(connection, {
+        get(target, property) {
+          if (property === 'executeQuery') {
+            return (query: Parameters<DatabaseConnection['executeQuery']>[0]) => {
+              observe(query.sql);
+              return target.executeQuery(query);
+            };
+          }
+          // Methods run on the real connection: drivers keep private state on it.
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      wrapped.set(connection, proxy);
+      unwrapped.set(proxy, connection);
+    }
+    return proxy;
+  };
+  // The inner driver's transaction methods run their statements through the connection they are given,
+  // so they get the proxy; the release hands back the real connection.
+  return {
+    init: () => inner.init(),
+    acquireConnection: async () => wrap(await inner.acquireConnection()),
+    beginTransaction: (connection, settings) => inner.beginTransaction(connection, settings),
+    commitTransaction: (connection) => inner.commitTransaction(connection),
+    rollbackTransaction: (connection) => inner.rollbackTransaction(connection),
+    ...(inner.savepoint ? { savepoint: inner.savepoint.bind(inner) } : {}),
+    ...(inner.rollbackToSavepoint ? { rollbackToSavepoint: inner.rollbackToSavepoint.bind(inner) } : {}),
+    ...(inner.releaseSavepoint ? { releaseSavepoint: inner.releaseSavepoint.bind(inner) } : {}),
+    releaseConnection: (connection) => inner.releaseConnection(unwrapped.get(connection) ?? connection),
+    destroy: () => inner.destroy(),
+  };
+}

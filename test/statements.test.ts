@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import { ENGINES, startTestApp } from './helpers/app.ts';
+import { startReceiver } from './helpers/receiver.ts';
+import { startSmtpServer } from './helpers/smtp.ts';
+
+// The statements (and commits) the hot paths cost, counted under the database driver: per accepted
+// `POST /v1/emails` with one recipient, per SMTP delivery outcome and per webhook delivery outcome. The
+// bounds keep them from growing back unnoticed; the figures are printed as test diagnostics.
+
+interface Tally {
+  statements: number;
+  commits: number;
+  sql: string[];
+}
+
+function createCounter() {
+  let tally: Tally | undefined;
+  return {
+    observe(sql: string) {
+      if (!tally) return;
+      tally.statements += 1;
+      if (/^\s*commit/i.test(sql)) tally.commits += 1;
+      tally.sql.push(sql.replace(/\s+/g, ' ').slice(0, 120));
+    },
+    start() {
+      tally = { statements: 0, commits: 0, sql: [] };
+    },
+    stop(): Tally {
+      const result = tally!;
+      tally = undefined;
+      return result;
+    },
+  };
+}
+
+const EMAILS = 10;
+const message = (i: number) => ({
+  from: 'Shop <shop@example.com>',
+  to: `user${i}@example.org`,
+  subject: `Receipt #${i}`,
+  html: `<p>Receipt <b>${i}</b></p>`,
+  text: `Receipt ${i}`,
+});
+
+for (const engine of ENGINES) {
+  describe(`statements per operation (${engine})`, () => {
+    const counter = createCounter();
+    const cleanups: Array<() => Promise<void>> = [];
+    after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup();
+    });
+
+    test('accepted emails, SMTP delivery outcomes, webhook delivery outcomes', async (t) => {
+      const api = await startTestApp(engine, { allowPrivateUrls: true, observe: counter.observe });
+      cleanups.push(() => api.close());
+
+      // Accepted: one recipient, no webhook, no Idempotency-Key (as bench/send.ts sends), one at a time.
+      const warm = await api.request('POST', '/v1/emails', { body: message(0) });
+      assert.equal(warm.status, 202);
+      counter.start();
+      for (let i = 1; i <= EMAILS; i += 1) {
+        const response = await api.request('POST', '/v1/emails', { body: message(i) });
+        assert.equal(response.status, 202);
+      }
+      const accepted = counter.stop();
+      counter.start();
+      const keyed = await api.request('POST', '/v1/emails', {
+        body: message(99),
+        headers: { 'idempotency-key': 'statements-1' },
+      });
+      assert.equal(keyed.status, 202);
+      const acceptedKeyed = counter.stop();
+
+      // SMTP outcomes: the worker delivers them to a local SMTP server; stop() writes the last outcomes.
+      const smtp = await startSmtpServer();
+      cleanups.push(() => smtp.close());
+      counter.start();
+      const worker = createSendingWorker({
+        database: api.database.handle,
+        clock: systemClock,
+        events: api.events,
+        transport: createRelayTransport({
+          url: `smtp://127.0.0.1:${smtp.port}`,
+          connections: 4,
+          timeoutMs: 5000,
+        }),
+        settings: {
+          schedule: [0, 1000],
+          jitter: 0,
+          concurrency: 16,
+          concurrencyPerHost: 16,
+          timeoutMs: 5000,
+          pollIntervalMs: 60_000,
+          stopGraceMs: 1000,
+        },
+        notifier: api.app.sendNotifier,
+      });
+      await worker.start();
+      await smtp.waitFor(EMAILS + 2);
+      await worker.stop();
+      const delivered = counter.stop();
+
+      // Webhook outcomes: events for one subscribed webhook, delivered to a local receiver.
+      const receiver = await startReceiver();
+      cleanups.push(() => receiver.close());
+      const webhook = await api.request('POST', '/v1/webhooks', {
+        body: { url: receiver.url, events: ['email.sent'] },
+      });
+      assert.equal(webhook.status, 201);
+      for (let i = 0; i < EMAILS; i += 1) {
+        await api.events.emit(api.projectId, 'email.sent', { email_id: `msg_${i}` });
+      }
+      counter.start();
+      const deliveries = await api.startWorker({ pollIntervalMs: 60_000 });
+      await receiver.waitFor(EMAILS);
+      await deliveries.stop();
+      const webhooks = counter.stop();
+
+      const per = (tally: Tally, count: number) =>
+        `${(tally.statements / count).toFixed(1)} statements, ${(tally.commits / count).toFixed(2)} commits`;
+      t.diagnostic(`accepted email: ${per(accepted, EMAILS)}`);
+      t.diagnostic(`accepted email with Idempotency-Key: ${per(acceptedKeyed, 1)}`);
+      t.diagnostic(`SMTP delivery outcome: ${per(delivered, EMAILS + 2)}`);
+      t.diagnostic(`webhook delivery outcome: ${per(webhooks, EMAILS)}`);
+      if (process.env.STATEMENTS_VERBOSE) {
+        t.diagnostic(`one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`);
+        t.diagnostic(`keyed:\n${acceptedKeyed.sql.join('\n')}`);
+        t.diagnostic(`SMTP:\n${delivered.sql.join('\n')}`);
+        t.diagnostic(`webhooks:\n${webhooks.sql.join('\n')}`);
+      }
+    });
+  });
+}
