@@ -75,34 +75,58 @@ for (const engine of ENGINES) {
       assert.equal(keyed.status, 202);
       const acceptedKeyed = counter.stop();
 
-      // SMTP outcomes: the worker delivers them to a local SMTP server; stop() writes the last outcomes.
+      // Outcomes: a worker is started, does its work and is stopped (which writes its last outcomes); what
+      // a start and stop with nothing to do costs is taken off, leaving the claims and the outcomes.
       const smtp = await startSmtpServer();
       cleanups.push(() => smtp.close());
-      counter.start();
-      const worker = createSendingWorker({
-        database: api.database.handle,
-        clock: systemClock,
-        events: api.events,
-        transport: createRelayTransport({
-          url: `smtp://127.0.0.1:${smtp.port}`,
-          connections: 4,
-          timeoutMs: 5000,
-        }),
-        settings: {
-          schedule: [0, 1000],
-          jitter: 0,
-          concurrency: 16,
-          concurrencyPerHost: 16,
-          timeoutMs: 5000,
-          pollIntervalMs: 60_000,
-          stopGraceMs: 1000,
+      const sendingWorker = () =>
+        createSendingWorker({
+          database: api.database.handle,
+          clock: systemClock,
+          events: api.events,
+          transport: createRelayTransport({
+            url: `smtp://127.0.0.1:${smtp.port}`,
+            connections: 4,
+            timeoutMs: 5000,
+          }),
+          settings: {
+            schedule: [0, 1000],
+            jitter: 0,
+            concurrency: 16,
+            concurrencyPerHost: 16,
+            timeoutMs: 5000,
+            pollIntervalMs: 60_000,
+            stopGraceMs: 1000,
+          },
+          notifier: api.app.sendNotifier,
+        });
+      const measure = async (
+        start: () => Promise<{ stop(): Promise<void> }>,
+        done: () => Promise<unknown>,
+      ): Promise<Tally> => {
+        counter.start();
+        const worker = await start();
+        await done();
+        await worker.stop();
+        return counter.stop();
+      };
+      const startSending = async () => {
+        const worker = sendingWorker();
+        await worker.start();
+        return worker;
+      };
+      const smtpIdle = await measure(startSending, async () => undefined);
+      // The accepted emails so far (EMAILS + 2), delivered together.
+      const smtpTogether = await measure(startSending, () => smtp.waitFor(EMAILS + 2));
+      const smtpAlone = await measure(
+        async () => {
+          const response = await api.request('POST', '/v1/emails', { body: message(100) });
+          assert.equal(response.status, 202);
+          counter.start();
+          return startSending();
         },
-        notifier: api.app.sendNotifier,
-      });
-      await worker.start();
-      await smtp.waitFor(EMAILS + 2);
-      await worker.stop();
-      const delivered = counter.stop();
+        () => smtp.waitFor(EMAILS + 3),
+      );
 
       // Webhook outcomes: events for one subscribed webhook, delivered to a local receiver.
       const receiver = await startReceiver();
@@ -111,26 +135,37 @@ for (const engine of ENGINES) {
         body: { url: receiver.url, events: ['email.sent'] },
       });
       assert.equal(webhook.status, 201);
+      const startDelivering = () => api.startWorker({ pollIntervalMs: 60_000, notifier: null });
+      const webhooksIdle = await measure(startDelivering, async () => undefined);
       for (let i = 0; i < EMAILS; i += 1) {
         await api.events.emit(api.projectId, 'email.sent', { email_id: `msg_${i}` });
       }
-      counter.start();
-      const deliveries = await api.startWorker({ pollIntervalMs: 60_000 });
-      await receiver.waitFor(EMAILS);
-      await deliveries.stop();
-      const webhooks = counter.stop();
+      const webhooksTogether = await measure(startDelivering, () => receiver.waitFor(EMAILS));
+      await api.events.emit(api.projectId, 'email.sent', { email_id: 'msg_alone' });
+      const webhookAlone = await measure(startDelivering, () => receiver.waitFor(EMAILS + 1));
 
+      const minus = (tally: Tally, idle: Tally): Tally => ({
+        statements: tally.statements - idle.statements,
+        commits: tally.commits - idle.commits,
+        sql: tally.sql.slice(idle.sql.length - 2),
+      });
+      const delivered = minus(smtpTogether, smtpIdle);
+      const deliveredAlone = minus(smtpAlone, smtpIdle);
+      const webhooks = minus(webhooksTogether, webhooksIdle);
+      const webhooksAlone = minus(webhookAlone, webhooksIdle);
       const per = (tally: Tally, count: number) =>
         `${(tally.statements / count).toFixed(1)} statements, ${(tally.commits / count).toFixed(2)} commits`;
       t.diagnostic(`accepted email: ${per(accepted, EMAILS)}`);
       t.diagnostic(`accepted email with Idempotency-Key: ${per(acceptedKeyed, 1)}`);
-      t.diagnostic(`SMTP delivery outcome: ${per(delivered, EMAILS + 2)}`);
-      t.diagnostic(`webhook delivery outcome: ${per(webhooks, EMAILS)}`);
+      t.diagnostic(`SMTP delivery outcome, alone: ${per(deliveredAlone, 1)}`);
+      t.diagnostic(`SMTP delivery outcome, ${EMAILS + 2} together: ${per(delivered, EMAILS + 2)}`);
+      t.diagnostic(`webhook delivery outcome, alone: ${per(webhooksAlone, 1)}`);
+      t.diagnostic(`webhook delivery outcome, ${EMAILS} together: ${per(webhooks, EMAILS)}`);
       if (process.env.STATEMENTS_VERBOSE) {
         t.diagnostic(`one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`);
         t.diagnostic(`keyed:\n${acceptedKeyed.sql.join('\n')}`);
-        t.diagnostic(`SMTP:\n${delivered.sql.join('\n')}`);
-        t.diagnostic(`webhooks:\n${webhooks.sql.join('\n')}`);
+        t.diagnostic(`SMTP, alone:\n${deliveredAlone.sql.join('\n')}`);
+        t.diagnostic(`webhooks, alone:\n${webhooksAlone.sql.join('\n')}`);
       }
     });
   });
