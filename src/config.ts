@@ -64,6 +64,11 @@ export const DEFAULTS = {
   /** Requests one client address may make per minute to the public tracking and unsubscribe routes. */
   publicRateLimit: 1200,
   publicRateLimitWindowMs: 60_000,
+  /**
+   * Units of work (a POST's writes with its Idempotency-Key) arriving within this of each other share one
+   * transaction and one commit, up to `maxUnits` (src/db/unit-of-work.ts). Off on PostgreSQL unless asked for.
+   */
+  groupCommit: { windowMs: 2, maxUnits: 50 },
 } as const;
 
 export interface Config {

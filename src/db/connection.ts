@@ -5,7 +5,8 @@ import { type Dialect, Kysely, PostgresDialect, SqliteDialect, type SqliteDataba
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { observeStatements, type StatementObserver } from './statement-observer.ts';
-import { runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
+import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
+import { DEFAULTS } from '../config.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -36,21 +37,41 @@ export interface DatabaseOptions {
   /** PostgreSQL schema to use (created when missing); tests give each run its own. */
   schema?: string;
   poolSize?: number;
+  /**
+   * Units of work that arrive together share a transaction and its commit (unit-of-work.ts): the default
+   * on SQLite, false to run each in its own; on PostgreSQL only when given.
+   */
+  groupCommit?: GroupCommitOptions | false;
   /** Told every statement run (tests and benchmarks count them); nothing is observed when absent. */
   observe?: StatementObserver;
 }
 
+export type GroupCommitOptions = Omit<GroupCommitSettings, 'begin'>;
+
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   const observed = (dialect: Dialect) =>
     options.observe ? observeStatements(dialect, options.observe) : dialect;
-  if (options.url) return openPostgres(options.url, options.schema, options.poolSize ?? 10, observed);
+  if (options.url) {
+    const groups = options.groupCommit ? { ...options.groupCommit, begin: 'begin' } : undefined;
+    return openPostgres(options.url, options.schema, options.poolSize ?? 10, observed, groups);
+  }
   if (!options.sqlitePath) throw new Error('openDatabase needs a PostgreSQL url or a SQLite path.');
-  return openSqlite(options.sqlitePath, observed);
+  // BEGIN IMMEDIATE: a group reads and writes; taking the write lock first means another process's write
+  // makes it wait (busy_timeout) rather than fail on a lock upgrade.
+  const groups =
+    options.groupCommit === false
+      ? undefined
+      : { ...(options.groupCommit ?? DEFAULTS.groupCommit), begin: 'begin immediate' };
+  return openSqlite(options.sqlitePath, observed, groups);
 }
 
 type DialectWrapper = (dialect: Dialect) => Dialect;
 
-function openSqlite(file: string, observed: DialectWrapper): DatabaseHandle {
+function openSqlite(
+  file: string,
+  observed: DialectWrapper,
+  groupCommit: GroupCommitSettings | undefined,
+): DatabaseHandle {
   if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
   // The file holds key hashes and sealed secrets: readable by its owner only.
   if (file !== ':memory:') closeSync(openSync(file, 'a', 0o600));
@@ -59,13 +80,16 @@ function openSqlite(file: string, observed: DialectWrapper): DatabaseHandle {
   // writer wait for another process's write instead of failing at once.
   sqlite.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
   sqlite.exec('PRAGMA foreign_keys = ON;');
-  const units = withUnitsOfWork(observed(new SqliteDialect({ database: adaptNodeSqlite(sqlite) })));
+  const units = withUnitsOfWork(
+    observed(new SqliteDialect({ database: adaptNodeSqlite(sqlite) })),
+    groupCommit,
+  );
   const db = new Kysely<Database>({ dialect: units.dialect });
   return {
     db,
     engine: 'sqlite',
     close: () => db.destroy(),
-    unitOfWork: (work) => runUnitOfWork(units.driver(), work),
+    unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
   };
 }
 
@@ -135,6 +159,7 @@ async function openPostgres(
   schema: string | undefined,
   poolSize: number,
   observed: DialectWrapper,
+  groupCommit: GroupCommitSettings | undefined,
 ): Promise<DatabaseHandle> {
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema))
     throw new Error(`Bad schema name '${schema}'.`);
@@ -155,11 +180,11 @@ async function openPostgres(
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
-  const units = withUnitsOfWork(observed(new PostgresDialect({ pool })));
+  const units = withUnitsOfWork(observed(new PostgresDialect({ pool })), groupCommit);
   const db = new Kysely<Database>({ dialect: units.dialect });
   return {
     db,
-    unitOfWork: (work) => runUnitOfWork(units.driver(), work),
+    unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
     engine: 'postgres',
     close: () => db.destroy(),
     listen: (...args) => listenPostgres(url, ...args),

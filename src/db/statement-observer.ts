@@ -34,7 +34,9 @@ function observeDriver(inner: Driver, observe: StatementObserver): Driver {
           }
           // Methods run on the real connection: drivers keep private state on it.
           const value: unknown = Reflect.get(target, property, target);
-          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          return typeof value === 'function'
+            ? (value as (...args: unknown[]) => unknown).bind(target)
+            : value;
         },
       });
       wrapped.set(connection, proxy);

@@ -1,5 +1,11 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { DatabaseConnection, Dialect, Driver, TransactionSettings } from 'kysely';
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type TransactionSettings,
+} from 'kysely';
 
 // A unit of work: one transaction that everything a piece of code writes joins, whichever repository
 // writes it. A request with an Idempotency-Key runs its handler in one, so the resource it creates and the
@@ -53,12 +59,37 @@ class UnitOfWorkDriver implements Driver {
   }
 }
 
-/** The dialect, with a driver that lets units of work (`runUnitOfWork`) run on it. */
-export function withUnitsOfWork(dialect: Dialect): { dialect: Dialect; driver: () => UnitOfWorkDriver } {
+/**
+ * Group commit: units of work that arrive while one runs share its transaction, and its commit. Each runs
+ * in a savepoint of its own, one at a time on the group's connection: a unit that fails rolls back to its
+ * savepoint, taking nothing of the others with it. Every unit settles only after the group's COMMIT (or its
+ * failure): a unit is answered only once its writes are durable, a failed COMMIT fails every unit in the
+ * group, and a unit that lost a race to another of the group (an Idempotency-Key) reads the winner's
+ * committed answer.
+ */
+export interface GroupCommitSettings {
+  /** A group takes new units for at most this long after it began; later ones start the next group. */
+  windowMs: number;
+  /** The most units one transaction takes (PostgreSQL keeps 64 subtransactions per backend cheaply). */
+  maxUnits: number;
+  /** The statement that opens a group's transaction (SQLite: `begin immediate`, so it waits for the write lock at once). */
+  begin: string;
+}
+
+/** The dialect, with a driver that lets units of work (`runUnitOfWork`) run on it, grouped if asked. */
+export function withUnitsOfWork(
+  dialect: Dialect,
+  groupCommit?: GroupCommitSettings,
+): { dialect: Dialect; driver: () => UnitOfWorkDriver; groups: () => GroupCommitter | undefined } {
   let driver: UnitOfWorkDriver | undefined;
+  let groups: GroupCommitter | undefined;
   return {
     dialect: {
-      createDriver: () => (driver = new UnitOfWorkDriver(dialect.createDriver())),
+      createDriver: () => {
+        driver = new UnitOfWorkDriver(dialect.createDriver());
+        if (groupCommit) groups = new GroupCommitter(driver.inner, groupCommit);
+        return driver;
+      },
       createQueryCompiler: () => dialect.createQueryCompiler(),
       createAdapter: () => dialect.createAdapter(),
       createIntrospector: (db) => dialect.createIntrospector(db),
@@ -67,15 +98,22 @@ export function withUnitsOfWork(dialect: Dialect): { dialect: Dialect; driver: (
       if (!driver) throw new Error('The database has not been used yet.');
       return driver;
     },
+    groups: () => groups,
   };
 }
 
 /**
  * Runs `work` in a unit of work on `driver`: one transaction for everything it writes, committed when it
- * resolves, rolled back when it throws. Units do not nest: inside one, `work` simply joins it.
+ * resolves, rolled back when it throws. Units do not nest: inside one, `work` simply joins it. With a group
+ * committer, the unit runs in a shared transaction (see GroupCommitSettings).
  */
-export async function runUnitOfWork<T>(driver: UnitOfWorkDriver, work: () => Promise<T>): Promise<T> {
+export async function runUnitOfWork<T>(
+  driver: UnitOfWorkDriver,
+  work: () => Promise<T>,
+  groups?: GroupCommitter,
+): Promise<T> {
   if (current.getStore()?.open) return work();
+  if (groups) return groups.run(work);
   const connection = await driver.inner.acquireConnection();
   const unit: OpenUnit = { connection, open: true, afterCommit: [] };
   try {
@@ -98,6 +136,128 @@ export async function runUnitOfWork<T>(driver: UnitOfWorkDriver, work: () => Pro
   } finally {
     unit.open = false;
     await driver.inner.releaseConnection(connection);
+  }
+}
+
+interface Member {
+  work: () => Promise<unknown>;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+/** A unit that ran in the group: its result (or its own error) is given once the group has ended. */
+type Ran = { member: Member; unit: OpenUnit } & (
+  { ok: true; value: unknown } | { ok: false; error: unknown }
+);
+
+const SAVEPOINT = CompiledQuery.raw('savepoint pw_unit');
+const ROLLBACK_TO_SAVEPOINT = CompiledQuery.raw('rollback to savepoint pw_unit');
+
+/** Runs units of work in shared transactions, one group at a time (see GroupCommitSettings). */
+export class GroupCommitter {
+  readonly #driver: Driver;
+  readonly #settings: GroupCommitSettings;
+  readonly #begin: CompiledQuery;
+  #queue: Member[] = [];
+  #running = false;
+
+  constructor(driver: Driver, settings: GroupCommitSettings) {
+    this.#driver = driver;
+    this.#settings = settings;
+    this.#begin = CompiledQuery.raw(settings.begin);
+  }
+
+  run<T>(work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (this.#running) return;
+      this.#running = true;
+      // Outside the caller's context: the groups belong to no request.
+      current.exit(() => void this.#drive());
+    });
+  }
+
+  async #drive(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) await this.#group();
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  async #group(): Promise<void> {
+    let connection: DatabaseConnection;
+    try {
+      connection = await this.#driver.acquireConnection();
+    } catch (error) {
+      for (const member of this.#queue.splice(0)) member.reject(error);
+      return;
+    }
+    const ran: Ran[] = [];
+    try {
+      try {
+        await connection.executeQuery(this.#begin);
+      } catch (error) {
+        for (const member of this.#queue.splice(0)) member.reject(error);
+        return;
+      }
+      const startedAt = performance.now();
+      let failure: { error: unknown } | undefined;
+      while (failure === undefined && ran.length < this.#settings.maxUnits) {
+        if (this.#queue.length === 0) {
+          // One turn of the event loop for requests already read to reach their unit, within the window.
+          if (performance.now() - startedAt >= this.#settings.windowMs) break;
+          await new Promise((resolve) => setImmediate(resolve));
+          if (this.#queue.length === 0) break;
+        }
+        const member = this.#queue.shift()!;
+        const unit: OpenUnit = { connection, open: true, afterCommit: [] };
+        try {
+          await connection.executeQuery(SAVEPOINT);
+        } catch (error) {
+          ran.push({ member, unit, ok: false, error });
+          failure = { error };
+          break;
+        }
+        try {
+          const value = await current.run(unit, member.work);
+          unit.open = false;
+          ran.push({ member, unit, ok: true, value });
+        } catch (error) {
+          unit.open = false;
+          ran.push({ member, unit, ok: false, error });
+          // Its writes go; the others' stay. Failing that, the transaction is lost for every unit.
+          await connection.executeQuery(ROLLBACK_TO_SAVEPOINT).catch((lost: unknown) => {
+            failure = { error: lost };
+          });
+        }
+        if (performance.now() - startedAt >= this.#settings.windowMs) break;
+      }
+      if (failure === undefined) {
+        try {
+          await this.#driver.commitTransaction(connection);
+        } catch (error) {
+          failure = { error };
+        }
+      }
+      if (failure !== undefined) {
+        await this.#driver.rollbackTransaction(connection).catch(() => undefined);
+        for (const entry of ran) entry.member.reject(entry.ok ? failure.error : entry.error);
+        return;
+      }
+      for (const entry of ran) {
+        if (!entry.ok) {
+          entry.member.reject(entry.error);
+          continue;
+        }
+        current.exit(() => {
+          for (const callback of entry.unit.afterCommit) callback();
+        });
+        entry.member.resolve(entry.value);
+      }
+    } finally {
+      await this.#driver.releaseConnection(connection);
+    }
   }
 }
 

@@ -551,8 +551,8 @@ export function createEmailService({
         }
       };
       // The suppressed recipients' events and the tracking settings commit with the email, or none does.
-      const together = suppressed.size > 0 || emails.some((email) => email.tracking !== undefined);
-      await (together ? unitOfWork(write) : write());
+      // A unit of work also lets concurrent sends share a commit (group commit), each answered after it.
+      await unitOfWork(write);
     } catch (error) {
       if (!(error instanceof DailyLimitReached)) throw error;
       const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
