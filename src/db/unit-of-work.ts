@@ -3,6 +3,7 @@ import {
   CompiledQuery,
   type DatabaseConnection,
   type Dialect,
+  type DialectAdapter,
   type Driver,
   type TransactionSettings,
 } from 'kysely';
@@ -29,18 +30,50 @@ const joined = (connection: DatabaseConnection): boolean => {
   return unit !== undefined && unit.open && unit.connection === connection;
 };
 
-/** A driver whose connections and transactions join the open unit of work, if any. */
+/** One holder at a time, the others served in arrival order. */
+class Lock {
+  #held = false;
+  readonly #waiting: Array<() => void> = [];
+  async acquire(): Promise<void> {
+    if (!this.#held) {
+      this.#held = true;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+  release(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#held = false;
+  }
+}
+
+/**
+ * A driver whose connections and transactions join the open unit of work, if any. On an engine with one
+ * connection (SQLite) it is also the connection's lock, held by a unit (or a group of them) from its begin to
+ * its commit, so that no other query runs inside its transaction meanwhile; Kysely's own lock, taken per
+ * query, would let one in whenever a unit awaits something else.
+ */
 class UnitOfWorkDriver implements Driver {
   readonly inner: Driver;
-  constructor(inner: Driver) {
+  readonly #lock: Lock | undefined;
+  constructor(inner: Driver, exclusive: boolean) {
     this.inner = inner;
+    this.#lock = exclusive ? new Lock() : undefined;
   }
   init(): Promise<void> {
     return this.inner.init();
   }
-  acquireConnection(): Promise<DatabaseConnection> {
+  async acquireConnection(): Promise<DatabaseConnection> {
     const unit = current.getStore();
-    return unit?.open ? Promise.resolve(unit.connection) : this.inner.acquireConnection();
+    if (unit?.open) return unit.connection;
+    await this.#lock?.acquire();
+    try {
+      return await this.inner.acquireConnection();
+    } catch (error) {
+      this.#lock?.release();
+      throw error;
+    }
   }
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     if (!joined(connection)) await this.inner.beginTransaction(connection, settings);
@@ -52,7 +85,12 @@ class UnitOfWorkDriver implements Driver {
     if (!joined(connection)) await this.inner.rollbackTransaction(connection);
   }
   async releaseConnection(connection: DatabaseConnection): Promise<void> {
-    if (!joined(connection)) await this.inner.releaseConnection(connection);
+    if (joined(connection)) return;
+    try {
+      await this.inner.releaseConnection(connection);
+    } finally {
+      this.#lock?.release();
+    }
   }
   destroy(): Promise<void> {
     return this.inner.destroy();
@@ -83,15 +121,22 @@ export function withUnitsOfWork(
 ): { dialect: Dialect; driver: () => UnitOfWorkDriver; groups: () => GroupCommitter | undefined } {
   let driver: UnitOfWorkDriver | undefined;
   let groups: GroupCommitter | undefined;
+  const exclusive = !dialect.createAdapter().supportsMultipleConnections;
   return {
     dialect: {
       createDriver: () => {
-        driver = new UnitOfWorkDriver(dialect.createDriver());
-        if (groupCommit) groups = new GroupCommitter(driver.inner, groupCommit);
+        driver = new UnitOfWorkDriver(dialect.createDriver(), exclusive);
+        if (groupCommit) groups = new GroupCommitter(driver, groupCommit);
         return driver;
       },
       createQueryCompiler: () => dialect.createQueryCompiler(),
-      createAdapter: () => dialect.createAdapter(),
+      // The driver locks the one connection itself (see UnitOfWorkDriver), so Kysely need not.
+      createAdapter: () => {
+        const adapter = dialect.createAdapter();
+        return exclusive
+          ? (Object.create(adapter, { supportsMultipleConnections: { value: true } }) as DialectAdapter)
+          : adapter;
+      },
       createIntrospector: (db) => dialect.createIntrospector(db),
     },
     driver: () => {
@@ -114,7 +159,7 @@ export async function runUnitOfWork<T>(
 ): Promise<T> {
   if (current.getStore()?.open) return work();
   if (groups) return groups.run(work);
-  const connection = await driver.inner.acquireConnection();
+  const connection = await driver.acquireConnection();
   const unit: OpenUnit = { connection, open: true, afterCommit: [] };
   try {
     await driver.inner.beginTransaction(connection, {});
@@ -135,7 +180,7 @@ export async function runUnitOfWork<T>(
     return result;
   } finally {
     unit.open = false;
-    await driver.inner.releaseConnection(connection);
+    await driver.releaseConnection(connection);
   }
 }
 
@@ -153,7 +198,10 @@ type Ran = { member: Member; unit: OpenUnit } & (
 const SAVEPOINT = CompiledQuery.raw('savepoint pw_unit');
 const ROLLBACK_TO_SAVEPOINT = CompiledQuery.raw('rollback to savepoint pw_unit');
 
-/** Runs units of work in shared transactions, one group at a time (see GroupCommitSettings). */
+/**
+ * Runs units of work in shared transactions, one group at a time (see GroupCommitSettings). It runs outside
+ * any unit, so `driver` passes its begin, commit and release through (and takes the connection's lock).
+ */
 export class GroupCommitter {
   readonly #driver: Driver;
   readonly #settings: GroupCommitSettings;
