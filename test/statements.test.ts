@@ -162,7 +162,9 @@ for (const engine of ENGINES) {
       t.diagnostic(`webhook delivery outcome, alone: ${per(webhooksAlone, 1)}`);
       t.diagnostic(`webhook delivery outcome, ${EMAILS} together: ${per(webhooks, EMAILS)}`);
       if (process.env.STATEMENTS_VERBOSE) {
-        t.diagnostic(`one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`);
+        t.diagnostic(
+          `one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`,
+        );
         t.diagnostic(`keyed:\n${acceptedKeyed.sql.join('\n')}`);
         t.diagnostic(`SMTP, alone:\n${deliveredAlone.sql.join('\n')}`);
         t.diagnostic(`webhooks, alone:\n${webhooksAlone.sql.join('\n')}`);

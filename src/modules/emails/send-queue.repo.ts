@@ -10,6 +10,7 @@ import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import { attachmentsOf, type EmailRecord, toEmailRecord } from './emails.repo.ts';
 import { promoteDue, pruneQuota } from './fair-queue.repo.ts';
 import { PENDING, summarizeStatus } from './status.ts';
+import { statement } from '../../db/sql-text.ts';
 
 // The sending queue: each due recipient row is a job, claimed by the sending worker under a lease. Written
 // here, in the emails module that owns the rows; the worker (src/modules/sending) holds only the policy.
@@ -136,16 +137,46 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
       return leaseRows(claimable(lease.now.toISOString()).where('email_id', 'in', [...emailIds]), lease);
     },
 
-    async loadEmails(ids: readonly string[]): Promise<Map<string, EmailRecord>> {
+    /**
+     * The claimed emails, each with its attachments and whether it asked for tracking (`tracked`): one
+     * statement in the common case, since the attachments are read only for emails that have some.
+     */
+    async loadEmails(ids: readonly string[]): Promise<Map<string, EmailRecord & { tracked: boolean }>> {
       if (ids.length === 0) return new Map();
       const rows = await db
         .selectFrom('emails')
         .selectAll()
+        .select((eb) => [
+          eb
+            .exists(
+              eb
+                .selectFrom('email_attachments')
+                .select(sql`1`.as('one'))
+                .whereRef('email_attachments.email_id', '=', 'emails.id'),
+            )
+            .as('has_attachments'),
+          eb
+            .exists(
+              eb
+                .selectFrom('email_tracking')
+                .select(sql`1`.as('one'))
+                .whereRef('email_tracking.email_id', '=', 'emails.id'),
+            )
+            .as('tracked'),
+        ])
         .where('id', 'in', [...ids])
         .execute();
-      const attachments = await attachmentsOf(db, ids, { content: true });
+      const withFiles = rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id);
+      const attachments = await attachmentsOf(db, withFiles, { content: true });
       return new Map(
-        rows.map((row) => [row.id, { ...toEmailRecord(row), attachments: attachments.get(row.id) ?? [] }]),
+        rows.map((row) => [
+          row.id,
+          {
+            ...toEmailRecord(row),
+            attachments: attachments.get(row.id) ?? [],
+            tracked: Boolean(row.tracked),
+          },
+        ]),
       );
     },
 
@@ -178,38 +209,47 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
      * Only the lease holder moves a recipient on; returns, per attempt and update, whether it still held it.
      */
     async recordAttempts(records: readonly AttemptRecord[]): Promise<boolean[][]> {
-      const held: boolean[][] = [];
       const statusOf = new Map<string, { status: EmailStatus; now: string }>();
       const unknown: AttemptRecord[] = [];
-      for (const record of records) {
-        const heldUpdates: boolean[] = [];
-        for (const update of record.updates) {
-          const final = FINAL.has(update.status);
-          // First statement a write: see fair-queue.repo.ts on SQLite lock upgrades.
-          const result = await db
-            .updateTable('email_recipients')
-            .set((eb) => ({
-              status: update.status,
-              attempts: eb('attempts', '+', 1),
-              ready_seq: null,
-              wait_until: final ? null : (update.retryAt ?? null),
-              next_attempt_at: final ? null : (update.retryAt ?? null),
-              locked_until: null,
-              locked_by: null,
-              last_attempt_at: record.attemptedAt,
-              last_response: update.response,
-              last_response_code: update.responseCode,
-              updated_at: record.now,
-              completed_at: final ? record.now : null,
-            }))
-            .where('id', '=', update.id)
-            .where('locked_by', '=', record.workerId)
-            .where('ready_seq', 'is not', null)
-            .executeTakeFirst();
-          heldUpdates.push(Number(result.numUpdatedRows) > 0);
-        }
-        held.push(heldUpdates);
-        if (!heldUpdates.includes(true)) continue;
+      // Every recipient's new state in one statement, however many attempts finished together; first a write
+      // (see fair-queue.repo.ts on SQLite lock upgrades). RETURNING names the rows whose lease still held.
+      const update = statement(engine);
+      const values = records
+        .flatMap((record) =>
+          record.updates.map((change) => {
+            const final = FINAL.has(change.status);
+            return `(${[
+              update.param(change.id),
+              update.param(record.workerId),
+              update.param(change.status),
+              update.param(final ? null : (change.retryAt ?? null)),
+              update.param(record.attemptedAt),
+              update.param(change.response),
+              `CAST(${update.param(change.responseCode)} AS integer)`,
+              update.param(record.now),
+              update.param(final ? record.now : null),
+            ].join(', ')})`;
+          }),
+        )
+        .join(', ');
+      const { rows: updated } =
+        values === ''
+          ? { rows: [] }
+          : await db.executeQuery<{ id: string }>(
+              update.compile(`WITH v (id, worker, status, retry_at, attempted_at, response, response_code, now,
+                  completed_at) AS (VALUES ${values})
+                UPDATE email_recipients SET status = v.status, attempts = email_recipients.attempts + 1,
+                  ready_seq = NULL, wait_until = v.retry_at, next_attempt_at = v.retry_at, locked_until = NULL,
+                  locked_by = NULL, last_attempt_at = v.attempted_at, last_response = v.response,
+                  last_response_code = v.response_code, updated_at = v.now, completed_at = v.completed_at
+                FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
+                  AND email_recipients.ready_seq IS NOT NULL
+                RETURNING email_recipients.id`),
+            );
+      const stillHeld = new Set(updated.map((row) => row.id));
+      const held = records.map((record) => record.updates.map((change) => stillHeld.has(change.id)));
+      for (const [index, record] of records.entries()) {
+        if (!held[index]!.includes(true)) continue;
         // An email with one recipient has that recipient's status; others are summed up from every row.
         if (record.recipientCount === 1 && record.updates.length === 1) {
           statusOf.set(record.emailId, {
@@ -243,15 +283,18 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
           now: record.now,
         });
       }
-      // One UPDATE per distinct (status, time) rather than one per email.
-      const groups = new Map<string, string[]>();
-      for (const [emailId, { status, now }] of statusOf) {
-        const key = `${status} ${now}`;
-        groups.set(key, [...(groups.get(key) ?? []), emailId]);
-      }
-      for (const [key, ids] of groups) {
-        const [status, now] = key.split(' ') as [EmailStatus, string];
-        await db.updateTable('emails').set({ status, updated_at: now }).where('id', 'in', ids).execute();
+      // Every email's overall status in one statement.
+      if (statusOf.size > 0) {
+        const emails = statement(engine);
+        const rows = [...statusOf]
+          .map(
+            ([id, { status, now }]) => `(${emails.param(id)}, ${emails.param(status)}, ${emails.param(now)})`,
+          )
+          .join(', ');
+        await db.executeQuery(
+          emails.compile(`WITH v (id, status, now) AS (VALUES ${rows})
+            UPDATE emails SET status = v.status, updated_at = v.now FROM v WHERE emails.id = v.id`),
+        );
       }
       return held;
     },

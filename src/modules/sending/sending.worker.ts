@@ -200,7 +200,9 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       });
       if (claimed.length === 0) return [];
       const emails = await repo.loadEmails([...new Set(claimed.map((row) => row.emailId))]);
-      const tracking = await createEngagementRepo(db).settingsFor([...emails.keys()]);
+      const tracking = await createEngagementRepo(db).settingsFor(
+        [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
+      );
       const several = [...emails.values()]
         .filter((email) => email.recipientCount > 1)
         .map((email) => email.id);
