@@ -67,6 +67,12 @@ for (const engine of ENGINES) {
         assert.equal(response.status, 202);
       }
       const accepted = counter.stop();
+      // The first keyed request of the process also deletes expired keys (once a minute): not counted.
+      const warmKeyed = await api.request('POST', '/v1/emails', {
+        body: message(98),
+        headers: { 'idempotency-key': 'statements-0' },
+      });
+      assert.equal(warmKeyed.status, 202);
       counter.start();
       const keyed = await api.request('POST', '/v1/emails', {
         body: message(99),
@@ -116,8 +122,8 @@ for (const engine of ENGINES) {
         return worker;
       };
       const smtpIdle = await measure(startSending, async () => undefined);
-      // The accepted emails so far (EMAILS + 2), delivered together.
-      const smtpTogether = await measure(startSending, () => smtp.waitFor(EMAILS + 2));
+      // The accepted emails so far (EMAILS + 3), delivered together.
+      const smtpTogether = await measure(startSending, () => smtp.waitFor(EMAILS + 3));
       const smtpAlone = await measure(
         async () => {
           const response = await api.request('POST', '/v1/emails', { body: message(100) });
@@ -125,7 +131,7 @@ for (const engine of ENGINES) {
           counter.start();
           return startSending();
         },
-        () => smtp.waitFor(EMAILS + 3),
+        () => smtp.waitFor(EMAILS + 4),
       );
 
       // Webhook outcomes: events for one subscribed webhook, delivered to a local receiver.
@@ -158,7 +164,7 @@ for (const engine of ENGINES) {
       t.diagnostic(`accepted email: ${per(accepted, EMAILS)}`);
       t.diagnostic(`accepted email with Idempotency-Key: ${per(acceptedKeyed, 1)}`);
       t.diagnostic(`SMTP delivery outcome, alone: ${per(deliveredAlone, 1)}`);
-      t.diagnostic(`SMTP delivery outcome, ${EMAILS + 2} together: ${per(delivered, EMAILS + 2)}`);
+      t.diagnostic(`SMTP delivery outcome, ${EMAILS + 3} together: ${per(delivered, EMAILS + 3)}`);
       t.diagnostic(`webhook delivery outcome, alone: ${per(webhooksAlone, 1)}`);
       t.diagnostic(`webhook delivery outcome, ${EMAILS} together: ${per(webhooks, EMAILS)}`);
       if (process.env.STATEMENTS_VERBOSE) {

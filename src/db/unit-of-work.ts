@@ -260,8 +260,11 @@ export class GroupCommitter {
         }
         const member = this.#queue.shift()!;
         const unit: OpenUnit = { connection, open: true, afterCommit: [] };
+        // The first unit in the transaction needs no savepoint: when it fails, the whole transaction (its
+        // own writes only) is rolled back and begun again. A statement saved for every group of one.
+        const first = !ran.some((entry) => entry.ok);
         try {
-          await connection.executeQuery(SAVEPOINT);
+          if (!first) await connection.executeQuery(SAVEPOINT);
         } catch (error) {
           ran.push({ member, unit, ok: false, error });
           failure = { error };
@@ -275,9 +278,16 @@ export class GroupCommitter {
           unit.open = false;
           ran.push({ member, unit, ok: false, error });
           // Its writes go; the others' stay. Failing that, the transaction is lost for every unit.
-          await connection.executeQuery(ROLLBACK_TO_SAVEPOINT).catch((lost: unknown) => {
+          try {
+            if (first) {
+              await this.#driver.rollbackTransaction(connection);
+              await connection.executeQuery(this.#begin);
+            } else {
+              await connection.executeQuery(ROLLBACK_TO_SAVEPOINT);
+            }
+          } catch (lost) {
             failure = { error: lost };
-          });
+          }
         }
         if (performance.now() - startedAt >= this.#settings.windowMs) break;
       }

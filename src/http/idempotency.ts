@@ -7,6 +7,11 @@ import { createIdempotencyRepo, type IdempotencyRecord } from './idempotency.rep
 
 const RETENTION_MS = 24 * 60 * 60 * 1000;
 const MAX_KEY_LENGTH = 255;
+/**
+ * Expired keys are deleted at most this often per process: an expired key is already ignored when read, so
+ * the DELETE only keeps the table small and need not cost every request a statement.
+ */
+const CLEANUP_INTERVAL_MS = 60_000;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -52,6 +57,7 @@ export function installIdempotency(
   { database, clock }: { database: DatabaseHandle; clock: Clock },
 ): void {
   const repo = createIdempotencyRepo(database.db);
+  let cleanedAt = -Infinity;
   app.decorateRequest('idempotency', undefined);
 
   const conflict = (request: FastifyRequest, reply: FastifyReply) =>
@@ -108,7 +114,10 @@ export function installIdempotency(
       // the key before the work): nothing was committed with it, so this request takes it over.
       await repo.dropAbandoned(projectId, key, existing.created_at);
     }
-    await repo.deleteExpired(expiredBefore);
+    if (now.getTime() - cleanedAt >= CLEANUP_INTERVAL_MS) {
+      cleanedAt = now.getTime();
+      await repo.deleteExpired(expiredBefore);
+    }
     request.idempotency = { projectId, key, requestHash, createdAt: now.toISOString(), saved: false };
   });
 

@@ -5,7 +5,7 @@ import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, RecipientStatus, Row } from '../../db/schema.ts';
-import { countAgainstQuota, firstPosition } from './fair-queue.repo.ts';
+import { countAgainstQuota, nextPosition } from './fair-queue.repo.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TrackingSettings } from '../engagement/personalize.ts';
@@ -214,9 +214,6 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .filter((email) => email.scheduledAt === null)
         .reduce((sum, email) => sum + queued(email.recipients).length, 0);
 
-      // Read before the transaction: a position is a fairness hint, and the transaction then starts with a
-      // write (see fair-queue.repo.ts on SQLite lock upgrades).
-      const firstSeq = due > 0 ? await firstPosition(db, projectId) : 0;
       await db.transaction().execute(async (trx) => {
         await insertChunked(emails, (chunk) =>
           trx
@@ -273,7 +270,6 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
           }
         }
 
-        let seq = firstSeq;
         const rows = emails.flatMap((email) =>
           email.recipients.map((recipient) => ({
             id: recipient.id,
@@ -296,14 +292,22 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
                 }
               : {
                   status: 'queued' as RecipientStatus,
-                  ready_seq: email.scheduledAt === null ? seq++ : null,
+                  // Numbered per statement below.
+                  ready_seq: email.scheduledAt === null ? 0 : null,
                   wait_until: email.scheduledAt,
                   next_attempt_at: email.scheduledAt ?? email.createdAt,
                   completed_at: null,
                 }),
           })),
         );
-        await insertChunked(rows, (chunk) => trx.insertInto('email_recipients').values(chunk).execute());
+        // Each statement's due rows take the queue positions after the project's last (read in the INSERT).
+        await insertChunked(rows, (chunk) => {
+          let position = 0;
+          const values = chunk.map((row) =>
+            row.ready_seq === null ? row : { ...row, ready_seq: nextPosition(engine, projectId, position++) },
+          );
+          return trx.insertInto('email_recipients').values(values).execute();
+        });
         // Last, so the count row is locked (PostgreSQL) only for the moment before the commit.
         const limited = options.dailyLimit > 0;
         const usedToday = await countAgainstQuota(trx, {

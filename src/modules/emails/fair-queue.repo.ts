@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
 import type { Database } from '../../db/schema.ts';
 
 // Fair claiming across projects, as start-time fair queueing on one column. Every due recipient row carries
@@ -37,19 +38,15 @@ async function basePositions(
   return new Map(projectIds.map((id) => [id, Math.max(head, last.get(id) ?? 0)]));
 }
 
-/** The first of the consecutive queue positions a project's newly accepted due rows take (one query). */
-export async function firstPosition(db: Kysely<Database>, projectId: string): Promise<number> {
-  const row = await db
-    .selectNoFrom([
-      HEAD.as('head'),
-      sql<
-        number | string | null
-      >`(SELECT MAX(ready_seq) FROM email_recipients WHERE project_id = ${projectId} AND ready_seq IS NOT NULL)`.as(
-        'last',
-      ),
-    ])
-    .executeTakeFirstOrThrow();
-  return Math.max(Number(row.head ?? 0), Number(row.last ?? 0)) + 1;
+/**
+ * The queue position of a project's `offset`-th newly accepted due row (from 0), as an expression to insert:
+ * the positions are read in the INSERT itself rather than by a SELECT before it. Both engines evaluate the
+ * subqueries once for the statement (they are not correlated), so the rows of one INSERT are consecutive.
+ */
+export function nextPosition(engine: Engine, projectId: string, offset: number): RawBuilder<number> {
+  const greatest = engine === 'postgres' ? sql`GREATEST` : sql`MAX`;
+  return sql<number>`(${greatest}(COALESCE(${HEAD}, 0), COALESCE((SELECT MAX(ready_seq) FROM email_recipients
+    WHERE project_id = ${projectId} AND ready_seq IS NOT NULL), 0)) + ${offset + 1})`;
 }
 
 // Sends of one project spread their counting over this many rows, so they rarely wait on each other.
@@ -66,28 +63,33 @@ export async function countAgainstQuota(
   trx: Kysely<Database>,
   options: { projectId: string; day: string; recipients: number; total: boolean },
 ): Promise<number | undefined> {
-  await trx
+  const shard = randomInt(QUOTA_SHARDS);
+  // The day's total in the same statement: this shard's new count plus the other shards', which this
+  // statement does not touch (one statement instead of an upsert and a SUM).
+  const row = await trx
     .insertInto('send_quota')
-    .values({
-      project_id: options.projectId,
-      day: options.day,
-      shard: randomInt(QUOTA_SHARDS),
-      used: options.recipients,
-    })
+    .values({ project_id: options.projectId, day: options.day, shard, used: options.recipients })
     .onConflict((conflict) =>
       conflict
         .columns(['project_id', 'day', 'shard'])
         .doUpdateSet({ used: sql<number>`send_quota.used + ${options.recipients}` }),
     )
-    .execute();
-  if (!options.total) return undefined;
-  const row = await trx
-    .selectFrom('send_quota')
-    .select((eb) => eb.fn.sum<number | string>('used').as('used'))
-    .where('project_id', '=', options.projectId)
-    .where('day', '=', options.day)
+    .$if(options.total, (query) =>
+      query.returning((eb) => [
+        'used',
+        eb
+          .selectFrom('send_quota as others')
+          .select(sql<number | string | null>`SUM(others.used)`.as('sum'))
+          .where('others.project_id', '=', options.projectId)
+          .where('others.day', '=', options.day)
+          .where('others.shard', '<>', shard)
+          .as('others'),
+      ]),
+    )
     .executeTakeFirst();
-  return Number(row?.used ?? 0);
+  if (!options.total) return undefined;
+  const counted = row as { used?: number | string; others?: number | string | null } | undefined;
+  return Number(counted?.used ?? 0) + Number(counted?.others ?? 0);
 }
 
 /** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */
