@@ -41,7 +41,7 @@ export interface TestDatabase {
 /** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
 export async function createTestDatabase(
   engine: Engine,
-  options: Pick<DatabaseOptions, 'observe'> = {},
+  options: Pick<DatabaseOptions, 'observe' | 'groupCommit'> = {},
 ): Promise<TestDatabase> {
   if (engine === 'postgres') {
     const url = process.env.TEST_DATABASE_URL!;
@@ -114,6 +114,8 @@ export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7);
 export interface TestAppOptions {
   /** Told every statement the app's database runs (test/statements.test.ts counts them). */
   observe?: DatabaseOptions['observe'];
+  /** Group commit (SQLite's default when absent; PostgreSQL's only when given). */
+  groupCommit?: DatabaseOptions['groupCommit'];
   allowPrivateUrls?: boolean;
   clock?: Clock;
   resolver?: Resolver;
@@ -166,7 +168,10 @@ export const TEST_DELIVERY_SETTINGS: DeliverySettings = {
 
 /** Builds the real app on its own database and listens on a real port on 127.0.0.1. */
 export async function startTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
-  const database = await createTestDatabase(engine, options.observe ? { observe: options.observe } : {});
+  const database = await createTestDatabase(engine, {
+    ...(options.observe ? { observe: options.observe } : {}),
+    ...(options.groupCommit !== undefined ? { groupCommit: options.groupCommit } : {}),
+  });
   const clock = options.clock ?? systemClock;
   const notifier = createNotifier();
   const deps: AppDeps = {
