@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Engine } from '../../db/connection.ts';
