@@ -126,7 +126,7 @@ async function recordIsBlocked(db: ProcessDatabase): Promise<boolean> {
   await client.connect();
   try {
     const { rows } = await client.query(
-      `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'update "email_recipients"%'`,
+      `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%UPDATE email_recipients SET status%'`,
     );
     return rows.length > 0;
   } finally {
