@@ -833,7 +833,13 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
   const setup: Setup = {
     database,
     receiver,
-    events: createEventService({ db: database.handle.db, engine, clock: systemClock, notifier }),
+    events: createEventService({
+      db: database.handle.db,
+      engine,
+      clock: systemClock,
+      notifier,
+      webhooks: createWebhookRepo(database.handle.db, database.handle.stamps),
+    }),
   };
   const per = DEFAULTS.concurrencyPerEndpoint;
   const ceiling = DEFAULTS.concurrency;

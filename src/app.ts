@@ -122,11 +122,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.server.keepAliveTimeout = timeouts.keepAliveMs;
 
   const db = deps.database.db;
-  const webhookRepo = createWebhookRepo(db);
-  const templateRepo = createTemplateRepo(db);
+  const webhookRepo = createWebhookRepo(db, deps.database.stamps);
+  const templateRepo = createTemplateRepo(db, deps.database.stamps);
   const renderer = createRenderPool(deps.templateRendering ?? DEFAULTS.templateRendering);
   app.addHook('onClose', () => renderer.close());
-  const projects = createProjectService({ repo: createProjectRepo(db), clock: deps.clock });
+  const projects = createProjectService({
+    repo: createProjectRepo(db, deps.database.stamps),
+    clock: deps.clock,
+  });
   const webhooks = createWebhookService({
     repo: webhookRepo,
     clock: deps.clock,
@@ -143,7 +146,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const notifier = deps.notifier ?? createNotifier();
-  const events = createEventService({ db, engine: deps.database.engine, clock: deps.clock, notifier });
+  const events = createEventService({
+    db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    notifier,
+    webhooks: webhookRepo,
+  });
   app.decorate('events', events);
   const webhookOperations = createWebhookOperations({
     repo: webhookRepo,

@@ -5,6 +5,7 @@ import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kys
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
+import { createStamps, type Stamps, type StampValues } from './validated-cache.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -17,6 +18,8 @@ export interface DatabaseHandle {
    * unit-of-work.ts): committed when `work` resolves, rolled back when it throws.
    */
   unitOfWork<T>(work: () => Promise<T>): Promise<T>;
+  /** The version stamps this process's in-memory reads are checked against (validated-cache.ts). */
+  stamps: Stamps;
   /**
    * PostgreSQL only: LISTEN on `channel` over a dedicated connection (a pooled one would be handed to other
    * queries). `onError` reports a lost connection; the listener is then closed and may be opened again.
@@ -57,8 +60,27 @@ function openSqlite(file: string): DatabaseHandle {
   return {
     db,
     engine: 'sqlite',
+    stamps: createStamps(db, stampReader(sqlite)),
     close: () => db.destroy(),
     unitOfWork: (work) => runUnitOfWork(units.driver(), work),
+  };
+}
+
+/**
+ * The cache stamps read on the connection itself, a few microseconds instead of a trip through Kysely: every
+ * authenticated request reads them. Only while no transaction is open on the connection: then the read is a
+ * transaction of its own and sees exactly what is committed, by this process or another. Inside one it
+ * would see that transaction's snapshot and uncommitted writes, so then the caller goes through Kysely, which
+ * waits for the transaction (or joins it, from inside a unit of work).
+ */
+function stampReader(sqlite: DatabaseSync): () => StampValues | undefined {
+  let statement: ReturnType<DatabaseSync['prepare']> | undefined;
+  return () => {
+    if (sqlite.isTransaction) return undefined;
+    // Prepared on first use: the table exists only once the migrations have run.
+    statement ??= sqlite.prepare('select scope, version from cache_stamps');
+    const rows = statement.all() as Array<{ scope: string; version: number }>;
+    return new Map(rows.map((row) => [row.scope, String(row.version)]));
   };
 }
 
@@ -153,6 +175,7 @@ async function openPostgres(
     db,
     unitOfWork: (work) => runUnitOfWork(units.driver(), work),
     engine: 'postgres',
+    stamps: createStamps(db),
     close: () => db.destroy(),
     listen: (...args) => listenPostgres(url, ...args),
   };
