@@ -5,7 +5,7 @@ import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kys
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
-import { createStamps, type Stamps, type StampValues } from './validated-cache.ts';
+import { createStamps, type Stamps } from './validated-cache.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -73,14 +73,18 @@ function openSqlite(file: string): DatabaseHandle {
  * would see that transaction's snapshot and uncommitted writes, so then the caller goes through Kysely, which
  * waits for the transaction (or joins it, from inside a unit of work).
  */
-function stampReader(sqlite: DatabaseSync): () => StampValues | undefined {
+function stampReader(sqlite: DatabaseSync): (scope: string) => string | undefined {
   let statement: ReturnType<DatabaseSync['prepare']> | undefined;
-  return () => {
+  return (scope) => {
     if (sqlite.isTransaction) return undefined;
-    // Prepared on first use: the table exists only once the migrations have run.
-    statement ??= sqlite.prepare('select scope, version from cache_stamps');
-    const rows = statement.all() as Array<{ scope: string; version: number }>;
-    return new Map(rows.map((row) => [row.scope, String(row.version)]));
+    // Prepared on first use: the table exists only once the migrations have run. Arrays: node:sqlite's row
+    // objects are slow to make.
+    if (!statement) {
+      statement = sqlite.prepare('select version from cache_stamps where scope = ?');
+      statement.setReturnArrays(true);
+    }
+    const row = statement.get(scope) as unknown as [number] | undefined;
+    return row && String(row[0]);
   };
 }
 

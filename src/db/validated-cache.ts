@@ -14,7 +14,7 @@ import { inUnitOfWork } from './unit-of-work.ts';
 
 export type StampScope = 'api_keys' | 'webhooks' | 'templates';
 
-export type StampValues = ReadonlyMap<string, string>;
+type StampValues = ReadonlyMap<string, string>;
 
 export interface Stamps {
   /**
@@ -37,7 +37,7 @@ export function createStamps(
    * SQLite: reads the stamps straight from the connection, skipping Kysely, when that is safe (no
    * transaction open on it, so the read sees exactly what is committed); undefined when it is not.
    */
-  readDirectly?: () => StampValues | undefined,
+  readDirectly?: (scope: StampScope) => string | undefined,
 ): Stamps {
   const query: CompiledQuery = db.selectFrom('cache_stamps').select(['scope', 'version']).compile();
   const readThrough = async (via: Kysely<Database>): Promise<StampValues> => {
@@ -75,8 +75,10 @@ export function createStamps(
 
   return {
     async current(scope, via) {
-      const values =
-        via || inUnitOfWork() ? await readThrough(via ?? db) : (readDirectly?.() ?? (await shared()));
+      const inTransaction = via !== undefined || inUnitOfWork();
+      const direct = inTransaction ? undefined : readDirectly?.(scope);
+      if (direct !== undefined) return direct;
+      const values = inTransaction ? await readThrough(via ?? db) : await shared();
       const value = values.get(scope);
       if (value === undefined) throw new Error(`No cache stamp for '${scope}'.`);
       return value;
