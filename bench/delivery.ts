@@ -59,7 +59,7 @@ import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from '../src/modules/webhooks/webhooks.service.ts';
 import type { ReceivedSample, ReceiverCommand, ReceiverReport } from './delivery-receiver.ts';
 import { summarizeProfile } from './profile.ts';
-import { canPin } from './shared.ts';
+import { benchSchemaName, canPin } from './shared.ts';
 
 const THROUGHPUT_AIM = 0.5;
 const P99_TARGET_MS = 50;
@@ -262,7 +262,7 @@ async function findPostgres(): Promise<{ url: string } | { skip: string }> {
 
 async function openBenchDatabase(engine: Engine, url?: string): Promise<BenchDatabase> {
   if (engine === 'postgres') {
-    const schema = `bench_${randomBytes(6).toString('hex')}`;
+    const schema = benchSchemaName();
     // The pool size `postwire serve` and `postwire worker` use (openConfiguredDatabase's default).
     const handle = await openDatabase({ url: url!, schema });
     await migrateToLatest(handle.db);
