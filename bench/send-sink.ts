@@ -2,7 +2,7 @@
 // (reading it whole, as a real server does), counts them and tells the parent when a target is reached.
 import { SMTPServer } from 'smtp-server';
 
-type Message = { type: 'target'; count: number } | { type: 'stop' };
+type Message = { type: 'target'; count: number } | { type: 'cpu' } | { type: 'stop' };
 
 let received = 0;
 let target = Infinity;
@@ -39,6 +39,9 @@ process.on('message', (message: Message) => {
       target = Infinity;
       send({ type: 'reached', count: received });
     }
+  } else if (message.type === 'cpu') {
+    const usage = process.cpuUsage();
+    send({ type: 'cpu', micros: usage.user + usage.system });
   } else if (message.type === 'stop') {
     server.close(() => process.exit(0));
   }
