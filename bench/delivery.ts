@@ -35,7 +35,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { DEFAULTS as CONFIG_DEFAULTS, loadConfig } from '../src/config.ts';
 import { type DatabaseHandle, type Engine, openDatabase } from '../src/db/connection.ts';
@@ -64,6 +63,7 @@ import {
   type BenchReport,
   benchSchemaName,
   canPin,
+  findPostgres,
   humanOutput,
   type LatencyResult,
   type TargetResult,
@@ -73,7 +73,6 @@ const THROUGHPUT_AIM = 0.5;
 const P99_TARGET_MS = 50;
 const RECEIVER_CPU = '0';
 const SENDER_CPU = '1';
-const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 /** The bare client's window gives up after this; a latency run after LATENCY_TIMEOUT_MS. */
 const PHASE_TIMEOUT_MS = 60_000;
 const LATENCY_TIMEOUT_MS = 30_000;
@@ -243,31 +242,6 @@ interface BenchDatabase {
   /** What a `postwire worker` child needs to open the same database. */
   env: Record<string, string>;
   drop(): Promise<void>;
-}
-
-/** The PostgreSQL server to use, or why there is none. Only loopback servers: the bench stays on this machine. */
-async function findPostgres(): Promise<{ url: string } | { skip: string }> {
-  const given = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-  const url = given ?? DEFAULT_POSTGRES_URL;
-  let host: string;
-  try {
-    host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-  } catch {
-    return { skip: 'the PostgreSQL URL does not parse' };
-  }
-  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
-    return { skip: `${host} is not a loopback address (this bench only talks to this machine)` };
-  }
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return { url };
-  } catch (error) {
-    return { skip: `${given ? 'the given' : 'the default'} PostgreSQL is not reachable (${String(error)})` };
-  } finally {
-    await client.end().catch(() => {});
-  }
 }
 
 async function openBenchDatabase(engine: Engine, url?: string): Promise<BenchDatabase> {
@@ -1047,7 +1021,7 @@ const engines: Array<{ engine: Engine; url?: string }> = [];
 const notes: string[] = [];
 if (args.only !== 'postgres') engines.push({ engine: 'sqlite' });
 if (args.only !== 'sqlite') {
-  const found = await findPostgres();
+  const found = await findPostgres(process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL);
   if ('url' in found) engines.push({ engine: 'postgres', url: found.url });
   else notes.push(`PostgreSQL skipped: ${found.skip}.`);
 }

@@ -31,6 +31,9 @@ await worker.start();
 const address = app.server.address();
 process.send!({ type: 'ready', port: typeof address === 'object' && address ? address.port : 0, key });
 
+// The parent went away (finished or gave up): nothing is left to serve.
+process.on('disconnect', () => process.exit(0));
+
 process.on('message', async (message: { type: string }) => {
   if (message.type === 'cpu') {
     const usage = process.cpuUsage();

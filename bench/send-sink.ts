@@ -32,6 +32,9 @@ server.listen(0, '127.0.0.1', () => {
   send({ type: 'ready', port: typeof address === 'object' && address ? address.port : 0 });
 });
 
+// The parent went away (finished or gave up): nothing is left to serve.
+process.on('disconnect', () => process.exit(0));
+
 process.on('message', (message: Message) => {
   if (message.type === 'target') {
     target = message.count;

@@ -101,6 +101,9 @@ const mode = process.argv[2];
 let server: { app: FastifyInstance; cleanup?: () => Promise<void> } | undefined;
 let inspector: Session | undefined;
 
+// The parent went away (finished or gave up): nothing is left to serve.
+process.on('disconnect', () => process.exit(0));
+
 process.on('message', (message: ParentMessage) => {
   void (async () => {
     if (message.type === 'payloads' && mode === 'bare') server = await startBare(message);

@@ -3,6 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
+import pg from 'pg';
 
 /** Whether the benchmark can pin itself and its server to separate CPUs (taskset, and two CPUs or more). */
 export function canPin(noPin: boolean): boolean {
@@ -125,4 +126,33 @@ export interface BenchReport {
  */
 export function humanOutput(json: boolean): (...lines: unknown[]) => void {
   return json ? console.error : console.log;
+}
+
+export const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
+
+/**
+ * The PostgreSQL server to use (`given`, else the default), or why there is none. Only loopback servers: the
+ * benchmarks stay on this machine.
+ */
+export async function findPostgres(given: string | undefined): Promise<{ url: string } | { skip: string }> {
+  const url = given ?? DEFAULT_POSTGRES_URL;
+  let host: string;
+  try {
+    host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return { skip: 'the PostgreSQL URL does not parse' };
+  }
+  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
+    return { skip: `${host} is not a loopback address (this bench only talks to this machine)` };
+  }
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return { url };
+  } catch (error) {
+    return { skip: `${given ? 'the given' : 'the default'} PostgreSQL is not reachable (${String(error)})` };
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
