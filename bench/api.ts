@@ -470,6 +470,7 @@ if (args.json) {
       postwire: r.rps,
       bare: b.rps,
       ratio: r.rps / b.rps,
+      cpuRatio: b.serverMicros / r.serverMicros,
       aim,
       warnings: [r, b].filter((side) => side.bad > 0).map((side) => `${side.name}: ${side.bad} bad`),
     };

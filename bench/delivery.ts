@@ -1098,6 +1098,7 @@ if (args.json) {
         postwire: rate(row),
         bare: rate(bare),
         ratio: rate(row) / rate(bare),
+        cpuRatio: bare.senderMicros / row.senderMicros,
         aim: THROUGHPUT_AIM,
         warnings: [
           ...(row.capped

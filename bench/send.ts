@@ -282,6 +282,7 @@ if (args.json) {
         postwire: sent,
         bare: nm,
         ratio,
+        cpuRatio: median(results.map((r) => r.nodemailerCpu.sender / r.cpu.sender)),
         aim: AIMS[engine],
         warnings: [],
       },

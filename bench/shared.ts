@@ -95,6 +95,12 @@ export interface TargetResult {
   postwire: number;
   bare: number;
   ratio: number;
+  /**
+   * The same comparison by CPU time per unit of the process measured (bare ÷ Postwire): what each would reach
+   * with a core to itself, so steadier than `ratio` when other work shares the machine. PostgreSQL's own CPU
+   * is not in it.
+   */
+  cpuRatio: number;
   /** The ratio aimed at (issue 12). */
   aim: number;
   /** Whatever makes this figure doubtful (failed requests, a capped window, other work on the machine). */
