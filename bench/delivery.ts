@@ -27,9 +27,8 @@
 // part of the engine's cost and shows under "other cpu", with whatever else runs on the machine.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,6 +62,7 @@ import {
   type BenchReport,
   benchSchemaName,
   canPin,
+  createWindowProfiler,
   findPostgres,
   humanOutput,
   type LatencyResult,
@@ -558,7 +558,7 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
   return { ...figures, capped: false, bad };
 }
 
-let profiler: Session | undefined;
+const profiler = createWindowProfiler();
 const profiles: string[] = [];
 
 /**
@@ -579,12 +579,7 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
   // The warm-up is not profiled: its profile would show start-up (JIT, first connections), not the engine.
   const profileFile =
     args.profile && !label.endsWith('warmup') ? path.join(args.profile, `${label}.cpuprofile`) : undefined;
-  if (profileFile) {
-    profiler ??= new Session();
-    profiler.connect();
-    await profiler.post('Profiler.enable');
-    await profiler.post('Profiler.start');
-  }
+  if (profileFile) await profiler.start();
   const figures = await window(
     setup.receiver,
     count,
@@ -606,10 +601,8 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
       }
     },
   );
-  if (profileFile && profiler) {
-    const { profile } = await profiler.post('Profiler.stop');
-    writeFileSync(profileFile, JSON.stringify(profile));
-    profiler.disconnect();
+  if (profileFile) {
+    await profiler.stop(profileFile);
     profiles.push(profileFile);
   }
   await worker.stop();

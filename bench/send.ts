@@ -6,7 +6,7 @@
 //   npm run bench:send -- --emails 5000 --concurrency 32
 //   npm run bench:send -- --batch 100                   # POST /v1/emails/batch, 100 emails a request
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:send
-//   npm run bench:send -- --profile /tmp/prof         # CPU-profile the Postwire process
+//   npm run bench:send -- --profile /tmp/prof         # CPU-profile the Postwire process's measured window
 //   npm run bench:send -- --json                      # the report on stderr, the target as JSON on stdout
 //
 // Both sides deliver to the same smtp-server, in a child process of its own; Postwire runs in another child
@@ -16,11 +16,13 @@
 // this process, or the Postwire child) has CPU 1 to itself; the sink, and this process while it only sends
 // requests to Postwire, share CPU 0. PostgreSQL's own processes are not pinned.
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
+import { summarizeProfile } from './profile.ts';
 import { type BenchReport, canPin, emailMessage, humanOutput } from './shared.ts';
 
 /** Delivered emails per second, as a share of nodemailer's (issue 12): PostgreSQL's round trips cost more. */
@@ -64,11 +66,8 @@ interface Child {
   stop(): Promise<void>;
 }
 
-function start(script: string, argv: string[] = [], execArgv: string[] = []): Child {
-  const child = fork(path.join(here, script), argv, {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    execArgv: [...process.execArgv, ...execArgv],
-  });
+function start(script: string, argv: string[] = []): Child {
+  const child = fork(path.join(here, script), argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const next = <T>(type: string) =>
     new Promise<T>((resolve, reject) => {
       const onMessage = (message: { type: string }) => {
@@ -156,6 +155,9 @@ async function nodemailerRun(
   return { rate: EMAILS / seconds, cpu };
 }
 
+const profiles: string[] = [];
+if (args.profile) mkdirSync(args.profile, { recursive: true });
+
 async function postwireRun(
   sink: Child,
   port: number,
@@ -163,9 +165,7 @@ async function postwireRun(
 ): Promise<{ accepted: number; delivered: number; cpu: CpuPerEmail }> {
   // This process only sends requests now: beside the sink, off the CPU Postwire has to itself.
   pinTo(process.pid, SINK_CPU);
-  // --profile <dir>: a CPU profile of the Postwire process (summarise it with bench/profile.ts).
-  const profile = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
-  const server = start('send-server.ts', [String(port), String(CONCURRENCY)], profile);
+  const server = start('send-server.ts', [String(port), String(CONCURRENCY)]);
   pinTo(server.child.pid!, SENDER_CPU);
   const ready = await server.next<{ port: number; key: string }>('ready');
   const url = `http://127.0.0.1:${ready.port}`;
@@ -185,6 +185,11 @@ async function postwireRun(
   const warm = offset + 20;
   await new Promise((resolve) => setTimeout(resolve, 500));
 
+  // --profile <dir>: a CPU profile of the Postwire process over the measured window (not start-up, warm-up).
+  const profileFile = args.profile
+    ? path.join(args.profile, `postwire-${profiles.length + 1}.cpuprofile`)
+    : undefined;
+  if (profileFile) server.send({ type: 'profile-start' });
   const serverBefore = await childCpuMicros(server);
   const sinkBefore = await childCpuMicros(sink);
   const clientBefore = cpuMicros();
@@ -211,6 +216,12 @@ async function postwireRun(
     sink: perEmail((await childCpuMicros(sink)) - sinkBefore),
     client: perEmail(cpuMicros() - clientBefore),
   };
+  if (profileFile) {
+    const profiled = server.next('profiled');
+    server.send({ type: 'profile-stop', file: profileFile });
+    await profiled;
+    profiles.push(profileFile);
+  }
   await server.stop();
   return { accepted: EMAILS / acceptedSeconds, delivered: EMAILS / deliveredSeconds, cpu };
 }
@@ -271,6 +282,8 @@ log(
     `${cpuOf((r) => r.cpu.sink)} ms, the request client ${cpuOf((r) => r.cpu.client)} ms; ` +
     `nodemailer ${cpuOf((r) => r.nodemailerCpu.sender)} ms, its sink ${cpuOf((r) => r.nodemailerCpu.sink)} ms`,
 );
+
+for (const file of profiles) log(`\n${summarizeProfile(file)}`);
 
 if (args.json) {
   const report: BenchReport = {

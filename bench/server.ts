@@ -2,12 +2,17 @@
 // `node bench/server.ts real` builds the real app on a fresh SQLite file (or, with DATABASE_URL, a fresh
 // PostgreSQL schema); `node bench/server.ts bare` serves the same JSON from plain Fastify routes (no auth, no
 // database, no schemas) as the ceiling to compare with.
-import { writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import { DatabaseSync } from 'node:sqlite';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { startBenchApp } from './app.ts';
-import { CREATE_BODY, type ChildMessage, emailMessage, type ParentMessage, WEBHOOK_COUNT } from './shared.ts';
+import {
+  CREATE_BODY,
+  type ChildMessage,
+  createWindowProfiler,
+  emailMessage,
+  type ParentMessage,
+  WEBHOOK_COUNT,
+} from './shared.ts';
 
 const send = (message: ChildMessage) => process.send!(message);
 
@@ -99,7 +104,7 @@ function port(app: FastifyInstance): number {
 
 const mode = process.argv[2];
 let server: { app: FastifyInstance; cleanup?: () => Promise<void> } | undefined;
-let inspector: Session | undefined;
+const profiler = createWindowProfiler();
 
 // The parent went away (finished or gave up): nothing is left to serve.
 process.on('disconnect', () => process.exit(0));
@@ -111,16 +116,9 @@ process.on('message', (message: ParentMessage) => {
       const usage = process.cpuUsage();
       send({ type: 'cpu', micros: usage.user + usage.system });
     }
-    if (message.type === 'profile-start') {
-      inspector ??= new Session();
-      inspector.connect();
-      await inspector.post('Profiler.enable');
-      await inspector.post('Profiler.start');
-    }
-    if (message.type === 'profile-stop' && inspector) {
-      const { profile } = await inspector.post('Profiler.stop');
-      writeFileSync(message.file, JSON.stringify(profile));
-      inspector.disconnect();
+    if (message.type === 'profile-start') await profiler.start();
+    if (message.type === 'profile-stop') {
+      await profiler.stop(message.file);
       send({ type: 'profiled' });
     }
     if (message.type === 'stop') {

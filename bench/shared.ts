@@ -2,6 +2,8 @@
 
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import pg from 'pg';
 
@@ -161,4 +163,24 @@ export async function findPostgres(given: string | undefined): Promise<{ url: st
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/**
+ * CPU-profiles this process from start() to stop(file), so that a profile shows the measured window only,
+ * not start-up, set-up and warm-up. One at a time; summarise the file with bench/profile.ts.
+ */
+export function createWindowProfiler() {
+  const session = new Session();
+  return {
+    async start() {
+      session.connect();
+      await session.post('Profiler.enable');
+      await session.post('Profiler.start');
+    },
+    async stop(file: string) {
+      const { profile } = await session.post('Profiler.stop');
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
 }
