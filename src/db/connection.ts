@@ -1,11 +1,11 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
+import { Kysely, type LogEvent, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
-import { createStamps, type Stamps } from './validated-cache.ts';
+import { createStamps, noteStatement, type Stamps } from './validated-cache.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -40,6 +40,9 @@ export interface DatabaseOptions {
   poolSize?: number;
 }
 
+/** Every statement run, for the request windows of the in-memory lookups (validated-cache.ts). */
+const noteStatements = (event: LogEvent) => noteStatement(event.query.query.kind);
+
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   if (options.url) return openPostgres(options.url, options.schema, options.poolSize ?? 10);
   if (!options.sqlitePath) throw new Error('openDatabase needs a PostgreSQL url or a SQLite path.');
@@ -56,7 +59,7 @@ function openSqlite(file: string): DatabaseHandle {
   sqlite.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
   sqlite.exec('PRAGMA foreign_keys = ON;');
   const units = withUnitsOfWork(new SqliteDialect({ database: adaptNodeSqlite(sqlite) }));
-  const db = new Kysely<Database>({ dialect: units.dialect });
+  const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   return {
     db,
     engine: 'sqlite',
@@ -73,18 +76,18 @@ function openSqlite(file: string): DatabaseHandle {
  * would see that transaction's snapshot and uncommitted writes, so then the caller goes through Kysely, which
  * waits for the transaction (or joins it, from inside a unit of work).
  */
-function stampReader(sqlite: DatabaseSync): (scope: string) => string | undefined {
+function stampReader(sqlite: DatabaseSync): () => Map<string, string> | undefined {
   let statement: ReturnType<DatabaseSync['prepare']> | undefined;
-  return (scope) => {
+  return () => {
     if (sqlite.isTransaction) return undefined;
     // Prepared on first use: the table exists only once the migrations have run. Arrays: node:sqlite's row
     // objects are slow to make.
     if (!statement) {
-      statement = sqlite.prepare('select version from cache_stamps where scope = ?');
+      statement = sqlite.prepare('select scope, version from cache_stamps');
       statement.setReturnArrays(true);
     }
-    const row = statement.get(scope) as unknown as [number] | undefined;
-    return row && String(row[0]);
+    const rows = statement.all() as unknown as Array<[string, number]>;
+    return new Map(rows.map(([scope, version]) => [scope, String(version)]));
   };
 }
 
@@ -174,7 +177,7 @@ async function openPostgres(
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
   const units = withUnitsOfWork(new PostgresDialect({ pool }));
-  const db = new Kysely<Database>({ dialect: units.dialect });
+  const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   return {
     db,
     unitOfWork: (work) => runUnitOfWork(units.driver(), work),

@@ -1,3 +1,5 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { performance } from 'node:perf_hooks';
 import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 import { inUnitOfWork } from './unit-of-work.ts';
@@ -26,6 +28,36 @@ export interface Stamps {
 }
 
 /**
+ * An API request's span: a stamp read issued after the request began reflects every write committed before
+ * it arrived, so that one read serves the request's later lookups too (the key, then the webhook list) instead
+ * of one read each. Closed when the response is sent, so nothing the request left behind (a timer) reuses
+ * it later.
+ */
+export interface RequestWindow {
+  readonly startedAt: number;
+  open: boolean;
+}
+
+const requestWindows = new AsyncLocalStorage<RequestWindow>();
+
+/** Runs `next` (the rest of a request) in a new request window, which it returns for closing. */
+export function openRequestWindow(next: () => void): RequestWindow {
+  const window: RequestWindow = { startedAt: performance.now(), open: true };
+  requestWindows.run(window, next);
+  return window;
+}
+
+/**
+ * Called for every statement but a SELECT: a request that writes must see its own writes, so from then on
+ * its lookups read the stamps afresh (its window closes).
+ */
+export function noteStatement(kind: string): void {
+  if (kind === 'SelectQueryNode') return;
+  const window = requestWindows.getStore();
+  if (window) window.open = false;
+}
+
+/**
  * Outside a transaction, concurrent callers share reads: a read in flight serves only callers that came
  * before it started, so a caller arriving during one waits for the next, which starts as soon as the
  * current one ends and serves everyone who arrived meanwhile. Under load that is one stamp read per
@@ -37,7 +69,7 @@ export function createStamps(
    * SQLite: reads the stamps straight from the connection, skipping Kysely, when that is safe (no
    * transaction open on it, so the read sees exactly what is committed); undefined when it is not.
    */
-  readDirectly?: (scope: StampScope) => string | undefined,
+  readDirectly?: () => StampValues | undefined,
 ): Stamps {
   const query: CompiledQuery = db.selectFrom('cache_stamps').select(['scope', 'version']).compile();
   const readThrough = async (via: Kysely<Database>): Promise<StampValues> => {
@@ -48,15 +80,26 @@ export function createStamps(
     return new Map(rows.map((row) => [row.scope, String(row.version)]));
   };
 
+  /** Each scope's latest stamp read outside a transaction, and when that read was issued. */
+  const latest = new Map<string, { issuedAt: number; value: string }>();
+  const remember = (scope: string, value: string, issuedAt: number) => {
+    const seen = latest.get(scope);
+    if (!seen || seen.issuedAt <= issuedAt) latest.set(scope, { issuedAt, value });
+  };
+
   let inFlight: Promise<StampValues> | undefined;
   let next: Promise<StampValues> | undefined;
   const start = (): Promise<StampValues> => {
+    const issuedAt = performance.now();
     const read = readThrough(db);
     inFlight = read;
     const settle = () => {
       if (inFlight === read) inFlight = undefined;
     };
-    read.then(settle, settle);
+    read.then((values) => {
+      for (const [scope, value] of values) remember(scope, value, issuedAt);
+      settle();
+    }, settle);
     return read;
   };
   const shared = (): Promise<StampValues> => {
@@ -73,15 +116,23 @@ export function createStamps(
     return next;
   };
 
+  const valueOf = (values: StampValues, scope: StampScope) => {
+    const value = values.get(scope);
+    if (value === undefined) throw new Error(`No cache stamp for '${scope}'.`);
+    return value;
+  };
+
   return {
     async current(scope, via) {
-      const inTransaction = via !== undefined || inUnitOfWork();
-      const direct = inTransaction ? undefined : readDirectly?.(scope);
-      if (direct !== undefined) return direct;
-      const values = inTransaction ? await readThrough(via ?? db) : await shared();
-      const value = values.get(scope);
-      if (value === undefined) throw new Error(`No cache stamp for '${scope}'.`);
-      return value;
+      if (via !== undefined || inUnitOfWork()) return valueOf(await readThrough(via ?? db), scope);
+      const window = requestWindows.getStore();
+      const seen = latest.get(scope);
+      if (window?.open && seen && seen.issuedAt >= window.startedAt) return seen.value;
+      const issuedAt = performance.now();
+      const direct = readDirectly?.();
+      if (!direct) return valueOf(await shared(), scope);
+      for (const [each, value] of direct) remember(each, value, issuedAt);
+      return valueOf(direct, scope);
     },
   };
 }
