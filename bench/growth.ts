@@ -116,26 +116,32 @@ async function secondPage(url: string): Promise<string> {
 }
 
 const deliveries = `/v1/webhooks/${ready.webhookId}/deliveries`;
-// The dashboard's pages (100 rows), and its filters at 10 rows a page: a rare status (1 email in 50 bounced,
-// 1 delivery in 100 failed) is where a missing index shows, as rows read for each row returned.
+
+/** The emails of one status, 10 a page; checked to hold only that status. */
+const byStatus = (status: string) => async () => {
+  const url = `/v1/emails?status=${status}&limit=10`;
+  if ((await page(url)).data.some((email) => email.status !== status))
+    throw new Error(`${url}: other statuses`);
+  return url;
+};
+
+// The dashboard's pages (100 rows), and its filters at 10 rows a page: a filter on a rare value (1 email in 50
+// bounced, 1 in 1,000 complained of, 1 delivery in 100 failed) is where a missing index shows, as rows read
+// for each row returned.
 const routes: Route[] = [
   { name: 'GET /v1/emails', method: 'GET', url: checked('/v1/emails'), expect: 200 },
   { name: 'GET /v1/emails, page 2', method: 'GET', url: () => secondPage('/v1/emails'), expect: 200 },
-  {
-    name: 'GET /v1/emails?status=bounced&limit=10',
-    method: 'GET',
-    url: async () => {
-      const url = '/v1/emails?status=bounced&limit=10';
-      if ((await page(url)).data.some((email) => email.status !== 'bounced'))
-        throw new Error('status filter');
-      return url;
-    },
-    expect: 200,
-  },
+  { name: 'GET /v1/emails?status=bounced&limit=10', method: 'GET', url: byStatus('bounced'), expect: 200 },
   {
     name: '… page 2',
     method: 'GET',
-    url: () => secondPage('/v1/emails?status=bounced&limit=10'),
+    url: async () => secondPage(await byStatus('bounced')()),
+    expect: 200,
+  },
+  {
+    name: 'GET /v1/emails?status=complained&limit=10',
+    method: 'GET',
+    url: byStatus('complained'),
     expect: 200,
   },
   { name: 'GET /v1/events', method: 'GET', url: checked('/v1/events'), expect: 200 },
