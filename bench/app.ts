@@ -28,10 +28,15 @@ export interface BenchApp {
 }
 
 export async function startBenchApp(
-  options: { databaseUrl?: string | undefined; deps?: Partial<AppDeps> } = {},
+  options: {
+    databaseUrl?: string | undefined;
+    deps?: Partial<AppDeps>;
+    /** Names the PostgreSQL schema (`<prefix>_<random>`), so a bench's data is told apart from others'. */
+    schemaPrefix?: string;
+  } = {},
 ): Promise<BenchApp> {
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bench-'));
-  const schema = benchSchemaName();
+  const schema = benchSchemaName(options.schemaPrefix);
   const sqliteFile = options.databaseUrl ? undefined : path.join(dir, 'postwire.db');
   const database = await openDatabase(
     options.databaseUrl ? { url: options.databaseUrl, schema, poolSize: 20 } : { sqlitePath: sqliteFile! },

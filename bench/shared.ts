@@ -82,8 +82,8 @@ export type ChildMessage =
  * A PostgreSQL schema of the benchmark's own, dropped at the end. BENCH_SCHEMA_PREFIX (default `bench`) tells
  * one harness's schemas from another's when several share a server.
  */
-export function benchSchemaName(): string {
-  return `${process.env.BENCH_SCHEMA_PREFIX ?? 'bench'}_${randomBytes(6).toString('hex')}`;
+export function benchSchemaName(prefix = process.env.BENCH_SCHEMA_PREFIX ?? 'bench'): string {
+  return `${prefix}_${randomBytes(6).toString('hex')}`;
 }
 
 export type BenchEngine = 'sqlite' | 'postgres';
