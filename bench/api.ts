@@ -3,7 +3,13 @@
 //   npm run bench:api                     # 10 connections, 1 s warm-up + 5 s per target
 //   npm run bench:api -- --rounds 3       # repeat and report medians (when other work shares the machine)
 //   npm run bench:api -- --profile        # also CPU-profile the real server and summarise the profiles
-//   npm run bench:api -- --only reads     # one pair only (reads or writes), when working on one path
+//   npm run bench:api -- --only reads     # some pairs only (reads, writes, emails; comma-separated)
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:api   # a fresh PostgreSQL schema
+//   npm run bench:api -- --json           # the report on stderr, the targets as JSON on stdout
+//
+// The pairs: reads (`GET /v1/webhooks`, 20 webhooks, auth), writes (`POST /v1/webhooks`) and emails
+// (`POST /v1/emails`, one recipient, accepted: validated and stored before the 202; no sending worker runs, so
+// this is acceptance alone), each against bare Fastify answering the same JSON (parsing the same body).
 //
 // Fairness: the server runs in a child process and autocannon in this one; with taskset and two or more
 // CPUs each is pinned to a CPU of its own, so the load generator never takes the server's CPU. Bare and real
@@ -17,9 +23,21 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon, { type Result } from 'autocannon';
 import { summarizeProfile } from './profile.ts';
-import { CREATE_BODY, type ChildMessage, type ParentMessage, WEBHOOK_COUNT, canPin } from './shared.ts';
+import {
+  type BenchEngine,
+  type BenchReport,
+  CREATE_BODY,
+  type ChildMessage,
+  emailMessage,
+  humanOutput,
+  type ParentMessage,
+  WEBHOOK_COUNT,
+  canPin,
+} from './shared.ts';
 
 const READ_AIM = 0.6;
+const ACCEPT_AIM = 0.5;
+const PAIRS = ['reads', 'writes', 'emails'] as const;
 const SERVER_CPU = '0';
 const CLIENT_CPU = '1';
 
@@ -30,20 +48,27 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '1' },
     rounds: { type: 'string', default: '1' },
     profile: { type: 'boolean', default: false },
-    // `reads` or `writes`: measure one pair only, when iterating on one path.
+    // Some of reads, writes, emails (comma-separated): measure those pairs only, when iterating on one path.
     only: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
   },
 });
+const log = humanOutput(args.json);
 const connections = Number(args.connections);
 const duration = Number(args.duration);
 const warmup = Number(args.warmup);
 const rounds = Number(args.rounds);
-if (args.only !== undefined && args.only !== 'reads' && args.only !== 'writes') {
-  throw new Error(`--only takes reads or writes, not ${args.only}`);
+const only = new Set(args.only?.split(',') ?? PAIRS);
+for (const pair of only) {
+  if (!(PAIRS as readonly string[]).includes(pair))
+    throw new Error(`--only takes ${PAIRS.join(', ')}, not ${pair}`);
 }
-const doReads = args.only !== 'writes';
-const doWrites = args.only !== 'reads';
+const doReads = only.has('reads');
+const doWrites = only.has('writes');
+const doEmails = only.has('emails');
+// The server children open DATABASE_URL's PostgreSQL when it is set (bench/app.ts), SQLite otherwise.
+const engine: BenchEngine = process.env.DATABASE_URL ? 'postgres' : 'sqlite';
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 // Read before pinning: once pinned, availableParallelism() counts only the CPU this process may use.
@@ -178,9 +203,11 @@ async function measure(server: Server, target: Target, profileFile?: string): Pr
 
 const json = { 'content-type': 'application/json' };
 const createBody = JSON.stringify(CREATE_BODY);
+const emailBody = JSON.stringify(emailMessage(1));
 
-/** The real servers' database files, deleted at the end (the bare server reads the first one). */
+/** The real servers' SQLite files, deleted at the end (the bare server reads the first one). */
 const databases: string[] = [];
+const keep = (database: string | undefined) => database !== undefined && databases.push(database);
 let sqlChecked = false;
 
 async function round(profileDir?: string): Promise<Row[]> {
@@ -195,7 +222,8 @@ async function round(profileDir?: string): Promise<Row[]> {
     type: 'payloads',
     list: reads.ready.list!,
     created: reads.ready.created!,
-    database: reads.ready.database!,
+    accepted: reads.ready.accepted!,
+    database: reads.ready.database,
     projectId: reads.ready.projectId!,
   };
   if (doReads) {
@@ -208,7 +236,7 @@ async function round(profileDir?: string): Promise<Row[]> {
     );
   }
   await reads.stop();
-  databases.push(reads.ready.database!);
+  keep(reads.ready.database);
 
   // The ceiling: the same bytes from plain Fastify, no auth, no database.
   const bare = await startServer('bare', payloads);
@@ -216,10 +244,13 @@ async function round(profileDir?: string): Promise<Row[]> {
     rows.push(
       await measure(bare, { name: 'bare  GET  /v1/webhooks', method: 'GET', expect: 200, headers: {} }),
     );
+  }
+  // bare+sql runs the query on node:sqlite: SQLite only.
+  if (doReads && engine === 'sqlite') {
     if (!sqlChecked) {
       sqlChecked = true;
       const answer = await fetch(`http://127.0.0.1:${bare.ready.port}/sql/webhooks`).then((r) => r.text());
-      if (answer !== payloads.list) console.log('note: the bare+sql answer differs from the real list body');
+      if (answer !== payloads.list) log('note: the bare+sql answer differs from the real list body');
     }
     rows.push(
       await measure(bare, {
@@ -242,26 +273,59 @@ async function round(profileDir?: string): Promise<Row[]> {
       }),
     );
   }
+  if (doEmails) {
+    rows.push(
+      await measure(bare, {
+        name: 'bare  POST /v1/emails',
+        path: '/v1/emails',
+        method: 'POST',
+        expect: 202,
+        headers: json,
+        body: emailBody,
+      }),
+    );
+  }
   await bare.stop();
-  if (!doWrites) return rows;
 
   // Real writes on a fresh database of their own, so the reads above always listed exactly 20.
-  const writes = await startServer('real');
-  rows.push(
-    await measure(
-      writes,
-      {
-        name: 'real  POST /v1/webhooks',
-        method: 'POST',
-        expect: 201,
-        headers: { ...json, authorization: `Bearer ${writes.ready.key}` },
-        body: createBody,
-      },
-      profileFile('real-write'),
-    ),
-  );
-  await writes.stop();
-  databases.push(writes.ready.database!);
+  if (doWrites) {
+    const writes = await startServer('real');
+    rows.push(
+      await measure(
+        writes,
+        {
+          name: 'real  POST /v1/webhooks',
+          method: 'POST',
+          expect: 201,
+          headers: { ...json, authorization: `Bearer ${writes.ready.key}` },
+          body: createBody,
+        },
+        profileFile('real-write'),
+      ),
+    );
+    await writes.stop();
+    keep(writes.ready.database);
+  }
+  // Sends on a fresh database too, with no sending worker: each one validated and stored before its 202.
+  if (doEmails) {
+    const sends = await startServer('real');
+    rows.push(
+      await measure(
+        sends,
+        {
+          name: 'real  POST /v1/emails',
+          path: '/v1/emails',
+          method: 'POST',
+          expect: 202,
+          headers: { ...json, authorization: `Bearer ${sends.ready.key}` },
+          body: emailBody,
+        },
+        profileFile('real-send'),
+      ),
+    );
+    await sends.stop();
+    keep(sends.ready.database);
+  }
   return rows;
 }
 
@@ -306,27 +370,26 @@ const load = () =>
     .loadavg()
     .map((n) => n.toFixed(2))
     .join(' ');
-console.log(
-  `node ${process.version}, ${cpuCount} CPUs (${os.cpus()[0]?.model ?? '?'}), ` +
+log(
+  `node ${process.version}, ${cpuCount} CPUs (${os.cpus()[0]?.model ?? '?'}), ${engine}, ` +
     `${connections} connections, ${warmup} s warm-up + ${duration} s per target, ${rounds} round(s), ` +
     (pin ? `server pinned to CPU ${SERVER_CPU}, load generator to CPU ${CLIENT_CPU}` : 'no CPU pinning') +
     `; load average before: ${load()}`,
 );
-console.log(
-  `GET lists ${WEBHOOK_COUNT} webhooks with a valid key (rate limit off); POST creates one (https URL, secret).`,
+log(
+  `GET lists ${WEBHOOK_COUNT} webhooks with a valid key (rate limit off); POST /v1/webhooks creates one ` +
+    '(https URL, secret); POST /v1/emails sends one email to one recipient (no daily limit, no worker).',
 );
 
 const profileDir = args.profile ? mkdtempSync(path.join(os.tmpdir(), 'postwire-profile-')) : undefined;
 if (profileDir)
-  console.log(
-    `Profiling the real server's measured windows into ${profileDir}; figures carry profiler overhead.`,
-  );
+  log(`Profiling the real server's measured windows into ${profileDir}; figures carry profiler overhead.`);
 
 const results: Row[][] = [];
 for (let i = 0; i < rounds; i++) {
   const rows = await round(profileDir && i === 0 ? profileDir : undefined);
   results.push(rows);
-  if (rounds > 1) console.log(`\nround ${i + 1}\n${table(rows)}`);
+  if (rounds > 1) log(`\nround ${i + 1}\n${table(rows)}`);
 }
 
 const summary = results[0]!.map((row, i) => {
@@ -350,40 +413,76 @@ const ratio = (real: string, bare: string, of: (row: Row) => number) => {
 };
 const READ = ['real  GET  /v1/webhooks', 'bare  GET  /v1/webhooks'] as const;
 const WRITE = ['real  POST /v1/webhooks', 'bare  POST /v1/webhooks'] as const;
+const SEND = ['real  POST /v1/emails', 'bare  POST /v1/emails'] as const;
 const readRatio = ratio(...READ, (r) => r.rps);
 const writeRatio = ratio(...WRITE, (r) => r.rps);
+const sendRatio = ratio(...SEND, (r) => r.rps);
 // The same ratio from CPU cost: what one core would give each side if nothing else ran on the machine.
 const capacity = (r: Row) => 1 / r.serverMicros;
 const show = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(2));
+const verdict = (measured: boolean, value: number, aim: number) =>
+  measured ? `: ${value >= aim ? 'met' : 'NOT met'}` : '';
 
-console.log(`\n${rounds > 1 ? `median of ${rounds} rounds` : 'results'}`);
-console.log(table(summary));
-console.log(
-  `\nreal/bare  reads ${show(readRatio)}  writes ${show(writeRatio)}  ` +
-    `(aim ≥ ${READ_AIM} on reads${doReads ? `: ${readRatio >= READ_AIM ? 'met' : 'NOT met'}` : ''})`,
+log(`\n${rounds > 1 ? `median of ${rounds} rounds` : 'results'}`);
+log(table(summary));
+log(
+  `\nreal/bare  reads ${show(readRatio)}  writes ${show(writeRatio)}  emails ${show(sendRatio)}  ` +
+    `(aim ≥ ${READ_AIM} on reads${verdict(doReads, readRatio, READ_AIM)}, ` +
+    `≥ ${ACCEPT_AIM} on emails accepted${verdict(doEmails, sendRatio, ACCEPT_AIM)})`,
 );
-console.log(
-  `real/bare+sql reads ${show(ratio(READ[0], 'bare+sql GET /v1/webhooks', (r) => r.rps))}  ` +
-    '(bare+sql: the same query on node:sqlite with a prepared statement, no auth, no Kysely)',
-);
-console.log(
+if (engine === 'sqlite') {
+  log(
+    `real/bare+sql reads ${show(ratio(READ[0], 'bare+sql GET /v1/webhooks', (r) => r.rps))}  ` +
+      '(bare+sql: the same query on node:sqlite with a prepared statement, no auth, no Kysely)',
+  );
+}
+log(
   `real/bare by server CPU per request  reads ${show(ratio(...READ, capacity))}  ` +
-    `writes ${show(ratio(...WRITE, capacity))}  (holds up better when other work shares the machine)`,
+    `writes ${show(ratio(...WRITE, capacity))}  emails ${show(ratio(...SEND, capacity))}  ` +
+    '(holds up better when other work shares the machine)',
 );
-console.log(`load average after: ${load()} (other work on this machine skews the figures; re-run if noisy)`);
+log(`load average after: ${load()} (other work on this machine skews the figures; re-run if noisy)`);
+const warnings: string[] = [];
 const busiest = Math.max(...summary.map((row) => row.otherCpu));
 if (busiest > 0.2) {
-  console.log(
-    `WARNING: other work used up to ${(100 * busiest).toFixed(0)} % of a CPU during a measurement; ` +
+  warnings.push(
+    `other work used up to ${(100 * busiest).toFixed(0)} % of a CPU during a measurement; ` +
       'the figures (and the ratios) are unreliable, re-run when the machine is quiet or with --rounds 3.',
   );
 }
-if (summary.some((row) => row.bad > 0)) console.log('WARNING: some requests did not answer as expected.');
+if (summary.some((row) => row.bad > 0)) warnings.push('some requests did not answer as expected.');
+for (const warning of warnings) log(`WARNING: ${warning}`);
 
 for (const database of databases) rmSync(path.dirname(database), { recursive: true, force: true });
 
 if (profileDir) {
   for (const file of readdirSync(profileDir).sort()) {
-    console.log(`\n${summarizeProfile(path.join(profileDir, file))}`);
+    log(`\n${summarizeProfile(path.join(profileDir, file))}`);
   }
+}
+
+if (args.json) {
+  const target = (name: string, [real, bare]: readonly [string, string], aim: number) => {
+    const [r, b] = [row(real)!, row(bare)!];
+    return {
+      target: name,
+      engine,
+      postwire: r.rps,
+      bare: b.rps,
+      ratio: r.rps / b.rps,
+      cpuRatio: b.serverMicros / r.serverMicros,
+      aim,
+      warnings: [r, b].filter((side) => side.bad > 0).map((side) => `${side.name}: ${side.bad} bad`),
+    };
+  };
+  const report: BenchReport = {
+    bench: 'api',
+    targets: [
+      ...(doReads ? [target(`GET /v1/webhooks (${WEBHOOK_COUNT} webhooks, auth)`, READ, READ_AIM)] : []),
+      ...(doEmails ? [target('POST /v1/emails accepted (auth, 1 recipient)', SEND, ACCEPT_AIM)] : []),
+    ],
+    latencies: [],
+    warnings,
+  };
+  console.log(JSON.stringify(report));
 }

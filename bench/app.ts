@@ -12,6 +12,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
+import { benchSchemaName } from './shared.ts';
 
 export interface BenchApp {
   app: FastifyInstance;
@@ -27,10 +28,15 @@ export interface BenchApp {
 }
 
 export async function startBenchApp(
-  options: { databaseUrl?: string | undefined; deps?: Partial<AppDeps> } = {},
+  options: {
+    databaseUrl?: string | undefined;
+    deps?: Partial<AppDeps>;
+    /** Names the PostgreSQL schema (`<prefix>_<random>`), so a bench's data is told apart from others'. */
+    schemaPrefix?: string;
+  } = {},
 ): Promise<BenchApp> {
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bench-'));
-  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const schema = benchSchemaName(options.schemaPrefix);
   const sqliteFile = options.databaseUrl ? undefined : path.join(dir, 'postwire.db');
   const database = await openDatabase(
     options.databaseUrl ? { url: options.databaseUrl, schema, poolSize: 20 } : { sqlitePath: sqliteFile! },

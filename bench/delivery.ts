@@ -8,6 +8,7 @@
 //   npm run bench:delivery -- --only sqlite         # one engine (sqlite or postgres)
 //   npm run bench:delivery -- --profile /tmp/prof   # CPU-profile the worker's measured windows
 //   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:delivery
+//   npm run bench:delivery -- --json                # the report on stderr, the targets as JSON on stdout
 //
 // Method. Throughput: N events are emitted into the outbox first (nothing is running), then one delivery
 // worker starts and the clock runs until the receiver has seen every delivery and the database shows every
@@ -26,15 +27,13 @@
 // part of the engine's cost and shows under "other cpu", with whatever else runs on the machine.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { Session } from 'node:inspector/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { DEFAULTS as CONFIG_DEFAULTS, loadConfig } from '../src/config.ts';
 import { type DatabaseHandle, type Engine, openDatabase } from '../src/db/connection.ts';
@@ -59,13 +58,21 @@ import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from '../src/modules/webhooks/webhooks.service.ts';
 import type { ReceivedSample, ReceiverCommand, ReceiverReport } from './delivery-receiver.ts';
 import { summarizeProfile } from './profile.ts';
-import { canPin } from './shared.ts';
+import {
+  type BenchReport,
+  benchSchemaName,
+  canPin,
+  createWindowProfiler,
+  findPostgres,
+  humanOutput,
+  type LatencyResult,
+  type TargetResult,
+} from './shared.ts';
 
 const THROUGHPUT_AIM = 0.5;
 const P99_TARGET_MS = 50;
 const RECEIVER_CPU = '0';
 const SENDER_CPU = '1';
-const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/test';
 /** The bare client's window gives up after this; a latency run after LATENCY_TIMEOUT_MS. */
 const PHASE_TIMEOUT_MS = 60_000;
 const LATENCY_TIMEOUT_MS = 30_000;
@@ -89,8 +96,10 @@ const { values: args } = parseArgs({
     // A directory: CPU profiles of the worker's measured throughput windows, summarised at the end.
     profile: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
   },
 });
+const log = humanOutput(args.json);
 const EVENTS = Number(args.events);
 const FANOUT_EVENTS = Number(args['fanout-events']);
 const WEBHOOKS = Number(args.webhooks);
@@ -235,34 +244,9 @@ interface BenchDatabase {
   drop(): Promise<void>;
 }
 
-/** The PostgreSQL server to use, or why there is none. Only loopback servers: the bench stays on this machine. */
-async function findPostgres(): Promise<{ url: string } | { skip: string }> {
-  const given = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL;
-  const url = given ?? DEFAULT_POSTGRES_URL;
-  let host: string;
-  try {
-    host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-  } catch {
-    return { skip: 'the PostgreSQL URL does not parse' };
-  }
-  if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
-    return { skip: `${host} is not a loopback address (this bench only talks to this machine)` };
-  }
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return { url };
-  } catch (error) {
-    return { skip: `${given ? 'the given' : 'the default'} PostgreSQL is not reachable (${String(error)})` };
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
-
 async function openBenchDatabase(engine: Engine, url?: string): Promise<BenchDatabase> {
   if (engine === 'postgres') {
-    const schema = `bench_${randomBytes(6).toString('hex')}`;
+    const schema = benchSchemaName();
     // The pool size `postwire serve` and `postwire worker` use (openConfiguredDatabase's default).
     const handle = await openDatabase({ url: url!, schema });
     await migrateToLatest(handle.db);
@@ -438,6 +422,7 @@ const workerLogger: WorkerLogger = {
 interface Row {
   engine: Engine;
   run: string;
+  target: string | undefined;
   sender: 'bare' | 'worker';
   concurrency: number;
   /** Deliveries in the outbox (bare: requests to make). */
@@ -460,7 +445,10 @@ interface Row {
   sample: ReceivedSample | null;
 }
 
-type WindowFigures = Omit<Row, 'engine' | 'run' | 'sender' | 'concurrency' | 'deliveries' | 'bad' | 'sample'>;
+type WindowFigures = Omit<
+  Row,
+  'engine' | 'run' | 'target' | 'sender' | 'concurrency' | 'deliveries' | 'bad' | 'sample'
+>;
 
 /**
  * Runs `start` with the receiver expecting `target` requests; once they have arrived (or `capMs` has passed),
@@ -570,7 +558,7 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
   return { ...figures, capped: false, bad };
 }
 
-let profiler: Session | undefined;
+const profiler = createWindowProfiler();
 const profiles: string[] = [];
 
 /**
@@ -591,12 +579,7 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
   // The warm-up is not profiled: its profile would show start-up (JIT, first connections), not the engine.
   const profileFile =
     args.profile && !label.endsWith('warmup') ? path.join(args.profile, `${label}.cpuprofile`) : undefined;
-  if (profileFile) {
-    profiler ??= new Session();
-    profiler.connect();
-    await profiler.post('Profiler.enable');
-    await profiler.post('Profiler.start');
-  }
+  if (profileFile) await profiler.start();
   const figures = await window(
     setup.receiver,
     count,
@@ -618,10 +601,8 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
       }
     },
   );
-  if (profileFile && profiler) {
-    const { profile } = await profiler.post('Profiler.stop');
-    writeFileSync(profileFile, JSON.stringify(profile));
-    profiler.disconnect();
+  if (profileFile) {
+    await profiler.stop(profileFile);
     profiles.push(profileFile);
   }
   await worker.stop();
@@ -639,6 +620,8 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
 
 interface Scenario {
   name: string;
+  /** The name of the target (issue 12) this run measures, if it is one. */
+  target?: string;
   webhooks: number;
   events: number;
   perEndpoint: number;
@@ -653,7 +636,13 @@ async function throughput(setup: Setup, scenario: Scenario, label: string): Prom
     throw new Error(`expected ${deliveries} deliveries, found ${items.length}`);
   // What the worker can really have in flight: per endpoint × webhooks, within the overall limit.
   const concurrency = Math.min(DEFAULTS.concurrency, scenario.webhooks * scenario.perEndpoint);
-  const base = { engine: setup.database.engine, run: scenario.name, concurrency, deliveries };
+  const base = {
+    engine: setup.database.engine,
+    run: scenario.name,
+    target: scenario.target,
+    concurrency,
+    deliveries,
+  };
   const bare = await bareRun(setup.receiver, items, concurrency);
   const engine = await workerRun(
     setup,
@@ -833,14 +822,27 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
   const setup: Setup = {
     database,
     receiver,
-    events: createEventService({ db: database.handle.db, engine, clock: systemClock, notifier }),
+    events: createEventService({
+      db: database.handle.db,
+      engine,
+      clock: systemClock,
+      notifier,
+      webhooks: createWebhookRepo(database.handle.db, database.handle.stamps),
+    }),
   };
   const per = DEFAULTS.concurrencyPerEndpoint;
   const ceiling = DEFAULTS.concurrency;
   const scenarios: Scenario[] = [
-    { name: `1 webhook, ${DEFAULTS.concurrency}/${per}`, webhooks: 1, events: EVENTS, perEndpoint: per },
+    {
+      name: `1 webhook, ${DEFAULTS.concurrency}/${per}`,
+      target: 'webhook deliveries (1 webhook)',
+      webhooks: 1,
+      events: EVENTS,
+      perEndpoint: per,
+    },
     {
       name: `${WEBHOOKS} webhooks fan-out, ${DEFAULTS.concurrency}/${per}`,
+      target: `webhook deliveries (${WEBHOOKS} webhooks fan-out)`,
       webhooks: WEBHOOKS,
       events: FANOUT_EVENTS,
       perEndpoint: per,
@@ -875,7 +877,7 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
         const [bare, worker] = await throughput(setup, scenario, `r${round}s${index}`);
         rows.push(bare!, worker!);
         if (!check) check = checkSamples(bare!.sample, worker!.sample);
-        console.log(
+        log(
           `  ${engine} ${scenario.name}: bare ${rate(bare!).toFixed(0)}/s, worker ${rate(worker!).toFixed(0)}/s` +
             `${ROUNDS > 1 ? ` (round ${round + 1})` : ''}`,
         );
@@ -885,7 +887,7 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
     const latencies = [await latency(setup, 'in-process')];
     if (engine === 'postgres') latencies.push(await latency(setup, 'separate process'));
     for (const row of latencies) {
-      console.log(`  ${engine} latency, ${row.worker}: p50 ${ms(row.p50)} ms, p99 ${ms(row.p99)} ms`);
+      log(`  ${engine} latency, ${row.worker}: p50 ${ms(row.p50)} ms, p99 ${ms(row.p99)} ms`);
     }
     return { rows: medianRows(rounds), latencies, check };
   } finally {
@@ -997,14 +999,14 @@ const load = () =>
     .loadavg()
     .map((n) => n.toFixed(2))
     .join(' ');
-console.log(
+log(
   `node ${process.version}, ${cpuCount} CPUs (${os.cpus()[0]?.model ?? '?'}), ${ROUNDS} round(s); ` +
     (pin
       ? `receiver pinned to CPU ${RECEIVER_CPU}, this process (bare client or worker) to CPU ${SENDER_CPU}`
       : 'no CPU pinning') +
     `; load average before: ${load()}`,
 );
-console.log(
+log(
   `worker settings: the defaults (concurrency ${DEFAULTS.concurrency} overall / ${DEFAULTS.concurrencyPerEndpoint} ` +
     `per endpoint, timeout ${DEFAULTS.timeoutMs} ms); the bare client runs at the concurrency the worker can use. ` +
     `Throughput: ${EVENTS} events to 1 webhook, ${FANOUT_EVENTS} events × ${WEBHOOKS} webhooks, each worker ` +
@@ -1012,15 +1014,13 @@ console.log(
     `latency: ${LATENCY_EVENTS} events, one every 10–20 ms.`,
 );
 if (args.profile)
-  console.log(
-    `Profiling the worker's measured windows into ${args.profile}; figures carry profiler overhead.`,
-  );
+  log(`Profiling the worker's measured windows into ${args.profile}; figures carry profiler overhead.`);
 
 const engines: Array<{ engine: Engine; url?: string }> = [];
 const notes: string[] = [];
 if (args.only !== 'postgres') engines.push({ engine: 'sqlite' });
 if (args.only !== 'sqlite') {
-  const found = await findPostgres();
+  const found = await findPostgres(process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL);
   if ('url' in found) engines.push({ engine: 'postgres', url: found.url });
   else notes.push(`PostgreSQL skipped: ${found.skip}.`);
 }
@@ -1032,20 +1032,20 @@ const checks: string[] = [];
 try {
   for (const { engine, url } of engines) {
     const started = performance.now();
-    console.log(`${engine}${url ? ` (${url.replace(/\/\/[^@/]*@/, '//…@')})` : ''}:`);
+    log(`${engine}${url ? ` (${url.replace(/\/\/[^@/]*@/, '//…@')})` : ''}:`);
     const result = await runEngine(engine, receiver, url);
     rows.push(...result.rows);
     latencies.push(...result.latencies);
     checks.push(`${engine}: ${result.check}`);
-    console.log(`  (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+    log(`  (${((performance.now() - started) / 1000).toFixed(0)} s)`);
   }
 } finally {
   await receiver.stop();
 }
 
-console.log(`\nthroughput${ROUNDS > 1 ? ` (median of ${ROUNDS} rounds)` : ''}`);
-console.log(throughputTable(rows));
-console.log(
+log(`\nthroughput${ROUNDS > 1 ? ` (median of ${ROUNDS} rounds)` : ''}`);
+log(throughputTable(rows));
+log(
   'conc: the concurrency the worker can use (overall / per endpoint × webhooks) and the bare client runs at; ' +
     'peak conns: the most connections the receiver had open at once (what the sender really had in flight); ' +
     'done/s: until every response was back (bare) or every delivery was recorded succeeded in the database ' +
@@ -1053,36 +1053,68 @@ console.log(
     "as the receiver saw the requests arrive; sender µs/dlv: this process's CPU time per request (PostgreSQL's " +
     'own CPU is not in it; it shows under other cpu, with any other work on the machine).',
 );
-console.log(`\nlatency from emit to receipt (low load)`);
-console.log(latencyTable(latencies));
-console.log(`\nchecks: ${checks.join(' · ')}`);
+log(`\nlatency from emit to receipt (low load)`);
+log(latencyTable(latencies));
+log(`\nchecks: ${checks.join(' · ')}`);
 
-console.log(`\nagainst the aims`);
+log(`\nagainst the aims`);
 for (const row of rows.filter((r) => r.sender === 'worker')) {
   const bare = rows.find((r) => r.sender === 'bare' && r.engine === row.engine && r.run === row.run)!;
   const ratio = rate(row) / rate(bare);
-  console.log(
+  log(
     `  ${row.engine.padEnd(8)} ${row.run.padEnd(40)} worker/bare ${ratio.toFixed(2)}  ` +
       `(aim ≥ ${THROUGHPUT_AIM}: ${ratio >= THROUGHPUT_AIM ? 'met' : 'NOT met'})`,
   );
 }
 for (const row of latencies) {
-  console.log(
+  log(
     `  ${row.engine.padEnd(8)} ${row.worker.padEnd(40)} p99 ${ms(row.p99)} ms  ` +
       `(target < ${P99_TARGET_MS} ms: ${row.p99 < P99_TARGET_MS && row.received === row.events ? 'met' : 'NOT met'})`,
   );
 }
-for (const note of notes) console.log(note);
-for (const [problem, times] of workerProblems)
-  console.log(`WARNING: the worker logged ${times} × ${problem}`);
-console.log(`load average after: ${load()} (other work on this machine skews the figures; re-run if noisy)`);
+const warnings = [...notes];
+for (const [problem, times] of workerProblems) warnings.push(`the worker logged ${times} × ${problem}`);
+log(`load average after: ${load()} (other work on this machine skews the figures; re-run if noisy)`);
 const busiest = Math.max(0, ...rows.map((row) => row.otherCpu));
 if (busiest > 0.3) {
-  console.log(
-    `WARNING: other work used up to ${(100 * busiest).toFixed(0)} % of a CPU during a measurement (PostgreSQL's ` +
+  warnings.push(
+    `other work used up to ${(100 * busiest).toFixed(0)} % of a CPU during a measurement (PostgreSQL's ` +
       'own share included); re-run when the machine is quiet or with --rounds 3.',
   );
 }
-if (rows.some((row) => row.bad > 0))
-  console.log('WARNING: some deliveries did not go as expected (see bad).');
-for (const file of profiles) console.log(`\n${summarizeProfile(file)}`);
+if (rows.some((row) => row.bad > 0)) warnings.push('some deliveries did not go as expected (see bad).');
+for (const warning of warnings) log(`WARNING: ${warning}`);
+for (const file of profiles) log(`\n${summarizeProfile(file)}`);
+
+if (args.json) {
+  const targets: TargetResult[] = rows
+    .filter((row) => row.sender === 'worker' && row.target !== undefined)
+    .map((row) => {
+      const bare = rows.find((r) => r.sender === 'bare' && r.engine === row.engine && r.run === row.run)!;
+      return {
+        target: row.target!,
+        engine: row.engine,
+        postwire: rate(row),
+        bare: rate(bare),
+        ratio: rate(row) / rate(bare),
+        cpuRatio: bare.senderMicros / row.senderMicros,
+        aim: THROUGHPUT_AIM,
+        warnings: [
+          ...(row.capped
+            ? [`capped at ${CAP_MS / 1000} s: ${row.delivered} of ${row.deliveries} delivered`]
+            : []),
+          ...(row.bad + bare.bad > 0 ? [`${row.bad + bare.bad} bad`] : []),
+        ],
+      };
+    });
+  const latencyResults: LatencyResult[] = latencies.map((row) => ({
+    engine: row.engine,
+    worker: row.worker,
+    events: row.events,
+    received: row.received,
+    p99Ms: row.p99,
+    aimMs: P99_TARGET_MS,
+  }));
+  const report: BenchReport = { bench: 'delivery', targets, latencies: latencyResults, warnings };
+  console.log(JSON.stringify(report));
+}

@@ -7,12 +7,12 @@
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
-import { TypeID } from 'typeid-js';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createDeliveryWorker } from '../src/modules/deliveries/deliveries.worker.ts';
 import { createRetention, WORKER_DUTY_CYCLE } from '../src/modules/retention/retention.ts';
 import { startBenchApp } from './app.ts';
+import { seedEvents, seedInOneTransaction } from './seed.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -28,21 +28,7 @@ const databaseUrl = args.postgres
   ? (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
   : undefined;
 
-/** An event id made `ms` milliseconds into the epoch: old ids sort below the retention's cutoff. */
-function idMadeAt(ms: number): string {
-  const bytes = randomBytes(16);
-  bytes.writeUIntBE(ms, 0, 6);
-  bytes[6] = 0x70 | (bytes[6]! & 0x0f);
-  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
-  const hex = bytes.toString('hex');
-  return TypeID.fromUUID(
-    'evt',
-    `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`,
-  ).toString();
-}
-
 const bench = await startBenchApp({ databaseUrl, deps: { allowPrivateUrls: true } });
-const { db } = bench.database;
 let received = 0;
 const receiver = createServer((request, response) => {
   request.resume();
@@ -64,18 +50,16 @@ const created = await bench.app.inject({
 if (created.statusCode !== 201) throw new Error(`webhook: ${created.body}`);
 
 process.stdout.write(`Seeding ${OLD_ROWS} events 40 days old (${bench.database.engine})…\n`);
-const oldAt = Date.now() - 40 * DAY;
-for (let start = 0; start < OLD_ROWS; start += 1000) {
-  const rows = Array.from({ length: Math.min(1000, OLD_ROWS - start) }, (_, index) => ({
-    id: idMadeAt(oldAt + start + index),
-    project_id: bench.projectId,
-    type: 'email.delivered',
-    data: '{"email_id":"msg_old","recipient":"old@example.org"}',
-    created_at: new Date(oldAt + start + index).toISOString(),
-    email_id: null,
-  }));
-  await db.insertInto('events').values(rows).execute();
-}
+// One a millisecond, from 40 days ago: older than the 30 days kept, and none waits for a delivery.
+await seedInOneTransaction(bench.database, (trx) =>
+  seedEvents(trx, {
+    projectId: bench.projectId,
+    count: OLD_ROWS,
+    fromMs: Date.now() - 40 * DAY,
+    spanMs: OLD_ROWS,
+    batch: 1,
+  }),
+);
 
 /** Fills the outbox with `count` deliveries, then times a delivery worker draining it. */
 async function drain(count: number): Promise<number> {

@@ -3,6 +3,7 @@
 import { systemClock } from '../src/lib/clock.ts';
 import { createNotifier } from '../src/queue/notifier.ts';
 import { startBenchApp } from './app.ts';
+import { createWindowProfiler } from './shared.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 
@@ -31,7 +32,18 @@ await worker.start();
 const address = app.server.address();
 process.send!({ type: 'ready', port: typeof address === 'object' && address ? address.port : 0, key });
 
-process.on('message', async (message: { type: string }) => {
+// The parent went away (finished or gave up): nothing is left to serve.
+process.on('disconnect', () => process.exit(0));
+
+const profiler = createWindowProfiler();
+
+process.on('message', async (message: { type: string; file?: string }) => {
+  if (message.type === 'profile-start') return void (await profiler.start());
+  if (message.type === 'profile-stop') {
+    await profiler.stop(message.file!);
+    process.send!({ type: 'profiled' });
+    return;
+  }
   if (message.type === 'cpu') {
     const usage = process.cpuUsage();
     process.send!({ type: 'cpu', micros: usage.user + usage.system });

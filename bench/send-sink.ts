@@ -2,7 +2,7 @@
 // (reading it whole, as a real server does), counts them and tells the parent when a target is reached.
 import { SMTPServer } from 'smtp-server';
 
-type Message = { type: 'target'; count: number } | { type: 'stop' };
+type Message = { type: 'target'; count: number } | { type: 'cpu' } | { type: 'stop' };
 
 let received = 0;
 let target = Infinity;
@@ -32,6 +32,9 @@ server.listen(0, '127.0.0.1', () => {
   send({ type: 'ready', port: typeof address === 'object' && address ? address.port : 0 });
 });
 
+// The parent went away (finished or gave up): nothing is left to serve.
+process.on('disconnect', () => process.exit(0));
+
 process.on('message', (message: Message) => {
   if (message.type === 'target') {
     target = message.count;
@@ -39,6 +42,9 @@ process.on('message', (message: Message) => {
       target = Infinity;
       send({ type: 'reached', count: received });
     }
+  } else if (message.type === 'cpu') {
+    const usage = process.cpuUsage();
+    send({ type: 'cpu', micros: usage.user + usage.system });
   } else if (message.type === 'stop') {
     server.close(() => process.exit(0));
   }

@@ -6,15 +6,29 @@
 //   npm run bench:send -- --emails 5000 --concurrency 32
 //   npm run bench:send -- --batch 100                   # POST /v1/emails/batch, 100 emails a request
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:send
-//   npm run bench:send -- --profile /tmp/prof         # CPU-profile the Postwire process
+//   npm run bench:send -- --profile /tmp/prof         # CPU-profile the Postwire process's measured window
+//   npm run bench:send -- --json                      # the report on stderr, the target as JSON on stdout
 //
 // Both sides deliver to the same smtp-server, in a child process of its own; Postwire runs in another child
 // (API and worker in one process, as `npm start` does) and this process only sends requests.
-import { type ChildProcess, fork } from 'node:child_process';
+//
+// Fairness on a small machine: with taskset and two or more CPUs, the sender being measured (nodemailer in
+// this process, or the Postwire child) has CPU 1 to itself; the sink, and this process while it only sends
+// requests to Postwire, share CPU 0. PostgreSQL's own processes are not pinned.
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
+import { summarizeProfile } from './profile.ts';
+import { type BenchReport, canPin, emailMessage, humanOutput } from './shared.ts';
+
+/** Delivered emails per second, as a share of nodemailer's (issue 12): PostgreSQL's round trips cost more. */
+const AIMS = { sqlite: 0.7, postgres: 0.5 };
+const SINK_CPU = '0';
+const SENDER_CPU = '1';
 
 const { values: args } = parseArgs({
   options: {
@@ -23,8 +37,11 @@ const { values: args } = parseArgs({
     batch: { type: 'string', default: '1' },
     rounds: { type: 'string', default: '1' },
     profile: { type: 'string' },
+    'no-pin': { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
   },
 });
+const log = humanOutput(args.json);
 const EMAILS = Number(args.emails);
 const CONCURRENCY = Number(args.concurrency);
 const BATCH = Number(args.batch);
@@ -32,13 +49,15 @@ const ROUNDS = Number(args.rounds);
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 // The same message on both sides: a short transactional email with html and text.
-const message = (i: number) => ({
-  from: 'Bench <bench@example.com>',
-  to: `user${i}@example.org`,
-  subject: `Your receipt #${i}`,
-  html: `<p>Hello user ${i},</p><p>Thanks for your order. Your receipt number is <b>${i}</b>.</p>`,
-  text: `Hello user ${i},\n\nThanks for your order. Your receipt number is ${i}.`,
-});
+const message = emailMessage;
+
+// Read before pinning: once pinned, availableParallelism() counts only the CPU this process may use.
+const cpuCount = os.availableParallelism();
+const pin = canPin(Boolean(args['no-pin']));
+/** Moves a process, every thread of it, to one CPU (when pinning). */
+const pinTo = (pid: number, cpu: string) => {
+  if (pin) execFileSync('taskset', ['-a', '-p', '-c', cpu, String(pid)], { stdio: 'ignore' });
+};
 
 interface Child {
   child: ChildProcess;
@@ -47,11 +66,8 @@ interface Child {
   stop(): Promise<void>;
 }
 
-function start(script: string, argv: string[] = [], execArgv: string[] = []): Child {
-  const child = fork(path.join(here, script), argv, {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    execArgv: [...process.execArgv, ...execArgv],
-  });
+function start(script: string, argv: string[] = []): Child {
+  const child = fork(path.join(here, script), argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const next = <T>(type: string) =>
     new Promise<T>((resolve, reject) => {
       const onMessage = (message: { type: string }) => {
@@ -90,11 +106,28 @@ const cpuMicros = () => {
   return usage.user + usage.system;
 };
 
+/** A child's CPU time so far (the sink and the Postwire server answer `cpu`). */
+const childCpuMicros = async (child: Child) => {
+  const answer = child.next<{ micros: number }>('cpu');
+  child.send({ type: 'cpu' });
+  return (await answer).micros;
+};
+
+/** CPU time per email, in ms, of each process taking part in a run. */
+interface CpuPerEmail {
+  /** nodemailer (this process), or the Postwire process (API and worker). */
+  sender: number;
+  sink: number;
+  /** This process sending the HTTP requests (Postwire runs only). */
+  client: number;
+}
+
 async function nodemailerRun(
   sink: Child,
   port: number,
   offset: number,
-): Promise<{ rate: number; cpuMs: number }> {
+): Promise<{ rate: number; cpu: CpuPerEmail }> {
+  pinTo(process.pid, SENDER_CPU);
   const transport = nodemailer.createTransport({
     host: '127.0.0.1',
     port,
@@ -104,6 +137,7 @@ async function nodemailerRun(
   });
   const reached = sink.next('reached');
   sink.send({ type: 'target', count: offset + EMAILS });
+  const sinkBefore = await childCpuMicros(sink);
   const started = performance.now();
   const cpuBefore = cpuMicros();
   await pool(EMAILS, CONCURRENCY, async (i) => {
@@ -111,19 +145,28 @@ async function nodemailerRun(
   });
   await reached;
   const seconds = (performance.now() - started) / 1000;
-  const cpuMs = (cpuMicros() - cpuBefore) / 1000 / EMAILS;
+  const perEmail = (micros: number) => micros / 1000 / EMAILS;
+  const cpu = {
+    sender: perEmail(cpuMicros() - cpuBefore),
+    sink: perEmail((await childCpuMicros(sink)) - sinkBefore),
+    client: 0,
+  };
   transport.close();
-  return { rate: EMAILS / seconds, cpuMs };
+  return { rate: EMAILS / seconds, cpu };
 }
+
+const profiles: string[] = [];
+if (args.profile) mkdirSync(args.profile, { recursive: true });
 
 async function postwireRun(
   sink: Child,
   port: number,
   offset: number,
-): Promise<{ accepted: number; delivered: number; cpuMs: number }> {
-  // --profile <dir>: a CPU profile of the Postwire process (summarise it with bench/profile.ts).
-  const profile = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
-  const server = start('send-server.ts', [String(port), String(CONCURRENCY)], profile);
+): Promise<{ accepted: number; delivered: number; cpu: CpuPerEmail }> {
+  // This process only sends requests now: beside the sink, off the CPU Postwire has to itself.
+  pinTo(process.pid, SINK_CPU);
+  const server = start('send-server.ts', [String(port), String(CONCURRENCY)]);
+  pinTo(server.child.pid!, SENDER_CPU);
   const ready = await server.next<{ port: number; key: string }>('ready');
   const url = `http://127.0.0.1:${ready.port}`;
   const headers = { authorization: `Bearer ${ready.key}`, 'content-type': 'application/json' };
@@ -142,12 +185,14 @@ async function postwireRun(
   const warm = offset + 20;
   await new Promise((resolve) => setTimeout(resolve, 500));
 
-  const serverCpu = async () => {
-    const answer = server.next<{ micros: number }>('cpu');
-    server.send({ type: 'cpu' });
-    return (await answer).micros;
-  };
-  const cpuBefore = await serverCpu();
+  // --profile <dir>: a CPU profile of the Postwire process over the measured window (not start-up, warm-up).
+  const profileFile = args.profile
+    ? path.join(args.profile, `postwire-${profiles.length + 1}.cpuprofile`)
+    : undefined;
+  if (profileFile) server.send({ type: 'profile-start' });
+  const serverBefore = await childCpuMicros(server);
+  const sinkBefore = await childCpuMicros(sink);
+  const clientBefore = cpuMicros();
   const reached = sink.next('reached');
   sink.send({ type: 'target', count: warm + EMAILS });
   const started = performance.now();
@@ -165,38 +210,57 @@ async function postwireRun(
   const acceptedSeconds = (performance.now() - started) / 1000;
   await reached;
   const deliveredSeconds = (performance.now() - started) / 1000;
-  const cpuMs = ((await serverCpu()) - cpuBefore) / 1000 / EMAILS;
+  const perEmail = (micros: number) => micros / 1000 / EMAILS;
+  const cpu = {
+    sender: perEmail((await childCpuMicros(server)) - serverBefore),
+    sink: perEmail((await childCpuMicros(sink)) - sinkBefore),
+    client: perEmail(cpuMicros() - clientBefore),
+  };
+  if (profileFile) {
+    const profiled = server.next('profiled');
+    server.send({ type: 'profile-stop', file: profileFile });
+    await profiled;
+    profiles.push(profileFile);
+  }
   await server.stop();
-  return { accepted: EMAILS / acceptedSeconds, delivered: EMAILS / deliveredSeconds, cpuMs };
+  return { accepted: EMAILS / acceptedSeconds, delivered: EMAILS / deliveredSeconds, cpu };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 const sink = start('send-sink.ts');
+pinTo(sink.child.pid!, SINK_CPU);
 const { port } = await sink.next<{ port: number }>('ready');
-const engine = process.env.DATABASE_URL ? 'PostgreSQL' : 'SQLite';
-console.log(
-  `${EMAILS} emails, concurrency ${CONCURRENCY}${BATCH > 1 ? `, batches of ${BATCH}` : ''}, ${engine}, ${ROUNDS} round(s)`,
+const engine = process.env.DATABASE_URL ? 'postgres' : 'sqlite';
+log(
+  `${EMAILS} emails, concurrency ${CONCURRENCY}${BATCH > 1 ? `, batches of ${BATCH}` : ''}, ${engine}, ` +
+    `${ROUNDS} round(s); ${cpuCount} CPUs, ` +
+    (pin
+      ? `the sender measured pinned to CPU ${SENDER_CPU}, the sink and the request client to CPU ${SINK_CPU}`
+      : 'no CPU pinning'),
 );
 
 let delivered = 0;
 const results: Array<{
   nodemailer: number;
-  nodemailerCpuMs: number;
+  nodemailerCpu: CpuPerEmail;
   accepted: number;
   delivered: number;
-  cpuMs: number;
+  cpu: CpuPerEmail;
 }> = [];
+const ms = (n: number) => n.toFixed(2);
 for (let round = 0; round < ROUNDS; round += 1) {
   const direct = await nodemailerRun(sink, port, delivered);
   delivered += EMAILS;
   const postwire = await postwireRun(sink, port, delivered);
   delivered += EMAILS + 20;
-  results.push({ nodemailer: direct.rate, nodemailerCpuMs: direct.cpuMs, ...postwire });
-  console.log(
+  results.push({ nodemailer: direct.rate, nodemailerCpu: direct.cpu, ...postwire });
+  log(
     `round ${round + 1}: nodemailer ${direct.rate.toFixed(0)}/s · postwire accepted ${postwire.accepted.toFixed(0)}/s, ` +
       `delivered ${postwire.delivered.toFixed(0)}/s · ratio ${(postwire.delivered / direct.rate).toFixed(2)} · ` +
-      `CPU per email ${postwire.cpuMs.toFixed(2)} ms (nodemailer ${direct.cpuMs.toFixed(2)} ms)`,
+      `CPU per email: postwire ${ms(postwire.cpu.sender)} ms, its sink ${ms(postwire.cpu.sink)} ms, ` +
+      `request client ${ms(postwire.cpu.client)} ms; nodemailer ${ms(direct.cpu.sender)} ms, its sink ` +
+      `${ms(direct.cpu.sink)} ms`,
   );
 }
 await sink.stop();
@@ -207,12 +271,37 @@ const nm = median(results.map((result) => result.nodemailer));
 const accepted = median(results.map((result) => result.accepted));
 const sent = median(results.map((result) => result.delivered));
 const ratio = median(results.map((result) => result.delivered / result.nodemailer));
-console.log('');
-console.log(`nodemailer → smtp-server directly:      ${nm.toFixed(0)} emails/s`);
-console.log(`postwire API accepted (202):           ${accepted.toFixed(0)} emails/s`);
-console.log(`postwire accepted → delivered:         ${sent.toFixed(0)} emails/s`);
-console.log(`ratio (postwire delivered / nodemailer): ${ratio.toFixed(2)}`);
-console.log(
-  `CPU per email: postwire ${median(results.map((r) => r.cpuMs)).toFixed(2)} ms (API and worker), ` +
-    `nodemailer ${median(results.map((r) => r.nodemailerCpuMs)).toFixed(2)} ms`,
+log('');
+log(`nodemailer → smtp-server directly:      ${nm.toFixed(0)} emails/s`);
+log(`postwire API accepted (202):           ${accepted.toFixed(0)} emails/s`);
+log(`postwire accepted → delivered:         ${sent.toFixed(0)} emails/s`);
+log(`ratio (postwire delivered / nodemailer): ${ratio.toFixed(2)} (aim ≥ ${AIMS[engine]})`);
+const cpuOf = (of: (result: (typeof results)[number]) => number) => ms(median(results.map(of)));
+log(
+  `CPU per email: postwire ${cpuOf((r) => r.cpu.sender)} ms (API and worker), its sink ` +
+    `${cpuOf((r) => r.cpu.sink)} ms, the request client ${cpuOf((r) => r.cpu.client)} ms; ` +
+    `nodemailer ${cpuOf((r) => r.nodemailerCpu.sender)} ms, its sink ${cpuOf((r) => r.nodemailerCpu.sink)} ms`,
 );
+
+for (const file of profiles) log(`\n${summarizeProfile(file)}`);
+
+if (args.json) {
+  const report: BenchReport = {
+    bench: 'send',
+    targets: [
+      {
+        target: `emails delivered over SMTP (${BATCH > 1 ? `${BATCH} per request` : '1 per request'})`,
+        engine,
+        postwire: sent,
+        bare: nm,
+        ratio,
+        cpuRatio: median(results.map((r) => r.nodemailerCpu.sender / r.cpu.sender)),
+        aim: AIMS[engine],
+        warnings: [],
+      },
+    ],
+    latencies: [],
+    warnings: [],
+  };
+  console.log(JSON.stringify(report));
+}

@@ -1,17 +1,24 @@
 // The server side of bench/api.ts, in a child process of its own so the load generator never takes its CPU.
-// `node bench/server.ts real` builds the real app on a fresh SQLite file; `node bench/server.ts bare` serves
-// the same JSON from plain Fastify routes (no auth, no database, no schemas) as the ceiling to compare with.
-import { writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
+// `node bench/server.ts real` builds the real app on a fresh SQLite file (or, with DATABASE_URL, a fresh
+// PostgreSQL schema); `node bench/server.ts bare` serves the same JSON from plain Fastify routes (no auth, no
+// database, no schemas) as the ceiling to compare with.
 import { DatabaseSync } from 'node:sqlite';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { startBenchApp } from './app.ts';
-import { CREATE_BODY, type ChildMessage, type ParentMessage, WEBHOOK_COUNT } from './shared.ts';
+import {
+  CREATE_BODY,
+  type ChildMessage,
+  createWindowProfiler,
+  emailMessage,
+  type ParentMessage,
+  WEBHOOK_COUNT,
+} from './shared.ts';
 
 const send = (message: ChildMessage) => process.send!(message);
 
 async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promise<void> }> {
-  const bench = await startBenchApp();
+  // No daily sending limit: a measured window accepts more emails than the default allows in a day.
+  const bench = await startBenchApp({ databaseUrl: process.env.DATABASE_URL, deps: { sendDailyLimit: 0 } });
   const { app, key } = bench;
   const headers = { authorization: `Bearer ${key}` };
   let created = '';
@@ -27,16 +34,26 @@ async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promi
   }
   const list = await app.inject({ method: 'GET', url: '/v1/webhooks', headers });
   if (list.statusCode !== 200) throw new Error(`setup: list answered ${list.statusCode}`);
+  const accepted = await app.inject({ method: 'POST', url: '/v1/emails', headers, payload: emailMessage(0) });
+  if (accepted.statusCode !== 202) throw new Error(`setup: send answered ${accepted.statusCode}`);
   send({
     type: 'ready',
     port: port(app),
     key,
     list: list.body,
     created,
-    database: bench.sqliteFile!,
+    accepted: accepted.body,
+    database: bench.sqliteFile,
     projectId: bench.projectId,
   });
-  return { app, cleanup: () => bench.close() };
+  return {
+    app,
+    // The SQLite file stays for the bare server's query (bench/api.ts deletes it); a PostgreSQL schema goes now.
+    cleanup: async () => {
+      await bench.close();
+      if (!bench.sqliteFile) await bench.remove();
+    },
+  };
 }
 
 async function startBare(
@@ -45,33 +62,38 @@ async function startBare(
   // Parsed once, serialized per request, as the real routes do.
   const list = JSON.parse(payloads.list) as object;
   const created = JSON.parse(payloads.created) as object;
+  const accepted = JSON.parse(payloads.accepted) as object;
   const app = Fastify({ logger: false });
   app.get('/v1/webhooks', async () => list);
   app.post('/v1/webhooks', async (_request, reply) => reply.code(201).send(created));
+  // Fastify's own JSON body parser reads the email as the real route's does; nothing is validated or stored.
+  app.post('/v1/emails', async (_request, reply) => reply.code(202).send(accepted));
 
-  // The floor under any real read: the same query on node:sqlite, prepared once, no auth and no Kysely.
-  const sqlite = new DatabaseSync(payloads.database, { readOnly: true });
-  const page = sqlite.prepare('SELECT * FROM webhooks WHERE project_id = ? ORDER BY id DESC LIMIT ?');
-  app.get('/sql/webhooks', async () => {
-    const rows = page.all(payloads.projectId, 101) as Record<string, string | number | null>[];
-    return {
-      object: 'list',
-      data: rows.slice(0, 100).map((row) => ({
-        id: row.id,
-        url: row.url,
-        enabled: Boolean(row.enabled),
-        events: JSON.parse(String(row.events)) as string[],
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-        has_secret: row.secret_sealed !== null,
-        ...('disabled_reason' in row ? { disabled_reason: row.disabled_reason } : {}),
-      })),
-      has_more: rows.length > 100,
-    };
-  });
+  // The floor under any real read on SQLite: the same query on node:sqlite, prepared once, no auth, no Kysely.
+  const sqlite =
+    payloads.database === undefined ? undefined : new DatabaseSync(payloads.database, { readOnly: true });
+  const page = sqlite?.prepare('SELECT * FROM webhooks WHERE project_id = ? ORDER BY id DESC LIMIT ?');
+  if (page)
+    app.get('/sql/webhooks', async () => {
+      const rows = page.all(payloads.projectId, 101) as Record<string, string | number | null>[];
+      return {
+        object: 'list',
+        data: rows.slice(0, 100).map((row) => ({
+          id: row.id,
+          url: row.url,
+          enabled: Boolean(row.enabled),
+          events: JSON.parse(String(row.events)) as string[],
+          created_at: row.created_at,
+          updated_at: row.updated_at,
+          has_secret: row.secret_sealed !== null,
+          ...('disabled_reason' in row ? { disabled_reason: row.disabled_reason } : {}),
+        })),
+        has_more: rows.length > 100,
+      };
+    });
   await app.listen({ port: 0, host: '127.0.0.1' });
   send({ type: 'ready', port: port(app) });
-  return { app, cleanup: async () => sqlite.close() };
+  return { app, cleanup: async () => sqlite?.close() };
 }
 
 function port(app: FastifyInstance): number {
@@ -82,7 +104,10 @@ function port(app: FastifyInstance): number {
 
 const mode = process.argv[2];
 let server: { app: FastifyInstance; cleanup?: () => Promise<void> } | undefined;
-let inspector: Session | undefined;
+const profiler = createWindowProfiler();
+
+// The parent went away (finished or gave up): nothing is left to serve.
+process.on('disconnect', () => process.exit(0));
 
 process.on('message', (message: ParentMessage) => {
   void (async () => {
@@ -91,16 +116,9 @@ process.on('message', (message: ParentMessage) => {
       const usage = process.cpuUsage();
       send({ type: 'cpu', micros: usage.user + usage.system });
     }
-    if (message.type === 'profile-start') {
-      inspector ??= new Session();
-      inspector.connect();
-      await inspector.post('Profiler.enable');
-      await inspector.post('Profiler.start');
-    }
-    if (message.type === 'profile-stop' && inspector) {
-      const { profile } = await inspector.post('Profiler.stop');
-      writeFileSync(message.file, JSON.stringify(profile));
-      inspector.disconnect();
+    if (message.type === 'profile-start') await profiler.start();
+    if (message.type === 'profile-stop') {
+      await profiler.stop(message.file);
       send({ type: 'profiled' });
     }
     if (message.type === 'stop') {

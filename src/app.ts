@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { DEFAULTS, type EngagementDefaults, type HttpTimeouts } from './config.ts';
 import type { DatabaseHandle } from './db/connection.ts';
+import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
 import { installAuth } from './http/auth.ts';
 import { installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
@@ -94,6 +95,10 @@ export interface AppDeps {
 }
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** Closed once the response is sent (validated-cache.ts). */
+    readWindow: RequestWindow | undefined;
+  }
   interface FastifyInstance {
     /** Emits events (and their webhook deliveries) for the rest of the process. */
     events: EventService;
@@ -122,11 +127,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.server.keepAliveTimeout = timeouts.keepAliveMs;
 
   const db = deps.database.db;
-  const webhookRepo = createWebhookRepo(db);
-  const templateRepo = createTemplateRepo(db);
+  const webhookRepo = createWebhookRepo(db, deps.database.stamps);
+  const templateRepo = createTemplateRepo(db, deps.database.stamps);
   const renderer = createRenderPool(deps.templateRendering ?? DEFAULTS.templateRendering);
   app.addHook('onClose', () => renderer.close());
-  const projects = createProjectService({ repo: createProjectRepo(db), clock: deps.clock });
+  const projects = createProjectService({
+    repo: createProjectRepo(db, deps.database.stamps),
+    clock: deps.clock,
+  });
   const webhooks = createWebhookService({
     repo: webhookRepo,
     clock: deps.clock,
@@ -143,7 +151,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const notifier = deps.notifier ?? createNotifier();
-  const events = createEventService({ db, engine: deps.database.engine, clock: deps.clock, notifier });
+  const events = createEventService({
+    db,
+    engine: deps.database.engine,
+    clock: deps.clock,
+    notifier,
+    webhooks: webhookRepo,
+  });
   app.decorate('events', events);
   const webhookOperations = createWebhookOperations({
     repo: webhookRepo,
@@ -200,6 +214,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   // Rate windows run on the injected clock, like everything else that tells time.
   const clockMs = () => deps.clock.now().getTime();
+  // First of all hooks: the stamp reads of in-memory lookups made from here on serve the rest of the request.
+  app.decorateRequest('readWindow', undefined);
+  app.addHook('onRequest', (request, _reply, done) => {
+    request.readWindow = openRequestWindow(done);
+  });
+  app.addHook('onResponse', (request, _reply, done) => {
+    if (request.readWindow) request.readWindow.open = false;
+    done();
+  });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });

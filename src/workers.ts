@@ -10,6 +10,7 @@ import { createDns } from './lib/dns.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createEventService } from './modules/events/events.service.ts';
+import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
@@ -59,6 +60,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     engine: deps.database.engine,
     clock: deps.clock,
     notifier: deliveryNotifier,
+    webhooks: createWebhookRepo(deps.database.db, deps.database.stamps),
   });
   const domains = createDomainService({
     db: deps.database.db,

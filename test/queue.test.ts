@@ -248,6 +248,37 @@ describe('queue runtime', () => {
     });
   }
 
+  test('with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job', async () => {
+    const clock = manualClock();
+    const lanes = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+    const queue = scriptedQueue(jobs(200, lanes), { claimLanes: true });
+    const attempts = controlledAttempts();
+    // Eight lanes of eight jobs would hold 64; the worker holds 32, so the lanes always have more.
+    const settings = { capacity: 32, laneCapacity: 8, laneConcurrency: 1, concurrency: 8, maxUnrecorded: 64 };
+    const w = worker({ queue, attempts, clock, settings });
+    await w.start();
+    try {
+      for (let finished = 0; finished < 200; finished++) {
+        await attempts.started(finished + 1);
+        [...attempts.running.values()][0]!.finish();
+      }
+      await w.whenIdle();
+      assert.equal(queue.done().length, 200);
+      const claimed = queue.log
+        .filter((line) => line.startsWith('claim '))
+        .map((line) => line.split(' ')[2]!.split(',').filter(Boolean).length)
+        .filter((count) => count > 0);
+      // The first claim fills the worker; after that, claims of at least 32 / 8 = 4 (the last may be short).
+      assert.ok(
+        claimed.slice(1, -1).every((count) => count >= 4),
+        `claim sizes ${claimed.join(' ')}`,
+      );
+      assert.ok(claimed.length <= 1 + Math.ceil((200 - 32) / 4) + 1, `${claimed.length} claims`);
+    } finally {
+      await w.stop();
+    }
+  });
+
   test("a dead worker's lease runs out and its jobs come back to another worker", async () => {
     const clock = manualClock();
     const queue = scriptedQueue(jobs(3, ['a']));

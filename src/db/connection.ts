@@ -1,11 +1,19 @@
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { type Dialect, Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
+import {
+  type Dialect,
+  Kysely,
+  type LogEvent,
+  PostgresDialect,
+  SqliteDialect,
+  type SqliteDatabase,
+} from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { observeStatements, type StatementObserver } from './statement-observer.ts';
 import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
+import { createStamps, noteStatement, type Stamps } from './validated-cache.ts';
 import { DEFAULTS } from '../config.ts';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -19,6 +27,8 @@ export interface DatabaseHandle {
    * unit-of-work.ts): committed when `work` resolves, rolled back when it throws.
    */
   unitOfWork<T>(work: () => Promise<T>): Promise<T>;
+  /** The version stamps this process's in-memory reads are checked against (validated-cache.ts). */
+  stamps: Stamps;
   /**
    * PostgreSQL only: LISTEN on `channel` over a dedicated connection (a pooled one would be handed to other
    * queries). `onError` reports a lost connection; the listener is then closed and may be opened again.
@@ -47,6 +57,9 @@ export interface DatabaseOptions {
 }
 
 export type GroupCommitOptions = Omit<GroupCommitSettings, 'begin'>;
+
+/** Every statement run, for the request windows of the in-memory lookups (validated-cache.ts). */
+const noteStatements = (event: LogEvent) => noteStatement(event.query.query.kind);
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   const observed = (dialect: Dialect) =>
@@ -84,12 +97,35 @@ function openSqlite(
     observed(new SqliteDialect({ database: adaptNodeSqlite(sqlite) })),
     groupCommit,
   );
-  const db = new Kysely<Database>({ dialect: units.dialect });
+  const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   return {
     db,
     engine: 'sqlite',
+    stamps: createStamps(db, stampReader(sqlite)),
     close: () => db.destroy(),
     unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
+  };
+}
+
+/**
+ * The cache stamps read on the connection itself, a few microseconds instead of a trip through Kysely: every
+ * authenticated request reads them. Only while no transaction is open on the connection: then the read is a
+ * transaction of its own and sees exactly what is committed, by this process or another. Inside one it
+ * would see that transaction's snapshot and uncommitted writes, so then the caller goes through Kysely, which
+ * waits for the transaction (or joins it, from inside a unit of work).
+ */
+function stampReader(sqlite: DatabaseSync): () => Map<string, string> | undefined {
+  let statement: ReturnType<DatabaseSync['prepare']> | undefined;
+  return () => {
+    if (sqlite.isTransaction) return undefined;
+    // Prepared on first use: the table exists only once the migrations have run. Arrays: node:sqlite's row
+    // objects are slow to make.
+    if (!statement) {
+      statement = sqlite.prepare('select scope, version from cache_stamps');
+      statement.setReturnArrays(true);
+    }
+    const rows = statement.all() as unknown as Array<[string, number]>;
+    return new Map(rows.map(([scope, version]) => [scope, String(version)]));
   };
 }
 
@@ -181,11 +217,12 @@ async function openPostgres(
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
   const units = withUnitsOfWork(observed(new PostgresDialect({ pool })), groupCommit);
-  const db = new Kysely<Database>({ dialect: units.dialect });
+  const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   return {
     db,
     unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
     engine: 'postgres',
+    stamps: createStamps(db),
     close: () => db.destroy(),
     listen: (...args) => listenPostgres(url, ...args),
   };

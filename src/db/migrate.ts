@@ -14,6 +14,8 @@ import { migration as inboundMessages } from './migrations/0011_inbound_messages
 import { migration as engagement } from './migrations/0012_engagement.ts';
 import { migration as domains } from './migrations/0013_domains.ts';
 import { migration as emailAttachments } from './migrations/0014_email_attachments.ts';
+import { migration as cacheStamps } from './migrations/0015_cache_stamps.ts';
+import { migration as emailsByStatus } from './migrations/0016_emails_by_status.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -33,6 +35,8 @@ const migrations: Record<string, Migration> = {
   '0012_engagement': engagement,
   '0013_domains': domains,
   '0014_email_attachments': emailAttachments,
+  '0015_cache_stamps': cacheStamps,
+  '0016_emails_by_status': emailsByStatus,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -384,6 +384,12 @@ export interface EmailStatsDailyTable {
   count: ColumnType<number | string, number, number>;
 }
 
+/** One row per cached scope (src/db/validated-cache.ts); triggers give `version` a new value on each write. */
+export interface CacheStampsTable {
+  scope: string;
+  version: ColumnType<number | string, number, number>;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -406,6 +412,7 @@ export interface Database {
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;
   email_stats_daily: EmailStatsDailyTable;
+  cache_stamps: CacheStampsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

@@ -319,6 +319,11 @@ export class GroupCommitter {
   }
 }
 
+/** True while the current async context is inside an open unit of work (its queries join it). */
+export function inUnitOfWork(): boolean {
+  return current.getStore()?.open === true;
+}
+
 /**
  * Runs `work` outside any unit of work. A timer started inside a unit inherits its async context: firing
  * while the unit is still open, its query would borrow the unit's connection and could hand it back to the

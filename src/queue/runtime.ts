@@ -202,6 +202,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
     throw new Error(`${name}: the lease must be longer than the attempt timeout plus ${LEASE_MARGIN_MS} ms.`);
   }
   const topUpAt = Math.max(1, Math.floor(settings.laneCapacity / 2));
+  const claimFloor = Math.max(settings.claimBatch, Math.floor(settings.capacity / 8));
 
   let abort = new AbortController();
   const lanes = new Map<string, Lane<Job>>();
@@ -317,6 +318,10 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
       if (unrecorded >= settings.maxUnrecorded) return;
       let room = settings.capacity - heldCount();
       if (room <= 0) return;
+      // A claim of a handful of jobs costs a statement and a commit, like a large one: while held jobs still
+      // wait for their lanes' slots, let an eighth of the capacity come free and claim it in one go (with a
+      // fan-out backlog past the capacity, each finished delivery otherwise paid for a claim of one).
+      if (waitingCount > 0 && room < claimFloor) return;
       const now = clock.now();
       const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
 

@@ -58,22 +58,6 @@ export function createEventRepo(db: Kysely<Database>) {
         .execute();
     },
 
-    /** The project's enabled webhooks (or just `onlyWebhookId`) with the kinds each subscribes to. */
-    async enabledWebhooks(
-      projectId: string,
-      onlyWebhookId?: string,
-    ): Promise<Array<{ id: string; events: string[] }>> {
-      const rows = await db
-        .selectFrom('webhooks')
-        .select(['id', 'events'])
-        .where('project_id', '=', projectId)
-        .where('enabled', '=', true)
-        .$if(onlyWebhookId !== undefined, (query) => query.where('id', '=', onlyWebhookId!))
-        .orderBy('id')
-        .execute();
-      return rows.map((row) => ({ id: row.id, events: JSON.parse(row.events) as string[] }));
-    },
-
     /** An email's events, oldest first: its timeline. */
     async forEmail(projectId: string, emailId: string): Promise<EventRecord[]> {
       const rows = await db

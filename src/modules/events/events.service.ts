@@ -11,6 +11,7 @@ import { createDeliveryRepo, type NewDelivery } from '../deliveries/deliveries.r
 import { createDeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import { countEventsIn } from '../stats/stats.repo.ts';
+import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 import { createEventRepo, type EventRecord } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
@@ -19,6 +20,8 @@ export interface EventServiceDeps {
   engine: Engine;
   clock: Clock;
   notifier: Notifier;
+  /** Whom each event goes to (the process's webhook repository, which keeps them in memory). */
+  webhooks: Pick<WebhookRepo, 'enabledWebhooks'>;
 }
 
 export interface EmitOptions {
@@ -52,7 +55,7 @@ const toView = (record: EventRecord): EventView => ({
   data: JSON.parse(record.data) as Record<string, unknown>,
 });
 
-export function createEventService({ db, engine, clock, notifier }: EventServiceDeps) {
+export function createEventService({ db, engine, clock, notifier, webhooks: webhookRepo }: EventServiceDeps) {
   const repo = createEventRepo(db);
   const deliveryRepo = createDeliveryRepo(db, engine);
   const deliveries = createDeliveryService({ db, engine, notifier });
@@ -98,7 +101,7 @@ export function createEventService({ db, engine, clock, notifier }: EventService
       now,
     );
     // Each project's webhooks are read once for all of its events.
-    const webhooksOf = new Map<string, Promise<Array<{ id: string; events: string[] }>>>();
+    const webhooksOf = new Map<string, ReturnType<typeof webhookRepo.enabledWebhooks>>();
     const deliveries: NewDelivery[] = [];
     const emitted: EmittedEvent[] = [];
     for (const [index, event] of events.entries()) {
@@ -106,7 +109,10 @@ export function createEventService({ db, engine, clock, notifier }: EventService
       const key = `${event.projectId} ${event.webhookId ?? ''}`;
       let webhooks = webhooksOf.get(key);
       if (!webhooks) {
-        webhooks = repo.enabledWebhooks(event.projectId, event.webhookId);
+        webhooks = webhookRepo.enabledWebhooks(event.projectId, {
+          via: transaction.db,
+          onlyWebhookId: event.webhookId,
+        });
         webhooksOf.set(key, webhooks);
       }
       const targets = (await webhooks).filter(

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { prepareQuery } from '../../db/prepared-query.ts';
 import type { Database, Row } from '../../db/schema.ts';
+import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
 export interface Project {
   id: string;
@@ -24,7 +25,13 @@ export interface ActiveKey {
   keyHash: string;
 }
 
-export function createProjectRepo(db: Kysely<Database>) {
+type KeyWithHash = ApiKeyRecord & { keyHash: string };
+
+/** Keys held in memory per process (each a hash and a few ids); past this, the oldest goes. */
+const CACHED_KEYS = 10_000;
+
+/** `stamps`: keep the key lookup in memory while the api_keys stamp holds (validated-cache.ts). */
+export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
   const toProject = (row: Row<'projects'>): Project => ({
     id: row.id,
     name: row.name,
@@ -40,10 +47,21 @@ export function createProjectRepo(db: Kysely<Database>) {
     revokedAt: row.revoked_at,
   });
 
-  // Every authenticated request makes this lookup.
   const keyByHash = prepareQuery(db, (keyHash: string) =>
     db.selectFrom('api_keys').selectAll().where('key_hash', '=', keyHash),
   );
+  const loadKey = async (keyHash: string): Promise<KeyWithHash | undefined> => {
+    const [row] = await keyByHash(keyHash);
+    return row && { ...toKey(row), keyHash: row.key_hash };
+  };
+  // Unknown hashes are not kept: anyone can send them, and they must not push real keys out.
+  const keys =
+    stamps &&
+    createValidatedCache<KeyWithHash | undefined>(stamps, {
+      scope: 'api_keys',
+      maxEntries: CACHED_KEYS,
+      keep: (key) => key !== undefined,
+    });
 
   return {
     async insertProject(project: Project): Promise<void> {
@@ -93,9 +111,9 @@ export function createProjectRepo(db: Kysely<Database>) {
         .execute();
     },
 
-    async findKeyByHash(keyHash: string): Promise<(ApiKeyRecord & { keyHash: string }) | undefined> {
-      const [row] = await keyByHash(keyHash);
-      return row && { ...toKey(row), keyHash: row.key_hash };
+    /** Every authenticated request makes this lookup. */
+    async findKeyByHash(keyHash: string): Promise<KeyWithHash | undefined> {
+      return keys ? keys.get(keyHash, () => loadKey(keyHash)) : loadKey(keyHash);
     },
 
     async listKeys(projectId: string): Promise<ApiKeyRecord[]> {

@@ -1,6 +1,7 @@
 import type { Kysely, SqlBool } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
 /** The draft as stored, with what was published last. */
 export interface TemplateRecord {
@@ -107,7 +108,27 @@ async function catchAliasConflict(write: Promise<unknown>): Promise<WriteResult>
   }
 }
 
-export function createTemplateRepo(db: Kysely<Database>) {
+/** Templates (by id or alias) and versions one process keeps in memory, each; past this, the oldest goes. */
+const CACHED_TEMPLATES = 500;
+
+/** `stamps`: keep the lookups a send makes in memory while the templates stamp holds (validated-cache.ts). */
+export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
+  const found = <V>(value: V | undefined) => value !== undefined;
+  const templates =
+    stamps &&
+    createValidatedCache<StoredTemplate | undefined>(stamps, {
+      scope: 'templates',
+      maxEntries: CACHED_TEMPLATES,
+      keep: found,
+    });
+  const versions =
+    stamps &&
+    createValidatedCache<TemplateVersionRecord | undefined>(stamps, {
+      scope: 'templates',
+      maxEntries: CACHED_TEMPLATES,
+      keep: found,
+    });
+
   // The draft is compared with its latest version in SQL so that lists need not load every version's bodies.
   const selectTemplates = () =>
     db
@@ -154,19 +175,25 @@ export function createTemplateRepo(db: Kysely<Database>) {
     },
 
     async find(projectId: string, id: string): Promise<StoredTemplate | undefined> {
-      const row = await selectTemplates()
-        .where('t.project_id', '=', projectId)
-        .where('t.id', '=', id)
-        .executeTakeFirst();
-      return row && toStored(row);
+      const load = async () => {
+        const row = await selectTemplates()
+          .where('t.project_id', '=', projectId)
+          .where('t.id', '=', id)
+          .executeTakeFirst();
+        return row && toStored(row);
+      };
+      return templates ? templates.get(`id ${projectId} ${id}`, load) : load();
     },
 
     async findByAlias(projectId: string, alias: string): Promise<StoredTemplate | undefined> {
-      const row = await selectTemplates()
-        .where('t.project_id', '=', projectId)
-        .where('t.alias', '=', alias)
-        .executeTakeFirst();
-      return row && toStored(row);
+      const load = async () => {
+        const row = await selectTemplates()
+          .where('t.project_id', '=', projectId)
+          .where('t.alias', '=', alias)
+          .executeTakeFirst();
+        return row && toStored(row);
+      };
+      return templates ? templates.get(`alias ${projectId} ${alias}`, load) : load();
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<StoredTemplate>> {
@@ -267,14 +294,17 @@ export function createTemplateRepo(db: Kysely<Database>) {
       templateId: string,
       version: number,
     ): Promise<TemplateVersionRecord | undefined> {
-      const row = await db
-        .selectFrom('template_versions')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('template_id', '=', templateId)
-        .where('version', '=', version)
-        .executeTakeFirst();
-      return row && toVersionRecord(row);
+      const load = async () => {
+        const row = await db
+          .selectFrom('template_versions')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .where('template_id', '=', templateId)
+          .where('version', '=', version)
+          .executeTakeFirst();
+        return row && toVersionRecord(row);
+      };
+      return versions ? versions.get(`${projectId} ${templateId} ${version}`, load) : load();
     },
   };
 }

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { prepareQuery } from '../../db/prepared-query.ts';
+import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
 export interface WebhookRecord {
   id: string;
@@ -48,7 +49,22 @@ const toRow = (record: WebhookRecord) => ({
   previous_secret_expires_at: record.previousSecretExpiresAt,
 });
 
-export function createWebhookRepo(db: Kysely<Database>) {
+/**
+ * A project's webhooks are kept in memory whole, newest first, up to this many; a project with more is read
+ * from the database page by page, as before.
+ */
+const CACHED_WEBHOOKS_PER_PROJECT = 500;
+/** Projects whose webhooks one process keeps in memory; past this, the oldest goes. */
+const CACHED_PROJECTS = 2_000;
+
+/** Too many webhooks to keep in memory: read them from the database. */
+const UNCACHED = 'uncached';
+
+/**
+ * `stamps`: keep each project's webhooks in memory while the webhooks stamp holds (validated-cache.ts), for
+ * the list, a single webhook and the events' fan-out.
+ */
+export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
   type PageQuery = (projectId: string, limit: number, cursorId?: string) => Promise<Row<'webhooks'>[]>;
   // The list runs on every GET /v1/webhooks: prepared once for each shape of page (the first one, older
   // than a cursor, newer than one).
@@ -67,12 +83,55 @@ export function createWebhookRepo(db: Kysely<Database>) {
     return query;
   }
 
+  const cache =
+    stamps &&
+    createValidatedCache<readonly WebhookRecord[] | typeof UNCACHED>(stamps, {
+      scope: 'webhooks',
+      maxEntries: CACHED_PROJECTS,
+    });
+  const loadProject = async (via: Kysely<Database>, projectId: string) => {
+    const rows = await via
+      .selectFrom('webhooks')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .orderBy('id', 'desc')
+      .limit(CACHED_WEBHOOKS_PER_PROJECT + 1)
+      .execute();
+    return rows.length > CACHED_WEBHOOKS_PER_PROJECT ? UNCACHED : rows.map(toRecord);
+  };
+  /** The project's webhooks newest first, from memory; undefined when not cached here or too many. */
+  async function cachedProject(projectId: string, via?: Kysely<Database>) {
+    if (!cache) return undefined;
+    const webhooks = await cache.get(projectId, () => loadProject(via ?? db, projectId), via);
+    return webhooks === UNCACHED ? undefined : webhooks;
+  }
+
   return {
+    /**
+     * The project's enabled webhooks (or only `onlyWebhookId`, when enabled), oldest first: whom an event is
+     * delivered to. `via`: the transaction the event is stored in, which also sees its own writes.
+     */
+    async enabledWebhooks(
+      projectId: string,
+      { via, onlyWebhookId }: { via: Kysely<Database>; onlyWebhookId?: string | undefined },
+    ): Promise<ReadonlyArray<Pick<WebhookRecord, 'id' | 'events'>>> {
+      const wanted = (webhook: WebhookRecord) =>
+        webhook.enabled && (onlyWebhookId === undefined || webhook.id === onlyWebhookId);
+      const cached = await cachedProject(projectId, via);
+      if (cached) return cached.filter(wanted).reverse();
+      let query = via.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
+      if (onlyWebhookId !== undefined) query = query.where('id', '=', onlyWebhookId);
+      const rows = await query.where('enabled', '=', true).orderBy('id').execute();
+      return rows.map(toRecord);
+    },
+
     async insert(record: WebhookRecord): Promise<void> {
       await db.insertInto('webhooks').values(toRow(record)).execute();
     },
 
     async find(projectId: string, id: string): Promise<WebhookRecord | undefined> {
+      const cached = await cachedProject(projectId);
+      if (cached) return cached.find((webhook) => webhook.id === id);
       const row = await db
         .selectFrom('webhooks')
         .selectAll()
@@ -83,6 +142,9 @@ export function createWebhookRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookRecord>> {
+      const cached = await cachedProject(projectId);
+      if (cached)
+        return pageByIdDesc(page, async (cursor, order, limit) => pageOf(cached, cursor, order, limit));
       const result = await pageByIdDesc(page, (cursor, order, limit) =>
         cursor
           ? pageQuery(cursor, order)(projectId, limit, cursor.id)
@@ -178,6 +240,19 @@ export function createWebhookRepo(db: Kysely<Database>) {
       return Number(result.numDeletedRows) > 0;
     },
   };
+}
+
+/** What the page query would return, from a list held newest first. */
+function pageOf<T extends { id: string }>(
+  newestFirst: readonly T[],
+  cursor: Cursor,
+  order: 'asc' | 'desc',
+  limit: number,
+): T[] {
+  const matching = cursor
+    ? newestFirst.filter((item) => (cursor.op === '<' ? item.id < cursor.id : item.id > cursor.id))
+    : newestFirst;
+  return (order === 'desc' ? matching : [...matching].reverse()).slice(0, limit);
 }
 
 export type WebhookRepo = ReturnType<typeof createWebhookRepo>;

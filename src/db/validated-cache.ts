@@ -1,0 +1,192 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { performance } from 'node:perf_hooks';
+import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+import { inUnitOfWork } from './unit-of-work.ts';
+
+// Reads kept in memory while a version stamp says they are current.
+//
+// The hot reads (the key behind a bearer token, a project's webhooks, a template) change rarely and are read
+// on nearly every request. Each table has a stamp in `cache_stamps` that a trigger gives a new value in the
+// transaction of every write to it, whichever process writes (migration 0015). A cached value is served
+// only while its scope's stamp is still the one it was loaded under, and the stamp is read afresh for each
+// use: a revoked key, a deleted webhook or a published template is seen by every process on its next
+// request. What is saved is the query and the building of its rows: the stamp read is one row of one tiny
+// table, and on PostgreSQL concurrent requests share it (below).
+
+export type StampScope = 'api_keys' | 'webhooks' | 'templates';
+
+type StampValues = ReadonlyMap<string, string>;
+
+export interface Stamps {
+  /**
+   * The scope's stamp as of a read that started after this call, so it reflects every write committed
+   * before the call. Through `db` when given (a transaction's, which also sees the transaction's own
+   * writes); inside a unit of work the root database joins the unit, so that holds there too.
+   */
+  current(scope: StampScope, db?: Kysely<Database>): Promise<string>;
+}
+
+/**
+ * An API request's span: a stamp read issued after the request began reflects every write committed before
+ * it arrived, so that one read serves the request's later lookups too (the key, then the webhook list) instead
+ * of one read each. Closed when the response is sent, so nothing the request left behind (a timer) reuses
+ * it later.
+ */
+export interface RequestWindow {
+  readonly startedAt: number;
+  open: boolean;
+}
+
+const requestWindows = new AsyncLocalStorage<RequestWindow>();
+
+/** Runs `next` (the rest of a request) in a new request window, which it returns for closing. */
+export function openRequestWindow(next: () => void): RequestWindow {
+  const window: RequestWindow = { startedAt: performance.now(), open: true };
+  requestWindows.run(window, next);
+  return window;
+}
+
+/**
+ * Called for every statement but a SELECT: a request that writes must see its own writes, so from then on
+ * its lookups read the stamps afresh (its window closes).
+ */
+export function noteStatement(kind: string): void {
+  if (kind === 'SelectQueryNode') return;
+  const window = requestWindows.getStore();
+  if (window) window.open = false;
+}
+
+/**
+ * Outside a transaction, concurrent callers share reads: a read in flight serves only callers that came
+ * before it started, so a caller arriving during one waits for the next, which starts as soon as the
+ * current one ends and serves everyone who arrived meanwhile. Under load that is one stamp read per
+ * database round trip, however many requests are in flight; each request waits at most two round trips.
+ */
+export function createStamps(
+  db: Kysely<Database>,
+  /**
+   * SQLite: reads the stamps straight from the connection, skipping Kysely, when that is safe (no
+   * transaction open on it, so the read sees exactly what is committed); undefined when it is not.
+   */
+  readDirectly?: () => StampValues | undefined,
+): Stamps {
+  const query: CompiledQuery = db.selectFrom('cache_stamps').select(['scope', 'version']).compile();
+  const readThrough = async (via: Kysely<Database>): Promise<StampValues> => {
+    const { rows } = await via.executeQuery<{ scope: string; version: number | string }>({
+      ...query,
+      queryId: createQueryId(),
+    });
+    return new Map(rows.map((row) => [row.scope, String(row.version)]));
+  };
+
+  /** Each scope's latest stamp read outside a transaction, and when that read was issued. */
+  const latest = new Map<string, { issuedAt: number; value: string }>();
+  const remember = (scope: string, value: string, issuedAt: number) => {
+    const seen = latest.get(scope);
+    if (!seen || seen.issuedAt <= issuedAt) latest.set(scope, { issuedAt, value });
+  };
+
+  let inFlight: Promise<StampValues> | undefined;
+  let next: Promise<StampValues> | undefined;
+  const start = (): Promise<StampValues> => {
+    const issuedAt = performance.now();
+    const read = readThrough(db);
+    inFlight = read;
+    const settle = () => {
+      if (inFlight === read) inFlight = undefined;
+    };
+    read.then((values) => {
+      for (const [scope, value] of values) remember(scope, value, issuedAt);
+      settle();
+    }, settle);
+    return read;
+  };
+  const shared = (): Promise<StampValues> => {
+    if (!inFlight) return start();
+    next ??= inFlight
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        next = undefined;
+        return start();
+      });
+    return next;
+  };
+
+  const valueOf = (values: StampValues, scope: StampScope) => {
+    const value = values.get(scope);
+    if (value === undefined) throw new Error(`No cache stamp for '${scope}'.`);
+    return value;
+  };
+
+  return {
+    async current(scope, via) {
+      if (via !== undefined || inUnitOfWork()) return valueOf(await readThrough(via ?? db), scope);
+      const window = requestWindows.getStore();
+      const seen = latest.get(scope);
+      if (window?.open && seen && seen.issuedAt >= window.startedAt) return seen.value;
+      const issuedAt = performance.now();
+      const direct = readDirectly?.();
+      if (!direct) return valueOf(await shared(), scope);
+      for (const [each, value] of direct) remember(each, value, issuedAt);
+      return valueOf(direct, scope);
+    },
+  };
+}
+
+export interface ValidatedCache<V> {
+  /**
+   * The value under `key`: the cached one when the scope's stamp is unchanged since it was loaded, else
+   * `load()`'s (kept when `keep` allows). `db`: a transaction to read the stamp through (then `load` must
+   * read through it too).
+   */
+  get(key: string, load: () => Promise<V>, db?: Kysely<Database>): Promise<V>;
+}
+
+export interface ValidatedCacheOptions<V> {
+  scope: StampScope;
+  /** Past this many keys the oldest entry goes. */
+  maxEntries: number;
+  /** Whether a loaded value is worth keeping (for example, not a lookup that found nothing). */
+  keep?: (value: V) => boolean;
+}
+
+/**
+ * Values are shared between callers: they are frozen (deeply) so that a caller changing one fails loudly
+ * instead of changing what the next request reads.
+ */
+export function createValidatedCache<V>(
+  stamps: Stamps,
+  options: ValidatedCacheOptions<V>,
+): ValidatedCache<V> {
+  const entries = new Map<string, { stamp: string; value: V }>();
+  return {
+    async get(key, load, db) {
+      // The stamp first: data loaded after it is at least as new, so an entry never claims a newer stamp
+      // than its data (at worst it is loaded again once more).
+      const stamp = await stamps.current(options.scope, db);
+      const entry = entries.get(key);
+      if (entry && entry.stamp === stamp) return entry.value;
+      const value = deepFreeze(await load());
+      if (options.keep && !options.keep(value)) {
+        entries.delete(key);
+        return value;
+      }
+      entries.delete(key);
+      if (entries.size >= options.maxEntries) entries.delete(entries.keys().next().value!);
+      entries.set(key, { stamp, value });
+      return value;
+    },
+  };
+}
+
+function deepFreeze<V>(value: V): V {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const field of Object.values(value)) deepFreeze(field);
+  }
+  return value;
+}
