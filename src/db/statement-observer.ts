@@ -24,19 +24,26 @@ function observeDriver(inner: Driver, observe: StatementObserver): Driver {
   const wrap = (connection: DatabaseConnection): DatabaseConnection => {
     let proxy = wrapped.get(connection);
     if (!proxy) {
+      // What others set on the connection (Kysely's log wraps executeQuery so) stays on the proxy, in front
+      // of the observer: theirs calls the executeQuery it read before, the observer, which calls the real one.
+      const overrides = new Map<PropertyKey, unknown>();
+      const observed = (query: Parameters<DatabaseConnection['executeQuery']>[0]) => {
+        observe(query.sql);
+        return connection.executeQuery(query);
+      };
       proxy = new Proxy(connection, {
         get(target, property) {
-          if (property === 'executeQuery') {
-            return (query: Parameters<DatabaseConnection['executeQuery']>[0]) => {
-              observe(query.sql);
-              return target.executeQuery(query);
-            };
-          }
+          if (overrides.has(property)) return overrides.get(property);
+          if (property === 'executeQuery') return observed;
           // Methods run on the real connection: drivers keep private state on it.
           const value: unknown = Reflect.get(target, property, target);
           return typeof value === 'function'
             ? (value as (...args: unknown[]) => unknown).bind(target)
             : value;
+        },
+        set(_target, property, value) {
+          overrides.set(property, value);
+          return true;
         },
       });
       wrapped.set(connection, proxy);
