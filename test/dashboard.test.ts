@@ -413,8 +413,24 @@ describe('dashboard in a browser', { skip }, () => {
     await page.getByLabel('Status').selectOption('bounced');
     await page.getByText('No email matches these filters').waitFor();
     assert.match(page.url(), /\?status=bounced$/);
+    // Typing while another filter's answer is on its way: the answer re-renders the list, and what was typed
+    // stays in the field (it was once put back to the applied value, losing the text).
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await page.route(
+      /\/v1\/emails\?.*status=delivered/,
+      async (route) => {
+        await held;
+        await route.continue();
+      },
+      { times: 1 },
+    );
+    const answered = page.waitForResponse((response) => /status=delivered/.test(response.url()));
     await page.getByLabel('Status').selectOption('delivered');
     await page.getByLabel('Recipient').fill('ada@');
+    release();
+    await answered;
+    await rows.first().waitFor();
     await page.getByLabel('Recipient').press('Enter');
     await page.waitForURL(/recipient=ada/);
     await rows.first().waitFor();

@@ -1,4 +1,4 @@
-import { html, useState } from '../html.js';
+import { html, useEffect, useState } from '../html.js';
 import { api, ApiError, query } from '../api.js';
 import { HtmlPreview } from '../preview.js';
 import {
@@ -41,6 +41,23 @@ function apiFilters(filters) {
       ? new Date(Date.parse(`${filters.to}T00:00:00.000Z`) + 86_400_000).toISOString()
       : undefined,
   };
+}
+
+/**
+ * A text filter applied on Enter or leaving the field. What is typed is the field's own until then: the list
+ * re-rendering meanwhile (another filter's answer arriving) must not put the applied value back over it.
+ */
+function FilterText({ id, value, placeholder, onCommit }) {
+  const [draft, setDraft] = useState(value);
+  useEffect(() => setDraft(value), [value]);
+  return html`<input
+    id=${id}
+    type="search"
+    value=${draft}
+    onInput=${(event) => setDraft(event.currentTarget.value)}
+    onChange=${onCommit}
+    placeholder=${placeholder}
+  />`;
 }
 
 export function EmailsPage({ search }) {
@@ -94,21 +111,19 @@ export function EmailsPage({ search }) {
       </div>
       <div class="field">
         <label for="filter-recipient">Recipient</label>
-        <input
+        <${FilterText}
           id="filter-recipient"
-          type="search"
           value=${filters.recipient}
-          onChange=${setFilter('recipient')}
+          onCommit=${setFilter('recipient')}
           placeholder="ada@example.org"
         />
       </div>
       <div class="field">
         <label for="filter-tag">Tag</label>
-        <input
+        <${FilterText}
           id="filter-tag"
-          type="search"
           value=${filters.tag}
-          onChange=${setFilter('tag')}
+          onCommit=${setFilter('tag')}
           placeholder="kind:receipt"
         />
       </div>
