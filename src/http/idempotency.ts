@@ -86,9 +86,10 @@ export function installIdempotency(
       .send(saved.response_body ?? '');
   };
 
-  app.addHook('preHandler', async (request, reply) => {
+  /** Before a POST's handler: replays a saved answer, or takes note of the key for the handler to claim. */
+  const readKey = async (request: FastifyRequest, reply: FastifyReply) => {
     const key = request.headers['idempotency-key'];
-    if (request.method !== 'POST' || typeof key !== 'string' || !request.caller) return;
+    if (typeof key !== 'string' || !request.caller) return;
     if (key.length === 0 || key.length > MAX_KEY_LENGTH) {
       return sendError(
         request,
@@ -119,11 +120,36 @@ export function installIdempotency(
       await repo.deleteExpired(expiredBefore);
     }
     request.idempotency = { projectId, key, requestHash, createdAt: now.toISOString(), saved: false };
-  });
+    return undefined;
+  };
 
-  // Every POST handler takes the key, does its work and saves its answer in one unit of work.
+  // Answers not saved with the work: a refusal (the work rolled back, the 4xx is still the answer) or a
+  // route outside a transaction. Saved unless another request's answer got there first.
+  const saveAnswerSent = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+    const claim = request.idempotency;
+    if (!claim || claim.saved || !isReplayable(reply.statusCode)) return payload;
+    claim.saved = true;
+    await repo.saveAnswer(
+      {
+        project_id: claim.projectId,
+        key: claim.key,
+        request_hash: claim.requestHash,
+        created_at: claim.createdAt,
+      },
+      reply.statusCode,
+      typeof payload === 'string' ? payload : String(payload),
+    );
+    return payload;
+  };
+
+  // Every POST handler takes the key, does its work and saves its answer in one unit of work. The hooks go
+  // on POST routes only (first, as global hooks would: a replay answers before a route's own preHandler, such
+  // as a domain's key generation, runs); other requests, every GET, would run them for nothing.
   app.addHook('onRoute', (route) => {
-    if (route.method !== 'POST' || route.config?.idempotencyOutsideTransaction) return;
+    if (route.method !== 'POST') return;
+    route.preHandler = [readKey, ...hookList(route.preHandler)];
+    route.onSend = [saveAnswerSent, ...hookList(route.onSend)];
+    if (route.config?.idempotencyOutsideTransaction) return;
     const handler = route.handler as RouteHandlerMethod;
     route.handler = async function idempotent(this: FastifyInstance, request, reply) {
       const claim = request.idempotency;
@@ -162,23 +188,10 @@ export function installIdempotency(
       return reply.type('application/json; charset=utf-8').send(body);
     };
   });
+}
 
-  // Answers not saved with the work: a refusal (the work rolled back, the 4xx is still the answer) or a
-  // route outside a transaction. Saved unless another request's answer got there first.
-  app.addHook('onSend', async (request, reply, payload) => {
-    const claim = request.idempotency;
-    if (!claim || claim.saved || !isReplayable(reply.statusCode)) return payload;
-    claim.saved = true;
-    await repo.saveAnswer(
-      {
-        project_id: claim.projectId,
-        key: claim.key,
-        request_hash: claim.requestHash,
-        created_at: claim.createdAt,
-      },
-      reply.statusCode,
-      typeof payload === 'string' ? payload : String(payload),
-    );
-    return payload;
-  });
+/** A route's hooks of one kind as a list (Fastify takes one function or an array). */
+function hookList<T>(hooks: T | T[] | undefined): T[] {
+  if (hooks === undefined) return [];
+  return Array.isArray(hooks) ? hooks : [hooks];
 }
