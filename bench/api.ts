@@ -287,44 +287,38 @@ async function round(profileDir?: string): Promise<Row[]> {
   }
   await bare.stop();
 
-  // Real writes on a fresh database of their own, so the reads above always listed exactly 20.
+  /** One target on a real server with a fresh database of its own (so the reads above always listed 20). */
+  const onFreshServer = async (target: (server: Server) => Target, profile: string) => {
+    const server = await startServer('real');
+    rows.push(await measure(server, target(server), profileFile(profile)));
+    await server.stop();
+    keep(server.ready.database);
+  };
   if (doWrites) {
-    const writes = await startServer('real');
-    rows.push(
-      await measure(
-        writes,
-        {
-          name: 'real  POST /v1/webhooks',
-          method: 'POST',
-          expect: 201,
-          headers: { ...json, authorization: `Bearer ${writes.ready.key}` },
-          body: createBody,
-        },
-        profileFile('real-write'),
-      ),
+    await onFreshServer(
+      (server) => ({
+        name: 'real  POST /v1/webhooks',
+        method: 'POST',
+        expect: 201,
+        headers: { ...json, authorization: `Bearer ${server.ready.key}` },
+        body: createBody,
+      }),
+      'real-write',
     );
-    await writes.stop();
-    keep(writes.ready.database);
   }
-  // Sends on a fresh database too, with no sending worker: each one validated and stored before its 202.
+  // Sends with no sending worker: each one validated and stored before its 202.
   if (doEmails) {
-    const sends = await startServer('real');
-    rows.push(
-      await measure(
-        sends,
-        {
-          name: 'real  POST /v1/emails',
-          path: '/v1/emails',
-          method: 'POST',
-          expect: 202,
-          headers: { ...json, authorization: `Bearer ${sends.ready.key}` },
-          body: emailBody,
-        },
-        profileFile('real-send'),
-      ),
+    await onFreshServer(
+      (server) => ({
+        name: 'real  POST /v1/emails',
+        path: '/v1/emails',
+        method: 'POST',
+        expect: 202,
+        headers: { ...json, authorization: `Bearer ${server.ready.key}` },
+        body: emailBody,
+      }),
+      'real-send',
     );
-    await sends.stop();
-    keep(sends.ready.database);
   }
   return rows;
 }

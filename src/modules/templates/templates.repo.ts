@@ -113,21 +113,16 @@ const CACHED_TEMPLATES = 500;
 
 /** `stamps`: keep the lookups a send makes in memory while the templates stamp holds (validated-cache.ts). */
 export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
-  const found = <V>(value: V | undefined) => value !== undefined;
-  const templates =
+  // What was found is kept; a miss is not (any caller can ask for names that do not exist).
+  const cacheOf = <V>() =>
     stamps &&
-    createValidatedCache<StoredTemplate | undefined>(stamps, {
+    createValidatedCache<V | undefined>(stamps, {
       scope: 'templates',
       maxEntries: CACHED_TEMPLATES,
-      keep: found,
+      keep: (value) => value !== undefined,
     });
-  const versions =
-    stamps &&
-    createValidatedCache<TemplateVersionRecord | undefined>(stamps, {
-      scope: 'templates',
-      maxEntries: CACHED_TEMPLATES,
-      keep: found,
-    });
+  const templates = cacheOf<StoredTemplate>();
+  const versions = cacheOf<TemplateVersionRecord>();
 
   // The draft is compared with its latest version in SQL so that lists need not load every version's bodies.
   const selectTemplates = () =>
@@ -155,6 +150,22 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
     return { ...toRecord(template), hasUnpublishedChanges: !published };
   };
 
+  /** One template by id or by alias: the lookup every templated send makes, kept in memory when it can be. */
+  async function findBy(
+    projectId: string,
+    column: 'id' | 'alias',
+    value: string,
+  ): Promise<StoredTemplate | undefined> {
+    const load = async () => {
+      const row = await selectTemplates()
+        .where('t.project_id', '=', projectId)
+        .where(`t.${column}`, '=', value)
+        .executeTakeFirst();
+      return row && toStored(row);
+    };
+    return templates ? templates.get(`${column} ${projectId} ${value}`, load) : load();
+  }
+
   return {
     async insert(record: TemplateRecord): Promise<WriteResult> {
       return catchAliasConflict(db.insertInto('templates').values(toRow(record)).execute());
@@ -174,27 +185,9 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
       return Number(result.numUpdatedRows) > 0;
     },
 
-    async find(projectId: string, id: string): Promise<StoredTemplate | undefined> {
-      const load = async () => {
-        const row = await selectTemplates()
-          .where('t.project_id', '=', projectId)
-          .where('t.id', '=', id)
-          .executeTakeFirst();
-        return row && toStored(row);
-      };
-      return templates ? templates.get(`id ${projectId} ${id}`, load) : load();
-    },
+    find: (projectId: string, id: string) => findBy(projectId, 'id', id),
 
-    async findByAlias(projectId: string, alias: string): Promise<StoredTemplate | undefined> {
-      const load = async () => {
-        const row = await selectTemplates()
-          .where('t.project_id', '=', projectId)
-          .where('t.alias', '=', alias)
-          .executeTakeFirst();
-        return row && toStored(row);
-      };
-      return templates ? templates.get(`alias ${projectId} ${alias}`, load) : load();
-    },
+    findByAlias: (projectId: string, alias: string) => findBy(projectId, 'alias', alias),
 
     async list(projectId: string, page: PageRequest): Promise<Page<StoredTemplate>> {
       const result = await pageByIdDesc(page, (cursor, order, limit) => {
