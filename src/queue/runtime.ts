@@ -77,7 +77,7 @@ export interface QueueSettings {
   stopGraceMs: number;
   /** Outcomes are written at most this often, each write one transaction for all that finished. */
   outcomeWriteIntervalMs: number;
-  /** Attempted jobs whose outcome is not written yet; past it, claiming waits for the writes. */
+  /** Attempted jobs whose outcome is not written yet; past it, claims and attempts wait for the writes. */
   maxUnrecorded: number;
 }
 
@@ -235,7 +235,10 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
     maxBatch: OUTCOME_BATCH,
     minIntervalMs: settings.outcomeWriteIntervalMs,
     write: writeOutcomes,
-    onWritten: () => loop.wake(),
+    onWritten: () => {
+      startWaiting();
+      loop.wake();
+    },
   });
 
   const loop = createWorkLoop({
@@ -416,10 +419,12 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
   /** Starts waiting jobs while their lane's slots and the overall limit allow. */
   function startWaiting(): void {
     for (const [key, lane] of lanes) {
+      // Unrecorded outcomes are what a crash sends again: past maxUnrecorded, attempts wait for the writes.
       while (
         lane.waiting.length > 0 &&
         lane.inFlight < settings.laneConcurrency &&
-        inFlight.size < settings.concurrency
+        inFlight.size < settings.concurrency &&
+        unrecorded < settings.maxUnrecorded
       ) {
         const { job, leaseEndsAt } = lane.waiting.shift()!;
         waitingCount -= 1;
