@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createStamps } from '../src/db/validated-cache.ts';
+import { sql } from 'kysely';
+import { createStamps, STAMP_CHANNEL } from '../src/db/validated-cache.ts';
 import { createTestDatabase, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,
@@ -208,6 +209,85 @@ describe(
           })
           .execute();
         assert.notEqual(await stamps.current('webhooks'), before);
+      } finally {
+        await database.drop();
+      }
+    });
+
+    test('while listening, the stamps are read only after a notification, a commit of its own or a lost listener', async () => {
+      const database = await createTestDatabase('postgres');
+      try {
+        let reads = 0;
+        const counted = database.handle.db.withPlugin({
+          transformQuery: (args) => args.node,
+          transformResult: async (args) => {
+            reads++;
+            return args.result;
+          },
+        });
+        const listen = database.handle.listen!;
+        const stamps = createStamps(counted, {
+          subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost),
+          resubscribeMs: 50,
+        });
+        // Once the LISTEN has taken effect, a use makes no read.
+        const settled = () =>
+          until(async () => {
+            const before = reads;
+            await stamps.current('webhooks');
+            return reads === before;
+          });
+        await settled();
+        const readsWhileListening = reads;
+        const before = await stamps.current('webhooks');
+        for (let i = 0; i < 20; i++) await stamps.current('api_keys');
+        assert.equal(reads, readsWhileListening);
+
+        // Another writer (the handle's own pool, which these stamps do not track): seen once its
+        // notification arrives, and then no more reads again.
+        const now = new Date().toISOString();
+        await database.handle.db
+          .insertInto('projects')
+          .values({ id: 'proj_listen', name: 'Listen', is_default: false, created_at: now })
+          .execute();
+        await database.handle.db
+          .insertInto('webhooks')
+          .values({
+            id: 'wh_01kfa6zp3wexd1ytbq1g4s8v2d',
+            project_id: 'proj_listen',
+            url: 'https://example.com/hook',
+            enabled: true,
+            events: '[]',
+            secret_sealed: null,
+            created_at: now,
+            updated_at: now,
+          })
+          .execute();
+        const changed = await until(async () => {
+          const stamp = await stamps.current('webhooks');
+          return stamp !== before && stamp;
+        });
+        await settled();
+        assert.equal(await stamps.current('webhooks'), changed);
+
+        // A commit of this process's own: the next use reads, without waiting for the notification.
+        const readsBefore = reads;
+        stamps.noteOwnCommit();
+        await stamps.current('webhooks');
+        assert.equal(reads, readsBefore + 1);
+
+        // The listener lost: every use reads (and sees writes at once) until it is back. (Other test runs'
+        // listeners on this server go too; they read on every use for a moment, which is what this shows.)
+        await sql`select pg_terminate_backend(pid) from pg_stat_activity
+          where query = ${`LISTEN ${STAMP_CHANNEL}`} and pid <> pg_backend_pid()`.execute(database.handle.db);
+        await until(async () => {
+          const before = reads;
+          await stamps.current('webhooks');
+          await stamps.current('webhooks');
+          return reads === before + 2;
+        });
+        await settled();
+        await stamps.close();
       } finally {
         await database.drop();
       }

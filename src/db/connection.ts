@@ -13,7 +13,7 @@ import pg from 'pg';
 import type { Database } from './schema.ts';
 import { observeStatements, type StatementObserver } from './statement-observer.ts';
 import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
-import { createStamps, noteStatement, type Stamps } from './validated-cache.ts';
+import { createStamps, noteStatement, STAMP_CHANNEL, type Stamps } from './validated-cache.ts';
 import { DEFAULTS } from '../config.ts';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -101,7 +101,7 @@ function openSqlite(
   return {
     db,
     engine: 'sqlite',
-    stamps: createStamps(db, stampReader(sqlite)),
+    stamps: createStamps(db, { readDirectly: stampReader(sqlite) }),
     close: () => db.destroy(),
     unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
   };
@@ -216,15 +216,58 @@ async function openPostgres(
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
-  const units = withUnitsOfWork(observed(new PostgresDialect({ pool })), groupCommit);
+  // Told of this process's own commits to stamped tables; bound once the stamps exist (they need `db`).
+  let ownCommit = () => {};
+  const tracked = observeStatements(
+    new PostgresDialect({ pool }),
+    stampedWrites(() => ownCommit()),
+  );
+  const units = withUnitsOfWork(observed(tracked), groupCommit);
   const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
+  const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, ...args);
+  const stamps = createStamps(db, {
+    subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost),
+  });
+  ownCommit = () => stamps.noteOwnCommit();
   return {
     db,
     unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
     engine: 'postgres',
-    stamps: createStamps(db),
-    close: () => db.destroy(),
-    listen: (...args) => listenPostgres(url, ...args),
+    stamps,
+    close: async () => {
+      await stamps.close();
+      await db.destroy();
+    },
+    listen,
+  };
+}
+
+// A write to a table whose records the stamps vouch for (a project's deletion reaches its keys, webhooks and
+// templates by cascade), as Kysely writes it.
+const STAMPED_WRITE =
+  /^\s*(?:(?:insert\s+into|update)\s+"?(?:api_keys|webhooks|templates|template_versions)"?\s|delete\s+from\s+"?(?:api_keys|webhooks|templates|template_versions|projects)"?\s)/i;
+
+/**
+ * Calls `committed` once a statement writing a stamped table has committed on its connection: at once
+ * outside a transaction, else after the transaction's COMMIT (a rollback forgets it). By the statements'
+ * text, under every transaction mechanism (Kysely's, units of work, group commit).
+ */
+function stampedWrites(committed: () => void): StatementObserver {
+  const open = new WeakMap<object, { wrote: boolean }>();
+  return (text, connection) => {
+    const transaction = open.get(connection);
+    if (/^\s*(?:begin|start\s+transaction)\b/i.test(text)) {
+      open.set(connection, { wrote: false });
+    } else if (/^\s*commit\b/i.test(text)) {
+      open.delete(connection);
+      if (transaction?.wrote) return committed;
+    } else if (/^\s*rollback\s*$/i.test(text)) {
+      open.delete(connection);
+    } else if (STAMPED_WRITE.test(text)) {
+      if (!transaction) return committed;
+      transaction.wrote = true;
+    }
+    return undefined;
   };
 }
 

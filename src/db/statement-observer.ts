@@ -1,7 +1,10 @@
 import type { DatabaseConnection, Dialect, Driver } from 'kysely';
 
-/** Told the SQL of every statement sent to the database, transaction control (begin, commit) included. */
-export type StatementObserver = (sql: string) => void;
+/**
+ * Told the SQL of every statement sent to the database, transaction control (begin, commit) included, and
+ * the connection it runs on; what it returns, if anything, is called once the statement has succeeded.
+ */
+export type StatementObserver = (sql: string, connection: DatabaseConnection) => void | (() => void);
 
 /**
  * The dialect, with every statement its connections run reported to `observe`: how tests and benchmarks
@@ -27,9 +30,11 @@ function observeDriver(inner: Driver, observe: StatementObserver): Driver {
       // What others set on the connection (Kysely's log wraps executeQuery so) stays on the proxy, in front
       // of the observer: theirs calls the executeQuery it read before, the observer, which calls the real one.
       const overrides = new Map<PropertyKey, unknown>();
-      const observed = (query: Parameters<DatabaseConnection['executeQuery']>[0]) => {
-        observe(query.sql);
-        return connection.executeQuery(query);
+      const observed = async (query: Parameters<DatabaseConnection['executeQuery']>[0]) => {
+        const succeeded = observe(query.sql, connection);
+        const result = await connection.executeQuery(query);
+        succeeded?.();
+        return result;
       };
       proxy = new Proxy(connection, {
         get(target, property) {

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
 import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
+import type { Listener } from './connection.ts';
 import type { Database } from './schema.ts';
 import { inUnitOfWork } from './unit-of-work.ts';
 
@@ -13,8 +14,17 @@ import { inUnitOfWork } from './unit-of-work.ts';
 // use: a revoked key, a deleted webhook or a published template is seen by every process on its next
 // request. What is saved is the query and the building of its rows: the stamp read is one row of one tiny
 // table, and on PostgreSQL concurrent requests share it (below).
+//
+// On PostgreSQL the read is a round trip, whose socket write alone cost about as much CPU as the rest of a
+// cached GET. There the triggers also NOTIFY at commit (migration 0017) and each process LISTENs: while
+// listening, a stamp read after the LISTEN began and after the last notification stays current, and no read
+// is made at all. A write in another process is then seen once its notification has arrived, which
+// PostgreSQL sends as the writer commits; without a listener (connecting, or lost) every use reads again.
 
 export type StampScope = 'api_keys' | 'webhooks' | 'templates';
+
+/** The channel the stamps' triggers NOTIFY on PostgreSQL (written out in migration 0017). */
+export const STAMP_CHANNEL = 'postwire_cache_stamps';
 
 type StampValues = ReadonlyMap<string, string>;
 
@@ -25,6 +35,28 @@ export interface Stamps {
    * writes); inside a unit of work the root database joins the unit, so that holds there too.
    */
   current(scope: StampScope, db?: Kysely<Database>): Promise<string>;
+  /**
+   * This process committed a write to a stamped table: what was read before is not vouched for any more,
+   * without waiting for the write's notification to come back (its own next request must see it).
+   */
+  noteOwnCommit(): void;
+  /** Ends the subscription to the stamps' notifications, if any. */
+  close(): Promise<void>;
+}
+
+export interface StampOptions {
+  /**
+   * SQLite: reads the stamps straight from the connection, skipping Kysely, when that is safe (no
+   * transaction open on it, so the read sees exactly what is committed); undefined when it is not.
+   */
+  readDirectly?: () => StampValues | undefined;
+  /**
+   * PostgreSQL: LISTENs for the notifications the triggers send when a stamp changes (on a connection of its
+   * own); `onLost` reports the connection's loss.
+   */
+  subscribe?: (onNotify: () => void, onLost: (error: Error) => void) => Promise<Listener>;
+  /** After a lost or failed subscription, how long until the next attempt (meanwhile every use reads). */
+  resubscribeMs?: number;
 }
 
 /**
@@ -63,14 +95,8 @@ export function noteStatement(kind: string): void {
  * current one ends and serves everyone who arrived meanwhile. Under load that is one stamp read per
  * database round trip, however many requests are in flight; each request waits at most two round trips.
  */
-export function createStamps(
-  db: Kysely<Database>,
-  /**
-   * SQLite: reads the stamps straight from the connection, skipping Kysely, when that is safe (no
-   * transaction open on it, so the read sees exactly what is committed); undefined when it is not.
-   */
-  readDirectly?: () => StampValues | undefined,
-): Stamps {
+export function createStamps(db: Kysely<Database>, options: StampOptions = {}): Stamps {
+  const { readDirectly, subscribe, resubscribeMs = 1000 } = options;
   const query: CompiledQuery = db.selectFrom('cache_stamps').select(['scope', 'version']).compile();
   const readThrough = async (via: Kysely<Database>): Promise<StampValues> => {
     const { rows } = await via.executeQuery<{ scope: string; version: number | string }>({
@@ -122,17 +148,72 @@ export function createStamps(
     return value;
   };
 
+  // The subscription: opened on first use (after the migrations have made the triggers), reopened when lost.
+  // `listeningSince`: when the current LISTEN took effect, undefined without one.
+  let listener: Listener | undefined;
+  let subscribing: Promise<void> | undefined;
+  let closed = false;
+  let listeningSince: number | undefined;
+  let notifiedAt = -Infinity;
+  let resubscribe: NodeJS.Timeout | undefined;
+  const onNotify = () => {
+    notifiedAt = performance.now();
+  };
+  const lost = () => {
+    listener = undefined;
+    listeningSince = undefined;
+    if (closed || resubscribe) return;
+    resubscribe = setTimeout(() => {
+      resubscribe = undefined;
+      ensureSubscribed();
+    }, resubscribeMs);
+    resubscribe.unref();
+  };
+  function ensureSubscribed(): void {
+    if (!subscribe || closed || listener || subscribing || resubscribe) return;
+    subscribing = subscribe(onNotify, lost).then(
+      async (opened) => {
+        subscribing = undefined;
+        if (closed) return void (await opened.close());
+        listener = opened;
+        listeningSince = performance.now();
+      },
+      () => {
+        subscribing = undefined;
+        lost();
+      },
+    );
+  }
+  /** A read made while listening, after the LISTEN and after the latest notification, is still current. */
+  const vouchedFor = (seen: { issuedAt: number } | undefined): boolean =>
+    seen !== undefined &&
+    listeningSince !== undefined &&
+    seen.issuedAt >= listeningSince &&
+    seen.issuedAt > notifiedAt;
+
   return {
     async current(scope, via) {
       if (via !== undefined || inUnitOfWork()) return valueOf(await readThrough(via ?? db), scope);
-      const window = requestWindows.getStore();
       const seen = latest.get(scope);
+      if (vouchedFor(seen)) return seen!.value;
+      ensureSubscribed();
+      const window = requestWindows.getStore();
       if (window?.open && seen && seen.issuedAt >= window.startedAt) return seen.value;
       const issuedAt = performance.now();
       const direct = readDirectly?.();
       if (!direct) return valueOf(await shared(), scope);
       for (const [each, value] of direct) remember(each, value, issuedAt);
       return valueOf(direct, scope);
+    },
+    noteOwnCommit: onNotify,
+    async close() {
+      closed = true;
+      clearTimeout(resubscribe);
+      resubscribe = undefined;
+      listeningSince = undefined;
+      await subscribing;
+      await listener?.close();
+      listener = undefined;
     },
   };
 }
