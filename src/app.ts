@@ -215,16 +215,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Rate windows run on the injected clock, like everything else that tells time.
   const clockMs = () => deps.clock.now().getTime();
   // First of all hooks: the stamp reads of in-memory lookups made from here on serve the rest of the request.
+  // One synchronous hook for both: an async one per header costs a promise per request.
   app.decorateRequest('readWindow', undefined);
-  app.addHook('onRequest', (request, _reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
     request.readWindow = openRequestWindow(done);
   });
   app.addHook('onResponse', (request, _reply, done) => {
     if (request.readWindow) request.readWindow.open = false;
     done();
-  });
-  app.addHook('onRequest', async (request, reply) => {
-    reply.header('x-request-id', request.id);
   });
   // JSON only: Fastify also parses text/plain by default, which would turn a wrong content type into a 422.
   app.removeContentTypeParser('text/plain');
