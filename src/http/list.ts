@@ -1,4 +1,5 @@
 import { type TSchema, Type } from '@sinclair/typebox';
+import type { FastifyReply } from 'fastify';
 import { invalidParam } from '../lib/errors.ts';
 import { type IdPrefix, isId } from '../lib/ids.ts';
 import type { PageRequest } from '../db/pagination.ts';
@@ -55,6 +56,14 @@ export function toPageRequest(
     }
   }
   return { limit: query.limit ?? DEFAULT_LIST_LIMIT, after: query.after, before: query.before };
+}
+
+/**
+ * Sends a body the route's own response schema has already serialized (`reply.serialize`): a page served
+ * again unchanged is serialized once. As JSON, so Fastify sends the string as it is.
+ */
+export function sendSerialized(reply: FastifyReply, body: string): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(body);
 }
 
 export const list = <T>(data: T[], hasMore: boolean) => ({

@@ -3,6 +3,7 @@ import type { Database, Row } from '../../db/schema.ts';
 import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { prepareQuery } from '../../db/prepared-query.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
+import { createIdentityMemo } from '../../lib/identity-memo.ts';
 
 export interface WebhookRecord {
   id: string;
@@ -59,6 +60,8 @@ const CACHED_PROJECTS = 2_000;
 
 /** Too many webhooks to keep in memory: read them from the database. */
 const UNCACHED = 'uncached';
+/** Pages kept per cached list (the first page, and a few cursors being walked). */
+const PAGES_KEPT_PER_LIST = 8;
 
 /**
  * `stamps`: keep each project's webhooks in memory while the webhooks stamp holds (validated-cache.ts), for
@@ -83,6 +86,8 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
     return query;
   }
 
+  /** Each cached list's pages, by the page asked for. */
+  const pagesOf = createIdentityMemo<readonly WebhookRecord[], Map<string, Promise<Page<WebhookRecord>>>>();
   const cache =
     stamps &&
     createValidatedCache<readonly WebhookRecord[] | typeof UNCACHED>(stamps, {
@@ -141,10 +146,24 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       return row && toRecord(row);
     },
 
+    /** From memory, a page asked for again returns the same (frozen) page while the webhooks are unchanged. */
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookRecord>> {
       const cached = await cachedProject(projectId);
-      if (cached)
-        return pageByIdDesc(page, async (cursor, order, limit) => pageOf(cached, cursor, order, limit));
+      if (cached) {
+        const pages = pagesOf(cached, () => new Map<string, Promise<Page<WebhookRecord>>>());
+        const key = `${page.limit}:${page.after ?? ''}:${page.before ?? ''}`;
+        let found = pages.get(key);
+        if (!found) {
+          found = pageByIdDesc(page, async (cursor, order, limit) =>
+            pageOf(cached, cursor, order, limit),
+          ).then((made) =>
+            Object.freeze({ items: Object.freeze(made.items) as WebhookRecord[], hasMore: made.hasMore }),
+          );
+          if (pages.size >= PAGES_KEPT_PER_LIST) pages.delete(pages.keys().next().value!);
+          pages.set(key, found);
+        }
+        return found;
+      }
       const result = await pageByIdDesc(page, (cursor, order, limit) =>
         cursor
           ? pageQuery(cursor, order)(projectId, limit, cursor.id)

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, ListQuery, sendSerialized, toPageRequest } from '../../http/list.ts';
 import {
   CreateWebhookBody,
   DeletedWebhookEnvelope,
@@ -16,9 +16,12 @@ import {
   WebhookParams,
   WebhookRecovery,
   WebhookTest,
+  type WebhookView,
 } from './webhooks.schemas.ts';
 import type { WebhookOperations } from './webhook-operations.service.ts';
 import type { WebhookService } from './webhooks.service.ts';
+import type { Page } from '../../db/pagination.ts';
+import { createIdentityMemo } from '../../lib/identity-memo.ts';
 
 const tags = ['Webhooks'];
 
@@ -27,6 +30,8 @@ export function registerWebhookRoutes(
   { webhooks, operations }: { webhooks: WebhookService; operations: WebhookOperations },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
+  /** The list body of each page of views the service serves again unchanged. */
+  const serializedPages = createIdentityMemo<Page<WebhookView>, string>();
 
   app.post(
     '/v1/webhooks',
@@ -61,9 +66,11 @@ export function registerWebhookRoutes(
         response: { 200: WebhookList, ...errorResponses() },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const page = await webhooks.list(projectOf(request), toPageRequest(request.query, 'wh'));
-      return list(page.items, page.hasMore);
+      // The same page (unchanged webhooks, from memory) is the same body: serialized once.
+      const body = serializedPages(page, () => String(reply.serialize(list(page.items, page.hasMore))));
+      return sendSerialized(reply, body);
     },
   );
 

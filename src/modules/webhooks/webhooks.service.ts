@@ -3,7 +3,8 @@ import type { SecretBox } from '../../lib/crypto.ts';
 import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
-import type { PageRequest } from '../../db/pagination.ts';
+import type { Page, PageRequest } from '../../db/pagination.ts';
+import { createIdentityMemo } from '../../lib/identity-memo.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
 import type { CreateWebhookInput, UpdateWebhookInput, WebhookView } from './webhooks.schemas.ts';
@@ -82,6 +83,8 @@ export function createWebhookService({
   allowPrivateUrls,
   secretRotationWindowMs,
 }: WebhookServiceDeps) {
+  /** The views of each page the repository serves from memory. */
+  const viewsOf = createIdentityMemo<Page<WebhookRecord>, Page<WebhookView>>();
   async function checkUrl(raw: string): Promise<string> {
     let parsed: URL;
     try {
@@ -199,9 +202,15 @@ export function createWebhookService({
       return toWebhookView(await load(projectId, id));
     },
 
-    async list(projectId: string, page: PageRequest) {
+    /** A page the repository serves again unchanged (from memory) gives the same, frozen, page of views. */
+    async list(projectId: string, page: PageRequest): Promise<Page<WebhookView>> {
       const result = await repo.list(projectId, page);
-      return { items: result.items.map(toWebhookView), hasMore: result.hasMore };
+      return viewsOf(result, () =>
+        Object.freeze({
+          items: Object.freeze(result.items.map(toWebhookView)) as WebhookView[],
+          hasMore: result.hasMore,
+        }),
+      );
     },
 
     async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {

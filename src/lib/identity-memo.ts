@@ -1,0 +1,14 @@
+/**
+ * What was made from an immutable value, kept for as long as the value itself is: a later call with the
+ * same object returns the same result without making it again. Only for values that never change (the
+ * validated caches' frozen records and what is derived from them); entries go with their keys.
+ */
+export function createIdentityMemo<K extends object, V>(): (key: K, make: () => V) => V {
+  const made = new WeakMap<K, V>();
+  return (key, make) => {
+    if (made.has(key)) return made.get(key)!;
+    const value = make();
+    made.set(key, value);
+    return value;
+  };
+}
