@@ -144,8 +144,10 @@ export async function startServer(config: Config, options: ServerOptions): Promi
     // While draining, every response closes its connection: a keep-alive client would otherwise hold an
     // idle socket open, and with it the shutdown, until its own idle timeout.
     let draining = false;
-    app.addHook('onSend', async (_request, reply) => {
+    // Synchronous: every response passes here, and an async hook costs each one a promise.
+    app.addHook('onSend', (_request, reply, payload, done) => {
       if (draining) reply.header('connection', 'close');
+      done(null, payload);
     });
 
     // Workers first: once the log says the server listens, the whole process is up (and owns its signals).
