@@ -3,7 +3,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { dkimVerify } from 'mailauth';
 import { ConfigError, type DkimConfig, loadConfig } from '../src/config.ts';
-import { systemClock } from '../src/lib/clock.ts';
+import { type Clock, systemClock } from '../src/lib/clock.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import {
   createSendingWorker,
@@ -88,8 +88,9 @@ async function startHarness(
   transport: MailTransport,
   settings: Partial<SendingSettings> = {},
   returnPath?: ReturnPath,
+  clock: Clock = systemClock,
 ): Promise<Harness> {
-  const api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
+  const api = await startTestApp(engine, { allowPrivateUrls: true, worker: true, clock });
   const receiver = await startReceiver();
   const webhook = await api.request('POST', '/v1/webhooks', {
     body: { url: receiver.url, events: EVENT_KIND_NAMES },
@@ -97,7 +98,7 @@ async function startHarness(
   assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
   const worker = createSendingWorker({
     database: api.database.handle,
-    clock: systemClock,
+    clock,
     events: api.events,
     transport,
     settings: { ...FAST, ...settings },
@@ -155,8 +156,11 @@ const kinds = (events: any[], recipient: string) =>
 for (const engine of ENGINES) {
   describe(`capture transport (${engine})`, () => {
     let harness: Harness;
+    // The system clock, moved ahead where a test needs time to pass (a scheduled send) without waiting.
+    let offsetMs = 0;
+    const clock: Clock = { now: () => new Date(Date.now() + offsetMs) };
     before(async () => {
-      harness = await startHarness(engine, createCaptureTransport({ dkim: DKIM }));
+      harness = await startHarness(engine, createCaptureTransport({ dkim: DKIM }), {}, undefined, clock);
     });
     after(() => harness.close());
 
@@ -238,7 +242,7 @@ for (const engine of ENGINES) {
     });
 
     test('sends a scheduled email when its time comes, not before', async () => {
-      const at = new Date(Date.now() + 600).toISOString();
+      const at = new Date(clock.now().getTime() + 3_600_000).toISOString();
       const id = await harness.send({
         from: 'shop@example.com',
         to: 'later@example.org',
@@ -247,6 +251,8 @@ for (const engine of ENGINES) {
         scheduled_at: at,
       });
       assert.equal((await harness.api.request('GET', `/v1/emails/${id}`)).body.status, 'scheduled');
+      // Sent before its time, its events would carry an earlier time than `at` (checked below).
+      offsetMs += 3_600_000;
       const events = await harness.waitForEvents(id, ['email.delivered@later@example.org']);
       assert.ok(Date.parse(events[0].created_at) >= Date.parse(at), `${events[0].created_at} < ${at}`);
     });
