@@ -91,11 +91,12 @@ for (const engine of ENGINES) {
         clock: at(Date.now() + 29 * DAY),
         retentionMs: 30 * DAY,
       });
-      for (const { rows } of await retention.dryRun()) assert.equal(rows, 0);
+      for (const { table, rows } of await retention.dryRun()) assert.equal(rows, 0, table);
     });
 
     test('a month later: events, deliveries, attempts, MIME and attachments go, in batches; emails stay', async () => {
-      // One event whose delivery still waits: it stays, whatever its age.
+      // One event whose delivery still waits: it stays, whatever its age. Its next attempt is far ahead, so
+      // the running delivery worker does not attempt it again meanwhile (a new attempt row would be counted).
       const waiting = await api.database.handle.db
         .selectFrom('deliveries')
         .select(['id', 'event_id'])
@@ -103,7 +104,7 @@ for (const engine of ENGINES) {
         .executeTakeFirstOrThrow();
       await api.database.handle.db
         .updateTable('deliveries')
-        .set({ status: 'pending' })
+        .set({ status: 'pending', next_attempt_at: new Date(Date.now() + 365 * DAY).toISOString() })
         .where('id', '=', waiting.id)
         .execute();
 
@@ -125,7 +126,7 @@ for (const engine of ENGINES) {
       assert.equal(pruned.events, 5);
       assert.equal(pruned.delivery_attempts, 6);
       assert.equal(pruned.email_raw, 3);
-      for (const { rows } of await retention.dryRun()) assert.equal(rows, 0);
+      for (const { table, rows } of await retention.dryRun()) assert.equal(rows, 0, table);
 
       assert.equal(await count('events'), 1);
       assert.equal(await count('deliveries'), 1, 'the waiting one');
