@@ -174,6 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const domains = createDomainService({
     db,
     engine: deps.database.engine,
+    stamps: deps.database.stamps,
     clock: deps.clock,
     secretBox: deps.secretBox,
     dns: deps.dns ?? createDns(),

@@ -16,6 +16,7 @@ import { migration as domains } from './migrations/0013_domains.ts';
 import { migration as emailAttachments } from './migrations/0014_email_attachments.ts';
 import { migration as cacheStamps } from './migrations/0015_cache_stamps.ts';
 import { migration as emailsByStatus } from './migrations/0016_emails_by_status.ts';
+import { migration as domainStamps } from './migrations/0017_domain_stamps.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -37,6 +38,7 @@ const migrations: Record<string, Migration> = {
   '0014_email_attachments': emailAttachments,
   '0015_cache_stamps': cacheStamps,
   '0016_emails_by_status': emailsByStatus,
+  '0017_domain_stamps': domainStamps,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

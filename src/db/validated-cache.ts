@@ -14,7 +14,7 @@ import { inUnitOfWork } from './unit-of-work.ts';
 // request. What is saved is the query and the building of its rows: the stamp read is one row of one tiny
 // table, and on PostgreSQL concurrent requests share it (below).
 
-export type StampScope = 'api_keys' | 'webhooks' | 'templates';
+export type StampScope = 'api_keys' | 'webhooks' | 'templates' | 'domains';
 
 type StampValues = ReadonlyMap<string, string>;
 
