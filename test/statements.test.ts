@@ -184,11 +184,14 @@ for (const engine of ENGINES) {
       t.diagnostic(`SMTP delivery outcome, ${acceptedSoFar} together: ${per(delivered, acceptedSoFar)}`);
       t.diagnostic(`webhook delivery outcome, alone: ${per(webhooksAlone, 1)}`);
       t.diagnostic(`webhook delivery outcome, ${EMAILS} together: ${per(webhooks, EMAILS)}`);
-      // Bounds from the counts when group commit came in, without the timed statements. Sent at once, the
-      // sends are written in groups whose sizes depend on how the requests arrive: never more than alone.
-      assert.ok(accepted.core / EMAILS <= 8, `${accepted.core / EMAILS} statements per accepted email`);
+      // Bounds without the timed statements. Accepted emails: 7 on SQLite and 9 on PostgreSQL (8 without the
+      // throttled NOTIFY) before the accepting statements were written as SQL text, sends grouped and sending
+      // domains kept in memory; 6 and 7 since (the domain lookup gone). Sent at once, the sends are written in
+      // groups whose sizes depend on how the requests arrive (about 3 statements an email here): never more
+      // than alone.
+      assert.ok(accepted.core / EMAILS <= 7, `${accepted.core / EMAILS} statements per accepted email`);
       assert.ok(
-        acceptedTogether.core / EMAILS <= 8,
+        acceptedTogether.core / EMAILS <= 7,
         `${acceptedTogether.core / EMAILS} statements per accepted email, ${EMAILS} at once`,
       );
       assert.ok(acceptedKeyed.core <= 11, `${acceptedKeyed.core} statements per keyed accepted email`);
