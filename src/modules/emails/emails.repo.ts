@@ -373,7 +373,12 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         });
         // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
         const limited = options.dailyLimit > 0;
-        const totals = await countAgainstQuota([...counts.values()], limited);
+        // In one order everywhere: two processes' groups lock the same count rows (PostgreSQL) in the same
+        // order, never each waiting for the other's.
+        const ordered = [...counts.values()].sort((a, b) =>
+          a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
+        );
+        const totals = await countAgainstQuota(ordered, limited);
         const over = totals.find((counted) => counted.total > options.dailyLimit);
         if (limited && over) throw new DailyLimitReached(over.total - over.recipients);
       });
