@@ -67,6 +67,8 @@ export interface AppDeps {
   sendNotifier?: Notifier;
   /** Recipients a project may send to per UTC day (SEND_DAILY_LIMIT); 0: no limit. Default 10 000. */
   sendDailyLimit?: number;
+  /** Concurrent sends written together (DEFAULTS.sendGroups when absent); false: each send on its own. */
+  sendGroups?: { maxEmails: number } | false;
   /**
    * The delivery workers' attempt timeout (WEBHOOK_TIMEOUT_MS, default 15 s): POST /v1/webhooks/{id}/test
    * waits this plus webhookTestMarginMs (default 5 s, time for a worker to claim it) for the first attempt.
@@ -172,6 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const domains = createDomainService({
     db,
     engine: deps.database.engine,
+    stamps: deps.database.stamps,
     clock: deps.clock,
     secretBox: deps.secretBox,
     dns: deps.dns ?? createDns(),
@@ -184,7 +187,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const sendNotifier = deps.sendNotifier ?? createNotifier();
-  const suppressionRepo = createSuppressionRepo(db);
+  const suppressionRepo = createSuppressionRepo(db, deps.database.engine);
   const engagementRepo = createEngagementRepo(db);
   app.decorate('sendNotifier', sendNotifier);
   const emails = createEmailService({
@@ -197,6 +200,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     events,
     suppressions: suppressionRepo,
     unitOfWork: (work) => deps.database.unitOfWork(work),
+    sendGroups: deps.sendGroups === false ? undefined : (deps.sendGroups ?? DEFAULTS.sendGroups),
     senders: domains,
     engagement: {
       publicUrl: deps.publicUrl,

@@ -69,6 +69,11 @@ export const DEFAULTS = {
    * transaction and one commit, up to `maxUnits` (src/db/unit-of-work.ts). Off on PostgreSQL unless asked for.
    */
   groupCommit: { windowMs: 2, maxUnits: 50 },
+  /**
+   * Sends (POST /v1/emails and its batch) that arrive while a group of them is being written wait and are
+   * written together, one statement per table, up to `maxEmails` a group (src/modules/emails/send-groups.ts).
+   */
+  sendGroups: { maxEmails: 100 },
 } as const;
 
 export interface Config {

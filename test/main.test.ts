@@ -265,7 +265,7 @@ for (const engine of ENGINES) {
             // pg_stat_activity is read once per transaction unless its snapshot is cleared.
             await lock.query('SELECT pg_stat_clear_snapshot()');
             const { rows } = await lock.query(
-              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into "emails"%'`,
+              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into emails %'`,
             );
             if (rows.length > 0) break;
             await new Promise((resolve) => setTimeout(resolve, 20));

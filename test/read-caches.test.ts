@@ -13,7 +13,7 @@ import {
 } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
-// Every process keeps keys, webhooks and templates in memory while the database's version stamps say they
+// Every process keeps keys, webhooks, templates and sending domains in memory while the database's version stamps say they
 // are current (src/db/validated-cache.ts). Two API processes share one database: whatever one of them (or
 // the CLI) changes, the other serves on its very next request, having served the old value just before.
 
@@ -160,6 +160,32 @@ for (const engine of ENGINES) {
       const missing = await sendInB();
       assert.equal(missing.status, 404);
       assert.equal(missing.body.error.param, 'template.id');
+    });
+
+    test("a sending domain another project verifies refuses the other process's next send from it", async () => {
+      const holder = (await runCli(['projects', 'create', 'Holder'], db.env)).lastLine;
+      const holderKey = (await runCli(['keys', 'create', '--project', holder, '--name', 'holder'], db.env))
+        .lastLine;
+      const added = await inA('POST', '/v1/domains', { name: 'held.example' }, holderKey);
+      assert.equal(added.status, 201, JSON.stringify(added.body));
+      const sendInB = () =>
+        inB('POST', '/v1/emails', {
+          from: 'ada@held.example',
+          to: ['bob@example.org'],
+          subject: 'Hi',
+          text: 'Hi',
+        });
+      // Pending in another project: no bar to sending (the lookup is now kept in B's memory).
+      for (let i = 0; i < 3; i++) assert.equal((await sendInB()).status, 202);
+      // As the domain check would, once its DNS records are found (its first check is hours away).
+      await db.database.handle.db
+        .updateTable('domains')
+        .set({ status: 'verified' })
+        .where('name', '=', 'held.example')
+        .execute();
+      const refused = await sendInB();
+      assert.equal(refused.status, 422, JSON.stringify(refused.body));
+      assert.equal(refused.body.error.code, 'sender_domain_not_allowed');
     });
   });
 }

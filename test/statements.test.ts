@@ -126,7 +126,8 @@ for (const engine of ENGINES) {
       };
       const smtpIdle = await measure(startSending, async () => undefined);
       // The accepted emails so far (EMAILS + 3), delivered together.
-      const smtpTogether = await measure(startSending, () => smtp.waitFor(EMAILS + 3));
+      const acceptedSoFar = EMAILS + 3;
+      const smtpTogether = await measure(startSending, () => smtp.waitFor(acceptedSoFar));
       const smtpAlone = await measure(
         async () => {
           const response = await api.request('POST', '/v1/emails', { body: message(100) });
@@ -134,7 +135,7 @@ for (const engine of ENGINES) {
           counter.start();
           return startSending();
         },
-        () => smtp.waitFor(EMAILS + 4),
+        () => smtp.waitFor(acceptedSoFar + 1),
       );
 
       // Webhook outcomes: events for one subscribed webhook, delivered to a local receiver.
@@ -153,6 +154,17 @@ for (const engine of ENGINES) {
       await api.events.emit(api.projectId, 'email.sent', { email_id: 'msg_alone' });
       const webhookAlone = await measure(startDelivering, () => receiver.waitFor(EMAILS + 1));
 
+      // Accepted as above, but sent at once (no worker runs any more): written in groups (src/modules/emails/send-groups.ts), how many per group
+      // depending on how the requests arrive.
+      counter.start();
+      const together = await Promise.all(
+        Array.from({ length: EMAILS }, (_, i) =>
+          api.request('POST', '/v1/emails', { body: message(200 + i) }),
+        ),
+      );
+      for (const response of together) assert.equal(response.status, 202);
+      const acceptedTogether = counter.stop();
+
       const minus = (tally: Tally, idle: Tally): Tally => ({
         statements: tally.statements - idle.statements,
         core: tally.core - idle.core,
@@ -166,13 +178,22 @@ for (const engine of ENGINES) {
       const per = (tally: Tally, count: number) =>
         `${(tally.statements / count).toFixed(1)} statements, ${(tally.commits / count).toFixed(2)} commits`;
       t.diagnostic(`accepted email: ${per(accepted, EMAILS)}`);
+      t.diagnostic(`accepted email, ${EMAILS} at once: ${per(acceptedTogether, EMAILS)}`);
       t.diagnostic(`accepted email with Idempotency-Key: ${per(acceptedKeyed, 1)}`);
       t.diagnostic(`SMTP delivery outcome, alone: ${per(deliveredAlone, 1)}`);
-      t.diagnostic(`SMTP delivery outcome, ${EMAILS + 3} together: ${per(delivered, EMAILS + 3)}`);
+      t.diagnostic(`SMTP delivery outcome, ${acceptedSoFar} together: ${per(delivered, acceptedSoFar)}`);
       t.diagnostic(`webhook delivery outcome, alone: ${per(webhooksAlone, 1)}`);
       t.diagnostic(`webhook delivery outcome, ${EMAILS} together: ${per(webhooks, EMAILS)}`);
-      // Bounds from the counts when group commit came in, without the timed statements.
-      assert.ok(accepted.core / EMAILS <= 8, `${accepted.core / EMAILS} statements per accepted email`);
+      // Bounds without the timed statements. Accepted emails: 7 on SQLite and 9 on PostgreSQL (8 without the
+      // throttled NOTIFY) before the accepting statements were written as SQL text, sends grouped and sending
+      // domains kept in memory; 6 and 7 since (the domain lookup gone). Sent at once, the sends are written in
+      // groups whose sizes depend on how the requests arrive (about 3 statements an email here): never more
+      // than alone.
+      assert.ok(accepted.core / EMAILS <= 7, `${accepted.core / EMAILS} statements per accepted email`);
+      assert.ok(
+        acceptedTogether.core / EMAILS <= 7,
+        `${acceptedTogether.core / EMAILS} statements per accepted email, ${EMAILS} at once`,
+      );
       assert.ok(acceptedKeyed.core <= 11, `${acceptedKeyed.core} statements per keyed accepted email`);
       assert.ok(deliveredAlone.core <= 10, `${deliveredAlone.core} statements per SMTP outcome`);
       assert.ok(webhooksAlone.core <= 6, `${webhooksAlone.core} statements per webhook outcome`);

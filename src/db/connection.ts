@@ -282,10 +282,10 @@ async function openPostgres(
   };
 }
 
-// A write to a table whose records the stamps vouch for (a project's deletion reaches its keys, webhooks and
-// templates by cascade), as Kysely writes it.
+// A write to a table whose records the stamps vouch for (the tables migrations 0015 and 0018 watch; a
+// project's deletion reaches its keys, webhooks, templates and domains by cascade), quoted or not.
 const STAMPED_WRITE =
-  /^\s*(?:(?:insert\s+into|update)\s+"?(?:api_keys|webhooks|templates|template_versions)"?\s|delete\s+from\s+"?(?:api_keys|webhooks|templates|template_versions|projects)"?\s)/i;
+  /^\s*(?:(?:insert\s+into|update)\s+"?(?:api_keys|webhooks|templates|template_versions|domains)"?\s|delete\s+from\s+"?(?:api_keys|webhooks|templates|template_versions|domains|projects)"?\s)/i;
 
 /**
  * Calls `committed` once a statement writing a stamped table has committed on its connection: at once

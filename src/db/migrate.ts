@@ -17,6 +17,7 @@ import { migration as emailAttachments } from './migrations/0014_email_attachmen
 import { migration as cacheStamps } from './migrations/0015_cache_stamps.ts';
 import { migration as emailsByStatus } from './migrations/0016_emails_by_status.ts';
 import { migration as cacheStampNotify } from './migrations/0017_cache_stamp_notify.ts';
+import { migration as domainStamps } from './migrations/0018_domain_stamps.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -39,6 +40,7 @@ const migrations: Record<string, Migration> = {
   '0015_cache_stamps': cacheStamps,
   '0016_emails_by_status': emailsByStatus,
   '0017_cache_stamp_notify': cacheStampNotify,
+  '0018_domain_stamps': domainStamps,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

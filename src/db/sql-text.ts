@@ -17,3 +17,30 @@ export function statement(engine: Engine) {
     compile: (text: string) => CompiledQuery.raw(text, parameters),
   };
 }
+
+/**
+ * Numbered placeholders in the engine's style, one per call (`?`, or `$1`, `$2`, … on PostgreSQL), for
+ * writing a statement's text once, away from its values.
+ */
+export function placeholders(engine: Engine): () => string {
+  let count = 0;
+  return engine === 'postgres' ? () => `$${++count}` : () => '?';
+}
+
+/**
+ * SQL texts kept by their shape: a multi-row statement's text depends only on how many rows it holds (and
+ * which of them take an expression instead of a value), so it is written once per shape and reused, sparing
+ * the query builder's building and compiling on every call. Bounded, the oldest shape dropped first.
+ */
+export function textsByShape(write: (shape: string) => string, limit = 256): (shape: string) => string {
+  const texts = new Map<string, string>();
+  return (shape) => {
+    let text = texts.get(shape);
+    if (text === undefined) {
+      text = write(shape);
+      if (texts.size >= limit) texts.delete(texts.keys().next().value!);
+      texts.set(shape, text);
+    }
+    return text;
+  };
+}

@@ -21,7 +21,7 @@ import { inUnitOfWork } from './unit-of-work.ts';
 // is made at all. A write in another process is then seen once its notification has arrived, which
 // PostgreSQL sends as the writer commits; without a listener (connecting, or lost) every use reads again.
 
-export type StampScope = 'api_keys' | 'webhooks' | 'templates';
+export type StampScope = 'api_keys' | 'webhooks' | 'templates' | 'domains';
 
 /** The channel the stamps' triggers NOTIFY on PostgreSQL (written out in migration 0017). */
 export const STAMP_CHANNEL = 'postwire_cache_stamps';

@@ -122,6 +122,8 @@ export interface TestAppOptions {
   rateLimit?: { limit: number; windowMs: number };
   /** Recipients a project may send to per day (the app's default when absent). */
   sendDailyLimit?: number;
+  /** Concurrent sends written together (the app's default when absent); false: each on its own. */
+  sendGroups?: AppDeps['sendGroups'];
   /** Start a delivery worker with fast settings (TEST_DELIVERY_SETTINGS plus these). */
   worker?: TestWorkerOptions | boolean;
   /** How long a webhook test send waits beyond the worker's timeout for the first attempt (default 500 ms). */
@@ -183,6 +185,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     allowPrivateUrls: options.allowPrivateUrls ?? false,
     rateLimit: options.rateLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.sendDailyLimit !== undefined ? { sendDailyLimit: options.sendDailyLimit } : {}),
+    ...(options.sendGroups !== undefined ? { sendGroups: options.sendGroups } : {}),
     webhookTimeoutMs:
       (typeof options.worker === 'object' ? options.worker.timeoutMs : undefined) ??
       TEST_DELIVERY_SETTINGS.timeoutMs,

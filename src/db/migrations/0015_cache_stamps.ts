@@ -10,7 +10,14 @@ import type { Migration } from 'kysely/migration';
 //
 // The triggers fire on the columns the cached records hold: the delivery worker's bookkeeping on a webhook
 // (last_success_at, failing_since) does not throw away every process's webhook list.
-const WATCHED: Array<{ table: string; scope: string; columns?: string[] }> = [
+export interface WatchedTable {
+  table: string;
+  scope: string;
+  /** Only updates of these columns change the stamp (every update when absent). */
+  columns?: string[];
+}
+
+const WATCHED: WatchedTable[] = [
   { table: 'api_keys', scope: 'api_keys' },
   {
     table: 'webhooks',
@@ -55,24 +62,33 @@ export const migration: Migration = {
           return null;
         end $$`.execute(db);
     }
-    for (const { table, scope, columns } of WATCHED) {
-      for (const operation of ['insert', 'update', 'delete']) {
-        const event = operation === 'update' && columns ? `update of ${columns.join(', ')}` : operation;
-        const name = `${table}_${operation}_stamp`;
-        if (postgres) {
-          await sql
-            .raw(
-              `create trigger ${name} after ${event} on ${table} for each row execute function bump_cache_stamp('${scope}')`,
-            )
-            .execute(db);
-        } else {
-          await sql
-            .raw(
-              `create trigger ${name} after ${event} on ${table} begin update cache_stamps set version = random() % 9007199254740991 where scope = '${scope}'; end`,
-            )
-            .execute(db);
-        }
-      }
-    }
+    await watchTables(db, WATCHED);
   },
 };
+
+/**
+ * Triggers that give each watched table's scope a new stamp on every insert, delete and (watched) update;
+ * the scopes' rows in cache_stamps, and on PostgreSQL the function, must exist.
+ */
+export async function watchTables(db: Kysely<unknown>, watched: readonly WatchedTable[]): Promise<void> {
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  for (const { table, scope, columns } of watched) {
+    for (const operation of ['insert', 'update', 'delete']) {
+      const event = operation === 'update' && columns ? `update of ${columns.join(', ')}` : operation;
+      const name = `${table}_${operation}_stamp`;
+      if (postgres) {
+        await sql
+          .raw(
+            `create trigger ${name} after ${event} on ${table} for each row execute function bump_cache_stamp('${scope}')`,
+          )
+          .execute(db);
+      } else {
+        await sql
+          .raw(
+            `create trigger ${name} after ${event} on ${table} begin update cache_stamps set version = random() % 9007199254740991 where scope = '${scope}'; end`,
+          )
+          .execute(db);
+      }
+    }
+  }
+}

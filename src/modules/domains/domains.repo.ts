@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
+import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DomainStatus, Row } from '../../db/schema.ts';
 import type { Lease } from '../../queue/lease.ts';
@@ -63,8 +64,23 @@ const toRecord = (row: Row<'domains'>): DomainRecord => ({
   updatedAt: row.updated_at,
 });
 
-/** The domains table (sending domains and their re-check queue); `db` may be a transaction. */
-export function createDomainRepo(db: Kysely<Database>, engine: Engine) {
+/** What decides who may send as a domain (`covering`). */
+export type DomainCoverage = Pick<
+  DomainRecord,
+  'id' | 'projectId' | 'name' | 'status' | 'returnPathVerified'
+>;
+
+/** From domains (with their parents) whose coverage one process keeps in memory; past this, the oldest goes. */
+const CACHED_COVERAGE = 1000;
+
+/**
+ * The domains table (sending domains and their re-check queue); `db` may be a transaction. `stamps`: keep
+ * the coverage lookups in memory while the domains stamp holds (validated-cache.ts).
+ */
+export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: Stamps) {
+  const coverage =
+    stamps &&
+    createValidatedCache<DomainCoverage[]>(stamps, { scope: 'domains', maxEntries: CACHED_COVERAGE });
   return {
     /**
      * Adds a domain; false when its name is taken (another request added it since the caller looked). No
@@ -133,15 +149,28 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine) {
       return row && toRecord(row);
     },
 
-    /** Domains of any project with one of these names (a From domain and its parents). */
-    async withNames(names: readonly string[]): Promise<DomainRecord[]> {
+    /**
+     * Domains of any project with one of these names (a From domain and its parents), with what decides who
+     * may send as them: every accepted send asks, so the answers are kept in memory while the domains stamp
+     * holds (only these columns move it; migration 0018).
+     */
+    async covering(names: readonly string[]): Promise<readonly DomainCoverage[]> {
       if (names.length === 0) return [];
-      const rows = await db
-        .selectFrom('domains')
-        .selectAll()
-        .where('name', 'in', [...names])
-        .execute();
-      return rows.map(toRecord);
+      const load = async () => {
+        const rows = await db
+          .selectFrom('domains')
+          .select(['id', 'project_id', 'name', 'status', 'return_path_verified'])
+          .where('name', 'in', [...names])
+          .execute();
+        return rows.map((row) => ({
+          id: row.id,
+          projectId: row.project_id,
+          name: row.name,
+          status: row.status,
+          returnPathVerified: Boolean(row.return_path_verified),
+        }));
+      };
+      return coverage ? coverage.get(names.join(' '), load) : load();
     },
 
     /** True when `name` is `bounces.<a domain some project holds>`: a return-path domain of ours. */

@@ -4,6 +4,7 @@ import type { Engine } from '../../db/connection.ts';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Database, DomainStatus } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
+import type { Stamps } from '../../db/validated-cache.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
 import type { Dns } from '../../lib/dns.ts';
@@ -66,6 +67,8 @@ export interface DomainServiceDeps {
   dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
   events: Pick<EventService, 'emitIn'>;
   settings: DomainSettings;
+  /** Keeps the sending-domain lookups every send makes in memory while they hold (validated-cache.ts). */
+  stamps?: Stamps | undefined;
 }
 
 /** How an email is authenticated, decided when it is accepted and stored with it. */
@@ -89,7 +92,7 @@ export const aligned = (a: string, b: string): boolean =>
 
 export function createDomainService(deps: DomainServiceDeps) {
   const { db, engine, clock, secretBox, settings } = deps;
-  const repo = createDomainRepo(db, engine);
+  const repo = createDomainRepo(db, engine, deps.stamps);
   /** Opened private keys by sealed value: opening is cheap, but a sending worker asks for every message. */
   const keys = new Map<string, string>();
   const openKey = (sealed: string): string => {
@@ -309,7 +312,7 @@ export function createDomainService(deps: DomainServiceDeps) {
       param: string,
     ): Promise<SenderAuthentication> {
       const from = fromDomain.toLowerCase();
-      const candidates = await repo.withNames(selfAndParents(from));
+      const candidates = await repo.covering(selfAndParents(from));
       const verified = candidates
         .filter((domain) => domain.status === 'verified')
         .sort((a, b) => b.name.length - a.name.length);

@@ -29,7 +29,9 @@ import {
 } from './emails.schemas.ts';
 import { aligned, type DomainService, type SenderAuthentication } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
-import { normalizeAddress, type SuppressionRepo } from '../suppressions/suppressions.repo.ts';
+import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
+import { inUnitOfWork } from '../../db/unit-of-work.ts';
+import { createSendGroups } from './send-groups.ts';
 import { emailEventData } from './event-data.ts';
 import { checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
@@ -48,10 +50,12 @@ export interface EmailServiceDeps {
   notifier: Notifier;
   /** An email's timeline is its events; a suppressed recipient's event is emitted with the email. */
   events: Pick<EventService, 'forEmail' | 'emit'>;
-  /** The project's suppression list, read in the send's transaction. */
-  suppressions: Pick<SuppressionRepo, 'matching'>;
+  /** The projects' suppression lists, read before the send's transaction. */
+  suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   /** Runs work in one transaction (DatabaseHandle.unitOfWork). */
   unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
+  /** Concurrent sends written together, at most this many emails a group (send-groups.ts); unset: each alone. */
+  sendGroups?: { maxEmails: number } | undefined;
   /** Which From domains the project may send as, and how they are signed (the domains module). */
   senders?: Pick<DomainService, 'authorizeSender'> | undefined;
   /** Opens, clicks and one-click unsubscribe: PUBLIC_URL, the defaults, and where the settings are kept. */
@@ -165,6 +169,7 @@ export function createEmailService({
   events: eventService,
   suppressions,
   unitOfWork,
+  sendGroups,
   senders,
   engagement,
 }: EmailServiceDeps) {
@@ -505,37 +510,39 @@ export function createEmailService({
   }
 
   /**
-   * Stores the emails, their recipients and, for recipients on the suppression list, their `suppressed`
-   * status and `email.suppressed` event, in one transaction.
+   * Writes the emails (of one send, or of many sent together), their recipients and, for recipients on the
+   * suppression list, their `suppressed` status and `email.suppressed` event, in one transaction. Throws
+   * DailyLimitReached when a project passes its daily limit; `inside` hears of a failure inside the
+   * transaction (rolled back, nothing stored), as against one of its COMMIT.
    */
-  async function store(emails: NewEmail[], now: Date): Promise<void> {
-    try {
-      const projectId = emails[0]!.projectId;
-      const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
-      // Read before the write: an entry added in between is honoured from the next send on, as with any
-      // list read at send time; the common send (nobody suppressed) stays one transaction.
-      const suppressed = await suppressions.matching(projectId, addresses);
-      for (const email of emails) {
-        for (const recipient of email.recipients) {
-          recipient.suppressed = suppressed.has(normalizeAddress(recipient.address));
-        }
+  async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
+    const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
+    // Read before the write: an entry added in between is honoured from the next send on, as with any
+    // list read at send time; the common send (nobody suppressed) stays one transaction.
+    const suppressed = await suppressions.matchingIn(
+      emails.map((email) => email.projectId),
+      addresses,
+    );
+    for (const email of emails) {
+      for (const recipient of email.recipients) {
+        recipient.suppressed = suppressed.has(suppressionKey(email.projectId, recipient.address));
       }
-      const write = async () => {
-        await repo.insert(emails, {
-          today: now.toISOString().slice(0, 10),
-          dailyLimit,
-          now: now.toISOString(),
-        });
+    }
+    // The suppressed recipients' events and the tracking settings commit with the email, or none does.
+    // A unit of work also lets concurrent units share a commit (group commit), each answered after it.
+    await unitOfWork(async () => {
+      try {
+        await repo.insert(emails, { dailyLimit });
         for (const email of emails) {
           for (const recipient of email.recipients) {
             const entry = recipient.suppressed
-              ? suppressed.get(normalizeAddress(recipient.address))
+              ? suppressed.get(suppressionKey(email.projectId, recipient.address))
               : undefined;
             if (!entry) continue;
             const data = emailEventData(email, recipient.address, {
               suppression: { reason: entry.reason, created_at: entry.createdAt },
             });
-            await eventService.emit(projectId, 'email.suppressed', data, { emailId: email.id });
+            await eventService.emit(email.projectId, 'email.suppressed', data, { emailId: email.id });
           }
         }
         const tracked = emails.filter((email) => email.tracking !== undefined);
@@ -549,10 +556,25 @@ export function createEmailService({
             })),
           );
         }
-      };
-      // The suppressed recipients' events and the tracking settings commit with the email, or none does.
-      // A unit of work also lets concurrent sends share a commit (group commit), each answered after it.
-      await unitOfWork(write);
+      } catch (error) {
+        inside?.failed(error);
+        throw error;
+      }
+    });
+  }
+
+  /** Wakes this process's sending worker when some of the emails stored are due now. */
+  function stored(emails: NewEmail[]): void {
+    const due = emails.some(
+      (email) => email.scheduledAt === null && email.recipients.some((r) => !r.suppressed),
+    );
+    if (due) notifier.notify();
+  }
+
+  /** Stores one send's emails (a single send, or a batch: all or none), answering 429 past the limit. */
+  async function store(emails: NewEmail[], now: Date): Promise<void> {
+    try {
+      await write(emails);
     } catch (error) {
       if (!(error instanceof DailyLimitReached)) throw error;
       const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
@@ -562,11 +584,16 @@ export function createEmailService({
         secondsUntilNextUtcDay(now),
       );
     }
-    const due = emails.some(
-      (email) => email.scheduledAt === null && email.recipients.some((r) => !r.suppressed),
-    );
-    if (due) notifier.notify();
+    stored(emails);
   }
+
+  // Sends outside a unit of work are written in groups (send-groups.ts); one inside a unit (an
+  // Idempotency-Key's) joins that unit instead, so that it commits with the saved answer.
+  const groups =
+    sendGroups &&
+    createSendGroups({ writeTogether: write, storeAlone: store, stored, maxEmails: sendGroups.maxEmails });
+  const accept = (emails: NewEmail[], now: Date): Promise<void> =>
+    groups && !inUnitOfWork() ? groups.accept(emails, now) : store(emails, now);
 
   async function load(projectId: string, id: string): Promise<EmailRecord> {
     const email = isId('msg', id) ? await repo.find(projectId, id) : undefined;
@@ -642,7 +669,7 @@ export function createEmailService({
     async send(projectId: string, input: SendEmailInput): Promise<AcceptedEmailView> {
       const now = clock.now();
       const email = await prepare(projectId, input, now, '');
-      await store([email], now);
+      await accept([email], now);
       return { id: email.id, object: 'email' };
     },
 
@@ -653,7 +680,7 @@ export function createEmailService({
       const decided = new Map<string, SenderAuthentication>();
       for (const [index, input] of inputs.entries())
         emails.push(await prepare(projectId, input, now, `[${index}].`, decided));
-      await store(emails, now);
+      await accept(emails, now);
       return emails.map((email) => ({ id: email.id, object: 'email' as const }));
     },
 

@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
 import type { Database } from '../../db/schema.ts';
 
@@ -14,9 +15,8 @@ import type { Database } from '../../db/schema.ts';
 // row is written by every send of the project and, on PostgreSQL, makes each send wait for the previous
 // one's commit. Two sends of one project at the same moment may get the same positions; ties are harmless.
 
-const HEAD = sql<
-  number | string | null
->`(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)`;
+const HEAD_TEXT = '(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)';
+const HEAD = sql<number | string | null>`${sql.raw(HEAD_TEXT)}`;
 
 /** The position after which a project's new rows go: its last queued row's, or the head's if later. */
 async function basePositions(
@@ -39,57 +39,80 @@ async function basePositions(
 }
 
 /**
- * The queue position of a project's `offset`-th newly accepted due row (from 0), as an expression to insert:
- * the positions are read in the INSERT itself rather than by a SELECT before it. Both engines evaluate the
- * subqueries once for the statement (they are not correlated), so the rows of one INSERT are consecutive.
+ * The queue position of a project's newly accepted due row, as SQL text for an INSERT's values, with two
+ * parameters (`slot` makes their placeholders): the project's id, then the row's place among the project's
+ * due rows in the statement, from 1. The positions are read in the INSERT itself rather than by a SELECT
+ * before it. Both engines evaluate the subqueries once for the statement, before inserting (they are not
+ * correlated, and SQLite computes the values of an INSERT that reads its own table before writing any), so
+ * the rows of one INSERT are consecutive.
  */
-export function nextPosition(engine: Engine, projectId: string, offset: number): RawBuilder<number> {
-  const greatest = engine === 'postgres' ? sql`GREATEST` : sql`MAX`;
-  return sql<number>`(${greatest}(COALESCE(${HEAD}, 0), COALESCE((SELECT MAX(ready_seq) FROM email_recipients
-    WHERE project_id = ${projectId} AND ready_seq IS NOT NULL), 0)) + ${offset + 1})`;
+export function nextPositionText(engine: Engine, slot: () => string): string {
+  const greatest = engine === 'postgres' ? 'GREATEST' : 'MAX';
+  return `(${greatest}(COALESCE(${HEAD_TEXT}, 0), COALESCE((SELECT MAX(ready_seq) FROM email_recipients
+    WHERE project_id = ${slot()} AND ready_seq IS NOT NULL), 0)) + ${slot()})`;
 }
 
 // Sends of one project spread their counting over this many rows, so they rarely wait on each other.
 const QUOTA_SHARDS = 8;
 
+/** Recipients to count against a project's quota for a day (YYYY-MM-DD). */
+export interface QuotaCount {
+  projectId: string;
+  day: string;
+  recipients: number;
+}
+
+/** A project's total for a day once counted, this statement's recipients included. */
+export interface QuotaTotal extends QuotaCount {
+  total: number;
+}
+
 /**
- * Counts `recipients` against the project's quota for `day` and, when `total` is asked for (only a limit
- * needs it), returns the day's total so far, this send included. Run it last in the transaction that stores
- * the emails: a refused or failed send counts nothing, and on PostgreSQL the count row stays locked only
- * until the commit right after. Concurrent sends there do not see each other's uncommitted counts, so the
- * limit can be passed by what is in flight at the moment it is reached.
+ * Counts recipients against their projects' quotas, one statement for all the projects and days given (each
+ * once), and, when `totals` is asked for (only a limit needs them), returns each day's total so far. Run it
+ * last in the transaction that stores the emails: a refused or failed send counts nothing, and on PostgreSQL
+ * the count rows stay locked only until the commit right after. Concurrent sends there do not see each
+ * other's uncommitted counts, so the limit can be passed by what is in flight at the moment it is reached.
  */
-export async function countAgainstQuota(
-  trx: Kysely<Database>,
-  options: { projectId: string; day: string; recipients: number; total: boolean },
-): Promise<number | undefined> {
-  const shard = randomInt(QUOTA_SHARDS);
+export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
   // The day's total in the same statement: this shard's new count plus the other shards', which this
   // statement does not touch (one statement instead of an upsert and a SUM).
-  const row = await trx
-    .insertInto('send_quota')
-    .values({ project_id: options.projectId, day: options.day, shard, used: options.recipients })
-    .onConflict((conflict) =>
-      conflict
-        .columns(['project_id', 'day', 'shard'])
-        .doUpdateSet({ used: sql<number>`send_quota.used + ${options.recipients}` }),
-    )
-    .$if(options.total, (query) =>
-      query.returning((eb) => [
-        'used',
-        eb
-          .selectFrom('send_quota as others')
-          .select(sql<number | string | null>`SUM(others.used)`.as('sum'))
-          .where('others.project_id', '=', options.projectId)
-          .where('others.day', '=', options.day)
-          .where('others.shard', '<>', shard)
-          .as('others'),
-      ]),
-    )
-    .executeTakeFirst();
-  if (!options.total) return undefined;
-  const counted = row as { used?: number | string; others?: number | string | null } | undefined;
-  return Number(counted?.used ?? 0) + Number(counted?.others ?? 0);
+  const text = textsByShape((shape) => {
+    const [rows, totals] = shape.split(':');
+    const slot = placeholders(engine);
+    const values = Array.from(
+      { length: Number(rows) },
+      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
+    ).join(', ');
+    return `INSERT INTO send_quota (project_id, day, shard, used) VALUES ${values}
+      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
+        totals === 'totals'
+          ? ` RETURNING project_id, day, used, (SELECT SUM(others.used) FROM send_quota AS others
+      WHERE others.project_id = send_quota.project_id AND others.day = send_quota.day
+        AND others.shard <> send_quota.shard) AS others`
+          : ''
+      }`;
+  });
+  return async (counts: readonly QuotaCount[], totals: boolean): Promise<QuotaTotal[]> => {
+    if (counts.length === 0) return [];
+    // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
+    const shard = randomInt(QUOTA_SHARDS);
+    const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
+    const query = CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
+    const { rows } = await db.executeQuery<{
+      project_id: string;
+      day: string;
+      used: number | string;
+      others: number | string | null;
+    }>(query);
+    return rows.map((row) => ({
+      projectId: row.project_id,
+      day: row.day,
+      recipients: counts.find((count) => count.projectId === row.project_id && count.day === row.day)!
+        .recipients,
+      total: Number(row.used) + Number(row.others ?? 0),
+    }));
+  };
 }
 
 /** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */

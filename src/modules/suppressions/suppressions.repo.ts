@@ -1,4 +1,6 @@
-import type { Kysely } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row, SuppressionReason } from '../../db/schema.ts';
 import { newId } from '../../lib/ids.ts';
@@ -28,8 +30,44 @@ const toRecord = (row: Row<'suppressions'>): SuppressionRecord => ({
 /** Addresses compare case-insensitively: stored and looked up lowercased. */
 export const normalizeAddress = (address: string): string => address.trim().toLowerCase();
 
+/** The key of an address of a project in `matchingIn`'s answer. */
+export const suppressionKey = (projectId: string, address: string): string =>
+  `${projectId} ${normalizeAddress(address)}`;
+
+// Read in bounded statements, far below the bind-parameter limits.
+const LOOKUP_CHUNK = 500;
+
 /** The suppressions table; `db` may be a transaction (a send or an attempt's outcome adds entries in its own). */
-export function createSuppressionRepo(db: Kysely<Database>) {
+export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
+  // Written as SQL text once per number of projects and addresses: every accepted send reads it.
+  const lookup = textsByShape((shape) => {
+    const [projects, addresses] = shape.split(':').map(Number);
+    const slot = placeholders(engine);
+    const list = (count: number) => Array.from({ length: count }, slot).join(', ');
+    return `SELECT * FROM suppressions WHERE project_id IN (${list(projects!)}) AND address IN (${list(addresses!)})`;
+  });
+
+  /**
+   * The entries among these addresses in any of these projects (sends of many projects accepted together
+   * read them at once), by `suppressionKey`; an address listed in one of the projects only counts there.
+   */
+  async function matchingIn(
+    projectIds: readonly string[],
+    addresses: readonly string[],
+  ): Promise<Map<string, SuppressionRecord>> {
+    const projects = [...new Set(projectIds)];
+    const wanted = [...new Set(addresses.map(normalizeAddress))];
+    const found = new Map<string, SuppressionRecord>();
+    for (let start = 0; start < wanted.length; start += LOOKUP_CHUNK) {
+      const chunk = wanted.slice(start, start + LOOKUP_CHUNK);
+      const { rows } = await db.executeQuery<Row<'suppressions'>>(
+        CompiledQuery.raw(lookup(`${projects.length}:${chunk.length}`), [...projects, ...chunk]),
+      );
+      for (const row of rows) found.set(suppressionKey(row.project_id, row.address), toRecord(row));
+    }
+    return found;
+  }
+
   return {
     async list(
       projectId: string,
@@ -57,39 +95,14 @@ export function createSuppressionRepo(db: Kysely<Database>) {
 
     /** The entries among these addresses, by lowercased address. */
     async matching(projectId: string, addresses: readonly string[]): Promise<Map<string, SuppressionRecord>> {
-      const wanted = [...new Set(addresses.map(normalizeAddress))];
-      const found = new Map<string, SuppressionRecord>();
-      for (let start = 0; start < wanted.length; start += 500) {
-        const rows = await db
-          .selectFrom('suppressions')
-          .selectAll()
-          .where('project_id', '=', projectId)
-          .where('address', 'in', wanted.slice(start, start + 500))
-          .execute();
-        for (const row of rows) found.set(row.address, toRecord(row));
-      }
-      return found;
+      const found = await matchingIn([projectId], addresses);
+      return new Map([...found.values()].map((record) => [record.address, record]));
     },
 
+    matchingIn,
+
     /** Adds entries; an address already on the list keeps its entry (the first cause stays). */
-    async add(entries: readonly NewSuppression[]): Promise<void> {
-      for (let start = 0; start < entries.length; start += 200) {
-        const values = entries.slice(start, start + 200).map((entry) => ({
-          id: newId('sup'),
-          project_id: entry.projectId,
-          address: normalizeAddress(entry.address),
-          reason: entry.reason,
-          email_id: entry.emailId,
-          detail: entry.detail,
-          created_at: entry.createdAt,
-        }));
-        await db
-          .insertInto('suppressions')
-          .values(values)
-          .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
-          .execute();
-      }
-    },
+    add: (entries: readonly NewSuppression[]): Promise<void> => addSuppressions(db, entries),
 
     async delete(projectId: string, address: string): Promise<boolean> {
       const result = await db
@@ -103,3 +116,26 @@ export function createSuppressionRepo(db: Kysely<Database>) {
 }
 
 export type SuppressionRepo = ReturnType<typeof createSuppressionRepo>;
+
+/** Adds entries in `db` (a transaction, or not); an address already on the list keeps its first entry. */
+export async function addSuppressions(
+  db: Kysely<Database>,
+  entries: readonly NewSuppression[],
+): Promise<void> {
+  for (let start = 0; start < entries.length; start += 200) {
+    const values = entries.slice(start, start + 200).map((entry) => ({
+      id: newId('sup'),
+      project_id: entry.projectId,
+      address: normalizeAddress(entry.address),
+      reason: entry.reason,
+      email_id: entry.emailId,
+      detail: entry.detail,
+      created_at: entry.createdAt,
+    }));
+    await db
+      .insertInto('suppressions')
+      .values(values)
+      .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
+      .execute();
+  }
+}

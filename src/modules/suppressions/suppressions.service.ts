@@ -6,7 +6,7 @@ import { DomainError, invalidParam } from '../../lib/errors.ts';
 import { parseAddress } from '../emails/addresses.ts';
 import type { AddSuppressionsInput, SuppressionView } from './suppressions.schemas.ts';
 import {
-  createSuppressionRepo,
+  addSuppressions,
   type NewSuppression,
   normalizeAddress,
   type SuppressionRecord,
@@ -88,6 +88,6 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
 
 /** Adds entries in the caller's transaction: a hard bounce or a complaint, with the outcome that says so. */
 export const addSuppressionsIn = (db: Kysely<Database>, entries: readonly NewSuppression[]): Promise<void> =>
-  entries.length === 0 ? Promise.resolve() : createSuppressionRepo(db).add(entries);
+  entries.length === 0 ? Promise.resolve() : addSuppressions(db, entries);
 
 export type SuppressionService = ReturnType<typeof createSuppressionService>;

@@ -1,0 +1,262 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { DEFAULTS } from '../src/config.ts';
+import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
+import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+
+// Sends written in groups (src/modules/emails/send-groups.ts), through real HTTP: concurrent sends are
+// written together (fewer INSERTs than sends), each is answered 202 with its own id only once its email is
+// committed, a send over its project's daily limit among good ones is refused alone with the usual 429, and
+// suppressed recipients get their `email.suppressed` event with their email. A send with an Idempotency-Key
+// keeps to its own unit of work and is replayed as usual.
+
+const DAILY_LIMIT = 20;
+
+const message = (i: number, to: string | string[] = `user${i}@example.org`) => ({
+  from: 'Shop <shop@example.com>',
+  to,
+  subject: `Receipt #${i}`,
+  text: `Receipt ${i}`,
+});
+
+interface Send {
+  body: unknown;
+  key?: string;
+  headers?: Record<string, string>;
+}
+
+for (const engine of ENGINES) {
+  describe(`send groups (${engine})`, () => {
+    let api: TestApp;
+    let other: DatabaseHandle;
+    let emailInserts = 0;
+    /** INSERTs of more than one email: sends written together. */
+    let groupedInserts = 0;
+    let rollbacks = 0;
+    /** Resolves once every request of a burst has arrived, so they line up for the database together. */
+    let onArrival: (() => void) | undefined;
+
+    before(async () => {
+      api = await startTestApp(engine, {
+        sendDailyLimit: DAILY_LIMIT,
+        sendGroups: DEFAULTS.sendGroups,
+        observe(text) {
+          if (/^\s*insert into "?emails"? /i.test(text)) {
+            emailInserts += 1;
+            if (text.includes('), (')) groupedInserts += 1;
+          }
+          if (/^\s*rollback/i.test(text)) rollbacks += 1;
+        },
+      });
+      api.app.server.on('request', () => onArrival?.());
+      // Another connection: what it sees is committed.
+      other = await openDatabase(
+        engine === 'postgres'
+          ? { url: api.database.env.DATABASE_URL! }
+          : { sqlitePath: path.join(api.database.env.POSTWIRE_DATA_DIR!, 'postwire.db'), groupCommit: false },
+      );
+    });
+    after(async () => {
+      await other.close();
+      await api.close();
+    });
+
+    const stored = async (id: string) =>
+      (await other.db.selectFrom('emails').select('id').where('id', '=', id).executeTakeFirst()) !==
+      undefined;
+
+    /**
+     * Sends the first, then the others once it has arrived, holding its write back until every request has
+     * arrived, so the others wait for it and are written together after it: SQLite's one connection is held;
+     * on PostgreSQL the projects' daily count rows are locked from another connection. A 202's email must be
+     * committed on arrival.
+     */
+    async function burst(sends: Send[], projectIds: string[]) {
+      let arrived = 0;
+      let allArrived!: () => void;
+      let firstArrived!: () => void;
+      const gate = new Promise<void>((resolve) => (allArrived = resolve));
+      const first = new Promise<void>((resolve) => (firstArrived = resolve));
+      onArrival = () => {
+        arrived += 1;
+        if (arrived === 1) firstArrived();
+        if (arrived === sends.length) allArrived();
+      };
+      let held: Promise<unknown>;
+      if (engine === 'sqlite') {
+        held = api.database.handle.db.connection().execute(() => gate);
+      } else {
+        const day = new Date().toISOString().slice(0, 10);
+        const shards = projectIds.flatMap((projectId) =>
+          Array.from({ length: 8 }, (_, shard) => ({ project_id: projectId, day, shard, used: 0 })),
+        );
+        await other.db
+          .insertInto('send_quota')
+          .values(shards)
+          .onConflict((conflict) => conflict.doNothing())
+          .execute();
+        let locked!: () => void;
+        const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+        held = other.db.transaction().execute(async (trx) => {
+          await sql`SELECT used FROM send_quota WHERE project_id IN (${sql.join(projectIds)}) FOR UPDATE`.execute(
+            trx,
+          );
+          locked();
+          await gate;
+        });
+        await lockTaken;
+      }
+      const send = async ({ body, key, headers }: Send) => {
+        const response = await api.request('POST', '/v1/emails', {
+          body,
+          ...(key ? { key } : {}),
+          ...(headers ? { headers } : {}),
+        });
+        const durable = response.status === 202 ? await stored(response.body.id) : false;
+        return { status: response.status, body: response.body, headers: response.headers, durable };
+      };
+      const firstAnswer = send(sends[0]!);
+      await first;
+      const answers = Promise.all([firstAnswer, ...sends.slice(1).map(send)]);
+      await gate;
+      onArrival = undefined;
+      await held;
+      return answers;
+    }
+
+    test('concurrent sends are written together, each answered 202 with its own id once committed', async () => {
+      const before = emailInserts;
+      const answers = await burst(
+        Array.from({ length: 12 }, (_, i) => ({ body: message(i) })),
+        [api.projectId],
+      );
+      for (const answer of answers) {
+        assert.equal(answer.status, 202, JSON.stringify(answer.body));
+        assert.equal(answer.durable, true, 'answered 202 before its email was committed');
+      }
+      const ids = answers.map((answer) => answer.body.id);
+      assert.equal(new Set(ids).size, ids.length, 'each send has its own id');
+      for (const [i, id] of ids.entries()) {
+        const email = await api.request('GET', `/v1/emails/${id}`);
+        assert.equal(email.body.subject, `Receipt #${i}`);
+        assert.deepEqual(
+          email.body.recipients.map((r: any) => [r.address, r.status]),
+          [[`user${i}@example.org`, 'queued']],
+        );
+      }
+      assert.ok(emailInserts - before < answers.length, `${emailInserts - before} INSERTs for 12 sends`);
+      assert.ok(groupedInserts > 0);
+    });
+
+    test('a send over its daily limit among good ones is refused alone, the others stored', async () => {
+      const good = await api.createProject('Good');
+      const full = await api.createProject('Full');
+      const filled = await api.request('POST', '/v1/emails', {
+        key: full.key,
+        body: message(
+          0,
+          Array.from({ length: DAILY_LIMIT }, (_, j) => `fill${j}@example.org`),
+        ),
+      });
+      assert.equal(filled.status, 202);
+      const before = { groupedInserts, rollbacks };
+      const sends: Send[] = Array.from({ length: 8 }, (_, i) => ({ body: message(100 + i), key: good.key }));
+      sends.splice(3, 0, { body: message(99, 'over@example.org'), key: full.key });
+      const answers = await burst(sends, [good.projectId, full.projectId]);
+      const refused = answers[3]!;
+      assert.equal(refused.status, 429, JSON.stringify(refused.body));
+      assert.deepEqual(refused.body, {
+        error: {
+          code: 'daily_send_limit',
+          message: `This project may send to ${DAILY_LIMIT} recipients a day (UTC); ${DAILY_LIMIT} are used and this request has 1. The limit resets at midnight UTC.`,
+          request_id: refused.headers.get('x-request-id'),
+        },
+      });
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      assert.ok(retryAfter >= 1 && retryAfter <= 86_400, String(retryAfter));
+      for (const answer of answers.filter((_, index) => index !== 3)) {
+        assert.equal(answer.status, 202, JSON.stringify(answer.body));
+        assert.equal(answer.durable, true);
+      }
+      const over = await other.db
+        .selectFrom('email_recipients')
+        .select('id')
+        .where('address', '=', 'over@example.org')
+        .execute();
+      assert.equal(over.length, 0, 'nothing of the refused send is stored');
+      const counted = await other.db
+        .selectFrom('send_quota')
+        .select((eb) => eb.fn.sum<number | string>('used').as('used'))
+        .where('project_id', '=', good.projectId)
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(counted.used), 8, 'each good send counted once');
+      // The sends after the first were tried together, rolled back, and stored one by one.
+      assert.ok(groupedInserts > before.groupedInserts, 'the sends were written together first');
+      assert.ok(rollbacks > before.rollbacks, 'the group rolled back');
+    });
+
+    test('suppressed recipients in a group are stored suppressed, with their event', async () => {
+      const project = await api.createProject('Suppressing');
+      const added = await api.request('POST', '/v1/suppressions', {
+        key: project.key,
+        body: { addresses: ['gone@example.org'] },
+      });
+      assert.equal(added.status, 201);
+      // The same address in another project is not suppressed there.
+      const sends: Send[] = [
+        { body: message(300, ['gone@example.org', 'here@example.org']), key: project.key },
+        { body: message(301, 'GONE@example.org'), key: project.key },
+        { body: message(302, 'gone@example.org') },
+        { body: message(303, 'here@example.org'), key: project.key },
+      ];
+      const answers = await burst(sends, [project.projectId, api.projectId]);
+      for (const answer of answers) assert.equal(answer.status, 202, JSON.stringify(answer.body));
+      const view = async (index: number, key?: string) =>
+        (await api.request('GET', `/v1/emails/${answers[index]!.body.id}`, key ? { key } : {})).body;
+      const mixed = await view(0, project.key);
+      assert.equal(mixed.status, 'queued');
+      assert.deepEqual(
+        mixed.recipients.map((r: any) => [r.address, r.status]),
+        [
+          ['gone@example.org', 'suppressed'],
+          ['here@example.org', 'queued'],
+        ],
+      );
+      assert.deepEqual(
+        mixed.events.map((e: any) => [e.type, e.recipient]),
+        [['email.suppressed', 'gone@example.org']],
+      );
+      const all = await view(1, project.key);
+      assert.equal(all.status, 'suppressed');
+      assert.deepEqual(
+        all.events.map((e: any) => [e.type, e.recipient]),
+        [['email.suppressed', 'GONE@example.org']],
+      );
+      const elsewhere = await view(2);
+      assert.deepEqual(
+        elsewhere.recipients.map((r: any) => r.status),
+        ['queued'],
+      );
+      assert.deepEqual(elsewhere.events, []);
+      assert.deepEqual((await view(3, project.key)).events, []);
+    });
+
+    test('a send with an Idempotency-Key among grouped ones keeps its own unit and is replayed', async () => {
+      const keyed: Send = { body: message(400), headers: { 'idempotency-key': 'send-groups-1' } };
+      const answers = await burst(
+        [{ body: message(401) }, keyed, { body: message(402) }, { body: message(403) }],
+        [api.projectId],
+      );
+      for (const answer of answers) {
+        assert.equal(answer.status, 202, JSON.stringify(answer.body));
+        assert.equal(answer.durable, true);
+      }
+      const again = await api.request('POST', '/v1/emails', keyed);
+      assert.equal(again.status, 202);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.equal(again.body.id, answers[1]!.body.id);
+    });
+  });
+}
