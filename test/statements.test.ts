@@ -21,12 +21,22 @@ interface Tally {
 
 function createCounter() {
   let tally: Tally | undefined;
+  /**
+   * Whether a transaction is open: a write outside one commits on its own (PostgreSQL runs a lone outcome
+   * statement without BEGIN and COMMIT), so it counts as a commit too. The statements counted here run one
+   * at a time, so one flag for all connections is enough.
+   */
+  let inTransaction = false;
   return {
     observe(sql: string) {
+      if (/^\s*begin/i.test(sql)) inTransaction = true;
+      const ends = /^\s*(commit|rollback)/i.test(sql);
+      const commitsAlone = !inTransaction && /^\s*(insert|update|delete|with)\b/i.test(sql);
+      if (ends) inTransaction = false;
       if (!tally) return;
       tally.statements += 1;
       if (!/^\s*notify|"queue_workers"/i.test(sql)) tally.core += 1;
-      if (/^\s*commit/i.test(sql)) tally.commits += 1;
+      if (/^\s*commit/i.test(sql) || commitsAlone) tally.commits += 1;
       tally.sql.push(sql.replace(/\s+/g, ' ').slice(0, 120));
     },
     start() {
