@@ -147,6 +147,12 @@ interface SendOutcome extends Omit<AttemptRecord, 'updates'> {
 const PROMOTE_BATCH = 500;
 // How often the daily counts older than two days are forgotten.
 const PRUNE_INTERVAL_MS = 3_600_000;
+/**
+ * Outcomes are written at most this often, each write one transaction for all of them (the recipients, the
+ * emails, their events and counts). Written as soon as the last write ended, a write under load took one or
+ * two outcomes; the wait delays only the write, never a send, and maxUnrecorded bounds what a crash resends.
+ */
+const OUTCOME_WRITE_INTERVAL_MS = 10;
 
 const responseCode = (response: string | null): number | null => {
   const match = response ? /^([2-5]\d\d)[\s-]/.exec(response) : null;
@@ -294,7 +300,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       leaseMs: settings.leaseMs ?? 2 * settings.timeoutMs + 2000,
       pollIntervalMs,
       stopGraceMs: settings.stopGraceMs ?? settings.timeoutMs + 1000,
-      outcomeWriteIntervalMs: 0,
+      outcomeWriteIntervalMs: OUTCOME_WRITE_INTERVAL_MS,
       // Each attempt sent but not yet recorded is sent again after a crash: at most 2 × concurrency.
       maxUnrecorded: settings.concurrency,
     },
