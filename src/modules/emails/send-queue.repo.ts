@@ -1,8 +1,9 @@
-import { type Kysely, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import {
   type Database,
   type EmailStatus,
+  type Row,
   RECIPIENT_STATUSES,
   type RecipientStatus,
 } from '../../db/schema.ts';
@@ -87,6 +88,29 @@ const CLAIMED_COLUMNS = [
   'ready_seq',
 ] as const;
 
+/** An email as the sending worker needs it: with its attachments, and whether it asked for tracking. */
+export type LoadedEmail = EmailRecord & { tracked: boolean };
+
+/** Whether an email (the `emails` row in the query) has attachments, and whether it asked for tracking. */
+const emailFlags = (eb: ExpressionBuilder<Database, 'emails'>) => [
+  eb
+    .exists(
+      eb
+        .selectFrom('email_attachments')
+        .select(sql`1`.as('one'))
+        .whereRef('email_attachments.email_id', '=', 'emails.id'),
+    )
+    .as('has_attachments'),
+  eb
+    .exists(
+      eb
+        .selectFrom('email_tracking')
+        .select(sql`1`.as('one'))
+        .whereRef('email_tracking.email_id', '=', 'emails.id'),
+    )
+    .as('tracked'),
+];
+
 export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
   /** Due rows, not leased (or the lease ran out: its worker died), in queue order. */
   const claimable = (now: string) =>
@@ -112,6 +136,29 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
     return rows.map(toClaimed);
   };
 
+  /** The `limit` due recipients a claim takes, lowest queue position first, skipping `excludeHosts`. */
+  const dueIn = (lease: Lease, options: { limit: number; excludeHosts: readonly string[] }) =>
+    claimable(lease.now.toISOString())
+      .$if(options.excludeHosts.length > 0, (query) =>
+        query.where('host', 'not in', [...options.excludeHosts]),
+      )
+      .orderBy('ready_seq')
+      .limit(options.limit);
+
+  /** Emails' rows made into loaded emails: the attachments read only for emails that have some. */
+  async function withAttachments(
+    rows: ReadonlyArray<Row<'emails'> & { has_attachments: unknown; tracked: unknown }>,
+  ): Promise<Map<string, LoadedEmail>> {
+    const withFiles = [...new Set(rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id))];
+    const attachments = await attachmentsOf(db, withFiles, { content: true });
+    return new Map(
+      rows.map((row) => [
+        row.id,
+        { ...toEmailRecord(row), attachments: attachments.get(row.id) ?? [], tracked: Boolean(row.tracked) },
+      ]),
+    );
+  }
+
   return {
     /**
      * Leases up to `limit` due recipients, lowest queue position first (fair across projects), skipping
@@ -122,12 +169,7 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
       lease: Lease,
       options: { limit: number; excludeHosts: readonly string[] },
     ): Promise<ClaimedRecipient[]> {
-      const due = claimable(lease.now.toISOString())
-        .$if(options.excludeHosts.length > 0, (query) =>
-          query.where('host', 'not in', [...options.excludeHosts]),
-        )
-        .orderBy('ready_seq')
-        .limit(options.limit);
+      const due = dueIn(lease, options);
       return (await leaseRows(due, lease)).sort((a, b) => a.seq - b.seq);
     },
 
@@ -138,46 +180,74 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
+     * Leases up to `limit` due recipients, as claim() does, and loads their emails, as loadEmails() does. On
+     * PostgreSQL the emails come back from the claiming statement: one round trip instead of two.
+     */
+    async claimWithEmails(
+      lease: Lease,
+      options: { limit: number; excludeHosts: readonly string[] },
+    ): Promise<{ recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> }> {
+      if (engine !== 'postgres') {
+        const recipients = await this.claim(lease, options);
+        return {
+          recipients,
+          emails: await this.loadEmails([...new Set(recipients.map((row) => row.emailId))]),
+        };
+      }
+      const { workerId, lockedUntil } = storedLease(lease);
+      const rows = await db
+        .with('claimed', (cte) =>
+          cte
+            .updateTable('email_recipients')
+            .set({ locked_until: lockedUntil, locked_by: workerId })
+            .where('id', 'in', dueIn(lease, options).forUpdate().skipLocked())
+            .returning([
+              'id as claimed_id',
+              'email_id as claimed_email_id',
+              'project_id as claimed_project_id',
+              'address as claimed_address',
+              'host as claimed_host',
+              'status as claimed_status',
+              'attempts as claimed_attempts',
+              'ready_seq as claimed_ready_seq',
+            ]),
+        )
+        .selectFrom('claimed')
+        .innerJoin('emails', 'emails.id', 'claimed.claimed_email_id')
+        .selectAll('emails')
+        .select((eb) => emailFlags(eb))
+        .selectAll('claimed')
+        .execute();
+      const recipients = rows
+        .map((row) =>
+          toClaimed({
+            id: row.claimed_id,
+            email_id: row.claimed_email_id,
+            project_id: row.claimed_project_id,
+            address: row.claimed_address,
+            host: row.claimed_host,
+            status: row.claimed_status,
+            attempts: row.claimed_attempts,
+            ready_seq: row.claimed_ready_seq,
+          }),
+        )
+        .sort((a, b) => a.seq - b.seq);
+      return { recipients, emails: await withAttachments(rows) };
+    },
+
+    /**
      * The claimed emails, each with its attachments and whether it asked for tracking (`tracked`): one
      * statement in the common case, since the attachments are read only for emails that have some.
      */
-    async loadEmails(ids: readonly string[]): Promise<Map<string, EmailRecord & { tracked: boolean }>> {
+    async loadEmails(ids: readonly string[]): Promise<Map<string, LoadedEmail>> {
       if (ids.length === 0) return new Map();
       const rows = await db
         .selectFrom('emails')
         .selectAll()
-        .select((eb) => [
-          eb
-            .exists(
-              eb
-                .selectFrom('email_attachments')
-                .select(sql`1`.as('one'))
-                .whereRef('email_attachments.email_id', '=', 'emails.id'),
-            )
-            .as('has_attachments'),
-          eb
-            .exists(
-              eb
-                .selectFrom('email_tracking')
-                .select(sql`1`.as('one'))
-                .whereRef('email_tracking.email_id', '=', 'emails.id'),
-            )
-            .as('tracked'),
-        ])
+        .select((eb) => emailFlags(eb))
         .where('id', 'in', [...ids])
         .execute();
-      const withFiles = rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id);
-      const attachments = await attachmentsOf(db, withFiles, { content: true });
-      return new Map(
-        rows.map((row) => [
-          row.id,
-          {
-            ...toEmailRecord(row),
-            attachments: attachments.get(row.id) ?? [],
-            tracked: Boolean(row.tracked),
-          },
-        ]),
-      );
+      return withAttachments(rows);
     },
 
     /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */

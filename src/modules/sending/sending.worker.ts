@@ -200,12 +200,11 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
         await repo.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
       }
-      const claimed = await repo.claim(lease, {
+      const { recipients: claimed, emails } = await repo.claimWithEmails(lease, {
         limit: request.limit,
         excludeHosts: transport.perDomain ? request.excludeLanes : [],
       });
       if (claimed.length === 0) return [];
-      const emails = await repo.loadEmails([...new Set(claimed.map((row) => row.emailId))]);
       const tracking = await createEngagementRepo(db).settingsFor(
         [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
       );
