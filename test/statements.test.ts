@@ -184,8 +184,15 @@ for (const engine of ENGINES) {
       // Bounds from the counts when group commit came in, without the timed statements.
       assert.ok(accepted.core / EMAILS <= 8, `${accepted.core / EMAILS} statements per accepted email`);
       assert.ok(acceptedKeyed.core <= 11, `${acceptedKeyed.core} statements per keyed accepted email`);
-      assert.ok(deliveredAlone.core <= 10, `${deliveredAlone.core} statements per SMTP outcome`);
-      assert.ok(webhooksAlone.core <= 6, `${webhooksAlone.core} statements per webhook outcome`);
+      // An outcome alone (a fresh worker: its first success also writes the webhook's health). PostgreSQL
+      // claims a recipient with its email in one statement and writes a one-recipient email's status in the
+      // recipients' statement (SMTP: 10 → 9), and writes webhook states and attempts in one (webhooks: 5 → 4;
+      // 1 statement, no BEGIN/COMMIT, per batch once the health write is not due). SQLite: 10 and 6, as before.
+      const postgres = engine === 'postgres';
+      const smtpBound = postgres ? 9 : 10;
+      const webhookBound = postgres ? 4 : 6;
+      assert.ok(deliveredAlone.core <= smtpBound, `${deliveredAlone.core} statements per SMTP outcome`);
+      assert.ok(webhooksAlone.core <= webhookBound, `${webhooksAlone.core} statements per webhook outcome`);
       if (process.env.STATEMENTS_VERBOSE) {
         t.diagnostic(
           `one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`,
