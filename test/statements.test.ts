@@ -21,12 +21,22 @@ interface Tally {
 
 function createCounter() {
   let tally: Tally | undefined;
+  /**
+   * Whether a transaction is open: a write outside one commits on its own (PostgreSQL runs a lone outcome
+   * statement without BEGIN and COMMIT), so it counts as a commit too. The statements counted here run one
+   * at a time, so one flag for all connections is enough.
+   */
+  let inTransaction = false;
   return {
     observe(sql: string) {
+      if (/^\s*begin/i.test(sql)) inTransaction = true;
+      const ends = /^\s*(commit|rollback)/i.test(sql);
+      const commitsAlone = !inTransaction && /^\s*(insert|update|delete|with)\b/i.test(sql);
+      if (ends) inTransaction = false;
       if (!tally) return;
       tally.statements += 1;
       if (!/^\s*notify|"queue_workers"/i.test(sql)) tally.core += 1;
-      if (/^\s*commit/i.test(sql)) tally.commits += 1;
+      if (/^\s*commit/i.test(sql) || commitsAlone) tally.commits += 1;
       tally.sql.push(sql.replace(/\s+/g, ' ').slice(0, 120));
     },
     start() {
@@ -195,8 +205,15 @@ for (const engine of ENGINES) {
         `${acceptedTogether.core / EMAILS} statements per accepted email, ${EMAILS} at once`,
       );
       assert.ok(acceptedKeyed.core <= 11, `${acceptedKeyed.core} statements per keyed accepted email`);
-      assert.ok(deliveredAlone.core <= 10, `${deliveredAlone.core} statements per SMTP outcome`);
-      assert.ok(webhooksAlone.core <= 6, `${webhooksAlone.core} statements per webhook outcome`);
+      // An outcome alone (a fresh worker: its first success also writes the webhook's health). PostgreSQL
+      // claims a recipient with its email in one statement and writes a one-recipient email's status in the
+      // recipients' statement (SMTP: 10 → 9), and writes webhook states and attempts in one (webhooks: 5 → 4;
+      // 1 statement, no BEGIN/COMMIT, per batch once the health write is not due). SQLite: 10 and 6, as before.
+      const postgres = engine === 'postgres';
+      const smtpBound = postgres ? 9 : 10;
+      const webhookBound = postgres ? 4 : 6;
+      assert.ok(deliveredAlone.core <= smtpBound, `${deliveredAlone.core} statements per SMTP outcome`);
+      assert.ok(webhooksAlone.core <= webhookBound, `${webhooksAlone.core} statements per webhook outcome`);
       if (process.env.STATEMENTS_VERBOSE) {
         t.diagnostic(
           `one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`,

@@ -85,8 +85,13 @@ const toJob = (delivery: ClaimedDelivery): DeliveryJob => ({
 
 /** Past this many, decrypted secrets are forgotten (all at once: it is a cache of a few webhooks' keys). */
 const SECRET_CACHE_SIZE = 1000;
-/** Outcomes are written at most this often (each write is one transaction for all of them). */
-const OUTCOME_WRITE_INTERVAL_MS = 3;
+/**
+ * Outcomes are written at most this often (each write is one transaction for all of them). A write's cost is
+ * mostly fixed (its statements and commit): on SQLite 8 outcomes a write cost about 65 µs each, 32 about
+ * 40 µs; at 3 ms a busy webhook's batches held about 7. The wait delays only the write, never an attempt
+ * (slots free up when attempts end), and maxUnrecorded still bounds what a crash sends again.
+ */
+const OUTCOME_WRITE_INTERVAL_MS = 10;
 
 /**
  * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its

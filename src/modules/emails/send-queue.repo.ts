@@ -1,8 +1,9 @@
-import { type Kysely, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import {
   type Database,
   type EmailStatus,
+  type Row,
   RECIPIENT_STATUSES,
   type RecipientStatus,
 } from '../../db/schema.ts';
@@ -87,6 +88,29 @@ const CLAIMED_COLUMNS = [
   'ready_seq',
 ] as const;
 
+/** An email as the sending worker needs it: with its attachments, and whether it asked for tracking. */
+export type LoadedEmail = EmailRecord & { tracked: boolean };
+
+/** Whether an email (the `emails` row in the query) has attachments, and whether it asked for tracking. */
+const emailFlags = (eb: ExpressionBuilder<Database, 'emails'>) => [
+  eb
+    .exists(
+      eb
+        .selectFrom('email_attachments')
+        .select(sql`1`.as('one'))
+        .whereRef('email_attachments.email_id', '=', 'emails.id'),
+    )
+    .as('has_attachments'),
+  eb
+    .exists(
+      eb
+        .selectFrom('email_tracking')
+        .select(sql`1`.as('one'))
+        .whereRef('email_tracking.email_id', '=', 'emails.id'),
+    )
+    .as('tracked'),
+];
+
 export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
   /** Due rows, not leased (or the lease ran out: its worker died), in queue order. */
   const claimable = (now: string) =>
@@ -112,6 +136,29 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
     return rows.map(toClaimed);
   };
 
+  /** The `limit` due recipients a claim takes, lowest queue position first, skipping `excludeHosts`. */
+  const dueIn = (lease: Lease, options: { limit: number; excludeHosts: readonly string[] }) =>
+    claimable(lease.now.toISOString())
+      .$if(options.excludeHosts.length > 0, (query) =>
+        query.where('host', 'not in', [...options.excludeHosts]),
+      )
+      .orderBy('ready_seq')
+      .limit(options.limit);
+
+  /** Emails' rows made into loaded emails: the attachments read only for emails that have some. */
+  async function withAttachments(
+    rows: ReadonlyArray<Row<'emails'> & { has_attachments: unknown; tracked: unknown }>,
+  ): Promise<Map<string, LoadedEmail>> {
+    const withFiles = [...new Set(rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id))];
+    const attachments = await attachmentsOf(db, withFiles, { content: true });
+    return new Map(
+      rows.map((row) => [
+        row.id,
+        { ...toEmailRecord(row), attachments: attachments.get(row.id) ?? [], tracked: Boolean(row.tracked) },
+      ]),
+    );
+  }
+
   return {
     /**
      * Leases up to `limit` due recipients, lowest queue position first (fair across projects), skipping
@@ -122,12 +169,7 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
       lease: Lease,
       options: { limit: number; excludeHosts: readonly string[] },
     ): Promise<ClaimedRecipient[]> {
-      const due = claimable(lease.now.toISOString())
-        .$if(options.excludeHosts.length > 0, (query) =>
-          query.where('host', 'not in', [...options.excludeHosts]),
-        )
-        .orderBy('ready_seq')
-        .limit(options.limit);
+      const due = dueIn(lease, options);
       return (await leaseRows(due, lease)).sort((a, b) => a.seq - b.seq);
     },
 
@@ -138,46 +180,74 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
+     * Leases up to `limit` due recipients, as claim() does, and loads their emails, as loadEmails() does. On
+     * PostgreSQL the emails come back from the claiming statement: one round trip instead of two.
+     */
+    async claimWithEmails(
+      lease: Lease,
+      options: { limit: number; excludeHosts: readonly string[] },
+    ): Promise<{ recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> }> {
+      if (engine !== 'postgres') {
+        const recipients = await this.claim(lease, options);
+        return {
+          recipients,
+          emails: await this.loadEmails([...new Set(recipients.map((row) => row.emailId))]),
+        };
+      }
+      const { workerId, lockedUntil } = storedLease(lease);
+      const rows = await db
+        .with('claimed', (cte) =>
+          cte
+            .updateTable('email_recipients')
+            .set({ locked_until: lockedUntil, locked_by: workerId })
+            .where('id', 'in', dueIn(lease, options).forUpdate().skipLocked())
+            .returning([
+              'id as claimed_id',
+              'email_id as claimed_email_id',
+              'project_id as claimed_project_id',
+              'address as claimed_address',
+              'host as claimed_host',
+              'status as claimed_status',
+              'attempts as claimed_attempts',
+              'ready_seq as claimed_ready_seq',
+            ]),
+        )
+        .selectFrom('claimed')
+        .innerJoin('emails', 'emails.id', 'claimed.claimed_email_id')
+        .selectAll('emails')
+        .select((eb) => emailFlags(eb))
+        .selectAll('claimed')
+        .execute();
+      const recipients = rows
+        .map((row) =>
+          toClaimed({
+            id: row.claimed_id,
+            email_id: row.claimed_email_id,
+            project_id: row.claimed_project_id,
+            address: row.claimed_address,
+            host: row.claimed_host,
+            status: row.claimed_status,
+            attempts: row.claimed_attempts,
+            ready_seq: row.claimed_ready_seq,
+          }),
+        )
+        .sort((a, b) => a.seq - b.seq);
+      return { recipients, emails: await withAttachments(rows) };
+    },
+
+    /**
      * The claimed emails, each with its attachments and whether it asked for tracking (`tracked`): one
      * statement in the common case, since the attachments are read only for emails that have some.
      */
-    async loadEmails(ids: readonly string[]): Promise<Map<string, EmailRecord & { tracked: boolean }>> {
+    async loadEmails(ids: readonly string[]): Promise<Map<string, LoadedEmail>> {
       if (ids.length === 0) return new Map();
       const rows = await db
         .selectFrom('emails')
         .selectAll()
-        .select((eb) => [
-          eb
-            .exists(
-              eb
-                .selectFrom('email_attachments')
-                .select(sql`1`.as('one'))
-                .whereRef('email_attachments.email_id', '=', 'emails.id'),
-            )
-            .as('has_attachments'),
-          eb
-            .exists(
-              eb
-                .selectFrom('email_tracking')
-                .select(sql`1`.as('one'))
-                .whereRef('email_tracking.email_id', '=', 'emails.id'),
-            )
-            .as('tracked'),
-        ])
+        .select((eb) => emailFlags(eb))
         .where('id', 'in', [...ids])
         .execute();
-      const withFiles = rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id);
-      const attachments = await attachmentsOf(db, withFiles, { content: true });
-      return new Map(
-        rows.map((row) => [
-          row.id,
-          {
-            ...toEmailRecord(row),
-            attachments: attachments.get(row.id) ?? [],
-            tracked: Boolean(row.tracked),
-          },
-        ]),
-      );
+      return withAttachments(rows);
     },
 
     /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */
@@ -209,8 +279,12 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
      * Only the lease holder moves a recipient on; returns, per attempt and update, whether it still held it.
      */
     async recordAttempts(records: readonly AttemptRecord[]): Promise<boolean[][]> {
-      const statusOf = new Map<string, { status: EmailStatus; now: string }>();
-      const unknown: AttemptRecord[] = [];
+      /** An email with one recipient has that recipient's status: known before the write. */
+      const statusKnown = (record: AttemptRecord) =>
+        record.recipientCount === 1 && record.updates.length === 1;
+      // On PostgreSQL those emails' statuses move in the recipients' statement (each only if its recipient's
+      // lease still held): one round trip fewer per batch.
+      const emailsWithRecipients = engine === 'postgres';
       // Every recipient's new state in one statement, however many attempts finished together; first a write
       // (see fair-queue.repo.ts on SQLite lock upgrades). RETURNING names the rows whose lease still held.
       const update = statement(engine);
@@ -218,7 +292,7 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
         .flatMap((record) =>
           record.updates.map((change) => {
             const final = FINAL.has(change.status);
-            return `(${[
+            const columns = [
               update.param(change.id),
               update.param(record.workerId),
               update.param(change.status),
@@ -228,36 +302,62 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
               `CAST(${update.param(change.responseCode)} AS integer)`,
               update.param(record.now),
               update.param(final ? record.now : null),
-            ].join(', ')})`;
+            ];
+            if (emailsWithRecipients) {
+              columns.push(
+                update.param(record.emailId),
+                update.param(statusKnown(record) ? summarizeStatus([change.status]) : null),
+              );
+            }
+            return `(${columns.join(', ')})`;
           }),
         )
         .join(', ');
+      const recipients = `UPDATE email_recipients SET status = v.status, attempts = email_recipients.attempts + 1,
+          ready_seq = NULL, wait_until = v.retry_at, next_attempt_at = v.retry_at, locked_until = NULL,
+          locked_by = NULL, last_attempt_at = v.attempted_at, last_response = v.response,
+          last_response_code = v.response_code, updated_at = v.now, completed_at = v.completed_at
+        FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
+          AND email_recipients.ready_seq IS NOT NULL
+        RETURNING email_recipients.id`;
+      const withValues = `WITH v (id, worker, status, retry_at, attempted_at, response, response_code, now,
+          completed_at${emailsWithRecipients ? ', email_id, email_status' : ''}) AS (VALUES ${values})`;
       const { rows: updated } =
         values === ''
           ? { rows: [] }
           : await db.executeQuery<{ id: string }>(
-              update.compile(`WITH v (id, worker, status, retry_at, attempted_at, response, response_code, now,
-                  completed_at) AS (VALUES ${values})
-                UPDATE email_recipients SET status = v.status, attempts = email_recipients.attempts + 1,
-                  ready_seq = NULL, wait_until = v.retry_at, next_attempt_at = v.retry_at, locked_until = NULL,
-                  locked_by = NULL, last_attempt_at = v.attempted_at, last_response = v.response,
-                  last_response_code = v.response_code, updated_at = v.now, completed_at = v.completed_at
-                FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
-                  AND email_recipients.ready_seq IS NOT NULL
-                RETURNING email_recipients.id`),
+              update.compile(
+                emailsWithRecipients
+                  ? `${withValues}, updated AS (${recipients}),
+                      emails_updated AS (UPDATE emails SET status = v.email_status, updated_at = v.now
+                        FROM v JOIN updated ON updated.id = v.id
+                        WHERE emails.id = v.email_id AND v.email_status IS NOT NULL)
+                    SELECT id FROM updated`
+                  : `${withValues} ${recipients}`,
+              ),
             );
       const stillHeld = new Set(updated.map((row) => row.id));
       const held = records.map((record) => record.updates.map((change) => stillHeld.has(change.id)));
+
+      const statusOf = new Map<string, { status: EmailStatus; now: string }>();
       for (const [index, record] of records.entries()) {
         if (!held[index]!.includes(true)) continue;
-        // An email with one recipient has that recipient's status; others are summed up from every row.
-        if (record.recipientCount === 1 && record.updates.length === 1) {
+        if (!statusKnown(record)) {
+          // Summed up from every recipient's row, this write's included.
+          const rows = await db
+            .selectFrom('email_recipients')
+            .select('status')
+            .where('email_id', '=', record.emailId)
+            .execute();
+          statusOf.set(record.emailId, {
+            status: summarizeStatus(rows.map((row) => row.status)),
+            now: record.now,
+          });
+        } else if (!emailsWithRecipients) {
           statusOf.set(record.emailId, {
             status: summarizeStatus([record.updates[0]!.status]),
             now: record.now,
           });
-        } else {
-          unknown.push(record);
         }
         if (record.raw !== undefined) {
           await db
@@ -272,18 +372,7 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
             .execute();
         }
       }
-      for (const record of unknown) {
-        const rows = await db
-          .selectFrom('email_recipients')
-          .select('status')
-          .where('email_id', '=', record.emailId)
-          .execute();
-        statusOf.set(record.emailId, {
-          status: summarizeStatus(rows.map((row) => row.status)),
-          now: record.now,
-        });
-      }
-      // Every email's overall status in one statement.
+      // The other emails' overall status in one statement.
       if (statusOf.size > 0) {
         const emails = statement(engine);
         const rows = [...statusOf]

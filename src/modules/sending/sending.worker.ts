@@ -147,6 +147,12 @@ interface SendOutcome extends Omit<AttemptRecord, 'updates'> {
 const PROMOTE_BATCH = 500;
 // How often the daily counts older than two days are forgotten.
 const PRUNE_INTERVAL_MS = 3_600_000;
+/**
+ * Outcomes are written at most this often, each write one transaction for all of them (the recipients, the
+ * emails, their events and counts). Written as soon as the last write ended, a write under load took one or
+ * two outcomes; the wait delays only the write, never a send, and maxUnrecorded bounds what a crash resends.
+ */
+const OUTCOME_WRITE_INTERVAL_MS = 10;
 
 const responseCode = (response: string | null): number | null => {
   const match = response ? /^([2-5]\d\d)[\s-]/.exec(response) : null;
@@ -194,12 +200,11 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
         await repo.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
       }
-      const claimed = await repo.claim(lease, {
+      const { recipients: claimed, emails } = await repo.claimWithEmails(lease, {
         limit: request.limit,
         excludeHosts: transport.perDomain ? request.excludeLanes : [],
       });
       if (claimed.length === 0) return [];
-      const emails = await repo.loadEmails([...new Set(claimed.map((row) => row.emailId))]);
       const tracking = await createEngagementRepo(db).settingsFor(
         [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
       );
@@ -294,7 +299,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       leaseMs: settings.leaseMs ?? 2 * settings.timeoutMs + 2000,
       pollIntervalMs,
       stopGraceMs: settings.stopGraceMs ?? settings.timeoutMs + 1000,
-      outcomeWriteIntervalMs: 0,
+      outcomeWriteIntervalMs: OUTCOME_WRITE_INTERVAL_MS,
       // Each attempt sent but not yet recorded is sent again after a crash: at most 2 × concurrency.
       maxUnrecorded: settings.concurrency,
     },
