@@ -22,8 +22,8 @@
 // Fairness on a small machine: the receiver runs in a child process of its own; this process runs the
 // sender being measured, one at a time: the bare client or the worker (in process, as `postwire serve`
 // runs it, so its CPU time is this process's). With taskset and two or more CPUs, the receiver is pinned
-// to CPU 0 and this process (and the `postwire worker` child of the cross-process latency run) to CPU 1,
-// so the receiver never takes the sender's CPU. PostgreSQL's own processes are not pinned: their CPU is
+// to CPU 0 and this process to CPU 1, so the receiver never takes the sender's CPU (the `postwire worker`
+// child of the cross-process latency run is left on both). PostgreSQL's own processes are not pinned: their CPU is
 // part of the engine's cost and shows under "other cpu", with whatever else runs on the machine.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -73,6 +73,8 @@ const THROUGHPUT_AIM = 0.5;
 const P99_TARGET_MS = 50;
 const RECEIVER_CPU = '0';
 const SENDER_CPU = '1';
+/** The cross-process latency run's `postwire worker`: not pinned (see startCliWorker). */
+const ALL_CPUS = '0-1';
 /** The bare client's window gives up after this; a latency run after LATENCY_TIMEOUT_MS. */
 const PHASE_TIMEOUT_MS = 60_000;
 const LATENCY_TIMEOUT_MS = 30_000;
@@ -104,6 +106,8 @@ const EVENTS = Number(args.events);
 const FANOUT_EVENTS = Number(args['fanout-events']);
 const WEBHOOKS = Number(args.webhooks);
 const LATENCY_EVENTS = Number(args.latency);
+/** Delivered before the latency is measured (see latency()). */
+const LATENCY_WARMUP_EVENTS = 20;
 const ROUNDS = Number(args.rounds);
 const CAP_MS = Number(args.cap) * 1000;
 if (args.only !== undefined && args.only !== 'sqlite' && args.only !== 'postgres') {
@@ -678,7 +682,11 @@ const percentile = (sorted: number[], p: number) =>
 
 /** `postwire worker` in a child process on the same database; resolves once it has said it started. */
 async function startCliWorker(database: BenchDatabase): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(root, 'src', 'cli.ts'), 'worker'], {
+  // On every CPU, as a worker process of its own would run: the pin this process inherits would have it
+  // share one CPU with this process, whose pauses (a collection of the heap the throughput runs left) then
+  // held the worker's deliveries back by tens of milliseconds.
+  const command = pin ? ['taskset', '-c', ALL_CPUS, process.execPath] : [process.execPath];
+  const child = spawn(command[0]!, [...command.slice(1), path.join(root, 'src', 'cli.ts'), 'worker'], {
     cwd: root,
     env: {
       ...process.env,
@@ -754,6 +762,16 @@ async function latency(setup: Setup, mode: 'in-process' | 'separate process'): P
   }
   try {
     const { receiver } = setup;
+    // Warm-up, not measured: a fresh `postwire worker` opens its pool's connections and compiles its code on
+    // its first deliveries (the first two took 30–45 ms), which the in-process worker did during the
+    // throughput runs. Both are measured warm.
+    receiver.send({ type: 'phase', target: LATENCY_WARMUP_EVENTS, record: false });
+    const warm = receiver.next('reached', LATENCY_TIMEOUT_MS);
+    for (let i = 0; i < LATENCY_WARMUP_EVENTS; i += 1) {
+      await setup.events.emit(projectId, 'email.delivered', eventData(i));
+      await sleep(10);
+    }
+    await warm;
     const offset = await receiver.clockOffset();
     receiver.send({ type: 'phase', target: LATENCY_EVENTS, record: true });
     const reached = receiver.next('reached', LATENCY_TIMEOUT_MS);
@@ -1011,7 +1029,7 @@ log(
     `per endpoint, timeout ${DEFAULTS.timeoutMs} ms); the bare client runs at the concurrency the worker can use. ` +
     `Throughput: ${EVENTS} events to 1 webhook, ${FANOUT_EVENTS} events × ${WEBHOOKS} webhooks, each worker ` +
     `window capped at ${CAP_MS / 1000} s; ` +
-    `latency: ${LATENCY_EVENTS} events, one every 10–20 ms.`,
+    `latency: ${LATENCY_EVENTS} events, one every 10–20 ms, after ${LATENCY_WARMUP_EVENTS} unmeasured.`,
 );
 if (args.profile)
   log(`Profiling the worker's measured windows into ${args.profile}; figures carry profiler overhead.`);
