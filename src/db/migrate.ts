@@ -18,6 +18,7 @@ import { migration as cacheStamps } from './migrations/0015_cache_stamps.ts';
 import { migration as emailsByStatus } from './migrations/0016_emails_by_status.ts';
 import { migration as cacheStampNotify } from './migrations/0017_cache_stamp_notify.ts';
 import { migration as domainStamps } from './migrations/0018_domain_stamps.ts';
+import { migration as pendingDeliveries } from './migrations/0019_pending_deliveries.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -41,6 +42,7 @@ const migrations: Record<string, Migration> = {
   '0016_emails_by_status': emailsByStatus,
   '0017_cache_stamp_notify': cacheStampNotify,
   '0018_domain_stamps': domainStamps,
+  '0019_pending_deliveries': pendingDeliveries,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

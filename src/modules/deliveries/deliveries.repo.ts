@@ -349,7 +349,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
 
     /**
      * Leases, per webhook, up to its `limit` of its due deliveries, oldest due first, in one statement: how a
-     * worker tops up the webhooks it knows have work. The (status, webhook_id, next_attempt_at) index finds
+     * worker tops up the webhooks it knows have work. The pending rows' (webhook_id, next_attempt_at) index finds
      * each webhook's rows directly, however long other webhooks' backlogs are.
      */
     async claimForWebhooks(
@@ -400,7 +400,8 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
       const row = await db
         .selectFrom('deliveries')
         .select((eb) => eb.fn.min('next_attempt_at').as('next'))
-        .where('status', '=', 'pending')
+        // A literal, so the partial index of pending rows serves it (migration 0019).
+        .where('status', '=', sql.lit('pending'))
         .executeTakeFirst();
       return row?.next ?? undefined;
     },
