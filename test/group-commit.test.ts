@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config.ts';
-import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Group commit (src/db/unit-of-work.ts), through real HTTP against the real server: concurrent sends share
 // commits, each 202 comes only once its own email is committed (another connection sees it at that moment),
@@ -20,7 +18,7 @@ const message = (i: number, to: string | string[] = `user${i}@example.org`) => (
 for (const engine of ENGINES) {
   describe(`group commit (${engine})`, () => {
     let api: TestApp;
-    let other: DatabaseHandle;
+    let other: Awaited<ReturnType<typeof openOtherConnection>>;
     let commits = 0;
     let rollbacks = 0;
     /** Set: the next COMMIT fails (as a full disk or a lost connection would make it). */
@@ -47,20 +45,14 @@ for (const engine of ENGINES) {
       });
       api.app.server.on('request', () => onArrival?.());
       // Another connection: what it sees is committed.
-      other = await openDatabase(
-        engine === 'postgres'
-          ? { url: api.database.env.DATABASE_URL! }
-          : { sqlitePath: path.join(api.database.env.POSTWIRE_DATA_DIR!, 'postwire.db'), groupCommit: false },
-      );
+      other = await openOtherConnection(api);
     });
     after(async () => {
       await other.close();
       await api.close();
     });
 
-    const stored = async (id: string) =>
-      (await other.db.selectFrom('emails').select('id').where('id', '=', id).executeTakeFirst()) !==
-      undefined;
+    const stored = (id: string) => other.emailStored(id);
 
     /**
      * Sends the bodies at once. On SQLite the test holds the one connection until all have arrived, so their

@@ -190,6 +190,21 @@ for (const engine of ENGINES) {
   });
 }
 
+/** The test database's Kysely, counting the queries that return results (the stamps' reads among them). */
+function countReads(database: Awaited<ReturnType<typeof createTestDatabase>>) {
+  const counter = {
+    count: 0,
+    db: database.handle.db.withPlugin({
+      transformQuery: (args) => args.node,
+      transformResult: async (args) => {
+        counter.count++;
+        return args.result;
+      },
+    }),
+  };
+  return counter;
+}
+
 describe(
   'version stamps shared by concurrent readers (postgres)',
   {
@@ -199,21 +214,14 @@ describe(
     test('a read already in flight serves no one who came after it started; the next serves them all', async () => {
       const database = await createTestDatabase('postgres');
       try {
-        let reads = 0;
-        const counted = database.handle.db.withPlugin({
-          transformQuery: (args) => args.node,
-          transformResult: async (args) => {
-            reads++;
-            return args.result;
-          },
-        });
-        const stamps = createStamps(counted);
+        const reads = countReads(database);
+        const stamps = createStamps(reads.db);
         const first = stamps.current('webhooks');
         // Issued while the first read is in flight: a write committed just before them could be missing from
         // it, so they wait for a read of their own, and share it.
         const later = [stamps.current('webhooks'), stamps.current('api_keys'), stamps.current('templates')];
         await Promise.all([first, ...later]);
-        assert.equal(reads, 2);
+        assert.equal(reads.count, 2);
 
         const before = await stamps.current('webhooks');
         await database.handle.db
@@ -243,31 +251,24 @@ describe(
     test('while listening, the stamps are read only after a notification, a commit of its own or a lost listener', async () => {
       const database = await createTestDatabase('postgres');
       try {
-        let reads = 0;
-        const counted = database.handle.db.withPlugin({
-          transformQuery: (args) => args.node,
-          transformResult: async (args) => {
-            reads++;
-            return args.result;
-          },
-        });
+        const reads = countReads(database);
         const listen = database.handle.listen!;
-        const stamps = createStamps(counted, {
+        const stamps = createStamps(reads.db, {
           subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost),
           resubscribeMs: 50,
         });
         // Once the LISTEN has taken effect, a use makes no read.
         const settled = () =>
           until(async () => {
-            const before = reads;
+            const before = reads.count;
             await stamps.current('webhooks');
-            return reads === before;
+            return reads.count === before;
           });
         await settled();
-        const readsWhileListening = reads;
+        const readsWhileListening = reads.count;
         const before = await stamps.current('webhooks');
         for (let i = 0; i < 20; i++) await stamps.current('api_keys');
-        assert.equal(reads, readsWhileListening);
+        assert.equal(reads.count, readsWhileListening);
 
         // Another writer (the handle's own pool, which these stamps do not track): seen once its
         // notification arrives, and then no more reads again.
@@ -297,20 +298,20 @@ describe(
         assert.equal(await stamps.current('webhooks'), changed);
 
         // A commit of this process's own: the next use reads, without waiting for the notification.
-        const readsBefore = reads;
+        const readsBefore = reads.count;
         stamps.noteOwnCommit();
         await stamps.current('webhooks');
-        assert.equal(reads, readsBefore + 1);
+        assert.equal(reads.count, readsBefore + 1);
 
         // The listener lost: every use reads (and sees writes at once) until it is back. (Other test runs'
         // listeners on this server go too; they read on every use for a moment, which is what this shows.)
         await sql`select pg_terminate_backend(pid) from pg_stat_activity
           where query = ${`LISTEN ${STAMP_CHANNEL}`} and pid <> pg_backend_pid()`.execute(database.handle.db);
         await until(async () => {
-          const before = reads;
+          const before = reads.count;
           await stamps.current('webhooks');
           await stamps.current('webhooks');
-          return reads === before + 2;
+          return reads.count === before + 2;
         });
         await settled();
         await stamps.close();

@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { DEFAULTS } from '../src/config.ts';
-import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Sends written in groups (src/modules/emails/send-groups.ts), through real HTTP: concurrent sends are
 // written together (fewer INSERTs than sends), each is answered 202 with its own id only once its email is
@@ -30,7 +28,7 @@ interface Send {
 for (const engine of ENGINES) {
   describe(`send groups (${engine})`, () => {
     let api: TestApp;
-    let other: DatabaseHandle;
+    let other: Awaited<ReturnType<typeof openOtherConnection>>;
     let emailInserts = 0;
     /** INSERTs of more than one email: sends written together. */
     let groupedInserts = 0;
@@ -52,20 +50,14 @@ for (const engine of ENGINES) {
       });
       api.app.server.on('request', () => onArrival?.());
       // Another connection: what it sees is committed.
-      other = await openDatabase(
-        engine === 'postgres'
-          ? { url: api.database.env.DATABASE_URL! }
-          : { sqlitePath: path.join(api.database.env.POSTWIRE_DATA_DIR!, 'postwire.db'), groupCommit: false },
-      );
+      other = await openOtherConnection(api);
     });
     after(async () => {
       await other.close();
       await api.close();
     });
 
-    const stored = async (id: string) =>
-      (await other.db.selectFrom('emails').select('id').where('id', '=', id).executeTakeFirst()) !==
-      undefined;
+    const stored = (id: string) => other.emailStored(id);
 
     /**
      * Sends the first, then the others once it has arrived, holding its write back until every request has

@@ -319,3 +319,27 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     },
   };
 }
+
+/**
+ * Another connection to a test app's database, for checks of what is committed (a unit of work or a group
+ * holds the app's own connection until its commit). Close it before the app.
+ */
+export async function openOtherConnection(api: TestApp): Promise<
+  DatabaseHandle & {
+    emailStored(id: string): Promise<boolean>;
+  }
+> {
+  const other = await openDatabase(
+    api.engine === 'postgres'
+      ? { url: api.database.env.DATABASE_URL! }
+      : { sqlitePath: path.join(api.database.env.POSTWIRE_DATA_DIR!, 'postwire.db'), groupCommit: false },
+  );
+  return Object.assign(other, {
+    async emailStored(id: string) {
+      return (
+        (await other.db.selectFrom('emails').select('id').where('id', '=', id).executeTakeFirst()) !==
+        undefined
+      );
+    },
+  });
+}
