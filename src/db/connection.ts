@@ -15,6 +15,7 @@ import { observeStatements, type StatementObserver } from './statement-observer.
 import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
 import { createStamps, noteStatement, STAMP_CHANNEL, type Stamps } from './validated-cache.ts';
 import { DEFAULTS } from '../config.ts';
+import { createBoundedMemo } from '../lib/memo.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -111,6 +112,9 @@ function openSqlite(
   };
 }
 
+/** The first copy of the WAL-index header (walformat: `WalIndexHdr`). */
+const WAL_INDEX_HEADER_BYTES = 48;
+
 /**
  * The cache stamps read on the connection itself, a few microseconds instead of a trip through Kysely: every
  * authenticated request reads them. Only while no transaction is open on the connection: then the read is a
@@ -124,9 +128,6 @@ function openSqlite(
  * same as at the last read, the stamps are too, and a read of them (one pread, a third of a read transaction)
  * replaces the query. The first copy of the header is the one SQLite writes last.
  */
-/** The first copy of the WAL-index header (walformat: `WalIndexHdr`). */
-const WAL_INDEX_HEADER_BYTES = 48;
-
 function stampReader(
   sqlite: DatabaseSync,
   file: string,
@@ -180,38 +181,35 @@ function adaptNodeSqlite(sqlite: DatabaseSync): SqliteDatabase {
   // Prepared statements are kept by their SQL text and reused: preparing is a large share of a short
   // query's cost (a sixth of the sending benchmark's CPU before this cache). Bounded, since multi-row
   // INSERTs make a new text per row count; the oldest entry goes first.
-  const cache = new Map<string, ReturnType<SqliteDatabase['prepare']>>();
+  const prepared = createBoundedMemo<string, ReturnType<SqliteDatabase['prepare']>>(STATEMENT_CACHE_SIZE);
   return {
     close: () => sqlite.close(),
-    prepare(sql) {
-      const cached = cache.get(sql);
-      if (cached) return cached;
-      const statement = sqlite.prepare(sql);
-      const reader = statement.columns().length > 0;
-      // node:sqlite's row objects are in dictionary mode, slow to read (20 webhook rows: 15 µs against
-      // 0.2 µs); rows fetched as arrays and made into plain objects here are faster to fetch and to read.
-      if (reader) statement.setReturnArrays(true);
-      let toRow = reader ? rowBuilder(statement) : undefined;
-      const toRowChecked = (values: unknown[]) => {
-        // `SELECT *` follows its table: altered (by a migration in another process), the column list changes.
-        if (values.length !== toRow!.width) toRow = rowBuilder(statement);
-        return toRow!(values);
-      };
-      const prepared = {
-        reader,
-        all: (parameters: ReadonlyArray<unknown>) =>
-          (statement.all(...bind(parameters)) as unknown as unknown[][]).map(toRowChecked),
-        run: (parameters: ReadonlyArray<unknown>) => statement.run(...bind(parameters)),
-        *iterate(parameters: ReadonlyArray<unknown>) {
-          for (const values of statement.iterate(...bind(parameters)))
-            yield toRowChecked(values as unknown as unknown[]);
-        },
-      };
-      if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
-      cache.set(sql, prepared);
-      return prepared;
-    },
+    prepare: (sql) => prepared(sql, () => prepareStatement(sql)),
   };
+
+  function prepareStatement(sql: string): ReturnType<SqliteDatabase['prepare']> {
+    const statement = sqlite.prepare(sql);
+    const reader = statement.columns().length > 0;
+    // node:sqlite's row objects are in dictionary mode, slow to read (20 webhook rows: 15 µs against
+    // 0.2 µs); rows fetched as arrays and made into plain objects here are faster to fetch and to read.
+    if (reader) statement.setReturnArrays(true);
+    let toRow = reader ? rowBuilder(statement) : undefined;
+    const toRowChecked = (values: unknown[]) => {
+      // `SELECT *` follows its table: altered (by a migration in another process), the column list changes.
+      if (values.length !== toRow!.width) toRow = rowBuilder(statement);
+      return toRow!(values);
+    };
+    return {
+      reader,
+      all: (parameters: ReadonlyArray<unknown>) =>
+        (statement.all(...bind(parameters)) as unknown as unknown[][]).map(toRowChecked),
+      run: (parameters: ReadonlyArray<unknown>) => statement.run(...bind(parameters)),
+      *iterate(parameters: ReadonlyArray<unknown>) {
+        for (const values of statement.iterate(...bind(parameters)))
+          yield toRowChecked(values as unknown as unknown[]);
+      },
+    };
+  }
 
   /**
    * Makes a row object from a statement's array of values, with one object literal generated for its

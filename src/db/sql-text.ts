@@ -1,5 +1,6 @@
 import { CompiledQuery } from 'kysely';
 import type { Engine } from './connection.ts';
+import { createBoundedMemo } from '../lib/memo.ts';
 
 /**
  * SQL text with its parameters, placeholders in the engine's style (`$1` or `?`). The worker's hot statements
@@ -33,14 +34,6 @@ export function placeholders(engine: Engine): () => string {
  * the query builder's building and compiling on every call. Bounded, the oldest shape dropped first.
  */
 export function textsByShape(write: (shape: string) => string, limit = 256): (shape: string) => string {
-  const texts = new Map<string, string>();
-  return (shape) => {
-    let text = texts.get(shape);
-    if (text === undefined) {
-      text = write(shape);
-      if (texts.size >= limit) texts.delete(texts.keys().next().value!);
-      texts.set(shape, text);
-    }
-    return text;
-  };
+  const texts = createBoundedMemo<string, string>(limit);
+  return (shape) => texts(shape, () => write(shape));
 }

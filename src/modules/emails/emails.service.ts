@@ -1,6 +1,7 @@
 import { htmlToText } from 'html-to-text';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { EmailStatus } from '../../db/schema.ts';
+import { createBoundedMemo } from '../../lib/memo.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound, RetryLaterError } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -175,19 +176,9 @@ export function createEmailService({
 }: EmailServiceDeps) {
   // What each published version needs, read from its Liquid once: versions never change, and a batch of
   // sends of one template would otherwise parse it once per email. Bounded, oldest entries dropped first.
-  const usedVariables = new Map<string, string[]>();
-  function variablesUsedBy(version: TemplateVersionRecord): string[] {
-    const key = `${version.templateId}:${version.version}`;
-    let names = usedVariables.get(key);
-    if (names === undefined) {
-      names = renderer.requiredVariables(version);
-      if (usedVariables.size >= USED_VARIABLES_CACHE_SIZE) {
-        usedVariables.delete(usedVariables.keys().next().value!);
-      }
-      usedVariables.set(key, names);
-    }
-    return names;
-  }
+  const usedVariables = createBoundedMemo<string, string[]>(USED_VARIABLES_CACHE_SIZE);
+  const variablesUsedBy = (version: TemplateVersionRecord): string[] =>
+    usedVariables(`${version.templateId}:${version.version}`, () => renderer.requiredVariables(version));
 
   const engagementDefaults = engagement?.defaults ?? {
     trackOpens: false,

@@ -4,6 +4,7 @@ import type { DkimConfig, DsnNotify } from '../../config.ts';
 import { parseAddress } from '../emails/addresses.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { createDkimSigner, type DkimSigner } from './dkim.ts';
+import { createBoundedMemo } from '../../lib/memo.ts';
 
 /** A stored address as nodemailer takes it; stored addresses were validated when the email was accepted. */
 function toMailbox(stored: string): { name: string; address: string } {
@@ -89,17 +90,10 @@ export function messageSigners(
   fallback: DkimConfig | undefined,
 ): (dkim: DkimConfig | undefined) => DkimSigner | undefined {
   const own = fallback ? createDkimSigner(fallback) : undefined;
-  const domainSigners = new Map<string, DkimSigner>();
+  const domainSigners = createBoundedMemo<string, DkimSigner>(DOMAIN_SIGNERS_KEPT);
   return (dkim) => {
     if (!dkim) return own;
-    const key = `${dkim.domain} ${dkim.selector} ${dkim.privateKey}`;
-    let signer = domainSigners.get(key);
-    if (!signer) {
-      signer = createDkimSigner(dkim);
-      if (domainSigners.size >= DOMAIN_SIGNERS_KEPT) domainSigners.delete(domainSigners.keys().next().value!);
-      domainSigners.set(key, signer);
-    }
-    return signer;
+    return domainSigners(`${dkim.domain} ${dkim.selector} ${dkim.privateKey}`, () => createDkimSigner(dkim));
   };
 }
 

@@ -3,7 +3,7 @@ import type { Database, Row } from '../../db/schema.ts';
 import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { prepareQuery } from '../../db/prepared-query.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
-import { createIdentityMemo } from '../../lib/identity-memo.ts';
+import { createBoundedMemo, createIdentityMemo } from '../../lib/memo.ts';
 
 export interface WebhookRecord {
   id: string;
@@ -87,7 +87,10 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
   }
 
   /** Each cached list's pages, by the page asked for. */
-  const pagesOf = createIdentityMemo<readonly WebhookRecord[], Map<string, Promise<Page<WebhookRecord>>>>();
+  const pagesOf = createIdentityMemo<
+    readonly WebhookRecord[],
+    (key: string, make: () => Promise<Page<WebhookRecord>>) => Promise<Page<WebhookRecord>>
+  >();
   const cache =
     stamps &&
     createValidatedCache<readonly WebhookRecord[] | typeof UNCACHED>(stamps, {
@@ -150,19 +153,13 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookRecord>> {
       const cached = await cachedProject(projectId);
       if (cached) {
-        const pages = pagesOf(cached, () => new Map<string, Promise<Page<WebhookRecord>>>());
-        const key = `${page.limit}:${page.after ?? ''}:${page.before ?? ''}`;
-        let found = pages.get(key);
-        if (!found) {
-          found = pageByIdDesc(page, async (cursor, order, limit) =>
-            pageOf(cached, cursor, order, limit),
-          ).then((made) =>
-            Object.freeze({ items: Object.freeze(made.items) as WebhookRecord[], hasMore: made.hasMore }),
-          );
-          if (pages.size >= PAGES_KEPT_PER_LIST) pages.delete(pages.keys().next().value!);
-          pages.set(key, found);
-        }
-        return found;
+        const pages = pagesOf(cached, () => createBoundedMemo(PAGES_KEPT_PER_LIST));
+        return pages(`${page.limit}:${page.after ?? ''}:${page.before ?? ''}`, () =>
+          pageByIdDesc(page, async (cursor, order, limit) => pageOf(cached, cursor, order, limit)).then(
+            (made) =>
+              Object.freeze({ items: Object.freeze(made.items) as WebhookRecord[], hasMore: made.hasMore }),
+          ),
+        );
       }
       const result = await pageByIdDesc(page, (cursor, order, limit) =>
         cursor

@@ -21,7 +21,7 @@ import {
 import type { WebhookOperations } from './webhook-operations.service.ts';
 import type { WebhookService } from './webhooks.service.ts';
 import type { Page } from '../../db/pagination.ts';
-import { createIdentityMemo } from '../../lib/identity-memo.ts';
+import { createIdentityMemo } from '../../lib/memo.ts';
 
 const tags = ['Webhooks'];
 

@@ -4,7 +4,7 @@ import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
 import type { Page, PageRequest } from '../../db/pagination.ts';
-import { createIdentityMemo } from '../../lib/identity-memo.ts';
+import { createIdentityMemo } from '../../lib/memo.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
 import type { CreateWebhookInput, UpdateWebhookInput, WebhookView } from './webhooks.schemas.ts';

@@ -12,3 +12,19 @@ export function createIdentityMemo<K extends object, V>(): (key: K, make: () => 
     return value;
   };
 }
+
+/**
+ * What was made for each key, kept for later calls with the same key: at most `limit` of them, the oldest
+ * made going first. For results that depend on their key alone (a prepared statement by its SQL text, a
+ * signer by its key).
+ */
+export function createBoundedMemo<K, V>(limit: number): (key: K, make: () => V) => V {
+  const made = new Map<K, V>();
+  return (key, make) => {
+    if (made.has(key)) return made.get(key)!;
+    const value = make();
+    if (made.size >= limit) made.delete(made.keys().next().value!);
+    made.set(key, value);
+    return value;
+  };
+}
