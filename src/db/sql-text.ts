@@ -37,3 +37,15 @@ export function textsByShape(write: (shape: string) => string, limit = 256): (sh
   const texts = createBoundedMemo<string, string>(limit);
   return (shape) => texts(shape, () => write(shape));
 }
+
+/**
+ * Runs `each` on consecutive slices of `items`, at most `size` long, one after another: statements that
+ * stay far below the engines' bind-parameter limits and never hold every row's values at once.
+ */
+export async function inChunks<T>(
+  items: readonly T[],
+  size: number,
+  each: (chunk: T[]) => Promise<unknown>,
+): Promise<void> {
+  for (let start = 0; start < items.length; start += size) await each(items.slice(start, start + size));
+}

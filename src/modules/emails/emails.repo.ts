@@ -6,7 +6,7 @@ import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, Row } from '../../db/schema.ts';
 import { createQuotaCounter, nextPositionText, type QuotaCount } from './fair-queue.repo.ts';
-import { placeholders, textsByShape } from '../../db/sql-text.ts';
+import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TrackingSettings } from '../engagement/personalize.ts';
@@ -153,12 +153,6 @@ export async function attachmentsOf(
   return found;
 }
 
-async function insertChunked<T>(rows: T[], insert: (chunk: T[]) => Promise<unknown>): Promise<void> {
-  for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
-    await insert(rows.slice(start, start + INSERT_CHUNK));
-  }
-}
-
 const EMAIL_COLUMNS = [
   'id',
   'project_id',
@@ -283,7 +277,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       }
 
       await db.transaction().execute(async (trx) => {
-        await insertChunked(emails, (chunk) =>
+        await inChunks(emails, INSERT_CHUNK, (chunk) =>
           trx.executeQuery(
             CompiledQuery.raw(
               emailsInsert(String(chunk.length)),
@@ -340,7 +334,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
 
         const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
         // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
-        await insertChunked(rows, (chunk) => {
+        await inChunks(rows, INSERT_CHUNK, (chunk) => {
           const taken = new Map<string, number>();
           let shape = '';
           const parameters: unknown[] = [];

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
+import { inChunks } from '../../db/sql-text.ts';
 import type { TrackingSettings } from './personalize.ts';
 
 /** A recipient a token named, with what its events carry. */
@@ -64,11 +65,11 @@ export function createEngagementRepo(db: Kysely<Database>) {
         createdAt: string;
       }>,
     ): Promise<void> {
-      for (let start = 0; start < rows.length; start += 200) {
-        await db
+      await inChunks(rows, 200, (chunk) =>
+        db
           .insertInto('email_tracking')
           .values(
-            rows.slice(start, start + 200).map((row) => ({
+            chunk.map((row) => ({
               email_id: row.emailId,
               project_id: row.projectId,
               opens: row.settings.opens,
@@ -78,8 +79,8 @@ export function createEngagementRepo(db: Kysely<Database>) {
               created_at: row.createdAt,
             })),
           )
-          .execute();
-      }
+          .execute(),
+      );
     },
 
     /** The settings of these emails (those that asked for anything). */

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
+import { inChunks } from '../../db/sql-text.ts';
 
 // email_stats_daily: one count per project, tag ('' for every email), UTC day and metric. Counts are added
 // in the transaction that records what they count (the event's, see countEventsIn), so they are exact; the
@@ -61,17 +62,17 @@ export async function addCounts(db: Kysely<Database>, increments: readonly Incre
   }
   // One order for every writer: two transactions adding to the same rows never wait for each other in a cycle.
   const rows = [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
-  for (let start = 0; start < rows.length; start += 200) {
-    await db
+  await inChunks(rows, 200, (chunk) =>
+    db
       .insertInto('email_stats_daily')
-      .values(rows.slice(start, start + 200))
+      .values(chunk)
       .onConflict((conflict) =>
         conflict
           .columns(['project_id', 'tag', 'day', 'metric'])
           .doUpdateSet((eb) => ({ count: eb('email_stats_daily.count', '+', eb.ref('excluded.count')) })),
       )
-      .execute();
-  }
+      .execute(),
+  );
 }
 
 /** The metrics an event adds to (the unique opens and clicks are counted by the engagement module). */

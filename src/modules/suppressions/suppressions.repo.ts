@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { placeholders, textsByShape } from '../../db/sql-text.ts';
+import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row, SuppressionReason } from '../../db/schema.ts';
 import { newId } from '../../lib/ids.ts';
@@ -58,13 +58,12 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
     const projects = [...new Set(projectIds)];
     const wanted = [...new Set(addresses.map(normalizeAddress))];
     const found = new Map<string, SuppressionRecord>();
-    for (let start = 0; start < wanted.length; start += LOOKUP_CHUNK) {
-      const chunk = wanted.slice(start, start + LOOKUP_CHUNK);
+    await inChunks(wanted, LOOKUP_CHUNK, async (chunk) => {
       const { rows } = await db.executeQuery<Row<'suppressions'>>(
         CompiledQuery.raw(lookup(`${projects.length}:${chunk.length}`), [...projects, ...chunk]),
       );
       for (const row of rows) found.set(suppressionKey(row.project_id, row.address), toRecord(row));
-    }
+    });
     return found;
   }
 
@@ -122,20 +121,21 @@ export async function addSuppressions(
   db: Kysely<Database>,
   entries: readonly NewSuppression[],
 ): Promise<void> {
-  for (let start = 0; start < entries.length; start += 200) {
-    const values = entries.slice(start, start + 200).map((entry) => ({
-      id: newId('sup'),
-      project_id: entry.projectId,
-      address: normalizeAddress(entry.address),
-      reason: entry.reason,
-      email_id: entry.emailId,
-      detail: entry.detail,
-      created_at: entry.createdAt,
-    }));
-    await db
+  await inChunks(entries, 200, (chunk) =>
+    db
       .insertInto('suppressions')
-      .values(values)
+      .values(
+        chunk.map((entry) => ({
+          id: newId('sup'),
+          project_id: entry.projectId,
+          address: normalizeAddress(entry.address),
+          reason: entry.reason,
+          email_id: entry.emailId,
+          detail: entry.detail,
+          created_at: entry.createdAt,
+        })),
+      )
       .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
-      .execute();
-  }
+      .execute(),
+  );
 }
