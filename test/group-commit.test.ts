@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { DEFAULTS } from '../src/config.ts';
-import { ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
+import { countArrivals, ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Group commit (src/db/unit-of-work.ts), through real HTTP against the real server: concurrent sends share
 // commits, each 202 comes only once its own email is committed (another connection sees it at that moment),
@@ -24,7 +24,6 @@ for (const engine of ENGINES) {
     /** Set: the next COMMIT fails (as a full disk or a lost connection would make it). */
     let failNextCommit = false;
     /** Resolves once every request of a burst has arrived, so they line up for the database together. */
-    let onArrival: (() => void) | undefined;
 
     before(async () => {
       api = await startTestApp(engine, {
@@ -43,7 +42,6 @@ for (const engine of ENGINES) {
           if (/^\s*rollback/i.test(sql)) rollbacks += 1;
         },
       });
-      api.app.server.on('request', () => onArrival?.());
       // Another connection: what it sees is committed.
       other = await openOtherConnection(api);
     });
@@ -59,13 +57,8 @@ for (const engine of ENGINES) {
      * units queue together. Each answer is checked on arrival: a 202's email must already be committed.
      */
     async function burst(bodies: Array<{ path: string; body: unknown }>) {
-      let arrived = 0;
-      let allArrived!: () => void;
-      const gate = new Promise<void>((resolve) => (allArrived = resolve));
-      onArrival = () => {
-        arrived += 1;
-        if (arrived === bodies.length) allArrived();
-      };
+      const arrivals = countArrivals(api, bodies.length);
+      const gate = arrivals.all;
       const held =
         engine === 'sqlite' ? api.database.handle.db.connection().execute(() => gate) : Promise.resolve();
       const answers = Promise.all(
@@ -78,7 +71,7 @@ for (const engine of ENGINES) {
         }),
       );
       await gate;
-      onArrival = undefined;
+      arrivals.stop();
       await held;
       return answers;
     }

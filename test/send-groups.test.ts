@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { DEFAULTS } from '../src/config.ts';
-import { ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
+import { countArrivals, ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Sends written in groups (src/modules/emails/send-groups.ts), through real HTTP: concurrent sends are
 // written together (fewer INSERTs than sends), each is answered 202 with its own id only once its email is
@@ -34,7 +34,6 @@ for (const engine of ENGINES) {
     let groupedInserts = 0;
     let rollbacks = 0;
     /** Resolves once every request of a burst has arrived, so they line up for the database together. */
-    let onArrival: (() => void) | undefined;
 
     before(async () => {
       api = await startTestApp(engine, {
@@ -48,7 +47,6 @@ for (const engine of ENGINES) {
           if (/^\s*rollback/i.test(text)) rollbacks += 1;
         },
       });
-      api.app.server.on('request', () => onArrival?.());
       // Another connection: what it sees is committed.
       other = await openOtherConnection(api);
     });
@@ -66,16 +64,8 @@ for (const engine of ENGINES) {
      * committed on arrival.
      */
     async function burst(sends: Send[], projectIds: string[]) {
-      let arrived = 0;
-      let allArrived!: () => void;
-      let firstArrived!: () => void;
-      const gate = new Promise<void>((resolve) => (allArrived = resolve));
-      const first = new Promise<void>((resolve) => (firstArrived = resolve));
-      onArrival = () => {
-        arrived += 1;
-        if (arrived === 1) firstArrived();
-        if (arrived === sends.length) allArrived();
-      };
+      const arrivals = countArrivals(api, sends.length);
+      const gate = arrivals.all;
       let held: Promise<unknown>;
       if (engine === 'sqlite') {
         held = api.database.handle.db.connection().execute(() => gate);
@@ -110,10 +100,10 @@ for (const engine of ENGINES) {
         return { status: response.status, body: response.body, headers: response.headers, durable };
       };
       const firstAnswer = send(sends[0]!);
-      await first;
+      await arrivals.first;
       const answers = Promise.all([firstAnswer, ...sends.slice(1).map(send)]);
       await gate;
-      onArrival = undefined;
+      arrivals.stop();
       await held;
       return answers;
     }

@@ -343,3 +343,22 @@ export async function openOtherConnection(api: TestApp): Promise<
     },
   });
 }
+
+/**
+ * Counts the requests the app's server receives from now on: `first` resolves at the first, `all` at the
+ * `count`-th (the signal that every request of a burst is in). `stop()` stops counting.
+ */
+export function countArrivals(api: TestApp, count: number) {
+  let arrived = 0;
+  let firstArrived!: () => void;
+  let allArrived!: () => void;
+  const first = new Promise<void>((resolve) => (firstArrived = resolve));
+  const all = new Promise<void>((resolve) => (allArrived = resolve));
+  const onRequest = () => {
+    arrived += 1;
+    if (arrived === 1) firstArrived();
+    if (arrived === count) allArrived();
+  };
+  api.app.server.on('request', onRequest);
+  return { first, all, stop: () => void api.app.server.off('request', onRequest) };
+}
