@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { createStamps, STAMP_CHANNEL } from '../src/db/validated-cache.ts';
+import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import { createTestDatabase, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,
@@ -303,10 +304,12 @@ describe(
         await stamps.current('webhooks');
         assert.equal(reads.count, readsBefore + 1);
 
-        // The listener lost: every use reads (and sees writes at once) until it is back. (Other test runs'
-        // listeners on this server go too; they read on every use for a moment, which is what this shows.)
+        // The listener lost: every use reads (and sees writes at once) until it is back. Only this schema's
+        // listener goes (by its application name), not other test runs'.
         await sql`select pg_terminate_backend(pid) from pg_stat_activity
-          where query = ${`LISTEN ${STAMP_CHANNEL}`} and pid <> pg_backend_pid()`.execute(database.handle.db);
+          where application_name = ${`postwire listen ${STAMP_CHANNEL} `} || current_schema()`.execute(
+          database.handle.db,
+        );
         await until(async () => {
           const before = reads.count;
           await stamps.current('webhooks');
@@ -317,6 +320,55 @@ describe(
         await stamps.close();
       } finally {
         await database.drop();
+      }
+    });
+
+    test("a deployment in another schema of the same database wakes none of this one's listeners", async () => {
+      const [ours, theirs] = [await createTestDatabase('postgres'), await createTestDatabase('postgres')];
+      const listeners: Array<{ close(): Promise<void> }> = [];
+      try {
+        const heard = { stamps: 0, sending: 0 };
+        const subscribed = (channel: string, key: keyof typeof heard) =>
+          ours.handle.listen!(channel, () => (heard[key] += 1), assert.fail);
+        listeners.push(await subscribed(STAMP_CHANNEL, 'stamps'));
+        listeners.push(await subscribed(QUEUE_CHANNELS.sending, 'sending'));
+        const addProject = (database: typeof ours) =>
+          database.handle.db
+            .insertInto('projects')
+            .values({
+              id: 'proj_schema',
+              name: 'Schema',
+              is_default: false,
+              created_at: new Date().toISOString(),
+            })
+            .execute();
+        const addKey = (database: typeof ours, id: string) =>
+          database.handle.db
+            .insertInto('api_keys')
+            .values({
+              id,
+              project_id: 'proj_schema',
+              name: 'k',
+              key_hash: id,
+              key_prefix: 'pw_',
+              created_at: new Date().toISOString(),
+            })
+            .execute();
+        await addProject(ours);
+        await addProject(theirs);
+
+        // Theirs first, then ours: PostgreSQL delivers notifications in the order the transactions commit, so
+        // once ours has been heard, theirs had arrived before it and was ignored.
+        await addKey(theirs, 'key_theirs');
+        await notifyOtherProcesses(theirs.handle.db, 'postgres', QUEUE_CHANNELS.sending);
+        await addKey(ours, 'key_ours');
+        await notifyOtherProcesses(ours.handle.db, 'postgres', QUEUE_CHANNELS.sending);
+        await until(() => heard.stamps > 0 && heard.sending > 0);
+        assert.deepEqual(heard, { stamps: 1, sending: 1 });
+      } finally {
+        for (const listener of listeners) await listener.close();
+        await theirs.drop();
+        await ours.drop();
       }
     });
   },

@@ -35,7 +35,7 @@ function createCounter() {
       if (ends) inTransaction = false;
       if (!tally) return;
       tally.statements += 1;
-      if (!/^\s*notify|"queue_workers"/i.test(sql)) tally.core += 1;
+      if (!/^\s*notify|pg_notify|"queue_workers"/i.test(sql)) tally.core += 1;
       if (/^\s*commit/i.test(sql) || commitsAlone) tally.commits += 1;
       tally.sql.push(sql.replace(/\s+/g, ' ').slice(0, 120));
     },

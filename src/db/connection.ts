@@ -262,7 +262,7 @@ async function openPostgres(
   );
   const units = withUnitsOfWork(observed(tracked), groupCommit);
   const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
-  const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, ...args);
+  const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
   const stamps = createStamps(db, {
     subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost),
   });
@@ -309,22 +309,36 @@ function stampedWrites(committed: () => void): StatementObserver {
   };
 }
 
+/**
+ * Channels are shared by the whole database, and Postwire's tables live in one schema: the notifications
+ * carry the schema they come from (notifyStatement, the stamps' trigger), and those of other schemas (another
+ * deployment in the same database) are ignored. One without a schema (sent by an older version) is heard.
+ */
 async function listenPostgres(
   url: string,
+  schema: string | undefined,
   channel: string,
   onNotify: () => void,
   onError: (error: Error) => void,
 ): Promise<Listener> {
   if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`Bad channel name '${channel}'.`);
-  const client = new pg.Client({ connectionString: url });
+  const client = new pg.Client({
+    connectionString: url,
+    // Named, so that an operator (or a test) can tell this process's listeners apart in pg_stat_activity.
+    application_name: `postwire listen ${channel}${schema ? ` ${schema}` : ''}`,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+  });
   let closed = false;
   const close = async () => {
     if (closed) return;
     closed = true;
     await client.end().catch(() => undefined);
   };
+  let ownSchema: string | null = null;
   client.on('notification', (message) => {
-    if (message.channel === channel) onNotify();
+    if (message.channel !== channel) return;
+    if (message.payload && ownSchema !== null && message.payload !== ownSchema) return;
+    onNotify();
   });
   client.on('error', (error) => {
     if (closed) return;
@@ -338,6 +352,9 @@ async function listenPostgres(
   });
   try {
     await client.connect();
+    // The schema the tables are found in: the one given, or the URL's search_path.
+    const result = await client.query<{ schema: string | null }>('select current_schema() as schema');
+    ownSchema = result.rows[0]?.schema ?? null;
     await client.query(`LISTEN ${channel}`);
   } catch (error) {
     await close();

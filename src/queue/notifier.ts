@@ -50,5 +50,13 @@ export async function notifyOtherProcesses(
   engine: Engine,
   channel: QueueChannel,
 ): Promise<void> {
-  if (engine === 'postgres') await sql.raw(`NOTIFY ${channel}`).execute(db);
+  if (engine === 'postgres') await notifyStatement(channel).execute(db);
+}
+
+/**
+ * The NOTIFY for `channel`, carrying this connection's schema: channels are shared by the whole database,
+ * and a listener ignores notifications from other schemas (another deployment's, see listenPostgres).
+ */
+export function notifyStatement(channel: QueueChannel) {
+  return sql`select pg_notify(${channel}, current_schema())`;
 }

@@ -7,7 +7,7 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, EmailStatus, Row } from '../../db/schema.ts';
 import { createQuotaCounter, nextPositionText, type QuotaCount } from './fair-queue.repo.ts';
 import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
-import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
 import type { TrackingSettings } from '../engagement/personalize.ts';
 
@@ -229,8 +229,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     outsideUnitOfWork(() =>
       setTimeout(() => {
         wakePending = false;
-        sql
-          .raw(`NOTIFY ${QUEUE_CHANNELS.sending}`)
+        notifyStatement(QUEUE_CHANNELS.sending)
           .execute(db)
           .catch(() => undefined);
       }, 5).unref(),
