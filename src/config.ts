@@ -21,8 +21,6 @@ export const DEFAULTS = {
   webhookTestMarginMs: 5000,
   webhookSecretRotationWindowMs: 86_400_000,
   sendDailyLimit: 10_000,
-  /** LiquidJS's own render limit, a backstop behind the render threads' timeout. */
-  renderLimitMs: 1000,
   templateRendering: {
     /** A render still running after this long is stopped, its thread ended (TEMPLATE_RENDER_TIMEOUT). */
     timeoutMs: 250,

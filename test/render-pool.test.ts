@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
+import { createRenderPool } from '../src/modules/templates/render-pool.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Template renders run on worker threads with a time budget, so a hostile template cannot hold the event
@@ -98,6 +99,29 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+test('a render is timed by the CPU its thread spends: a starved one waits for its budget, up to 4 budgets of wall time', async () => {
+  // A thread the machine never gives a core to: its CPU clock does not move.
+  const pool = createRenderPool({ threads: 1, queueLimit: 4, timeoutMs: 50, threadCpuMs: async () => 0 });
+  try {
+    const ordinary = { subject: 'Hi {{ name }}', html: '<p>Hello {{ name }}</p>', text: null };
+    assert.deepEqual(await pool.render(ordinary, { name: 'Ada' }), {
+      subject: 'Hi Ada',
+      html: '<p>Hello Ada</p>',
+      text: 'Hello Ada',
+    });
+    const started = performance.now();
+    await assert.rejects(pool.render({ subject: null, html: HOSTILE, text: null }, {}), {
+      code: 'template_render_timeout',
+      message: 'Rendering the template took longer than 50 ms; loops over large ranges are the usual cause.',
+    });
+    // Not stopped at 50 ms of wall time, since no CPU time was spent: at the wall limit.
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 4 * 50 - 1, `stopped after ${elapsed.toFixed(0)} ms`);
+  } finally {
+    await pool.close();
+  }
+});
 
 test('TEMPLATE_RENDER_* settings', () => {
   const config = loadConfig({

@@ -13,8 +13,25 @@ export interface RenderPoolOptions {
   threads: number;
   /** Renders waiting for a thread at most; past it, a render is refused with 429. */
   queueLimit: number;
-  /** A render still running after this long is stopped by ending its thread (TEMPLATE_RENDER_TIMEOUT). */
+  /**
+   * A render whose thread has spent this much CPU time on it is stopped by ending the thread
+   * (TEMPLATE_RENDER_TIMEOUT); one the machine starves of CPU is stopped at STARVED_WALL_FACTOR times it.
+   */
   timeoutMs: number;
+  /** The CPU time a render thread has used so far, in ms: the thread's own clock unless a test gives one. */
+  threadCpuMs?: (worker: Worker) => Promise<number>;
+}
+
+/**
+ * A render is timed by its thread's CPU time, not the wall clock: on a busy machine a small template could
+ * wait for a core longer than the budget and be refused for it. A hostile one spends the budget in CPU
+ * time and is stopped then; in wall time, no render runs longer than this many budgets.
+ */
+const STARVED_WALL_FACTOR = 4;
+
+async function ownCpuMs(worker: Worker): Promise<number> {
+  const { user, system } = await worker.cpuUsage();
+  return (user + system) / 1000;
 }
 
 interface Task {
@@ -27,6 +44,12 @@ interface Thread {
   worker: Worker;
   ready: boolean;
   running?: { id: number; task: Task; timer: NodeJS.Timeout } | undefined;
+}
+
+interface RenderClock {
+  startedAt: number;
+  /** The thread's CPU time when the render was handed to it (read as it starts). */
+  cpuAtStart: Promise<number>;
 }
 
 const renderTimedOut = (timeoutMs: number): DomainError =>
@@ -44,6 +67,7 @@ const renderTimedOut = (timeoutMs: number): DomainError =>
  */
 export function createRenderPool(options: RenderPoolOptions): TemplateRenderer & { close(): Promise<void> } {
   const parser = createTemplateRenderer();
+  const threadCpuMs = options.threadCpuMs ?? ownCpuMs;
   const threads = new Set<Thread>();
   const waiting: Task[] = [];
   let nextId = 1;
@@ -85,6 +109,37 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
     thread.worker.on('exit', (code) => lost(new Error(`render thread exited with code ${code}`)));
   }
 
+  /**
+   * At the end of a render's budget in wall time: if its thread has not spent the budget in CPU time yet
+   * (the machine was busy), waits for the rest, up to the wall limit; otherwise stops it.
+   */
+  async function checkBudget(thread: Thread, id: number, clock: RenderClock): Promise<void> {
+    const stillRunning = () => thread.running?.id === id;
+    let spentMs = Infinity;
+    try {
+      spentMs = (await threadCpuMs(thread.worker)) - (await clock.cpuAtStart);
+    } catch {
+      // The thread is gone; its exit handler answers the render.
+    }
+    if (!stillRunning()) return;
+    const leftMs = options.timeoutMs - spentMs;
+    const wallLeftMs = options.timeoutMs * STARVED_WALL_FACTOR - (performance.now() - clock.startedAt);
+    if (leftMs >= 1 && wallLeftMs >= 1) {
+      thread.running!.timer = setTimeout(
+        () => void checkBudget(thread, id, clock),
+        Math.min(leftMs, wallLeftMs),
+      );
+      return;
+    }
+    // Over budget: the thread may be deep in a loop that never yields; only ending it stops it.
+    const { task } = thread.running!;
+    threads.delete(thread);
+    thread.running = undefined;
+    void thread.worker.terminate();
+    task.reject(renderTimedOut(options.timeoutMs));
+    pump();
+  }
+
   /** Hands waiting renders to idle threads, starting threads up to the limit. */
   function pump(): void {
     if (closed) return;
@@ -96,14 +151,11 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
       }
       const task = waiting.shift()!;
       const id = nextId++;
-      const timer = setTimeout(() => {
-        // Over budget: the thread may be deep in a loop that never yields; only ending it stops it.
-        threads.delete(idle);
-        idle.running = undefined;
-        void idle.worker.terminate();
-        task.reject(renderTimedOut(options.timeoutMs));
-        pump();
-      }, options.timeoutMs);
+      const clock: RenderClock = {
+        startedAt: performance.now(),
+        cpuAtStart: threadCpuMs(idle.worker).catch(() => 0),
+      };
+      const timer = setTimeout(() => void checkBudget(idle, id, clock), options.timeoutMs);
       idle.running = { id, task, timer };
       idle.worker.ref();
       idle.worker.postMessage({ id, ...task.request } satisfies RenderRequest);

@@ -1,6 +1,5 @@
 import { htmlToText } from 'html-to-text';
 import { Liquid, LiquidError, Output, type Template } from 'liquidjs';
-import { DEFAULTS } from '../../config.ts';
 import { DomainError } from '../../lib/errors.ts';
 
 export type TemplateField = 'subject' | 'html' | 'text';
@@ -21,8 +20,6 @@ export interface RenderedContent {
 export interface TemplateRendererOptions {
   /** Characters one field may have (LiquidJS `parseLimit`). */
   parseLimit?: number;
-  /** Milliseconds one field may take to render (LiquidJS `renderLimit`). */
-  renderLimitMs?: number;
   /** Allocation budget of one field's render (LiquidJS `memoryLimit`). */
   memoryLimit?: number;
 }
@@ -52,8 +49,8 @@ const isBlank = (value: string | null): boolean => value === null || value.trim(
 
 /**
  * Liquid with the sandbox settings for templates written by tenants: no prototype access, unknown filters
- * refused, no partials, and limits on parse size, render time and memory. HTML output is escaped by
- * default (authors opt out with `| raw`); subject and text are plain text and are not.
+ * refused, no partials, and limits on parse size and memory (render time is the render pool's). HTML output
+ * is escaped by default (authors opt out with `| raw`); subject and text are plain text and are not.
  */
 export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
   const common = {
@@ -64,7 +61,8 @@ export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
     strictFilters: true,
     ownPropertyOnly: true,
     parseLimit: options.parseLimit ?? 1e6,
-    renderLimit: options.renderLimitMs ?? DEFAULTS.renderLimitMs,
+    // No LiquidJS renderLimit: it counts wall time, which a busy machine would spend before a small
+    // template had its turn on a core. Renders run on the render pool's threads, stopped there by CPU time.
     memoryLimit: options.memoryLimit ?? 1e7,
   };
   const htmlEngine = new Liquid({ ...common, outputEscape: 'escape' });
