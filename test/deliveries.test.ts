@@ -11,6 +11,7 @@ import { createSender } from '../src/modules/deliveries/sender.ts';
 import { signingKey, signWebhook } from '../src/modules/deliveries/signing.ts';
 import { ENGINES, type TestApp } from './helpers/app.ts';
 import {
+  attemptsIn,
   createWebhook,
   harness,
   settled,
@@ -20,14 +21,7 @@ import {
 } from './helpers/deliveries.ts';
 import { createTracker, type Receiver, startReceiver } from './helpers/receiver.ts';
 
-async function attemptsOf(t: TestApp, deliveryId: string) {
-  return t.database.handle.db
-    .selectFrom('delivery_attempts')
-    .selectAll()
-    .where('delivery_id', '=', deliveryId)
-    .orderBy('id')
-    .execute();
-}
+const attemptsOf = (t: TestApp, deliveryId: string) => attemptsIn(t.database.handle, { deliveryId });
 
 describe('signing', () => {
   test('whsec_ secrets sign with their base64 bytes, others with their UTF-8 bytes', () => {
@@ -506,12 +500,7 @@ for (const engine of ENGINES) {
       assert.equal(hanging.requests.length, 2);
       assert.equal(hanging.concurrency.current, 2);
       assert.equal(hanging.concurrency.max, 2);
-      const hangingAttempts = await t.database.handle.db
-        .selectFrom('delivery_attempts')
-        .select((eb) => eb.fn.countAll<number | string>().as('count'))
-        .where('webhook_id', '=', hangingId)
-        .executeTakeFirstOrThrow();
-      assert.equal(Number(hangingAttempts.count), 0);
+      assert.equal((await attemptsIn(t.database.handle, { webhookId: hangingId })).length, 0);
     });
 
     test('concurrency is bounded per webhook and overall', async () => {
@@ -584,11 +573,7 @@ for (const engine of ENGINES) {
         assert.equal(ids.length, 30);
         assert.equal(new Set(ids).size, 30, 'no event sent twice to one webhook');
       }
-      const attempts = await t.database.handle.db
-        .selectFrom('delivery_attempts')
-        .select((eb) => eb.fn.countAll<number | string>().as('count'))
-        .executeTakeFirstOrThrow();
-      assert.equal(Number(attempts.count), 60);
+      assert.equal((await attemptsIn(t.database.handle)).length, 60);
     });
 
     test("a dead worker's claim comes back when its lease runs out", async () => {
@@ -628,7 +613,13 @@ for (const engine of ENGINES) {
       assert.equal(stolen?.id, claimed.id, 'taken over once the lease ran out');
 
       const outcome = await repo.recordOutcome({
-        delivery: { id: claimed.id, projectId: t.projectId, eventId: event.id, webhookId: claimed.webhookId },
+        delivery: {
+          id: claimed.id,
+          projectId: t.projectId,
+          eventId: event.id,
+          webhookId: claimed.webhookId,
+          holdsAttempt: false,
+        },
         workerId: 'worker-a',
         now: new Date().toISOString(),
         attempt: {

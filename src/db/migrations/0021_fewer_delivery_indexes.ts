@@ -12,10 +12,25 @@ import type { Migration } from 'kysely/migration';
 // (six of them, the two claim indexes included), as many again as the outcome's update writes. Claiming 4
 // and finishing them, 5000 rows: 7 % of claims heap-only at the default fillfactor (100), 40 % at 80, 89 % at
 // 70 (the outcomes' own new versions take room on the page too), for a heap about 30 % larger.
+//
+// And a delivery's latest attempt is kept in its own row (the last_* columns, with the attempt's id),
+// written by the outcome's update that was written anyway; delivery_attempts holds the earlier attempts,
+// each moved there by the update that replaces it. Most deliveries succeed at their first attempt, and
+// then write no attempt row (nor its two index entries) at all. Deliveries from before this migration
+// have no last_attempt_id: all their attempts are rows already.
 export const migration: Migration = {
   async up(db: Kysely<unknown>) {
     await db.schema.dropIndex('deliveries_project').execute();
     await db.schema.dropIndex('delivery_attempts_webhook').execute();
+    // SQLite adds one column per statement.
+    for (const [column, type] of [
+      ['last_attempt_id', 'text'],
+      ['last_duration_ms', 'integer'],
+      ['last_attempt_error', 'text'],
+      ['last_response_excerpt', 'text'],
+    ] as const) {
+      await db.schema.alterTable('deliveries').addColumn(column, type).execute();
+    }
     if (db.getExecutor().adapter instanceof PostgresAdapter) {
       await sql`ALTER TABLE deliveries SET (fillfactor = 70)`.execute(db);
     }
