@@ -385,12 +385,19 @@ async function deliveryCounts(setup: Setup, projectId: string) {
     .where('project_id', '=', projectId)
     .where('status', '=', 'succeeded')
     .executeTakeFirstOrThrow();
-  const attempts = await db
+  // The attempts in the log, and those the deliveries' rows keep (each row its latest: migration 0020).
+  const logged = await db
     .selectFrom('delivery_attempts')
     .select((eb) => eb.fn.countAll<number | string>().as('n'))
     .where('project_id', '=', projectId)
     .executeTakeFirstOrThrow();
-  return { succeeded: Number(succeeded.n), attempts: Number(attempts.n) };
+  const kept = await db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('project_id', '=', projectId)
+    .where('last_attempt_id', 'is not', null)
+    .executeTakeFirstOrThrow();
+  return { succeeded: Number(succeeded.n), attempts: Number(logged.n) + Number(kept.n) };
 }
 
 /**

@@ -4,13 +4,14 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import { createDeliveryRepo } from '../src/modules/deliveries/deliveries.repo.ts';
+import { type ClaimedDelivery, createDeliveryRepo } from '../src/modules/deliveries/deliveries.repo.ts';
 import { webhookPayload } from '../src/modules/deliveries/deliveries.worker.ts';
 import { nextRetryDelay, parseRetryAfter } from '../src/modules/deliveries/retry.ts';
 import { createSender } from '../src/modules/deliveries/sender.ts';
 import { signingKey, signWebhook } from '../src/modules/deliveries/signing.ts';
 import { ENGINES, type TestApp } from './helpers/app.ts';
 import {
+  attemptsIn,
   createWebhook,
   harness,
   settled,
@@ -20,14 +21,7 @@ import {
 } from './helpers/deliveries.ts';
 import { createTracker, type Receiver, startReceiver } from './helpers/receiver.ts';
 
-async function attemptsOf(t: TestApp, deliveryId: string) {
-  return t.database.handle.db
-    .selectFrom('delivery_attempts')
-    .selectAll()
-    .where('delivery_id', '=', deliveryId)
-    .orderBy('id')
-    .execute();
-}
+const attemptsOf = (t: TestApp, deliveryId: string) => attemptsIn(t.database.handle, { deliveryId });
 
 describe('signing', () => {
   test('whsec_ secrets sign with their base64 bytes, others with their UTF-8 bytes', () => {
@@ -506,12 +500,7 @@ for (const engine of ENGINES) {
       assert.equal(hanging.requests.length, 2);
       assert.equal(hanging.concurrency.current, 2);
       assert.equal(hanging.concurrency.max, 2);
-      const hangingAttempts = await t.database.handle.db
-        .selectFrom('delivery_attempts')
-        .select((eb) => eb.fn.countAll<number | string>().as('count'))
-        .where('webhook_id', '=', hangingId)
-        .executeTakeFirstOrThrow();
-      assert.equal(Number(hangingAttempts.count), 0);
+      assert.equal((await attemptsIn(t.database.handle, { webhookId: hangingId })).length, 0);
     });
 
     test('concurrency is bounded per webhook and overall', async () => {
@@ -584,11 +573,7 @@ for (const engine of ENGINES) {
         assert.equal(ids.length, 30);
         assert.equal(new Set(ids).size, 30, 'no event sent twice to one webhook');
       }
-      const attempts = await t.database.handle.db
-        .selectFrom('delivery_attempts')
-        .select((eb) => eb.fn.countAll<number | string>().as('count'))
-        .executeTakeFirstOrThrow();
-      assert.equal(Number(attempts.count), 60);
+      assert.equal((await attemptsIn(t.database.handle)).length, 60);
     });
 
     test("a dead worker's claim comes back when its lease runs out", async () => {
@@ -628,7 +613,13 @@ for (const engine of ENGINES) {
       assert.equal(stolen?.id, claimed.id, 'taken over once the lease ran out');
 
       const outcome = await repo.recordOutcome({
-        delivery: { id: claimed.id, projectId: t.projectId, eventId: event.id, webhookId: claimed.webhookId },
+        delivery: {
+          id: claimed.id,
+          projectId: t.projectId,
+          eventId: event.id,
+          webhookId: claimed.webhookId,
+          holdsAttempt: false,
+        },
         workerId: 'worker-a',
         now: new Date().toISOString(),
         attempt: {
@@ -653,6 +644,72 @@ for (const engine of ENGINES) {
       assert.equal(row.attempts, 0);
       assert.equal((await attemptsOf(t, claimed.id)).length, 1);
       assert.equal(Boolean((await webhookRow(t, claimed.webhookId)).enabled), true);
+    });
+
+    test('the row keeps the latest attempt; a retry moves the earlier one to the log, also past a lost lease', async () => {
+      const t = await h.app(engine, { worker: false });
+      const receiver = await h.receiver();
+      await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
+      const event = await t.events.emit(t.projectId, 'email.sent', {});
+      const repo = createDeliveryRepo(t.database.handle.db, engine);
+      const start = Date.now();
+      const at = (seconds: number) => new Date(start + seconds * 1000);
+      const claim = async (workerId: string, seconds: number) =>
+        repo.claim({ workerId, now: at(seconds), until: at(seconds + 1) }, { limit: 10 });
+      const record = (workerId: string, claimed: ClaimedDelivery, seconds: number, statusCode: number) =>
+        repo.recordOutcome({
+          delivery: { ...claimed, projectId: t.projectId, eventId: event.id },
+          workerId,
+          now: at(seconds).toISOString(),
+          attempt: {
+            attemptedAt: at(seconds).toISOString(),
+            statusCode,
+            durationMs: seconds,
+            error: statusCode === 200 ? null : `the receiver answered ${statusCode}`,
+            responseExcerpt: `by ${workerId}`,
+          },
+          ...(statusCode === 200
+            ? { status: 'succeeded' as const, lastError: null, health: { ok: true as const } }
+            : {
+                status: 'pending' as const,
+                nextAttemptAt: at(seconds + 1).toISOString(),
+                lastError: `the receiver answered ${statusCode}`,
+                health: { ok: false as const, disableAfterMs: 60_000 },
+              }),
+        });
+
+      const [first] = await claim('worker-a', 0);
+      assert.equal(first?.holdsAttempt, false);
+      assert.deepEqual(await record('worker-a', first, 0, 500), { held: true });
+      assert.equal(
+        (await t.database.handle.db.selectFrom('delivery_attempts').selectAll().execute()).length,
+        0,
+      );
+      const [second] = await claim('worker-a', 2);
+      assert.equal(second?.holdsAttempt, true);
+      // worker-a's lease runs out and worker-b takes the delivery over; worker-a's late outcome is only logged.
+      const [third] = await claim('worker-b', 4);
+      assert.equal(third?.holdsAttempt, true);
+      assert.deepEqual(await record('worker-a', second!, 3, 503), { held: false });
+      assert.deepEqual(await record('worker-b', third!, 5, 200), { held: true });
+
+      const attempts = await attemptsOf(t, first.id);
+      assert.deepEqual(
+        attempts.map((attempt) => [attempt.status_code, attempt.duration_ms, attempt.response_excerpt]),
+        [
+          [500, 0, 'by worker-a'],
+          [503, 3, 'by worker-a'],
+          [200, 5, 'by worker-b'],
+        ],
+      );
+      const logged = await t.database.handle.db.selectFrom('delivery_attempts').select('id').execute();
+      assert.equal(logged.length, 2, 'the latest is kept in the row');
+      const [shown] = (await waitForEvent(t, event.id, settled)).deliveries;
+      assert.equal(shown.attempts, 3);
+      assert.deepEqual(
+        shown.attempt_log.map((attempt: { status_code: number }) => attempt.status_code),
+        [500, 503, 200],
+      );
     });
 
     test(

@@ -9,6 +9,7 @@ import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { attemptsIn } from './helpers/deliveries.ts';
 import { createProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
@@ -118,13 +119,19 @@ for (const engine of ENGINES) {
         (await retention.dryRun()).map((entry) => [entry.table, entry.rows]),
       );
       assert.equal(counted.events, 5, 'six events, one still being delivered');
-      assert.equal(counted.delivery_attempts, 6);
+      // Each delivery was attempted once, and its row keeps that attempt (it goes with the event): none logged apart.
+      assert.equal(counted.delivery_attempts, 0);
       assert.equal(counted.email_raw, 3);
       assert.equal(counted.email_attachments, 3);
 
       const pruned = Object.fromEntries((await retention.prune()).map((entry) => [entry.table, entry.rows]));
       assert.equal(pruned.events, 5);
-      assert.equal(pruned.delivery_attempts, 6);
+      assert.equal(pruned.delivery_attempts, 0);
+      assert.deepEqual(
+        (await attemptsIn(api.database.handle)).map((attempt) => attempt.delivery_id),
+        [waiting.id],
+        'only the waiting delivery, and the attempt its row keeps, are left',
+      );
       assert.equal(pruned.email_raw, 3);
       for (const { table, rows } of await retention.dryRun()) assert.equal(rows, 0, table);
 

@@ -111,6 +111,15 @@ export interface DeliveriesTable {
   created_at: string;
   updated_at: string;
   completed_at: string | null;
+  /**
+   * The latest attempt, kept in the row (0020): its id and what its delivery_attempts row would hold besides
+   * last_attempt_at and last_status_code. Null before the first attempt (and on rows from before 0020).
+   * last_error is the delivery's, which an outcome without an attempt (the webhook disabled) also sets.
+   */
+  last_attempt_id: string | null;
+  last_duration_ms: number | null;
+  last_attempt_error: string | null;
+  last_response_excerpt: string | null;
 }
 
 export interface DeliveryAttemptsTable {

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import type { DatabaseHandle } from '../../src/db/connection.ts';
 import type { Clock } from '../../src/lib/clock.ts';
+import { type AttemptRow, createDeliveryRepo } from '../../src/modules/deliveries/deliveries.repo.ts';
 import { ENGINES, startTestApp, type TestApp, type TestAppOptions } from './app.ts';
 import { type Receiver, startReceiver } from './receiver.ts';
 
@@ -106,4 +108,26 @@ export function harness() {
       opened.length = 0;
     },
   };
+}
+
+/**
+ * Delivery attempts as the delivery log has them (the rows in delivery_attempts and the latest one each
+ * delivery's row keeps), oldest first per delivery: all of them, one delivery's or one webhook's.
+ */
+export async function attemptsIn(
+  database: DatabaseHandle,
+  filter: { deliveryId?: string; webhookId?: string } = {},
+): Promise<AttemptRow[]> {
+  let query = database.db.selectFrom('deliveries').selectAll().orderBy('id');
+  if (filter.deliveryId !== undefined) query = query.where('id', '=', filter.deliveryId);
+  if (filter.webhookId !== undefined) query = query.where('webhook_id', '=', filter.webhookId);
+  const deliveries = await query.execute();
+  const repo = createDeliveryRepo(database.db, database.engine);
+  const attempts: AttemptRow[] = [];
+  for (const projectId of new Set(deliveries.map((delivery) => delivery.project_id))) {
+    const mine = deliveries.filter((delivery) => delivery.project_id === projectId);
+    const byDelivery = await repo.listAttempts(projectId, mine);
+    for (const delivery of mine) attempts.push(...(byDelivery.get(delivery.id) ?? []));
+  }
+  return attempts;
 }

@@ -16,6 +16,8 @@ export interface ClaimedDelivery {
   eventId: string;
   webhookId: string;
   attempts: number;
+  /** Whether the row keeps an earlier attempt, which an attempt now moves to delivery_attempts. */
+  holdsAttempt: boolean;
   eventType: string;
   /** The event's data as stored JSON text. */
   eventData: string;
@@ -38,7 +40,7 @@ export interface AttemptRecord {
 }
 
 export interface DeliveryOutcome {
-  delivery: Pick<ClaimedDelivery, 'id' | 'projectId' | 'eventId' | 'webhookId'>;
+  delivery: Pick<ClaimedDelivery, 'id' | 'projectId' | 'eventId' | 'webhookId' | 'holdsAttempt'>;
   workerId: string;
   now: string;
   /** The HTTP attempt; absent when none was made (the webhook was disabled meanwhile). */
@@ -64,7 +66,7 @@ const SUCCESS_RECORD_INTERVAL_MS = 60_000;
 const SUCCESS_CACHE_SIZE = 10_000;
 
 /** The columns a claim returns, read with the claim (PostgreSQL: in the same statement). */
-const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempts, e.type, e.data,
+const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempts, d.last_attempt_id, e.type, e.data,
   e.created_at AS event_created_at, w.url, w.enabled, w.disabled_reason, w.secret_sealed,
   w.previous_secret_sealed, w.previous_secret_expires_at`;
 
@@ -74,6 +76,7 @@ interface ClaimedRow {
   event_id: string;
   webhook_id: string;
   attempts: number | string;
+  last_attempt_id: string | null;
   type: string;
   data: string;
   event_created_at: string;
@@ -91,6 +94,7 @@ const toClaimed = (row: ClaimedRow): ClaimedDelivery => ({
   eventId: row.event_id,
   webhookId: row.webhook_id,
   attempts: Number(row.attempts),
+  holdsAttempt: row.last_attempt_id !== null,
   eventType: row.type,
   eventData: row.data,
   eventCreatedAt: row.event_created_at,
@@ -173,7 +177,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
       locked_by = ${query.param(options.workerId)} WHERE id IN (${due(query.param)})`;
     if (engine === 'postgres') {
       const { rows } = await db.executeQuery<ClaimedRow>(
-        query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts)
+        query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts, last_attempt_id)
           SELECT ${CLAIMED_COLUMNS} FROM d JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id`),
       );
       return rows.map(toClaimed);
@@ -195,9 +199,11 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
     Date.parse(outcome.now) - (successRecorded.get(webhookId) ?? -Infinity) < SUCCESS_RECORD_INTERVAL_MS;
 
   /**
-   * Moves the deliveries this worker still holds to their outcome's state and logs their attempts (ids in
-   * `attemptIds`, by outcome); returns the ids of the deliveries it held. One statement on PostgreSQL (the
-   * attempts' INSERT takes its rows from the UPDATE's), two on SQLite (the caller's transaction joins them).
+   * Moves the deliveries this worker still holds to their outcome's state, each attempt (id in `attemptIds`,
+   * by outcome) kept in its delivery's row; the attempt a row held before goes to delivery_attempts. Returns
+   * the ids of the deliveries it held. One statement on PostgreSQL (its parts read the rows as they were
+   * before it); on SQLite the move, when a row holds an attempt, and then the update (in the caller's
+   * transaction).
    */
   async function writeStatesAndAttempts(
     trx: Kysely<Database>,
@@ -220,63 +226,50 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
           query.param(outcome.nextAttemptAt ?? null),
           query.param(outcome.now),
           query.param(outcome.status === 'pending' ? null : outcome.now),
+          query.param(attemptIds[index] ?? null),
+          integer(attempt?.durationMs ?? null),
+          query.param(attempt?.error ?? null),
+          query.param(attempt?.responseExcerpt ?? null),
         ];
-        if (engine === 'postgres') {
-          // What the attempt's row needs besides the columns above.
-          columns.push(
-            query.param(attemptIds[index] ?? null),
-            query.param(outcome.delivery.projectId),
-            query.param(outcome.delivery.webhookId),
-            query.param(outcome.delivery.eventId),
-            integer(attempt?.durationMs ?? null),
-            query.param(attempt?.error ?? null),
-            query.param(attempt?.responseExcerpt ?? null),
-          );
-        }
         return `(${columns.join(', ')})`;
       })
       .join(', ');
-    const attemptColumns =
-      engine === 'postgres'
-        ? ', attempt_id, project_id, webhook_id, event_id, duration_ms, error, excerpt'
-        : '';
+    const withValues = `WITH v (id, worker, status, attempted, attempted_at, status_code, last_error,
+        next_attempt_at, now, completed_at, attempt_id, duration_ms, attempt_error, excerpt) AS (VALUES ${values})`;
+    const held = `deliveries.locked_by = v.worker AND deliveries.status = 'pending'`;
+    const ifAttempted = (column: string, value: string) =>
+      `${column} = CASE WHEN v.attempted = 1 THEN ${value} ELSE deliveries.${column} END`;
     const update = `UPDATE deliveries SET status = v.status, attempts = deliveries.attempts + v.attempted,
-        last_attempt_at = CASE WHEN v.attempted = 1 THEN v.attempted_at ELSE deliveries.last_attempt_at END,
-        last_status_code = CASE WHEN v.attempted = 1 THEN v.status_code ELSE deliveries.last_status_code END,
+        ${ifAttempted('last_attempt_at', 'v.attempted_at')}, ${ifAttempted('last_status_code', 'v.status_code')},
+        ${ifAttempted('last_attempt_id', 'v.attempt_id')}, ${ifAttempted('last_duration_ms', 'v.duration_ms')},
+        ${ifAttempted('last_attempt_error', 'v.attempt_error')}, ${ifAttempted('last_response_excerpt', 'v.excerpt')},
         last_error = v.last_error, next_attempt_at = COALESCE(v.next_attempt_at, deliveries.next_attempt_at),
         locked_until = NULL, locked_by = NULL, updated_at = v.now, completed_at = v.completed_at
-      FROM v WHERE deliveries.id = v.id AND deliveries.locked_by = v.worker AND deliveries.status = 'pending'
+      FROM v WHERE deliveries.id = v.id AND ${held}
       RETURNING deliveries.id`;
-    const withValues = `WITH v (id, worker, status, attempted, attempted_at, status_code, last_error,
-        next_attempt_at, now, completed_at${attemptColumns}) AS (VALUES ${values})`;
+    // The attempt a held row keeps goes to the log before a new one takes its place. Should the lease have
+    // been lost meanwhile (PostgreSQL reads the rows as they were), the holder moves the same attempt itself
+    // later, and the id keeps the log from having it twice.
+    const move = `INSERT INTO delivery_attempts (${ATTEMPT_COLUMNS.join(', ')})
+      SELECT deliveries.last_attempt_id, deliveries.id, deliveries.project_id, deliveries.webhook_id,
+        deliveries.event_id, deliveries.last_attempt_at, deliveries.last_status_code, deliveries.last_duration_ms,
+        deliveries.last_attempt_error, deliveries.last_response_excerpt
+      FROM deliveries JOIN v ON deliveries.id = v.id
+      WHERE v.attempted = 1 AND deliveries.last_attempt_id IS NOT NULL AND ${held}
+      ON CONFLICT (id) DO NOTHING`;
     if (engine === 'postgres') {
       const { rows } = await trx.executeQuery<{ id: string }>(
-        query.compile(`${withValues}, updated AS (${update}),
-          attempts AS (INSERT INTO delivery_attempts (${ATTEMPT_COLUMNS.join(', ')})
-            SELECT v.attempt_id, v.id, v.project_id, v.webhook_id, v.event_id, v.attempted_at, v.status_code,
-              v.duration_ms, v.error, v.excerpt
-            FROM v JOIN updated ON updated.id = v.id WHERE v.attempted = 1)
-          SELECT id FROM updated`),
+        query.compile(`${withValues}, moved AS (${move}), updated AS (${update}) SELECT id FROM updated`),
       );
       return new Set(rows.map((row) => row.id));
     }
-
-    const { rows } = await trx.executeQuery<{ id: string }>(query.compile(`${withValues} ${update}`));
-    const held = new Set(rows.map((row) => row.id));
-    const insert = statement(engine);
-    const attempts = outcomes.flatMap((outcome, index) => {
-      if (!outcome.attempt || !held.has(outcome.delivery.id)) return [];
-      const row = attemptRow(outcome, outcome.attempt, attemptIds[index]!);
-      return [`(${ATTEMPT_COLUMNS.map((column) => insert.param(row[column])).join(', ')})`];
-    });
-    if (attempts.length > 0) {
-      await trx.executeQuery(
-        insert.compile(
-          `INSERT INTO delivery_attempts (${ATTEMPT_COLUMNS.join(', ')}) VALUES ${attempts.join(', ')}`,
-        ),
-      );
+    // Only a delivery attempted before holds an attempt to move (as claimed: another worker's attempt since
+    // then would mean the lease, and with it this outcome, was lost).
+    if (outcomes.some((outcome) => outcome.attempt && outcome.delivery.holdsAttempt)) {
+      await trx.executeQuery(query.compile(`${withValues} ${move}`));
     }
-    return held;
+    const { rows } = await trx.executeQuery<{ id: string }>(query.compile(`${withValues} ${update}`));
+    return new Set(rows.map((row) => row.id));
   }
 
   /**
@@ -418,10 +411,12 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
      * delivery another worker has claimed since) cannot overwrite that worker's result; its attempt is still
      * recorded, since it did happen. Returns one result per outcome, in order.
      *
-     * On PostgreSQL the states and the attempts are one statement; when no webhook's health needs a write
-     * (the common case: successes already recorded this minute) it runs without BEGIN and COMMIT, as its own
-     * transaction: one round trip per batch instead of four. SQLite cannot write two tables in one statement;
-     * there they are two in a transaction (in process, so no round trips to save).
+     * Each attempt is kept in its delivery's row until a later attempt moves it to delivery_attempts, so a
+     * first attempt writes no row of its own. On PostgreSQL the states and the attempts are one statement;
+     * when no webhook's health needs a write (the common case: successes already recorded this minute) it
+     * runs without BEGIN and COMMIT, as its own transaction: one round trip per batch instead of four. SQLite
+     * cannot write two tables in one statement; there a batch with retries moves their earlier attempts in a
+     * second one (in process, so no round trips to save).
      */
     async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<OutcomeResult[]> {
       if (outcomes.length === 0) return [];
@@ -502,26 +497,36 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
         .executeTakeFirst();
     },
 
-    /** The attempts of these deliveries, oldest first, by delivery id. */
+    /** The attempts of these deliveries, oldest first, by delivery id: their logged ones and the one each row keeps. */
     async listAttempts(
       projectId: string,
-      deliveryIds: readonly string[],
+      deliveries: readonly DeliveryRecord[],
     ): Promise<Map<string, AttemptRow[]>> {
       const byDelivery = new Map<string, AttemptRow[]>();
-      if (deliveryIds.length === 0) return byDelivery;
+      if (deliveries.length === 0) return byDelivery;
       const rows = await db
         .selectFrom('delivery_attempts')
         .selectAll()
         .where('project_id', '=', projectId)
-        .where('delivery_id', 'in', [...deliveryIds])
+        .where(
+          'delivery_id',
+          'in',
+          deliveries.map((delivery) => delivery.id),
+        )
         .orderBy('attempted_at')
         .orderBy('id')
         .execute();
-      for (const row of rows) {
+      const kept = deliveries.flatMap((delivery) => keptAttempt(delivery) ?? []);
+      for (const row of [...rows, ...kept]) {
         const list = byDelivery.get(row.delivery_id);
         if (list) list.push(row);
         else byDelivery.set(row.delivery_id, [row]);
       }
+      // The kept attempt is usually the latest, but one a worker logged after losing its lease (recordOutcomes)
+      // can be later still: in time order, as the log alone was.
+      const inTimeOrder = (a: AttemptRow, b: AttemptRow) =>
+        a.attempted_at.localeCompare(b.attempted_at) || a.id.localeCompare(b.id);
+      for (const list of byDelivery.values()) list.sort(inTimeOrder);
       return byDelivery;
     },
 
@@ -553,6 +558,23 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
 }
 
 export type DeliveryRepo = ReturnType<typeof createDeliveryRepo>;
+
+/** The latest attempt as its delivery's row keeps it (migration 0020), in the shape of its log row. */
+function keptAttempt(delivery: DeliveryRecord): AttemptRow | undefined {
+  if (delivery.last_attempt_id === null || delivery.last_attempt_at === null) return undefined;
+  return {
+    id: delivery.last_attempt_id,
+    delivery_id: delivery.id,
+    project_id: delivery.project_id,
+    webhook_id: delivery.webhook_id,
+    event_id: delivery.event_id,
+    attempted_at: delivery.last_attempt_at,
+    status_code: delivery.last_status_code,
+    duration_ms: Number(delivery.last_duration_ms),
+    error: delivery.last_attempt_error,
+    response_excerpt: delivery.last_response_excerpt,
+  };
+}
 
 /**
  * How a run of consecutive outcomes of one kind (all successes or all failures) bears on their webhook;

@@ -40,10 +40,7 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
 
   /** Views of deliveries with their attempt logs, read in one query for all of them. */
   async function views(projectId: string, rows: readonly DeliveryWithType[]): Promise<DeliveryView[]> {
-    const attempts = await repo.listAttempts(
-      projectId,
-      rows.map((row) => row.id),
-    );
+    const attempts = await repo.listAttempts(projectId, rows);
     return rows.map((row) => toDeliveryView(row, row.event_type, attempts.get(row.id) ?? []));
   }
 
@@ -74,7 +71,7 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
         const delivery = await repo.find(projectId, deliveryId);
         if (!delivery) return { delivery, attempt: undefined };
         if (delivery.attempts > 0 || delivery.status !== 'pending') {
-          const attempts = await repo.listAttempts(projectId, [deliveryId]);
+          const attempts = await repo.listAttempts(projectId, [delivery]);
           return { delivery, attempt: attempts.get(deliveryId)?.[0] };
         }
         const left = deadline - performance.now();
