@@ -71,7 +71,9 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
   /**
    * Stores events and one pending delivery per enabled webhook of their project subscribed to their kind,
    * in the caller's transaction: the outbox. The state change that caused an event, the event and its
-   * deliveries commit together or not at all.
+   * deliveries commit together or not at all. The transaction must not have written webhooks (none does):
+   * the webhooks an event goes to are then the committed ones, known without a read inside it while the
+   * stamps are vouched for (validated-cache.ts).
    */
   async function emitIn(transaction: Transaction, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
     if (events.length === 0) return [];
@@ -112,6 +114,7 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
         webhooks = webhookRepo.enabledWebhooks(event.projectId, {
           via: transaction.db,
           onlyWebhookId: event.webhookId,
+          unwritten: true,
         });
         webhooksOf.set(key, webhooks);
       }
