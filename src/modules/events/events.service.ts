@@ -94,14 +94,16 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
       };
     });
     const repo = createEventRepo(transaction.db);
-    await repo.insert(records);
     // The daily numbers (GET /v1/stats) move in the same transaction as the events they count; a webhook
-    // test send (to one webhook) is not something that happened to an email.
-    await countEventsIn(
-      transaction.db,
-      events.filter((event) => event.webhookId === undefined),
-      now,
-    );
+    // test send (to one webhook) is not something that happened to an email. On PostgreSQL the events are
+    // stored in the counts' statement (a round trip fewer for every outcome batch of the workers).
+    const counted = events.filter((event) => event.webhookId === undefined);
+    if (engine === 'postgres') {
+      await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
+    } else {
+      await repo.insert(records);
+      await countEventsIn(transaction.db, counted, now);
+    }
     // Each project's webhooks are read once for all of its events.
     const webhooksOf = new Map<string, ReturnType<typeof webhookRepo.enabledWebhooks>>();
     const deliveries: NewDelivery[] = [];
