@@ -210,9 +210,12 @@ for (const engine of ENGINES) {
       // recipients' statement (SMTP: 10 → 9), and writes webhook states and attempts in one (webhooks: 5 → 4;
       // 1 statement, no BEGIN/COMMIT, per batch once the health write is not due). SQLite: 10 and 6, as before;
       // its webhooks 6 → 5 since a delivery's row keeps its latest attempt (0020): a first attempt writes no
-      // attempt row, so no INSERT.
+      // attempt row, so no INSERT. PostgreSQL SMTP 8 → 7: the events' fan-out no longer reads the webhooks
+      // stamp inside the outcome's transaction while LISTEN vouches for it (validated-cache.ts); 7 → 6: the
+      // events are stored in the daily counts' statement. The bound keeps one for the stamp read, made when
+      // the listener is not vouching at that moment (reconnecting), which timing decides.
       const postgres = engine === 'postgres';
-      const smtpBound = postgres ? 9 : 10;
+      const smtpBound = postgres ? 7 : 10;
       const webhookBound = postgres ? 4 : 5;
       assert.ok(deliveredAlone.core <= smtpBound, `${deliveredAlone.core} statements per SMTP outcome`);
       assert.ok(webhooksAlone.core <= webhookBound, `${webhooksAlone.core} statements per webhook outcome`);

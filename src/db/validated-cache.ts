@@ -34,7 +34,7 @@ export interface Stamps {
    * before the call. Through `db` when given (a transaction's, which also sees the transaction's own
    * writes); inside a unit of work the root database joins the unit, so that holds there too.
    */
-  current(scope: StampScope, db?: Kysely<Database>): Promise<string>;
+  current(scope: StampScope, db?: Kysely<Database>, options?: ThroughOptions): Promise<string>;
   /**
    * This process committed a write to a stamped table: what was read before is not vouched for any more,
    * without waiting for the write's notification to come back (its own next request must see it).
@@ -42,6 +42,15 @@ export interface Stamps {
   noteOwnCommit(): void;
   /** Ends the subscription to the stamps' notifications, if any. */
   close(): Promise<void>;
+}
+
+export interface ThroughOptions {
+  /**
+   * The transaction `db` has written nothing to the scope's table: what it would read is the committed stamp,
+   * so while LISTEN vouches for that one it serves without a read (a round trip inside the transaction, while
+   * it holds its locks), and a read through it vouches for later ones.
+   */
+  unwritten?: boolean;
 }
 
 export interface StampOptions {
@@ -192,7 +201,17 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
     seen.issuedAt > notifiedAt;
 
   return {
-    async current(scope, via) {
+    async current(scope, via, options) {
+      if (via !== undefined && options?.unwritten && !inUnitOfWork()) {
+        const seen = latest.get(scope);
+        if (vouchedFor(seen)) return seen!.value;
+        ensureSubscribed();
+        const issuedAt = performance.now();
+        const value = valueOf(await readThrough(via), scope);
+        // Only this scope: the transaction may have written the others' tables.
+        remember(scope, value, issuedAt);
+        return value;
+      }
       if (via !== undefined || inUnitOfWork()) return valueOf(await readThrough(via ?? db), scope);
       const seen = latest.get(scope);
       if (vouchedFor(seen)) return seen!.value;
@@ -222,9 +241,9 @@ export interface ValidatedCache<V> {
   /**
    * The value under `key`: the cached one when the scope's stamp is unchanged since it was loaded, else
    * `load()`'s (kept when `keep` allows). `db`: a transaction to read the stamp through (then `load` must
-   * read through it too).
+   * read through it too), as `options` allow.
    */
-  get(key: string, load: () => Promise<V>, db?: Kysely<Database>): Promise<V>;
+  get(key: string, load: () => Promise<V>, db?: Kysely<Database>, options?: ThroughOptions): Promise<V>;
 }
 
 export interface ValidatedCacheOptions<V> {
@@ -245,10 +264,10 @@ export function createValidatedCache<V>(
 ): ValidatedCache<V> {
   const entries = new Map<string, { stamp: string; value: V }>();
   return {
-    async get(key, load, db) {
+    async get(key, load, db, through) {
       // The stamp first: data loaded after it is at least as new, so an entry never claims a newer stamp
       // than its data (at worst it is loaded again once more).
-      const stamp = await stamps.current(options.scope, db);
+      const stamp = await stamps.current(options.scope, db, through);
       const entry = entries.get(key);
       if (entry && entry.stamp === stamp) return entry.value;
       const value = deepFreeze(await load());

@@ -41,21 +41,22 @@ export function createEventRepo(db: Kysely<Database>) {
       ),
     ],
 
+    /** The statement that stores events, to run alone (insert) or alongside another (at least one record). */
+    insertStatement: (records: readonly EventRecord[]) =>
+      db.insertInto('events').values(
+        records.map((record) => ({
+          id: record.id,
+          project_id: record.projectId,
+          type: record.type,
+          data: record.data,
+          created_at: record.createdAt,
+          email_id: record.emailId,
+        })),
+      ),
+
     async insert(records: readonly EventRecord[]): Promise<void> {
       if (records.length === 0) return;
-      await db
-        .insertInto('events')
-        .values(
-          records.map((record) => ({
-            id: record.id,
-            project_id: record.projectId,
-            type: record.type,
-            data: record.data,
-            created_at: record.createdAt,
-            email_id: record.emailId,
-          })),
-        )
-        .execute();
+      await this.insertStatement(records).execute();
     },
 
     /** An email's events, oldest first: its timeline. */

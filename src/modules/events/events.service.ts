@@ -71,7 +71,9 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
   /**
    * Stores events and one pending delivery per enabled webhook of their project subscribed to their kind,
    * in the caller's transaction: the outbox. The state change that caused an event, the event and its
-   * deliveries commit together or not at all.
+   * deliveries commit together or not at all. The transaction must not have written webhooks (none does):
+   * the webhooks an event goes to are then the committed ones, known without a read inside it while the
+   * stamps are vouched for (validated-cache.ts).
    */
   async function emitIn(transaction: Transaction, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
     if (events.length === 0) return [];
@@ -92,14 +94,16 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
       };
     });
     const repo = createEventRepo(transaction.db);
-    await repo.insert(records);
     // The daily numbers (GET /v1/stats) move in the same transaction as the events they count; a webhook
-    // test send (to one webhook) is not something that happened to an email.
-    await countEventsIn(
-      transaction.db,
-      events.filter((event) => event.webhookId === undefined),
-      now,
-    );
+    // test send (to one webhook) is not something that happened to an email. On PostgreSQL the events are
+    // stored in the counts' statement (a round trip fewer for every outcome batch of the workers).
+    const counted = events.filter((event) => event.webhookId === undefined);
+    if (engine === 'postgres') {
+      await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
+    } else {
+      await repo.insert(records);
+      await countEventsIn(transaction.db, counted, now);
+    }
     // Each project's webhooks are read once for all of its events.
     const webhooksOf = new Map<string, ReturnType<typeof webhookRepo.enabledWebhooks>>();
     const deliveries: NewDelivery[] = [];
@@ -112,6 +116,7 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
         webhooks = webhookRepo.enabledWebhooks(event.projectId, {
           via: transaction.db,
           onlyWebhookId: event.webhookId,
+          unwritten: true,
         });
         webhooksOf.set(key, webhooks);
       }

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { InsertQueryBuilder, InsertResult, Kysely, QueryCreator } from 'kysely';
 import type { Database } from '../../db/schema.ts';
 import { inChunks } from '../../db/sql-text.ts';
 
@@ -37,9 +37,25 @@ export interface Increment {
   metric: Metric;
 }
 
-/** Adds the increments in the caller's transaction, summed per row first and written in key order. */
-export async function addCounts(db: Kysely<Database>, increments: readonly Increment[]): Promise<void> {
-  if (increments.length === 0) return;
+/**
+ * A write of another table that goes in the same round trip as the counts (PostgreSQL): a data-modifying
+ * common table expression of the first statement, or alone when there is nothing to count.
+ */
+export type Alongside<T extends keyof Database> = InsertQueryBuilder<Database, T, InsertResult>;
+
+/**
+ * Adds the increments in the caller's transaction, summed per row first and written in key order; with
+ * `alongside`, that write too.
+ */
+export async function addCounts<T extends keyof Database>(
+  db: Kysely<Database>,
+  increments: readonly Increment[],
+  alongside?: Alongside<T>,
+): Promise<void> {
+  if (increments.length === 0) {
+    await alongside?.execute();
+    return;
+  }
   const sums = new Map<
     string,
     { project_id: string; tag: string; day: string; metric: string; count: number }
@@ -62,8 +78,8 @@ export async function addCounts(db: Kysely<Database>, increments: readonly Incre
   }
   // One order for every writer: two transactions adding to the same rows never wait for each other in a cycle.
   const rows = [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
-  await inChunks(rows, 200, (chunk) =>
-    db
+  const upsert = (creator: Pick<QueryCreator<Database>, 'insertInto'>, chunk: typeof rows) =>
+    creator
       .insertInto('email_stats_daily')
       .values(chunk)
       .onConflict((conflict) =>
@@ -71,8 +87,18 @@ export async function addCounts(db: Kysely<Database>, increments: readonly Incre
           .columns(['project_id', 'tag', 'day', 'metric'])
           .doUpdateSet((eb) => ({ count: eb('email_stats_daily.count', '+', eb.ref('excluded.count')) })),
       )
-      .execute(),
-  );
+      .execute();
+  let carried = alongside;
+  await inChunks(rows, 200, (chunk) => {
+    const withAlongside = carried;
+    carried = undefined;
+    return withAlongside
+      ? upsert(
+          db.with('alongside', () => withAlongside),
+          chunk,
+        )
+      : upsert(db, chunk);
+  });
 }
 
 /** The metrics an event adds to (the unique opens and clicks are counted by the engagement module). */
@@ -109,11 +135,12 @@ export function metricsOfEvent(kind: string, data: Record<string, unknown>): Met
   }
 }
 
-/** The events' counts, in the transaction that stores them. */
-export function countEventsIn(
+/** The events' counts, in the transaction that stores them (`alongside`: as addCounts). */
+export function countEventsIn<T extends keyof Database>(
   db: Kysely<Database>,
   events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
   at: string,
+  alongside?: Alongside<T>,
 ): Promise<void> {
   const day = at.slice(0, 10);
   const increments: Increment[] = [];
@@ -128,7 +155,7 @@ export function countEventsIn(
       });
     }
   }
-  return addCounts(db, increments);
+  return addCounts(db, increments, alongside);
 }
 
 /** Sums per day and metric for one tag ('' for all) between two days, inclusive. */

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { prepareQuery } from '../../db/prepared-query.ts';
-import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
+import { createValidatedCache, type Stamps, type ThroughOptions } from '../../db/validated-cache.ts';
 import { createBoundedMemo, createIdentityMemo } from '../../lib/memo.ts';
 
 export interface WebhookRecord {
@@ -108,24 +108,29 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
     return rows.length > CACHED_WEBHOOKS_PER_PROJECT ? UNCACHED : rows.map(toRecord);
   };
   /** The project's webhooks newest first, from memory; undefined when not cached here or too many. */
-  async function cachedProject(projectId: string, via?: Kysely<Database>) {
+  async function cachedProject(projectId: string, via?: Kysely<Database>, through?: ThroughOptions) {
     if (!cache) return undefined;
-    const webhooks = await cache.get(projectId, () => loadProject(via ?? db, projectId), via);
+    const webhooks = await cache.get(projectId, () => loadProject(via ?? db, projectId), via, through);
     return webhooks === UNCACHED ? undefined : webhooks;
   }
 
   return {
     /**
      * The project's enabled webhooks (or only `onlyWebhookId`, when enabled), oldest first: whom an event is
-     * delivered to. `via`: the transaction the event is stored in, which also sees its own writes.
+     * delivered to. `via`: the transaction the event is stored in, which also sees its own writes;
+     * `unwritten`: it has written no webhooks (validated-cache.ts: the committed list serves).
      */
     async enabledWebhooks(
       projectId: string,
-      { via, onlyWebhookId }: { via: Kysely<Database>; onlyWebhookId?: string | undefined },
+      {
+        via,
+        onlyWebhookId,
+        unwritten,
+      }: { via: Kysely<Database>; onlyWebhookId?: string | undefined; unwritten?: boolean },
     ): Promise<ReadonlyArray<Pick<WebhookRecord, 'id' | 'events'>>> {
       const wanted = (webhook: WebhookRecord) =>
         webhook.enabled && (onlyWebhookId === undefined || webhook.id === onlyWebhookId);
-      const cached = await cachedProject(projectId, via);
+      const cached = await cachedProject(projectId, via, { unwritten: unwritten ?? false });
       if (cached) return cached.filter(wanted).reverse();
       let query = via.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
       if (onlyWebhookId !== undefined) query = query.where('id', '=', onlyWebhookId);
