@@ -79,6 +79,12 @@ export interface Config {
   host: string;
   /** `postgres://…` selects PostgreSQL; unset means the embedded SQLite file `postwire.db` in dataDir. */
   databaseUrl: string | undefined;
+  /**
+   * PostgreSQL: whether the in-memory reads are vouched for by LISTEN (no round trip while nothing changed;
+   * another process's write is seen once its notification arrives) or by a stamp read on every use (a round
+   * trip; seen by the very next request, however late the notification). CACHE_STAMPS_LISTEN.
+   */
+  cacheStampsListen: boolean;
   dataDir: string;
   /** 32 bytes for AES-256-GCM; undefined means "generate once into dataDir". */
   encryptionKey: Buffer | undefined;
@@ -308,6 +314,7 @@ export function loadConfig(
     port: integer('PORT', 3000, 0, 65535),
     host: env.HOST || '127.0.0.1',
     databaseUrl,
+    cacheStampsListen: boolean('CACHE_STAMPS_LISTEN', true),
     dataDir: path.resolve(env.POSTWIRE_DATA_DIR || './data'),
     encryptionKey,
     allowPrivateUrls: boolean('POSTWIRE_ALLOW_PRIVATE_URLS', false),

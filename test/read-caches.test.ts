@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { loadConfig } from '../src/config.ts';
 import { createStamps, STAMP_CHANNEL } from '../src/db/validated-cache.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import { createTestDatabase, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
@@ -20,8 +21,18 @@ import { until } from './helpers/until.ts';
 
 const KEY = 'pw_read_caches_bootstrap_key_0123456789';
 
-for (const engine of ENGINES) {
-  describe(`in-memory reads across processes (${engine})`, () => {
+// On PostgreSQL both ways of vouching for the reads: LISTEN (the default) and a stamp read on every use.
+const VARIANTS = ENGINES.flatMap((engine) =>
+  engine === 'postgres'
+    ? [
+        { engine, label: engine, env: {} },
+        { engine, label: `${engine}, CACHE_STAMPS_LISTEN=false`, env: { CACHE_STAMPS_LISTEN: 'false' } },
+      ]
+    : [{ engine, label: engine, env: {} }],
+);
+
+for (const { engine, label, env: variantEnv } of VARIANTS) {
+  describe(`in-memory reads across processes (${label})`, () => {
     let db: ProcessDatabase;
     let a: ServerProcess;
     let b: ServerProcess;
@@ -37,6 +48,7 @@ for (const engine of ENGINES) {
         POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
         POSTWIRE_BOOTSTRAP_KEY: KEY,
         POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+        ...variantEnv,
       };
       a = await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
       // B also runs the workers (capture mode), so the events it emits show whom its fan-out reached.
@@ -373,3 +385,9 @@ describe(
     });
   },
 );
+
+test('CACHE_STAMPS_LISTEN: on unless false; anything else is refused', () => {
+  assert.equal(loadConfig({}).cacheStampsListen, true);
+  assert.equal(loadConfig({ CACHE_STAMPS_LISTEN: 'false' }).cacheStampsListen, false);
+  assert.throws(() => loadConfig({ CACHE_STAMPS_LISTEN: 'sometimes' }), /CACHE_STAMPS_LISTEN/);
+});

@@ -47,6 +47,8 @@ export interface DatabaseOptions {
   sqlitePath?: string;
   /** PostgreSQL schema to use (created when missing); tests give each run its own. */
   schema?: string;
+  /** PostgreSQL: the stamps are vouched for by LISTEN (the default) instead of read on every use. */
+  stampsListen?: boolean;
   poolSize?: number;
   /**
    * Units of work that arrive together share a transaction and its commit (unit-of-work.ts): the default
@@ -67,7 +69,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
     options.observe ? observeStatements(dialect, options.observe) : dialect;
   if (options.url) {
     const groups = options.groupCommit ? { ...options.groupCommit, begin: 'begin' } : undefined;
-    return openPostgres(options.url, options.schema, options.poolSize ?? 10, observed, groups);
+    return openPostgres(options, options.url, options.poolSize ?? 10, observed, groups);
   }
   if (!options.sqlitePath) throw new Error('openDatabase needs a PostgreSQL url or a SQLite path.');
   // BEGIN IMMEDIATE: a group reads and writes; taking the write lock first means another process's write
@@ -229,8 +231,8 @@ function adaptNodeSqlite(sqlite: DatabaseSync): SqliteDatabase {
 }
 
 async function openPostgres(
+  { schema, stampsListen = true }: Pick<DatabaseOptions, 'schema' | 'stampsListen'>,
   url: string,
-  schema: string | undefined,
   poolSize: number,
   observed: DialectWrapper,
   groupCommit: GroupCommitSettings | undefined,
@@ -263,9 +265,10 @@ async function openPostgres(
   const units = withUnitsOfWork(observed(tracked), groupCommit);
   const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
-  const stamps = createStamps(db, {
-    subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost),
-  });
+  const stamps = createStamps(
+    db,
+    stampsListen ? { subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost) } : {},
+  );
   ownCommit = () => stamps.noteOwnCommit();
   return {
     db,
