@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { loadConfig } from '../src/config.ts';
+import type { Engine } from '../src/db/connection.ts';
 import { createStamps, STAMP_CHANNEL } from '../src/db/validated-cache.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import { createTestDatabase, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
@@ -22,13 +23,14 @@ import { until } from './helpers/until.ts';
 const KEY = 'pw_read_caches_bootstrap_key_0123456789';
 
 // On PostgreSQL both ways of vouching for the reads: LISTEN (the default) and a stamp read on every use.
-const VARIANTS = ENGINES.flatMap((engine) =>
-  engine === 'postgres'
-    ? [
-        { engine, label: engine, env: {} },
-        { engine, label: `${engine}, CACHE_STAMPS_LISTEN=false`, env: { CACHE_STAMPS_LISTEN: 'false' } },
-      ]
-    : [{ engine, label: engine, env: {} }],
+const VARIANTS = ENGINES.flatMap(
+  (engine): Array<{ engine: Engine; label: string; env: Record<string, string> }> =>
+    engine === 'postgres'
+      ? [
+          { engine, label: engine, env: {} },
+          { engine, label: `${engine}, CACHE_STAMPS_LISTEN=false`, env: { CACHE_STAMPS_LISTEN: 'false' } },
+        ]
+      : [{ engine, label: engine, env: {} }],
 );
 
 for (const { engine, label, env: variantEnv } of VARIANTS) {
