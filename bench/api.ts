@@ -33,6 +33,7 @@ import {
   type ParentMessage,
   WEBHOOK_COUNT,
   canPin,
+  median,
 } from './shared.ts';
 
 const READ_AIM = 0.6;
@@ -322,12 +323,6 @@ async function round(profileDir?: string): Promise<Row[]> {
   }
   return rows;
 }
-
-const median = (numbers: number[]) => {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
 
 function table(rows: Row[]): string {
   const header = [

@@ -67,6 +67,7 @@ import {
   humanOutput,
   type LatencyResult,
   type TargetResult,
+  median,
 } from './shared.ts';
 
 const THROUGHPUT_AIM = 0.5;
@@ -925,11 +926,6 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
 
 const rate = (row: Row) => row.delivered / row.seconds;
 const ms = (n: number) => (Number.isNaN(n) ? '-' : n < 10 ? n.toFixed(1) : n.toFixed(0));
-const median = (numbers: number[]) => {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
 
 function medianRows(rounds: Row[][]): Row[] {
   return rounds[0]!.map((row, i) => {

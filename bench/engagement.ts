@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import type { EngagementChildMessage, EngagementParentMessage } from './engagement-server.ts';
-import { canPin } from './shared.ts';
+import { canPin, median } from './shared.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -120,7 +120,6 @@ async function measure(server: Child, real: boolean): Promise<Row> {
   };
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const results: { real: Row[]; bare: Row[] } = { real: [], bare: [] };
 for (let index = 0; index < rounds; index++) {
   for (const mode of ['bare', 'real'] as const) {

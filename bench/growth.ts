@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import type { GrowthChildMessage, GrowthParentMessage } from './growth-server.ts';
-import { canPin } from './shared.ts';
+import { canPin, median } from './shared.ts';
 
 const RATIO_AIM = 2;
 const SERVER_CPU = '0';
@@ -197,8 +197,6 @@ async function measure(server: Server, route: Route, duration = Number(args.dura
   }
   return { p50: result.latency.p50, p99: result.latency.p99 };
 }
-
-const median = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 process.stdout.write(
   `Seeding ${args.small} emails, and ${args.emails} emails with ${args.projects} other projects of ${args['project-emails']} (${engine})…\n`,

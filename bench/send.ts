@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
 import { summarizeProfile } from './profile.ts';
-import { type BenchReport, canPin, emailMessage, humanOutput } from './shared.ts';
+import { type BenchReport, canPin, emailMessage, humanOutput, median } from './shared.ts';
 
 /** Delivered emails per second, as a share of nodemailer's (issue 12): PostgreSQL's round trips cost more. */
 const AIMS = { sqlite: 0.7, postgres: 0.5 };
@@ -225,8 +225,6 @@ async function postwireRun(
   await server.stop();
   return { accepted: EMAILS / acceptedSeconds, delivered: EMAILS / deliveredSeconds, cpu };
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 const sink = start('send-sink.ts');
 pinTo(sink.child.pid!, SINK_CPU);

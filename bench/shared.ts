@@ -8,6 +8,13 @@ import os from 'node:os';
 import pg from 'pg';
 
 /** Whether the benchmark can pin itself and its server to separate CPUs (taskset, and two CPUs or more). */
+/** The middle value; with an even count the mean of the two middle ones (not the upper: that flattered 2 rounds). */
+export function median(numbers: number[]): number {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
 export function canPin(noPin: boolean): boolean {
   if (noPin || os.availableParallelism() < 2) return false;
   try {
