@@ -230,6 +230,9 @@ function adaptNodeSqlite(sqlite: DatabaseSync): SqliteDatabase {
   }
 }
 
+/** A connection's settings for the tables in `schema` (the URL's search_path when none is given). */
+const inSchema = (schema: string | undefined) => (schema ? { options: `-c search_path=${schema}` } : {});
+
 async function openPostgres(
   { schema, stampsListen = true }: Pick<DatabaseOptions, 'schema' | 'stampsListen'>,
   url: string,
@@ -251,7 +254,7 @@ async function openPostgres(
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
-    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    ...inSchema(schema),
   });
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
   // crash the process. The pool drops that client and the next query connects again.
@@ -329,7 +332,7 @@ async function listenPostgres(
     connectionString: url,
     // Named, so that an operator (or a test) can tell this process's listeners apart in pg_stat_activity.
     application_name: `postwire listen ${channel}${schema ? ` ${schema}` : ''}`,
-    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    ...inSchema(schema),
   });
   let closed = false;
   const close = async () => {

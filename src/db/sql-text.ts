@@ -39,13 +39,15 @@ export function textsByShape(write: (shape: string) => string, limit = 256): (sh
 }
 
 /**
- * Runs `each` on consecutive slices of `items`, at most `size` long, one after another: statements that
- * stay far below the engines' bind-parameter limits and never hold every row's values at once.
+ * Runs `each` on consecutive slices of `items`, at most `size` long, one after another (`first` tells the
+ * first slice): statements that stay far below the engines' bind-parameter limits and never hold every row's
+ * values at once.
  */
 export async function inChunks<T>(
   items: readonly T[],
   size: number,
-  each: (chunk: T[]) => Promise<unknown>,
+  each: (chunk: T[], first: boolean) => Promise<unknown>,
 ): Promise<void> {
-  for (let start = 0; start < items.length; start += size) await each(items.slice(start, start + size));
+  for (let start = 0; start < items.length; start += size)
+    await each(items.slice(start, start + size), start === 0);
 }

@@ -88,17 +88,10 @@ export async function addCounts<T extends keyof Database>(
           .doUpdateSet((eb) => ({ count: eb('email_stats_daily.count', '+', eb.ref('excluded.count')) })),
       )
       .execute();
-  let carried = alongside;
-  await inChunks(rows, 200, (chunk) => {
-    const withAlongside = carried;
-    carried = undefined;
-    return withAlongside
-      ? upsert(
-          db.with('alongside', () => withAlongside),
-          chunk,
-        )
-      : upsert(db, chunk);
-  });
+  // The other write rides with the first statement.
+  await inChunks(rows, 200, (chunk, first) =>
+    upsert(first && alongside ? db.with('alongside', () => alongside) : db, chunk),
+  );
 }
 
 /** The metrics an event adds to (the unique opens and clicks are counted by the engagement module). */
