@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type net from 'node:net';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { ConfigError, loadConfig } from '../src/config.ts';
@@ -140,6 +143,85 @@ describe('webhook configuration', () => {
       assert.throws(() => loadConfig(env), ConfigError, JSON.stringify(env));
     }
   });
+});
+
+describe('sender: deadlines and idle connections', () => {
+  const servers: http.Server[] = [];
+  after(() => {
+    for (const server of servers) server.close();
+  });
+  /** A local server; `answer` decides per request. Resolves to its URL once listening. */
+  const serve = async (answer: (request: http.IncomingMessage, response: http.ServerResponse) => void) => {
+    const server = http.createServer(answer);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook` };
+  };
+
+  test('each attempt gets its whole timeout, however many are in flight, and a fast one is unaffected', async () => {
+    const arrived: Array<() => void> = [];
+    const hanging = await serve((request) => {
+      request.resume();
+      arrived.shift()?.();
+    });
+    const fast = await serve((request, response) => {
+      request.resume();
+      response.end('ok');
+    });
+    const sender = createSender({ resolver: async () => [], allowPrivateUrls: true, timeoutMs: 200 });
+    const arrival = () => new Promise<void>((resolve) => arrived.push(resolve));
+    try {
+      // Started one after the other, each once the previous one has reached the receiver.
+      let reached = arrival();
+      const first = sender.send({ url: hanging.url, headers: {}, body: '{}' });
+      await reached;
+      reached = arrival();
+      const second = sender.send({ url: hanging.url, headers: {}, body: '{}' });
+      await reached;
+      const quick = await sender.send({ url: fast.url, headers: {}, body: '{}' });
+      assert.deepEqual([quick.statusCode, quick.responseExcerpt, quick.error], [200, 'ok', null]);
+      for (const result of await Promise.all([first, second])) {
+        assert.deepEqual([result.statusCode, result.error], [null, 'timed out after 200 ms']);
+        assert.ok(result.durationMs >= 200, `ran ${result.durationMs} ms before timing out`);
+      }
+    } finally {
+      sender.close();
+    }
+  });
+
+  test(
+    'a keep-alive connection left idle is closed by the sender; the next attempt opens another',
+    { timeout: 10_000 },
+    async () => {
+      const connections: net.Socket[] = [];
+      const closed: Array<() => void> = [];
+      const { server, url } = await serve((request, response) => {
+        request.resume();
+        response.end('ok');
+      });
+      server.on('connection', (socket: net.Socket) => {
+        connections.push(socket);
+        socket.on('close', () => closed.shift()?.());
+      });
+      // Longer than the server's own keep-alive timeout would be no test: the server would close it first.
+      server.keepAliveTimeout = 60_000;
+      const sender = createSender({
+        resolver: async () => [],
+        allowPrivateUrls: true,
+        timeoutMs: 1000,
+        idleSocketMs: 100,
+      });
+      try {
+        const gone = new Promise<void>((resolve) => closed.push(resolve));
+        assert.equal((await sender.send({ url, headers: {}, body: '{}' })).statusCode, 200);
+        await gone;
+        assert.equal((await sender.send({ url, headers: {}, body: '{}' })).statusCode, 200);
+        assert.equal(connections.length, 2);
+      } finally {
+        sender.close();
+      }
+    },
+  );
 });
 
 describe('sender: private addresses are refused at connect time', () => {
