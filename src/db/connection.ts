@@ -233,6 +233,37 @@ function adaptNodeSqlite(sqlite: DatabaseSync): SqliteDatabase {
 /** A connection's settings for the tables in `schema` (the URL's search_path when none is given). */
 const inSchema = (schema: string | undefined) => (schema ? { options: `-c search_path=${schema}` } : {});
 
+/** Distinct statement texts sent as named (prepared) statements; past it, texts are sent unnamed. */
+const PREPARED_STATEMENTS_MAX = 200;
+/**
+ * Writes, without `RETURNING *`: a prepared statement whose result columns change (a migration adding a
+ * column under a running process) fails instead of being planned again, so `*` results are left unnamed.
+ */
+const PREPARABLE = /^\s*(?:insert|update|delete|with)\b(?![\s\S]*\breturning\s+\*)/i;
+const preparedNames = new Map<string, string>();
+
+/**
+ * PostgreSQL parses and plans an unnamed statement anew on every run; the hot writes are sent as named
+ * statements instead, parsed and planned once per connection (node-postgres keeps which of them each
+ * connection has prepared). A send group's recipients INSERT spent longer being planned than run (290 µs
+ * against 160 per group of 5, pg_stat_statements). Names are given by text, one per distinct text, for a
+ * bounded number of texts, so that a connection never holds more than that many.
+ */
+class PreparingClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    const [text, values] = args;
+    if (typeof text === 'string' && Array.isArray(values) && args.length === 2 && PREPARABLE.test(text)) {
+      let name = preparedNames.get(text);
+      if (name === undefined && preparedNames.size < PREPARED_STATEMENTS_MAX) {
+        name = `postwire_${preparedNames.size + 1}`;
+        preparedNames.set(text, name);
+      }
+      if (name !== undefined) return super.query({ name, text, values }) as never;
+    }
+    return (super.query as (...all: unknown[]) => never)(...args);
+  }
+}
+
 async function openPostgres(
   { schema, stampsListen = true }: Pick<DatabaseOptions, 'schema' | 'stampsListen'>,
   url: string,
@@ -252,6 +283,7 @@ async function openPostgres(
     }
   }
   const pool = new pg.Pool({
+    Client: PreparingClient,
     connectionString: url,
     max: poolSize,
     ...inSchema(schema),

@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { createTestDatabase, type TestDatabase } from './helpers/app.ts';
+
+// On PostgreSQL, writes are sent as named statements, parsed and planned once per connection
+// (src/db/connection.ts, PreparingClient): what the server holds prepared, seen from the session itself.
+
+describe('prepared writes (postgres)', { skip: !process.env.TEST_DATABASE_URL }, () => {
+  let database: TestDatabase;
+  before(async () => {
+    database = await createTestDatabase('postgres');
+  });
+  after(() => database.drop());
+
+  /** The statements this session holds prepared whose text mentions `table`. */
+  const preparedOn = (trx: TestDatabase['handle']['db'], table: string) =>
+    sql<{ name: string; statement: string }>`select name, statement from pg_prepared_statements
+      where statement like ${`%${table}%`} order by name`
+      .execute(trx)
+      .then((result) => result.rows);
+
+  const insertProject = (trx: TestDatabase['handle']['db'], id: string) =>
+    trx
+      .insertInto('projects')
+      .values({ id, name: `Project ${id}`, is_default: false, created_at: new Date().toISOString() })
+      .execute();
+
+  test('a write is prepared once per connection and run again by name, also after a column is added', async () => {
+    // One transaction: one connection of the pool, whose session is the one pg_prepared_statements shows.
+    await database.handle.db.transaction().execute(async (trx) => {
+      await insertProject(trx, 'prj_one');
+      await insertProject(trx, 'prj_two');
+      const prepared = await preparedOn(trx, 'insert into "projects"');
+      assert.equal(prepared.length, 1, JSON.stringify(prepared));
+      assert.match(prepared[0]!.name, /^postwire_\d+$/);
+
+      // A migration adding a column under a running process: the prepared INSERT names its columns, and
+      // PostgreSQL plans it again rather than failing.
+      await sql`alter table projects add column later_column text`.execute(trx);
+      await insertProject(trx, 'prj_three');
+      assert.equal((await preparedOn(trx, 'insert into "projects"')).length, 1);
+      const { rows } = await sql<{
+        n: string;
+      }>`select count(*) as n from projects where id like 'prj_%'`.execute(trx);
+      assert.equal(Number(rows[0]!.n), 3);
+    });
+  });
+
+  test('a write returning * and a read are sent unnamed', async () => {
+    await database.handle.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('projects')
+        .values({ id: 'prj_star', name: 'Star', is_default: false, created_at: new Date().toISOString() })
+        .returningAll()
+        .execute();
+      await trx.selectFrom('projects').select('id').where('id', '=', 'prj_star').execute();
+      assert.deepEqual(await preparedOn(trx, 'returning *'), []);
+      assert.deepEqual(await preparedOn(trx, 'from "projects" where'), []);
+    });
+  });
+});
