@@ -15,6 +15,7 @@ import { createReturnPath, type ReturnPath } from '../src/modules/emails/return-
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
 import { createDirectTransport, type MxRecord } from '../src/modules/sending/transports/direct.ts';
 import { createTransportFromConfig } from '../src/modules/sending/transports/from-config.ts';
+import type { EmailRecord } from '../src/modules/emails/emails.repo.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import type { MailTransport } from '../src/modules/sending/transports/transport.ts';
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
@@ -332,6 +333,73 @@ for (const engine of ENGINES) {
       assert.equal(sent.data.subject, 'Invoice 77 for A & B');
       assert.match(sent.data.smtp_response, /^250 /);
       await until(async () => (await harness.api.request('GET', `/v1/emails/${id}`)).body.status === 'sent');
+    });
+
+    test('envelope addresses reach the relay as nodemailer would send them, plain or not', async () => {
+      // Accepted addresses are plain (addresses.ts: a dot-atom local part, the domain lower-cased and
+      // punycoded) and go to the pool as stored; any other envelope address takes nodemailer's own parsing
+      // (src/modules/sending/transports/relay.ts, poolMessage), which lower-cases the domain.
+      const before = smtp.messages.length;
+      await harness.send({
+        from: 'Shop <Shop.Orders+eu@example.com>',
+        to: ['Grace.Hopper@Example.ORG', 'user@bücher.example'],
+        subject: 'Addresses',
+        text: 'Hi',
+      });
+      const accepted = (await smtp.waitFor(before + 1))[before]!;
+      assert.equal(accepted.from, 'Shop.Orders+eu@example.com');
+      // smtp-server reports a punycoded domain in its Unicode form.
+      assert.deepEqual(accepted.to.sort(), ['Grace.Hopper@example.org', 'user@bücher.example']);
+
+      const transport = createRelayTransport({
+        url: `smtp://relay-user:${encodeURIComponent('s3cret:pass')}@127.0.0.1:${smtp.port}`,
+        connections: 1,
+        timeoutMs: 3000,
+      });
+      try {
+        const now = new Date().toISOString();
+        const email: EmailRecord = {
+          id: 'msg_relay_envelope',
+          projectId: 'prj_relay',
+          from: 'shop@example.com',
+          to: ['envelope-check@example.org'],
+          cc: [],
+          bcc: [],
+          replyTo: [],
+          subject: 'Envelope',
+          html: null,
+          text: 'Hi',
+          headers: {},
+          tags: {},
+          templateId: null,
+          templateVersion: null,
+          messageId: '<msg_relay_envelope@example.com>',
+          attachments: [],
+          dkimDomain: null,
+          returnPathDomain: null,
+          status: 'queued',
+          recipientCount: 1,
+          scheduledAt: null,
+          createdAt: now,
+          updatedAt: now,
+        };
+        const result = await transport.send({
+          email,
+          recipients: [{ address: 'envelope-check@example.org', attempts: 0 }],
+          host: 'example.org',
+          envelopeFrom: 'Bounces@Example.COM',
+          signal: new AbortController().signal,
+        });
+        assert.deepEqual(result.outcomes, [
+          { address: 'envelope-check@example.org', result: 'accepted', response: '250 Ok: queued' },
+        ]);
+        const relayed = (await smtp.waitFor(before + 2))[before + 1]!;
+        assert.equal(relayed.from, 'Bounces@example.com');
+        assert.deepEqual(relayed.to, ['envelope-check@example.org']);
+        assert.equal(relayed.messageId, '<msg_relay_envelope@example.com>');
+      } finally {
+        await transport.close();
+      }
     });
 
     test('a recipient the relay refuses with 550 bounces; the others are sent', async () => {
