@@ -34,22 +34,43 @@ export function createWorkLoop(options: WorkLoopOptions): WorkLoop {
   let running = false;
   let loop: Promise<void> | undefined;
   let wakePending = false;
-  let sleeping: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
+  /** Ends the sleep under way, if any. */
+  let sleeper: (() => void) | undefined;
+  /**
+   * The sleeps' timer and when it fires. A wake-up leaves it armed, and a sleep that would end later reuses
+   * it: it fires early, and that only runs one more round. A busy worker is woken by every finished job, and a
+   * timer cleared and set again for each (a new timer list for each new duration) cost more than the round.
+   */
+  let timer: NodeJS.Timeout | undefined;
+  let timerDue = Infinity;
   let listener: Listener | undefined;
   let relisten: NodeJS.Timeout | undefined;
 
+  function endSleep(): void {
+    const resolve = sleeper;
+    sleeper = undefined;
+    resolve?.();
+  }
+
   function wake(): void {
     wakePending = true;
-    if (sleeping) {
-      clearTimeout(sleeping.timer);
-      sleeping.resolve();
-      sleeping = undefined;
-    }
+    endSleep();
+  }
+
+  function onTimer(): void {
+    timer = undefined;
+    timerDue = Infinity;
+    endSleep();
   }
 
   function sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      sleeping = { timer: setTimeout(resolve, ms), resolve };
+      sleeper = resolve;
+      const due = performance.now() + ms;
+      if (timer !== undefined && timerDue <= due) return;
+      clearTimeout(timer);
+      timerDue = due;
+      timer = setTimeout(onTimer, ms);
     });
   }
 
@@ -69,7 +90,6 @@ export function createWorkLoop(options: WorkLoopOptions): WorkLoop {
       if (!running) break;
       if (wakePending && !failed) continue;
       await sleep(pause);
-      sleeping = undefined;
     }
   }
 
@@ -114,6 +134,9 @@ export function createWorkLoop(options: WorkLoopOptions): WorkLoop {
       listener = undefined;
       wake();
       await loop;
+      clearTimeout(timer);
+      timer = undefined;
+      timerDue = Infinity;
     },
   };
 }
