@@ -47,6 +47,22 @@ describe('prepared writes (postgres)', { skip: !process.env.TEST_DATABASE_URL },
     });
   });
 
+  test('a write without parameters is sent unnamed, so a text may hold several statements', async () => {
+    await sql
+      .raw(
+        `insert into projects (id, name, is_default, created_at) values ('prj_a', 'A', false, '2026-01-01');
+         insert into projects (id, name, is_default, created_at) values ('prj_b', 'B', false, '2026-01-01')`,
+      )
+      .execute(database.handle.db);
+    const { rows } = await sql<{
+      id: string;
+    }>`select id from projects where id in ('prj_a', 'prj_b') order by id`.execute(database.handle.db);
+    assert.deepEqual(
+      rows.map((row) => row.id),
+      ['prj_a', 'prj_b'],
+    );
+  });
+
   test('a write returning * and a read are sent unnamed', async () => {
     await database.handle.db.transaction().execute(async (trx) => {
       await trx

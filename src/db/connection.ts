@@ -252,7 +252,15 @@ const preparedNames = new Map<string, string>();
 class PreparingClient extends pg.Client {
   override query(...args: unknown[]): never {
     const [text, values] = args;
-    if (typeof text === 'string' && Array.isArray(values) && args.length === 2 && PREPARABLE.test(text)) {
+    // Only with parameters: a text without any goes by the simple protocol, which also runs several
+    // statements at once (a named statement is one statement).
+    if (
+      typeof text === 'string' &&
+      Array.isArray(values) &&
+      values.length > 0 &&
+      args.length === 2 &&
+      PREPARABLE.test(text)
+    ) {
       let name = preparedNames.get(text);
       if (name === undefined && preparedNames.size < PREPARED_STATEMENTS_MAX) {
         name = `postwire_${preparedNames.size + 1}`;
