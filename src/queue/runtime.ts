@@ -315,30 +315,58 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
     nextDiscoveryAt = -Infinity;
   }
 
+  /** Whether a claim may be made with `room` jobs free overall. */
+  function mayClaim(room: number): boolean {
+    if (unrecorded >= settings.maxUnrecorded || room <= 0) return false;
+    // A claim of a handful of jobs costs a statement and a commit, like a large one: while held jobs still
+    // wait for their lanes' slots, let an eighth of the capacity come free and claim it in one go (with a
+    // fan-out backlog past the capacity, each finished delivery otherwise paid for a claim of one).
+    return waitingCount === 0 || room >= claimFloor;
+  }
+
+  /**
+   * How many jobs to top a lane up by now, with `room` free overall: none while it has no more work or no
+   * room, nor (with claimLanes) before half its capacity, or all the room left, is free.
+   */
+  function topUpLimit(lane: Lane<Job>, room: number): number {
+    const limit = Math.min(settings.laneCapacity - held(lane), room);
+    if (!lane.backlogged || limit <= 0) return 0;
+    if (source.claimLanes && limit < Math.min(topUpAt, room)) return 0;
+    return limit;
+  }
+
+  /**
+   * Whether a round has anything to do once an attempt has ended: every job held has started (a look may
+   * find more, or the worker is now idle), or a lane can be topped up. The rest a round does comes due on
+   * its own timer or wakes it itself. A round woken by every finished webhook delivery, to find nothing
+   * to do, cost about as much as the rest of the delivery's bookkeeping.
+   */
+  function roundWanted(): boolean {
+    if (waitingCount === 0) return true;
+    const room = settings.capacity - heldCount();
+    if (!mayClaim(room)) return false;
+    for (const lane of lanes.values()) if (topUpLimit(lane, room) > 0) return true;
+    return false;
+  }
+
   /** Claims until every lane with work holds what it may, or nothing more is due. */
   async function fill(): Promise<void> {
     while (running) {
-      if (unrecorded >= settings.maxUnrecorded) return;
       let room = settings.capacity - heldCount();
-      if (room <= 0) return;
-      // A claim of a handful of jobs costs a statement and a commit, like a large one: while held jobs still
-      // wait for their lanes' slots, let an eighth of the capacity come free and claim it in one go (with a
-      // fan-out backlog past the capacity, each finished delivery otherwise paid for a claim of one).
-      if (waitingCount > 0 && room < claimFloor) return;
+      if (!mayClaim(room)) return;
       const now = clock.now();
       const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
 
       const topUps: Array<{ lane: string; limit: number }> = [];
       for (const [key, lane] of lanes) {
-        const limit = Math.min(settings.laneCapacity - held(lane), room);
-        if (!lane.backlogged || limit <= 0) continue;
+        const limit = topUpLimit(lane, room);
+        if (limit === 0) continue;
         if (!source.claimLanes) {
           // A lane with more work has room again: only a look over the whole queue can find its jobs.
           lane.backlogged = false;
           nextDiscoveryAt = -Infinity;
           continue;
         }
-        if (limit < Math.min(topUpAt, room)) continue;
         topUps.push({ lane: key, limit });
         room -= limit;
       }
@@ -467,7 +495,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
         inFlight.delete(done);
         lane.inFlight -= 1;
         startWaiting();
-        loop.wake();
+        if (roundWanted()) loop.wake();
       });
     inFlight.add(done);
   }
