@@ -63,7 +63,7 @@ describe('prepared writes (postgres)', { skip: !process.env.TEST_DATABASE_URL },
     );
   });
 
-  test('a write returning * and a read are sent unnamed', async () => {
+  test('writes with a * column list, and reads, are sent unnamed', async () => {
     await database.handle.db.transaction().execute(async (trx) => {
       await trx
         .insertInto('projects')
@@ -71,8 +71,22 @@ describe('prepared writes (postgres)', { skip: !process.env.TEST_DATABASE_URL },
         .returningAll()
         .execute();
       await trx.selectFrom('projects').select('id').where('id', '=', 'prj_star').execute();
+      // A WITH whose result takes a table's columns by `*`, as the sending queue's claim does.
+      await trx
+        .with('renamed', (cte) =>
+          cte.updateTable('projects').set({ name: 'Star 2' }).where('id', '=', 'prj_star').returning('id'),
+        )
+        .selectFrom('renamed')
+        .innerJoin('projects', 'projects.id', 'renamed.id')
+        .selectAll('projects')
+        .execute();
       assert.deepEqual(await preparedOn(trx, 'returning *'), []);
       assert.deepEqual(await preparedOn(trx, 'from "projects" where'), []);
+      assert.deepEqual(await preparedOn(trx, '"projects".*'), []);
+      // count(*) is no column list: a write counting is prepared like any other.
+      await sql`with counted as (update projects set name = name where id = ${'prj_star'} returning id)
+        select count(*) as n from counted`.execute(trx);
+      assert.equal((await preparedOn(trx, 'select count(*) as n from counted')).length, 1);
     });
   });
 });

@@ -235,11 +235,14 @@ const inSchema = (schema: string | undefined) => (schema ? { options: `-c search
 
 /** Distinct statement texts sent as named (prepared) statements; past it, texts are sent unnamed. */
 const PREPARED_STATEMENTS_MAX = 200;
+/** Writes (a WITH's included), the statements that are named. */
+const PREPARABLE = /^\s*(?:insert|update|delete|with)\b/i;
 /**
- * Writes, without `RETURNING *`: a prepared statement whose result columns change (a migration adding a
- * column under a running process) fails instead of being planned again, so `*` results are left unnamed.
+ * A `*` column list anywhere (`RETURNING *`, `SELECT *`, `"emails".*`): a prepared statement whose result
+ * columns change (a migration adding a column under a running process) fails on every later run instead of
+ * being planned again, so such texts stay unnamed. `count(*)` is no column list.
  */
-const PREPARABLE = /^\s*(?:insert|update|delete|with)\b(?![\s\S]*\breturning\s+\*)/i;
+const COLUMN_WILDCARD = /(?:\bselect|\breturning|,|\.)\s*\*/i;
 const preparedNames = new Map<string, string>();
 
 /**
@@ -259,7 +262,8 @@ class PreparingClient extends pg.Client {
       Array.isArray(values) &&
       values.length > 0 &&
       args.length === 2 &&
-      PREPARABLE.test(text)
+      PREPARABLE.test(text) &&
+      !COLUMN_WILDCARD.test(text)
     ) {
       let name = preparedNames.get(text);
       if (name === undefined && preparedNames.size < PREPARED_STATEMENTS_MAX) {
