@@ -153,7 +153,8 @@ export async function attachmentsOf(
   return found;
 }
 
-const EMAIL_COLUMNS = [
+/** The emails table's columns, in its INSERT's order; the sending claim reads them all by name. */
+export const EMAIL_COLUMNS = [
   'id',
   'project_id',
   'from_address',

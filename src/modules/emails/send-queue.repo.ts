@@ -8,7 +8,7 @@ import {
   type RecipientStatus,
 } from '../../db/schema.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
-import { attachmentsOf, type EmailRecord, toEmailRecord } from './emails.repo.ts';
+import { attachmentsOf, EMAIL_COLUMNS, type EmailRecord, toEmailRecord } from './emails.repo.ts';
 import { promoteDue, pruneQuota } from './fair-queue.repo.ts';
 import { PENDING, summarizeStatus } from './status.ts';
 import { placeholders, statement, textsByShape } from '../../db/sql-text.ts';
@@ -245,9 +245,11 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
         )
         .selectFrom('claimed')
         .innerJoin('emails', 'emails.id', 'claimed.claimed_email_id')
-        .selectAll('emails')
+        // Named, not `emails.*`: the statement is prepared (src/db/connection.ts), and a prepared statement
+        // whose result columns change under a migration fails instead of being planned again.
+        .select(EMAIL_COLUMNS.map((column) => `emails.${column}` as const))
         .select((eb) => emailFlags(eb))
-        .selectAll('claimed')
+        .select(CLAIMED_COLUMNS.map((column) => `claimed.claimed_${column}` as const))
         .execute();
       const recipients = rows
         .map((row) =>
