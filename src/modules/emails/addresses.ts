@@ -19,6 +19,11 @@ export type AddressResult = { ok: true; value: ParsedAddress } | { ok: false; re
 const ATEXT = "A-Za-z0-9!#$%&'*+/=?^_`{|}~-";
 const LOCAL_PART = new RegExp(`^[${ATEXT}]+(\\.[${ATEXT}]+)*$`);
 const LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/**
+ * An address in the form parseAddress gives it: a dot-atom local part and a lower-case ASCII domain (the
+ * domain's labels themselves are checked when it is parsed; here only its characters).
+ */
+export const STORED_ADDRESS = new RegExp(`^[${ATEXT}]+(\\.[${ATEXT}]+)*@[a-z0-9.-]+$`);
 // A display name that needs no quoting in a header: atext, spaces and dots.
 const PLAIN_NAME = new RegExp(`^[ .${ATEXT}]+$`);
 const MAX_NAME_LENGTH = 200;

@@ -4,6 +4,7 @@ import type MailMessage from 'nodemailer/lib/mailer/mail-message';
 import MimeNode from 'nodemailer/lib/mime-node';
 import SMTPPool, { type SMTPPoolSentMessageInfo } from 'nodemailer/lib/smtp-pool';
 import type { DkimConfig } from '../../../config.ts';
+import { STORED_ADDRESS } from '../../emails/addresses.ts';
 import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
 import { outcomesFromError, outcomesFromInfo, type SmtpError } from './smtp-result.ts';
 import type { MailTransport } from './transport.ts';
@@ -23,13 +24,6 @@ export interface RelayTransportOptions {
 }
 
 /**
- * An envelope address nodemailer's envelope parsing leaves as it is: a dot-atom local part and a lower-case
- * ASCII domain (it parses each address and lower-cases and punycodes the domain). Stored addresses are in
- * this form once accepted (src/modules/emails/addresses.ts) unless their local part needs quoting.
- */
-const PLAIN_ENVELOPE_ADDRESS = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]+@[a-z0-9.-]+$/;
-
-/**
  * A built message as the pool takes it: what nodemailer's sendMail() would hand it for a `raw` message, made
  * here without sendMail()'s layers (its plugin steps, a second MIME tree compiled around the raw message, a
  * random Message-ID and boundary drawn for that tree), which cost about a tenth of a relayed send's CPU. The
@@ -46,7 +40,9 @@ function poolMessage(
   const data = { signal, ...(options.dsn ? { dsn: options.dsn } : {}) };
   const raw = options.raw as Buffer;
   const { from, to } = options.envelope as { from: string; to: string[] };
-  if (PLAIN_ENVELOPE_ADDRESS.test(from) && to.every((address) => PLAIN_ENVELOPE_ADDRESS.test(address))) {
+  // Addresses in the stored form are what nodemailer's envelope parsing (which lower-cases and punycodes the
+  // domain) leaves as they are; any other goes through it.
+  if (STORED_ADDRESS.test(from) && to.every((address) => STORED_ADDRESS.test(address))) {
     const message = {
       // A new object each time: the pool adds the DSN request to the envelope it is given.
       getEnvelope: () => ({ from, to: [...to] }),
