@@ -229,6 +229,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (request.readWindow) request.readWindow.open = false;
     done();
   });
+  // An answer given after this process wrote a key, webhook, template or domain could tell its client of
+  // the write: it waits until no other process can still serve what the write replaced (the stamps' lease,
+  // db/validated-cache.ts), so the client's next request, wherever it goes, sees it. Nothing waits otherwise.
+  const stamps = deps.database.stamps;
+  if (stamps.leaseMs > 0) {
+    app.addHook('onSend', (_request, _reply, payload, done) => {
+      const leases = stamps.outlastLeases();
+      if (!leases) return done(null, payload);
+      leases.then(() => done(null, payload), done);
+    });
+  }
   // JSON only: Fastify also parses text/plain by default, which would turn a wrong content type into a 422.
   app.removeContentTypeParser('text/plain');
   installJsonBody(app);

@@ -16,6 +16,11 @@ export const WORKER_POLL_INTERVAL_MS = 1000;
  * Config in tests and benchmarks): each is defined here once, and loadConfig uses the same values.
  */
 export const DEFAULTS = {
+  /**
+   * PostgreSQL: a stamp read vouches for the in-memory reads this long, and an answer after a write to their
+   * tables waits it out (db/validated-cache.ts; CACHE_STAMP_LEASE).
+   */
+  cacheStampLeaseMs: 10,
   webhookTimeoutMs: 15_000,
   /** POST /v1/webhooks/{id}/test waits the attempt timeout plus this: time for a worker to claim it. */
   webhookTestMarginMs: 5000,
@@ -74,17 +79,19 @@ export const DEFAULTS = {
   sendGroups: { maxEmails: 100 },
 } as const;
 
+/** Every answer after a write to the in-memory reads' tables waits the lease: longer would stall writes. */
+const CACHE_STAMP_LEASE_MAX_MS = 1000;
+
 export interface Config {
   port: number;
   host: string;
   /** `postgres://…` selects PostgreSQL; unset means the embedded SQLite file `postwire.db` in dataDir. */
   databaseUrl: string | undefined;
   /**
-   * PostgreSQL: whether the in-memory reads are vouched for by LISTEN (no round trip while nothing changed;
-   * another process's write is seen once its notification arrives) or by a stamp read on every use (a round
-   * trip; seen by the very next request, however late the notification). CACHE_STAMPS_LISTEN.
+   * PostgreSQL: how long a stamp read vouches for the in-memory reads (keys, webhooks, templates, domains);
+   * answers after a write to those tables wait as long. 0: a stamp read on every use. CACHE_STAMP_LEASE.
    */
-  cacheStampsListen: boolean;
+  cacheStampLeaseMs: number;
   dataDir: string;
   /** 32 bytes for AES-256-GCM; undefined means "generate once into dataDir". */
   encryptionKey: Buffer | undefined;
@@ -253,12 +260,16 @@ export function loadConfig(
     return fallback;
   };
 
-  const duration = (name: string, fallback: number): number => {
+  const duration = (name: string, fallback: number, max = Infinity): number => {
     const raw = env[name];
     if (raw === undefined || raw === '') return fallback;
     const value = parseDuration(raw);
     if (value === undefined) {
       problems.push(`${name} must be a duration such as 500ms, 5s, 5m or 2h, got '${raw}'.`);
+      return fallback;
+    }
+    if (value > max) {
+      problems.push(`${name} must be at most ${max}ms, got '${raw}'.`);
       return fallback;
     }
     return value;
@@ -314,7 +325,7 @@ export function loadConfig(
     port: integer('PORT', 3000, 0, 65535),
     host: env.HOST || '127.0.0.1',
     databaseUrl,
-    cacheStampsListen: boolean('CACHE_STAMPS_LISTEN', true),
+    cacheStampLeaseMs: duration('CACHE_STAMP_LEASE', DEFAULTS.cacheStampLeaseMs, CACHE_STAMP_LEASE_MAX_MS),
     dataDir: path.resolve(env.POSTWIRE_DATA_DIR || './data'),
     encryptionKey,
     allowPrivateUrls: boolean('POSTWIRE_ALLOW_PRIVATE_URLS', false),

@@ -26,13 +26,13 @@ export const SQLITE_FILE = 'postwire.db';
 
 /** The database the configuration names: PostgreSQL for a DATABASE_URL, else `postwire.db` in the data directory. */
 export function openConfiguredDatabase(
-  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'cacheStampsListen'>,
+  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'cacheStampLeaseMs'>,
   options: { poolSize?: number } = {},
 ): Promise<DatabaseHandle> {
   return openDatabase({
     url: config.databaseUrl,
     sqlitePath: path.join(config.dataDir, SQLITE_FILE),
-    stampsListen: config.cacheStampsListen,
+    stampLeaseMs: config.cacheStampLeaseMs,
     ...(options.poolSize ? { poolSize: options.poolSize } : {}),
   });
 }

@@ -13,7 +13,7 @@ import pg from 'pg';
 import type { Database } from './schema.ts';
 import { observeStatements, type StatementObserver } from './statement-observer.ts';
 import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
-import { createStamps, noteStatement, STAMP_CHANNEL, type Stamps } from './validated-cache.ts';
+import { createStamps, noteStatement, type Stamps } from './validated-cache.ts';
 import { DEFAULTS } from '../config.ts';
 import { createBoundedMemo } from '../lib/memo.ts';
 
@@ -47,8 +47,11 @@ export interface DatabaseOptions {
   sqlitePath?: string;
   /** PostgreSQL schema to use (created when missing); tests give each run its own. */
   schema?: string;
-  /** PostgreSQL: the stamps are vouched for by LISTEN (the default) instead of read on every use. */
-  stampsListen?: boolean;
+  /**
+   * PostgreSQL: how long a stamp read vouches for the stamps, in milliseconds (validated-cache.ts; 0 reads them
+   * on every use). The same in every process sharing the database.
+   */
+  stampLeaseMs?: number;
   poolSize?: number;
   /**
    * Units of work that arrive together share a transaction and its commit (unit-of-work.ts): the default
@@ -277,7 +280,7 @@ class PreparingClient extends pg.Client {
 }
 
 async function openPostgres(
-  { schema, stampsListen = true }: Pick<DatabaseOptions, 'schema' | 'stampsListen'>,
+  { schema, stampLeaseMs = DEFAULTS.cacheStampLeaseMs }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs'>,
   url: string,
   poolSize: number,
   observed: DialectWrapper,
@@ -312,10 +315,7 @@ async function openPostgres(
   const units = withUnitsOfWork(observed(tracked), groupCommit);
   const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
-  const stamps = createStamps(
-    db,
-    stampsListen ? { subscribe: (onNotify, onLost) => listen(STAMP_CHANNEL, onNotify, onLost) } : {},
-  );
+  const stamps = createStamps(db, { leaseMs: stampLeaseMs });
   ownCommit = () => stamps.noteOwnCommit();
   return {
     db,

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
-import type { Listener } from './connection.ts';
 import type { Database } from './schema.ts';
 import { inUnitOfWork } from './unit-of-work.ts';
 
@@ -10,45 +10,56 @@ import { inUnitOfWork } from './unit-of-work.ts';
 // The hot reads (the key behind a bearer token, a project's webhooks, a template) change rarely and are read
 // on nearly every request. Each table has a stamp in `cache_stamps` that a trigger gives a new value in the
 // transaction of every write to it, whichever process writes (migration 0015). A cached value is served
-// only while its scope's stamp is still the one it was loaded under, and the stamp is read afresh for each
-// use: a revoked key, a deleted webhook or a published template is seen by every process on its next
-// request. What is saved is the query and the building of its rows: the stamp read is one row of one tiny
-// table, and on PostgreSQL concurrent requests share it (below).
+// only while its scope's stamp is still the one it was loaded under: a revoked key, a deleted webhook or a
+// published template is seen by every process on its next request. What is saved is the query and the
+// building of its rows: the stamp read is one row of one tiny table, and concurrent requests share it
+// (below).
 //
-// On PostgreSQL the read is a round trip, whose socket write alone cost about as much CPU as the rest of a
-// cached GET. There the triggers also NOTIFY at commit (migration 0017) and each process LISTENs: while
-// listening, a stamp read after the LISTEN began and after the last notification stays current, and no read
-// is made at all. A write in another process is then seen once its notification has arrived, which
-// PostgreSQL sends as the writer commits; without a listener (connecting, or lost) every use reads again.
+// On SQLite a stamp read costs a few microseconds (db/connection.ts) and is made on every use. On PostgreSQL
+// it is a round trip, whose socket write alone cost about as much CPU as the rest of a cached GET; there a
+// read vouches for the stamps for a short lease instead, and the lease is made safe by the writers: the
+// answers a process gives after a commit of its own to a stamped table wait until the lease has run out for
+// every read that may have missed that commit (`outlastLeases`). A client that has its answer and asks
+// another process then finds that process's older reads expired, whatever the load: no notification is
+// awaited, so none can come late. Writes to these tables are rare and answer a lease later; reads make one
+// round trip per lease, however many requests they serve. (Until a LISTEN vouched for reads until a
+// notification came, and a notification can come after the writer's client has asked elsewhere. The
+// triggers still NOTIFY, migration 0017, for processes of that version during an upgrade.)
 
 export type StampScope = 'api_keys' | 'webhooks' | 'templates' | 'domains';
-
-/** The channel the stamps' triggers NOTIFY on PostgreSQL (written out in migration 0017). */
-export const STAMP_CHANNEL = 'postwire_cache_stamps';
 
 type StampValues = ReadonlyMap<string, string>;
 
 export interface Stamps {
   /**
-   * The scope's stamp as of a read that started after this call, so it reflects every write committed
-   * before the call. Through `db` when given (a transaction's, which also sees the transaction's own
-   * writes); inside a unit of work the root database joins the unit, so that holds there too.
+   * The scope's stamp as of a read that started after this call, so it reflects every write committed before
+   * the call (or whose answer was given before it, with a lease). Through `db` when given (a transaction's,
+   * which also sees the transaction's own writes); inside a unit of work the root database joins the unit, so
+   * that holds there too.
    */
   current(scope: StampScope, db?: Kysely<Database>, options?: ThroughOptions): Promise<string>;
   /**
-   * This process committed a write to a stamped table: what was read before is not vouched for any more,
-   * without waiting for the write's notification to come back (its own next request must see it).
+   * This process committed a write to a stamped table: what was read before is not vouched for any more (its
+   * own next request must see it), and its answers wait for the other processes' leases (`outlastLeases`).
    */
   noteOwnCommit(): void;
-  /** Ends the subscription to the stamps' notifications, if any. */
+  /**
+   * Resolves once every stamp read another process may have made before this process's latest commit to a
+   * stamped table is past its lease, so that an answer given after it is seen by every process's next request;
+   * undefined when none can still be current (always, without a lease).
+   */
+  outlastLeases(): Promise<void> | undefined;
+  /** How long a read vouches for the stamps (0: none does, and nothing ever waits). */
+  readonly leaseMs: number;
+  /** Waits out the leases (`outlastLeases`): a tool's write is seen everywhere once it has closed. */
   close(): Promise<void>;
 }
 
 export interface ThroughOptions {
   /**
    * The transaction `db` has written nothing to the scope's table: what it would read is the committed stamp,
-   * so while LISTEN vouches for that one it serves without a read (a round trip inside the transaction, while
-   * it holds its locks), and a read through it vouches for later ones.
+   * so a read still within its lease serves without another (a round trip inside the transaction, while it
+   * holds its locks), and a read through it serves later ones.
    */
   unwritten?: boolean;
 }
@@ -60,12 +71,13 @@ export interface StampOptions {
    */
   readDirectly?: () => StampValues | undefined;
   /**
-   * PostgreSQL: LISTENs for the notifications the triggers send when a stamp changes (on a connection of its
-   * own); `onLost` reports the connection's loss.
+   * How long a stamp read vouches for the stamps, in milliseconds; 0 (the default): a read on every use.
+   * Every process sharing the database must have the same lease, since each waits out the others' with its
+   * own (CACHE_STAMP_LEASE).
    */
-  subscribe?: (onNotify: () => void, onLost: (error: Error) => void) => Promise<Listener>;
-  /** After a lost or failed subscription, how long until the next attempt (meanwhile every use reads). */
-  resubscribeMs?: number;
+  leaseMs?: number;
+  /** Monotonic time in milliseconds (tests move it). */
+  now?: () => number;
 }
 
 /**
@@ -103,9 +115,11 @@ export function noteStatement(kind: string): void {
  * before it started, so a caller arriving during one waits for the next, which starts as soon as the
  * current one ends and serves everyone who arrived meanwhile. Under load that is one stamp read per
  * database round trip, however many requests are in flight; each request waits at most two round trips.
+ * With a lease, a read past half its lease is renewed in the background, so under steady load requests do
+ * not wait for one at all.
  */
 export function createStamps(db: Kysely<Database>, options: StampOptions = {}): Stamps {
-  const { readDirectly, subscribe, resubscribeMs = 1000 } = options;
+  const { readDirectly, leaseMs = 0, now = () => performance.now() } = options;
   const query: CompiledQuery = db.selectFrom('cache_stamps').select(['scope', 'version']).compile();
   const readThrough = async (via: Kysely<Database>): Promise<StampValues> => {
     const { rows } = await via.executeQuery<{ scope: string; version: number | string }>({
@@ -125,7 +139,7 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
   let inFlight: Promise<StampValues> | undefined;
   let next: Promise<StampValues> | undefined;
   const start = (): Promise<StampValues> => {
-    const issuedAt = performance.now();
+    const issuedAt = now();
     const read = readThrough(db);
     inFlight = read;
     const settle = () => {
@@ -157,56 +171,29 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
     return value;
   };
 
-  // The subscription: opened on first use (after the migrations have made the triggers), reopened when lost.
-  // `listeningSince`: when the current LISTEN took effect, undefined without one.
-  let listener: Listener | undefined;
-  let subscribing: Promise<void> | undefined;
-  let closed = false;
-  let listeningSince: number | undefined;
-  let notifiedAt = -Infinity;
-  let resubscribe: NodeJS.Timeout | undefined;
-  const onNotify = () => {
-    notifiedAt = performance.now();
-  };
-  const lost = () => {
-    listener = undefined;
-    listeningSince = undefined;
-    if (closed || resubscribe) return;
-    resubscribe = setTimeout(() => {
-      resubscribe = undefined;
-      ensureSubscribed();
-    }, resubscribeMs);
-    resubscribe.unref();
-  };
-  function ensureSubscribed(): void {
-    if (!subscribe || closed || listener || subscribing || resubscribe) return;
-    subscribing = subscribe(onNotify, lost).then(
-      async (opened) => {
-        subscribing = undefined;
-        if (closed) return void (await opened.close());
-        listener = opened;
-        listeningSince = performance.now();
-      },
-      () => {
-        subscribing = undefined;
-        lost();
-      },
-    );
-  }
-  /** A read made while listening, after the LISTEN and after the latest notification, is still current. */
+  /** When this process last committed a write to a stamped table (as it learnt of the commit). */
+  let ownCommitAt = -Infinity;
+  /**
+   * A read issued after this process's latest commit and within its lease still stands: a write another
+   * process committed after the read is not answered before the lease has run out (`outlastLeases`).
+   */
   const vouchedFor = (seen: { issuedAt: number } | undefined): boolean =>
-    seen !== undefined &&
-    listeningSince !== undefined &&
-    seen.issuedAt >= listeningSince &&
-    seen.issuedAt > notifiedAt;
+    seen !== undefined && seen.issuedAt > ownCommitAt && now() - seen.issuedAt < leaseMs;
+  const outlastLeases = (): Promise<void> | undefined => {
+    const until = ownCommitAt + leaseMs;
+    if (leaseMs === 0 || now() >= until) return undefined;
+    return (async () => {
+      // Timers may fire a little early against the monotonic clock: wait again for what is left.
+      for (let left = until - now(); left > 0; left = until - now()) await sleep(Math.ceil(left));
+    })();
+  };
 
   return {
     async current(scope, via, options) {
       if (via !== undefined && options?.unwritten && !inUnitOfWork()) {
         const seen = latest.get(scope);
         if (vouchedFor(seen)) return seen!.value;
-        ensureSubscribed();
-        const issuedAt = performance.now();
+        const issuedAt = now();
         const value = valueOf(await readThrough(via), scope);
         // Only this scope: the transaction may have written the others' tables.
         remember(scope, value, issuedAt);
@@ -214,25 +201,25 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
       }
       if (via !== undefined || inUnitOfWork()) return valueOf(await readThrough(via ?? db), scope);
       const seen = latest.get(scope);
-      if (vouchedFor(seen)) return seen!.value;
-      ensureSubscribed();
+      if (vouchedFor(seen)) {
+        if (!inFlight && now() - seen!.issuedAt >= leaseMs / 2) void start();
+        return seen!.value;
+      }
       const window = requestWindows.getStore();
       if (window?.open && seen && seen.issuedAt >= window.startedAt) return seen.value;
-      const issuedAt = performance.now();
+      const issuedAt = now();
       const direct = readDirectly?.();
       if (!direct) return valueOf(await shared(), scope);
       for (const [each, value] of direct) remember(each, value, issuedAt);
       return valueOf(direct, scope);
     },
-    noteOwnCommit: onNotify,
+    noteOwnCommit() {
+      ownCommitAt = now();
+    },
+    outlastLeases,
+    leaseMs,
     async close() {
-      closed = true;
-      clearTimeout(resubscribe);
-      resubscribe = undefined;
-      listeningSince = undefined;
-      await subscribing;
-      await listener?.close();
-      listener = undefined;
+      await outlastLeases();
     },
   };
 }

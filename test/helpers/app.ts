@@ -41,7 +41,7 @@ export interface TestDatabase {
 /** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
 export async function createTestDatabase(
   engine: Engine,
-  options: Pick<DatabaseOptions, 'observe' | 'groupCommit'> = {},
+  options: Pick<DatabaseOptions, 'observe' | 'groupCommit' | 'stampLeaseMs'> = {},
 ): Promise<TestDatabase> {
   if (engine === 'postgres') {
     const url = process.env.TEST_DATABASE_URL!;

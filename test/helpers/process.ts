@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Engine } from '../../src/db/connection.ts';
+import type { DatabaseOptions, Engine } from '../../src/db/connection.ts';
 import { createTestDatabase, type TestDatabase } from './app.ts';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -31,8 +31,11 @@ export interface ProcessDatabase {
 }
 
 /** A fresh, migrated and empty database for child processes, on either engine. */
-export async function createProcessDatabase(engine: Engine): Promise<ProcessDatabase> {
-  const database = await createTestDatabase(engine);
+export async function createProcessDatabase(
+  engine: Engine,
+  options: Pick<DatabaseOptions, 'stampLeaseMs'> = {},
+): Promise<ProcessDatabase> {
+  const database = await createTestDatabase(engine, options);
   const dataDir = database.env.POSTWIRE_DATA_DIR ?? mkdtempSync(path.join(tmpdir(), 'postwire-data-'));
   return {
     database,
