@@ -1,10 +1,6 @@
-import { Readable } from 'node:stream';
-import type { SendMailOptions } from 'nodemailer';
-import type MailMessage from 'nodemailer/lib/mailer/mail-message';
-import MimeNode from 'nodemailer/lib/mime-node';
 import SMTPPool, { type SMTPPoolSentMessageInfo } from 'nodemailer/lib/smtp-pool';
 import type { DkimConfig } from '../../../config.ts';
-import { STORED_ADDRESS } from '../../emails/addresses.ts';
+import { poolMessage } from '../fast-paths.ts';
 import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
 import { outcomesFromError, outcomesFromInfo, type SmtpError } from './smtp-result.ts';
 import type { MailTransport } from './transport.ts';
@@ -21,48 +17,6 @@ export interface RelayTransportOptions {
   hostname?: string | undefined;
   /** Extra TLS options (tests trust a self-signed relay). */
   tls?: { rejectUnauthorized?: boolean } | undefined;
-}
-
-/**
- * A built message as the pool takes it: what nodemailer's sendMail() would hand it for a `raw` message, made
- * here without sendMail()'s layers (its plugin steps, a second MIME tree compiled around the raw message, a
- * random Message-ID and boundary drawn for that tree), which cost about a tenth of a relayed send's CPU. The
- * pool reads the signal, the DSN request, and the message's envelope, Message-ID (by messageId() and by
- * getHeader('message-id')) and stream: what test/sending.test.ts's relay tests hold it to. With plain
- * envelope addresses not even a MIME node is made: its envelope parsing and its stream pipeline (an
- * AbortController and a DOMException per message) were another twentieth; the message is one buffer.
- */
-function poolMessage(
-  options: SendMailOptions,
-  messageId: string,
-  signal: AbortSignal,
-): MailMessage<SMTPPoolSentMessageInfo> {
-  const data = { signal, ...(options.dsn ? { dsn: options.dsn } : {}) };
-  const raw = options.raw as Buffer;
-  const { from, to } = options.envelope as { from: string; to: string[] };
-  // Addresses in the stored form are what nodemailer's envelope parsing (which lower-cases and punycodes the
-  // domain) leaves as they are; any other goes through it.
-  if (STORED_ADDRESS.test(from) && to.every((address) => STORED_ADDRESS.test(address))) {
-    const message = {
-      // A new object each time: the pool adds the DSN request to the envelope it is given.
-      getEnvelope: () => ({ from, to: [...to] }),
-      messageId: () => messageId,
-      getHeader: (key: string) => (key.toLowerCase() === 'message-id' ? messageId : undefined),
-      createReadStream: () =>
-        new Readable({
-          read() {
-            this.push(raw);
-            this.push(null);
-          },
-        }),
-    };
-    return { data, message } as unknown as MailMessage<SMTPPoolSentMessageInfo>;
-  }
-  const message = new MimeNode('message/rfc822', { baseBoundary: 'raw' })
-    .setRaw(raw)
-    .setEnvelope(options.envelope!)
-    .setHeader('Message-ID', messageId);
-  return { data, message } as unknown as MailMessage<SMTPPoolSentMessageInfo>;
 }
 
 /**
