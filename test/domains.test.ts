@@ -390,5 +390,34 @@ for (const engine of ENGINES) {
         ['domain.verified', 'domain.failed', 'domain.verified'],
       );
     });
+
+    test('the background check takes a name over too, once another project publishes its challenge', async () => {
+      const held = await api.request('POST', '/v1/domains', { body: { name: 'handover.example' } });
+      publish(dns, held.body.records);
+      assert.equal((await api.request('POST', `/v1/domains/${held.body.id}/verify`)).body.status, 'verified');
+      await waitForEvents('handover.example', 1);
+
+      const taker = await api.createProject('Taker');
+      const added = await api.request('POST', '/v1/domains', {
+        body: { name: 'handover.example' },
+        key: taker.key,
+      });
+      assert.equal(added.body.challenge_required, true);
+      // Its DKIM key and challenge; the return path's records are there already.
+      publish(dns, added.body.records, (record) => ['dkim', 'challenge'].includes(record.purpose));
+      clock.advance(SETTINGS.recheckMs + 1000);
+      await checks.whenIdle();
+      const taken = await api.request('GET', `/v1/domains/${added.body.id}`, { key: taker.key });
+      assert.equal(taken.body.status, 'verified', JSON.stringify(taken.body.records));
+      assert.equal((await api.request('GET', `/v1/domains/${held.body.id}`)).body.status, 'failed');
+      const events = await waitForEvents('handover.example', 2);
+      assert.deepEqual(
+        events.map((event) => [event.type, event.data.domain_id, event.data.challenge_required]),
+        [
+          ['domain.verified', held.body.id, false],
+          ['domain.failed', held.body.id, true],
+        ],
+      );
+    });
   });
 }
