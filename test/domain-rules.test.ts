@@ -4,7 +4,7 @@ import { loadConfig } from '../src/config.ts';
 import { dkimRecordMatches } from '../src/modules/domains/dkim-key.ts';
 import { normalizeDomainName, selfAndParents } from '../src/modules/domains/domain-name.ts';
 import { aligned, domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
-import { evaluate, expectedRecords, type RecordCheck } from '../src/modules/domains/records.ts';
+import { evaluate, expectedRecords, lookUp, type RecordCheck } from '../src/modules/domains/records.ts';
 
 const domain = {
   name: 'acme.example',
@@ -12,6 +12,7 @@ const domain = {
   dkimPublicKey: 'OLDKEY',
   nextDkimSelector: null,
   nextDkimPublicKey: null,
+  challengeToken: 'TOKEN',
 };
 const withReturnPath = { returnPath: { mxHost: 'inbound.postwire.test', spf: 'v=spf1 ip4:192.0.2.1 -all' } };
 
@@ -61,6 +62,43 @@ test('SPF matches only as the one SPF policy of the name; MX by host, in any cas
   assert.equal(mx!.matches(['10 other.example']), false);
   assert.equal(spf!.matches(['v=spf1  ip4:192.0.2.1   -all']), true);
   assert.equal(spf!.matches(['v=spf1 ip4:192.0.2.1 -all', 'v=spf1 -all']), false, 'two SPF records');
+});
+
+test('the challenge record: listed first when asked for, required, matching only as the one token there', async () => {
+  assert.equal(
+    expectedRecords(domain, {}).some((record) => record.purpose === 'challenge'),
+    false,
+  );
+  const [challenge, dkim] = expectedRecords(domain, {}, true);
+  assert.deepEqual(
+    [challenge!.purpose, challenge!.type, challenge!.name, challenge!.value, challenge!.required],
+    ['challenge', 'TXT', '_postwire-challenge.acme.example', 'postwire-verification=TOKEN', true],
+  );
+  assert.equal(dkim!.purpose, 'dkim');
+  assert.equal(challenge!.matches(['postwire-verification=TOKEN']), true);
+  assert.equal(challenge!.matches(['postwire-verification=OTHER']), false);
+  assert.equal(
+    challenge!.matches(['postwire-verification=TOKEN', 'postwire-verification=OTHER']),
+    false,
+    "two projects' tokens: neither",
+  );
+  assert.equal(challenge!.matches(['postwire-verification=TOKENX']), false);
+  // Looked up among other TXT records at the name: only the tokens count, and are shown.
+  const dns = {
+    resolveTxt: async () => [['v=spf1 -all'], ['postwire-verification=', 'TOKEN']],
+    resolveMx: async () => [],
+  };
+  assert.deepEqual(await lookUp(dns, challenge!), { found: ['postwire-verification=TOKEN'], matches: true });
+  // Required: without it the domain is not verified, whatever else matches.
+  const checked = expectedRecords(domain, {}, true).map((record) => ({
+    record,
+    check: found(['x'], record.purpose === 'dkim'),
+  }));
+  assert.equal(evaluate('pending', checked).status, 'failed', 'another value found at the challenge');
+  checked[0]!.check = found(null, false);
+  assert.equal(evaluate('pending', checked).status, 'pending');
+  checked[0]!.check = found(['postwire-verification=TOKEN'], true);
+  assert.equal(evaluate('pending', checked).status, 'verified');
 });
 
 test('status: verified when required records match; failed on another value or a lost verification', () => {

@@ -77,21 +77,10 @@ for (const engine of ENGINES) {
     let api: TestApp;
     let worker: SendingWorker;
     let config: Config;
+    let resolver: ReturnType<typeof createDns>;
 
-    before(async () => {
-      dns = await startDnsServer();
-      smtp = await startSmtpServer();
-      dns.add('op2026._domainkey.postwire-operator.test', { type: 'TXT', text: OPERATOR_TXT });
-      config = configFor(dns, smtp);
-      assert.equal(config.senderDomains, 'any', 'relay mode allows any From domain by default');
-      const resolver = createDns({ servers: config.dnsServers });
-      api = await startTestApp(engine, {
-        allowPrivateUrls: true,
-        worker: true,
-        dns: resolver,
-        domains: domainSettingsFromConfig(config),
-      });
-      // The sending worker as a worker process builds it (src/workers.ts), from the same configuration.
+    // The sending worker as a worker process builds it (src/workers.ts), from the same configuration.
+    const startSending = async () => {
       worker = createSendingWorkerFromConfig({
         config,
         database: api.database.handle,
@@ -110,6 +99,22 @@ for (const engine of ENGINES) {
         }),
       });
       await worker.start();
+    };
+
+    before(async () => {
+      dns = await startDnsServer();
+      smtp = await startSmtpServer();
+      dns.add('op2026._domainkey.postwire-operator.test', { type: 'TXT', text: OPERATOR_TXT });
+      config = configFor(dns, smtp);
+      assert.equal(config.senderDomains, 'any', 'relay mode allows any From domain by default');
+      resolver = createDns({ servers: config.dnsServers });
+      api = await startTestApp(engine, {
+        allowPrivateUrls: true,
+        worker: true,
+        dns: resolver,
+        domains: domainSettingsFromConfig(config),
+      });
+      await startSending();
     });
     after(async () => {
       await worker.stop();
@@ -235,6 +240,60 @@ for (const engine of ENGINES) {
         [[next.name, 'verified', undefined]],
       );
       assert.deepEqual(await selectorOf('after@receiver.test'), [[next.name.split('.')[0], 'pass']]);
+    });
+
+    test("a name another project takes over: mail queued before is signed with the operator's key, the taker's with its own", async () => {
+      const old = await verifiedDomain(api, dns, 'handover.example');
+      // Accepted while the project holds the name, still queued when it loses it.
+      await worker.stop();
+      const queued = await api.request('POST', '/v1/emails', {
+        body: { from: 'ops@handover.example', to: 'queued@receiver.test', subject: 'Queued', text: 'hi' },
+      });
+      assert.equal(queued.status, 202, JSON.stringify(queued.body));
+      assert.equal(
+        (await api.request('GET', `/v1/emails/${queued.body.id}`)).body.authentication.dkim_domain,
+        'handover.example',
+      );
+      const taker = await api.createProject('Taker');
+      // Its records include its challenge (another project holds the name); all published, it verifies.
+      const taken = await verifiedDomain(api, dns, 'handover.example', taker.key);
+      assert.ok(dns.queries.some((query) => query.name === '_postwire-challenge.handover.example'));
+      assert.equal((await api.request('GET', `/v1/domains/${old.id}`)).body.status, 'failed');
+      await startSending();
+
+      const message = await until(() =>
+        smtp.messages.find((entry) => entry.to.includes('queued@receiver.test')),
+      );
+      assert.equal(
+        message.from.split('@')[1],
+        'bounces.postwire.test',
+        "BOUNCE_DOMAIN, not the domain's own",
+      );
+      const result = await authenticated(dns, message.raw, message.from);
+      assert.deepEqual(
+        result.dkim.results.map((entry: any) => [entry.signingDomain, entry.status.result]),
+        [['postwire-operator.test', 'pass']],
+      );
+      assert.ok(result.dmarc);
+      assert.equal(result.dmarc.status.result, 'fail', 'not aligned any more');
+
+      const refused = await api.request('POST', '/v1/emails', {
+        body: { from: 'ops@handover.example', to: 'ada@receiver.test', subject: 'Mine?', text: 'hi' },
+      });
+      assert.equal(refused.body.error?.code, 'sender_domain_not_allowed');
+      const sent = await api.request('POST', '/v1/emails', {
+        key: taker.key,
+        body: { from: 'ops@handover.example', to: 'taker@receiver.test', subject: 'Ours', text: 'hi' },
+      });
+      assert.equal(sent.status, 202, JSON.stringify(sent.body));
+      const signed = await until(() =>
+        smtp.messages.find((entry) => entry.to.includes('taker@receiver.test')),
+      );
+      const verified = await authenticated(dns, signed.raw, signed.from);
+      assert.deepEqual(
+        verified.dkim.results.map((entry: any) => [entry.signingDomain, entry.selector, entry.status.result]),
+        [['handover.example', taken.dkim_selector, 'pass']],
+      );
     });
 
     test('a domain another project verified is refused, even with SENDER_DOMAINS=any', async () => {

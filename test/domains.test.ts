@@ -188,7 +188,7 @@ for (const engine of ENGINES) {
       assert.equal(await domainCount(api), before);
     });
 
-    test('IDN names are kept in punycode; a trailing dot is dropped; a name belongs to one project', async () => {
+    test('IDN names are kept in punycode; a trailing dot is dropped; a name is once in a project', async () => {
       const idn = await api.request('POST', '/v1/domains', { body: { name: 'Bücher.Example' } });
       assert.equal(idn.status, 201, JSON.stringify(idn.body));
       assert.equal(idn.body.name, 'xn--bcher-kva.example');
@@ -202,32 +202,32 @@ for (const engine of ENGINES) {
       const again = await api.request('POST', '/v1/domains', { body: { name: 'SHOP.acme.example' } });
       assert.equal(again.status, 409);
       assert.equal(again.body.error.code, 'domain_exists');
+      assert.equal(again.body.error.param, 'name');
+      assert.equal(await domainCount(api), count, 'nothing stored');
+      // Another project may add it too: a pending domain holds nothing (domain-claims.test.ts).
       const other = await api.createProject('Rival');
       const rival = await api.request('POST', '/v1/domains', {
         body: { name: 'shop.acme.example' },
         key: other.key,
       });
-      assert.equal(rival.status, 409);
-      assert.equal(rival.body.error.code, 'domain_taken');
-      assert.equal(await domainCount(api), count, 'nothing stored');
+      assert.equal(rival.status, 201, JSON.stringify(rival.body));
+      assert.notEqual(rival.body.id, dotted.body.id);
 
       const deleted = await api.request('DELETE', `/v1/domains/${dotted.body.id}`);
       assert.deepEqual(deleted.body, { object: 'domain', id: dotted.body.id, deleted: true });
       assert.equal((await api.request('GET', `/v1/domains/${dotted.body.id}`)).status, 404);
-      const taken = await api.request('POST', '/v1/domains', {
-        body: { name: 'shop.acme.example' },
-        key: other.key,
-      });
-      assert.equal(taken.status, 201, 'free again once deleted');
+      assert.equal(
+        (await api.request('GET', `/v1/domains/${rival.body.id}`, { key: other.key })).status,
+        200,
+      );
     });
 
-    test('two projects adding one name at once: one gets it, the other a 409 (in idempotent requests too)', async () => {
-      const first = await api.createProject('Racer 1');
-      const second = await api.createProject('Racer 2');
+    test('one project adding one name twice at once: one gets it, the other a 409 (in idempotent requests too)', async () => {
+      const racer = await api.createProject('Racer');
       const answers = await Promise.all(
-        [first, second].map((project, index) =>
+        [0, 1].map((index) =>
           api.request('POST', '/v1/domains', {
-            key: project.key,
+            key: racer.key,
             body: { name: 'race.example' },
             headers: { 'idempotency-key': `race-${index}` },
           }),
@@ -239,7 +239,14 @@ for (const engine of ENGINES) {
         JSON.stringify(answers.map((a) => a.body)),
       );
       const refused = answers.find((answer) => answer.status === 409)!;
-      assert.equal(refused.body.error.code, 'domain_taken');
+      assert.equal(refused.body.error.code, 'domain_exists');
+      // Another project adding it at the same time is no conflict at all.
+      const other = await api.createProject('Racer elsewhere');
+      const elsewhere = await api.request('POST', '/v1/domains', {
+        key: other.key,
+        body: { name: 'race.example' },
+      });
+      assert.equal(elsewhere.status, 201);
     });
 
     test('verify: nothing published → pending; published → verified (event); another key → failed (event)', async () => {
@@ -381,6 +388,35 @@ for (const engine of ENGINES) {
       assert.deepEqual(
         all.map((entry) => entry.type),
         ['domain.verified', 'domain.failed', 'domain.verified'],
+      );
+    });
+
+    test('the background check takes a name over too, once another project publishes its challenge', async () => {
+      const held = await api.request('POST', '/v1/domains', { body: { name: 'handover.example' } });
+      publish(dns, held.body.records);
+      assert.equal((await api.request('POST', `/v1/domains/${held.body.id}/verify`)).body.status, 'verified');
+      await waitForEvents('handover.example', 1);
+
+      const taker = await api.createProject('Taker');
+      const added = await api.request('POST', '/v1/domains', {
+        body: { name: 'handover.example' },
+        key: taker.key,
+      });
+      assert.equal(added.body.challenge_required, true);
+      // Its DKIM key and challenge; the return path's records are there already.
+      publish(dns, added.body.records, (record) => ['dkim', 'challenge'].includes(record.purpose));
+      clock.advance(SETTINGS.recheckMs + 1000);
+      await checks.whenIdle();
+      const taken = await api.request('GET', `/v1/domains/${added.body.id}`, { key: taker.key });
+      assert.equal(taken.body.status, 'verified', JSON.stringify(taken.body.records));
+      assert.equal((await api.request('GET', `/v1/domains/${held.body.id}`)).body.status, 'failed');
+      const events = await waitForEvents('handover.example', 2);
+      assert.deepEqual(
+        events.map((event) => [event.type, event.data.domain_id, event.data.challenge_required]),
+        [
+          ['domain.verified', held.body.id, false],
+          ['domain.failed', held.body.id, true],
+        ],
       );
     });
   });

@@ -328,7 +328,10 @@ export type DomainStatus = 'pending' | 'verified' | 'failed';
 export interface DomainsTable {
   id: string;
   project_id: string;
-  /** Lowercase ASCII (punycode), no trailing dot; unique across projects. */
+  /**
+   * Lowercase ASCII (punycode), no trailing dot; unique within a project, and among verified domains (one
+   * project holds a name at a time: the first to verify it, or the last to take it over by its challenge).
+   */
   name: string;
   status: DomainStatus;
   /** The key that signs: its selector, public key (base64 SPKI DER) and sealed private key (PEM). */
@@ -350,6 +353,8 @@ export interface DomainsTable {
   locked_until: string | null;
   created_at: string;
   updated_at: string;
+  /** The token of its challenge record (`_postwire-challenge.<name>`), needed to take a held name over. */
+  challenge_token: string;
 }
 
 /** What a send asked for: opens, clicks, one-click unsubscribe, and its html's links (src/modules/engagement). */

@@ -93,6 +93,15 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
     <p class="small muted">
       ${domain.last_checked_at ? `Last checked ${formatTime(domain.last_checked_at)}` : 'Not checked yet'}
     </p>
+    ${
+      domain.challenge_required
+        ? html`<${Notice}>
+          Another project has verified this name (or a domain it is under). Publish the
+          <code>challenge</code> record below with the others to prove the name is yours: verifying then
+          moves it to this project.
+        </${Notice}>`
+        : null
+    }
     <div class="table-wrap">
       <table class="records">
         <thead>

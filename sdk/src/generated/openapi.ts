@@ -532,7 +532,7 @@ export interface paths {
         put?: never;
         /**
          * Add a sending domain
-         * @description Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. A domain belongs to one project at a time (409).
+         * @description Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. Another project's domain of the same name does not stand in the way: the first to verify a name holds it, and while another project holds it (or a domain it is under) the records include this project's `challenge`. The same name twice in one project is a 409 `domain_exists`.
          */
         post: operations["createDomain"];
         delete?: never;
@@ -557,7 +557,7 @@ export interface paths {
         post?: never;
         /**
          * Remove a sending domain
-         * @description Mail from it is no longer signed with its key; its name is free for another project.
+         * @description Mail from it is no longer signed with its key; if it held the name, the next project to verify the name holds it without a challenge.
          */
         delete: operations["deleteDomain"];
         options?: never;
@@ -576,7 +576,7 @@ export interface paths {
         put?: never;
         /**
          * Look up a domain's DNS records now
-         * @description Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`.
+         * @description Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`. Verifying a name another project holds (with the `challenge` record published) takes it over: that project's domain becomes `failed` and its `domain.failed` says so.
          */
         post: operations["verifyDomain"];
         delete?: never;
@@ -858,7 +858,7 @@ export interface webhooks {
         put?: never;
         /**
          * domain.failed
-         * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key. Sent to every enabled webhook subscribed to `domain.failed`, signed with its secret (Standard Webhooks).
+         * @description A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key. Sent to every enabled webhook subscribed to `domain.failed`, signed with its secret (Standard Webhooks).
          */
         post: operations["onDomainFailed"];
         delete?: never;
@@ -895,7 +895,7 @@ export interface components {
         };
         /** CreateDomainRequest */
         CreateDomainRequest: {
-            /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. */
+            /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. Other projects may add the same name: the first to verify it holds it. */
             name: string;
         };
         /** CreateSuppressionsRequest */
@@ -1022,6 +1022,8 @@ export interface components {
             return_path_domain: string | null;
             /** @description Whether its MX (and SPF) records match. */
             return_path_verified: boolean;
+            /** @description Another project holds this name, or a domain it is under, verified: this one verifies only with its `challenge` record published too, and then takes the name over (the other project's domain of the same name becomes `failed`; a parent stays with its holder). False once verified. */
+            challenge_required: boolean;
             /** @description The DNS records to publish, with what was found. */
             records: components["schemas"]["DomainRecord"][];
             last_checked_at: string | null;
@@ -1039,7 +1041,7 @@ export interface components {
         };
         /** DomainEventRecord */
         DomainEventRecord: {
-            /** @description `dkim`, `return_path` or `dmarc`. */
+            /** @description `challenge`, `dkim`, `return_path` or `dmarc`. */
             purpose: string;
             /** @description `TXT` or `MX`. */
             type: string;
@@ -1054,7 +1056,7 @@ export interface components {
         };
         /**
          * DomainFailedEvent
-         * @description A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.
+         * @description A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key.
          */
         DomainFailedEvent: {
             /** @description The event (`evt_…`); also the `webhook-id` header. */
@@ -1076,6 +1078,8 @@ export interface components {
                 status: "pending" | "verified" | "failed";
                 /** @description `pending`, `verified` or `failed`. */
                 previous_status: "pending" | "verified" | "failed";
+                /** @description Another project holds the name, or a domain it is under, verified: this domain needs its `challenge` record to verify (true in the `domain.failed` of a domain another project took over). */
+                challenge_required: boolean;
                 /** @description The DNS records and what the check found for each. */
                 records: components["schemas"]["DomainEventRecord"][];
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
@@ -1092,8 +1096,8 @@ export interface components {
         };
         /** DomainRecord */
         DomainRecord: {
-            /** @description `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy). */
-            purpose: "dkim" | "return_path" | "dmarc";
+            /** @description `challenge` (this project's token, listed only while another project holds the name or a parent of it; publish it, as the one `postwire-verification=` value at that name, to take the name over), `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy). */
+            purpose: "challenge" | "dkim" | "return_path" | "dmarc";
             type: "TXT" | "MX";
             /** @description The name to publish the record at (fully qualified). */
             name: string;
@@ -1138,6 +1142,8 @@ export interface components {
                 status: "pending" | "verified" | "failed";
                 /** @description `pending`, `verified` or `failed`. */
                 previous_status: "pending" | "verified" | "failed";
+                /** @description Another project holds the name, or a domain it is under, verified: this domain needs its `challenge` record to verify (true in the `domain.failed` of a domain another project took over). */
+                challenge_required: boolean;
                 /** @description The DNS records and what the check found for each. */
                 records: components["schemas"]["DomainEventRecord"][];
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */

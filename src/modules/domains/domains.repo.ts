@@ -25,6 +25,8 @@ export interface DomainRecord {
   nextCheckAt: string;
   createdAt: string;
   updatedAt: string;
+  /** The token of its challenge record, which it needs while another project holds the name. */
+  challengeToken: string;
 }
 
 export type NewDomain = Omit<
@@ -62,6 +64,7 @@ const toRecord = (row: Row<'domains'>): DomainRecord => ({
   nextCheckAt: row.next_check_at,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
+  challengeToken: row.challenge_token,
 });
 
 /** What decides who may send as a domain (`covering`). */
@@ -69,6 +72,16 @@ export type DomainCoverage = Pick<
   DomainRecord,
   'id' | 'projectId' | 'name' | 'status' | 'returnPathVerified'
 >;
+
+const COVERAGE_COLUMNS = ['id', 'project_id', 'name', 'status', 'return_path_verified'] as const;
+
+const toCoverage = (row: Pick<Row<'domains'>, (typeof COVERAGE_COLUMNS)[number]>): DomainCoverage => ({
+  id: row.id,
+  projectId: row.project_id,
+  name: row.name,
+  status: row.status,
+  returnPathVerified: Boolean(row.return_path_verified),
+});
 
 /** From domains (with their parents) whose coverage one process keeps in memory; past this, the oldest goes. */
 const CACHED_COVERAGE = 1000;
@@ -83,8 +96,9 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     createValidatedCache<DomainCoverage[]>(stamps, { scope: 'domains', maxEntries: CACHED_COVERAGE });
   return {
     /**
-     * Adds a domain; false when its name is taken (another request added it since the caller looked). No
-     * error is raised for that, so a surrounding PostgreSQL transaction stays usable for the 409.
+     * Adds a domain (pending); false when the project has that name already (another request added it since
+     * the caller looked). No error is raised for that, so a surrounding PostgreSQL transaction stays usable
+     * for the 409. Other projects' domains of the same name do not stand in the way.
      */
     async insert(domain: NewDomain): Promise<boolean> {
       const result = await db
@@ -109,8 +123,9 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
           locked_until: null,
           created_at: domain.createdAt,
           updated_at: domain.updatedAt,
+          challenge_token: domain.challengeToken,
         })
-        .onConflict((conflict) => conflict.column('name').doNothing())
+        .onConflict((conflict) => conflict.columns(['project_id', 'name']).doNothing())
         .returning('id')
         .executeTakeFirst();
       return result !== undefined;
@@ -135,10 +150,58 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       return row && toRecord(row);
     },
 
-    /** The domain of this name, whichever project holds it. */
-    async findByName(name: string): Promise<DomainRecord | undefined> {
-      const row = await db.selectFrom('domains').selectAll().where('name', '=', name).executeTakeFirst();
+    /** The project's domain of this name. */
+    async findByName(projectId: string, name: string): Promise<DomainRecord | undefined> {
+      const row = await db
+        .selectFrom('domains')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('name', '=', name)
+        .executeTakeFirst();
       return row && toRecord(row);
+    },
+
+    /**
+     * In a check's transaction, before it reads anything: on PostgreSQL, locks every project's domain of this
+     * name (in id order, so two checks never wait for each other crosswise). Two checks of one name then run
+     * one after the other, and the second sees whether the first made its domain the holder. SQLite runs one
+     * write transaction at a time anyway; the unique index on verified names backs both.
+     */
+    async lockName(name: string): Promise<void> {
+      if (engine !== 'postgres') return;
+      await db
+        .selectFrom('domains')
+        .select('id')
+        .where('name', '=', name)
+        .orderBy('id')
+        .forUpdate()
+        .execute();
+    },
+
+    /** The verified domains among these names (a name and its parents), whichever project holds each. */
+    async verifiedAmong(names: readonly string[]): Promise<DomainCoverage[]> {
+      if (names.length === 0) return [];
+      const rows = await db
+        .selectFrom('domains')
+        .select(COVERAGE_COLUMNS)
+        .where('name', 'in', [...names])
+        .where('status', '=', 'verified')
+        .execute();
+      return rows.map(toCoverage);
+    },
+
+    /**
+     * A verified domain loses its name to another project that proved control (its challenge): `failed`,
+     * written before the taker's `verified` (one verified domain per name). False when it was not verified.
+     */
+    async demote(id: string, now: string): Promise<boolean> {
+      const result = await db
+        .updateTable('domains')
+        .set({ status: 'failed', updated_at: now })
+        .where('id', '=', id)
+        .where('status', '=', 'verified')
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
 
     /** Reads a domain for a check's write; on PostgreSQL the row stays locked until the transaction ends. */
@@ -159,21 +222,15 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       const load = async () => {
         const rows = await db
           .selectFrom('domains')
-          .select(['id', 'project_id', 'name', 'status', 'return_path_verified'])
+          .select(COVERAGE_COLUMNS)
           .where('name', 'in', [...names])
           .execute();
-        return rows.map((row) => ({
-          id: row.id,
-          projectId: row.project_id,
-          name: row.name,
-          status: row.status,
-          returnPathVerified: Boolean(row.return_path_verified),
-        }));
+        return rows.map(toCoverage);
       };
       return coverage ? coverage.get(names.join(' '), load) : load();
     },
 
-    /** True when `name` is `bounces.<a domain some project holds>`: a return-path domain of ours. */
+    /** True when `name` is `bounces.<a domain some project has added>`: a return-path domain of ours. */
     async isReturnPathDomain(name: string): Promise<boolean> {
       const prefix = `${RETURN_PATH_LABEL}.`;
       const lower = name.toLowerCase().replace(/\.$/, '');

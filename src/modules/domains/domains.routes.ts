@@ -27,7 +27,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         operationId: 'createDomain',
         summary: 'Add a sending domain',
         description:
-          'Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. A domain belongs to one project at a time (409).',
+          "Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. Another project's domain of the same name does not stand in the way: the first to verify a name holds it, and while another project holds it (or a domain it is under) the records include this project's `challenge`. The same name twice in one project is a 409 `domain_exists`.",
         body: CreateDomainBody,
         response: { 201: Domain, ...errorResponses(409) },
       },
@@ -80,7 +80,8 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         tags,
         operationId: 'deleteDomain',
         summary: 'Remove a sending domain',
-        description: 'Mail from it is no longer signed with its key; its name is free for another project.',
+        description:
+          'Mail from it is no longer signed with its key; if it held the name, the next project to verify the name holds it without a challenge.',
         params: DomainParams,
         response: { 200: DeletedDomain, ...errorResponses() },
       },
@@ -96,7 +97,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         operationId: 'verifyDomain',
         summary: "Look up a domain's DNS records now",
         description:
-          'Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`.',
+          "Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`. Verifying a name another project holds (with the `challenge` record published) takes it over: that project's domain becomes `failed` and its `domain.failed` says so.",
         params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
       },

@@ -9,10 +9,13 @@ const status = Type.Union([Type.Literal('pending'), Type.Literal('verified'), Ty
 
 export const DomainRecordView = Type.Object(
   {
-    purpose: Type.Union([Type.Literal('dkim'), Type.Literal('return_path'), Type.Literal('dmarc')], {
-      description:
-        '`dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy).',
-    }),
+    purpose: Type.Union(
+      [Type.Literal('challenge'), Type.Literal('dkim'), Type.Literal('return_path'), Type.Literal('dmarc')],
+      {
+        description:
+          "`challenge` (this project's token, listed only while another project holds the name or a parent of it; publish it, as the one `postwire-verification=` value at that name, to take the name over), `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy).",
+      },
+    ),
     type: Type.Union([Type.Literal('TXT'), Type.Literal('MX')]),
     name: Type.String({ description: 'The name to publish the record at (fully qualified).' }),
     value: Type.String({ description: 'The value to publish.' }),
@@ -64,6 +67,10 @@ export const Domain = Type.Object(
       'The envelope-sender domain for this domain (`bounces.<name>`) when per-recipient return paths are on; null otherwise.',
     ),
     return_path_verified: Type.Boolean({ description: 'Whether its MX (and SPF) records match.' }),
+    challenge_required: Type.Boolean({
+      description:
+        "Another project holds this name, or a domain it is under, verified: this one verifies only with its `challenge` record published too, and then takes the name over (the other project's domain of the same name becomes `failed`; a parent stays with its holder). False once verified.",
+    }),
     records: Type.Array(DomainRecordView, {
       description: 'The DNS records to publish, with what was found.',
     }),
@@ -84,7 +91,7 @@ export const CreateDomainBody = Type.Object(
       minLength: 1,
       maxLength: 1024,
       description:
-        'The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters.',
+        'The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. Other projects may add the same name: the first to verify it holds it.',
     }),
   },
   { additionalProperties: false, title: 'CreateDomainRequest' },

@@ -1,19 +1,19 @@
 import type { Kysely } from 'kysely';
 import type { Config, DkimConfig, SenderDomainsPolicy } from '../../config.ts';
 import type { Engine } from '../../db/connection.ts';
-import type { PageRequest } from '../../db/pagination.ts';
+import type { Page, PageRequest } from '../../db/pagination.ts';
 import type { Database, DomainStatus } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Stamps } from '../../db/validated-cache.ts';
 import type { Clock } from '../../lib/clock.ts';
-import type { SecretBox } from '../../lib/crypto.ts';
 import type { Dns } from '../../lib/dns.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { randomToken, type SecretBox } from '../../lib/crypto.ts';
 import { isId, newId } from '../../lib/ids.ts';
-import type { EventService } from '../events/events.service.ts';
+import type { EventService, NewEvent } from '../events/events.service.ts';
 import { type DkimKeyPair, generateDkimKey } from './dkim-key.ts';
 import { normalizeDomainName, selfAndParents } from './domain-name.ts';
-import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
+import { createDomainRepo, type DomainCoverage, type DomainRecord } from './domains.repo.ts';
 import type { CreateDomainInput, DomainRecordViewType, DomainView } from './domains.schemas.ts';
 import {
   evaluate,
@@ -86,6 +86,33 @@ export interface SigningIdentity {
   returnPathDomain?: string;
 }
 
+/** A domain with what its view needs besides its own row. */
+export interface DomainState extends DomainRecord {
+  /**
+   * Another project holds the name, or a parent of it, verified, and this domain is not verified: it needs
+   * its challenge record (besides its other records) to verify.
+   */
+  challengeRequired: boolean;
+}
+
+/** Other projects' verified domains among the domain's name and its parents: what stands in its way. */
+function holdersOf(
+  domain: Pick<DomainRecord, 'projectId' | 'name'>,
+  verified: readonly DomainCoverage[],
+): DomainCoverage[] {
+  const names = new Set(selfAndParents(domain.name));
+  return verified.filter((holder) => holder.projectId !== domain.projectId && names.has(holder.name));
+}
+
+/**
+ * A verified domain stays verified while its own records match: a parent another project verifies later
+ * does not take it away (most specific wins when signing). Only one that is not verified needs its challenge.
+ */
+const withClaims = (domain: DomainRecord, verified: readonly DomainCoverage[]): DomainState => ({
+  ...domain,
+  challengeRequired: domain.status !== 'verified' && holdersOf(domain, verified).length > 0,
+});
+
 /** Relaxed alignment (RFC 7489 §3.1): the same domain, or one is a subdomain of the other. */
 export const aligned = (a: string, b: string): boolean =>
   a === b || a.endsWith(`.${b}`) || b.endsWith(`.${a}`);
@@ -107,23 +134,25 @@ export function createDomainService(deps: DomainServiceDeps) {
 
   const recordSettings: RecordSettings = { returnPath: settings.returnPath };
 
-  function toView(domain: DomainRecord): DomainView {
-    const records = expectedRecords(domain, recordSettings).map((record): DomainRecordViewType => {
-      const check = domain.checks?.[record.key];
-      const status = !check ? 'pending' : check.matches ? 'verified' : check.found ? 'failed' : 'pending';
-      return {
-        purpose: record.purpose,
-        type: record.type,
-        name: record.name,
-        value: record.value,
-        ...(record.priority !== undefined ? { priority: record.priority } : {}),
-        required: record.required,
-        status,
-        ...(check ? { found: check.found, matches: check.matches } : {}),
-        ...(check?.error !== undefined ? { error: check.error } : {}),
-        ...(record.rotation ? { rotation: record.rotation } : {}),
-      };
-    });
+  function toView(domain: DomainState): DomainView {
+    const records = expectedRecords(domain, recordSettings, domain.challengeRequired).map(
+      (record): DomainRecordViewType => {
+        const check = domain.checks?.[record.key];
+        const status = !check ? 'pending' : check.matches ? 'verified' : check.found ? 'failed' : 'pending';
+        return {
+          purpose: record.purpose,
+          type: record.type,
+          name: record.name,
+          value: record.value,
+          ...(record.priority !== undefined ? { priority: record.priority } : {}),
+          required: record.required,
+          status,
+          ...(check ? { found: check.found, matches: check.matches } : {}),
+          ...(check?.error !== undefined ? { error: check.error } : {}),
+          ...(record.rotation ? { rotation: record.rotation } : {}),
+        };
+      },
+    );
     return {
       object: 'domain',
       id: domain.id,
@@ -132,6 +161,7 @@ export function createDomainService(deps: DomainServiceDeps) {
       dkim_selector: domain.dkimSelector,
       return_path_domain: settings.returnPath ? returnPathName(domain.name) : null,
       return_path_verified: domain.returnPathVerified,
+      challenge_required: domain.challengeRequired,
       records,
       last_checked_at: domain.lastCheckedAt,
       verified_at: domain.verifiedAt,
@@ -146,44 +176,66 @@ export function createDomainService(deps: DomainServiceDeps) {
     if (isId('dom', idOrName)) domain = await repo.find(projectId, idOrName);
     else {
       const name = normalizeDomainName(idOrName);
-      const found = name.ok ? await repo.findByName(name.name) : undefined;
-      domain = found?.projectId === projectId ? found : undefined;
+      domain = name.ok ? await repo.findByName(projectId, name.name) : undefined;
     }
     if (!domain) throw notFound('domain', idOrName);
     return domain;
   }
 
-  const taken = (name: string, projectId: string, holder: DomainRecord): DomainError =>
-    holder.projectId === projectId
-      ? conflict('domain_exists', `This project already has the domain '${name}' (${holder.id}).`, 'name')
-      : conflict(
-          'domain_taken',
-          `The domain '${name}' belongs to another project; a domain can belong to one project at a time.`,
-          'name',
-        );
+  /** The domains with whether each needs its challenge: one query for them all (none when all are verified). */
+  async function withStates(domains: readonly DomainRecord[]): Promise<DomainState[]> {
+    const open = domains.filter((domain) => domain.status !== 'verified');
+    const names = [...new Set(open.flatMap((domain) => selfAndParents(domain.name)))];
+    const verified = await repo.verifiedAmong(names);
+    return domains.map((domain) => withClaims(domain, verified));
+  }
+  const withState = async (domain: DomainRecord): Promise<DomainState> => (await withStates([domain]))[0]!;
+
+  const exists = (name: string, holder: DomainRecord): DomainError =>
+    conflict('domain_exists', `This project already has the domain '${name}' (${holder.id}).`, 'name');
 
   /**
    * Looks every record up, then writes the result: the new status, what was found and, when the status
    * changes to `verified` or `failed`, its event, all in one transaction. The lookups run outside it (they
    * take up to seconds); the row is read again inside, so a concurrent check or rotation is not undone.
+   *
+   * The challenge record is always looked up, but decides only while another project holds the name or a
+   * parent of it and this domain is not verified. Verifying then takes the name over: the holder of the same
+   * name becomes `failed` (its `domain.failed` in the same transaction) and stops signing; the holder of a
+   * parent keeps it (this domain, more specific, covers its own name and below).
    */
-  async function check(domain: DomainRecord): Promise<DomainRecord | undefined> {
-    const expected = expectedRecords(domain, recordSettings);
+  async function check(domain: DomainRecord): Promise<DomainState | undefined> {
+    const expected = expectedRecords(domain, recordSettings, true);
     const results = await Promise.all(expected.map((record) => lookUp(deps.dns, record)));
     return inTransaction(db, async (transaction) => {
       const inside = createDomainRepo(transaction.db, engine);
+      await inside.lockName(domain.name);
       const current = await inside.findForUpdate(domain.id);
       if (!current) return undefined; // deleted meanwhile
-      const checked = expected.map((record, index) => ({ record, check: results[index]! }));
+      const holders = holdersOf(current, await inside.verifiedAmong(selfAndParents(current.name)));
+      const contested = current.status !== 'verified' && holders.length > 0;
+      const checked = expected
+        .map((record, index) => ({ record, check: results[index]! }))
+        .filter(({ record }) => contested || record.purpose !== 'challenge');
       const evaluation = evaluate(current.status, checked);
       // A rotation started (or finished) while looking: what was looked up is not what the row holds now.
       const sameKeys =
         current.dkimSelector === domain.dkimSelector && current.nextDkimSelector === domain.nextDkimSelector;
       const now = clock.now();
       const checks: Record<string, RecordCheck> = {};
-      for (const { record, check: result } of checked) checks[record.key] = result;
+      expected.forEach((record, index) => (checks[record.key] = results[index]!));
       const status = evaluation.status;
       const becameVerified = status === 'verified' && current.status !== 'verified';
+      const events: NewEvent[] = [];
+      const displaced = becameVerified ? holders.find((holder) => holder.name === current.name) : undefined;
+      if (displaced && (await inside.demote(displaced.id, now.toISOString()))) {
+        const lost = (await inside.findForUpdate(displaced.id))!;
+        events.push({
+          projectId: lost.projectId,
+          kind: 'domain.failed',
+          data: domainEventData(toView({ ...lost, challengeRequired: true }), 'verified'),
+        });
+      }
       await inside.saveCheck(current.id, {
         status,
         returnPathVerified: evaluation.inconclusive
@@ -202,16 +254,18 @@ export function createDomainService(deps: DomainServiceDeps) {
               }
             : undefined,
       });
-      const updated = (await inside.findForUpdate(current.id))!;
+      const updated: DomainState = {
+        ...(await inside.findForUpdate(current.id))!,
+        challengeRequired: status !== 'verified' && holders.length > 0,
+      };
       if (status !== current.status && status !== 'pending') {
-        await deps.events.emitIn(transaction, [
-          {
-            projectId: current.projectId,
-            kind: status === 'verified' ? 'domain.verified' : 'domain.failed',
-            data: domainEventData(toView(updated), current.status),
-          },
-        ]);
+        events.push({
+          projectId: current.projectId,
+          kind: status === 'verified' ? 'domain.verified' : 'domain.failed',
+          data: domainEventData(toView(updated), current.status),
+        });
       }
+      if (events.length > 0) await deps.events.emitIn(transaction, events);
       return updated;
     });
   }
@@ -222,14 +276,18 @@ export function createDomainService(deps: DomainServiceDeps) {
     /** A fresh key pair, made before the request's transaction opens: generating one takes a while. */
     newKey: generateDkimKey,
 
-    async create(projectId: string, input: CreateDomainInput, given?: DkimKeyPair): Promise<DomainRecord> {
+    /**
+     * Adds a domain, pending. Another project's domain of the same name does not stand in the way: the first
+     * to verify holds the name, and the view says when this one needs its challenge to take it over.
+     */
+    async create(projectId: string, input: CreateDomainInput, given?: DkimKeyPair): Promise<DomainState> {
       const checked = normalizeDomainName(input.name);
       if (!checked.ok) {
         throw invalidParam('name', `'${input.name.slice(0, 300)}' ${checked.reason}.`, 'invalid_domain');
       }
       const name = checked.name;
-      const holder = await repo.findByName(name);
-      if (holder) throw taken(name, projectId, holder);
+      const own = await repo.findByName(projectId, name);
+      if (own) throw exists(name, own);
       const key = given ?? (await generateDkimKey());
       const now = clock.now().toISOString();
       const id = newId('dom');
@@ -247,20 +305,25 @@ export function createDomainService(deps: DomainServiceDeps) {
         nextCheckAt: new Date(Date.parse(now) + settings.recheckMs).toISOString(),
         createdAt: now,
         updatedAt: now,
+        challengeToken: randomToken(18),
       });
       if (!inserted) {
-        // Another request added the same name between the read and the insert: the unique name decides.
-        const winner = await repo.findByName(name);
+        // Another request of this project added the same name between the read and the insert.
+        const winner = await repo.findByName(projectId, name);
         throw winner
-          ? taken(name, projectId, winner)
-          : conflict('domain_taken', `The domain '${name}' was just taken.`, 'name');
+          ? exists(name, winner)
+          : conflict('domain_exists', `This project just added the domain '${name}'.`, 'name');
       }
-      return (await repo.find(projectId, id))!;
+      return withState((await repo.find(projectId, id))!);
     },
 
-    list: (projectId: string, page: PageRequest) => repo.list(projectId, page),
+    async list(projectId: string, page: PageRequest): Promise<Page<DomainState>> {
+      const found = await repo.list(projectId, page);
+      return { items: await withStates(found.items), hasMore: found.hasMore };
+    },
 
-    get: load,
+    get: async (projectId: string, idOrName: string): Promise<DomainState> =>
+      withState(await load(projectId, idOrName)),
 
     async remove(projectId: string, idOrName: string) {
       const domain = await load(projectId, idOrName);
@@ -269,7 +332,7 @@ export function createDomainService(deps: DomainServiceDeps) {
     },
 
     /** Looks the records up now; answers the domain with what each lookup found. */
-    async verify(projectId: string, idOrName: string): Promise<DomainRecord> {
+    async verify(projectId: string, idOrName: string): Promise<DomainState> {
       const domain = await load(projectId, idOrName);
       const checked = await check(domain);
       if (!checked) throw notFound('domain', idOrName);
@@ -284,7 +347,7 @@ export function createDomainService(deps: DomainServiceDeps) {
      * (`retiring`), which keeps signing until the new record verifies. Rotating again before that replaces
      * the pending key.
      */
-    async rotate(projectId: string, idOrName: string, given?: DkimKeyPair): Promise<DomainRecord> {
+    async rotate(projectId: string, idOrName: string, given?: DkimKeyPair): Promise<DomainState> {
       const domain = await load(projectId, idOrName);
       const key = given ?? (await generateDkimKey());
       const updated = await repo.setNextKey(
@@ -298,7 +361,7 @@ export function createDomainService(deps: DomainServiceDeps) {
         clock.now().toISOString(),
       );
       if (!updated) throw notFound('domain', idOrName);
-      return (await repo.find(projectId, domain.id))!;
+      return withState((await repo.find(projectId, domain.id))!);
     },
 
     /**
@@ -352,17 +415,18 @@ export function createDomainService(deps: DomainServiceDeps) {
     },
 
     /**
-     * The key to sign an accepted email with: that of the project's domain it was accepted for, if the
-     * project still holds it (else nothing: the transport's fallback key signs), and its return path when
-     * the email was accepted with it.
+     * The key to sign an accepted email with: that of the project's domain it was accepted for, while it is
+     * verified (else nothing: the transport's fallback key signs, as for an unverified domain; so a domain
+     * another project took over, or whose records stopped matching, signs nothing more), and its return
+     * path when the email was accepted with it.
      */
     async signingFor(
       projectId: string,
       email: { dkimDomain: string | null; returnPathDomain: string | null },
     ): Promise<SigningIdentity> {
       if (email.dkimDomain === null) return {};
-      const domain = await repo.findByName(email.dkimDomain);
-      if (!domain || domain.projectId !== projectId) return {};
+      const domain = await repo.findByName(projectId, email.dkimDomain);
+      if (!domain || domain.status !== 'verified') return {};
       const returnPath = returnPathName(domain.name);
       return {
         dkim: {
@@ -376,7 +440,7 @@ export function createDomainService(deps: DomainServiceDeps) {
 
     /**
      * Whether mail to `name` is ours to receive as a return path: `bounces.<domain>` for a domain some
-     * project holds (the inbound listener asks before accepting RCPT TO; the address's tag still decides).
+     * project has added (the inbound listener asks before accepting RCPT TO; the address's tag still decides).
      */
     isReturnPathDomain: (name: string): Promise<boolean> => repo.isReturnPathDomain(name),
   };
@@ -389,6 +453,7 @@ function domainEventData(view: DomainView, previous: DomainStatus): Record<strin
     name: view.name,
     status: view.status,
     previous_status: previous,
+    challenge_required: view.challenge_required,
     records: view.records.map((record) => ({
       purpose: record.purpose,
       type: record.type,

@@ -7,6 +7,13 @@ export const RETURN_PATH_LABEL = 'bounces';
 
 export const returnPathName = (domain: string): string => `${RETURN_PATH_LABEL}.${domain}`;
 
+/** Where a project publishes its challenge to take over a name another project holds. */
+export const CHALLENGE_LABEL = '_postwire-challenge';
+/** What a challenge record holds before the token: `postwire-verification=<token>`. */
+export const CHALLENGE_PREFIX = 'postwire-verification=';
+
+export const challengeName = (domain: string): string => `${CHALLENGE_LABEL}.${domain}`;
+
 /** What the records of a domain depend on besides the domain: the return path, when VERP is on. */
 export interface RecordSettings {
   /** Present when per-recipient return paths are on (BOUNCE_DOMAIN) and INBOUND_MX_HOST names our listener. */
@@ -20,9 +27,10 @@ export interface DomainKeys {
   dkimPublicKey: string;
   nextDkimSelector: string | null;
   nextDkimPublicKey: string | null;
+  challengeToken: string;
 }
 
-export type RecordPurpose = 'dkim' | 'return_path' | 'dmarc';
+export type RecordPurpose = 'challenge' | 'dkim' | 'return_path' | 'dmarc';
 
 export interface ExpectedRecord {
   /** `<TYPE> <name>`: how a check is stored. */
@@ -52,8 +60,35 @@ const isSpf = (text: string) => /^v=spf1(\s|$)/i.test(text.trim());
 const isDmarc = (text: string) => /^v=DMARC1\s*(;|$)/i.test(text.trim());
 const bareHost = (host: string) => host.toLowerCase().replace(/\.$/, '');
 
-/** The records a domain asks its owner to publish, in the order they are shown. */
-export function expectedRecords(domain: DomainKeys, settings: RecordSettings): ExpectedRecord[] {
+const isChallenge = (text: string) => text.trim().startsWith(CHALLENGE_PREFIX);
+
+/**
+ * The records a domain asks its owner to publish, in the order they are shown. `challenge`: with the
+ * challenge record first, required (another project holds the name or a parent of it).
+ */
+export function expectedRecords(
+  domain: DomainKeys,
+  settings: RecordSettings,
+  challenge = false,
+): ExpectedRecord[] {
+  const records: ExpectedRecord[] = [];
+  if (challenge) {
+    const name = challengeName(domain.name);
+    const value = `${CHALLENGE_PREFIX}${domain.challengeToken}`;
+    records.push({
+      key: `TXT ${name}`,
+      purpose: 'challenge',
+      type: 'TXT',
+      name,
+      value,
+      required: true,
+      // Exactly one, and ours: with two projects' tokens published, neither may take the name from the other.
+      matches: (found) => {
+        const tokens = found.filter(isChallenge);
+        return tokens.length === 1 && tokens[0]!.trim() === value;
+      },
+    });
+  }
   const dkim = (selector: string, publicKey: string, rotation?: 'retiring' | 'next'): ExpectedRecord => {
     const name = `${selector}._domainkey.${domain.name}`;
     return {
@@ -68,7 +103,7 @@ export function expectedRecords(domain: DomainKeys, settings: RecordSettings): E
     };
   };
   const rotating = domain.nextDkimSelector !== null && domain.nextDkimPublicKey !== null;
-  const records = [dkim(domain.dkimSelector, domain.dkimPublicKey, rotating ? 'retiring' : undefined)];
+  records.push(dkim(domain.dkimSelector, domain.dkimPublicKey, rotating ? 'retiring' : undefined));
   if (rotating) records.push(dkim(domain.nextDkimSelector!, domain.nextDkimPublicKey!, 'next'));
 
   const returnPath = settings.returnPath;
@@ -129,13 +164,16 @@ export async function lookUp(dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>, record:
     if (code === 'ENOTFOUND' || code === 'ENODATA') return { found: null, matches: false } as RecordCheck;
     return { found: null, matches: false, error: code } as RecordCheck;
   }
-  // Only what concerns the record: the SPF and DMARC policies among other TXT records at the same name.
+  // Only what concerns the record: the SPF and DMARC policies and challenge tokens among other TXT records at
+  // the same name.
   const relevant =
     record.purpose === 'dmarc'
       ? values.filter(isDmarc)
-      : record.purpose === 'return_path' && record.type === 'TXT'
-        ? values.filter(isSpf)
-        : values;
+      : record.purpose === 'challenge'
+        ? values.filter(isChallenge)
+        : record.purpose === 'return_path' && record.type === 'TXT'
+          ? values.filter(isSpf)
+          : values;
   return {
     found: relevant.length > 0 ? relevant : null,
     matches: relevant.length > 0 && record.matches(relevant),

@@ -15,7 +15,7 @@ export const EVENT_KINDS = {
     'The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`).',
   'domain.verified': "A sending domain's DNS records match: mail from it is signed with its own key.",
   'domain.failed':
-    "A sending domain's DNS records stopped matching (or hold another value): mail from it is no longer signed with its key.",
+    "A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key.",
 } as const;
 
 export type EventKind = keyof typeof EVENT_KINDS;

@@ -162,10 +162,14 @@ const domainFields = {
   name: Type.String({ description: 'The domain name, `acme.example`.' }),
   status: domainStatus,
   previous_status: domainStatus,
+  challenge_required: Type.Boolean({
+    description:
+      'Another project holds the name, or a domain it is under, verified: this domain needs its `challenge` record to verify (true in the `domain.failed` of a domain another project took over).',
+  }),
   records: Type.Array(
     Type.Object(
       {
-        purpose: Type.String({ description: '`dkim`, `return_path` or `dmarc`.' }),
+        purpose: Type.String({ description: '`challenge`, `dkim`, `return_path` or `dmarc`.' }),
         type: Type.String({ description: '`TXT` or `MX`.' }),
         name: Type.String({ description: 'Where the record is published.' }),
         value: Type.String({ description: 'What it must hold.' }),

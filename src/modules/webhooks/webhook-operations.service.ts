@@ -69,7 +69,14 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
 export function testEventData(kind: EventKind): Record<string, unknown> {
   // Domain events are about a domain, not an email.
   if (kind.startsWith('domain.')) {
-    return { test: true, domain_id: 'dom_test', name: 'example.com', records: [], ...SAMPLE_DETAILS[kind] };
+    return {
+      test: true,
+      domain_id: 'dom_test',
+      name: 'example.com',
+      challenge_required: false,
+      records: [],
+      ...SAMPLE_DETAILS[kind],
+    };
   }
   return {
     test: true,
