@@ -1,0 +1,400 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createConnection, createServer } from 'node:net';
+import { join } from 'node:path';
+
+// A real Postfix per test, as the receiving side of Postwire's outgoing mail: what it accepts over SMTP and
+// what its virtual(8) agent writes into a Maildir is what a real mail host gets, Received lines and all.
+//
+// Each instance lives in a fresh directory of its own (config, queue, data, Maildirs, log) and is run with
+// `postfix -c DIR start|stop`; /etc/postfix/main.cf is neither read nor written. Postfix only demands that
+// a non-default config directory be listed in alternate_config_directories of /etc/postfix/main.cf when an
+// unprivileged user names it (mail_conf_suck skips that check for root), so as root it works on a machine
+// where `apt-get install postfix` ran with debconf's 'No configuration' and there is no main.cf at all;
+// the shared files it does use are the package's (/usr/lib/postfix, /etc/postfix/postfix-files, the
+// postfix user and postdrop group).
+
+const POSTFIX = '/usr/sbin/postfix';
+
+/** Whether Postfix is installed and we can run an instance (it must be started as root). */
+export function postfixAvailable(): boolean {
+  return existsSync(POSTFIX) && process.getuid?.() === 0;
+}
+
+export interface TestPostfix {
+  /** Its smtpd listens on 127.0.0.1:<port>. */
+  port: number;
+  /** The instance's own directory (etc/, queue/, data/, mail/, log/); removed by close(). */
+  directory: string;
+  /** The Postfix master's process id. */
+  masterPid: number;
+  /**
+   * Messages delivered into the mailbox of `address`, as the raw bytes Postfix wrote (LF line ends, with its
+   * Return-Path, X-Original-To, Delivered-To and Received lines), in delivery order. Resolves once `count`
+   * have arrived (with all there are by then); rejects after `timeoutMs` (default 20 s) with the log's tail.
+   */
+  waitForMailbox(address: string, count: number, timeoutMs?: number): Promise<Buffer[]>;
+  /** The instance's mail log so far (its maillog_file). */
+  log(): string;
+  /** Stops the instance, waits until none of its processes is left, and removes its directory. */
+  close(): Promise<void>;
+}
+
+const DOMAIN = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/;
+
+/**
+ * Starts a private Postfix on 127.0.0.1 and a free port that accepts mail from 127.0.0.0/8 for any local
+ * part at `domains` and refuses to relay anywhere else. Resolves once its smtpd answers with a banner.
+ */
+export async function startPostfix(options: { domains: string[] }): Promise<TestPostfix> {
+  if (!postfixAvailable()) throw new Error(`startPostfix needs ${POSTFIX} and root`);
+  const domains = options.domains.map((domain) => domain.toLowerCase());
+  if (domains.length === 0) throw new Error('startPostfix needs at least one domain');
+  for (const domain of domains) {
+    // The names go into main.cf and an inline: map, whose syntax ({ } , = and spaces) they must not reach.
+    if (!DOMAIN.test(domain)) throw new Error(`startPostfix: not a plain domain name: ${domain}`);
+  }
+
+  // Under /tmp, not os.tmpdir(): the postfix user and nobody must reach the queue and the Maildirs through
+  // every parent directory, and the queue's UNIX sockets must stay within sun_path's 108 bytes.
+  const directory = await mkdtemp('/tmp/postwire-postfix-');
+  const etc = join(directory, 'etc');
+  const queue = join(directory, 'queue');
+  const mail = join(directory, 'mail');
+  const logFile = join(directory, 'log', 'maillog');
+  let masterPid = 0;
+  const instance = { directory, masterPid: () => masterPid };
+  running.add(instance);
+  try {
+    await chmod(directory, 0o755);
+    await mkdir(etc);
+    await mkdir(queue);
+    await mkdir(join(directory, 'log'));
+    const nobody = nobodyIds();
+    await mkdir(mail);
+    await chown(mail, nobody.uid, nobody.gid);
+    await writeFile(join(etc, 'main.cf'), mainCf(directory, domains, nobody));
+
+    // The port is found free by binding port 0 and closing; another process may take it before master
+    // binds it, which fails the start: then try another.
+    let port = 0;
+    for (let attempt = 1; ; attempt += 1) {
+      port = await freePort();
+      await writeFile(join(etc, 'master.cf'), masterCf(port));
+      const started = await run(['-c', etc, 'start']);
+      if (started.code === 0) break;
+      const tail = logTail(logFile);
+      if (attempt < 3 && /address already in use/i.test(tail + started.output)) continue;
+      throw new Error(`postfix start exited with ${started.code}: ${started.output}\n${tail}`);
+    }
+    masterPid = Number.parseInt(await readFile(join(queue, 'pid', 'master.pid'), 'utf8'), 10);
+    if (!(masterPid > 0)) throw new Error('postfix start left no master pid');
+    await waitForBanner(port, 15_000, () => logTail(logFile));
+
+    let closing: Promise<void> | undefined;
+    // What each domain's Maildir holds, read once per file: its recipient and bytes by file name.
+    const read = new Map(domains.map((domain) => [domain, new Map<string, { to: string; raw: Buffer }>()]));
+    return {
+      port,
+      directory,
+      masterPid,
+      log: () => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : ''),
+      async waitForMailbox(address, count, timeoutMs = 20_000) {
+        const wanted = address.toLowerCase();
+        const domain = wanted.slice(wanted.lastIndexOf('@') + 1);
+        const known = wanted.includes('@') ? read.get(domain) : undefined;
+        if (!known) throw new Error(`${address} is not at this instance's domains (${domains.join(', ')})`);
+        // virtual(8) writes each recipient's copy into tmp/ and renames it into new/ when complete.
+        const newDir = join(mail, domain, 'new');
+        const deadline = Date.now() + timeoutMs;
+        for (;;) {
+          const names = existsSync(newDir) ? await readdir(newDir) : [];
+          for (const name of names) {
+            if (known.has(name)) continue;
+            const raw = await readFile(join(newDir, name));
+            known.set(name, { to: deliveredTo(raw), raw });
+          }
+          const found = [...known.entries()]
+            .filter(([, message]) => message.to === wanted)
+            .sort(([a], [b]) => maildirOrder(a, b))
+            .map(([, message]) => message.raw);
+          if (found.length >= count) return found;
+          if (Date.now() > deadline) {
+            throw new Error(
+              `expected ${count} messages for ${address} within ${timeoutMs} ms, got ${found.length}; ` +
+                `Postfix log (tail):\n${logTail(logFile)}`,
+            );
+          }
+          await sleep(50);
+        }
+      },
+      close() {
+        closing ??= stop(instance);
+        return closing;
+      },
+    };
+  } catch (error) {
+    await stop(instance).catch(() => {});
+    throw error;
+  }
+}
+
+interface Instance {
+  directory: string;
+  masterPid(): number;
+}
+
+// Instances a test started and has not closed: on exit (a failed test that never reached close) their
+// masters are told to stop, so no daemon outlives the test process.
+const running = new Set<Instance>();
+process.on('exit', () => {
+  for (const instance of running) {
+    const pid = instance.masterPid();
+    // The master leads its own process group; SIGTERM to it ends the master and the daemons it ran.
+    if (pid > 0) trySignal(-pid, 'SIGTERM');
+    rmSync(instance.directory, { recursive: true, force: true });
+  }
+});
+
+async function stop(instance: Instance): Promise<void> {
+  // `postfix stop` waits for the master itself, but give up on it after a bounded time and kill its group
+  // as postfix-script's own fallback does; then wait for every daemon of this instance to be gone (they
+  // all work in its queue directory) before removing the directory under them.
+  if (existsSync(join(instance.directory, 'etc', 'master.cf'))) {
+    await run(['-c', join(instance.directory, 'etc'), 'stop']);
+  }
+  const pid = instance.masterPid();
+  if (pid > 0 && !(await waitUntil(() => !alive(pid), 10_000))) trySignal(-pid, 'SIGKILL');
+  if (!(await waitUntil(() => processesIn(instance.directory).length === 0, 10_000))) {
+    const left = processesIn(instance.directory);
+    for (const child of left) trySignal(child, 'SIGKILL');
+    if (!(await waitUntil(() => processesIn(instance.directory).length === 0, 5_000))) {
+      throw new Error(`postfix processes ${left.join(', ')} of ${instance.directory} outlived close()`);
+    }
+  }
+  running.delete(instance);
+  await rm(instance.directory, { recursive: true, force: true });
+}
+
+function mainCf(directory: string, domains: string[], nobody: { uid: number; gid: number }): string {
+  return `# A private test instance of Postfix, written by test/helpers/postfix.ts.
+compatibility_level = 3.6
+queue_directory = ${directory}/queue
+data_directory = ${directory}/data
+maillog_file = ${directory}/log/maillog
+maillog_file_prefixes = ${directory}/log
+
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+myhostname = mx.receiver.test
+mydomain = receiver.test
+myorigin = $myhostname
+mynetworks = 127.0.0.0/8
+smtpd_banner = $myhostname ESMTP Postfix (test instance)
+smtputf8_enable = yes
+message_size_limit = 52428800
+# Each Maildir message is a file of its own: no mailbox size to cap (0: none).
+virtual_mailbox_limit = 0
+biff = no
+# Accept as fast as mail comes: no throttling while the queue manager catches up.
+in_flow_delay = 0
+
+# Only the test's domains are this host's, delivered by virtual(8) into one Maildir per domain (virtual(8)
+# refuses regular expression substitution in virtual_mailbox_maps, so no map can name a Maildir per any
+# local part; the helper picks a recipient's messages by the Delivered-To line virtual(8) writes).
+mydestination =
+local_recipient_maps =
+alias_maps =
+alias_database =
+virtual_mailbox_domains = ${domains.join(' ')}
+virtual_mailbox_base = ${directory}/mail
+virtual_mailbox_maps = inline:{ ${domains.map((domain) => `@${domain}=${domain}/`).join(', ')} }
+virtual_uid_maps = static:${nobody.uid}
+virtual_gid_maps = static:${nobody.gid}
+
+# Nothing leaves: no relaying for any client, and anything queued for elsewhere (a bounce to the sender)
+# ends in the error transport, never the network. No DNS either.
+smtpd_client_restrictions = permit_mynetworks, reject
+smtpd_relay_restrictions = reject_unauth_destination
+smtpd_recipient_restrictions =
+relay_domains =
+default_transport = error:this test instance delivers nowhere else
+relay_transport = error:this test instance delivers nowhere else
+local_transport = error:this test instance has no local delivery
+smtp_dns_support_level = disabled
+lmtp_dns_support_level = disabled
+smtpd_peername_lookup = no
+`;
+}
+
+function masterCf(port: number): string {
+  // Upstream's services, none chrooted (the instance has no chroot tree), smtpd on the test's port only,
+  // postlogd for maillog_file; no smtp/lmtp/local clients, since every such transport is error: above.
+  return [
+    `127.0.0.1:${port} inet n - n - - smtpd`,
+    'pickup    unix  n - n 60    1 pickup',
+    'cleanup   unix  n - n -     0 cleanup',
+    'qmgr      unix  n - n 300   1 qmgr',
+    'rewrite   unix  - - n -     - trivial-rewrite',
+    'bounce    unix  - - n -     0 bounce',
+    'defer     unix  - - n -     0 bounce',
+    'trace     unix  - - n -     0 bounce',
+    'verify    unix  - - n -     1 verify',
+    'flush     unix  n - n 1000? 0 flush',
+    'proxymap  unix  - - n -     - proxymap',
+    'proxywrite unix - - n -     1 proxymap',
+    'showq     unix  n - n -     - showq',
+    'error     unix  - - n -     - error',
+    'retry     unix  - - n -     - error',
+    'discard   unix  - - n -     - discard',
+    'virtual   unix  - n n -     - virtual',
+    'anvil     unix  - - n -     1 anvil',
+    'scache    unix  - - n -     1 scache',
+    'postlog   unix-dgram n - n - 1 postlogd',
+    '',
+  ].join('\n');
+}
+
+/** Runs the postfix command (no shell), bounded in time; resolves with its exit code and output. */
+function run(args: string[], timeoutMs = 60_000): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(POSTFIX, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const output: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => output.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => output.push(chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    // 'exit', not 'close': the daemon `start` leaves behind could hold copies of the pipes open.
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      child.stdout.destroy();
+      child.stderr.destroy();
+      resolve({ code, output: Buffer.concat(output).toString('utf8') });
+    });
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves once 127.0.0.1:port answers with a 220 greeting; rejects after timeoutMs. */
+async function waitForBanner(port: number, timeoutMs: number, tail: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    const banner = await new Promise<string>((resolve) => {
+      const socket = createConnection({ host: '127.0.0.1', port });
+      let text = '';
+      const done = (value: string) => {
+        socket.destroy();
+        resolve(value);
+      };
+      socket.setTimeout(2000, () => done(text));
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+        if (/^220 .*\r?\n/m.test(text)) {
+          socket.end('QUIT\r\n');
+          done(text);
+        }
+      });
+      socket.on('error', (error) => done(`${text}${error.message}`));
+      socket.on('close', () => done(text));
+    });
+    if (/^220 /m.test(banner)) return;
+    last = banner;
+    if (Date.now() > deadline) {
+      throw new Error(`Postfix on port ${port} gave no banner (${last}); log (tail):\n${tail()}`);
+    }
+    await sleep(50);
+  }
+}
+
+function deliveredTo(raw: Buffer): string {
+  const end = raw.indexOf('\n\n');
+  const header = raw.subarray(0, end === -1 ? raw.length : end).toString('utf8');
+  const match = /^Delivered-To:[ \t]*(.*?)\s*$/im.exec(header);
+  return (match?.[1] ?? '').toLowerCase();
+}
+
+// Maildir names start `<seconds>.V<dev>I<inode>M<microseconds>.`: their time orders deliveries.
+function maildirOrder(a: string, b: string): number {
+  const time = (name: string) => {
+    const match = /^(\d+)\.[^.]*M(\d+)/.exec(name);
+    return match ? Number(match[1]) * 1e6 + Number(match[2]) : Number.POSITIVE_INFINITY;
+  };
+  return time(a) - time(b) || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+function logTail(file: string, lines = 40): string {
+  if (!existsSync(file)) return '(no log yet)';
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .slice(-lines - 1)
+    .join('\n');
+}
+
+function nobodyIds(): { uid: number; gid: number } {
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((entry) => entry.startsWith('nobody:'));
+  const [, , uid, gid] = line?.split(':') ?? [];
+  return { uid: Number(uid ?? 65534), gid: Number(gid ?? 65534) };
+}
+
+/** A process that exists and has not exited (a zombie waiting to be reaped counts as gone). */
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** Processes whose working directory is inside `directory`: Postfix's daemons all work in its queue. */
+function processesIn(directory: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cwd = readlinkSync(`/proc/${entry}/cwd`);
+      if ((cwd === directory || cwd.startsWith(`${directory}/`)) && alive(Number(entry))) {
+        found.push(Number(entry));
+      }
+    } catch {
+      // Gone meanwhile, or a kernel thread without a cwd.
+    }
+  }
+  return found;
+}
+
+function trySignal(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

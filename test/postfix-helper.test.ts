@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { describe, test } from 'node:test';
+import { simpleParser } from 'mailparser';
+import nodemailer from 'nodemailer';
+import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
+
+// The Postfix helper is the receiving side other tests trust: a message sent to it must land in the
+// recipient's Maildir as Postfix wrote it, parse back to the same text and attachment bytes, stay out of
+// other recipients' mailboxes, never be relayed, and close() must leave nothing of the instance behind.
+
+const skip = postfixAvailable()
+  ? false
+  : 'needs Postfix (/usr/sbin/postfix; apt-get install -y postfix) and root to run a private instance';
+
+const sender = (postfix: TestPostfix) =>
+  nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: postfix.port,
+    secure: false,
+    ignoreTLS: true,
+    name: 'sender.test',
+  });
+
+const text = ['Hello Ada,', '', 'three lines of text,', 'grüße, and a last one.', '', '-- ', 'Bob'].join(
+  '\n',
+);
+
+function processesIn(directory: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        return readlinkSync(`/proc/${entry}/cwd`).startsWith(directory);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+// Exited: no such process, or a zombie its parent has yet to reap.
+function running(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.on('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+describe('Postfix helper', { skip }, () => {
+  test('delivers a message with an attachment into the Maildir, byte for byte, and closes clean', async () => {
+    const postfix = await startPostfix({ domains: ['receiver.test'] });
+    const { directory, masterPid, port } = postfix;
+    try {
+      const attachment = randomBytes(30_000);
+      const transport = sender(postfix);
+      const info = await transport.sendMail({
+        from: 'bob@sender.test',
+        to: 'ada@receiver.test',
+        subject: 'Numbers, with a file',
+        text,
+        attachments: [
+          { filename: 'numbers.bin', content: attachment, contentType: 'application/octet-stream' },
+        ],
+      });
+      assert.deepEqual(info.accepted, ['ada@receiver.test']);
+      transport.close();
+
+      const [raw, ...more] = await postfix.waitForMailbox('ada@receiver.test', 1);
+      assert.ok(raw);
+      assert.equal(more.length, 0);
+      // What Postfix itself wrote in front of the message.
+      const head = raw.toString('utf8', 0, raw.indexOf('\n\n'));
+      assert.match(head, /^Return-Path: <bob@sender\.test>\n/);
+      assert.match(head, /^Delivered-To: ada@receiver\.test$/m);
+      assert.match(
+        head,
+        /^Received: from sender\.test \(unknown \[127\.0\.0\.1\]\)\n\tby mx\.receiver\.test/m,
+      );
+
+      const parsed = await simpleParser(raw);
+      assert.equal(parsed.subject, 'Numbers, with a file');
+      assert.equal(parsed.text?.trimEnd(), text);
+      assert.equal(parsed.attachments.length, 1);
+      assert.equal(parsed.attachments[0]?.filename, 'numbers.bin');
+      assert.ok(parsed.attachments[0]?.content.equals(attachment), 'the attachment arrives byte for byte');
+    } finally {
+      await postfix.close();
+    }
+    assert.equal(existsSync(directory), false, 'close() removes the directory');
+    assert.deepEqual(processesIn(directory), [], 'no process of the instance is left');
+    assert.equal(running(masterPid), false, `the master (pid ${masterPid}) has exited`);
+    assert.equal(await accepts(port), false, 'nothing listens on its port');
+  });
+
+  test('keeps mailboxes apart, refuses relaying, and runs beside another instance', async () => {
+    const [first, second] = await Promise.all([
+      startPostfix({ domains: ['receiver.test', 'Other.Example'] }),
+      startPostfix({ domains: ['receiver.test'] }),
+    ]);
+    try {
+      assert.notEqual(first.port, second.port);
+      const transport = sender(first);
+      await transport.sendMail({ from: 'x@sender.test', to: 'bob@receiver.test', subject: 'to bob', text });
+      await transport.sendMail({ from: 'x@sender.test', to: 'Ada@other.example', subject: 'to ada', text });
+      await assert.rejects(
+        transport.sendMail({ from: 'x@sender.test', to: 'eve@elsewhere.test', subject: 'relay?', text }),
+        /Relay access denied/,
+      );
+      transport.close();
+      const again = sender(second);
+      await again.sendMail({ from: 'x@sender.test', to: 'ada@receiver.test', subject: 'second', text });
+      again.close();
+
+      const [toBob] = await first.waitForMailbox('bob@receiver.test', 1);
+      const [toAda] = await first.waitForMailbox('ada@other.example', 1);
+      assert.match(String(toBob), /^Subject: to bob$/m);
+      assert.match(String(toAda), /^Subject: to ada$/m);
+      const [inSecond] = await second.waitForMailbox('ada@receiver.test', 1);
+      assert.match(String(inSecond), /^Subject: second$/m);
+      // Bob's message reached neither Ada's mailbox nor the other instance.
+      await assert.rejects(first.waitForMailbox('ada@receiver.test', 1, 300), /got 0; Postfix log/);
+      await assert.rejects(second.waitForMailbox('bob@receiver.test', 1, 300), /got 0/);
+      assert.match(first.log(), /NOQUEUE: reject: RCPT from .*Relay access denied/);
+      await assert.rejects(first.waitForMailbox('eve@elsewhere.test', 1), /not at this instance's domains/);
+    } finally {
+      await Promise.all([first.close(), second.close()]);
+    }
+  });
+});
