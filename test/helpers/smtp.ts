@@ -7,6 +7,8 @@ export interface ReceivedMessage {
   /** The envelope recipients it accepted (RCPT TO). */
   to: string[];
   raw: string;
+  /** The message's bytes as they arrived (after the dot-unstuffing of DATA). */
+  bytes: Buffer;
   /** The Message-ID header (with its angle brackets). */
   messageId: string | undefined;
   /** The user the client logged in as, if it did. */
@@ -123,12 +125,14 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
           callback(replyError(reply));
           return;
         }
-        const raw = Buffer.concat(chunks).toString('utf8');
+        const bytes = Buffer.concat(chunks);
+        const raw = bytes.toString('utf8');
         const header = raw.split(/\r?\n\r?\n/, 1)[0] ?? '';
         const message: ReceivedMessage = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((rcpt) => rcpt.address),
           raw,
+          bytes,
           messageId: /^Message-ID:\s*(<[^>]+>)/im.exec(header)?.[1],
           user: typeof session.user === 'string' ? session.user : undefined,
           dsn: {

@@ -1,0 +1,240 @@
+import assert from 'node:assert/strict';
+import { Resolver } from 'node:dns/promises';
+import { after, before, describe, test } from 'node:test';
+import { type Config, loadConfig } from '../src/config.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { createDns } from '../src/lib/dns.ts';
+import { createDomainService, domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
+import { createSendingWorkerFromConfig } from '../src/modules/sending/sending.worker.ts';
+import { startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { CORPUS_TEMPLATE, type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
+import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
+import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
+import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+
+// Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
+// transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
+// the aligned sending domain, the content read back by mailparser, CRLF-only lines of at most 998 octets, no
+// Bcc header. One path goes through a real Postfix into a mailbox.
+
+const DOMAIN = 'acme.example';
+const RECIPIENT = 'ada@receiver.test';
+const PUBLIC_URL = 'https://mail.acme.example';
+
+describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every transport', () => {
+  let dns: TestDnsServer;
+  let relay: TestSmtpServer;
+  let mx: TestSmtpServer;
+  let postfix: TestPostfix;
+  let api: TestApp;
+  let templateId: string;
+  /** The DKIM TXT records of the verified domain, by name, for dkimpy. */
+  const dkimKeys: Record<string, string> = {};
+  const corpus = fidelityCorpus();
+
+  const baseConfig = (extra: Record<string, string>): Config =>
+    loadConfig({
+      DNS_SERVERS: dns.address,
+      BOUNCE_DOMAIN: 'bounces.postwire.test',
+      INBOUND_MX_HOST: 'inbound.postwire.test',
+      SENDING_SPF: 'v=spf1 ip4:127.0.0.1 -all',
+      POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+      PUBLIC_URL,
+      SEND_TIMEOUT: '5s',
+      ...extra,
+    });
+
+  before(async () => {
+    dns = await startDnsServer();
+    relay = await startSmtpServer();
+    const mxAddress = ownLoopbackAddress();
+    mx = await startSmtpServer({ host: mxAddress, port: 25 });
+    dns.add('receiver.test', { type: 'MX', exchange: 'mx.receiver.test', priority: 10 });
+    dns.add('mx.receiver.test', { type: 'A', address: mxAddress });
+    // Required, as dkimpy is: .ci/run installs both, and a skipped path would hide what it exists to show.
+    if (!postfixAvailable()) throw new Error('a real Postfix is needed (as root): .ci/run installs postfix');
+    postfix = await startPostfix({ domains: ['receiver.test'] });
+
+    const config = baseConfig({ MAIL_TRANSPORT: 'capture' });
+    api = await startTestApp('sqlite', {
+      allowPrivateUrls: true,
+      dns: createDns({ servers: config.dnsServers }),
+      domains: domainSettingsFromConfig(config),
+      publicUrl: PUBLIC_URL,
+    });
+    const created = await api.request('POST', '/v1/domains', { body: { name: DOMAIN } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    for (const record of created.body.records) {
+      if (record.type === 'MX') dns.add(record.name, { type: 'MX', exchange: record.value, priority: 10 });
+      else dns.set(record.name, 'TXT', [{ type: 'TXT', text: record.value }]);
+      if (record.purpose === 'dkim') dkimKeys[record.name] = record.value;
+    }
+    dns.set(`_dmarc.${DOMAIN}`, 'TXT', [{ type: 'TXT', text: 'v=DMARC1; p=reject; adkim=r; aspf=r' }]);
+    const verified = await api.request('POST', `/v1/domains/${created.body.id}/verify`);
+    assert.equal(verified.body.status, 'verified', JSON.stringify(verified.body.records));
+
+    const template = await api.request('POST', '/v1/templates', { body: CORPUS_TEMPLATE });
+    assert.equal(template.status, 201, JSON.stringify(template.body));
+    templateId = template.body.id;
+    const published = await api.request('POST', `/v1/templates/${templateId}/publish`, { body: {} });
+    assert.equal(published.status, 200, JSON.stringify(published.body));
+  });
+  after(async () => {
+    await api?.close();
+    await postfix?.close();
+    await mx?.close();
+    await relay?.close();
+    await dns?.close();
+  });
+
+  /** Sends the whole corpus with a sending worker of this configuration; the emails' ids, in corpus order. */
+  async function sendCorpus(config: Config): Promise<string[]> {
+    const secretBox = createSecretBox(TEST_ENCRYPTION_KEY);
+    const worker = createSendingWorkerFromConfig({
+      config,
+      database: api.database.handle,
+      clock: { now: () => new Date() },
+      events: api.events,
+      notifier: api.app.sendNotifier,
+      secretBox,
+      domains: createDomainService({
+        db: api.database.handle.db,
+        engine: api.engine,
+        clock: { now: () => new Date() },
+        secretBox,
+        dns: createDns({ servers: config.dnsServers }),
+        events: api.events,
+        settings: domainSettingsFromConfig(config),
+      }),
+    });
+    await worker.start();
+    try {
+      const ids: string[] = [];
+      for (const message of corpus) {
+        const body = JSON.parse(JSON.stringify(message.body).replace('{{template}}', templateId));
+        const sent = await api.request('POST', '/v1/emails', {
+          body: { from: `Acme <hello@${DOMAIN}>`, to: [RECIPIENT], ...body },
+        });
+        assert.equal(sent.status, 202, `${message.name}: ${JSON.stringify(sent.body)}`);
+        ids.push(sent.body.id);
+      }
+      // Every email's recipients have an outcome: the transport has handed each message on.
+      for (const id of ids) await untilSettled(id);
+      return ids;
+    } finally {
+      await worker.stop();
+    }
+  }
+
+  async function untilSettled(id: string): Promise<void> {
+    for (let round = 0; round < 500; round += 1) {
+      const email = await api.request('GET', `/v1/emails/${id}`);
+      if (email.body.recipients.every((recipient: any) => recipient.status !== 'queued')) {
+        assert.ok(
+          email.body.recipients.every((recipient: any) => ['sent', 'delivered'].includes(recipient.status)),
+          JSON.stringify(email.body.recipients),
+        );
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error(`email ${id} was not sent`);
+  }
+
+  async function messageIdOf(id: string): Promise<string> {
+    const email = await api.request('GET', `/v1/emails/${id}`);
+    return `<${email.body.message_id.replace(/^<|>$/g, '')}>`;
+  }
+
+  /** Checks every arrived copy of the corpus as a receiving server would; `sender` is its envelope sender. */
+  async function checkArrived(arrived: Array<{ message: CorpusMessage; bytes: Buffer; sender: string }>) {
+    const resolver = new Resolver();
+    resolver.setServers([dns.address]);
+    const resolve = (name: string, type: string) => resolver.resolve(name, type as 'TXT');
+    for (const { message, bytes, sender } of arrived) {
+      assertWireLines(bytes, message.name);
+      const verdict = await mailauthVerdict(bytes, { resolver: resolve, sender });
+      assert.deepEqual(
+        verdict.dkim.map((signature) => [signature.domain, signature.result]),
+        [[DOMAIN, 'pass']],
+        `${message.name}: mailauth DKIM ${JSON.stringify(verdict.dkim)}`,
+      );
+      assert.equal(verdict.dmarc, 'pass', `${message.name}: DMARC`);
+      await assertContent(bytes, message, message.name);
+    }
+    if (!dkimpyAvailable()) throw new Error('dkimpy (python3-dkim) is needed: .ci/run installs it');
+    const verdicts = await dkimpyVerify(
+      arrived.map(({ bytes }) => bytes),
+      dkimKeys,
+    );
+    verdicts.forEach((verdict, index) =>
+      assert.ok(verdict.pass, `${arrived[index]!.message.name}: dkimpy ${verdict.detail}`),
+    );
+  }
+
+  test('relay: to an SMTP server', async () => {
+    const ids = await sendCorpus(
+      baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` }),
+    );
+    const arrived = [];
+    for (const [index, id] of ids.entries()) {
+      const messageId = await messageIdOf(id);
+      const copy = relay.messages.find(
+        (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
+      );
+      assert.ok(copy, `${corpus[index]!.name}: arrived`);
+      arrived.push({ message: corpus[index]!, bytes: copy.bytes, sender: copy.from });
+    }
+    await checkArrived(arrived);
+  });
+
+  test('direct: to the MX that DNS_SERVERS names', async () => {
+    const ids = await sendCorpus(baseConfig({ MAIL_TRANSPORT: 'direct' }));
+    const arrived = [];
+    for (const [index, id] of ids.entries()) {
+      const messageId = await messageIdOf(id);
+      const copy = mx.messages.find(
+        (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
+      );
+      assert.ok(copy, `${corpus[index]!.name}: arrived`);
+      arrived.push({ message: corpus[index]!, bytes: copy.bytes, sender: copy.from });
+    }
+    await checkArrived(arrived);
+  });
+
+  test('capture: GET /v1/emails/{id}/raw is the message as it would leave', async () => {
+    const ids = await sendCorpus(baseConfig({ MAIL_TRANSPORT: 'capture' }));
+    const arrived = [];
+    for (const [index, id] of ids.entries()) {
+      const raw = await api.request('GET', `/v1/emails/${id}/raw`);
+      assert.equal(raw.status, 200, JSON.stringify(raw.body));
+      arrived.push({
+        message: corpus[index]!,
+        bytes: Buffer.from(raw.body.raw, 'utf8'),
+        sender: `hello@${DOMAIN}`,
+      });
+    }
+    await checkArrived(arrived);
+  });
+
+  test('relay through a real Postfix into a mailbox', async () => {
+    const ids = await sendCorpus(
+      baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${postfix.port}` }),
+    );
+    const delivered = await postfix.waitForMailbox(RECIPIENT, ids.length);
+    const arrived = [];
+    for (const [index, id] of ids.entries()) {
+      const messageId = await messageIdOf(id);
+      const copy = delivered.find((bytes) => bytes.toString('latin1').includes(`Message-ID: ${messageId}`));
+      assert.ok(copy, `${corpus[index]!.name}: in the mailbox`);
+      const sender = /^Return-Path: <([^>]*)>/im.exec(copy.toString('latin1'))?.[1] ?? '';
+      // A Maildir keeps lines with LF, as Unix mailboxes do; the message travelled with CRLF (a bare CR in
+      // it would show here as a CR before an LF, which the CRLF check then finds).
+      const crlf = Buffer.from(copy.toString('latin1').replace(/\n/g, '\r\n'), 'latin1');
+      arrived.push({ message: corpus[index]!, bytes: crlf, sender });
+    }
+    await checkArrived(arrived);
+  });
+});
