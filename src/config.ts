@@ -153,6 +153,12 @@ export interface Config {
   smtpDsn: DsnNotify[];
   /** The SMTP listener that receives reports for the bounce domain; it runs only when bounceDomain is set. */
   inbound: InboundConfig;
+  /**
+   * Feedback loops the operator trusts: a reporting domain → the recipient domains whose reports it signs
+   * (REPORT_FEEDBACK_LOOPS). A report not sent to a recipient's own return path changes it only when signed
+   * by one of these, or by the recipient's domain from a role address (inbound/report-authentication.ts).
+   */
+  reportFeedbackLoops: ReadonlyMap<string, readonly string[]>;
   /** Rows older than this are pruned by the workers (RETENTION); undefined (`off`): kept for ever. */
   retentionMs: number | undefined;
   /** The DNS servers (`ip` or `ip:port`) for direct mode and domain verification; empty: the system's. */
@@ -410,6 +416,7 @@ type MailConfig = Pick<
   | 'sendTimeoutMs'
   | 'mailHostname'
   | 'bounceDomain'
+  | 'reportFeedbackLoops'
   | 'dkim'
   | 'smtpDsn'
   | 'inbound'
@@ -473,6 +480,7 @@ function mailConfig(
     sendTimeoutMs,
     mailHostname: env.MAIL_HOSTNAME || undefined,
     bounceDomain: bounceDomain(env, problems),
+    reportFeedbackLoops: feedbackLoops(env, problems),
     dkim: dkimConfig(env, problems),
     smtpDsn: smtpDsn(env, problems),
     inbound: {
@@ -621,6 +629,24 @@ function bounceDomain(env: Env, problems: string[]): string | undefined {
     problems.push(`BOUNCE_DOMAIN must be a domain name such as bounces.example.com, got '${domain}'.`);
   }
   return domain?.toLowerCase();
+}
+
+/** REPORT_FEEDBACK_LOOPS: `reporter=domain|domain,reporter=domain`; empty when unset. */
+function feedbackLoops(env: Env, problems: string[]): Map<string, string[]> {
+  const loops = new Map<string, string[]>();
+  for (const entry of (env.REPORT_FEEDBACK_LOOPS ?? '').split(',')) {
+    if (entry.trim() === '') continue;
+    const [reporter = '', covered = ''] = entry.split('=').map((part) => part.trim().toLowerCase());
+    const domains = covered.split('|').map((domain) => domain.trim());
+    if (!DOMAIN_NAME.test(reporter) || domains.some((domain) => !DOMAIN_NAME.test(domain))) {
+      problems.push(
+        `REPORT_FEEDBACK_LOOPS takes reporter=domain|domain entries separated by commas (fbl.example.net=example.net|example.org), got '${entry.trim()}'.`,
+      );
+      continue;
+    }
+    loops.set(reporter, [...(loops.get(reporter) ?? []), ...domains]);
+  }
+  return loops;
 }
 
 function dkimConfig(env: Env, problems: string[]): DkimConfig | undefined {

@@ -13,6 +13,7 @@ import { createEventService } from './modules/events/events.service.ts';
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
+import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
 import { createRetention } from './modules/retention/retention.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
@@ -62,12 +63,13 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     notifier: deliveryNotifier,
     webhooks: createWebhookRepo(deps.database.db, deps.database.stamps),
   });
+  const dns = createDns({ servers: deps.config.dnsServers });
   const domains = createDomainService({
     db: deps.database.db,
     engine: deps.database.engine,
     clock: deps.clock,
     secretBox: deps.secretBox,
-    dns: createDns({ servers: deps.config.dnsServers }),
+    dns,
     events,
     settings: domainSettingsFromConfig(deps.config),
   });
@@ -100,6 +102,8 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
     clock: deps.clock,
     events,
     returnPath: returnPathFromConfig(deps.config, deps.secretBox),
+    authenticator: createReportAuthenticator({ resolveTxt: dns.resolveTxt }),
+    feedbackLoops: deps.config.reportFeedbackLoops,
     unsubscribeByMail: bounceDomain
       ? (address) => engagement.unsubscribeByMail(address, bounceDomain)
       : undefined,

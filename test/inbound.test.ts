@@ -11,7 +11,17 @@ import { ENGINES } from './helpers/app.ts';
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { buildArf, buildAutoReply, buildDsn, dsnOn, idleConnection, mailReport } from './helpers/reports.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import {
+  buildArf,
+  buildAutoReply,
+  buildDsn,
+  dsnOn,
+  idleConnection,
+  mailReport,
+  reporterKey,
+  signReport,
+} from './helpers/reports.ts';
 import { type ReceivedMessage, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
@@ -23,6 +33,9 @@ const KEY = 'pw_inbound_test_key_0123456789';
 const ENCRYPTION_KEY = Buffer.alloc(32, 9);
 const BOUNCE_DOMAIN = 'bounces.example.test';
 const returnPath = createReturnPath({ domain: BOUNCE_DOMAIN, secretBox: createSecretBox(ENCRYPTION_KEY) });
+/** A feedback loop the operator trusts for example.org, and the recipients' own provider, with their keys. */
+const FEEDBACK_LOOP = reporterKey('mail.example.net');
+const PROVIDER = reporterKey('example.org', 'mx2026');
 
 for (const engine of ENGINES) {
   describe(`inbound reports (${engine})`, () => {
@@ -31,6 +44,7 @@ for (const engine of ENGINES) {
     let receiver: Receiver;
     let server: RunningServer;
     let inboundPort: number;
+    let dns: TestDnsServer;
 
     const api = (method: string, path: string, body?: unknown, key = KEY) =>
       requestJson(`${server.url}${path}`, key, method, body);
@@ -94,6 +108,10 @@ for (const engine of ENGINES) {
 
     before(async () => {
       database = await createProcessDatabase(engine);
+      dns = await startDnsServer();
+      for (const key of [FEEDBACK_LOOP, PROVIDER]) {
+        dns.add(`${key.selector}._domainkey.${key.domain}`, { type: 'TXT', text: key.txt });
+      }
       relay = await startSmtpServer({ dsn: true });
       receiver = await startReceiver();
       const config = loadConfig({
@@ -104,6 +122,8 @@ for (const engine of ENGINES) {
         POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
         SMTP_URL: `smtp://127.0.0.1:${relay.port}`,
         BOUNCE_DOMAIN,
+        DNS_SERVERS: dns.address,
+        REPORT_FEEDBACK_LOOPS: `${FEEDBACK_LOOP.domain}=example.org`,
         INBOUND_SMTP_PORT: '0',
         INBOUND_MAX_BYTES: String(1024 * 1024),
         PUBLIC_URL: 'https://mail.example.test',
@@ -125,6 +145,7 @@ for (const engine of ENGINES) {
       await server?.close();
       await receiver?.close();
       await relay?.close();
+      await dns?.close();
       await database?.cleanup();
       assert.ok(receiver.requests.length > 0, 'no event reached the receiver');
       assert.deepEqual(problems, [], 'webhook payloads that break the document');
@@ -317,19 +338,151 @@ for (const engine of ENGINES) {
       assert.equal(suppression.body.reason, 'complaint');
     });
 
-    test('a complaint to a fixed feedback address is matched by its Message-ID and recipient', async () => {
+    test('a complaint to a fixed feedback address, signed by a feedback loop that reports for the domain, applies', async () => {
       const { id, message } = await sendAndRelay('other@example.org');
-      const row = await report(
-        `fbl@${BOUNCE_DOMAIN}`,
-        buildArf({
-          to: `fbl@${BOUNCE_DOMAIN}`,
-          original: message.raw,
-          originalMailFrom: null,
-          originalRcptTo: 'Other@Example.org',
+      const arf = buildArf({
+        to: `fbl@${BOUNCE_DOMAIN}`,
+        original: message.raw,
+        originalMailFrom: null,
+        originalRcptTo: 'Other@Example.org',
+      });
+      const row = await report(`fbl@${BOUNCE_DOMAIN}`, await signReport(arf, FEEDBACK_LOOP));
+      assert.equal(row.status, 'applied', row.detail ?? '');
+      assert.match(row.detail ?? '', /vouched for by the feedback loop mail\.example\.net/);
+      await waitForEvent(id, 'email.complained');
+    });
+
+    test('a report by Message-ID that no provider of the recipient signed changes nothing: unverified, shown to its project', async () => {
+      const { id, message } = await sendAndRelay('calm@example.org');
+      const arf = buildArf({
+        to: `fbl@${BOUNCE_DOMAIN}`,
+        original: message.raw,
+        originalMailFrom: null,
+        originalRcptTo: 'calm@example.org',
+      });
+      // Unsigned; then signed by a key whose record says otherwise (a signature that does not verify).
+      const forged = await signReport(arf, {
+        ...reporterKey(FEEDBACK_LOOP.domain),
+        selector: FEEDBACK_LOOP.selector,
+      });
+      for (const raw of [arf, forged]) {
+        const row = await report(`fbl@${BOUNCE_DOMAIN}`, raw);
+        assert.equal(row.status, 'unverified', row.detail ?? '');
+        assert.match(row.detail ?? '', /calm@example\.org by the Message-ID .* no valid DKIM signature/);
+        const shown = await api('GET', `/v1/inbound-messages/${row.id}`);
+        assert.equal(shown.status, 200, 'its project sees it');
+        assert.equal(shown.body.status, 'unverified');
+      }
+      assert.equal(await recipientStatus(id), 'sent');
+      assert.equal((await api('GET', '/v1/suppressions/calm@example.org')).status, 404);
+    });
+
+    test('a recipient cannot bounce or complain about a co-recipient, even signed by their shared provider', async () => {
+      const sent = await api('POST', '/v1/emails', {
+        from: 'Shop <shop@example.com>',
+        to: ['alice@example.org'],
+        cc: ['bob@example.org'],
+        subject: 'Team update',
+        text: 'Hello both',
+      });
+      assert.equal(sent.status, 202, JSON.stringify(sent.body));
+      const id = sent.body.id;
+      const aliceCopy = await until(
+        () =>
+          relay.messages.find((m) => m.messageId?.startsWith(`<${id}@`) && m.to[0] === 'alice@example.org'),
+        8000,
+        "alice's copy",
+      );
+      await until(
+        async () =>
+          (await api('GET', `/v1/emails/${id}`)).body.recipients.every((r: any) => r.status === 'sent'),
+        8000,
+        'both sent',
+      );
+      const bobStatus = async () =>
+        (await api('GET', `/v1/emails/${id}`)).body.recipients.find(
+          (r: any) => r.address === 'bob@example.org',
+        ).status;
+
+      // Alice knows the Message-ID: a bounce for Bob to the postmaster, unsigned and signed as her own mail.
+      const dsn = buildDsn({
+        to: `postmaster@${BOUNCE_DOMAIN}`,
+        action: 'failed',
+        recipient: 'bob@example.org',
+        status: '5.1.1',
+        diagnostic: '550 5.1.1 user unknown',
+        original: aliceCopy.raw,
+        reportingMta: 'example.org',
+      }).replace(/^From: .*$/m, 'From: <alice@example.org>');
+      const complaint = buildArf({
+        to: `fbl@${BOUNCE_DOMAIN}`,
+        original: aliceCopy.raw,
+        originalMailFrom: null,
+        originalRcptTo: 'bob@example.org',
+        from: 'alice@example.org',
+      });
+      for (const [to, raw] of [
+        [`postmaster@${BOUNCE_DOMAIN}`, dsn],
+        [`postmaster@${BOUNCE_DOMAIN}`, await signReport(dsn, PROVIDER)],
+        [`fbl@${BOUNCE_DOMAIN}`, await signReport(complaint, PROVIDER)],
+      ] as const) {
+        const row = await report(to, raw);
+        assert.equal(row.status, 'unverified', row.detail ?? '');
+        assert.match(row.detail ?? '', /bob@example\.org by the Message-ID/);
+      }
+      // Her own return path carries her token, not Bob's: a report to it can only be about her.
+      const own = await report(
+        aliceCopy.from,
+        buildDsn({
+          to: aliceCopy.from,
+          action: 'failed',
+          recipient: 'bob@example.org',
+          status: '5.1.1',
+          diagnostic: '550 5.1.1 user unknown',
+          original: aliceCopy.raw,
         }),
       );
+      assert.equal(own.recipient, 'alice@example.org');
+      assert.equal(await bobStatus(), 'sent');
+      assert.equal((await api('GET', '/v1/suppressions/bob@example.org')).status, 404);
+      assert.ok(
+        !eventsOf(id).some((event) => event.data.to === 'bob@example.org' && event.type !== 'email.sent'),
+      );
+    });
+
+    test("a bounce signed by the recipient's provider from its postmaster applies", async () => {
+      const { id, message } = await sendAndRelay('gone@example.org');
+      const dsn = buildDsn({
+        to: `postmaster@${BOUNCE_DOMAIN}`,
+        action: 'failed',
+        recipient: 'gone@example.org',
+        status: '5.1.1',
+        diagnostic: '550 5.1.1 user unknown',
+        original: message.raw,
+        reportingMta: 'example.org',
+      });
+      const row = await report(`postmaster@${BOUNCE_DOMAIN}`, await signReport(dsn, PROVIDER));
       assert.equal(row.status, 'applied', row.detail ?? '');
-      await waitForEvent(id, 'email.complained');
+      assert.match(row.detail ?? '', /mailer-daemon@example\.org, signed by the recipient's domain/i);
+      await waitForEvent(id, 'email.bounced');
+    });
+
+    test('a complaint that only replies to the message (In-Reply-To) changes nothing', async () => {
+      const { id, message } = await sendAndRelay('replier@example.org');
+      const reply = [
+        'From: <replier@example.org>',
+        `To: fbl@${BOUNCE_DOMAIN}`,
+        'Subject: Re: Your order',
+        `In-Reply-To: ${message.messageId}`,
+        `References: ${message.messageId}`,
+        '',
+        'This is spam, stop it.',
+        '',
+      ].join('\r\n');
+      const row = await report(`fbl@${BOUNCE_DOMAIN}`, await signReport(reply, PROVIDER));
+      assert.notEqual(row.status, 'applied', row.detail ?? '');
+      assert.equal(await recipientStatus(id), 'sent');
+      assert.equal((await api('GET', '/v1/suppressions/replier@example.org')).status, 404);
     });
 
     test("a mail to List-Unsubscribe's mailto unsubscribes the recipient, once", async () => {

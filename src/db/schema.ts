@@ -290,6 +290,7 @@ export const INBOUND_STATUSES = [
   'applied',
   'no_change',
   'unmatched',
+  'unverified',
   'ignored',
   'unreadable',
 ] as const;

@@ -1,5 +1,7 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { Socket } from 'node:net';
 import nodemailer from 'nodemailer';
+import DKIM from 'nodemailer/lib/dkim';
 
 // Reports as mail systems send them back, for the inbound listener: delivery status notifications laid out
 // as Postfix writes them (test/fixtures/reports/postfix-*.eml), RFC 5965 feedback reports and RFC 3834
@@ -107,10 +109,12 @@ export function buildArf(options: {
   originalMailFrom: string | null;
   /** `Original-Rcpt-To`; omitted when null (many providers redact it). */
   originalRcptTo: string | null;
+  /** The reporter's address (default `feedback@mail.example.net`). */
+  from?: string;
 }): string {
   const boundary = `ARF${Math.random().toString(36).slice(2)}`;
   return [
-    'From: <feedback@mail.example.net>',
+    `From: <${options.from ?? 'feedback@mail.example.net'}>`,
     `Date: ${new Date().toUTCString()}`,
     'Subject: Complaint about a message',
     `To: ${options.to}`,
@@ -166,6 +170,33 @@ export async function mailReport(port: number, to: string, raw: string | Buffer)
   } finally {
     transport.close();
   }
+}
+
+/** A reporter's DKIM key: its private half, and the TXT record to publish at `<selector>._domainkey.<domain>`. */
+export interface ReporterKey {
+  domain: string;
+  selector: string;
+  privateKey: string;
+  txt: string;
+}
+
+export function reporterKey(domain: string, selector = 'fbl'): ReporterKey {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return {
+    domain,
+    selector,
+    privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    txt: `v=DKIM1; k=rsa; p=${publicKey.export({ type: 'spki', format: 'der' }).toString('base64')}`,
+  };
+}
+
+/** A report DKIM-signed as its provider signs it (nodemailer's signer; line endings made CRLF first). */
+export async function signReport(raw: string, key: ReporterKey): Promise<Buffer> {
+  const dkim = new DKIM({ domainName: key.domain, keySelector: key.selector, privateKey: key.privateKey });
+  const chunks: Buffer[] = [];
+  for await (const chunk of dkim.sign(Buffer.from(raw.replace(/\r?\n/g, '\r\n'))))
+    chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 /** Opens a connection and greets, then sends nothing more: a client that never gets to DATA. */

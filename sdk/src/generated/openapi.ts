@@ -1861,8 +1861,8 @@ export interface components {
             /** @description Its size in bytes. */
             size: number;
             kind: ("delivery_status" | "feedback" | "auto_reply" | "unsubscribe" | "unreadable") | null;
-            /** @description `pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `ignored` (an auto-reply) or `unreadable`. */
-            status: "pending" | "applied" | "no_change" | "unmatched" | "ignored" | "unreadable";
+            /** @description `pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `unverified` (it names a recipient by Message-ID without the signature of a provider that reports for it, and changed nothing), `ignored` (an auto-reply) or `unreadable`. */
+            status: "pending" | "applied" | "no_change" | "unmatched" | "unverified" | "ignored" | "unreadable";
             detail: string | null;
             email_id: string | null;
             recipient: string | null;

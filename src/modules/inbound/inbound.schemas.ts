@@ -29,7 +29,7 @@ export const InboundMessage = Type.Object(
     ),
     status: literals(
       INBOUND_STATUSES,
-      '`pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `ignored` (an auto-reply) or `unreadable`.',
+      '`pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `unverified` (it names a recipient by Message-ID without the signature of a provider that reports for it, and changed nothing), `ignored` (an auto-reply) or `unreadable`.',
     ),
     detail: nullable(Type.String({ description: 'How it was matched and what it changed, or why not.' })),
     email_id: nullable(Type.String({ description: 'The email it is about.' })),

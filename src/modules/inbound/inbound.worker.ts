@@ -10,6 +10,7 @@ import type { EventService, NewEvent } from '../events/events.service.ts';
 import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
+import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
 import { subjectOf } from './report-parser.ts';
 
@@ -22,6 +23,9 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   events: Pick<EventService, 'emitIn'>;
   /** How reports to our return paths are recognised (BOUNCE_DOMAIN); without it only Message-IDs match. */
   returnPath: ReturnPath | undefined;
+  /** Who signed a report matched by Message-ID, and which feedback loops report for which domains. */
+  authenticator: ReportAuthenticator;
+  feedbackLoops: FeedbackLoops;
   /** The fallback poll when no wake-up comes. */
   pollIntervalMs?: number;
   /**
@@ -63,6 +67,8 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
   const matcher = createReportMatcher({
     recipients: createReportedRecipientRepo(db),
     returnPath: deps.returnPath,
+    authenticator: deps.authenticator,
+    feedbackLoops: deps.feedbackLoops,
   });
 
   const source: QueueSource<InboundJob, Interpretation> = {
@@ -88,7 +94,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
             results.push({ held, retryAt });
             continue;
           }
-          const first = outcome.effects[0]?.recipient;
+          const first = outcome.effects[0]?.recipient ?? outcome.about;
           const verdict: InboundResult = {
             id: job.message.id,
             kind: outcome.kind,

@@ -4,13 +4,16 @@ import { type BounceClass, classifyBounce } from '../emails/bounce.ts';
 import { PENDING } from '../emails/status.ts';
 import type { ReportedOutcome, ReportedRecipient, ReportedRecipientRepo } from '../emails/reports.repo.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
+import { type FeedbackLoops, type ReportAuthenticator, speaksFor } from './report-authentication.ts';
 import { type DsnRecipient, type Report, readReport, subjectOf } from './report-parser.ts';
 
 // From a received message to what it says about our recipients. The recipient is found by the return path
-// the report was mailed to (VERP: its HMAC tag proves we made it), else, when it went to no return path of
-// ours (a feedback loop's fixed address, a postmaster), by the Message-ID (or ENVID) of the reported message
-// together with the recipient address the report gives. A return path whose tag does not verify is a
-// forgery: nothing is matched by any other means then.
+// the report was mailed to (VERP: its HMAC tag proves we made it, and only that recipient's copy carries it),
+// else, when it went to no return path of ours (a feedback loop's fixed address, a postmaster), by the
+// Message-ID (or ENVID) of the reported message together with the recipient address the report gives. Every
+// recipient of a message knows its Message-ID, so a report matched that way changes a recipient only when
+// the recipient's mail provider signed it (report-authentication.ts); otherwise it is `unverified`. A return
+// path whose tag does not verify is a forgery: nothing is matched by any other means then.
 
 /** One thing a report says happened to one recipient. */
 export interface ReportEffect {
@@ -29,10 +32,12 @@ export interface Interpretation {
   kind: InboundKind;
   subject: string | null;
   /**
-   * Set when there is nothing to apply (ignored, unmatched, unreadable) or it was applied already (a
-   * List-Unsubscribe mail); else decided when the effects are applied.
+   * Set when there is nothing to apply (ignored, unmatched, unverified, unreadable) or it was applied already
+   * (a List-Unsubscribe mail); else decided when the effects are applied.
    */
   status?: Exclude<InboundStatus, 'pending' | 'no_change'>;
+  /** An unverified report's recipient: shown to its project, changed in nothing. */
+  about?: ReportedRecipient;
   detail: string;
   effects: ReportEffect[];
   /**
@@ -57,11 +62,14 @@ const OUTCOME: Record<DsnRecipient['action'], ReportedOutcome> = {
   expanded: 'delivered',
 };
 
-type Found = { recipients: ReportedRecipient[]; how: string } | { refused: string };
+type Found = { recipients: ReportedRecipient[]; how: string; byReturnPath: boolean } | { refused: string };
 
 export function createReportMatcher(deps: {
   recipients: Pick<ReportedRecipientRepo, 'findById' | 'findEmail' | 'recipientsOf'>;
   returnPath: ReturnPath | undefined;
+  /** Checks who signed a report that names its recipient by Message-ID (DKIM keys from DNS_SERVERS). */
+  authenticator: ReportAuthenticator;
+  feedbackLoops: FeedbackLoops;
 }) {
   const { returnPath } = deps;
 
@@ -82,7 +90,7 @@ export function createReportMatcher(deps: {
       if (recipient) found.push(recipient);
     }
     if (found.length === 0) return { refused: 'its return path names a recipient that no longer exists' };
-    return { recipients: found, how: 'by its return path' };
+    return { recipients: found, how: 'by its return path', byReturnPath: true };
   }
 
   /** The recipients of the reported email whose addresses the report names. */
@@ -101,7 +109,11 @@ export function createReportMatcher(deps: {
         : all.filter((recipient) => named.has(recipient.address.toLowerCase()));
     if (recipients.length === 0)
       return { refused: `it names message ${email.messageId} but none of its recipients` };
-    return { recipients, how: 'by the Message-ID of the reported message and the recipient address' };
+    return {
+      recipients,
+      how: 'by the Message-ID of the reported message and the recipient address',
+      byReturnPath: false,
+    };
   }
 
   /** The report's entry for a recipient: the one naming its address, or the only/first one. */
@@ -191,6 +203,28 @@ export function createReportMatcher(deps: {
           detail: `it names message ${reported}, not the one its return path was made for`,
           effects: [],
         };
+      }
+
+      // Matched by what any recipient knows: believed only when the recipient's provider signed it. The DKIM
+      // key lookups happen here, before the transaction that applies the report.
+      if (!found.byReturnPath) {
+        const signer = await deps.authenticator.signerOf(message.raw);
+        const vouchers = new Set<string>();
+        for (const recipient of found.recipients) {
+          const check = speaksFor(signer, recipient.address, deps.feedbackLoops);
+          if (!check.ok) {
+            return {
+              kind,
+              subject,
+              status: 'unverified',
+              about: recipient,
+              detail: `it names ${recipient.address} by the Message-ID of the reported message, not by a return path of ours, and ${check.why}`,
+              effects: [],
+            };
+          }
+          vouchers.add(check.by);
+        }
+        found = { ...found, how: `${found.how}, vouched for by ${[...vouchers].join(', ')}` };
       }
 
       if (found.recipients.some((recipient) => PENDING.has(recipient.status))) {
