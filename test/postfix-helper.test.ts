@@ -6,10 +6,14 @@ import { describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
+import { startSmtpServer } from './helpers/smtp.ts';
+import { until } from './helpers/until.ts';
 
 // The Postfix helper is the receiving side other tests trust: a message sent to it must land in the
 // recipient's Maildir as Postfix wrote it, parse back to the same text and attachment bytes, stay out of
 // other recipients' mailboxes, never be relayed, and close() must leave nothing of the instance behind.
+// With `users` and `relay` it is also the mail host that reports back: its delivery status notifications
+// must reach the next hop the transport map names, and only that one.
 
 const skip = postfixAvailable()
   ? false
@@ -138,6 +142,86 @@ describe('Postfix helper', { skip }, () => {
       assert.match(first.log(), /NOQUEUE: reject: RCPT from .*Relay access denied/);
       await assert.rejects(first.waitForMailbox('eve@elsewhere.test', 1), /not at this instance's domains/);
     } finally {
+      await Promise.all([first.close(), second.close()]);
+    }
+  });
+
+  test('bounces unknown users after accepting them, and mails its reports to the relay it is given', async () => {
+    const [first, second] = await Promise.all([
+      startSmtpServer({ dsn: true }),
+      startSmtpServer({ dsn: true }),
+    ]);
+    const postfix = await startPostfix({
+      domains: ['receiver.test'],
+      users: ['Ada'],
+      relay: { 'Sender.Test': `127.0.0.1:${first.port}` },
+    });
+    try {
+      const send = async (to: string, notify: Array<'success' | 'failure' | 'delay'>) => {
+        const transport = sender(postfix);
+        const info = await transport.sendMail({
+          envelope: { from: 'bob@sender.test', to },
+          from: 'bob@sender.test',
+          to,
+          subject: `to ${to}`,
+          text,
+          dsn: { id: `env-${to}`, return: 'headers', notify, recipient: to },
+        });
+        transport.close();
+        return info;
+      };
+
+      // Taken at RCPT (no 550 for the client to see), then bounced by virtual(8).
+      const info = await send('nobody@receiver.test', ['failure']);
+      assert.deepEqual(info.accepted, ['nobody@receiver.test']);
+      const [bounce] = await first.waitFor(1, 20_000);
+      assert.ok(bounce);
+      assert.equal(bounce.from, '', 'a report comes from the null sender');
+      assert.deepEqual(bounce.to, ['bob@sender.test']);
+      assert.match(bounce.raw, /^Subject: Undelivered Mail Returned to Sender\r$/m);
+      assert.match(bounce.raw, /^Content-Type: multipart\/report; report-type=delivery-status;/m);
+      assert.match(bounce.raw, /^Original-Envelope-Id: env-nobody@receiver\.test\r$/m);
+      assert.match(
+        bounce.raw,
+        /^Final-Recipient: rfc822; nobody@receiver\.test\r\nOriginal-Recipient: .*\r\nAction: failed\r\nStatus: 5\.1\.1\r$/m,
+      );
+      // postlogd writes the log from datagrams, possibly after the report is out: wait for the line.
+      await until(
+        () =>
+          /postfix\/virtual\[.* to=<nobody@receiver\.test>.* status=bounced \(unknown user/.test(
+            postfix.log(),
+          ),
+        5000,
+        "virtual(8)'s log of the bounce",
+      );
+
+      // Another next hop for the domain, from now on; Ada, a listed user, is delivered and told about.
+      await postfix.setRelay({ 'sender.test': `127.0.0.1:${second.port}` });
+      await send('ada@receiver.test', ['success', 'failure']);
+      const [toAda] = await postfix.waitForMailbox('ada@receiver.test', 1);
+      assert.match(String(toAda), /^Subject: to ada@receiver\.test$/m);
+      const [success] = await second.waitFor(1, 20_000);
+      assert.ok(success);
+      assert.match(success.raw, /^Subject: Successful Mail Delivery Report\r$/m);
+      assert.match(
+        success.raw,
+        /^Final-Recipient: rfc822; ada@receiver\.test\r\nOriginal-Recipient: .*\r\nAction: delivered\r\nStatus: 2\.0\.0\r$/m,
+      );
+      assert.equal(first.messages.length, 1, 'the first relay got nothing after the change');
+      // The map routes what Postfix sends, and opens no relay for its clients.
+      await assert.rejects(send('eve@sender.test', ['failure']), /Relay access denied/);
+      await assert.rejects(postfix.waitForMailbox('nobody@receiver.test', 1, 300), /got 0/);
+
+      await assert.rejects(
+        startPostfix({ domains: ['receiver.test'], users: ['a b'] }),
+        /not a plain local part/,
+      );
+      await assert.rejects(
+        startPostfix({ domains: ['receiver.test'], relay: { 'sender.test': '127.0.0.1' } }),
+        /must be host:port/,
+      );
+    } finally {
+      await postfix.close();
       await Promise.all([first.close(), second.close()]);
     }
   });

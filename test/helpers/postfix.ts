@@ -6,6 +6,8 @@ import { join } from 'node:path';
 
 // A real Postfix per test, as the receiving side of Postwire's outgoing mail: what it accepts over SMTP and
 // what its virtual(8) agent writes into a Maildir is what a real mail host gets, Received lines and all.
+// Given users and relay, it is also the mail host that reports back: it bounces unknown users after
+// accepting them and mails its delivery status notifications to the next hop the test names.
 //
 // Each instance lives in a fresh directory of its own (config, queue, data, Maildirs, log) and is run with
 // `postfix -c DIR start|stop`; /etc/postfix/main.cf is neither read nor written. Postfix only demands that
@@ -37,17 +39,42 @@ export interface TestPostfix {
   waitForMailbox(address: string, count: number, timeoutMs?: number): Promise<Buffer[]>;
   /** The instance's mail log so far (its maillog_file). */
   log(): string;
+  /**
+   * Points the transport map at other next hops (replacing `relay` as given to startPostfix), reloads the
+   * instance, and resolves once every daemon that ran before is gone, so all mail from then on is routed by
+   * the new map. For a next hop that only gets its port after this instance has started.
+   */
+  setRelay(relay: Record<string, string>): Promise<void>;
   /** Stops the instance, waits until none of its processes is left, and removes its directory. */
   close(): Promise<void>;
 }
 
 const DOMAIN = /^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$/;
+const LOCAL_PART = /^[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$/;
+const NEXT_HOP = /^(\d{1,3}(?:\.\d{1,3}){3}|localhost|[a-z0-9.-]+):(\d{1,5})$/;
+
+export interface PostfixOptions {
+  /** The domains it takes mail for, each delivered into a Maildir of its own. */
+  domains: string[];
+  /**
+   * The local parts that have a mailbox at every one of `domains`. Absent: any local part has one. Given:
+   * mail for anyone else is still accepted (250), then bounced by virtual(8) as an unknown user, so the
+   * envelope sender gets a genuine delivery status notification from Postfix's bounce daemon.
+   */
+  users?: string[];
+  /**
+   * Next hops by domain (`{ 'bounces.example.test': '127.0.0.1:2525' }`): what Postfix itself mails to a
+   * domain here, such as its reports to an envelope sender there, goes to that host and port by SMTP.
+   * Clients still cannot relay there, and mail for any other domain still ends in the error transport.
+   */
+  relay?: Record<string, string>;
+}
 
 /**
  * Starts a private Postfix on 127.0.0.1 and a free port that accepts mail from 127.0.0.0/8 for any local
  * part at `domains` and refuses to relay anywhere else. Resolves once its smtpd answers with a banner.
  */
-export async function startPostfix(options: { domains: string[] }): Promise<TestPostfix> {
+export async function startPostfix(options: PostfixOptions): Promise<TestPostfix> {
   if (!postfixAvailable()) throw new Error(`startPostfix needs ${POSTFIX} and root`);
   const domains = options.domains.map((domain) => domain.toLowerCase());
   if (domains.length === 0) throw new Error('startPostfix needs at least one domain');
@@ -55,6 +82,14 @@ export async function startPostfix(options: { domains: string[] }): Promise<Test
     // The names go into main.cf and an inline: map, whose syntax ({ } , = and spaces) they must not reach.
     if (!DOMAIN.test(domain)) throw new Error(`startPostfix: not a plain domain name: ${domain}`);
   }
+  const users = options.users?.map((user) => user.toLowerCase());
+  if (users) {
+    if (users.length === 0) throw new Error('startPostfix: users, when given, needs at least one local part');
+    for (const user of users) {
+      if (!LOCAL_PART.test(user)) throw new Error(`startPostfix: not a plain local part: ${user}`);
+    }
+  }
+  let relay = relayEntries(options.relay ?? {});
 
   // Under /tmp, not os.tmpdir(): the postfix user and nobody must reach the queue and the Maildirs through
   // every parent directory, and the queue's UNIX sockets must stay within sun_path's 108 bytes.
@@ -74,7 +109,9 @@ export async function startPostfix(options: { domains: string[] }): Promise<Test
     const nobody = nobodyIds();
     await mkdir(mail);
     await chown(mail, nobody.uid, nobody.gid);
-    await writeFile(join(etc, 'main.cf'), mainCf(directory, domains, nobody));
+    const writeMainCf = () =>
+      writeFile(join(etc, 'main.cf'), mainCf(directory, { domains, users, relay }, nobody));
+    await writeMainCf();
 
     // The port is found free by binding port 0 and closing; another process may take it before master
     // binds it, which fails the start: then try another.
@@ -129,6 +166,23 @@ export async function startPostfix(options: { domains: string[] }): Promise<Test
           await sleep(50);
         }
       },
+      async setRelay(next) {
+        relay = relayEntries(next);
+        // Every daemon reads main.cf when it starts: those started from now on see the new map. The ones
+        // running now (the resident qmgr, a trivial-rewrite holding its clients' connections) are told by
+        // the reload to exit, and until they have, one of them could still route by the old map.
+        const before = processesIn(directory)
+          .filter((pid) => pid !== masterPid)
+          .map((pid) => ({ pid, start: startTime(pid) }));
+        await writeMainCf();
+        // What `postfix reload` does once its checks are done (master(8): SIGHUP re-reads the configuration
+        // and has the running daemons exit), without postfix-script's seconds of checking the install.
+        process.kill(masterPid, 'SIGHUP');
+        const gone = () => before.every(({ pid, start }) => !alive(pid) || startTime(pid) !== start);
+        if (!(await waitUntil(gone, 10_000))) {
+          throw new Error(`postfix daemons outlived the reload of ${directory}:\n${logTail(logFile)}`);
+        }
+      },
       close() {
         closing ??= stop(instance);
         return closing;
@@ -177,7 +231,27 @@ async function stop(instance: Instance): Promise<void> {
   await rm(instance.directory, { recursive: true, force: true });
 }
 
-function mainCf(directory: string, domains: string[], nobody: { uid: number; gid: number }): string {
+/** The transport map's entries, `domain smtp:[host]:port`, from `relay` (checked for the inline: syntax). */
+function relayEntries(relay: Record<string, string>): string[] {
+  return Object.entries(relay).map(([domain, hop]) => {
+    const name = domain.toLowerCase();
+    if (!DOMAIN.test(name)) throw new Error(`startPostfix: relay for a domain that is not plain: ${domain}`);
+    const match = NEXT_HOP.exec(hop.toLowerCase());
+    if (!match) throw new Error(`startPostfix: relay for ${domain} must be host:port, got ${hop}`);
+    // [host]: this host itself, not its MX records (there is no DNS here anyway).
+    return `${name}=smtp:[${match[1]}]:${match[2]}`;
+  });
+}
+
+function mainCf(
+  directory: string,
+  options: { domains: string[]; users: string[] | undefined; relay: string[] },
+  nobody: { uid: number; gid: number },
+): string {
+  const { domains, users, relay } = options;
+  const mailboxes = users
+    ? domains.flatMap((domain) => users.map((user) => `${user}@${domain}=${domain}/`))
+    : domains.map((domain) => `@${domain}=${domain}/`);
   return `# A private test instance of Postfix, written by test/helpers/postfix.ts.
 compatibility_level = 3.6
 queue_directory = ${directory}/queue
@@ -209,12 +283,18 @@ alias_maps =
 alias_database =
 virtual_mailbox_domains = ${domains.join(' ')}
 virtual_mailbox_base = ${directory}/mail
-virtual_mailbox_maps = inline:{ ${domains.map((domain) => `@${domain}=${domain}/`).join(', ')} }
+virtual_mailbox_maps = inline:{ ${mailboxes.join(', ')} }
+# With users listed, smtpd takes mail for the others too (it would refuse them at RCPT, and the client would
+# get the bounce), so that virtual(8) bounces them after the fact and the bounce daemon reports it to the
+# envelope sender as a delivery status notification (RFC 3464), as a mail host behind a gateway does.
+smtpd_reject_unlisted_recipient = ${users ? 'no' : 'yes'}
 virtual_uid_maps = static:${nobody.uid}
 virtual_gid_maps = static:${nobody.gid}
 
-# Nothing leaves: no relaying for any client, and anything queued for elsewhere (a bounce to the sender)
-# ends in the error transport, never the network. No DNS either.
+# Nothing leaves but to the test's own next hops (transport_maps, \`relay\`): no relaying for any client, and
+# anything queued for elsewhere (a bounce to a sender at no such hop) ends in the error transport, never the
+# network. No DNS either.
+transport_maps = ${relay.length > 0 ? `inline:{ ${relay.join(', ')} }` : ''}
 smtpd_client_restrictions = permit_mynetworks, reject
 smtpd_relay_restrictions = reject_unauth_destination
 smtpd_recipient_restrictions =
@@ -230,7 +310,8 @@ smtpd_peername_lookup = no
 
 function masterCf(port: number): string {
   // Upstream's services, none chrooted (the instance has no chroot tree), smtpd on the test's port only,
-  // postlogd for maillog_file; no smtp/lmtp/local clients, since every such transport is error: above.
+  // postlogd for maillog_file; the smtp client only for transport_maps' next hops (everything else goes
+  // to error: above), and no lmtp or local clients.
   return [
     `127.0.0.1:${port} inet n - n - - smtpd`,
     'pickup    unix  n - n 60    1 pickup',
@@ -245,6 +326,7 @@ function masterCf(port: number): string {
     'proxymap  unix  - - n -     - proxymap',
     'proxywrite unix - - n -     1 proxymap',
     'showq     unix  n - n -     - showq',
+    'smtp      unix  - - n -     - smtp',
     'error     unix  - - n -     - error',
     'retry     unix  - - n -     - error',
     'discard   unix  - - n -     - discard',
@@ -378,6 +460,17 @@ function processesIn(directory: string): number[] {
     }
   }
   return found;
+}
+
+/** When a process started (field 22 of its stat, in clock ticks since boot): a pid reused later differs. */
+function startTime(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8')
+      .replace(/^.*\) /s, '')
+      .split(' ')[19];
+  } catch {
+    return undefined;
+  }
 }
 
 function trySignal(pid: number, signal: NodeJS.Signals): void {
