@@ -5,12 +5,12 @@ import { DEFAULTS, type EngagementDefaults, type HttpTimeouts } from './config.t
 import type { DatabaseHandle } from './db/connection.ts';
 import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
 import { installAuth } from './http/auth.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
 import { swaggerOptions } from './http/openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
-import { installJsonBody, installValidation } from './http/validation.ts';
+import { installJsonBody, installValidation, parseQueryString } from './http/validation.ts';
 import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { newRequestId } from './lib/ids.ts';
@@ -119,6 +119,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     return503OnClosing: true,
     ajv: { customOptions: { strict: false } },
+    routerOptions: { querystringParser: parseQueryString },
+    frameworkErrors,
   });
   // A client that connects and sends nothing, or sends its request a byte at a time, is cut off instead of
   // holding a connection for ever. Node checks the headers and request timeouts every few seconds.
