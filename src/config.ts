@@ -45,6 +45,17 @@ export const DEFAULTS = {
     port: 2525,
     /** The largest message it takes (INBOUND_MAX_BYTES); a real report is a few kilobytes. */
     maxBytes: 10 * 1024 * 1024,
+    /**
+     * A session (connection) still open this long is ended with a 421, however busy it keeps the line
+     * (INBOUND_SESSION_TIMEOUT): the idle timeout alone lets a byte every few seconds hold it for ever. A report
+     * takes seconds; 10 MiB over a slow link, a minute or two.
+     */
+    sessionTimeoutMs: 5 * 60_000,
+    /**
+     * Sessions one client address may hold at once; the next one is refused with a 421
+     * (INBOUND_MAX_CONNECTIONS_PER_CLIENT). A mail system sends reports over a few connections at most.
+     */
+    maxConnectionsPerClient: 20,
   },
   /** Events, attempts, stored MIME, tracking rows and received reports older than this are deleted (RETENTION). */
   retentionMs: 30 * 86_400_000,
@@ -78,6 +89,12 @@ export const DEFAULTS = {
    */
   sendGroups: { maxEmails: 100 },
 } as const;
+
+/**
+ * Connections the inbound SMTP listener holds at once, from all clients together: far above what reports
+ * need, far below the process's file limit.
+ */
+export const INBOUND_MAX_CONNECTIONS = 5000;
 
 /** Every answer after a write to the in-memory reads' tables waits the lease: longer would stall writes. */
 const CACHE_STAMP_LEASE_MAX_MS = 1000;
@@ -195,6 +212,10 @@ export interface InboundConfig {
   port: number;
   /** Messages larger than this are refused (552) and not stored. */
   maxBytes: number;
+  /** A session open this long is ended (421), whatever it is doing. */
+  sessionTimeoutMs: number;
+  /** Sessions one client address may hold at once; past it, 421. */
+  maxConnectionsPerClient: number;
   /** PEM certificate and key: STARTTLS is offered when both are set. */
   tls: { cert: string; key: string } | undefined;
 }
@@ -479,6 +500,13 @@ function mailConfig(
       host: env.INBOUND_SMTP_HOST || DEFAULTS.inbound.host,
       port: read.integer('INBOUND_SMTP_PORT', DEFAULTS.inbound.port, 0, 65535),
       maxBytes: read.integer('INBOUND_MAX_BYTES', DEFAULTS.inbound.maxBytes, 1024, 1024 * 1024 * 1024),
+      sessionTimeoutMs: inboundSessionTimeout(env, problems, read.duration),
+      maxConnectionsPerClient: read.integer(
+        'INBOUND_MAX_CONNECTIONS_PER_CLIENT',
+        DEFAULTS.inbound.maxConnectionsPerClient,
+        1,
+        INBOUND_MAX_CONNECTIONS,
+      ),
       tls: inboundTls(env, problems),
     },
     ...domainsConfig(env, problems, mailTransport, read),
@@ -577,6 +605,19 @@ function pemSetting(env: Env, name: string, problems: string[]): string | undefi
     problems.push(`${name} is neither a PEM key nor a readable file ('${value}').`);
     return undefined;
   }
+}
+
+function inboundSessionTimeout(
+  env: Env,
+  problems: string[],
+  duration: (name: string, fallback: number) => number,
+): number {
+  const ms = duration('INBOUND_SESSION_TIMEOUT', DEFAULTS.inbound.sessionTimeoutMs);
+  if (ms < 1000 || ms > 3_600_000) {
+    problems.push(`INBOUND_SESSION_TIMEOUT must be from 1s to 1h, got '${env.INBOUND_SESSION_TIMEOUT}'.`);
+    return DEFAULTS.inbound.sessionTimeoutMs;
+  }
+  return ms;
 }
 
 function inboundTls(env: Env, problems: string[]): InboundConfig['tls'] {
