@@ -5,6 +5,7 @@ import { DEFAULTS, type EngagementDefaults, type HttpTimeouts } from './config.t
 import type { DatabaseHandle } from './db/connection.ts';
 import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
 import { installAuth } from './http/auth.ts';
+import { installBodyMemoryLimit } from './http/body-memory.ts';
 import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
@@ -81,6 +82,8 @@ export interface AppDeps {
   templateRendering?: RenderPoolOptions;
   /** How long the server waits on a client, phase by phase (HTTP_*_TIMEOUT). */
   httpTimeouts?: HttpTimeouts;
+  /** Bytes of request bodies held in memory at once (HTTP_BODY_MEMORY_LIMIT); 0: no limit. */
+  httpBodyMemoryBytes?: number;
   /** Where sending domains' records are looked up (DNS_SERVERS); the system's resolvers by default. */
   dns?: Dns;
   /**
@@ -267,6 +270,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       now: clockMs,
     }),
   });
+  installBodyMemoryLimit(app, { limitBytes: deps.httpBodyMemoryBytes ?? DEFAULTS.httpBodyMemoryBytes });
   installIdempotency(app, { database: deps.database, clock: deps.clock });
 
   app.addSchema(ErrorBody);

@@ -63,6 +63,14 @@ export const DEFAULTS = {
   smtpDsn: ['success', 'failure', 'delay'] as DsnNotify[],
   /** Verified and failed sending domains are looked up again this often (DOMAIN_RECHECK). */
   domainRecheckMs: 6 * 3_600_000,
+  /**
+   * Request bodies held in memory at once, in bytes (HTTP_BODY_MEMORY_LIMIT); a body that does not fit beside
+   * the others is a 429 with retry-after. Each costs four to five times its size while it is read, parsed,
+   * decoded and stored, so 64 MiB is one of the largest sends (56 MiB) at a time, with room for small requests
+   * beside it: about +380 MB at the peak for six parallel 56 MB sends, against +630 to +850 MB unbounded
+   * (bench/body-memory.ts).
+   */
+  httpBodyMemoryBytes: 64 * 1024 * 1024,
   httpTimeouts: {
     /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
     idleMs: 60_000,
@@ -137,6 +145,8 @@ export interface Config {
   /** A worker whose heartbeat stopped this long ago is dead: its leased jobs come back to the others. */
   workerDeadAfterMs: number;
   httpTimeouts: HttpTimeouts;
+  /** Bytes of request bodies held in memory at once; past it, 429. 0: no limit. */
+  httpBodyMemoryBytes: number;
   templateRendering: { timeoutMs: number; threads: number; queueLimit: number };
   /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
   webhookSecretRotationWindowMs: number;
@@ -379,6 +389,12 @@ export function loadConfig(
       requestMs: duration('HTTP_REQUEST_TIMEOUT', DEFAULTS.httpTimeouts.requestMs),
       keepAliveMs: duration('HTTP_KEEP_ALIVE_TIMEOUT', DEFAULTS.httpTimeouts.keepAliveMs),
     },
+    httpBodyMemoryBytes: integer(
+      'HTTP_BODY_MEMORY_LIMIT',
+      DEFAULTS.httpBodyMemoryBytes,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    ),
     retentionMs: retention(env, problems, duration),
     ...mailConfig(env, problems, { integer, duration, schedule }),
     publicUrl: publicUrl(env, problems),
