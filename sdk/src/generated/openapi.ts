@@ -1201,7 +1201,8 @@ export interface components {
         /** EmailAttachment */
         EmailAttachment: {
             filename: string;
-            content_type: string | null;
+            /** @description Its media type as the message gives it: the one sent, else the one derived from the file name (application/octet-stream when nothing matches). */
+            content_type: string;
             content_id: string | null;
             /** @description Bytes, decoded. */
             size: number;
@@ -1987,11 +1988,11 @@ export interface components {
             attachments?: {
                 /** @description The file name shown to the recipient; path separators and control characters are removed. */
                 filename: string;
-                /** @description The file, base64-encoded. */
+                /** @description The file, base64-encoded; line breaks (as MIME wraps it) and leaving out the `=` padding are fine. */
                 content: string;
-                /** @description Its media type (`application/pdf`); from the file name when absent. */
+                /** @description Its media type (`application/pdf`). When absent, the one derived from the file name, as nodemailer derives it: `.pdf` → application/pdf; a name without a dot is looked up as an extension (`c` → text/plain); unknown → application/octet-stream. */
                 content_type?: string;
-                /** @description Makes it inline: the html refers to it as `cid:<content_id>`. */
+                /** @description Makes it inline: the html refers to it as `cid:<content_id>`. Printable ASCII without spaces or angle brackets (it may be enclosed in one pair, `<id>`), so that it leaves as given. */
                 content_id?: string;
             }[];
             /**
