@@ -67,7 +67,7 @@ export const DEFAULTS = {
    * Request bodies held in memory at once, in bytes (HTTP_BODY_MEMORY_LIMIT); a body that does not fit beside
    * the others is a 429 with retry-after. Each costs four to five times its size while it is read, parsed,
    * decoded and stored, so 64 MiB is one of the largest sends (56 MiB) at a time, with room for small requests
-   * beside it: about +380 MB at the peak for six parallel 56 MB sends, against +630 to +850 MB unbounded
+   * beside it: +340 to +380 MB at the peak for six parallel 56 MB sends, against +630 to +810 MB unbounded
    * (bench/body-memory.ts).
    */
   httpBodyMemoryBytes: 64 * 1024 * 1024,
