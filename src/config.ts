@@ -45,6 +45,17 @@ export const DEFAULTS = {
     port: 2525,
     /** The largest message it takes (INBOUND_MAX_BYTES); a real report is a few kilobytes. */
     maxBytes: 10 * 1024 * 1024,
+    /**
+     * A session (connection) still open this long is ended with a 421, however busy it keeps the line
+     * (INBOUND_SESSION_TIMEOUT): the idle timeout alone lets a byte every few seconds hold it for ever. A report
+     * takes seconds; 10 MiB over a slow link, a minute or two.
+     */
+    sessionTimeoutMs: 5 * 60_000,
+    /**
+     * Sessions one client address may hold at once; the next one is refused with a 421
+     * (INBOUND_MAX_CONNECTIONS_PER_CLIENT). A mail system sends reports over a few connections at most.
+     */
+    maxConnectionsPerClient: 20,
   },
   /** Events, attempts, stored MIME, tracking rows and received reports older than this are deleted (RETENTION). */
   retentionMs: 30 * 86_400_000,
@@ -52,6 +63,14 @@ export const DEFAULTS = {
   smtpDsn: ['success', 'failure', 'delay'] as DsnNotify[],
   /** Verified and failed sending domains are looked up again this often (DOMAIN_RECHECK). */
   domainRecheckMs: 6 * 3_600_000,
+  /**
+   * Request bodies held in memory at once, in bytes (HTTP_BODY_MEMORY_LIMIT); a body that does not fit beside
+   * the others is a 429 with retry-after. Each costs four to five times its size while it is read, parsed,
+   * decoded and stored, so 64 MiB is one of the largest sends (56 MiB) at a time, with room for small requests
+   * beside it: +340 to +380 MB at the peak for six parallel 56 MB sends, against +630 to +810 MB unbounded
+   * (bench/body-memory.ts).
+   */
+  httpBodyMemoryBytes: 64 * 1024 * 1024,
   httpTimeouts: {
     /** A connection that sends and receives nothing for this long is closed (HTTP_IDLE_TIMEOUT). */
     idleMs: 60_000,
@@ -78,6 +97,12 @@ export const DEFAULTS = {
    */
   sendGroups: { maxEmails: 100 },
 } as const;
+
+/**
+ * Connections the inbound SMTP listener holds at once, from all clients together: far above what reports
+ * need, far below the process's file limit.
+ */
+export const INBOUND_MAX_CONNECTIONS = 5000;
 
 /** Every answer after a write to the in-memory reads' tables waits the lease: longer would stall writes. */
 const CACHE_STAMP_LEASE_MAX_MS = 1000;
@@ -120,6 +145,8 @@ export interface Config {
   /** A worker whose heartbeat stopped this long ago is dead: its leased jobs come back to the others. */
   workerDeadAfterMs: number;
   httpTimeouts: HttpTimeouts;
+  /** Bytes of request bodies held in memory at once; past it, 429. 0: no limit. */
+  httpBodyMemoryBytes: number;
   templateRendering: { timeoutMs: number; threads: number; queueLimit: number };
   /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
   webhookSecretRotationWindowMs: number;
@@ -201,6 +228,10 @@ export interface InboundConfig {
   port: number;
   /** Messages larger than this are refused (552) and not stored. */
   maxBytes: number;
+  /** A session open this long is ended (421), whatever it is doing. */
+  sessionTimeoutMs: number;
+  /** Sessions one client address may hold at once; past it, 421. */
+  maxConnectionsPerClient: number;
   /** PEM certificate and key: STARTTLS is offered when both are set. */
   tls: { cert: string; key: string } | undefined;
 }
@@ -364,6 +395,12 @@ export function loadConfig(
       requestMs: duration('HTTP_REQUEST_TIMEOUT', DEFAULTS.httpTimeouts.requestMs),
       keepAliveMs: duration('HTTP_KEEP_ALIVE_TIMEOUT', DEFAULTS.httpTimeouts.keepAliveMs),
     },
+    httpBodyMemoryBytes: integer(
+      'HTTP_BODY_MEMORY_LIMIT',
+      DEFAULTS.httpBodyMemoryBytes,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    ),
     retentionMs: retention(env, problems, duration),
     ...mailConfig(env, problems, { integer, duration, schedule }),
     publicUrl: publicUrl(env, problems),
@@ -487,6 +524,13 @@ function mailConfig(
       host: env.INBOUND_SMTP_HOST || DEFAULTS.inbound.host,
       port: read.integer('INBOUND_SMTP_PORT', DEFAULTS.inbound.port, 0, 65535),
       maxBytes: read.integer('INBOUND_MAX_BYTES', DEFAULTS.inbound.maxBytes, 1024, 1024 * 1024 * 1024),
+      sessionTimeoutMs: inboundSessionTimeout(env, problems, read.duration),
+      maxConnectionsPerClient: read.integer(
+        'INBOUND_MAX_CONNECTIONS_PER_CLIENT',
+        DEFAULTS.inbound.maxConnectionsPerClient,
+        1,
+        INBOUND_MAX_CONNECTIONS,
+      ),
       tls: inboundTls(env, problems),
     },
     ...domainsConfig(env, problems, mailTransport, read),
@@ -585,6 +629,19 @@ function pemSetting(env: Env, name: string, problems: string[]): string | undefi
     problems.push(`${name} is neither a PEM key nor a readable file ('${value}').`);
     return undefined;
   }
+}
+
+function inboundSessionTimeout(
+  env: Env,
+  problems: string[],
+  duration: (name: string, fallback: number) => number,
+): number {
+  const ms = duration('INBOUND_SESSION_TIMEOUT', DEFAULTS.inbound.sessionTimeoutMs);
+  if (ms < 1000 || ms > 3_600_000) {
+    problems.push(`INBOUND_SESSION_TIMEOUT must be from 1s to 1h, got '${env.INBOUND_SESSION_TIMEOUT}'.`);
+    return DEFAULTS.inbound.sessionTimeoutMs;
+  }
+  return ms;
 }
 
 function inboundTls(env: Env, problems: string[]): InboundConfig['tls'] {

@@ -116,6 +116,7 @@ export async function startServer(config: Config, options: ServerOptions): Promi
       webhookTimeoutMs: config.webhookTimeoutMs,
       webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
       httpTimeouts: config.httpTimeouts,
+      httpBodyMemoryBytes: config.httpBodyMemoryBytes,
       templateRendering: config.templateRendering,
       dns: createDns({ servers: config.dnsServers }),
       domains: domainSettingsFromConfig(config),

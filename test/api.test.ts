@@ -7,6 +7,7 @@ import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
+import { connectionsCheckingIntervalMs } from '../src/app.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 
 const hook = { url: 'https://hooks.example.com/h', events: ['email.sent'] };
@@ -198,6 +199,55 @@ for (const engine of ENGINES) {
         () => loadConfig({ HTTP_REQUEST_TIMEOUT: '1ms' }),
         /HTTP_REQUEST_TIMEOUT must be from 100ms to 1h/,
       );
+    });
+
+    test('HTTP_HEADERS_TIMEOUT holds: a silent or trickling client is cut off at it, not 30 s later', async (t) => {
+      // Node looks for connections past the headers and request timeouts every 30 s unless told otherwise,
+      // so a 10 s headers timeout closed a silent socket after ~38 s. The check now runs at a tenth of the
+      // shorter timeout; without it, neither socket below is closed before the deadline.
+      const timeouts = { idleMs: 60_000, headersMs: 500, requestMs: 1500, keepAliveMs: 5000 };
+      const quick = await startTestApp(engine, { httpTimeouts: timeouts });
+      t.after(() => quick.close());
+      assert.equal(connectionsCheckingIntervalMs(timeouts), 50);
+      assert.equal(
+        connectionsCheckingIntervalMs({ ...timeouts, headersMs: 10_000, requestMs: 60_000 }),
+        1000,
+      );
+      // Node keeps the option on the server, untyped.
+      const server = quick.app.server as unknown as { connectionsCheckingInterval: number };
+      assert.equal(server.connectionsCheckingInterval, 50);
+      const url = new URL(quick.baseUrl);
+      for (const client of ['silent', 'trickling'] as const) {
+        const socket = net.connect(Number(url.port), url.hostname);
+        socket.on('error', () => {});
+        await once(socket, 'connect');
+        const opened = performance.now();
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+        // The trickling client keeps the connection busy, a byte of one header every 100 ms, so the idle timeout
+        // never fires; only the headers timeout can end it.
+        let trickle: NodeJS.Timeout | undefined;
+        if (client === 'trickling') {
+          socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: ');
+          trickle = setInterval(() => socket.write('a'), 100);
+        }
+        // The server's close is the signal; the deadline only turns a hang into a failure.
+        const deadline = new Promise<'deadline'>((resolve) =>
+          setTimeout(resolve, 10_000, 'deadline').unref(),
+        );
+        const closed = await Promise.race([once(socket, 'close').then(() => 'closed' as const), deadline]);
+        clearInterval(trickle);
+        const elapsed = performance.now() - opened;
+        socket.destroy();
+        assert.equal(closed, 'closed', `the ${client} client was still connected after 10 s`);
+        assert.ok(
+          elapsed >= timeouts.headersMs - 50,
+          `${client}: closed after ${elapsed} ms, before the timeout`,
+        );
+        // 500 ms plus a 50 ms check; four times that leaves room for a loaded machine, and none for 30 s.
+        assert.ok(elapsed < 4 * timeouts.headersMs, `${client}: closed only after ${Math.round(elapsed)} ms`);
+        assert.match(answer, /^HTTP\/1\.1 408 /, client);
+      }
     });
 
     test('a 10 MiB body sent to its end gets the 413 answer, not a reset connection', async () => {

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
 import { Resend } from 'resend';
 import { systemClock } from '../src/lib/clock.ts';
-import { sanitizeFilename } from '../src/modules/emails/attachments.ts';
+import { attachmentContentType, decodeBase64, sanitizeFilename } from '../src/modules/emails/attachments.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
@@ -112,11 +112,75 @@ for (const engine of ENGINES) {
 
       const shown = await api.request('GET', `/v1/emails/${sent.body.id}`);
       assert.deepEqual(shown.body.attachments, [
-        { filename: 'invoice 4711.pdf', content_type: null, content_id: null, size: pdf.length },
+        { filename: 'invoice 4711.pdf', content_type: 'application/pdf', content_id: null, size: pdf.length },
         { filename: 'logo.png', content_type: 'image/png', content_id: 'logo@shop', size: png.length },
       ]);
       const attempts = shown.body.recipients[0].attempts;
       assert.equal(attempts, 2, 'sent on the retry, from what was stored');
+    });
+
+    test('base64 as MIME libraries write it, wrapped or unpadded, arrives byte for byte, typed as the MIME says', async () => {
+      // Three lengths, so the base64 ends with '==', '=' and no padding at all.
+      const files = [randomBytes(3000), randomBytes(3001), randomBytes(3002), randomBytes(10)];
+      const b64 = (bytes: Buffer) => bytes.toString('base64');
+      const wrap = (text: string, newline: string) => text.match(/.{1,76}/g)!.join(newline);
+      const unpad = (text: string) => text.replace(/=+$/, '');
+      const longId = `${'x'.repeat(240)}@shop.example`;
+      const attachments = [
+        // As nodemailer, Python's email package and most MIME libraries write it: 76 columns, CRLF.
+        { filename: 'wrapped-crlf.bin', content: `${wrap(b64(files[0]!), '\r\n')}\r\n` },
+        // As `base64` and Python's base64.encodebytes write it: 76 columns, LF.
+        { filename: 'wrapped-lf.pdf', content: `${wrap(b64(files[1]!), '\n')}\n` },
+        // Without the '=' padding (base64url-style encoders, JWT libraries).
+        { filename: 'unpadded.txt', content: unpad(b64(files[0]!)) },
+        { filename: 'wrapped-unpadded', content: wrap(unpad(b64(files[1]!)), '\r\n') },
+        // A name without an extension is looked up as one by nodemailer: `c` is C source, text/plain.
+        { filename: 'c', content: b64(files[2]!) },
+        { filename: 'data.json', content: b64(files[3]!) },
+        {
+          filename: 'photo.JPG',
+          content: b64(files[2]!),
+          content_type: 'Image/JPEG',
+          content_id: '<photo.1$x@shop.example>',
+        },
+        { filename: 'long-id.png', content: b64(files[3]!), content_id: longId },
+      ];
+      const expected = [files[0], files[1], files[0], files[1], files[2], files[3], files[2], files[3]];
+      const sent = await api.request('POST', '/v1/emails', {
+        body: {
+          from: 'shop@example.com',
+          to: 'ada@example.org',
+          subject: 'Files',
+          html: `<p>Files</p><img src="cid:photo.1$x@shop.example"><img src="cid:${longId}">`,
+          attachments,
+        },
+      });
+      assert.equal(sent.status, 202, JSON.stringify(sent.body));
+      const shown = (await api.request('GET', `/v1/emails/${sent.body.id}`)).body.attachments;
+      assert.deepEqual(
+        shown.map((a: any) => [a.filename, a.content_type, a.content_id, a.size]),
+        [
+          ['wrapped-crlf.bin', 'application/octet-stream', null, 3000],
+          ['wrapped-lf.pdf', 'application/pdf', null, 3001],
+          ['unpadded.txt', 'text/plain', null, 3000],
+          ['wrapped-unpadded', 'application/octet-stream', null, 3001],
+          ['c', 'text/plain', null, 3002],
+          ['data.json', 'application/json', null, 10],
+          ['photo.JPG', 'image/jpeg', 'photo.1$x@shop.example', 3002],
+          ['long-id.png', 'image/png', longId, 10],
+        ],
+      );
+
+      // What left: every file decoded exactly, with the type and Content-ID the API shows.
+      const parsed = await simpleParser((await relayed(sent.body.id)).raw);
+      assert.equal(parsed.attachments.length, attachments.length);
+      for (const [index, view] of shown.entries()) {
+        const part = parsed.attachments.find((attachment) => attachment.filename === view.filename);
+        assert.ok(part, `${view.filename} is in the message`);
+        assert.ok(part.content.equals(expected[index]!), `${view.filename}: byte for byte`);
+        assert.equal(part.contentType, view.content_type, `${view.filename}: the type the MIME says`);
+        assert.equal(part.cid, view.content_id ?? undefined, `${view.filename}: the Content-ID as given`);
+      }
     });
 
     test('41 MB of attachments is refused and nothing is stored', async () => {
@@ -146,11 +210,34 @@ for (const engine of ENGINES) {
         [[{ filename: '...', content: 'YWJj' }], 'attachments[0].filename'],
         [[{ filename: 'a.txt', content: 'YWJj', content_type: 'text' }], 'attachments[0].content_type'],
         [[{ filename: 'a.txt', content: 'YWJj', path: 'https://example.com/a.txt' }], 'attachments[0].path'],
+        // Not base64: a length no encoding has, '=' inside, padding on a wrong length, a tab, base64url's '-'.
+        [[{ filename: 'a.txt', content: 'YWJjZ' }], 'attachments[0].content'],
+        [[{ filename: 'a.txt', content: 'YW=j' }], 'attachments[0].content'],
+        [[{ filename: 'a.txt', content: 'YWJjZA=' }], 'attachments[0].content'],
+        [[{ filename: 'a.txt', content: 'YWJj\tZA==' }], 'attachments[0].content'],
+        [[{ filename: 'a.txt', content: 'YW-j' }], 'attachments[0].content'],
+        // A content_id nodemailer would change (it removes '<' and '>') is refused, not sent changed.
+        ...['a>b@c', '<a@b', 'a@b>', '<<a@b>>', 'a b@c', 'a<b>@c', 'é@c'].map(
+          (contentId): [unknown, string] => [
+            [
+              { filename: 'a.txt', content: 'YWJj' },
+              { filename: 'b.png', content: 'YWJj', content_id: contentId },
+            ],
+            'attachments[1].content_id',
+          ],
+        ),
       ];
       for (const [attachments, param] of cases) {
         const response = await api.request('POST', '/v1/emails', { body: { ...base, attachments } });
         assert.equal(response.status, 422, JSON.stringify(response.body));
-        assert.equal(response.body.error.param, param);
+        assert.equal(response.body.error.param, param, JSON.stringify(attachments));
+        if (param.endsWith('content_id')) {
+          const given = (attachments as Array<{ content_id?: string }>)[1]!.content_id;
+          assert.equal(
+            response.body.error.message,
+            `The content_id '${given}' cannot be sent as it is: a content_id is printable ASCII without spaces or angle brackets (it may be enclosed in one pair, '<id>').`,
+          );
+        }
       }
       const batch = await api.request('POST', '/v1/emails/batch', {
         body: [base, { ...base, attachments: [{ filename: 'a', content: '%%%%' }] }],
@@ -232,6 +319,34 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+test('base64 is decoded exactly, with or without line breaks and padding', () => {
+  for (let length = 0; length <= 64; length++) {
+    const bytes = randomBytes(length);
+    const encoded = bytes.toString('base64');
+    for (const variant of [
+      encoded,
+      encoded.replace(/=+$/, ''),
+      encoded.replace(/.{1,8}/g, '$&\r\n'),
+      encoded.replace(/=+$/, '').replace(/.{1,5}/g, '$&\n'),
+    ]) {
+      assert.deepEqual(decodeBase64(variant), bytes, `${length} bytes as ${JSON.stringify(variant)}`);
+    }
+  }
+  for (const bad of ['Y', 'YWJjZ', 'YW=j', '=', 'YWJjZA=', 'YWJjZA===', 'YW J', 'YW_j', 'YWJj\u0000']) {
+    assert.equal(decodeBase64(bad), undefined, JSON.stringify(bad));
+  }
+});
+
+test('a file without a content type is typed as nodemailer types it', () => {
+  assert.equal(attachmentContentType('report.PDF'), 'application/pdf');
+  assert.equal(attachmentContentType('archive.tar.gz'), 'application/x-gzip');
+  assert.equal(attachmentContentType('README'), 'application/octet-stream');
+  assert.equal(attachmentContentType('c'), 'text/plain');
+  assert.equal(attachmentContentType('x.unknownext'), 'application/octet-stream');
+  assert.equal(attachmentContentType('a.txt', 'Text/CSV'), 'text/csv');
+  assert.equal(attachmentContentType('a.txt', null), 'text/plain');
+});
 
 test('file names are made safe to show and save', () => {
   assert.equal(sanitizeFilename('../../etc/passwd'), 'passwd');

@@ -4,7 +4,9 @@ import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Requests generated from the OpenAPI document, on every operation: inputs that follow the schemas, and
 // the same with values swapped for hostile ones. Whatever arrives, the answer is never a 5xx. Bounded and
-// seeded, so a failure names a request that reproduces.
+// seeded, so a failure names a request that reproduces. Then every parameter of every operation with the
+// bytes that are not text (NUL and other control characters, %-escapes that are not UTF-8), and every
+// operation that takes a POST or PATCH with bodies nested thousands deep: each a 4xx that says which.
 
 const REQUESTS_PER_OPERATION = 40;
 const SEED = 20261123;
@@ -59,6 +61,28 @@ const STRINGS = [
   'welcome',
   '2026-11-23T10:00:00.000Z',
   'x',
+];
+
+/** Query values that are not text once decoded: NUL and other controls, and escapes that are not UTF-8. */
+const NOT_TEXT_ESCAPES = [
+  '%00',
+  'ada%00@example.org',
+  '%01',
+  'a%0Ab',
+  '%1F',
+  '%7F',
+  '%FF',
+  '%C0%80',
+  '%ED%A0%80',
+  '%E2%82',
+];
+
+/** Bodies nested far deeper than any request needs (the Idempotency-Key fingerprint once overflowed on them). */
+const NESTED_BODIES: Array<[string, string]> = [
+  ['5000 nested [', `${'['.repeat(5000)}${']'.repeat(5000)}`],
+  ['5000 nested {"a":', `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`],
+  ['100 000 nested [ in an object', `{"name":${'['.repeat(100_000)}${']'.repeat(100_000)}}`],
+  ['65 nested arrays', `${'['.repeat(65)}${']'.repeat(65)}`],
 ];
 
 /** A path segment; a lone surrogate (which encodeURIComponent refuses) goes as its raw UTF-8 bytes. */
@@ -155,15 +179,21 @@ for (const engine of ENGINES) {
                     : String(pick([...ids, ...HOSTILE])),
                 ),
               );
-              const query = new URLSearchParams();
+              const query: string[] = [];
               for (const parameter of operation.parameters ?? []) {
                 if (parameter.in !== 'query' || rng() < 0.5) continue;
+                // A fifth of the filters sent are bytes that are not text, as they arrive on the wire.
+                if (rng() < 0.2) {
+                  query.push(`${parameter.name}=${pick(NOT_TEXT_ESCAPES)}`);
+                  continue;
+                }
                 const value = generate(parameter.schema ?? {}, doc, rng);
-                query.set(parameter.name, typeof value === 'string' ? value : JSON.stringify(value));
+                const text = typeof value === 'string' ? value : JSON.stringify(value);
+                query.push(`${parameter.name}=${encodePathPart(text)}`);
               }
               const bodySchema = operation.requestBody?.content?.['application/json']?.schema;
               const body = bodySchema ? generate(bodySchema, doc, rng) : undefined;
-              const target = `${url}${query.size > 0 ? `?${query}` : ''}`;
+              const target = `${url}${query.length > 0 ? `?${query.join('&')}` : ''}`;
               const response = await api.request(method.toUpperCase(), target, {
                 ...(body === undefined ? {} : { body }),
                 headers: rng() < 0.2 ? { 'idempotency-key': pick(['k1', 'k2', 'x'.repeat(300)]) } : {},
@@ -179,6 +209,148 @@ for (const engine of ENGINES) {
         }
         process.stdout.write(`# ${engine}: ${sent} generated requests, ${failures.length} answered 5xx\n`);
         assert.deepEqual(failures, []);
+      },
+    );
+
+    test(
+      'every query and path parameter refuses bytes that are not text, naming the parameter',
+      { timeout: 120_000 },
+      async (t) => {
+        const api: TestApp = await startTestApp(engine, { allowPrivateUrls: false });
+        t.after(() => api.close());
+        const doc = (await api.request('GET', '/v1/openapi.json')).body as Schema;
+        const webhook = await api.request('POST', '/v1/webhooks', {
+          body: { url: 'https://hooks.example.com/f', events: ['email.sent'] },
+        });
+        const template = await api.request('POST', '/v1/templates', {
+          body: { name: 'Fuzz', alias: 'fuzz', subject: 'S', html: '<p>{{ name }}</p>' },
+        });
+        const email = await api.request('POST', '/v1/emails', {
+          body: { from: 'a@example.com', to: 'b@example.org', subject: 'S', text: 'T' },
+        });
+        const real: Record<string, string> = {
+          id: email.body.id,
+          webhook_id: webhook.body.data.id,
+          version: '1',
+          address: 'b@example.org',
+        };
+        const before = await api.rowCounts();
+        const wrong: string[] = [];
+        let sent = 0;
+        const expect = async (
+          method: string,
+          target: string,
+          status: number,
+          param: string | undefined,
+          body?: unknown,
+        ) => {
+          const response = await api.request(method, target, body === undefined ? {} : { body });
+          sent += 1;
+          const error = response.body?.error;
+          if (
+            response.status !== status ||
+            error?.param !== param ||
+            error?.request_id !== response.headers.get('x-request-id')
+          ) {
+            wrong.push(
+              `${method} ${target} → ${response.status} ${JSON.stringify(response.body).slice(0, 200)}`,
+            );
+          }
+        };
+        let queryParameters = 0;
+        for (const [path, operations] of Object.entries<Schema>(doc.paths)) {
+          for (const [verb, operation] of Object.entries<Schema>(operations)) {
+            const method = verb.toUpperCase();
+            const body = operation.requestBody ? {} : undefined;
+            const parameters: Schema[] = operation.parameters ?? [];
+            const fill = (values: Record<string, string>) =>
+              path.replace(/\{(\w+)\}/g, (_, name: string) => values[name] ?? template.body.id);
+            for (const parameter of parameters.filter((p) => p.in === 'query')) {
+              queryParameters += 1;
+              for (const escape of NOT_TEXT_ESCAPES) {
+                await expect(method, `${fill(real)}?${parameter.name}=${escape}`, 422, parameter.name, body);
+              }
+            }
+            for (const parameter of parameters.filter((p) => p.in === 'path')) {
+              for (const escape of ['%00', 'x%0Ay', '%7F']) {
+                const target = fill({ ...real, [parameter.name]: escape });
+                await expect(method, target, 422, parameter.name, body);
+              }
+              // A path whose escapes are not UTF-8 is no URL at all: 400 before any route, in the API's shape.
+              await expect(method, fill({ ...real, [parameter.name]: '%FF' }), 400, undefined, body);
+            }
+          }
+        }
+        assert.ok(queryParameters >= 20, `only ${queryParameters} query parameters in the document`);
+        process.stdout.write(`# ${engine}: ${sent} parameters that are not text, ${wrong.length} wrong\n`);
+        assert.deepEqual(wrong, []);
+        assert.deepEqual(await api.rowCounts(), before, 'nothing was stored');
+      },
+    );
+
+    test(
+      'bodies nested thousands deep, with and without an Idempotency-Key: 400 on every operation',
+      { timeout: 120_000 },
+      async (t) => {
+        const api: TestApp = await startTestApp(engine, { allowPrivateUrls: false });
+        t.after(() => api.close());
+        const doc = (await api.request('GET', '/v1/openapi.json')).body as Schema;
+        const email = await api.request('POST', '/v1/emails', {
+          body: {
+            from: 'a@example.com',
+            to: 'b@example.org',
+            subject: 'S',
+            text: 'T',
+            scheduled_at: new Date(Date.now() + 3_600_000).toISOString(),
+          },
+        });
+        const webhook = await api.request('POST', '/v1/webhooks', {
+          body: { url: 'https://hooks.example.com/f', events: ['email.sent'] },
+        });
+        const before = await api.rowCounts();
+        const wrong: string[] = [];
+        let operations = 0;
+        for (const [path, methods] of Object.entries<Schema>(doc.paths)) {
+          for (const verb of Object.keys(methods)) {
+            if (verb !== 'post' && verb !== 'patch' && verb !== 'put') continue;
+            operations += 1;
+            // The real ids of the kind the path names, so the body (not the id) is what gets refused.
+            const target = path.replace(/\{(\w+)\}/g, (_, name: string) =>
+              name === 'webhook_id' || path.startsWith('/v1/webhooks') ? webhook.body.data.id : email.body.id,
+            );
+            for (const [what, rawBody] of NESTED_BODIES) {
+              for (const key of [undefined, `nested-${operations}`]) {
+                const response = await api.request(verb.toUpperCase(), target, {
+                  rawBody,
+                  headers: {
+                    'content-type': 'application/json',
+                    ...(key ? { 'idempotency-key': key } : {}),
+                  },
+                });
+                if (
+                  response.status !== 400 ||
+                  response.body?.error?.code !== 'invalid_json' ||
+                  !/more than 64 levels deep/.test(response.body.error.message)
+                ) {
+                  wrong.push(
+                    `${verb.toUpperCase()} ${path} ${what}${key ? ' with a key' : ''} → ${response.status} ${JSON.stringify(response.body).slice(0, 200)}`,
+                  );
+                }
+              }
+            }
+            // 64 levels is the limit, not a refusal: that body gets whatever the operation says about it.
+            const deepest = await api.request(verb.toUpperCase(), target, {
+              rawBody: `${'['.repeat(64)}${']'.repeat(64)}`,
+              headers: { 'content-type': 'application/json', 'idempotency-key': `deepest-${operations}` },
+            });
+            if (deepest.status >= 500)
+              wrong.push(`${verb.toUpperCase()} ${path} 64 levels → ${deepest.status}`);
+          }
+        }
+        assert.ok(operations >= 15, `only ${operations} operations take a body`);
+        assert.deepEqual(wrong, []);
+        const after = await api.rowCounts();
+        assert.deepEqual(after, before, 'nothing was stored');
       },
     );
   });

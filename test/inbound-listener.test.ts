@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,6 +12,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
 import type { NewInboundMessage } from '../src/modules/inbound/inbound.repo.ts';
 import { startInboundListener } from '../src/modules/inbound/inbound.listener.ts';
+import { until } from './helpers/until.ts';
 
 // The listener on its own, with a store the test controls: STARTTLS when configured, and a store that
 // fails answers with a temporary error, so the sending MTA keeps the report and tries again.
@@ -17,12 +20,14 @@ import { startInboundListener } from '../src/modules/inbound/inbound.listener.ts
 const listen = (
   store: (message: NewInboundMessage) => Promise<string>,
   tls?: { cert: string; key: string },
+  limits: { sessionTimeoutMs?: number; maxConnectionsPerClient?: number } = {},
 ) =>
   startInboundListener({
     host: '127.0.0.1',
     port: 0,
     maxBytes: 1024 * 1024,
     tls,
+    ...limits,
     bounceDomain: 'bounces.example.test',
     acceptsDomain: (domain) => domain === 'bounces.example.test',
     store,
@@ -109,13 +114,129 @@ test('a message that cannot be stored gets a temporary refusal, never a 250', as
   }
 });
 
+/** A raw SMTP client: what the server says, line by line, and whether it closed the connection. */
+async function rawSession(port: number) {
+  const socket = net.connect(port, '127.0.0.1');
+  socket.on('error', () => {});
+  let received = '';
+  const waiters: Array<() => void> = [];
+  socket.on('data', (chunk: Buffer) => {
+    received += chunk.toString('latin1');
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const closed = once(socket, 'close').then(() => true);
+  await once(socket, 'connect');
+  return {
+    socket,
+    closed,
+    received: () => received,
+    /** Resolves with everything received once it holds `pattern` (or the connection closed). */
+    async expect(pattern: RegExp): Promise<string> {
+      while (!pattern.test(received)) {
+        const more = new Promise<void>((resolve) => waiters.push(resolve));
+        if ((await Promise.race([more.then(() => false), closed])) === true) break;
+      }
+      return received;
+    },
+  };
+}
+
+const withDeadline = <T>(promise: Promise<T>, ms: number, what: string): Promise<T> =>
+  Promise.race([
+    promise,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms).unref(),
+    ),
+  ]);
+
+test('a session that trickles its message a byte at a time is ended at INBOUND_SESSION_TIMEOUT', async () => {
+  const stored: NewInboundMessage[] = [];
+  const listener = await listen(
+    async (message) => {
+      stored.push(message);
+      return 'inb_1';
+    },
+    undefined,
+    { sessionTimeoutMs: 400 },
+  );
+  try {
+    const client = await rawSession(listener.port);
+    await client.expect(/^220 /m);
+    client.socket.write('EHLO slow.example\r\n');
+    await client.expect(/^250 /m);
+    client.socket.write('MAIL FROM:<>\r\nRCPT TO:<bounce+x@bounces.example.test>\r\nDATA\r\n');
+    await client.expect(/^354 /m);
+    const opened = performance.now();
+    // Never idle long enough for the 60 s idle timeout: a byte of the message every 50 ms until the server
+    // closes the connection (without the limit it never does, and the deadline fails the test).
+    const trickle = setInterval(() => client.socket.write('x'), 50);
+    try {
+      await withDeadline(client.closed, 10_000, 'the close of a trickling session');
+    } finally {
+      clearInterval(trickle);
+    }
+    const elapsed = performance.now() - opened;
+    assert.match(client.received(), /^421 .*Session time limit/m);
+    assert.ok(elapsed < 5000, `closed after ${Math.round(elapsed)} ms`);
+    assert.deepEqual(stored, [], 'a message cut off is not stored');
+  } finally {
+    await listener.close();
+  }
+});
+
+test('one client address holds INBOUND_MAX_CONNECTIONS_PER_CLIENT sessions at most', async () => {
+  const listener = await listen(async () => 'inb_1', undefined, { maxConnectionsPerClient: 2 });
+  try {
+    const first = await rawSession(listener.port);
+    const second = await rawSession(listener.port);
+    assert.match(await first.expect(/^220 /m), /^220 /m);
+    assert.match(await second.expect(/^220 /m), /^220 /m);
+    const third = await rawSession(listener.port);
+    await withDeadline(third.closed, 5000, 'the close of the refused connection');
+    assert.match(third.received(), /^421 4\.7\.0 Too many connections from your address/m);
+    assert.doesNotMatch(third.received(), /^220 /m);
+
+    // Once one of the two leaves, the address may connect again (the count follows the closes).
+    first.socket.end('QUIT\r\n');
+    await withDeadline(first.closed, 5000, 'the QUIT');
+    const again = await until(
+      async () => {
+        const next = await rawSession(listener.port);
+        const greeting = await withDeadline(next.expect(/^(220|421) /m), 5000, 'a greeting');
+        next.socket.destroy();
+        return /^220 /m.test(greeting);
+      },
+      5000,
+      'a greeting once a session ended',
+    );
+    assert.ok(again);
+    second.socket.destroy();
+  } finally {
+    await listener.close();
+  }
+});
+
 test('the inbound settings are validated', () => {
   assert.deepEqual(loadConfig({}).inbound, {
     host: '127.0.0.1',
     port: 2525,
     maxBytes: 10 * 1024 * 1024,
+    sessionTimeoutMs: 300_000,
+    maxConnectionsPerClient: 20,
     tls: undefined,
   });
+  assert.deepEqual(
+    loadConfig({ INBOUND_SESSION_TIMEOUT: '90s', INBOUND_MAX_CONNECTIONS_PER_CLIENT: '5' }).inbound,
+    { ...loadConfig({}).inbound, sessionTimeoutMs: 90_000, maxConnectionsPerClient: 5 },
+  );
+  assert.throws(
+    () => loadConfig({ INBOUND_SESSION_TIMEOUT: '10ms' }),
+    /INBOUND_SESSION_TIMEOUT must be from 1s to 1h/,
+  );
+  assert.throws(
+    () => loadConfig({ INBOUND_MAX_CONNECTIONS_PER_CLIENT: '0' }),
+    /INBOUND_MAX_CONNECTIONS_PER_CLIENT must be an integer from 1 to 5000/,
+  );
   assert.deepEqual(loadConfig({}).smtpDsn, ['success', 'failure', 'delay']);
   assert.deepEqual(loadConfig({ SMTP_DSN: 'off' }).smtpDsn, []);
   assert.deepEqual(loadConfig({ SMTP_DSN: 'Failure, delay' }).smtpDsn, ['failure', 'delay']);

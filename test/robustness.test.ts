@@ -127,7 +127,10 @@ for (const engine of ENGINES) {
             assert.deepEqual(response.body, {
               error: {
                 code: 'parameter_invalid',
-                message: `${param} must be an id from this list (${prefix}_…).`,
+                // A NUL is refused as no text at all, in every query parameter, before the cursor is read.
+                message: cursor.includes('%00')
+                  ? `The query parameter '${param}' must not contain control characters (such as NUL, %00).`
+                  : `${param} must be an id from this list (${prefix}_…).`,
                 param,
                 request_id: response.headers.get('x-request-id'),
               },

@@ -14,6 +14,9 @@ const dns: Record<string, string[]> = {
   'metadata.example.com': ['169.254.169.254'],
   'mapped.example.com': ['::ffff:127.0.0.1'],
   'translated.example.com': ['::ffff:0:10.1.2.3'],
+  // A public address first: one bad address among several is enough to refuse.
+  'nat64-local.example.com': ['93.184.216.34', '64:ff9b:1::a9fe:a9fe'],
+  'site-local.example.com': ['fec0::5'],
 };
 
 for (const engine of ENGINES) {
@@ -353,6 +356,20 @@ for (const engine of ENGINES) {
         'url',
       ],
       ['url v4-compatible', { ...valid, url: 'https://[::127.0.0.1]/x' }, 'url_not_allowed', 'url'],
+      [
+        'url local-use NAT64 (RFC 8215)',
+        { ...valid, url: 'https://[64:ff9b:1::a00:1]/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      [
+        'url local-use NAT64, public IPv4 inside',
+        { ...valid, url: 'https://[64:ff9b:1:ffff:ffff::808:808]/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      ['url site-local', { ...valid, url: 'https://[fec0::1]/x' }, 'url_not_allowed', 'url'],
+      ['url site-local, end', { ...valid, url: 'https://[feff:ffff::1]/x' }, 'url_not_allowed', 'url'],
       ['url 6to4 private', { ...valid, url: 'https://[2002:a00:1::]/x' }, 'url_not_allowed', 'url'],
       [
         'url IPv4-translated loopback',
@@ -377,6 +394,18 @@ for (const engine of ENGINES) {
         'url with a user name',
         { ...valid, url: 'https://ada@hooks.example.com/x' },
         'parameter_invalid',
+        'url',
+      ],
+      [
+        'url resolving to local-use NAT64',
+        { ...valid, url: 'https://nat64-local.example.com/x' },
+        'url_not_allowed',
+        'url',
+      ],
+      [
+        'url resolving to site-local',
+        { ...valid, url: 'https://site-local.example.com/x' },
+        'url_not_allowed',
         'url',
       ],
       [

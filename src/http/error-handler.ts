@@ -2,7 +2,7 @@ import type { ErrorObject } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { DomainError, type ErrorKind, RetryLaterError } from '../lib/errors.ts';
-import { BODY_NOT_UTF8 } from './validation.ts';
+import { BODY_NOT_UTF8, BODY_TOO_DEEP, MAX_JSON_DEPTH } from './validation.ts';
 
 const STATUS_BY_KIND: Record<ErrorKind, number> = {
   invalid_request: 400,
@@ -38,6 +38,11 @@ const FASTIFY_ERRORS: Record<string, { status: number; code: string; message: st
     code: 'invalid_json',
     message: 'The body is not valid UTF-8.',
   },
+  [BODY_TOO_DEEP]: {
+    status: 400,
+    code: 'invalid_json',
+    message: `The body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep.`,
+  },
   FST_ERR_CTP_EMPTY_JSON_BODY: {
     status: 400,
     code: 'invalid_json',
@@ -56,6 +61,26 @@ const FASTIFY_ERRORS: Record<string, { status: number; code: string; message: st
 };
 
 const mebibytes = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MiB`;
+
+/**
+ * The errors Fastify meets before a request reaches a route (Fastify's `frameworkErrors` option), in the
+ * API's error body: a path whose percent-escapes are not UTF-8 (400), a path parameter over the router's
+ * length limit (414).
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id);
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    sendError(request, reply, 414, 'uri_too_long', 'A path parameter is longer than any id or alias.');
+    return;
+  }
+  sendError(
+    request,
+    reply,
+    400,
+    'invalid_request',
+    'The path is not a valid URL: a %-escape in it does not decode to UTF-8 text.',
+  );
+}
 
 /** Installs the one place where errors become HTTP responses, plus the 404 and 405 answers. */
 export function installErrorHandling(app: FastifyInstance): void {

@@ -20,7 +20,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   413: 'Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments).',
   415: 'A body that is not application/json.',
   422: 'The body or a parameter breaks the schema or a rule.',
-  429: 'Rate limit exceeded; see retry-after.',
+  429: 'Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after.',
 };
 
 /** Response schemas for the error statuses a route can answer, for serialization and the OpenAPI document. */

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { invalidParam } from '../lib/errors.ts';
@@ -7,15 +7,113 @@ import { invalidParam } from '../lib/errors.ts';
 /** The error code of a JSON body whose bytes are not UTF-8 (the error handler answers 400). */
 export const BODY_NOT_UTF8 = 'POSTWIRE_ERR_BODY_NOT_UTF8';
 
+/** The error code of a JSON body nested deeper than MAX_JSON_DEPTH (the error handler answers 400). */
+export const BODY_TOO_DEEP = 'POSTWIRE_ERR_BODY_TOO_DEEP';
+
+/**
+ * How deeply a JSON body may nest arrays and objects. Far beyond any request of this API (template variables
+ * are the deepest, and a dozen levels is a lot for them), and far below what recursive code — JSON.stringify
+ * for the Idempotency-Key fingerprint, structured cloning into the render threads — survives: a few thousand
+ * levels overflow the stack.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * C0 control characters and DEL. No query or path parameter of the API has a use for them, and U+0000
+ * cannot even reach PostgreSQL (its text refuses the character, so a filter holding it would fail the query).
+ */
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/**
+ * Set (not enumerable) on a parsed query string whose percent-escapes do not decode to UTF-8 text (`%FF`,
+ * `%C0%80`, a lone surrogate as `%ED%A0%80`): the name of the first such parameter, as sent.
+ */
+const MALFORMED_PARAMETER = Symbol('malformed query parameter');
+
+/**
+ * The query string as Fastify's default parser reads it (`+` is a space, a repeated name gives a list, a
+ * name without `=` is empty), except that a percent-escape that is not UTF-8 is noted, for validation to
+ * refuse, instead of being kept as literal text and searched for.
+ */
+export function parseQueryString(query: string): Record<string, string | string[]> {
+  const parsed: Record<string, string | string[]> = Object.create(null);
+  let malformed: string | undefined;
+  for (const pair of query.split('&')) {
+    if (pair === '') continue;
+    const equals = pair.indexOf('=');
+    const rawName = equals < 0 ? pair : pair.slice(0, equals);
+    const name = decodeQueryPart(rawName);
+    const value = equals < 0 ? '' : decodeQueryPart(pair.slice(equals + 1));
+    if (name === undefined || value === undefined) {
+      malformed ??= name ?? rawName;
+      continue;
+    }
+    const previous = parsed[name];
+    if (previous === undefined) parsed[name] = value;
+    else if (Array.isArray(previous)) previous.push(value);
+    else parsed[name] = [previous, value];
+  }
+  if (malformed !== undefined) Object.defineProperty(parsed, MALFORMED_PARAMETER, { value: malformed });
+  return parsed;
+}
+
+/** A query string part decoded, or undefined when its escapes are not UTF-8. */
+function decodeQueryPart(part: string): string | undefined {
+  const plain = part.includes('+') ? part.replace(/\+/g, ' ') : part;
+  if (!plain.includes('%')) return plain;
+  try {
+    return decodeURIComponent(plain);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The issue with a query string's or path's text once its schema passed: bytes that are not text. */
+function textIssue(data: unknown, httpPart: string): ErrorObject | undefined {
+  if (typeof data !== 'object' || data === null) return undefined;
+  const issue = (name: string, message: string): ErrorObject => ({
+    keyword: 'text',
+    instancePath: `/${name}`,
+    schemaPath: '#',
+    params: {},
+    message,
+  });
+  const malformed = (data as { [MALFORMED_PARAMETER]?: string })[MALFORMED_PARAMETER];
+  if (httpPart === 'querystring' && malformed !== undefined) {
+    return issue(malformed, 'must be UTF-8 text, percent-encoded (a %-escape in it is not)');
+  }
+  for (const [name, value] of Object.entries(data)) {
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (typeof item === 'string' && CONTROL_CHARACTER.test(item)) {
+        return issue(name, 'must not contain control characters (such as NUL, %00)');
+      }
+    }
+  }
+  return undefined;
+}
+
 // Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
-// strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types.
+// strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types;
+// then their text is checked: every filter and id, on every route, refuses control characters and escapes
+// that are not UTF-8 with a 422 naming the parameter, on either engine, before any query runs.
 export function installValidation(app: FastifyInstance): void {
   const base: Options = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false };
   const strict = addFormats.default(new Ajv({ ...base, coerceTypes: false }));
   const coercing = addFormats.default(new Ajv({ ...base, coerceTypes: 'array' }));
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? strict : coercing).compile(schema as object),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    if (httpPart === 'body') return strict.compile(schema as object);
+    const validate: ValidateFunction = coercing.compile(schema as object);
+    const part = httpPart ?? '';
+    const checked = (data: unknown): boolean => {
+      const valid = validate(data);
+      const issue = valid ? textIssue(data, part) : undefined;
+      checked.errors = issue ? [issue] : (validate.errors ?? null);
+      return valid && !issue;
+    };
+    checked.errors = null as ErrorObject[] | null;
+    return checked;
+  });
 }
 
 /**
@@ -36,7 +134,11 @@ export function installJsonBody(app: FastifyInstance): void {
     if (!isUtf8(bytes)) return done(Object.assign(new Error('not UTF-8'), { code: BODY_NOT_UTF8 }));
     const text = bytes.toString('utf8');
     parse(request, text, (error, value) => {
-      if (error || !text.includes('\\u0000')) return done(error, value);
+      if (error) return done(error, value);
+      if (deeperThan(value, MAX_JSON_DEPTH)) {
+        return done(Object.assign(new Error('nested too deeply'), { code: BODY_TOO_DEEP }));
+      }
+      if (!text.includes('\\u0000')) return done(null, value);
       const path = nulPath(value, '');
       if (path === undefined) return done(null, value);
       done(
@@ -47,6 +149,20 @@ export function installJsonBody(app: FastifyInstance): void {
       );
     });
   });
+}
+
+/** Whether arrays and objects nest in `value` more than `levels` deep; it looks no deeper than that. */
+function deeperThan(value: unknown, levels: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  if (levels === 0) return true;
+  if (Array.isArray(value)) {
+    for (const item of value) if (deeperThan(item, levels - 1)) return true;
+    return false;
+  }
+  for (const key in value) {
+    if (deeperThan((value as Record<string, unknown>)[key], levels - 1)) return true;
+  }
+  return false;
 }
 
 /** The field path (`a.b[2]`) of the first string holding U+0000, '' for the value itself, else undefined. */

@@ -3,7 +3,9 @@ import { BlockList, isIP } from 'node:net';
 
 // Addresses a webhook must never reach unless private targets are allowed: loopback, private networks,
 // link-local (which holds the cloud metadata endpoint 169.254.169.254), carrier-grade NAT, and the
-// unspecified, multicast and reserved ranges.
+// unspecified, multicast and reserved ranges. In IPv6 also the deprecated site-local range (fec0::/10, still
+// routed inside some networks) and the local-use NAT64 prefix (64:ff9b:1::/48, RFC 8215), which a network's
+// own translator maps to any IPv4 address it chooses, private ones included.
 const blocked = new BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8],
@@ -23,8 +25,10 @@ for (const [network, prefix] of [
 for (const [network, prefix] of [
   ['::', 128],
   ['::1', 128],
+  ['64:ff9b:1::', 48],
   ['fc00::', 7],
   ['fe80::', 10],
+  ['fec0::', 10],
   ['ff00::', 8],
 ] as const) {
   blocked.addSubnet(network, prefix, 'ipv6');

@@ -131,6 +131,8 @@ export interface TestAppOptions {
   /** How long a replaced webhook secret keeps signing (the app's default, 24 h, when absent). */
   webhookSecretRotationWindowMs?: number;
   httpTimeouts?: HttpTimeouts;
+  /** Bytes of request bodies held at once (the app's default when absent). */
+  httpBodyMemoryBytes?: number;
   authFailureLimit?: { limit: number; windowMs: number };
   templateRendering?: RenderPoolOptions;
   /** Where sending domains are looked up (a test DNS server); the system's resolvers when absent. */
@@ -191,6 +193,9 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
       TEST_DELIVERY_SETTINGS.timeoutMs,
     webhookTestMarginMs: options.webhookTestMarginMs ?? 500,
     ...(options.httpTimeouts ? { httpTimeouts: options.httpTimeouts } : {}),
+    ...(options.httpBodyMemoryBytes !== undefined
+      ? { httpBodyMemoryBytes: options.httpBodyMemoryBytes }
+      : {}),
     // Off unless a test asks for it: suites that probe every route without a key would trip it.
     authFailureLimit: options.authFailureLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),

@@ -1207,7 +1207,8 @@ export interface components {
         /** EmailAttachment */
         EmailAttachment: {
             filename: string;
-            content_type: string | null;
+            /** @description Its media type as the message gives it: the one sent, else the one derived from the file name (application/octet-stream when nothing matches). */
+            content_type: string;
             content_id: string | null;
             /** @description Bytes, decoded. */
             size: number;
@@ -1993,11 +1994,11 @@ export interface components {
             attachments?: {
                 /** @description The file name shown to the recipient; path separators and control characters are removed. */
                 filename: string;
-                /** @description The file, base64-encoded. */
+                /** @description The file, base64-encoded; line breaks (as MIME wraps it) and leaving out the `=` padding are fine. */
                 content: string;
-                /** @description Its media type (`application/pdf`); from the file name when absent. */
+                /** @description Its media type (`application/pdf`). When absent, the one derived from the file name, as nodemailer derives it: `.pdf` → application/pdf; a name without a dot is looked up as an extension (`c` → text/plain); unknown → application/octet-stream. */
                 content_type?: string;
-                /** @description Makes it inline: the html refers to it as `cid:<content_id>`. */
+                /** @description Makes it inline: the html refers to it as `cid:<content_id>`. Printable ASCII without spaces or angle brackets (it may be enclosed in one pair, `<id>`), so that it leaves as given. */
                 content_id?: string;
             }[];
             /**
@@ -2411,7 +2412,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2510,7 +2511,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2618,7 +2619,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2712,7 +2713,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2806,7 +2807,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2904,7 +2905,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3007,7 +3008,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3117,7 +3118,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3227,7 +3228,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3328,7 +3329,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3422,7 +3423,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3532,7 +3533,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3631,7 +3632,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3739,7 +3740,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3834,7 +3835,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3929,7 +3930,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4037,7 +4038,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4148,7 +4149,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4250,7 +4251,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4346,7 +4347,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4457,7 +4458,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4566,7 +4567,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4674,7 +4675,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4783,7 +4784,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4878,7 +4879,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4973,7 +4974,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5080,7 +5081,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5181,7 +5182,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5289,7 +5290,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5384,7 +5385,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5479,7 +5480,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5578,7 +5579,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5673,7 +5674,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5772,7 +5773,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5880,7 +5881,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5975,7 +5976,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6070,7 +6071,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6177,7 +6178,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6284,7 +6285,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6383,7 +6384,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Rate limit exceeded; see retry-after. */
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
             429: {
                 headers: {
                     [name: string]: unknown;

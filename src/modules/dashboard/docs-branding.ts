@@ -1,13 +1,40 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import { DASHBOARD_DIR } from './dashboard.routes.ts';
 
 /**
- * `/docs` as Postwire's page rather than stock Swagger UI: the title, the logo (linking back to the
- * dashboard) and the favicon are the dashboard's own files, so the two never drift apart.
+ * The one inline style Swagger UI writes, inside its own logo's SVG, which the page replaces with Postwire's
+ * at once: allowed by its hash, as the single exception to "styles only from files".
  */
-export function docsBranding(): Pick<FastifySwaggerUiOptions, 'theme' | 'logo'> {
+const SWAGGER_LOGO_STYLE = '.logo_small_svg__cls-2{fill:#fff}.logo_small_svg__cls-3{fill:#85ea2d}';
+
+/**
+ * The policy of `/docs` and every file under it. The page shares its origin with the dashboard, whose key
+ * sits in sessionStorage: nothing may frame it (no clickjacking of "Try it out"), and it runs only the Swagger
+ * UI files this server serves — its bundle, its initializer and its stylesheets, no inline script, no eval.
+ * The logo is a data: URL; "Try it out" calls this origin only. What it needs was found by running it in
+ * Chromium with this policy until no violation was reported (test/docs.test.ts keeps it so).
+ */
+export const DOCS_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  `style-src 'self' 'sha256-${createHash('sha256').update(SWAGGER_LOGO_STYLE).digest('base64')}'`,
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "object-src 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/**
+ * `/docs` as Postwire's page rather than stock Swagger UI: the title, the logo (linking back to the
+ * dashboard) and the favicon are the dashboard's own files, so the two never drift apart; and its policy.
+ */
+export function docsBranding(): Pick<FastifySwaggerUiOptions, 'theme' | 'logo' | 'staticCSP'> {
   const logo = readFileSync(path.join(DASHBOARD_DIR, 'assets/logo.svg'));
   const favicon = readFileSync(path.join(DASHBOARD_DIR, 'assets/favicon.svg'));
   return {
@@ -26,5 +53,6 @@ export function docsBranding(): Pick<FastifySwaggerUiOptions, 'theme' | 'logo'> 
       ],
     },
     logo: { type: 'image/svg+xml', content: logo, href: '/', target: '_self' },
+    staticCSP: DOCS_CSP,
   };
 }

@@ -1,12 +1,42 @@
+import { detectMimeType } from 'nodemailer/lib/mime-funcs';
 import { invalidParam } from '../../lib/errors.ts';
 import type { EmailAttachment } from './emails.repo.ts';
 import { MAX_ATTACHMENT_BYTES, type SendEmailInput } from './emails.schemas.ts';
 
 // Files sent with an email, as a send gives them (base64) and as they are stored and built into the MIME.
+// What is stored is what the message will say: a content_id nodemailer would change is refused rather than
+// sent changed, and a file sent without a content type gets the one nodemailer will write for it.
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MEDIA_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/;
-const CONTENT_ID = /^[\x21-\x7e]+$/;
+/**
+ * A Content-ID nodemailer writes as it is given, inside `<…>`: printable ASCII without space, and without `<`
+ * or `>`, which nodemailer removes (`a>b@c` would leave as `<ab@c>` and the html's `cid:a>b@c` match nothing).
+ */
+const CONTENT_ID = /^[!-;=?-~]+$/;
+
+/**
+ * The media type the message gives a file: the one sent (lowercased), else the one nodemailer derives from the
+ * file name, as it does when it builds the MIME (`report.pdf` → application/pdf; a name without an extension
+ * is looked up as a whole, so `c` → text/plain; unknown → application/octet-stream).
+ */
+export function attachmentContentType(filename: string, given?: string | null): string {
+  return given ? given.toLowerCase() : detectMimeType(filename);
+}
+
+/**
+ * A send's base64, decoded: line breaks (MIME wraps base64 at 76 columns) are ignored, and the `=` padding
+ * may be left out, as many encoders do; undefined when it is not base64 (another character, `=` inside, a
+ * length no encoding has).
+ */
+export function decodeBase64(text: string): Buffer | undefined {
+  const encoded = /[\r\n]/.test(text) ? text.replace(/[\r\n]/g, '') : text;
+  if (!BASE64.test(encoded)) return undefined;
+  const padded = encoded.endsWith('=');
+  // Padded, the length is a multiple of 4; unpadded, a last group of 1 character cannot encode a byte.
+  if (padded ? encoded.length % 4 !== 0 : encoded.length % 4 === 1) return undefined;
+  return Buffer.from(encoded, 'base64');
+}
 
 /**
  * A file name a mail client can show and save safely: no directories, no control characters, no quotes
@@ -36,12 +66,10 @@ export function checkAttachments(
     if (filename === '') {
       throw invalidParam(`${param}.filename`, `'${attachment.filename}' leaves no file name once made safe.`);
     }
-    // Line breaks are allowed in base64 (MIME wraps it at 76 columns); anything else is not base64.
-    const encoded = attachment.content.replace(/[\r\n]/g, '');
-    if (encoded.length % 4 !== 0 || !BASE64.test(encoded)) {
+    const content = decodeBase64(attachment.content);
+    if (content === undefined) {
       throw invalidParam(`${param}.content`, `The content of ${param} must be base64.`);
     }
-    const content = Buffer.from(encoded, 'base64');
     total += content.length;
     if (total > MAX_ATTACHMENT_BYTES) {
       throw invalidParam(
@@ -53,13 +81,19 @@ export function checkAttachments(
     if (attachment.content_type !== undefined && !MEDIA_TYPE.test(attachment.content_type)) {
       throw invalidParam(`${param}.content_type`, `'${attachment.content_type}' is not a media type.`);
     }
-    const contentId = attachment.content_id?.replace(/^<|>$/g, '');
+    // `<id>` is the Content-ID's own form: the brackets enclose the id the html refers to.
+    const given = attachment.content_id;
+    const contentId = given?.startsWith('<') && given.endsWith('>') ? given.slice(1, -1) : given;
     if (contentId !== undefined && !CONTENT_ID.test(contentId)) {
-      throw invalidParam(`${param}.content_id`, 'A content_id is printable ASCII without spaces.');
+      throw invalidParam(
+        `${param}.content_id`,
+        `The content_id '${given}' cannot be sent as it is: a content_id is printable ASCII without spaces or ` +
+          "angle brackets (it may be enclosed in one pair, '<id>').",
+      );
     }
     return {
       filename,
-      contentType: attachment.content_type?.toLowerCase() ?? null,
+      contentType: attachmentContentType(filename, attachment.content_type),
       contentId: contentId ?? null,
       size: content.length,
       content,

@@ -68,19 +68,25 @@ const Attachment = Type.Object(
       description:
         'The file name shown to the recipient; path separators and control characters are removed.',
     }),
-    content: Type.String({ minLength: 1, description: 'The file, base64-encoded.' }),
+    content: Type.String({
+      minLength: 1,
+      description:
+        'The file, base64-encoded; line breaks (as MIME wraps it) and leaving out the `=` padding are fine.',
+    }),
     content_type: Type.Optional(
       Type.String({
         minLength: 3,
         maxLength: 255,
-        description: 'Its media type (`application/pdf`); from the file name when absent.',
+        description:
+          'Its media type (`application/pdf`). When absent, the one derived from the file name, as nodemailer derives it: `.pdf` → application/pdf; a name without a dot is looked up as an extension (`c` → text/plain); unknown → application/octet-stream.',
       }),
     ),
     content_id: Type.Optional(
       Type.String({
         minLength: 1,
         maxLength: 255,
-        description: 'Makes it inline: the html refers to it as `cid:<content_id>`.',
+        description:
+          'Makes it inline: the html refers to it as `cid:<content_id>`. Printable ASCII without spaces or angle brackets (it may be enclosed in one pair, `<id>`), so that it leaves as given.',
       }),
     ),
   },
@@ -289,7 +295,10 @@ export const Email = Type.Object(
       Type.Object(
         {
           filename: Type.String(),
-          content_type: nullable(Type.String()),
+          content_type: Type.String({
+            description:
+              'Its media type as the message gives it: the one sent, else the one derived from the file name (application/octet-stream when nothing matches).',
+          }),
           content_id: nullable(Type.String()),
           size: Type.Integer({ description: 'Bytes, decoded.' }),
         },

@@ -34,7 +34,7 @@ import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressio
 import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import { createSendGroups } from './send-groups.ts';
 import { emailEventData } from './event-data.ts';
-import { checkAttachments } from './attachments.ts';
+import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import type { EngagementRepo } from '../engagement/engagement.repo.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from '../engagement/html.ts';
@@ -626,7 +626,8 @@ export function createEmailService({
       headers: email.headers,
       attachments: attachments.map((attachment) => ({
         filename: attachment.filename,
-        content_type: attachment.contentType,
+        // Stored since sends derive it; an email accepted before has none stored, and gets the same answer.
+        content_type: attachmentContentType(attachment.filename, attachment.contentType),
         content_id: attachment.contentId,
         size: attachment.size,
       })),

@@ -1,5 +1,5 @@
-import { SMTPServer, type SMTPServerAddress } from 'smtp-server';
-import type { InboundConfig } from '../../config.ts';
+import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
+import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { NewInboundMessage } from './inbound.repo.ts';
@@ -8,8 +8,13 @@ import type { NewInboundMessage } from './inbound.repo.ts';
 // success reports, complaints, and the auto-replies that land there too. Every byte is hostile. It takes
 // mail for the bounce domain only, refuses what is too large before storing anything, and answers 250
 // only once the message is stored: reading it comes after (the inbound worker), so a crash loses nothing.
+// No one holds it for long: a session ends at its time limit whatever it is doing (a client that trickles a
+// byte every few seconds never trips the idle timeout), and one client address holds a few sessions at most.
 
-export interface InboundListenerOptions extends InboundConfig {
+export interface InboundListenerOptions
+  extends
+    Omit<InboundConfig, 'sessionTimeoutMs' | 'maxConnectionsPerClient'>,
+    Partial<Pick<InboundConfig, 'sessionTimeoutMs' | 'maxConnectionsPerClient'>> {
   /**
    * Whether mail for this domain (lowercased) is ours to take: BOUNCE_DOMAIN, and the return-path domains
    * of the sending domains we hold (`bounces.<domain>`). Recipients elsewhere are refused (550).
@@ -32,8 +37,6 @@ export interface InboundListener {
   close(): Promise<void>;
 }
 
-/** Connections open at once at most: far above what reports need, far below the process's file limit. */
-const MAX_CLIENTS = 5000;
 /** Recipients one message may have: a report goes to one return path. */
 const MAX_RECIPIENTS = 50;
 /** A connection silent this long is closed (one that never sends DATA holds nothing for longer). */
@@ -45,6 +48,23 @@ const smtpError = (code: number, message: string) =>
 export async function startInboundListener(options: InboundListenerOptions): Promise<InboundListener> {
   const { logger, clock } = options;
   const domain = options.bounceDomain.toLowerCase();
+  const sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULTS.inbound.sessionTimeoutMs;
+  const maxPerClient = options.maxConnectionsPerClient ?? DEFAULTS.inbound.maxConnectionsPerClient;
+  // Sessions admitted (onConnect said yes), until onClose: their address, for the per-address count, and the
+  // timer of their time limit. A connection refused, or closed before it was greeted, is in neither.
+  const admitted = new Map<SMTPServerSession, { address: string; limit: NodeJS.Timeout }>();
+  const openPerAddress = new Map<string, number>();
+  const endSession = (session: SMTPServerSession) => {
+    for (const connection of server.connections) {
+      if (connection.session !== session) continue;
+      logger.info(
+        { remoteAddress: session.remoteAddress, timeoutMs: sessionTimeoutMs },
+        'inbound listener: a session reached its time limit and was closed',
+      );
+      // A 421 closes the connection (smtp-server ends it, and destroys it if the client does not close its side).
+      connection.send(421, `${options.hostname ?? 'Postwire'} Session time limit reached, closing`);
+    }
+  };
   const accepts = async (address: string): Promise<boolean> => {
     const at = address.lastIndexOf('@');
     return at >= 0 && (await options.acceptsDomain(address.slice(at + 1).toLowerCase()));
@@ -57,11 +77,33 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
     disabledCommands: options.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
     size: options.maxBytes,
-    maxClients: MAX_CLIENTS,
+    maxClients: INBOUND_MAX_CONNECTIONS,
     socketTimeout: SOCKET_TIMEOUT_MS,
     closeTimeout: 2000,
     // A DNS lookup per connection would let anyone who connects make us wait on DNS.
     disableReverseLookup: true,
+    onConnect(session, callback) {
+      const address = session.remoteAddress ?? '';
+      const open = openPerAddress.get(address) ?? 0;
+      if (open >= maxPerClient) {
+        callback(smtpError(421, '4.7.0 Too many connections from your address; try again later'));
+        return;
+      }
+      openPerAddress.set(address, open + 1);
+      const limit = setTimeout(() => endSession(session), sessionTimeoutMs);
+      limit.unref();
+      admitted.set(session, { address, limit });
+      callback();
+    },
+    onClose(session) {
+      const entry = admitted.get(session);
+      if (!entry) return;
+      admitted.delete(session);
+      clearTimeout(entry.limit);
+      const left = (openPerAddress.get(entry.address) ?? 1) - 1;
+      if (left > 0) openPerAddress.set(entry.address, left);
+      else openPerAddress.delete(entry.address);
+    },
     onRcptTo(address: SMTPServerAddress, session, callback) {
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         callback(smtpError(452, '4.5.3 Too many recipients'));
