@@ -142,7 +142,12 @@ export const formatTime = (iso) => {
         .replace(/\.\d+Z$/, ' UTC');
 };
 
-export function CopyButton({ text, label = 'Copy' }) {
+/**
+ * Copies `text`. Its accessible name is `label` alone ("Copy value"), never the text: what it copies may be
+ * a key or a secret, and a name is read aloud, listed by assistive tools and shown in accessibility trees.
+ * `describedBy` may point at an element that says which one it is (a record's name, not its value).
+ */
+export function CopyButton({ text, label = 'Copy', describedBy }) {
   const [copied, setCopied] = useState(false);
   const copy = async () => {
     try {
@@ -153,9 +158,15 @@ export function CopyButton({ text, label = 'Copy' }) {
       window.prompt('Copy this value:', text);
     }
   };
-  return html`<button type="button" class="button-small" onClick=${copy} aria-label=${`${label}: ${text}`}>
-    ${copied ? 'Copied' : label}
-  </button>`;
+  return html`<button
+      type="button"
+      class="button-small"
+      onClick=${copy}
+      aria-label=${label}
+      aria-describedby=${describedBy}
+    >
+      ${copied ? 'Copied' : label}</button
+    ><span class="visually-hidden" role="status">${copied ? 'Copied' : ''}</span>`;
 }
 
 /** Keyset pagination: `after` the last id for older items, `before` the first for newer ones. */

@@ -115,18 +115,22 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
         </thead>
         <tbody>
           ${(domain.records ?? []).map(
-            (record) =>
-              html`<tr>
+            (record, index) =>
+              html`<tr data-purpose=${record.purpose}>
                 <td data-label="Type">
                   ${record.type}${record.priority != null ? ` ${record.priority}` : ''}
                 </td>
                 <td data-label="Name">
-                  <code class="break">${record.name}</code>
+                  <code class="break" id=${`record-${domain.id}-${index}`}>${record.name}</code>
                   <${CopyButton} text=${record.name} label="Copy name" />
                 </td>
                 <td data-label="Value">
                   <code class="break value">${record.value}</code>
-                  <${CopyButton} text=${record.value} label="Copy value" />
+                  <${CopyButton}
+                    text=${record.value}
+                    label="Copy value"
+                    describedBy=${`record-${domain.id}-${index}`}
+                  />
                 </td>
                 <td data-label="Status">
                   <${Chip}
