@@ -169,25 +169,6 @@ export function CopyButton({ text, label = 'Copy', describedBy }) {
     ><span class="visually-hidden" role="status">${copied ? 'Copied' : ''}</span>`;
 }
 
-/** Keyset pagination: `after` the last id for older items, `before` the first for newer ones. */
-export function Pager({ items, hasMore, cursor, onCursor }) {
-  if (!items?.length) return null;
-  const canNewer = Boolean(cursor.after) || (Boolean(cursor.before) && hasMore);
-  const canOlder = cursor.before ? true : hasMore;
-  return html`<nav class="pager" aria-label="Pages">
-    <button type="button" disabled=${!canNewer} onClick=${() => onCursor({ before: items[0].id })}>
-      ← Newer
-    </button>
-    <button
-      type="button"
-      disabled=${!canOlder}
-      onClick=${() => onCursor({ after: items[items.length - 1].id })}
-    >
-      Older →
-    </button>
-  </nav>`;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Confirmation: a modal <dialog> (focus moves into it, Escape cancels, focus returns afterwards).
 
@@ -231,6 +212,3 @@ export function confirmAction(message, { confirmLabel = 'Delete', danger = true 
 
 /** A <pre> of JSON, for payloads. */
 export const Json = ({ value }) => html`<pre class="code">${JSON.stringify(value, null, 2)}</pre>`;
-
-/** Reads `?name=value` of the current URL (filters live in the URL so a page can be reloaded or shared). */
-export const searchParams = (search) => Object.fromEntries(new URLSearchParams(search));
