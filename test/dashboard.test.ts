@@ -7,7 +7,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
@@ -671,7 +671,25 @@ describe('dashboard in a browser', { skip }, () => {
     await target.getByRole('button', { name: 'Add domain' }).click();
     const card = target.locator('[data-domain="acme.example"]');
     await card.waitFor();
-    await card.getByRole('button', { name: 'Copy value: v=DKIM1; k=rsa; p=MIIBIjANBgkq' }).click();
+    // The copy button is named for what it does, not for what it copies (a value may be a secret): its name
+    // and description are read aloud and listed, the copied text is the value itself.
+    const copyValue = card
+      .locator('tr[data-purpose="dkim"]')
+      .getByRole('button', { name: 'Copy value', exact: true });
+    assert.equal(await copyValue.ariaSnapshot(), '- button "Copy value"');
+    assert.equal(await card.getByRole('button', { name: /DKIM1|MIIBIjANBgkq/ }).count(), 0);
+    assert.equal(
+      await copyValue.evaluate((button) =>
+        (button.getAttribute('aria-describedby') ?? '')
+          .split(' ')
+          .map((id) => document.getElementById(id)?.textContent ?? '')
+          .join(' '),
+      ),
+      'pw1._domainkey.acme.example',
+    );
+    await copyValue.click();
+    // "Copied" is announced (a status next to the button), its name staying the same.
+    await card.locator('tr[data-purpose="dkim"] [role="status"]', { hasText: 'Copied' }).waitFor();
     assert.equal(
       await target.evaluate(() => navigator.clipboard.readText()),
       'v=DKIM1; k=rsa; p=MIIBIjANBgkq',
@@ -692,6 +710,140 @@ describe('dashboard in a browser', { skip }, () => {
     await target.getByText('No domains yet').waitFor();
     assert.equal(domains.length, 0);
     await mocked.close();
+  });
+
+  test('webhooks and domains past one page: a pager, Next to older ones, the cursor in the URL through a reload and back/forward, Previous', async () => {
+    // A project of its own, so the other tests' lists stay as they expect. `?limit=2` makes pages of two.
+    const paged = await api.createProject('Paged project');
+    for (let i = 0; i < 5; i++) {
+      const created = await api.request('POST', '/v1/webhooks', {
+        key: paged.key,
+        body: { url: `${receiver.url}/paged/${i}`, events: ['email.sent'] },
+      });
+      assert.equal(created.status, 201);
+    }
+    for (let i = 0; i < 3; i++) {
+      const created = await api.request('POST', '/v1/domains', {
+        key: paged.key,
+        body: { name: `paged-${i}.example` },
+      });
+      assert.equal(created.status, 201);
+    }
+    for (const address of ['one@paged.example', 'two@paged.example', 'three@paged.example']) {
+      const added = await api.request('POST', '/v1/suppressions', {
+        key: paged.key,
+        body: { addresses: [address] },
+      });
+      assert.ok(added.status < 300, `suppressing ${address}: ${added.status}`);
+    }
+    const { context: pagedContext, page: target } = await newPage(WIDTHS[0]);
+    await target.goto('/');
+    await target.getByLabel('API key').fill(paged.key);
+    await target.getByRole('button', { name: 'Sign in' }).click();
+    await target.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+
+    /** Waits (bounded) until the page lists exactly `expected`, in this order. */
+    const showing = async (cells: string, expected: string[], what: string) => {
+      let seen: string[] = [];
+      await until(
+        async () => {
+          seen = await target.locator(cells).allInnerTexts();
+          return JSON.stringify(seen) === JSON.stringify(expected);
+        },
+        5000,
+        `${what}: ${JSON.stringify(expected)} (last seen ${JSON.stringify(seen)})`,
+      ).catch((error) => assert.fail(error.message));
+    };
+    const cursorOf = (url: string) => Object.fromEntries(new URL(url).searchParams);
+    const disabled = (link: Locator) => link.getAttribute('aria-disabled');
+
+    // Webhooks: everything fits in the default page, so there is no pager.
+    await target.goto('/dashboard/webhooks');
+    const urls = 'td[data-label="URL"]';
+    const hook = (i: number) => `${receiver.url}/paged/${i}`;
+    await showing(urls, [4, 3, 2, 1, 0].map(hook), 'all webhooks on one page');
+    assert.equal(await target.getByRole('navigation', { name: 'Pages of webhooks' }).count(), 0);
+
+    // Pages of two: newest first, Previous disabled on the first page.
+    await target.goto('/dashboard/webhooks?limit=2');
+    await showing(urls, [hook(4), hook(3)], 'webhooks page 1');
+    const pager = target.getByRole('navigation', { name: 'Pages of webhooks' });
+    const next = pager.getByRole('link', { name: 'Next' });
+    const previous = pager.getByRole('link', { name: 'Previous' });
+    assert.equal(await disabled(previous), 'true');
+    assert.equal(await disabled(next), null);
+
+    await next.click();
+    await showing(urls, [hook(2), hook(1)], 'webhooks page 2');
+    const second = target.url();
+    assert.equal(cursorOf(second).limit, '2');
+    assert.match(cursorOf(second).after ?? '', /^wh_/);
+    assert.equal(await disabled(previous), null);
+
+    // A reload asks for the same page (the cursor is in the URL).
+    await target.reload();
+    await showing(urls, [hook(2), hook(1)], 'webhooks page 2 after a reload');
+    assert.equal(target.url(), second);
+
+    await next.click();
+    await showing(urls, [hook(0)], 'webhooks page 3');
+    assert.equal(await disabled(next), 'true');
+
+    // Back and forward move between the pages as between any two pages.
+    await target.goBack();
+    await showing(urls, [hook(2), hook(1)], 'webhooks page 2 after Back');
+    assert.equal(target.url(), second);
+    await target.goForward();
+    await showing(urls, [hook(0)], 'webhooks page 3 after Forward');
+
+    // Previous, twice: back to the newest, whose URL is the first page's again.
+    await previous.click();
+    await showing(urls, [hook(2), hook(1)], 'webhooks page 2 from Previous');
+    assert.match(cursorOf(target.url()).before ?? '', /^wh_/);
+    await previous.click();
+    await showing(urls, [hook(4), hook(3)], 'webhooks page 1 from Previous');
+    await target.waitForURL((url) => url.search === '?limit=2');
+    assert.equal(await disabled(previous), 'true');
+
+    // A cursor that is not one of this list's ids: the API's message, and a way back to the first page.
+    await target.goto('/dashboard/webhooks?limit=2&after=dom_not_a_webhook');
+    await target.getByRole('alert').filter({ hasText: 'after must be an id' }).waitFor();
+    await target.getByRole('link', { name: 'Go to the first page' }).click();
+    await showing(urls, [hook(4), hook(3)], 'webhooks page 1 from the error');
+    assert.equal(new URL(target.url()).search, '?limit=2');
+
+    // Domains: the same pager over the domain cards.
+    await target.goto('/dashboard/domains?limit=2');
+    const cards = 'section[data-domain] h2';
+    await showing(cards, ['paged-2.example', 'paged-1.example'], 'domains page 1');
+    const domainPager = target.getByRole('navigation', { name: 'Pages of domains' });
+    await domainPager.getByRole('link', { name: 'Next' }).click();
+    await showing(cards, ['paged-0.example'], 'domains page 2');
+    assert.match(cursorOf(target.url()).after ?? '', /^dom_/);
+    await target.reload();
+    await showing(cards, ['paged-0.example'], 'domains page 2 after a reload');
+    assert.equal(await disabled(domainPager.getByRole('link', { name: 'Next' })), 'true');
+    await domainPager.getByRole('link', { name: 'Previous' }).click();
+    await showing(cards, ['paged-2.example', 'paged-1.example'], 'domains page 1 from Previous');
+    await target.waitForURL((url) => url.search === '?limit=2');
+
+    // A filter stays in the URL with the cursor, and changing it starts again from the first page.
+    await target.goto('/dashboard/suppressions?reason=manual&limit=2');
+    const addresses = 'td[data-label="Address"]';
+    await showing(addresses, ['three@paged.example', 'two@paged.example'], 'suppressions page 1');
+    await target
+      .getByRole('navigation', { name: 'Pages of suppressions' })
+      .getByRole('link', { name: 'Next' })
+      .click();
+    await showing(addresses, ['one@paged.example'], 'suppressions page 2');
+    assert.deepEqual(Object.keys(cursorOf(target.url())), ['reason', 'limit', 'after']);
+    await target.reload();
+    await showing(addresses, ['one@paged.example'], 'suppressions page 2 after a reload');
+    assert.equal(await target.getByLabel('Reason').inputValue(), 'manual');
+    await target.getByLabel('Reason').selectOption('complaint');
+    await target.getByText('No complaint suppressions').waitFor();
+    assert.equal(new URL(target.url()).search, '?reason=complaint&limit=2');
+    await pagedContext.close();
   });
 
   test("another project's key sees only that project, and a revoked key signs the tab out", async () => {

@@ -142,7 +142,12 @@ export const formatTime = (iso) => {
         .replace(/\.\d+Z$/, ' UTC');
 };
 
-export function CopyButton({ text, label = 'Copy' }) {
+/**
+ * Copies `text`. Its accessible name is `label` alone ("Copy value"), never the text: what it copies may be
+ * a key or a secret, and a name is read aloud, listed by assistive tools and shown in accessibility trees.
+ * `describedBy` may point at an element that says which one it is (a record's name, not its value).
+ */
+export function CopyButton({ text, label = 'Copy', describedBy }) {
   const [copied, setCopied] = useState(false);
   const copy = async () => {
     try {
@@ -153,28 +158,15 @@ export function CopyButton({ text, label = 'Copy' }) {
       window.prompt('Copy this value:', text);
     }
   };
-  return html`<button type="button" class="button-small" onClick=${copy} aria-label=${`${label}: ${text}`}>
-    ${copied ? 'Copied' : label}
-  </button>`;
-}
-
-/** Keyset pagination: `after` the last id for older items, `before` the first for newer ones. */
-export function Pager({ items, hasMore, cursor, onCursor }) {
-  if (!items?.length) return null;
-  const canNewer = Boolean(cursor.after) || (Boolean(cursor.before) && hasMore);
-  const canOlder = cursor.before ? true : hasMore;
-  return html`<nav class="pager" aria-label="Pages">
-    <button type="button" disabled=${!canNewer} onClick=${() => onCursor({ before: items[0].id })}>
-      ← Newer
-    </button>
-    <button
+  return html`<button
       type="button"
-      disabled=${!canOlder}
-      onClick=${() => onCursor({ after: items[items.length - 1].id })}
+      class="button-small"
+      onClick=${copy}
+      aria-label=${label}
+      aria-describedby=${describedBy}
     >
-      Older →
-    </button>
-  </nav>`;
+      ${copied ? 'Copied' : label}</button
+    ><span class="visually-hidden" role="status">${copied ? 'Copied' : ''}</span>`;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -220,6 +212,3 @@ export function confirmAction(message, { confirmLabel = 'Delete', danger = true 
 
 /** A <pre> of JSON, for payloads. */
 export const Json = ({ value }) => html`<pre class="code">${JSON.stringify(value, null, 2)}</pre>`;
-
-/** Reads `?name=value` of the current URL (filters live in the URL so a page can be reloaded or shared). */
-export const searchParams = (search) => Object.fromEntries(new URLSearchParams(search));

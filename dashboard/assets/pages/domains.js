@@ -1,5 +1,6 @@
 import { html, useState } from '../html.js';
 import { api, ApiError } from '../api.js';
+import { ListPage, useListFilters } from '../list.js';
 import {
   Chip,
   confirmAction,
@@ -9,15 +10,13 @@ import {
   Field,
   fieldErrors,
   formatTime,
-  Loading,
   Notice,
-  useAsync,
 } from '../ui.js';
 
-/** GET /v1/domains; `null` when this server has no domains API (404). */
-async function loadDomains() {
+/** GET /v1/domains…; `null` when this server has no domains API (404). */
+async function loadDomains(path) {
   try {
-    return await api('GET', '/domains');
+    return await api('GET', path);
   } catch (error) {
     if (error instanceof ApiError && error.status === 404) return null;
     throw error;
@@ -26,33 +25,47 @@ async function loadDomains() {
 // A domain may come bare (`{ object: 'domain', … }`) or in an envelope (`{ data: … }`).
 const unwrap = (body) => (body && body.data && !Array.isArray(body.data) ? body.data : body);
 
-export function DomainsPage() {
-  const domains = useAsync(loadDomains, []);
+export function DomainsPage({ search }) {
+  const { toFirstPage } = useListFilters(search, '/dashboard/domains');
   const [message, setMessage] = useState(null);
-  if (domains.loading && domains.data === undefined)
-    return html`<h1>Domains</h1>
-      <${Loading} />`;
-  if (domains.error)
-    return html`<h1>Domains</h1>
-      <${ErrorBanner} error=${domains.error} />`;
-  if (domains.data === null) {
-    return html`<h1>Domains</h1>
-      <${Empty} title="Sending domains are not available on this server">
-        This Postwire version has no <code>/v1/domains</code> API. Mail is signed with the server's
-        <code>DKIM_DOMAIN</code> key, if one is configured.
-      </${Empty}>`;
-  }
-  const list = domains.data.data ?? [];
+  const [version, setVersion] = useState(0);
+  const changed = () => setVersion((n) => n + 1);
   return html`<h1>Domains</h1>
     <p class="lead">Verify the domains you send from: publish the DNS records below, then verify.</p>
     ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
     <${ErrorBanner} error=${message?.error} />
-    ${list.length === 0 ? html`<${Empty} title="No domains yet">Add the domain you send from (<code>acme.example</code>) to get its DKIM and return-path records.</${Empty}>` : null}
-    ${list.map((domain) => html`<${DomainCard} domain=${domain} onChange=${domains.reload} onMessage=${setMessage} />`)}
-    <section class="card">
-      <h2>Add a domain</h2>
-      <${AddDomain} onAdded=${domains.reload} />
-    </section>`;
+    <${ListPage}
+      search=${search}
+      base="/dashboard/domains"
+      endpoint="/domains"
+      limit=${20}
+      load=${loadDomains}
+      version=${version}
+      label="Pages of domains"
+      unavailable=${html`<${Empty} title="Sending domains are not available on this server">
+        This Postwire version has no <code>/v1/domains</code> API. Mail is signed with the server's
+        <code>DKIM_DOMAIN</code> key, if one is configured.
+      </${Empty}>`}
+      empty=${html`<${Empty} title="No domains yet">Add the domain you send from (<code>acme.example</code>) to get its DKIM and return-path records.</${Empty}>`}
+      footer=${({ data }) =>
+        data === null
+          ? null
+          : html`<section class="card">
+              <h2>Add a domain</h2>
+              <${AddDomain} onAdded=${() => (toFirstPage(), changed())} />
+            </section>`}
+    >
+      ${({ items }) =>
+        items.map(
+          (domain) =>
+            html`<${DomainCard}
+              key=${domain.id}
+              domain=${domain}
+              onChange=${changed}
+              onMessage=${setMessage}
+            />`,
+        )}
+    </${ListPage}>`;
 }
 
 function DomainCard({ domain: initial, onChange, onMessage }) {
@@ -115,18 +128,22 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
         </thead>
         <tbody>
           ${(domain.records ?? []).map(
-            (record) =>
-              html`<tr>
+            (record, index) =>
+              html`<tr data-purpose=${record.purpose}>
                 <td data-label="Type">
                   ${record.type}${record.priority != null ? ` ${record.priority}` : ''}
                 </td>
                 <td data-label="Name">
-                  <code class="break">${record.name}</code>
+                  <code class="break" id=${`record-${domain.id}-${index}`}>${record.name}</code>
                   <${CopyButton} text=${record.name} label="Copy name" />
                 </td>
                 <td data-label="Value">
                   <code class="break value">${record.value}</code>
-                  <${CopyButton} text=${record.value} label="Copy value" />
+                  <${CopyButton}
+                    text=${record.value}
+                    label="Copy value"
+                    describedBy=${`record-${domain.id}-${index}`}
+                  />
                 </td>
                 <td data-label="Status">
                   <${Chip}

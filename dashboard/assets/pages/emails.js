@@ -1,5 +1,6 @@
 import { html, useEffect, useState } from '../html.js';
-import { api, ApiError, query } from '../api.js';
+import { api, ApiError } from '../api.js';
+import { ListPage, useListFilters } from '../list.js';
 import { HtmlPreview } from '../preview.js';
 import {
   Chip,
@@ -11,8 +12,6 @@ import {
   Link,
   Loading,
   navigate,
-  Pager,
-  searchParams,
   useAsync,
 } from '../ui.js';
 
@@ -60,25 +59,11 @@ function FilterText({ id, value, placeholder, onCommit }) {
   />`;
 }
 
+const FILTERS = ['status', 'recipient', 'tag', 'from', 'to'];
+
 export function EmailsPage({ search }) {
-  const params = searchParams(search);
-  const cursor = params.after ? { after: params.after } : params.before ? { before: params.before } : {};
-  const filters = {
-    status: params.status ?? '',
-    recipient: params.recipient ?? '',
-    tag: params.tag ?? '',
-    from: params.from ?? '',
-    to: params.to ?? '',
-  };
-  const filtering = Object.values(filters).some(Boolean);
-  const emails = useAsync(
-    () => api('GET', `/emails${query({ limit: 100, ...cursor, ...apiFilters(filters) })}`),
-    [search],
-  );
-  const setParams = (next) => navigate(`/dashboard/emails${query(next)}`, { replace: true });
-  const setFilter = (name) => (event) =>
-    setParams({ ...filters, ...cursor, [name]: event.currentTarget.value });
-  const items = emails.data?.data ?? [];
+  const { filters, setFilters } = useListFilters(search, '/dashboard/emails', FILTERS);
+  const setFilter = (name) => (event) => setFilters({ [name]: event.currentTarget.value });
   const [sending, setSending] = useState(false);
 
   return html`<h1>Emails</h1>
@@ -136,48 +121,45 @@ export function EmailsPage({ search }) {
         <input id="filter-to" type="date" value=${filters.to} onChange=${setFilter('to')} />
       </div>
     </form>
-    <${ErrorBanner} error=${emails.error} />
-    ${emails.loading && !emails.data ? html`<${Loading} />` : null}
-    ${
-      emails.data && items.length === 0 && !filtering
-        ? html`<${Empty} title="No emails yet">Send one with <code>POST /v1/emails</code> or the “Send an email” button; without an SMTP relay it is captured, not sent.</${Empty}>`
-        : null
-    }
-    ${emails.data && items.length === 0 && filtering ? html`<${Empty} title="No email matches these filters">Change or clear the filters.</${Empty}>` : null}
-    ${
-      items.length
-        ? html`<div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>To</th>
-                  <th>Subject</th>
-                  <th>Status</th>
-                  <th>Tags</th>
-                  <th>Created</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${items.map(
-                  (email) => html`<tr>
+    <${ListPage}
+      search=${search}
+      base="/dashboard/emails"
+      endpoint="/emails"
+      filters=${FILTERS}
+      toApi=${apiFilters}
+      limit=${100}
+      label="Pages of emails"
+      empty=${(applied) =>
+        Object.values(applied).some(Boolean)
+          ? html`<${Empty} title="No email matches these filters">Change or clear the filters.</${Empty}>`
+          : html`<${Empty} title="No emails yet">Send one with <code>POST /v1/emails</code> or the “Send an email” button; without an SMTP relay it is captured, not sent.</${Empty}>`}
+    >
+      ${({ items }) =>
+        html`<div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>To</th>
+                <th>Subject</th>
+                <th>Status</th>
+                <th>Tags</th>
+                <th>Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${items.map(
+                (email) => html`<tr>
                 <td data-label="To"><${Link} href=${`/dashboard/emails/${email.id}`}>${email.to.join(', ')}</${Link}></td>
                 <td data-label="Subject">${email.subject}</td>
                 <td data-label="Status"><${Chip} status=${email.status} /></td>
                 <td data-label="Tags">${Object.entries(email.tags).map(([name, value]) => html`<code class="tag">${name}:${value}</code> `)}</td>
                 <td data-label="Created">${formatTime(email.created_at)}</td>
               </tr>`,
-                )}
-              </tbody>
-            </table>
-          </div>`
-        : null
-    }
-    <${Pager}
-      items=${items}
-      hasMore=${emails.data?.has_more}
-      cursor=${cursor}
-      onCursor=${(next) => setParams({ ...filters, ...next })}
-    />`;
+              )}
+            </tbody>
+          </table>
+        </div>`}
+    </${ListPage}>`;
 }
 
 function SendForm() {

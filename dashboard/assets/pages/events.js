@@ -1,17 +1,12 @@
 import { html, useState } from '../html.js';
-import { api, query } from '../api.js';
-import { Chip, Empty, ErrorBanner, formatTime, Json, Link, Loading, Notice, Pager, useAsync } from '../ui.js';
+import { api } from '../api.js';
+import { ListPage, useListFilters } from '../list.js';
+import { Chip, Empty, ErrorBanner, formatTime, Json, Link, Notice, useAsync } from '../ui.js';
 
-export function EventsPage() {
-  const [type, setType] = useState('');
-  const [cursor, setCursor] = useState({});
+export function EventsPage({ search }) {
+  const { filters, setFilters } = useListFilters(search, '/dashboard/events', ['type']);
   const kinds = useAsync(() => api('GET', '/event-kinds'), []);
-  const events = useAsync(
-    () => api('GET', `/events${query({ limit: 50, type, ...cursor })}`),
-    [type, cursor],
-  );
   const [message, setMessage] = useState(null);
-  const items = events.data?.data ?? [];
   const redeliver = async (event) => {
     setMessage(null);
     try {
@@ -27,48 +22,60 @@ export function EventsPage() {
   return html`<h1>Events</h1>
     <p class="lead">Everything that happened to your email, as your webhooks receive it.</p>
     ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
-    <${ErrorBanner} error=${message?.error ?? events.error} />
+    <${ErrorBanner} error=${message?.error} />
     <div class="inline-form">
       <label for="event-type">Kind</label>
       <select
         id="event-type"
-        value=${type}
-        onChange=${(e) => (setType(e.currentTarget.value), setCursor({}))}
+        value=${filters.type}
+        onChange=${(e) => setFilters({ type: e.currentTarget.value })}
       >
         <option value="">any</option>
         ${(kinds.data?.data ?? []).map((kind) => html`<option value=${kind.type}>${kind.type}</option>`)}
       </select>
     </div>
-    ${events.loading && !events.data ? html`<${Loading} />` : null}
-    ${events.data && items.length === 0 ? html`<${Empty} title="No events yet">Send an email (or a webhook test event) and its events appear here.</${Empty}>` : null}
-    <ul class="event-list">
-      ${items.map(
-        (event) =>
-          html`<li class="card">
-            <div class="section-head">
-              <div>
-                <${Chip} status=${event.type} />
-                <span class="muted small">${formatTime(event.created_at)}</span>
-              </div>
-              <button type="button" class="button-small" onClick=${() => redeliver(event)}>Redeliver</button>
-            </div>
-            <p class="small">
-              <code>${event.id}</code>
-              ${event.data?.test ? html` · <span class="chip chip-muted">test event</span>` : null}
-              ${
-                // A webhook test event names a made-up email: no link to a page that does not exist.
-                event.data?.email_id && !event.data?.test
-                  ? html` · <${Link} href=${`/dashboard/emails/${event.data.email_id}`}>${event.data.email_id}</${Link}>`
-                  : null
-              }
-              ${event.data?.recipient ? html` · ${event.data.recipient}` : null}
-            </p>
-            <details>
-              <summary>Payload</summary>
-              <${Json} value=${event.data} />
-            </details>
-          </li>`,
-      )}
-    </ul>
-    <${Pager} items=${items} hasMore=${events.data?.has_more} cursor=${cursor} onCursor=${setCursor} />`;
+    <${ListPage}
+      search=${search}
+      base="/dashboard/events"
+      endpoint="/events"
+      filters=${['type']}
+      label="Pages of events"
+      empty=${({ type }) =>
+        type
+          ? html`<${Empty} title=${`No ${type} events`}>Pick another kind, or any.</${Empty}>`
+          : html`<${Empty} title="No events yet">Send an email (or a webhook test event) and its events appear here.</${Empty}>`}
+    >
+      ${({ items }) =>
+        html`<ul class="event-list">
+          ${items.map(
+            (event) =>
+              html`<li class="card">
+                <div class="section-head">
+                  <div>
+                    <${Chip} status=${event.type} />
+                    <span class="muted small">${formatTime(event.created_at)}</span>
+                  </div>
+                  <button type="button" class="button-small" onClick=${() => redeliver(event)}>
+                    Redeliver
+                  </button>
+                </div>
+                <p class="small">
+                  <code>${event.id}</code>
+                  ${event.data?.test ? html` · <span class="chip chip-muted">test event</span>` : null}
+                  ${
+                    // A webhook test event names a made-up email: no link to a page that does not exist.
+                    event.data?.email_id && !event.data?.test
+                      ? html` · <${Link} href=${`/dashboard/emails/${event.data.email_id}`}>${event.data.email_id}</${Link}>`
+                      : null
+                  }
+                  ${event.data?.recipient ? html` · ${event.data.recipient}` : null}
+                </p>
+                <details>
+                  <summary>Payload</summary>
+                  <${Json} value=${event.data} />
+                </details>
+              </li>`,
+          )}
+        </ul>`}
+    </${ListPage}>`;
 }

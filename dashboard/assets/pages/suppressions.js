@@ -1,30 +1,14 @@
 import { html, useState } from '../html.js';
-import { api, query } from '../api.js';
-import {
-  confirmAction,
-  Empty,
-  ErrorBanner,
-  Field,
-  fieldErrors,
-  formatTime,
-  Loading,
-  Notice,
-  Pager,
-  useAsync,
-} from '../ui.js';
+import { api } from '../api.js';
+import { ListPage, useListFilters } from '../list.js';
+import { confirmAction, Empty, ErrorBanner, Field, fieldErrors, formatTime, Link, Notice } from '../ui.js';
 
 const REASONS = ['hard_bounce', 'complaint', 'unsubscribe', 'manual'];
 
-export function SuppressionsPage() {
-  const [reason, setReason] = useState('');
-  const [cursor, setCursor] = useState({});
+export function SuppressionsPage({ search }) {
+  const { filters, setFilters, toFirstPage } = useListFilters(search, '/dashboard/suppressions', ['reason']);
   const [version, setVersion] = useState(0);
-  const list = useAsync(
-    () => api('GET', `/suppressions${query({ limit: 50, reason, ...cursor })}`),
-    [reason, cursor, version],
-  );
   const [message, setMessage] = useState(null);
-  const items = list.data?.data ?? [];
   const remove = async (entry) => {
     if (
       !(await confirmAction(
@@ -47,71 +31,74 @@ export function SuppressionsPage() {
       Addresses never sent to: hard bounces and complaints land here by themselves; add others by hand.
     </p>
     ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
-    <${ErrorBanner} error=${message?.error ?? list.error} />
+    <${ErrorBanner} error=${message?.error} />
     <div class="inline-form">
       <label for="reason">Reason</label>
       <select
         id="reason"
-        value=${reason}
-        onChange=${(e) => (setReason(e.currentTarget.value), setCursor({}))}
+        value=${filters.reason}
+        onChange=${(e) => setFilters({ reason: e.currentTarget.value })}
       >
         <option value="">any</option>
         ${REASONS.map((value) => html`<option value=${value}>${value.replace('_', ' ')}</option>`)}
       </select>
     </div>
-    ${list.loading && !list.data ? html`<${Loading} />` : null}
-    ${
-      list.data && items.length === 0
-        ? html`<${Empty} title=${reason ? `No ${reason.replace('_', ' ')} suppressions` : 'No suppressed addresses'}>
-          Nothing is blocked. Addresses that hard-bounce or complain will appear here; add one below to stop sending to it.
-        </${Empty}>`
-        : null
-    }
-    ${
-      items.length
-        ? html`<div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Address</th>
-                  <th>Reason</th>
-                  <th>Detail</th>
-                  <th>Added</th>
-                  <th><span class="visually-hidden">Actions</span></th>
-                </tr>
-              </thead>
-              <tbody>
-                ${items.map(
-                  (entry) =>
-                    html`<tr data-address=${entry.address}>
-                      <td data-label="Address">${entry.address}</td>
-                      <td data-label="Reason">${entry.reason.replace('_', ' ')}</td>
-                      <td data-label="Detail" class="small">
-                        ${entry.detail ?? (entry.email_id ? html`<a href=${`/dashboard/emails/${entry.email_id}`}>${entry.email_id}</a>` : '—')}
-                      </td>
-                      <td data-label="Added">${formatTime(entry.created_at)}</td>
-                      <td>
-                        <button
-                          type="button"
-                          class="button-small button-danger"
-                          onClick=${() => remove(entry)}
-                          aria-label=${`Remove ${entry.address}`}
-                        >
-                          Remove
-                        </button>
-                      </td>
-                    </tr>`,
-                )}
-              </tbody>
-            </table>
-          </div>`
-        : null
-    }
-    <${Pager} items=${items} hasMore=${list.data?.has_more} cursor=${cursor} onCursor=${setCursor} />
-    <section class="card">
-      <h2>Add addresses</h2>
-      <${AddForm} onAdded=${() => (setCursor({}), setVersion((n) => n + 1))} />
-    </section>`;
+    <${ListPage}
+      search=${search}
+      base="/dashboard/suppressions"
+      endpoint="/suppressions"
+      filters=${['reason']}
+      version=${version}
+      label="Pages of suppressions"
+      empty=${({
+        reason,
+      }) => html`<${Empty} title=${reason ? `No ${reason.replace('_', ' ')} suppressions` : 'No suppressed addresses'}>
+        Nothing is blocked. Addresses that hard-bounce or complain will appear here; add one below to stop sending to it.
+      </${Empty}>`}
+      footer=${() =>
+        html`<section class="card">
+          <h2>Add addresses</h2>
+          <${AddForm} onAdded=${() => (toFirstPage(), setVersion((n) => n + 1))} />
+        </section>`}
+    >
+      ${({ items }) =>
+        html`<div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>Address</th>
+                <th>Reason</th>
+                <th>Detail</th>
+                <th>Added</th>
+                <th><span class="visually-hidden">Actions</span></th>
+              </tr>
+            </thead>
+            <tbody>
+              ${items.map(
+                (entry) =>
+                  html`<tr data-address=${entry.address}>
+                    <td data-label="Address">${entry.address}</td>
+                    <td data-label="Reason">${entry.reason.replace('_', ' ')}</td>
+                    <td data-label="Detail" class="small">
+                      ${entry.detail ?? (entry.email_id ? html`<${Link} href=${`/dashboard/emails/${entry.email_id}`}>${entry.email_id}</${Link}>` : '—')}
+                    </td>
+                    <td data-label="Added">${formatTime(entry.created_at)}</td>
+                    <td>
+                      <button
+                        type="button"
+                        class="button-small button-danger"
+                        onClick=${() => remove(entry)}
+                        aria-label=${`Remove ${entry.address}`}
+                      >
+                        Remove
+                      </button>
+                    </td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>
+        </div>`}
+    </${ListPage}>`;
 }
 
 function AddForm({ onAdded }) {

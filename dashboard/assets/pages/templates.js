@@ -1,6 +1,7 @@
 import { html, useEffect, useRef, useState } from '../html.js';
-import { api, query } from '../api.js';
+import { api } from '../api.js';
 import { diffLines } from '../diff.js';
+import { ListPage } from '../list.js';
 import { HtmlPreview } from '../preview.js';
 import {
   Chip,
@@ -14,41 +15,41 @@ import {
   Loading,
   navigate,
   Notice,
-  Pager,
   useAsync,
 } from '../ui.js';
 
-export function TemplatesPage() {
-  const [cursor, setCursor] = useState({});
-  const templates = useAsync(() => api('GET', `/templates${query({ limit: 50, ...cursor })}`), [cursor]);
-  const items = templates.data?.data ?? [];
+export function TemplatesPage({ search }) {
   return html`<h1>Templates</h1>
     <p class="lead">
       Liquid templates (<code>{{ name }}</code>). Sends use the latest published version; edit the draft
       freely.
     </p>
-    <${ErrorBanner} error=${templates.error} />
-    ${templates.loading && !templates.data ? html`<${Loading} />` : null}
-    ${
-      templates.data && items.length === 0
-        ? html`<${Empty} title="No templates yet">Create one below, write its subject and body, then publish it to send with it.</${Empty}>`
-        : null
-    }
-    ${
-      items.length
-        ? html`<div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>Name</th>
-                  <th>Alias</th>
-                  <th>Published</th>
-                  <th>Updated</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${items.map(
-                  (template) => html`<tr>
+    <${ListPage}
+      search=${search}
+      base="/dashboard/templates"
+      endpoint="/templates"
+      label="Pages of templates"
+      empty=${html`<${Empty} title="No templates yet">Create one below, write its subject and body, then publish it to send with it.</${Empty}>`}
+      footer=${() =>
+        html`<section class="card">
+          <h2>New template</h2>
+          <${CreateTemplate} />
+        </section>`}
+    >
+      ${({ items }) =>
+        html`<div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Alias</th>
+                <th>Published</th>
+                <th>Updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${items.map(
+                (template) => html`<tr>
                 <td data-label="Name"><${Link} href=${`/dashboard/templates/${template.id}`}>${template.name}</${Link}></td>
                 <td data-label="Alias">${template.alias ? html`<code>${template.alias}</code>` : '—'}</td>
                 <td data-label="Published">
@@ -57,17 +58,11 @@ export function TemplatesPage() {
                 </td>
                 <td data-label="Updated">${formatTime(template.updated_at)}</td>
               </tr>`,
-                )}
-              </tbody>
-            </table>
-          </div>`
-        : null
-    }
-    <${Pager} items=${items} hasMore=${templates.data?.has_more} cursor=${cursor} onCursor=${setCursor} />
-    <section class="card">
-      <h2>New template</h2>
-      <${CreateTemplate} />
-    </section>`;
+              )}
+            </tbody>
+          </table>
+        </div>`}
+    </${ListPage}>`;
 }
 
 function CreateTemplate() {

@@ -1,5 +1,6 @@
 import { html, useState } from '../html.js';
-import { api, query } from '../api.js';
+import { api } from '../api.js';
+import { ListPage, useListFilters } from '../list.js';
 import {
   Chip,
   confirmAction,
@@ -12,40 +13,55 @@ import {
   Loading,
   navigate,
   Notice,
-  Pager,
   useAsync,
 } from '../ui.js';
 
 const loadKinds = () => api('GET', '/event-kinds').then((list) => list.data);
 
-export function WebhooksPage() {
-  const webhooks = useAsync(() => api('GET', '/webhooks'), []);
+export function WebhooksPage({ search }) {
   const kinds = useAsync(loadKinds, []);
   const [creating, setCreating] = useState(false);
   return html`<h1>Webhooks</h1>
     <p class="lead">Endpoints that receive signed events about your email, retried until they answer 2xx.</p>
-    <${ErrorBanner} error=${webhooks.error} />
-    ${webhooks.loading && !webhooks.data ? html`<${Loading} />` : null}
-    ${
-      webhooks.data &&
-      (webhooks.data.data.length === 0
-        ? html`<${Empty} title="No webhooks yet">
-          Add an endpoint below to receive <code>email.delivered</code>, <code>email.bounced</code> and the other
-          events as signed POST requests.
-        </${Empty}>`
-        : html`<div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th>URL</th>
-                  <th>Status</th>
-                  <th>Events</th>
-                  <th>Created</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${webhooks.data.data.map(
-                  (webhook) => html`<tr>
+    <${ListPage}
+      search=${search}
+      base="/dashboard/webhooks"
+      endpoint="/webhooks"
+      label="Pages of webhooks"
+      empty=${html`<${Empty} title="No webhooks yet">
+        Add an endpoint below to receive <code>email.delivered</code>, <code>email.bounced</code> and the other
+        events as signed POST requests.
+      </${Empty}>`}
+      footer=${({ items }) =>
+        html`<section class="card">
+          <h2>Add a webhook</h2>
+          ${
+            creating || !items.length
+              ? html`<${WebhookForm}
+                  kinds=${kinds}
+                  onSaved=${(webhook) => navigate(`/dashboard/webhooks/${webhook.id}`)}
+                  onCancel=${items.length ? () => setCreating(false) : null}
+                />`
+              : html`<button type="button" class="button-primary" onClick=${() => setCreating(true)}>
+                  Add a webhook
+                </button>`
+          }
+        </section>`}
+    >
+      ${({ items }) =>
+        html`<div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th>URL</th>
+                <th>Status</th>
+                <th>Events</th>
+                <th>Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${items.map(
+                (webhook) => html`<tr>
                 <td data-label="URL"><${Link} href=${`/dashboard/webhooks/${webhook.id}`}>${webhook.url}</${Link}></td>
                 <td data-label="Status">
                   <${Chip} status=${webhook.enabled ? 'enabled' : 'disabled'} />
@@ -54,25 +70,11 @@ export function WebhooksPage() {
                 <td data-label="Events">${webhook.events.join(', ')}</td>
                 <td data-label="Created">${formatTime(webhook.created_at)}</td>
               </tr>`,
-                )}
-              </tbody>
-            </table>
-          </div>`)
-    }
-    <section class="card">
-      <h2>Add a webhook</h2>
-      ${
-        creating || !webhooks.data?.data.length
-          ? html`<${WebhookForm}
-              kinds=${kinds}
-              onSaved=${(webhook) => navigate(`/dashboard/webhooks/${webhook.id}`)}
-              onCancel=${webhooks.data?.data.length ? () => setCreating(false) : null}
-            />`
-          : html`<button type="button" class="button-primary" onClick=${() => setCreating(true)}>
-              Add a webhook
-            </button>`
-      }
-    </section>`;
+              )}
+            </tbody>
+          </table>
+        </div>`}
+    </${ListPage}>`;
 }
 
 /** Create (no `webhook`) or edit. Event kinds are picked from GET /v1/event-kinds. */
@@ -161,7 +163,7 @@ function WebhookForm({ webhook, kinds, onSaved, onCancel }) {
   </form>`;
 }
 
-export function WebhookPage({ id }) {
+export function WebhookPage({ id, search }) {
   const webhook = useAsync(() => api('GET', `/webhooks/${encodeURIComponent(id)}`).then((r) => r.data), [id]);
   const kinds = useAsync(loadKinds, []);
   const [editing, setEditing] = useState(false);
@@ -238,7 +240,7 @@ export function WebhookPage({ id }) {
       <${TestEvent} hook=${hook} kinds=${kinds} onDone=${refreshDeliveries} />
       <${Recover} hook=${hook} onDone=${refreshDeliveries} />
     </div>
-    <${Deliveries} hook=${hook} version=${deliveriesVersion} />`;
+    <${Deliveries} hook=${hook} search=${search} version=${deliveriesVersion} />`;
 }
 
 function TestEvent({ hook, kinds, onDone }) {
@@ -327,25 +329,23 @@ function Recover({ hook, onDone }) {
   </section>`;
 }
 
-function Deliveries({ hook, version }) {
-  const [status, setStatus] = useState('');
-  const [cursor, setCursor] = useState({});
-  const deliveries = useAsync(
-    () => api('GET', `/webhooks/${hook.id}/deliveries${query({ limit: 20, status, ...cursor })}`),
-    [hook.id, status, cursor, version],
-  );
+/** The webhook's deliveries, a list of its own: its filter and page are in the webhook page's URL. */
+function Deliveries({ hook, search, version: outerVersion }) {
+  const base = `/dashboard/webhooks/${encodeURIComponent(hook.id)}`;
+  const { filters, setFilters } = useListFilters(search, base, ['status']);
+  const [version, setVersion] = useState(0);
+  const refresh = () => setVersion((n) => n + 1);
   const [message, setMessage] = useState(null);
   const redeliver = async (delivery) => {
     setMessage(null);
     try {
       await api('POST', `/events/${delivery.event_id}/redeliver`, { webhook_id: hook.id });
       setMessage({ kind: 'ok', text: `Event ${delivery.event_id} queued for delivery again.` });
-      deliveries.reload();
+      refresh();
     } catch (failure) {
       setMessage({ kind: 'error', error: failure });
     }
   };
-  const items = deliveries.data?.data ?? [];
   return html`<section class="card">
     <div class="section-head">
       <h2>Deliveries</h2>
@@ -353,77 +353,84 @@ function Deliveries({ hook, version }) {
         <label for="delivery-status">Status</label>
         <select
           id="delivery-status"
-          value=${status}
-          onChange=${(e) => (setStatus(e.currentTarget.value), setCursor({}))}
+          value=${filters.status}
+          onChange=${(e) => setFilters({ status: e.currentTarget.value })}
         >
           <option value="">all</option>
           <option value="pending">pending</option>
           <option value="succeeded">succeeded</option>
           <option value="failed">failed</option>
         </select>
-        <button type="button" onClick=${deliveries.reload}>Refresh</button>
+        <button type="button" onClick=${refresh}>Refresh</button>
       </div>
     </div>
     ${message?.kind === 'ok' ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
-    <${ErrorBanner} error=${message?.error ?? deliveries.error} />
-    ${deliveries.loading && !deliveries.data ? html`<${Loading} />` : null}
-    ${
-      deliveries.data && items.length === 0
-        ? html`<${Empty} title=${status ? `No ${status} deliveries` : 'No deliveries yet'}>
-          Send a test event above, or send an email: every event this webhook subscribes to is delivered here.
-        </${Empty}>`
-        : null
-    }
-    <ul class="deliveries">
-      ${items.map(
-        (delivery) =>
-          html`<li class="delivery" data-delivery=${delivery.id}>
-            <div class="delivery-head">
-              <${Chip} status=${delivery.status} />
-              <strong>${delivery.event_type}</strong>
-              <code class="small">${delivery.event_id}</code>
-              <span class="muted small">${formatTime(delivery.created_at)}</span>
-              <button type="button" class="button-small" onClick=${() => redeliver(delivery)}>
-                Redeliver
-              </button>
-            </div>
-            ${
-              delivery.attempt_log.length === 0
-                ? html`<p class="muted small">
-                    No attempt
-                    yet${delivery.next_attempt_at ? `; due ${formatTime(delivery.next_attempt_at)}` : ''}.
-                  </p>`
-                : html`<div class="table-wrap">
-                    <table class="attempts">
-                      <thead>
-                        <tr>
-                          <th>Attempted</th>
-                          <th>Status</th>
-                          <th>Duration</th>
-                          <th>Response</th>
-                        </tr>
-                      </thead>
-                      <tbody>
-                        ${delivery.attempt_log.map(
-                          (attempt) =>
-                            html`<tr class="attempt">
-                              <td data-label="Attempted">${formatTime(attempt.attempted_at)}</td>
-                              <td data-label="Status">
-                                ${attempt.status_code ?? '—'}${attempt.error ? html` <span class="muted small">${attempt.error}</span>` : null}
-                              </td>
-                              <td data-label="Duration">${attempt.duration_ms} ms</td>
-                              <td data-label="Response">
-                                <code class="excerpt">${attempt.response_excerpt ?? '—'}</code>
-                              </td>
-                            </tr>`,
-                        )}
-                      </tbody>
-                    </table>
-                  </div>`
-            }
-          </li>`,
-      )}
-    </ul>
-    <${Pager} items=${items} hasMore=${deliveries.data?.has_more} cursor=${cursor} onCursor=${setCursor} />
+    <${ErrorBanner} error=${message?.error} />
+    <${ListPage}
+      search=${search}
+      base=${base}
+      endpoint=${`/webhooks/${encodeURIComponent(hook.id)}/deliveries`}
+      filters=${['status']}
+      limit=${20}
+      version=${`${outerVersion}.${version}`}
+      label="Pages of deliveries"
+      empty=${({
+        status,
+      }) => html`<${Empty} title=${status ? `No ${status} deliveries` : 'No deliveries yet'}>
+        Send a test event above, or send an email: every event this webhook subscribes to is delivered here.
+      </${Empty}>`}
+    >
+      ${({ items }) =>
+        html`<ul class="deliveries">
+          ${items.map(
+            (delivery) =>
+              html`<li class="delivery" data-delivery=${delivery.id}>
+                <div class="delivery-head">
+                  <${Chip} status=${delivery.status} />
+                  <strong>${delivery.event_type}</strong>
+                  <code class="small">${delivery.event_id}</code>
+                  <span class="muted small">${formatTime(delivery.created_at)}</span>
+                  <button type="button" class="button-small" onClick=${() => redeliver(delivery)}>
+                    Redeliver
+                  </button>
+                </div>
+                ${
+                  delivery.attempt_log.length === 0
+                    ? html`<p class="muted small">
+                        No attempt
+                        yet${delivery.next_attempt_at ? `; due ${formatTime(delivery.next_attempt_at)}` : ''}.
+                      </p>`
+                    : html`<div class="table-wrap">
+                        <table class="attempts">
+                          <thead>
+                            <tr>
+                              <th>Attempted</th>
+                              <th>Status</th>
+                              <th>Duration</th>
+                              <th>Response</th>
+                            </tr>
+                          </thead>
+                          <tbody>
+                            ${delivery.attempt_log.map(
+                              (attempt) =>
+                                html`<tr class="attempt">
+                                  <td data-label="Attempted">${formatTime(attempt.attempted_at)}</td>
+                                  <td data-label="Status">
+                                    ${attempt.status_code ?? '—'}${attempt.error ? html` <span class="muted small">${attempt.error}</span>` : null}
+                                  </td>
+                                  <td data-label="Duration">${attempt.duration_ms} ms</td>
+                                  <td data-label="Response">
+                                    <code class="excerpt">${attempt.response_excerpt ?? '—'}</code>
+                                  </td>
+                                </tr>`,
+                            )}
+                          </tbody>
+                        </table>
+                      </div>`
+                }
+              </li>`,
+          )}
+        </ul>`}
+    </${ListPage}>
   </section>`;
 }
