@@ -709,7 +709,13 @@ describe('dashboard in a browser', { skip }, () => {
       clock: systemClock,
     });
     for (const key of await projects.listKeys(other.projectId)) await projects.revokeKey(key.id);
-    await open(target, 'Templates').catch(() => undefined);
+    // The next page asks with the revoked key: its 401 signs the tab out, so that page never stays.
+    const asked = target.waitForResponse((response) => new URL(response.url()).pathname === '/v1/templates');
+    await target
+      .getByRole('navigation', { name: 'Sections' })
+      .getByRole('link', { name: 'Templates' })
+      .click();
+    assert.equal((await asked).status(), 401);
     await target.getByText('The server no longer accepts this API key').waitFor();
     await target.getByRole('heading', { name: 'Sign in' }).waitFor();
     assert.deepEqual(await storage(target), { session: {}, local: {} });
