@@ -11,6 +11,7 @@ import {
   startWorkerProcess,
 } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 // API and worker processes SIGKILLed repeatedly under load on PostgreSQL, while clients retry every
 // unanswered request with its Idempotency-Key: every key maps to exactly one email, no email and no event
@@ -22,6 +23,7 @@ const KILLS = 6;
 const KEY = 'pw_chaos_test_key_0123456789abcdef';
 const ENCRYPTION_KEY = 'cd'.repeat(32);
 
+/** A client's pause before it sends an unanswered request again, as a client would (not a wait of the test's). */
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 if (ENGINES.includes('postgres')) {
@@ -119,10 +121,17 @@ if (ENGINES.includes('postgres')) {
           );
         for (let kill = 0; kill < KILLS; kill += 1) {
           const before = answers.size + (await sentCount());
-          while (answers.size + (await sentCount()) < before + EMAILS / KILLS / 2) {
-            if (answers.size === EMAILS && (await sentCount()) === EMAILS) break;
-            await pause(20);
-          }
+          await until(
+            async () => {
+              const sent = await sentCount();
+              return (
+                answers.size + sent >= before + EMAILS / KILLS / 2 ||
+                (answers.size === EMAILS && sent === EMAILS)
+              );
+            },
+            Infinity,
+            `progress before kill ${kill + 1}`,
+          );
           if (kill % 2 === 0) {
             api.kill();
             await api.exited;
@@ -145,7 +154,7 @@ if (ENGINES.includes('postgres')) {
         assert.deepEqual(stored.sort(), [...ids].sort(), 'no email created twice, none lost');
 
         // Every email delivered (capture), each with one email.sent and one email.delivered event…
-        while ((await sentCount()) < EMAILS) await pause(50);
+        await until(async () => (await sentCount()) >= EMAILS, Infinity, 'every email delivered');
         const events = (
           await sql.query(
             `SELECT id, type, email_id FROM events WHERE type IN ('email.sent', 'email.delivered')`,
@@ -157,11 +166,12 @@ if (ENGINES.includes('postgres')) {
         }
         // …and every event reached the webhook, a duplicate only ever under the same webhook-id and body.
         const eventIds = new Set(events.map((event) => event.id));
-        while (
-          new Set(receiver.requests.map((request) => request.headers['webhook-id'])).size < eventIds.size
-        ) {
-          await pause(50);
-        }
+        await until(
+          () =>
+            new Set(receiver.requests.map((request) => request.headers['webhook-id'])).size >= eventIds.size,
+          Infinity,
+          'every event at the webhook',
+        );
         const bodies = new Map<string, string>();
         for (const request of receiver.requests) {
           const id = String(request.headers['webhook-id']);

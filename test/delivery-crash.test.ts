@@ -9,6 +9,7 @@ import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './help
 import { attemptsIn } from './helpers/deliveries.ts';
 import { childEnv, REPO_ROOT } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 const EVENTS = 1000;
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
@@ -77,21 +78,6 @@ function checkRequests(receiver: Receiver): Map<string, number> {
   return counts;
 }
 
-async function waitUntil(
-  condition: () => boolean,
-  timeoutMs: number,
-  what: string,
-  refresh?: () => Promise<void>,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  await refresh?.();
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, refresh ? 100 : 20));
-    await refresh?.();
-  }
-}
-
 for (const engine of ENGINES) {
   describe(`delivery across crashes and processes (${engine})`, () => {
     let api: TestApp;
@@ -127,7 +113,7 @@ for (const engine of ENGINES) {
 
       const first = spawnWorker(env);
       children.push(first);
-      await waitUntil(() => receiver.requests.length >= EVENTS / 4, 30_000, 'a quarter of the deliveries');
+      await until(() => receiver.requests.length >= EVENTS / 4, 30_000, 'a quarter of the deliveries');
       first.kill('SIGKILL');
       await new Promise((resolve) => first.on('exit', resolve));
       const atKill = receiver.requests.length;
@@ -145,14 +131,10 @@ for (const engine of ENGINES) {
           .executeTakeFirstOrThrow();
         return Number(row.count);
       };
-      let remaining = EVENTS;
-      await waitUntil(
-        () => remaining === 0,
+      await until(
+        async () => (await unfinished()) === 0,
         60_000,
         'every delivery to succeed after the restart',
-        async () => {
-          remaining = await unfinished();
-        },
       );
       assert.equal(await stopWorker(second), 0, 'SIGTERM stops the worker cleanly');
 
@@ -177,14 +159,15 @@ for (const engine of ENGINES) {
         children.push(...workers);
         // Emitted while both workers run, so NOTIFY wakes them as events commit.
         const eventIds = await emitEvents(api, EVENTS);
-        await waitUntil(() => receiver.requests.length >= EVENTS, 60_000, 'every event');
-        // A moment for any double delivery to show up before counting.
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        await until(() => receiver.requests.length >= EVENTS, 60_000, 'every event');
+        // Count once neither worker can send any more: a SIGTERMed worker finishes the attempts it has in
+        // flight (its grace outlasts the receiver's answers), writes their outcomes and exits. A double
+        // delivery from either shows up by then, however late.
+        for (const code of await Promise.all(workers.map(stopWorker))) assert.equal(code, 0);
         const counts = checkRequests(receiver);
         assert.equal(receiver.requests.length, EVENTS, 'no event was delivered twice');
         assert.deepEqual([...counts.keys()].sort(), [...eventIds].sort());
         assert.equal((await attemptsIn(api.database.handle)).length, EVENTS, 'one attempt per delivery');
-        for (const worker of workers) assert.equal(await stopWorker(worker), 0);
       });
     }
   });

@@ -12,6 +12,7 @@ import { createSendingWorkerFromConfig, type SendingWorker } from '../src/module
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { until } from './helpers/until.ts';
 
 // The operator's own key (DKIM_*): what signs mail from domains no project has verified.
 const operatorKeys = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -42,16 +43,6 @@ async function authenticated(dns: TestDnsServer, raw: string, sender: string) {
     mta: 'mx.receiver.test',
     resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT'),
   });
-}
-
-async function until<T>(check: () => T | undefined, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 function configFor(dns: TestDnsServer, smtp: TestSmtpServer, extra: Record<string, string> = {}): Config {
@@ -220,7 +211,11 @@ for (const engine of ENGINES) {
           body: { from: 'ops@rotate.example', to, subject: 'Rotation', text: 'hi' },
         });
         assert.equal(sent.status, 202);
-        const message = await until(() => smtp.messages.find((entry) => entry.to.includes(to)));
+        const message = await until(
+          () => smtp.messages.find((entry) => entry.to.includes(to)),
+          8000,
+          `the message to ${to}`,
+        );
         const result = await authenticated(dns, message.raw, message.from);
         return result.dkim.results.map((entry: any) => [entry.selector, entry.status.result]);
       };
@@ -261,8 +256,10 @@ for (const engine of ENGINES) {
       assert.equal((await api.request('GET', `/v1/domains/${old.id}`)).body.status, 'failed');
       await startSending();
 
-      const message = await until(() =>
-        smtp.messages.find((entry) => entry.to.includes('queued@receiver.test')),
+      const message = await until(
+        () => smtp.messages.find((entry) => entry.to.includes('queued@receiver.test')),
+        8000,
+        'the queued message',
       );
       assert.equal(
         message.from.split('@')[1],
@@ -286,8 +283,10 @@ for (const engine of ENGINES) {
         body: { from: 'ops@handover.example', to: 'taker@receiver.test', subject: 'Ours', text: 'hi' },
       });
       assert.equal(sent.status, 202, JSON.stringify(sent.body));
-      const signed = await until(() =>
-        smtp.messages.find((entry) => entry.to.includes('taker@receiver.test')),
+      const signed = await until(
+        () => smtp.messages.find((entry) => entry.to.includes('taker@receiver.test')),
+        8000,
+        "the taker's message",
       );
       const verified = await authenticated(dns, signed.raw, signed.from);
       assert.deepEqual(

@@ -13,6 +13,7 @@ import { CORPUS_TEMPLATE, type CorpusMessage, fidelityCorpus } from './helpers/m
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { until } from './helpers/until.ts';
 
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
@@ -129,18 +130,19 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
   }
 
   async function untilSettled(id: string): Promise<void> {
-    for (let round = 0; round < 500; round += 1) {
-      const email = await api.request('GET', `/v1/emails/${id}`);
-      if (email.body.recipients.every((recipient: any) => recipient.status !== 'queued')) {
-        assert.ok(
-          email.body.recipients.every((recipient: any) => ['sent', 'delivered'].includes(recipient.status)),
-          JSON.stringify(email.body.recipients),
-        );
-        return;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-    throw new Error(`email ${id} was not sent`);
+    const recipients = await until(
+      async () => {
+        const email = await api.request('GET', `/v1/emails/${id}`);
+        const all: any[] = email.body.recipients;
+        return all.every((recipient) => recipient.status !== 'queued') && all;
+      },
+      10_000,
+      `email ${id} to be sent`,
+    );
+    assert.ok(
+      recipients.every((recipient) => ['sent', 'delivered'].includes(recipient.status)),
+      JSON.stringify(recipients),
+    );
   }
 
   async function messageIdOf(id: string): Promise<string> {

@@ -13,6 +13,7 @@ import {
   runFailingServer,
   startServerProcess,
 } from './helpers/process.ts';
+import { until } from './helpers/until.ts';
 
 const ENCRYPTION_KEY = 'ab'.repeat(32);
 const KEY_IN_BOX = /Your API key \(shown once\): (pw_[A-Za-z0-9_-]+)/g;
@@ -34,16 +35,15 @@ async function post(url: string, key: string, body: unknown): Promise<{ status: 
 
 /** Resolves once nothing accepts connections at `url` any more. */
 async function waitUntilRefused(url: string, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const refused = await fetch(url).then(
-      () => false,
-      () => true,
-    );
-    if (refused) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`${url} still accepts connections`);
+  await until(
+    () =>
+      fetch(url).then(
+        () => false,
+        () => true,
+      ),
+    timeoutMs,
+    `${url} to refuse connections`,
+  );
 }
 
 describe('main.ts configuration', () => {
@@ -261,15 +261,19 @@ for (const engine of ENGINES) {
           const first = await startServerProcess(env);
           cleanup.push(() => first.kill());
           const unanswered = send(first.url).catch(() => undefined);
-          for (;;) {
-            // pg_stat_activity is read once per transaction unless its snapshot is cleared.
-            await lock.query('SELECT pg_stat_clear_snapshot()');
-            const { rows } = await lock.query(
-              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into emails %'`,
-            );
-            if (rows.length > 0) break;
-            await new Promise((resolve) => setTimeout(resolve, 20));
-          }
+          // The test's timeout bounds the wait.
+          await until(
+            async () => {
+              // pg_stat_activity is read once per transaction unless its snapshot is cleared.
+              await lock.query('SELECT pg_stat_clear_snapshot()');
+              const { rows } = await lock.query(
+                `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'insert into emails %'`,
+              );
+              return rows.length > 0;
+            },
+            Infinity,
+            'the request to wait for the lock on emails',
+          );
           first.child.kill('SIGKILL');
           await first.exited;
           await unanswered;

@@ -26,6 +26,7 @@ import { startTestApp, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 // The SDK over real HTTP against the real server: a delivery worker posts to a real receiver, and a
 // sending worker with the capture transport turns sends into events, as `npm start` does without SMTP.
@@ -33,20 +34,6 @@ const run = promisify(execFile);
 const root = path.resolve(import.meta.dirname, '..');
 const from = 'Acme <hello@acme.example>';
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
-
-/** Resolves when `check` returns something truthy; polls every 20 ms (no fixed sleeps). */
-async function until<T>(
-  check: () => T | false | undefined | Promise<T | false | undefined>,
-  timeoutMs = 8000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('sdk', () => {
   let api: TestApp;
@@ -189,10 +176,14 @@ describe('sdk', () => {
     assert.match(keys[0]!, /^[0-9a-f-]{36}$/);
     assert.deepEqual(keys.slice(1), ['mine-1', null]);
 
-    const delivered = await until(async () => {
-      const email = await postwire.emails.get(accepted.id);
-      return email.status === 'delivered' && email;
-    });
+    const delivered = await until(
+      async () => {
+        const email = await postwire.emails.get(accepted.id);
+        return email.status === 'delivered' && email;
+      },
+      8000,
+      'the email to be delivered',
+    );
     assert.deepEqual(delivered.to, ['ada@example.org']);
     assert.ok((await postwire.emails.list({ limit: 10 })).data.some((item) => item.id === accepted.id));
     const raw = await postwire.emails.raw(accepted.id);
@@ -367,10 +358,14 @@ describe('sdk', () => {
       receiver.requests.find(
         (request) => request.path.endsWith(suffix) && JSON.parse(request.body).data.email_id === accepted.id,
       );
-    const [whsec, plainDelivery] = await until(() => {
-      const found = [arrived('/whsec'), arrived('/plain')];
-      return found.every(Boolean) && found;
-    });
+    const [whsec, plainDelivery] = await until(
+      () => {
+        const found = [arrived('/whsec'), arrived('/plain')];
+        return found.every(Boolean) && found;
+      },
+      8000,
+      'the deliveries to /whsec and /plain',
+    );
 
     const event: WebhookEvent = verifyWebhook(whsec!.body, whsec!.headers, SECRET);
     assert.equal(event.type, 'email.delivered');

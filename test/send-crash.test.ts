@@ -17,6 +17,7 @@ import {
   startWorkerProcess,
 } from './helpers/process.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { until } from './helpers/until.ts';
 
 // The sending queue across crashes, with the production wiring: `postwire worker` processes, SIGKILLed.
 // No deadlines of their own: each wait ends on what the worker does (a message arriving, a row changing),
@@ -41,11 +42,6 @@ function startSendingWorker(env: Record<string, string>): Promise<ServerProcess>
 async function kill(worker: ServerProcess): Promise<void> {
   worker.kill();
   await worker.exited;
-}
-
-/** Polls the database until `condition` holds (the worker's writes are the signal; the test's timeout bounds it). */
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  while (!(await condition())) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 /** Accepts emails through the real API (in this process), each stored before its 202; returns their ids. */
@@ -176,10 +172,18 @@ for (const engine of ENGINES) {
         children.push(second);
         // Every stored email arrives, each under the Message-ID made when it was accepted…
         await smtp.waitFor(EMAILS, Infinity);
-        await until(async () => smtp.uniqueMessageIds().size === EMAILS);
+        await until(
+          () => smtp.uniqueMessageIds().size === EMAILS,
+          Infinity,
+          'every Message-ID at the server',
+        );
         assert.deepEqual([...smtp.uniqueMessageIds()].sort(), [...expected].sort());
         // …and the database agrees once the second worker has recorded them, each with one email.sent.
-        await until(async () => (await recipientCounts(db)).sent === EMAILS);
+        await until(
+          async () => (await recipientCounts(db)).sent === EMAILS,
+          Infinity,
+          'every recipient sent',
+        );
         const sentEvents = await db.database.handle.db
           .selectFrom('events')
           .select((eb) => eb.fn.countAll<number | string>().as('count'))
@@ -223,7 +227,8 @@ for (const engine of ENGINES) {
         // PostgreSQL shows the worker's outcome write waiting for the lock: the kill lands exactly there.
         // SQLite shows nothing of a waiting writer; the kill lands after the 250 was written to the socket,
         // the message delivered and no outcome recorded, which is what the worker must recover from.
-        if (engine === 'postgres') await until(() => recordIsBlocked(db));
+        if (engine === 'postgres')
+          await until(() => recordIsBlocked(db), Infinity, 'the outcome write to wait');
         await kill(first);
         smtp.beforeAccept(undefined);
         await release!();
@@ -239,7 +244,7 @@ for (const engine of ENGINES) {
 
         const second = await startSendingWorker(env);
         t.after(() => second.kill());
-        await until(async () => (await recipientCounts(db)).sent === 1);
+        await until(async () => (await recipientCounts(db)).sent === 1, Infinity, 'the recipient to be sent');
         assert.equal(smtp.messages.length, 2, 'sent again after the crash: at least once');
         assert.equal(smtp.messages[0]!.messageId, smtp.messages[1]!.messageId, 'under the same Message-ID');
         const recorded = await events();

@@ -4,6 +4,7 @@ import type { Clock } from '../../src/lib/clock.ts';
 import { type AttemptRow, createDeliveryRepo } from '../../src/modules/deliveries/deliveries.repo.ts';
 import { ENGINES, startTestApp, type TestApp, type TestAppOptions } from './app.ts';
 import { type Receiver, startReceiver } from './receiver.ts';
+import { until } from './until.ts';
 
 // Shared by the webhook delivery suites: an app with a fast worker, real receivers, and waiting on events.
 
@@ -33,8 +34,6 @@ export async function webhookRow(t: TestApp, id: string) {
     .where('id', '=', id)
     .executeTakeFirstOrThrow();
 }
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A clock the test moves instead of waiting: pass it to the app (and so its workers) as `clock`. */
 export interface TestClock extends Clock {
@@ -74,16 +73,17 @@ export async function waitForEvent(
   done: (deliveries: any[]) => boolean,
   timeoutMs = 5000,
 ): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const response = await t.request('GET', `/v1/events/${eventId}`);
-    assert.equal(response.status, 200);
-    if (done(response.body.deliveries)) return response.body;
-    if (Date.now() > deadline) {
-      assert.fail(`event ${eventId} did not settle: ${JSON.stringify(response.body.deliveries)}`);
-    }
-    await sleep(25);
-  }
+  let last: any;
+  return until(
+    async () => {
+      const response = await t.request('GET', `/v1/events/${eventId}`);
+      assert.equal(response.status, 200);
+      last = response.body;
+      return done(last.deliveries) && last;
+    },
+    timeoutMs,
+    () => `event ${eventId} to settle: ${JSON.stringify(last.deliveries)}`,
+  );
 }
 
 export const settled = (deliveries: any[]) =>

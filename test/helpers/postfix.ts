@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'nod
 import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
+import { until } from './until.ts';
 
 // A real Postfix per test, as the receiving side of Postwire's outgoing mail: what it accepts over SMTP and
 // what its virtual(8) agent writes into a Maildir is what a real mail host gets, Received lines and all.
@@ -144,27 +145,25 @@ export async function startPostfix(options: PostfixOptions): Promise<TestPostfix
         if (!known) throw new Error(`${address} is not at this instance's domains (${domains.join(', ')})`);
         // virtual(8) writes each recipient's copy into tmp/ and renames it into new/ when complete.
         const newDir = join(mail, domain, 'new');
-        const deadline = Date.now() + timeoutMs;
-        for (;;) {
-          const names = existsSync(newDir) ? await readdir(newDir) : [];
-          for (const name of names) {
-            if (known.has(name)) continue;
-            const raw = await readFile(join(newDir, name));
-            known.set(name, { to: deliveredTo(raw), raw });
-          }
-          const found = [...known.entries()]
-            .filter(([, message]) => message.to === wanted)
-            .sort(([a], [b]) => maildirOrder(a, b))
-            .map(([, message]) => message.raw);
-          if (found.length >= count) return found;
-          if (Date.now() > deadline) {
-            throw new Error(
-              `expected ${count} messages for ${address} within ${timeoutMs} ms, got ${found.length}; ` +
-                `Postfix log (tail):\n${logTail(logFile)}`,
-            );
-          }
-          await sleep(50);
-        }
+        let found: Buffer[] = [];
+        return until(
+          async () => {
+            const names = existsSync(newDir) ? await readdir(newDir) : [];
+            for (const name of names) {
+              if (known.has(name)) continue;
+              const raw = await readFile(join(newDir, name));
+              known.set(name, { to: deliveredTo(raw), raw });
+            }
+            found = [...known.entries()]
+              .filter(([, message]) => message.to === wanted)
+              .sort(([a], [b]) => maildirOrder(a, b))
+              .map(([, message]) => message.raw);
+            return found.length >= count && found;
+          },
+          timeoutMs,
+          () =>
+            `${count} messages for ${address}, got ${found.length}; Postfix log (tail):\n${logTail(logFile)}`,
+        );
       },
       async setRelay(next) {
         relay = relayEntries(next);
@@ -179,9 +178,11 @@ export async function startPostfix(options: PostfixOptions): Promise<TestPostfix
         // and has the running daemons exit), without postfix-script's seconds of checking the install.
         process.kill(masterPid, 'SIGHUP');
         const gone = () => before.every(({ pid, start }) => !alive(pid) || startTime(pid) !== start);
-        if (!(await waitUntil(gone, 10_000))) {
-          throw new Error(`postfix daemons outlived the reload of ${directory}:\n${logTail(logFile)}`);
-        }
+        await until(
+          gone,
+          10_000,
+          () => `the daemons to exit after the reload of ${directory}:\n${logTail(logFile)}`,
+        );
       },
       close() {
         closing ??= stop(instance);
@@ -219,14 +220,17 @@ async function stop(instance: Instance): Promise<void> {
     await run(['-c', join(instance.directory, 'etc'), 'stop']);
   }
   const pid = instance.masterPid();
-  if (pid > 0 && !(await waitUntil(() => !alive(pid), 10_000))) trySignal(-pid, 'SIGKILL');
-  if (!(await waitUntil(() => processesIn(instance.directory).length === 0, 10_000))) {
+  const gone = () => processesIn(instance.directory).length === 0;
+  if (pid > 0) await until(() => !alive(pid), 10_000).catch(() => trySignal(-pid, 'SIGKILL'));
+  await until(gone, 10_000).catch(async () => {
     const left = processesIn(instance.directory);
     for (const child of left) trySignal(child, 'SIGKILL');
-    if (!(await waitUntil(() => processesIn(instance.directory).length === 0, 5_000))) {
-      throw new Error(`postfix processes ${left.join(', ')} of ${instance.directory} outlived close()`);
-    }
-  }
+    await until(
+      gone,
+      5_000,
+      `postfix processes ${left.join(', ')} of ${instance.directory} to exit on close()`,
+    );
+  });
   running.delete(instance);
   await rm(instance.directory, { recursive: true, force: true });
 }
@@ -374,9 +378,8 @@ function freePort(): Promise<number> {
 
 /** Resolves once 127.0.0.1:port answers with a 220 greeting; rejects after timeoutMs. */
 async function waitForBanner(port: number, timeoutMs: number, tail: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
   let last = '';
-  for (;;) {
+  const answered = async () => {
     const banner = await new Promise<string>((resolve) => {
       const socket = createConnection({ host: '127.0.0.1', port });
       let text = '';
@@ -395,13 +398,14 @@ async function waitForBanner(port: number, timeoutMs: number, tail: () => string
       socket.on('error', (error) => done(`${text}${error.message}`));
       socket.on('close', () => done(text));
     });
-    if (/^220 /m.test(banner)) return;
     last = banner;
-    if (Date.now() > deadline) {
-      throw new Error(`Postfix on port ${port} gave no banner (${last}); log (tail):\n${tail()}`);
-    }
-    await sleep(50);
-  }
+    return /^220 /m.test(banner);
+  };
+  await until(
+    answered,
+    timeoutMs,
+    () => `a banner from Postfix on port ${port} (${last}); log (tail):\n${tail()}`,
+  );
 }
 
 function deliveredTo(raw: Buffer): string {
@@ -480,14 +484,3 @@ function trySignal(pid: number, signal: NodeJS.Signals): void {
     // Already gone.
   }
 }
-
-async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-  return true;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
