@@ -222,21 +222,25 @@ for (const engine of ENGINES) {
         socket.on('error', () => {});
         await once(socket, 'connect');
         const opened = performance.now();
-        let answer = '';
-        socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
         // The trickling client keeps the connection busy, a byte of one header every 100 ms, so the idle timeout
-        // never fires; only the headers timeout can end it.
+        // never fires; only the headers timeout can end it. It stops once answered (a byte written after the
+        // server's close would only earn a reset).
         let trickle: NodeJS.Timeout | undefined;
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => {
+          answer += chunk.toString();
+          clearInterval(trickle);
+        });
         if (client === 'trickling') {
           socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: ');
           trickle = setInterval(() => socket.write('a'), 100);
         }
-        // The server's close is the signal; the deadline only turns a hang into a failure.
+        // The server's close is the signal (a reset closes too); the deadline only turns a hang into a failure.
         const deadline = new Promise<'deadline'>((resolve) =>
           setTimeout(resolve, 10_000, 'deadline').unref(),
         );
-        const closed = await Promise.race([once(socket, 'close').then(() => 'closed' as const), deadline]);
-        clearInterval(trickle);
+        const close = new Promise<'closed'>((resolve) => socket.once('close', () => resolve('closed')));
+        const closed = await Promise.race([close, deadline]).finally(() => clearInterval(trickle));
         const elapsed = performance.now() - opened;
         socket.destroy();
         assert.equal(closed, 'closed', `the ${client} client was still connected after 10 s`);

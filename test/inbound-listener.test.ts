@@ -124,7 +124,8 @@ async function rawSession(port: number) {
     received += chunk.toString('latin1');
     for (const wake of waiters.splice(0)) wake();
   });
-  const closed = once(socket, 'close').then(() => true);
+  // Resolves on the close whatever ended it (a reset too): 'error' is already handled above.
+  const closed = new Promise<true>((resolve) => socket.once('close', () => resolve(true)));
   await once(socket, 'connect');
   return {
     socket,
