@@ -11,12 +11,12 @@ import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
-import { subjectOf } from './report-parser.ts';
+import { readMessage } from './report-parser.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
-// is leased, read (the report parsed, its recipient found), and what it says is applied in one transaction
-// with its events, its suppressions and the message's own verdict. A worker that dies mid-way leaves the
-// message pending: another reads it again, and the recipient's status guards make that apply once.
+// is leased, read (the report parsed, its recipient found), and what it says is applied
+// in one transaction with its events, its suppressions and the message's own verdict. A worker that dies
+// mid-way leaves the message pending: another reads it again, and the recipient's status guards make that apply once.
 
 export interface InboundWorkerDeps extends QueueWorkerDeps {
   events: Pick<EventService, 'emitIn'>;
@@ -164,6 +164,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
+    const read = await readMessage(job.message.raw);
     // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
     // a second read finds already done).
     const unsubscribeTo = job.message.rcptTo.find((address) => address.startsWith('unsubscribe+'));
@@ -171,7 +172,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
       const done = await deps.unsubscribeByMail(unsubscribeTo);
       return {
         kind: 'unsubscribe',
-        subject: subjectOf(job.message.raw),
+        subject: read.subject,
         status: done ? 'applied' : 'unmatched',
         detail: done
           ? `a List-Unsubscribe mail to ${unsubscribeTo}: the recipient is unsubscribed`
@@ -179,7 +180,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
-    const interpretation = await matcher.interpret(job.message);
+    const interpretation = await matcher.interpret({ ...job.message, read });
     if (interpretation.early && job.message.attempts >= MAX_READS) {
       return {
         ...interpretation,

@@ -4,7 +4,7 @@ import { type BounceClass, classifyBounce } from '../emails/bounce.ts';
 import { PENDING } from '../emails/status.ts';
 import type { ReportedOutcome, ReportedRecipient, ReportedRecipientRepo } from '../emails/reports.repo.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
-import { type DsnRecipient, type Report, readReport, subjectOf } from './report-parser.ts';
+import type { DsnRecipient, ReadMessage, Report } from './report-parser.ts';
 
 // From a received message to what it says about our recipients. The recipient is found by the return path
 // the report was mailed to (VERP: its HMAC tag proves we made it), else, when it went to no return path of
@@ -137,15 +137,17 @@ export function createReportMatcher(deps: {
   }
 
   return {
-    /** Reads a stored message and finds what it says about which recipients (reads only; writes nothing). */
+    /**
+     * Finds what a stored message, as the report reader read it, says about which recipients (reads only;
+     * writes nothing).
+     */
     async interpret(message: {
       id: string;
       rcptTo: readonly string[];
-      raw: Buffer;
+      read: ReadMessage;
     }): Promise<Interpretation> {
-      const report = readReport(message.raw);
+      const { report, subject } = message.read;
       const kind = KIND[report.kind];
-      const subject = subjectOf(message.raw);
       if (report.kind === 'unreadable')
         return { kind, subject, status: 'unreadable', detail: report.reason, effects: [] };
       if (report.kind === 'auto-reply') {
