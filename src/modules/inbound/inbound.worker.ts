@@ -11,10 +11,10 @@ import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
-import { readMessage } from './report-parser.ts';
+import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
-// is leased, read (the report parsed, its recipient found), and what it says is applied
+// is leased, read (the report parsed on a parse thread, its recipient found), and what it says is applied
 // in one transaction with its events, its suppressions and the message's own verdict. A worker that dies
 // mid-way leaves the message pending: another reads it again, and the recipient's status guards make that apply once.
 
@@ -29,6 +29,8 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
    * address named a recipient, who is then unsubscribed (once, however often the mail comes).
    */
   unsubscribeByMail?: ((address: string) => Promise<boolean>) | undefined;
+  /** The parse threads' settings (REPORT_PARSE_*); DEFAULTS.reportParsing when absent. */
+  reportParsing?: ReportReaderOptions | undefined;
 }
 
 interface InboundJob extends QueueJob {
@@ -60,6 +62,8 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
   });
   const { db, engine } = deps.database;
   const repo = createInboundRepo(db, engine);
+  // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
+  const reader = createReportReader(deps.reportParsing);
   const matcher = createReportMatcher({
     recipients: createReportedRecipientRepo(db),
     returnPath: deps.returnPath,
@@ -164,7 +168,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
-    const read = await readMessage(job.message.raw);
+    const read = await reader.read(job.message.raw);
     // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
     // a second read finds already done).
     const unsubscribeTo = job.message.rcptTo.find((address) => address.startsWith('unsubscribe+'));
@@ -217,5 +221,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     channel: QUEUE_CHANNELS.inbound,
     heartbeats,
     deadAfterMs,
+    // The parse threads end with the worker, once the attempts that used them have finished.
+    close: () => reader.close(),
   });
 }
