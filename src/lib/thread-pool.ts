@@ -1,3 +1,5 @@
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort, type ResourceLimits, Worker } from 'node:worker_threads';
 
 // Work that hostile input can make arbitrarily long (a tenant's template, a received message) runs on a few
@@ -208,4 +210,19 @@ export function serveThreadRequests<Request, Answer>(
   });
   // Loaded and listening: the pool starts a task's clock only now, not while the thread boots.
   send({ ready: true });
+}
+
+/**
+ * Gives the calling thread the lowest CPU priority (nice 19), so that on a machine with fewer free cores
+ * than busy threads the event loop that answers HTTP gets the core first: off the loop is not enough when a
+ * thread reading hostile input competes with it for the same core. Linux only (a thread's nice value is its
+ * own there, set through its id in /proc/thread-self); elsewhere it does nothing.
+ */
+export function lowerThreadPriority(): void {
+  try {
+    const threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (Number.isInteger(threadId) && threadId > 0) setPriority(threadId, 19);
+  } catch {
+    // Not Linux, or not allowed: the thread keeps the process's priority.
+  }
 }
