@@ -34,6 +34,20 @@ export const DEFAULTS = {
     /** Renders waiting for a thread at most; past it, 429 (TEMPLATE_RENDER_QUEUE). */
     queueLimit: 64,
   },
+  reportParsing: {
+    /**
+     * Reading a received message that has used this much CPU time is stopped by ending its thread, and the
+     * message is unreadable (REPORT_PARSE_TIMEOUT). A 10 MB message takes about 0.4 s; a report, milliseconds.
+     */
+    timeoutMs: 2000,
+    /**
+     * Threads that read received messages (REPORT_PARSE_THREADS): one, so that reading never takes more than
+     * a core from the API beside it; a report takes milliseconds, so one reads hundreds a second.
+     */
+    threads: 1,
+    /** The heap of each, in MiB (REPORT_PARSE_MEMORY): what 10 MB of hostile MIME needs, with room. */
+    memoryMb: 64,
+  },
   /** A worker silent this long is dead: the others give its leased jobs back (WORKER_DEAD_AFTER). */
   workerDeadAfterMs: 15_000,
   /** Failed authentications one client address may make per window before it is refused (429). */
@@ -148,6 +162,8 @@ export interface Config {
   /** Bytes of request bodies held in memory at once; past it, 429. 0: no limit. */
   httpBodyMemoryBytes: number;
   templateRendering: { timeoutMs: number; threads: number; queueLimit: number };
+  /** Where received messages are read: threads with a CPU budget per message and a heap cap each. */
+  reportParsing: { timeoutMs: number; threads: number; memoryMb: number };
   /** After a PATCH replaces a webhook's secret, the old one keeps signing (next to the new one) this long. */
   webhookSecretRotationWindowMs: number;
   /**
@@ -389,6 +405,11 @@ export function loadConfig(
       threads: integer('TEMPLATE_RENDER_THREADS', DEFAULTS.templateRendering.threads, 1, 64),
       queueLimit: integer('TEMPLATE_RENDER_QUEUE', DEFAULTS.templateRendering.queueLimit, 1, 100_000),
     },
+    reportParsing: {
+      timeoutMs: duration('REPORT_PARSE_TIMEOUT', DEFAULTS.reportParsing.timeoutMs),
+      threads: integer('REPORT_PARSE_THREADS', DEFAULTS.reportParsing.threads, 1, 64),
+      memoryMb: integer('REPORT_PARSE_MEMORY', DEFAULTS.reportParsing.memoryMb, 16, 4096),
+    },
     httpTimeouts: {
       idleMs: duration('HTTP_IDLE_TIMEOUT', DEFAULTS.httpTimeouts.idleMs),
       headersMs: duration('HTTP_HEADERS_TIMEOUT', DEFAULTS.httpTimeouts.headersMs),
@@ -431,6 +452,9 @@ export function loadConfig(
   }
   if (config.templateRendering.timeoutMs < 10 || config.templateRendering.timeoutMs > 60_000) {
     problems.push(`TEMPLATE_RENDER_TIMEOUT must be from 10ms to 1m, got '${env.TEMPLATE_RENDER_TIMEOUT}'.`);
+  }
+  if (config.reportParsing.timeoutMs < 10 || config.reportParsing.timeoutMs > 60_000) {
+    problems.push(`REPORT_PARSE_TIMEOUT must be from 10ms to 1m, got '${env.REPORT_PARSE_TIMEOUT}'.`);
   }
   if (config.workerDeadAfterMs < 300 || config.workerDeadAfterMs > 3_600_000) {
     problems.push(`WORKER_DEAD_AFTER must be from 300ms to 1h, got '${env.WORKER_DEAD_AFTER}'.`);

@@ -108,6 +108,7 @@ export async function startWorkers(deps: WorkersDeps): Promise<RunningWorkers> {
       ? (address) => engagement.unsubscribeByMail(address, bounceDomain)
       : undefined,
     notifier: deps.inboundNotifier,
+    reportParsing: deps.config.reportParsing,
     logger: deps.logger,
     deadAfterMs: deps.config.workerDeadAfterMs,
   });

@@ -12,12 +12,12 @@ import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
-import { subjectOf } from './report-parser.ts';
+import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
-// is leased, read (the report parsed, its recipient found), and what it says is applied in one transaction
-// with its events, its suppressions and the message's own verdict. A worker that dies mid-way leaves the
-// message pending: another reads it again, and the recipient's status guards make that apply once.
+// is leased, read (the report parsed on a parse thread, its recipient found), and what it says is applied
+// in one transaction with its events, its suppressions and the message's own verdict. A worker that dies
+// mid-way leaves the message pending: another reads it again, and the recipient's status guards make that apply once.
 
 export interface InboundWorkerDeps extends QueueWorkerDeps {
   events: Pick<EventService, 'emitIn'>;
@@ -33,6 +33,8 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
    * address named a recipient, who is then unsubscribed (once, however often the mail comes).
    */
   unsubscribeByMail?: ((address: string) => Promise<boolean>) | undefined;
+  /** The parse threads' settings (REPORT_PARSE_*); DEFAULTS.reportParsing when absent. */
+  reportParsing?: ReportReaderOptions | undefined;
 }
 
 interface InboundJob extends QueueJob {
@@ -64,6 +66,8 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
   });
   const { db, engine } = deps.database;
   const repo = createInboundRepo(db, engine);
+  // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
+  const reader = createReportReader(deps.reportParsing);
   const matcher = createReportMatcher({
     recipients: createReportedRecipientRepo(db),
     returnPath: deps.returnPath,
@@ -170,6 +174,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
+    const read = await reader.read(job.message.raw);
     // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
     // a second read finds already done).
     const unsubscribeTo = job.message.rcptTo.find((address) => address.startsWith('unsubscribe+'));
@@ -177,7 +182,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
       const done = await deps.unsubscribeByMail(unsubscribeTo);
       return {
         kind: 'unsubscribe',
-        subject: subjectOf(job.message.raw),
+        subject: read.subject,
         status: done ? 'applied' : 'unmatched',
         detail: done
           ? `a List-Unsubscribe mail to ${unsubscribeTo}: the recipient is unsubscribed`
@@ -185,7 +190,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
-    const interpretation = await matcher.interpret(job.message);
+    const interpretation = await matcher.interpret({ ...job.message, read });
     if (interpretation.early && job.message.attempts >= MAX_READS) {
       return {
         ...interpretation,
@@ -222,5 +227,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     channel: QUEUE_CHANNELS.inbound,
     heartbeats,
     deadAfterMs,
+    // The parse threads end with the worker, once the attempts that used them have finished.
+    close: () => reader.close(),
   });
 }

@@ -5,7 +5,7 @@ import { PENDING } from '../emails/status.ts';
 import type { ReportedOutcome, ReportedRecipient, ReportedRecipientRepo } from '../emails/reports.repo.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
 import { type FeedbackLoops, type ReportAuthenticator, speaksFor } from './report-authentication.ts';
-import { type DsnRecipient, type Report, readReport, subjectOf } from './report-parser.ts';
+import type { DsnRecipient, ReadMessage, Report } from './report-parser.ts';
 
 // From a received message to what it says about our recipients. The recipient is found by the return path
 // the report was mailed to (VERP: its HMAC tag proves we made it, and only that recipient's copy carries it),
@@ -149,15 +149,19 @@ export function createReportMatcher(deps: {
   }
 
   return {
-    /** Reads a stored message and finds what it says about which recipients (reads only; writes nothing). */
+    /**
+     * Finds what a stored message, as the report reader read it, says about which recipients (reads only;
+     * writes nothing).
+     */
     async interpret(message: {
       id: string;
       rcptTo: readonly string[];
+      /** The message as received: its DKIM signatures are checked when it names a recipient by Message-ID. */
       raw: Buffer;
+      read: ReadMessage;
     }): Promise<Interpretation> {
-      const report = readReport(message.raw);
+      const { report, subject } = message.read;
       const kind = KIND[report.kind];
-      const subject = subjectOf(message.raw);
       if (report.kind === 'unreadable')
         return { kind, subject, status: 'unreadable', detail: report.reason, effects: [] };
       if (report.kind === 'auto-reply') {
@@ -208,6 +212,7 @@ export function createReportMatcher(deps: {
       // Matched by what any recipient knows: believed only when the recipient's provider signed it. The DKIM
       // key lookups happen here, before the transaction that applies the report.
       if (!found.byReturnPath) {
+        // Only a message the parse thread read within its caps gets here, so this reads at most their headers.
         const signer = await deps.authenticator.signerOf(message.raw);
         const vouchers = new Set<string>();
         for (const recipient of found.recipients) {

@@ -1,7 +1,12 @@
+import { type AttachmentStream, type Headers, MailParser, type MessageText } from 'mailparser';
+
 // Reads what mail systems send back after they accepted a message: delivery status notifications
 // (RFC 3464, `multipart/report; report-type=delivery-status`), feedback reports (RFC 5965 ARF,
-// `report-type=feedback-report`) and auto-replies (RFC 3834), which are neither. Every byte is hostile:
-// nothing here throws on odd input; what cannot be read is `unreadable`, with why.
+// `report-type=feedback-report`) and auto-replies (RFC 3834), which are neither. Every byte is hostile.
+// The MIME (structure, transfer and charset decoding, RFC 2047 words) is mailparser's; what is ours is
+// reading the report's fields and the caps below. Nothing here throws on odd input: what cannot be read,
+// or breaks a cap, is `unreadable`, with why. It runs on a parse thread (report-reader.ts), never on the
+// event loop that answers HTTP: the caps bound the work, the thread's budget bounds the rest.
 
 export type DsnAction = 'failed' | 'delayed' | 'delivered' | 'relayed' | 'expanded';
 
@@ -47,21 +52,96 @@ export type Report =
   | { kind: 'auto-reply'; reason: string }
   | { kind: 'unreadable'; reason: string };
 
+/** A received message as read: what it reports, and its Subject (decoded, cut to SUBJECT_MAX characters). */
+export interface ReadMessage {
+  report: Report;
+  subject: string | null;
+}
+
+/**
+ * What one message may make the reader do; past any of them it is unreadable (and stored, with why). A real
+ * report is 2–4 parts (RFC 3464 §2, RFC 5965 §2), 3 levels deep at most (a gateway's multipart/mixed around
+ * the report around a multipart/alternative notice), a few kilobytes of header, a few dozen field lines.
+ */
+export const REPORT_LIMITS = {
+  /**
+   * MIME parts, containers included (mailparser's maxChildNodes): its splitter stops at the first part
+   * past it, so a message of a million empty parts costs as much as one of 100.
+   */
+  parts: 100,
+  /** How deep a part may sit (`1.2.1` is 3 deep). */
+  depth: 8,
+  /**
+   * One header block, in bytes (mailparser's maxHeadSize; every line counts as 64 bytes at least, so a
+   * block also holds at most 1,024 lines). Providers' reports with long Received and ARC chains stay
+   * under 32 KiB.
+   */
+  headerBytes: 64 * 1024,
+  /** Header and field lines read in all: the message's header, the returned message's, the report's fields. */
+  headerLines: 1000,
+  /**
+   * A report part (message/delivery-status, message/feedback-report): one recipient group is ~300 bytes.
+   * Of a returned message (or its headers) only this much, from its start, is kept: its header is in it.
+   */
+  reportPartBytes: 64 * 1024,
+} as const;
+
+export type ReportLimits = typeof REPORT_LIMITS;
+
+/** The Subject as stored and shown (the API documents the cut). */
+const SUBJECT_MAX = 200;
+
 const ACTIONS = new Set<DsnAction>(['failed', 'delayed', 'delivered', 'relayed', 'expanded']);
 const ENHANCED_STATUS = /^[245]\.\d{1,3}\.\d{1,3}$/;
 
+/** The part types of a report's machine-readable part (RFC 3464, RFC 6533's UTF-8 form, RFC 5965). */
+const STATUS_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status']);
+const FEEDBACK_TYPE = 'message/feedback-report';
+/** The reported message, or its header only, as a report returns it (RFC 6533's UTF-8 forms too). */
+const RETURNED_TYPES = new Set([
+  'message/rfc822',
+  'text/rfc822-headers',
+  'message/rfc822-headers',
+  'message/global',
+  'message/global-headers',
+]);
+/** Types that are UTF-8 whatever they say (RFC 6533). */
+const UTF8_TYPES = new Set(['message/global-delivery-status', 'message/global', 'message/global-headers']);
+
+/** Bytes handed to the parser at a time: it stops taking them once the message is refused. */
+const FEED_BYTES = 64 * 1024;
+
+/** A refusal: the reason the message is unreadable. */
+class Refused extends Error {}
+
+/** Counts header and field lines against the message's cap; past it, refuses the message. */
+interface LineBudget {
+  spend(lines: number): void;
+}
+
+function lineBudget(limit: number): LineBudget {
+  let left = limit;
+  return {
+    spend(lines) {
+      left -= lines;
+      if (left < 0) throw new Refused(`more than ${limit} header and field lines`);
+    },
+  };
+}
+
 /** Header-style fields (`Name: value`, folded lines joined) in groups separated by blank lines. */
-export function fieldGroups(text: string): Array<Map<string, string>> {
+export function fieldGroups(text: string, budget?: LineBudget): Array<Map<string, string>> {
   const groups: Array<Map<string, string>> = [];
   let current = new Map<string, string>();
   let last: string | undefined;
-  for (const line of text.replace(/\r\n/g, '\n').split('\n')) {
+  for (const line of text.split(/\r?\n/)) {
     if (line.trim() === '') {
       if (current.size > 0) groups.push(current);
       current = new Map();
       last = undefined;
       continue;
     }
+    budget?.spend(1);
     if (/^[ \t]/.test(line) && last !== undefined) {
       current.set(last, `${current.get(last)} ${line.trim()}`);
       continue;
@@ -88,99 +168,205 @@ const addressOf = (value: string | undefined): string | null => {
   return bare === null ? null : bare.replace(/^<|>$/g, '').toLowerCase();
 };
 
-/** A MIME part: its lowercased content type, its parameters and its decoded body. */
-interface Part {
+/** A part kept to be read: where it sits, its type and its (transfer-decoded) bytes. */
+interface KeptPart {
+  partId: string;
   type: string;
-  params: Map<string, string>;
-  headers: Map<string, string>;
-  body: string;
+  charset: string | undefined;
+  bytes: Buffer;
 }
 
-/** `multipart/report; report-type=delivery-status; boundary="b"` → type and parameters. */
-function contentType(value: string | undefined): { type: string; params: Map<string, string> } {
-  const [type = 'text/plain', ...rest] = (value ?? 'text/plain').split(';');
-  const params = new Map<string, string>();
-  for (const param of rest) {
-    const equals = param.indexOf('=');
-    if (equals <= 0) continue;
-    params.set(
-      param.slice(0, equals).trim().toLowerCase(),
-      param
-        .slice(equals + 1)
-        .trim()
-        .replace(/^"|"$/g, ''),
-    );
+/** A header's text, whatever shape mailparser gave it (a repeated header is a list: the first counts). */
+function text(headers: Headers, name: string): string | undefined {
+  const value = headers.get(name);
+  const first = Array.isArray(value) ? value[0] : value;
+  return typeof first === 'string' ? first : undefined;
+}
+
+function contentTypeOf(headers: Headers): { type: string; params: Record<string, string> } {
+  const value = headers.get('content-type');
+  if (value && typeof value === 'object' && 'value' in value && typeof value.value === 'string') {
+    const params = 'params' in value && value.params ? (value.params as Record<string, string>) : {};
+    return { type: value.value.toLowerCase(), params };
   }
-  return { type: type.trim().toLowerCase(), params };
+  return { type: 'text/plain', params: {} };
 }
 
-function decodeBody(body: string, encoding: string | undefined): string {
-  switch (encoding?.toLowerCase()) {
-    case 'base64':
-      return Buffer.from(body.replace(/[^A-Za-z0-9+/=]/g, ''), 'base64').toString('utf8');
-    case 'quoted-printable':
-      return Buffer.from(
-        body
-          .replace(/=\r?\n/g, '')
-          .replace(/=([0-9A-Fa-f]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))),
-        'latin1',
-      ).toString('utf8');
-    default:
-      return body;
+/** A part's text in its charset (RFC 6533's types are UTF-8); an unknown charset is read as UTF-8. */
+function decodeText(part: KeptPart): string {
+  const label = UTF8_TYPES.has(part.type) ? 'utf-8' : part.charset?.trim() || 'utf-8';
+  try {
+    return new TextDecoder(label).decode(part.bytes);
+  } catch {
+    return new TextDecoder('utf-8').decode(part.bytes);
   }
 }
 
-/** Splits a message (or part) into its header fields and body. */
-function split(text: string): { headers: Map<string, string>; body: string } {
-  const normalized = text.replace(/\r\n/g, '\n');
-  const end = normalized.indexOf('\n\n');
-  const head = end < 0 ? normalized : normalized.slice(0, end);
-  return { headers: fieldGroups(head)[0] ?? new Map(), body: end < 0 ? '' : normalized.slice(end + 2) };
+const depthOf = (partId: string): number => partId.split('.').length;
+const parentOf = (partId: string): string => partId.split('.').slice(0, -1).join('.');
+
+/** Why mailparser gave up, for a person: its limits are ours (REPORT_LIMITS). */
+function parserRefusal(error: Error & { code?: string }, limits: ReportLimits): string {
+  if (error.code === 'EMAXLEN' && /child nodes/i.test(error.message)) {
+    return `more than ${limits.parts} MIME parts`;
+  }
+  if (error.code === 'EMAXLEN' && /header size/i.test(error.message)) {
+    return `a header block over ${limits.headerBytes / 1024} KiB (each line counts as 64 bytes at least)`;
+  }
+  return `not readable as MIME: ${error.message.slice(0, 200)}`;
 }
 
-/** The parts of a multipart body (one level: a report's parts are not nested multiparts). */
-function partsOf(body: string, boundary: string): Part[] {
-  const delimiter = `--${boundary}`;
-  const parts: Part[] = [];
-  const chunks = body.split(delimiter).slice(1);
-  for (const chunk of chunks) {
-    if (chunk.startsWith('--')) break;
-    const { headers, body: content } = split(chunk.replace(/^[ \t]*\n/, ''));
-    const { type, params } = contentType(headers.get('content-type'));
-    parts.push({
-      type,
-      params,
-      headers,
-      body: decodeBody(content, headers.get('content-transfer-encoding')),
+/**
+ * Runs mailparser over `source`, fed in slices so that it stops as soon as the message is refused. Parts
+ * whose type `keep` accepts are kept (their first `reportPartBytes`); any other is drained unread.
+ */
+function parse(
+  source: Uint8Array,
+  limits: ReportLimits,
+  keep: (type: string) => boolean,
+  budget: LineBudget,
+): Promise<{ headers: Headers; parts: KeptPart[] }> {
+  const parser = new MailParser({
+    maxChildNodes: limits.parts,
+    maxHeadSize: limits.headerBytes,
+    // A report's own parts are attachments to mailparser: read as they are, not folded into the text.
+    keepDeliveryStatus: true,
+    // The returned message is read for its header, never parsed as a second tree of parts.
+    ignoreEmbedded: true,
+    // The human-readable parts are not read: none of mailparser's work on them.
+    skipHtmlToText: true,
+    skipTextToHtml: true,
+    skipTextLinks: true,
+    skipImageLinks: true,
+    checksumAlgo: false,
+  });
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    let headers: Headers = new Map();
+    const parts: KeptPart[] = [];
+    let parserEnded = false;
+    let reading = 0;
+    const fail = (error: unknown) => {
+      if (settled) return;
+      settled = true;
+      parser.removeAllListeners('data');
+      reject(error);
+    };
+    const maybeDone = () => {
+      if (settled || !parserEnded || reading > 0) return;
+      settled = true;
+      resolve({ headers, parts });
+    };
+
+    parser.on('headers', (read: Headers) => (headers = read));
+    parser.on('headerLines', (lines: readonly unknown[]) => {
+      try {
+        budget.spend(lines.length);
+      } catch (error) {
+        fail(error);
+      }
     });
-  }
-  return parts;
+    parser.on('data', (data: AttachmentStream | MessageText) => {
+      if (data.type !== 'attachment') return;
+      const partId = data.partId ?? '';
+      if (partId && depthOf(partId) > limits.depth) {
+        data.release?.();
+        fail(new Refused(`parts nested more than ${limits.depth} levels deep`));
+        return;
+      }
+      const type = data.contentType.toLowerCase();
+      if (!keep(type)) {
+        data.content.resume();
+        data.release?.();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      reading++;
+      // A returned message is cut (its header comes first); a report part past the cap refuses the message.
+      const cut = RETURNED_TYPES.has(type);
+      data.content.on('data', (chunk: Buffer) => {
+        if (size < limits.reportPartBytes) chunks.push(chunk);
+        size += chunk.length;
+        if (size > limits.reportPartBytes && !cut) {
+          fail(new Refused(`a ${type} part over ${limits.reportPartBytes / 1024} KiB`));
+        }
+      });
+      data.content.once('end', () => {
+        reading--;
+        const bytes = Buffer.concat(chunks).subarray(0, limits.reportPartBytes);
+        parts.push({ partId, type, charset: contentTypeOf(data.headers).params.charset, bytes });
+        maybeDone();
+      });
+      data.content.once('error', fail);
+      data.release?.();
+    });
+    parser.on('error', (error: Error & { code?: string }) => fail(new Refused(parserRefusal(error, limits))));
+    parser.on('end', () => {
+      parserEnded = true;
+      maybeDone();
+    });
+
+    let offset = 0;
+    const feed = () => {
+      while (!settled && offset < source.length) {
+        const slice = source.subarray(offset, offset + FEED_BYTES);
+        offset += slice.length;
+        if (!parser.write(slice)) {
+          parser.once('drain', feed);
+          return;
+        }
+      }
+      if (!settled) parser.end();
+    };
+    feed();
+  });
 }
 
-/** A `<…>` value (Message-ID, Return-Path) of the returned message or its headers (`message/rfc822`, `text/rfc822-headers`). */
-function returnedHeader(parts: Part[], name: 'message-id' | 'return-path'): string | null {
-  for (const part of parts) {
-    if (!['message/rfc822', 'text/rfc822-headers', 'message/rfc822-headers'].includes(part.type)) continue;
-    const found = split(part.body)
-      .headers.get(name)
-      ?.match(/<[^>\s]+>/);
-    if (found) return found[0];
-  }
-  return null;
+/** The Message-ID and Return-Path of a returned message, or of its returned header. */
+async function returnedHeaders(
+  part: KeptPart | undefined,
+  limits: ReportLimits,
+  budget: LineBudget,
+): Promise<{ messageId: string | null; returnPath: string | null }> {
+  if (!part) return { messageId: null, returnPath: null };
+  // Only the header is wanted: a returned message's body (the original's parts) is not read.
+  const decoded = decodeText(part);
+  const end = decoded.search(/\r?\n\r?\n/);
+  const head = Buffer.from(`${end >= 0 ? decoded.slice(0, end) : decoded}\r\n\r\n`);
+  const { headers } = await parse(head, limits, () => false, budget);
+  const returnPath = headers.get('return-path');
+  const address =
+    returnPath && typeof returnPath === 'object' && 'value' in returnPath && Array.isArray(returnPath.value)
+      ? (returnPath.value[0] as { address?: string } | undefined)?.address
+      : undefined;
+  return {
+    messageId: messageIdIn(text(headers, 'message-id')),
+    returnPath: address ? address.toLowerCase() : null,
+  };
 }
 
-const returnedMessageId = (parts: Part[]): string | null => returnedHeader(parts, 'message-id');
+const messageIdIn = (value: string | undefined): string | null => value?.match(/<[^>\s]+>/)?.[0] ?? null;
 
-function readDeliveryStatus(headers: Map<string, string>, parts: Part[]): Report {
-  const status = parts.find(
-    (part) => part.type === 'message/delivery-status' || part.type === 'message/global-delivery-status',
+/** The returned message (or header) that sits beside a report's machine-readable part. */
+const returnedPart = (parts: KeptPart[], reportPart: KeptPart): KeptPart | undefined =>
+  parts.find(
+    (part) => RETURNED_TYPES.has(part.type) && parentOf(part.partId) === parentOf(reportPart.partId),
   );
+
+async function readDeliveryStatus(
+  headers: Headers,
+  parts: KeptPart[],
+  limits: ReportLimits,
+  budget: LineBudget,
+): Promise<Report> {
+  const status = parts.find((part) => STATUS_TYPES.has(part.type));
   if (!status)
     return {
       kind: 'unreadable',
       reason: 'a delivery-status report without its message/delivery-status part',
     };
-  const [perMessage, ...perRecipient] = fieldGroups(status.body);
+  const [perMessage, ...perRecipient] = fieldGroups(decodeText(status), budget);
   const recipients: DsnRecipient[] = [];
   for (const fields of perRecipient) {
     const action = fields.get('action')?.toLowerCase().split(/\s/, 1)[0] as DsnAction | undefined;
@@ -197,63 +383,108 @@ function readDeliveryStatus(headers: Map<string, string>, parts: Part[]): Report
   }
   if (recipients.length === 0)
     return { kind: 'unreadable', reason: 'a delivery-status report naming no recipient' };
+  const returned = await returnedHeaders(returnedPart(parts, status), limits, budget);
   return {
     kind: 'delivery-status',
     reportingMta: withoutType(perMessage?.get('reporting-mta')),
     envelopeId: perMessage?.get('original-envelope-id')?.trim() || null,
-    originalMessageId: returnedMessageId(parts) ?? inReplyTo(headers),
+    // From the returned message only: an In-Reply-To names a message any recipient could reply to.
+    originalMessageId: returned.messageId,
     recipients,
   };
 }
 
-function readFeedback(headers: Map<string, string>, parts: Part[]): Report {
-  const report = parts.find((part) => part.type === 'message/feedback-report');
+async function readFeedback(
+  headers: Headers,
+  parts: KeptPart[],
+  limits: ReportLimits,
+  budget: LineBudget,
+): Promise<Report> {
+  const report = parts.find((part) => part.type === FEEDBACK_TYPE);
   if (!report)
     return { kind: 'unreadable', reason: 'a feedback report without its message/feedback-report part' };
-  const [fields] = fieldGroups(report.body);
+  const [fields] = fieldGroups(decodeText(report), budget);
   const feedbackType = fields?.get('feedback-type')?.toLowerCase();
   if (!feedbackType) return { kind: 'unreadable', reason: 'a feedback report without a Feedback-Type' };
+  const returned = await returnedHeaders(returnedPart(parts, report), limits, budget);
   return {
     kind: 'feedback',
     feedbackType,
     originalRecipient: addressOf(fields?.get('original-rcpt-to')),
     userAgent: fields?.get('user-agent') ?? null,
-    originalMessageId: returnedMessageId(parts) ?? inReplyTo(headers),
-    originalReturnPath:
-      addressOf(fields?.get('original-mail-from')) ??
-      returnedHeader(parts, 'return-path')?.slice(1, -1).toLowerCase() ??
-      null,
+    originalMessageId: returned.messageId,
+    originalReturnPath: addressOf(fields?.get('original-mail-from')) ?? returned.returnPath,
   };
 }
 
-const inReplyTo = (headers: Map<string, string>): string | null =>
-  headers.get('in-reply-to')?.match(/<[^>\s]+>/)?.[0] ?? null;
-
 /** An auto-reply (vacation, out of office): RFC 3834's `Auto-Submitted`, or the de-facto headers. */
-function autoReplyReason(headers: Map<string, string>): string | undefined {
-  const autoSubmitted = headers.get('auto-submitted')?.toLowerCase();
+function autoReplyReason(headers: Headers): string | undefined {
+  const autoSubmitted = text(headers, 'auto-submitted')?.toLowerCase();
   if (autoSubmitted && autoSubmitted !== 'no') return `Auto-Submitted: ${autoSubmitted}`;
   if (headers.has('x-autoreply') || headers.has('x-autorespond')) return 'X-Autoreply';
-  if (headers.get('precedence')?.toLowerCase() === 'auto_reply') return 'Precedence: auto_reply';
+  if (text(headers, 'precedence')?.toLowerCase() === 'auto_reply') return 'Precedence: auto_reply';
   return undefined;
 }
 
-/** The Subject of a received message, unfolded and cut to `max` characters; null without one. */
-export function subjectOf(source: Buffer, max = 200): string | null {
-  const subject = split(source.subarray(0, 64 * 1024).toString('utf8')).headers.get('subject');
-  return subject ? subject.slice(0, max) : null;
+/**
+ * Reads one message received for the bounce domain. Never throws: odd input is `unreadable`. The report
+ * may sit below the top (a gateway wraps it in multipart/mixed): its machine-readable part is found
+ * wherever it is, and the returned message beside it; an attached message (message/rfc822) is never
+ * looked into, so a report quoted inside the reported message is not read as one.
+ */
+export async function readMessage(
+  source: Uint8Array,
+  limits: ReportLimits = REPORT_LIMITS,
+): Promise<ReadMessage> {
+  const budget = lineBudget(limits.headerLines);
+  let headers: Headers;
+  let parts: KeptPart[];
+  try {
+    ({ headers, parts } = await parse(
+      source,
+      limits,
+      (type) => STATUS_TYPES.has(type) || type === FEEDBACK_TYPE || RETURNED_TYPES.has(type),
+      budget,
+    ));
+  } catch (error) {
+    return { report: unreadable(error), subject: null };
+  }
+  const subject = text(headers, 'subject')?.trim().slice(0, SUBJECT_MAX) || null;
+  try {
+    return { report: await readReportIn(headers, parts, limits, budget), subject };
+  } catch (error) {
+    return { report: unreadable(error), subject };
+  }
 }
 
-/** Reads one message received for the bounce domain. Never throws: odd input is `unreadable`. */
-export function readReport(source: Buffer): Report {
-  const { headers, body } = split(source.toString('utf8'));
+function unreadable(error: unknown): Report {
+  if (error instanceof Refused) return { kind: 'unreadable', reason: error.message };
+  return {
+    kind: 'unreadable',
+    reason: `not readable: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`,
+  };
+}
+
+async function readReportIn(
+  headers: Headers,
+  parts: KeptPart[],
+  limits: ReportLimits,
+  budget: LineBudget,
+): Promise<Report> {
   if (headers.size === 0) return { kind: 'unreadable', reason: 'no header fields' };
-  const { type, params } = contentType(headers.get('content-type'));
-  const reportType = type === 'multipart/report' ? params.get('report-type')?.toLowerCase() : undefined;
-  const boundary = params.get('boundary');
-  const parts = reportType && boundary ? partsOf(body, boundary) : [];
-  if (reportType === 'delivery-status') return readDeliveryStatus(headers, parts);
-  if (reportType === 'feedback-report') return readFeedback(headers, parts);
+  const { type, params } = contentTypeOf(headers);
+  const reportType = type === 'multipart/report' ? params['report-type']?.toLowerCase() : undefined;
+  // A report below the top says what it is by its part: its own Content-Type is not handed out.
+  const nested = reportType
+    ? undefined
+    : parts.some((part) => STATUS_TYPES.has(part.type))
+      ? 'delivery-status'
+      : parts.some((part) => part.type === FEEDBACK_TYPE)
+        ? 'feedback-report'
+        : undefined;
+  const kind = reportType ?? nested;
+  if (kind === 'delivery-status') return readDeliveryStatus(headers, parts, limits, budget);
+  if (kind === 'feedback-report') return readFeedback(headers, parts, limits, budget);
   // A DSN is auto-submitted too (Postfix marks its reports so): only a message that is no report is an auto-reply.
   const autoReply = autoReplyReason(headers);
   if (autoReply) return { kind: 'auto-reply', reason: autoReply };

@@ -1,38 +1,28 @@
 // A render thread of the pool (render-pool.ts): renders what the main thread sends with the tenant
 // sandbox of render.ts and answers with the result or the domain error. A render that runs past its budget
 // is not answered at all: the pool terminates this thread and starts another.
-import { parentPort } from 'node:worker_threads';
 import { DomainError } from '../../lib/errors.ts';
+import { serveThreadRequests } from '../../lib/thread-pool.ts';
 import { createTemplateRenderer, type RenderedContent, type TemplateContent } from './render.ts';
 
 export interface RenderRequest {
-  id: number;
   content: TemplateContent;
   variables: Record<string, unknown>;
 }
 
-/** A render's outcome as the thread sends it: the content, a domain error's parts, or another failure. */
-export type RenderAnswer =
-  | { ready: true }
-  | { id: number; rendered: RenderedContent }
-  | { id: number; refused: { kind: DomainError['kind']; code: string; message: string; param?: string } }
-  | { id: number; failed: string };
+/** A render's outcome as the thread sends it: the content, or a domain error's parts (another error fails). */
+export type RenderOutcome =
+  | { rendered: RenderedContent }
+  | { refused: { kind: DomainError['kind']; code: string; message: string; param?: string } };
 
 const renderer = createTemplateRenderer();
-const answer = (message: RenderAnswer) => parentPort!.postMessage(message);
 
-parentPort!.on('message', (request: RenderRequest) => {
-  renderer.render(request.content, request.variables).then(
-    (rendered) => answer({ id: request.id, rendered }),
-    (error: unknown) => {
-      if (!(error instanceof DomainError)) {
-        answer({ id: request.id, failed: error instanceof Error ? error.message : String(error) });
-        return;
-      }
-      const { kind, code, message, param } = error;
-      answer({ id: request.id, refused: { kind, code, message, ...(param ? { param } : {}) } });
-    },
-  );
+serveThreadRequests<RenderRequest, RenderOutcome>(async (request) => {
+  try {
+    return { rendered: await renderer.render(request.content, request.variables) };
+  } catch (error) {
+    if (!(error instanceof DomainError)) throw error;
+    const { kind, code, message, param } = error;
+    return { refused: { kind, code, message, ...(param ? { param } : {}) } };
+  }
 });
-// Loaded and listening: the pool starts a render's clock only now, not while the thread boots.
-answer({ ready: true });

@@ -1,0 +1,77 @@
+import type { Worker } from 'node:worker_threads';
+import { DEFAULTS } from '../../config.ts';
+import { createThreadPool, STARVED_WALL_FACTOR } from '../../lib/thread-pool.ts';
+import type { ReadMessage } from './report-parser.ts';
+
+// Where received messages are read: on worker threads (lib/thread-pool.ts), never on the event loop that
+// answers HTTP in the same process (`postwire serve` runs the listener and the inbound worker beside the
+// API). The parser's caps bound the work a message can ask for; the thread's CPU budget and heap cap bound
+// whatever they miss. A message stopped by either is unreadable, with why, like any other that breaks a cap.
+
+export interface ReportReaderOptions {
+  /** Threads at most (REPORT_PARSE_THREADS). */
+  threads: number;
+  /** CPU time one message may take to read (REPORT_PARSE_TIMEOUT). */
+  timeoutMs: number;
+  /** A thread's heap (its old generation), in MiB (REPORT_PARSE_MEMORY). */
+  memoryMb: number;
+  /** The CPU time a thread has used so far, in ms: the thread's own clock unless a test gives one. */
+  threadCpuMs?: (worker: Worker) => Promise<number>;
+}
+
+export interface ReportReader {
+  /** Reads a message; rejects only when it could not be read for a reason of ours (then it is read again). */
+  read(raw: Buffer): Promise<ReadMessage>;
+  close(): Promise<void>;
+}
+
+/**
+ * Reads waiting for a thread at most: the inbound worker has a few reads in flight (its concurrency), so
+ * this is only a backstop; past it a read fails and its message is read again when its lease runs out.
+ */
+const QUEUE_LIMIT = 64;
+/** The young generation of a parse thread's heap, in MiB: the old generation (memoryMb) is the cap that matters. */
+const YOUNG_GENERATION_MB = 16;
+
+class OverBudget extends Error {}
+
+export function createReportReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReportReader {
+  const pool = createThreadPool<Uint8Array, ReadMessage>({
+    name: 'report read',
+    script: new URL('./report-read-worker.ts', import.meta.url),
+    threads: options.threads,
+    queueLimit: QUEUE_LIMIT,
+    timeoutMs: options.timeoutMs,
+    resourceLimits: {
+      maxOldGenerationSizeMb: options.memoryMb,
+      maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
+    },
+    threadCpuMs: options.threadCpuMs,
+    overBudget: () => new OverBudget(),
+    queueFull: () => new Error('too many received messages are waiting to be read'),
+  });
+  return {
+    async read(raw) {
+      try {
+        return await pool.run(raw);
+      } catch (error) {
+        if (error instanceof OverBudget) {
+          return unreadable(
+            `reading it took more than ${options.timeoutMs} ms of CPU time ` +
+              `(or ${options.timeoutMs * STARVED_WALL_FACTOR} ms in all)`,
+          );
+        }
+        if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+          return unreadable(`reading it needed more than ${options.memoryMb} MiB`);
+        }
+        throw error;
+      }
+    },
+    close: () => pool.close(),
+  };
+}
+
+const unreadable = (reason: string): ReadMessage => ({
+  report: { kind: 'unreadable', reason },
+  subject: null,
+});
