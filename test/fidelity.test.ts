@@ -150,6 +150,20 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     return `<${email.body.message_id.replace(/^<|>$/g, '')}>`;
   }
 
+  /** The recipient's copy of each email as an SMTP server received it, with its envelope sender. */
+  async function copiesAt(server: TestSmtpServer, ids: string[]) {
+    const arrived = [];
+    for (const [index, id] of ids.entries()) {
+      const messageId = await messageIdOf(id);
+      const copy = server.messages.find(
+        (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
+      );
+      assert.ok(copy, `${corpus[index]!.name}: arrived`);
+      arrived.push({ message: corpus[index]!, bytes: copy.bytes, sender: copy.from });
+    }
+    return arrived;
+  }
+
   /** Checks every arrived copy of the corpus as a receiving server would; `sender` is its envelope sender. */
   async function checkArrived(arrived: Array<{ message: CorpusMessage; bytes: Buffer; sender: string }>) {
     const resolver = new Resolver();
@@ -180,30 +194,12 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     const ids = await sendCorpus(
       baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` }),
     );
-    const arrived = [];
-    for (const [index, id] of ids.entries()) {
-      const messageId = await messageIdOf(id);
-      const copy = relay.messages.find(
-        (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
-      );
-      assert.ok(copy, `${corpus[index]!.name}: arrived`);
-      arrived.push({ message: corpus[index]!, bytes: copy.bytes, sender: copy.from });
-    }
-    await checkArrived(arrived);
+    await checkArrived(await copiesAt(relay, ids));
   });
 
   test('direct: to the MX that DNS_SERVERS names', async () => {
     const ids = await sendCorpus(baseConfig({ MAIL_TRANSPORT: 'direct' }));
-    const arrived = [];
-    for (const [index, id] of ids.entries()) {
-      const messageId = await messageIdOf(id);
-      const copy = mx.messages.find(
-        (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
-      );
-      assert.ok(copy, `${corpus[index]!.name}: arrived`);
-      arrived.push({ message: corpus[index]!, bytes: copy.bytes, sender: copy.from });
-    }
-    await checkArrived(arrived);
+    await checkArrived(await copiesAt(mx, ids));
   });
 
   test('capture: GET /v1/emails/{id}/raw is the message as it would leave', async () => {

@@ -138,25 +138,30 @@ function generate(schema: Schema, doc: Schema, rng: () => number, depth = 0): un
   }
 }
 
+/** An app to fuzz, its OpenAPI document, and real resources to aim ids at (besides made-up ones). */
+async function fuzzTarget(engine: (typeof ENGINES)[number]) {
+  const api: TestApp = await startTestApp(engine, { allowPrivateUrls: false });
+  const doc = (await api.request('GET', '/v1/openapi.json')).body as Schema;
+  const webhook = await api.request('POST', '/v1/webhooks', {
+    body: { url: 'https://hooks.example.com/f', events: ['email.sent'] },
+  });
+  const template = await api.request('POST', '/v1/templates', {
+    body: { name: 'Fuzz', alias: 'fuzz', subject: 'S', html: '<p>{{ name }}</p>' },
+  });
+  const email = await api.request('POST', '/v1/emails', {
+    body: { from: 'a@example.com', to: 'b@example.org', subject: 'S', text: 'T' },
+  });
+  return { api, doc, webhook, template, email };
+}
+
 for (const engine of ENGINES) {
   describe(`fuzzing from the OpenAPI document (${engine})`, () => {
     test(
       `${REQUESTS_PER_OPERATION} generated requests per operation: no 5xx`,
       { timeout: 240_000 },
       async (t) => {
-        const api: TestApp = await startTestApp(engine, { allowPrivateUrls: false });
+        const { api, doc, webhook, template, email } = await fuzzTarget(engine);
         t.after(() => api.close());
-        const doc = (await api.request('GET', '/v1/openapi.json')).body as Schema;
-        // Real ids to aim at, besides made-up ones.
-        const webhook = await api.request('POST', '/v1/webhooks', {
-          body: { url: 'https://hooks.example.com/f', events: ['email.sent'] },
-        });
-        const template = await api.request('POST', '/v1/templates', {
-          body: { name: 'Fuzz', alias: 'fuzz', subject: 'S', html: '<p>{{ name }}</p>' },
-        });
-        const email = await api.request('POST', '/v1/emails', {
-          body: { from: 'a@example.com', to: 'b@example.org', subject: 'S', text: 'T' },
-        });
         const ids = [
           webhook.body.data.id,
           template.body.id,
@@ -216,18 +221,8 @@ for (const engine of ENGINES) {
       'every query and path parameter refuses bytes that are not text, naming the parameter',
       { timeout: 120_000 },
       async (t) => {
-        const api: TestApp = await startTestApp(engine, { allowPrivateUrls: false });
+        const { api, doc, webhook, template, email } = await fuzzTarget(engine);
         t.after(() => api.close());
-        const doc = (await api.request('GET', '/v1/openapi.json')).body as Schema;
-        const webhook = await api.request('POST', '/v1/webhooks', {
-          body: { url: 'https://hooks.example.com/f', events: ['email.sent'] },
-        });
-        const template = await api.request('POST', '/v1/templates', {
-          body: { name: 'Fuzz', alias: 'fuzz', subject: 'S', html: '<p>{{ name }}</p>' },
-        });
-        const email = await api.request('POST', '/v1/emails', {
-          body: { from: 'a@example.com', to: 'b@example.org', subject: 'S', text: 'T' },
-        });
         const real: Record<string, string> = {
           id: email.body.id,
           webhook_id: webhook.body.data.id,
