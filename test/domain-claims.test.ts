@@ -438,7 +438,8 @@ for (const engine of ENGINES) {
           .executeTakeFirst()
       ).version;
 
-    assert.deepEqual(await migrateToLatest(db), ['0021_domain_claims']);
+    // 0021 first (later migrations follow it).
+    assert.equal((await migrateToLatest(db))[0], '0021_domain_claims');
     const rows = await db.selectFrom('domains').selectAll().orderBy('id').execute();
     assert.deepEqual(
       rows.map((row: any) => [row.id, row.project_id, row.name, row.status, row.dkim_selector]),

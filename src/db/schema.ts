@@ -307,7 +307,6 @@ export interface InboundMessagesTable {
   rcpt_to: string;
   remote_address: string | null;
   size: number;
-  raw: Uint8Array;
   status: InboundStatus;
   kind: InboundKind | null;
   /** How it was read, or why it matched nothing or could not be read. */
@@ -321,6 +320,17 @@ export interface InboundMessagesTable {
   locked_until: string | null;
   locked_by: string | null;
   processed_at: string | null;
+}
+
+/**
+ * A received message's bytes, apart from its queue row (written by src/modules/inbound/inbound.repo.ts): the
+ * queue's claims and verdicts update that row, and would rewrite megabytes with it if they lived there.
+ */
+export interface InboundRawTable {
+  /** The message's id (inbound_messages.id). */
+  id: string;
+  /** The message as received, byte for byte. */
+  raw: Uint8Array;
 }
 
 export type DomainStatus = 'pending' | 'verified' | 'failed';
@@ -423,6 +433,7 @@ export interface Database {
   queue_workers: QueueWorkersTable;
   suppressions: SuppressionsTable;
   inbound_messages: InboundMessagesTable;
+  inbound_raw: InboundRawTable;
   domains: DomainsTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;

@@ -8,7 +8,11 @@ import { newId } from '../../lib/ids.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 
 // The inbound_messages table: what the listener received (stored before its 250), and the queue the
-// inbound worker reads it from. Written only here.
+// inbound worker reads it from; and inbound_raw, each message's bytes. Both written only here.
+//
+// The bytes live apart from the queue row: the queue's claims, postponements and verdicts update that row,
+// and with the bytes in it SQLite rewrote megabytes at each (a 10 MB message: ~100 ms on the process's one
+// connection, the API waiting). They are written once, with the row, and read only for the read itself.
 
 export interface NewInboundMessage {
   receivedAt: string;
@@ -36,12 +40,11 @@ export interface InboundRecord {
   processedAt: string | null;
 }
 
-/** A message leased to a worker, with its bytes. */
+/** A message leased to a worker (its bytes are read apart: `raw`). */
 export interface ClaimedInbound {
   id: string;
   mailFrom: string;
   rcptTo: string[];
-  raw: Buffer;
   /** Claims so far, this one included. */
   attempts: number;
 }
@@ -96,42 +99,68 @@ const toRecord = (row: SummaryRow): InboundRecord => ({
 
 export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
   return {
-    /** Retention: received messages from before `cutoff` that have been read. */
-    pruneTargets: (cutoff: Date): PruneTarget[] => [
-      pruneTarget(
-        db,
-        'inbound_messages',
-        'id',
-        sql<boolean>`id < ${idAt('inb', cutoff)} AND status <> 'pending'`,
-      ),
-    ],
+    /**
+     * Retention: received messages from before `cutoff` that have been read, their bytes first (the large
+     * part, counted apart by `postwire prune --dry-run`; the foreign key's cascade would take them anyway).
+     */
+    pruneTargets: (cutoff: Date): PruneTarget[] => {
+      const before = idAt('inb', cutoff);
+      return [
+        pruneTarget(
+          db,
+          'inbound_raw',
+          'id',
+          sql<boolean>`id < ${before} AND id IN (SELECT id FROM inbound_messages
+            WHERE id < ${before} AND status <> 'pending')`,
+        ),
+        pruneTarget(db, 'inbound_messages', 'id', sql<boolean>`id < ${before} AND status <> 'pending'`),
+      ];
+    },
 
-    /** Stores a received message, pending: once this resolves, the listener may answer 250. */
+    /**
+     * Stores a received message, pending, with its bytes, in one transaction: once this resolves, the listener
+     * may answer 250.
+     */
     async store(message: NewInboundMessage): Promise<string> {
       const id = newId('inb');
-      await db
-        .insertInto('inbound_messages')
-        .values({
-          id,
-          received_at: message.receivedAt,
-          mail_from: message.mailFrom,
-          rcpt_to: JSON.stringify(message.rcptTo),
-          remote_address: message.remoteAddress,
-          size: message.raw.length,
-          raw: message.raw,
-          status: 'pending',
-          kind: null,
-          detail: null,
-          subject: null,
-          project_id: null,
-          email_id: null,
-          recipient: null,
-          locked_until: null,
-          locked_by: null,
-          processed_at: null,
-        })
-        .execute();
+      await db.transaction().execute(async (trx) => {
+        await trx
+          .insertInto('inbound_messages')
+          .values({
+            id,
+            received_at: message.receivedAt,
+            mail_from: message.mailFrom,
+            rcpt_to: JSON.stringify(message.rcptTo),
+            remote_address: message.remoteAddress,
+            size: message.raw.length,
+            status: 'pending',
+            kind: null,
+            detail: null,
+            subject: null,
+            project_id: null,
+            email_id: null,
+            recipient: null,
+            locked_until: null,
+            locked_by: null,
+            processed_at: null,
+          })
+          .execute();
+        await trx.insertInto('inbound_raw').values({ id, raw: message.raw }).execute();
+      });
       return id;
+    },
+
+    /**
+     * A message's bytes as received, or undefined if they are gone (retention, or the project's deletion).
+     * The worker reads them per job, outside any transaction, once it holds the lease: claims never carry them.
+     */
+    async raw(id: string): Promise<Buffer | undefined> {
+      const row = await db.selectFrom('inbound_raw').select('raw').where('id', '=', id).executeTakeFirst();
+      if (!row) return undefined;
+      // A view of the driver's bytes, not a copy: the message may be megabytes.
+      return Buffer.isBuffer(row.raw)
+        ? row.raw
+        : Buffer.from(row.raw.buffer, row.raw.byteOffset, row.raw.byteLength);
     },
 
     /** Leases up to `limit` pending messages, oldest first (or whose lease ran out: their worker died). */
@@ -149,14 +178,13 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
         .updateTable('inbound_messages')
         .set((eb) => ({ locked_until: lockedUntil, locked_by: workerId, attempts: eb('attempts', '+', 1) }))
         .where('id', 'in', due)
-        .returning(['id', 'mail_from', 'rcpt_to', 'raw', 'attempts'])
+        .returning(['id', 'mail_from', 'rcpt_to', 'attempts'])
         .execute();
       return rows
         .map((row) => ({
           id: row.id,
           mailFrom: row.mail_from,
           rcptTo: JSON.parse(row.rcpt_to) as string[],
-          raw: Buffer.from(row.raw),
           attempts: Number(row.attempts),
         }))
         .sort((a, b) => (a.id < b.id ? -1 : 1));

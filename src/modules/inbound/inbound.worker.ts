@@ -174,7 +174,19 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
-    const read = await reader.read(job.message.raw);
+    // The bytes are read here, per job and outside any transaction, not with the claim: the claim's UPDATE
+    // stays small, and only the messages being read (CONCURRENCY of them) are held in memory at once.
+    const raw = await repo.raw(job.message.id);
+    if (raw === undefined) {
+      return {
+        kind: 'unreadable',
+        subject: null,
+        status: 'unreadable',
+        detail: 'its bytes are no longer stored',
+        effects: [],
+      };
+    }
+    const read = await reader.read(raw);
     // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
     // a second read finds already done).
     const unsubscribeTo = job.message.rcptTo.find((address) => address.startsWith('unsubscribe+'));
@@ -190,7 +202,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
-    const interpretation = await matcher.interpret({ ...job.message, read });
+    const interpretation = await matcher.interpret({ ...job.message, raw, read });
     if (interpretation.early && job.message.attempts >= MAX_READS) {
       return {
         ...interpretation,
