@@ -15,7 +15,8 @@ interface Tally {
   statements: number;
   /**
    * Without the timed ones (the throttled NOTIFY, worker heartbeats, the stamp reads a lease makes on
-   * PostgreSQL: one per lease, however many requests), whose number depends on timing.
+   * PostgreSQL: one per lease, however many requests), whose number depends on timing; nor a claim that
+   * straight follows the same claim (a wake-up and the poll racing: the second round finds nothing).
    */
   core: number;
   commits: number;
@@ -30,15 +31,20 @@ function createCounter() {
    * at a time, so one flag for all connections is enough.
    */
   let inTransaction = false;
+  let previous = '';
   return {
     observe(sql: string) {
+      const repeatedClaim = sql === previous && /locked_until/i.test(sql) && /^\s*(with|update)\b/i.test(sql);
+      previous = sql;
       if (/^\s*begin/i.test(sql)) inTransaction = true;
       const ends = /^\s*(commit|rollback)/i.test(sql);
       const commitsAlone = !inTransaction && /^\s*(insert|update|delete|with)\b/i.test(sql);
       if (ends) inTransaction = false;
       if (!tally) return;
       tally.statements += 1;
-      if (!/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"/i.test(sql)) tally.core += 1;
+      if (!repeatedClaim && !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"/i.test(sql)) {
+        tally.core += 1;
+      }
       if (/^\s*commit/i.test(sql) || commitsAlone) tally.commits += 1;
       tally.sql.push(sql.replace(/\s+/g, ' ').slice(0, 120));
     },
