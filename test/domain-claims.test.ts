@@ -1,12 +1,5 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
-import type { Migration } from 'kysely/migration';
-import { openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createDns } from '../src/lib/dns.ts';
@@ -15,7 +8,13 @@ import {
   type DomainService,
   type DomainSettings,
 } from '../src/modules/domains/domains.service.ts';
-import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import {
+  createTestDatabase,
+  ENGINES,
+  startTestApp,
+  TEST_ENCRYPTION_KEY,
+  type TestApp,
+} from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 
@@ -371,39 +370,15 @@ for (const engine of ENGINES) {
 
 for (const engine of ENGINES) {
   test(`migration 0021 on a database that has domains (${engine})`, async (t) => {
-    const schema = `t_${randomBytes(6).toString('hex')}`;
-    const dir = mkdtempSync(path.join(tmpdir(), 'postwire-claims-'));
-    const handle =
-      engine === 'postgres'
-        ? await openDatabase({ url: process.env.TEST_DATABASE_URL!, schema, poolSize: 2 })
-        : await openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), groupCommit: false });
-    t.after(async () => {
-      if (engine === 'postgres') await sql.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).execute(handle.db);
-      await handle.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
     // The schema as the version before this one left it: the migrations up to 0020, recorded as applied.
-    const folder = path.join(import.meta.dirname, '../src/db/migrations');
-    const earlier = readdirSync(folder)
-      .filter((file) => file.endsWith('.ts') && file < '0021')
-      .sort();
-    assert.equal(earlier.length, 20);
-    const db = handle.db as any;
-    await db.transaction().execute(async (trx: any) => {
-      await trx.schema
-        .createTable('postwire_migrations')
-        .addColumn('name', 'text', (col: any) => col.primaryKey())
-        .addColumn('applied_at', 'text', (col: any) => col.notNull())
-        .execute();
-      for (const file of earlier) {
-        const { migration } = (await import(path.join(folder, file))) as { migration: Migration };
-        await migration.up(trx);
-        await trx
-          .insertInto('postwire_migrations')
-          .values({ name: file.replace(/\.ts$/, ''), applied_at: new Date().toISOString() })
-          .execute();
-      }
-    });
+    const database = await createTestDatabase(engine, { groupCommit: false, migrationsBefore: '0021' });
+    t.after(() => database.drop());
+    const db = database.handle.db as any;
+    assert.equal(
+      (await db.selectFrom('postwire_migrations').select('name').execute()).length,
+      20,
+      'the migrations before 0021',
+    );
     const now = new Date().toISOString();
     await db
       .insertInto('projects')

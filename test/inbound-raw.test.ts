@@ -1,17 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { test } from 'node:test';
 import { sql } from 'kysely';
-import type { Migration } from 'kysely/migration';
-import { openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { idAt, newId } from '../src/lib/ids.ts';
 import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
-import { ENGINES } from './helpers/app.ts';
+import { createTestDatabase, ENGINES } from './helpers/app.ts';
 
 // A received message's bytes live in inbound_raw, apart from the queue row the inbound worker's claims and
 // verdicts update (so those updates never rewrite megabytes). Migration 0022 moves the bytes of messages
@@ -25,39 +20,15 @@ const BINARY = Buffer.concat([
 
 for (const engine of ENGINES) {
   test(`migration 0022 moves inbound messages' bytes to inbound_raw (${engine})`, async (t) => {
-    const schema = `t_${randomBytes(6).toString('hex')}`;
-    const dir = mkdtempSync(path.join(tmpdir(), 'postwire-inbound-raw-'));
-    const handle =
-      engine === 'postgres'
-        ? await openDatabase({ url: process.env.TEST_DATABASE_URL!, schema, poolSize: 2 })
-        : await openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), groupCommit: false });
-    t.after(async () => {
-      if (engine === 'postgres') await sql.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).execute(handle.db);
-      await handle.close();
-      rmSync(dir, { recursive: true, force: true });
-    });
     // The schema as the version before this one left it: the migrations up to 0021, recorded as applied.
-    const folder = path.join(import.meta.dirname, '../src/db/migrations');
-    const earlier = readdirSync(folder)
-      .filter((file) => file.endsWith('.ts') && file < '0022')
-      .sort();
-    assert.equal(earlier.length, 21);
-    const db = handle.db as any;
-    await db.transaction().execute(async (trx: any) => {
-      await trx.schema
-        .createTable('postwire_migrations')
-        .addColumn('name', 'text', (col: any) => col.primaryKey())
-        .addColumn('applied_at', 'text', (col: any) => col.notNull())
-        .execute();
-      for (const file of earlier) {
-        const { migration } = (await import(path.join(folder, file))) as { migration: Migration };
-        await migration.up(trx);
-        await trx
-          .insertInto('postwire_migrations')
-          .values({ name: file.replace(/\.ts$/, ''), applied_at: new Date().toISOString() })
-          .execute();
-      }
-    });
+    const database = await createTestDatabase(engine, { groupCommit: false, migrationsBefore: '0022' });
+    t.after(() => database.drop());
+    const db = database.handle.db as any;
+    assert.equal(
+      (await db.selectFrom('postwire_migrations').select('name').execute()).length,
+      21,
+      'the migrations before 0022',
+    );
     const now = new Date().toISOString();
     await db
       .insertInto('projects')
@@ -109,7 +80,7 @@ for (const engine of ENGINES) {
       .execute();
 
     assert.deepEqual(await migrateToLatest(db), ['0022_inbound_raw']);
-    const repo = createInboundRepo(handle.db, engine);
+    const repo = createInboundRepo(database.handle.db, engine);
     assert.deepEqual(await repo.raw(oldA), Buffer.from('Subject: old\r\n\r\nread long ago\r\n'));
     assert.deepEqual(await repo.raw(oldB), BINARY);
     assert.ok((await repo.raw(pending))!.equals(big));
@@ -171,7 +142,7 @@ for (const engine of ENGINES) {
     await db.deleteFrom('projects').where('id', '=', 'proj_b').execute();
     assert.equal(await repo.raw(ofB), undefined);
     const retention = createRetention({
-      database: handle,
+      database: database.handle,
       clock: { now: () => new Date() },
       retentionMs: 30 * 86_400_000,
     });

@@ -73,8 +73,16 @@ export class UnknownMigrationError extends Error {
  * Kysely's own Migrator is not used: it introspects every table of every schema to find its bookkeeping
  * table, and fails when another schema's tables are dropped meanwhile (parallel test runs do that).
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations work on any schema
-export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+export async function migrateToLatest(
+  db: Kysely<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- migrations work on any schema
+  options: {
+    /**
+     * Only the migrations whose names sort before this one: the schema an earlier version left, for a test
+     * of the migration that follows.
+     */
+    before?: string;
+  } = {},
+): Promise<string[]> {
   const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
   return db.transaction().execute(async (trx) => {
     if (postgres) await sql`select pg_advisory_xact_lock(hashtext(current_schema()))`.execute(trx);
@@ -90,7 +98,7 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
     if (unknown.length > 0) throw new UnknownMigrationError(unknown);
     const applied: string[] = [];
     for (const name of Object.keys(migrations).sort()) {
-      if (done.has(name)) continue;
+      if (done.has(name) || (options.before !== undefined && name >= options.before)) continue;
       await migrations[name]!.up(trx);
       await trx
         .insertInto('postwire_migrations')

@@ -41,13 +41,19 @@ export interface TestDatabase {
 /** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
 export async function createTestDatabase(
   engine: Engine,
-  options: Pick<DatabaseOptions, 'observe' | 'groupCommit' | 'stampLeaseMs'> = {},
+  options: Pick<DatabaseOptions, 'observe' | 'groupCommit' | 'stampLeaseMs'> & {
+    /** Migrated only up to (not including) this migration: the schema an earlier version left. */
+    migrationsBefore?: string;
+  } = {},
 ): Promise<TestDatabase> {
+  const { migrationsBefore, ...databaseOptions } = options;
+  const migrate = (db: DatabaseHandle['db']) =>
+    migrateToLatest(db, migrationsBefore === undefined ? {} : { before: migrationsBefore });
   if (engine === 'postgres') {
     const url = process.env.TEST_DATABASE_URL!;
     const schema = `t_${randomBytes(6).toString('hex')}`;
-    const handle = await openDatabase({ url, schema, poolSize: 5, ...options });
-    await migrateToLatest(handle.db);
+    const handle = await openDatabase({ url, schema, poolSize: 5, ...databaseOptions });
+    await migrate(handle.db);
     const separator = url.includes('?') ? '&' : '?';
     return {
       handle,
@@ -59,8 +65,8 @@ export async function createTestDatabase(
     };
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-test-'));
-  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), ...options });
-  await migrateToLatest(handle.db);
+  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), ...databaseOptions });
+  await migrate(handle.db);
   return {
     handle,
     env: { POSTWIRE_DATA_DIR: dir },
