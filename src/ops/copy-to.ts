@@ -47,7 +47,6 @@ export interface CopyRequest {
   afterBatch?: (progress: { table: string; rowsCopied: number }) => void;
   /** Progress for the operator, a line at a time. */
   log?: (line: string) => void;
-  now?: () => Date;
 }
 
 export interface TableCount {
@@ -101,7 +100,9 @@ export async function copySqliteToPostgres(request: CopyRequest): Promise<CopyRe
       `there is no SQLite database at ${request.sqlitePath} (POSTWIRE_DATA_DIR); nothing to copy.`,
     );
   }
-  await migrateSource(request.sqlitePath);
+  await migrateSource(request.sqlitePath, (probe) =>
+    refuseWhileInUse(probe, request.workerDeadAfterMs, new Date()),
+  );
   const source = new DatabaseSync(request.sqlitePath);
   const target = new pg.Client({ connectionString: request.targetUrl, application_name: 'postwire copy-to' });
   try {
@@ -109,7 +110,6 @@ export async function copySqliteToPostgres(request: CopyRequest): Promise<CopyRe
     // One read transaction for the whole run: every table is read as of the same commit.
     source.exec('BEGIN');
     source.exec('PRAGMA query_only = ON');
-    refuseWhileInUse(source, request.workerDeadAfterMs, (request.now ?? (() => new Date()))());
     const sourceId = sourceIdentity(source);
 
     await target.connect();
@@ -159,14 +159,16 @@ export async function copySqliteToPostgres(request: CopyRequest): Promise<CopyRe
 
 /**
  * The source's schema brought up to this version's, as every command does before it reads, through the
- * service's own connection code so that the migrations run exactly as at start-up. A file that is not a
- * Postwire database is refused first: migrating it would fill it with Postwire's tables.
+ * service's own connection code so that the migrations run exactly as at start-up. Before anything is
+ * written, `check` looks at the file as it is, and a file that is not a Postwire database is refused:
+ * migrating it would fill it with Postwire's tables.
  */
-async function migrateSource(file: string): Promise<void> {
+async function migrateSource(file: string, check: (probe: DatabaseSync) => void): Promise<void> {
   const probe = new DatabaseSync(file, { readOnly: true });
   try {
     const found = probe.prepare("select 1 from sqlite_master where name = 'postwire_migrations'").get();
     if (!found) throw new CopyError(`${file} is not a Postwire database.`);
+    check(probe);
   } finally {
     probe.close();
   }
@@ -178,7 +180,9 @@ async function migrateSource(file: string): Promise<void> {
   }
 }
 
+/** A worker heartbeat fresher than `deadAfterMs` means a process still writes (a schema without heartbeats is old). */
 function refuseWhileInUse(source: DatabaseSync, deadAfterMs: number, now: Date): void {
+  if (!source.prepare("select 1 from sqlite_master where name = 'queue_workers'").get()) return;
   const since = new Date(now.getTime() - deadAfterMs).toISOString();
   const live = source
     .prepare(
