@@ -1,5 +1,6 @@
 // The CLI's `backup` and `copy-to`: what the operator typed, handed to the modules that do the work, and
 // what happened, told back. The work is in backup.ts and copy-to.ts.
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config.ts';
 import { ENCRYPTION_KEY_FILE } from '../lib/encryption-key.ts';
@@ -56,13 +57,19 @@ export async function runCopyTo(io: Io, config: Config, url: string): Promise<nu
     return 1;
   }
   io.stdout.write(`All ${result.tables.length} tables have the same row counts: the copy is complete.\n`);
-  io.stdout.write(
-    config.encryptionKey
-      ? 'Start serve and worker processes with DATABASE_URL set to it and the same POSTWIRE_ENCRYPTION_KEY.\n'
-      : 'Start serve and worker processes with DATABASE_URL set to it and POSTWIRE_ENCRYPTION_KEY set to the ' +
-          `contents of ${path.join(config.dataDir, ENCRYPTION_KEY_FILE)}: every process must use that key.\n`,
-  );
+  io.stdout.write(`${keyAdvice(config)}\n`);
   return 0;
+}
+
+/** What every process on the copy must be given as its key (never the key itself). */
+function keyAdvice(config: Config): string {
+  const start = 'Start serve and worker processes with DATABASE_URL set to it and';
+  if (config.encryptionKey) return `${start} the same POSTWIRE_ENCRYPTION_KEY.`;
+  const keyFile = path.join(config.dataDir, ENCRYPTION_KEY_FILE);
+  return existsSync(keyFile)
+    ? `${start} POSTWIRE_ENCRYPTION_KEY set to the contents of ${keyFile}: every process must use that key.`
+    : `${start} the POSTWIRE_ENCRYPTION_KEY the SQLite installation ran with (there is no key file in ` +
+        'its data directory), or, if it never had one, a new key (openssl rand -hex 32): the same everywhere.';
 }
 
 function countTable(tables: TableCount[]): string {
