@@ -145,7 +145,7 @@ describe('postwire backup (SQLite)', () => {
     assert.match(withEnvKey.stderr, /POSTWIRE_ENCRYPTION_KEY, so it is not in the backup/);
     assert.equal(existsSync(`${envFile}.key`), false);
 
-    // Restored as docs/backups-and-scaling.md says: the two files into an empty data directory.
+    // Restored as docs/operations.md says: the two files into an empty data directory.
     const restoredDir = temporaryDir(t, 'postwire-restored-');
     copyFileSync(file, path.join(restoredDir, 'postwire.db'));
     copyFileSync(`${file}.key`, path.join(restoredDir, 'encryption.key'));

@@ -63,7 +63,7 @@ export function backupSqlite(request: BackupRequest): BackupResult {
   if (!existsSync(source)) {
     throw new BackupError(
       `there is no SQLite database at ${source} (POSTWIRE_DATA_DIR); nothing to back up. ` +
-        'With DATABASE_URL set, back up PostgreSQL with pg_dump (docs/backups-and-scaling.md).',
+        'With DATABASE_URL set, back up PostgreSQL with pg_dump (docs/operations.md).',
     );
   }
   const keyTarget = backupKeyFile(target);

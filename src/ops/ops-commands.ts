@@ -16,7 +16,7 @@ interface Io {
 export async function runBackup(io: Io, config: Config, file: string): Promise<number> {
   if (config.databaseUrl) {
     throw new BackupError(
-      'DATABASE_URL is set: PostgreSQL is backed up with pg_dump (docs/backups-and-scaling.md); ' +
+      'DATABASE_URL is set: PostgreSQL is backed up with pg_dump (docs/operations.md); ' +
         'postwire backup copies the embedded SQLite database.',
     );
   }
