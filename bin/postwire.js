@@ -44,13 +44,16 @@ function pinnedNode() {
 }
 
 function runOnPinnedNode() {
-  const node = pinnedNode();
-  // The child is the pinned Node; if that is this very process, re-executing would only loop.
-  if (!node || path.resolve(node) === path.resolve(process.execPath)) {
+  // Without the pinned Node (npm skipped the `node` package's install script), a Node that is new enough will
+  // do. A child that has the hooks already is the re-executed one: starting yet another would only loop.
+  const node = hooksLoaded
+    ? undefined
+    : (pinnedNode() ?? (major >= MINIMUM_MAJOR ? process.execPath : undefined));
+  if (!node) {
     process.stderr.write(
       `postwire needs Node.js ${MINIMUM_MAJOR} or newer; this is Node.js ${process.version}, and the Node.js ` +
-        `${MINIMUM_MAJOR} of its "node" dependency is not installed (npm runs that package's install script only ` +
-        'when allowed: reinstall with --allow-scripts=node).\n',
+        `of its "node" dependency is missing: npm did not run that package's install script ` +
+        '(`npm help install-scripts` says when it skips them).\n',
     );
     process.exit(1);
   }
