@@ -69,6 +69,24 @@ interface Served {
   logs: any[];
   output(): string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILL to the command and to the server (its own process group, so not reached through the command). */
+  kill(): void;
+}
+
+/**
+ * Cleanup after a failure: SIGKILL to the server's pids, then to the command. Only while the command runs: it
+ * exits only after the server has (or when killed here, after it), so a pid of theirs is never someone else's.
+ */
+function killAll(command: ChildProcess, serverPids: number[]): void {
+  if (command.exitCode !== null || command.signalCode !== null) return;
+  for (const pid of new Set(serverPids)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone already.
+    }
+  }
+  command.kill('SIGKILL');
 }
 
 /** Starts the installed command and resolves once it logs where it listens. */
@@ -103,9 +121,13 @@ async function serve(command: string, cwd: string, env: Record<string, string>):
   });
   try {
     const line = await listening;
-    return { child, url: line.url, serverPid: line.pid, logs, output: () => output, exited };
+    const kill = () => killAll(child, [line.pid]);
+    return { child, url: line.url, serverPid: line.pid, logs, output: () => output, exited, kill };
   } catch (error) {
-    child.kill('SIGKILL');
+    killAll(
+      child,
+      logs.map((line) => line.pid),
+    );
     throw new Error(`${(error as Error).message}\n${output}`);
   }
 }
@@ -113,7 +135,7 @@ async function serve(command: string, cwd: string, env: Record<string, string>):
 /** Sends `signal` (to the process group with `group`) and resolves to how the command ended. */
 async function stop(served: Served, signal: NodeJS.Signals, group = false) {
   process.kill(group ? -served.child.pid! : served.child.pid!, signal);
-  const timer = setTimeout(() => served.child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+  const timer = setTimeout(served.kill, STOP_TIMEOUT_MS);
   const ended = await served.exited;
   clearTimeout(timer);
   return ended;
@@ -132,7 +154,7 @@ test(
     const started = performance.now();
     const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`;
     try {
-      await npm(['ping'], REPO_ROOT, PING_TIMEOUT_MS);
+      await npm(['ping', '--fetch-retries=0'], REPO_ROOT, PING_TIMEOUT_MS);
     } catch (error) {
       return t.skip(
         `the npm registry is unreachable, so the package's dependencies cannot install: ${error}`,
@@ -194,7 +216,7 @@ test(
     assert.equal(versionRun.stdout, `postwire ${version}\n`);
 
     const first = await serve(command, elsewhere, env);
-    t.after(() => first.child.kill('SIGKILL'));
+    t.after(first.kill);
     t.diagnostic(`first start listening at ${elapsed()}`);
     // The command itself ran on the system Node and the server on the pinned one, in a second process.
     assert.notEqual(first.serverPid, first.child.pid);
@@ -232,7 +254,7 @@ test(
 
     // Ctrl-C in a terminal signals the whole process group: the server still gets one SIGINT, not two.
     const second = await serve(command, elsewhere, env);
-    t.after(() => second.child.kill('SIGKILL'));
+    t.after(second.kill);
     assert.equal((await fetch(`${second.url}/healthz`)).status, 200);
     assert.deepEqual(await stop(second, 'SIGINT', true), { code: 0, signal: null }, second.output());
     assert.ok(

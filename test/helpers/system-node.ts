@@ -48,7 +48,8 @@ export function pathWithoutNodeModules(): string {
 export function freshShellEnv(): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || /^(npm_|POSTWIRE_)/i.test(name)) continue;
+    // Lower-case npm_*: npm's own variables for a script. The machine's NPM_CONFIG_* (a registry mirror) stay.
+    if (value === undefined || /^npm_/.test(name) || /^POSTWIRE_/i.test(name)) continue;
     if (['NODE', 'INIT_CWD', 'DATABASE_URL', 'TEST_DATABASE_URL'].includes(name)) continue;
     env[name] = value;
   }
