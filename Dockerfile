@@ -11,6 +11,9 @@ RUN apt-get update \
   && apt-get install -y --no-install-recommends ca-certificates nodejs npm \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
+# Behind a proxy that re-signs TLS, npm needs its CA: mount the file into the build and name it here. Only this
+# stage sees it; the image does not keep it.
+ARG NODE_EXTRA_CA_CERTS
 # The dependencies first, in their own layer, so a change to the code alone does not download them again.
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
