@@ -59,7 +59,8 @@ function runOnPinnedNode() {
   }
   const args = underNodeModules ? ['--import', pathToFileURL(HOOKS).href] : [];
   // Its own process group: a Ctrl-C in a terminal then reaches the child once, forwarded from here, instead of
-  // twice (from the terminal and from here), which the server would take as "exit without waiting".
+  // twice (from the terminal and from here), which the server takes as "exit without waiting" unless the kernel
+  // happens to merge the two while the first is pending. (Ctrl-Z then stops only this launcher.)
   const detached = process.platform !== 'win32';
   const child = spawn(node, [...args, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
     stdio: 'inherit',
