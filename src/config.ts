@@ -577,7 +577,7 @@ export const CONFIG_SCHEMA = {
       description:
         'feedback loops trusted to report for recipient domains: `reporter=domain|domain`, comma-separated',
       details:
-        "such as `fbl.example.net=example.net|example.org`. A report not sent to a recipient's own return path " +
+        "for example `fbl.example.net=example.net|example.org`. A report not sent to a recipient's own return path " +
         "changes it only when DKIM-signed by one of these, or by the recipient's own domain from a role address",
       read: feedbackLoops,
     }),
@@ -656,7 +656,7 @@ export const CONFIG_SCHEMA = {
       description:
         "the base URL recipients' mail clients reach; tracking and unsubscribe links are built on it",
       details:
-        'such as `https://mail.acme.example`, served by the API process: open pixels (`/o/…`), click ' +
+        'for example `https://mail.acme.example`. Served by the API process: open pixels (`/o/…`), click ' +
         'redirects (`/c/…`) and one-click unsubscribe (`/u/…`). Unset: a send asking for tracking or unsubscribe is a 422 ' +
         "`public_url_missing`. Workers need it too (they build each recipient's copy)",
       read: publicUrl,
