@@ -5,13 +5,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type AppDeps, buildApp } from '../src/app.ts';
+import { buildApp } from '../src/app.ts';
+import { type Config, defaultConfig } from '../src/config.ts';
 import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
+import { createServices, type Infra } from '../src/services.ts';
 import { benchSchemaName } from './shared.ts';
 
 export interface BenchApp {
@@ -30,7 +32,9 @@ export interface BenchApp {
 export async function startBenchApp(
   options: {
     databaseUrl?: string | undefined;
-    deps?: Partial<AppDeps>;
+    /** Settings that differ from the defaults (and from the bench's own: no rate limit). */
+    config?: Partial<Config>;
+    infra?: Partial<Infra>;
     /** Names the PostgreSQL schema (`<prefix>_<random>`), so a bench's data is told apart from others'. */
     schemaPrefix?: string;
   } = {},
@@ -42,16 +46,18 @@ export async function startBenchApp(
     options.databaseUrl ? { url: options.databaseUrl, schema, poolSize: 20 } : { sqlitePath: sqliteFile! },
   );
   await migrateToLatest(database.db);
-  const app = await buildApp({
+  const services = createServices(
     database,
-    clock: systemClock,
-    secretBox: createSecretBox(randomBytes(32)),
-    // Public hostnames are checked against the resolver; an empty answer keeps DNS out of the measurement.
-    resolver: async () => [],
-    allowPrivateUrls: false,
-    rateLimit: { limit: 0, windowMs: 60_000 },
-    ...options.deps,
-  });
+    { ...defaultConfig(), rateLimit: 0, ...options.config },
+    {
+      clock: systemClock,
+      secretBox: createSecretBox(randomBytes(32)),
+      // Public hostnames are checked against the resolver; an empty answer keeps DNS out of the measurement.
+      resolver: async () => [],
+      ...options.infra,
+    },
+  );
+  const app = await buildApp(services);
   await app.listen({ port: 0, host: '127.0.0.1' });
 
   const projects = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
@@ -65,6 +71,7 @@ export async function startBenchApp(
     key,
     async close() {
       await app.close();
+      await services.close();
       if (options.databaseUrl) await database.db.schema.dropSchema(schema).ifExists().cascade().execute();
       await database.close();
     },

@@ -30,11 +30,8 @@ async function startReal(): Promise<void> {
   const secretBox = createSecretBox(randomBytes(32));
   const bench = await startBenchApp({
     databaseUrl: process.env.DATABASE_URL,
-    deps: {
-      secretBox,
-      publicUrl: 'https://mail.bench.example',
-      publicRateLimit: { limit: 0, windowMs: 60_000 },
-    },
+    config: { publicUrl: 'https://mail.bench.example', publicRateLimit: 0 },
+    infra: { secretBox },
   });
   const headers = { authorization: `Bearer ${bench.key}` };
   const hook = await bench.app.inject({

@@ -29,7 +29,7 @@ const bench = await startBenchApp({
   databaseUrl: process.env.DATABASE_URL,
   schemaPrefix: 'growth',
   // No daily limit: the measured sends must all be accepted.
-  deps: { sendDailyLimit: 0 },
+  config: { sendDailyLimit: 0 },
 });
 const { db } = bench.database;
 const created = await bench.app.inject({

@@ -28,7 +28,7 @@ const databaseUrl = args.postgres
   ? (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
   : undefined;
 
-const bench = await startBenchApp({ databaseUrl, deps: { allowPrivateUrls: true } });
+const bench = await startBenchApp({ databaseUrl, config: { allowPrivateUrls: true } });
 let received = 0;
 const receiver = createServer((request, response) => {
   request.resume();

@@ -12,7 +12,8 @@ const databaseUrl = process.env.DATABASE_URL;
 const sendNotifier = createNotifier();
 const bench = await startBenchApp({
   databaseUrl,
-  deps: { notifier: createNotifier(), sendNotifier, sendDailyLimit: 0 },
+  config: { sendDailyLimit: 0 },
+  infra: { notifiers: { send: sendNotifier } },
 });
 const { app, database, key } = bench;
 const worker = createSendingWorker({

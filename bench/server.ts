@@ -18,7 +18,7 @@ const send = (message: ChildMessage) => process.send!(message);
 
 async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promise<void> }> {
   // No daily sending limit: a measured window accepts more emails than the default allows in a day.
-  const bench = await startBenchApp({ databaseUrl: process.env.DATABASE_URL, deps: { sendDailyLimit: 0 } });
+  const bench = await startBenchApp({ databaseUrl: process.env.DATABASE_URL, config: { sendDailyLimit: 0 } });
   const { app, key } = bench;
   const headers = { authorization: `Bearer ${key}` };
   let created = '';

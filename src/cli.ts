@@ -1,7 +1,8 @@
 // The `postwire` command. It reads the same environment as the server and opens the same database, so it
 // works beside a running server (SQLite runs in WAL mode with a busy timeout; PostgreSQL is shared anyway).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, type Config } from './config.ts';
+import { CONFIG_SCHEMA, ConfigError, loadConfig, type Config } from './config.ts';
+import { usageOfSettings } from './lib/settings.ts';
 import type { DatabaseHandle } from './db/connection.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { systemClock } from './lib/clock.ts';
@@ -11,8 +12,11 @@ import { runBackup, runCopyTo } from './ops/ops-commands.ts';
 import { DomainError } from './lib/errors.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createRetention } from './modules/retention/retention.ts';
-import { createProjectRepo } from './modules/projects/projects.repo.ts';
-import { createProjectService, type ProjectService } from './modules/projects/projects.service.ts';
+import type { ProjectService } from './modules/projects/projects.service.ts';
+import { createSecretBox, type SecretBox } from './lib/crypto.ts';
+import { loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
+import { systemResolver } from './lib/network-policy.ts';
+import { createServices, type Services } from './services.ts';
 import {
   describeDatabase,
   describeError,
@@ -49,23 +53,9 @@ Commands:
   help                                         Show this help.
   --version                                    Print the version.
 
-Configuration comes from the environment, as for the server:
-  DATABASE_URL                 postgres://… ; unset: the SQLite file postwire.db in the data directory
-  POSTWIRE_DATA_DIR            data directory (default ./data)
-  PORT, HOST                   where serve listens (default 3000, 127.0.0.1)
-  POSTWIRE_ENCRYPTION_KEY      32 bytes (64 hex digits or base64) sealing webhook secrets;
-                               unset: generated once into encryption.key in the data directory
-  POSTWIRE_BOOTSTRAP_KEY       an API key the default project must have (never printed)
-  POSTWIRE_ALLOW_PRIVATE_URLS  allow webhooks to loopback and private addresses (development)
-  POSTWIRE_RATE_LIMIT, POSTWIRE_RATE_LIMIT_WINDOW, LOG_LEVEL, LOG_FORMAT (json | pretty)
-  WEBHOOK_TIMEOUT_MS, WEBHOOK_RETRY_SCHEDULE, WEBHOOK_RETRY_JITTER, WEBHOOK_CONCURRENCY,
-  WEBHOOK_CONCURRENCY_PER_ENDPOINT, WEBHOOK_DISABLE_AFTER, WEBHOOK_SECRET_ROTATION_WINDOW
-  SMTP_URL, MAIL_TRANSPORT, SEND_RETRY_SCHEDULE, SEND_CONCURRENCY, SEND_CONCURRENCY_PER_HOST,
-  SEND_TIMEOUT, SEND_DAILY_LIMIT, DKIM_DOMAIN, DKIM_SELECTOR, DKIM_PRIVATE_KEY, MAIL_HOSTNAME, SMTP_DSN
-  RETENTION (default 30d, or off)
-  BOUNCE_DOMAIN, INBOUND_SMTP_HOST, INBOUND_SMTP_PORT, INBOUND_MAX_BYTES, INBOUND_TLS_CERT, INBOUND_TLS_KEY
-  (the README's configuration table says what each one means)
-`;
+Configuration comes from the environment, as for the server (docs/configuration.md says more):
+
+${usageOfSettings(CONFIG_SCHEMA)}`;
 
 export interface CliIo {
   stdout: Output;
@@ -84,6 +74,8 @@ interface Context {
   config: Config;
   /** Opens (and migrates) the database on first use; closed when the command ends. */
   database(): Promise<DatabaseHandle>;
+  /** The services on that database, built on first use, as the server builds them. */
+  services(): Promise<Services>;
   projects(): Promise<ProjectService>;
 }
 
@@ -309,10 +301,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
   }
 
   let database: DatabaseHandle | undefined;
+  let services: Services | undefined;
   try {
     const { command, values, args } = parse(argv);
     const config = loadConfig(io.env);
-    let service: ProjectService | undefined;
     const context: Context = {
       io,
       config,
@@ -324,12 +316,16 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
         }
         return database;
       },
-      async projects() {
-        service ??= createProjectService({
-          repo: createProjectRepo((await context.database()).db),
+      async services() {
+        services ??= createServices(await context.database(), config, {
           clock: systemClock,
+          secretBox: secretBoxOnFirstUse(config),
+          resolver: systemResolver,
         });
-        return service;
+        return services;
+      },
+      async projects() {
+        return (await context.services()).projects;
       },
     };
     return await command.run(context, values, args);
@@ -343,8 +339,23 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
     io.stderr.write(`postwire: ${message}\n`);
     return 1;
   } finally {
+    await services?.close();
     await database?.close();
   }
+}
+
+/**
+ * No command opens a secret today: the encryption key is loaded (or generated, on a fresh data directory)
+ * only when one does, so listing keys never writes a key file.
+ */
+function secretBoxOnFirstUse(config: Config): SecretBox {
+  let box: SecretBox | undefined;
+  const open = () => (box ??= createSecretBox(loadOrCreateEncryptionKey(config).key));
+  return {
+    seal: (plaintext) => open().seal(plaintext),
+    open: (sealed) => open().open(sealed),
+    mac: (purpose, data) => open().mac(purpose, data),
+  };
 }
 
 function parse(argv: string[]): { command: Command; values: Values; args: string[] } {

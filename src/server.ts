@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
-import { type Config, DEFAULTS } from './config.ts';
+import type { Config } from './config.ts';
 import { type DatabaseHandle, openDatabase } from './db/connection.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import type { Database } from './db/schema.ts';
@@ -9,15 +9,12 @@ import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
-import { createDns } from './lib/dns.ts';
-import { domainSettingsFromConfig } from './modules/domains/domains.service.ts';
-import { createProjectRepo } from './modules/projects/projects.repo.ts';
-import { createProjectService } from './modules/projects/projects.service.ts';
+import type { ProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
-import { createNotifier, type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
+import { notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
+import { createServices, type Services } from './services.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
-import { createDomainRepo } from './modules/domains/domains.repo.ts';
 import { type InboundListener, startInboundListener } from './modules/inbound/inbound.listener.ts';
 import pino from 'pino';
 import { loggerOptions } from './lib/logger.ts';
@@ -63,147 +60,155 @@ export interface ServerOptions {
   stdout?: Output;
 }
 
-export interface RunningServer {
-  app: FastifyInstance;
-  /** The address it listens on, e.g. `http://127.0.0.1:3000`. */
-  url: string;
+export interface BootOptions extends ServerOptions {
+  /** `serve` answers HTTP (and makes sure the default project and key exist); `worker` only works the queues. */
+  kind: 'serve' | 'worker';
+}
+
+export interface RunningProcess {
+  /** The HTTP API, in a `serve` process. */
+  app: FastifyInstance | undefined;
+  /** The address the API listens on, e.g. `http://127.0.0.1:3000`. */
+  url: string | undefined;
   /** The port of the SMTP listener for reports, when it runs (BOUNCE_DOMAIN set, not --no-inbound). */
   inboundPort: number | undefined;
-  /** Stops taking connections, lets in-flight requests finish, then closes the database. Idempotent. */
+  log: ShutdownLogger;
+  /** Stops taking connections, lets work in flight finish, then closes the database. Idempotent. */
   close(): Promise<void>;
 }
 
+export interface RunningServer extends RunningProcess {
+  app: FastifyInstance;
+  url: string;
+}
+
 /**
- * Everything a server process does before it answers: open and migrate the database, make sure the
- * default project and key exist, load the encryption key, build the app and listen.
+ * Everything a process does before it works, whatever its kind: open and migrate the database, load the
+ * encryption key, build the services once, make sure the default project and key exist (serve), then start what
+ * the process runs: the background workers, the SMTP listener for reports and the HTTP API, in that order,
+ * so that once the log says it listens, the whole process is up.
  */
-export async function startServer(config: Config, options: ServerOptions): Promise<RunningServer> {
+export async function boot(config: Config, options: BootOptions): Promise<RunningProcess> {
   const clock = options.clock ?? systemClock;
-  const stdout = options.stdout ?? process.stdout;
+  const http = options.kind === 'serve';
   const database = await openConfiguredDatabase(config);
+  let services: Services | undefined;
   let app: FastifyInstance | undefined;
+  let workers: RunningWorkers | undefined;
+  let inbound: InboundListener | undefined;
+  // Stopped in reverse order of start: the API (nothing new arrives), the listener, the workers (attempts in
+  // flight record their results), and the database last.
+  const stopAll = async () => {
+    try {
+      await app?.close();
+      await inbound?.close();
+      await workers?.stop();
+      await services?.close();
+    } finally {
+      await database.close();
+    }
+  };
   try {
     const applied = await migrateToLatest(database.db);
-
-    const projects = createProjectService({ repo: createProjectRepo(database.db), clock });
-    const { project, createdKey } = await projects.bootstrap(config.bootstrapKey);
-    // Shown before anything else can fail (a port in use, say): the key exists from now on, and an empty
-    // database only produces it once. It goes to stdout directly, never through the logger.
-    if (createdKey) stdout.write(formatKeyBox(createdKey, project.id));
-
     const encryption = loadOrCreateEncryptionKey(config);
     const secretBox = createSecretBox(encryption.key);
     await checkEncryptionKey(database.db, secretBox, encryption);
-
-    // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
-    // not pay for loading the HTTP stack (a third of a second per command).
-    const { buildApp } = await import('./app.ts');
-    // Shared by the app and this process's workers, so what the API writes is picked up at once.
-    const deliveryNotifier = options.worker ? createNotifier() : undefined;
-    const sendNotifier = options.worker ? createNotifier() : undefined;
-    const inboundNotifier = options.worker ? createNotifier() : undefined;
-    app = await buildApp({
-      ...(deliveryNotifier ? { notifier: deliveryNotifier } : {}),
-      ...(sendNotifier ? { sendNotifier } : {}),
-      sendDailyLimit: config.sendDailyLimit,
-      database,
+    services = createServices(database, config, {
       clock,
       secretBox,
       resolver: options.resolver ?? systemResolver,
-      allowPrivateUrls: config.allowPrivateUrls,
-      rateLimit: { limit: config.rateLimit, windowMs: config.rateLimitWindowMs },
-      authFailureLimit: { limit: config.authFailureLimit, windowMs: config.authFailureWindowMs },
-      webhookTimeoutMs: config.webhookTimeoutMs,
-      webhookSecretRotationWindowMs: config.webhookSecretRotationWindowMs,
-      httpTimeouts: config.httpTimeouts,
-      httpBodyMemoryBytes: config.httpBodyMemoryBytes,
-      templateRendering: config.templateRendering,
-      dns: createDns({ servers: config.dnsServers }),
-      domains: domainSettingsFromConfig(config),
-      publicUrl: config.publicUrl,
-      engagementDefaults: config.engagement,
-      publicRateLimit: { limit: config.publicRateLimit, windowMs: DEFAULTS.publicRateLimitWindowMs },
-      logger: loggerOptions(config),
     });
-    const log = app.log;
-    log.info({ database: describeDatabase(config) }, 'Database ready');
-    for (const migration of applied) log.info({ migration }, `Applied migration ${migration}`);
-    if (encryption.created) {
-      log.info(
-        { file: encryption.file },
-        'Generated the encryption key file for webhook secrets; back it up with the database',
-      );
+    if (http) {
+      await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
+      // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
+      // not pay for loading the HTTP stack (a third of a second per command).
+      const { buildApp } = await import('./app.ts');
+      app = await buildApp(services, { logger: loggerOptions(config) });
     }
-    for (const warning of encryption.warnings) log.warn(warning);
-    if (encryption.source === 'file' && database.engine === 'postgres') {
-      log.warn(
-        { file: encryption.file },
-        'POSTWIRE_ENCRYPTION_KEY is not set, so the key file in the data directory is used: every process ' +
-          'sharing this PostgreSQL database must use the same key (set POSTWIRE_ENCRYPTION_KEY to its contents)',
-      );
-    }
+    const log = app?.log ?? pino(loggerOptions(config));
+    logStart(log, config, database, applied, encryption);
 
     // While draining, every response closes its connection: a keep-alive client would otherwise hold an
     // idle socket open, and with it the shutdown, until its own idle timeout.
     let draining = false;
     // Synchronous: every response passes here, and an async hook costs each one a promise.
-    app.addHook('onSend', (_request, reply, payload, done) => {
+    app?.addHook('onSend', (_request, reply, payload, done) => {
       if (draining) reply.header('connection', 'close');
       done(null, payload);
     });
 
-    // Workers first: once the log says the server listens, the whole process is up (and owns its signals).
-    const workers = options.worker
-      ? await startWorkers({
-          config,
-          database,
-          clock,
-          secretBox,
-          resolver: options.resolver ?? systemResolver,
-          logger: log,
-          deliveryNotifier,
-          sendNotifier,
-          inboundNotifier,
-        })
-      : undefined;
-
-    let inbound: InboundListener | undefined;
-    try {
-      if (options.inbound !== false) {
-        inbound = await startInbound(config, { database, clock, logger: log, notifier: inboundNotifier });
-      }
+    if (options.worker) workers = await startWorkers(services, log);
+    if (options.inbound !== false) inbound = await startInbound(services, log);
+    let url: string | undefined;
+    if (app) {
       await app.listen({ port: config.port, host: config.host });
-    } catch (error) {
-      await inbound?.close();
-      await workers?.stop();
-      throw error;
+      url = listeningUrl(app, config.host);
+      log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
+    } else {
+      log.info({ database: describeDatabase(config) }, 'Postwire worker started');
     }
-    const url = listeningUrl(app, config.host);
-    log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
 
-    const running = app;
     let closing: Promise<void> | undefined;
     return {
-      app: running,
+      app,
       url,
       inboundPort: inbound?.port,
+      log,
       close: () =>
-        (closing ??= (async () => {
+        (closing ??= (() => {
           draining = true;
-          try {
-            await running.close();
-            await inbound?.close();
-            // After the API (nothing new arrives) and before the database (attempts in flight record results).
-            await workers?.stop();
-          } finally {
-            await database.close();
-          }
+          return stopAll();
         })()),
     };
   } catch (error) {
-    await app?.close().catch(() => {});
-    await database.close().catch(() => {});
+    await stopAll().catch(() => {});
     throw error;
+  }
+}
+
+/** A process that answers HTTP: the API, and (unless `worker` is false) the background workers. */
+export async function startServer(config: Config, options: ServerOptions): Promise<RunningServer> {
+  const running = await boot(config, { ...options, kind: 'serve' });
+  return { ...running, app: running.app!, url: running.url! };
+}
+
+/**
+ * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's). A key created now is shown before
+ * anything else can fail (a port in use, say): it exists from now on, and an empty database only produces it
+ * once. It goes to stdout directly, never through the logger.
+ */
+async function bootstrapDefaultProject(
+  projects: ProjectService,
+  config: Config,
+  stdout: Output,
+): Promise<void> {
+  const { project, createdKey } = await projects.bootstrap(config.bootstrapKey);
+  if (createdKey) stdout.write(formatKeyBox(createdKey, project.id));
+}
+
+/** What an operator should hear once the database and the key are ready. */
+function logStart(
+  log: ShutdownLogger,
+  config: Config,
+  database: DatabaseHandle,
+  applied: string[],
+  encryption: EncryptionKey,
+): void {
+  log.info({ database: describeDatabase(config) }, 'Database ready');
+  for (const migration of applied) log.info({ migration }, `Applied migration ${migration}`);
+  if (encryption.created) {
+    log.info(
+      { file: encryption.file },
+      'Generated the encryption key file for webhook secrets; back it up with the database',
+    );
+  }
+  for (const warning of encryption.warnings) log.warn(warning);
+  if (encryption.source === 'file' && database.engine === 'postgres') {
+    log.warn(
+      { file: encryption.file },
+      'POSTWIRE_ENCRYPTION_KEY is not set, so the key file in the data directory is used: every process ' +
+        'sharing this PostgreSQL database must use the same key (set POSTWIRE_ENCRYPTION_KEY to its contents)',
+    );
   }
 }
 
@@ -221,7 +226,7 @@ const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
  */
 export async function runServer(config: Config, options: RunOptions): Promise<RunningServer> {
   const server = await startServer(config, options);
-  exitOnSignals(server.app.log, options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, server.close);
+  exitOnSignals(server.log, options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, server.close);
   return server;
 }
 
@@ -233,72 +238,32 @@ export async function runWorker(
   config: Config,
   options: { clock?: Clock; resolver?: Resolver; inbound?: boolean } = {},
 ): Promise<void> {
-  const log = pino(loggerOptions(config));
-  const database = await openConfiguredDatabase(config);
-  const clock = options.clock ?? systemClock;
-  const inboundNotifier = createNotifier();
-  let workers: RunningWorkers | undefined;
-  let inbound: InboundListener | undefined;
-  try {
-    await migrateToLatest(database.db);
-    const encryption = loadOrCreateEncryptionKey(config);
-    const secretBox = createSecretBox(encryption.key);
-    await checkEncryptionKey(database.db, secretBox, encryption);
-    workers = await startWorkers({
-      config,
-      database,
-      clock,
-      secretBox,
-      resolver: options.resolver ?? systemResolver,
-      logger: log,
-      inboundNotifier,
-    });
-    if (options.inbound !== false) {
-      inbound = await startInbound(config, { database, clock, logger: log, notifier: inboundNotifier });
-    }
-  } catch (error) {
-    await workers?.stop().catch(() => {});
-    await database.close().catch(() => {});
-    throw error;
-  }
-  log.info({ database: describeDatabase(config) }, 'Postwire worker started');
-  const running = workers;
-  const listening = inbound;
-  exitOnSignals(log, DEFAULT_SHUTDOWN_GRACE_MS, async () => {
-    try {
-      await listening?.close();
-      await running.stop();
-    } finally {
-      await database.close();
-    }
-  });
+  const running = await boot(config, { ...options, kind: 'worker', worker: true });
+  exitOnSignals(running.log, DEFAULT_SHUTDOWN_GRACE_MS, running.close);
 }
 
 /**
  * The SMTP listener for reports, when BOUNCE_DOMAIN is set: each message is stored before its 250, then this
- * process's inbound worker (`notifier`) or another process's (NOTIFY on PostgreSQL, else its poll) reads it.
+ * process's inbound worker (the services' inbound notifier) or another process's (NOTIFY on PostgreSQL, else its poll) reads it.
  */
-async function startInbound(
-  config: Config,
-  deps: { database: DatabaseHandle; clock: Clock; logger: WorkerLogger; notifier: Notifier | undefined },
-): Promise<InboundListener | undefined> {
+async function startInbound(services: Services, logger: WorkerLogger): Promise<InboundListener | undefined> {
+  const { config, clock } = services;
   if (!config.bounceDomain) return undefined;
-  const { db, engine } = deps.database;
+  const { db, engine } = services.database;
   const repo = createInboundRepo(db, engine);
-  const domains = createDomainRepo(db, engine);
   const bounceDomain = config.bounceDomain;
   try {
     return await startInboundListener({
       ...config.inbound,
       bounceDomain,
-      acceptsDomain: (domain) => domain === bounceDomain || domains.isReturnPathDomain(domain),
+      acceptsDomain: (domain) => domain === bounceDomain || services.domains.isReturnPathDomain(domain),
       hostname: config.mailHostname,
-      clock: deps.clock,
-      logger: deps.logger,
+      clock,
+      logger,
       async store(message) {
         const id = await repo.store(message);
         await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.inbound);
-        deps.notifier?.notify();
+        services.notifiers.inbound.notify();
         return id;
       },
     });

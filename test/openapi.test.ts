@@ -12,13 +12,11 @@ import { ErrorBody, errorResponses } from '../src/http/error-schema.ts';
 import { nameSchemas, swaggerOptions } from '../src/http/openapi.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { testEventData } from '../src/modules/webhooks/webhook-operations.service.ts';
-import { systemClock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import {
   ENGINES,
-  TEST_ENCRYPTION_KEY,
   type TestApp,
   createTestDatabase,
+  createTestServices,
   startTestApp,
 } from './helpers/app.ts';
 import { checkWebhookPayloads, installContractCheck } from './helpers/contract.ts';
@@ -504,14 +502,9 @@ for (const engine of ENGINES) {
     before(async () => {
       const database = await createTestDatabase(engine);
       drop = () => database.drop();
-      app = await buildApp({
-        database: database.handle,
-        clock: systemClock,
-        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        resolver: async () => [],
-        allowPrivateUrls: false,
-        rateLimit: { limit: 0, windowMs: 60_000 },
-      });
+      const services = createTestServices(database.handle);
+      app = await buildApp(services);
+      app.addHook('onClose', () => services.close());
       const raw: Record<string, { status: number; type: string; body: string }> = {
         valid: { status: 200, type: 'application/json', body: '{"id":"x"}' },
         'wrong-type': { status: 200, type: 'application/json', body: '{"id":5}' },

@@ -5,11 +5,10 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../src/app.ts';
 import { systemClock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { SQLITE_FILE } from '../src/server.ts';
-import { ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { createTestServices, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -46,15 +45,8 @@ async function kill(worker: ServerProcess): Promise<void> {
 
 /** Accepts emails through the real API (in this process), each stored before its 202; returns their ids. */
 async function acceptEmails(db: ProcessDatabase, recipients: string[]): Promise<string[]> {
-  const app = await buildApp({
-    database: db.database.handle,
-    clock: systemClock,
-    secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-    resolver: async () => [],
-    allowPrivateUrls: false,
-    rateLimit: { limit: 0, windowMs: 60_000 },
-    sendDailyLimit: 0,
-  });
+  const services = createTestServices(db.database.handle, { sendDailyLimit: 0 });
+  const app = await buildApp(services);
   try {
     const projects = createProjectService({
       repo: createProjectRepo(db.database.handle.db),
@@ -81,6 +73,7 @@ async function acceptEmails(db: ProcessDatabase, recipients: string[]): Promise<
     return ids;
   } finally {
     await app.close();
+    await services.close();
   }
 }
 

@@ -1,12 +1,12 @@
 import type { RenderPoolOptions } from '../../src/modules/templates/render-pool.ts';
-import type { HttpTimeouts } from '../../src/config.ts';
+import { type Config, defaultConfig, type EngagementDefaults, type HttpTimeouts } from '../../src/config.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
-import { buildApp, type AppDeps } from '../../src/app.ts';
+import { type AppOptions, buildApp } from '../../src/app.ts';
 import {
   type DatabaseHandle,
   type DatabaseOptions,
@@ -26,6 +26,9 @@ import { createNotifier, type Notifier } from '../../src/queue/notifier.ts';
 import type { EventService } from '../../src/modules/events/events.service.ts';
 import { createProjectRepo } from '../../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../../src/modules/projects/projects.service.ts';
+import type { Dns } from '../../src/lib/dns.ts';
+import type { DomainSettings } from '../../src/modules/domains/domains.service.ts';
+import { createServices, type Infra, type Services } from '../../src/services.ts';
 import { installContractCheck } from './contract.ts';
 
 /** The engines every suite runs on: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
@@ -129,7 +132,7 @@ export interface TestAppOptions {
   /** Recipients a project may send to per day (the app's default when absent). */
   sendDailyLimit?: number;
   /** Concurrent sends written together (the app's default when absent); false: each on its own. */
-  sendGroups?: AppDeps['sendGroups'];
+  sendGroups?: Config['sendGroups'];
   /** Start a delivery worker with fast settings (TEST_DELIVERY_SETTINGS plus these). */
   worker?: TestWorkerOptions | boolean;
   /** How long a webhook test send waits beyond the worker's timeout for the first attempt (default 500 ms). */
@@ -142,15 +145,52 @@ export interface TestAppOptions {
   authFailureLimit?: { limit: number; windowMs: number };
   templateRendering?: RenderPoolOptions;
   /** Where sending domains are looked up (a test DNS server); the system's resolvers when absent. */
-  dns?: AppDeps['dns'];
+  dns?: Dns;
   /** Sending-domain settings (SENDER_DOMAINS, return path, …); the app's defaults when absent. */
-  domains?: AppDeps['domains'];
+  domains?: Partial<DomainSettings>;
   /** PUBLIC_URL, TRACK_* / LIST_UNSUBSCRIBE defaults and the public routes' per-address limit. */
   publicUrl?: string;
-  engagementDefaults?: AppDeps['engagementDefaults'];
+  engagementDefaults?: EngagementDefaults;
   publicRateLimit?: { limit: number; windowMs: number };
   /** The app's logger (off when absent); the dashboard test reads every line to look for API keys. */
-  logger?: AppDeps['logger'];
+  logger?: AppOptions['logger'];
+  /** Any other setting; applied last. */
+  config?: Partial<Config>;
+}
+
+/**
+ * The configuration a test app runs with: the defaults, with the limits that would trip suites probing many
+ * routes off (rate limit, failed authentications), then `overrides`.
+ */
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return { ...defaultConfig(), rateLimit: 0, authFailureLimit: 0, ...overrides };
+}
+
+/** The services on a test database, with the test encryption key and no DNS for webhook hosts. */
+export function createTestServices(
+  database: DatabaseHandle,
+  config: Partial<Config> = {},
+  infra: Partial<Infra> = {},
+): Services {
+  return createServices(database, testConfig(config), {
+    clock: systemClock,
+    secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+    resolver: async () => [],
+    ...infra,
+  });
+}
+
+/** The settings SETTINGS-style test options name, as the configuration holds them. */
+function domainConfig(settings: Partial<DomainSettings>): Partial<Config> {
+  return {
+    ...(settings.senderDomains ? { senderDomains: settings.senderDomains } : {}),
+    ...(settings.recheckMs !== undefined ? { domainRecheckMs: settings.recheckMs } : {}),
+    ...(settings.fallbackDkim ? { dkim: settings.fallbackDkim } : {}),
+    ...(settings.bounceDomain ? { bounceDomain: settings.bounceDomain } : {}),
+    ...(settings.returnPath
+      ? { inboundMxHost: settings.returnPath.mxHost, sendingSpf: settings.returnPath.spf }
+      : {}),
+  };
 }
 
 export interface TestWorkerOptions extends Partial<DeliverySettings> {
@@ -184,14 +224,19 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
   });
   const clock = options.clock ?? systemClock;
   const notifier = createNotifier();
-  const deps: AppDeps = {
-    notifier,
-    database: database.handle,
-    clock,
-    secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-    resolver: options.resolver ?? (async () => []),
-    allowPrivateUrls: options.allowPrivateUrls ?? false,
-    rateLimit: options.rateLimit ?? { limit: 0, windowMs: 60_000 },
+  const secretBox = createSecretBox(TEST_ENCRYPTION_KEY);
+  const allowPrivateUrls = options.allowPrivateUrls ?? false;
+  const config = testConfig({
+    allowPrivateUrls,
+    ...(options.rateLimit
+      ? { rateLimit: options.rateLimit.limit, rateLimitWindowMs: options.rateLimit.windowMs }
+      : {}),
+    ...(options.authFailureLimit
+      ? {
+          authFailureLimit: options.authFailureLimit.limit,
+          authFailureWindowMs: options.authFailureLimit.windowMs,
+        }
+      : {}),
     ...(options.sendDailyLimit !== undefined ? { sendDailyLimit: options.sendDailyLimit } : {}),
     ...(options.sendGroups !== undefined ? { sendGroups: options.sendGroups } : {}),
     webhookTimeoutMs:
@@ -202,20 +247,29 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     ...(options.httpBodyMemoryBytes !== undefined
       ? { httpBodyMemoryBytes: options.httpBodyMemoryBytes }
       : {}),
-    // Off unless a test asks for it: suites that probe every route without a key would trip it.
-    authFailureLimit: options.authFailureLimit ?? { limit: 0, windowMs: 60_000 },
     ...(options.templateRendering ? { templateRendering: options.templateRendering } : {}),
-    ...(options.dns ? { dns: options.dns } : {}),
-    ...(options.domains ? { domains: options.domains } : {}),
+    ...(options.domains ? domainConfig(options.domains) : {}),
     ...(options.publicUrl !== undefined ? { publicUrl: options.publicUrl } : {}),
-    ...(options.engagementDefaults ? { engagementDefaults: options.engagementDefaults } : {}),
-    ...(options.publicRateLimit ? { publicRateLimit: options.publicRateLimit } : {}),
-    ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.engagementDefaults ? { engagement: options.engagementDefaults } : {}),
+    ...(options.publicRateLimit
+      ? {
+          publicRateLimit: options.publicRateLimit.limit,
+          publicRateLimitWindowMs: options.publicRateLimit.windowMs,
+        }
+      : {}),
     ...(options.webhookSecretRotationWindowMs !== undefined
       ? { webhookSecretRotationWindowMs: options.webhookSecretRotationWindowMs }
       : {}),
-  };
-  const app = await buildApp(deps);
+    ...options.config,
+  });
+  const services = createServices(database.handle, config, {
+    clock,
+    secretBox,
+    resolver: options.resolver ?? (async () => []),
+    dns: options.dns,
+    notifiers: { delivery: notifier },
+  });
+  const app = await buildApp(services, options.logger ? { logger: options.logger } : {});
   const contract = installContractCheck(app);
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
@@ -233,7 +287,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
   const workers: DeliveryWorker[] = [];
   const startWorker = async (workerOptions: TestWorkerOptions = {}): Promise<DeliveryWorker> => {
     const {
-      allowPrivateUrls,
+      allowPrivateUrls: workerAllowsPrivateUrls,
       resolver,
       clock: workerClock,
       random,
@@ -243,9 +297,9 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     const worker = createDeliveryWorker({
       database: database.handle,
       clock: workerClock ?? clock,
-      secretBox: deps.secretBox,
+      secretBox,
       resolver: resolver ?? options.resolver ?? (async () => ['127.0.0.1']),
-      allowPrivateUrls: allowPrivateUrls ?? deps.allowPrivateUrls,
+      allowPrivateUrls: workerAllowsPrivateUrls ?? allowPrivateUrls,
       settings: { ...TEST_DELIVERY_SETTINGS, ...settings },
       notifier: workerNotifier === null ? undefined : (workerNotifier ?? notifier),
       ...(random ? { random } : {}),
@@ -325,6 +379,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     async close() {
       await Promise.all(workers.map((running) => running.stop()));
       await app.close();
+      await services.close();
       await database.drop();
       contract.assertNoViolations();
     },

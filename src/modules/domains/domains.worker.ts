@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../../config.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
@@ -5,9 +6,9 @@ import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
 import type { DomainService } from './domains.service.ts';
 
 export interface DomainCheckSettings {
-  /** Domains looked up at once by this worker (each check is a handful of DNS queries). Default 4. */
+  /** Domains looked up at once by this worker (each check is a handful of DNS queries). */
   concurrency?: number;
-  /** One check's lookups and write must end within this. Default 30 s. */
+  /** One check's lookups and write must end within this. */
   timeoutMs?: number;
   /** The fallback poll when no wake-up comes. */
   pollIntervalMs?: number;
@@ -30,9 +31,10 @@ interface CheckJob extends QueueJob {
  * runtime only bounds the concurrency and gives back what a stopped or dead worker held.
  */
 export function createDomainCheckWorker(deps: DomainCheckWorkerDeps): QueueWorker {
+  // The configuration's domainChecks for what the caller leaves out.
   const settings = deps.settings ?? {};
-  const concurrency = settings.concurrency ?? 4;
-  const timeoutMs = settings.timeoutMs ?? 30_000;
+  const concurrency = settings.concurrency ?? DEFAULTS.domainChecks.concurrency;
+  const timeoutMs = settings.timeoutMs ?? DEFAULTS.domainChecks.timeoutMs;
   const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, settings);
   const repo = createDomainRepo(deps.database.db, deps.database.engine);
 

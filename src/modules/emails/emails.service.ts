@@ -60,7 +60,7 @@ export interface EmailServiceDeps {
   /** Which From domains the project may send as, and how they are signed (the domains module). */
   senders?: Pick<DomainService, 'authorizeSender'> | undefined;
   /** Opens, clicks and one-click unsubscribe: PUBLIC_URL, the defaults, and where the settings are kept. */
-  engagement?: EmailEngagementDeps | undefined;
+  engagement: EmailEngagementDeps;
 }
 
 export interface EmailEngagementDeps {
@@ -180,11 +180,7 @@ export function createEmailService({
   const variablesUsedBy = (version: TemplateVersionRecord): string[] =>
     usedVariables(`${version.templateId}:${version.version}`, () => renderer.requiredVariables(version));
 
-  const engagementDefaults = engagement?.defaults ?? {
-    trackOpens: false,
-    trackClicks: false,
-    listUnsubscribe: false,
-  };
+  const engagementDefaults = engagement.defaults;
 
   /** What the send asks for (its fields, else the defaults); refused when PUBLIC_URL is unset. */
   function resolveTracking(

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import type { PruneTarget } from '../../db/prune.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -34,14 +35,12 @@ export interface RetentionDeps {
   logger?: WorkerLogger;
 }
 
-const DEFAULT_BATCH = 200;
-const DEFAULT_INTERVAL_MS = 60_000;
-/** Measured with bench/retention.ts: deliveries keep about 0.8 of their rate while the pruner runs. */
-export const WORKER_DUTY_CYCLE = 0.1;
+/** The share of the time the workers' pruning takes (the configuration's retentionPruning). */
+export const WORKER_DUTY_CYCLE = DEFAULTS.retentionPruning.dutyCycle;
 
 export function createRetention(deps: RetentionDeps) {
   const { db, engine } = deps.database;
-  const batchSize = deps.batchSize ?? DEFAULT_BATCH;
+  const batchSize = deps.batchSize ?? DEFAULTS.retentionPruning.batchSize;
   const dutyCycle = deps.dutyCycle ?? WORKER_DUTY_CYCLE;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> | undefined;
@@ -104,7 +103,8 @@ export function createRetention(deps: RetentionDeps) {
           .catch((error: unknown) => deps.logger?.error({ err: error }, 'Retention: pruning failed'))
           .finally(() => {
             running = undefined;
-            if (!stopped) timer = setTimeout(tick, deps.intervalMs ?? DEFAULT_INTERVAL_MS).unref();
+            if (!stopped)
+              timer = setTimeout(tick, deps.intervalMs ?? DEFAULTS.retentionPruning.intervalMs).unref();
           });
       };
       timer = setTimeout(tick, 0).unref();

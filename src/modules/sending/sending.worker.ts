@@ -1,4 +1,4 @@
-import type { Config, DsnNotify } from '../../config.ts';
+import { type Config, DEFAULTS, type DsnNotify } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -32,7 +32,7 @@ import type { MailTransport, RecipientOutcome, SendResult } from './transports/t
 export interface SendingSettings {
   /** Delay before each attempt of a recipient; `schedule[i]` comes before attempt i+1. Its length is the attempt count. */
   schedule: readonly number[];
-  /** Retry delays move by up to ± this fraction of themselves. Default 0.2. */
+  /** Retry delays move by up to ± this fraction of themselves; the configuration's sendRetryJitter when absent. */
   jitter?: number;
   /** SMTP transactions in flight at once in this worker. */
   concurrency: number;
@@ -94,6 +94,7 @@ export function sendingSettingsFromConfig(config: Config): SendingSettings {
     concurrency: config.sendConcurrency,
     concurrencyPerHost: config.sendConcurrencyPerHost,
     timeoutMs: config.sendTimeoutMs,
+    jitter: config.sendRetryJitter,
     dsn: config.smtpDsn,
   };
 }
@@ -172,7 +173,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     deps,
     settings,
   );
-  const jitter = settings.jitter ?? 0.2;
+  const jitter = settings.jitter ?? DEFAULTS.sendRetryJitter;
   const { db, engine } = deps.database;
   const repo = createSendQueueRepo(db, engine);
   let lastPrune = -Infinity;

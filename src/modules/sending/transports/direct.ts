@@ -1,7 +1,7 @@
 import { resolveMx as dnsResolveMx } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import nodemailer, { type SendMailOptions } from 'nodemailer';
-import type { DkimConfig } from '../../../config.ts';
+import { DEFAULTS, type DkimConfig } from '../../../config.ts';
 import { isBlockedAddress, type Resolver, systemResolver } from '../../../lib/network-policy.ts';
 import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
 import {
@@ -97,7 +97,7 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
     if ('refused' in target) return target;
     const transporter = nodemailer.createTransport({
       host: target.address,
-      port: record.port ?? options.port ?? 25,
+      port: record.port ?? options.port ?? DEFAULTS.directMxPort,
       secure: false,
       // Most MX certificates do not name the MX host; STARTTLS still encrypts against passive listeners,
       // which is what opportunistic TLS between mail servers gives everywhere.

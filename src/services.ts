@@ -1,0 +1,154 @@
+// Every service of a process, built once from the database, the configuration and the process's infrastructure.
+// The HTTP app (app.ts), the background workers (workers.ts) and the CLI take them from here, so a service
+// has the same dependencies whichever of them uses it.
+import type { Config } from './config.ts';
+import type { DatabaseHandle } from './db/connection.ts';
+import type { Clock } from './lib/clock.ts';
+import type { SecretBox } from './lib/crypto.ts';
+import { createDns, type Dns } from './lib/dns.ts';
+import type { Resolver } from './lib/network-policy.ts';
+import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
+import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
+import { createEmailRepo } from './modules/emails/emails.repo.ts';
+import { createEmailService } from './modules/emails/emails.service.ts';
+import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
+import { createEngagementService } from './modules/engagement/engagement.service.ts';
+import { createEngagementTokens } from './modules/engagement/tokens.ts';
+import { createEventService } from './modules/events/events.service.ts';
+import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { createInboundService } from './modules/inbound/inbound.service.ts';
+import { createProjectRepo } from './modules/projects/projects.repo.ts';
+import { createProjectService } from './modules/projects/projects.service.ts';
+import { createStatsService } from './modules/stats/stats.service.ts';
+import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
+import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
+import { createRenderPool } from './modules/templates/render-pool.ts';
+import { createTemplateRepo } from './modules/templates/templates.repo.ts';
+import { createTemplateService } from './modules/templates/templates.service.ts';
+import { createWebhookOperations } from './modules/webhooks/webhook-operations.service.ts';
+import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
+import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
+import { createNotifier, type Notifier } from './queue/notifier.ts';
+
+/**
+ * Wake-ups within one process: what its API writes, its own workers pick up at once (other processes hear of
+ * it through NOTIFY on PostgreSQL, or their poll).
+ */
+export interface Notifiers {
+  /** Events were emitted: webhook deliveries are due. */
+  delivery: Notifier;
+  /** Emails were accepted: recipients are due. */
+  send: Notifier;
+  /** The inbound listener stored a message: it is due to be read. */
+  inbound: Notifier;
+}
+
+/** What a process brings besides the database and the configuration. */
+export interface Infra {
+  clock: Clock;
+  secretBox: SecretBox;
+  /** Resolves webhook hosts, for the private-network checks on create and at connect time. */
+  resolver: Resolver;
+  /** Sending domains' and reports' DNS lookups; the DNS_SERVERS of the configuration when absent. */
+  dns?: Dns | undefined;
+  /** Fresh ones when absent. */
+  notifiers?: Partial<Notifiers> | undefined;
+}
+
+export type Services = ReturnType<typeof createServices>;
+
+export function createServices(database: DatabaseHandle, config: Config, infra: Infra) {
+  const { db, engine, stamps } = database;
+  const { clock, secretBox } = infra;
+  const dns = infra.dns ?? createDns({ servers: config.dnsServers });
+  const notifiers: Notifiers = {
+    delivery: infra.notifiers?.delivery ?? createNotifier(),
+    send: infra.notifiers?.send ?? createNotifier(),
+    inbound: infra.notifiers?.inbound ?? createNotifier(),
+  };
+
+  const webhookRepo = createWebhookRepo(db, stamps);
+  const templateRepo = createTemplateRepo(db, stamps);
+  const suppressionRepo = createSuppressionRepo(db, engine);
+  // Threads start as renders need them: a process that renders nothing (a worker) starts none.
+  const renderer = createRenderPool(config.templateRendering);
+
+  const events = createEventService({
+    db,
+    engine,
+    clock,
+    notifier: notifiers.delivery,
+    webhooks: webhookRepo,
+  });
+  const deliveries = createDeliveryService({ db, engine, notifier: notifiers.delivery });
+  const domains = createDomainService({
+    db,
+    engine,
+    stamps,
+    clock,
+    secretBox,
+    dns,
+    events,
+    settings: domainSettingsFromConfig(config),
+  });
+
+  return {
+    config,
+    database,
+    clock,
+    secretBox,
+    resolver: infra.resolver,
+    dns,
+    notifiers,
+    renderer,
+    events,
+    deliveries,
+    domains,
+    projects: createProjectService({ repo: createProjectRepo(db, stamps), clock }),
+    webhooks: createWebhookService({
+      repo: webhookRepo,
+      clock,
+      secretBox,
+      resolver: infra.resolver,
+      allowPrivateUrls: config.allowPrivateUrls,
+      secretRotationWindowMs: config.webhookSecretRotationWindowMs,
+    }),
+    webhookOperations: createWebhookOperations({
+      repo: webhookRepo,
+      clock,
+      events,
+      deliveries,
+      testWaitMs: config.webhookTimeoutMs + config.webhookTestMarginMs,
+    }),
+    templates: createTemplateService({
+      repo: templateRepo,
+      clock,
+      renderer,
+      unitOfWork: (work) => database.unitOfWork(work),
+    }),
+    emails: createEmailService({
+      repo: createEmailRepo(db, engine),
+      templates: templateRepo,
+      renderer,
+      clock,
+      dailyLimit: config.sendDailyLimit,
+      notifier: notifiers.send,
+      events,
+      suppressions: suppressionRepo,
+      unitOfWork: (work) => database.unitOfWork(work),
+      sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
+      senders: domains,
+      engagement: {
+        publicUrl: config.publicUrl,
+        defaults: config.engagement,
+        repo: createEngagementRepo(db),
+      },
+    }),
+    engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
+    suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
+    inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
+    stats: createStatsService({ db, clock }),
+    /** Ends what the services hold besides the database (the render threads); the database is the caller's. */
+    close: () => renderer.close(),
+  };
+}

@@ -1,0 +1,34 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CONFIG_SCHEMA, loadConfig } from '../src/config.ts';
+import { USAGE } from '../src/cli.ts';
+import { settingsOf } from '../src/lib/settings.ts';
+
+const settings = settingsOf(CONFIG_SCHEMA);
+
+test('every setting has a heading and a one-line description', () => {
+  for (const setting of settings) {
+    assert.ok(setting.group, setting.env.join());
+    assert.ok(setting.description && !setting.description.includes('\n'), setting.env.join());
+  }
+  const names = settings.flatMap((setting) => setting.env);
+  assert.equal(new Set(names).size, names.length, 'an environment variable read by two settings');
+});
+
+test('the documented default is the default: setting it explicitly changes nothing', () => {
+  const defaults = loadConfig({}, { stdoutIsTTY: false });
+  let checked = 0;
+  for (const setting of settings) {
+    const literal = /^`([^`]+)`$/.exec(setting.shownDefault)?.[1];
+    if (literal === undefined || setting.env.length !== 1) continue;
+    const explicit = loadConfig({ [setting.env[0]!]: literal }, { stdoutIsTTY: false });
+    assert.deepEqual(explicit, defaults, `${setting.env[0]}=${literal}`);
+    checked += 1;
+  }
+  assert.ok(checked > 40, `only ${checked} settings checked`);
+});
+
+test("the CLI's usage names every setting", () => {
+  for (const name of settings.flatMap((setting) => setting.env))
+    assert.match(USAGE, new RegExp(`\\b${name}\\b`));
+});
