@@ -6,7 +6,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import { nextRetryDelay } from '../deliveries/retry.ts';
+import { nextRetryDelay } from '../../queue/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { emailEventData } from '../emails/event-data.ts';
