@@ -38,7 +38,7 @@ import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import type { EngagementRepo } from '../engagement/engagement.repo.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from '../engagement/html.ts';
-import type { TrackingSettings } from '../engagement/personalize.ts';
+import type { TrackingSettings } from './tracking.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;

@@ -3,7 +3,7 @@ import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
 import { inChunks } from '../../db/sql-text.ts';
-import type { TrackingSettings } from './personalize.ts';
+import type { TrackingSettings } from '../emails/tracking.ts';
 
 /** A recipient a token named, with what its events carry. */
 export interface EngagementTarget {
