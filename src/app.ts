@@ -10,6 +10,7 @@ import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
 import { swaggerOptions } from './http/openapi.ts';
+import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { installJsonBody, installValidation, parseQueryString } from './http/validation.ts';
 import type { Clock } from './lib/clock.ts';
@@ -274,7 +275,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installIdempotency(app, { database: deps.database, clock: deps.clock });
 
   app.addSchema(ErrorBody);
-  await app.register(swagger, swaggerOptions);
+  await app.register(swagger, swaggerOptions(openApiWebhooks));
   // The docs page and its assets are public like the document itself; marking them in their own context
   // leaves every other route behind the API key.
   await app.register(async (docs) => {
