@@ -9,7 +9,7 @@ import type { Notifier } from '../../queue/notifier.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo, TemplateVersionRecord } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
-import { formatAddress, parseAddress, type ParsedAddress } from './addresses.ts';
+import { formatAddress, parseAddress, type ParsedAddress } from '../../lib/addresses.ts';
 import { PENDING } from './status.ts';
 import {
   DailyLimitReached,
