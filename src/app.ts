@@ -40,7 +40,8 @@ import { createRenderPool, type RenderPoolOptions } from './modules/templates/re
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { registerTemplateRoutes } from './modules/templates/templates.routes.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
-import { createWebhookOperations } from './modules/webhooks/webhook-operations.service.ts';
+import { createWebhookOperations } from './modules/webhook-operations/webhook-operations.service.ts';
+import { registerWebhookOperationRoutes } from './modules/webhook-operations/webhook-operations.routes.ts';
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
@@ -295,7 +296,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
   registerDashboardRoutes(app);
   registerEventKindRoutes(app);
-  registerWebhookRoutes(app, { webhooks, operations: webhookOperations });
+  registerWebhookRoutes(app, { webhooks });
+  registerWebhookOperationRoutes(app, { operations: webhookOperations });
   registerEventRoutes(app, { events });
   registerTemplateRoutes(app, { templates });
   registerEmailRoutes(app, { emails });

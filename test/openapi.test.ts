@@ -12,7 +12,7 @@ import { ErrorBody, errorResponses } from '../src/http/error-schema.ts';
 import { nameSchemas, swaggerOptions } from '../src/http/openapi.ts';
 import { openApiWebhooks } from '../src/modules/event-kinds/event-kinds.openapi.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { testEventData } from '../src/modules/webhooks/webhook-operations.service.ts';
+import { testEventData } from '../src/modules/webhook-operations/webhook-operations.service.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import {
