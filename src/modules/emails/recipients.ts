@@ -6,12 +6,12 @@ import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import type { BounceClass } from './bounce.ts';
 import type { EmailRecord } from './emails.repo.ts';
 import { emailEventData } from './event-data.ts';
-import {
-  type AttemptRecord,
-  type RecipientRepo,
-  type RecipientUpdate,
-  type ReportedOutcome,
-  type ReportedRecipient,
+import type {
+  AttemptRecord,
+  RecipientRepo,
+  RecipientUpdate,
+  ReportedOutcome,
+  ReportedRecipient,
 } from './recipients.repo.ts';
 
 // What happens to a recipient, written once for every path that learns it: the sending worker (the SMTP
@@ -66,7 +66,7 @@ export type AttemptOutcome = Omit<AttemptRecord, 'updates'> & {
 export interface ReportedEffect extends Omit<AppliedOutcome, 'email' | 'address' | 'outcomes'> {
   recipient: ReportedRecipient;
   outcome: ReportedOutcome;
-  /** For a bounce, the server's words: the recipient's last response. */
+  /** What a complaint's suppression entry says; for a bounce, the server's words (its last response). */
   detail: string | null;
 }
 

@@ -1,6 +1,6 @@
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import type { TrackingSettings } from '../emails/tracking.ts';
-import { addOpenPixel, fillUnsubscribeUrl, rewriteLinks } from './html.ts';
+import { addOpenPixel, fillUnsubscribeUrl, rewriteLinks } from '../emails/tracked-html.ts';
 import type { EngagementLinks } from './tokens.ts';
 
 export const RFC8058_BODY = 'List-Unsubscribe=One-Click';
