@@ -101,10 +101,11 @@ export const DEFAULTS = {
   publicRateLimit: 1200,
   publicRateLimitWindowMs: 60_000,
   /**
-   * Units of work (a POST's writes with its Idempotency-Key) arriving within this of each other share one
-   * transaction and one commit, up to `maxUnits` (src/db/unit-of-work.ts). Off on PostgreSQL unless asked for.
+   * A transaction open longer than this logs the stack that opened it (TRANSACTION_WARN; src/db/
+   * transaction-watch.ts): on SQLite every other query of the process waits for it. Off in production
+   * (NODE_ENV=production) unless set.
    */
-  groupCommit: { windowMs: 2, maxUnits: 50 },
+  transactionWarnMs: 1000,
   /**
    * Sends (POST /v1/emails and its batch) that arrive while a group of them is being written wait and are
    * written together, one statement per table, up to `maxEmails` a group (src/modules/emails/send-groups.ts).
@@ -117,6 +118,24 @@ export const DEFAULTS = {
  * need, far below the process's file limit.
  */
 export const INBOUND_MAX_CONNECTIONS = 5000;
+
+/**
+ * TRANSACTION_WARN: a duration, or `off`; unset, the default outside production (NODE_ENV=production: off),
+ * where a stack per slow transaction is a help to whoever is developing or testing.
+ */
+function transactionWarn(env: Env, problems: string[]): number | undefined {
+  const raw = env.TRANSACTION_WARN?.trim().toLowerCase();
+  if (raw === undefined || raw === '') {
+    return env.NODE_ENV === 'production' ? undefined : DEFAULTS.transactionWarnMs;
+  }
+  if (raw === 'off') return undefined;
+  const value = parseDuration(raw);
+  if (value === undefined || value < 1) {
+    problems.push(`TRANSACTION_WARN must be a duration such as 500ms or 2s, or off, got '${env.TRANSACTION_WARN}'.`);
+    return DEFAULTS.transactionWarnMs;
+  }
+  return value;
+}
 
 /** Every answer after a write to the in-memory reads' tables waits the lease: longer would stall writes. */
 const CACHE_STAMP_LEASE_MAX_MS = 1000;
@@ -131,6 +150,8 @@ export interface Config {
    * answers after a write to those tables wait as long. 0: a stamp read on every use. CACHE_STAMP_LEASE.
    */
   cacheStampLeaseMs: number;
+  /** A transaction open longer than this logs the stack that opened it; undefined: none is watched. TRANSACTION_WARN. */
+  transactionWarnMs: number | undefined;
   dataDir: string;
   /** 32 bytes for AES-256-GCM; undefined means "generate once into dataDir". */
   encryptionKey: Buffer | undefined;
@@ -379,6 +400,7 @@ export function loadConfig(
     host: env.HOST || '127.0.0.1',
     databaseUrl,
     cacheStampLeaseMs: duration('CACHE_STAMP_LEASE', DEFAULTS.cacheStampLeaseMs, CACHE_STAMP_LEASE_MAX_MS),
+    transactionWarnMs: transactionWarn(env, problems),
     dataDir: path.resolve(env.POSTWIRE_DATA_DIR || './data'),
     encryptionKey,
     allowPrivateUrls: boolean('POSTWIRE_ALLOW_PRIVATE_URLS', false),
