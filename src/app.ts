@@ -163,7 +163,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     repo: templateRepo,
     clock: deps.clock,
     renderer,
-    unitOfWork: (work) => deps.database.unitOfWork(work),
   });
 
   const notifier = deps.notifier ?? createNotifier();
@@ -213,7 +212,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     notifier: sendNotifier,
     events,
     suppressions: suppressionRepo,
-    unitOfWork: (work) => deps.database.unitOfWork(work),
+    db,
     sendGroups: deps.sendGroups === false ? undefined : (deps.sendGroups ?? DEFAULTS.sendGroups),
     senders: domains,
     engagement: {

@@ -57,6 +57,7 @@ export function createEngagementRepo(db: Kysely<Database>) {
       ];
     },
 
+    /** Through `via`: the transaction the emails are written in. */
     async insertSettings(
       rows: ReadonlyArray<{
         emailId: string;
@@ -64,9 +65,10 @@ export function createEngagementRepo(db: Kysely<Database>) {
         settings: TrackingSettings;
         createdAt: string;
       }>,
+      via: Kysely<Database>,
     ): Promise<void> {
       await inChunks(rows, 200, (chunk) =>
-        db
+        via
           .insertInto('email_tracking')
           .values(
             chunk.map((row) => ({

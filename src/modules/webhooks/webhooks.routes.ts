@@ -47,9 +47,9 @@ export function registerWebhookRoutes(
       },
     },
     async (request, reply) => {
-      const data = await webhooks.create(projectOf(request), request.body);
+      const record = await webhooks.prepareCreate(projectOf(request), request.body);
       reply.code(201);
-      return { data };
+      return reply.transact(async (transaction) => ({ data: await webhooks.create(transaction, record) }));
     },
   );
 
@@ -190,6 +190,9 @@ export function registerWebhookRoutes(
         response: { 200: WebhookRecovery, ...errorResponses(409) },
       },
     },
-    async (request) => operations.recover(projectOf(request), request.params.webhook_id, request.body),
+    async (request, reply) => {
+      const plan = await operations.prepareRecover(projectOf(request), request.params.webhook_id, request.body);
+      return reply.transact((transaction) => operations.recover(transaction, plan));
+    },
   );
 }
