@@ -131,7 +131,9 @@ function transactionWarn(env: Env, problems: string[]): number | undefined {
   if (raw === 'off') return undefined;
   const value = parseDuration(raw);
   if (value === undefined || value < 1) {
-    problems.push(`TRANSACTION_WARN must be a duration such as 500ms or 2s, or off, got '${env.TRANSACTION_WARN}'.`);
+    problems.push(
+      `TRANSACTION_WARN must be a duration such as 500ms or 2s, or off, got '${env.TRANSACTION_WARN}'.`,
+    );
     return DEFAULTS.transactionWarnMs;
   }
   return value;

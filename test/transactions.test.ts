@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError, DEFAULTS, loadConfig } from '../src/config.ts';
 import { inTransaction } from '../src/db/transaction.ts';
-import { createTestDatabase, ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
+import {
+  createTestDatabase,
+  ENGINES,
+  openOtherConnection,
+  startTestApp,
+  type TestApp,
+} from './helpers/app.ts';
 
 // Explicit transactions (src/db/transaction.ts, src/http/idempotency.ts): a POST prepares its work outside
 // any transaction (validation, DNS, rendering, reads) and only then writes in one, with its Idempotency-Key
@@ -148,7 +154,12 @@ describe('transactions on SQLite', () => {
       await inTransaction(db, async (transaction) => {
         await transaction.db
           .insertInto('projects')
-          .values({ id: 'proj_inside', name: 'inside', is_default: false, created_at: new Date().toISOString() })
+          .values({
+            id: 'proj_inside',
+            name: 'inside',
+            is_default: false,
+            created_at: new Date().toISOString(),
+          })
           .execute();
         // Asked while the transaction is open and has written: it must wait for the commit, or it would
         // see (and be part of) the uncommitted row.

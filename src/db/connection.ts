@@ -70,7 +70,10 @@ const reportAsWarning: LongTransactionReport = ({ openMs, stack }) =>
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   const observed = (dialect: Dialect) =>
     options.observe ? observeStatements(dialect, options.observe) : dialect;
-  const watch = { warnAfterMs: options.transactionWarnMs, report: options.onLongTransaction ?? reportAsWarning };
+  const watch = {
+    warnAfterMs: options.transactionWarnMs,
+    report: options.onLongTransaction ?? reportAsWarning,
+  };
   if (options.url) {
     return openPostgres(options, options.url, options.poolSize ?? 10, (dialect) =>
       watchTransactions(observed(dialect), watch),

@@ -167,11 +167,11 @@ export function installIdempotency(
     return payload;
   };
 
-  app.decorateReply('transact', async function transact<T>(
-    this: FastifyReply,
-    write: (transaction: Transaction) => Promise<T>,
-    options: { withoutKey?: () => Promise<T> } = {},
-  ): Promise<T | FastifyReply> {
+  app.decorateReply('transact', async function transact<
+    T,
+  >(this: FastifyReply, write: (transaction: Transaction) => Promise<T>, options: { withoutKey?: () => Promise<T> } = {}): Promise<
+    T | FastifyReply
+  > {
     const { request } = this;
     const claim = request.idempotency;
     if (!claim) return options.withoutKey ? options.withoutKey() : inTransaction(db, write);

@@ -192,10 +192,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
     },
 
     /** Nothing is written unless every check passes. */
-    async publish(
-      transaction: Transaction,
-      plan: PublishPlan,
-    ): Promise<PublishedTemplateView> {
+    async publish(transaction: Transaction, plan: PublishPlan): Promise<PublishedTemplateView> {
       const { id, projectId } = plan.current;
       // Publishes (and updates) of one template queue on its row here, so each gets the next version
       // instead of losing a race. Read again under the lock: a change since `prepare` means drafting (and

@@ -184,7 +184,12 @@ export function createWebhookOperations({
         throw invalidParam('since', 'since must be within the last 30 days.');
       }
       if (!webhook.enabled) throw disabledConflict(id, 'recover its deliveries');
-      return { projectId, webhookId: id, since: new Date(since).toISOString(), now: new Date(now).toISOString() };
+      return {
+        projectId,
+        webhookId: id,
+        since: new Date(since).toISOString(),
+        now: new Date(now).toISOString(),
+      };
     },
 
     async recover(transaction: Transaction, plan: RecoveryPlan): Promise<WebhookRecoveryView> {

@@ -191,7 +191,11 @@ export function registerWebhookRoutes(
       },
     },
     async (request, reply) => {
-      const plan = await operations.prepareRecover(projectOf(request), request.params.webhook_id, request.body);
+      const plan = await operations.prepareRecover(
+        projectOf(request),
+        request.params.webhook_id,
+        request.body,
+      );
       return reply.transact((transaction) => operations.recover(transaction, plan));
     },
   );
