@@ -1,5 +1,8 @@
 import { CompiledQuery, type DatabaseConnection, type Dialect, type Driver } from 'kysely';
 
+/** Frames kept of the stack that opened a transaction. */
+const STACK_FRAMES = 30;
+
 /** Told of a transaction still open past the bound: how long so far, and the stack that began it. */
 export type LongTransactionReport = (report: { openMs: number; stack: string }) => void;
 
@@ -44,11 +47,16 @@ function watchDriver(inner: Driver, { begin, warnAfterMs, report }: TransactionW
   const startWatching = (connection: DatabaseConnection) => {
     if (warnAfterMs === undefined || report === undefined) return;
     const opened = performance.now();
-    const stack = new Error('Transaction opened').stack ?? '';
+    // The frames are taken now; they are only formatted (the costly part) for a report. Kysely's and this
+    // driver's own frames come first, so more than the default ten are kept to reach the caller's.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = STACK_FRAMES;
+    const where = new Error('Transaction opened');
+    Error.stackTraceLimit = limit;
     // Unref'd: a transaction left open must not also keep the process alive for its warning.
     const timer = setTimeout(() => {
       timers.delete(connection);
-      report({ openMs: Math.round(performance.now() - opened), stack });
+      report({ openMs: Math.round(performance.now() - opened), stack: where.stack ?? '' });
     }, warnAfterMs).unref();
     timers.set(connection, timer);
   };

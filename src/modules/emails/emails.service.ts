@@ -63,7 +63,7 @@ export interface EmailServiceDeps {
   notifier: Notifier;
   /** An email's timeline is its events; a suppressed recipient's event is emitted with the email. */
   events: Pick<EventService, 'forEmail' | 'emit'>;
-  /** The projects' suppression lists, read before the send's transaction. */
+  /** The projects' suppression lists: read before a grouped send's transaction, in a keyed send's. */
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   /** Where sends outside an Idempotency-Key's transaction open their own. */
   db: Kysely<Database>;
