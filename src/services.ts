@@ -124,7 +124,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       repo: templateRepo,
       clock,
       renderer,
-      unitOfWork: (work) => database.unitOfWork(work),
     }),
     emails: createEmailService({
       repo: createEmailRepo(db, engine),
@@ -135,7 +134,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       notifier: notifiers.send,
       events,
       suppressions: suppressionRepo,
-      unitOfWork: (work) => database.unitOfWork(work),
+      db,
       sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
       senders: domains,
       engagement: {
