@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
+import { type CompiledQuery, createQueryId, type Kysely, type LogEvent } from 'kysely';
 import type { Database } from './schema.ts';
 import { inUnitOfWork } from './unit-of-work.ts';
 
@@ -15,7 +15,7 @@ import { inUnitOfWork } from './unit-of-work.ts';
 // building of its rows: the stamp read is one row of one tiny table, and concurrent requests share it
 // (below).
 //
-// On SQLite a stamp read costs a few microseconds (db/connection.ts) and is made on every use. On PostgreSQL
+// On SQLite a stamp read costs a few microseconds (db/engine/sqlite.ts) and is made on every use. On PostgreSQL
 // it is a round trip, whose socket write alone cost about as much CPU as the rest of a cached GET; there a
 // read vouches for the stamps for a short lease instead, and the lease is made safe by the writers: the
 // answers a process gives after a commit of its own to a stamped table wait until the lease has run out for
@@ -109,6 +109,9 @@ export function noteStatement(kind: string): void {
   const window = requestWindows.getStore();
   if (window) window.open = false;
 }
+
+/** Every statement run (Kysely's `log`), for the request windows: noteStatement by the query's kind. */
+export const noteStatements = (event: LogEvent) => noteStatement(event.query.query.kind);
 
 /**
  * Outside a transaction, concurrent callers share reads: a read in flight serves only callers that came

@@ -245,7 +245,7 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
         )
         .selectFrom('claimed')
         .innerJoin('emails', 'emails.id', 'claimed.claimed_email_id')
-        // Named, not `emails.*`: the statement is prepared (src/db/connection.ts), and a prepared statement
+        // Named, not `emails.*`: the statement is prepared (src/db/engine/postgres.ts), and a prepared statement
         // whose result columns change under a migration fails instead of being planned again.
         .select(EMAIL_COLUMNS.map((column) => `emails.${column}` as const))
         .select((eb) => emailFlags(eb))
