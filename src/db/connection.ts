@@ -45,6 +45,8 @@ export interface DatabaseOptions {
    * on every use). The same in every process sharing the database.
    */
   stampLeaseMs?: number;
+  /** Monotonic time in milliseconds for the stamps' leases (tests move it); performance.now() when absent. */
+  stampClock?: () => number;
   poolSize?: number;
   /**
    * Units of work that arrive together share a transaction and its commit (unit-of-work.ts): the default

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type CompiledQuery, createQueryId, type Kysely, type LogEvent } from 'kysely';
+import type { StampScope } from './cached-tables.ts';
 import type { Database } from './schema.ts';
 import { inUnitOfWork } from './unit-of-work.ts';
 
@@ -26,7 +27,7 @@ import { inUnitOfWork } from './unit-of-work.ts';
 // notification came, and a notification can come after the writer's client has asked elsewhere. The
 // triggers still NOTIFY, migration 0017, for processes of that version during an upgrade.)
 
-export type StampScope = 'api_keys' | 'webhooks' | 'templates' | 'domains';
+export type { StampScope };
 
 type StampValues = ReadonlyMap<string, string>;
 

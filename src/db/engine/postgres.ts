@@ -1,5 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { writesCachedRows } from '../cached-tables.ts';
 import type { Database } from '../schema.ts';
 import { observeStatements, type StatementObserver } from '../statement-observer.ts';
 import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from '../unit-of-work.ts';
@@ -57,7 +58,11 @@ class PreparingClient extends pg.Client {
 }
 
 export async function openPostgres(
-  { schema, stampLeaseMs = DEFAULTS.cacheStampLeaseMs }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs'>,
+  {
+    schema,
+    stampLeaseMs = DEFAULTS.cacheStampLeaseMs,
+    stampClock,
+  }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs' | 'stampClock'>,
   url: string,
   poolSize: number,
   observed: DialectWrapper,
@@ -92,7 +97,7 @@ export async function openPostgres(
   const units = withUnitsOfWork(observed(tracked), groupCommit);
   const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
   const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
-  const stamps = createStamps(db, { leaseMs: stampLeaseMs });
+  const stamps = createStamps(db, { leaseMs: stampLeaseMs, now: stampClock });
   ownCommit = () => stamps.noteOwnCommit();
   return {
     db,
@@ -107,13 +112,9 @@ export async function openPostgres(
   };
 }
 
-// A write to a table whose records the stamps vouch for (the tables migrations 0015 and 0018 watch; a
-// project's deletion reaches its keys, webhooks, templates and domains by cascade), quoted or not.
-const STAMPED_WRITE =
-  /^\s*(?:(?:insert\s+into|update)\s+"?(?:api_keys|webhooks|templates|template_versions|domains)"?\s|delete\s+from\s+"?(?:api_keys|webhooks|templates|template_versions|domains|projects)"?\s)/i;
-
 /**
- * Calls `committed` once a statement writing a stamped table has committed on its connection: at once
+ * Calls `committed` once a statement writing what the stamps vouch for (cached-tables.ts, the columns the
+ * triggers watch) has committed on its connection: at once
  * outside a transaction, else after the transaction's COMMIT (a rollback forgets it). By the statements'
  * text, under every transaction mechanism (Kysely's, units of work, group commit).
  */
@@ -128,7 +129,7 @@ function stampedWrites(committed: () => void): StatementObserver {
       if (transaction?.wrote) return committed;
     } else if (/^\s*rollback\s*$/i.test(text)) {
       open.delete(connection);
-    } else if (STAMPED_WRITE.test(text)) {
+    } else if (writesCachedRows(text)) {
       if (!transaction) return committed;
       transaction.wrote = true;
     }
