@@ -55,15 +55,25 @@ const cachedTables = new Map<string, CachedTable>(
   Object.values(CACHED_WRITES).flatMap((tables) => tables.map((table) => [table.table, table] as const)),
 );
 
-const tableNames = (names: Iterable<string>) => [...names].join('|');
+const WRITTEN_TABLES = [...cachedTables.keys(), ...CASCADING_TO_CACHED].join('|');
 /**
- * A write to a cached table, or a deletion that cascades to one, anywhere in a statement (a WITH's parts
- * included), its table quoted or not. Group 1: the verb, 2: the table.
+ * A write to a cached table, or a deletion that cascades to one, its table quoted or not. Group 1: the verb,
+ * 2: the table.
  */
-const CACHED_TABLE_WRITE = new RegExp(
-  `\\b(insert\\s+into|update|delete\\s+from)\\s+"?(${tableNames(cachedTables.keys())}|${tableNames(CASCADING_TO_CACHED)})"?(?=[\\s(]|$)`,
-  'gi',
-);
+const CACHED_TABLE_WRITE = `\\b(insert\\s+into|update|delete\\s+from)\\s+"?(${WRITTEN_TABLES})"?(?=[\\s(]|$)`;
+const LEADING_CACHED_TABLE_WRITE = new RegExp(`^\\s*${CACHED_TABLE_WRITE}`, 'i');
+const ANY_CACHED_TABLE_WRITE = new RegExp(CACHED_TABLE_WRITE, 'gi');
+
+/**
+ * The cached-table writes a statement's text holds. Every statement run on PostgreSQL is read so: a write is
+ * at a statement's start (one anchored match, as cheap as a regex gets) unless the statement is a WITH, whose
+ * parts may write anywhere.
+ */
+function cachedTableWrites(sql: string): Iterable<RegExpMatchArray> {
+  if (/^\s*with\b/i.test(sql)) return sql.matchAll(ANY_CACHED_TABLE_WRITE);
+  const leading = LEADING_CACHED_TABLE_WRITE.exec(sql);
+  return leading ? [leading] : [];
+}
 
 /**
  * Whether a statement's SQL text writes what a stamp vouches for, as the triggers see it: an INSERT or
@@ -71,7 +81,7 @@ const CACHED_TABLE_WRITE = new RegExp(
  * table's cached columns. Text it cannot read counts as a cached write: waiting for nothing is only slower.
  */
 export function writesCachedRows(sql: string): boolean {
-  for (const match of sql.matchAll(CACHED_TABLE_WRITE)) {
+  for (const match of cachedTableWrites(sql)) {
     const verb = match[1]!.toLowerCase();
     const table = cachedTables.get(match[2]!.toLowerCase());
     if (!verb.startsWith('update')) {
@@ -80,7 +90,7 @@ export function writesCachedRows(sql: string): boolean {
     }
     if (!table) continue;
     if (!table.columns) return true;
-    const assigned = assignedColumns(sql, match.index + match[0].length);
+    const assigned = assignedColumns(sql, match.index! + match[0].length);
     if (!assigned || assigned.some((column) => table.columns!.includes(column))) return true;
   }
   return false;

@@ -88,7 +88,7 @@ export async function openPostgres(
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
   // crash the process. The pool drops that client and the next query connects again.
   pool.on('error', () => undefined);
-  // Told of this process's own commits to stamped tables; bound once the stamps exist (they need `db`).
+  // Told of this process's own commits of cached writes; bound once the stamps exist (they need `db`).
   let ownCommit = () => {};
   const tracked = observeStatements(
     new PostgresDialect({ pool }),
@@ -113,10 +113,10 @@ export async function openPostgres(
 }
 
 /**
- * Calls `committed` once a statement writing what the stamps vouch for (cached-tables.ts, the columns the
- * triggers watch) has committed on its connection: at once
- * outside a transaction, else after the transaction's COMMIT (a rollback forgets it). By the statements'
- * text, under every transaction mechanism (Kysely's, units of work, group commit).
+ * Calls `committed` once a statement writing what the stamps vouch for (cached-tables.ts: the columns the
+ * triggers watch, so a worker's bookkeeping is none) has committed on its connection: at once outside a
+ * transaction, else after the transaction's COMMIT (a rollback forgets it). By the statements' text, under
+ * every transaction mechanism (Kysely's, units of work, group commit).
  */
 function stampedWrites(committed: () => void): StatementObserver {
   const open = new WeakMap<object, { wrote: boolean }>();
