@@ -258,16 +258,7 @@ describe(
         assert.equal(await stamps.current('webhooks'), before, 'another table: the same stamp');
         await database.handle.db
           .insertInto('webhooks')
-          .values({
-            id: 'wh_01kfa6zp3wexd1ytbq1g4s8v2c',
-            project_id: 'proj_none',
-            url: 'https://example.com/hook',
-            enabled: true,
-            events: '[]',
-            secret_sealed: null,
-            created_at: new Date().toISOString(),
-            updated_at: new Date().toISOString(),
-          })
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2c', 'proj_none', new Date().toISOString()))
           .execute();
         assert.notEqual(await stamps.current('webhooks'), before);
       } finally {
@@ -301,16 +292,7 @@ describe(
           .execute();
         await database.handle.db
           .insertInto('webhooks')
-          .values({
-            id: 'wh_01kfa6zp3wexd1ytbq1g4s8v2d',
-            project_id: 'proj_lease',
-            url: 'https://example.com/hook',
-            enabled: true,
-            events: '[]',
-            secret_sealed: null,
-            created_at: written,
-            updated_at: written,
-          })
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2d', 'proj_lease', written))
           .execute();
         assert.equal(await stamps.current('webhooks'), before);
         now = 1015;
@@ -358,21 +340,23 @@ describe(
           .execute();
         await fixtures.handle.db
           .insertInto('webhooks')
-          .values({
-            id: 'wh_01kfa6zp3wexd1ytbq1g4s8v2e',
-            project_id: 'proj_books',
-            url: 'https://example.com/hook',
-            enabled: true,
-            events: '[]',
-            secret_sealed: null,
-            created_at: written,
-            updated_at: written,
-          })
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2e', 'proj_books', written))
           .execute();
-        await fixtures.handle.db
-          .insertInto('domains')
-          .values(domainRow('dom_01kfa6zp3wexd1ytbq1g4s8v2e', 'proj_books', 'books.example', written))
-          .execute();
+        await createDomainRepo(fixtures.handle.db, 'postgres').insert({
+          id: 'dom_01kfa6zp3wexd1ytbq1g4s8v2e',
+          projectId: 'proj_books',
+          name: 'books.example',
+          dkimSelector: 'pw1',
+          dkimPublicKey: 'key',
+          dkimPrivateKeySealed: 'sealed',
+          nextDkimSelector: null,
+          nextDkimPublicKey: null,
+          nextDkimPrivateKeySealed: null,
+          nextCheckAt: written,
+          createdAt: written,
+          updatedAt: written,
+          challengeToken: 'token',
+        });
 
         const before = await worker.stamps.current('webhooks');
         const readsBefore = stampReads;
@@ -455,28 +439,16 @@ test('CACHE_STAMP_LEASE: 10ms unless given, 0 reads on every use, at most a seco
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: 'sometimes' }), /CACHE_STAMP_LEASE/);
 });
 
-/** A pending domain, due for its check. */
-function domainRow(id: string, projectId: string, name: string, at: string) {
+/** An enabled webhook of `projectId`'s without a secret, as a test writes it straight into the table. */
+function webhookRow(id: string, projectId: string, at: string) {
   return {
     id,
     project_id: projectId,
-    name,
-    status: 'pending' as const,
-    dkim_selector: 'pw1',
-    dkim_public_key: 'key',
-    dkim_private_key_sealed: 'sealed',
-    next_dkim_selector: null,
-    next_dkim_public_key: null,
-    next_dkim_private_key_sealed: null,
-    return_path_verified: false,
-    checks: null,
-    last_checked_at: null,
-    verified_at: null,
-    next_check_at: at,
-    locked_by: null,
-    locked_until: null,
+    url: 'https://example.com/hook',
+    enabled: true,
+    events: '[]',
+    secret_sealed: null,
     created_at: at,
     updated_at: at,
-    challenge_token: 'token',
   };
 }
