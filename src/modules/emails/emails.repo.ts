@@ -4,81 +4,33 @@ import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
-import type { Database, EmailStatus, Row } from '../../db/schema.ts';
-import { createQuotaCounter, nextPositionText, type QuotaCount } from './fair-queue.repo.ts';
+import type { Database, Row } from '../../db/schema.ts';
+import {
+  attachmentsOf,
+  EMAIL_COLUMNS,
+  type EmailAttachment,
+  type EmailRecord,
+  INSERT_CHUNK,
+  type NewEmail,
+  queued,
+  toEmailRecord,
+} from './email-rows.ts';
+import { createQuotaCounter, type QuotaCount } from './fair-queue.repo.ts';
+import { createRecipientRepo } from './recipients.repo.ts';
 import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import type { TrackingSettings } from './tracking.ts';
 
-export interface NewRecipient {
-  id: string;
-  position: number;
-  type: 'to' | 'cc' | 'bcc';
-  address: string;
-  host: string;
-  /** On the project's suppression list: stored `suppressed`, never queued, not counted against the limit. */
-  suppressed?: boolean;
-}
-
-const queued = (recipients: readonly NewRecipient[]) =>
-  recipients.filter((recipient) => !recipient.suppressed);
-
-/** What an email says, as stored and as read back. */
-interface EmailContent {
-  id: string;
-  projectId: string;
-  from: string;
-  to: string[];
-  cc: string[];
-  bcc: string[];
-  replyTo: string[];
-  subject: string;
-  html: string | null;
-  text: string | null;
-  headers: Record<string, string>;
-  tags: Record<string, string>;
-  templateId: string | null;
-  templateVersion: number | null;
-  messageId: string;
-}
-
-/** A file sent with an email; `content` is loaded only where the message is built. */
-export interface EmailAttachment {
-  filename: string;
-  contentType: string | null;
-  /** Set for an inline attachment, referred to as `cid:<contentId>` in the html. */
-  contentId: string | null;
-  size: number;
-  content?: Buffer;
-}
-
-/** An email ready to store: addresses validated, the template rendered. */
-export interface NewEmail extends EmailContent {
-  attachments: Array<EmailAttachment & { content: Buffer }>;
-  /** How it is authenticated (decided by the sending-domain rules when accepted); null when not decided. */
-  dkimDomain?: string | null;
-  returnPathDomain?: string | null;
-  /** Null, or a time in the future: the recipients wait until then. */
-  scheduledAt: string | null;
-  createdAt: string;
-  recipients: NewRecipient[];
-  /** Opens, clicks, unsubscribe: stored by the engagement module in the same transaction. */
-  tracking?: TrackingSettings | undefined;
-}
-
-export interface EmailRecord extends EmailContent {
-  /** Empty unless loaded (`attachmentsOf`): with their content for sending, without for the API. */
-  attachments: EmailAttachment[];
-  /** The DKIM `d=` it is signed with, and its envelope sender's domain, as decided when it was accepted. */
-  dkimDomain: string | null;
-  returnPathDomain: string | null;
-  status: EmailStatus;
-  recipientCount: number;
-  scheduledAt: string | null;
-  createdAt: string;
-  updatedAt: string;
-}
+// Re-exported: callers know an email's shapes as the emails repository's.
+export {
+  attachmentsOf,
+  EMAIL_COLUMNS,
+  type EmailAttachment,
+  type EmailRecord,
+  type NewEmail,
+  type NewRecipient,
+  toEmailRecord,
+} from './email-rows.ts';
 
 export type RecipientRow = Row<'email_recipients'>;
 
@@ -90,113 +42,6 @@ export class DailyLimitReached extends Error {
     this.usedBefore = usedBefore;
   }
 }
-
-export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
-  id: row.id,
-  projectId: row.project_id,
-  from: row.from_address,
-  to: JSON.parse(row.to_addresses) as string[],
-  cc: JSON.parse(row.cc_addresses) as string[],
-  bcc: JSON.parse(row.bcc_addresses) as string[],
-  replyTo: JSON.parse(row.reply_to) as string[],
-  subject: row.subject,
-  html: row.html,
-  text: row.text,
-  headers: JSON.parse(row.headers) as Record<string, string>,
-  tags: JSON.parse(row.tags) as Record<string, string>,
-  templateId: row.template_id,
-  templateVersion: row.template_version === null ? null : Number(row.template_version),
-  messageId: row.message_id,
-  attachments: [],
-  dkimDomain: row.dkim_domain,
-  returnPathDomain: row.return_path_domain,
-  status: row.status,
-  recipientCount: Number(row.recipient_count),
-  scheduledAt: row.scheduled_at,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-});
-
-// Bounded so one INSERT stays far below the bind-parameter limits (PostgreSQL 65 535, SQLite 32 766).
-const INSERT_CHUNK = 500;
-
-/**
- * The attachments of these emails, in order, with their content or (for the API) without: read where a
- * message is built or shown, never with every email.
- */
-export async function attachmentsOf(
-  db: Kysely<Database>,
-  emailIds: readonly string[],
-  options: { content: boolean },
-): Promise<Map<string, EmailAttachment[]>> {
-  const found = new Map<string, EmailAttachment[]>();
-  if (emailIds.length === 0) return found;
-  const rows = await db
-    .selectFrom('email_attachments')
-    .select(['email_id', 'filename', 'content_type', 'content_id', 'size'])
-    .$if(options.content, (query) => query.select('content'))
-    .where('email_id', 'in', [...emailIds])
-    .orderBy('email_id')
-    .orderBy('position')
-    .execute();
-  for (const row of rows) {
-    const list = found.get(row.email_id) ?? [];
-    list.push({
-      filename: row.filename,
-      contentType: row.content_type,
-      contentId: row.content_id,
-      size: Number(row.size),
-      ...('content' in row ? { content: Buffer.from(row.content as Uint8Array) } : {}),
-    });
-    found.set(row.email_id, list);
-  }
-  return found;
-}
-
-/** The emails table's columns, in its INSERT's order; the sending claim reads them all by name. */
-export const EMAIL_COLUMNS = [
-  'id',
-  'project_id',
-  'from_address',
-  'to_addresses',
-  'cc_addresses',
-  'bcc_addresses',
-  'reply_to',
-  'subject',
-  'html',
-  'text',
-  'headers',
-  'tags',
-  'template_id',
-  'template_version',
-  'message_id',
-  'dkim_domain',
-  'return_path_domain',
-  'status',
-  'recipient_count',
-  'scheduled_at',
-  'created_at',
-  'updated_at',
-] as const;
-
-// A recipient row's columns, in its INSERT's order (ready_seq an expression for a due row, see
-// nextPositionText).
-const RECIPIENT_COLUMNS = [
-  'id',
-  'email_id',
-  'project_id',
-  'position',
-  'type',
-  'address',
-  'host',
-  'created_at',
-  'updated_at',
-  'status',
-  'ready_seq',
-  'wait_until',
-  'next_attempt_at',
-  'completed_at',
-] as const;
 
 /** An email's row as the INSERT writes it, by column. */
 function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unknown> {
@@ -231,60 +76,15 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
   };
 }
 
-/**
- * A due row's place in the queue, read in the INSERT itself (nextPositionText): its project, and its place
- * among that project's due rows in the statement, from 1.
- */
-interface QueuePosition {
-  projectId: string;
-  place: number;
-}
-
-/**
- * A recipient's row as the INSERT writes it, by column: suppressed (never queued), waiting for its scheduled
- * time, or due at `position` (its ready_seq, then an expression of the position's two parameters).
- */
-function recipientRow(
-  email: NewEmail,
-  recipient: NewRecipient,
-  position: QueuePosition | null,
-): Record<(typeof RECIPIENT_COLUMNS)[number], unknown> {
-  const waiting = !recipient.suppressed && email.scheduledAt !== null;
-  return {
-    id: recipient.id,
-    email_id: email.id,
-    project_id: email.projectId,
-    position: recipient.position,
-    type: recipient.type,
-    address: recipient.address,
-    host: recipient.host,
-    created_at: email.createdAt,
-    updated_at: email.createdAt,
-    status: recipient.suppressed ? 'suppressed' : 'queued',
-    ready_seq: position,
-    wait_until: waiting ? email.scheduledAt : null,
-    next_attempt_at: recipient.suppressed ? null : (email.scheduledAt ?? email.createdAt),
-    completed_at: recipient.suppressed ? email.createdAt : null,
-  };
-}
-
 export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
+  // The recipients' rows are written by their owner, in the same transaction as the email's.
+  const recipients = createRecipientRepo(db, engine);
   // The accepting INSERTs, written as SQL text once per number of rows (and, for recipients, which rows are
   // due `q`, waiting `w` or suppressed `s`): built with the query builder they cost more CPU than running.
   const emailsInsert = textsByShape((rows) => {
     const slot = placeholders(engine);
     const row = () => `(${EMAIL_COLUMNS.map(slot).join(', ')})`;
     return `INSERT INTO emails (${EMAIL_COLUMNS.join(', ')}) VALUES ${Array.from({ length: Number(rows) }, row).join(', ')}`;
-  });
-  const recipientsInsert = textsByShape((shape) => {
-    const slot = placeholders(engine);
-    const rows = [...shape].map((kind) => {
-      const values = RECIPIENT_COLUMNS.map((column) =>
-        column === 'ready_seq' && kind === 'q' ? nextPositionText(engine, slot) : slot(),
-      );
-      return `(${values.join(', ')})`;
-    });
-    return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
   });
   const countAgainstQuota = createQuotaCounter(engine);
   let wakePending = false;
@@ -376,28 +176,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         }
       }
 
-      const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
-      // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
-      await inChunks(rows, INSERT_CHUNK, (chunk) => {
-        const taken = new Map<string, number>();
-        let shape = '';
-        const parameters: unknown[] = [];
-        for (const { email, recipient } of chunk) {
-          let position: QueuePosition | null = null;
-          if (!recipient.suppressed && email.scheduledAt === null) {
-            const place = (taken.get(email.projectId) ?? 0) + 1;
-            taken.set(email.projectId, place);
-            position = { projectId: email.projectId, place };
-          }
-          shape += position ? 'q' : 'v';
-          const row = recipientRow(email, recipient, position);
-          for (const column of RECIPIENT_COLUMNS) {
-            if (column === 'ready_seq' && position) parameters.push(position.projectId, position.place);
-            else parameters.push(row[column]);
-          }
-        }
-        return trx.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
-      });
+      await recipients.insertAccepted(trx, emails);
       // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
       const limited = options.dailyLimit > 0;
       // In one order everywhere: two processes' groups lock the same count rows (PostgreSQL) in the same
@@ -488,27 +267,14 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
      */
     async cancel(transaction: Transaction, projectId: string, emailId: string, now: string): Promise<void> {
       const trx = transaction.db;
-      const cancelled = await trx
-        .updateTable('email_recipients')
-        .set({
-          status: 'cancelled',
-          wait_until: null,
-          next_attempt_at: null,
-          updated_at: now,
-          completed_at: now,
-        })
-        .where('email_id', '=', emailId)
-        .where('project_id', '=', projectId)
-        .where('status', '=', 'queued')
-        .where('wait_until', '>', now)
-        .executeTakeFirst();
+      const cancelled = await recipients.cancelWaiting(trx, projectId, emailId, now);
       const email = await trx
         .updateTable('emails')
         .set({ status: 'cancelled', updated_at: now })
         .where('id', '=', emailId)
         .where('project_id', '=', projectId)
         .where('status', '=', 'scheduled')
-        .where('recipient_count', '=', Number(cancelled.numUpdatedRows))
+        .where('recipient_count', '=', cancelled)
         .executeTakeFirst();
       // Some recipient was already due (or the email is not scheduled): nothing may be cancelled.
       if (Number(email.numUpdatedRows) !== 1) throw new CancelRefused();

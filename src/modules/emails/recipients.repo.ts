@@ -8,11 +8,19 @@ import {
   type RecipientStatus,
 } from '../../db/schema.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
-import { attachmentsOf, EMAIL_COLUMNS, type EmailRecord, toEmailRecord } from './emails.repo.ts';
-import { basePositions, pruneQuota } from './fair-queue.repo.ts';
+import {
+  attachmentsOf,
+  EMAIL_COLUMNS,
+  type EmailRecord,
+  INSERT_CHUNK,
+  type NewEmail,
+  type NewRecipient,
+  toEmailRecord,
+} from './email-rows.ts';
+import { basePositions, nextPositionText, pruneQuota } from './fair-queue.repo.ts';
 import { PENDING, summarizeStatus } from './status.ts';
 import { skipLockedRows } from '../../db/engine/sql.ts';
-import { placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
+import { inChunks, placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
 
 // The email_recipients rows after their email was accepted, written only here: the sending queue (each due
 // recipient row is a job, claimed by the sending worker under a lease, its attempts recorded here) and what
@@ -148,7 +156,75 @@ const LOADED_EMAIL_COLUMNS = `${EMAIL_COLUMNS.map((column) => `emails.${column}`
 
 type LoadedEmailRow = Row<'emails'> & { has_attachments: unknown; tracked: unknown };
 
+// A recipient row's columns, in its INSERT's order (ready_seq an expression for a due row, see
+// nextPositionText).
+const RECIPIENT_COLUMNS = [
+  'id',
+  'email_id',
+  'project_id',
+  'position',
+  'type',
+  'address',
+  'host',
+  'created_at',
+  'updated_at',
+  'status',
+  'ready_seq',
+  'wait_until',
+  'next_attempt_at',
+  'completed_at',
+] as const;
+
+/**
+ * A due row's place in the queue, read in the INSERT itself (nextPositionText): its project, and its place
+ * among that project's due rows in the statement, from 1.
+ */
+interface QueuePosition {
+  projectId: string;
+  place: number;
+}
+
+/**
+ * A recipient's row as the INSERT writes it, by column: suppressed (never queued), waiting for its scheduled
+ * time, or due at `position` (its ready_seq, then an expression of the position's two parameters).
+ */
+function recipientRow(
+  email: NewEmail,
+  recipient: NewRecipient,
+  position: QueuePosition | null,
+): Record<(typeof RECIPIENT_COLUMNS)[number], unknown> {
+  const waiting = !recipient.suppressed && email.scheduledAt !== null;
+  return {
+    id: recipient.id,
+    email_id: email.id,
+    project_id: email.projectId,
+    position: recipient.position,
+    type: recipient.type,
+    address: recipient.address,
+    host: recipient.host,
+    created_at: email.createdAt,
+    updated_at: email.createdAt,
+    status: recipient.suppressed ? 'suppressed' : 'queued',
+    ready_seq: position,
+    wait_until: waiting ? email.scheduledAt : null,
+    next_attempt_at: recipient.suppressed ? null : (email.scheduledAt ?? email.createdAt),
+    completed_at: recipient.suppressed ? email.createdAt : null,
+  };
+}
+
 export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
+  // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, the others `v`): built
+  // with the query builder it cost more CPU than running.
+  const recipientsInsert = textsByShape((shape) => {
+    const slot = placeholders(engine);
+    const rows = [...shape].map((kind) => {
+      const values = RECIPIENT_COLUMNS.map((column) =>
+        column === 'ready_seq' && kind === 'q' ? nextPositionText(engine, slot) : slot(),
+      );
+      return `(${values.join(', ')})`;
+    });
+    return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
+  });
   // The claims as SQL text (sql-text.ts), one spelling for both engines: building them was most of the query
   // builder's time in a sending worker. Each leases the due rows its WHERE picks (not leased, or the lease ran
   // out: its worker died) and returns them; its parameters: the lease's end and worker, now, then the WHERE's.
@@ -228,6 +304,63 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /**
+     * The recipients of emails just accepted, in `trx` (the accepting transaction, with their emails): due ones
+     * take the queue positions after their project's last, read in the INSERT itself (fair-queue.repo.ts);
+     * scheduled ones wait; suppressed ones are stored as such, never queued.
+     */
+    async insertAccepted(trx: Kysely<Database>, emails: readonly NewEmail[]): Promise<void> {
+      const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
+      // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
+      await inChunks(rows, INSERT_CHUNK, (chunk) => {
+        const taken = new Map<string, number>();
+        let shape = '';
+        const parameters: unknown[] = [];
+        for (const { email, recipient } of chunk) {
+          let position: QueuePosition | null = null;
+          if (!recipient.suppressed && email.scheduledAt === null) {
+            const place = (taken.get(email.projectId) ?? 0) + 1;
+            taken.set(email.projectId, place);
+            position = { projectId: email.projectId, place };
+          }
+          shape += position ? 'q' : 'v';
+          const row = recipientRow(email, recipient, position);
+          for (const column of RECIPIENT_COLUMNS) {
+            if (column === 'ready_seq' && position) parameters.push(position.projectId, position.place);
+            else parameters.push(row[column]);
+          }
+        }
+        return trx.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
+      });
+    },
+
+    /**
+     * Cancels, in `trx`, the recipients of a scheduled email that are still waiting for its time (none of them
+     * in the queue yet, so no worker can hold one); how many it cancelled.
+     */
+    async cancelWaiting(
+      trx: Kysely<Database>,
+      projectId: string,
+      emailId: string,
+      now: string,
+    ): Promise<number> {
+      const cancelled = await trx
+        .updateTable('email_recipients')
+        .set({
+          status: 'cancelled',
+          wait_until: null,
+          next_attempt_at: null,
+          updated_at: now,
+          completed_at: now,
+        })
+        .where('email_id', '=', emailId)
+        .where('project_id', '=', projectId)
+        .where('status', '=', 'queued')
+        .where('wait_until', '>', now)
+        .executeTakeFirst();
+      return Number(cancelled.numUpdatedRows);
+    },
+
     /**
      * Leases up to `limit` due recipients, lowest queue position first (fair across projects), skipping
      * `excludeHosts` (domains at this worker's per-host limit). One statement; PostgreSQL skips rows another

@@ -1,0 +1,164 @@
+import type { Kysely } from 'kysely';
+import type { Database, EmailStatus, Row } from '../../db/schema.ts';
+import type { TrackingSettings } from './tracking.ts';
+
+// An email's rows as both its repositories read and write them: emails.repo.ts (the emails table, and what
+// is accepted) and recipients.repo.ts (the recipient rows, which load their emails to send them). Here, so
+// that neither repository imports the other's code for them.
+
+export interface NewRecipient {
+  id: string;
+  position: number;
+  type: 'to' | 'cc' | 'bcc';
+  address: string;
+  host: string;
+  /** On the project's suppression list: stored `suppressed`, never queued, not counted against the limit. */
+  suppressed?: boolean;
+}
+
+export const queued = (recipients: readonly NewRecipient[]) =>
+  recipients.filter((recipient) => !recipient.suppressed);
+
+/** What an email says, as stored and as read back. */
+interface EmailContent {
+  id: string;
+  projectId: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  tags: Record<string, string>;
+  templateId: string | null;
+  templateVersion: number | null;
+  messageId: string;
+}
+
+/** A file sent with an email; `content` is loaded only where the message is built. */
+export interface EmailAttachment {
+  filename: string;
+  contentType: string | null;
+  /** Set for an inline attachment, referred to as `cid:<contentId>` in the html. */
+  contentId: string | null;
+  size: number;
+  content?: Buffer;
+}
+
+/** An email ready to store: addresses validated, the template rendered. */
+export interface NewEmail extends EmailContent {
+  attachments: Array<EmailAttachment & { content: Buffer }>;
+  /** How it is authenticated (decided by the sending-domain rules when accepted); null when not decided. */
+  dkimDomain?: string | null;
+  returnPathDomain?: string | null;
+  /** Null, or a time in the future: the recipients wait until then. */
+  scheduledAt: string | null;
+  createdAt: string;
+  recipients: NewRecipient[];
+  /** Opens, clicks, unsubscribe: stored by the engagement module in the same transaction. */
+  tracking?: TrackingSettings | undefined;
+}
+
+export interface EmailRecord extends EmailContent {
+  /** Empty unless loaded (`attachmentsOf`): with their content for sending, without for the API. */
+  attachments: EmailAttachment[];
+  /** The DKIM `d=` it is signed with, and its envelope sender's domain, as decided when it was accepted. */
+  dkimDomain: string | null;
+  returnPathDomain: string | null;
+  status: EmailStatus;
+  recipientCount: number;
+  scheduledAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  from: row.from_address,
+  to: JSON.parse(row.to_addresses) as string[],
+  cc: JSON.parse(row.cc_addresses) as string[],
+  bcc: JSON.parse(row.bcc_addresses) as string[],
+  replyTo: JSON.parse(row.reply_to) as string[],
+  subject: row.subject,
+  html: row.html,
+  text: row.text,
+  headers: JSON.parse(row.headers) as Record<string, string>,
+  tags: JSON.parse(row.tags) as Record<string, string>,
+  templateId: row.template_id,
+  templateVersion: row.template_version === null ? null : Number(row.template_version),
+  messageId: row.message_id,
+  attachments: [],
+  dkimDomain: row.dkim_domain,
+  returnPathDomain: row.return_path_domain,
+  status: row.status,
+  recipientCount: Number(row.recipient_count),
+  scheduledAt: row.scheduled_at,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+// Bounded so one INSERT stays far below the bind-parameter limits (PostgreSQL 65 535, SQLite 32 766).
+export const INSERT_CHUNK = 500;
+
+/**
+ * The attachments of these emails, in order, with their content or (for the API) without: read where a
+ * message is built or shown, never with every email.
+ */
+export async function attachmentsOf(
+  db: Kysely<Database>,
+  emailIds: readonly string[],
+  options: { content: boolean },
+): Promise<Map<string, EmailAttachment[]>> {
+  const found = new Map<string, EmailAttachment[]>();
+  if (emailIds.length === 0) return found;
+  const rows = await db
+    .selectFrom('email_attachments')
+    .select(['email_id', 'filename', 'content_type', 'content_id', 'size'])
+    .$if(options.content, (query) => query.select('content'))
+    .where('email_id', 'in', [...emailIds])
+    .orderBy('email_id')
+    .orderBy('position')
+    .execute();
+  for (const row of rows) {
+    const list = found.get(row.email_id) ?? [];
+    list.push({
+      filename: row.filename,
+      contentType: row.content_type,
+      contentId: row.content_id,
+      size: Number(row.size),
+      ...('content' in row ? { content: Buffer.from(row.content as Uint8Array) } : {}),
+    });
+    found.set(row.email_id, list);
+  }
+  return found;
+}
+
+/** The emails table's columns, in its INSERT's order; the sending claim reads them all by name. */
+export const EMAIL_COLUMNS = [
+  'id',
+  'project_id',
+  'from_address',
+  'to_addresses',
+  'cc_addresses',
+  'bcc_addresses',
+  'reply_to',
+  'subject',
+  'html',
+  'text',
+  'headers',
+  'tags',
+  'template_id',
+  'template_version',
+  'message_id',
+  'dkim_domain',
+  'return_path_domain',
+  'status',
+  'recipient_count',
+  'scheduled_at',
+  'created_at',
+  'updated_at',
+] as const;
