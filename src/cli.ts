@@ -146,13 +146,11 @@ const commands: Command[] = [
         created_at: project.createdAt,
       }));
       context.io.stdout.write(
-        listing(
-          values.json === true,
-          rows,
-          ['ID', 'NAME', 'DEFAULT', 'CREATED'],
-          (row) => [row.id, row.name, row.default ? 'yes' : '', row.created_at],
-          'No projects yet.',
-        ),
+        listing(values, rows, {
+          headers: ['ID', 'NAME', 'DEFAULT', 'CREATED'],
+          cells: (row) => [row.id, row.name, row.default ? 'yes' : '', row.created_at],
+          empty: 'No projects yet.',
+        }),
       );
       return 0;
     },
@@ -188,13 +186,11 @@ const commands: Command[] = [
         revoked_at: key.revokedAt,
       }));
       context.io.stdout.write(
-        listing(
-          values.json === true,
-          rows,
-          ['ID', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
-          (row) => [row.id, row.name ?? '', `${row.prefix}…`, row.created_at, row.revoked_at ?? ''],
-          'No keys in this project.',
-        ),
+        listing(values, rows, {
+          headers: ['ID', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
+          cells: (row) => [row.id, row.name ?? '', `${row.prefix}…`, row.created_at, row.revoked_at ?? ''],
+          empty: 'No keys in this project.',
+        }),
       );
       return 0;
     },
@@ -227,13 +223,11 @@ const commands: Command[] = [
       const dryRun = values['dry-run'] === true;
       const rows = dryRun ? await retention.dryRun() : await retention.prune();
       io.stdout.write(
-        listing(
-          values.json === true,
-          rows,
-          ['TABLE', dryRun ? 'WOULD DELETE' : 'DELETED'],
-          (row) => [row.table, String(row.rows)],
-          'No tables.',
-        ),
+        listing(values, rows, {
+          headers: ['TABLE', dryRun ? 'WOULD DELETE' : 'DELETED'],
+          cells: (row) => [row.table, String(row.rows)],
+          empty: 'No tables.',
+        }),
       );
       return 0;
     },
@@ -249,11 +243,9 @@ const commands: Command[] = [
       const { db, engine } = await context.database();
       const rows = await createInboundRepo(db, engine).listForOperator({ all: values.all === true, limit });
       context.io.stdout.write(
-        listing(
-          values.json === true,
-          rows,
-          ['ID', 'RECEIVED', 'STATUS', 'KIND', 'FROM', 'TO', 'WHY'],
-          (row) => [
+        listing(values, rows, {
+          headers: ['ID', 'RECEIVED', 'STATUS', 'KIND', 'FROM', 'TO', 'WHY'],
+          cells: (row) => [
             row.id,
             row.receivedAt,
             row.status,
@@ -262,8 +254,8 @@ const commands: Command[] = [
             row.rcptTo.join(','),
             row.detail ?? '',
           ],
-          values.all === true ? 'No messages received.' : 'No unmatched or unreadable reports.',
-        ),
+          empty: values.all === true ? 'No messages received.' : 'No unmatched or unreadable reports.',
+        }),
       );
       return 0;
     },
@@ -401,14 +393,15 @@ function parse(argv: string[]): { command: Command; values: Values; args: string
 }
 
 /** Rows as pretty JSON (`--json`, for scripts) or as an aligned table (for people). */
+/** Rows as JSON with `--json`, else as a table: its `headers`, each row's `cells`, and what an empty one says. */
 function listing<Row>(
-  json: boolean,
+  values: Values,
   rows: Row[],
-  headers: string[],
-  cells: (row: Row) => string[],
-  empty: string,
+  shown: { headers: string[]; cells: (row: Row) => string[]; empty: string },
 ): string {
-  return json ? `${JSON.stringify(rows, null, 2)}\n` : table(headers, rows.map(cells), empty);
+  return values.json === true
+    ? `${JSON.stringify(rows, null, 2)}\n`
+    : table(shown.headers, rows.map(shown.cells), shown.empty);
 }
 
 function table(headers: string[], rows: string[][], empty: string): string {
