@@ -23,14 +23,28 @@ export interface EncryptionKey {
  * the same form POSTWIRE_ENCRYPTION_KEY accepts, so an operator can move it into the environment.
  */
 export function loadOrCreateEncryptionKey(config: Pick<Config, 'encryptionKey' | 'dataDir'>): EncryptionKey {
+  return readEncryptionKey(config) ?? createEncryptionKeyFile(config);
+}
+
+/** The key the configuration or an existing key file gives; undefined when a key would have to be generated. */
+export function readEncryptionKey(
+  config: Pick<Config, 'encryptionKey' | 'dataDir'>,
+): EncryptionKey | undefined {
   if (config.encryptionKey)
     return { key: config.encryptionKey, source: 'config', created: false, warnings: [] };
-
-  const file = path.join(config.dataDir, ENCRYPTION_KEY_FILE);
+  const file = encryptionKeyFile(config);
   const existing = readKeyFile(file);
   if (existing)
     return { key: existing, source: 'file', file, created: false, warnings: permissionWarnings(file) };
+  return undefined;
+}
 
+export const encryptionKeyFile = (config: Pick<Config, 'dataDir'>): string =>
+  path.join(config.dataDir, ENCRYPTION_KEY_FILE);
+
+/** Generates the key file (or reads the one another process generated at the same moment). */
+export function createEncryptionKeyFile(config: Pick<Config, 'dataDir'>): EncryptionKey {
+  const file = encryptionKeyFile(config);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   // Written to a private temporary file and then hard-linked into place: link() fails when the name exists,
