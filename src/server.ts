@@ -71,6 +71,8 @@ export interface ServerOptions {
 export interface BootOptions extends ServerOptions {
   /** `serve` answers HTTP (and makes sure the default project and key exist); `worker` only works the queues. */
   kind: 'serve' | 'worker';
+  /** Runs until SIGTERM or SIGINT, then drains for at most `graceMs` (the commands); tests close it themselves. */
+  exitOnSignals?: { graceMs: number };
 }
 
 export interface RunningProcess {
@@ -157,23 +159,20 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
       await listenQuietly(app, reservedPort, config.host);
       url = listeningUrl(app, config.host);
       await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
-      log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
-    } else {
-      log.info({ database: describeDatabase(config) }, 'Postwire worker started');
     }
 
     let closing: Promise<void> | undefined;
-    return {
-      app,
-      url,
-      inboundPort: inbound?.port,
-      log,
-      close: () =>
-        (closing ??= (() => {
-          draining = true;
-          return stopAll();
-        })()),
-    };
+    const close = () =>
+      (closing ??= (() => {
+        draining = true;
+        return stopAll();
+      })());
+    // Before the line that says the process is up: whoever read it (an operator, a supervisor, a test) may
+    // signal at once, and the signal must find the clean shutdown in place, not Node's immediate exit.
+    if (options.exitOnSignals) exitOnSignals(log, options.exitOnSignals.graceMs, close);
+    if (url) log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
+    else log.info({ database: describeDatabase(config) }, 'Postwire worker started');
+    return { app, url, inboundPort: inbound?.port, log, close };
   } catch (error) {
     await stopAll().catch(() => {});
     throw error;
@@ -239,9 +238,9 @@ const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
  * A second signal, or a drain that outlasts the grace period, exits 1 at once.
  */
 export async function runServer(config: Config, options: RunOptions): Promise<RunningServer> {
-  const server = await startServer(config, options);
-  exitOnSignals(server.log, options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, server.close);
-  return server;
+  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  const running = await boot(config, { ...options, kind: 'serve', exitOnSignals: { graceMs } });
+  return { ...running, app: running.app!, url: running.url! };
 }
 
 /**
@@ -252,8 +251,12 @@ export async function runWorker(
   config: Config,
   options: { clock?: Clock; resolver?: Resolver; inbound?: boolean } = {},
 ): Promise<void> {
-  const running = await boot(config, { ...options, kind: 'worker', worker: true });
-  exitOnSignals(running.log, DEFAULT_SHUTDOWN_GRACE_MS, running.close);
+  await boot(config, {
+    ...options,
+    kind: 'worker',
+    worker: true,
+    exitOnSignals: { graceMs: DEFAULT_SHUTDOWN_GRACE_MS },
+  });
 }
 
 /**

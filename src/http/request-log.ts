@@ -16,7 +16,10 @@ declare module 'fastify' {
  * request id (`reqId`, from the request's logger).
  */
 export class OneLinePerRequest extends LogController {
-  override incomingRequest(): void {}
+  // At `trace` only: a request that never completes (a slow body, a stuck handler) shows there, and nowhere else.
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.trace({ method: request.method, url: request.url }, 'request received');
+  }
 
   // The request's own line says 404; Fastify's extra "Route … not found" line would make it two.
   override routeNotFound(): void {}
