@@ -345,7 +345,9 @@ async function loadCheckedEncryptionKey(
   clock: Clock,
 ): Promise<EncryptionKey> {
   const canaries = createEncryptionCanaryRepo(db);
-  const recorded = (await canaries.read()) ?? (await canaries.findOlderSealedValue());
+  const canary = await canaries.read();
+  // A database from before the canary may hold sealed secrets already: the key must open those.
+  const recorded = canary ?? (await canaries.findOlderSealedValue());
   const configured = readEncryptionKey(config);
   if (!configured && recorded) {
     throw new Error(
@@ -367,7 +369,7 @@ async function loadCheckedEncryptionKey(
     );
   };
   if (recorded && !opens(secretBox, recorded)) throw refuse();
-  if (recorded === undefined || !(await canaries.read())) {
+  if (canary === undefined) {
     await canaries.recordUnlessPresent(secretBox.seal(CANARY_PLAINTEXT), clock.now());
     // Two first starts at once, each with its own key: one canary is recorded, the other process must stop.
     const winner = await canaries.read();
@@ -424,7 +426,7 @@ export async function reservePort(host: string, port: number): Promise<ReservedP
 async function listenQuietly(app: FastifyInstance, reserved: ReservedPort, host: string): Promise<void> {
   await reserved.release();
   const level = app.log.level;
-  app.log.level = 'warn';
+  if (['trace', 'debug', 'info'].includes(level)) app.log.level = 'warn';
   try {
     await app.listen({ port: reserved.port, host });
   } finally {

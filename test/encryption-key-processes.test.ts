@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { loadConfig } from '../src/config.ts';
+import { startServer } from '../src/server.ts';
 import { ENGINES } from './helpers/app.ts';
 import {
   createProcessDatabase,
@@ -95,6 +97,29 @@ for (const engine of ENGINES) {
       assert.equal(payload.type, 'email.sent');
       assert.equal(await worker.stop(), 0);
       assert.equal(await api.stop(), 0);
+    });
+
+    test('two first starts at once, each with its own key: one records its key, the other refuses', async (t) => {
+      const own = await createProcessDatabase(engine);
+      t.after(() => own.cleanup());
+      const start = (key: string) =>
+        startServer(
+          loadConfig(
+            { ...own.env, PORT: '0', POSTWIRE_ENCRYPTION_KEY: key, LOG_LEVEL: 'silent' },
+            { stdoutIsTTY: false },
+          ),
+          { worker: false, inbound: false, stdout: { write() {} } },
+        );
+      const outcomes = await Promise.allSettled([start('ab'.repeat(32)), start(WRONG_KEY)]);
+      t.after(async () => {
+        for (const outcome of outcomes) if (outcome.status === 'fulfilled') await outcome.value.close();
+      });
+      const refusals = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason] : []));
+      assert.equal(refusals.length, 1, String(refusals));
+      assert.match(
+        String(refusals[0]),
+        /set POSTWIRE_ENCRYPTION_KEY to the key the database was first started with/,
+      );
     });
 
     test('a process that would generate a key for a database with sealed data refuses, and generates none', async (t) => {
