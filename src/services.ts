@@ -25,7 +25,7 @@ import { createSuppressionService } from './modules/suppressions/suppressions.se
 import { createRenderPool } from './modules/templates/render-pool.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
-import { createWebhookOperations } from './modules/webhooks/webhook-operations.service.ts';
+import { createWebhookOperations } from './modules/webhook-operations/webhook-operations.service.ts';
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
@@ -124,7 +124,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       repo: templateRepo,
       clock,
       renderer,
-      unitOfWork: (work) => database.unitOfWork(work),
     }),
     emails: createEmailService({
       repo: createEmailRepo(db, engine),
@@ -135,7 +134,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       notifier: notifiers.send,
       events,
       suppressions: suppressionRepo,
-      unitOfWork: (work) => database.unitOfWork(work),
+      db,
       sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
       senders: domains,
       engagement: {

@@ -18,8 +18,11 @@ import type { Database } from '../../db/schema.ts';
 const HEAD_TEXT = '(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)';
 const HEAD = sql<number | string | null>`${sql.raw(HEAD_TEXT)}`;
 
-/** The position after which a project's new rows go: its last queued row's, or the head's if later. */
-async function basePositions(
+/**
+ * The position after which a project's new rows go: its last queued row's, or the head's if later (the
+ * recipients' repository numbers the rows it promotes from here).
+ */
+export async function basePositions(
   db: Kysely<Database>,
   projectIds: readonly string[],
 ): Promise<Map<string, number>> {
@@ -74,7 +77,8 @@ export interface QuotaTotal extends QuotaCount {
  * the count rows stay locked only until the commit right after. Concurrent sends there do not see each
  * other's uncommitted counts, so the limit can be passed by what is in flight at the moment it is reached.
  */
-export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
+/** Counts sends against the daily quota, in the transaction `db` of the accepting write. */
+export function createQuotaCounter(engine: Engine) {
   // The day's total in the same statement: this shard's new count plus the other shards', which this
   // statement does not touch (one statement instead of an upsert and a SUM).
   const text = textsByShape((shape) => {
@@ -93,7 +97,11 @@ export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
           : ''
       }`;
   });
-  return async (counts: readonly QuotaCount[], totals: boolean): Promise<QuotaTotal[]> => {
+  return async (
+    db: Kysely<Database>,
+    counts: readonly QuotaCount[],
+    totals: boolean,
+  ): Promise<QuotaTotal[]> => {
     if (counts.length === 0) return [];
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);
@@ -118,43 +126,4 @@ export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
 /** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */
 export async function pruneQuota(db: Kysely<Database>, beforeDay: string): Promise<void> {
   await db.deleteFrom('send_quota').where('day', '<', beforeDay).execute();
-}
-
-/**
- * Moves waiting rows that are now due (scheduled sends, retries) into the queue, at most `limit` at a time,
- * each project's after its own queued rows: a burst of scheduled sends queues behind other projects' fresh
- * sends rather than ahead of them. Without a transaction: a row another worker promoted first is skipped
- * (the update only takes rows still waiting).
- */
-export async function promoteDue(
-  db: Kysely<Database>,
-  options: { now: string; limit: number },
-): Promise<number> {
-  const due = await db
-    .selectFrom('email_recipients')
-    .select(['id', 'project_id'])
-    .where('wait_until', 'is not', null)
-    .where('wait_until', '<=', options.now)
-    .orderBy('wait_until')
-    .limit(options.limit)
-    .execute();
-  if (due.length === 0) return 0;
-  const next = await basePositions(db, [...new Set(due.map((row) => row.project_id))]);
-  const cases = due.map((row) => {
-    const position = next.get(row.project_id)! + 1;
-    next.set(row.project_id, position);
-    // Typed, or PostgreSQL reads the parameters of a CASE as text.
-    return sql`WHEN ${row.id} THEN CAST(${position} AS BIGINT)`;
-  });
-  const result = await db
-    .updateTable('email_recipients')
-    .set({ wait_until: null, ready_seq: sql<number>`CASE id ${sql.join(cases, sql` `)} END` })
-    .where(
-      'id',
-      'in',
-      due.map((row) => row.id),
-    )
-    .where('wait_until', 'is not', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
 }
