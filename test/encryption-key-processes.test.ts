@@ -4,8 +4,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { loadConfig } from '../src/config.ts';
-import { startServer } from '../src/server.ts';
 import { ENGINES } from './helpers/app.ts';
 import {
   createProcessDatabase,
@@ -102,23 +100,17 @@ for (const engine of ENGINES) {
     test('two first starts at once, each with its own key: one records its key, the other refuses', async (t) => {
       const own = await createProcessDatabase(engine);
       t.after(() => own.cleanup());
-      const start = (key: string) =>
-        startServer(
-          loadConfig(
-            { ...own.env, PORT: '0', POSTWIRE_ENCRYPTION_KEY: key, LOG_LEVEL: 'silent' },
-            { stdoutIsTTY: false },
-          ),
-          { worker: false, inbound: false, stdout: { write() {} } },
-        );
+      const start = (key: string) => startServerProcess({ ...own.env, POSTWIRE_ENCRYPTION_KEY: key });
       const outcomes = await Promise.allSettled([start('ab'.repeat(32)), start(WRONG_KEY)]);
-      t.after(async () => {
-        for (const outcome of outcomes) if (outcome.status === 'fulfilled') await outcome.value.close();
+      t.after(() => {
+        for (const outcome of outcomes) if (outcome.status === 'fulfilled') outcome.value.kill();
       });
+      // A refused start rejects with the process's output, its one line on stderr included.
       const refusals = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason] : []));
       assert.equal(refusals.length, 1, String(refusals));
       assert.match(
         String(refusals[0]),
-        /set POSTWIRE_ENCRYPTION_KEY to the key the database was first started with/,
+        /stderr:\nPostwire could not start: the encryption key \(POSTWIRE_ENCRYPTION_KEY\) is not the one this database's secrets were sealed with: set POSTWIRE_ENCRYPTION_KEY to the key the database was first started with \(the other processes' key\)\.\n$/,
       );
     });
 
