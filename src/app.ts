@@ -1,7 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import type { HttpTimeouts } from './config.ts';
+import type { HttpTimeouts, TrustProxy } from './config.ts';
 import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
 import { installAuth } from './http/auth.ts';
 import { installBodyMemoryLimit } from './http/body-memory.ts';
@@ -11,6 +11,7 @@ import { installIdempotency } from './http/idempotency.ts';
 import { swaggerOptions } from './http/openapi.ts';
 import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
+import { OneLinePerRequest } from './http/request-log.ts';
 import { installJsonBody, installValidation, parseQueryString } from './http/validation.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
@@ -58,6 +59,17 @@ export const connectionsCheckingIntervalMs = (timeouts: HttpTimeouts): number =>
   Math.max(10, Math.floor(Math.min(timeouts.headersMs, timeouts.requestMs) / 10));
 
 /**
+ * TRUST_PROXY as Fastify takes it. A hop count becomes a trust function: Fastify reads a bare number as
+ * "trust nothing" (a hop count cannot tell a proxy from a client that reached the port directly), which is
+ * why the reference says to use one only where the proxy is the only way in.
+ */
+function trustProxyOption(trust: TrustProxy): FastifyServerOptions['trustProxy'] {
+  if (typeof trust !== 'number') return trust;
+  // proxy-addr asks about each address from the socket's (hop 0) outwards; the first untrusted is the client.
+  return (_address, hop) => hop < trust;
+}
+
+/**
  * The HTTP API on the process's services: its routes, authentication, limits and timeouts (the HTTP part of
  * the configuration). The services outlive it: whoever built them closes them.
  */
@@ -68,6 +80,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const timeouts = config.httpTimeouts;
   const app = Fastify({
     logger: options.logger ?? false,
+    logController: new OneLinePerRequest(),
+    trustProxy: trustProxyOption(config.trustProxy),
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: newRequestId,
     requestIdHeader: false,
@@ -138,7 +152,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // leaves every other route behind the API key.
   await app.register(async (docs) => {
     docs.addHook('onRoute', (route) => {
-      route.config = { ...route.config, public: true };
+      route.config = { ...route.config, public: true, staticFile: true };
     });
     await docs.register(swaggerUi, {
       routePrefix: '/docs',

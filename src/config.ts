@@ -3,6 +3,7 @@
 // and the CLI's usage are all produced from it.
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { parseDnsServer } from './lib/dns.ts';
@@ -38,6 +39,14 @@ export const WORKER_POLL_INTERVAL_MS = 1000;
 export const INBOUND_MAX_CONNECTIONS = 5000;
 
 export const LOG_FORMATS = ['json', 'pretty'] as const;
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * Which proxies' `X-Forwarded-For` names the client: none (`false`), the nearest N hops, or the proxies at
+ * these addresses and networks. Fastify's `trustProxy` takes each form as it is.
+ */
+export type TrustProxy = false | number | string[];
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
@@ -144,7 +153,7 @@ export const CONFIG_SCHEMA = {
       description: 'failed authentications per client address per window; `0` turns the limit off',
       details:
         'past it the address gets 429 (with `retry-after`) without its key being checked, until the window ' +
-        "ends. Behind a reverse proxy every client shares the proxy's address",
+        "ends. Behind a reverse proxy every client shares the proxy's address unless TRUST_PROXY names it",
     }),
     authFailureWindowMs: duration('POSTWIRE_AUTH_FAILURE_WINDOW', {
       default: '1m',
@@ -183,7 +192,19 @@ export const CONFIG_SCHEMA = {
       max: 1_000_000_000,
       description: 'requests per client address per minute on the public tracking and unsubscribe routes',
       details:
-        "429 with `retry-after` beyond; `0` turns it off. Behind a reverse proxy every client shares the proxy's address",
+        "429 with `retry-after` beyond; `0` turns it off. Behind a reverse proxy every client shares the proxy's " +
+        'address unless TRUST_PROXY names it',
+    }),
+    trustProxy: custom('TRUST_PROXY', {
+      default: '`off`',
+      description:
+        'whose `X-Forwarded-For` names the client: `off`, a hop count (`1`: the nearest proxy), or addresses and CIDR networks, comma-separated',
+      details:
+        'the rate limits by address (failed authentications, the public routes) count the client this gives. ' +
+        'Off, every request counts against the address that connected (behind a proxy, the proxy). Name only ' +
+        'proxies you run: a client that could reach the port directly would otherwise choose its own address. ' +
+        'A hop count trusts whoever connects, so use one only where the proxy is the only way to the port',
+      read: readTrustProxy,
     }),
     publicRateLimitWindowMs: fixed(60_000, 'the window of PUBLIC_RATE_LIMIT: a minute'),
   }),
@@ -290,9 +311,21 @@ export const CONFIG_SCHEMA = {
   }),
 
   ...section('Logging', {
-    logLevel: text('LOG_LEVEL', {
-      default: 'info',
-      description: '`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`',
+    logLevel: custom('LOG_LEVEL', {
+      default: '`info`',
+      description: `${LOG_LEVELS.map((level) => `\`${level}\``).join(', ')}`,
+      details:
+        '`info` logs one line per API request (method, route, status, time, request id); requests for the ' +
+        "dashboard's and the API reference's files only at `debug`",
+      read(context): LogLevel {
+        const raw = rawValue(context, 'LOG_LEVEL')?.toLowerCase();
+        if (raw === undefined) return 'info';
+        if ((LOG_LEVELS as readonly string[]).includes(raw)) return raw as LogLevel;
+        context.problems.push(
+          `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${context.env.LOG_LEVEL}'.`,
+        );
+        return 'info';
+      },
     }),
     logFormat: custom('LOG_FORMAT', {
       default: '`pretty` on a terminal, else `json`',
@@ -847,6 +880,30 @@ function dkimConfig(context: ReadContext): DkimConfig | undefined {
     return undefined;
   }
   return { domain: domain.toLowerCase(), selector, privateKey: pem };
+}
+
+function readTrustProxy(context: ReadContext): TrustProxy {
+  const raw = rawValue(context, 'TRUST_PROXY')?.trim();
+  if (raw === undefined || ['off', 'false', 'no', '0'].includes(raw.toLowerCase())) return false;
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops <= 100) return hops;
+  } else {
+    const entries = raw.split(',').map((entry) => entry.trim());
+    if (entries.every(isAddressOrNetwork)) return entries;
+  }
+  context.problems.push(
+    `TRUST_PROXY must be off, a hop count from 1 to 100, or IP addresses and CIDR networks separated by commas (10.0.0.0/8,192.0.2.7), got '${raw}'.`,
+  );
+  return false;
+}
+
+function isAddressOrNetwork(entry: string): boolean {
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
 }
 
 function decodeKey(text: string): Buffer | undefined {

@@ -1,3 +1,5 @@
+import { rmSync } from 'node:fs';
+import { createServer as createNetServer } from 'node:net';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
@@ -7,7 +9,13 @@ import { migrateToLatest } from './db/migrate.ts';
 import type { Database } from './db/schema.ts';
 import { type Clock, systemClock } from './lib/clock.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
-import { type EncryptionKey, loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
+import {
+  createEncryptionKeyFile,
+  type EncryptionKey,
+  encryptionKeyFile,
+  readEncryptionKey,
+} from './lib/encryption-key.ts';
+import { createEncryptionCanaryRepo } from './db/encryption-canary.repo.ts';
 import { type Resolver, systemResolver } from './lib/network-policy.ts';
 import type { ProjectService } from './modules/projects/projects.service.ts';
 import { type RunningWorkers, startWorkers } from './workers.ts';
@@ -64,6 +72,8 @@ export interface ServerOptions {
 export interface BootOptions extends ServerOptions {
   /** `serve` answers HTTP (and makes sure the default project and key exist); `worker` only works the queues. */
   kind: 'serve' | 'worker';
+  /** Runs until SIGTERM or SIGINT, then drains for at most `graceMs` (the commands); tests close it themselves. */
+  exitOnSignals?: { graceMs: number };
 }
 
 export interface RunningProcess {
@@ -84,15 +94,21 @@ export interface RunningServer extends RunningProcess {
 }
 
 /**
- * Everything a process does before it works, whatever its kind: open and migrate the database, load the
- * encryption key, build the services once, make sure the default project and key exist (serve), then start what
- * the process runs: the background workers, the SMTP listener for reports and the HTTP API, in that order,
- * so that once the log says it listens, the whole process is up.
+ * Everything a process does before it works, whatever its kind: take its HTTP port (serve), open and migrate the
+ * database, load and check the encryption key, build the services once, then start what the process runs: the
+ * background workers, the SMTP listener for reports and the HTTP API, in that order; the default project and
+ * key are made sure of once the API listens, so that once the log says it listens, the whole process is up.
  */
 export async function boot(config: Config, options: BootOptions): Promise<RunningProcess> {
   const clock = options.clock ?? systemClock;
   const http = options.kind === 'serve';
-  const database = await openConfiguredDatabase(config);
+  // First of all: a port in use must fail the start before it writes anything (a database file, a key file,
+  // the first start's API key, printed for nobody to use).
+  const reservedPort = http ? await reservePort(config.host, config.port) : undefined;
+  const database = await openConfiguredDatabase(config).catch(async (error: unknown) => {
+    await reservedPort?.release();
+    throw error;
+  });
   let services: Services | undefined;
   let app: FastifyInstance | undefined;
   let workers: RunningWorkers | undefined;
@@ -101,6 +117,7 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
   // flight record their results), and the database last.
   const stopAll = async () => {
     try {
+      await reservedPort?.release();
       await app?.close();
       await inbound?.close();
       await workers?.stop();
@@ -111,16 +128,14 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
   };
   try {
     const applied = await migrateToLatest(database.db);
-    const encryption = loadOrCreateEncryptionKey(config);
+    const encryption = await loadCheckedEncryptionKey(database.db, config, clock);
     const secretBox = createSecretBox(encryption.key);
-    await checkEncryptionKey(database.db, secretBox, encryption);
     services = createServices(database, config, {
       clock,
       secretBox,
       resolver: options.resolver ?? systemResolver,
     });
     if (http) {
-      await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
       // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
       // not pay for loading the HTTP stack (a third of a second per command).
       const { buildApp } = await import('./app.ts');
@@ -141,26 +156,24 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     if (options.worker) workers = await startWorkers(services, log);
     if (options.inbound !== false) inbound = await startInbound(services, log);
     let url: string | undefined;
-    if (app) {
-      await app.listen({ port: config.port, host: config.host });
+    if (app && reservedPort) {
+      await listenQuietly(app, reservedPort, config.host);
       url = listeningUrl(app, config.host);
-      log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
-    } else {
-      log.info({ database: describeDatabase(config) }, 'Postwire worker started');
+      await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
     }
 
     let closing: Promise<void> | undefined;
-    return {
-      app,
-      url,
-      inboundPort: inbound?.port,
-      log,
-      close: () =>
-        (closing ??= (() => {
-          draining = true;
-          return stopAll();
-        })()),
-    };
+    const close = () =>
+      (closing ??= (() => {
+        draining = true;
+        return stopAll();
+      })());
+    // Before the line that says the process is up: whoever read it (an operator, a supervisor, a test) may
+    // signal at once, and the signal must find the clean shutdown in place, not Node's immediate exit.
+    if (options.exitOnSignals) exitOnSignals(log, options.exitOnSignals.graceMs, close);
+    if (url) log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
+    else log.info({ database: describeDatabase(config) }, 'Postwire worker started');
+    return { app, url, inboundPort: inbound?.port, log, close };
   } catch (error) {
     await stopAll().catch(() => {});
     throw error;
@@ -174,9 +187,9 @@ export async function startServer(config: Config, options: ServerOptions): Promi
 }
 
 /**
- * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's). A key created now is shown before
- * anything else can fail (a port in use, say): it exists from now on, and an empty database only produces it
- * once. It goes to stdout directly, never through the logger.
+ * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's), once the API listens: nothing after
+ * it can fail the start, so a key created here is one that works. It goes to stdout directly, never through
+ * the logger, before the line that says the API listens.
  */
 async function bootstrapDefaultProject(
   projects: ProjectService,
@@ -226,9 +239,9 @@ const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
  * A second signal, or a drain that outlasts the grace period, exits 1 at once.
  */
 export async function runServer(config: Config, options: RunOptions): Promise<RunningServer> {
-  const server = await startServer(config, options);
-  exitOnSignals(server.log, options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, server.close);
-  return server;
+  const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  const running = await boot(config, { ...options, kind: 'serve', exitOnSignals: { graceMs } });
+  return { ...running, app: running.app!, url: running.url! };
 }
 
 /**
@@ -239,8 +252,12 @@ export async function runWorker(
   config: Config,
   options: { clock?: Clock; resolver?: Resolver; inbound?: boolean } = {},
 ): Promise<void> {
-  const running = await boot(config, { ...options, kind: 'worker', worker: true });
-  exitOnSignals(running.log, DEFAULT_SHUTDOWN_GRACE_MS, running.close);
+  await boot(config, {
+    ...options,
+    kind: 'worker',
+    worker: true,
+    exitOnSignals: { graceMs: DEFAULT_SHUTDOWN_GRACE_MS },
+  });
 }
 
 /**
@@ -313,34 +330,108 @@ function exitOnSignals(log: ShutdownLogger, graceMs: number, close: () => Promis
   process.on('SIGINT', stop);
 }
 
+/** What the first process seals into the encryption canary; any value would do, a fixed one reads clearly. */
+const CANARY_PLAINTEXT = 'postwire encryption canary';
+
 /**
- * Fails the start when the key cannot open a stored webhook secret: a lost or replaced key file would
- * otherwise surface only later, as webhook deliveries that cannot be signed.
+ * The encryption key, once it is known to be the database's: the database records a value sealed with the key
+ * of the first process that starts on it, and every process opens it before it works. A process with another
+ * key refuses, and so does one that would generate a key for a database that already holds sealed values:
+ * either would seal secrets the other processes cannot open (webhook deliveries that cannot be signed), and
+ * its own tracking links and return paths would not be recognised by them.
  */
-async function checkEncryptionKey(
+async function loadCheckedEncryptionKey(
   db: Kysely<Database>,
-  secretBox: SecretBox,
-  encryption: EncryptionKey,
-): Promise<void> {
-  const row = await db
-    .selectFrom('webhooks')
-    .select('secret_sealed')
-    .where('secret_sealed', 'is not', null)
-    .limit(1)
-    .executeTakeFirst();
-  // Sending domains' DKIM keys are sealed with the same key: a wrong key would only show as unsigned mail.
-  const domain = await db.selectFrom('domains').select('dkim_private_key_sealed').limit(1).executeTakeFirst();
-  const sealed = row?.secret_sealed ?? domain?.dkim_private_key_sealed;
-  if (!sealed) return;
-  try {
-    secretBox.open(sealed);
-  } catch {
+  config: Config,
+  clock: Clock,
+): Promise<EncryptionKey> {
+  const canaries = createEncryptionCanaryRepo(db);
+  const canary = await canaries.read();
+  // A database from before the canary may hold sealed secrets already: the key must open those.
+  const recorded = canary ?? (await canaries.findOlderSealedValue());
+  const configured = readEncryptionKey(config);
+  if (!configured && recorded) {
+    throw new Error(
+      `this database holds values sealed with an encryption key, and this process has none (POSTWIRE_ENCRYPTION_KEY ` +
+        `is unset and there is no ${encryptionKeyFile(config)}): set POSTWIRE_ENCRYPTION_KEY to the key the ` +
+        'other processes on this database use.',
+    );
+  }
+  const encryption = configured ?? createEncryptionKeyFile(config);
+  const secretBox = createSecretBox(encryption.key);
+  const refuse = () => {
+    // A key file generated just now for a database it cannot open would be found, and refused, at every start.
+    if (encryption.created && encryption.file) rmSync(encryption.file, { force: true });
     const source =
       encryption.source === 'config' ? 'POSTWIRE_ENCRYPTION_KEY' : `the key file ${encryption.file}`;
-    throw new Error(
-      `The encryption key (${source}) cannot open the secrets stored in the database (webhook secrets, domain keys): it is not ` +
-        'the key they were sealed with. Start with the original key.',
+    return new Error(
+      `the encryption key (${source}) is not the one this database's secrets were sealed with: set ` +
+        "POSTWIRE_ENCRYPTION_KEY to the key the database was first started with (the other processes' key).",
     );
+  };
+  if (recorded && !opens(secretBox, recorded)) throw refuse();
+  if (canary === undefined) {
+    await canaries.recordUnlessPresent(secretBox.seal(CANARY_PLAINTEXT), clock.now());
+    // Two first starts at once, each with its own key: one canary is recorded, the other process must stop.
+    const winner = await canaries.read();
+    if (!winner || !opens(secretBox, winner)) throw refuse();
+  }
+  return encryption;
+}
+
+function opens(secretBox: SecretBox, sealed: string): boolean {
+  try {
+    secretBox.open(sealed);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface ReservedPort {
+  /** The port taken: the configured one, or the one the system chose for PORT=0. */
+  port: number;
+  release(): Promise<void>;
+}
+
+/** Takes the HTTP port at once, so that a port in use fails the start before anything is written. */
+export async function reservePort(host: string, port: number): Promise<ReservedPort> {
+  const server = createNetServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port, host, exclusive: true }, () => resolve());
+  }).catch((error: unknown) => {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
+    throw new Error(
+      `the HTTP port ${host}:${port} ${code === 'EADDRINUSE' ? 'is in use' : 'may not be used by this user'} ` +
+        `(${code}): set PORT (or HOST) to a free one.`,
+      { cause: error },
+    );
+  });
+  const address = server.address();
+  let released: Promise<void> | undefined;
+  return {
+    port: address && typeof address === 'object' ? address.port : port,
+    release: () =>
+      (released ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+      })),
+  };
+}
+
+/**
+ * The API takes over the reserved port. Fastify logs a line per address it listens on (each interface's for
+ * 0.0.0.0); the process says it once, after the first start's key, so Fastify's lines are left out.
+ */
+async function listenQuietly(app: FastifyInstance, reserved: ReservedPort, host: string): Promise<void> {
+  await reserved.release();
+  const level = app.log.level;
+  if (['trace', 'debug', 'info'].includes(level)) app.log.level = 'warn';
+  try {
+    await app.listen({ port: reserved.port, host });
+  } finally {
+    app.log.level = level;
   }
 }
 

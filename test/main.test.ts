@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
-import { readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
@@ -94,6 +96,40 @@ for (const engine of ENGINES) {
       assert.equal(await second.stop(), 0);
     });
 
+    test('a port in use fails the start before anything is created: no key printed, stored or generated', async (t) => {
+      const own = await createProcessDatabase(engine);
+      // On SQLite an empty data directory, as on a first start: not even the database file may appear.
+      const dataDir = mkdtempSync(path.join(tmpdir(), 'postwire-port-in-use-'));
+      const taken = createServer();
+      await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+      t.after(async () => {
+        await new Promise((resolve) => taken.close(resolve));
+        rmSync(dataDir, { recursive: true, force: true });
+        await own.cleanup();
+      });
+      const port = (taken.address() as AddressInfo).port;
+
+      const result = await runFailingServer({
+        ...own.env,
+        POSTWIRE_DATA_DIR: dataDir,
+        PORT: String(port),
+      });
+      assert.equal(result.code, 1);
+      assert.equal(
+        result.stderr,
+        `Postwire could not start: the HTTP port 127.0.0.1:${port} is in use (EADDRINUSE): set PORT (or HOST) ` +
+          'to a free one.\n',
+      );
+      assert.equal(result.stdout, '', 'no key box, no log line');
+      assert.deepEqual(readdirSync(dataDir), [], 'no database file, no encryption key file');
+      if (engine === 'postgres') {
+        const { db } = own.database.handle;
+        assert.deepEqual(await db.selectFrom('projects').select('id').execute(), []);
+        assert.deepEqual(await db.selectFrom('api_keys').select('id').execute(), []);
+        assert.deepEqual(await db.selectFrom('encryption_canary').select('id').execute(), []);
+      }
+    });
+
     test('POSTWIRE_BOOTSTRAP_KEY makes that key exist, once, and never prints it', async (t) => {
       const own = await createProcessDatabase(engine);
       t.after(() => own.cleanup());
@@ -134,6 +170,8 @@ for (const engine of ENGINES) {
         POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
         POSTWIRE_BOOTSTRAP_KEY: bootstrapKey,
         POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+        // A request's line at info comes once it is answered; at trace it is logged as it arrives too.
+        LOG_LEVEL: 'trace',
       });
       t.after(() => server.kill());
 
@@ -156,7 +194,7 @@ for (const engine of ENGINES) {
         });
       });
       request.write(body.slice(0, 10));
-      await server.waitForLog((line) => line.msg === 'incoming request' && line.req?.url === '/v1/webhooks');
+      await server.waitForLog((line) => line.msg === 'request received' && line.url === '/v1/webhooks');
 
       server.child.kill('SIGTERM');
       await server.waitForLog((line) => line.signal === 'SIGTERM');
@@ -213,10 +251,15 @@ for (const engine of ENGINES) {
       assert.equal(fetched.body.data.has_secret, true);
       assert.equal(await second.stop(), 0);
 
-      // A different key cannot open the stored secret: the start fails loudly rather than later, quietly.
+      // A different key cannot open the database: the start fails loudly rather than later, quietly.
       const wrong = await runFailingServer({ ...env, POSTWIRE_ENCRYPTION_KEY: 'cd'.repeat(32) });
       assert.equal(wrong.code, 1);
-      assert.match(wrong.stderr, /encryption key/i);
+      assert.equal(
+        wrong.stderr,
+        "Postwire could not start: the encryption key (POSTWIRE_ENCRYPTION_KEY) is not the one this database's " +
+          'secrets were sealed with: set POSTWIRE_ENCRYPTION_KEY to the key the database was first started with ' +
+          "(the other processes' key).\n",
+      );
       assert.equal(readFileSync(keyFile, 'utf8'), stored);
     });
     if (engine === 'postgres') {

@@ -22,6 +22,7 @@ import { migration as pendingDeliveries } from './migrations/0019_pending_delive
 import { migration as fewerDeliveryIndexes } from './migrations/0020_fewer_delivery_indexes.ts';
 import { migration as domainClaims } from './migrations/0021_domain_claims.ts';
 import { migration as inboundRaw } from './migrations/0022_inbound_raw.ts';
+import { migration as encryptionCanary } from './migrations/0023_encryption_canary.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -49,6 +50,7 @@ const migrations: Record<string, Migration> = {
   '0020_fewer_delivery_indexes': fewerDeliveryIndexes,
   '0021_domain_claims': domainClaims,
   '0022_inbound_raw': inboundRaw,
+  '0023_encryption_canary': encryptionCanary,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -415,6 +415,13 @@ export interface CacheStampsTable {
   version: ColumnType<number | string, number, number>;
 }
 
+/** One row: a value sealed with the database's encryption key at its first start (db/encryption-canary.repo.ts). */
+export interface EncryptionCanaryTable {
+  id: number;
+  sealed: string;
+  created_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -439,6 +446,7 @@ export interface Database {
   recipient_engagement: RecipientEngagementTable;
   email_stats_daily: EmailStatsDailyTable;
   cache_stamps: CacheStampsTable;
+  encryption_canary: EncryptionCanaryTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

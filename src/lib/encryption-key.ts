@@ -16,23 +16,38 @@ export interface EncryptionKey {
   warnings: string[];
 }
 
+/** The settings the key comes from (POSTWIRE_ENCRYPTION_KEY, POSTWIRE_DATA_DIR). */
+export interface EncryptionKeySettings {
+  encryptionKey: Buffer | undefined;
+  dataDir: string;
+}
+
 /**
  * The key that seals webhook secrets: POSTWIRE_ENCRYPTION_KEY when set, else the 32-byte key file
  * `encryption.key` in the data directory, generated on first use. The file holds the key as 64 hex digits,
  * the same form POSTWIRE_ENCRYPTION_KEY accepts, so an operator can move it into the environment.
  */
-export function loadOrCreateEncryptionKey(config: {
-  encryptionKey: Buffer | undefined;
-  dataDir: string;
-}): EncryptionKey {
+export function loadOrCreateEncryptionKey(config: EncryptionKeySettings): EncryptionKey {
+  return readEncryptionKey(config) ?? createEncryptionKeyFile(config);
+}
+
+/** The key the configuration or an existing key file gives; undefined when a key would have to be generated. */
+export function readEncryptionKey(config: EncryptionKeySettings): EncryptionKey | undefined {
   if (config.encryptionKey)
     return { key: config.encryptionKey, source: 'config', created: false, warnings: [] };
-
-  const file = path.join(config.dataDir, ENCRYPTION_KEY_FILE);
+  const file = encryptionKeyFile(config);
   const existing = readKeyFile(file);
   if (existing)
     return { key: existing, source: 'file', file, created: false, warnings: permissionWarnings(file) };
+  return undefined;
+}
 
+export const encryptionKeyFile = (config: { dataDir: string }): string =>
+  path.join(config.dataDir, ENCRYPTION_KEY_FILE);
+
+/** Generates the key file (or reads the one another process generated at the same moment). */
+export function createEncryptionKeyFile(config: { dataDir: string }): EncryptionKey {
+  const file = encryptionKeyFile(config);
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   // Written to a private temporary file and then hard-linked into place: link() fails when the name exists,

@@ -143,7 +143,9 @@ function checkCopy(file: string): string | undefined {
       ).map((row) => row.name),
     );
     if (!tables.has('postwire_migrations')) throw new BackupError('the file is not a Postwire database.');
+    // The canary first: every database a process has started on holds it, secrets or not.
     const sealedSamples = [
+      ['encryption_canary', 'sealed'],
       ['webhooks', 'secret_sealed'],
       ['domains', 'dkim_private_key_sealed'],
     ] as const;

@@ -131,7 +131,7 @@ export function registerDashboardRoutes(app: FastifyInstance, options: { dir?: s
     return reply.type(asset.type).send(asset.body);
   };
 
-  const config = { public: true };
+  const config = { public: true, staticFile: true };
   const schema = { hide: true };
   const page = (request: FastifyRequest, reply: FastifyReply) =>
     send(reply, index, request.headers['if-none-match']);
