@@ -17,6 +17,11 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'off' },
   },
   {
+    // The command's launcher is plain JavaScript for any Node (it finds the one to run the TypeScript on).
+    files: ['bin/**/*.js'],
+    languageOptions: { globals: globals.node },
+  },
+  {
     // The dashboard's ES modules run in the browser, served as they are (no build step).
     files: ['dashboard/**/*.js'],
     languageOptions: { globals: globals.browser, sourceType: 'module' },

@@ -97,7 +97,7 @@ export type BenchEngine = 'sqlite' | 'postgres';
 
 /** One target, Postwire against the bare baseline in the same run: what `--json` prints per target. */
 export interface TargetResult {
-  /** What is measured, as bench/targets.ts and the README name it. */
+  /** What is measured, as bench/targets.ts and bench/README.md name it. */
   target: string;
   engine: BenchEngine;
   /** Per second: requests answered, emails delivered or webhook deliveries done. */

@@ -6,7 +6,7 @@
 //   npm run bench:targets -- --only sqlite         # one engine (sqlite or postgres)
 //   npm run bench:targets -- --rounds 3            # medians of 3 rounds in every bench (3 times as long)
 //   npm run bench:targets -- --postgres-url postgres://postgres@127.0.0.1:5432/test
-//   npm run bench:targets -- --markdown            # also the table as the README shows it
+//   npm run bench:targets -- --markdown            # also the table as bench/README.md shows it
 //   npm run bench:targets -- --json                # the figures as JSON on stdout instead of the table
 //
 // It measures nothing itself: it runs bench/api.ts, bench/send.ts and bench/delivery.ts with --json, one at a

@@ -8,6 +8,7 @@ import { migrateToLatest } from './db/migrate.ts';
 import { systemClock } from './lib/clock.ts';
 import { POSTWIRE_VERSION } from './lib/version.ts';
 import { renderOpenApiDocument } from './openapi-document.ts';
+import { runBackup, runCopyTo } from './ops/ops-commands.ts';
 import { DomainError } from './lib/errors.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createRetention } from './modules/retention/retention.ts';
@@ -44,6 +45,10 @@ Commands:
                                                in small batches); --dry-run counts what would go.
   inbound list [--all] [--limit <n>] [--json]  Reports received that matched no email or could not be read,
                                                with why (--all: every received message). Newest first.
+  backup <file>                                Copy the SQLite database while the service runs, with the key
+                                               file beside it (<file>.key). PostgreSQL: pg_dump.
+  copy-to <postgres-url>                       Copy the SQLite database into an empty PostgreSQL database
+                                               (ids kept, resumable, row counts compared at the end).
   openapi                                      Print the OpenAPI document (as served at /v1/openapi.json).
   help                                         Show this help.
   --version                                    Print the version.
@@ -262,6 +267,16 @@ const commands: Command[] = [
       );
       return 0;
     },
+  },
+  {
+    words: ['backup'],
+    args: ['file'],
+    run: ({ io, config }, _values, [file]) => runBackup(io, config, file!),
+  },
+  {
+    words: ['copy-to'],
+    args: ['postgres-url'],
+    run: ({ io, config }, _values, [url]) => runCopyTo(io, config, url!),
   },
 ];
 

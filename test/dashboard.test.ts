@@ -1,7 +1,7 @@
 // The dashboard in a real browser (Debian's chromium driven by playwright-core) against the real server: a
 // real app on a real port, a real sending worker in capture mode, a real delivery worker and a real webhook
-// receiver. With SCREENSHOTS=1, screenshots of every page at 1280 and 390 px go to test/screenshots/ (see the
-// README); without it the same pages are checked and nothing is written.
+// receiver. With SCREENSHOTS=1, screenshots of every page at 1280 and 390 px go to test/screenshots/ (see
+// docs/dashboard.md); without it the same pages are checked and nothing is written.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';

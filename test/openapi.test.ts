@@ -462,6 +462,15 @@ for (const engine of ENGINES) {
       assert.equal(doc.info.version, manifest.version);
     });
 
+    it('states the Apache-2.0 licence where a user looks: the document, both packages and LICENSE files', () => {
+      const read = (path: string) => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
+      assert.deepEqual(doc.info.license, { name: 'Apache-2.0', identifier: 'Apache-2.0' });
+      for (const manifest of ['package.json', 'sdk/package.json'])
+        assert.equal(JSON.parse(read(manifest)).license, 'Apache-2.0', manifest);
+      for (const text of ['LICENSE', 'sdk/LICENSE'])
+        assert.match(read(text), /^\s*Apache License\s+Version 2\.0, January 2004/, text);
+    });
+
     it('refuses two different schemas under one title', () => {
       const named = (description: string) => ({
         title: 'Thing',

@@ -166,3 +166,16 @@ function PagerLink({ href, rel, children }) {
     >${children}</a
   >`;
 }
+
+/**
+ * A list's filter as a select, labelled: `name` is its param (and the element's id), `options` its values as
+ * `[value, text]`, and the first option, `anyText`, clears it. Changing it shows the first page
+ * (`setFilters`, from useListFilters).
+ */
+export function FilterSelect({ id, label, name, filters, setFilters, options, anyText = 'any' }) {
+  return html`<label for=${id}>${label}</label>
+    <select id=${id} value=${filters[name]} onChange=${(e) => setFilters({ [name]: e.currentTarget.value })}>
+      <option value="">${anyText}</option>
+      ${options.map(([value, text]) => html`<option value=${value}>${text}</option>`)}
+    </select>`;
+}

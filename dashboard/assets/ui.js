@@ -212,3 +212,39 @@ export function confirmAction(message, { confirmLabel = 'Delete', danger = true 
 
 /** A <pre> of JSON, for payloads. */
 export const Json = ({ value }) => html`<pre class="code">${JSON.stringify(value, null, 2)}</pre>`;
+
+/**
+ * A table of `rows`, a column for each of `columns`: `{ label, cell(row, index), class }`, and `hidden: true` for a
+ * column whose heading is for screen readers only (a row's buttons). Every cell carries its column's label
+ * (`data-label`): on a narrow screen the stylesheet stacks a row's cells, each under its label.
+ * `rowAttributes(row, index)` gives a row's own attributes (a class, the `data-*` the tests and styles find it by).
+ */
+export function Table({ columns, rows, class: className, rowAttributes = () => ({}) }) {
+  return html`<div class="table-wrap">
+    <table class=${className}>
+      <thead>
+        <tr>
+          ${columns.map(
+            (column) =>
+              html`<th>
+                ${column.hidden ? html`<span class="visually-hidden">${column.label}</span>` : column.label}
+              </th>`,
+          )}
+        </tr>
+      </thead>
+      <tbody>
+        ${rows.map(
+          (row, index) =>
+            html`<tr ...${rowAttributes(row, index)}>
+              ${columns.map(
+                (column) =>
+                  html`<td data-label=${column.hidden ? undefined : column.label} class=${column.class}>
+                    ${column.cell(row, index)}
+                  </td>`,
+              )}
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </div>`;
+}

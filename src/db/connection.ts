@@ -86,6 +86,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
 
 type DialectWrapper = (dialect: Dialect) => Dialect;
 
+/** How long a SQLite statement waits for another connection's (or process's) write lock before failing. */
+export const SQLITE_BUSY_TIMEOUT_MS = 5000;
+
 function openSqlite(
   file: string,
   observed: DialectWrapper,
@@ -97,7 +100,9 @@ function openSqlite(
   const sqlite = new DatabaseSync(file);
   // WAL lets the CLI and a worker process use the file while the server runs; busy_timeout makes a
   // writer wait for another process's write instead of failing at once.
-  sqlite.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
+  sqlite.exec(
+    `PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}; PRAGMA synchronous = NORMAL;`,
+  );
   sqlite.exec('PRAGMA foreign_keys = ON;');
   const units = withUnitsOfWork(
     observed(new SqliteDialect({ database: adaptNodeSqlite(sqlite) })),

@@ -18,6 +18,7 @@ export const openApiInfo = {
     version: POSTWIRE_VERSION,
     description:
       'Self-hostable email API: templates, sending and signed webhooks. Every /v1 route takes `Authorization: Bearer <API_KEY>`.',
+    license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
   },
   servers: [{ url: '/' }],
   tags: [

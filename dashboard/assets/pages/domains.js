@@ -11,6 +11,7 @@ import {
   fieldErrors,
   formatTime,
   Notice,
+  Table,
 } from '../ui.js';
 
 /** GET /v1/domains…; `null` when this server has no domains API (404). */
@@ -115,49 +116,12 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
         </${Notice}>`
         : null
     }
-    <div class="table-wrap">
-      <table class="records">
-        <thead>
-          <tr>
-            <th>Type</th>
-            <th>Name</th>
-            <th>Value</th>
-            <th>Status</th>
-            <th>Found</th>
-          </tr>
-        </thead>
-        <tbody>
-          ${(domain.records ?? []).map(
-            (record, index) =>
-              html`<tr data-purpose=${record.purpose}>
-                <td data-label="Type">
-                  ${record.type}${record.priority != null ? ` ${record.priority}` : ''}
-                </td>
-                <td data-label="Name">
-                  <code class="break" id=${`record-${domain.id}-${index}`}>${record.name}</code>
-                  <${CopyButton} text=${record.name} label="Copy name" />
-                </td>
-                <td data-label="Value">
-                  <code class="break value">${record.value}</code>
-                  <${CopyButton}
-                    text=${record.value}
-                    label="Copy value"
-                    describedBy=${`record-${domain.id}-${index}`}
-                  />
-                </td>
-                <td data-label="Status">
-                  <${Chip}
-                    status=${record.status}
-                  />${record.required === false ? html` <span class="small muted">optional</span>` : null}
-                </td>
-                <td data-label="Found" class="small">
-                  ${record.found === undefined ? '—' : record.found === null ? 'nothing' : html`<code class="break">${[].concat(record.found).join(', ')}</code>`}${record.error ? html` <span class="muted">${record.error}</span>` : null}
-                </td>
-              </tr>`,
-          )}
-        </tbody>
-      </table>
-    </div>
+    <${Table}
+      class="records"
+      rows=${domain.records ?? []}
+      columns=${recordColumns(domain)}
+      rowAttributes=${(record) => ({ 'data-purpose': record.purpose })}
+    />
     <div class="actions">
       <button type="button" class="button-primary" onClick=${verify} disabled=${busy}>
         ${busy ? 'Checking DNS…' : 'Verify'}
@@ -166,6 +130,43 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
     </div>
   </section>`;
 }
+
+/** The columns of a domain's DNS records: each name and value with a button that copies it. */
+const recordColumns = (domain) => [
+  {
+    label: 'Type',
+    cell: (record) => `${record.type}${record.priority != null ? ` ${record.priority}` : ''}`,
+  },
+  {
+    label: 'Name',
+    cell: (record, index) =>
+      html`<code class="break" id=${`record-${domain.id}-${index}`}>${record.name}</code>
+        <${CopyButton} text=${record.name} label="Copy name" />`,
+  },
+  {
+    label: 'Value',
+    cell: (record, index) =>
+      html`<code class="break value">${record.value}</code>
+        <${CopyButton}
+          text=${record.value}
+          label="Copy value"
+          describedBy=${`record-${domain.id}-${index}`}
+        />`,
+  },
+  {
+    label: 'Status',
+    cell: (record) =>
+      html`<${Chip}
+          status=${record.status}
+        />${record.required === false ? html` <span class="small muted">optional</span>` : null}`,
+  },
+  {
+    label: 'Found',
+    class: 'small',
+    cell: (record) =>
+      html`${record.found === undefined ? '—' : record.found === null ? 'nothing' : html`<code class="break">${[].concat(record.found).join(', ')}</code>`}${record.error ? html` <span class="muted">${record.error}</span>` : null}`,
+  },
+];
 
 function AddDomain({ onAdded }) {
   const [name, setName] = useState('');

@@ -12,6 +12,7 @@ import {
   Link,
   Loading,
   navigate,
+  Table,
   useAsync,
 } from '../ui.js';
 
@@ -134,33 +135,24 @@ export function EmailsPage({ search }) {
           ? html`<${Empty} title="No email matches these filters">Change or clear the filters.</${Empty}>`
           : html`<${Empty} title="No emails yet">Send one with <code>POST /v1/emails</code> or the “Send an email” button; without an SMTP relay it is captured, not sent.</${Empty}>`}
     >
-      ${({ items }) =>
-        html`<div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>To</th>
-                <th>Subject</th>
-                <th>Status</th>
-                <th>Tags</th>
-                <th>Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${items.map(
-                (email) => html`<tr>
-                <td data-label="To"><${Link} href=${`/dashboard/emails/${email.id}`}>${email.to.join(', ')}</${Link}></td>
-                <td data-label="Subject">${email.subject}</td>
-                <td data-label="Status"><${Chip} status=${email.status} /></td>
-                <td data-label="Tags">${Object.entries(email.tags).map(([name, value]) => html`<code class="tag">${name}:${value}</code> `)}</td>
-                <td data-label="Created">${formatTime(email.created_at)}</td>
-              </tr>`,
-              )}
-            </tbody>
-          </table>
-        </div>`}
+      ${({ items }) => html`<${Table} rows=${items} columns=${EMAIL_COLUMNS} />`}
     </${ListPage}>`;
 }
+
+const EMAIL_COLUMNS = [
+  {
+    label: 'To',
+    cell: (email) => html`<${Link} href=${`/dashboard/emails/${email.id}`}>${email.to.join(', ')}</${Link}>`,
+  },
+  { label: 'Subject', cell: (email) => email.subject },
+  { label: 'Status', cell: (email) => html`<${Chip} status=${email.status} />` },
+  {
+    label: 'Tags',
+    cell: (email) =>
+      Object.entries(email.tags).map(([name, value]) => html`<code class="tag">${name}:${value}</code> `),
+  },
+  { label: 'Created', cell: (email) => formatTime(email.created_at) },
+];
 
 function SendForm() {
   const [form, setForm] = useState({ from: '', to: '', subject: '', html: '<p>Hello from Postwire</p>' });

@@ -1,6 +1,6 @@
 import { html, useState } from '../html.js';
 import { api } from '../api.js';
-import { ListPage, useListFilters } from '../list.js';
+import { FilterSelect, ListPage, useListFilters } from '../list.js';
 import { Chip, Empty, ErrorBanner, formatTime, Json, Link, Notice, useAsync } from '../ui.js';
 
 export function EventsPage({ search }) {
@@ -24,15 +24,14 @@ export function EventsPage({ search }) {
     ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
     <${ErrorBanner} error=${message?.error} />
     <div class="inline-form">
-      <label for="event-type">Kind</label>
-      <select
+      <${FilterSelect}
         id="event-type"
-        value=${filters.type}
-        onChange=${(e) => setFilters({ type: e.currentTarget.value })}
-      >
-        <option value="">any</option>
-        ${(kinds.data?.data ?? []).map((kind) => html`<option value=${kind.type}>${kind.type}</option>`)}
-      </select>
+        label="Kind"
+        name="type"
+        filters=${filters}
+        setFilters=${setFilters}
+        options=${(kinds.data?.data ?? []).map((kind) => [kind.type, kind.type])}
+      />
     </div>
     <${ListPage}
       search=${search}

@@ -1,6 +1,20 @@
 import { html } from '../html.js';
 import { ListPage } from '../list.js';
-import { Chip, Empty, formatTime, Link } from '../ui.js';
+import { Chip, Empty, formatTime, Link, Table } from '../ui.js';
+
+const REPORT_COLUMNS = [
+  { label: 'Received', cell: (message) => formatTime(message.received_at) },
+  { label: 'Kind', cell: (message) => String(message.kind).replaceAll('_', ' ') },
+  { label: 'Status', cell: (message) => html`<${Chip} status=${message.status} />` },
+  {
+    label: 'Email',
+    cell: (message) =>
+      message.email_id
+        ? html`<${Link} href=${`/dashboard/emails/${message.email_id}`}>${message.recipient ?? message.email_id}</${Link}>`
+        : '—',
+  },
+  { label: 'Detail', class: 'small', cell: (message) => message.detail ?? message.subject ?? '' },
+];
 
 export function InboundPage({ search }) {
   return html`<h1>Inbound reports</h1>
@@ -16,33 +30,6 @@ export function InboundPage({ search }) {
         Reports arrive when <code>BOUNCE_DOMAIN</code> is set and its MX points at Postwire's inbound SMTP listener.
       </${Empty}>`}
     >
-      ${({ items }) =>
-        html`<div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Received</th>
-                <th>Kind</th>
-                <th>Status</th>
-                <th>Email</th>
-                <th>Detail</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${items.map(
-                (message) =>
-                  html`<tr>
-                    <td data-label="Received">${formatTime(message.received_at)}</td>
-                    <td data-label="Kind">${String(message.kind).replaceAll('_', ' ')}</td>
-                    <td data-label="Status"><${Chip} status=${message.status} /></td>
-                    <td data-label="Email">
-                      ${message.email_id ? html`<${Link} href=${`/dashboard/emails/${message.email_id}`}>${message.recipient ?? message.email_id}</${Link}>` : '—'}
-                    </td>
-                    <td data-label="Detail" class="small">${message.detail ?? message.subject ?? ''}</td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>
-        </div>`}
+      ${({ items }) => html`<${Table} rows=${items} columns=${REPORT_COLUMNS} />`}
     </${ListPage}>`;
 }

@@ -1,6 +1,6 @@
 import { html, useEffect, useRef } from '../html.js';
 import { api, ApiError, query } from '../api.js';
-import { ErrorBanner, Loading, useAsync } from '../ui.js';
+import { ErrorBanner, Loading, Table, useAsync } from '../ui.js';
 
 const DAYS = 7;
 const SERIES = [
@@ -12,6 +12,16 @@ const SERIES = [
   ['clicked', 'Clicked', '#a21caf'],
 ];
 const BOUNCE_TYPES = ['hard', 'soft', 'policy', 'undetermined'];
+/** The per-day table: the day, each series, then the bounces split by type. */
+const DAY_COLUMNS = [
+  { label: 'Day', cell: (day) => day.date },
+  ...SERIES.map(([key, label]) => ({ label, cell: (day) => day[key] })),
+  {
+    label: 'Bounces by type',
+    class: 'small',
+    cell: (day) => BOUNCE_TYPES.map((type) => `${type} ${day[`bounced_${type}`]}`).join(' · '),
+  },
+];
 /**
  * Where a sender's reputation starts to suffer. Bounces: mailbox providers and relays (Amazon SES reviews an
  * account at 5 %) want under 2 %. Complaints: Gmail's bulk-sender rules, 0.1 % recommended, 0.3 % the limit.
@@ -184,29 +194,7 @@ export function OverviewPage() {
             <section class="card">
               <h2>Per day</h2>
               <${Chart} days=${model.days} />
-              <div class="table-wrap">
-                <table class="numbers">
-                  <thead>
-                    <tr>
-                      <th>Day</th>
-                      ${SERIES.map(([, label]) => html`<th>${label}</th>`)}
-                      <th>Bounces by type</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    ${model.days.map(
-                      (day) =>
-                        html`<tr>
-                          <td data-label="Day">${day.date}</td>
-                          ${SERIES.map(([key, label]) => html`<td data-label=${label}>${day[key]}</td>`)}
-                          <td data-label="Bounces by type" class="small">
-                            ${BOUNCE_TYPES.map((type) => `${type} ${day[`bounced_${type}`]}`).join(' · ')}
-                          </td>
-                        </tr>`,
-                    )}
-                  </tbody>
-                </table>
-              </div>
+              <${Table} class="numbers" rows=${model.days} columns=${DAY_COLUMNS} />
             </section>`
         : null
     }`;

@@ -1,7 +1,17 @@
 import { html, useState } from '../html.js';
 import { api } from '../api.js';
-import { ListPage, useListFilters } from '../list.js';
-import { confirmAction, Empty, ErrorBanner, Field, fieldErrors, formatTime, Link, Notice } from '../ui.js';
+import { FilterSelect, ListPage, useListFilters } from '../list.js';
+import {
+  confirmAction,
+  Empty,
+  ErrorBanner,
+  Field,
+  fieldErrors,
+  formatTime,
+  Link,
+  Notice,
+  Table,
+} from '../ui.js';
 
 const REASONS = ['hard_bounce', 'complaint', 'unsubscribe', 'manual'];
 
@@ -33,15 +43,14 @@ export function SuppressionsPage({ search }) {
     ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
     <${ErrorBanner} error=${message?.error} />
     <div class="inline-form">
-      <label for="reason">Reason</label>
-      <select
+      <${FilterSelect}
         id="reason"
-        value=${filters.reason}
-        onChange=${(e) => setFilters({ reason: e.currentTarget.value })}
-      >
-        <option value="">any</option>
-        ${REASONS.map((value) => html`<option value=${value}>${value.replace('_', ' ')}</option>`)}
-      </select>
+        label="Reason"
+        name="reason"
+        filters=${filters}
+        setFilters=${setFilters}
+        options=${REASONS.map((value) => [value, value.replace('_', ' ')])}
+      />
     </div>
     <${ListPage}
       search=${search}
@@ -62,44 +71,42 @@ export function SuppressionsPage({ search }) {
         </section>`}
     >
       ${({ items }) =>
-        html`<div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Address</th>
-                <th>Reason</th>
-                <th>Detail</th>
-                <th>Added</th>
-                <th><span class="visually-hidden">Actions</span></th>
-              </tr>
-            </thead>
-            <tbody>
-              ${items.map(
-                (entry) =>
-                  html`<tr data-address=${entry.address}>
-                    <td data-label="Address">${entry.address}</td>
-                    <td data-label="Reason">${entry.reason.replace('_', ' ')}</td>
-                    <td data-label="Detail" class="small">
-                      ${entry.detail ?? (entry.email_id ? html`<${Link} href=${`/dashboard/emails/${entry.email_id}`}>${entry.email_id}</${Link}>` : '—')}
-                    </td>
-                    <td data-label="Added">${formatTime(entry.created_at)}</td>
-                    <td>
-                      <button
-                        type="button"
-                        class="button-small button-danger"
-                        onClick=${() => remove(entry)}
-                        aria-label=${`Remove ${entry.address}`}
-                      >
-                        Remove
-                      </button>
-                    </td>
-                  </tr>`,
-              )}
-            </tbody>
-          </table>
-        </div>`}
+        html`<${Table}
+          rows=${items}
+          columns=${suppressionColumns(remove)}
+          rowAttributes=${(entry) => ({ 'data-address': entry.address })}
+        />`}
     </${ListPage}>`;
 }
+
+/** The list's columns; `remove(entry)` is its row's Remove button. */
+const suppressionColumns = (remove) => [
+  { label: 'Address', cell: (entry) => entry.address },
+  { label: 'Reason', cell: (entry) => entry.reason.replace('_', ' ') },
+  {
+    label: 'Detail',
+    class: 'small',
+    cell: (entry) =>
+      entry.detail ??
+      (entry.email_id
+        ? html`<${Link} href=${`/dashboard/emails/${entry.email_id}`}>${entry.email_id}</${Link}>`
+        : '—'),
+  },
+  { label: 'Added', cell: (entry) => formatTime(entry.created_at) },
+  {
+    label: 'Actions',
+    hidden: true,
+    cell: (entry) =>
+      html`<button
+        type="button"
+        class="button-small button-danger"
+        onClick=${() => remove(entry)}
+        aria-label=${`Remove ${entry.address}`}
+      >
+        Remove
+      </button>`,
+  },
+];
 
 function AddForm({ onAdded }) {
   const [text, setText] = useState('');

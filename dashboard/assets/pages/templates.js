@@ -15,6 +15,7 @@ import {
   Loading,
   navigate,
   Notice,
+  Table,
   useAsync,
 } from '../ui.js';
 
@@ -36,34 +37,25 @@ export function TemplatesPage({ search }) {
           <${CreateTemplate} />
         </section>`}
     >
-      ${({ items }) =>
-        html`<div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>Name</th>
-                <th>Alias</th>
-                <th>Published</th>
-                <th>Updated</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${items.map(
-                (template) => html`<tr>
-                <td data-label="Name"><${Link} href=${`/dashboard/templates/${template.id}`}>${template.name}</${Link}></td>
-                <td data-label="Alias">${template.alias ? html`<code>${template.alias}</code>` : '—'}</td>
-                <td data-label="Published">
-                  ${template.published_version ? `v${template.published_version}` : html`<${Chip} status="draft" />`}
-                  ${template.has_unpublished_changes && template.published_version ? html` <span class="small muted">(changes not published)</span>` : null}
-                </td>
-                <td data-label="Updated">${formatTime(template.updated_at)}</td>
-              </tr>`,
-              )}
-            </tbody>
-          </table>
-        </div>`}
+      ${({ items }) => html`<${Table} rows=${items} columns=${TEMPLATE_COLUMNS} />`}
     </${ListPage}>`;
 }
+
+const TEMPLATE_COLUMNS = [
+  {
+    label: 'Name',
+    cell: (template) =>
+      html`<${Link} href=${`/dashboard/templates/${template.id}`}>${template.name}</${Link}>`,
+  },
+  { label: 'Alias', cell: (template) => (template.alias ? html`<code>${template.alias}</code>` : '—') },
+  {
+    label: 'Published',
+    cell: (template) =>
+      html`${template.published_version ? `v${template.published_version}` : html`<${Chip} status="draft" />`}
+      ${template.has_unpublished_changes && template.published_version ? html` <span class="small muted">(changes not published)</span>` : null}`,
+  },
+  { label: 'Updated', cell: (template) => formatTime(template.updated_at) },
+];
 
 function CreateTemplate() {
   const [name, setName] = useState('');

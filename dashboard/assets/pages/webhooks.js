@@ -1,6 +1,6 @@
 import { html, useState } from '../html.js';
 import { api } from '../api.js';
-import { ListPage, useListFilters } from '../list.js';
+import { FilterSelect, ListPage, useListFilters } from '../list.js';
 import {
   Chip,
   confirmAction,
@@ -13,6 +13,7 @@ import {
   Loading,
   navigate,
   Notice,
+  Table,
   useAsync,
 } from '../ui.js';
 
@@ -48,34 +49,24 @@ export function WebhooksPage({ search }) {
           }
         </section>`}
     >
-      ${({ items }) =>
-        html`<div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th>URL</th>
-                <th>Status</th>
-                <th>Events</th>
-                <th>Created</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${items.map(
-                (webhook) => html`<tr>
-                <td data-label="URL"><${Link} href=${`/dashboard/webhooks/${webhook.id}`}>${webhook.url}</${Link}></td>
-                <td data-label="Status">
-                  <${Chip} status=${webhook.enabled ? 'enabled' : 'disabled'} />
-                  ${webhook.disabled_reason ? html`<div class="small muted">${webhook.disabled_reason}</div>` : null}
-                </td>
-                <td data-label="Events">${webhook.events.join(', ')}</td>
-                <td data-label="Created">${formatTime(webhook.created_at)}</td>
-              </tr>`,
-              )}
-            </tbody>
-          </table>
-        </div>`}
+      ${({ items }) => html`<${Table} rows=${items} columns=${WEBHOOK_COLUMNS} />`}
     </${ListPage}>`;
 }
+
+const WEBHOOK_COLUMNS = [
+  {
+    label: 'URL',
+    cell: (webhook) => html`<${Link} href=${`/dashboard/webhooks/${webhook.id}`}>${webhook.url}</${Link}>`,
+  },
+  {
+    label: 'Status',
+    cell: (webhook) =>
+      html`<${Chip} status=${webhook.enabled ? 'enabled' : 'disabled'} />
+        ${webhook.disabled_reason ? html`<div class="small muted">${webhook.disabled_reason}</div>` : null}`,
+  },
+  { label: 'Events', cell: (webhook) => webhook.events.join(', ') },
+  { label: 'Created', cell: (webhook) => formatTime(webhook.created_at) },
+];
 
 /** Create (no `webhook`) or edit. Event kinds are picked from GET /v1/event-kinds. */
 function WebhookForm({ webhook, kinds, onSaved, onCancel }) {
@@ -329,6 +320,22 @@ function Recover({ hook, onDone }) {
   </section>`;
 }
 
+const ATTEMPT_COLUMNS = [
+  { label: 'Attempted', cell: (attempt) => formatTime(attempt.attempted_at) },
+  {
+    label: 'Status',
+    cell: (attempt) =>
+      html`${attempt.status_code ?? '—'}${attempt.error ? html` <span class="muted small">${attempt.error}</span>` : null}`,
+  },
+  { label: 'Duration', cell: (attempt) => `${attempt.duration_ms} ms` },
+  {
+    label: 'Response',
+    cell: (attempt) => html`<code class="excerpt">${attempt.response_excerpt ?? '—'}</code>`,
+  },
+];
+
+const DELIVERY_STATUSES = ['pending', 'succeeded', 'failed'];
+
 /** The webhook's deliveries, a list of its own: its filter and page are in the webhook page's URL. */
 function Deliveries({ hook, search, version: outerVersion }) {
   const base = `/dashboard/webhooks/${encodeURIComponent(hook.id)}`;
@@ -350,17 +357,15 @@ function Deliveries({ hook, search, version: outerVersion }) {
     <div class="section-head">
       <h2>Deliveries</h2>
       <div class="inline-form">
-        <label for="delivery-status">Status</label>
-        <select
+        <${FilterSelect}
           id="delivery-status"
-          value=${filters.status}
-          onChange=${(e) => setFilters({ status: e.currentTarget.value })}
-        >
-          <option value="">all</option>
-          <option value="pending">pending</option>
-          <option value="succeeded">succeeded</option>
-          <option value="failed">failed</option>
-        </select>
+          label="Status"
+          name="status"
+          filters=${filters}
+          setFilters=${setFilters}
+          options=${DELIVERY_STATUSES.map((status) => [status, status])}
+          anyText="all"
+        />
         <button type="button" onClick=${refresh}>Refresh</button>
       </div>
     </div>
@@ -400,33 +405,12 @@ function Deliveries({ hook, search, version: outerVersion }) {
                         No attempt
                         yet${delivery.next_attempt_at ? `; due ${formatTime(delivery.next_attempt_at)}` : ''}.
                       </p>`
-                    : html`<div class="table-wrap">
-                        <table class="attempts">
-                          <thead>
-                            <tr>
-                              <th>Attempted</th>
-                              <th>Status</th>
-                              <th>Duration</th>
-                              <th>Response</th>
-                            </tr>
-                          </thead>
-                          <tbody>
-                            ${delivery.attempt_log.map(
-                              (attempt) =>
-                                html`<tr class="attempt">
-                                  <td data-label="Attempted">${formatTime(attempt.attempted_at)}</td>
-                                  <td data-label="Status">
-                                    ${attempt.status_code ?? '—'}${attempt.error ? html` <span class="muted small">${attempt.error}</span>` : null}
-                                  </td>
-                                  <td data-label="Duration">${attempt.duration_ms} ms</td>
-                                  <td data-label="Response">
-                                    <code class="excerpt">${attempt.response_excerpt ?? '—'}</code>
-                                  </td>
-                                </tr>`,
-                            )}
-                          </tbody>
-                        </table>
-                      </div>`
+                    : html`<${Table}
+                        class="attempts"
+                        rows=${delivery.attempt_log}
+                        columns=${ATTEMPT_COLUMNS}
+                        rowAttributes=${() => ({ class: 'attempt' })}
+                      />`
                 }
               </li>`,
           )}
