@@ -39,6 +39,7 @@ import type { EngagementDefaults } from '../../config.ts';
 import type { EngagementRepo } from '../engagement/engagement.repo.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from '../engagement/html.ts';
 import type { TrackingSettings } from '../engagement/personalize.ts';
+import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -51,6 +52,8 @@ export interface EmailServiceDeps {
   notifier: Notifier;
   /** An email's timeline is its events; a suppressed recipient's event is emitted with the email. */
   events: Pick<EventService, 'forEmail' | 'emit'>;
+  /** Counts accepted emails (/metrics); nothing is counted when absent. */
+  metrics?: Pick<MetricsRecorder, 'emailsAccepted'> | undefined;
   /** The projects' suppression lists, read before the send's transaction. */
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   /** Runs work in one transaction (DatabaseHandle.unitOfWork). */
@@ -168,6 +171,7 @@ export function createEmailService({
   dailyLimit,
   notifier,
   events: eventService,
+  metrics = noMetrics,
   suppressions,
   unitOfWork,
   sendGroups,
@@ -658,6 +662,7 @@ export function createEmailService({
       const now = clock.now();
       const email = await prepare(projectId, input, now, '');
       await accept([email], now);
+      metrics.emailsAccepted(1);
       return { id: email.id, object: 'email' };
     },
 
@@ -669,6 +674,7 @@ export function createEmailService({
       for (const [index, input] of inputs.entries())
         emails.push(await prepare(projectId, input, now, `[${index}].`, decided));
       await accept(emails, now);
+      metrics.emailsAccepted(emails.length);
       return emails.map((email) => ({ id: email.id, object: 'email' as const }));
     },
 

@@ -13,6 +13,7 @@ import { type ClaimedInbound, createInboundRepo, type InboundResult } from './in
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
 import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
+import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
 // is leased, read (the report parsed on a parse thread, its recipient found), and what it says is applied
@@ -35,6 +36,8 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   unsubscribeByMail?: ((address: string) => Promise<boolean>) | undefined;
   /** The parse threads' settings (REPORT_PARSE_*); DEFAULTS.reportParsing when absent. */
   reportParsing?: ReportReaderOptions | undefined;
+  /** Counts the reports read, by verdict (/metrics); nothing is counted when absent. */
+  metrics?: Pick<MetricsRecorder, 'inboundReportRead'> | undefined;
 }
 
 interface InboundJob extends QueueJob {
@@ -65,6 +68,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     pollIntervalMs: deps.pollIntervalMs,
   });
   const { db, engine } = deps.database;
+  const metrics = deps.metrics ?? noMetrics;
   const repo = createInboundRepo(db, engine);
   // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
   const reader = createReportReader(deps.reportParsing);
@@ -83,8 +87,10 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     release: (releasing, rows) => repo.release(releasing, rows),
     // Nothing waits for a time: every stored message is due at once.
     nextDueAt: async () => undefined,
-    record: (attempted) =>
-      inTransaction(db, async (transaction) => {
+    async record(attempted) {
+      // The verdicts of the messages read, counted once their transaction has committed.
+      const verdicts: string[] = [];
+      const recorded = await inTransaction(db, async (transaction) => {
         const messages = createInboundRepo(transaction.db, engine);
         const recipients = createReportedRecipientRepo(transaction.db);
         const now = clock.now().toISOString();
@@ -115,7 +121,10 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
             continue;
           }
           results.push({ held: true });
-          if (outcome.status !== undefined) continue;
+          if (outcome.status !== undefined) {
+            verdicts.push(outcome.status);
+            continue;
+          }
           const changed: string[] = [];
           for (const effect of outcome.effects) {
             const { recipient } = effect;
@@ -147,6 +156,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
           }
           if (changed.length > 0) {
             await messages.setVerdict(job.message.id, 'applied', `${outcome.detail}; ${changed.join(', ')}`);
+            verdicts.push('applied');
           } else {
             const settled = outcome.effects
               .map((effect) => `${effect.recipient.address} is ${effect.recipient.status}`)
@@ -156,12 +166,16 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
               'no_change',
               `${outcome.detail}; nothing changed (${settled})`,
             );
+            verdicts.push('no_change');
           }
         }
         await deps.events.emitIn(transaction, events);
         await addSuppressionsIn(transaction.db, suppressions);
         return results;
-      }),
+      });
+      for (const verdict of verdicts) metrics.inboundReportRead(verdict);
+      return recorded;
+    },
   };
 
   async function attempt(job: InboundJob): Promise<Interpretation> {
