@@ -9,6 +9,7 @@ import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
 import { swaggerOptions } from './http/openapi.ts';
+import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { installJsonBody, installValidation, parseQueryString } from './http/validation.ts';
 import { newRequestId } from './lib/ids.ts';
@@ -21,6 +22,7 @@ import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.route
 import { registerEventRoutes } from './modules/events/events.routes.ts';
 import type { EventService } from './modules/events/events.service.ts';
 import { registerTemplateRoutes } from './modules/templates/templates.routes.ts';
+import { registerWebhookOperationRoutes } from './modules/webhook-operations/webhook-operations.routes.ts';
 import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { registerEngagementRoutes } from './modules/engagement/engagement.routes.ts';
 import { registerStatsRoutes } from './modules/stats/stats.routes.ts';
@@ -143,7 +145,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   installIdempotency(app, { database, clock });
 
   app.addSchema(ErrorBody);
-  await app.register(swagger, swaggerOptions);
+  await app.register(swagger, swaggerOptions(openApiWebhooks));
   // The docs page and its assets are public like the document itself; marking them in their own context
   // leaves every other route behind the API key.
   await app.register(async (docs) => {
@@ -164,7 +166,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   );
   registerDashboardRoutes(app);
   registerEventKindRoutes(app);
-  registerWebhookRoutes(app, { webhooks: services.webhooks, operations: services.webhookOperations });
+  registerWebhookRoutes(app, { webhooks: services.webhooks });
+  registerWebhookOperationRoutes(app, { operations: services.webhookOperations });
   registerEventRoutes(app, { events: services.events });
   registerTemplateRoutes(app, { templates: services.templates });
   registerEmailRoutes(app, { emails: services.emails });

@@ -25,7 +25,7 @@ import { createSuppressionService } from './modules/suppressions/suppressions.se
 import { createRenderPool } from './modules/templates/render-pool.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
-import { createWebhookOperations } from './modules/webhooks/webhook-operations.service.ts';
+import { createWebhookOperations } from './modules/webhook-operations/webhook-operations.service.ts';
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';

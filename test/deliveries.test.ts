@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { type ClaimedDelivery, createDeliveryRepo } from '../src/modules/deliveries/deliveries.repo.ts';
 import { webhookPayload } from '../src/modules/deliveries/deliveries.worker.ts';
-import { nextRetryDelay, parseRetryAfter } from '../src/modules/deliveries/retry.ts';
+import { nextRetryDelay, parseRetryAfter } from '../src/queue/retry.ts';
 import { createSender } from '../src/modules/deliveries/sender.ts';
 import { signingKey, signWebhook } from '../src/modules/deliveries/signing.ts';
 import { ENGINES, type TestApp } from './helpers/app.ts';

@@ -4,8 +4,13 @@ import { createSecretBox } from '../src/lib/crypto.ts';
 import { newId } from '../src/lib/ids.ts';
 import { AUTOMATED_WITHIN_MS, isAutomated } from '../src/modules/engagement/automation.ts';
 import { isOneClickBody } from '../src/modules/engagement/engagement.routes.ts';
-import { addOpenPixel, rewriteLinks, trackedLinks } from '../src/modules/engagement/html.ts';
-import { createEngagementTokens, MAX_TRACKED_LINKS } from '../src/modules/engagement/tokens.ts';
+import {
+  addOpenPixel,
+  MAX_TRACKED_LINKS,
+  rewriteLinks,
+  trackedLinks,
+} from '../src/modules/emails/tracked-html.ts';
+import { createEngagementTokens } from '../src/modules/engagement/tokens.ts';
 import { TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 
 // The pure parts of engagement, case by case: what counts as a machine, what a token accepts, which links

@@ -10,7 +10,7 @@ import dkimSign from 'nodemailer/lib/dkim/sign';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import DataStream from 'nodemailer/lib/smtp-connection/data-stream';
 import SMTPPool, { type SMTPPoolSentMessageInfo } from 'nodemailer/lib/smtp-pool';
-import { parseAddress } from '../src/modules/emails/addresses.ts';
+import { parseAddress } from '../src/lib/addresses.ts';
 import type { EmailRecord } from '../src/modules/emails/emails.repo.ts';
 import { createDkimSigner } from '../src/modules/sending/dkim.ts';
 import { poolMessage, writeAtOnce } from '../src/modules/sending/fast-paths.ts';

@@ -10,8 +10,9 @@ import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { ErrorBody, errorResponses } from '../src/http/error-schema.ts';
 import { nameSchemas, swaggerOptions } from '../src/http/openapi.ts';
+import { openApiWebhooks } from '../src/modules/event-kinds/event-kinds.openapi.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { testEventData } from '../src/modules/webhooks/webhook-operations.service.ts';
+import { testEventData } from '../src/modules/webhook-operations/webhook-operations.service.ts';
 import {
   ENGINES,
   type TestApp,
@@ -565,7 +566,7 @@ for (const engine of ENGINES) {
     it('reports a document it cannot compile once, not once per response', async () => {
       const broken = Fastify();
       broken.addSchema(ErrorBody);
-      await broken.register(swagger, swaggerOptions);
+      await broken.register(swagger, swaggerOptions(openApiWebhooks));
       broken.get(
         '/v1/broken',
         {

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Config } from '../config.ts';
 
 export const ENCRYPTION_KEY_FILE = 'encryption.key';
 
@@ -22,7 +21,10 @@ export interface EncryptionKey {
  * `encryption.key` in the data directory, generated on first use. The file holds the key as 64 hex digits,
  * the same form POSTWIRE_ENCRYPTION_KEY accepts, so an operator can move it into the environment.
  */
-export function loadOrCreateEncryptionKey(config: Pick<Config, 'encryptionKey' | 'dataDir'>): EncryptionKey {
+export function loadOrCreateEncryptionKey(config: {
+  encryptionKey: Buffer | undefined;
+  dataDir: string;
+}): EncryptionKey {
   if (config.encryptionKey)
     return { key: config.encryptionKey, source: 'config', created: false, warnings: [] };
 

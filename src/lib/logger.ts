@@ -1,11 +1,11 @@
 import type { LoggerOptions } from 'pino';
-import type { LogFormat } from '../config.ts';
 
 /**
  * Options for the process's pino logger (the server's Fastify logger and the worker's). Pretty output runs
- * pino-pretty as a pino transport (a worker thread), so formatting never blocks the event loop.
+ * pino-pretty as a pino transport (a worker thread), so formatting never blocks the event loop. The settings
+ * as config.ts checked them (LOG_FORMATS): `pretty`, else JSON.
  */
-export function loggerOptions(config: { logLevel: string; logFormat: LogFormat }): LoggerOptions {
+export function loggerOptions(config: { logLevel: string; logFormat: string }): LoggerOptions {
   return {
     level: config.logLevel,
     // API keys travel in the authorization header; webhook secrets only in bodies, which are never logged.

@@ -7,7 +7,7 @@ import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { createDeliveryRepo, type ClaimedDelivery, type DeliveryOutcome } from './deliveries.repo.ts';
-import { nextRetryDelay, parseRetryAfter } from './retry.ts';
+import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';

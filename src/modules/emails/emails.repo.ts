@@ -9,7 +9,7 @@ import { createQuotaCounter, nextPositionText, type QuotaCount } from './fair-qu
 import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
-import type { TrackingSettings } from '../engagement/personalize.ts';
+import type { TrackingSettings } from './tracking.ts';
 
 export interface NewRecipient {
   id: string;

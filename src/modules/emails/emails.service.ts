@@ -9,7 +9,7 @@ import type { Notifier } from '../../queue/notifier.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo, TemplateVersionRecord } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
-import { formatAddress, parseAddress, type ParsedAddress } from './addresses.ts';
+import { formatAddress, parseAddress, type ParsedAddress } from '../../lib/addresses.ts';
 import { PENDING } from './status.ts';
 import {
   DailyLimitReached,
@@ -36,10 +36,9 @@ import { createSendGroups } from './send-groups.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
-import type { EngagementRepo } from '../engagement/engagement.repo.ts';
-import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from '../engagement/html.ts';
-import type { TrackingSettings } from '../engagement/personalize.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
+import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
+import type { EngagementStore, TrackingSettings } from './tracking.ts';
 
 export interface EmailServiceDeps {
   repo: EmailRepo;
@@ -70,7 +69,7 @@ export interface EmailEngagementDeps {
   /** Unset: a send asking for tracking or unsubscribe is refused (422). */
   publicUrl: string | undefined;
   defaults: EngagementDefaults;
-  repo: Pick<EngagementRepo, 'insertSettings' | 'forEmail' | 'settingsFor'>;
+  repo: EngagementStore;
 }
 
 /** A 429 that also says when the limit resets (the route sends it as `retry-after`). */

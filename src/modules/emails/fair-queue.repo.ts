@@ -18,8 +18,11 @@ import type { Database } from '../../db/schema.ts';
 const HEAD_TEXT = '(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)';
 const HEAD = sql<number | string | null>`${sql.raw(HEAD_TEXT)}`;
 
-/** The position after which a project's new rows go: its last queued row's, or the head's if later. */
-async function basePositions(
+/**
+ * The position after which a project's new rows go: its last queued row's, or the head's if later (the
+ * recipients' repository numbers the rows it promotes from here).
+ */
+export async function basePositions(
   db: Kysely<Database>,
   projectIds: readonly string[],
 ): Promise<Map<string, number>> {
@@ -118,43 +121,4 @@ export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
 /** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */
 export async function pruneQuota(db: Kysely<Database>, beforeDay: string): Promise<void> {
   await db.deleteFrom('send_quota').where('day', '<', beforeDay).execute();
-}
-
-/**
- * Moves waiting rows that are now due (scheduled sends, retries) into the queue, at most `limit` at a time,
- * each project's after its own queued rows: a burst of scheduled sends queues behind other projects' fresh
- * sends rather than ahead of them. Without a transaction: a row another worker promoted first is skipped
- * (the update only takes rows still waiting).
- */
-export async function promoteDue(
-  db: Kysely<Database>,
-  options: { now: string; limit: number },
-): Promise<number> {
-  const due = await db
-    .selectFrom('email_recipients')
-    .select(['id', 'project_id'])
-    .where('wait_until', 'is not', null)
-    .where('wait_until', '<=', options.now)
-    .orderBy('wait_until')
-    .limit(options.limit)
-    .execute();
-  if (due.length === 0) return 0;
-  const next = await basePositions(db, [...new Set(due.map((row) => row.project_id))]);
-  const cases = due.map((row) => {
-    const position = next.get(row.project_id)! + 1;
-    next.set(row.project_id, position);
-    // Typed, or PostgreSQL reads the parameters of a CASE as text.
-    return sql`WHEN ${row.id} THEN CAST(${position} AS BIGINT)`;
-  });
-  const result = await db
-    .updateTable('email_recipients')
-    .set({ wait_until: null, ready_seq: sql<number>`CASE id ${sql.join(cases, sql` `)} END` })
-    .where(
-      'id',
-      'in',
-      due.map((row) => row.id),
-    )
-    .where('wait_until', 'is not', null)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows);
 }

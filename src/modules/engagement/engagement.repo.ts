@@ -3,7 +3,7 @@ import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
 import { inChunks } from '../../db/sql-text.ts';
-import type { TrackingSettings } from './personalize.ts';
+import type { RecipientEngagement, TrackedEmail, TrackingSettings } from '../emails/tracking.ts';
 
 /** A recipient a token named, with what its events carry. */
 export interface EngagementTarget {
@@ -22,15 +22,6 @@ export interface EngagementTarget {
     templateVersion: number | null;
     tags: Record<string, string>;
   };
-}
-
-export interface RecipientEngagement {
-  recipientId: string;
-  openCount: number;
-  firstOpenedAt: string | null;
-  clickCount: number;
-  firstClickedAt: string | null;
-  unsubscribedAt: string | null;
 }
 
 /** Counters after an open, a click or an unsubscribe was counted. */
@@ -57,14 +48,7 @@ export function createEngagementRepo(db: Kysely<Database>) {
       ];
     },
 
-    async insertSettings(
-      rows: ReadonlyArray<{
-        emailId: string;
-        projectId: string;
-        settings: TrackingSettings;
-        createdAt: string;
-      }>,
-    ): Promise<void> {
+    async insertSettings(rows: readonly TrackedEmail[]): Promise<void> {
       await inChunks(rows, 200, (chunk) =>
         db
           .insertInto('email_tracking')

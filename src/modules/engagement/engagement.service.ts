@@ -4,9 +4,9 @@ import { inTransaction, type Transaction } from '../../db/transaction.ts';
 import { createBatcher } from '../../queue/batcher.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { emailEventData } from '../emails/event-data.ts';
+import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { addCounts, type Increment, type Metric } from '../stats/stats.repo.ts';
-import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import { isAutomated } from './automation.ts';
 import { createEngagementRepo, type EngagementTarget } from './engagement.repo.ts';
 import { type EngagementTokens, unsubscribeAddressRecipient } from './tokens.ts';
@@ -47,6 +47,7 @@ export function createEngagementService({
   events: Pick<EventService, 'emitIn'>;
 }) {
   const repo = createEngagementRepo(db);
+  const recipientOutcomes = createRecipientOutcomes({ events });
 
   const userAgentOf = (meta: FetchMeta) =>
     meta.userAgent === undefined ? null : meta.userAgent.slice(0, MAX_USER_AGENT);
@@ -203,24 +204,19 @@ export function createEngagementService({
     await inTransaction(db, async (transaction) => {
       const times = await createEngagementRepo(transaction.db).countUnsubscribe(target, at);
       if (times !== 1) return;
-      await addSuppressionsIn(transaction.db, [
-        {
-          projectId: target.projectId,
-          address: target.address,
-          reason: 'unsubscribe',
-          emailId: target.emailId,
-          detail: `${method === 'mailto' ? 'mailto' : 'one-click'} unsubscribe from ${target.emailId}`,
-          createdAt: at,
-        },
-      ]);
-      await events.emitIn(transaction, [
-        {
-          projectId: target.projectId,
-          kind: 'email.unsubscribed',
-          emailId: target.emailId,
-          data: eventData(target, { unsubscribe: { method } }),
-        },
-      ]);
+      await recipientOutcomes.record(
+        transaction,
+        [
+          {
+            email: { ...target.email, projectId: target.projectId },
+            address: target.address,
+            outcomes: ['unsubscribed'],
+            data: { unsubscribe: { method } },
+            detail: `${method === 'mailto' ? 'mailto' : 'one-click'} unsubscribe from ${target.emailId}`,
+          },
+        ],
+        at,
+      );
     });
     return true;
   }

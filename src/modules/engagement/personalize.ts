@@ -1,15 +1,7 @@
 import type { EmailRecord } from '../emails/emails.repo.ts';
-import { addOpenPixel, fillUnsubscribeUrl, rewriteLinks } from './html.ts';
+import type { TrackingSettings } from '../emails/tracking.ts';
+import { addOpenPixel, fillUnsubscribeUrl, rewriteLinks } from '../emails/tracked-html.ts';
 import type { EngagementLinks } from './tokens.ts';
-
-/** What a send asked for, as stored once per email. */
-export interface TrackingSettings {
-  opens: boolean;
-  clicks: boolean;
-  unsubscribe: boolean;
-  /** The html's tracked URLs; a click token names an index into this list. */
-  links: string[];
-}
 
 export const RFC8058_BODY = 'List-Unsubscribe=One-Click';
 

@@ -13,9 +13,8 @@ export type TokenKind = 'open' | 'click' | 'unsubscribe';
 const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
 const TAG_LENGTH = 16;
 const ID_LENGTH = 26;
+// Two characters name any of an email's MAX_TRACKED_LINKS links (emails/tracked-html.ts).
 const INDEX_LENGTH = 2;
-/** Links beyond this many in one email are left as they are (not tracked). */
-export const MAX_TRACKED_LINKS = BASE32.length ** INDEX_LENGTH;
 
 const base32 = (bytes: Buffer, length: number): string => {
   let out = '';

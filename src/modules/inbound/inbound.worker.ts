@@ -2,13 +2,10 @@ import { inTransaction } from '../../db/transaction.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import type { EventKind } from '../event-kinds/event-kinds.ts';
-import { emailEventData } from '../emails/event-data.ts';
-import { createReportedRecipientRepo, type ReportedOutcome } from '../emails/reports.repo.ts';
+import { createRecipientRepo } from '../emails/recipients.repo.ts';
+import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
-import type { EventService, NewEvent } from '../events/events.service.ts';
-import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
-import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
+import type { EventService } from '../events/events.service.ts';
 import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
@@ -44,13 +41,6 @@ interface InboundJob extends QueueJob {
   message: ClaimedInbound;
 }
 
-const EVENT_OF: Record<ReportedOutcome, EventKind> = {
-  bounced: 'email.bounced',
-  delivered: 'email.delivered',
-  complained: 'email.complained',
-  delayed: 'email.delivery_delayed',
-};
-
 /**
  * A message is read at most this many times: a report about a recipient still being sent waits and is read
  * again, and a read that failed (the database away) is retried when its lease runs out; past it, it is
@@ -68,12 +58,13 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     pollIntervalMs: deps.pollIntervalMs,
   });
   const { db, engine } = deps.database;
-  const metrics = deps.metrics ?? noMetrics;
   const repo = createInboundRepo(db, engine);
   // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
   const reader = createReportReader(deps.reportParsing);
+  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  const metrics = deps.metrics ?? noMetrics;
   const matcher = createReportMatcher({
-    recipients: createReportedRecipientRepo(db),
+    recipients: createRecipientRepo(db, engine),
     returnPath: deps.returnPath,
     authenticator: deps.authenticator,
     feedbackLoops: deps.feedbackLoops,
@@ -92,11 +83,10 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
       const verdicts: string[] = [];
       const recorded = await inTransaction(db, async (transaction) => {
         const messages = createInboundRepo(transaction.db, engine);
-        const recipients = createReportedRecipientRepo(transaction.db);
         const now = clock.now().toISOString();
-        const events: NewEvent[] = [];
-        const suppressions: NewSuppression[] = [];
         const results: Array<{ held: boolean; retryAt?: number }> = [];
+        /** The messages still held whose effects apply: all applied at once, in order, then each one's verdict. */
+        const applying: Array<{ id: string; outcome: Interpretation }> = [];
         for (const { job, outcome } of attempted) {
           if (outcome.early) {
             const retryAt = clock.now().getTime() + EARLY_RETRY_MS;
@@ -116,61 +106,33 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
             recipient: first?.address ?? null,
           };
           // The lease is checked by the first write: a message another worker took over is left to it.
-          if (!(await messages.finish(verdict, workerId, now))) {
-            results.push({ held: false });
-            continue;
-          }
-          results.push({ held: true });
-          if (outcome.status !== undefined) {
-            verdicts.push(outcome.status);
-            continue;
-          }
-          const changed: string[] = [];
-          for (const effect of outcome.effects) {
-            const { recipient } = effect;
-            const response = effect.outcome === 'bounced' ? effect.detail : null;
-            if (!(await recipients.apply(recipient, effect.outcome, { response, now }))) continue;
-            changed.push(`${recipient.address}: ${effect.outcome}`);
-            events.push({
-              projectId: recipient.email.projectId,
-              kind: EVENT_OF[effect.outcome],
-              emailId: recipient.email.id,
-              data: emailEventData(recipient.email, recipient.address, effect.data),
-            });
-            const reason =
-              effect.outcome === 'complained'
-                ? 'complaint'
-                : effect.bounce?.type === 'hard'
-                  ? 'hard_bounce'
-                  : undefined;
-            if (reason) {
-              suppressions.push({
-                projectId: recipient.email.projectId,
-                address: recipient.address,
-                reason,
-                emailId: recipient.email.id,
-                detail: effect.detail,
-                createdAt: now,
-              });
-            }
-          }
-          if (changed.length > 0) {
-            await messages.setVerdict(job.message.id, 'applied', `${outcome.detail}; ${changed.join(', ')}`);
+          const held = await messages.finish(verdict, workerId, now);
+          results.push({ held });
+          if (!held) continue;
+          if (outcome.status === undefined) applying.push({ id: job.message.id, outcome });
+          else verdicts.push(outcome.status);
+        }
+        const changed = await recipientOutcomes.applyReports(
+          transaction,
+          createRecipientRepo(transaction.db, engine),
+          applying.flatMap(({ outcome }) => outcome.effects),
+          now,
+        );
+        let next = 0;
+        for (const { id, outcome } of applying) {
+          const moved = outcome.effects.filter(() => changed[next++]);
+          if (moved.length > 0) {
+            const said = moved.map((effect) => `${effect.recipient.address}: ${effect.outcome}`);
+            await messages.setVerdict(id, 'applied', `${outcome.detail}; ${said.join(', ')}`);
             verdicts.push('applied');
           } else {
             const settled = outcome.effects
               .map((effect) => `${effect.recipient.address} is ${effect.recipient.status}`)
               .join(', ');
-            await messages.setVerdict(
-              job.message.id,
-              'no_change',
-              `${outcome.detail}; nothing changed (${settled})`,
-            );
+            await messages.setVerdict(id, 'no_change', `${outcome.detail}; nothing changed (${settled})`);
             verdicts.push('no_change');
           }
         }
-        await deps.events.emitIn(transaction, events);
-        await addSuppressionsIn(transaction.db, suppressions);
         return results;
       });
       for (const verdict of verdicts) metrics.inboundReportRead(verdict);

@@ -1,8 +1,9 @@
 import type { InboundKind, InboundStatus } from '../../db/schema.ts';
 import { isId } from '../../lib/ids.ts';
-import { type BounceClass, classifyBounce } from '../emails/bounce.ts';
+import { classifyBounce } from '../emails/bounce.ts';
 import { PENDING } from '../emails/status.ts';
-import type { ReportedOutcome, ReportedRecipient, ReportedRecipientRepo } from '../emails/reports.repo.ts';
+import type { RecipientRepo, ReportedOutcome, ReportedRecipient } from '../emails/recipients.repo.ts';
+import type { ReportedEffect } from '../emails/recipients.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
 import { type FeedbackLoops, type ReportAuthenticator, speaksFor } from './report-authentication.ts';
 import type { DsnRecipient, ReadMessage, Report } from './report-parser.ts';
@@ -14,18 +15,6 @@ import type { DsnRecipient, ReadMessage, Report } from './report-parser.ts';
 // recipient of a message knows its Message-ID, so a report matched that way changes a recipient only when
 // the recipient's mail provider signed it (report-authentication.ts); otherwise it is `unverified`. A return
 // path whose tag does not verify is a forgery: nothing is matched by any other means then.
-
-/** One thing a report says happened to one recipient. */
-export interface ReportEffect {
-  recipient: ReportedRecipient;
-  outcome: ReportedOutcome;
-  /** What the event's data adds (`bounce`, `delay`, `delivery`, `complaint`). */
-  data: Record<string, unknown>;
-  /** For a bounce: its class (a hard one suppresses the address). */
-  bounce?: BounceClass;
-  /** What goes on the suppression entry, or into the recipient's last response. */
-  detail: string | null;
-}
 
 /** How a message was read: the effects to apply, or why there are none. */
 export interface Interpretation {
@@ -39,7 +28,7 @@ export interface Interpretation {
   /** An unverified report's recipient: shown to its project, changed in nothing. */
   about?: ReportedRecipient;
   detail: string;
-  effects: ReportEffect[];
+  effects: ReportedEffect[];
   /**
    * True when a recipient it is about is still being sent (the report outran the worker recording the
    * relay's 250): it is read again shortly, since applying it now would be overwritten by that record.
@@ -65,7 +54,7 @@ const OUTCOME: Record<DsnRecipient['action'], ReportedOutcome> = {
 type Found = { recipients: ReportedRecipient[]; how: string; byReturnPath: boolean } | { refused: string };
 
 export function createReportMatcher(deps: {
-  recipients: Pick<ReportedRecipientRepo, 'findById' | 'findEmail' | 'recipientsOf'>;
+  recipients: Pick<RecipientRepo, 'findById' | 'findEmail' | 'recipientsOf'>;
   returnPath: ReturnPath | undefined;
   /** Checks who signed a report that names its recipient by Message-ID (DKIM keys from DNS_SERVERS). */
   authenticator: ReportAuthenticator;
@@ -129,7 +118,7 @@ export function createReportMatcher(deps: {
     report: Extract<Report, { kind: 'delivery-status' }>,
     recipients: ReportedRecipient[],
     messageId: string,
-  ): ReportEffect[] {
+  ): ReportedEffect[] {
     return recipients.map((recipient) => {
       const entry = entryFor(report.recipients, recipient);
       const outcome = OUTCOME[entry.action];

@@ -5,7 +5,7 @@ import type MailMessage from 'nodemailer/lib/mailer/mail-message';
 import MimeNode from 'nodemailer/lib/mime-node';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import type { SMTPPoolSentMessageInfo } from 'nodemailer/lib/smtp-pool';
-import { STORED_ADDRESS } from '../emails/addresses.ts';
+import { STORED_ADDRESS } from '../../lib/addresses.ts';
 
 // The sending path's replacements of library code, each kept because it was measured to matter, and each held
 // byte for byte equal to the library it replaces by a differential test over a realistic corpus and random

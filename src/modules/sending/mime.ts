@@ -2,7 +2,7 @@ import type { SendMailOptions } from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { encodeWord } from 'nodemailer/lib/mime-funcs';
 import type { DkimConfig, DsnNotify } from '../../config.ts';
-import { parseAddress } from '../emails/addresses.ts';
+import { parseAddress } from '../../lib/addresses.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { createDkimSigner, type DkimSigner } from './dkim.ts';
 import { writeAtOnce } from './fast-paths.ts';

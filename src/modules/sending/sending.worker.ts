@@ -6,25 +6,18 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import { nextRetryDelay } from '../deliveries/retry.ts';
+import { nextRetryDelay } from '../../queue/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
-import { emailEventData } from '../emails/event-data.ts';
 import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
-import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
-import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
-import {
-  type AttemptRecord,
-  type ClaimedRecipient,
-  createSendQueueRepo,
-  type RecipientUpdate,
-} from '../emails/send-queue.repo.ts';
-import type { EventKind } from '../event-kinds/event-kinds.ts';
+import { type ClaimedRecipient, createRecipientRepo } from '../emails/recipients.repo.ts';
+import { type AttemptOutcome, createRecipientOutcomes } from '../emails/recipients.ts';
 import type { DomainService } from '../domains/domains.service.ts';
-import type { EventService, NewEvent } from '../events/events.service.ts';
+import type { EventService } from '../events/events.service.ts';
 import { createEngagementRepo } from '../engagement/engagement.repo.ts';
-import { personalize, type TrackingSettings } from '../engagement/personalize.ts';
+import type { TrackingSettings } from '../emails/tracking.ts';
+import { personalize } from '../engagement/personalize.ts';
 import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
@@ -132,17 +125,8 @@ interface SendJob extends QueueJob {
   tracking?: TrackingSettings | undefined;
 }
 
-/** What an attempt wrote down: each recipient's new state, and the events that say so. */
-interface SendOutcome extends Omit<AttemptRecord, 'updates'> {
-  updates: Array<
-    RecipientUpdate & {
-      events: EventKind[];
-      data: Record<string, unknown>;
-      /** The address goes on the project's suppression list (a hard bounce, a complaint). */
-      suppress?: { reason: 'hard_bounce' | 'complaint'; detail: string | null };
-    }
-  >;
-}
+/** What an attempt wrote down: each recipient's new state, and what it says (emails/recipients.ts). */
+type SendOutcome = AttemptOutcome;
 
 // Waiting recipients moved into the queue per claim; the next claim moves more.
 const PROMOTE_BATCH = 500;
@@ -175,7 +159,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   );
   const jitter = settings.jitter ?? DEFAULTS.sendRetryJitter;
   const { db, engine } = deps.database;
-  const repo = createSendQueueRepo(db, engine);
+  const repo = createRecipientRepo(db, engine);
+  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
   let lastPrune = -Infinity;
   // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
   // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
@@ -244,41 +229,22 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     record: (attempted) =>
       inTransaction(db, async (transaction) => {
         const outcomes = attempted.map(({ outcome }) => outcome);
-        const held = await createSendQueueRepo(transaction.db, engine).recordAttempts(outcomes);
-        const events: NewEvent[] = [];
-        const suppressions: NewSuppression[] = [];
-        const results = outcomes.map((outcome, index) => {
+        const held = await recipientOutcomes.recordAttempts(
+          transaction,
+          createRecipientRepo(transaction.db, engine),
+          outcomes,
+          clock.now().toISOString(),
+        );
+        return outcomes.map((outcome, index) => {
           let retryAt: number | undefined;
           outcome.updates.forEach((update, position) => {
-            if (!held[index]![position]) return;
-            if (update.suppress) {
-              suppressions.push({
-                projectId: outcome.projectId,
-                address: String(update.data.recipient),
-                reason: update.suppress.reason,
-                emailId: outcome.emailId,
-                detail: update.suppress.detail,
-                createdAt: clock.now().toISOString(),
-              });
-            }
-            for (const kind of update.events) {
-              events.push({
-                projectId: outcome.projectId,
-                kind,
-                data: update.data,
-                emailId: outcome.emailId,
-              });
-            }
-            if (update.retryAt !== undefined)
+            if (held[index]![position] && update.retryAt !== undefined)
               retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
           });
           // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
           if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
           return { held: held[index]!.includes(true), retryAt };
         });
-        await deps.events.emitIn(transaction, events);
-        await addSuppressionsIn(transaction.db, suppressions);
-        return results;
       }),
   };
 
@@ -395,7 +361,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     };
   }
 
-  /** What an attempt's outcome means for the recipient: its next status and the events that say so. */
+  /** What an attempt's outcome means for the recipient: its next status and what happened to it. */
   function judge(
     email: EmailRecord,
     row: ClaimedRecipient,
@@ -411,33 +377,29 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       id: row.id,
       response: reply ?? ('error' in outcome ? outcome.error : null),
       responseCode: responseCode(reply),
-      data: emailEventData(email, row.address, said),
+      email,
+      address: row.address,
+      data: said,
     };
 
     if (outcome.result === 'accepted') {
-      const events: EventKind[] = ['email.sent'];
-      if (transport.finalHop) events.push('email.delivered');
-      if (outcome.complained) events.push('email.complained');
       const status = outcome.complained ? 'complained' : transport.finalHop ? 'delivered' : 'sent';
-      const complaint = outcome.complained
-        ? { suppress: { reason: 'complaint' as const, detail: null } }
-        : {};
-      return { ...base, status, events, ...complaint };
+      return {
+        ...base,
+        status,
+        outcomes: [
+          'sent',
+          ...(transport.finalHop ? (['delivered'] as const) : []),
+          ...(outcome.complained ? (['complained'] as const) : []),
+        ],
+      };
     }
     if (outcome.result === 'bounced') {
       // No reply at all: the transport found that the domain does not exist.
       const bounce = classifyBounce(reply ?? ('error' in outcome ? outcome.error : null), {
         noSuchDomain: reply === null,
       });
-      return {
-        ...base,
-        data: { ...base.data, bounce },
-        status: 'bounced',
-        events: ['email.bounced'],
-        ...(bounce.type === 'hard'
-          ? { suppress: { reason: 'hard_bounce' as const, detail: bounce.diagnostic } }
-          : {}),
-      };
+      return { ...base, data: { ...said, bounce }, bounce, status: 'bounced', outcomes: ['bounced'] };
     }
 
     const delay = nextRetryDelay({
@@ -446,13 +408,13 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       jitter,
       random,
     });
-    if (delay === undefined) return { ...base, status: 'failed', events: ['email.failed'] };
+    if (delay === undefined) return { ...base, status: 'failed', outcomes: ['failed'] };
     return {
       ...base,
       status: 'delayed',
       retryAt: new Date(now.getTime() + delay).toISOString(),
       // Said once when a recipient starts waiting, not again on every retry.
-      events: row.status === 'delayed' ? [] : ['email.delivery_delayed'],
+      outcomes: row.status === 'delayed' ? [] : ['delayed'],
     };
   }
 }

@@ -3,7 +3,7 @@ import type { PageRequest } from '../../db/pagination.ts';
 import type { Database, SuppressionReason } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam } from '../../lib/errors.ts';
-import { parseAddress } from '../emails/addresses.ts';
+import { parseAddress } from '../../lib/addresses.ts';
 import type { AddSuppressionsInput, SuppressionView } from './suppressions.schemas.ts';
 import {
   addSuppressions,

@@ -1,9 +1,13 @@
-import { MAX_TRACKED_LINKS } from './tokens.ts';
-
 // The html rewriting tracking needs, done with a tokenizer-free scan of `<a …>` start tags: the html is the
 // sender's, and the only change made is the value of an href (and an image added for opens). The same scan
 // finds the links when an email is accepted (stored once per email) and replaces them when each recipient's
-// copy is built, so a link's index is the same both times.
+// copy is built (engagement/personalize.ts), so a link's index is the same both times.
+
+/**
+ * Links beyond this many in one email are left as they are (not tracked): a click token names a link by its
+ * index in two base-32 characters (engagement/tokens.ts).
+ */
+export const MAX_TRACKED_LINKS = 32 ** 2;
 
 /** What `{{ unsubscribe_url }}` stands for in a send's html and text until each recipient's copy is built. */
 export const UNSUBSCRIBE_PLACEHOLDER = '{{ unsubscribe_url }}';

@@ -9,12 +9,14 @@ import {
 } from '../../db/schema.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import { attachmentsOf, EMAIL_COLUMNS, type EmailRecord, toEmailRecord } from './emails.repo.ts';
-import { promoteDue, pruneQuota } from './fair-queue.repo.ts';
+import { basePositions, pruneQuota } from './fair-queue.repo.ts';
 import { PENDING, summarizeStatus } from './status.ts';
 import { placeholders, statement, textsByShape } from '../../db/sql-text.ts';
 
-// The sending queue: each due recipient row is a job, claimed by the sending worker under a lease. Written
-// here, in the emails module that owns the rows; the worker (src/modules/sending) holds only the policy.
+// The email_recipients rows after their email was accepted, written only here: the sending queue (each due
+// recipient row is a job, claimed by the sending worker under a lease, its attempts recorded here) and what
+// reports received later (DSNs, complaints) do to them. The workers (src/modules/sending, src/modules/inbound)
+// hold only the policy, and recipients.ts applies an outcome with its events and suppressions.
 
 /** A recipient row a worker holds the lease on. */
 export interface ClaimedRecipient {
@@ -51,6 +53,33 @@ export interface AttemptRecord {
   /** The capture transport's MIME. */
   raw?: string | undefined;
 }
+
+/** A recipient a report may be about, with its email (for the event's data). */
+export interface ReportedRecipient {
+  id: string;
+  address: string;
+  status: RecipientStatus;
+  delayReportedAt: string | null;
+  email: EmailRecord;
+}
+
+/** What a report says happened to a recipient after the next hop accepted it. */
+export type ReportedOutcome = 'bounced' | 'delivered' | 'complained' | 'delayed';
+
+/**
+ * The statuses each outcome may move a recipient from. Reports are about mail already handed on, so only
+ * `sent` (accepted by a relay) and `delivered` (accepted by the final server) recipients move: a bounce or a
+ * complaint can follow a delivery, a delivery only a hand-off. Anything else is a late or repeated report.
+ */
+const MOVES_FROM: Record<ReportedOutcome, readonly RecipientStatus[]> = {
+  bounced: ['sent', 'delivered'],
+  complained: ['sent', 'delivered'],
+  delivered: ['sent'],
+  // A delay changes no status (the relay is still trying): it is only said once per waiting streak.
+  delayed: ['sent'],
+};
+
+const REPORTED_COLUMNS = ['id', 'email_id', 'address', 'status', 'delay_reported_at'] as const;
 
 /** Statuses a recipient does not leave: every one but those still being worked on. */
 const FINAL: ReadonlySet<RecipientStatus> = new Set(
@@ -111,7 +140,7 @@ const emailFlags = (eb: ExpressionBuilder<Database, 'emails'>) => [
     .as('tracked'),
 ];
 
-export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
+export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
   /** Due rows, not leased (or the lease ran out: its worker died), in queue order. */
   const claimable = (now: string) =>
     db
@@ -179,6 +208,33 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
         { ...toEmailRecord(row), attachments: attachments.get(row.id) ?? [], tracked: Boolean(row.tracked) },
       ]),
     );
+  }
+
+  /** Recipient rows with their emails (a report's event carries the email's fields). */
+  async function withEmails(
+    rows: ReadonlyArray<Pick<Row<'email_recipients'>, (typeof REPORTED_COLUMNS)[number]>>,
+  ): Promise<ReportedRecipient[]> {
+    if (rows.length === 0) return [];
+    const emails = await db
+      .selectFrom('emails')
+      .selectAll()
+      .where('id', 'in', [...new Set(rows.map((row) => row.email_id))])
+      .execute();
+    const byId = new Map(emails.map((row) => [row.id, toEmailRecord(row)]));
+    return rows.flatMap((row) => {
+      const email = byId.get(row.email_id);
+      return email
+        ? [
+            {
+              id: row.id,
+              address: row.address,
+              status: row.status,
+              delayReportedAt: row.delay_reported_at,
+              email,
+            },
+          ]
+        : [];
+    });
   }
 
   return {
@@ -299,7 +355,41 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
       return row?.next ?? undefined;
     },
 
-    promoteDue: (now: string, limit: number) => promoteDue(db, { now, limit }),
+    /**
+     * Moves waiting rows that are now due (scheduled sends, retries) into the queue, at most `limit` at a
+     * time, each project's after its own queued rows (fair-queue.repo.ts): a burst of scheduled sends queues
+     * behind other projects' fresh sends rather than ahead of them. Without a transaction: a row another
+     * worker promoted first is skipped (the update only takes rows still waiting).
+     */
+    async promoteDue(now: string, limit: number): Promise<number> {
+      const due = await db
+        .selectFrom('email_recipients')
+        .select(['id', 'project_id'])
+        .where('wait_until', 'is not', null)
+        .where('wait_until', '<=', now)
+        .orderBy('wait_until')
+        .limit(limit)
+        .execute();
+      if (due.length === 0) return 0;
+      const next = await basePositions(db, [...new Set(due.map((row) => row.project_id))]);
+      const cases = due.map((row) => {
+        const position = next.get(row.project_id)! + 1;
+        next.set(row.project_id, position);
+        // Typed, or PostgreSQL reads the parameters of a CASE as text.
+        return sql`WHEN ${row.id} THEN CAST(${position} AS BIGINT)`;
+      });
+      const result = await db
+        .updateTable('email_recipients')
+        .set({ wait_until: null, ready_seq: sql<number>`CASE id ${sql.join(cases, sql` `)} END` })
+        .where(
+          'id',
+          'in',
+          due.map((row) => row.id),
+        )
+        .where('wait_until', 'is not', null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows);
+    },
 
     pruneQuota: (beforeDay: string) => pruneQuota(db, beforeDay),
 
@@ -417,7 +507,85 @@ export function createSendQueueRepo(db: Kysely<Database>, engine: Engine) {
       }
       return held;
     },
+
+    async findById(recipientId: string): Promise<ReportedRecipient | undefined> {
+      const rows = await db
+        .selectFrom('email_recipients')
+        .select([...REPORTED_COLUMNS])
+        .where('id', '=', recipientId)
+        .execute();
+      return (await withEmails(rows))[0];
+    },
+
+    /** The email with this Message-ID (`<…>`), or with this id (a DSN's ENVID), if any. */
+    async findEmail(reference: { messageId?: string | null; emailId?: string | null }) {
+      if (!reference.messageId && !reference.emailId) return undefined;
+      const row = await db
+        .selectFrom('emails')
+        .selectAll()
+        .$if(Boolean(reference.messageId), (query) => query.where('message_id', '=', reference.messageId!))
+        .$if(!reference.messageId, (query) => query.where('id', '=', reference.emailId!))
+        .executeTakeFirst();
+      return row ? toEmailRecord(row) : undefined;
+    },
+
+    /** The recipients of an email, to find the one a report names by its address. */
+    async recipientsOf(emailId: string): Promise<ReportedRecipient[]> {
+      const rows = await db
+        .selectFrom('email_recipients')
+        .select([...REPORTED_COLUMNS])
+        .where('email_id', '=', emailId)
+        .orderBy('position')
+        .execute();
+      return withEmails(rows);
+    },
+
+    /**
+     * Applies a report's outcome if the recipient is still where the outcome may move it from (checked in
+     * the statement itself, so two reports racing move it once), and refreshes its email's status. Run on
+     * the caller's transaction, which also emits the event. True when something changed.
+     */
+    async applyReported(
+      recipient: ReportedRecipient,
+      outcome: ReportedOutcome,
+      details: { response: string | null; now: string },
+    ): Promise<boolean> {
+      const from = [...MOVES_FROM[outcome]];
+      if (outcome === 'delayed') {
+        const result = await db
+          .updateTable('email_recipients')
+          .set({ delay_reported_at: details.now, updated_at: details.now })
+          .where('id', '=', recipient.id)
+          .where('status', 'in', from)
+          .where('delay_reported_at', 'is', null)
+          .executeTakeFirst();
+        return Number(result.numUpdatedRows) > 0;
+      }
+      const result = await db
+        .updateTable('email_recipients')
+        .set({
+          status: outcome,
+          delay_reported_at: null,
+          updated_at: details.now,
+          ...(details.response !== null ? { last_response: details.response } : {}),
+        })
+        .where('id', '=', recipient.id)
+        .where('status', 'in', from)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      const statuses = await db
+        .selectFrom('email_recipients')
+        .select('status')
+        .where('email_id', '=', recipient.email.id)
+        .execute();
+      await db
+        .updateTable('emails')
+        .set({ status: summarizeStatus(statuses.map((row) => row.status)), updated_at: details.now })
+        .where('id', '=', recipient.email.id)
+        .execute();
+      return true;
+    },
   };
 }
 
-export type SendQueueRepo = ReturnType<typeof createSendQueueRepo>;
+export type RecipientRepo = ReturnType<typeof createRecipientRepo>;

@@ -5,14 +5,14 @@ import { conflict, invalidParam, notFound } from '../../lib/errors.ts';
 import type { DeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { EventService } from '../events/events.service.ts';
-import type { WebhookRepo } from './webhooks.repo.ts';
+import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 import type {
   RecoverWebhookInput,
   TestWebhookInput,
   WebhookRecoveryView,
   WebhookTestView,
-} from './webhooks.schemas.ts';
-import { loadWebhook } from './webhooks.service.ts';
+} from './webhook-operations.schemas.ts';
+import { loadWebhook } from '../webhooks/webhooks.service.ts';
 
 // Operating a webhook's deliveries: its delivery log, test sends and recovery of failed deliveries. Apart
 // from the webhook service (its configuration) because these need the event and delivery services.

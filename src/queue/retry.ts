@@ -1,8 +1,9 @@
-// When the next attempt of a failed delivery is due. Pure functions: the worker supplies time and randomness.
+// When the next attempt of a queued job that failed is due (a webhook delivery, an email's recipient): the
+// queue's retry schedule, shared by its workers. Pure functions: the worker supplies time and randomness.
 
 /**
- * The delay before attempt `attemptsMade + 1`, or undefined when the schedule is exhausted (the delivery
- * has failed). `schedule[i]` is the delay before attempt i+1, so after attempt k the next delay is
+ * The delay before attempt `attemptsMade + 1`, or undefined when the schedule is exhausted (the job has
+ * failed). `schedule[i]` is the delay before attempt i+1, so after attempt k the next delay is
  * `schedule[k]`. Jitter moves it by up to ± `jitter` of itself. A `retry-after` the receiver sent (429/503)
  * replaces it, capped at twice the step so a receiver cannot park a delivery indefinitely.
  */

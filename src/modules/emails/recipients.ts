@@ -1,0 +1,190 @@
+import type { Transaction } from '../../db/transaction.ts';
+import type { EventKind } from '../event-kinds/event-kinds.ts';
+import type { EventService, NewEvent } from '../events/events.service.ts';
+import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
+import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
+import type { BounceClass } from './bounce.ts';
+import type { EmailRecord } from './emails.repo.ts';
+import { emailEventData } from './event-data.ts';
+import type {
+  AttemptRecord,
+  RecipientRepo,
+  RecipientUpdate,
+  ReportedOutcome,
+  ReportedRecipient,
+} from './recipients.repo.ts';
+
+// What happens to a recipient, written once for every path that learns it: the sending worker (the SMTP
+// reply), the inbound worker (a delivery report or a complaint received later) and engagement (an
+// unsubscribe). Applying an outcome moves the recipient's status (through the recipients' repository), emits
+// the events that say so and puts the address on its project's suppression list where the rule below says,
+// all in the caller's transaction.
+
+/** What can happen to a recipient; each is said by one event. */
+export type RecipientOutcomeKind =
+  'sent' | 'delivered' | 'delayed' | 'failed' | 'bounced' | 'complained' | 'unsubscribed';
+
+const EVENT_OF: Record<RecipientOutcomeKind, EventKind> = {
+  sent: 'email.sent',
+  delivered: 'email.delivered',
+  delayed: 'email.delivery_delayed',
+  failed: 'email.failed',
+  bounced: 'email.bounced',
+  complained: 'email.complained',
+  unsubscribed: 'email.unsubscribed',
+};
+
+/** The email fields every event of its recipients carries. */
+export type OutcomeEmail = Pick<
+  EmailRecord,
+  'id' | 'projectId' | 'from' | 'to' | 'subject' | 'templateId' | 'templateVersion' | 'tags'
+>;
+
+/** What happened to one recipient: the events it makes and what the suppression list learns from it. */
+export interface AppliedOutcome {
+  email: OutcomeEmail;
+  address: string;
+  /**
+   * What happened, in order, one event each (a final server's acceptance that reports a complaint at once
+   * is `sent`, `delivered`, `complained`); empty when there is nothing new to say (a retry still waiting).
+   */
+  outcomes: readonly RecipientOutcomeKind[];
+  /** What the events' data adds to the email's fields (`smtp_response`, `bounce`, `complaint`, …). */
+  data: Record<string, unknown>;
+  /** A bounce's class: a hard one suppresses the address. */
+  bounce?: BounceClass | undefined;
+  /** What the suppression entry of a complaint or an unsubscribe says (null when nothing). */
+  detail?: string | null | undefined;
+}
+
+/** An attempt's outcome per recipient: its new state in the queue, and what that says. */
+export type AttemptOutcome = Omit<AttemptRecord, 'updates'> & {
+  updates: Array<RecipientUpdate & AppliedOutcome>;
+};
+
+/** A report's outcome for one recipient (inbound/report-matching.ts). */
+export interface ReportedEffect extends Omit<AppliedOutcome, 'email' | 'address' | 'outcomes'> {
+  recipient: ReportedRecipient;
+  outcome: ReportedOutcome;
+  /** What a complaint's suppression entry says; for a bounce, the server's words (its last response). */
+  detail: string | null;
+}
+
+/**
+ * The suppression rule: a complaint and an unsubscribe suppress the address, and so does a hard bounce (with
+ * the server's words); nothing else does.
+ */
+function suppressionOf(applied: AppliedOutcome): Pick<NewSuppression, 'reason' | 'detail'> | undefined {
+  if (applied.outcomes.includes('complained')) return { reason: 'complaint', detail: applied.detail ?? null };
+  if (applied.outcomes.includes('unsubscribed')) {
+    return { reason: 'unsubscribe', detail: applied.detail ?? null };
+  }
+  if (applied.outcomes.includes('bounced') && applied.bounce?.type === 'hard') {
+    return { reason: 'hard_bounce', detail: applied.bounce.diagnostic };
+  }
+  return undefined;
+}
+
+/**
+ * Applies outcomes in the caller's transaction. The status writes go through `recipients`, the recipients'
+ * repository on that same transaction.
+ */
+export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emitIn'> }) {
+  /**
+   * The events and suppressions of outcomes whose state is written: one event insert and at most one
+   * suppression insert however many there are.
+   */
+  async function emitAndSuppress(
+    transaction: Transaction,
+    applied: readonly AppliedOutcome[],
+    createdAt: string,
+  ): Promise<void> {
+    const events: NewEvent[] = [];
+    const suppressions: NewSuppression[] = [];
+    for (const outcome of applied) {
+      const { email, address } = outcome;
+      const suppression = suppressionOf(outcome);
+      if (suppression) {
+        suppressions.push({
+          projectId: email.projectId,
+          address,
+          emailId: email.id,
+          createdAt,
+          ...suppression,
+        });
+      }
+      if (outcome.outcomes.length === 0) continue;
+      const data = emailEventData(email, address, outcome.data);
+      for (const said of outcome.outcomes) {
+        events.push({ projectId: email.projectId, kind: EVENT_OF[said], data, emailId: email.id });
+      }
+    }
+    await deps.events.emitIn(transaction, events);
+    await addSuppressionsIn(transaction.db, suppressions);
+  }
+
+  return {
+    /**
+     * Records sending attempts: each recipient's new state (only while this worker still holds its lease),
+     * and the events and suppressions of those it moved. Returns, per attempt and update, whether the lease
+     * still held. `at`: when the suppressions are made.
+     */
+    async recordAttempts(
+      transaction: Transaction,
+      recipients: RecipientRepo,
+      attempts: readonly AttemptOutcome[],
+      at: string,
+    ): Promise<boolean[][]> {
+      const held = await recipients.recordAttempts(attempts);
+      await emitAndSuppress(
+        transaction,
+        attempts.flatMap((attempt, index) => attempt.updates.filter((_, position) => held[index]![position])),
+        at,
+      );
+      return held;
+    },
+
+    /**
+     * Applies what reports say, each only if its recipient is still where the outcome may move it from (so a
+     * late or repeated report changes nothing), with the events and suppressions of those that moved. In
+     * order: two reports about one recipient apply as they came. Returns, per effect, whether it changed.
+     */
+    async applyReports(
+      transaction: Transaction,
+      recipients: RecipientRepo,
+      effects: readonly ReportedEffect[],
+      now: string,
+    ): Promise<boolean[]> {
+      const changed: boolean[] = [];
+      const applied: AppliedOutcome[] = [];
+      for (const effect of effects) {
+        const { recipient, outcome } = effect;
+        const response = outcome === 'bounced' ? effect.detail : null;
+        const moved = await recipients.applyReported(recipient, outcome, { response, now });
+        changed.push(moved);
+        if (moved) {
+          const { data, bounce, detail } = effect;
+          applied.push({
+            email: recipient.email,
+            address: recipient.address,
+            outcomes: [outcome],
+            data,
+            bounce,
+            detail,
+          });
+        }
+      }
+      await emitAndSuppress(transaction, applied, now);
+      return changed;
+    },
+
+    /**
+     * Records an outcome that moves no status (an unsubscribe, counted by the engagement module, which
+     * decides that it is the first): its event and its suppression.
+     */
+    record: (transaction: Transaction, applied: readonly AppliedOutcome[], at: string): Promise<void> =>
+      emitAndSuppress(transaction, applied, at),
+  };
+}
+
+export type RecipientOutcomes = ReturnType<typeof createRecipientOutcomes>;
