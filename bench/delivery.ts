@@ -38,6 +38,7 @@ import { Webhook } from 'standardwebhooks';
 import { DEFAULTS as CONFIG_DEFAULTS, loadConfig } from '../src/config.ts';
 import { type DatabaseHandle, type Engine, openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
+import { inTransaction } from '../src/db/transaction.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { systemResolver } from '../src/lib/network-policy.ts';
@@ -314,11 +315,12 @@ async function createProject(setup: Setup, label: string, count: number): Promis
     secretRotationWindowMs: CONFIG_DEFAULTS.webhookSecretRotationWindowMs,
   });
   for (let i = 0; i < count; i += 1) {
-    await webhooks.create(project.id, {
+    const record = await webhooks.prepareCreate(project.id, {
       url: `http://127.0.0.1:${setup.receiver.port}/hooks/${label}/${i}`,
       events: ['email.delivered'],
       secret: SECRET,
     });
+    await inTransaction(db, (transaction) => webhooks.create(transaction, record));
   }
   return project.id;
 }

@@ -57,6 +57,8 @@ export interface DkimConfig {
 /** Given here rather than inline: the reference shows them inside other settings' text. */
 const RETENTION_DEFAULT = '30d';
 const SEND_RETRY_JITTER = 0.2;
+/** TRANSACTION_WARN's default outside production: a transaction open a second holds up every other on SQLite. */
+const TRANSACTION_WARN_MS = 1000;
 /**
  * Small batches, so no statement holds the write lock long beside sends and deliveries; a pause after each,
  * so that pruning takes at most `dutyCycle` of the time (on SQLite a DELETE holds the event loop while it
@@ -210,6 +212,24 @@ export const CONFIG_SCHEMA = {
         "write of its own to those tables wait as long, so another process's older reads have run out before " +
         'the client hears of the write. The same in every process sharing the database; `0` reads the stamps ' +
         'on every use and never waits',
+    }),
+    transactionWarnMs: custom('TRANSACTION_WARN', {
+      default: '`1s`, off when `NODE_ENV=production`',
+      description: 'a transaction open longer than this logs the stack that opened it; `off` turns it off',
+      details:
+        'while a transaction is open on SQLite, every other query of the process waits for it (src/db/' +
+        'transaction-watch.ts); a stack per slow transaction helps whoever develops or tests',
+      read(context): number | undefined {
+        const raw = rawValue(context, 'TRANSACTION_WARN')?.trim().toLowerCase();
+        if (raw === undefined) return context.env.NODE_ENV === 'production' ? undefined : TRANSACTION_WARN_MS;
+        if (raw === 'off') return undefined;
+        const value = parseDuration(raw);
+        if (value !== undefined && value >= 1) return value;
+        context.problems.push(
+          `TRANSACTION_WARN must be a duration such as 500ms or 2s, or off, got '${context.env.TRANSACTION_WARN}'.`,
+        );
+        return TRANSACTION_WARN_MS;
+      },
     }),
     dataDir: custom('POSTWIRE_DATA_DIR', {
       default: '`./data`',
@@ -462,10 +482,6 @@ export const CONFIG_SCHEMA = {
       { maxEmails: 100 } as { maxEmails: number } | false,
       'sends arriving while a group of them is written wait and are written together, up to this many ' +
         '(src/modules/emails/send-groups.ts); false: each on its own',
-    ),
-    groupCommit: fixed(
-      { windowMs: 2, maxUnits: 50 },
-      "units of work arriving within windowMs of each other share one transaction, up to maxUnits (SQLite's default)",
     ),
     mailHostname: text('MAIL_HOSTNAME', {
       shownDefault: "the machine's name",

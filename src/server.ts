@@ -23,13 +23,14 @@ export const SQLITE_FILE = 'postwire.db';
 
 /** The database the configuration names: PostgreSQL for a DATABASE_URL, else `postwire.db` in the data directory. */
 export function openConfiguredDatabase(
-  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'cacheStampLeaseMs'>,
+  config: Pick<Config, 'databaseUrl' | 'dataDir' | 'cacheStampLeaseMs' | 'transactionWarnMs'>,
   options: { poolSize?: number } = {},
 ): Promise<DatabaseHandle> {
   return openDatabase({
     url: config.databaseUrl,
     sqlitePath: path.join(config.dataDir, SQLITE_FILE),
     stampLeaseMs: config.cacheStampLeaseMs,
+    transactionWarnMs: config.transactionWarnMs,
     ...(options.poolSize ? { poolSize: options.poolSize } : {}),
   });
 }

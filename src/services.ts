@@ -141,7 +141,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       repo: templateRepo,
       clock,
       renderer,
-      unitOfWork: (work) => database.unitOfWork(work),
     }),
     emails: createEmailService({
       repo: createEmailRepo(db, engine),
@@ -153,7 +152,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       events,
       metrics,
       suppressions: suppressionRepo,
-      unitOfWork: (work) => database.unitOfWork(work),
+      db,
       sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
       senders: domains,
       engagement: {

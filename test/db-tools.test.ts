@@ -339,7 +339,7 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
     });
 
     // A worker still running on the SQLite file: nothing is copied.
-    const source = await openDatabase({ sqlitePath, groupCommit: false });
+    const source = await openDatabase({ sqlitePath });
     await source.db
       .insertInto('queue_workers')
       .values({ id: 'old-host/1/abc', queue: 'deliveries', heartbeat_at: new Date().toISOString() })
@@ -422,7 +422,7 @@ const rawBytes = (index: number) => Buffer.from([0xff, 0x00, 0xfe, index, 0x80])
 
 /** A SQLite database with rows in tables keyed by text, by text and integer, and holding bytes. */
 async function populate(sqlitePath: string, tag: string): Promise<void> {
-  const handle = await openDatabase({ sqlitePath, groupCommit: false });
+  const handle = await openDatabase({ sqlitePath });
   try {
     await migrateToLatest(handle.db);
     const now = new Date().toISOString();

@@ -371,7 +371,7 @@ for (const engine of ENGINES) {
 for (const engine of ENGINES) {
   test(`migration 0021 on a database that has domains (${engine})`, async (t) => {
     // The schema as the version before this one left it: the migrations up to 0020, recorded as applied.
-    const database = await createTestDatabase(engine, { groupCommit: false, migrationsBefore: '0021' });
+    const database = await createTestDatabase(engine, { migrationsBefore: '0021' });
     t.after(() => database.drop());
     const db = database.handle.db as any;
     assert.equal(

@@ -21,7 +21,7 @@ const BINARY = Buffer.concat([
 for (const engine of ENGINES) {
   test(`migration 0022 moves inbound messages' bytes to inbound_raw (${engine})`, async (t) => {
     // The schema as the version before this one left it: the migrations up to 0021, recorded as applied.
-    const database = await createTestDatabase(engine, { groupCommit: false, migrationsBefore: '0022' });
+    const database = await createTestDatabase(engine, { migrationsBefore: '0022' });
     t.after(() => database.drop());
     const db = database.handle.db as any;
     assert.equal(

@@ -7,8 +7,10 @@ import { countArrivals, ENGINES, openOtherConnection, startTestApp, type TestApp
 // Sends written in groups (src/modules/emails/send-groups.ts), through real HTTP: concurrent sends are
 // written together (fewer INSERTs than sends), each is answered 202 with its own id only once its email is
 // committed, a send over its project's daily limit among good ones is refused alone with the usual 429, and
-// suppressed recipients get their `email.suppressed` event with their email. A send with an Idempotency-Key
-// keeps to its own unit of work and is replayed as usual.
+// suppressed recipients get their `email.suppressed` event with their email, and a failed COMMIT answers 500
+// to every send of its group, none of which is stored. A send with an Idempotency-Key is written in its key's
+// transaction, apart from the groups, and is replayed as usual. (Send groups are the one batching layer:
+// the transaction-level group commit they sat on is gone.)
 
 const DAILY_LIMIT = 20;
 
@@ -33,7 +35,8 @@ for (const engine of ENGINES) {
     /** INSERTs of more than one email: sends written together. */
     let groupedInserts = 0;
     let rollbacks = 0;
-    /** Resolves once every request of a burst has arrived, so they line up for the database together. */
+    /** Set: the next COMMIT fails (as a full disk or a lost connection would make it). */
+    let failNextCommit = false;
 
     before(async () => {
       api = await startTestApp(engine, {
@@ -45,6 +48,10 @@ for (const engine of ENGINES) {
             if (text.includes('), (')) groupedInserts += 1;
           }
           if (/^\s*rollback/i.test(text)) rollbacks += 1;
+          if (failNextCommit && /^\s*commit/i.test(text)) {
+            failNextCommit = false;
+            throw new Error('commit failed (test)');
+          }
         },
       });
       // Another connection: what it sees is committed.
@@ -130,6 +137,28 @@ for (const engine of ENGINES) {
       }
       assert.ok(emailInserts - before < answers.length, `${emailInserts - before} INSERTs for 12 sends`);
       assert.ok(groupedInserts > 0);
+    });
+
+    test('a failed COMMIT answers 500 to every send in its group, none stored', async () => {
+      const project = await api.createProject('Failing commit');
+      failNextCommit = true;
+      const answers = await burst(
+        Array.from({ length: 8 }, (_, i) => ({ body: message(200 + i), key: project.key })),
+        [project.projectId],
+      );
+      const failed = answers.filter((answer) => answer.status === 500);
+      assert.ok(failed.length >= 1, 'the group whose commit failed answered 500');
+      for (const answer of answers) {
+        if (answer.status === 202) assert.equal(answer.durable, true);
+        else assert.equal(answer.status, 500, JSON.stringify(answer.body));
+      }
+      // Every email the sends asked for is either answered 202 and stored, or answered 500 and absent.
+      const subjects = await other.db
+        .selectFrom('emails')
+        .select('subject')
+        .where('subject', 'like', 'Receipt #2__')
+        .execute();
+      assert.equal(subjects.length, answers.length - failed.length);
     });
 
     test('a send over its daily limit among good ones is refused alone, the others stored', async () => {
@@ -225,7 +254,7 @@ for (const engine of ENGINES) {
       assert.deepEqual((await view(3, project.key)).events, []);
     });
 
-    test('a send with an Idempotency-Key among grouped ones keeps its own unit and is replayed', async () => {
+    test("a send with an Idempotency-Key among grouped ones is written in its key's transaction and replayed", async () => {
       const keyed: Send = { body: message(400), headers: { 'idempotency-key': 'send-groups-1' } };
       const answers = await burst(
         [{ body: message(401) }, keyed, { body: message(402) }, { body: message(403) }],

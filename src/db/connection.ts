@@ -12,7 +12,7 @@ import {
 import pg from 'pg';
 import type { Database } from './schema.ts';
 import { observeStatements, type StatementObserver } from './statement-observer.ts';
-import { type GroupCommitSettings, runUnitOfWork, withUnitsOfWork } from './unit-of-work.ts';
+import { type LongTransactionReport, watchTransactions } from './transaction-watch.ts';
 import { createStamps, noteStatement, type Stamps } from './validated-cache.ts';
 import { DEFAULTS } from '../config.ts';
 import { createBoundedMemo } from '../lib/memo.ts';
@@ -23,11 +23,6 @@ export interface DatabaseHandle {
   db: Kysely<Database>;
   engine: Engine;
   close(): Promise<void>;
-  /**
-   * Runs `work` as one transaction that every query it makes joins, whichever repository makes it (see
-   * unit-of-work.ts): committed when `work` resolves, rolled back when it throws.
-   */
-  unitOfWork<T>(work: () => Promise<T>): Promise<T>;
   /** The version stamps this process's in-memory reads are checked against (validated-cache.ts). */
   stamps: Stamps;
   /**
@@ -67,34 +62,42 @@ export interface DatabaseOptions {
   stampLeaseMs?: number;
   poolSize?: number;
   /**
-   * Units of work that arrive together share a transaction and its commit (unit-of-work.ts): the default
-   * on SQLite, false to run each in its own; on PostgreSQL only when given.
+   * A transaction open longer than this, in milliseconds, is reported with the stack that opened it
+   * (TRANSACTION_WARN; transaction-watch.ts); unset: none is.
    */
-  groupCommit?: GroupCommitOptions | false;
+  transactionWarnMs?: number | undefined;
+  /** Where a long transaction is reported; a process warning (stderr) when absent. */
+  onLongTransaction?: LongTransactionReport;
   /** Told every statement run (tests and benchmarks count them); nothing is observed when absent. */
   observe?: StatementObserver;
 }
 
-export type GroupCommitOptions = Omit<GroupCommitSettings, 'begin'>;
-
 /** Every statement run, for the request windows of the in-memory lookups (validated-cache.ts). */
 const noteStatements = (event: LogEvent) => noteStatement(event.query.query.kind);
+
+const reportAsWarning: LongTransactionReport = ({ openMs, stack }) =>
+  process.emitWarning(`A transaction has been open for ${openMs} ms (TRANSACTION_WARN). ${stack}`, {
+    code: 'POSTWIRE_LONG_TRANSACTION',
+  });
 
 export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHandle> {
   const observed = (dialect: Dialect) =>
     options.observe ? observeStatements(dialect, options.observe) : dialect;
+  const watch = {
+    warnAfterMs: options.transactionWarnMs,
+    report: options.onLongTransaction ?? reportAsWarning,
+  };
   if (options.url) {
-    const groups = options.groupCommit ? { ...options.groupCommit, begin: 'begin' } : undefined;
-    return openPostgres(options, options.url, options.poolSize ?? 10, observed, groups);
+    return openPostgres(options, options.url, options.poolSize ?? 10, (dialect) =>
+      watchTransactions(observed(dialect), watch),
+    );
   }
   if (!options.sqlitePath) throw new Error('openDatabase needs a PostgreSQL url or a SQLite path.');
-  // BEGIN IMMEDIATE: a group reads and writes; taking the write lock first means another process's write
-  // makes it wait (busy_timeout) rather than fail on a lock upgrade.
-  const groups =
-    options.groupCommit === false
-      ? undefined
-      : { ...(options.groupCommit ?? DEFAULTS.groupCommit), begin: 'begin immediate' };
-  return openSqlite(options.sqlitePath, observed, groups);
+  // BEGIN IMMEDIATE: a transaction reads and writes; taking the write lock first means another process's
+  // write makes it wait (busy_timeout) rather than fail on a lock upgrade.
+  return openSqlite(options.sqlitePath, (dialect) =>
+    watchTransactions(observed(dialect), { ...watch, begin: 'begin immediate' }),
+  );
 }
 
 type DialectWrapper = (dialect: Dialect) => Dialect;
@@ -102,11 +105,7 @@ type DialectWrapper = (dialect: Dialect) => Dialect;
 /** How long a SQLite statement waits for another connection's (or process's) write lock before failing. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 
-function openSqlite(
-  file: string,
-  observed: DialectWrapper,
-  groupCommit: GroupCommitSettings | undefined,
-): DatabaseHandle {
+function openSqlite(file: string, wrap: DialectWrapper): DatabaseHandle {
   if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
   // The file holds key hashes and sealed secrets: readable by its owner only.
   if (file !== ':memory:') closeSync(openSync(file, 'a', 0o600));
@@ -117,11 +116,10 @@ function openSqlite(
     `PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}; PRAGMA synchronous = NORMAL;`,
   );
   sqlite.exec('PRAGMA foreign_keys = ON;');
-  const units = withUnitsOfWork(
-    observed(new SqliteDialect({ database: adaptNodeSqlite(sqlite) })),
-    groupCommit,
-  );
-  const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
+  // Kysely's SQLite driver lends its one connection to one query or one transaction at a time: no query
+  // can run inside another's transaction (test/transactions.test.ts).
+  const dialect = wrap(new SqliteDialect({ database: adaptNodeSqlite(sqlite) }));
+  const db = new Kysely<Database>({ dialect, log: noteStatements });
   const stamps = stampReader(sqlite, file);
   return {
     db,
@@ -131,7 +129,6 @@ function openSqlite(
       stamps.close();
       await db.destroy();
     },
-    unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
   };
 }
 
@@ -143,7 +140,7 @@ const WAL_INDEX_HEADER_BYTES = 48;
  * authenticated request reads them. Only while no transaction is open on the connection: then the read is a
  * transaction of its own and sees exactly what is committed, by this process or another. Inside one it
  * would see that transaction's snapshot and uncommitted writes, so then the caller goes through Kysely, which
- * waits for the transaction (or joins it, from inside a unit of work).
+ * waits for the transaction (or reads through it, when given the transaction's `db`).
  *
  * Cheaper still when nothing was committed since the last read: every commit to the database, by any
  * connection of any process, rewrites the WAL-index header at the start of the `-shm` file (its change
@@ -301,8 +298,7 @@ async function openPostgres(
   { schema, stampLeaseMs = DEFAULTS.cacheStampLeaseMs }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs'>,
   url: string,
   poolSize: number,
-  observed: DialectWrapper,
-  groupCommit: GroupCommitSettings | undefined,
+  wrap: DialectWrapper,
 ): Promise<DatabaseHandle> {
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema))
     throw new Error(`Bad schema name '${schema}'.`);
@@ -330,14 +326,12 @@ async function openPostgres(
     new PostgresDialect({ pool }),
     stampedWrites(() => ownCommit()),
   );
-  const units = withUnitsOfWork(observed(tracked), groupCommit);
-  const db = new Kysely<Database>({ dialect: units.dialect, log: noteStatements });
+  const db = new Kysely<Database>({ dialect: wrap(tracked), log: noteStatements });
   const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
   const stamps = createStamps(db, { leaseMs: stampLeaseMs });
   ownCommit = () => stamps.noteOwnCommit();
   return {
     db,
-    unitOfWork: (work) => runUnitOfWork(units.driver(), work, units.groups()),
     engine: 'postgres',
     stamps,
     close: async () => {
@@ -362,7 +356,7 @@ const STAMPED_WRITE =
 /**
  * Calls `committed` once a statement writing a stamped table has committed on its connection: at once
  * outside a transaction, else after the transaction's COMMIT (a rollback forgets it). By the statements'
- * text, under every transaction mechanism (Kysely's, units of work, group commit).
+ * text, whoever began the transaction.
  */
 function stampedWrites(committed: () => void): StatementObserver {
   const open = new WeakMap<object, { wrote: boolean }>();

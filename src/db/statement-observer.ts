@@ -8,7 +8,7 @@ export type StatementObserver = (sql: string, connection: DatabaseConnection) =>
 
 /**
  * The dialect, with every statement its connections run reported to `observe`: how tests and benchmarks
- * count the statements and commits a request costs. It sits under everything else (units of work, Kysely's
+ * count the statements and commits a request costs. It sits under everything else (the transaction watch, Kysely's
  * own transactions), so nothing escapes it. Connections are wrapped in proxies, one per connection, so a
  * driver comparing connections by identity still sees the same object.
  */

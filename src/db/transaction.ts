@@ -1,17 +1,23 @@
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
-import { afterUnitCommits } from './unit-of-work.ts';
 
 /**
- * A transaction as the services pass it to each other: repositories write through `db`, and whatever must
- * wait for the commit (waking this process's workers for the rows just written) goes to `afterCommit`.
+ * A transaction, passed explicitly from the service that opens it to every repository that writes in it
+ * (`createXRepo(tx.db)` or a method's `tx` parameter): a query made through anything else is not in it. On
+ * SQLite it holds the one connection from its begin to its commit, so a query through the root database
+ * made inside it would wait for it for ever; keep slow work (DNS, rendering, reads that can come first)
+ * before it. Whatever must wait for the commit (waking this process's workers for the rows just written)
+ * goes to `afterCommit`.
  */
 export interface Transaction {
   db: Kysely<Database>;
   afterCommit(callback: () => void): void;
 }
 
-/** Runs `work` in one transaction; after it commits, runs the callbacks it registered, in order. */
+/**
+ * The one way to run work in a transaction: `work` gets it, it commits when `work` resolves (rolls back when
+ * it throws), and the callbacks `work` registered run after the commit, in order, before this resolves.
+ */
 export async function inTransaction<T>(
   db: Kysely<Database>,
   work: (transaction: Transaction) => Promise<T>,
@@ -20,7 +26,6 @@ export async function inTransaction<T>(
   const result = await db
     .transaction()
     .execute((trx) => work({ db: trx, afterCommit: (callback) => callbacks.push(callback) }));
-  // Inside a unit of work this transaction only joined it: the callbacks wait for the unit's commit.
-  for (const callback of callbacks) if (!afterUnitCommits(callback)) callback();
+  for (const callback of callbacks) callback();
   return result;
 }

@@ -3,7 +3,6 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
 import type { Database } from './schema.ts';
-import { inUnitOfWork } from './unit-of-work.ts';
 
 // Reads kept in memory while a version stamp says they are current.
 //
@@ -34,8 +33,7 @@ export interface Stamps {
   /**
    * The scope's stamp as of a read that started after this call, so it reflects every write committed before
    * the call (or whose answer was given before it, with a lease). Through `db` when given (a transaction's,
-   * which also sees the transaction's own writes); inside a unit of work the root database joins the unit, so
-   * that holds there too.
+   * which also sees the transaction's own writes): inside a transaction it must be given.
    */
   current(scope: StampScope, db?: Kysely<Database>, options?: ThroughOptions): Promise<string>;
   /**
@@ -190,7 +188,7 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
 
   return {
     async current(scope, via, options) {
-      if (via !== undefined && options?.unwritten && !inUnitOfWork()) {
+      if (via !== undefined && options?.unwritten) {
         const seen = latest.get(scope);
         if (vouchedFor(seen)) return seen!.value;
         const issuedAt = now();
@@ -199,7 +197,7 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
         remember(scope, value, issuedAt);
         return value;
       }
-      if (via !== undefined || inUnitOfWork()) return valueOf(await readThrough(via ?? db), scope);
+      if (via !== undefined) return valueOf(await readThrough(via), scope);
       const seen = latest.get(scope);
       if (vouchedFor(seen)) {
         if (!inFlight && now() - seen!.issuedAt >= leaseMs / 2) void start();

@@ -41,7 +41,7 @@ export function createIdempotencyRepo(db: Kysely<Database>) {
     },
 
     /**
-     * Takes the key for a request, in the unit of work that does the request's work; false when another
+     * Takes the key for a request, in the transaction that does the request's work; false when another
      * request has it. On PostgreSQL, while another uncommitted transaction holds the key, this waits for it.
      */
     claim(record: NewKey): Promise<boolean> {

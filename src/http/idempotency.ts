@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DatabaseHandle } from '../db/connection.ts';
+import { inTransaction, type Transaction } from '../db/transaction.ts';
 import type { Clock } from '../lib/clock.ts';
 import { sha256Hex } from '../lib/crypto.ts';
 import { sendError } from './error-handler.ts';
@@ -18,10 +19,24 @@ declare module 'fastify' {
     /** Set when this request carries an Idempotency-Key whose answer is to be saved. */
     idempotency: IdempotencyClaim | undefined;
   }
+  interface FastifyReply {
+    /**
+     * Runs a POST route's write (after its `prepare`: validation, DNS, rendering, reads, outside any
+     * transaction) in one transaction, and answers with what it returns. With an Idempotency-Key the
+     * transaction first takes the key, then runs `write`, then saves the answer: the work and the saved
+     * answer commit together or not at all. Without one, `withoutKey` runs instead when given (a send joins a
+     * send group), else `write` in a transaction of its own.
+     */
+    transact<T>(
+      write: (transaction: Transaction) => Promise<T>,
+      options?: { withoutKey?: () => Promise<T> },
+    ): Promise<T | FastifyReply>;
+  }
   interface FastifyContextConfig {
     /**
-     * The route's work cannot run inside one transaction (it waits for a worker to act on what it wrote):
-     * its answer is saved after it, so a crash in between lets a retry run it again.
+     * The route's work cannot run inside one transaction (it waits for a worker to act on what it wrote, or
+     * writes nothing) and does not call `reply.transact`: its answer is saved after it, so a crash in
+     * between lets a retry run it again.
      */
     idempotencyOutsideTransaction?: boolean;
   }
@@ -36,6 +51,9 @@ interface IdempotencyClaim {
   saved: boolean;
 }
 
+/** A POST route that forgot `reply.transact` would save its answer apart from its work: said loudly. */
+class AnswerOutsideTransaction extends Error {}
+
 /** Another request with the same key committed first: its answer is the one to give. */
 class KeyTakenMeanwhile extends Error {}
 
@@ -47,16 +65,18 @@ const isReplayable = (statusCode: number) => statusCode < 500 && statusCode !== 
  * request within 24 h gets that answer again (`idempotent-replayed: true`); the same key with another
  * request is a 422. It runs after validation, so a request the schema refuses saves nothing.
  *
- * The route's handler runs in a unit of work (src/db/unit-of-work.ts) that first takes the key, then does
- * the work, then saves the answer: the resource and the saved answer commit together or not at all. After
- * a crash a retry finds either the answer (replayed) or nothing (and runs once). A retry that arrives while
- * the first request still runs waits for it (PostgreSQL holds the key's row) and then gets its answer.
+ * The route prepares its work outside any transaction, then hands its write to `reply.transact`, whose
+ * transaction takes the key, runs the write and saves the answer: the resource and the saved answer commit
+ * together or not at all. After a crash a retry finds either the answer (replayed) or nothing (and runs
+ * once). A retry that arrives while the first request writes waits for it (PostgreSQL holds the key's row;
+ * SQLite runs one transaction at a time) and then gets its answer.
  */
 export function installIdempotency(
   app: FastifyInstance,
   { database, clock }: { database: DatabaseHandle; clock: Clock },
 ): void {
-  const repo = createIdempotencyRepo(database.db);
+  const { db } = database;
+  const repo = createIdempotencyRepo(db);
   let cleanedAt = -Infinity;
   app.decorateRequest('idempotency', undefined);
 
@@ -123,11 +143,16 @@ export function installIdempotency(
     return undefined;
   };
 
-  // Answers not saved with the work: a refusal (the work rolled back, the 4xx is still the answer) or a
-  // route outside a transaction. Saved unless another request's answer got there first.
+  // Answers not saved with the work: a refusal (the work rolled back, or never began: the 4xx is still the
+  // answer) or a route outside a transaction. Saved unless another request's answer got there first.
   const saveAnswerSent = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     const claim = request.idempotency;
     if (!claim || claim.saved || !isReplayable(reply.statusCode)) return payload;
+    if (reply.statusCode < 300 && !request.routeOptions.config.idempotencyOutsideTransaction) {
+      throw new AnswerOutsideTransaction(
+        `POST ${request.routeOptions.url} answered without reply.transact; declare idempotencyOutsideTransaction if it must.`,
+      );
+    }
     claim.saved = true;
     await repo.saveAnswer(
       {
@@ -142,51 +167,55 @@ export function installIdempotency(
     return payload;
   };
 
-  // Every POST handler takes the key, does its work and saves its answer in one unit of work. The hooks go
-  // on POST routes only (first, as global hooks would: a replay answers before a route's own preHandler, such
-  // as a domain's key generation, runs); other requests, every GET, would run them for nothing.
+  app.decorateReply('transact', async function transact<
+    T,
+  >(this: FastifyReply, write: (transaction: Transaction) => Promise<T>, options: { withoutKey?: () => Promise<T> } = {}): Promise<
+    T | FastifyReply
+  > {
+    const { request } = this;
+    const claim = request.idempotency;
+    if (!claim) return options.withoutKey ? options.withoutKey() : inTransaction(db, write);
+    let body: string;
+    try {
+      body = await inTransaction(db, async (transaction) => {
+        const keys = createIdempotencyRepo(transaction.db);
+        const taken = await keys.claim({
+          project_id: claim.projectId,
+          key: claim.key,
+          request_hash: claim.requestHash,
+          created_at: claim.createdAt,
+        });
+        if (!taken) throw new KeyTakenMeanwhile();
+        const payload: unknown = await write(transaction);
+        const serialized = typeof payload === 'string' ? payload : String(this.serialize(payload));
+        await keys.saveResponse(claim.projectId, claim.key, this.statusCode, serialized);
+        return serialized;
+      });
+    } catch (error) {
+      if (!(error instanceof KeyTakenMeanwhile)) throw error;
+      claim.saved = true;
+      const saved = await repo.find(claim.projectId, claim.key);
+      const answered = saved && answerFromSaved(request, this, saved, claim.requestHash);
+      if (answered) return answered;
+      return sendError(
+        request,
+        this,
+        409,
+        'idempotency_key_in_use',
+        'A request with this Idempotency-Key is still in progress.',
+        'Idempotency-Key',
+      );
+    }
+    claim.saved = true;
+    return this.type('application/json; charset=utf-8').send(body);
+  });
+
+  // The hooks go on POST routes only (first, as global hooks would: a replay answers before a route's own
+  // preHandler, such as a domain's key generation, runs); other requests, every GET, would run them for nothing.
   app.addHook('onRoute', (route) => {
     if (route.method !== 'POST') return;
     route.preHandler = [readKey, ...hookList(route.preHandler)];
     route.onSend = [saveAnswerSent, ...hookList(route.onSend)];
-    if (route.config?.idempotencyOutsideTransaction) return;
-    const handler = route.handler as RouteHandlerMethod;
-    route.handler = async function idempotent(this: FastifyInstance, request, reply) {
-      const claim = request.idempotency;
-      if (!claim) return handler.call(this, request, reply);
-      let body: string;
-      try {
-        body = await database.unitOfWork(async () => {
-          const taken = await repo.claim({
-            project_id: claim.projectId,
-            key: claim.key,
-            request_hash: claim.requestHash,
-            created_at: claim.createdAt,
-          });
-          if (!taken) throw new KeyTakenMeanwhile();
-          const payload: unknown = await handler.call(this, request, reply);
-          const serialized = typeof payload === 'string' ? payload : String(reply.serialize(payload));
-          await repo.saveResponse(claim.projectId, claim.key, reply.statusCode, serialized);
-          return serialized;
-        });
-      } catch (error) {
-        if (!(error instanceof KeyTakenMeanwhile)) throw error;
-        claim.saved = true;
-        const saved = await repo.find(claim.projectId, claim.key);
-        const answered = saved && answerFromSaved(request, reply, saved, claim.requestHash);
-        if (answered) return answered;
-        return sendError(
-          request,
-          reply,
-          409,
-          'idempotency_key_in_use',
-          'A request with this Idempotency-Key is still in progress.',
-          'Idempotency-Key',
-        );
-      }
-      claim.saved = true;
-      return reply.type('application/json; charset=utf-8').send(body);
-    };
   });
 }
 

@@ -172,7 +172,7 @@ async function migrateSource(file: string, check: (probe: DatabaseSync) => void)
   } finally {
     probe.close();
   }
-  const handle = await openDatabase({ sqlitePath: file, groupCommit: false });
+  const handle = await openDatabase({ sqlitePath: file });
   try {
     await migrateToLatest(handle.db);
   } finally {

@@ -1,7 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../db/connection.ts';
 import type { Database } from '../db/schema.ts';
-import { afterUnitCommits } from '../db/unit-of-work.ts';
 
 /** The PostgreSQL channels the queues' workers LISTEN on, one per queue. */
 export const QUEUE_CHANNELS = {
@@ -26,12 +25,9 @@ export interface Notifier {
 export function createNotifier(): Notifier {
   const listeners = new Set<() => void>();
   return {
+    /** Call it once the new rows are committed (`transaction.afterCommit`): a worker woken before finds nothing. */
     notify() {
-      const wake = () => {
-        for (const listener of listeners) listener();
-      };
-      // Inside a unit of work the new rows are not committed yet: a worker woken now would find nothing.
-      if (!afterUnitCommits(wake)) wake();
+      for (const listener of listeners) listener();
     },
     subscribe(listener) {
       listeners.add(listener);

@@ -1,5 +1,11 @@
 import type { RenderPoolOptions } from '../../src/modules/templates/render-pool.ts';
-import { type Config, defaultConfig, type EngagementDefaults, type HttpTimeouts } from '../../src/config.ts';
+import {
+  type Config,
+  DEFAULTS,
+  defaultConfig,
+  type EngagementDefaults,
+  type HttpTimeouts,
+} from '../../src/config.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -44,19 +50,28 @@ export interface TestDatabase {
 /** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
 export async function createTestDatabase(
   engine: Engine,
-  options: Pick<DatabaseOptions, 'observe' | 'groupCommit' | 'stampLeaseMs'> & {
+  options: Pick<DatabaseOptions, 'observe' | 'stampLeaseMs' | 'transactionWarnMs' | 'onLongTransaction'> & {
     /** Migrated only up to (not including) this migration: the schema an earlier version left. */
     migrationsBefore?: string;
   } = {},
 ): Promise<TestDatabase> {
-  const { migrationsBefore, ...databaseOptions } = options;
-  const migrate = (db: DatabaseHandle['db']) =>
-    migrateToLatest(db, migrationsBefore === undefined ? {} : { before: migrationsBefore });
+  // Long transactions are reported in tests as in development (TRANSACTION_WARN's default there).
+  const { migrationsBefore, ...given } = options;
+  const databaseOptions = { transactionWarnMs: DEFAULTS.transactionWarnMs, ...given };
+  // Through a handle of its own, unwatched: the migrations are one long transaction by design.
+  const migrated = async (open: (watched: DatabaseOptions) => Promise<DatabaseHandle>) => {
+    const setup = await open({});
+    try {
+      await migrateToLatest(setup.db, migrationsBefore === undefined ? {} : { before: migrationsBefore });
+    } finally {
+      await setup.close();
+    }
+    return open(databaseOptions);
+  };
   if (engine === 'postgres') {
     const url = process.env.TEST_DATABASE_URL!;
     const schema = `t_${randomBytes(6).toString('hex')}`;
-    const handle = await openDatabase({ url, schema, poolSize: 5, ...databaseOptions });
-    await migrate(handle.db);
+    const handle = await migrated((watched) => openDatabase({ url, schema, poolSize: 5, ...watched }));
     const separator = url.includes('?') ? '&' : '?';
     return {
       handle,
@@ -68,8 +83,9 @@ export async function createTestDatabase(
     };
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-test-'));
-  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), ...databaseOptions });
-  await migrate(handle.db);
+  const handle = await migrated((watched) =>
+    openDatabase({ sqlitePath: path.join(dir, 'postwire.db'), ...watched }),
+  );
   return {
     handle,
     env: { POSTWIRE_DATA_DIR: dir },
@@ -125,8 +141,9 @@ export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7);
 export interface TestAppOptions {
   /** Told every statement the app's database runs (test/statements.test.ts counts them). */
   observe?: DatabaseOptions['observe'];
-  /** Group commit (SQLite's default when absent; PostgreSQL's only when given). */
-  groupCommit?: DatabaseOptions['groupCommit'];
+  /** Told of a transaction open longer than `transactionWarnMs` (a process warning when absent). */
+  onLongTransaction?: DatabaseOptions['onLongTransaction'];
+  transactionWarnMs?: number;
   allowPrivateUrls?: boolean;
   clock?: Clock;
   resolver?: Resolver;
@@ -222,7 +239,8 @@ export const TEST_DELIVERY_SETTINGS: DeliverySettings = {
 export async function startTestApp(engine: Engine, options: TestAppOptions = {}): Promise<TestApp> {
   const database = await createTestDatabase(engine, {
     ...(options.observe ? { observe: options.observe } : {}),
-    ...(options.groupCommit !== undefined ? { groupCommit: options.groupCommit } : {}),
+    ...(options.onLongTransaction ? { onLongTransaction: options.onLongTransaction } : {}),
+    ...(options.transactionWarnMs !== undefined ? { transactionWarnMs: options.transactionWarnMs } : {}),
   });
   const clock = options.clock ?? systemClock;
   const notifier = createNotifier();
@@ -390,8 +408,8 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
 }
 
 /**
- * Another connection to a test app's database, for checks of what is committed (a unit of work or a group
- * holds the app's own connection until its commit). Close it before the app.
+ * Another connection to a test app's database, for checks of what is committed (a transaction holds the
+ * app's own connection until its commit). Close it before the app.
  */
 export async function openOtherConnection(api: TestApp): Promise<
   DatabaseHandle & {
@@ -401,7 +419,7 @@ export async function openOtherConnection(api: TestApp): Promise<
   const other = await openDatabase(
     api.engine === 'postgres'
       ? { url: api.database.env.DATABASE_URL! }
-      : { sqlitePath: path.join(api.database.env.POSTWIRE_DATA_DIR!, 'postwire.db'), groupCommit: false },
+      : { sqlitePath: path.join(api.database.env.POSTWIRE_DATA_DIR!, 'postwire.db') },
   );
   return Object.assign(other, {
     async emailStored(id: string) {

@@ -5,6 +5,7 @@ import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { statement } from '../../db/sql-text.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
 import { type Lease, releaseLeases, type StoredLease, storedLease } from '../../queue/lease.ts';
 import { createWebhookRepo } from '../webhooks/webhooks.repo.ts';
@@ -434,7 +435,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
       const results =
         engine === 'postgres' && !healthWrites
           ? await write(db)
-          : await db.transaction().execute((trx) => write(trx));
+          : await inTransaction(db, (transaction) => write(transaction.db));
 
       for (const [index, result] of results.entries()) {
         const attempt = outcomes[index]!.attempt;

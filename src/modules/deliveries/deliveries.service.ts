@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import {
   type AttemptRow,
   createDeliveryRepo,
@@ -80,12 +81,15 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
       }
     },
 
-    /** Re-queues a webhook's failed deliveries created since `since` and wakes the workers; returns how many. */
-    async requeueFailed(options: RequeueRequest): Promise<number> {
-      const count = await repo.requeueFailed(options);
+    /**
+     * Re-queues a webhook's failed deliveries created since `since` in `transaction`; the workers wake at its
+     * commit. Returns how many.
+     */
+    async requeueFailed(transaction: Transaction, options: RequeueRequest): Promise<number> {
+      const count = await createDeliveryRepo(transaction.db, engine).requeueFailed(options);
       if (count > 0) {
-        await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.deliveries);
-        notifier.notify();
+        await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
+        transaction.afterCommit(() => notifier.notify());
       }
       return count;
     },

@@ -34,9 +34,9 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
       preHandler: generateKey,
     },
     async (request, reply) => {
-      const domain = await domains.create(projectOf(request), request.body, keys.get(request));
+      const record = await domains.prepareCreate(projectOf(request), request.body, keys.get(request));
       reply.code(201);
-      return domains.toView(domain);
+      return reply.transact(async (transaction) => domains.toView(await domains.create(transaction, record)));
     },
   );
 
@@ -121,7 +121,9 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
       },
       preHandler: generateKey,
     },
-    async (request) =>
-      domains.toView(await domains.rotate(projectOf(request), request.params.id, keys.get(request))),
+    async (request, reply) => {
+      const plan = await domains.prepareRotate(projectOf(request), request.params.id, keys.get(request));
+      return reply.transact(async (transaction) => domains.toView(await domains.rotate(transaction, plan)));
+    },
   );
 }

@@ -3,7 +3,7 @@ import type { Config, DkimConfig, SenderDomainsPolicy } from '../../config.ts';
 import type { Engine } from '../../db/connection.ts';
 import type { Page, PageRequest } from '../../db/pagination.ts';
 import type { Database, DomainStatus } from '../../db/schema.ts';
-import { inTransaction } from '../../db/transaction.ts';
+import { inTransaction, type Transaction } from '../../db/transaction.ts';
 import type { Stamps } from '../../db/validated-cache.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Dns } from '../../lib/dns.ts';
@@ -13,7 +13,13 @@ import { isId, newId } from '../../lib/ids.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { type DkimKeyPair, generateDkimKey } from './dkim-key.ts';
 import { normalizeDomainName, selfAndParents } from './domain-name.ts';
-import { createDomainRepo, type DomainCoverage, type DomainRecord } from './domains.repo.ts';
+import {
+  createDomainRepo,
+  type DomainCoverage,
+  type DomainRecord,
+  type DomainRepo,
+  type NewDomain,
+} from './domains.repo.ts';
 import type { CreateDomainInput, DomainRecordViewType, DomainView } from './domains.schemas.ts';
 import {
   evaluate,
@@ -117,6 +123,13 @@ const withClaims = (domain: DomainRecord, verified: readonly DomainCoverage[]): 
 export const aligned = (a: string, b: string): boolean =>
   a === b || a.endsWith(`.${b}`) || b.endsWith(`.${a}`);
 
+/** A rotation decided before its transaction: the domain as read and its next key, sealed. */
+interface RotationPlan {
+  domain: DomainRecord;
+  idOrName: string;
+  next: { selector: string; publicKey: string; privateKeySealed: string };
+}
+
 export function createDomainService(deps: DomainServiceDeps) {
   const { db, engine, clock, secretBox, settings } = deps;
   const repo = createDomainRepo(db, engine, deps.stamps);
@@ -183,13 +196,19 @@ export function createDomainService(deps: DomainServiceDeps) {
   }
 
   /** The domains with whether each needs its challenge: one query for them all (none when all are verified). */
-  async function withStates(domains: readonly DomainRecord[]): Promise<DomainState[]> {
+  async function withStates(
+    domains: readonly DomainRecord[],
+    through: Pick<DomainRepo, 'verifiedAmong'> = repo,
+  ): Promise<DomainState[]> {
     const open = domains.filter((domain) => domain.status !== 'verified');
     const names = [...new Set(open.flatMap((domain) => selfAndParents(domain.name)))];
-    const verified = await repo.verifiedAmong(names);
+    const verified = await through.verifiedAmong(names);
     return domains.map((domain) => withClaims(domain, verified));
   }
-  const withState = async (domain: DomainRecord): Promise<DomainState> => (await withStates([domain]))[0]!;
+  const withState = async (
+    domain: DomainRecord,
+    through?: Pick<DomainRepo, 'verifiedAmong'>,
+  ): Promise<DomainState> => (await withStates([domain], through))[0]!;
 
   const exists = (name: string, holder: DomainRecord): DomainError =>
     conflict('domain_exists', `This project already has the domain '${name}' (${holder.id}).`, 'name');
@@ -280,7 +299,12 @@ export function createDomainService(deps: DomainServiceDeps) {
      * Adds a domain, pending. Another project's domain of the same name does not stand in the way: the first
      * to verify holds the name, and the view says when this one needs its challenge to take it over.
      */
-    async create(projectId: string, input: CreateDomainInput, given?: DkimKeyPair): Promise<DomainState> {
+    /** Checks a new domain and makes its key (unless given), before any transaction; `create` stores it. */
+    async prepareCreate(
+      projectId: string,
+      input: CreateDomainInput,
+      given?: DkimKeyPair,
+    ): Promise<NewDomain> {
       const checked = normalizeDomainName(input.name);
       if (!checked.ok) {
         throw invalidParam('name', `'${input.name.slice(0, 300)}' ${checked.reason}.`, 'invalid_domain');
@@ -290,9 +314,8 @@ export function createDomainService(deps: DomainServiceDeps) {
       if (own) throw exists(name, own);
       const key = given ?? (await generateDkimKey());
       const now = clock.now().toISOString();
-      const id = newId('dom');
-      const inserted = await repo.insert({
-        id,
+      return {
+        id: newId('dom'),
         projectId,
         name,
         dkimSelector: key.selector,
@@ -306,15 +329,19 @@ export function createDomainService(deps: DomainServiceDeps) {
         createdAt: now,
         updatedAt: now,
         challengeToken: randomToken(18),
-      });
-      if (!inserted) {
+      };
+    },
+
+    async create(transaction: Transaction, record: NewDomain): Promise<DomainState> {
+      const inside = createDomainRepo(transaction.db, engine);
+      if (!(await inside.insert(record))) {
         // Another request of this project added the same name between the read and the insert.
-        const winner = await repo.findByName(projectId, name);
+        const winner = await inside.findByName(record.projectId, record.name);
         throw winner
-          ? exists(name, winner)
-          : conflict('domain_exists', `This project just added the domain '${name}'.`, 'name');
+          ? exists(record.name, winner)
+          : conflict('domain_exists', `This project just added the domain '${record.name}'.`, 'name');
       }
-      return withState((await repo.find(projectId, id))!);
+      return withState((await inside.find(record.projectId, record.id))!, inside);
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<DomainState>> {
@@ -347,21 +374,26 @@ export function createDomainService(deps: DomainServiceDeps) {
      * (`retiring`), which keeps signing until the new record verifies. Rotating again before that replaces
      * the pending key.
      */
-    async rotate(projectId: string, idOrName: string, given?: DkimKeyPair): Promise<DomainState> {
+    /** Reads the domain and makes its next key (unless given), before any transaction; `rotate` stores it. */
+    async prepareRotate(projectId: string, idOrName: string, given?: DkimKeyPair): Promise<RotationPlan> {
       const domain = await load(projectId, idOrName);
       const key = given ?? (await generateDkimKey());
-      const updated = await repo.setNextKey(
-        projectId,
-        domain.id,
-        {
+      return {
+        domain,
+        idOrName,
+        next: {
           selector: key.selector,
           publicKey: key.publicKey,
           privateKeySealed: secretBox.seal(key.privateKeyPem),
         },
-        clock.now().toISOString(),
-      );
+      };
+    },
+
+    async rotate(transaction: Transaction, { domain, idOrName, next }: RotationPlan): Promise<DomainState> {
+      const inside = createDomainRepo(transaction.db, engine);
+      const updated = await inside.setNextKey(domain.projectId, domain.id, next, clock.now().toISOString());
       if (!updated) throw notFound('domain', idOrName);
-      return withState((await repo.find(projectId, domain.id))!);
+      return withState((await inside.find(domain.projectId, domain.id))!, inside);
     },
 
     /**

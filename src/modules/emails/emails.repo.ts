@@ -8,7 +8,7 @@ import type { Database, EmailStatus, Row } from '../../db/schema.ts';
 import { createQuotaCounter, nextPositionText, type QuotaCount } from './fair-queue.repo.ts';
 import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import type { TrackingSettings } from './tracking.ts';
 
 export interface NewRecipient {
@@ -216,7 +216,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     });
     return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
   });
-  const countAgainstQuota = createQuotaCounter(db, engine);
+  const countAgainstQuota = createQuotaCounter(engine);
   let wakePending = false;
   /**
    * Wakes sending workers in other processes (PostgreSQL NOTIFY), after the commit and at most once per few
@@ -226,15 +226,12 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
   function wakeOtherProcesses(): void {
     if (engine !== 'postgres' || wakePending) return;
     wakePending = true;
-    // Outside the accepting unit of work (if any): the NOTIFY is not part of it and must not borrow its connection.
-    outsideUnitOfWork(() =>
-      setTimeout(() => {
-        wakePending = false;
-        notifyStatement(QUEUE_CHANNELS.sending)
-          .execute(db)
-          .catch(() => undefined);
-      }, 5).unref(),
-    );
+    setTimeout(() => {
+      wakePending = false;
+      notifyStatement(QUEUE_CHANNELS.sending)
+        .execute(db)
+        .catch(() => undefined);
+    }, 5).unref();
   }
 
   return {
@@ -257,12 +254,16 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
-     * Stores emails and their recipient rows in one transaction, counting the recipients against the daily
+     * Stores emails and their recipient rows in `transaction`, counting the recipients against the daily
      * limit (0: none) and queueing the due ones fairly. Either every email is stored or none is. The emails
      * may be of many projects (sends accepted together): still one INSERT per table, and one count per project
      * and day, whose limit refuses them all (DailyLimitReached) when one project passes it.
      */
-    async insert(emails: NewEmail[], options: { dailyLimit: number }): Promise<void> {
+    async insert(
+      transaction: Transaction,
+      emails: NewEmail[],
+      options: { dailyLimit: number },
+    ): Promise<void> {
       if (emails.length === 0) return;
       const counts = new Map<string, QuotaCount>();
       let due = 0;
@@ -276,107 +277,106 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         else counts.set(key, { projectId: email.projectId, day, recipients });
       }
 
-      await db.transaction().execute(async (trx) => {
-        await inChunks(emails, INSERT_CHUNK, (chunk) =>
-          trx.executeQuery(
-            CompiledQuery.raw(
-              emailsInsert(String(chunk.length)),
-              chunk.flatMap((email) => [
-                email.id,
-                email.projectId,
-                email.from,
-                JSON.stringify(email.to),
-                JSON.stringify(email.cc),
-                JSON.stringify(email.bcc),
-                JSON.stringify(email.replyTo),
-                email.subject,
-                email.html,
-                email.text,
-                JSON.stringify(email.headers),
-                JSON.stringify(email.tags),
-                email.templateId,
-                email.templateVersion,
-                email.messageId,
-                email.dkimDomain ?? null,
-                email.returnPathDomain ?? null,
-                queued(email.recipients).length === 0
-                  ? 'suppressed'
-                  : email.scheduledAt === null
-                    ? 'queued'
-                    : 'scheduled',
-                email.recipients.length,
-                email.scheduledAt,
-                email.createdAt,
-                email.createdAt,
-              ]),
-            ),
-          ),
-        );
-
-        // One statement per file: a statement holding many large files would hold them all in memory at once.
-        for (const email of emails) {
-          for (const [position, attachment] of email.attachments.entries()) {
-            await trx
-              .insertInto('email_attachments')
-              .values({
-                email_id: email.id,
-                position,
-                project_id: email.projectId,
-                filename: attachment.filename,
-                content_type: attachment.contentType,
-                content_id: attachment.contentId,
-                size: attachment.content.length,
-                content: attachment.content,
-              })
-              .execute();
-          }
-        }
-
-        const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
-        // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
-        await inChunks(rows, INSERT_CHUNK, (chunk) => {
-          const taken = new Map<string, number>();
-          let shape = '';
-          const parameters: unknown[] = [];
-          for (const { email, recipient } of chunk) {
-            parameters.push(
-              recipient.id,
+      const trx = transaction.db;
+      await inChunks(emails, INSERT_CHUNK, (chunk) =>
+        trx.executeQuery(
+          CompiledQuery.raw(
+            emailsInsert(String(chunk.length)),
+            chunk.flatMap((email) => [
               email.id,
               email.projectId,
-              recipient.position,
-              recipient.type,
-              recipient.address,
-              recipient.host,
+              email.from,
+              JSON.stringify(email.to),
+              JSON.stringify(email.cc),
+              JSON.stringify(email.bcc),
+              JSON.stringify(email.replyTo),
+              email.subject,
+              email.html,
+              email.text,
+              JSON.stringify(email.headers),
+              JSON.stringify(email.tags),
+              email.templateId,
+              email.templateVersion,
+              email.messageId,
+              email.dkimDomain ?? null,
+              email.returnPathDomain ?? null,
+              queued(email.recipients).length === 0
+                ? 'suppressed'
+                : email.scheduledAt === null
+                  ? 'queued'
+                  : 'scheduled',
+              email.recipients.length,
+              email.scheduledAt,
               email.createdAt,
               email.createdAt,
-            );
-            if (recipient.suppressed) {
-              shape += 's';
-              parameters.push('suppressed', null, null, null, email.createdAt);
-            } else if (email.scheduledAt !== null) {
-              shape += 'w';
-              parameters.push('queued', null, email.scheduledAt, email.scheduledAt, null);
-            } else {
-              shape += 'q';
-              const place = (taken.get(email.projectId) ?? 0) + 1;
-              taken.set(email.projectId, place);
-              parameters.push('queued', email.projectId, place, null, email.createdAt, null);
-            }
+            ]),
+          ),
+        ),
+      );
+
+      // One statement per file: a statement holding many large files would hold them all in memory at once.
+      for (const email of emails) {
+        for (const [position, attachment] of email.attachments.entries()) {
+          await trx
+            .insertInto('email_attachments')
+            .values({
+              email_id: email.id,
+              position,
+              project_id: email.projectId,
+              filename: attachment.filename,
+              content_type: attachment.contentType,
+              content_id: attachment.contentId,
+              size: attachment.content.length,
+              content: attachment.content,
+            })
+            .execute();
+        }
+      }
+
+      const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
+      // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
+      await inChunks(rows, INSERT_CHUNK, (chunk) => {
+        const taken = new Map<string, number>();
+        let shape = '';
+        const parameters: unknown[] = [];
+        for (const { email, recipient } of chunk) {
+          parameters.push(
+            recipient.id,
+            email.id,
+            email.projectId,
+            recipient.position,
+            recipient.type,
+            recipient.address,
+            recipient.host,
+            email.createdAt,
+            email.createdAt,
+          );
+          if (recipient.suppressed) {
+            shape += 's';
+            parameters.push('suppressed', null, null, null, email.createdAt);
+          } else if (email.scheduledAt !== null) {
+            shape += 'w';
+            parameters.push('queued', null, email.scheduledAt, email.scheduledAt, null);
+          } else {
+            shape += 'q';
+            const place = (taken.get(email.projectId) ?? 0) + 1;
+            taken.set(email.projectId, place);
+            parameters.push('queued', email.projectId, place, null, email.createdAt, null);
           }
-          return trx.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
-        });
-        // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
-        const limited = options.dailyLimit > 0;
-        // In one order everywhere: two processes' groups lock the same count rows (PostgreSQL) in the same
-        // order, never each waiting for the other's.
-        const ordered = [...counts.values()].sort((a, b) =>
-          a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
-        );
-        const totals = await countAgainstQuota(ordered, limited);
-        const over = totals.find((counted) => counted.total > options.dailyLimit);
-        if (limited && over) throw new DailyLimitReached(over.total - over.recipients);
+        }
+        return trx.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
       });
-      if (due > 0) wakeOtherProcesses();
+      // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
+      const limited = options.dailyLimit > 0;
+      // In one order everywhere: two processes' groups lock the same count rows (PostgreSQL) in the same
+      // order, never each waiting for the other's.
+      const ordered = [...counts.values()].sort((a, b) =>
+        a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
+      );
+      const totals = await countAgainstQuota(trx, ordered, limited);
+      const over = totals.find((counted) => counted.total > options.dailyLimit);
+      if (limited && over) throw new DailyLimitReached(over.total - over.recipients);
+      if (due > 0) transaction.afterCommit(wakeOtherProcesses);
     },
 
     async find(projectId: string, id: string): Promise<EmailRecord | undefined> {
@@ -450,47 +450,41 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
-     * Cancels a scheduled email whose time has not come: every recipient must still be waiting (not yet
-     * promoted into the queue, so no worker can hold it). False when that no longer holds; nothing changes.
+     * Cancels a scheduled email whose time has not come, in `transaction`: every recipient must still be
+     * waiting (not yet promoted into the queue, so no worker can hold it). When that no longer holds it
+     * throws CancelRefused, and the transaction's rollback undoes the recipients already cancelled.
      */
-    async cancel(projectId: string, emailId: string, now: string): Promise<boolean> {
-      return db
-        .transaction()
-        .execute(async (trx) => {
-          const cancelled = await trx
-            .updateTable('email_recipients')
-            .set({
-              status: 'cancelled',
-              wait_until: null,
-              next_attempt_at: null,
-              updated_at: now,
-              completed_at: now,
-            })
-            .where('email_id', '=', emailId)
-            .where('project_id', '=', projectId)
-            .where('status', '=', 'queued')
-            .where('wait_until', '>', now)
-            .executeTakeFirst();
-          const email = await trx
-            .updateTable('emails')
-            .set({ status: 'cancelled', updated_at: now })
-            .where('id', '=', emailId)
-            .where('project_id', '=', projectId)
-            .where('status', '=', 'scheduled')
-            .where('recipient_count', '=', Number(cancelled.numUpdatedRows))
-            .executeTakeFirst();
-          if (Number(email.numUpdatedRows) === 1) return true;
-          // Some recipient was already due (or the email is not scheduled): undo, nothing is cancelled.
-          throw new CancelRefused();
+    async cancel(transaction: Transaction, projectId: string, emailId: string, now: string): Promise<void> {
+      const trx = transaction.db;
+      const cancelled = await trx
+        .updateTable('email_recipients')
+        .set({
+          status: 'cancelled',
+          wait_until: null,
+          next_attempt_at: null,
+          updated_at: now,
+          completed_at: now,
         })
-        .catch((error: unknown) => {
-          if (error instanceof CancelRefused) return false;
-          throw error;
-        });
+        .where('email_id', '=', emailId)
+        .where('project_id', '=', projectId)
+        .where('status', '=', 'queued')
+        .where('wait_until', '>', now)
+        .executeTakeFirst();
+      const email = await trx
+        .updateTable('emails')
+        .set({ status: 'cancelled', updated_at: now })
+        .where('id', '=', emailId)
+        .where('project_id', '=', projectId)
+        .where('status', '=', 'scheduled')
+        .where('recipient_count', '=', Number(cancelled.numUpdatedRows))
+        .executeTakeFirst();
+      // Some recipient was already due (or the email is not scheduled): nothing may be cancelled.
+      if (Number(email.numUpdatedRows) !== 1) throw new CancelRefused();
     },
   };
 }
 
-class CancelRefused extends Error {}
+/** The email can no longer be cancelled; thrown so that the cancelling transaction rolls back. */
+export class CancelRefused extends Error {}
 
 export type EmailRepo = ReturnType<typeof createEmailRepo>;

@@ -37,9 +37,21 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const accepted = await emails.send(projectOf(request), request.body);
+      const plan = await emails.prepareSend(projectOf(request), request.body);
       reply.code(202);
-      return accepted;
+      const [accepted] = emails.acceptedViews(plan);
+      return reply.transact(
+        async (transaction) => {
+          await emails.writeSend(transaction, plan);
+          return accepted!;
+        },
+        {
+          withoutKey: async () => {
+            await emails.accept(plan);
+            return accepted!;
+          },
+        },
+      );
     },
   );
 
@@ -58,9 +70,21 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const accepted = await emails.sendBatch(projectOf(request), request.body);
+      const plan = await emails.prepareBatch(projectOf(request), request.body);
       reply.code(202);
-      return list(accepted, false);
+      const accepted = list(emails.acceptedViews(plan), false);
+      return reply.transact(
+        async (transaction) => {
+          await emails.writeSend(transaction, plan);
+          return accepted;
+        },
+        {
+          withoutKey: async () => {
+            await emails.accept(plan);
+            return accepted;
+          },
+        },
+      );
     },
   );
 
@@ -131,6 +155,9 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
         response: { 200: Email, ...errorResponses(409) },
       },
     },
-    async (request) => emails.cancel(projectOf(request), request.params.id),
+    async (request, reply) => {
+      const plan = await emails.prepareCancel(projectOf(request), request.params.id);
+      return reply.transact((transaction) => emails.cancel(transaction, plan));
+    },
   );
 }

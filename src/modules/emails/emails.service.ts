@@ -1,5 +1,8 @@
 import { htmlToText } from 'html-to-text';
+import type { Kysely } from 'kysely';
 import type { PageRequest } from '../../db/pagination.ts';
+import type { Database } from '../../db/schema.ts';
+import { inTransaction, type Transaction } from '../../db/transaction.ts';
 import type { EmailStatus } from '../../db/schema.ts';
 import { createBoundedMemo } from '../../lib/memo.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -12,6 +15,7 @@ import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
 import { formatAddress, parseAddress, type ParsedAddress } from '../../lib/addresses.ts';
 import { PENDING } from './status.ts';
 import {
+  CancelRefused,
   DailyLimitReached,
   type EmailRecord,
   type EmailRepo,
@@ -19,6 +23,15 @@ import {
   type NewRecipient,
   type RecipientRow,
 } from './emails.repo.ts';
+import type { SuppressionRecord } from '../suppressions/suppressions.repo.ts';
+
+/** A send checked and rendered before its transaction: its emails and the time it was accepted. */
+export interface SendPlan {
+  emails: NewEmail[];
+  now: Date;
+}
+
+type SuppressedEntries = Map<string, SuppressionRecord>;
 import {
   type AcceptedEmailView,
   type EmailListFilters,
@@ -31,7 +44,6 @@ import {
 import { aligned, type DomainService, type SenderAuthentication } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
-import { inUnitOfWork } from '../../db/unit-of-work.ts';
 import { createSendGroups } from './send-groups.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
@@ -53,10 +65,10 @@ export interface EmailServiceDeps {
   events: Pick<EventService, 'forEmail' | 'emit'>;
   /** Counts accepted emails (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'emailsAccepted'> | undefined;
-  /** The projects' suppression lists, read before the send's transaction. */
+  /** The projects' suppression lists: read before a grouped send's transaction, in a keyed send's. */
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
-  /** Runs work in one transaction (DatabaseHandle.unitOfWork). */
-  unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
+  /** Where sends outside an Idempotency-Key's transaction open their own. */
+  db: Kysely<Database>;
   /** Concurrent sends written together, at most this many emails a group (send-groups.ts); unset: each alone. */
   sendGroups?: { maxEmails: number } | undefined;
   /** Which From domains the project may send as, and how they are signed (the domains module). */
@@ -172,7 +184,7 @@ export function createEmailService({
   events: eventService,
   metrics = noMetrics,
   suppressions,
-  unitOfWork,
+  db,
   sendGroups,
   senders,
   engagement,
@@ -500,52 +512,75 @@ export function createEmailService({
   }
 
   /**
-   * Writes the emails (of one send, or of many sent together), their recipients and, for recipients on the
-   * suppression list, their `suppressed` status and `email.suppressed` event, in one transaction. Throws
-   * DailyLimitReached when a project passes its daily limit; `inside` hears of a failure inside the
-   * transaction (rolled back, nothing stored), as against one of its COMMIT.
+   * The suppression entries of the emails' recipients, each recipient marked; through `via` when given (the
+   * caller's transaction), else before the transaction that writes them: an entry added in between is
+   * honoured from the next send on, as with any list read at send time.
    */
-  async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
+  async function markSuppressed(emails: NewEmail[], via?: Kysely<Database>): Promise<SuppressedEntries> {
     const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
-    // Read before the write: an entry added in between is honoured from the next send on, as with any
-    // list read at send time; the common send (nobody suppressed) stays one transaction.
     const suppressed = await suppressions.matchingIn(
       emails.map((email) => email.projectId),
       addresses,
+      via,
     );
     for (const email of emails) {
       for (const recipient of email.recipients) {
         recipient.suppressed = suppressed.has(suppressionKey(email.projectId, recipient.address));
       }
     }
-    // The suppressed recipients' events and the tracking settings commit with the email, or none does.
-    // A unit of work also lets concurrent units share a commit (group commit), each answered after it.
-    await unitOfWork(async () => {
+    return suppressed;
+  }
+
+  /**
+   * Writes the emails (of one send, or of many sent together), their recipients and, for recipients on the
+   * suppression list, their `suppressed` status and `email.suppressed` event, in `transaction`: the
+   * suppressed recipients' events and the tracking settings commit with the email, or none does. Throws
+   * DailyLimitReached when a project passes its daily limit.
+   */
+  async function writeIn(
+    transaction: Transaction,
+    emails: NewEmail[],
+    suppressed: SuppressedEntries,
+  ): Promise<void> {
+    await repo.insert(transaction, emails, { dailyLimit });
+    for (const email of emails) {
+      for (const recipient of email.recipients) {
+        const entry = recipient.suppressed
+          ? suppressed.get(suppressionKey(email.projectId, recipient.address))
+          : undefined;
+        if (!entry) continue;
+        const data = emailEventData(email, recipient.address, {
+          suppression: { reason: entry.reason, created_at: entry.createdAt },
+        });
+        await eventService.emit(email.projectId, 'email.suppressed', data, {
+          emailId: email.id,
+          transaction,
+        });
+      }
+    }
+    const tracked = emails.filter((email) => email.tracking !== undefined);
+    if (tracked.length > 0 && engagement) {
+      await engagement.repo.insertSettings(
+        tracked.map((email) => ({
+          emailId: email.id,
+          projectId: email.projectId,
+          settings: email.tracking!,
+          createdAt: email.createdAt,
+        })),
+        transaction.db,
+      );
+    }
+  }
+
+  /**
+   * Writes the emails in a transaction of their own; `inside` hears of a failure inside the transaction
+   * (rolled back, nothing stored), as against one of its COMMIT.
+   */
+  async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
+    const suppressed = await markSuppressed(emails);
+    await inTransaction(db, async (transaction) => {
       try {
-        await repo.insert(emails, { dailyLimit });
-        for (const email of emails) {
-          for (const recipient of email.recipients) {
-            const entry = recipient.suppressed
-              ? suppressed.get(suppressionKey(email.projectId, recipient.address))
-              : undefined;
-            if (!entry) continue;
-            const data = emailEventData(email, recipient.address, {
-              suppression: { reason: entry.reason, created_at: entry.createdAt },
-            });
-            await eventService.emit(email.projectId, 'email.suppressed', data, { emailId: email.id });
-          }
-        }
-        const tracked = emails.filter((email) => email.tracking !== undefined);
-        if (tracked.length > 0 && engagement) {
-          await engagement.repo.insertSettings(
-            tracked.map((email) => ({
-              emailId: email.id,
-              projectId: email.projectId,
-              settings: email.tracking!,
-              createdAt: email.createdAt,
-            })),
-          );
-        }
+        await writeIn(transaction, emails, suppressed);
       } catch (error) {
         inside?.failed(error);
         throw error;
@@ -555,10 +590,22 @@ export function createEmailService({
 
   /** Wakes this process's sending worker when some of the emails stored are due now. */
   function stored(emails: NewEmail[]): void {
+    metrics.emailsAccepted(emails.length);
     const due = emails.some(
       (email) => email.scheduledAt === null && email.recipients.some((r) => !r.suppressed),
     );
     if (due) notifier.notify();
+  }
+
+  /** A project past its daily limit: the 429 that says when it resets; any other error as it is. */
+  function refusal(error: unknown, emails: NewEmail[], now: Date): unknown {
+    if (!(error instanceof DailyLimitReached)) return error;
+    const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
+    return new DailyLimitError(
+      `This project may send to ${dailyLimit} recipients a day (UTC); ${error.usedBefore} are used and this ` +
+        `request has ${count}. The limit resets at midnight UTC.`,
+      secondsUntilNextUtcDay(now),
+    );
   }
 
   /** Stores one send's emails (a single send, or a batch: all or none), answering 429 past the limit. */
@@ -566,24 +613,16 @@ export function createEmailService({
     try {
       await write(emails);
     } catch (error) {
-      if (!(error instanceof DailyLimitReached)) throw error;
-      const count = emails.reduce((sum, email) => sum + email.recipients.length, 0);
-      throw new DailyLimitError(
-        `This project may send to ${dailyLimit} recipients a day (UTC); ${error.usedBefore} are used and this ` +
-          `request has ${count}. The limit resets at midnight UTC.`,
-        secondsUntilNextUtcDay(now),
-      );
+      throw refusal(error, emails, now);
     }
     stored(emails);
   }
 
-  // Sends outside a unit of work are written in groups (send-groups.ts); one inside a unit (an
-  // Idempotency-Key's) joins that unit instead, so that it commits with the saved answer.
+  // Sends are written in groups (send-groups.ts), except those with an Idempotency-Key, which are written
+  // in the key's transaction (`writeSend`), so that they commit with the saved answer.
   const groups =
     sendGroups &&
     createSendGroups({ writeTogether: write, storeAlone: store, stored, maxEmails: sendGroups.maxEmails });
-  const accept = (emails: NewEmail[], now: Date): Promise<void> =>
-    groups && !inUnitOfWork() ? groups.accept(emails, now) : store(emails, now);
 
   async function load(projectId: string, id: string): Promise<EmailRecord> {
     const email = isId('msg', id) ? await repo.find(projectId, id) : undefined;
@@ -655,26 +694,42 @@ export function createEmailService({
     };
   }
 
+  const acceptedViews = (plan: SendPlan): AcceptedEmailView[] =>
+    plan.emails.map((email) => ({ id: email.id, object: 'email' as const }));
+
   return {
-    /** Validates, renders and stores one email; answers once it is stored (it will be sent). */
-    async send(projectId: string, input: SendEmailInput): Promise<AcceptedEmailView> {
+    /** Validates and renders one send (reading its template and sender), before any transaction. */
+    async prepareSend(projectId: string, input: SendEmailInput): Promise<SendPlan> {
       const now = clock.now();
-      const email = await prepare(projectId, input, now, '');
-      await accept([email], now);
-      metrics.emailsAccepted(1);
-      return { id: email.id, object: 'email' };
+      return { emails: [await prepare(projectId, input, now, '')], now };
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
-    async sendBatch(projectId: string, inputs: SendEmailInput[]): Promise<AcceptedEmailView[]> {
+    async prepareBatch(projectId: string, inputs: SendEmailInput[]): Promise<SendPlan> {
       const now = clock.now();
       const emails: NewEmail[] = [];
       const decided = new Map<string, SenderAuthentication>();
       for (const [index, input] of inputs.entries())
         emails.push(await prepare(projectId, input, now, `[${index}].`, decided));
-      await accept(emails, now);
-      metrics.emailsAccepted(emails.length);
-      return emails.map((email) => ({ id: email.id, object: 'email' as const }));
+      return { emails, now };
+    },
+
+    /** What a send answers once its emails are stored. */
+    acceptedViews,
+
+    /** Stores a prepared send with others (send groups); resolves once it is committed (it will be sent). */
+    async accept(plan: SendPlan): Promise<void> {
+      await (groups ? groups.accept(plan.emails, plan.now) : store(plan.emails, plan.now));
+    },
+
+    /** Stores a prepared send in `transaction` (an Idempotency-Key's); the worker wakes at its commit. */
+    async writeSend(transaction: Transaction, plan: SendPlan): Promise<void> {
+      try {
+        await writeIn(transaction, plan.emails, await markSuppressed(plan.emails, transaction.db));
+      } catch (error) {
+        throw refusal(error, plan.emails, plan.now);
+      }
+      transaction.afterCommit(() => stored(plan.emails));
     },
 
     async get(projectId: string, id: string): Promise<EmailView> {
@@ -687,18 +742,43 @@ export function createEmailService({
       return { items: result.items.map((email) => toEmailSummary(email, now)), hasMore: result.hasMore };
     },
 
-    async cancel(projectId: string, id: string): Promise<EmailView> {
+    /** Reads the email to cancel and its view, before any transaction; `cancel` then cancels it. */
+    async prepareCancel(projectId: string, id: string): Promise<{ email: EmailRecord; view: EmailView }> {
       const email = await load(projectId, id);
+      return { email, view: await view(email) };
+    },
+
+    /**
+     * Cancels the email in `transaction` and answers its view as cancelled: every recipient was still
+     * waiting (else nothing changes and this is a 409), so what the cancel changed is known without a read.
+     */
+    async cancel(
+      transaction: Transaction,
+      { email, view: before }: { email: EmailRecord; view: EmailView },
+    ): Promise<EmailView> {
       const now = clock.now().toISOString();
-      if (!(await repo.cancel(projectId, email.id, now))) {
+      try {
+        await repo.cancel(transaction, email.projectId, email.id, now);
+      } catch (error) {
+        if (!(error instanceof CancelRefused)) throw error;
         throw new DomainError(
           'conflict',
           'email_not_cancellable',
-          `Email '${id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be cancelled.`,
+          `Email '${email.id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be cancelled.`,
           'id',
         );
       }
-      return view(await load(projectId, id));
+      return {
+        ...before,
+        status: 'cancelled',
+        updated_at: now,
+        recipients: before.recipients.map((recipient) => ({
+          ...recipient,
+          status: 'cancelled',
+          next_attempt_at: null,
+          completed_at: now,
+        })),
+      };
     },
 
     async raw(projectId: string, id: string): Promise<RawEmailView> {

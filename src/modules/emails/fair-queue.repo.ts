@@ -77,7 +77,8 @@ export interface QuotaTotal extends QuotaCount {
  * the count rows stay locked only until the commit right after. Concurrent sends there do not see each
  * other's uncommitted counts, so the limit can be passed by what is in flight at the moment it is reached.
  */
-export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
+/** Counts sends against the daily quota, in the transaction `db` of the accepting write. */
+export function createQuotaCounter(engine: Engine) {
   // The day's total in the same statement: this shard's new count plus the other shards', which this
   // statement does not touch (one statement instead of an upsert and a SUM).
   const text = textsByShape((shape) => {
@@ -96,7 +97,11 @@ export function createQuotaCounter(db: Kysely<Database>, engine: Engine) {
           : ''
       }`;
   });
-  return async (counts: readonly QuotaCount[], totals: boolean): Promise<QuotaTotal[]> => {
+  return async (
+    db: Kysely<Database>,
+    counts: readonly QuotaCount[],
+    totals: boolean,
+  ): Promise<QuotaTotal[]> => {
     if (counts.length === 0) return [];
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);

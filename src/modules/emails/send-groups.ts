@@ -1,4 +1,3 @@
-import { outsideUnitOfWork } from '../../db/unit-of-work.ts';
 import type { NewEmail } from './emails.repo.ts';
 
 // Accepted sends, written together. While one group of sends is being written, the sends that arrive wait;
@@ -85,8 +84,7 @@ export function createSendGroups({ writeTogether, storeAlone, stored, maxEmails 
         waiting.push({ emails, now, resolve, reject });
         if (draining) return;
         draining = true;
-        // Outside the caller's unit of work, if any: the groups belong to no request.
-        outsideUnitOfWork(() => void drain());
+        void drain();
       });
     },
   };

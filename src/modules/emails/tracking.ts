@@ -1,3 +1,5 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
 /**
  * What a send asked for (tracking, unsubscribe), as stored once per email: part of the email, so the emails
  * module states it and the engagement module, which serves its URLs, reads it.
@@ -34,7 +36,8 @@ export interface RecipientEngagement {
  * no engagement file (engagement applies its outcomes through emails/recipients.ts).
  */
 export interface EngagementStore {
-  insertSettings(rows: readonly TrackedEmail[]): Promise<void>;
+  /** Through `via`: the transaction the emails are written in. */
+  insertSettings(rows: readonly TrackedEmail[], via: Kysely<Database>): Promise<void>;
   settingsFor(emailIds: readonly string[]): Promise<Map<string, TrackingSettings>>;
   forEmail(projectId: string, emailId: string): Promise<Map<string, RecipientEngagement>>;
 }

@@ -48,9 +48,10 @@ export function createEngagementRepo(db: Kysely<Database>) {
       ];
     },
 
-    async insertSettings(rows: readonly TrackedEmail[]): Promise<void> {
+    /** Through `via`: the transaction the emails are written in. */
+    async insertSettings(rows: readonly TrackedEmail[], via: Kysely<Database>): Promise<void> {
       await inChunks(rows, 200, (chunk) =>
-        db
+        via
           .insertInto('email_tracking')
           .values(
             chunk.map((row) => ({

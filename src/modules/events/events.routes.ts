@@ -70,13 +70,14 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
         response: { 200: Redelivery, ...errorResponses(409) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const webhookId = request.body.webhook_id;
-      return events.redeliver(
+      const plan = await events.prepareRedeliver(
         projectOf(request),
         request.params.id,
         webhookId !== undefined ? { webhookId } : {},
       );
+      return reply.transact((transaction) => events.redeliver(transaction, plan));
     },
   );
 }

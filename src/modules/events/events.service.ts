@@ -58,6 +58,12 @@ const toView = (record: EventRecord): EventView => ({
   data: JSON.parse(record.data) as Record<string, unknown>,
 });
 
+/** A redelivery decided before its transaction: the deliveries to write and the answer. */
+interface RedeliveryPlan {
+  rows: NewDelivery[];
+  view: RedeliveryView;
+}
+
 export function createEventService({
   db,
   engine,
@@ -196,16 +202,17 @@ export function createEventService({
     },
 
     /**
-     * Sends a stored event again: a new pending delivery, due now, for each webhook it was delivered to
-     * (or just `webhookId`), going through the retry schedule like any delivery. Earlier deliveries and
+     * Decides how a stored event is sent again, before any transaction (`redeliver` writes it): a new pending
+     * delivery, due now, for each webhook it was delivered to (or just `webhookId`), going through the retry
+     * schedule like any delivery. Earlier deliveries and
      * their attempts stay as they were, as history. Disabled webhooks get nothing: named alone, that is a
      * conflict; among all of the event's webhooks, they are skipped and listed.
      */
-    async redeliver(
+    async prepareRedeliver(
       projectId: string,
       id: string,
       options: { webhookId?: string } = {},
-    ): Promise<RedeliveryView> {
+    ): Promise<RedeliveryPlan> {
       const record = await find(projectId, id);
       const earlier = [
         ...new Set((await deliveryRepo.listForEvent(projectId, id)).map((row) => row.webhook_id)),
@@ -256,13 +263,21 @@ export function createEventService({
         dueAt: now,
         createdAt: now,
       }));
-      if (rows.length > 0) await inTransaction(db, (transaction) => enqueue(transaction, rows));
       return {
-        object: 'redelivery',
-        event_id: id,
-        delivery_ids: rows.map((row) => row.id),
-        skipped_webhook_ids: skipped,
+        rows,
+        view: {
+          object: 'redelivery',
+          event_id: id,
+          delivery_ids: rows.map((row) => row.id),
+          skipped_webhook_ids: skipped,
+        },
       };
+    },
+
+    /** Writes a prepared redelivery's deliveries in `transaction`; the workers wake at its commit. */
+    async redeliver(transaction: Transaction, plan: RedeliveryPlan): Promise<RedeliveryView> {
+      await enqueue(transaction, plan.rows);
+      return plan.view;
     },
   };
 }

@@ -4,6 +4,7 @@ import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 
@@ -123,7 +124,7 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
      */
     async store(message: NewInboundMessage): Promise<string> {
       const id = newId('inb');
-      await db.transaction().execute(async (trx) => {
+      await inTransaction(db, async ({ db: trx }) => {
         await trx
           .insertInto('inbound_messages')
           .values({

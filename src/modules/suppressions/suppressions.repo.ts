@@ -50,16 +50,18 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   /**
    * The entries among these addresses in any of these projects (sends of many projects accepted together
    * read them at once), by `suppressionKey`; an address listed in one of the projects only counts there.
+   * Through `via` when given (the transaction a send is written in).
    */
   async function matchingIn(
     projectIds: readonly string[],
     addresses: readonly string[],
+    via: Kysely<Database> = db,
   ): Promise<Map<string, SuppressionRecord>> {
     const projects = [...new Set(projectIds)];
     const wanted = [...new Set(addresses.map(normalizeAddress))];
     const found = new Map<string, SuppressionRecord>();
     await inChunks(wanted, LOOKUP_CHUNK, async (chunk) => {
-      const { rows } = await db.executeQuery<Row<'suppressions'>>(
+      const { rows } = await via.executeQuery<Row<'suppressions'>>(
         CompiledQuery.raw(lookup(`${projects.length}:${chunk.length}`), [...projects, ...chunk]),
       );
       for (const row of rows) found.set(suppressionKey(row.project_id, row.address), toRecord(row));
@@ -92,16 +94,17 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
       return row && toRecord(row);
     },
 
-    /** The entries among these addresses, by lowercased address. */
-    async matching(projectId: string, addresses: readonly string[]): Promise<Map<string, SuppressionRecord>> {
-      const found = await matchingIn([projectId], addresses);
+    /** The entries among these addresses, by lowercased address; through `via` when given (a transaction). */
+    async matching(
+      projectId: string,
+      addresses: readonly string[],
+      via?: Kysely<Database>,
+    ): Promise<Map<string, SuppressionRecord>> {
+      const found = await matchingIn([projectId], addresses, via);
       return new Map([...found.values()].map((record) => [record.address, record]));
     },
 
     matchingIn,
-
-    /** Adds entries; an address already on the list keeps its entry (the first cause stays). */
-    add: (entries: readonly NewSuppression[]): Promise<void> => addSuppressions(db, entries),
 
     async delete(projectId: string, address: string): Promise<boolean> {
       const result = await db

@@ -69,9 +69,11 @@ export function registerSuppressionRoutes(
       },
     },
     async (request, reply) => {
-      const entries = await suppressions.add(projectOf(request), request.body);
+      const entries = suppressions.prepareAdd(projectOf(request), request.body);
       reply.code(201);
-      return list(entries.map(toSuppressionView), false);
+      return reply.transact(async (transaction) =>
+        list((await suppressions.add(transaction, entries)).map(toSuppressionView), false),
+      );
     },
   );
 

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Database, SuppressionReason } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam } from '../../lib/errors.ts';
 import { parseAddress } from '../../lib/addresses.ts';
@@ -48,8 +49,8 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
       return record;
     },
 
-    /** Adds addresses by hand (`manual`); returns every entry for them, new or already there. */
-    async add(projectId: string, input: AddSuppressionsInput): Promise<SuppressionRecord[]> {
+    /** Checks addresses to add by hand (`manual`), before any transaction; `add` then adds them. */
+    prepareAdd(projectId: string, input: AddSuppressionsInput): NewSuppression[] {
       const addresses = input.addresses.map((raw, index) => {
         const parsed = parseAddress(raw);
         if (!parsed.ok || parsed.value.name !== null) {
@@ -62,17 +63,26 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
         return parsed.value.address;
       });
       const createdAt = clock.now().toISOString();
-      await repo.add(
-        addresses.map((address) => ({
-          projectId,
-          address,
-          reason: 'manual',
-          emailId: null,
-          detail: null,
-          createdAt,
-        })),
-      );
-      const stored = await repo.matching(projectId, addresses);
+      return addresses.map((address) => ({
+        projectId,
+        address,
+        reason: 'manual',
+        emailId: null,
+        detail: null,
+        createdAt,
+      }));
+    },
+
+    /**
+     * Adds the entries in `transaction` (an address already on the list keeps its entry: the first cause
+     * stays); returns every entry for them, new or already there.
+     */
+    async add(transaction: Transaction, entries: NewSuppression[]): Promise<SuppressionRecord[]> {
+      const [first] = entries;
+      if (!first) return [];
+      await addSuppressions(transaction.db, entries);
+      const addresses = entries.map((entry) => entry.address);
+      const stored = await repo.matching(first.projectId, addresses, transaction.db);
       return [...new Set(addresses.map(normalizeAddress))].map((address) => stored.get(address)!);
     },
 

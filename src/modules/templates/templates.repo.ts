@@ -1,5 +1,6 @@
 import type { Kysely, SqlBool } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
@@ -125,8 +126,8 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
   const versions = cacheOf<TemplateVersionRecord>();
 
   // The draft is compared with its latest version in SQL so that lists need not load every version's bodies.
-  const selectTemplates = () =>
-    db
+  const selectTemplates = (via: Kysely<Database> = db) =>
+    via
       .selectFrom('templates as t')
       .leftJoin('template_versions as v', (join) =>
         join.onRef('v.template_id', '=', 't.id').onRef('v.version', '=', 't.published_version'),
@@ -167,22 +168,31 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
   }
 
   return {
-    async insert(record: TemplateRecord): Promise<WriteResult> {
-      return catchAliasConflict(db.insertInto('templates').values(toRow(record)).execute());
+    async insert(transaction: Transaction, record: TemplateRecord): Promise<WriteResult> {
+      return catchAliasConflict(transaction.db.insertInto('templates').values(toRow(record)).execute());
     },
 
     /**
-     * Takes the template's row lock for the rest of the transaction (a write that changes nothing: the
-     * portable way to lock a row, and on SQLite it takes the write lock up front); false when it is gone.
+     * Takes the template's row lock for the rest of `transaction` (a write that changes nothing: the portable
+     * way to lock a row) and reads it under the lock; undefined when it is gone.
      */
-    async lockForChange(projectId: string, id: string): Promise<boolean> {
-      const result = await db
+    async lockForChange(
+      transaction: Transaction,
+      projectId: string,
+      id: string,
+    ): Promise<StoredTemplate | undefined> {
+      const result = await transaction.db
         .updateTable('templates')
         .set((eb) => ({ updated_at: eb.ref('updated_at') }))
         .where('project_id', '=', projectId)
         .where('id', '=', id)
         .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      if (Number(result.numUpdatedRows) === 0) return undefined;
+      const row = await selectTemplates(transaction.db)
+        .where('t.project_id', '=', projectId)
+        .where('t.id', '=', id)
+        .executeTakeFirst();
+      return row && toStored(row);
     },
 
     find: (projectId: string, id: string) => findBy(projectId, 'id', id),
@@ -221,11 +231,11 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
     },
 
     /**
-     * Stores `next` (the draft with its new published_at/published_version) and its version row in one
-     * transaction, only if the template is still as `current` was read; false when it changed meanwhile
+     * Stores `next` (the draft with its new published_at/published_version) and its version row in
+     * `transaction`, only if the template is still as `current` was read; false when it changed meanwhile
      * (another update or publish won), so the caller can read it again.
      */
-    async publish(current: TemplateRecord, next: TemplateRecord): Promise<boolean> {
+    async publish(transaction: Transaction, current: TemplateRecord, next: TemplateRecord): Promise<boolean> {
       if (next.publishedVersion === null || next.publishedAt === null) {
         throw new Error('publish needs the new version number and time');
       }
@@ -241,22 +251,21 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
         published_at: next.publishedAt,
       };
       const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(next);
-      return db.transaction().execute(async (trx) => {
-        let update = trx
-          .updateTable('templates')
-          .set(changes)
-          .where('project_id', '=', current.projectId)
-          .where('id', '=', current.id)
-          .where('updated_at', '=', current.updatedAt);
-        update =
-          current.publishedVersion === null
-            ? update.where('published_version', 'is', null)
-            : update.where('published_version', '=', current.publishedVersion);
-        const result = await update.executeTakeFirst();
-        if (Number(result.numUpdatedRows) === 0) return false;
-        await trx.insertInto('template_versions').values(version).execute();
-        return true;
-      });
+      const trx = transaction.db;
+      let update = trx
+        .updateTable('templates')
+        .set(changes)
+        .where('project_id', '=', current.projectId)
+        .where('id', '=', current.id)
+        .where('updated_at', '=', current.updatedAt);
+      update =
+        current.publishedVersion === null
+          ? update.where('published_version', 'is', null)
+          : update.where('published_version', '=', current.publishedVersion);
+      const result = await update.executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      await trx.insertInto('template_versions').values(version).execute();
+      return true;
     },
 
     async listVersions(

@@ -42,9 +42,9 @@ export function registerTemplateRoutes(
       },
     },
     async (request, reply) => {
-      const template = await templates.create(projectOf(request), request.body);
+      const record = templates.prepareCreate(projectOf(request), request.body);
       reply.code(201);
-      return template;
+      return reply.transact((transaction) => templates.create(transaction, record));
     },
   );
 
@@ -131,7 +131,10 @@ export function registerTemplateRoutes(
         response: { 200: PublishedTemplate, ...errorResponses(409) },
       },
     },
-    async (request) => templates.publish(projectOf(request), request.params.id, request.body),
+    async (request, reply) => {
+      const plan = await templates.preparePublish(projectOf(request), request.params.id, request.body);
+      return reply.transact((transaction) => templates.publish(transaction, plan));
+    },
   );
 
   app.get(

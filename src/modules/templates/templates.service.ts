@@ -2,6 +2,7 @@ import type { Clock } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { PageRequest } from '../../db/pagination.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import type { TemplateContent, TemplateRenderer } from './render.ts';
 import type {
   StoredTemplate,
@@ -27,8 +28,6 @@ export interface TemplateServiceDeps {
   repo: TemplateRepo;
   clock: Clock;
   renderer: TemplateRenderer;
-  /** Runs work in one transaction (DatabaseHandle.unitOfWork): a publish reads and writes under its lock. */
-  unitOfWork: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 const aliasShape = new RegExp(ALIAS_PATTERN);
@@ -68,7 +67,15 @@ export function toTemplateVersionView(record: TemplateVersionRecord): TemplateVe
 const aliasTaken = (alias: string | null): DomainError =>
   conflict('alias_taken', `Another template in this project already has the alias '${alias}'.`, 'alias');
 
-export function createTemplateService({ repo, clock, renderer, unitOfWork }: TemplateServiceDeps) {
+/** A publish as checked before its transaction: the template as read, its new draft, what was sent. */
+interface PublishPlan {
+  current: TemplateRecord;
+  draft: TemplateRecord;
+  input: PublishTemplateInput;
+  idOrAlias: string;
+}
+
+export function createTemplateService({ repo, clock, renderer }: TemplateServiceDeps) {
   /** Finds a template of the project by id or alias; anything else (another project's) is a 404. */
   async function load(projectId: string, idOrAlias: string): Promise<StoredTemplate> {
     let record: StoredTemplate | undefined;
@@ -97,10 +104,22 @@ export function createTemplateService({ repo, clock, renderer, unitOfWork }: Tem
 
   const dedupe = (names: string[]): string[] => [...new Set(names)];
 
+  /** The draft with the fields a publish sends applied, checked to render (a Liquid parse: before any transaction). */
+  function publishedDraft(current: TemplateRecord, input: PublishTemplateInput): TemplateRecord {
+    const draft: TemplateRecord = { ...current };
+    if (input.name !== undefined) draft.name = input.name;
+    if (input.subject !== undefined) draft.subject = input.subject;
+    if (input.html !== undefined) draft.html = input.html;
+    if (input.text !== undefined) draft.text = input.text;
+    if (Object.keys(input).length > 0) draft.updatedAt = nextUpdatedAt(current.updatedAt);
+    renderer.check(draft);
+    return draft;
+  }
+
   return {
-    async create(projectId: string, input: CreateTemplateInput): Promise<TemplateView> {
+    prepareCreate(projectId: string, input: CreateTemplateInput): TemplateRecord {
       const now = clock.now().toISOString();
-      const record: TemplateRecord = {
+      return {
         id: newId('tpl'),
         projectId,
         name: input.name,
@@ -114,7 +133,10 @@ export function createTemplateService({ repo, clock, renderer, unitOfWork }: Tem
         publishedAt: null,
         publishedVersion: null,
       };
-      check(await repo.insert(record), record.alias);
+    },
+
+    async create(transaction: Transaction, record: TemplateRecord): Promise<TemplateView> {
+      check(await repo.insert(transaction, record), record.alias);
       return toTemplateView({ ...record, hasUnpublishedChanges: true });
     },
 
@@ -157,35 +179,38 @@ export function createTemplateService({ repo, clock, renderer, unitOfWork }: Tem
     },
 
     /**
-     * Applies the fields sent to the draft, checks that the result can be sent (a body, valid Liquid) and
-     * stores it as the next numbered version. Nothing is written unless every check passes.
+     * Applies the fields sent to the draft and checks that the result can be sent (a body, valid Liquid),
+     * before any transaction; `publish` then stores it as the next numbered version.
      */
-    async publish(
+    async preparePublish(
       projectId: string,
       idOrAlias: string,
       input: PublishTemplateInput,
-    ): Promise<PublishedTemplateView> {
-      const { id } = await load(projectId, idOrAlias);
-      return unitOfWork(async () => {
-        // Publishes (and updates) of one template queue on its row here, so each gets the next version
-        // instead of losing a race; the template is read again under the lock.
-        if (!(await repo.lockForChange(projectId, id))) throw notFound('template', idOrAlias);
-        const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, id);
-        const draft: TemplateRecord = { ...current };
-        if (input.name !== undefined) draft.name = input.name;
-        if (input.subject !== undefined) draft.subject = input.subject;
-        if (input.html !== undefined) draft.html = input.html;
-        if (input.text !== undefined) draft.text = input.text;
-        if (Object.keys(input).length > 0) draft.updatedAt = nextUpdatedAt(current.updatedAt);
-        renderer.check(draft);
-        const publishedAt = clock.now().toISOString();
-        const version = (current.publishedVersion ?? 0) + 1;
-        const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
-        if (!(await repo.publish(current, next))) {
-          throw new Error(`template ${id} changed while its row was locked for publishing`);
-        }
-        return { object: 'template' as const, id: current.id, published_at: publishedAt, version };
-      });
+    ): Promise<PublishPlan> {
+      const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, idOrAlias);
+      return { current, draft: publishedDraft(current, input), input, idOrAlias };
+    },
+
+    /** Nothing is written unless every check passes. */
+    async publish(transaction: Transaction, plan: PublishPlan): Promise<PublishedTemplateView> {
+      const { id, projectId } = plan.current;
+      // Publishes (and updates) of one template queue on its row here, so each gets the next version
+      // instead of losing a race. Read again under the lock: a change since `prepare` means drafting (and
+      // checking) again, rarely.
+      const locked = await repo.lockForChange(transaction, projectId, id);
+      if (!locked) throw notFound('template', plan.idOrAlias);
+      const { hasUnpublishedChanges: _stale, ...current } = locked;
+      const unchanged =
+        current.updatedAt === plan.current.updatedAt &&
+        current.publishedVersion === plan.current.publishedVersion;
+      const draft = unchanged ? plan.draft : publishedDraft(current, plan.input);
+      const publishedAt = clock.now().toISOString();
+      const version = (current.publishedVersion ?? 0) + 1;
+      const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
+      if (!(await repo.publish(transaction, current, next))) {
+        throw new Error(`template ${id} changed while its row was locked for publishing`);
+      }
+      return { object: 'template' as const, id: current.id, published_at: publishedAt, version };
     },
 
     async listVersions(projectId: string, idOrAlias: string, page: VersionPageRequest) {

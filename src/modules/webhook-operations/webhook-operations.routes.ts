@@ -91,6 +91,13 @@ export function registerWebhookOperationRoutes(
         response: { 200: WebhookRecovery, ...errorResponses(409) },
       },
     },
-    async (request) => operations.recover(projectOf(request), request.params.webhook_id, request.body),
+    async (request, reply) => {
+      const plan = await operations.prepareRecover(
+        projectOf(request),
+        request.params.webhook_id,
+        request.body,
+      );
+      return reply.transact((transaction) => operations.recover(transaction, plan));
+    },
   );
 }

@@ -1,5 +1,7 @@
 import type { PageRequest } from '../../db/pagination.ts';
 import type { DeliveryStatus } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
+import type { RequeueRequest } from '../deliveries/deliveries.repo.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { conflict, invalidParam, notFound } from '../../lib/errors.ts';
 import type { DeliveryService } from '../deliveries/deliveries.service.ts';
@@ -26,6 +28,8 @@ export interface WebhookOperationsDeps {
   /** How long a test send waits for its first attempt: the worker's timeout plus time to claim it. */
   testWaitMs: number;
 }
+
+type RecoveryPlan = RequeueRequest;
 
 /** The oldest `since` a recovery takes: a guard against re-sending months of history by a typo. */
 export const RECOVER_MAX_AGE_MS = 30 * 86_400_000;
@@ -169,7 +173,8 @@ export function createWebhookOperations({
      * its earlier attempts stay in the log). The webhook must be enabled: recovering into a disabled one
      * would only fail them again, and enabling is the user's call, not a side effect.
      */
-    async recover(projectId: string, id: string, input: RecoverWebhookInput): Promise<WebhookRecoveryView> {
+    /** Checks a recovery and reads the webhook, before any transaction; `recover` then writes it. */
+    async prepareRecover(projectId: string, id: string, input: RecoverWebhookInput): Promise<RecoveryPlan> {
       const webhook = await load(projectId, id);
       const since = Date.parse(input.since);
       const now = clock.now().getTime();
@@ -179,14 +184,17 @@ export function createWebhookOperations({
         throw invalidParam('since', 'since must be within the last 30 days.');
       }
       if (!webhook.enabled) throw disabledConflict(id, 'recover its deliveries');
-      const sinceIso = new Date(since).toISOString();
-      const requeued = await deliveries.requeueFailed({
+      return {
         projectId,
         webhookId: id,
-        since: sinceIso,
+        since: new Date(since).toISOString(),
         now: new Date(now).toISOString(),
-      });
-      return { object: 'webhook_recovery', webhook_id: id, since: sinceIso, requeued };
+      };
+    },
+
+    async recover(transaction: Transaction, plan: RecoveryPlan): Promise<WebhookRecoveryView> {
+      const requeued = await deliveries.requeueFailed(transaction, plan);
+      return { object: 'webhook_recovery', webhook_id: plan.webhookId, since: plan.since, requeued };
     },
   };
 }

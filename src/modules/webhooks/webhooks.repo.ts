@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { prepareQuery } from '../../db/prepared-query.ts';
 import { createValidatedCache, type Stamps, type ThroughOptions } from '../../db/validated-cache.ts';
@@ -138,8 +139,8 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       return rows.map(toRecord);
     },
 
-    async insert(record: WebhookRecord): Promise<void> {
-      await db.insertInto('webhooks').values(toRow(record)).execute();
+    async insert(transaction: Transaction, record: WebhookRecord): Promise<void> {
+      await transaction.db.insertInto('webhooks').values(toRow(record)).execute();
     },
 
     async find(projectId: string, id: string): Promise<WebhookRecord | undefined> {

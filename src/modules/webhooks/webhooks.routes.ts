@@ -40,9 +40,9 @@ export function registerWebhookRoutes(
       },
     },
     async (request, reply) => {
-      const data = await webhooks.create(projectOf(request), request.body);
+      const record = await webhooks.prepareCreate(projectOf(request), request.body);
       reply.code(201);
-      return { data };
+      return reply.transact(async (transaction) => ({ data: await webhooks.create(transaction, record) }));
     },
   );
 

@@ -4,6 +4,7 @@ import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
 import type { Page, PageRequest } from '../../db/pagination.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { createIdentityMemo } from '../../lib/memo.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
@@ -177,7 +178,8 @@ export function createWebhookService({
   }
 
   return {
-    async create(projectId: string, input: CreateWebhookInput): Promise<WebhookView> {
+    /** Checks a new webhook (its URL's host is resolved: seconds, at worst) before any transaction. */
+    async prepareCreate(projectId: string, input: CreateWebhookInput): Promise<WebhookRecord> {
       const url = await checkUrl(input.url);
       const events = checkEvents(input.events);
       const now = clock.now().toISOString();
@@ -194,7 +196,11 @@ export function createWebhookService({
         previousSecretSealed: null,
         previousSecretExpiresAt: null,
       };
-      await repo.insert(record);
+      return record;
+    },
+
+    async create(transaction: Transaction, record: WebhookRecord): Promise<WebhookView> {
+      await repo.insert(transaction, record);
       return toWebhookView(record);
     },
 
