@@ -37,7 +37,7 @@ const projects = createProjectService({ repo: createProjectRepo(setup.db), clock
 const projectId = (await projects.createProject('Floor')).id;
 await setup.close();
 
-// As src/db/connection.ts opens it.
+// As src/db/engine/sqlite.ts opens it.
 const sqlite = new DatabaseSync(file);
 sqlite.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;');
 sqlite.exec('PRAGMA foreign_keys = ON;');

@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from './helpers/app.ts';
 
 // On PostgreSQL, writes are sent as named statements, parsed and planned once per connection
-// (src/db/connection.ts, PreparingClient): what the server holds prepared, seen from the session itself.
+// (src/db/engine/postgres.ts, PreparingClient): what the server holds prepared, seen from the session itself.
 
 describe('prepared writes (postgres)', { skip: !process.env.TEST_DATABASE_URL }, () => {
   let database: TestDatabase;

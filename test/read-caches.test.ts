@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
-import type { Engine } from '../src/db/connection.ts';
+import { type Engine, openDatabase } from '../src/db/connection.ts';
 import { createStamps } from '../src/db/validated-cache.ts';
+import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
+import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import { createTestDatabase, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
@@ -256,16 +258,7 @@ describe(
         assert.equal(await stamps.current('webhooks'), before, 'another table: the same stamp');
         await database.handle.db
           .insertInto('webhooks')
-          .values({
-            id: 'wh_01kfa6zp3wexd1ytbq1g4s8v2c',
-            project_id: 'proj_none',
-            url: 'https://example.com/hook',
-            enabled: true,
-            events: '[]',
-            secret_sealed: null,
-            created_at: new Date().toISOString(),
-            updated_at: new Date().toISOString(),
-          })
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2c', 'proj_none', new Date().toISOString()))
           .execute();
         assert.notEqual(await stamps.current('webhooks'), before);
       } finally {
@@ -299,16 +292,7 @@ describe(
           .execute();
         await database.handle.db
           .insertInto('webhooks')
-          .values({
-            id: 'wh_01kfa6zp3wexd1ytbq1g4s8v2d',
-            project_id: 'proj_lease',
-            url: 'https://example.com/hook',
-            enabled: true,
-            events: '[]',
-            secret_sealed: null,
-            created_at: written,
-            updated_at: written,
-          })
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2d', 'proj_lease', written))
           .execute();
         assert.equal(await stamps.current('webhooks'), before);
         now = 1015;
@@ -332,6 +316,82 @@ describe(
         await waiting;
       } finally {
         await database.drop();
+      }
+    });
+
+    test("a worker's bookkeeping on webhooks and domains makes no answer wait and keeps the vouched reads", async () => {
+      const fixtures = await createTestDatabase('postgres');
+      // A worker process's handle, with its own monotonic clock: a read it makes vouches until the clock moves.
+      let now = 1000;
+      let stampReads = 0;
+      const worker = await openDatabase({
+        url: fixtures.env.DATABASE_URL!,
+        stampLeaseMs: 50,
+        stampClock: () => now,
+        observe: (text) => {
+          if (/\bfrom "cache_stamps"/.test(text)) stampReads++;
+        },
+      });
+      try {
+        const written = new Date().toISOString();
+        await fixtures.handle.db
+          .insertInto('projects')
+          .values({ id: 'proj_books', name: 'Books', is_default: false, created_at: written })
+          .execute();
+        await fixtures.handle.db
+          .insertInto('webhooks')
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2e', 'proj_books', written))
+          .execute();
+        await createDomainRepo(fixtures.handle.db, 'postgres').insert({
+          id: 'dom_01kfa6zp3wexd1ytbq1g4s8v2e',
+          projectId: 'proj_books',
+          name: 'books.example',
+          dkimSelector: 'pw1',
+          dkimPublicKey: 'key',
+          dkimPrivateKeySealed: 'sealed',
+          nextDkimSelector: null,
+          nextDkimPublicKey: null,
+          nextDkimPrivateKeySealed: null,
+          nextCheckAt: written,
+          createdAt: written,
+          updatedAt: written,
+          challengeToken: 'token',
+        });
+
+        const before = await worker.stamps.current('webhooks');
+        const readsBefore = stampReads;
+        // What the delivery worker writes after a success and a failure, and the domain worker's lease.
+        const webhooks = createWebhookRepo(worker.db);
+        await webhooks.recordSuccess('wh_01kfa6zp3wexd1ytbq1g4s8v2e', written, written);
+        await webhooks.recordFailures('wh_01kfa6zp3wexd1ytbq1g4s8v2e', {
+          firstAt: written,
+          now: written,
+          disableAfterMs: 86_400_000,
+        });
+        const lease = { workerId: 'books', now: new Date(), until: new Date(Date.now() + 60_000) };
+        assert.equal((await createDomainRepo(worker.db, 'postgres').claimDue(lease, 10)).length, 1);
+
+        assert.equal(worker.stamps.outlastLeases(), undefined, 'no answer waits for bookkeeping');
+        now += 10;
+        assert.equal(await worker.stamps.current('webhooks'), before);
+        assert.equal(stampReads, readsBefore, 'the read made before the bookkeeping still vouches');
+
+        // A write the cached reads hold still counts: the next use reads, and answers wait out the lease.
+        await worker.db
+          .updateTable('webhooks')
+          .set({ enabled: false, updated_at: written })
+          .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2e')
+          .execute();
+        assert.ok(worker.stamps.outlastLeases(), 'an answer after a cached write waits');
+        assert.notEqual(await worker.stamps.current('webhooks'), before);
+        assert.equal(stampReads, readsBefore + 1);
+        now += 50;
+        assert.equal(worker.stamps.outlastLeases(), undefined);
+      } finally {
+        // Closing waits out the leases by this clock.
+        now += 60_000;
+        await worker.close();
+        await fixtures.drop();
       }
     });
 
@@ -378,3 +438,17 @@ test('CACHE_STAMP_LEASE: 10ms unless given, 0 reads on every use, at most a seco
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: '5s' }), /CACHE_STAMP_LEASE must be at most 1000ms/);
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: 'sometimes' }), /CACHE_STAMP_LEASE/);
 });
+
+/** An enabled webhook of `projectId`'s without a secret, as a test writes it straight into the table. */
+function webhookRow(id: string, projectId: string, at: string) {
+  return {
+    id,
+    project_id: projectId,
+    url: 'https://example.com/hook',
+    enabled: true,
+    events: '[]',
+    secret_sealed: null,
+    created_at: at,
+    updated_at: at,
+  };
+}

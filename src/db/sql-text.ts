@@ -1,5 +1,6 @@
 import { CompiledQuery } from 'kysely';
-import type { Engine } from './connection.ts';
+import type { Engine } from './handle.ts';
+import { placeholder } from './engine/sql.ts';
 import { createBoundedMemo } from '../lib/memo.ts';
 
 /**
@@ -13,7 +14,7 @@ export function statement(engine: Engine) {
     parameters,
     param(value: unknown): string {
       parameters.push(value);
-      return engine === 'postgres' ? `$${parameters.length}` : '?';
+      return placeholder(engine, parameters.length);
     },
     compile: (text: string) => CompiledQuery.raw(text, parameters),
   };
@@ -25,7 +26,41 @@ export function statement(engine: Engine) {
  */
 export function placeholders(engine: Engine): () => string {
   let count = 0;
-  return engine === 'postgres' ? () => `$${++count}` : () => '?';
+  return () => placeholder(engine, ++count);
+}
+
+/**
+ * A row's values in `columns`' order: rows are written by column name (a missing or misspelt one is a type
+ * error) and bound by position.
+ */
+export function inColumnOrder<C extends string>(
+  columns: readonly C[],
+  row: Readonly<Record<C, unknown>>,
+): unknown[] {
+  return columns.map((column) => row[column]);
+}
+
+/**
+ * A table of values for a statement's WITH, `name (columns) AS (VALUES …)`, its rows given by column name
+ * and its placeholders taken from `param` (so they land in the statement's order). `casts` types the
+ * columns whose parameters PostgreSQL would otherwise read as text (a VALUES list has no column types).
+ */
+export function valuesTable<C extends string>(
+  name: string,
+  columns: readonly C[],
+  rows: ReadonlyArray<Readonly<Record<C, unknown>>>,
+  param: (value: unknown) => string,
+  casts: Partial<Record<C, string>> = {},
+): string {
+  const values = rows.map((row) => {
+    const slots = columns.map((column) => {
+      const slot = param(row[column]);
+      const cast = casts[column];
+      return cast ? `CAST(${slot} AS ${cast})` : slot;
+    });
+    return `(${slots.join(', ')})`;
+  });
+  return `${name} (${columns.join(', ')}) AS (VALUES ${values.join(', ')})`;
 }
 
 /**

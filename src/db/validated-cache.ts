@@ -1,31 +1,33 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type CompiledQuery, createQueryId, type Kysely } from 'kysely';
+import { type CompiledQuery, createQueryId, type Kysely, type LogEvent } from 'kysely';
+import type { StampScope } from './cached-tables.ts';
 import type { Database } from './schema.ts';
 
 // Reads kept in memory while a version stamp says they are current.
 //
 // The hot reads (the key behind a bearer token, a project's webhooks, a template) change rarely and are read
-// on nearly every request. Each table has a stamp in `cache_stamps` that a trigger gives a new value in the
-// transaction of every write to it, whichever process writes (migration 0015). A cached value is served
-// only while its scope's stamp is still the one it was loaded under: a revoked key, a deleted webhook or a
-// published template is seen by every process on its next request. What is saved is the query and the
-// building of its rows: the stamp read is one row of one tiny table, and concurrent requests share it
+// on nearly every request. Each scope has a stamp in `cache_stamps` that a trigger gives a new value in the
+// transaction of every cached write, whichever process writes: its tables' inserts and deletes, and updates
+// of the columns the reads hold (db/cached-tables.ts, the one definition; migrations 0015 and 0018). A cached
+// value is served only while its scope's stamp is still the one it was loaded under: a revoked key, a deleted
+// webhook or a published template is seen by every process on its next request. What is saved is the query
+// and the building of its rows: the stamp read is one row of one tiny table, and concurrent requests share it
 // (below).
 //
-// On SQLite a stamp read costs a few microseconds (db/connection.ts) and is made on every use. On PostgreSQL
-// it is a round trip, whose socket write alone cost about as much CPU as the rest of a cached GET; there a
-// read vouches for the stamps for a short lease instead, and the lease is made safe by the writers: the
-// answers a process gives after a commit of its own to a stamped table wait until the lease has run out for
+// On SQLite a stamp read costs a few microseconds (db/engine/sqlite.ts) and is made on every use. On
+// PostgreSQL it is a round trip, whose socket write alone cost about as much CPU as the rest of a cached GET;
+// there a read vouches for the stamps for a short lease instead, and the lease is made safe by the writers:
+// the answers a process gives after a commit of its own cached write wait until the lease has run out for
 // every read that may have missed that commit (`outlastLeases`). A client that has its answer and asks
 // another process then finds that process's older reads expired, whatever the load: no notification is
 // awaited, so none can come late. Writes to these tables are rare and answer a lease later; reads make one
 // round trip per lease, however many requests they serve. (Until a LISTEN vouched for reads until a
-// notification came, and a notification can come after the writer's client has asked elsewhere. The
-// triggers still NOTIFY, migration 0017, for processes of that version during an upgrade.)
+// notification came, and a notification can come after the writer's client has asked elsewhere. The triggers
+// still NOTIFY, migration 0017, for processes of that version during an upgrade.)
 
-export type StampScope = 'api_keys' | 'webhooks' | 'templates' | 'domains';
+export type { StampScope };
 
 type StampValues = ReadonlyMap<string, string>;
 
@@ -107,6 +109,9 @@ export function noteStatement(kind: string): void {
   const window = requestWindows.getStore();
   if (window) window.open = false;
 }
+
+/** Every statement run (Kysely's `log`), for the request windows: noteStatement by the query's kind. */
+export const noteStatements = (event: LogEvent) => noteStatement(event.query.query.kind);
 
 /**
  * Outside a transaction, concurrent callers share reads: a read in flight serves only callers that came

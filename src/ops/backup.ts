@@ -15,7 +15,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { SQLITE_BUSY_TIMEOUT_MS } from '../db/connection.ts';
+import { SQLITE_BUSY_TIMEOUT_MS } from '../db/engine/sqlite.ts';
 import { createSecretBox } from '../lib/crypto.ts';
 import { ENCRYPTION_KEY_FILE } from '../lib/encryption-key.ts';
 

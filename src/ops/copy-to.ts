@@ -6,7 +6,8 @@ import { existsSync } from 'node:fs';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { openDatabase, SQLITE_BUSY_TIMEOUT_MS } from '../db/connection.ts';
+import { openDatabase } from '../db/connection.ts';
+import { SQLITE_BUSY_TIMEOUT_MS } from '../db/engine/sqlite.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 
 /**

@@ -3,7 +3,8 @@ import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
-import { statement } from '../../db/sql-text.ts';
+import { skipLockedRows } from '../../db/engine/sql.ts';
+import { statement, valuesTable } from '../../db/sql-text.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
@@ -66,6 +67,8 @@ const SUCCESS_RECORD_INTERVAL_MS = 60_000;
 /** Webhooks whose last recorded success a repo remembers; past it, it forgets them all. */
 const SUCCESS_CACHE_SIZE = 10_000;
 
+/** A claimed delivery `d` with its event and webhook. */
+const WITH_EVENT_AND_WEBHOOK = 'JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id';
 /** The columns a claim returns, read with the claim (PostgreSQL: in the same statement). */
 const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempts, d.last_attempt_id, e.type, e.data,
   e.created_at AS event_created_at, w.url, w.enabled, w.disabled_reason, w.secret_sealed,
@@ -106,6 +109,25 @@ const toClaimed = (row: ClaimedRow): ClaimedDelivery => ({
   previousSecretSealed: row.previous_secret_sealed,
   previousSecretExpiresAt: row.previous_secret_expires_at,
 });
+
+/** An outcome as the row of values its statement reads (`v`), by column. */
+const OUTCOME_COLUMNS = [
+  'id',
+  'worker',
+  'status',
+  'attempted',
+  'attempted_at',
+  'status_code',
+  'last_error',
+  'next_attempt_at',
+  'now',
+  'completed_at',
+  'attempt_id',
+  'duration_ms',
+  'attempt_error',
+  'excerpt',
+] as const;
+const OUTCOME_CASTS = { attempted: 'integer', status_code: 'integer', duration_ms: 'integer' } as const;
 
 const ATTEMPT_COLUMNS = [
   'id',
@@ -163,7 +185,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
    * minute for that changes nothing (a streak disables a webhook after days). Spares a statement per batch.
    */
   const successRecorded = new Map<string, number>();
-  const lockRows = engine === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '';
+  const lockRows = skipLockedRows(engine);
 
   /**
    * Leases the rows `due` selects and returns them with their event and webhook. PostgreSQL does both in
@@ -179,7 +201,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
     if (engine === 'postgres') {
       const { rows } = await db.executeQuery<ClaimedRow>(
         query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts, last_attempt_id)
-          SELECT ${CLAIMED_COLUMNS} FROM d JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id`),
+          SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK}`),
       );
       return rows.map(toClaimed);
     }
@@ -188,8 +210,8 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
     const read = statement(engine);
     const ids = claimed.map((row) => read.param(row.id)).join(', ');
     const { rows } = await db.executeQuery<ClaimedRow>(
-      read.compile(`SELECT ${CLAIMED_COLUMNS} FROM deliveries d JOIN events e ON e.id = d.event_id
-        JOIN webhooks w ON w.id = d.webhook_id WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)}`),
+      read.compile(`SELECT ${CLAIMED_COLUMNS} FROM deliveries d ${WITH_EVENT_AND_WEBHOOK}
+        WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)}`),
     );
     return rows.map(toClaimed);
   }
@@ -212,31 +234,26 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
     attemptIds: ReadonlyArray<string | undefined>,
   ): Promise<Set<string>> {
     const query = statement(engine);
-    const integer = (value: number | null) => `CAST(${query.param(value)} AS integer)`;
-    const values = outcomes
-      .map((outcome, index) => {
-        const attempt = outcome.attempt;
-        const columns = [
-          query.param(outcome.delivery.id),
-          query.param(outcome.workerId),
-          query.param(outcome.status),
-          integer(attempt ? 1 : 0),
-          query.param(attempt?.attemptedAt ?? null),
-          integer(attempt?.statusCode ?? null),
-          query.param(outcome.lastError),
-          query.param(outcome.nextAttemptAt ?? null),
-          query.param(outcome.now),
-          query.param(outcome.status === 'pending' ? null : outcome.now),
-          query.param(attemptIds[index] ?? null),
-          integer(attempt?.durationMs ?? null),
-          query.param(attempt?.error ?? null),
-          query.param(attempt?.responseExcerpt ?? null),
-        ];
-        return `(${columns.join(', ')})`;
-      })
-      .join(', ');
-    const withValues = `WITH v (id, worker, status, attempted, attempted_at, status_code, last_error,
-        next_attempt_at, now, completed_at, attempt_id, duration_ms, attempt_error, excerpt) AS (VALUES ${values})`;
+    const values = outcomes.map((outcome, index) => {
+      const attempt = outcome.attempt;
+      return {
+        id: outcome.delivery.id,
+        worker: outcome.workerId,
+        status: outcome.status,
+        attempted: attempt ? 1 : 0,
+        attempted_at: attempt?.attemptedAt ?? null,
+        status_code: attempt?.statusCode ?? null,
+        last_error: outcome.lastError,
+        next_attempt_at: outcome.nextAttemptAt ?? null,
+        now: outcome.now,
+        completed_at: outcome.status === 'pending' ? null : outcome.now,
+        attempt_id: attemptIds[index] ?? null,
+        duration_ms: attempt?.durationMs ?? null,
+        attempt_error: attempt?.error ?? null,
+        excerpt: attempt?.responseExcerpt ?? null,
+      };
+    });
+    const withValues = `WITH ${valuesTable('v', OUTCOME_COLUMNS, values, query.param, OUTCOME_CASTS)}`;
     const held = `deliveries.locked_by = v.worker AND deliveries.status = 'pending'`;
     const ifAttempted = (column: string, value: string) =>
       `${column} = CASE WHEN v.attempted = 1 THEN ${value} ELSE deliveries.${column} END`;

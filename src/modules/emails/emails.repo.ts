@@ -6,7 +6,7 @@ import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, EmailStatus, Row } from '../../db/schema.ts';
 import { createQuotaCounter, nextPositionText, type QuotaCount } from './fair-queue.repo.ts';
-import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
+import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { TrackingSettings } from './tracking.ts';
@@ -179,8 +179,8 @@ export const EMAIL_COLUMNS = [
   'updated_at',
 ] as const;
 
-// The values a recipient row always has, then the queue's: status, ready_seq, wait_until, next_attempt_at,
-// completed_at (ready_seq an expression for a due row, see nextPositionText).
+// A recipient row's columns, in its INSERT's order (ready_seq an expression for a due row, see
+// nextPositionText).
 const RECIPIENT_COLUMNS = [
   'id',
   'email_id',
@@ -198,6 +198,76 @@ const RECIPIENT_COLUMNS = [
   'completed_at',
 ] as const;
 
+/** An email's row as the INSERT writes it, by column. */
+function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unknown> {
+  return {
+    id: email.id,
+    project_id: email.projectId,
+    from_address: email.from,
+    to_addresses: JSON.stringify(email.to),
+    cc_addresses: JSON.stringify(email.cc),
+    bcc_addresses: JSON.stringify(email.bcc),
+    reply_to: JSON.stringify(email.replyTo),
+    subject: email.subject,
+    html: email.html,
+    text: email.text,
+    headers: JSON.stringify(email.headers),
+    tags: JSON.stringify(email.tags),
+    template_id: email.templateId,
+    template_version: email.templateVersion,
+    message_id: email.messageId,
+    dkim_domain: email.dkimDomain ?? null,
+    return_path_domain: email.returnPathDomain ?? null,
+    status:
+      queued(email.recipients).length === 0
+        ? 'suppressed'
+        : email.scheduledAt === null
+          ? 'queued'
+          : 'scheduled',
+    recipient_count: email.recipients.length,
+    scheduled_at: email.scheduledAt,
+    created_at: email.createdAt,
+    updated_at: email.createdAt,
+  };
+}
+
+/**
+ * A due row's place in the queue, read in the INSERT itself (nextPositionText): its project, and its place
+ * among that project's due rows in the statement, from 1.
+ */
+interface QueuePosition {
+  projectId: string;
+  place: number;
+}
+
+/**
+ * A recipient's row as the INSERT writes it, by column: suppressed (never queued), waiting for its scheduled
+ * time, or due at `position` (its ready_seq, then an expression of the position's two parameters).
+ */
+function recipientRow(
+  email: NewEmail,
+  recipient: NewRecipient,
+  position: QueuePosition | null,
+): Record<(typeof RECIPIENT_COLUMNS)[number], unknown> {
+  const waiting = !recipient.suppressed && email.scheduledAt !== null;
+  return {
+    id: recipient.id,
+    email_id: email.id,
+    project_id: email.projectId,
+    position: recipient.position,
+    type: recipient.type,
+    address: recipient.address,
+    host: recipient.host,
+    created_at: email.createdAt,
+    updated_at: email.createdAt,
+    status: recipient.suppressed ? 'suppressed' : 'queued',
+    ready_seq: position,
+    wait_until: waiting ? email.scheduledAt : null,
+    next_attempt_at: recipient.suppressed ? null : (email.scheduledAt ?? email.createdAt),
+    completed_at: recipient.suppressed ? email.createdAt : null,
+  };
+}
+
 export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
   // The accepting INSERTs, written as SQL text once per number of rows (and, for recipients, which rows are
   // due `q`, waiting `w` or suppressed `s`): built with the query builder they cost more CPU than running.
@@ -208,10 +278,10 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
   });
   const recipientsInsert = textsByShape((shape) => {
     const slot = placeholders(engine);
-    const common = RECIPIENT_COLUMNS.indexOf('status');
     const rows = [...shape].map((kind) => {
-      const values = Array.from({ length: common + 1 }, slot);
-      values.push(kind === 'q' ? nextPositionText(engine, slot) : slot(), slot(), slot(), slot());
+      const values = RECIPIENT_COLUMNS.map((column) =>
+        column === 'ready_seq' && kind === 'q' ? nextPositionText(engine, slot) : slot(),
+      );
       return `(${values.join(', ')})`;
     });
     return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
@@ -282,34 +352,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         trx.executeQuery(
           CompiledQuery.raw(
             emailsInsert(String(chunk.length)),
-            chunk.flatMap((email) => [
-              email.id,
-              email.projectId,
-              email.from,
-              JSON.stringify(email.to),
-              JSON.stringify(email.cc),
-              JSON.stringify(email.bcc),
-              JSON.stringify(email.replyTo),
-              email.subject,
-              email.html,
-              email.text,
-              JSON.stringify(email.headers),
-              JSON.stringify(email.tags),
-              email.templateId,
-              email.templateVersion,
-              email.messageId,
-              email.dkimDomain ?? null,
-              email.returnPathDomain ?? null,
-              queued(email.recipients).length === 0
-                ? 'suppressed'
-                : email.scheduledAt === null
-                  ? 'queued'
-                  : 'scheduled',
-              email.recipients.length,
-              email.scheduledAt,
-              email.createdAt,
-              email.createdAt,
-            ]),
+            chunk.flatMap((email) => inColumnOrder(EMAIL_COLUMNS, emailRow(email))),
           ),
         ),
       );
@@ -340,28 +383,17 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         let shape = '';
         const parameters: unknown[] = [];
         for (const { email, recipient } of chunk) {
-          parameters.push(
-            recipient.id,
-            email.id,
-            email.projectId,
-            recipient.position,
-            recipient.type,
-            recipient.address,
-            recipient.host,
-            email.createdAt,
-            email.createdAt,
-          );
-          if (recipient.suppressed) {
-            shape += 's';
-            parameters.push('suppressed', null, null, null, email.createdAt);
-          } else if (email.scheduledAt !== null) {
-            shape += 'w';
-            parameters.push('queued', null, email.scheduledAt, email.scheduledAt, null);
-          } else {
-            shape += 'q';
+          let position: QueuePosition | null = null;
+          if (!recipient.suppressed && email.scheduledAt === null) {
             const place = (taken.get(email.projectId) ?? 0) + 1;
             taken.set(email.projectId, place);
-            parameters.push('queued', email.projectId, place, null, email.createdAt, null);
+            position = { projectId: email.projectId, place };
+          }
+          shape += position ? 'q' : 'v';
+          const row = recipientRow(email, recipient, position);
+          for (const column of RECIPIENT_COLUMNS) {
+            if (column === 'ready_seq' && position) parameters.push(position.projectId, position.place);
+            else parameters.push(row[column]);
           }
         }
         return trx.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));

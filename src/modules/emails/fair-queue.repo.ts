@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { greatestOf } from '../../db/engine/sql.ts';
 import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
 import type { Database } from '../../db/schema.ts';
@@ -50,9 +51,9 @@ export async function basePositions(
  * the rows of one INSERT are consecutive.
  */
 export function nextPositionText(engine: Engine, slot: () => string): string {
-  const greatest = engine === 'postgres' ? 'GREATEST' : 'MAX';
-  return `(${greatest}(COALESCE(${HEAD_TEXT}, 0), COALESCE((SELECT MAX(ready_seq) FROM email_recipients
-    WHERE project_id = ${slot()} AND ready_seq IS NOT NULL), 0)) + ${slot()})`;
+  const projectLast = `COALESCE((SELECT MAX(ready_seq) FROM email_recipients
+    WHERE project_id = ${slot()} AND ready_seq IS NOT NULL), 0)`;
+  return `(${greatestOf(engine, `COALESCE(${HEAD_TEXT}, 0)`, projectLast)} + ${slot()})`;
 }
 
 // Sends of one project spread their counting over this many rows, so they rarely wait on each other.

@@ -1,4 +1,4 @@
-import { CompiledQuery, type ExpressionBuilder, type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import {
   type Database,
@@ -11,7 +11,8 @@ import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import { attachmentsOf, EMAIL_COLUMNS, type EmailRecord, toEmailRecord } from './emails.repo.ts';
 import { basePositions, pruneQuota } from './fair-queue.repo.ts';
 import { PENDING, summarizeStatus } from './status.ts';
-import { placeholders, statement, textsByShape } from '../../db/sql-text.ts';
+import { skipLockedRows } from '../../db/engine/sql.ts';
+import { placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
 
 // The email_recipients rows after their email was accepted, written only here: the sending queue (each due
 // recipient row is a job, claimed by the sending worker under a lease, its attempts recorded here) and what
@@ -117,89 +118,78 @@ const CLAIMED_COLUMNS = [
   'ready_seq',
 ] as const;
 
+/**
+ * A recipient's attempt as the row of values its statement reads (`v`), by column; the last two (PostgreSQL
+ * only) move its email's status in the same statement.
+ */
+const RECIPIENT_OUTCOME_COLUMNS = [
+  'id',
+  'worker',
+  'status',
+  'retry_at',
+  'attempted_at',
+  'response',
+  'response_code',
+  'now',
+  'completed_at',
+  'email_id',
+  'email_status',
+] as const;
+
 /** An email as the sending worker needs it: with its attachments, and whether it asked for tracking. */
 export type LoadedEmail = EmailRecord & { tracked: boolean };
 
 /** Whether an email (the `emails` row in the query) has attachments, and whether it asked for tracking. */
-const emailFlags = (eb: ExpressionBuilder<Database, 'emails'>) => [
-  eb
-    .exists(
-      eb
-        .selectFrom('email_attachments')
-        .select(sql`1`.as('one'))
-        .whereRef('email_attachments.email_id', '=', 'emails.id'),
-    )
-    .as('has_attachments'),
-  eb
-    .exists(
-      eb
-        .selectFrom('email_tracking')
-        .select(sql`1`.as('one'))
-        .whereRef('email_tracking.email_id', '=', 'emails.id'),
-    )
-    .as('tracked'),
-];
+const EMAIL_FLAGS = `EXISTS (SELECT 1 FROM email_attachments WHERE email_attachments.email_id = emails.id) AS has_attachments,
+  EXISTS (SELECT 1 FROM email_tracking WHERE email_tracking.email_id = emails.id) AS tracked`;
+
+/** An email's row with its flags, named (not `emails.*`: see claimWithEmails). */
+const LOADED_EMAIL_COLUMNS = `${EMAIL_COLUMNS.map((column) => `emails.${column}`).join(', ')}, ${EMAIL_FLAGS}`;
+
+type LoadedEmailRow = Row<'emails'> & { has_attachments: unknown; tracked: unknown };
 
 export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
-  /** Due rows, not leased (or the lease ran out: its worker died), in queue order. */
-  const claimable = (now: string) =>
-    db
-      .selectFrom('email_recipients')
-      .select('id')
-      .where('ready_seq', 'is not', null)
-      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]));
-
-  /** Leases the rows `due` selects to this worker and returns them. */
-  const leaseRows = async (due: ReturnType<typeof claimable>, lease: Lease): Promise<ClaimedRecipient[]> => {
-    const { workerId, lockedUntil } = storedLease(lease);
-    const rows = await db
-      .updateTable('email_recipients')
-      .set({ locked_until: lockedUntil, locked_by: workerId })
-      .where(
-        'id',
-        'in',
-        due.$if(engine === 'postgres', (query) => query.forUpdate().skipLocked()),
-      )
-      .returning([...CLAIMED_COLUMNS])
-      .execute();
-    return rows.map(toClaimed);
-  };
-
-  /** The `limit` due recipients a claim takes, lowest queue position first, skipping `excludeHosts`. */
-  const dueIn = (lease: Lease, options: { limit: number; excludeHosts: readonly string[] }) =>
-    claimable(lease.now.toISOString())
-      .$if(options.excludeHosts.length > 0, (query) =>
-        query.where('host', 'not in', [...options.excludeHosts]),
-      )
-      .orderBy('ready_seq')
-      .limit(options.limit);
-
-  // The claim and the load of its emails as SQL text (sql-text.ts), the two statements of a claim on SQLite:
-  // building them was most of the query builder's time in a sending worker. Shapes: how many hosts are
-  // excluded; how many emails are loaded.
-  const claimText = textsByShape((excluded) => {
+  // The claims as SQL text (sql-text.ts), one spelling for both engines: building them was most of the query
+  // builder's time in a sending worker. Each leases the due rows its WHERE picks (not leased, or the lease ran
+  // out: its worker died) and returns them; its parameters: the lease's end and worker, now, then the WHERE's.
+  const claimText = (which: (slot: () => string) => string) => {
     const slot = placeholders(engine);
     const lease = `locked_until = ${slot()}, locked_by = ${slot()}`;
-    const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})`;
-    const hosts = Array.from({ length: Number(excluded) }, slot).join(', ');
-    return `UPDATE email_recipients SET ${lease} WHERE id IN (SELECT id FROM email_recipients WHERE ${due}${
-      hosts ? ` AND host NOT IN (${hosts})` : ''
-    } ORDER BY ready_seq LIMIT ${slot()}${engine === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : ''})
-      RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
-  });
+    const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})${which(slot)}`;
+    const rows = `SELECT id FROM email_recipients WHERE ${due}${skipLockedRows(engine)}`;
+    return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
+  };
+  // Shape: how many hosts are excluded. Then the limit: the lowest queue positions first.
+  const nextDueText = textsByShape((excluded) =>
+    claimText((slot) => {
+      const hosts = Array.from({ length: Number(excluded) }, slot).join(', ');
+      return `${hosts ? ` AND host NOT IN (${hosts})` : ''} ORDER BY ready_seq LIMIT ${slot()}`;
+    }),
+  );
+  // Shape: how many emails' recipients.
+  const siblingsText = textsByShape((emails) =>
+    claimText((slot) => ` AND email_id IN (${Array.from({ length: Number(emails) }, slot).join(', ')})`),
+  );
+  // PostgreSQL: the claimed rows' emails come back from the claiming statement. Named columns, not `emails.*`:
+  // the statement is prepared (src/db/engine/postgres.ts), and a prepared statement whose result columns
+  // change under a migration fails instead of being planned again.
+  const nextDueWithEmailsText = textsByShape(
+    (excluded) => `WITH claimed AS (${nextDueText(excluded)})
+      SELECT ${LOADED_EMAIL_COLUMNS}, ${CLAIMED_COLUMNS.map((column) => `claimed.${column} AS claimed_${column}`).join(', ')}
+      FROM claimed JOIN emails ON emails.id = claimed.email_id`,
+  );
   const loadText = textsByShape((count) => {
     const slot = placeholders(engine);
     const ids = Array.from({ length: Number(count) }, slot).join(', ');
-    return `SELECT emails.*,
-        EXISTS (SELECT 1 FROM email_attachments WHERE email_attachments.email_id = emails.id) AS has_attachments,
-        EXISTS (SELECT 1 FROM email_tracking WHERE email_tracking.email_id = emails.id) AS tracked
-      FROM emails WHERE id IN (${ids})`;
+    return `SELECT ${LOADED_EMAIL_COLUMNS} FROM emails WHERE id IN (${ids})`;
   });
+  const claimParameters = (lease: Lease, ...where: unknown[]) => {
+    const { workerId, now, lockedUntil } = storedLease(lease);
+    return [lockedUntil, workerId, now, ...where];
+  };
 
   /** Emails' rows made into loaded emails: the attachments read only for emails that have some. */
-  async function withAttachments(
-    rows: ReadonlyArray<Row<'emails'> & { has_attachments: unknown; tracked: unknown }>,
-  ): Promise<Map<string, LoadedEmail>> {
+  async function withAttachments(rows: readonly LoadedEmailRow[]): Promise<Map<string, LoadedEmail>> {
     const withFiles = [...new Set(rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id))];
     const attachments = await attachmentsOf(db, withFiles, { content: true });
     return new Map(
@@ -247,15 +237,11 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
       lease: Lease,
       options: { limit: number; excludeHosts: readonly string[] },
     ): Promise<ClaimedRecipient[]> {
-      const { workerId, now, lockedUntil } = storedLease(lease);
       const { rows } = await db.executeQuery<Parameters<typeof toClaimed>[0]>(
-        CompiledQuery.raw(claimText(String(options.excludeHosts.length)), [
-          lockedUntil,
-          workerId,
-          now,
-          ...options.excludeHosts,
-          options.limit,
-        ]),
+        CompiledQuery.raw(
+          nextDueText(String(options.excludeHosts.length)),
+          claimParameters(lease, ...options.excludeHosts, options.limit),
+        ),
       );
       return rows.map(toClaimed).sort((a, b) => a.seq - b.seq);
     },
@@ -263,12 +249,16 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     /** Also leases the other due recipients of these emails, so one SMTP transaction can carry them all. */
     async claimSiblings(lease: Lease, emailIds: readonly string[]): Promise<ClaimedRecipient[]> {
       if (emailIds.length === 0) return [];
-      return leaseRows(claimable(lease.now.toISOString()).where('email_id', 'in', [...emailIds]), lease);
+      const { rows } = await db.executeQuery<Parameters<typeof toClaimed>[0]>(
+        CompiledQuery.raw(siblingsText(String(emailIds.length)), claimParameters(lease, ...emailIds)),
+      );
+      return rows.map(toClaimed);
     },
 
     /**
      * Leases up to `limit` due recipients, as claim() does, and loads their emails, as loadEmails() does. On
-     * PostgreSQL the emails come back from the claiming statement: one round trip instead of two.
+     * PostgreSQL the emails come back from the claiming statement: one round trip instead of two. (SQLite
+     * cannot write in a WITH; in process, it has no round trips to save.)
      */
     async claimWithEmails(
       lease: Lease,
@@ -281,32 +271,15 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
           emails: await this.loadEmails([...new Set(recipients.map((row) => row.emailId))]),
         };
       }
-      const { workerId, lockedUntil } = storedLease(lease);
-      const rows = await db
-        .with('claimed', (cte) =>
-          cte
-            .updateTable('email_recipients')
-            .set({ locked_until: lockedUntil, locked_by: workerId })
-            .where('id', 'in', dueIn(lease, options).forUpdate().skipLocked())
-            .returning([
-              'id as claimed_id',
-              'email_id as claimed_email_id',
-              'project_id as claimed_project_id',
-              'address as claimed_address',
-              'host as claimed_host',
-              'status as claimed_status',
-              'attempts as claimed_attempts',
-              'ready_seq as claimed_ready_seq',
-            ]),
-        )
-        .selectFrom('claimed')
-        .innerJoin('emails', 'emails.id', 'claimed.claimed_email_id')
-        // Named, not `emails.*`: the statement is prepared (src/db/connection.ts), and a prepared statement
-        // whose result columns change under a migration fails instead of being planned again.
-        .select(EMAIL_COLUMNS.map((column) => `emails.${column}` as const))
-        .select((eb) => emailFlags(eb))
-        .select(CLAIMED_COLUMNS.map((column) => `claimed.claimed_${column}` as const))
-        .execute();
+      type ClaimedColumn = (typeof CLAIMED_COLUMNS)[number];
+      const { rows } = await db.executeQuery<
+        LoadedEmailRow & { [C in ClaimedColumn as `claimed_${C}`]: Parameters<typeof toClaimed>[0][C] }
+      >(
+        CompiledQuery.raw(
+          nextDueWithEmailsText(String(options.excludeHosts.length)),
+          claimParameters(lease, ...options.excludeHosts, options.limit),
+        ),
+      );
       const recipients = rows
         .map((row) =>
           toClaimed({
@@ -330,7 +303,7 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
      */
     async loadEmails(ids: readonly string[]): Promise<Map<string, LoadedEmail>> {
       if (ids.length === 0) return new Map();
-      const { rows } = await db.executeQuery<Row<'emails'> & { has_attachments: unknown; tracked: unknown }>(
+      const { rows } = await db.executeQuery<LoadedEmailRow>(
         CompiledQuery.raw(loadText(String(ids.length)), [...ids]),
       );
       return withAttachments(rows);
@@ -408,31 +381,24 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
       // Every recipient's new state in one statement, however many attempts finished together; first a write
       // (see fair-queue.repo.ts on SQLite lock upgrades). RETURNING names the rows whose lease still held.
       const update = statement(engine);
-      const values = records
-        .flatMap((record) =>
-          record.updates.map((change) => {
-            const final = FINAL.has(change.status);
-            const columns = [
-              update.param(change.id),
-              update.param(record.workerId),
-              update.param(change.status),
-              update.param(final ? null : (change.retryAt ?? null)),
-              update.param(record.attemptedAt),
-              update.param(change.response),
-              `CAST(${update.param(change.responseCode)} AS integer)`,
-              update.param(record.now),
-              update.param(final ? record.now : null),
-            ];
-            if (emailsWithRecipients) {
-              columns.push(
-                update.param(record.emailId),
-                update.param(statusKnown(record) ? summarizeStatus([change.status]) : null),
-              );
-            }
-            return `(${columns.join(', ')})`;
-          }),
-        )
-        .join(', ');
+      const values = records.flatMap((record) =>
+        record.updates.map((change) => {
+          const final = FINAL.has(change.status);
+          return {
+            id: change.id,
+            worker: record.workerId,
+            status: change.status,
+            retry_at: final ? null : (change.retryAt ?? null),
+            attempted_at: record.attemptedAt,
+            response: change.response,
+            response_code: change.responseCode,
+            now: record.now,
+            completed_at: final ? record.now : null,
+            email_id: record.emailId,
+            email_status: statusKnown(record) ? summarizeStatus([change.status]) : null,
+          };
+        }),
+      );
       const recipients = `UPDATE email_recipients SET status = v.status, attempts = email_recipients.attempts + 1,
           ready_seq = NULL, wait_until = v.retry_at, next_attempt_at = v.retry_at, locked_until = NULL,
           locked_by = NULL, last_attempt_at = v.attempted_at, last_response = v.response,
@@ -440,10 +406,12 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
           AND email_recipients.ready_seq IS NOT NULL
         RETURNING email_recipients.id`;
-      const withValues = `WITH v (id, worker, status, retry_at, attempted_at, response, response_code, now,
-          completed_at${emailsWithRecipients ? ', email_id, email_status' : ''}) AS (VALUES ${values})`;
+      const columns = emailsWithRecipients
+        ? RECIPIENT_OUTCOME_COLUMNS
+        : RECIPIENT_OUTCOME_COLUMNS.slice(0, -2);
+      const withValues = `WITH ${valuesTable('v', columns, values, update.param, { response_code: 'integer' })}`;
       const { rows: updated } =
-        values === ''
+        values.length === 0
           ? { rows: [] }
           : await db.executeQuery<{ id: string }>(
               update.compile(
@@ -495,13 +463,9 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
       // The other emails' overall status in one statement.
       if (statusOf.size > 0) {
         const emails = statement(engine);
-        const rows = [...statusOf]
-          .map(
-            ([id, { status, now }]) => `(${emails.param(id)}, ${emails.param(status)}, ${emails.param(now)})`,
-          )
-          .join(', ');
+        const rows = [...statusOf].map(([id, { status, now }]) => ({ id, status, now }));
         await db.executeQuery(
-          emails.compile(`WITH v (id, status, now) AS (VALUES ${rows})
+          emails.compile(`WITH ${valuesTable('v', ['id', 'status', 'now'], rows, emails.param)}
             UPDATE emails SET status = v.status, updated_at = v.now FROM v WHERE emails.id = v.id`),
         );
       }

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { PoolUse } from '../../db/connection.ts';
+import type { PoolUse } from '../../db/handle.ts';
 import type { RunningQueueWorkers } from '../../queue/running-workers.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 

@@ -1,0 +1,194 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { writesCachedRows } from '../cached-tables.ts';
+import type { Database } from '../schema.ts';
+import { observeStatements, type StatementObserver } from '../statement-observer.ts';
+import { createStamps, noteStatements } from '../validated-cache.ts';
+import type { DatabaseHandle, DatabaseOptions, DialectWrapper, Listener } from '../handle.ts';
+import { DEFAULTS } from '../../config.ts';
+
+// The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
+// statements, this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
+
+/** A connection's settings for the tables in `schema` (the URL's search_path when none is given). */
+const inSchema = (schema: string | undefined) => (schema ? { options: `-c search_path=${schema}` } : {});
+
+/** Distinct statement texts sent as named (prepared) statements; past it, texts are sent unnamed. */
+const PREPARED_STATEMENTS_MAX = 200;
+/** Writes (a WITH's included), the statements that are named. */
+const PREPARABLE = /^\s*(?:insert|update|delete|with)\b/i;
+/**
+ * A `*` column list anywhere (`RETURNING *`, `SELECT *`, `"emails".*`): a prepared statement whose result
+ * columns change (a migration adding a column under a running process) fails on every later run instead of
+ * being planned again, so such texts stay unnamed. `count(*)` is no column list.
+ */
+const COLUMN_WILDCARD = /(?:\bselect|\breturning|,|\.)\s*\*/i;
+const preparedNames = new Map<string, string>();
+
+/**
+ * PostgreSQL parses and plans an unnamed statement anew on every run; the hot writes are sent as named
+ * statements instead, parsed and planned once per connection (node-postgres keeps which of them each
+ * connection has prepared). A send group's recipients INSERT spent longer being planned than run (290 µs
+ * against 160 per group of 5, pg_stat_statements). Names are given by text, one per distinct text, for a
+ * bounded number of texts, so that a connection never holds more than that many.
+ */
+class PreparingClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    const [text, values] = args;
+    // Only with parameters: a text without any goes by the simple protocol, which also runs several
+    // statements at once (a named statement is one statement).
+    if (
+      typeof text === 'string' &&
+      Array.isArray(values) &&
+      values.length > 0 &&
+      args.length === 2 &&
+      PREPARABLE.test(text) &&
+      !COLUMN_WILDCARD.test(text)
+    ) {
+      let name = preparedNames.get(text);
+      if (name === undefined && preparedNames.size < PREPARED_STATEMENTS_MAX) {
+        name = `postwire_${preparedNames.size + 1}`;
+        preparedNames.set(text, name);
+      }
+      if (name !== undefined) return super.query({ name, text, values }) as never;
+    }
+    return (super.query as (...all: unknown[]) => never)(...args);
+  }
+}
+
+export async function openPostgres(
+  {
+    schema,
+    stampLeaseMs = DEFAULTS.cacheStampLeaseMs,
+    stampClock,
+  }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs' | 'stampClock'>,
+  url: string,
+  poolSize: number,
+  wrap: DialectWrapper,
+): Promise<DatabaseHandle> {
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema))
+    throw new Error(`Bad schema name '${schema}'.`);
+  if (schema) {
+    const setup = new pg.Client({ connectionString: url });
+    await setup.connect();
+    try {
+      await setup.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    } finally {
+      await setup.end();
+    }
+  }
+  const pool = new pg.Pool({
+    Client: PreparingClient,
+    connectionString: url,
+    max: poolSize,
+    ...inSchema(schema),
+  });
+  // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
+  // crash the process. The pool drops that client and the next query connects again.
+  pool.on('error', () => undefined);
+  // Told of this process's own commits of cached writes; bound once the stamps exist (they need `db`).
+  let ownCommit = () => {};
+  const tracked = observeStatements(
+    new PostgresDialect({ pool }),
+    stampedWrites(() => ownCommit()),
+  );
+  const db = new Kysely<Database>({ dialect: wrap(tracked), log: noteStatements });
+  const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
+  const stamps = createStamps(db, { leaseMs: stampLeaseMs, now: stampClock });
+  ownCommit = () => stamps.noteOwnCommit();
+  return {
+    db,
+    engine: 'postgres',
+    stamps,
+    close: async () => {
+      await stamps.close();
+      await db.destroy();
+    },
+    listen,
+    poolUse: () => ({
+      max: poolSize,
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+    }),
+  };
+}
+
+/**
+ * Calls `committed` once a statement writing what the stamps vouch for (cached-tables.ts: the columns the
+ * triggers watch, so a worker's bookkeeping is none) has committed on its connection: at once outside a
+ * transaction, else after the transaction's COMMIT (a rollback forgets it). By the statements' text, under
+ * every transaction mechanism (Kysely's, units of work, group commit).
+ */
+function stampedWrites(committed: () => void): StatementObserver {
+  const open = new WeakMap<object, { wrote: boolean }>();
+  return (text, connection) => {
+    const transaction = open.get(connection);
+    if (/^\s*(?:begin|start\s+transaction)\b/i.test(text)) {
+      open.set(connection, { wrote: false });
+    } else if (/^\s*commit\b/i.test(text)) {
+      open.delete(connection);
+      if (transaction?.wrote) return committed;
+    } else if (/^\s*rollback\s*$/i.test(text)) {
+      open.delete(connection);
+    } else if (writesCachedRows(text)) {
+      if (!transaction) return committed;
+      transaction.wrote = true;
+    }
+    return undefined;
+  };
+}
+
+/**
+ * Channels are shared by the whole database, and Postwire's tables live in one schema: the notifications
+ * carry the schema they come from (notifyStatement, the stamps' trigger), and those of other schemas (another
+ * deployment in the same database) are ignored. One without a schema (sent by an older version) is heard.
+ */
+async function listenPostgres(
+  url: string,
+  schema: string | undefined,
+  channel: string,
+  onNotify: () => void,
+  onError: (error: Error) => void,
+): Promise<Listener> {
+  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`Bad channel name '${channel}'.`);
+  const client = new pg.Client({
+    connectionString: url,
+    // Named, so that an operator (or a test) can tell this process's listeners apart in pg_stat_activity.
+    application_name: `postwire listen ${channel}${schema ? ` ${schema}` : ''}`,
+    ...inSchema(schema),
+  });
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    await client.end().catch(() => undefined);
+  };
+  let ownSchema: string | null = null;
+  client.on('notification', (message) => {
+    if (message.channel !== channel) return;
+    if (message.payload && ownSchema !== null && message.payload !== ownSchema) return;
+    onNotify();
+  });
+  client.on('error', (error) => {
+    if (closed) return;
+    void close();
+    onError(error);
+  });
+  client.on('end', () => {
+    if (closed) return;
+    closed = true;
+    onError(new Error('The LISTEN connection ended.'));
+  });
+  try {
+    await client.connect();
+    // The schema the tables are found in: the one given, or the URL's search_path.
+    const result = await client.query<{ schema: string | null }>('select current_schema() as schema');
+    ownSchema = result.rows[0]?.schema ?? null;
+    await client.query(`LISTEN ${channel}`);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { close };
+}

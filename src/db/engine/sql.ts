@@ -1,0 +1,19 @@
+import type { Engine } from '../handle.ts';
+
+// The few SQL spellings the two engines do not share, each written once. Statements written as text
+// (db/sql-text.ts) take these pieces instead of spelling an engine's variant themselves.
+
+/** The `n`th (from 1) bind placeholder: `$n` on PostgreSQL, `?` (bound by position) on SQLite. */
+export const placeholder = (engine: Engine, n: number): string => (engine === 'postgres' ? `$${n}` : '?');
+
+/**
+ * Ends the subquery that picks a claim's rows. PostgreSQL: the rows are locked and rows another claimer holds
+ * are skipped, so concurrent workers take different rows without waiting for each other. SQLite has no row
+ * locks (a writer holds the whole database), so nothing is added.
+ */
+export const skipLockedRows = (engine: Engine): string =>
+  engine === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '';
+
+/** The larger of two values: GREATEST on PostgreSQL; on SQLite, MAX with two arguments is that function. */
+export const greatestOf = (engine: Engine, a: string, b: string): string =>
+  `${engine === 'postgres' ? 'GREATEST' : 'MAX'}(${a}, ${b})`;

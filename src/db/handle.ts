@@ -1,0 +1,68 @@
+import type { Dialect, Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+import type { StatementObserver } from './statement-observer.ts';
+import type { LongTransactionReport } from './transaction-watch.ts';
+import type { Stamps } from './validated-cache.ts';
+
+// The engine-neutral handle on the database and how to open one: the types both connection.ts (which opens
+// it) and the engines in src/db/engine/ (which build it) speak, so that neither imports the other's code.
+
+export type Engine = 'sqlite' | 'postgres';
+
+export interface DatabaseHandle {
+  db: Kysely<Database>;
+  engine: Engine;
+  close(): Promise<void>;
+  /** The version stamps this process's in-memory reads are checked against (validated-cache.ts). */
+  stamps: Stamps;
+  /**
+   * PostgreSQL only: LISTEN on `channel` over a dedicated connection (a pooled one would be handed to other
+   * queries). `onError` reports a lost connection; the listener is then closed and may be opened again.
+   */
+  listen?(channel: string, onNotify: () => void, onError: (error: Error) => void): Promise<Listener>;
+  /** PostgreSQL only: the connection pool's use now (SQLite has one connection and nothing to wait for). */
+  poolUse?(): PoolUse;
+}
+
+/** A connection pool's state at one moment, for /metrics. */
+export interface PoolUse {
+  /** Connections the pool may open. */
+  max: number;
+  /** Connections open, busy or idle. */
+  total: number;
+  idle: number;
+  /** Queries waiting for a connection: the pool is too small for the load, or connections are held long. */
+  waiting: number;
+}
+
+export interface Listener {
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** `postgres://…`; when absent, `sqlitePath` is used. */
+  url?: string | undefined;
+  sqlitePath?: string;
+  /** PostgreSQL schema to use (created when missing); tests give each run its own. */
+  schema?: string;
+  /**
+   * PostgreSQL: how long a stamp read vouches for the stamps, in milliseconds (validated-cache.ts; 0 reads them
+   * on every use). The same in every process sharing the database.
+   */
+  stampLeaseMs?: number;
+  /** Monotonic time in milliseconds for the stamps' leases (tests move it); performance.now() when absent. */
+  stampClock?: () => number;
+  poolSize?: number;
+  /**
+   * A transaction open longer than this, in milliseconds, is reported with the stack that opened it
+   * (TRANSACTION_WARN; transaction-watch.ts); unset: none is.
+   */
+  transactionWarnMs?: number | undefined;
+  /** Where a long transaction is reported; a process warning (stderr) when absent. */
+  onLongTransaction?: LongTransactionReport;
+  /** Told every statement run (tests and benchmarks count them); nothing is observed when absent. */
+  observe?: StatementObserver;
+}
+
+/** Wraps an engine's dialect (in statement observers) before anything else sees it. */
+export type DialectWrapper = (dialect: Dialect) => Dialect;
