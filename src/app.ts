@@ -112,13 +112,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     );
     done();
   });
-  // An answer given after this process wrote a key, webhook, template or domain could tell its client of
-  // the write: it waits until no other process can still serve what the write replaced (the stamps' lease,
-  // db/validated-cache.ts), so the client's next request, wherever it goes, sees it. Nothing waits otherwise.
+  // The answer to a request that wrote a key, webhook, template or domain could tell its client of the write:
+  // it waits until no other process can still serve what the write replaced (the stamps' lease,
+  // db/validated-cache.ts), so the client's next request, wherever it goes, sees it. Other requests, even
+  // in the same moment, do not wait: they tell of no write.
   const stamps = database.stamps;
   if (stamps.leaseMs > 0) {
-    app.addHook('onSend', (_request, _reply, payload, done) => {
-      const leases = stamps.outlastLeases();
+    app.addHook('onSend', (request, _reply, payload, done) => {
+      const wroteAt = request.readWindow?.cachedWriteAt;
+      const leases = wroteAt === undefined ? undefined : stamps.outlastLeases(wroteAt);
       if (!leases) return done(null, payload);
       leases.then(() => done(null, payload), done);
     });

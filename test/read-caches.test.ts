@@ -6,7 +6,7 @@ import { createStamps } from '../src/db/validated-cache.ts';
 import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
 import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
-import { createTestDatabase, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { createTestDatabase, ENGINES, startTestApp, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -392,6 +392,39 @@ describe(
         now += 60_000;
         await worker.close();
         await fixtures.drop();
+      }
+    });
+
+    test("only the request that wrote waits out the lease; another request's answer in that moment does not", async () => {
+      // The stamps' clock stands still until the test moves it: a wait for the lease cannot end meanwhile.
+      let now = 1000;
+      const api = await startTestApp('postgres', {
+        stampLeaseMs: 50,
+        stampClock: () => now,
+        allowPrivateUrls: true,
+      });
+      try {
+        let created: { status: number; body: any } | undefined;
+        const creating = api
+          .request('POST', '/v1/webhooks', {
+            body: { url: 'http://127.0.0.1:9/hook', events: ['email.sent'] },
+          })
+          .then((response) => (created = response));
+        // Committed, and its answer held: it waits for the clock to pass the lease.
+        await until(
+          async () =>
+            (await api.database.handle.db.selectFrom('webhooks').select('id').execute()).length === 1,
+        );
+        const listed = await api.request('GET', '/v1/webhooks');
+        assert.equal(listed.status, 200);
+        assert.equal(listed.body.data.length, 1, "the process's own write is seen at once");
+        assert.equal(created, undefined, "the writer's answer still waits");
+        now += 50;
+        await creating;
+        assert.equal(created!.status, 201);
+      } finally {
+        now += 60_000;
+        await api.close();
       }
     });
 

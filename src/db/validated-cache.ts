@@ -39,16 +39,17 @@ export interface Stamps {
    */
   current(scope: StampScope, db?: Kysely<Database>, options?: ThroughOptions): Promise<string>;
   /**
-   * This process committed a write to a stamped table: what was read before is not vouched for any more (its
-   * own next request must see it), and its answers wait for the other processes' leases (`outlastLeases`).
+   * This process committed a cached write (db/cached-tables.ts): what was read before is not vouched for any
+   * more (its own next request must see it), and the request that wrote it, if any, notes when
+   * (`RequestWindow.cachedWriteAt`), for its answer to wait out the other processes' leases.
    */
   noteOwnCommit(): void;
   /**
-   * Resolves once every stamp read another process may have made before this process's latest commit to a
-   * stamped table is past its lease, so that an answer given after it is seen by every process's next request;
-   * undefined when none can still be current (always, without a lease).
+   * Resolves once every stamp read another process may have made before a commit at `since` (by default this
+   * process's latest cached write) is past its lease, so that an answer given after it is seen by every
+   * process's next request; undefined when none can still be current (always, without a lease).
    */
-  outlastLeases(): Promise<void> | undefined;
+  outlastLeases(since?: number): Promise<void> | undefined;
   /** How long a read vouches for the stamps (0: none does, and nothing ever waits). */
   readonly leaseMs: number;
   /** Waits out the leases (`outlastLeases`): a tool's write is seen everywhere once it has closed. */
@@ -89,13 +90,18 @@ export interface StampOptions {
 export interface RequestWindow {
   readonly startedAt: number;
   open: boolean;
+  /**
+   * When this request committed a cached write (noteOwnCommit, in its async context), if it did: its answer
+   * waits out the leases from then (`outlastLeases(cachedWriteAt)`); other requests' answers do not wait.
+   */
+  cachedWriteAt: number | undefined;
 }
 
 const requestWindows = new AsyncLocalStorage<RequestWindow>();
 
 /** Runs `next` (the rest of a request) in a new request window, which it returns for closing. */
 export function openRequestWindow(next: () => void): RequestWindow {
-  const window: RequestWindow = { startedAt: performance.now(), open: true };
+  const window: RequestWindow = { startedAt: performance.now(), open: true, cachedWriteAt: undefined };
   requestWindows.run(window, next);
   return window;
 }
@@ -182,8 +188,8 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
    */
   const vouchedFor = (seen: { issuedAt: number } | undefined): boolean =>
     seen !== undefined && seen.issuedAt > ownCommitAt && now() - seen.issuedAt < leaseMs;
-  const outlastLeases = (): Promise<void> | undefined => {
-    const until = ownCommitAt + leaseMs;
+  const outlastLeases = (since = ownCommitAt): Promise<void> | undefined => {
+    const until = since + leaseMs;
     if (leaseMs === 0 || now() >= until) return undefined;
     return (async () => {
       // Timers may fire a little early against the monotonic clock: wait again for what is left.
@@ -218,6 +224,10 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
     },
     noteOwnCommit() {
       ownCommitAt = now();
+      // The request whose transaction this was (the commit resumes in its async context): its answer, and only
+      // its, may tell a client of the write.
+      const window = requestWindows.getStore();
+      if (window) window.cachedWriteAt = ownCommitAt;
     },
     outlastLeases,
     leaseMs,

@@ -50,7 +50,10 @@ export interface TestDatabase {
 /** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
 export async function createTestDatabase(
   engine: Engine,
-  options: Pick<DatabaseOptions, 'observe' | 'stampLeaseMs' | 'transactionWarnMs' | 'onLongTransaction'> & {
+  options: Pick<
+    DatabaseOptions,
+    'observe' | 'stampLeaseMs' | 'stampClock' | 'transactionWarnMs' | 'onLongTransaction'
+  > & {
     /** Migrated only up to (not including) this migration: the schema an earlier version left. */
     migrationsBefore?: string;
   } = {},
@@ -144,6 +147,9 @@ export interface TestAppOptions {
   /** Told of a transaction open longer than `transactionWarnMs` (a process warning when absent). */
   onLongTransaction?: DatabaseOptions['onLongTransaction'];
   transactionWarnMs?: number;
+  /** PostgreSQL: the stamps' lease and the monotonic clock it runs on (read-caches.test.ts moves it). */
+  stampLeaseMs?: number;
+  stampClock?: () => number;
   allowPrivateUrls?: boolean;
   clock?: Clock;
   resolver?: Resolver;
@@ -241,6 +247,8 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     ...(options.observe ? { observe: options.observe } : {}),
     ...(options.onLongTransaction ? { onLongTransaction: options.onLongTransaction } : {}),
     ...(options.transactionWarnMs !== undefined ? { transactionWarnMs: options.transactionWarnMs } : {}),
+    ...(options.stampLeaseMs !== undefined ? { stampLeaseMs: options.stampLeaseMs } : {}),
+    ...(options.stampClock ? { stampClock: options.stampClock } : {}),
   });
   const clock = options.clock ?? systemClock;
   const notifier = createNotifier();
