@@ -28,6 +28,8 @@ import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { registerEngagementRoutes } from './modules/engagement/engagement.routes.ts';
 import { registerStatsRoutes } from './modules/stats/stats.routes.ts';
 import { registerDashboardRoutes } from './modules/dashboard/dashboard.routes.ts';
+import { registerHealthRoutes } from './modules/health/health.routes.ts';
+import { registerMetricsRoutes } from './modules/metrics/metrics.routes.ts';
 import { docsBranding } from './modules/dashboard/docs-branding.ts';
 import type { Services } from './services.ts';
 
@@ -49,6 +51,9 @@ declare module 'fastify' {
 }
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** The route label of requests no route matched (/metrics): one label however many paths are probed. */
+export const UNMATCHED_ROUTE = 'unmatched';
 
 /**
  * How often Node looks for requests past HTTP_HEADERS_TIMEOUT or HTTP_REQUEST_TIMEOUT (the idle and keep-alive
@@ -108,8 +113,17 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     reply.header('x-request-id', request.id);
     request.readWindow = openRequestWindow(done);
   });
-  app.addHook('onResponse', (request, _reply, done) => {
+  // The one thing /metrics adds to a request: a histogram observation, labelled by the route's pattern
+  // (`/v1/emails/:id`, never the URL, so the labels stay few), every unknown path under one label.
+  const metrics = services.metrics;
+  app.addHook('onResponse', (request, reply, done) => {
     if (request.readWindow) request.readWindow.open = false;
+    metrics.observeRequest(
+      request.method,
+      request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE),
+      reply.statusCode,
+      reply.elapsedTime / 1000,
+    );
     done();
   });
   // The answer to a request that wrote a key, webhook, template or domain could tell its client of the write:
@@ -161,7 +175,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     });
   });
 
-  app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ status: 'ok' }));
+  registerHealthRoutes(app, { health: services.health });
+  registerMetricsRoutes(app, { metrics: services.metricsEndpoint });
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () =>
     app.swagger(),
   );

@@ -342,6 +342,41 @@ export const CONFIG_SCHEMA = {
     }),
   }),
 
+  ...section('Health and metrics', {
+    metricsToken: custom('METRICS_TOKEN', {
+      default: 'unset (`/metrics` off)',
+      description:
+        'turns `GET /metrics` on: Prometheus scrapes it with `Authorization: Bearer <METRICS_TOKEN>`',
+      details:
+        'at least 16 characters, and not an API key: it reads counts of the whole instance, every project. ' +
+        'Unset, `/metrics` answers 404; a wrong or missing token, 401. `/healthz` and `/readyz` need no token',
+      read(context) {
+        const token = rawValue(context, 'METRICS_TOKEN');
+        if (token !== undefined && token.length < 16) {
+          context.problems.push('METRICS_TOKEN must be at least 16 characters.');
+        }
+        return token;
+      },
+    }),
+    readinessTimeoutMs: duration('READINESS_TIMEOUT', {
+      default: '2s',
+      min: '50ms',
+      max: '1m',
+      description: "`/readyz`'s database check fails when its query has not answered within this",
+      details:
+        'a database that answers slower than this is as good as down for the API; keep it below the ' +
+        "probe's own timeout (Kubernetes' `timeoutSeconds`, the container's HEALTHCHECK `--timeout`)",
+    }),
+    metricsQueueDepthLimit: fixed(
+      100_000,
+      'queue depths are counted up to this many rows per queue, so a scrape costs the same however deep a backlog',
+    ),
+    metricsLatencyBuckets: fixed(
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      "the request latency histogram's buckets, in seconds: from a cached read (about a millisecond) to a slow send",
+    ),
+  }),
+
   ...section('Workers', {
     workerDeadAfterMs: duration('WORKER_DEAD_AFTER', {
       default: '15s',

@@ -29,6 +29,11 @@ import { createWebhookOperations } from './modules/webhook-operations/webhook-op
 import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
+import { createRunningQueueWorkers } from './queue/running-workers.ts';
+import { createHealthService } from './modules/health/health.service.ts';
+import { createProcessMetrics } from './modules/metrics/instruments.ts';
+import { createMetricsRepo } from './modules/metrics/metrics.repo.ts';
+import { createMetricsService } from './modules/metrics/metrics.service.ts';
 
 /**
  * Wake-ups within one process: what its API writes, its own workers pick up at once (other processes hear of
@@ -67,6 +72,15 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     inbound: infra.notifiers?.inbound ?? createNotifier(),
   };
 
+  // The queue workers this process runs (workers.ts adds them), and what it counts for /metrics: both per
+  // process, like the services, so that tests building many apps in one process keep theirs apart.
+  const runningWorkers = createRunningQueueWorkers();
+  const metrics = createProcessMetrics({
+    latencyBuckets: config.metricsLatencyBuckets,
+    runningWorkers,
+    poolUse: database.poolUse,
+  });
+
   const webhookRepo = createWebhookRepo(db, stamps);
   const templateRepo = createTemplateRepo(db, stamps);
   const suppressionRepo = createSuppressionRepo(db, engine);
@@ -79,6 +93,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     clock,
     notifier: notifiers.delivery,
     webhooks: webhookRepo,
+    metrics,
   });
   const deliveries = createDeliveryService({ db, engine, notifier: notifiers.delivery });
   const domains = createDomainService({
@@ -101,6 +116,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     dns,
     notifiers,
     renderer,
+    runningWorkers,
+    metrics,
     events,
     deliveries,
     domains,
@@ -133,6 +150,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       dailyLimit: config.sendDailyLimit,
       notifier: notifiers.send,
       events,
+      metrics,
       suppressions: suppressionRepo,
       db,
       sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
@@ -147,6 +165,20 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
     inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
     stats: createStatsService({ db, clock }),
+    health: createHealthService({
+      db,
+      clock,
+      workers: runningWorkers,
+      timeoutMs: config.readinessTimeoutMs,
+      workerDeadAfterMs: config.workerDeadAfterMs,
+    }),
+    metricsEndpoint: createMetricsService({
+      metrics,
+      repo: createMetricsRepo(db),
+      clock,
+      token: config.metricsToken,
+      queueDepthLimit: config.metricsQueueDepthLimit,
+    }),
     /** Ends what the services hold besides the database (the render threads); the database is the caller's. */
     close: () => renderer.close(),
   };

@@ -7,6 +7,8 @@ import { createReportAuthenticator } from './modules/inbound/report-authenticati
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
 import { createRetention } from './modules/retention/retention.ts';
 import type { Services } from './services.ts';
+import type { QueueName } from './queue/running-workers.ts';
+import type { QueueWorker } from './queue/runtime.ts';
 
 export interface RunningWorkers {
   /** Stops claiming, lets attempts in flight finish (bounded), and gives back what is still held. */
@@ -31,6 +33,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     notifier: notifiers.delivery,
     logger,
     deadAfterMs,
+    metrics: services.metrics,
   });
   const sending = createSendingWorkerFromConfig({
     config,
@@ -63,6 +66,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       : undefined,
     notifier: notifiers.inbound,
     reportParsing: config.reportParsing,
+    metrics: services.metrics,
     logger,
     deadAfterMs,
   });
@@ -81,6 +85,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
   const started: Array<{ stop(): Promise<void> }> = [];
   const stopAll = async () => {
     for (const worker of started.reverse()) {
+      services.runningWorkers.remove(worker);
       try {
         await worker.stop();
       } catch (error) {
@@ -89,9 +94,17 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     }
   };
   try {
-    for (const worker of [delivery, sending, inbound, domainChecks]) {
+    const queues: Array<[QueueName, QueueWorker]> = [
+      ['deliveries', delivery],
+      ['sending', sending],
+      ['inbound', inbound],
+      ['domain_checks', domainChecks],
+    ];
+    for (const [queue, worker] of queues) {
       await worker.start();
       started.push(worker);
+      // From now on /readyz expects its heartbeats and /metrics reads its attempts in flight.
+      services.runningWorkers.add({ queue, worker });
     }
     if (retention) {
       retention.start();

@@ -24,7 +24,11 @@ import { checkWebhookPayloads, installContractCheck } from './helpers/contract.t
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 // `/` and `/dashboard/…`: the dashboard's page and files (they hold no data; the page asks for a key).
-const PUBLIC_PATHS = ['/healthz', '/v1/openapi.json', '/docs', '/', '/dashboard'];
+const PUBLIC_PATHS = ['/healthz', '/readyz', '/v1/openapi.json', '/docs', '/', '/dashboard'];
+/** The documented operations that need no key: the health probes, for load balancers and orchestrators. */
+const PUBLIC_OPERATIONS = ['GET /healthz', 'GET /readyz'];
+/** Public and hidden, behind a token of its own (METRICS_TOKEN; test/metrics.test.ts): Prometheus reads it. */
+const METRICS_PATH = '/metrics';
 /** The engagement routes mail clients reach (images, redirects, pages): public, and not JSON API operations. */
 const MAIL_CLIENT_PATHS = ['/o', '/c', '/u'];
 
@@ -122,7 +126,7 @@ for (const engine of ENGINES) {
             // A hidden route is missing from the document, so it must be one a client needs no key for.
             assert.ok(route.config?.public, `${key} is hidden from the document but needs an API key`);
             assert.ok(
-              [...PUBLIC_PATHS, ...MAIL_CLIENT_PATHS].some(
+              [...PUBLIC_PATHS, ...MAIL_CLIENT_PATHS, METRICS_PATH].some(
                 (prefix) => route.url === prefix || route.url.startsWith(`${prefix}/`),
               ),
               `${key} is hidden but is not one of the public paths`,
@@ -199,9 +203,11 @@ for (const engine of ENGINES) {
       for (const { method, path, op } of operations(doc)) {
         for (const [status, response] of Object.entries<any>(op.responses)) {
           if (Number(status[0]) < 4 && status !== 'default') continue;
+          // A readiness probe's 503 is its answer, not an error: the checks, with the one that failed.
+          const expected = `${method} ${path} ${status}` === 'GET /readyz 503' ? 'Readiness' : 'Error';
           assert.deepEqual(
             response.content['application/json'].schema,
-            { $ref: '#/components/schemas/Error' },
+            { $ref: `#/components/schemas/${expected}` },
             `${method} ${path} ${status}`,
           );
         }
@@ -242,6 +248,11 @@ for (const engine of ENGINES) {
       });
       assert.deepEqual(doc.security, [{ bearerAuth: [] }]);
       for (const { method, path, op } of operations(doc)) {
+        if (PUBLIC_OPERATIONS.includes(`${method} ${path}`)) {
+          assert.deepEqual(op.security, [], `${method} ${path} says it needs no key`);
+          assert.equal(op.responses['401'], undefined, `${method} ${path} documents no 401`);
+          continue;
+        }
         assert.ok(path.startsWith('/v1/'), `${method} ${path} is outside /v1`);
         // An operation-level `security: []` would tell clients no key is needed.
         if (op.security !== undefined)

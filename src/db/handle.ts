@@ -20,6 +20,19 @@ export interface DatabaseHandle {
    * queries). `onError` reports a lost connection; the listener is then closed and may be opened again.
    */
   listen?(channel: string, onNotify: () => void, onError: (error: Error) => void): Promise<Listener>;
+  /** PostgreSQL only: the connection pool's use now (SQLite has one connection and nothing to wait for). */
+  poolUse?(): PoolUse;
+}
+
+/** A connection pool's state at one moment, for /metrics. */
+export interface PoolUse {
+  /** Connections the pool may open. */
+  max: number;
+  /** Connections open, busy or idle. */
+  total: number;
+  idle: number;
+  /** Queries waiting for a connection: the pool is too small for the load, or connections are held long. */
+  waiting: number;
 }
 
 export interface Listener {

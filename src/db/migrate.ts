@@ -111,3 +111,28 @@ export async function migrateToLatest(
     return applied;
   });
 }
+
+/** How the database's applied migrations compare with this code's list. */
+export interface MigrationStatus {
+  /** Migrations of this code the database has not applied yet. */
+  pending: string[];
+  /** Migrations the database has applied that this code does not know (a newer version migrated it). */
+  unknown: string[];
+}
+
+/**
+ * Reads the applied migrations and compares them with this code's, changing nothing: one small read of the
+ * bookkeeping table (a row per migration), cheap enough for every readiness probe.
+ */
+export async function migrationStatus(
+  db: Kysely<any>, // eslint-disable-line @typescript-eslint/no-explicit-any -- migrations work on any schema
+): Promise<MigrationStatus> {
+  const rows: Array<{ name: string }> = await db.selectFrom('postwire_migrations').select('name').execute();
+  const applied = new Set(rows.map((row) => row.name));
+  return {
+    pending: Object.keys(migrations)
+      .filter((name) => !applied.has(name))
+      .sort(),
+    unknown: [...applied].filter((name) => !(name in migrations)).sort(),
+  };
+}

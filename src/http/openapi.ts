@@ -36,6 +36,10 @@ export const openApiInfo = {
       description:
         'Sending email: accepted (202), then delivered in the background, with events on webhooks.',
     },
+    {
+      name: 'Health',
+      description: 'Liveness and readiness probes for load balancers and orchestrators; no API key.',
+    },
   ],
   components: {
     securitySchemes: {
@@ -46,7 +50,7 @@ export const openApiInfo = {
       },
     },
   },
-  // Every documented operation is a /v1 route behind the API key; the public ones say `security: []`.
+  // Every /v1 operation is behind the API key; the public ones (the health probes) say `security: []`.
   security: [{ bearerAuth: [] }],
 };
 

@@ -146,6 +146,13 @@ export interface QueueWorker {
    * test waits for before saying that nothing happened.
    */
   whenIdle(): Promise<void>;
+  /** Attempts running now (read at a metrics scrape; nothing is counted for it). */
+  attemptsInFlight(): number;
+  /**
+   * When this worker last recorded its heartbeat (epoch ms on its clock); undefined before the first, or
+   * once it stopped. What /readyz checks: a worker whose beats stopped landing cannot claim either.
+   */
+  lastHeartbeatAt(): number | undefined;
 }
 
 /** An attempt starts only with at least the attempt timeout plus this much of its lease left. */
@@ -230,6 +237,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
   // so one silent for two thirds is dead, and the others notice within the next third.
   const heartbeatEveryMs = deadAfterMs / 3;
   let nextHeartbeatAt = -Infinity;
+  let lastHeartbeatAt: number | undefined;
 
   const outcomes = createBatcher<Attempted<Job, Outcome>>({
     maxBatch: OUTCOME_BATCH,
@@ -307,6 +315,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
     if (!store || now.getTime() < nextHeartbeatAt) return;
     nextHeartbeatAt = now.getTime() + heartbeatEveryMs;
     await store.beat(workerId, options.channel, now);
+    lastHeartbeatAt = now.getTime();
     const dead = await store.dead(options.channel, new Date(now.getTime() - 2 * heartbeatEveryMs));
     if (dead.length === 0) return;
     for (const deadWorker of dead) await source.release(deadWorker);
@@ -547,6 +556,8 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
   return {
     id: workerId,
     wake: newWork,
+    attemptsInFlight: () => inFlight.size,
+    lastHeartbeatAt: () => lastHeartbeatAt,
 
     whenIdle() {
       return new Promise<void>((resolve) => {
@@ -569,6 +580,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
     async stop() {
       if (!running) return;
       running = false;
+      lastHeartbeatAt = undefined;
       unsubscribe?.();
       await loop.stop();
       // Jobs waiting for a slot are not started; the release below gives them back.

@@ -126,6 +126,8 @@ export interface TestApp {
   createProject(name?: string): Promise<{ projectId: string; key: string }>;
   /** Emits events as the rest of the code does (the app's event service). */
   events: EventService;
+  /** The services the app is built on (to start the process's real workers on them, say). */
+  services: Services;
   /** Wakes delivery workers in this process; workers from startWorker() listen to it. */
   notifier: Notifier;
   /** The delivery worker started with the `worker` option, if any. */
@@ -374,6 +376,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     request,
     createProject,
     events: app.events,
+    services,
     notifier,
     worker,
     startWorker,

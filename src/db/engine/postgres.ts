@@ -105,6 +105,12 @@ export async function openPostgres(
       await db.destroy();
     },
     listen,
+    poolUse: () => ({
+      max: poolSize,
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+    }),
   };
 }
 

@@ -10,6 +10,7 @@ import { createDeliveryRepo, type ClaimedDelivery, type DeliveryOutcome } from '
 import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
+import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 
 export interface DeliverySettings {
   /** An attempt must answer 2xx within this (connect and response). */
@@ -50,6 +51,8 @@ export interface DeliveryWorkerDeps extends QueueWorkerDeps {
   resolver: Resolver;
   allowPrivateUrls: boolean;
   settings: DeliverySettings;
+  /** Counts the attempts made, by result (/metrics); nothing is counted when absent. */
+  metrics?: Pick<MetricsRecorder, 'webhookAttempts'> | undefined;
 }
 
 export type DeliveryWorker = QueueWorker;
@@ -107,6 +110,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     settings,
   );
   const userAgent = settings.userAgent ?? defaultUserAgent();
+  const metrics = deps.metrics ?? noMetrics;
   const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
   const sender = createSender({
     resolver: deps.resolver,
@@ -133,6 +137,15 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     },
     async record(attempted) {
       const results = await repo.recordOutcomes(attempted.map(({ outcome }) => outcome));
+      // Every attempt made counts, recorded as ours or not (a lost lease still recorded the attempt).
+      let succeeded = 0;
+      let failed = 0;
+      for (const { outcome } of attempted) {
+        if (!outcome.attempt) continue;
+        if (outcome.status === 'succeeded') succeeded += 1;
+        else failed += 1;
+      }
+      metrics.webhookAttempts(succeeded, failed);
       return results.map((result, index) => {
         if (result.disabledReason) {
           const webhook = attempted[index]!.job.webhookId;

@@ -48,6 +48,7 @@ import { createSendGroups } from './send-groups.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
+import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
 import type { EngagementStore, TrackingSettings } from './tracking.ts';
 
@@ -62,6 +63,8 @@ export interface EmailServiceDeps {
   notifier: Notifier;
   /** An email's timeline is its events; a suppressed recipient's event is emitted with the email. */
   events: Pick<EventService, 'forEmail' | 'emit'>;
+  /** Counts accepted emails (/metrics); nothing is counted when absent. */
+  metrics?: Pick<MetricsRecorder, 'emailsAccepted'> | undefined;
   /** The projects' suppression lists: read before a grouped send's transaction, in a keyed send's. */
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   /** Where sends outside an Idempotency-Key's transaction open their own. */
@@ -179,6 +182,7 @@ export function createEmailService({
   dailyLimit,
   notifier,
   events: eventService,
+  metrics = noMetrics,
   suppressions,
   db,
   sendGroups,
@@ -586,6 +590,7 @@ export function createEmailService({
 
   /** Wakes this process's sending worker when some of the emails stored are due now. */
   function stored(emails: NewEmail[]): void {
+    metrics.emailsAccepted(emails.length);
     const due = emails.some(
       (email) => email.scheduledAt === null && email.recipients.some((r) => !r.suppressed),
     );

@@ -12,6 +12,7 @@ import { createDeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import { countEventsIn } from '../stats/stats.repo.ts';
 import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
+import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { createEventRepo, type EventRecord } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
@@ -22,6 +23,8 @@ export interface EventServiceDeps {
   notifier: Notifier;
   /** Whom each event goes to (the process's webhook repository, which keeps them in memory). */
   webhooks: Pick<WebhookRepo, 'enabledWebhooks'>;
+  /** Counts the events once committed (/metrics); nothing is counted when absent. */
+  metrics?: Pick<MetricsRecorder, 'eventsEmitted'> | undefined;
 }
 
 export interface EmitOptions {
@@ -61,7 +64,14 @@ interface RedeliveryPlan {
   view: RedeliveryView;
 }
 
-export function createEventService({ db, engine, clock, notifier, webhooks: webhookRepo }: EventServiceDeps) {
+export function createEventService({
+  db,
+  engine,
+  clock,
+  notifier,
+  webhooks: webhookRepo,
+  metrics = noMetrics,
+}: EventServiceDeps) {
   const repo = createEventRepo(db);
   const deliveryRepo = createDeliveryRepo(db, engine);
   const deliveries = createDeliveryService({ db, engine, notifier });
@@ -104,6 +114,9 @@ export function createEventService({ db, engine, clock, notifier, webhooks: webh
     // test send (to one webhook) is not something that happened to an email. On PostgreSQL the events are
     // stored in the counts' statement (a round trip fewer for every outcome batch of the workers).
     const counted = events.filter((event) => event.webhookId === undefined);
+    // Counted for /metrics only once they are committed: a rolled-back outcome batch happened to nobody.
+    if (counted.length > 0)
+      transaction.afterCommit(() => metrics.eventsEmitted(counted.map((event) => event.kind)));
     if (engine === 'postgres') {
       await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
     } else {

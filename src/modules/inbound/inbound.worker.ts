@@ -10,6 +10,7 @@ import { type ClaimedInbound, createInboundRepo, type InboundResult } from './in
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
 import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
+import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
 // is leased, read (the report parsed on a parse thread, its recipient found), and what it says is applied
@@ -32,6 +33,8 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   unsubscribeByMail?: ((address: string) => Promise<boolean>) | undefined;
   /** The parse threads' settings (REPORT_PARSE_*); DEFAULTS.reportParsing when absent. */
   reportParsing?: ReportReaderOptions | undefined;
+  /** Counts the reports read, by verdict (/metrics); nothing is counted when absent. */
+  metrics?: Pick<MetricsRecorder, 'inboundReportRead'> | undefined;
 }
 
 interface InboundJob extends QueueJob {
@@ -59,6 +62,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
   // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
   const reader = createReportReader(deps.reportParsing);
   const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  const metrics = deps.metrics ?? noMetrics;
   const matcher = createReportMatcher({
     recipients: createRecipientRepo(db, engine),
     returnPath: deps.returnPath,
@@ -74,8 +78,10 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     release: (releasing, rows) => repo.release(releasing, rows),
     // Nothing waits for a time: every stored message is due at once.
     nextDueAt: async () => undefined,
-    record: (attempted) =>
-      inTransaction(db, async (transaction) => {
+    async record(attempted) {
+      // The verdicts of the messages read, counted once their transaction has committed.
+      const verdicts: string[] = [];
+      const recorded = await inTransaction(db, async (transaction) => {
         const messages = createInboundRepo(transaction.db, engine);
         const now = clock.now().toISOString();
         const results: Array<{ held: boolean; retryAt?: number }> = [];
@@ -102,7 +108,9 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
           // The lease is checked by the first write: a message another worker took over is left to it.
           const held = await messages.finish(verdict, workerId, now);
           results.push({ held });
-          if (held && outcome.status === undefined) applying.push({ id: job.message.id, outcome });
+          if (!held) continue;
+          if (outcome.status === undefined) applying.push({ id: job.message.id, outcome });
+          else verdicts.push(outcome.status);
         }
         const changed = await recipientOutcomes.applyReports(
           transaction,
@@ -116,15 +124,20 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
           if (moved.length > 0) {
             const said = moved.map((effect) => `${effect.recipient.address}: ${effect.outcome}`);
             await messages.setVerdict(id, 'applied', `${outcome.detail}; ${said.join(', ')}`);
+            verdicts.push('applied');
           } else {
             const settled = outcome.effects
               .map((effect) => `${effect.recipient.address} is ${effect.recipient.status}`)
               .join(', ');
             await messages.setVerdict(id, 'no_change', `${outcome.detail}; nothing changed (${settled})`);
+            verdicts.push('no_change');
           }
         }
         return results;
-      }),
+      });
+      for (const verdict of verdicts) metrics.inboundReportRead(verdict);
+      return recorded;
+    },
   };
 
   async function attempt(job: InboundJob): Promise<Interpretation> {

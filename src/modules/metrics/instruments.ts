@@ -1,0 +1,149 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PoolUse } from '../../db/handle.ts';
+import type { RunningQueueWorkers } from '../../queue/running-workers.ts';
+import type { EventKind } from '../event-kinds/event-kinds.ts';
+
+// What the process counts as it works, for /metrics. Each process has a registry of its own (never
+// prom-client's global one): tests build many apps in one process, and each must count only its own.
+
+/** What the services tell the metrics as things happen: increments only, nothing that waits. */
+export interface MetricsRecorder {
+  /** Emails were accepted (stored for sending) by this process's API. */
+  emailsAccepted(count: number): void;
+  /** Events committed by this process: one per recipient for `email.*` outcomes. */
+  eventsEmitted(kinds: readonly EventKind[]): void;
+  /** Webhook delivery attempts made by this process, by whether the receiver took them (2xx in time). */
+  webhookAttempts(succeeded: number, failed: number): void;
+  /** A received report was read, with its verdict (`applied`, `no_change`, `unmatched`, …). */
+  inboundReportRead(outcome: string): void;
+}
+
+/** For code built without metrics (tests of a single service, the CLI): counts nothing. */
+export const noMetrics: MetricsRecorder = {
+  emailsAccepted() {},
+  eventsEmitted() {},
+  webhookAttempts() {},
+  inboundReportRead() {},
+};
+
+export interface ProcessMetrics extends MetricsRecorder {
+  registry: Registry;
+  /** One request answered: `route` is the route's pattern (`/v1/emails/:id`), never the URL. */
+  observeRequest(method: string, route: string, status: number, seconds: number): void;
+  /** The gauges a scrape fills in from the database's queues (metrics.service.ts). */
+  queueGauges: {
+    depth: Gauge<'queue'>;
+    oldestDueAge: Gauge<'queue'>;
+  };
+}
+
+export interface ProcessMetricsOptions {
+  latencyBuckets: readonly number[];
+  /** This process's queue workers: their attempts in flight are read at each scrape. */
+  runningWorkers: RunningQueueWorkers;
+  /** The database's connection pool (PostgreSQL); without one, no pool metrics are exported. */
+  poolUse?: (() => PoolUse) | undefined;
+}
+
+export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMetrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const requestDuration = new Histogram({
+    name: 'postwire_http_request_duration_seconds',
+    help: 'HTTP requests answered, by method, route pattern and status, and how long each took',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [...options.latencyBuckets],
+    registers,
+  });
+  const emailsAccepted = new Counter({
+    name: 'postwire_emails_accepted_total',
+    help: 'Emails accepted by the API (202) and stored for sending',
+    registers,
+  });
+  const events = new Counter({
+    name: 'postwire_events_total',
+    help: 'Events emitted by this process, by type (email.sent, email.delivered, email.bounced, email.failed, …); email events count recipients',
+    labelNames: ['type'] as const,
+    registers,
+  });
+  const webhookAttempts = new Counter({
+    name: 'postwire_webhook_attempts_total',
+    help: 'Webhook delivery attempts made by this process, by result (succeeded: a 2xx in time; failed: anything else)',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const inboundReports = new Counter({
+    name: 'postwire_inbound_reports_total',
+    help: 'Received reports (bounces, delays, complaints, …) read by this process, by outcome',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  new Gauge({
+    name: 'postwire_queue_attempts_in_flight',
+    help: "Attempts running now in this process's workers, per queue",
+    labelNames: ['queue'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const { queue, worker } of options.runningWorkers.list()) {
+        this.inc({ queue }, worker.attemptsInFlight());
+      }
+    },
+  });
+  const poolUse = options.poolUse;
+  if (poolUse) {
+    new Gauge({
+      name: 'postwire_db_pool_connections',
+      help: "This process's pooled database connections, by state: busy, idle, and the most it may open (max)",
+      labelNames: ['state'] as const,
+      registers,
+      collect() {
+        const use = poolUse();
+        this.set({ state: 'busy' }, use.total - use.idle);
+        this.set({ state: 'idle' }, use.idle);
+        this.set({ state: 'max' }, use.max);
+      },
+    });
+    new Gauge({
+      name: 'postwire_db_pool_waiting',
+      help: 'Queries waiting for a pooled database connection: the pool is too small for the load',
+      registers,
+      collect() {
+        this.set(poolUse().waiting);
+      },
+    });
+  }
+  return {
+    registry,
+    observeRequest(method, route, status, seconds) {
+      requestDuration.observe({ method, route, status }, seconds);
+    },
+    emailsAccepted(count) {
+      emailsAccepted.inc(count);
+    },
+    eventsEmitted(kinds) {
+      for (const type of kinds) events.inc({ type });
+    },
+    webhookAttempts(succeeded, failed) {
+      if (succeeded > 0) webhookAttempts.inc({ result: 'succeeded' }, succeeded);
+      if (failed > 0) webhookAttempts.inc({ result: 'failed' }, failed);
+    },
+    inboundReportRead(outcome) {
+      inboundReports.inc({ outcome });
+    },
+    queueGauges: {
+      depth: new Gauge({
+        name: 'postwire_queue_depth',
+        help: 'Jobs due now per queue, in any process sharing the database (counted up to a bound, so a scrape stays cheap)',
+        labelNames: ['queue'] as const,
+        registers,
+      }),
+      oldestDueAge: new Gauge({
+        name: 'postwire_queue_oldest_due_age_seconds',
+        help: 'How long the oldest job due now has been due, per queue (0 when none is)',
+        labelNames: ['queue'] as const,
+        registers,
+      }),
+    },
+  };
+}

@@ -1,0 +1,103 @@
+import { type Kysely, type SelectQueryBuilder, sql } from 'kysely';
+import type { Database } from '../../db/schema.ts';
+import type { QueueName } from '../../queue/running-workers.ts';
+
+/** One queue as a scrape sees it. */
+export interface QueueSnapshot {
+  /** Jobs due now (being attempted or waiting for a worker), at most the scrape's bound. */
+  depth: number;
+  /** When the job due longest became due (ISO 8601); undefined when none is due. */
+  oldestDueAt: string | undefined;
+}
+
+// Every statement here reads one of the queues' own indexes (the ones their workers claim through), and each
+// count stops at `limit` rows: a scrape costs about the same with an empty queue or a backlog of millions.
+// A job being attempted is still due (its row is still in the queue), so it counts too.
+
+export function createMetricsRepo(db: Kysely<Database>) {
+  /** Rows of `query`, counted up to `limit`. */
+  async function countUpTo(
+    query: SelectQueryBuilder<Database, keyof Database, object>,
+    limit: number,
+  ): Promise<number> {
+    const row = await db
+      .selectFrom(
+        query
+          .select(sql<number>`1`.as('one'))
+          .limit(limit)
+          .as('due'),
+      )
+      .select((eb) => eb.fn.countAll<number | string>().as('count'))
+      .executeTakeFirst();
+    return Number(row?.count ?? 0);
+  }
+
+  /** Recipients to send: those queued (ready_seq, in fair-queue order) and waiting ones whose time has come. */
+  async function sending(now: string, limit: number): Promise<QueueSnapshot> {
+    const ready = db.selectFrom('email_recipients').where('ready_seq', 'is not', null);
+    const waitingDue = db
+      .selectFrom('email_recipients')
+      .where('wait_until', 'is not', null)
+      .where('wait_until', '<=', now);
+    // The queue's head (the lowest position) rather than the oldest of every queued row: the head is one
+    // index step, and in a fair queue it is the row that has waited longest or nearly.
+    const head = await ready
+      .select(sql<string>`COALESCE(next_attempt_at, created_at)`.as('due_at'))
+      .orderBy('ready_seq')
+      .limit(1)
+      .executeTakeFirst();
+    const waiting = await waitingDue
+      .select((eb) => eb.fn.min<string | null>('wait_until').as('due_at'))
+      .executeTakeFirst();
+    const depth = (await countUpTo(ready, limit)) + (await countUpTo(waitingDue, limit));
+    return { depth: Math.min(depth, limit), oldestDueAt: earliest(head?.due_at, waiting?.due_at) };
+  }
+
+  /** Webhook deliveries pending and due (the partial index of pending rows, migration 0019). */
+  async function deliveries(now: string, limit: number): Promise<QueueSnapshot> {
+    const due = db
+      .selectFrom('deliveries')
+      .where('status', '=', sql.lit('pending'))
+      .where('next_attempt_at', '<=', now);
+    const oldest = await due
+      .select((eb) => eb.fn.min<string | null>('next_attempt_at').as('due_at'))
+      .executeTakeFirst();
+    return { depth: await countUpTo(due, limit), oldestDueAt: oldest?.due_at ?? undefined };
+  }
+
+  /** Received reports not read yet: every stored one is due at once. */
+  async function inbound(limit: number): Promise<QueueSnapshot> {
+    const pending = db.selectFrom('inbound_messages').where('status', '=', 'pending');
+    const oldest = await pending.select('received_at').orderBy('id').limit(1).executeTakeFirst();
+    return { depth: await countUpTo(pending, limit), oldestDueAt: oldest?.received_at };
+  }
+
+  /** Sending domains whose next DNS check has come. */
+  async function domainChecks(now: string, limit: number): Promise<QueueSnapshot> {
+    const due = db.selectFrom('domains').where('next_check_at', '<=', now);
+    const oldest = await due
+      .select((eb) => eb.fn.min<string | null>('next_check_at').as('due_at'))
+      .executeTakeFirst();
+    return { depth: await countUpTo(due, limit), oldestDueAt: oldest?.due_at ?? undefined };
+  }
+
+  return {
+    /** Every queue at `now`, each count bounded by `limit`. */
+    async queues(now: Date, limit: number): Promise<Record<QueueName, QueueSnapshot>> {
+      const at = now.toISOString();
+      return {
+        sending: await sending(at, limit),
+        deliveries: await deliveries(at, limit),
+        inbound: await inbound(limit),
+        domain_checks: await domainChecks(at, limit),
+      };
+    },
+  };
+}
+
+export type MetricsRepo = ReturnType<typeof createMetricsRepo>;
+
+function earliest(...times: Array<string | null | undefined>): string | undefined {
+  const known = times.filter((time): time is string => typeof time === 'string');
+  return known.length === 0 ? undefined : known.reduce((a, b) => (a < b ? a : b));
+}
