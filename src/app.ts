@@ -78,6 +78,26 @@ function trustProxyOption(trust: TrustProxy): FastifyServerOptions['trustProxy']
  * The HTTP API on the process's services: its routes, authentication, limits and timeouts (the HTTP part of
  * the configuration). The services outlive it: whoever built them closes them.
  */
+/**
+ * A `postwire worker` process's own HTTP (WORKER_HTTP_PORT): its probes and its metrics, nothing of the API.
+ * What a worker counts (sent, delivered, bounced, webhook attempts, reports read) lives in its process only,
+ * so each process is scraped, as Postal's are.
+ */
+export async function buildProbeApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    logController: new OneLinePerRequest(),
+    genReqId: newRequestId,
+    requestIdHeader: false,
+    return503OnClosing: true,
+    frameworkErrors,
+  });
+  installErrorHandling(app);
+  registerHealthRoutes(app, { health: services.health });
+  registerMetricsRoutes(app, { metrics: services.metricsEndpoint });
+  return app;
+}
+
 export async function buildApp(services: Services, options: AppOptions = {}): Promise<FastifyInstance> {
   const { config, database, clock } = services;
   // A client that connects and sends nothing, or sends its request a byte at a time, is cut off instead of

@@ -358,6 +358,22 @@ export const CONFIG_SCHEMA = {
         return token;
       },
     }),
+    workerHttpPort: custom('WORKER_HTTP_PORT', {
+      default: 'unset (none)',
+      description:
+        '`postwire worker`: the port (on HOST) of its own `/healthz`, `/readyz` and `/metrics`; `0` picks a free one',
+      details:
+        "a worker's counters (sent, delivered, bounced, webhook attempts, reports read) are its own: Prometheus " +
+        'scrapes every process, the API processes on PORT and each worker here. It serves nothing of the API',
+      read(context): number | undefined {
+        const raw = rawValue(context, 'WORKER_HTTP_PORT');
+        if (raw === undefined) return undefined;
+        const port = Number(raw);
+        if (Number.isInteger(port) && port >= 0 && port <= 65535) return port;
+        context.problems.push(`WORKER_HTTP_PORT must be an integer from 0 to 65535, got '${raw}'.`);
+        return undefined;
+      },
+    }),
     readinessTimeoutMs: duration('READINESS_TIMEOUT', {
       default: '2s',
       min: '50ms',

@@ -77,9 +77,9 @@ export interface BootOptions extends ServerOptions {
 }
 
 export interface RunningProcess {
-  /** The HTTP API, in a `serve` process. */
+  /** The HTTP API, in a `serve` process; a worker's probes and metrics, with WORKER_HTTP_PORT. */
   app: FastifyInstance | undefined;
-  /** The address the API listens on, e.g. `http://127.0.0.1:3000`. */
+  /** The address it answers HTTP on (the API, or a worker's probes), e.g. `http://127.0.0.1:3000`. */
   url: string | undefined;
   /** The port of the SMTP listener for reports, when it runs (BOUNCE_DOMAIN set, not --no-inbound). */
   inboundPort: number | undefined;
@@ -102,9 +102,15 @@ export interface RunningServer extends RunningProcess {
 export async function boot(config: Config, options: BootOptions): Promise<RunningProcess> {
   const clock = options.clock ?? systemClock;
   const http = options.kind === 'serve';
+  // A worker answers HTTP only for its probes and metrics, and only when given a port for them.
+  const probesOnly = options.kind === 'worker' && config.workerHttpPort !== undefined;
   // First of all: a port in use must fail the start before it writes anything (a database file, a key file,
   // the first start's API key, printed for nobody to use).
-  const reservedPort = http ? await reservePort(config.host, config.port) : undefined;
+  const reservedPort = http
+    ? await reservePort(config.host, config.port, 'PORT')
+    : probesOnly
+      ? await reservePort(config.host, config.workerHttpPort!, 'WORKER_HTTP_PORT')
+      : undefined;
   const database = await openConfiguredDatabase(config).catch(async (error: unknown) => {
     await reservedPort?.release();
     throw error;
@@ -140,6 +146,9 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
       // not pay for loading the HTTP stack (a third of a second per command).
       const { buildApp } = await import('./app.ts');
       app = await buildApp(services, { logger: loggerOptions(config) });
+    } else if (probesOnly) {
+      const { buildProbeApp } = await import('./app.ts');
+      app = await buildProbeApp(services, { logger: loggerOptions(config) });
     }
     const log = app?.log ?? pino(loggerOptions(config));
     logStart(log, config, database, applied, encryption);
@@ -159,7 +168,7 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     if (app && reservedPort) {
       await listenQuietly(app, reservedPort, config.host);
       url = listeningUrl(app, config.host);
-      await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
+      if (http) await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
     }
 
     let closing: Promise<void> | undefined;
@@ -171,8 +180,13 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     // Before the line that says the process is up: whoever read it (an operator, a supervisor, a test) may
     // signal at once, and the signal must find the clean shutdown in place, not Node's immediate exit.
     if (options.exitOnSignals) exitOnSignals(log, options.exitOnSignals.graceMs, close);
-    if (url) log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
-    else log.info({ database: describeDatabase(config) }, 'Postwire worker started');
+    if (http) log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
+    else {
+      log.info(
+        { database: describeDatabase(config), ...(url ? { url } : {}) },
+        url ? `Postwire worker started; its probes and metrics are on ${url}` : 'Postwire worker started',
+      );
+    }
     return { app, url, inboundPort: inbound?.port, log, close };
   } catch (error) {
     await stopAll().catch(() => {});
@@ -395,8 +409,10 @@ export interface ReservedPort {
 }
 
 /** Takes the HTTP port at once, so that a port in use fails the start before anything is written. */
-export async function reservePort(host: string, port: number): Promise<ReservedPort> {
-  const server = createNetServer();
+export async function reservePort(host: string, port: number, setting: string): Promise<ReservedPort> {
+  // A client that connects meanwhile (a load balancer's probe, a retrying client) is dropped at once: a
+  // connection left open would keep close() from finishing, and the start would hang before it listens.
+  const server = createNetServer((socket) => socket.destroy());
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen({ port, host, exclusive: true }, () => resolve());
@@ -405,7 +421,7 @@ export async function reservePort(host: string, port: number): Promise<ReservedP
     if (code !== 'EADDRINUSE' && code !== 'EACCES') throw error;
     throw new Error(
       `the HTTP port ${host}:${port} ${code === 'EADDRINUSE' ? 'is in use' : 'may not be used by this user'} ` +
-        `(${code}): set PORT (or HOST) to a free one.`,
+        `(${code}): set ${setting} (or HOST) to a free one.`,
       { cause: error },
     );
   });

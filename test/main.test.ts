@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
-import { type AddressInfo, createServer } from 'node:net';
+import { type AddressInfo, connect, createServer } from 'node:net';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
+import { reservePort } from '../src/server.ts';
 import { ENGINES } from './helpers/app.ts';
 import {
   createProcessDatabase,
@@ -47,6 +49,21 @@ async function waitUntilRefused(url: string, timeoutMs = 5_000): Promise<void> {
     `${url} to refuse connections`,
   );
 }
+
+describe('the HTTP port taken before the start', () => {
+  test('a client that connects meanwhile is dropped, and the port is handed on (the start does not hang)', async () => {
+    const reserved = await reservePort('127.0.0.1', 0, 'PORT');
+    const client = connect(reserved.port, '127.0.0.1');
+    await once(client, 'connect');
+    const closed = once(client, 'close');
+    // Without the drop, release() waits for that connection to end, and the process never listens.
+    await reserved.release();
+    await closed;
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(reserved.port, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+});
 
 describe('main.ts configuration', () => {
   test('a bad PORT exits 1 with a message naming PORT', async () => {

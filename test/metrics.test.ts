@@ -17,6 +17,12 @@ import {
   startTestApp,
   type TestApp,
 } from './helpers/app.ts';
+import {
+  createProcessDatabase,
+  requestJson,
+  startServerProcess,
+  startWorkerProcess,
+} from './helpers/process.ts';
 import { startReceiver, type Receiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
@@ -318,3 +324,60 @@ describe('readiness of a process whose worker stopped its heartbeat', () => {
     }
   });
 });
+
+// A worker process counts what it does (sending, webhook attempts, reports read) in its own process: with
+// WORKER_HTTP_PORT it answers its own probes and metrics, beside the API process's.
+for (const engine of ENGINES) {
+  describe(`a worker process's own probes and metrics (${engine})`, () => {
+    it('serves /healthz, /readyz and /metrics with its own counts, and nothing of the API', async (t) => {
+      const database = await createProcessDatabase(engine);
+      t.after(() => database.cleanup());
+      const key = 'pw_worker_metrics_bootstrap_key_0123456789';
+      const env = { ...database.env, POSTWIRE_BOOTSTRAP_KEY: key, METRICS_TOKEN, LOG_LEVEL: 'info' };
+      const api = await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
+      t.after(() => api.stop());
+      const worker = await startWorkerProcess({ ...env, WORKER_HTTP_PORT: '0' });
+      t.after(() => worker.stop());
+      assert.match(worker.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+
+      const sent = await requestJson(`${api.url}/v1/emails`, key, 'POST', {
+        from: 'shop@acme.test',
+        to: ['ada@example.org'],
+        subject: 'Counted where it was sent',
+        text: 'One line,\nand another.',
+      });
+      assert.equal(sent.status, 202, JSON.stringify(sent.body));
+      await until(
+        async () =>
+          (await requestJson(`${api.url}/v1/emails/${sent.body.id}`, key, 'GET')).body.status !== 'queued',
+      );
+
+      const scrapeOf = async (url: string) => {
+        const response = await fetch(`${url}/metrics`, {
+          headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+        });
+        assert.equal(response.status, 200);
+        return getMetricsFromStream(Readable.from([await response.text()]));
+      };
+      // The worker sent it: its count, not the API's.
+      assert.equal(value(await scrapeOf(worker.url), 'postwire_events_total', { type: 'email.sent' }), 1);
+      assert.equal(value(await scrapeOf(api.url), 'postwire_events_total', { type: 'email.sent' }), 0);
+      assert.equal(value(await scrapeOf(api.url), 'postwire_emails_accepted_total'), 1);
+
+      assert.equal((await fetch(`${worker.url}/healthz`)).status, 200);
+      const ready = await fetch(`${worker.url}/readyz`);
+      assert.equal(ready.status, 200);
+      const checks = ((await ready.json()) as { checks: Array<{ name: string; status: string }> }).checks;
+      assert.deepEqual(
+        checks.map((check) => [check.name, check.status]),
+        [
+          ['database', 'pass'],
+          ['migrations', 'pass'],
+          ['workers', 'pass'],
+        ],
+      );
+      assert.equal((await fetch(`${worker.url}/metrics`)).status, 401);
+      assert.equal((await requestJson(`${worker.url}/v1/emails`, key, 'GET')).status, 404);
+    });
+  });
+}
