@@ -32,6 +32,8 @@ if (ENGINES.includes('postgres')) {
     let receiver: Receiver;
     let sql: pg.Client;
     const running: ServerProcess[] = [];
+    /** Set when the suite ends: the clients stop retrying, so a failed test ends instead of hanging. */
+    let finished = false;
     before(async () => {
       db = await createProcessDatabase('postgres');
       receiver = await startReceiver({ fallback: { status: 200, delayMs: 2 } });
@@ -39,6 +41,7 @@ if (ENGINES.includes('postgres')) {
       await sql.connect();
     });
     after(async () => {
+      finished = true;
       for (const process of running) process.kill();
       await Promise.all(running.map((process) => process.exited));
       await sql.end();
@@ -89,7 +92,7 @@ if (ENGINES.includes('postgres')) {
         let retries = 0;
         const sendOne = async (index: number) => {
           const key = `order-${index}`;
-          for (;;) {
+          while (!finished) {
             const response = await call(
               '/v1/emails',
               {

@@ -54,11 +54,17 @@ function watchDriver(inner: Driver, { begin, warnAfterMs, report }: TransactionW
     const where = new Error('Transaction opened');
     Error.stackTraceLimit = limit;
     // Unref'd: a transaction left open must not also keep the process alive for its warning.
-    const timer = setTimeout(() => {
+    const check = () => {
+      const openMs = performance.now() - opened;
+      // Timers may fire a little early against the monotonic clock: wait again for what is left.
+      if (openMs < warnAfterMs) {
+        timers.set(connection, setTimeout(check, Math.ceil(warnAfterMs - openMs)).unref());
+        return;
+      }
       timers.delete(connection);
-      report({ openMs: Math.round(performance.now() - opened), stack: where.stack ?? '' });
-    }, warnAfterMs).unref();
-    timers.set(connection, timer);
+      report({ openMs: Math.round(openMs), stack: where.stack ?? '' });
+    };
+    timers.set(connection, setTimeout(check, warnAfterMs).unref());
   };
   return {
     init: () => inner.init(),
