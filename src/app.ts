@@ -133,19 +133,25 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     reply.header('x-request-id', request.id);
     request.readWindow = openRequestWindow(done);
   });
-  // The one thing /metrics adds to a request: a histogram observation, labelled by the route's pattern
-  // (`/v1/emails/:id`, never the URL, so the labels stay few), every unknown path under one label.
-  const metrics = services.metrics;
-  app.addHook('onResponse', (request, reply, done) => {
+  app.addHook('onResponse', (request, _reply, done) => {
     if (request.readWindow) request.readWindow.open = false;
-    metrics.observeRequest(
-      request.method,
-      request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE),
-      reply.statusCode,
-      reply.elapsedTime / 1000,
-    );
     done();
   });
+  // The one thing /metrics adds to a request: a histogram observation, labelled by the route's pattern
+  // (`/v1/emails/:id`, never the URL, so the labels stay few), every unknown path under one label. Only when
+  // /metrics is on (METRICS_TOKEN): it cost a cached GET 7 to 15 µs (bench:api, 46–50 → 53–65 µs a request).
+  const metrics = services.metrics;
+  if (config.metricsToken !== undefined) {
+    app.addHook('onResponse', (request, reply, done) => {
+      metrics.observeRequest(
+        request.method,
+        request.is404 ? UNMATCHED_ROUTE : (request.routeOptions.url ?? UNMATCHED_ROUTE),
+        reply.statusCode,
+        reply.elapsedTime / 1000,
+      );
+      done();
+    });
+  }
   // The answer to a request that wrote a key, webhook, template or domain could tell its client of the write:
   // it waits until no other process can still serve what the write replaced (the stamps' lease,
   // db/validated-cache.ts), so the client's next request, wherever it goes, sees it. Other requests, even
