@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { DEFAULTS } from '../src/config.ts';
 import { countArrivals, ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
+import { commitFailure } from './helpers/failing-commit.ts';
 
 // Sends written in groups (src/modules/emails/send-groups.ts), through real HTTP: concurrent sends are
 // written together (fewer INSERTs than sends), each is answered 202 with its own id only once its email is
@@ -36,7 +37,7 @@ for (const engine of ENGINES) {
     let groupedInserts = 0;
     let rollbacks = 0;
     /** Set: the next COMMIT fails (as a full disk or a lost connection would make it). */
-    let failNextCommit = false;
+    const failingCommit = commitFailure();
 
     before(async () => {
       api = await startTestApp(engine, {
@@ -48,10 +49,7 @@ for (const engine of ENGINES) {
             if (text.includes('), (')) groupedInserts += 1;
           }
           if (/^\s*rollback/i.test(text)) rollbacks += 1;
-          if (failNextCommit && /^\s*commit/i.test(text)) {
-            failNextCommit = false;
-            throw new Error('commit failed (test)');
-          }
+          failingCommit.check(text);
         },
       });
       // Another connection: what it sees is committed.
@@ -141,7 +139,7 @@ for (const engine of ENGINES) {
 
     test('a failed COMMIT answers 500 to every send in its group, none stored', async () => {
       const project = await api.createProject('Failing commit');
-      failNextCommit = true;
+      failingCommit.arm();
       const answers = await burst(
         Array.from({ length: 8 }, (_, i) => ({ body: message(200 + i), key: project.key })),
         [project.projectId],

@@ -9,6 +9,7 @@ import {
   startTestApp,
   type TestApp,
 } from './helpers/app.ts';
+import { commitFailure } from './helpers/failing-commit.ts';
 
 // Explicit transactions (src/db/transaction.ts, src/http/idempotency.ts): a POST prepares its work outside
 // any transaction (validation, DNS, rendering, reads) and only then writes in one, with its Idempotency-Key
@@ -41,7 +42,7 @@ for (const engine of ENGINES) {
     let dnsAsked = signal();
     let dnsAnswer = signal();
     /** Set: the next COMMIT fails (as a full disk or a lost connection would make it). */
-    let failNextCommit = false;
+    const failingCommit = commitFailure();
 
     before(async () => {
       api = await startTestApp(engine, {
@@ -54,10 +55,7 @@ for (const engine of ENGINES) {
           return ['93.184.216.34'];
         },
         observe(sql) {
-          if (failNextCommit && /^\s*commit/i.test(sql)) {
-            failNextCommit = false;
-            throw new Error('commit failed (test)');
-          }
+          failingCommit.check(sql);
         },
       });
       other = await openOtherConnection(api);
@@ -97,7 +95,7 @@ for (const engine of ENGINES) {
 
     test('a keyed send whose COMMIT fails answers 500, stores nothing and leaves its key free', async () => {
       const headers = { 'idempotency-key': 'commit-fails' };
-      failNextCommit = true;
+      failingCommit.arm();
       const failed = await api.request('POST', '/v1/emails', { body: message(3), headers });
       assert.equal(failed.status, 500, JSON.stringify(failed.body));
       const stored = () =>
