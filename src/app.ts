@@ -19,6 +19,7 @@ import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
 import { registerInboundRoutes } from './modules/inbound/inbound.routes.ts';
+import { registerInboundRouteRoutes } from './modules/inbound-routes/inbound-routes.routes.ts';
 import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.routes.ts';
 import { registerEventRoutes } from './modules/events/events.routes.ts';
 import type { EventService } from './modules/events/events.service.ts';
@@ -215,6 +216,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerEmailRoutes(app, { emails: services.emails });
   registerSuppressionRoutes(app, { suppressions: services.suppressions });
   registerInboundRoutes(app, { inbound: services.inbound });
+  registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerDomainRoutes(app, { domains: services.domains });
   registerStatsRoutes(app, { stats: services.stats });
   await registerEngagementRoutes(app, {

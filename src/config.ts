@@ -684,7 +684,8 @@ export const CONFIG_SCHEMA = {
     inbound: {
       host: text('INBOUND_SMTP_HOST', {
         default: '127.0.0.1',
-        description: 'where the SMTP listener for reports listens (with `BOUNCE_DOMAIN` set)',
+        description:
+          'where the SMTP listener for reports and received mail listens (with `BOUNCE_DOMAIN` or `INBOUND_MX_HOST` set)',
         details: 'in `postwire serve` and `postwire worker` unless started with `--no-inbound`',
       }),
       port: integer('INBOUND_SMTP_PORT', {
@@ -716,6 +717,13 @@ export const CONFIG_SCHEMA = {
         max: INBOUND_MAX_CONNECTIONS,
         description: 'SMTP sessions one client address may hold at once; the next is refused with a 421',
         details: `all clients together hold ${INBOUND_MAX_CONNECTIONS} at most`,
+      }),
+      messagesPerMinutePerClient: integer('INBOUND_MESSAGES_PER_MINUTE', {
+        default: 120,
+        min: 1,
+        max: 1_000_000,
+        description:
+          'messages one client address may begin (MAIL FROM) per minute; past it, 450 and the client tries later',
       }),
       tls: custom(['INBOUND_TLS_CERT', 'INBOUND_TLS_KEY'], {
         default: 'unset',

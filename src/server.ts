@@ -23,7 +23,11 @@ import type { WorkerLogger } from './lib/worker-logger.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
 import { createServices, type Services } from './services.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
-import { type InboundListener, startInboundListener } from './modules/inbound/inbound.listener.ts';
+import {
+  type InboundListener,
+  type RecipientDecision,
+  startInboundListener,
+} from './modules/inbound/inbound.listener.ts';
 import pino from 'pino';
 import { loggerOptions } from './lib/logger.ts';
 
@@ -275,20 +279,27 @@ export async function runWorker(
 }
 
 /**
- * The SMTP listener for reports, when BOUNCE_DOMAIN is set: each message is stored before its 250, then this
- * process's inbound worker (the services' inbound notifier) or another process's (NOTIFY on PostgreSQL, else its poll) reads it.
+ * The SMTP listener, for reports when BOUNCE_DOMAIN is set and for received mail when INBOUND_MX_HOST is: each
+ * message is stored before its 250, then this process's inbound worker (the services' inbound notifier) or
+ * another process's (NOTIFY on PostgreSQL, else its poll) reads it.
  */
 async function startInbound(services: Services, logger: WorkerLogger): Promise<InboundListener | undefined> {
   const { config, clock } = services;
-  if (!config.bounceDomain) return undefined;
+  const bounceDomain = config.bounceDomain;
+  if (!bounceDomain && !config.inboundMxHost) return undefined;
   const { db, engine } = services.database;
   const repo = createInboundRepo(db, engine);
-  const bounceDomain = config.bounceDomain;
   try {
     return await startInboundListener({
       ...config.inbound,
-      bounceDomain,
-      acceptsDomain: (domain) => domain === bounceDomain || services.domains.isReturnPathDomain(domain),
+      takes: [
+        bounceDomain ? `reports for ${bounceDomain}` : undefined,
+        config.inboundMxHost ? 'mail for inbound routes' : undefined,
+      ]
+        .filter(Boolean)
+        .join(' and '),
+      decide: (address) => decideRecipient(services, address),
+      scoreSpam: services.spam ? (raw) => services.spam!.check(raw) : undefined,
       hostname: config.mailHostname,
       clock,
       logger,
@@ -307,6 +318,29 @@ async function startInbound(services: Services, logger: WorkerLogger): Promise<I
       { cause: error },
     );
   }
+}
+
+/** A recipient at RCPT: one of our return paths (a report), an address a route takes, or refused. */
+async function decideRecipient(services: Services, address: string): Promise<RecipientDecision> {
+  const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+  const bounceDomain = services.config.bounceDomain;
+  if (bounceDomain && (domain === bounceDomain || (await services.domains.isReturnPathDomain(domain)))) {
+    return { take: 'report' };
+  }
+  const decision = await services.inboundRoutes.resolve(address);
+  if (!decision) return { take: 'refuse' };
+  if (!decision.accept) return { take: 'refuse', message: `5.7.1 ${decision.message}` };
+  return {
+    take: 'route',
+    route: {
+      address: address.toLowerCase(),
+      projectId: decision.projectId,
+      routeId: decision.routeId,
+      action: decision.action,
+      mailboxHash: decision.mailboxHash,
+      spamRejectScore: decision.spamRejectScore,
+    },
+  };
 }
 
 interface ShutdownLogger {

@@ -21,6 +21,10 @@ import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { createStatsService } from './modules/stats/stats.service.ts';
 import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
+import type { SpamVerdict } from './modules/inbound/inbound.repo.ts';
+import { createInboundRouteRepo } from './modules/inbound-routes/inbound-routes.repo.ts';
+import { createInboundRouteService } from './modules/inbound-routes/inbound-routes.service.ts';
+import { createDomainRepo } from './modules/domains/domains.repo.ts';
 import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
 import { createRenderPool } from './modules/templates/render-pool.ts';
 import { createTemplateRepo } from './modules/templates/templates.repo.ts';
@@ -164,6 +168,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
     suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
     inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
+    /** Scores received mail with spamd (SPAMD_URL); absent, nothing is scored. */
+    spam: undefined as { check(raw: Buffer): Promise<SpamVerdict | null> } | undefined,
+    inboundRoutes: createInboundRouteService({
+      repo: createInboundRouteRepo(db),
+      domains: createDomainRepo(db, engine),
+      clock,
+    }),
     stats: createStatsService({ db, clock }),
     health: createHealthService({
       db,

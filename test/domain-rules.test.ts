@@ -141,10 +141,54 @@ test('a rotation switches keys once the new record matches, and only then', () =
   ];
   assert.deepEqual(
     { ...evaluate('verified', checks(true, false)), returnPathVerified: undefined },
-    { status: 'verified', switchKey: false, inconclusive: false, returnPathVerified: undefined },
+    {
+      status: 'verified',
+      switchKey: false,
+      inconclusive: false,
+      returnPathVerified: undefined,
+      receivingVerified: false,
+    },
   );
   const switched = evaluate('verified', checks(false, true));
   assert.deepEqual([switched.status, switched.switchKey], ['verified', true], 'the old record may go');
+});
+
+test('a receiving domain lists its MX, which decides receiving_verified and never the status', () => {
+  assert.equal(
+    expectedRecords({ ...domain, receiving: true }, {}).some((record) => record.purpose === 'receiving'),
+    false,
+    'no MX to ask for without INBOUND_MX_HOST',
+  );
+  const settings = { receivingMxHost: 'mx.postwire.example' };
+  assert.equal(
+    expectedRecords({ ...domain, receiving: false }, settings).some(
+      (record) => record.purpose === 'receiving',
+    ),
+    false,
+    'a domain that does not receive is asked for no MX',
+  );
+  const records = expectedRecords({ ...domain, receiving: true }, settings);
+  const mx = records.find((record) => record.purpose === 'receiving')!;
+  assert.deepEqual(
+    [mx.type, mx.name, mx.value, mx.priority, mx.required],
+    ['MX', 'acme.example', 'mx.postwire.example', 10, false],
+  );
+  assert.equal(mx.matches(['10 mx.postwire.example.']), true);
+  assert.equal(mx.matches(['10 MX.Postwire.Example']), true);
+  assert.equal(mx.matches(['10 mx.postwire.example', '20 mx.other.example']), false, 'every MX must be ours');
+  const evaluated = (mxMatches: boolean) =>
+    evaluate(
+      'verified',
+      records.map((record) => ({
+        record,
+        check:
+          record.purpose === 'receiving'
+            ? found(mxMatches ? ['10 mx.postwire.example'] : null, mxMatches)
+            : found(record.required ? ['x'] : null, record.required),
+      })),
+    );
+  assert.deepEqual([evaluated(true).status, evaluated(true).receivingVerified], ['verified', true]);
+  assert.deepEqual([evaluated(false).status, evaluated(false).receivingVerified], ['verified', false]);
 });
 
 test('names and alignment', () => {

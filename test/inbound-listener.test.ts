@@ -28,8 +28,9 @@ const listen = (
     maxBytes: 1024 * 1024,
     tls,
     ...limits,
-    bounceDomain: 'bounces.example.test',
-    acceptsDomain: (domain) => domain === 'bounces.example.test',
+    takes: 'reports for bounces.example.test',
+    decide: async (address) =>
+      address.toLowerCase().endsWith('@bounces.example.test') ? { take: 'report' } : { take: 'refuse' },
     store,
     clock: systemClock,
     logger: silentWorkerLogger,
@@ -224,11 +225,21 @@ test('the inbound settings are validated', () => {
     maxBytes: 10 * 1024 * 1024,
     sessionTimeoutMs: 300_000,
     maxConnectionsPerClient: 20,
+    messagesPerMinutePerClient: 120,
     tls: undefined,
   });
   assert.deepEqual(
-    loadConfig({ INBOUND_SESSION_TIMEOUT: '90s', INBOUND_MAX_CONNECTIONS_PER_CLIENT: '5' }).inbound,
-    { ...loadConfig({}).inbound, sessionTimeoutMs: 90_000, maxConnectionsPerClient: 5 },
+    loadConfig({
+      INBOUND_SESSION_TIMEOUT: '90s',
+      INBOUND_MAX_CONNECTIONS_PER_CLIENT: '5',
+      INBOUND_MESSAGES_PER_MINUTE: '7',
+    }).inbound,
+    {
+      ...loadConfig({}).inbound,
+      sessionTimeoutMs: 90_000,
+      maxConnectionsPerClient: 5,
+      messagesPerMinutePerClient: 7,
+    },
   );
   assert.throws(
     () => loadConfig({ INBOUND_SESSION_TIMEOUT: '10ms' }),

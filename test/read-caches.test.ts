@@ -356,6 +356,7 @@ describe(
           createdAt: written,
           updatedAt: written,
           challengeToken: 'token',
+          receiving: false,
         });
 
         const before = await worker.stamps.current('webhooks');

@@ -23,6 +23,7 @@ import { migration as fewerDeliveryIndexes } from './migrations/0020_fewer_deliv
 import { migration as domainClaims } from './migrations/0021_domain_claims.ts';
 import { migration as inboundRaw } from './migrations/0022_inbound_raw.ts';
 import { migration as encryptionCanary } from './migrations/0023_encryption_canary.ts';
+import { migration as receiving } from './migrations/0024_receiving.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -51,6 +52,7 @@ const migrations: Record<string, Migration> = {
   '0021_domain_claims': domainClaims,
   '0022_inbound_raw': inboundRaw,
   '0023_encryption_canary': encryptionCanary,
+  '0024_receiving': receiving,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -293,9 +293,11 @@ export const INBOUND_STATUSES = [
   'unverified',
   'ignored',
   'unreadable',
+  'received',
 ] as const;
 export type InboundStatus = (typeof INBOUND_STATUSES)[number];
-export type InboundKind = 'delivery_status' | 'feedback' | 'auto_reply' | 'unsubscribe' | 'unreadable';
+export type InboundKind =
+  'delivery_status' | 'feedback' | 'auto_reply' | 'unsubscribe' | 'unreadable' | 'received';
 
 /** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
 export interface InboundMessagesTable {
@@ -320,6 +322,67 @@ export interface InboundMessagesTable {
   locked_until: string | null;
   locked_by: string | null;
   processed_at: string | null;
+  /** The name the client gave in HELO/EHLO (SPF checks it). */
+  helo: ColumnType<string | null, string | null | undefined, string | null>;
+  /** JSON: each routed recipient's route, as the listener chose it at RCPT (null: a report). */
+  routing: ColumnType<string | null, string | null | undefined, string | null>;
+  /** JSON: spamd's verdict at DATA (SPAMD_URL), or null. */
+  spam: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+export const ROUTE_ACTIONS = ['webhook', 'store', 'reject'] as const;
+export type RouteAction = (typeof ROUTE_ACTIONS)[number];
+
+/** A project's inbound route (written by src/modules/inbound-routes/inbound-routes.repo.ts). */
+export interface InboundRoutesTable {
+  id: string;
+  project_id: string;
+  /** The domain part of its match, lowercase ASCII. */
+  domain: string;
+  /** The local part of its match, lowercase, `*` matching any run of characters. */
+  local_part: string;
+  /** Lower first; ties go to the older route. */
+  priority: number;
+  action: RouteAction;
+  /** The text of the 550 a `reject` route answers. */
+  reject_message: string | null;
+  /** A message spamd scores at or above this is refused at DATA (550). */
+  spam_reject_score: number | null;
+  enabled: Bool;
+  created_at: string;
+  updated_at: string;
+}
+
+export type ReceivedStatus = 'received' | 'unreadable';
+
+/** One accepted recipient of a received message (written by src/modules/inbound/received.repo.ts). */
+export interface ReceivedEmailsTable {
+  id: string;
+  project_id: string;
+  /** The message as stored by the listener (inbound_messages.id); its bytes are in inbound_raw. */
+  inbound_id: string;
+  route_id: string | null;
+  /** The envelope recipient, lowercased. */
+  recipient: string;
+  /** The `+tag` of the recipient's local part, when the route matched it without the tag. */
+  mailbox_hash: string | null;
+  received_at: string;
+  mail_from: string;
+  from_address: string | null;
+  subject: string | null;
+  message_id: string | null;
+  /** The email of this project whose Message-ID its In-Reply-To or References names, and who it went to. */
+  in_reply_to_email_id: string | null;
+  in_reply_to_recipient: string | null;
+  status: ReceivedStatus;
+  size: number;
+  /** JSON: the parsed message (addresses, dates, bodies, headers, attachments' metadata), or why it could not be read. */
+  content: string;
+  /** JSON: SPF, DKIM, DMARC and ARC as computed at receipt. */
+  authentication: string | null;
+  /** JSON: spamd's verdict, or null. */
+  spam: string | null;
+  created_at: string;
 }
 
 /**
@@ -366,6 +429,10 @@ export interface DomainsTable {
   updated_at: string;
   /** The token of its challenge record (`_postwire-challenge.<name>`), needed to take a held name over. */
   challenge_token: string;
+  /** Its owner asked to receive mail for it (inbound routes). */
+  receiving: ColumnType<boolean | number, boolean | undefined, boolean>;
+  /** Its MX points at INBOUND_MX_HOST, as the last check found: only then does the listener take its mail. */
+  receiving_verified: ColumnType<boolean | number, boolean | undefined, boolean>;
 }
 
 /** What a send asked for: opens, clicks, one-click unsubscribe, and its html's links (src/modules/engagement). */
@@ -441,6 +508,8 @@ export interface Database {
   suppressions: SuppressionsTable;
   inbound_messages: InboundMessagesTable;
   inbound_raw: InboundRawTable;
+  inbound_routes: InboundRoutesTable;
+  received_emails: ReceivedEmailsTable;
   domains: DomainsTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;

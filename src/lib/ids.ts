@@ -2,7 +2,21 @@ import { randomFillSync } from 'node:crypto';
 import { TypeID } from 'typeid-js';
 
 export type IdPrefix =
-  'wh' | 'tpl' | 'msg' | 'evt' | 'proj' | 'key' | 'dlv' | 'att' | 'rcpt' | 'eev' | 'sup' | 'inb' | 'dom';
+  | 'wh'
+  | 'tpl'
+  | 'msg'
+  | 'evt'
+  | 'proj'
+  | 'key'
+  | 'dlv'
+  | 'att'
+  | 'rcpt'
+  | 'eev'
+  | 'sup'
+  | 'inb'
+  | 'dom'
+  | 'rte'
+  | 'rcv';
 
 // UUIDv7 with a monotonic counter in the 12 `rand_a` bits: ids made in the same millisecond by one
 // process still sort in creation order, so "newest first" by id is exact for keyset pagination.

@@ -27,17 +27,22 @@ export interface DomainRecord {
   updatedAt: string;
   /** The token of its challenge record, which it needs while another project holds the name. */
   challengeToken: string;
+  /** Its owner asked to receive mail for it. */
+  receiving: boolean;
+  /** Its receiving MX matched at the last check. */
+  receivingVerified: boolean;
 }
 
 export type NewDomain = Omit<
   DomainRecord,
-  'checks' | 'lastCheckedAt' | 'verifiedAt' | 'returnPathVerified' | 'status'
+  'checks' | 'lastCheckedAt' | 'verifiedAt' | 'returnPathVerified' | 'status' | 'receivingVerified'
 >;
 
 /** A check's result as written: the new status and what was found. */
 export interface CheckWrite {
   status: DomainStatus;
   returnPathVerified: boolean;
+  receivingVerified: boolean;
   checks: Record<string, RecordCheck>;
   checkedAt: string;
   verifiedAt: string | null;
@@ -65,6 +70,8 @@ const toRecord = (row: Row<'domains'>): DomainRecord => ({
   createdAt: row.created_at,
   updatedAt: row.updated_at,
   challengeToken: row.challenge_token,
+  receiving: Boolean(row.receiving),
+  receivingVerified: Boolean(row.receiving_verified),
 });
 
 /** What decides who may send as a domain (`covering`). */
@@ -124,6 +131,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
           created_at: domain.createdAt,
           updated_at: domain.updatedAt,
           challenge_token: domain.challengeToken,
+          receiving: domain.receiving,
+          receiving_verified: false,
         })
         .onConflict((conflict) => conflict.columns(['project_id', 'name']).doNothing())
         .returning('id')
@@ -259,6 +268,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         .set({
           status: write.status,
           return_path_verified: write.returnPathVerified,
+          receiving_verified: write.receivingVerified,
           checks: JSON.stringify(write.checks),
           last_checked_at: write.checkedAt,
           verified_at: write.verifiedAt,
@@ -279,6 +289,24 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         })
         .where('id', '=', id)
         .execute();
+    },
+
+    /**
+     * Turns receiving on or off. Off forgets the MX's verdict; on leaves it to the next check, brought forward
+     * to now so the background check looks at once.
+     */
+    async setReceiving(projectId: string, id: string, receiving: boolean, now: string): Promise<boolean> {
+      const result = await db
+        .updateTable('domains')
+        .set({
+          receiving,
+          updated_at: now,
+          ...(receiving ? { next_check_at: now } : { receiving_verified: false }),
+        })
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
 
     /** Stores a rotation's new key (pending until its record verifies), replacing a previous pending one. */

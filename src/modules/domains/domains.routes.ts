@@ -3,7 +3,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
-import { CreateDomainBody, DeletedDomain, Domain, DomainList, DomainParams } from './domains.schemas.ts';
+import {
+  CreateDomainBody,
+  DeletedDomain,
+  Domain,
+  DomainList,
+  DomainParams,
+  UpdateDomainBody,
+} from './domains.schemas.ts';
 import type { DkimKeyPair } from './dkim-key.ts';
 import type { DomainService } from './domains.service.ts';
 
@@ -71,6 +78,24 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
       },
     },
     async (request) => domains.toView(await domains.get(projectOf(request), request.params.id)),
+  );
+
+  app.patch(
+    '/v1/domains/:id',
+    {
+      schema: {
+        tags,
+        operationId: 'updateDomain',
+        summary: 'Update a domain',
+        description:
+          'Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.',
+        params: DomainParams,
+        body: UpdateDomainBody,
+        response: { 200: Domain, ...errorResponses() },
+      },
+    },
+    async (request) =>
+      domains.toView(await domains.update(projectOf(request), request.params.id, request.body)),
   );
 
   app.delete(

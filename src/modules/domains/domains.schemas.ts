@@ -10,10 +10,16 @@ const status = Type.Union([Type.Literal('pending'), Type.Literal('verified'), Ty
 export const DomainRecordView = Type.Object(
   {
     purpose: Type.Union(
-      [Type.Literal('challenge'), Type.Literal('dkim'), Type.Literal('return_path'), Type.Literal('dmarc')],
+      [
+        Type.Literal('challenge'),
+        Type.Literal('dkim'),
+        Type.Literal('return_path'),
+        Type.Literal('receiving'),
+        Type.Literal('dmarc'),
+      ],
       {
         description:
-          "`challenge` (this project's token, listed only while another project holds the name or a parent of it; publish it, as the one `postwire-verification=` value at that name, to take the name over), `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy).",
+          "`challenge` (this project's token, listed only while another project holds the name or a parent of it; publish it, as the one `postwire-verification=` value at that name, to take the name over), `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain), `receiving` (the domain's own MX, at the inbound listener, when it receives mail; it decides `receiving_verified`, not the status) or `dmarc` (a suggested policy).",
       },
     ),
     type: Type.Union([Type.Literal('TXT'), Type.Literal('MX')]),
@@ -71,6 +77,14 @@ export const Domain = Type.Object(
       description:
         "Another project holds this name, or a domain it is under, verified: this one verifies only with its `challenge` record published too, and then takes the name over (the other project's domain of the same name becomes `failed`; a parent stays with its holder). False once verified.",
     }),
+    receiving: Type.Boolean({
+      description:
+        'Whether it receives mail (inbound routes): its `receiving` MX record is then listed. Change it with PATCH.',
+    }),
+    receiving_verified: Type.Boolean({
+      description:
+        'Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail.',
+    }),
     records: Type.Array(DomainRecordView, {
       description: 'The DNS records to publish, with what was found.',
     }),
@@ -85,6 +99,11 @@ export type DomainView = Static<typeof Domain>;
 
 export const DomainList = listEnvelope(Domain);
 
+const receiving = Type.Boolean({
+  description:
+    'Receive mail for this domain through inbound routes: its records then include an MX at the inbound listener (INBOUND_MX_HOST; 422 `receiving_unavailable` when the operator has not set one). Defaults to false.',
+});
+
 export const CreateDomainBody = Type.Object(
   {
     name: Type.String({
@@ -93,10 +112,17 @@ export const CreateDomainBody = Type.Object(
       description:
         'The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. Other projects may add the same name: the first to verify it holds it.',
     }),
+    receiving: Type.Optional(receiving),
   },
   { additionalProperties: false, title: 'CreateDomainRequest' },
 );
 export type CreateDomainInput = Static<typeof CreateDomainBody>;
+
+export const UpdateDomainBody = Type.Object(
+  { receiving: Type.Optional(receiving) },
+  { additionalProperties: false, title: 'UpdateDomainRequest' },
+);
+export type UpdateDomainInput = Static<typeof UpdateDomainBody>;
 
 export const DomainParams = Type.Object({
   id: Type.String({ description: 'The domain id (`dom_…`) or its name.' }),

@@ -20,7 +20,12 @@ import {
   type DomainRepo,
   type NewDomain,
 } from './domains.repo.ts';
-import type { CreateDomainInput, DomainRecordViewType, DomainView } from './domains.schemas.ts';
+import type {
+  CreateDomainInput,
+  DomainRecordViewType,
+  DomainView,
+  UpdateDomainInput,
+} from './domains.schemas.ts';
 import {
   evaluate,
   expectedRecords,
@@ -41,6 +46,8 @@ export interface DomainSettings {
   fallbackDkim?: DkimConfig | undefined;
   /** BOUNCE_DOMAIN: the envelope-sender domain of mail that has no verified return path of its own. */
   bounceDomain?: string | undefined;
+  /** INBOUND_MX_HOST: the MX a receiving domain publishes; absent, no domain can receive. */
+  receivingMxHost?: string | undefined;
 }
 
 /**
@@ -62,6 +69,7 @@ export function domainSettingsFromConfig(
     senderDomains: config.senderDomains,
     fallbackDkim: config.dkim,
     bounceDomain: config.bounceDomain,
+    receivingMxHost: config.inboundMxHost,
   };
 }
 
@@ -145,7 +153,21 @@ export function createDomainService(deps: DomainServiceDeps) {
     return pem;
   };
 
-  const recordSettings: RecordSettings = { returnPath: settings.returnPath };
+  const recordSettings: RecordSettings = {
+    returnPath: settings.returnPath,
+    receivingMxHost: settings.receivingMxHost,
+  };
+
+  /** Receiving needs INBOUND_MX_HOST: the MX its owner must publish. */
+  function checkReceivingAvailable(receiving: boolean | undefined) {
+    if (receiving && settings.receivingMxHost === undefined) {
+      throw invalidParam(
+        'receiving',
+        'This server receives no mail for domains: its operator has not set INBOUND_MX_HOST.',
+        'receiving_unavailable',
+      );
+    }
+  }
 
   function toView(domain: DomainState): DomainView {
     const records = expectedRecords(domain, recordSettings, domain.challengeRequired).map(
@@ -175,6 +197,8 @@ export function createDomainService(deps: DomainServiceDeps) {
       return_path_domain: settings.returnPath ? returnPathName(domain.name) : null,
       return_path_verified: domain.returnPathVerified,
       challenge_required: domain.challengeRequired,
+      receiving: domain.receiving,
+      receiving_verified: domain.receivingVerified,
       records,
       last_checked_at: domain.lastCheckedAt,
       verified_at: domain.verifiedAt,
@@ -245,6 +269,12 @@ export function createDomainService(deps: DomainServiceDeps) {
       expected.forEach((record, index) => (checks[record.key] = results[index]!));
       const status = evaluation.status;
       const becameVerified = status === 'verified' && current.status !== 'verified';
+      // A lookup of the MX that failed decides nothing, as for the status.
+      const receivingCheck = expected.findIndex((record) => record.purpose === 'receiving');
+      const receivingVerified =
+        receivingCheck >= 0 && results[receivingCheck]!.error !== undefined
+          ? current.receivingVerified
+          : evaluation.receivingVerified;
       const events: NewEvent[] = [];
       const displaced = becameVerified ? holders.find((holder) => holder.name === current.name) : undefined;
       if (displaced && (await inside.demote(displaced.id, now.toISOString()))) {
@@ -260,6 +290,7 @@ export function createDomainService(deps: DomainServiceDeps) {
         returnPathVerified: evaluation.inconclusive
           ? current.returnPathVerified
           : evaluation.returnPathVerified,
+        receivingVerified,
         checks,
         checkedAt: now.toISOString(),
         verifiedAt: becameVerified ? now.toISOString() : current.verifiedAt,
@@ -277,7 +308,9 @@ export function createDomainService(deps: DomainServiceDeps) {
         ...(await inside.findForUpdate(current.id))!,
         challengeRequired: status !== 'verified' && holders.length > 0,
       };
-      if (status !== current.status && status !== 'pending') {
+      // A verified domain whose receiving MX has just been found ready: its routes take mail from now on.
+      const receivingReady = status === 'verified' && receivingVerified && !current.receivingVerified;
+      if ((status !== current.status && status !== 'pending') || (receivingReady && !becameVerified)) {
         events.push({
           projectId: current.projectId,
           kind: status === 'verified' ? 'domain.verified' : 'domain.failed',
@@ -310,6 +343,7 @@ export function createDomainService(deps: DomainServiceDeps) {
         throw invalidParam('name', `'${input.name.slice(0, 300)}' ${checked.reason}.`, 'invalid_domain');
       }
       const name = checked.name;
+      checkReceivingAvailable(input.receiving);
       const own = await repo.findByName(projectId, name);
       if (own) throw exists(name, own);
       const key = given ?? (await generateDkimKey());
@@ -329,7 +363,18 @@ export function createDomainService(deps: DomainServiceDeps) {
         createdAt: now,
         updatedAt: now,
         challengeToken: randomToken(18),
+        receiving: input.receiving ?? false,
       };
+    },
+
+    /** Changes what an owner may change of a domain: whether it receives mail. */
+    async update(projectId: string, idOrName: string, input: UpdateDomainInput): Promise<DomainState> {
+      const domain = await load(projectId, idOrName);
+      if (input.receiving !== undefined && input.receiving !== domain.receiving) {
+        checkReceivingAvailable(input.receiving);
+        await repo.setReceiving(projectId, domain.id, input.receiving, clock.now().toISOString());
+      }
+      return withState(await load(projectId, domain.id));
     },
 
     async create(transaction: Transaction, record: NewDomain): Promise<DomainState> {
@@ -486,6 +531,8 @@ function domainEventData(view: DomainView, previous: DomainStatus): Record<strin
     status: view.status,
     previous_status: previous,
     challenge_required: view.challenge_required,
+    receiving: view.receiving,
+    receiving_verified: view.receiving_verified,
     records: view.records.map((record) => ({
       purpose: record.purpose,
       type: record.type,

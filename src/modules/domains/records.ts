@@ -18,6 +18,8 @@ export const challengeName = (domain: string): string => `${CHALLENGE_LABEL}.${d
 export interface RecordSettings {
   /** Present when per-recipient return paths are on (BOUNCE_DOMAIN) and INBOUND_MX_HOST names our listener. */
   returnPath?: { mxHost: string; spf?: string | undefined } | undefined;
+  /** INBOUND_MX_HOST: where a domain that receives mail points its own MX. Absent: no domain can receive. */
+  receivingMxHost?: string | undefined;
 }
 
 /** The part of a domain its records are made from. */
@@ -28,9 +30,11 @@ export interface DomainKeys {
   nextDkimSelector: string | null;
   nextDkimPublicKey: string | null;
   challengeToken: string;
+  /** Its owner asked to receive mail for it: its MX is then one of its records. */
+  receiving?: boolean;
 }
 
-export type RecordPurpose = 'challenge' | 'dkim' | 'return_path' | 'dmarc';
+export type RecordPurpose = 'challenge' | 'dkim' | 'return_path' | 'receiving' | 'dmarc';
 
 export interface ExpectedRecord {
   /** `<TYPE> <name>`: how a check is stored. */
@@ -137,6 +141,24 @@ export function expectedRecords(
     }
   }
 
+  if (domain.receiving && settings.receivingMxHost !== undefined) {
+    const mxHost = settings.receivingMxHost;
+    records.push({
+      key: `MX ${domain.name}`,
+      purpose: 'receiving',
+      type: 'MX',
+      name: domain.name,
+      value: mxHost,
+      priority: 10,
+      // Its own verdict (receiving_verified) rather than the domain's status: turning receiving on never
+      // stops a verified domain from sending while its MX is being published.
+      required: false,
+      // Every MX at the name must be ours: mail sent to another host would never reach the routes.
+      matches: (found) =>
+        found.length > 0 && found.every((entry) => bareHost(entry.split(' ').at(-1)!) === mxHost),
+    });
+  }
+
   const dmarcName = `_dmarc.${domain.name}`;
   records.push({
     key: `TXT ${dmarcName}`,
@@ -183,6 +205,8 @@ export async function lookUp(dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>, record:
 export interface Evaluation {
   status: DomainStatus;
   returnPathVerified: boolean;
+  /** The receiving MX is published (false when the domain does not receive). */
+  receivingVerified: boolean;
   /** The rotation's new key is published: it signs from now on. */
   switchKey: boolean;
   /** A lookup failed (timeout, server failure): the status stays as it was. */
@@ -206,11 +230,19 @@ export function evaluate(
   const deciding = switchKey ? required.filter(({ record }) => record.rotation !== 'retiring') : required;
   const returnPath = checked.filter(({ record }) => record.purpose === 'return_path');
   const returnPathVerified = returnPath.length > 0 && returnPath.every(({ check }) => check.matches);
+  const receiving = checked.filter(({ record }) => record.purpose === 'receiving');
+  const receivingVerified = receiving.length > 0 && receiving.every(({ check }) => check.matches);
   const inconclusive = deciding.some(({ check }) => check.error !== undefined);
   let status: DomainStatus;
   if (deciding.every(({ check }) => check.matches)) status = 'verified';
   else if (previous !== 'pending' || deciding.some(({ check }) => check.found !== null && !check.matches)) {
     status = 'failed';
   } else status = 'pending';
-  return { status: inconclusive ? previous : status, returnPathVerified, switchKey, inconclusive };
+  return {
+    status: inconclusive ? previous : status,
+    returnPathVerified,
+    receivingVerified,
+    switchKey,
+    inconclusive,
+  };
 }

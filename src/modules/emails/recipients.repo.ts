@@ -626,6 +626,39 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
       return row ? toEmailRecord(row) : undefined;
     },
 
+    /**
+     * The conversation a received reply belongs to: the newest of this project's emails whose Message-ID is
+     * among `messageIds` (In-Reply-To first, then References), and the recipient it went to: the one at the
+     * reply's From address, else its only recipient. Undefined when none of them is one of ours.
+     */
+    async findThread(
+      projectId: string,
+      messageIds: readonly string[],
+      replyFrom: string | null,
+    ): Promise<{ emailId: string; recipient: string | null } | undefined> {
+      if (messageIds.length === 0) return undefined;
+      const emails = await db
+        .selectFrom('emails')
+        .select(['id', 'message_id'])
+        .where('project_id', '=', projectId)
+        .where('message_id', 'in', messageIds.slice(0, 100))
+        .execute();
+      if (emails.length === 0) return undefined;
+      const rank = (messageId: string) => messageIds.indexOf(messageId);
+      const email = emails.sort((a, b) => rank(a.message_id) - rank(b.message_id))[0]!;
+      const recipients = await db
+        .selectFrom('email_recipients')
+        .select('address')
+        .where('email_id', '=', email.id)
+        .orderBy('position')
+        .limit(1000)
+        .execute();
+      const from = replyFrom?.toLowerCase();
+      const match = recipients.find((recipient) => recipient.address.toLowerCase() === from);
+      const recipient = match ?? (recipients.length === 1 ? recipients[0] : undefined);
+      return { emailId: email.id, recipient: recipient?.address ?? null };
+    },
+
     /** The recipients of an email, to find the one a report names by its address. */
     async recipientsOf(emailId: string): Promise<ReportedRecipient[]> {
       const rows = await db

@@ -166,10 +166,17 @@ const domainFields = {
     description:
       'Another project holds the name, or a domain it is under, verified: this domain needs its `challenge` record to verify (true in the `domain.failed` of a domain another project took over).',
   }),
+  receiving: Type.Boolean({ description: 'Whether it receives mail (inbound routes).' }),
+  receiving_verified: Type.Boolean({
+    description:
+      'Whether its MX points at the inbound listener: with the domain verified, its routes take mail. A `domain.verified` is also emitted when this becomes true for a domain verified already.',
+  }),
   records: Type.Array(
     Type.Object(
       {
-        purpose: Type.String({ description: '`challenge`, `dkim`, `return_path` or `dmarc`.' }),
+        purpose: Type.String({
+          description: '`challenge`, `dkim`, `return_path`, `receiving` or `dmarc`.',
+        }),
         type: Type.String({ description: '`TXT` or `MX`.' }),
         name: Type.String({ description: 'Where the record is published.' }),
         value: Type.String({ description: 'What it must hold.' }),

@@ -2,26 +2,42 @@ import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp
 import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
-import type { NewInboundMessage } from './inbound.repo.ts';
+import type { NewInboundMessage, RoutedRecipient, SpamVerdict } from './inbound.repo.ts';
 
-// The SMTP listener that receives what mail systems send back to our return paths: bounce, delay and
-// success reports, complaints, and the auto-replies that land there too. Every byte is hostile. It takes
-// mail for the bounce domain only, refuses what is too large before storing anything, and answers 250
-// only once the message is stored: reading it comes after (the inbound worker), so a crash loses nothing.
+// The SMTP listener: what mail systems send back to our return paths (bounce, delay and success reports,
+// complaints, and the auto-replies that land there too), and mail for the addresses of projects' inbound
+// routes. Every byte is hostile. Each recipient is decided at RCPT: a return path, or a route's address, or
+// refused (550) there and then, so nothing is accepted that would have to be bounced later (no backscatter,
+// no relay: no recipient outside those is ever taken). What is too large is refused before anything is
+// stored, and the 250 comes only once the message is stored: reading it comes after (the inbound worker), so
+// a crash loses nothing.
 // No one holds it for long: a session ends at its time limit whatever it is doing (a client that trickles a
 // byte every few seconds never trips the idle timeout), and one client address holds a few sessions at most.
 
+/** What the listener does with one recipient, decided at RCPT. */
+export type RecipientDecision =
+  /** A return path of ours (BOUNCE_DOMAIN, a verified domain's `bounces.<domain>`): a report. */
+  | { take: 'report' }
+  /** An address an inbound route takes. */
+  | { take: 'route'; route: RoutedRecipient }
+  /** Refused with this 550 text (`5.1.1 …`); `refuse: undefined`, the default. */
+  | { take: 'refuse'; message?: string };
+
 export interface InboundListenerOptions
   extends
-    Omit<InboundConfig, 'sessionTimeoutMs' | 'maxConnectionsPerClient'>,
-    Partial<Pick<InboundConfig, 'sessionTimeoutMs' | 'maxConnectionsPerClient'>> {
+    Omit<InboundConfig, 'sessionTimeoutMs' | 'maxConnectionsPerClient' | 'messagesPerMinutePerClient'>,
+    Partial<
+      Pick<InboundConfig, 'sessionTimeoutMs' | 'maxConnectionsPerClient' | 'messagesPerMinutePerClient'>
+    > {
+  /** Decides a recipient (its address as given in RCPT TO); a rejection is a 451 (try again later). */
+  decide(address: string): Promise<RecipientDecision>;
+  /** For the log line: what it takes mail for. */
+  takes: string;
   /**
-   * Whether mail for this domain (lowercased) is ours to take: BOUNCE_DOMAIN, and the return-path domains
-   * of the sending domains we hold (`bounces.<domain>`). Recipients elsewhere are refused (550).
+   * Scores a message that has routed recipients, before its 250 (SPAMD_URL): a route with a
+   * `spam_reject_score` at or below the score refuses its recipients. Absent: nothing is scored.
    */
-  acceptsDomain(domain: string): boolean | Promise<boolean>;
-  /** For the log line: BOUNCE_DOMAIN. */
-  bounceDomain: string;
+  scoreSpam?: ((raw: Buffer) => Promise<SpamVerdict | null>) | undefined;
   /** The name in the greeting and EHLO; the machine's when absent. */
   hostname?: string | undefined;
   /** Stores a message durably (and wakes whoever reads it); the 250 waits for it. */
@@ -37,8 +53,8 @@ export interface InboundListener {
   close(): Promise<void>;
 }
 
-/** Recipients one message may have: a report goes to one return path. */
-const MAX_RECIPIENTS = 50;
+/** Recipients one message may have (a report goes to one return path; a received mail to a few). */
+export const MAX_RECIPIENTS = 50;
 /** A connection silent this long is closed (one that never sends DATA holds nothing for longer). */
 const SOCKET_TIMEOUT_MS = 60_000;
 
@@ -47,9 +63,14 @@ const smtpError = (code: number, message: string) =>
 
 export async function startInboundListener(options: InboundListenerOptions): Promise<InboundListener> {
   const { logger, clock } = options;
-  const domain = options.bounceDomain.toLowerCase();
   const sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULTS.inbound.sessionTimeoutMs;
   const maxPerClient = options.maxConnectionsPerClient ?? DEFAULTS.inbound.maxConnectionsPerClient;
+  const messageRate = createClientRate(
+    options.messagesPerMinutePerClient ?? DEFAULTS.inbound.messagesPerMinutePerClient,
+    clock,
+  );
+  // The routed recipients of each session's current message (RSET and a new MAIL FROM start it again).
+  const routed = new Map<SMTPServerSession, RoutedRecipient[]>();
   // Sessions admitted (onConnect said yes), until onClose: their address, for the per-address count, and the
   // timer of their time limit. A connection refused, or closed before it was greeted, is in neither.
   const admitted = new Map<SMTPServerSession, { address: string; limit: NodeJS.Timeout }>();
@@ -65,13 +86,9 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       connection.send(421, `${options.hostname ?? 'Postwire'} Session time limit reached, closing`);
     }
   };
-  const accepts = async (address: string): Promise<boolean> => {
-    const at = address.lastIndexOf('@');
-    return at >= 0 && (await options.acceptsDomain(address.slice(at + 1).toLowerCase()));
-  };
   const server = new SMTPServer({
     logger: false,
-    banner: 'Postwire report receiver',
+    banner: 'Postwire',
     ...(options.hostname ? { name: options.hostname } : {}),
     authOptional: true,
     disabledCommands: options.tls ? ['AUTH'] : ['AUTH', 'STARTTLS'],
@@ -96,6 +113,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       callback();
     },
     onClose(session) {
+      routed.delete(session);
       const entry = admitted.get(session);
       if (!entry) return;
       admitted.delete(session);
@@ -104,16 +122,33 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       if (left > 0) openPerAddress.set(entry.address, left);
       else openPerAddress.delete(entry.address);
     },
+    onMailFrom(_address, session, callback) {
+      routed.set(session, []);
+      // Counted per message begun: a client that pipelines messages as fast as it can is slowed to the limit.
+      if (!messageRate.take(session.remoteAddress ?? '')) {
+        callback(smtpError(450, '4.7.1 Too many messages from your address; try again later'));
+        return;
+      }
+      callback();
+    },
     onRcptTo(address: SMTPServerAddress, session, callback) {
       if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
         callback(smtpError(452, '4.5.3 Too many recipients'));
         return;
       }
-      accepts(address.address).then(
-        (ours) =>
-          callback(
-            ours ? undefined : smtpError(550, '5.1.1 This server takes mail for its bounce domains only'),
-          ),
+      options.decide(address.address).then(
+        (decision) => {
+          if (decision.take === 'refuse') {
+            callback(smtpError(550, decision.message ?? '5.1.1 No such recipient here'));
+            return;
+          }
+          if (decision.take === 'route') {
+            const list = routed.get(session) ?? [];
+            list.push(decision.route);
+            routed.set(session, list);
+          }
+          callback();
+        },
         (error: unknown) => {
           logger.error({ err: error }, 'inbound listener: could not check a recipient domain');
           callback(smtpError(451, '4.3.0 Try again later'));
@@ -134,24 +169,61 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
           callback(smtpError(552, `5.3.4 Message too big: the limit is ${options.maxBytes} bytes`));
           return;
         }
-        const message: NewInboundMessage = {
-          receivedAt: clock.now().toISOString(),
-          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address.toLowerCase() : '',
-          rcptTo: session.envelope.rcptTo.map((rcpt) => rcpt.address.toLowerCase()),
-          remoteAddress: session.remoteAddress ?? null,
-          raw: Buffer.concat(chunks),
-        };
-        options.store(message).then(
-          (id) => callback(null, `2.0.0 Ok: stored as ${id}`),
-          (error: unknown) => {
-            logger.error({ err: error }, 'inbound listener: could not store a received message');
-            // Temporary: the sending MTA keeps the report and tries again later.
-            callback(smtpError(451, '4.3.0 Could not store the message now; try again later'));
-          },
-        );
+        const raw = Buffer.concat(chunks);
+        const routes = routed.get(session) ?? [];
+        const reports = session.envelope.rcptTo.length - routes.length;
+        scored(raw, routes).then((spam) => {
+          // Recipients whose route refuses mail scored this high are dropped; with none left, the message is.
+          const kept = routes.filter(
+            (route) => !spam || route.spamRejectScore === null || spam.score < route.spamRejectScore,
+          );
+          if (reports === 0 && kept.length === 0) {
+            callback(smtpError(550, '5.7.1 Message refused as spam'));
+            return;
+          }
+          const keptAddresses = new Set(kept.map((route) => route.address));
+          const message: NewInboundMessage = {
+            receivedAt: clock.now().toISOString(),
+            mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address.toLowerCase() : '',
+            rcptTo: session.envelope.rcptTo
+              .map((rcpt) => rcpt.address.toLowerCase())
+              .filter(
+                (address) => keptAddresses.has(address) || !routes.some((route) => route.address === address),
+              ),
+            remoteAddress: session.remoteAddress ?? null,
+            helo: session.hostNameAppearsAs ?? null,
+            routing: routes.length > 0 ? kept : null,
+            spam: routes.length > 0 ? spam : null,
+            raw,
+          };
+          store(message, callback);
+        });
       });
     },
   });
+  const scored = async (raw: Buffer, routes: RoutedRecipient[]): Promise<SpamVerdict | null> => {
+    if (routes.length === 0 || !options.scoreSpam) return null;
+    try {
+      return await options.scoreSpam(raw);
+    } catch (error) {
+      // Scoring is a help, never a gate: a message is taken unscored rather than lost.
+      logger.warn({ err: error }, 'inbound listener: a message could not be scored for spam');
+      return null;
+    }
+  };
+  const store = (
+    message: NewInboundMessage,
+    callback: (error: Error | null, message?: string) => void,
+  ): void => {
+    options.store(message).then(
+      (id) => callback(null, `2.0.0 Ok: stored as ${id}`),
+      (error: unknown) => {
+        logger.error({ err: error }, 'inbound listener: could not store a received message');
+        // Temporary: the sending MTA keeps the report and tries again later.
+        callback(smtpError(451, '4.3.0 Could not store the message now; try again later'));
+      },
+    );
+  };
   // A client that resets its connection, or speaks TLS badly, is its own problem: log, never crash.
   server.on('error', (error: NodeJS.ErrnoException) => {
     logger.warn({ err: error }, 'inbound listener: a connection failed');
@@ -166,13 +238,35 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
   });
   const address = server.server.address();
   const port = address && typeof address === 'object' ? address.port : options.port;
-  logger.info(
-    { host: options.host, port, domain },
-    `Receiving reports for ${domain} by SMTP on ${options.host}:${port}`,
-  );
+  logger.info({ host: options.host, port }, `Receiving ${options.takes} by SMTP on ${options.host}:${port}`);
   let closing: Promise<void> | undefined;
   return {
     port,
     close: () => (closing ??= new Promise<void>((resolve) => server.close(() => resolve()))),
+  };
+}
+
+/**
+ * Messages begun per client address in the last minute, at most `perMinute`: a fixed one-minute window per
+ * address, the table cut when it grows past what a burst of distinct addresses could fill.
+ */
+function createClientRate(perMinute: number, clock: Clock) {
+  const windows = new Map<string, { startedAt: number; count: number }>();
+  const MAX_ADDRESSES = 10_000;
+  return {
+    take(address: string): boolean {
+      const now = clock.now().getTime();
+      let window = windows.get(address);
+      if (!window || now - window.startedAt >= 60_000) {
+        if (windows.size >= MAX_ADDRESSES) {
+          for (const [key, entry] of windows) if (now - entry.startedAt >= 60_000) windows.delete(key);
+          if (windows.size >= MAX_ADDRESSES) windows.clear();
+        }
+        window = { startedAt: now, count: 0 };
+        windows.set(address, window);
+      }
+      window.count += 1;
+      return window.count <= perMinute;
+    },
   };
 }

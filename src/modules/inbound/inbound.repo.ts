@@ -15,11 +15,35 @@ import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 // and with the bytes in it SQLite rewrote megabytes at each (a 10 MB message: ~100 ms on the process's one
 // connection, the API waiting). They are written once, with the row, and read only for the read itself.
 
+/** A recipient an inbound route took at RCPT, as the listener decided it. */
+export interface RoutedRecipient {
+  /** The envelope recipient, lowercased. */
+  address: string;
+  projectId: string;
+  routeId: string;
+  action: 'webhook' | 'store';
+  mailboxHash: string | null;
+  /** The route refuses a message spamd scores at or above this. */
+  spamRejectScore: number | null;
+}
+
+/** SpamAssassin's verdict on a message (spamd). */
+export interface SpamVerdict {
+  score: number;
+  threshold: number;
+  flagged: boolean;
+}
+
 export interface NewInboundMessage {
   receivedAt: string;
   mailFrom: string;
   rcptTo: string[];
   remoteAddress: string | null;
+  /** The name given in HELO/EHLO. */
+  helo?: string | null;
+  /** The routed recipients; none for a report. */
+  routing?: RoutedRecipient[] | null;
+  spam?: SpamVerdict | null;
   raw: Buffer;
 }
 
@@ -144,6 +168,9 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
             locked_until: null,
             locked_by: null,
             processed_at: null,
+            helo: message.helo ?? null,
+            routing: message.routing ? JSON.stringify(message.routing) : null,
+            spam: message.spam ? JSON.stringify(message.spam) : null,
           })
           .execute();
         await trx.insertInto('inbound_raw').values({ id, raw: message.raw }).execute();
