@@ -272,9 +272,16 @@ function addressesOf(headers: Headers, name: string): ReceivedAddress[] {
   return out;
 }
 
-function dateOf(headers: Headers): string | null {
-  const value = headers.get('date');
-  return value instanceof Date && !Number.isNaN(value.getTime()) ? value.toISOString() : null;
+/**
+ * The Date header (RFC 5322 §3.3, and the obsolete forms Date.parse reads too) as ISO 8601, or null. Read
+ * from the header line: mailparser puts the time of parsing in place of a date it cannot read.
+ */
+function dateOf(fields: Array<{ name: string; value: string }>): string | null {
+  const value = fields.find(({ name }) => name.toLowerCase() === 'date')?.value.replace(/\([^)]*\)/g, '');
+  // A time of day is required: Date.parse also takes a bare number ("1" is the year 2001).
+  if (!value || !/\d{1,2}:\d{2}/.test(value)) return null;
+  const time = Date.parse(value);
+  return Number.isFinite(time) ? new Date(time).toISOString() : null;
 }
 
 /** `<a@b>` ids in order; a value with no brackets is split on white space. */
@@ -394,7 +401,7 @@ export async function readReceived(
       cc: addressesOf(headers, 'cc'),
       reply_to: addressesOf(headers, 'reply-to'),
       subject,
-      date: dateOf(headers),
+      date: dateOf(fields),
       message_id: messageIds(headers.get('message-id'))[0] ?? null,
       in_reply_to: messageIds(headers.get('in-reply-to'))[0] ?? null,
       references: messageIds(headers.get('references')),
