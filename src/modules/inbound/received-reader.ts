@@ -1,0 +1,94 @@
+import { DEFAULTS } from '../../config.ts';
+import { createThreadPool, STARVED_WALL_FACTOR } from '../../lib/thread-pool.ts';
+import type { ParsedReceived, ReceivedAttachmentContent, ReceivedReadRequest } from './received-parser.ts';
+import type { ReportReaderOptions } from './report-reader.ts';
+
+export type {
+  ParsedReceived,
+  ReceivedAddress,
+  ReceivedAttachment,
+  ReceivedAttachmentContent,
+} from './received-parser.ts';
+export { RECEIVED_LIMITS } from './received-parser.ts';
+
+// Where received messages (mail for a project's receiving addresses) are read: on worker threads
+// (lib/thread-pool.ts), never on the event loop that answers HTTP, as reports are (report-reader.ts), with the
+// same settings (REPORT_PARSE_*). The parser's caps (RECEIVED_LIMITS) bound the work a message can ask for;
+// the thread's CPU budget and heap cap bound whatever they miss. A message stopped by either is unreadable,
+// with why, like any other that breaks a cap.
+
+export interface ReceivedReader {
+  /** Reads a message; rejects only when it could not be read for a reason of ours (then read it again). */
+  read(raw: Buffer): Promise<ParsedReceived>;
+  /**
+   * The decoded bytes of attachment `index` (0-based, in the order of `attachments`), or undefined when there
+   * is none (or the message is unreadable). Rejects only for a reason of ours.
+   */
+  attachment(raw: Buffer, index: number): Promise<ReceivedAttachmentContent | undefined>;
+  close(): Promise<void>;
+}
+
+/** Reads waiting for a thread at most (a backstop: the callers have a few reads in flight). */
+const QUEUE_LIMIT = 64;
+/** The young generation of a parse thread's heap, in MiB: the old generation (memoryMb) is the cap that matters. */
+const YOUNG_GENERATION_MB = 16;
+
+class OverBudget extends Error {}
+
+export function createReceivedReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReceivedReader {
+  const pool = createThreadPool<ReceivedReadRequest, ParsedReceived | ReceivedAttachmentContent | undefined>({
+    name: 'received read',
+    script: new URL('./received-read-worker.ts', import.meta.url),
+    threads: options.threads,
+    queueLimit: QUEUE_LIMIT,
+    timeoutMs: options.timeoutMs,
+    resourceLimits: {
+      maxOldGenerationSizeMb: options.memoryMb,
+      maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
+    },
+    threadCpuMs: options.threadCpuMs,
+    overBudget: () => new OverBudget(),
+    queueFull: () => new Error('too many received messages are waiting to be read'),
+  });
+
+  /** Why the thread gave up on a message, or undefined when the failure is ours (rethrown). */
+  const budgetReason = (error: unknown): string | undefined => {
+    if (error instanceof OverBudget) {
+      return (
+        `reading it took more than ${options.timeoutMs} ms of CPU time ` +
+        `(or ${options.timeoutMs * STARVED_WALL_FACTOR} ms in all)`
+      );
+    }
+    if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      return `reading it needed more than ${options.memoryMb} MiB`;
+    }
+    return undefined;
+  };
+
+  return {
+    async read(raw) {
+      try {
+        return (await pool.run({ raw })) as ParsedReceived;
+      } catch (error) {
+        const reason = budgetReason(error);
+        if (reason === undefined) throw error;
+        return { readable: false, reason, subject: null };
+      }
+    },
+    async attachment(raw, index) {
+      if (!Number.isInteger(index) || index < 0) return undefined;
+      let found: ReceivedAttachmentContent | undefined;
+      try {
+        found = (await pool.run({ raw, index })) as ReceivedAttachmentContent | undefined;
+      } catch (error) {
+        if (budgetReason(error) === undefined) throw error;
+        return undefined;
+      }
+      if (!found) return undefined;
+      // Posted back from the thread as a Uint8Array: a Buffer over the same bytes.
+      const bytes = found.content as Uint8Array;
+      return { ...found, content: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
+    },
+    close: () => pool.close(),
+  };
+}
