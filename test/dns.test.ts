@@ -30,6 +30,20 @@ describe('the test DNS server and the resolver DNS_SERVERS configures', () => {
     assert.ok(dns.queries.some((query) => query.name === 'acme.test' && query.transport === 'udp'));
   });
 
+  test('resolve() answers the record types mail authentication asks for, as node:dns shapes them', async () => {
+    dns.add('auth.test', { type: 'MX', exchange: 'mx.auth.test', priority: 5 });
+    dns.add('auth.test', { type: 'TXT', text: 'v=spf1 a -all' }, { type: 'A', address: '192.0.2.5' });
+    dns.add('auth.test', { type: 'AAAA', address: '2001:db8::5' });
+    const resolver = createDns({ servers: [dns.address] });
+    assert.deepEqual(await resolver.resolve('auth.test', 'A'), ['192.0.2.5']);
+    assert.deepEqual(await resolver.resolve('auth.test', 'AAAA'), ['2001:db8::5']);
+    assert.deepEqual(await resolver.resolve('auth.test', 'TXT'), [['v=spf1 a -all']]);
+    const [mx] = (await resolver.resolve('auth.test', 'MX')) as Array<{ exchange: string; priority: number }>;
+    assert.deepEqual([mx?.exchange, mx?.priority], ['mx.auth.test', 5]);
+    await assert.rejects(resolver.resolve('auth.test', 'CNAME'), { code: 'ENODATA' });
+    await assert.rejects(resolver.resolve('nowhere.auth.test', 'A'), { code: 'ENOTFOUND' });
+  });
+
   test('says which names do not exist (ENOTFOUND) and which have no record of a type (ENODATA)', async () => {
     dns.add('only-a.test', { type: 'A', address: '192.0.2.1' });
     const resolver = createDns({ servers: [dns.address] });

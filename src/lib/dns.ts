@@ -20,7 +20,15 @@ export interface Dns {
   resolveTxt(name: string): Promise<string[][]>;
   /** A host's addresses; an empty list when it does not resolve (in time). */
   resolveAddresses: Resolver;
+  /**
+   * Records of a type mail authentication asks for (SPF, DKIM, DMARC, ARC of received mail), shaped as
+   * node:dns's `resolve` gives them (A: strings, MX: `{ exchange, priority }`, TXT: lists of strings, …).
+   * Errors as above: unlike resolveAddresses, a name that does not resolve is an error, with its code.
+   */
+  resolve(name: string, type: AuthRecordType): Promise<unknown[]>;
 }
+
+export type AuthRecordType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'PTR' | 'CNAME';
 
 export interface DnsOptions {
   /** `ip` or `ip:port` (`[v6]:port`) of the servers to ask (DNS_SERVERS); the system's when absent or empty. */
@@ -73,5 +81,6 @@ export function createDns(options: DnsOptions = {}): Dns {
       })),
     resolveTxt: (name) => resolver.resolveTxt(name),
     resolveAddresses,
+    resolve: (name, type) => resolver.resolve(name, type) as Promise<unknown[]>,
   };
 }

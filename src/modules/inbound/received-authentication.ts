@@ -1,0 +1,245 @@
+import { authenticate as mailauthAuthenticate } from 'mailauth';
+import type { AuthRecordType, Dns } from '../../lib/dns.ts';
+
+// Who a received message is from, as far as the network and the signatures prove it: SPF for the connecting
+// address, its HELO and its MAIL FROM (RFC 7208), each DKIM signature (RFC 6376), DMARC for the From domain
+// (RFC 7489) and the ARC chain (RFC 8617), all by mailauth's authenticate(), its DNS through the project's
+// resolvers (DNS_SERVERS). The message is hostile and so are the domains it names: every lookup counts against
+// the message's budget (AUTHENTICATION_LIMITS), the whole check against its time, and nothing it contains makes
+// this throw: what could not be checked is `temperror`, as RFC 8601 reports a check that failed for a reason
+// that may pass later.
+
+export interface ReceivedAuthentication {
+  /** pass | fail | softfail | neutral | none | temperror | permerror, for the MAIL FROM domain (else HELO's). */
+  spf: { result: string; domain: string | null };
+  /** Each DKIM signature verified (see dkimSignatures), topmost first. */
+  dkim: Array<{ domain: string; selector: string | null; result: string; aligned: boolean }>;
+  /** Null when there is no single From domain to check (RFC 7489 §6.6.1). */
+  dmarc: { result: string; policy: string | null; domain: string | null } | null;
+  /** Null when the message has no ARC set. */
+  arc: { result: string } | null;
+  /** The Authentication-Results header value mailauth writes (for people), without the field name. */
+  header: string;
+}
+
+export interface ReceivedEnvelope {
+  /** The connecting client's address; null (a message not received over the network) makes SPF `none`. */
+  remoteAddress: string | null;
+  helo: string | null;
+  /** The MAIL FROM address; '' for the null sender (bounces), when SPF checks the HELO name (RFC 7208 §2.4). */
+  mailFrom: string;
+}
+
+export interface ReceivedAuthenticator {
+  authenticate(raw: Buffer, envelope: ReceivedEnvelope): Promise<ReceivedAuthentication>;
+}
+
+/**
+ * What checking one message may cost. A legitimate message needs a dozen lookups or so: SPF's at most 10
+ * (RFC 7208 §4.6.4), one key per DKIM signature (one or two), DMARC's record and its organizational domain's
+ * (2–3), one key per ARC set.
+ */
+export const AUTHENTICATION_LIMITS = {
+  /** The whole check, DNS waits included: past it, every result not yet known is temperror. */
+  timeoutMs: 10_000,
+  /**
+   * DNS lookups for one message, all checks together: past it, a lookup fails as a DNS timeout would
+   * (temperror). Room for SPF's 10, its void lookups, 10 DKIM keys, DMARC and ARC; not for the hundreds a
+   * message of hundreds of signatures or ARC sets would otherwise ask for.
+   */
+  dnsLookups: 40,
+  /** SPF's DNS-querying mechanisms (RFC 7208 §4.6.4: 10) and void lookups (§4.6.4: 2). */
+  spfLookups: 10,
+  spfVoidLookups: 2,
+  /**
+   * DKIM signatures verified at most (RFC 6376 §6.1: "Verifiers MAY limit the number of signatures they
+   * attempt to verify"): the topmost (newest) ones; the rest are removed before verification and not
+   * reported. Real mail carries one to three (the author's domain, its ESP's, a mailing list's). Each
+   * signature costs a key lookup and a hash of the headers (and of the body, per canonicalization and l=), so
+   * hundreds of them would otherwise mean hundreds of lookups.
+   */
+  dkimSignatures: 10,
+} as const;
+
+/** The record types mailauth asks for (SPF: TXT, A, AAAA, MX, PTR; DKIM and ARC: TXT; DMARC: TXT, A, CNAME). */
+const TYPES = new Set<string>(['A', 'AAAA', 'MX', 'TXT', 'PTR', 'CNAME']);
+
+const dnsError = (code: string, message: string) => Object.assign(new Error(message), { code });
+
+/**
+ * A resolver for one message: every lookup counts against its budget and its deadline, and none outlives the
+ * deadline (a lookup still waiting then fails as a timeout; what mailauth makes of it is temperror).
+ */
+function messageResolver(dns: Dns, deadline: number, limit: number) {
+  let count = 0;
+  const resolver = async (name: string, type: string): Promise<unknown[]> => {
+    const left = deadline - Date.now();
+    if (left <= 0) throw dnsError('ETIMEOUT', `${type} ${name}: past the message's time for DNS`);
+    if (++count > limit) throw dnsError('ETIMEOUT', `${type} ${name}: past ${limit} lookups for one message`);
+    if (!TYPES.has(type)) throw dnsError('ENOTIMP', `${type} lookups are not made`);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        dns.resolve(name, type as AuthRecordType),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(dnsError('ETIMEOUT', `${type} ${name}: past the message's time for DNS`)),
+            left,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return { resolver, lookups: () => count };
+}
+
+/** Where the header ends: the offset of the blank line's start (the header's last line break included). */
+function headerEnd(raw: Buffer): number {
+  const crlf = raw.indexOf('\r\n\r\n');
+  const lf = raw.indexOf('\n\n');
+  if (crlf < 0 && lf < 0) return raw.length;
+  if (crlf < 0) return lf + 1;
+  if (lf < 0) return crlf + 2;
+  return Math.min(crlf + 2, lf + 1);
+}
+
+/**
+ * The message with no more than `keep` DKIM-Signature fields: the topmost are kept, the rest removed (their
+ * bytes only; the rest of the message is unchanged). The same message when it has no more.
+ */
+export function withoutExtraSignatures(raw: Buffer, keep: number): Buffer {
+  const end = headerEnd(raw);
+  const head = raw.subarray(0, end).toString('latin1');
+  const fields = head.split(/(?<=\n)(?![ \t])/);
+  let seen = 0;
+  const kept = fields.filter((field) => !/^dkim-signature\s*:/i.test(field) || ++seen <= keep);
+  if (seen <= keep) return raw;
+  return Buffer.concat([Buffer.from(kept.join(''), 'latin1'), raw.subarray(end)]);
+}
+
+/** mailauth's result, as far as it is read here (its types leave these loose). */
+interface MailauthResult {
+  dkim?: {
+    results?: Array<{
+      signingDomain?: string;
+      selector?: string;
+      status?: { result?: string; aligned?: string | false };
+    }>;
+  };
+  spf?: { domain?: string; status?: { result?: string } } | false;
+  dmarc?:
+    { domain?: string; policy?: string; status?: { result?: string; header?: { from?: string } } } | false;
+  arc?: { status?: { result?: string } } | false;
+  headers?: string;
+}
+
+const TEMPERROR = 'temperror';
+
+/** What a check that could not be made says (its time ran out, or mailauth failed on the message). */
+function temperror(envelope: ReceivedEnvelope, hostname: string, why: string): ReceivedAuthentication {
+  const domain = domainOf(envelope.mailFrom) ?? envelope.helo ?? null;
+  return {
+    spf: { result: TEMPERROR, domain },
+    dkim: [],
+    dmarc: { result: TEMPERROR, policy: null, domain: null },
+    arc: null,
+    header: `${hostname}; spf=temperror (${why}); dkim=temperror; dmarc=temperror`,
+  };
+}
+
+const domainOf = (address: string): string | null => {
+  const at = address.lastIndexOf('@');
+  const domain =
+    at >= 0
+      ? address
+          .slice(at + 1)
+          .trim()
+          .toLowerCase()
+      : '';
+  return domain === '' ? null : domain;
+};
+
+/** The value of the Authentication-Results field in mailauth's headers, unfolded. */
+function authenticationResults(headers: string | undefined): string {
+  const match = /(?:^|\n)Authentication-Results:[ \t]*([\s\S]*?)(?=\r?\n(?![ \t])|$)/i.exec(headers ?? '');
+  return (match?.[1] ?? '').replace(/\r?\n[ \t]+/g, ' ').trim();
+}
+
+function shape(result: MailauthResult): ReceivedAuthentication {
+  const spf = result.spf || undefined;
+  const dmarc = result.dmarc || undefined;
+  const arc = result.arc || undefined;
+  const arcResult = arc?.status?.result;
+  return {
+    spf: { result: spf?.status?.result ?? 'none', domain: spf?.domain ?? null },
+    dkim: (result.dkim?.results ?? [])
+      // A message with no signature gets one `none` row from mailauth, naming no domain: no signature.
+      .filter((row) => typeof row.signingDomain === 'string' && row.signingDomain !== '')
+      .map((row) => ({
+        domain: row.signingDomain!.toLowerCase(),
+        selector: row.selector ?? null,
+        result: row.status?.result ?? 'none',
+        aligned: Boolean(row.status?.aligned),
+      })),
+    dmarc: dmarc
+      ? {
+          result: dmarc.status?.result ?? 'none',
+          policy: dmarc.policy ?? null,
+          domain: dmarc.domain ?? dmarc.status?.header?.from ?? null,
+        }
+      : null,
+    arc: arcResult && arcResult !== 'none' ? { result: arcResult } : null,
+    header: authenticationResults(result.headers),
+  };
+}
+
+export function createReceivedAuthenticator(deps: {
+  dns: Dns;
+  /** Our host name: the authserv-id of the Authentication-Results header (RFC 8601 §2.5). */
+  hostname: string;
+  /** The whole check's time (AUTHENTICATION_LIMITS.timeoutMs unless a test gives one). */
+  timeoutMs?: number;
+}): ReceivedAuthenticator {
+  const timeoutMs = deps.timeoutMs ?? AUTHENTICATION_LIMITS.timeoutMs;
+  return {
+    async authenticate(raw, envelope) {
+      const deadline = Date.now() + timeoutMs;
+      const { resolver } = messageResolver(deps.dns, deadline, AUTHENTICATION_LIMITS.dnsLookups);
+      const message = withoutExtraSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures);
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const result = await Promise.race([
+          mailauthAuthenticate(message, {
+            resolver: resolver as never,
+            ip: envelope.remoteAddress ?? undefined,
+            helo: envelope.helo ?? undefined,
+            sender: envelope.mailFrom,
+            mta: deps.hostname,
+            // A message handed in not from the network: its Received lines are the sender's word.
+            trustReceived: false,
+            disableBimi: true,
+            maxResolveCount: AUTHENTICATION_LIMITS.spfLookups,
+            maxVoidCount: AUTHENTICATION_LIMITS.spfVoidLookups,
+            maxElapsedTime: timeoutMs,
+          } as Parameters<typeof mailauthAuthenticate>[1]),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`not done within ${timeoutMs} ms`)), timeoutMs);
+          }),
+        ]);
+        const shaped = shape(result as unknown as MailauthResult);
+        if (envelope.remoteAddress === null) shaped.spf = { result: 'none', domain: shaped.spf.domain };
+        return shaped;
+      } catch (error) {
+        return temperror(
+          envelope,
+          deps.hostname,
+          (error instanceof Error ? error.message : String(error)).replace(/[()\r\n]+/g, ' ').slice(0, 200),
+        );
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
