@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { after, before, describe, test } from 'node:test';
-import { dkimSign } from 'mailauth';
+import { authenticate as mailauthAuthenticate, dkimSign, sealMessage } from 'mailauth';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { createDns } from '../src/lib/dns.ts';
 import {
   AUTHENTICATION_LIMITS,
   createReceivedAuthenticator,
+  headerOverLimit,
   type ReceivedAuthenticator,
   withoutExtraSignatures,
 } from '../src/modules/inbound/received-authentication.ts';
@@ -121,6 +122,48 @@ describe('received mail authentication', () => {
     assert.equal(result.dmarc?.result, 'fail');
   });
 
+  test('forwarded by a list that sealed it (ARC) and changed it: dkim fails, arc passes', async () => {
+    const LIST = 'list.example';
+    dns.set(`arc._domainkey.${LIST}`, 'TXT', [{ type: 'TXT', text: `v=DKIM1; k=rsa; p=${PUBLIC_B64}` }]);
+    dns.set(LIST, 'TXT', [{ type: 'TXT', text: 'v=spf1 ip4:203.0.113.5 -all' }]);
+    const original = await signed(await compose(`Ada <ada@${DOMAIN}>`, 'Minutes'));
+    // The list receives it from the sender (all pass, checked with mailauth on the test DNS only), adds its
+    // footer (which breaks the author's signature), seals the result with what it saw, and sends it on.
+    const dnsForList = createDns({ servers: [dns.address] });
+    const atList = await mailauthAuthenticate(original, {
+      ip: ALLOWED_IP,
+      helo: `mail.${DOMAIN}`,
+      sender: `bounces@${DOMAIN}`,
+      mta: `mx.${LIST}`,
+      resolver: ((name: string, type: string) => dnsForList.resolve(name, type as never)) as never,
+      disableBimi: true,
+    });
+    assert.equal(atList.dmarc && atList.dmarc.status.result, 'pass');
+    const changed = Buffer.from(
+      original.toString('latin1').replace('Thanks,', 'Thanks, (sent via the list)'),
+      'latin1',
+    );
+    const seal = await sealMessage(changed, {
+      signingDomain: LIST,
+      selector: 'arc',
+      privateKey: PRIVATE_PEM,
+      authResults: atList.headers.match(/Authentication-Results: ([\s\S]*?)\r\n(?![ \t])/)![1]!,
+      cv: 'none',
+    });
+    assert.match(seal.toString(), /ARC-Seal:/);
+    const forwarded = Buffer.concat([seal, changed]);
+    const result = await authenticator.authenticate(forwarded, {
+      remoteAddress: '203.0.113.5',
+      helo: `mx.${LIST}`,
+      mailFrom: `bounces@${LIST}`,
+    });
+    assert.deepEqual(result.spf, { result: 'pass', domain: LIST });
+    assert.equal(result.dkim.length, 1);
+    assert.notEqual(result.dkim[0]!.result, 'pass');
+    assert.deepEqual(result.arc, { result: 'pass' });
+    assert.match(result.header, /arc=pass/);
+  });
+
   test('a domain with no records: none', async () => {
     const raw = await compose('someone@norecords.example', 'hello');
     const result = await authenticator.authenticate(raw, {
@@ -182,6 +225,22 @@ describe('received mail authentication', () => {
       withoutExtraSignatures(raw, 1).toString(),
       'DKIM-Signature: a=1;\r\n b=1\r\nSubject: x\r\n\r\nbody\r\nDKIM-Signature: in the body\r\n',
     );
+  });
+
+  test('a header past the cap is not checked: permerror, no lookups', async () => {
+    const raw = Buffer.from(`From: ada@${DOMAIN}\r\n${'X-Filler: 1\r\n'.repeat(10_000)}\r\nbody\r\n`);
+    const before = dns.queries.length;
+    const result = await authenticator.authenticate(raw, {
+      remoteAddress: ALLOWED_IP,
+      helo: DOMAIN,
+      mailFrom: `ada@${DOMAIN}`,
+    });
+    assert.equal(dns.queries.length, before);
+    assert.deepEqual(result.spf, { result: 'permerror', domain: DOMAIN });
+    assert.deepEqual(result.dmarc, { result: 'permerror', policy: null, domain: null });
+    assert.match(result.header, /^mx\.postwire\.test; spf=permerror \(a header block over 512 KiB\)/);
+    assert.equal(headerOverLimit(raw, AUTHENTICATION_LIMITS.headerBytes), true);
+    assert.equal(headerOverLimit(Buffer.from('A: 1\r\n\r\n' + 'x'.repeat(1_000_000)), 1000), false);
   });
 
   test('hostile input never throws', async () => {
