@@ -95,6 +95,24 @@ describe('received mail authentication', () => {
     assert.ok(dns.queries.some((query) => query.name === `${SELECTOR}._domainkey.${DOMAIN}`));
   });
 
+  test('checks in flight together are answered each with its own result', async () => {
+    const good = await signed(await compose(`Ada <ada@${DOMAIN}>`, 'Invoice'));
+    const forged = await compose(`Ada <ada@${DOMAIN}>`, 'Invoice');
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        authenticator.authenticate(i % 2 === 0 ? good : forged, {
+          remoteAddress: i % 2 === 0 ? ALLOWED_IP : OTHER_IP,
+          helo: `mail.${DOMAIN}`,
+          mailFrom: `bounces@${DOMAIN}`,
+        }),
+      ),
+    );
+    assert.deepEqual(
+      results.map((result) => `${result.spf.result} ${result.dkim.length} ${result.dmarc?.result}`),
+      Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? 'pass 1 pass' : 'fail 0 fail')),
+    );
+  });
+
   test('a forgery: unsigned, from an address SPF does not allow: spf fail, no dkim, dmarc fail', async () => {
     const raw = await compose(`Ada <ada@${DOMAIN}>`, 'Urgent: new bank details');
     const result = await authenticator.authenticate(raw, {
