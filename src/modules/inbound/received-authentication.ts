@@ -1,5 +1,7 @@
+import { Worker } from 'node:worker_threads';
 import { authenticate as mailauthAuthenticate } from 'mailauth';
 import type { AuthRecordType, Dns } from '../../lib/dns.ts';
+import { RECEIVED_LIMITS } from './received-parser.ts';
 
 // Who a received message is from, as far as the network and the signatures prove it: SPF for the connecting
 // address, its HELO and its MAIL FROM (RFC 7208), each DKIM signature (RFC 6376), DMARC for the From domain
@@ -7,7 +9,9 @@ import type { AuthRecordType, Dns } from '../../lib/dns.ts';
 // resolvers (DNS_SERVERS). The message is hostile and so are the domains it names: every lookup counts against
 // the message's budget (AUTHENTICATION_LIMITS), the whole check against its time, and nothing it contains makes
 // this throw: what could not be checked is `temperror`, as RFC 8601 reports a check that failed for a reason
-// that may pass later.
+// that may pass later (a DNS failure, the time running out), or `permerror` when it never will (a header past
+// the cap). mailauth runs on the caller's event loop: it reads the message in chunks (a 10 MB message holds
+// the loop 2 ms at most), but parses the header in one piece, hence the header cap below.
 
 export interface ReceivedAuthentication {
   /** pass | fail | softfail | neutral | none | temperror | permerror, for the MAIL FROM domain (else HELO's). */
@@ -59,20 +63,35 @@ export const AUTHENTICATION_LIMITS = {
    * hundreds of them would otherwise mean hundreds of lookups.
    */
   dkimSignatures: 10,
+  /**
+   * The message's header block, in bytes, every line counted as 64 at least: the reader's cap
+   * (RECEIVED_LIMITS.headerBytes), so that a message whose header the reader refuses is not checked either.
+   * mailauth parses the header on the event loop, in one piece: measured, 1.7 M header lines (8.5 MB) held
+   * it for 2.7 s and 700 MB, a From of 700 k addresses for 0.3 s. Past it, every result is permerror. Under
+   * it, the worst found holds the loop ~0.1 s (8,000 header lines, 6,000 Received lines, a From of 40 k
+   * addresses; a cold process).
+   */
+  headerBytes: RECEIVED_LIMITS.headerBytes,
 } as const;
+
+/** The least a header line counts for against headerBytes (mailparser's splitter counts the same). */
+const HEADER_LINE_MIN_COST = 64;
 
 /** The record types mailauth asks for (SPF: TXT, A, AAAA, MX, PTR; DKIM and ARC: TXT; DMARC: TXT, A, CNAME). */
 const TYPES = new Set<string>(['A', 'AAAA', 'MX', 'TXT', 'PTR', 'CNAME']);
 
 const dnsError = (code: string, message: string) => Object.assign(new Error(message), { code });
 
+/** One DNS question, answered as node:dns answers it (errors carry its `code`). */
+export type Lookup = (name: string, type: AuthRecordType) => Promise<unknown[]>;
+
 /**
  * A resolver for one message: every lookup counts against its budget and its deadline, and none outlives the
  * deadline (a lookup still waiting then fails as a timeout; what mailauth makes of it is temperror).
  */
-function messageResolver(dns: Dns, deadline: number, limit: number) {
+function messageResolver(lookup: Lookup, deadline: number, limit: number) {
   let count = 0;
-  const resolver = async (name: string, type: string): Promise<unknown[]> => {
+  return async (name: string, type: string): Promise<unknown[]> => {
     const left = deadline - Date.now();
     if (left <= 0) throw dnsError('ETIMEOUT', `${type} ${name}: past the message's time for DNS`);
     if (++count > limit) throw dnsError('ETIMEOUT', `${type} ${name}: past ${limit} lookups for one message`);
@@ -80,7 +99,7 @@ function messageResolver(dns: Dns, deadline: number, limit: number) {
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([
-        dns.resolve(name, type as AuthRecordType),
+        lookup(name, type as AuthRecordType),
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () => reject(dnsError('ETIMEOUT', `${type} ${name}: past the message's time for DNS`)),
@@ -92,7 +111,6 @@ function messageResolver(dns: Dns, deadline: number, limit: number) {
       clearTimeout(timer);
     }
   };
-  return { resolver, lookups: () => count };
 }
 
 /** Where the header ends: the offset of the blank line's start (the header's last line break included). */
@@ -119,6 +137,26 @@ export function withoutExtraSignatures(raw: Buffer, keep: number): Buffer {
   return Buffer.concat([Buffer.from(kept.join(''), 'latin1'), raw.subarray(end)]);
 }
 
+/**
+ * Whether the header block (to its first empty line) costs more than `limit` bytes, every line counted as
+ * HEADER_LINE_MIN_COST at least. Stops reading as soon as it does.
+ */
+export function headerOverLimit(raw: Buffer, limit: number): boolean {
+  let cost = 0;
+  let at = 0;
+  while (at < raw.length) {
+    const end = raw.indexOf(0x0a, at);
+    const next = end < 0 ? raw.length : end + 1;
+    const length = next - at;
+    // An empty line (LF or CRLF alone) ends the header.
+    if (length === 1 || (length === 2 && raw[at] === 0x0d)) return false;
+    cost += Math.max(HEADER_LINE_MIN_COST, length);
+    if (cost > limit) return true;
+    at = next;
+  }
+  return false;
+}
+
 /** mailauth's result, as far as it is read here (its types leave these loose). */
 interface MailauthResult {
   dkim?: {
@@ -136,16 +174,26 @@ interface MailauthResult {
 }
 
 const TEMPERROR = 'temperror';
+const PERMERROR = 'permerror';
 
-/** What a check that could not be made says (its time ran out, or mailauth failed on the message). */
-function temperror(envelope: ReceivedEnvelope, hostname: string, why: string): ReceivedAuthentication {
+/**
+ * What a check that could not be made says: temperror when it may succeed later (its time ran out, mailauth
+ * failed on the message), permerror when it never will (a header past the cap).
+ */
+function notChecked(
+  result: typeof TEMPERROR | typeof PERMERROR,
+  envelope: ReceivedEnvelope,
+  hostname: string,
+  why: string,
+): ReceivedAuthentication {
   const domain = domainOf(envelope.mailFrom) ?? envelope.helo ?? null;
+  const comment = why.replace(/[()\r\n]+/g, ' ').slice(0, 200);
   return {
-    spf: { result: TEMPERROR, domain },
+    spf: { result, domain },
     dkim: [],
-    dmarc: { result: TEMPERROR, policy: null, domain: null },
+    dmarc: { result, policy: null, domain: null },
     arc: null,
-    header: `${hostname}; spf=temperror (${why}); dkim=temperror; dmarc=temperror`,
+    header: `${hostname}; spf=${result} (${comment}); dkim=${result}; dmarc=${result}`,
   };
 }
 
@@ -195,51 +243,188 @@ function shape(result: MailauthResult): ReceivedAuthentication {
   };
 }
 
+/**
+ * Checks one message where it is called (the authenticator's thread calls it; see createReceivedAuthenticator).
+ * Never throws.
+ */
+export async function checkMessage(
+  raw: Buffer,
+  envelope: ReceivedEnvelope,
+  options: { lookup: Lookup; hostname: string; timeoutMs: number },
+): Promise<ReceivedAuthentication> {
+  const { hostname, timeoutMs } = options;
+  if (headerOverLimit(raw, AUTHENTICATION_LIMITS.headerBytes)) {
+    return notChecked(
+      PERMERROR,
+      envelope,
+      hostname,
+      `a header block over ${AUTHENTICATION_LIMITS.headerBytes / 1024} KiB`,
+    );
+  }
+  const resolver = messageResolver(options.lookup, Date.now() + timeoutMs, AUTHENTICATION_LIMITS.dnsLookups);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const message = withoutExtraSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures);
+    const result = await Promise.race([
+      mailauthAuthenticate(message, {
+        resolver: resolver as never,
+        ip: envelope.remoteAddress ?? undefined,
+        helo: envelope.helo ?? undefined,
+        sender: envelope.mailFrom,
+        mta: hostname,
+        // Client, HELO and sender are the envelope's: the message's Received lines are the sender's word.
+        trustReceived: false,
+        disableBimi: true,
+        maxResolveCount: AUTHENTICATION_LIMITS.spfLookups,
+        maxVoidCount: AUTHENTICATION_LIMITS.spfVoidLookups,
+        maxElapsedTime: timeoutMs,
+      } as Parameters<typeof mailauthAuthenticate>[1]),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`not done within ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
+    const shaped = shape(result as unknown as MailauthResult);
+    // No connecting client (a message handed in another way): nothing for SPF to check.
+    if (envelope.remoteAddress === null) shaped.spf = { result: 'none', domain: shaped.spf.domain };
+    return shaped;
+  } catch (error) {
+    return notChecked(TEMPERROR, envelope, hostname, error instanceof Error ? error.message : String(error));
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** What the main thread asks the authenticator's thread, and what it answers. */
+export type ToAuthenticationThread =
+  | {
+      kind: 'check';
+      id: number;
+      raw: Uint8Array;
+      envelope: ReceivedEnvelope;
+      hostname: string;
+      timeoutMs: number;
+    }
+  | { kind: 'answer'; query: number; answer?: unknown[]; error?: { code: string; message: string } };
+export type FromAuthenticationThread =
+  | { kind: 'lookup'; query: number; name: string; type: AuthRecordType }
+  | { kind: 'result'; id: number; result: ReceivedAuthentication };
+
+/**
+ * Past its own time, a check's thread has this long to answer (it starts on its first message, and answers
+ * at its deadline by itself); one that does not is stuck in mailauth's CPU work and is ended.
+ */
+const THREAD_GRACE_MS = 3000;
+/** The thread's heap (old generation), in MiB: a 512 KiB header takes mailauth ~50 MiB. */
+const THREAD_MEMORY_MB = 128;
+
+/**
+ * Checks messages on a thread of its own, never on the caller's event loop (mailauth's parsing of a hostile
+ * header can take a tenth of a second under the cap): the thread asks its DNS questions back through
+ * `deps.dns` (DNS_SERVERS), one message's check answers within its time, and a thread that does not (or runs
+ * out of heap) is ended, its checks temperror, and the next message starts another.
+ */
 export function createReceivedAuthenticator(deps: {
   dns: Dns;
   /** Our host name: the authserv-id of the Authentication-Results header (RFC 8601 §2.5). */
   hostname: string;
   /** The whole check's time (AUTHENTICATION_LIMITS.timeoutMs unless a test gives one). */
   timeoutMs?: number;
-}): ReceivedAuthenticator {
+}): ReceivedAuthenticator & { close(): Promise<void> } {
   const timeoutMs = deps.timeoutMs ?? AUTHENTICATION_LIMITS.timeoutMs;
-  return {
-    async authenticate(raw, envelope) {
-      const deadline = Date.now() + timeoutMs;
-      const { resolver } = messageResolver(deps.dns, deadline, AUTHENTICATION_LIMITS.dnsLookups);
-      const message = withoutExtraSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures);
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        const result = await Promise.race([
-          mailauthAuthenticate(message, {
-            resolver: resolver as never,
-            ip: envelope.remoteAddress ?? undefined,
-            helo: envelope.helo ?? undefined,
-            sender: envelope.mailFrom,
-            mta: deps.hostname,
-            // A message handed in not from the network: its Received lines are the sender's word.
-            trustReceived: false,
-            disableBimi: true,
-            maxResolveCount: AUTHENTICATION_LIMITS.spfLookups,
-            maxVoidCount: AUTHENTICATION_LIMITS.spfVoidLookups,
-            maxElapsedTime: timeoutMs,
-          } as Parameters<typeof mailauthAuthenticate>[1]),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new Error(`not done within ${timeoutMs} ms`)), timeoutMs);
-          }),
-        ]);
-        const shaped = shape(result as unknown as MailauthResult);
-        if (envelope.remoteAddress === null) shaped.spf = { result: 'none', domain: shaped.spf.domain };
-        return shaped;
-      } catch (error) {
-        return temperror(
-          envelope,
-          deps.hostname,
-          (error instanceof Error ? error.message : String(error)).replace(/[()\r\n]+/g, ' ').slice(0, 200),
+  interface Pending {
+    envelope: ReceivedEnvelope;
+    timer: NodeJS.Timeout;
+    resolve(result: ReceivedAuthentication): void;
+  }
+  interface Thread {
+    worker: Worker;
+    pending: Map<number, Pending>;
+  }
+  let thread: Thread | undefined;
+  let nextId = 1;
+
+  function start(): Thread {
+    const worker = new Worker(new URL('./received-authentication-worker.ts', import.meta.url), {
+      resourceLimits: { maxOldGenerationSizeMb: THREAD_MEMORY_MB, maxYoungGenerationSizeMb: 16 },
+    });
+    worker.unref();
+    const current: Thread = { worker, pending: new Map() };
+    const post = (message: ToAuthenticationThread) => worker.postMessage(message);
+    worker.on('message', (message: FromAuthenticationThread) => {
+      if (message.kind === 'lookup') {
+        deps.dns.resolve(message.name, message.type).then(
+          (answer) => post({ kind: 'answer', query: message.query, answer }),
+          (error: unknown) =>
+            post({
+              kind: 'answer',
+              query: message.query,
+              error: {
+                code: String((error as { code?: unknown }).code ?? 'ESERVFAIL'),
+                message: error instanceof Error ? error.message : String(error),
+              },
+            }),
         );
-      } finally {
-        clearTimeout(timer);
+        return;
       }
+      const pending = current.pending.get(message.id);
+      if (!pending) return;
+      current.pending.delete(message.id);
+      clearTimeout(pending.timer);
+      if (current.pending.size === 0) worker.unref();
+      pending.resolve(message.result);
+    });
+    const lost = (why: string) => {
+      if (thread === current) thread = undefined;
+      for (const pending of current.pending.values()) {
+        clearTimeout(pending.timer);
+        pending.resolve(notChecked(TEMPERROR, pending.envelope, deps.hostname, why));
+      }
+      current.pending.clear();
+    };
+    worker.on('error', (error) => lost(`the check's thread failed: ${error.message}`));
+    worker.on('exit', (code) => lost(`the check's thread exited with code ${code}`));
+    return current;
+  }
+
+  return {
+    authenticate(raw, envelope) {
+      // Checked here too, so that a message past the cap is not even copied to the thread.
+      if (headerOverLimit(raw, AUTHENTICATION_LIMITS.headerBytes)) {
+        return Promise.resolve(
+          notChecked(
+            PERMERROR,
+            envelope,
+            deps.hostname,
+            `a header block over ${AUTHENTICATION_LIMITS.headerBytes / 1024} KiB`,
+          ),
+        );
+      }
+      const current = (thread ??= start());
+      const id = nextId++;
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          // Stuck past its time and the grace: only ending the thread stops it; its other checks end too.
+          current.pending.delete(id);
+          resolve(notChecked(TEMPERROR, envelope, deps.hostname, `not done within ${timeoutMs} ms`));
+          if (thread === current) thread = undefined;
+          void current.worker.terminate();
+        }, timeoutMs + THREAD_GRACE_MS);
+        current.pending.set(id, { envelope, timer, resolve });
+        current.worker.ref();
+        current.worker.postMessage({
+          kind: 'check',
+          id,
+          raw,
+          envelope,
+          hostname: deps.hostname,
+          timeoutMs,
+        } satisfies ToAuthenticationThread);
+      });
+    },
+    async close() {
+      const current = thread;
+      thread = undefined;
+      if (current) await current.worker.terminate();
     },
   };
 }
