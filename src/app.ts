@@ -20,6 +20,7 @@ import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
 import { registerInboundRoutes } from './modules/inbound/inbound.routes.ts';
 import { registerInboundRouteRoutes } from './modules/inbound-routes/inbound-routes.routes.ts';
+import { registerReceivedRoutes } from './modules/inbound/received.routes.ts';
 import { registerEventKindRoutes } from './modules/event-kinds/event-kinds.routes.ts';
 import { registerEventRoutes } from './modules/events/events.routes.ts';
 import type { EventService } from './modules/events/events.service.ts';
@@ -217,6 +218,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerSuppressionRoutes(app, { suppressions: services.suppressions });
   registerInboundRoutes(app, { inbound: services.inbound });
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
+  registerReceivedRoutes(app, { received: services.received });
   registerDomainRoutes(app, { domains: services.domains });
   registerStatsRoutes(app, { stats: services.stats });
   await registerEngagementRoutes(app, {

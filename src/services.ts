@@ -22,6 +22,9 @@ import { createProjectService } from './modules/projects/projects.service.ts';
 import { createStatsService } from './modules/stats/stats.service.ts';
 import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
 import type { SpamVerdict } from './modules/inbound/inbound.repo.ts';
+import { createReceivedRepo } from './modules/inbound/received.repo.ts';
+import { createReceivedService } from './modules/inbound/received.service.ts';
+import { createReceivedReader } from './modules/inbound/received-reader.ts';
 import { createInboundRouteRepo } from './modules/inbound-routes/inbound-routes.repo.ts';
 import { createInboundRouteService } from './modules/inbound-routes/inbound-routes.service.ts';
 import { createDomainRepo } from './modules/domains/domains.repo.ts';
@@ -111,6 +114,9 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     settings: domainSettingsFromConfig(config),
   });
 
+  // Attachments are read out of received messages on parse threads, never on the API's event loop.
+  const receivedReader = createReceivedReader(config.reportParsing);
+
   return {
     config,
     database,
@@ -168,6 +174,11 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
     suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
     inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
+    received: createReceivedService({
+      repo: createReceivedRepo(db),
+      inbound: createInboundRepo(db, engine),
+      reader: receivedReader,
+    }),
     /** Scores received mail with spamd (SPAMD_URL); absent, nothing is scored. */
     spam: undefined as { check(raw: Buffer): Promise<SpamVerdict | null> } | undefined,
     inboundRoutes: createInboundRouteService({
@@ -191,6 +202,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       queueDepthLimit: config.metricsQueueDepthLimit,
     }),
     /** Ends what the services hold besides the database (the render threads); the database is the caller's. */
-    close: () => renderer.close(),
+    close: async () => {
+      await Promise.all([renderer.close(), receivedReader.close()]);
+    },
   };
 }

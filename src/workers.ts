@@ -1,7 +1,9 @@
+import { hostname } from 'node:os';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
 import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
+import { createReceivedAuthenticator } from './modules/inbound/received-authentication.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
@@ -60,6 +62,10 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     events,
     returnPath: returnPathFromConfig(config, secretBox),
     authenticator: createReportAuthenticator({ resolveTxt: services.dns.resolveTxt }),
+    receivedAuthenticator: createReceivedAuthenticator({
+      dns: services.dns,
+      hostname: config.mailHostname ?? hostname(),
+    }),
     feedbackLoops: config.reportFeedbackLoops,
     unsubscribeByMail: bounceDomain
       ? (address) => services.engagement.unsubscribeByMail(address, bounceDomain)

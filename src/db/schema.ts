@@ -376,6 +376,7 @@ export interface ReceivedEmailsTable {
   in_reply_to_recipient: string | null;
   status: ReceivedStatus;
   size: number;
+  attachment_count: number;
   /** JSON: the parsed message (addresses, dates, bodies, headers, attachments' metadata), or why it could not be read. */
   content: string;
   /** JSON: SPF, DKIM, DMARC and ARC as computed at receipt. */

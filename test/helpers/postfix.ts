@@ -69,6 +69,12 @@ export interface PostfixOptions {
    * Clients still cannot relay there, and mail for any other domain still ends in the error transport.
    */
   relay?: Record<string, string>;
+  /**
+   * Clients on 127.0.0.0/8 may send through it to the `relay` domains too, as a sender's own mail server
+   * relays its users' mail to the recipient's MX (Postfix as a remote sender, for Postwire's inbound routes).
+   * Mail for any other domain is still refused at RCPT.
+   */
+  relayFromClients?: boolean;
 }
 
 /**
@@ -111,7 +117,14 @@ export async function startPostfix(options: PostfixOptions): Promise<TestPostfix
     await mkdir(mail);
     await chown(mail, nobody.uid, nobody.gid);
     const writeMainCf = () =>
-      writeFile(join(etc, 'main.cf'), mainCf(directory, { domains, users, relay }, nobody));
+      writeFile(
+        join(etc, 'main.cf'),
+        mainCf(
+          directory,
+          { domains, users, relay, relayFromClients: options.relayFromClients === true },
+          nobody,
+        ),
+      );
     await writeMainCf();
 
     // The port is found free by binding port 0 and closing; another process may take it before master
@@ -249,10 +262,11 @@ function relayEntries(relay: Record<string, string>): string[] {
 
 function mainCf(
   directory: string,
-  options: { domains: string[]; users: string[] | undefined; relay: string[] },
+  options: { domains: string[]; users: string[] | undefined; relay: string[]; relayFromClients: boolean },
   nobody: { uid: number; gid: number },
 ): string {
-  const { domains, users, relay } = options;
+  const { domains, users, relay, relayFromClients } = options;
+  const relayed = relay.map((entry) => entry.slice(0, entry.indexOf('=')));
   const mailboxes = users
     ? domains.flatMap((domain) => users.map((user) => `${user}@${domain}=${domain}/`))
     : domains.map((domain) => `@${domain}=${domain}/`);
@@ -302,7 +316,7 @@ transport_maps = ${relay.length > 0 ? `inline:{ ${relay.join(', ')} }` : ''}
 smtpd_client_restrictions = permit_mynetworks, reject
 smtpd_relay_restrictions = reject_unauth_destination
 smtpd_recipient_restrictions =
-relay_domains =
+relay_domains = ${relayFromClients ? relayed.join(' ') : ''}
 default_transport = error:this test instance delivers nowhere else
 relay_transport = error:this test instance delivers nowhere else
 local_transport = error:this test instance has no local delivery

@@ -557,6 +557,132 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/inbound-routes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List inbound routes, newest first */
+        get: operations["listInboundRoutes"];
+        put?: never;
+        /**
+         * Create an inbound route
+         * @description Which of this project's addresses take mail, and what happens to it. The listener refuses (550 5.1.1) every recipient no route takes, at RCPT: nothing is accepted and bounced later.
+         */
+        post: operations["createInboundRoute"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/inbound-routes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Retrieve an inbound route */
+        get: operations["getInboundRoute"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete an inbound route
+         * @description Its addresses are refused from the next RCPT on; mail already received stays.
+         */
+        delete: operations["deleteInboundRoute"];
+        options?: never;
+        head?: never;
+        /**
+         * Update an inbound route
+         * @description Only the fields sent change; the next RCPT uses them.
+         */
+        patch: operations["updateInboundRoute"];
+        trace?: never;
+    };
+    "/v1/received-emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List received emails, newest first
+         * @description What inbound routes took, one item per accepted recipient, without bodies and headers (GET one for them). Filters: `route_id`, `recipient`, `since`, `until`.
+         */
+        get: operations["listReceivedEmails"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/received-emails/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a received email
+         * @description Its parsed fields, bodies, headers, attachments (metadata), authentication results, spam verdict and the email it replies to.
+         */
+        get: operations["getReceivedEmail"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/received-emails/{id}/raw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The bytes of a received email, as received
+         * @description The message exactly as the listener stored it (`message/rfc822`).
+         */
+        get: operations["getReceivedEmailRaw"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/received-emails/{id}/attachments/{index}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The bytes of a received attachment
+         * @description Decoded. Served as a download (`content-disposition: attachment`) under a sandboxing Content-Security-Policy; types that could run in a browser (html, svg, scripts) as `application/octet-stream`.
+         */
+        get: operations["getReceivedEmailAttachment"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/domains": {
         parameters: {
             query?: never;
@@ -602,7 +728,11 @@ export interface paths {
         delete: operations["deleteDomain"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Update a domain
+         * @description Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.
+         */
+        patch: operations["updateDomain"];
         trace?: never;
     };
     "/v1/domains/{id}/verify": {
@@ -867,6 +997,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.received": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.received
+         * @description A message arrived for an address of an inbound route whose action is `webhook`: its parsed fields, authentication results and bodies (up to 256 KiB; `truncated` says when they were left out). Attachments are listed, never carried: fetch them from the API. Sent to every enabled webhook subscribed to `email.received`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onEmailReceived"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "domain.verified": {
         parameters: {
             query?: never;
@@ -878,7 +1028,7 @@ export interface webhooks {
         put?: never;
         /**
          * domain.verified
-         * @description A sending domain's DNS records match: mail from it is signed with its own key. Sent to every enabled webhook subscribed to `domain.verified`, signed with its secret (Standard Webhooks).
+         * @description A sending domain's DNS records match: mail from it is signed with its own key. Also emitted when a verified domain's receiving MX starts matching: its inbound routes take mail from then on. Sent to every enabled webhook subscribed to `domain.verified`, signed with its secret (Standard Webhooks).
          */
         post: operations["onDomainVerified"];
         delete?: never;
@@ -937,6 +1087,20 @@ export interface components {
         CreateDomainRequest: {
             /** @description The domain to send from, `acme.example` (or a subdomain, `mail.acme.example`). Unicode names are stored in punycode; one trailing dot is dropped. At most 253 characters. Other projects may add the same name: the first to verify it holds it. */
             name: string;
+            /** @description Receive mail for this domain through inbound routes: its records then include an MX at the inbound listener (INBOUND_MX_HOST; 422 `receiving_unavailable` when the operator has not set one). Defaults to false. */
+            receiving?: boolean;
+        };
+        /** CreateInboundRouteRequest */
+        CreateInboundRouteRequest: {
+            /** @description Which recipients: an address (`support@acme.example`), every address of a domain (`*@acme.example`), or a local-part pattern where `*` stands for any characters (`reply-*@acme.example`). A sub-address (`support+1234@…`) matches as its base address, its tag given as `mailbox_hash`. The domain must be one of this project's domains; mail arrives once it is verified with `receiving` on and its MX published. */
+            match: string;
+            /** @description `webhook`: store it and emit `email.received` to the webhooks subscribed to it; `store`: store it, emit nothing; `reject`: refuse it at RCPT with a 550 saying `reject_message`. */
+            action: "webhook" | "store" | "reject";
+            /** @description Routes are tried lowest first; the first that matches decides. Ties: the older route. */
+            priority?: number;
+            reject_message?: string | null;
+            spam_reject_score?: number | null;
+            enabled?: boolean;
         };
         /** CreateSuppressionsRequest */
         CreateSuppressionsRequest: {
@@ -968,6 +1132,14 @@ export interface components {
         DeletedDomain: {
             /** @enum {string} */
             object: "domain";
+            id: string;
+            /** @enum {boolean} */
+            deleted: true;
+        };
+        /** DeletedInboundRoute */
+        DeletedInboundRoute: {
+            /** @enum {string} */
+            object: "inbound_route";
             id: string;
             /** @enum {boolean} */
             deleted: true;
@@ -1064,6 +1236,10 @@ export interface components {
             return_path_verified: boolean;
             /** @description Another project holds this name, or a domain it is under, verified: this one verifies only with its `challenge` record published too, and then takes the name over (the other project's domain of the same name becomes `failed`; a parent stays with its holder). False once verified. */
             challenge_required: boolean;
+            /** @description Whether it receives mail (inbound routes): its `receiving` MX record is then listed. Change it with PATCH. */
+            receiving: boolean;
+            /** @description Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail. */
+            receiving_verified: boolean;
             /** @description The DNS records to publish, with what was found. */
             records: components["schemas"]["DomainRecord"][];
             last_checked_at: string | null;
@@ -1081,7 +1257,7 @@ export interface components {
         };
         /** DomainEventRecord */
         DomainEventRecord: {
-            /** @description `challenge`, `dkim`, `return_path` or `dmarc`. */
+            /** @description `challenge`, `dkim`, `return_path`, `receiving` or `dmarc`. */
             purpose: string;
             /** @description `TXT` or `MX`. */
             type: string;
@@ -1120,6 +1296,10 @@ export interface components {
                 previous_status: "pending" | "verified" | "failed";
                 /** @description Another project holds the name, or a domain it is under, verified: this domain needs its `challenge` record to verify (true in the `domain.failed` of a domain another project took over). */
                 challenge_required: boolean;
+                /** @description Whether it receives mail (inbound routes). */
+                receiving: boolean;
+                /** @description Whether its MX points at the inbound listener: with the domain verified, its routes take mail. A `domain.verified` is also emitted when this becomes true for a domain verified already. */
+                receiving_verified: boolean;
                 /** @description The DNS records and what the check found for each. */
                 records: components["schemas"]["DomainEventRecord"][];
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
@@ -1136,8 +1316,8 @@ export interface components {
         };
         /** DomainRecord */
         DomainRecord: {
-            /** @description `challenge` (this project's token, listed only while another project holds the name or a parent of it; publish it, as the one `postwire-verification=` value at that name, to take the name over), `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain) or `dmarc` (a suggested policy). */
-            purpose: "challenge" | "dkim" | "return_path" | "dmarc";
+            /** @description `challenge` (this project's token, listed only while another project holds the name or a parent of it; publish it, as the one `postwire-verification=` value at that name, to take the name over), `dkim` (the signing key), `return_path` (MX and SPF of the bounce subdomain), `receiving` (the domain's own MX, at the inbound listener, when it receives mail; it decides `receiving_verified`, not the status) or `dmarc` (a suggested policy). */
+            purpose: "challenge" | "dkim" | "return_path" | "receiving" | "dmarc";
             type: "TXT" | "MX";
             /** @description The name to publish the record at (fully qualified). */
             name: string;
@@ -1160,7 +1340,7 @@ export interface components {
         };
         /**
          * DomainVerifiedEvent
-         * @description A sending domain's DNS records match: mail from it is signed with its own key.
+         * @description A sending domain's DNS records match: mail from it is signed with its own key. Also emitted when a verified domain's receiving MX starts matching: its inbound routes take mail from then on.
          */
         DomainVerifiedEvent: {
             /** @description The event (`evt_…`); also the `webhook-id` header. */
@@ -1184,6 +1364,10 @@ export interface components {
                 previous_status: "pending" | "verified" | "failed";
                 /** @description Another project holds the name, or a domain it is under, verified: this domain needs its `challenge` record to verify (true in the `domain.failed` of a domain another project took over). */
                 challenge_required: boolean;
+                /** @description Whether it receives mail (inbound routes). */
+                receiving: boolean;
+                /** @description Whether its MX points at the inbound listener: with the domain verified, its routes take mail. A `domain.verified` is also emitted when this becomes true for a domain verified already. */
+                receiving_verified: boolean;
                 /** @description The DNS records and what the check found for each. */
                 records: components["schemas"]["DomainEventRecord"][];
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
@@ -1600,6 +1784,123 @@ export interface components {
                 };
             };
         };
+        /**
+         * EmailReceivedEvent
+         * @description A message arrived for an address of an inbound route whose action is `webhook`: its parsed fields, authentication results and bodies (up to 256 KiB; `truncated` says when they were left out). Attachments are listed, never carried: fetch them from the API.
+         */
+        EmailReceivedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "email.received";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The received email. */
+            data: {
+                /** @description The received email (`rcv_…`). */
+                received_email_id: string;
+                /** @description The route that took it (`rte_…`). */
+                route_id: string | null;
+                /** @description The envelope recipient it was accepted for (lowercased). */
+                recipient: string;
+                /** @description The tag of a sub-address (`1234` of `support+1234@…`); null when there is none. */
+                mailbox_hash: string | null;
+                /**
+                 * Format: date-time
+                 * @description When the listener stored it, before answering 250. ISO 8601 UTC with milliseconds.
+                 */
+                received_at: string;
+                /** @description `received`, or `unreadable`: stored whole (GET …/raw) but its MIME could not be read within the limits; `unreadable_reason` says why. */
+                status: "received" | "unreadable";
+                /** @description The envelope sender; empty for the null sender. */
+                mail_from: string;
+                /** @description The From header. */
+                from: components["schemas"]["ReceivedAddress"] | null;
+                /** @description The subject, decoded. */
+                subject: string | null;
+                /** @description Its Message-ID, with its angle brackets. */
+                message_id: string | null;
+                /** @description The email of this project it replies to (`msg_…`): its In-Reply-To or References names that email's Message-ID. */
+                in_reply_to_email_id: string | null;
+                /** @description The recipient of that email the reply comes from. */
+                in_reply_to_recipient: string | null;
+                /** @description Its size in bytes. */
+                size: number;
+                attachment_count: number;
+                authentication: {
+                    spf: {
+                        /** @description `pass`, `fail`, `softfail`, `neutral`, `none`, `temperror` or `permerror`. */
+                        result: string;
+                        /** @description The domain checked (MAIL FROM, or HELO for the null sender). */
+                        domain: string | null;
+                    };
+                    /** @description Each DKIM signature and its result. */
+                    dkim: {
+                        /** @description Its `d=`. */
+                        domain: string;
+                        selector: string | null;
+                        /** @description `pass`, `fail`, `neutral`, `temperror`, `permerror`, … */
+                        result: string;
+                        /** @description Whether `d=` is aligned with the From domain (relaxed). */
+                        aligned: boolean;
+                    }[];
+                    dmarc: {
+                        /** @description `pass`, `fail`, `none`, … */
+                        result: string;
+                        /** @description The From domain's published policy (`none`, `quarantine`, `reject`). */
+                        policy: string | null;
+                        domain: string | null;
+                    } | null;
+                    arc: {
+                        result: string;
+                    } | null;
+                    /** @description The Authentication-Results header these make, for people. */
+                    header: string;
+                } | null;
+                spam: components["schemas"]["SpamVerdict"] | null;
+                /** @description Why it could not be read; null when it was. */
+                unreadable_reason: string | null;
+                to: components["schemas"]["ReceivedAddress"][];
+                cc: components["schemas"]["ReceivedAddress"][];
+                reply_to: components["schemas"]["ReceivedAddress"][];
+                date: string | null;
+                /** @description Its In-Reply-To. */
+                in_reply_to: string | null;
+                /** @description Its References, oldest first. */
+                references: string[];
+                /** @description The plain-text body (from the html when it has none). */
+                text: string | null;
+                /** @description The html body as sent: render it sandboxed, never as trusted html. */
+                html: string | null;
+                /** @description The text without the quoted history and signature (best effort): the reply itself. */
+                reply_text: string | null;
+                /** @description Metadata only; GET /v1/received-emails/{id}/attachments/{index} answers the bytes. */
+                attachments: {
+                    /** @description Its position: GET …/attachments/{index} answers its bytes. */
+                    index: number;
+                    /** @description Its file name, decoded; null when it has none. */
+                    filename: string | null;
+                    /** @description Its MIME type. */
+                    content_type: string;
+                    /** @description Its decoded size in bytes. */
+                    size: number;
+                    /** @description Its Content-ID (for `cid:` references in the html). */
+                    content_id: string | null;
+                    disposition: "attachment" | "inline";
+                    /** @description The SHA-256 of its decoded bytes, in hex. */
+                    sha256: string;
+                }[];
+                /** @description True when a body was left out (null) because text, reply text and html together pass 256 KiB: `url` has them whole. */
+                truncated: boolean;
+                /** @description Its path in the API: `/v1/received-emails/{id}`. */
+                url: string;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
         /** EmailRecipient */
         EmailRecipient: {
             /** @description The bare address. */
@@ -1862,7 +2163,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "domain.verified" | "domain.failed";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -1903,7 +2204,7 @@ export interface components {
             size: number;
             kind: ("delivery_status" | "feedback" | "auto_reply" | "unsubscribe" | "unreadable") | null;
             /** @description `pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `unverified` (it names a recipient by Message-ID without the signature of a provider that reports for it, and changed nothing), `ignored` (an auto-reply) or `unreadable`. */
-            status: "pending" | "applied" | "no_change" | "unmatched" | "unverified" | "ignored" | "unreadable";
+            status: "pending" | "applied" | "no_change" | "unmatched" | "unverified" | "ignored" | "unreadable" | "received";
             detail: string | null;
             email_id: string | null;
             recipient: string | null;
@@ -1913,6 +2214,43 @@ export interface components {
             /** @enum {string} */
             object: "list";
             data: components["schemas"]["InboundMessage"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /** InboundRoute */
+        InboundRoute: {
+            /** @enum {string} */
+            object: "inbound_route";
+            /** @description Identifier (`rte_…`). */
+            id: string;
+            /** @description The recipients it takes, as given (lowercased). */
+            match: string;
+            /** @description Routes are tried lowest first; the first that matches decides. Ties: the older route. */
+            priority: number;
+            /** @description `webhook`: store it and emit `email.received` to the webhooks subscribed to it; `store`: store it, emit nothing; `reject`: refuse it at RCPT with a 550 saying `reject_message`. */
+            action: "webhook" | "store" | "reject";
+            /** @description What a `reject` route answers; null for the others. */
+            reject_message: string | null;
+            /** @description Refuse at or above this spam score; null: never. */
+            spam_reject_score: number | null;
+            /** @description A disabled route matches nothing. */
+            enabled: boolean;
+            /**
+             * Format: date-time
+             * @description When the route was created. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the route last changed. ISO 8601 UTC with milliseconds.
+             */
+            updated_at: string;
+        };
+        /** InboundRouteList */
+        InboundRouteList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["InboundRoute"][];
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
@@ -1971,6 +2309,190 @@ export interface components {
             status: "pass" | "fail";
             /** @description What was found, for a person. */
             detail: string;
+        };
+        /** ReceivedAddress */
+        ReceivedAddress: {
+            /** @description The address as written. */
+            address: string;
+            /** @description The display name, decoded ('' when none). */
+            name: string;
+        };
+        /** ReceivedEmail */
+        ReceivedEmail: {
+            /** @enum {string} */
+            object: "received_email";
+            /** @description Identifier (`rcv_…`). */
+            id: string;
+            /** @description The route that took it (`rte_…`). */
+            route_id: string | null;
+            /** @description The envelope recipient it was accepted for (lowercased). */
+            recipient: string;
+            /** @description The tag of a sub-address (`1234` of `support+1234@…`); null when there is none. */
+            mailbox_hash: string | null;
+            /**
+             * Format: date-time
+             * @description When the listener stored it, before answering 250. ISO 8601 UTC with milliseconds.
+             */
+            received_at: string;
+            /** @description `received`, or `unreadable`: stored whole (GET …/raw) but its MIME could not be read within the limits; `unreadable_reason` says why. */
+            status: "received" | "unreadable";
+            /** @description The envelope sender; empty for the null sender. */
+            mail_from: string;
+            /** @description The From header. */
+            from: components["schemas"]["ReceivedAddress"] | null;
+            /** @description The subject, decoded. */
+            subject: string | null;
+            /** @description Its Message-ID, with its angle brackets. */
+            message_id: string | null;
+            /** @description The email of this project it replies to (`msg_…`): its In-Reply-To or References names that email's Message-ID. */
+            in_reply_to_email_id: string | null;
+            /** @description The recipient of that email the reply comes from. */
+            in_reply_to_recipient: string | null;
+            /** @description Its size in bytes. */
+            size: number;
+            attachment_count: number;
+            authentication: {
+                spf: {
+                    /** @description `pass`, `fail`, `softfail`, `neutral`, `none`, `temperror` or `permerror`. */
+                    result: string;
+                    /** @description The domain checked (MAIL FROM, or HELO for the null sender). */
+                    domain: string | null;
+                };
+                /** @description Each DKIM signature and its result. */
+                dkim: {
+                    /** @description Its `d=`. */
+                    domain: string;
+                    selector: string | null;
+                    /** @description `pass`, `fail`, `neutral`, `temperror`, `permerror`, … */
+                    result: string;
+                    /** @description Whether `d=` is aligned with the From domain (relaxed). */
+                    aligned: boolean;
+                }[];
+                dmarc: {
+                    /** @description `pass`, `fail`, `none`, … */
+                    result: string;
+                    /** @description The From domain's published policy (`none`, `quarantine`, `reject`). */
+                    policy: string | null;
+                    domain: string | null;
+                } | null;
+                arc: {
+                    result: string;
+                } | null;
+                /** @description The Authentication-Results header these make, for people. */
+                header: string;
+            } | null;
+            spam: components["schemas"]["SpamVerdict"] | null;
+            /** @description Why it could not be read; null when it was. */
+            unreadable_reason: string | null;
+            to: components["schemas"]["ReceivedAddress"][];
+            cc: components["schemas"]["ReceivedAddress"][];
+            reply_to: components["schemas"]["ReceivedAddress"][];
+            date: string | null;
+            /** @description Its In-Reply-To. */
+            in_reply_to: string | null;
+            /** @description Its References, oldest first. */
+            references: string[];
+            /** @description The plain-text body (from the html when it has none). */
+            text: string | null;
+            /** @description The html body as sent: render it sandboxed, never as trusted html. */
+            html: string | null;
+            /** @description The text without the quoted history and signature (best effort): the reply itself. */
+            reply_text: string | null;
+            /** @description Metadata only; GET /v1/received-emails/{id}/attachments/{index} answers the bytes. */
+            attachments: {
+                /** @description Its position: GET …/attachments/{index} answers its bytes. */
+                index: number;
+                /** @description Its file name, decoded; null when it has none. */
+                filename: string | null;
+                /** @description Its MIME type. */
+                content_type: string;
+                /** @description Its decoded size in bytes. */
+                size: number;
+                /** @description Its Content-ID (for `cid:` references in the html). */
+                content_id: string | null;
+                disposition: "attachment" | "inline";
+                /** @description The SHA-256 of its decoded bytes, in hex. */
+                sha256: string;
+            }[];
+            /** @description The top-level header fields in order, as received (unfolded). */
+            headers: {
+                name: string;
+                value: string;
+            }[];
+        };
+        /** ReceivedEmailList */
+        ReceivedEmailList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ReceivedEmailSummary"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /** ReceivedEmailSummary */
+        ReceivedEmailSummary: {
+            /** @enum {string} */
+            object: "received_email";
+            /** @description Identifier (`rcv_…`). */
+            id: string;
+            /** @description The route that took it (`rte_…`). */
+            route_id: string | null;
+            /** @description The envelope recipient it was accepted for (lowercased). */
+            recipient: string;
+            /** @description The tag of a sub-address (`1234` of `support+1234@…`); null when there is none. */
+            mailbox_hash: string | null;
+            /**
+             * Format: date-time
+             * @description When the listener stored it, before answering 250. ISO 8601 UTC with milliseconds.
+             */
+            received_at: string;
+            /** @description `received`, or `unreadable`: stored whole (GET …/raw) but its MIME could not be read within the limits; `unreadable_reason` says why. */
+            status: "received" | "unreadable";
+            /** @description The envelope sender; empty for the null sender. */
+            mail_from: string;
+            /** @description The From header. */
+            from: components["schemas"]["ReceivedAddress"] | null;
+            /** @description The subject, decoded. */
+            subject: string | null;
+            /** @description Its Message-ID, with its angle brackets. */
+            message_id: string | null;
+            /** @description The email of this project it replies to (`msg_…`): its In-Reply-To or References names that email's Message-ID. */
+            in_reply_to_email_id: string | null;
+            /** @description The recipient of that email the reply comes from. */
+            in_reply_to_recipient: string | null;
+            /** @description Its size in bytes. */
+            size: number;
+            attachment_count: number;
+            authentication: {
+                spf: {
+                    /** @description `pass`, `fail`, `softfail`, `neutral`, `none`, `temperror` or `permerror`. */
+                    result: string;
+                    /** @description The domain checked (MAIL FROM, or HELO for the null sender). */
+                    domain: string | null;
+                };
+                /** @description Each DKIM signature and its result. */
+                dkim: {
+                    /** @description Its `d=`. */
+                    domain: string;
+                    selector: string | null;
+                    /** @description `pass`, `fail`, `neutral`, `temperror`, `permerror`, … */
+                    result: string;
+                    /** @description Whether `d=` is aligned with the From domain (relaxed). */
+                    aligned: boolean;
+                }[];
+                dmarc: {
+                    /** @description `pass`, `fail`, `none`, … */
+                    result: string;
+                    /** @description The From domain's published policy (`none`, `quarantine`, `reject`). */
+                    policy: string | null;
+                    domain: string | null;
+                } | null;
+                arc: {
+                    result: string;
+                } | null;
+                /** @description The Authentication-Results header these make, for people. */
+                header: string;
+            } | null;
+            spam: components["schemas"]["SpamVerdict"] | null;
         };
         /** RecoverWebhookRequest */
         RecoverWebhookRequest: {
@@ -2083,6 +2605,17 @@ export interface components {
          * @description 1–100 emails, accepted (or refused) together.
          */
         SendEmailBatch: components["schemas"]["SendEmail"][];
+        /**
+         * SpamVerdict
+         * @description SpamAssassin's verdict (spamd, with SPAMD_URL set); null when the message was not scored.
+         */
+        SpamVerdict: {
+            score: number;
+            /** @description spamd's required score. */
+            threshold: number;
+            /** @description Whether the score reached the threshold. */
+            flagged: boolean;
+        };
         /** Stats */
         Stats: {
             /** @enum {string} */
@@ -2297,7 +2830,24 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "domain.verified" | "domain.failed";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed";
+        };
+        /** UpdateDomainRequest */
+        UpdateDomainRequest: {
+            /** @description Receive mail for this domain through inbound routes: its records then include an MX at the inbound listener (INBOUND_MX_HOST; 422 `receiving_unavailable` when the operator has not set one). Defaults to false. */
+            receiving?: boolean;
+        };
+        /** UpdateInboundRouteRequest */
+        UpdateInboundRouteRequest: {
+            /** @description Which recipients: an address (`support@acme.example`), every address of a domain (`*@acme.example`), or a local-part pattern where `*` stands for any characters (`reply-*@acme.example`). A sub-address (`support+1234@…`) matches as its base address, its tag given as `mailbox_hash`. The domain must be one of this project's domains; mail arrives once it is verified with `receiving` on and its MX published. */
+            match?: string;
+            /** @description `webhook`: store it and emit `email.received` to the webhooks subscribed to it; `store`: store it, emit nothing; `reject`: refuse it at RCPT with a 550 saying `reject_message`. */
+            action?: "webhook" | "store" | "reject";
+            /** @description Routes are tried lowest first; the first that matches decides. Ties: the older route. */
+            priority?: number;
+            reject_message?: string | null;
+            spam_reject_score?: number | null;
+            enabled?: boolean;
         };
         /** UpdateTemplateRequest */
         UpdateTemplateRequest: {
@@ -5823,6 +6373,896 @@ export interface operations {
             };
         };
     };
+    listInboundRoutes: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundRouteList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createInboundRoute: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateInboundRouteRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundRoute"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getInboundRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The route identifier (`rte_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundRoute"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteInboundRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The route identifier (`rte_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedInboundRoute"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateInboundRoute: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The route identifier (`rte_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateInboundRouteRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InboundRoute"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listReceivedEmails: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+                /** @description Only what this route took. */
+                route_id?: string;
+                /** @description Only what was received for this address (any case). */
+                recipient?: string;
+                /** @description Received at or after this time. */
+                since?: string;
+                /** @description Received before this time. */
+                until?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivedEmailList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getReceivedEmail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The received email (`rcv_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReceivedEmail"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getReceivedEmailRaw: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The received email (`rcv_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The message. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "message/rfc822": string;
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getReceivedEmailAttachment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The received email (`rcv_…`). */
+                id: string;
+                /** @description The attachment’s `index`. */
+                index: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attachment. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listDomains: {
         parameters: {
             query?: {
@@ -6144,6 +7584,105 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeletedDomain"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateDomainRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Domain"];
                 };
             };
             /** @description Malformed JSON. */
@@ -7000,6 +8539,56 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailUnsubscribedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onEmailReceived: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailReceivedEvent"];
             };
         };
         responses: {

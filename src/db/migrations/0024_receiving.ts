@@ -68,6 +68,7 @@ export const migration: Migration = {
       .addColumn('in_reply_to_recipient', 'text')
       .addColumn('status', 'text', (col) => col.notNull())
       .addColumn('size', 'integer', (col) => col.notNull())
+      .addColumn('attachment_count', 'integer', (col) => col.notNull())
       .addColumn('content', 'text', (col) => col.notNull())
       .addColumn('authentication', 'text')
       .addColumn('spam', 'text')

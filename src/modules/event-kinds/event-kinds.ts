@@ -13,7 +13,10 @@ export const EVENT_KINDS = {
     'The recipient clicked a tracked link; `data.click` has the URL and whether a machine (a link scanner) followed it.',
   'email.unsubscribed':
     'The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`).',
-  'domain.verified': "A sending domain's DNS records match: mail from it is signed with its own key.",
+  'email.received':
+    'A message arrived for an address of an inbound route whose action is `webhook`: its parsed fields, authentication results and bodies (up to 256 KiB; `truncated` says when they were left out). Attachments are listed, never carried: fetch them from the API.',
+  'domain.verified':
+    "A sending domain's DNS records match: mail from it is signed with its own key. Also emitted when a verified domain's receiving MX starts matching: its inbound routes take mail from then on.",
   'domain.failed':
     "A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key.",
 } as const;

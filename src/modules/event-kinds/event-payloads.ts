@@ -1,6 +1,7 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import { nullable, timestamp } from '../../http/schema-helpers.ts';
 import { EVENT_KIND_NAMES, EVENT_KINDS, type EventKind } from './event-kinds.ts';
+import { receivedContentFields, receivedSummaryFields } from './received-fields.ts';
 
 /**
  * An event kind, as an enum built from the one catalogue: a kind added there is named here (and in the
@@ -196,10 +197,33 @@ export function eventSchemaName(kind: string): string {
   return `${words.join('')}Event`;
 }
 
+/** `email.received`: a received email (received-fields.ts), its bodies while they fit, never its attachments. */
+function receivedPayloadSchema(): TSchema {
+  const { id: _id, ...summary } = receivedSummaryFields;
+  return envelope(
+    'email.received',
+    Type.Object(
+      {
+        received_email_id: Type.String({ description: 'The received email (`rcv_…`).' }),
+        ...summary,
+        ...receivedContentFields,
+        truncated: Type.Boolean({
+          description:
+            'True when a body was left out (null) because text, reply text and html together pass 256 KiB: `url` has them whole.',
+        }),
+        url: Type.String({ description: 'Its path in the API: `/v1/received-emails/{id}`.' }),
+        test: emailFields.test,
+      },
+      { description: 'The received email.' },
+    ),
+  );
+}
+
 /** The body POSTed to a webhook for `kind`: the envelope, with the kind's data. */
 export function eventPayloadSchema(kind: EventKind): TSchema {
   // A kind of another family without fields declared here is described as an open object until it is: it
   // still appears, with its envelope, in the document (and the payload checks in the tests say so).
+  if (kind === 'email.received') return receivedPayloadSchema();
   const data = kind.startsWith('email.')
     ? Type.Object({ ...emailFields, ...EXTRA_FIELDS[kind] }, { description: 'The email and recipient.' })
     : kind.startsWith('domain.')
@@ -208,7 +232,11 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
           { description: 'The domain and its records.' },
         )
       : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
-  return Type.Object(
+  return envelope(kind, data);
+}
+
+const envelope = (kind: EventKind, data: TSchema) =>
+  Type.Object(
     {
       id: Type.String({ description: 'The event (`evt_…`); also the `webhook-id` header.' }),
       type: Type.Literal(kind),
@@ -217,4 +245,3 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
     },
     { title: eventSchemaName(kind), description: EVENT_KINDS[kind] },
   );
-}

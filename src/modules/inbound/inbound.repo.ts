@@ -68,8 +68,15 @@ export interface InboundRecord {
 /** A message leased to a worker (its bytes are read apart: `raw`). */
 export interface ClaimedInbound {
   id: string;
+  receivedAt: string;
   mailFrom: string;
   rcptTo: string[];
+  remoteAddress: string | null;
+  helo: string | null;
+  /** Its routed recipients, as the listener decided them at RCPT (empty: a report). */
+  routing: RoutedRecipient[];
+  spam: SpamVerdict | null;
+  size: number;
   /** Claims so far, this one included. */
   attempts: number;
 }
@@ -206,13 +213,30 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
         .updateTable('inbound_messages')
         .set((eb) => ({ locked_until: lockedUntil, locked_by: workerId, attempts: eb('attempts', '+', 1) }))
         .where('id', 'in', due)
-        .returning(['id', 'mail_from', 'rcpt_to', 'attempts'])
+        .returning([
+          'id',
+          'received_at',
+          'mail_from',
+          'rcpt_to',
+          'remote_address',
+          'helo',
+          'routing',
+          'spam',
+          'size',
+          'attempts',
+        ])
         .execute();
       return rows
         .map((row) => ({
           id: row.id,
+          receivedAt: row.received_at,
           mailFrom: row.mail_from,
           rcptTo: JSON.parse(row.rcpt_to) as string[],
+          remoteAddress: row.remote_address,
+          helo: row.helo,
+          routing: row.routing === null ? [] : (JSON.parse(row.routing) as RoutedRecipient[]),
+          spam: row.spam === null ? null : (JSON.parse(row.spam) as SpamVerdict),
+          size: Number(row.size),
           attempts: Number(row.attempts),
         }))
         .sort((a, b) => (a.id < b.id ? -1 : 1));
@@ -292,12 +316,19 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
       return row ? toRecord(row) : undefined;
     },
 
-    /** For the operator: messages that belong to no project (unmatched, unreadable), or all, newest first. */
+    /**
+     * For the operator: reports that belong to no project (unmatched, unreadable), or all messages, newest
+     * first. Received mail is listed as such (`postwire inbound received`).
+     */
     async listForOperator(options: { all: boolean; limit: number }): Promise<InboundRecord[]> {
       const rows = await db
         .selectFrom('inbound_messages')
         .select([...SUMMARY_COLUMNS])
-        .$if(!options.all, (query) => query.where('project_id', 'is', null))
+        .$if(!options.all, (query) =>
+          query
+            .where('project_id', 'is', null)
+            .where((eb) => eb.or([eb('kind', 'is', null), eb('kind', '<>', 'received')])),
+        )
         .orderBy('id', 'desc')
         .limit(options.limit)
         .execute();

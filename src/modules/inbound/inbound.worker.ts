@@ -11,6 +11,9 @@ import type { FeedbackLoops, ReportAuthenticator } from './report-authentication
 import { createReportMatcher, type Interpretation } from './report-matching.ts';
 import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
+import type { ReceivedAuthenticator } from './received-authentication.ts';
+import { createReceivedIntake, type ReceivedWrite } from './received-intake.ts';
+import { createReceivedReader } from './received-reader.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
 // is leased, read (the report parsed on a parse thread, its recipient found), and what it says is applied
@@ -33,12 +36,19 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   unsubscribeByMail?: ((address: string) => Promise<boolean>) | undefined;
   /** The parse threads' settings (REPORT_PARSE_*); DEFAULTS.reportParsing when absent. */
   reportParsing?: ReportReaderOptions | undefined;
+  /** SPF, DKIM, DMARC and ARC of received mail (DNS_SERVERS); absent, they are not computed. */
+  receivedAuthenticator?: (ReceivedAuthenticator & { close(): Promise<void> }) | undefined;
   /** Counts the reports read, by verdict (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'inboundReportRead'> | undefined;
 }
 
 interface InboundJob extends QueueJob {
   message: ClaimedInbound;
+}
+
+/** How a message was read: what a report says, and the received emails of its routed recipients. */
+interface InboundOutcome extends Interpretation {
+  received?: ReceivedWrite[];
 }
 
 /**
@@ -61,6 +71,14 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
   const repo = createInboundRepo(db, engine);
   // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
   const reader = createReportReader(deps.reportParsing);
+  const receivedReader = createReceivedReader(deps.reportParsing);
+  const intake = createReceivedIntake({
+    reader: receivedReader,
+    authenticator: deps.receivedAuthenticator,
+    recipients: createRecipientRepo(db, engine),
+    clock,
+    logger,
+  });
   const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
   const metrics = deps.metrics ?? noMetrics;
   const matcher = createReportMatcher({
@@ -70,7 +88,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     feedbackLoops: deps.feedbackLoops,
   });
 
-  const source: QueueSource<InboundJob, Interpretation> = {
+  const source: QueueSource<InboundJob, InboundOutcome> = {
     async claim(lease, request) {
       const messages = await repo.claim(lease, request.limit);
       return messages.map((message) => ({ lane: '', rows: [message.id], message }));
@@ -109,6 +127,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
           const held = await messages.finish(verdict, workerId, now);
           results.push({ held });
           if (!held) continue;
+          if (outcome.received) await intake.write(transaction, deps.events, outcome.received);
           if (outcome.status === undefined) applying.push({ id: job.message.id, outcome });
           else verdicts.push(outcome.status);
         }
@@ -140,7 +159,37 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     },
   };
 
-  async function attempt(job: InboundJob): Promise<Interpretation> {
+  /**
+   * A message with routed recipients: its received emails, and, for any recipient that is one of our return
+   * paths besides (a report sent to both), what the report says.
+   */
+  async function attemptReceived(job: InboundJob, raw: Buffer): Promise<InboundOutcome> {
+    const received = await intake.read(job.message, raw);
+    const subject = received[0]?.record.subject ?? null;
+    const routed = new Set(job.message.routing.map((route) => route.address));
+    const reportRecipients = job.message.rcptTo.filter((address) => !routed.has(address));
+    const said = `received for ${received.map((write) => `${write.record.recipient} (${write.record.id})`).join(', ')}`;
+    if (reportRecipients.length > 0) {
+      const read = await reader.read(raw);
+      const interpretation = await matcher.interpret({ ...job.message, rcptTo: reportRecipients, raw, read });
+      if (!interpretation.early) {
+        return { ...interpretation, detail: `${interpretation.detail}; ${said}`, received };
+      }
+    }
+    const unreadable = received.find((write) => write.record.status === 'unreadable');
+    return {
+      kind: 'received',
+      subject,
+      status: 'received',
+      detail: unreadable
+        ? `${said}; its MIME could not be read: ${(unreadable.record.content as { reason: string }).reason}`
+        : said,
+      effects: [],
+      received,
+    };
+  }
+
+  async function attempt(job: InboundJob): Promise<InboundOutcome> {
     if (job.message.attempts > MAX_READS) {
       return {
         kind: 'unreadable',
@@ -162,6 +211,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
         effects: [],
       };
     }
+    if (job.message.routing.length > 0) return attemptReceived(job, raw);
     const read = await reader.read(raw);
     // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
     // a second read finds already done).
@@ -216,6 +266,8 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     heartbeats,
     deadAfterMs,
     // The parse threads end with the worker, once the attempts that used them have finished.
-    close: () => reader.close(),
+    close: async () => {
+      await Promise.all([reader.close(), receivedReader.close(), deps.receivedAuthenticator?.close()]);
+    },
   });
 }

@@ -23,6 +23,7 @@ export interface ReceivedEmailRecord {
   inReplyToRecipient: string | null;
   status: ReceivedStatus;
   size: number;
+  attachmentCount: number;
   /** The parsed message (received-reader.ts's ParsedReceived), or why it could not be read. */
   content: unknown;
   authentication: unknown;
@@ -54,6 +55,7 @@ const SUMMARY_COLUMNS = [
   'in_reply_to_recipient',
   'status',
   'size',
+  'attachment_count',
   'authentication',
   'spam',
   'created_at',
@@ -79,6 +81,7 @@ const toRecord = (row: SummaryRow): ReceivedEmailRecord => ({
   inReplyToRecipient: row.in_reply_to_recipient,
   status: row.status,
   size: Number(row.size),
+  attachmentCount: Number(row.attachment_count),
   content: row.content === undefined ? undefined : parsed(row.content),
   authentication: parsed(row.authentication),
   spam: parsed(row.spam),
@@ -113,6 +116,7 @@ export function createReceivedRepo(db: Kysely<Database>) {
             in_reply_to_recipient: record.inReplyToRecipient,
             status: record.status,
             size: record.size,
+            attachment_count: record.attachmentCount,
             content: JSON.stringify(record.content),
             authentication: record.authentication === null ? null : JSON.stringify(record.authentication),
             spam: record.spam === null ? null : JSON.stringify(record.spam),

@@ -7,6 +7,7 @@ import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
 import { createEmailRepo } from '../emails/emails.repo.ts';
 import { createEngagementRepo } from '../engagement/engagement.repo.ts';
 import { createEventRepo } from '../events/events.repo.ts';
+import { createReceivedRepo } from '../inbound/received.repo.ts';
 import { createInboundRepo } from '../inbound/inbound.repo.ts';
 
 // RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
@@ -54,6 +55,7 @@ export function createRetention(deps: RetentionDeps) {
       ...createEventRepo(db).pruneTargets(cutoff),
       ...createEmailRepo(db, engine).pruneTargets(cutoff),
       ...createEngagementRepo(db).pruneTargets(cutoff),
+      ...createReceivedRepo(db).pruneTargets(cutoff),
       ...createInboundRepo(db, engine).pruneTargets(cutoff),
     ];
   };

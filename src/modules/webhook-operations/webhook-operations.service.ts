@@ -1,4 +1,6 @@
 import type { PageRequest } from '../../db/pagination.ts';
+import type { ReceivedEmailRecord } from '../inbound/received.repo.ts';
+import { receivedEventData } from '../inbound/received-view.ts';
 import type { DeliveryStatus } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { RequeueRequest } from '../deliveries/deliveries.repo.ts';
@@ -36,6 +38,52 @@ export const RECOVER_MAX_AGE_MS = 30 * 86_400_000;
 
 const SAMPLE_RECIPIENT = 'recipient@example.com';
 
+const SAMPLE_RECEIVED: ReceivedEmailRecord = {
+  id: 'rcv_test',
+  projectId: 'proj_test',
+  inboundId: 'inb_test',
+  routeId: 'rte_test',
+  recipient: 'support+1234@example.com',
+  mailboxHash: '1234',
+  receivedAt: '2026-11-22T10:00:00.000Z',
+  mailFrom: 'customer@example.org',
+  fromAddress: 'customer@example.org',
+  subject: 'Re: A test event from Postwire',
+  messageId: '<reply-test@example.org>',
+  inReplyToEmailId: 'msg_test',
+  inReplyToRecipient: 'customer@example.org',
+  status: 'received',
+  size: 1432,
+  attachmentCount: 0,
+  content: {
+    readable: true,
+    from: { address: 'customer@example.org', name: 'A Customer' },
+    to: [{ address: 'support+1234@example.com', name: '' }],
+    cc: [],
+    reply_to: [],
+    subject: 'Re: A test event from Postwire',
+    date: '2026-11-22T10:00:00.000Z',
+    message_id: '<reply-test@example.org>',
+    in_reply_to: '<test@example.com>',
+    references: ['<test@example.com>'],
+    text: 'Thanks, that works.\n\nOn Sun, Nov 22, 2026 Postwire wrote:\n> A test event from Postwire\n',
+    html: null,
+    reply_text: 'Thanks, that works.',
+    headers: [],
+    attachments: [],
+  },
+  authentication: {
+    spf: { result: 'pass', domain: 'example.org' },
+    dkim: [{ domain: 'example.org', selector: 'mail', result: 'pass', aligned: true }],
+    dmarc: { result: 'pass', policy: 'none', domain: 'example.org' },
+    arc: null,
+    header:
+      'mx.example.com; spf=pass smtp.mailfrom=example.org; dkim=pass header.d=example.org; dmarc=pass header.from=example.org',
+  },
+  spam: null,
+  createdAt: '2026-11-22T10:00:00.000Z',
+};
+
 // What each kind adds to the email fields, as the sending worker fills it in. A Record over every kind, so a
 // new kind cannot be added without its sample.
 const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
@@ -65,6 +113,8 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
     },
   },
   'email.unsubscribed': { unsubscribe: { method: 'one_click' } },
+  // Received mail is no email of ours: its sample is a whole received email (testEventData).
+  'email.received': {},
   'domain.verified': { status: 'verified', previous_status: 'pending' },
   'domain.failed': { status: 'failed', previous_status: 'verified' },
 };
@@ -78,10 +128,13 @@ export function testEventData(kind: EventKind): Record<string, unknown> {
       domain_id: 'dom_test',
       name: 'example.com',
       challenge_required: false,
+      receiving: false,
+      receiving_verified: false,
       records: [],
       ...SAMPLE_DETAILS[kind],
     };
   }
+  if (kind === 'email.received') return { test: true, ...receivedEventData(SAMPLE_RECEIVED) };
   return {
     test: true,
     email_id: 'msg_test',

@@ -1,0 +1,60 @@
+import type { PageRequest } from '../../db/pagination.ts';
+import { invalidParam, notFound } from '../../lib/errors.ts';
+import { isId } from '../../lib/ids.ts';
+import type { InboundRepo } from './inbound.repo.ts';
+import type { ReceivedEmailRecord, ReceivedFilter, ReceivedRepo } from './received.repo.ts';
+import type { ReceivedAttachmentContent, ReceivedReader } from './received-reader.ts';
+
+// The received mail a project reads: its received emails, their bytes as received, and their attachments'
+// bytes (read again out of the message, on the parse threads, when asked for).
+
+export interface ReceivedServiceDeps {
+  repo: Pick<ReceivedRepo, 'list' | 'find'>;
+  inbound: Pick<InboundRepo, 'raw'>;
+  reader: Pick<ReceivedReader, 'attachment'>;
+}
+
+export function createReceivedService({ repo, inbound, reader }: ReceivedServiceDeps) {
+  async function load(projectId: string, id: string): Promise<ReceivedEmailRecord> {
+    const record = isId('rcv', id) ? await repo.find(projectId, id) : undefined;
+    if (!record) throw notFound('received email', id);
+    return record;
+  }
+
+  async function rawOf(record: ReceivedEmailRecord): Promise<Buffer> {
+    const raw = await inbound.raw(record.inboundId);
+    // The row outlives its bytes only between retention's two deletes.
+    if (raw === undefined) throw notFound('received email', record.id);
+    return raw;
+  }
+
+  return {
+    list(projectId: string, page: PageRequest, filter: ReceivedFilter) {
+      if (filter.routeId !== undefined && !isId('rte', filter.routeId)) {
+        throw invalidParam('route_id', 'route_id must be an inbound route id (rte_…).');
+      }
+      return repo.list(projectId, page, { ...filter, recipient: filter.recipient?.toLowerCase() });
+    },
+
+    get: load,
+
+    /** The message's bytes exactly as the listener stored them. */
+    async raw(projectId: string, id: string): Promise<Buffer> {
+      return rawOf(await load(projectId, id));
+    },
+
+    /** One attachment's decoded bytes; 404 for an index the message does not have. */
+    async attachment(projectId: string, id: string, index: number): Promise<ReceivedAttachmentContent> {
+      const record = await load(projectId, id);
+      const content = record.content as { readable: boolean; attachments?: unknown[] };
+      if (!content.readable || index >= (content.attachments?.length ?? 0)) {
+        throw notFound('attachment', `${id}/attachments/${index}`);
+      }
+      const attachment = await reader.attachment(await rawOf(record), index);
+      if (!attachment) throw notFound('attachment', `${id}/attachments/${index}`);
+      return attachment;
+    },
+  };
+}
+
+export type ReceivedService = ReturnType<typeof createReceivedService>;
