@@ -200,8 +200,9 @@ function parseAnswer(answer: Buffer): Omit<SpamVerdict, 'truncated'> {
     if (name === 'content-length' && /^\d{1,6}$/.test(value)) contentLength = Number(value);
   }
   if (!spam) throw new NotScored('no Spam header in the answer', { headers: quoted(head) });
-  const score = Number(spam[2]);
-  const threshold = Number(spam[3]);
+  // + 0: spamd writes a score that rounds to nothing as -0.0, which is no reason to carry a negative zero.
+  const score = Number(spam[2]) + 0;
+  const threshold = Number(spam[3]) + 0;
   const body = answer.subarray(end + 4);
   if (contentLength !== undefined && body.length < contentLength) {
     throw new NotScored('spamd closed before the end of its answer', {
