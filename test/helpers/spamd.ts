@@ -32,6 +32,8 @@ export interface TestSpamd {
   url: string;
   /** The instance's directory (site config, home); removed by close(). */
   directory: string;
+  /** The spamd parent's process id, which is also its process group's. */
+  pid: number;
   /** What spamd has written to stderr so far (its log), the last 64 KiB. */
   log(): string;
   /** Stops spamd and its children, waits until they are gone, and removes the directory. */
@@ -142,6 +144,7 @@ export async function startSpamd(timeoutMs = 60_000): Promise<TestSpamd> {
         port,
         url: `spamd://127.0.0.1:${port}`,
         directory,
+        pid,
         log: () => log,
         close() {
           closing ??= stop(child).then(() => rm(directory, { recursive: true, force: true }));
@@ -174,7 +177,7 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 /** The live processes of a process group (a zombie waiting to be reaped counts as gone). */
-function groupMembers(group: number): number[] {
+export function groupMembers(group: number): number[] {
   const found: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;

@@ -197,7 +197,10 @@ function parseAnswer(answer: Buffer): Omit<SpamVerdict, 'truncated'> {
     const value = line.slice(colon + 1).trim();
     if (colon <= 0) throw new NotScored('a malformed header in the answer', { line: quoted(line) });
     if (name === 'spam') spam = SPAM_HEADER.exec(value);
-    if (name === 'content-length' && /^\d{1,6}$/.test(value)) contentLength = Number(value);
+    if (name === 'content-length') {
+      if (!/^\d{1,6}$/.test(value)) throw new NotScored('a malformed Content-length', { line: quoted(line) });
+      contentLength = Number(value);
+    }
   }
   if (!spam) throw new NotScored('no Spam header in the answer', { headers: quoted(head) });
   // + 0: spamd writes a score that rounds to nothing as -0.0, which is no reason to carry a negative zero.
