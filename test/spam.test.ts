@@ -23,7 +23,7 @@ const GTUBE = 'XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.
 
 const skipReal = spamdAvailable()
   ? false
-  : 'needs SpamAssassin (/usr/sbin/spamd; apt-get install -y spamassassin) to run a private spamd';
+  : 'needs SpamAssassin (/usr/sbin/spamd; apt-get install -y spamd) to run a private spamd';
 if (skipReal) console.log(`# spam.test.ts: the real-spamd cases are skipped: ${skipReal}`);
 
 interface Logged {

@@ -5,14 +5,14 @@ import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { until } from './until.ts';
 
-// A real SpamAssassin per test file: a private spamd (Debian's `spamassassin` package) on 127.0.0.1 and a
-// free port, run as a child process in a fresh directory of its own, so the spam verdicts tests check are
-// SpamAssassin's own.
+// A real SpamAssassin per test file: a private spamd (Debian's `spamd` package, which pulls in `spamassassin`)
+// on 127.0.0.1 and a free port, run as a child process in a fresh directory of its own, so the spam verdicts
+// tests check are SpamAssassin's own.
 //
 // Offline and deterministic: local tests only (-L: no DNS blocklists, no Razor, Pyzor or DCC), no Bayes, no
 // user preferences (-x). The rules are the ones Debian ships in /usr/share/spamassassin, which spamd reads
-// when sa-update has never put newer ones in /var/lib/spamassassin (it cannot here: no network), so nothing
-// needs downloading or compiling. The site configuration is the instance's own: the system's plugin list
+// when sa-update has never put newer ones in /var/lib/spamassassin (it cannot here: no network; where it has,
+// spamd reads those), so nothing needs downloading or compiling. The site configuration is the instance's own: the system's plugin list
 // (/etc/spamassassin/*.pre) without sa-compile.pre, whose Rule2XSBody plugin wants rules compiled by
 // sa-compile and logs an error for each missing one; and a local.cf of ours, so the system's local.cf never
 // changes a score a test expects.
@@ -20,7 +20,7 @@ import { until } from './until.ts';
 const SPAMD = '/usr/sbin/spamd';
 const SYSTEM_SITE_CONFIG = '/etc/spamassassin';
 
-/** Whether spamd is installed (`apt-get install -y spamassassin`). */
+/** Whether spamd is installed (`apt-get install -y spamd`). */
 export function spamdAvailable(): boolean {
   return existsSync(SPAMD);
 }
@@ -65,7 +65,7 @@ process.on('exit', () => {
  * seconds (longer on a busy machine): `timeoutMs` bounds the wait.
  */
 export async function startSpamd(timeoutMs = 60_000): Promise<TestSpamd> {
-  if (!spamdAvailable()) throw new Error(`startSpamd needs ${SPAMD} (apt-get install -y spamassassin)`);
+  if (!spamdAvailable()) throw new Error(`startSpamd needs ${SPAMD} (apt-get install -y spamd)`);
   // Under /tmp with 0755 all the way down: spamd drops to nobody when started as root, and nobody must read
   // the site configuration and write its home.
   const directory = await mkdtemp('/tmp/postwire-spamd-');
