@@ -8,6 +8,7 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { parseDnsServer } from './lib/dns.ts';
 import { parseDuration } from './lib/duration.ts';
+import { parseSpamdUrl } from './lib/spamd-url.ts';
 import {
   boolean,
   custom,
@@ -756,6 +757,46 @@ export const CONFIG_SCHEMA = {
           'the heap of each parse thread, in MiB; a message that needs more is kept as `unreadable`',
       }),
     },
+    spamd: {
+      url: custom('SPAMD_URL', {
+        default: 'unset',
+        description:
+          "SpamAssassin's spamd (`spamd://host:783` or `tcp://host:port`) that gives received mail a spam verdict; unset: none",
+        details:
+          'the verdict (score, threshold, whether spamd calls it spam) is advice: when spamd is down, slow or ' +
+          'answers nonsense, the message is received unscored and a warning logged. Whether spamd runs network ' +
+          'tests is its own setting (`spamd -L`: local rules only)',
+        read(context) {
+          const raw = rawValue(context, 'SPAMD_URL');
+          if (raw !== undefined && !parseSpamdUrl(raw)) {
+            context.problems.push(
+              `SPAMD_URL must be spamd://host:port or tcp://host:port (port 783 when left out), got '${raw}'.`,
+            );
+            return undefined;
+          }
+          return raw?.trim();
+        },
+      }),
+      timeoutMs: duration('SPAMD_TIMEOUT', {
+        default: '10s',
+        min: '100ms',
+        max: '5m',
+        description:
+          'one check, connection to last byte, takes at most this; past it the message goes unscored',
+        details:
+          'SpamAssassin takes about a second for a message with local rules only, more with network tests',
+      }),
+      maxBytes: integer('SPAMD_MAX_BYTES', {
+        default: 512 * 1024,
+        shownDefault: '`524288` (512 KiB)',
+        min: 1024,
+        max: 64 * 1024 * 1024,
+        description: 'a larger message is scored on its first this many bytes, cut at a line break',
+        details:
+          'the verdict says `truncated: true`. spamc instead passes a message over its 500 KB limit unscored, ' +
+          'which lets spam padded past the limit through; what makes mail large is attachments, which no rule reads',
+      }),
+    },
   }),
 
   ...section('Tracking and unsubscribe', {
@@ -789,6 +830,7 @@ export const CONFIG_SCHEMA = {
 export type Config = ValuesOf<typeof CONFIG_SCHEMA>;
 export type HttpTimeouts = Config['httpTimeouts'];
 export type InboundConfig = Config['inbound'];
+export type SpamdConfig = Config['spamd'];
 export type EngagementDefaults = Config['engagement'];
 
 /** Rules between settings, checked once each has been read. */
