@@ -22,7 +22,8 @@ import { type RunningWorkers, startWorkers } from './workers.ts';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
 import { createServices, type Services } from './services.ts';
-import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { createInboundRepo, type SpamVerdict } from './modules/inbound/inbound.repo.ts';
+import { createSpamChecker } from './modules/inbound/spam.ts';
 import {
   type InboundListener,
   type RecipientDecision,
@@ -299,7 +300,7 @@ async function startInbound(services: Services, logger: WorkerLogger): Promise<I
         .filter(Boolean)
         .join(' and '),
       decide: (address) => decideRecipient(services, address),
-      scoreSpam: services.spam ? (raw) => services.spam!.check(raw) : undefined,
+      scoreSpam: spamScorer(services, logger),
       hostname: config.mailHostname,
       clock,
       logger,
@@ -318,6 +319,20 @@ async function startInbound(services: Services, logger: WorkerLogger): Promise<I
       { cause: error },
     );
   }
+}
+
+/**
+ * SpamAssassin's verdict on received mail before its 250 (SPAMD_URL), kept as the API shows it; absent when
+ * SPAMD_URL is unset. The checker never rejects: spamd away, a message is taken unscored.
+ */
+function spamScorer(services: Services, logger: WorkerLogger) {
+  const { url, timeoutMs, maxBytes } = services.config.spamd;
+  if (url === undefined) return undefined;
+  const checker = createSpamChecker({ url, timeoutMs, maxBytes, logger });
+  return async (raw: Buffer): Promise<SpamVerdict | null> => {
+    const verdict = await checker.check(raw);
+    return verdict && { score: verdict.score, threshold: verdict.threshold, flagged: verdict.flagged };
+  };
 }
 
 /** A recipient at RCPT: one of our return paths (a report), an address a route takes, or refused. */

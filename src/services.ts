@@ -21,7 +21,6 @@ import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
 import { createStatsService } from './modules/stats/stats.service.ts';
 import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
-import type { SpamVerdict } from './modules/inbound/inbound.repo.ts';
 import { createReceivedRepo } from './modules/inbound/received.repo.ts';
 import { createReceivedService } from './modules/inbound/received.service.ts';
 import { createReceivedReader } from './modules/inbound/received-reader.ts';
@@ -179,8 +178,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       inbound: createInboundRepo(db, engine),
       reader: receivedReader,
     }),
-    /** Scores received mail with spamd (SPAMD_URL); absent, nothing is scored. */
-    spam: undefined as { check(raw: Buffer): Promise<SpamVerdict | null> } | undefined,
     inboundRoutes: createInboundRouteService({
       repo: createInboundRouteRepo(db),
       domains: createDomainRepo(db, engine),
