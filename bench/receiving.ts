@@ -3,6 +3,7 @@
 //
 //   npm run bench:receiving                                    # 600 messages, 4 connections, SQLite
 //   npm run bench:receiving -- --messages 1000 --connections 8 --rounds 3
+//   npm run bench:receiving -- --profile /tmp/prof             # CPU profiles of the Postwire process's threads
 //   npm run bench:receiving -- --postgres                      # Postwire on PostgreSQL (DATABASE_URL, else
 //                                                              # the local test database), in a schema of its own
 //
@@ -30,7 +31,7 @@
 // Pinning (taskset, two CPUs or more): the server measured, every thread of it, on CPU 1; this process (the
 // SMTP client, the DNS server and the webhook receiver) on CPU 0. PostgreSQL's own processes are not pinned.
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -51,6 +52,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '1' },
     postgres: { type: 'boolean', default: false },
     'no-pin': { type: 'boolean', default: false },
+    profile: { type: 'string' },
   },
 });
 const MESSAGES = Number(args.messages);
@@ -157,6 +159,48 @@ function cpuMs(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) * TICK_MS; // utime, stime
 }
+/** CPU time of each thread of a process so far, by thread id: its name (comm) and milliseconds. */
+function threadCpuMs(pid: number): Map<number, { name: string; ms: number }> {
+  const threads = new Map<number, { name: string; ms: number }>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      threads.set(Number(tid), { name, ms: (Number(fields[11]) + Number(fields[12])) * TICK_MS });
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return threads;
+}
+/**
+ * Where a window's CPU went, per message: the main thread, each worker thread in the order they were made
+ * (Postwire's parse thread, then its authentication thread: the order their --profile files show), V8's
+ * helper threads (garbage collection, compilation) and the rest (libuv's pool).
+ */
+function cpuByThread(
+  before: Map<number, { name: string; ms: number }>,
+  after: Map<number, { name: string; ms: number }>,
+  messages: number,
+): Record<string, number> {
+  const groups: Record<string, number> = { main: 0 };
+  let workers = 0;
+  for (const tid of [...after.keys()].sort((a, b) => a - b)) {
+    const { name, ms } = after.get(tid)!;
+    const spent = (ms - (before.get(tid)?.ms ?? 0)) / messages;
+    const group =
+      name === 'MainThread' || name === 'node'
+        ? 'main'
+        : name === 'WorkerThread'
+          ? `worker ${++workers}`
+          : name.startsWith('V8')
+            ? 'V8 helpers'
+            : 'other';
+    groups[group] = (groups[group] ?? 0) + spent;
+  }
+  return groups;
+}
 function memoryMb(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
@@ -210,6 +254,8 @@ interface Side {
   accepted: number;
   endToEnd?: number;
   cpuPerMessage: number;
+  /** CPU per message by thread (ms). */
+  threads: Record<string, number>;
   rssBefore: number;
   peakRss: number;
   hwm: number;
@@ -235,16 +281,18 @@ async function bareRound(warm: Buffer[], measured: Buffer[]): Promise<Side> {
     await sendAll(port, warm);
     const rssBefore = memoryMb(child.pid!).rss;
     const cpuBefore = cpuMs(child.pid!);
+    const threadsBefore = threadCpuMs(child.pid!);
     const started = performance.now();
     const { peakRss } = await sampledPeak(child.pid!, () => sendAll(port, measured));
     const seconds = (performance.now() - started) / 1000;
     const cpuPerMessage = (cpuMs(child.pid!) - cpuBefore) / measured.length;
+    const threads = cpuByThread(threadsBefore, threadCpuMs(child.pid!), measured.length);
     const hwm = memoryMb(child.pid!).peak;
     const counted = next<{ rows: number }>('count');
     child.send({ type: 'count' });
     const { rows } = await counted;
     if (rows !== warm.length + measured.length) throw new Error(`the bare server stored ${rows} messages`);
-    return { accepted: measured.length / seconds, cpuPerMessage, rssBefore, peakRss, hwm };
+    return { accepted: measured.length / seconds, cpuPerMessage, threads, rssBefore, peakRss, hwm };
   } finally {
     await stopChild(child, () => child.send({ type: 'stop' }));
     rmSync(dir, { recursive: true, force: true });
@@ -301,6 +349,8 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
     INBOUND_MESSAGES_PER_MINUTE: '1000000',
     LOG_FORMAT: 'json',
     LOG_LEVEL: 'info',
+    // --profile <dir>: V8 CPU profiles of the server's main thread and of each of its threads, start to end.
+    ...(args.profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(args.profile)}` } : {}),
   };
   const command = pin ? 'taskset' : process.execPath;
   const argv = [...(pin ? ['-c', SERVER_CPU, process.execPath] : []), 'src/cli.ts', 'serve'];
@@ -348,6 +398,7 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
     const logLinesBefore = logLines;
     const rssBefore = memoryMb(pid).rss;
     const cpuBefore = cpuMs(pid);
+    const threadsBefore = threadCpuMs(pid);
     const started = performance.now();
     const { value: acceptedSeconds, peakRss } = await sampledPeak(pid, async () => {
       const reached = receivedReach(warm.length + measured.length, 120_000);
@@ -358,6 +409,7 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
     });
     const endSeconds = (lastReceivedAt - started) / 1000;
     const cpuPerMessage = (cpuMs(pid) - cpuBefore) / measured.length;
+    const threads = cpuByThread(threadsBefore, threadCpuMs(pid), measured.length);
     const hwm = memoryMb(pid).peak;
     if (logLines - logLinesBefore > measured.length * 3)
       console.warn(`note: the server logged ${logLines - logLinesBefore} lines in the window`);
@@ -365,6 +417,7 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
       accepted: measured.length / acceptedSeconds,
       endToEnd: measured.length / endSeconds,
       cpuPerMessage,
+      threads,
       rssBefore,
       peakRss,
       hwm,
@@ -433,6 +486,15 @@ console.log(
   `CPU per message (server process, all threads): postwire ${f2(of((r) => r.postwire.cpuPerMessage))} ms ` +
     `(SMTP to webhook), bare ${f2(of((r) => r.bare.cpuPerMessage))} ms; ratio bare ÷ postwire ` +
     `${f2(of((r) => r.bare.cpuPerMessage / r.postwire.cpuPerMessage))}`,
+);
+const threadOrder = (name: string) => ['main', 'worker 1', 'worker 2', 'V8 helpers'].indexOf(name) >>> 0;
+const threadNames = [...new Set(rounds.flatMap((r) => Object.keys(r.postwire.threads)))].sort(
+  (a, b) => threadOrder(a) - threadOrder(b),
+);
+console.log(
+  `postwire CPU per message by thread: ` +
+    threadNames.map((name) => `${name} ${f2(of((r) => r.postwire.threads[name] ?? 0))} ms`).join(', ') +
+    ' (worker 1 parses, worker 2 authenticates)',
 );
 console.log(
   `postwire server memory: RSS ${f0(of((r) => r.postwire.rssBefore))} MB before the window, ` +
