@@ -39,6 +39,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { DatabaseSync } from 'node:sqlite';
 import nodemailer from 'nodemailer';
 import pg from 'pg';
 import { startDnsServer } from '../test/helpers/dns.ts';
@@ -201,6 +202,24 @@ function cpuByThread(
   }
   return groups;
 }
+/**
+ * What a SQLite file holds per message, by table and index (dbstat: pages in use, WAL included as read), the
+ * largest first: how many times a message's bytes are written.
+ */
+function storedKbPerMessage(file: string, messages: number): Array<[string, number]> {
+  const db = new DatabaseSync(file, { readOnly: true });
+  try {
+    const rows = db.prepare('SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name').all() as Array<{
+      name: string;
+      bytes: number;
+    }>;
+    return rows
+      .map((row): [string, number] => [row.name, row.bytes / 1024 / messages])
+      .sort((a, b) => b[1] - a[1]);
+  } finally {
+    db.close();
+  }
+}
 function memoryMb(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
@@ -259,6 +278,8 @@ interface Side {
   rssBefore: number;
   peakRss: number;
   hwm: number;
+  /** SQLite only: KB per message by table or index. */
+  stored?: Array<[string, number]>;
 }
 
 async function bareRound(warm: Buffer[], measured: Buffer[]): Promise<Side> {
@@ -292,7 +313,8 @@ async function bareRound(warm: Buffer[], measured: Buffer[]): Promise<Side> {
     child.send({ type: 'count' });
     const { rows } = await counted;
     if (rows !== warm.length + measured.length) throw new Error(`the bare server stored ${rows} messages`);
-    return { accepted: measured.length / seconds, cpuPerMessage, threads, rssBefore, peakRss, hwm };
+    const stored = storedKbPerMessage(path.join(dir, 'bare.sqlite'), rows);
+    return { accepted: measured.length / seconds, cpuPerMessage, threads, rssBefore, peakRss, hwm, stored };
   } finally {
     await stopChild(child, () => child.send({ type: 'stop' }));
     rmSync(dir, { recursive: true, force: true });
@@ -411,6 +433,9 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
     const cpuPerMessage = (cpuMs(pid) - cpuBefore) / measured.length;
     const threads = cpuByThread(threadsBefore, threadCpuMs(pid), measured.length);
     const hwm = memoryMb(pid).peak;
+    const stored = databaseUrl
+      ? undefined
+      : storedKbPerMessage(path.join(dir, 'postwire.db'), warm.length + measured.length);
     if (logLines - logLinesBefore > measured.length * 3)
       console.warn(`note: the server logged ${logLines - logLinesBefore} lines in the window`);
     return {
@@ -421,6 +446,7 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
       rssBefore,
       peakRss,
       hwm,
+      stored,
     };
   } finally {
     await stopChild(child, () => child.kill('SIGTERM'));
@@ -501,6 +527,21 @@ console.log(
     `${f0(of((r) => r.postwire.peakRss))} MB at most during it, VmHWM ${f0(of((r) => r.postwire.hwm))} MB; ` +
     `bare ${f0(of((r) => r.bare.rssBefore))} → ${f0(of((r) => r.bare.peakRss))} MB`,
 );
+
+// The last round's database, per message: the largest tables and indexes.
+const last = rounds.at(-1)!;
+const storedLine = (stored: Array<[string, number]> | undefined) =>
+  (stored ?? [])
+    .filter(([, kb]) => kb >= 0.5)
+    .map(([name, kb]) => `${name} ${kb.toFixed(1)}`)
+    .join(', ');
+const totalKb = (stored: Array<[string, number]> | undefined) =>
+  (stored ?? []).reduce((sum, [, kb]) => sum + kb, 0).toFixed(1);
+if (last.postwire.stored)
+  console.log(
+    `stored per message (KB, SQLite pages in use): postwire ${totalKb(last.postwire.stored)} ` +
+      `(${storedLine(last.postwire.stored)}); bare ${totalKb(last.bare.stored)}`,
+  );
 
 receiver.close();
 await dns.close();
