@@ -4,6 +4,7 @@
 //   npm run bench:receiving                                    # 600 messages, 4 connections, SQLite
 //   npm run bench:receiving -- --messages 1000 --connections 8 --rounds 3
 //   npm run bench:receiving -- --profile /tmp/prof             # CPU profiles of the Postwire process's threads
+//   npm run bench:receiving -- --statements /tmp/sql.txt       # its SQLite statements: calls and wall time
 //   npm run bench:receiving -- --postgres                      # Postwire on PostgreSQL (DATABASE_URL, else
 //                                                              # the local test database), in a schema of its own
 //
@@ -54,6 +55,7 @@ const { values: args } = parseArgs({
     postgres: { type: 'boolean', default: false },
     'no-pin': { type: 'boolean', default: false },
     profile: { type: 'string' },
+    statements: { type: 'string' },
   },
 });
 const MESSAGES = Number(args.messages);
@@ -372,7 +374,16 @@ async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> 
     LOG_FORMAT: 'json',
     LOG_LEVEL: 'info',
     // --profile <dir>: V8 CPU profiles of the server's main thread and of each of its threads, start to end.
-    ...(args.profile ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.resolve(args.profile)}` } : {}),
+    // --statements <file>: every SQLite statement's calls and wall time, start to end (bench/statement-tally.ts).
+    ...(args.profile || args.statements
+      ? {
+          NODE_OPTIONS: [
+            args.profile ? `--cpu-prof --cpu-prof-dir=${path.resolve(args.profile)}` : '',
+            args.statements ? `--import ${path.join(here, 'statement-tally.ts')}` : '',
+          ].join(' '),
+          ...(args.statements ? { STATEMENT_TALLY_FILE: path.resolve(args.statements) } : {}),
+        }
+      : {}),
   };
   const command = pin ? 'taskset' : process.execPath;
   const argv = [...(pin ? ['-c', SERVER_CPU, process.execPath] : []), 'src/cli.ts', 'serve'];
