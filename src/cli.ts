@@ -448,7 +448,7 @@ function listing<Row>(
 
 /** `text` on one line (control characters as spaces), cut to `max` characters with an ellipsis. */
 function oneLine(text: string, max: number): string {
-  const flat = text.replace(/[\u0000-\u001f\u007f]+/g, ' ');
+  const flat = text.replace(/\p{Cc}+/gu, ' ');
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
