@@ -1234,7 +1234,8 @@ describe('received email in a browser', { skip }, () => {
 
   test('routes: listed, added (the error next to its field), edited and deleted after confirming', async () => {
     const { context, page } = await newPage(WIDTHS[0]);
-    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Routes' }).click();
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Received' }).click();
+    await page.getByRole('link', { name: 'Inbound routes' }).click();
     await page.getByRole('heading', { name: 'Inbound routes', level: 1 }).waitFor();
     await page.locator(`tr[data-id="${routeId}"]`).waitFor();
 

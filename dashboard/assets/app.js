@@ -20,7 +20,6 @@ const NAV = [
   ['/dashboard/suppressions', 'Suppressions'],
   ['/dashboard/domains', 'Domains'],
   ['/dashboard/received', 'Received'],
-  ['/dashboard/routes', 'Routes'],
   ['/dashboard/inbound', 'Inbound'],
 ];
 
@@ -50,7 +49,8 @@ function route(path) {
     case 'received':
       return { section: '/dashboard/received', page: id ? ReceivedEmailPage : ReceivedPage, id };
     case 'routes':
-      return { section: '/dashboard/routes', page: RoutesPage };
+      // Reached from the Received page (its link, its crumbs): one section in the top bar for both.
+      return { section: '/dashboard/received', page: RoutesPage };
     case 'inbound':
       return { section: '/dashboard/inbound', page: InboundPage };
     default:

@@ -36,15 +36,9 @@ const useRoutes = () => useAsync(() => api('GET', '/inbound-routes?limit=100'), 
 
 /** What sets a received email apart in the list: its attachments, unreadable, flagged as spam. */
 function Markers({ email }) {
+  const count = email.attachment_count;
   return html`<span class="markers">
-    ${
-      email.attachment_count
-        ? html`<span class="chip chip-muted" title="Attachments">
-            <span aria-hidden="true">📎 </span>${email.attachment_count}
-            <span class="visually-hidden"> attachment${email.attachment_count === 1 ? '' : 's'}</span>
-          </span>`
-        : null
-    }
+    ${count ? html`<span class="chip chip-muted">${count} attachment${count === 1 ? '' : 's'}</span>` : null}
     ${email.status === 'unreadable' ? html`<${Chip} status="unreadable" />` : null}
     ${email.spam?.flagged ? html`<span class="chip chip-bad">spam</span>` : null}
   </span>`;
