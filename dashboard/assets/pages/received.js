@@ -47,7 +47,10 @@ function Markers({ email }) {
 const receivedColumns = (routes) => [
   {
     label: 'From',
-    cell: (email) => html`<span class="break">${address(email.from) || email.mail_from}</span>`,
+    cell: (email) =>
+      html`<span class="break"
+        >${email.from ? address(email.from) : email.mail_from || '<> (null sender)'}</span
+      >`,
   },
   { label: 'Recipient', cell: (email) => html`<span class="break">${email.recipient}</span>` },
   {
