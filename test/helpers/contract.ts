@@ -34,16 +34,11 @@ interface Contract {
 }
 
 interface Operation {
-  /**
-   * Documented statuses: a validator for a JSON body, null when the status has no body, or BYTES when it is
-   * documented as bytes only (a received message, an attachment): any body, of the type the route decides.
-   */
-  responses: Map<string, ValidateFunction | null | typeof BYTES>;
+  /** Documented statuses: a validator for a JSON body, or null when the status has no body. */
+  responses: Map<string, ValidateFunction | null>;
 }
 
 const DOC_ID = 'urn:postwire:openapi';
-/** A response documented with binary media types only (`message/rfc822`, `application/octet-stream`). */
-const BYTES = 'bytes';
 // Top-level OpenAPI fields, and OpenAPI's additions to JSON Schema: known to Ajv so that strict mode
 // still refuses every other unknown keyword (a typo in a route schema is a broken document).
 const OPENAPI_KEYWORDS = [
@@ -116,7 +111,7 @@ function check(
   const method = request.method === 'HEAD' ? 'GET' : request.method;
 
   let operation: string;
-  let validate: ValidateFunction | null | typeof BYTES;
+  let validate: ValidateFunction | null;
   if (routeUrl === undefined) {
     // 404 and 405 from the not-found handler: no operation, but still the API's error shape.
     operation = 'unknown route';
@@ -137,7 +132,6 @@ function check(
     validate = entry;
   }
 
-  if (validate === BYTES) return undefined;
   const text = bodyText(payload);
   if (validate === null) {
     if (text !== undefined && text !== '') {
@@ -208,14 +202,9 @@ function compileDocument(document: OpenApiDocument): Contract {
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
     for (const [method, operation] of Object.entries(item)) {
       if (!HTTP_METHODS.has(method)) continue;
-      const responses = new Map<string, ValidateFunction | null | typeof BYTES>();
+      const responses = new Map<string, ValidateFunction | null>();
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const media = response.content?.[MEDIA_TYPE];
-        const types = Object.keys(response.content ?? {});
-        if (!media && types.length > 0 && types.every((type) => !/json/i.test(type))) {
-          responses.set(status, BYTES);
-          continue;
-        }
         if (response.content && !media) {
           throw new Error(`${method.toUpperCase()} ${path} ${status} is documented without ${MEDIA_TYPE}`);
         }
