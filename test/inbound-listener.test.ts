@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import nodemailer from 'nodemailer';
 import { loadConfig } from '../src/config.ts';
-import { systemClock } from '../src/lib/clock.ts';
+import { type Clock, systemClock } from '../src/lib/clock.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
 import type { NewInboundMessage } from '../src/modules/inbound/inbound.repo.ts';
 import { startInboundListener } from '../src/modules/inbound/inbound.listener.ts';
@@ -20,9 +20,15 @@ import { until } from './helpers/until.ts';
 const listen = (
   store: (message: NewInboundMessage) => Promise<string>,
   tls?: { cert: string; key: string },
-  limits: { sessionTimeoutMs?: number; maxConnectionsPerClient?: number } = {},
+  limits: {
+    sessionTimeoutMs?: number;
+    maxConnectionsPerClient?: number;
+    messagesPerMinutePerClient?: number;
+    clock?: Clock;
+  } = {},
 ) =>
   startInboundListener({
+    clock: systemClock,
     host: '127.0.0.1',
     port: 0,
     maxBytes: 1024 * 1024,
@@ -32,7 +38,6 @@ const listen = (
     decide: async (address) =>
       address.toLowerCase().endsWith('@bounces.example.test') ? { take: 'report' } : { take: 'refuse' },
     store,
-    clock: systemClock,
     logger: silentWorkerLogger,
   });
 
@@ -255,4 +260,24 @@ test('the inbound settings are validated', () => {
   assert.throws(() => loadConfig({ SMTP_DSN: 'always' }), /SMTP_DSN must be off or a list/);
   assert.throws(() => loadConfig({ INBOUND_SMTP_PORT: '70000' }), /INBOUND_SMTP_PORT must be an integer/);
   assert.throws(() => loadConfig({ INBOUND_MAX_BYTES: '10' }), /INBOUND_MAX_BYTES must be an integer/);
+});
+
+test('messages begun per client address are limited per minute (450 past it), on the injected clock', async () => {
+  let now = Date.parse('2026-11-26T10:00:00.000Z');
+  const clock: Clock = { now: () => new Date(now) };
+  let stored = 0;
+  const listener = await listen(async () => `inb_${++stored}`, undefined, {
+    messagesPerMinutePerClient: 3,
+    clock,
+  });
+  try {
+    for (let i = 0; i < 3; i++) await deliver(listener.port);
+    await assert.rejects(deliver(listener.port), /450 4\.7\.1 Too many messages/);
+    assert.equal(stored, 3, 'the fourth was not stored');
+    now += 60_000;
+    await deliver(listener.port);
+    assert.equal(stored, 4, 'a minute later the address may send again');
+  } finally {
+    await listener.close();
+  }
 });

@@ -14,6 +14,8 @@ import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/post
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { reporterKey } from './helpers/reports.ts';
+import { depthBomb, headerBytesBomb, partsBomb, sendRawMessage } from './helpers/bombs.ts';
+import { spamdAvailable, startSpamd, type TestSpamd } from './helpers/spamd.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
@@ -510,6 +512,63 @@ for (const engine of ENGINES) {
       assert.equal((await api('GET', '/v1/received-emails', undefined, otherKey)).body.data.length, 0);
     });
 
+    test('hostile mail: oversize refused before storing; bombs and garbage stored whole, shown unreadable, never lost', async () => {
+      const client = direct();
+      await assert.rejects(
+        client.sendMail({
+          from: 'zoe@customer.example',
+          to: `support@${DOMAIN}`,
+          subject: 'Too big',
+          text: 'x'.repeat(2 * 1024 * 1024 + 10),
+        }),
+        /552 5\.3\.4/,
+      );
+      client.close();
+      const bombs: Array<[string, Buffer]> = [
+        ['parts', partsBomb(5000)],
+        ['depth', depthBomb(200)],
+        ['header', headerBytesBomb(1024 * 1024)],
+        // Every byte value but '.', so no line starts with a dot (sent as is, not dot-stuffed).
+        [
+          'garbage',
+          Buffer.concat([
+            Buffer.from(
+              Array.from({ length: 64 * 1024 }, (_, i) => (i * 131 + 7) % 256 || 1).map((b) =>
+                b === 0x2e ? 0x2f : b,
+              ),
+            ),
+            // Ended by a line break, as the end of DATA needs; the listener keeps the bytes before the dot.
+            Buffer.from('\r\n'),
+          ]),
+        ],
+      ];
+      for (const [name, raw] of bombs) {
+        const reply = await sendRawMessage(listenerPort, `support+${name}@${DOMAIN}`, raw);
+        assert.match(reply, /^250 /, `${name}: ${reply}`);
+      }
+      for (const [name, raw] of bombs) {
+        const { event } = await until(
+          () => receivedEvents().find(({ event }) => event.data.recipient === `support+${name}@${DOMAIN}`),
+          20_000,
+          `email.received for the ${name} bomb`,
+        );
+        if (name === 'garbage') {
+          assert.ok(['received', 'unreadable'].includes(event.data.status), name);
+        } else {
+          assert.equal(event.data.status, 'unreadable', name);
+          assert.ok(event.data.unreadable_reason, name);
+        }
+        // Kept whole: the raw bytes are what was sent.
+        const got = await fetch(`${server.url}/v1/received-emails/${event.data.received_email_id}/raw`, {
+          headers: { authorization: `Bearer ${KEY}` },
+        });
+        const bytes = Buffer.from(await got.arrayBuffer());
+        assert.equal(bytes.length, raw.length, name);
+      }
+      // The API kept answering throughout.
+      assert.equal((await api('GET', '/v1/inbound-routes')).status, 200);
+    });
+
     test('receiving off: the addresses are refused from the next RCPT on', async () => {
       const domain = (await api('GET', `/v1/domains/${DOMAIN}`)).body;
       const off = await api('PATCH', `/v1/domains/${domain.id}`, { receiving: false });
@@ -533,3 +592,95 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+describe(
+  'receiving email with a spam verdict (spamd)',
+  { skip: !spamdAvailable() && 'spamd is not installed' },
+  () => {
+    let database: ProcessDatabase;
+    let dns: TestDnsServer;
+    let spamd: TestSpamd;
+    let server: RunningServer;
+    const api = (method: string, path: string, body?: unknown) =>
+      requestJson(`${server.url}${path}`, KEY, method, body);
+    const GTUBE = 'XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X';
+
+    before(async () => {
+      database = await createProcessDatabase('sqlite');
+      dns = await startDnsServer();
+      spamd = await startSpamd();
+      server = await startServer(
+        loadConfig({
+          ...database.env,
+          PORT: '0',
+          POSTWIRE_BOOTSTRAP_KEY: KEY,
+          POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY.toString('hex'),
+          INBOUND_MX_HOST: MX_HOST,
+          DNS_SERVERS: dns.address,
+          INBOUND_SMTP_PORT: '0',
+          SPAMD_URL: spamd.url,
+          LOG_LEVEL: 'silent',
+        }),
+        { worker: true, stdout: { write() {} } },
+      );
+      const created = await api('POST', '/v1/domains', { name: DOMAIN, receiving: true });
+      for (const record of created.body.records as Array<{ type: string; name: string; value: string }>) {
+        if (record.type === 'MX') dns.add(record.name, { type: 'MX', exchange: record.value, priority: 10 });
+        else if (record.name.includes('_domainkey'))
+          dns.add(record.name, { type: 'TXT', text: record.value });
+      }
+      assert.equal(
+        (await api('POST', `/v1/domains/${created.body.id}/verify`)).body.receiving_verified,
+        true,
+      );
+      for (const body of [
+        { match: `strict@${DOMAIN}`, action: 'store', spam_reject_score: 5 },
+        { match: `lenient@${DOMAIN}`, action: 'store' },
+      ]) {
+        assert.equal((await api('POST', '/v1/inbound-routes', body)).status, 201);
+      }
+    });
+
+    after(async () => {
+      await server?.close();
+      await spamd?.close();
+      await dns?.close();
+      await database?.cleanup();
+    });
+
+    const mail = async (to: string, text: string) => {
+      const client = nodemailer.createTransport({
+        host: '127.0.0.1',
+        port: server.inboundPort!,
+        secure: false,
+        ignoreTLS: true,
+      });
+      try {
+        return await client.sendMail({ from: 'zoe@customer.example', to, subject: `to ${to}`, text });
+      } finally {
+        client.close();
+      }
+    };
+    const stored = (recipient: string) =>
+      until(
+        async () => (await api('GET', `/v1/received-emails?recipient=${recipient}`)).body.data[0],
+        20_000,
+        `the message to ${recipient}`,
+      );
+
+    test('a route with spam_reject_score refuses spam at DATA; scored mail carries the verdict', async () => {
+      await assert.rejects(mail(`strict@${DOMAIN}`, `Hello\n${GTUBE}\n`), /550 5\.7\.1/);
+      await mail(
+        `strict@${DOMAIN}`,
+        'Hello,\nthe parcel arrived this morning.\nThanks for the quick delivery.\n',
+      );
+      const ham = await stored(`strict@${DOMAIN}`);
+      assert.equal(ham.spam.flagged, false);
+      assert.ok(ham.spam.score < ham.spam.threshold);
+      await mail(`lenient@${DOMAIN}`, `Hello\n${GTUBE}\n`);
+      const spam = await stored(`lenient@${DOMAIN}`);
+      assert.equal(spam.spam.flagged, true);
+      assert.ok(spam.spam.score >= spam.spam.threshold);
+    });
+  },
+);

@@ -4,9 +4,11 @@ import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
-import { idAt } from '../src/lib/ids.ts';
+import { idAt, newId } from '../src/lib/ids.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
+import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
+import { createReceivedRepo } from '../src/modules/inbound/received.repo.ts';
 import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { attemptsIn } from './helpers/deliveries.ts';
@@ -142,6 +144,65 @@ for (const engine of ENGINES) {
       assert.equal(email.status, 200);
       assert.equal(email.body.recipients[0].status, 'delivered');
       assert.deepEqual(email.body.attachments, []);
+    });
+
+    test('a month later: received mail goes, its received emails first, then the message and its bytes', async () => {
+      const db = api.database.handle.db;
+      const project = await db.selectFrom('projects').select('id').executeTakeFirstOrThrow();
+      const inboundId = await createInboundRepo(db, engine).store({
+        receivedAt: new Date().toISOString(),
+        mailFrom: 'zoe@customer.example',
+        rcptTo: ['support@acme.test'],
+        remoteAddress: '127.0.0.1',
+        raw: Buffer.from('From: zoe@customer.example\r\nSubject: Hi\r\n\r\nHello\r\nthere\r\n'),
+      });
+      await db
+        .updateTable('inbound_messages')
+        .set({ status: 'received', kind: 'received' })
+        .where('id', '=', inboundId)
+        .execute();
+      await createReceivedRepo(db).insert([
+        {
+          id: newId('rcv'),
+          projectId: project.id,
+          inboundId,
+          routeId: null,
+          recipient: 'support@acme.test',
+          mailboxHash: null,
+          receivedAt: new Date().toISOString(),
+          mailFrom: 'zoe@customer.example',
+          fromAddress: 'zoe@customer.example',
+          subject: 'Hi',
+          messageId: null,
+          inReplyToEmailId: null,
+          inReplyToRecipient: null,
+          status: 'received',
+          size: 60,
+          attachmentCount: 0,
+          content: { readable: false, reason: 'a test row', subject: 'Hi' },
+          authentication: null,
+          spam: null,
+          createdAt: new Date().toISOString(),
+        },
+      ]);
+      const retention = createRetention({
+        database: api.database.handle,
+        clock: at(Date.now() + 31 * DAY),
+        retentionMs: 30 * DAY,
+        batchSize: 2,
+      });
+      const counted = Object.fromEntries(
+        (await retention.dryRun()).map((entry) => [entry.table, entry.rows]),
+      );
+      assert.deepEqual([counted.received_emails, counted.inbound_raw, counted.inbound_messages], [1, 1, 1]);
+      await retention.prune();
+      for (const table of ['received_emails', 'inbound_raw', 'inbound_messages'] as const) {
+        const left = await db
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow();
+        assert.equal(Number(left.n), 0, table);
+      }
     });
   });
 }

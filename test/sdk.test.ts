@@ -261,7 +261,7 @@ describe('sdk', () => {
     });
   });
 
-  test('domains: create, list, get, verify, rotate the key, delete; inbound messages: list', async () => {
+  test('domains: create, list, get, update, verify, rotate the key, delete; inbound routes, received emails, inbound messages', async () => {
     const domain = await postwire.domains.create({ name: 'sdk.example' });
     assert.deepEqual([domain.object, domain.name, domain.status], ['domain', 'sdk.example', 'pending']);
     assert.ok(domain.records.length > 0);
@@ -274,6 +274,31 @@ describe('sdk', () => {
     assert.ok(rotated.records.some((record) => record.rotation === 'next'));
     assert.equal((await postwire.domains.delete(domain.id)).deleted, true);
     await assert.rejects(postwire.domains.get(domain.id), NotFoundError);
+
+    // Receiving needs INBOUND_MX_HOST, which this server does not have: a typed 422 saying so.
+    await assert.rejects(postwire.domains.update(domain.id, { receiving: true }), NotFoundError);
+    const kept = await postwire.domains.create({ name: 'inbound.sdk.example' });
+    await assert.rejects(postwire.domains.update(kept.id, { receiving: true }), (error: unknown) => {
+      assert.ok(error instanceof ValidationError);
+      assert.equal(error.code, 'receiving_unavailable');
+      return true;
+    });
+    assert.equal((await postwire.domains.update(kept.id, { receiving: false })).receiving, false);
+    const route = await postwire.inboundRoutes.create({ match: '*@inbound.sdk.example', action: 'store' });
+    assert.deepEqual(
+      [route.object, route.match, route.priority],
+      ['inbound_route', '*@inbound.sdk.example', 100],
+    );
+    assert.equal((await postwire.inboundRoutes.update(route.id, { priority: 5 })).priority, 5);
+    assert.equal((await postwire.inboundRoutes.get(route.id)).priority, 5);
+    assert.ok((await postwire.inboundRoutes.list()).data.some((item) => item.id === route.id));
+    assert.equal((await postwire.inboundRoutes.delete(route.id)).deleted, true);
+    assert.deepEqual((await postwire.receivedEmails.list({ limit: 5 })).data, []);
+    await assert.rejects(postwire.receivedEmails.raw('rcv_01m8362j4ke00a6yqc5prman4d'), NotFoundError);
+    await assert.rejects(
+      postwire.receivedEmails.attachment('rcv_01m8362j4ke00a6yqc5prman4d', 0),
+      NotFoundError,
+    );
 
     const inbound = await postwire.inboundMessages.list({ limit: 5 });
     assert.deepEqual([inbound.object, inbound.data], ['list', []]);

@@ -42,6 +42,8 @@ export class Postwire {
   readonly suppressions;
   readonly domains;
   readonly inboundMessages;
+  readonly inboundRoutes;
+  readonly receivedEmails;
 
   constructor(apiKey: string, options: PostwireOptions = {}) {
     if (!apiKey) throw new TypeError('Postwire needs an API key: new Postwire(apiKey).');
@@ -189,6 +191,9 @@ export class Postwire {
         call(client.GET('/v1/domains', { params: { query }, ...init(options) })),
       get: (id: string, options?: RequestOptions) =>
         call(client.GET('/v1/domains/{id}', { params: { path: { id } }, ...init(options) })),
+      /** Turns receiving on or off (inbound routes take mail once its MX verifies). */
+      update: (id: string, body: Schemas['UpdateDomainRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/domains/{id}', { params: { path: { id } }, body, ...init(options) })),
       delete: (id: string, options?: RequestOptions) =>
         call(client.DELETE('/v1/domains/{id}', { params: { path: { id } }, ...init(options) })),
       /** Looks the records up now and answers with what was found. */
@@ -205,6 +210,55 @@ export class Postwire {
         call(client.GET('/v1/inbound-messages', { params: { query }, ...init(options) })),
       get: (id: string, options?: RequestOptions) =>
         call(client.GET('/v1/inbound-messages/{id}', { params: { path: { id } }, ...init(options) })),
+    };
+
+    this.inboundRoutes = {
+      /** Which addresses of the project's receiving domains take mail, and what happens to it. */
+      create: (body: Schemas['CreateInboundRouteRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/inbound-routes', { body, ...init(options) })),
+      list: (query: Query<'/v1/inbound-routes'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/inbound-routes', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/inbound-routes/{id}', { params: { path: { id } }, ...init(options) })),
+      update: (id: string, body: Schemas['UpdateInboundRouteRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/inbound-routes/{id}', { params: { path: { id } }, body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/inbound-routes/{id}', { params: { path: { id } }, ...init(options) })),
+    };
+
+    /** The bytes of a success, or the typed error of any other answer. */
+    async function bytes(
+      pending: Promise<{ data?: ArrayBuffer; error?: unknown; response: Response }>,
+    ): Promise<Uint8Array> {
+      const { data, error, response } = await pending;
+      if (!response.ok) throw errorFor(response, error);
+      return new Uint8Array(data!);
+    }
+
+    this.receivedEmails = {
+      /** What inbound routes took, newest first (no bodies: get one for them). */
+      list: (query: Query<'/v1/received-emails'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/received-emails', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/received-emails/{id}', { params: { path: { id } }, ...init(options) })),
+      /** The message exactly as received (message/rfc822). */
+      raw: (id: string, options?: RequestOptions) =>
+        bytes(
+          client.GET('/v1/received-emails/{id}/raw', {
+            params: { path: { id } },
+            parseAs: 'arrayBuffer',
+            ...init(options),
+          }),
+        ),
+      /** One attachment's decoded bytes. */
+      attachment: (id: string, index: number, options?: RequestOptions) =>
+        bytes(
+          client.GET('/v1/received-emails/{id}/attachments/{index}', {
+            params: { path: { id, index } },
+            parseAs: 'arrayBuffer',
+            ...init(options),
+          }),
+        ),
     };
   }
 }

@@ -35,7 +35,7 @@ interface Contract {
 
 interface Operation {
   /** Documented statuses: a validator for a JSON body, or null when the status has no body. */
-  responses: Map<string, ValidateFunction | null>;
+  responses: Map<string, ValidateFunction | null | typeof BYTES>;
 }
 
 const DOC_ID = 'urn:postwire:openapi';
@@ -129,6 +129,8 @@ function check(
     if (entry === undefined) {
       return { ...where(request, reply), operation, problem: `status ${status} is not documented` };
     }
+    // Bytes as documented (message/rfc822, an attachment): no JSON to check.
+    if (entry === BYTES) return undefined;
     validate = entry;
   }
 
@@ -183,6 +185,9 @@ interface OpenApiResponse {
   content?: Record<string, { schema?: unknown }>;
 }
 
+/** A response documented as bytes (`format: binary`), not JSON. */
+const BYTES = 'bytes' as const;
+
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
 function compileDocument(document: OpenApiDocument): Contract {
@@ -202,11 +207,19 @@ function compileDocument(document: OpenApiDocument): Contract {
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
     for (const [method, operation] of Object.entries(item)) {
       if (!HTTP_METHODS.has(method)) continue;
-      const responses = new Map<string, ValidateFunction | null>();
+      const responses = new Map<string, ValidateFunction | null | typeof BYTES>();
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const media = response.content?.[MEDIA_TYPE];
-        if (response.content && !media) {
+        // Bytes (a message, an attachment) are documented as such: no JSON body to check.
+        const binary = Object.values(response.content ?? {}).every(
+          (content) => (content as { schema?: { format?: string } }).schema?.format === 'binary',
+        );
+        if (response.content && !media && !binary) {
           throw new Error(`${method.toUpperCase()} ${path} ${status} is documented without ${MEDIA_TYPE}`);
+        }
+        if (response.content && !media) {
+          responses.set(status, BYTES);
+          continue;
         }
         responses.set(
           status,
