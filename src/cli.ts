@@ -11,6 +11,7 @@ import { renderOpenApiDocument } from './openapi-document.ts';
 import { runBackup, runCopyTo } from './ops/ops-commands.ts';
 import { DomainError } from './lib/errors.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
+import { createReceivedRepo } from './modules/inbound/received.repo.ts';
 import { createRetention } from './modules/retention/retention.ts';
 import type { ProjectService } from './modules/projects/projects.service.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
@@ -45,6 +46,8 @@ Commands:
                                                in small batches); --dry-run counts what would go.
   inbound list [--all] [--limit <n>] [--json]  Reports received that matched no email or could not be read,
                                                with why (--all: every received message). Newest first.
+  inbound received [--limit <n>] [--json]      The latest received emails of every project (routed mail, one
+                                               per recipient): project, recipient, from, subject, status, route.
   backup <file>                                Copy the SQLite database while the service runs, with the key
                                                file beside it (<file>.key). PostgreSQL: pg_dump.
   copy-to <postgres-url>                       Copy the SQLite database into an empty PostgreSQL database
@@ -261,6 +264,45 @@ const commands: Command[] = [
     },
   },
   {
+    words: ['inbound', 'received'],
+    options: { limit: { type: 'string' }, ...json },
+    async run(context, values) {
+      const limit = values.limit === undefined ? 50 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+        throw new UsageError('inbound received: --limit takes a whole number from 1 to 1000.');
+      }
+      const { db } = await context.database();
+      const rows = (await createReceivedRepo(db).latest(limit)).map((record) => ({
+        id: record.id,
+        received_at: record.receivedAt,
+        project_id: record.projectId,
+        recipient: record.recipient,
+        from: record.fromAddress,
+        subject: record.subject,
+        status: record.status,
+        route_id: record.routeId,
+      }));
+      context.io.stdout.write(
+        listing(values, rows, {
+          headers: ['ID', 'RECEIVED', 'PROJECT', 'RECIPIENT', 'FROM', 'SUBJECT', 'STATUS', 'ROUTE'],
+          cells: (row) => [
+            row.id,
+            row.received_at,
+            row.project_id,
+            row.recipient,
+            row.from ?? '',
+            // One line per email: a subject is the sender's text, of any length.
+            oneLine(row.subject ?? '', 60),
+            row.status,
+            row.route_id ?? '',
+          ],
+          empty: 'No email received.',
+        }),
+      );
+      return 0;
+    },
+  },
+  {
     words: ['backup'],
     args: ['file'],
     run: ({ io, config }, _values, [file]) => runBackup(io, config, file!),
@@ -402,6 +444,12 @@ function listing<Row>(
   return values.json === true
     ? `${JSON.stringify(rows, null, 2)}\n`
     : table(shown.headers, rows.map(shown.cells), shown.empty);
+}
+
+/** `text` on one line (control characters as spaces), cut to `max` characters with an ellipsis. */
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\p{Cc}+/gu, ' ');
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 function table(headers: string[], rows: string[][], empty: string): string {

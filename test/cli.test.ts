@@ -170,6 +170,21 @@ for (const engine of ENGINES) {
       assert.equal(project.name, 'Acme Mail');
     });
 
+    test('inbound received: says when nothing was received, as text and as JSON; --limit is checked', async () => {
+      // The listing of real received mail is checked where mail is received (test/dashboard.test.ts).
+      const text = await runCli(['inbound', 'received'], db.env);
+      assert.equal(text.code, 0, text.stderr);
+      assert.equal(text.stdout, 'No email received.\n');
+      const json = await runCli(['inbound', 'received', '--json', '--limit', '5'], db.env);
+      assert.equal(json.code, 0, json.stderr);
+      assert.deepEqual(JSON.parse(json.stdout), []);
+      for (const limit of ['0', '1001', 'ten']) {
+        const bad = await runCli(['inbound', 'received', '--limit', limit], db.env);
+        assert.equal(bad.code, 2, limit);
+        assert.match(bad.stderr, /inbound received: --limit takes a whole number from 1 to 1000/);
+      }
+    });
+
     test('unknown project or key: a clear message and exit 1', async () => {
       for (const args of [
         ['keys', 'create', '--project', 'proj_01m8000000e000000000000000'],

@@ -4,18 +4,27 @@
 // docs/dashboard.md); without it the same pages are checked and nothing is written.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import nodemailer from 'nodemailer';
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
+import { runCli } from '../src/cli.ts';
+import { loadConfig } from '../src/config.ts';
+import { type RunningServer, startServer } from '../src/server.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { reporterKey } from './helpers/reports.ts';
 import { until } from './helpers/until.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -980,5 +989,359 @@ describe('dashboard in a browser', { skip }, () => {
       (line) => !/Failed to load resource: the server responded with a status of (401|404|422)/.test(line),
     );
     assert.deepEqual(unexpected, []);
+  });
+});
+
+// Received email in the dashboard: a server that receives (its domain's MX verified through a real DNS server, a
+// route), one real message delivered over SMTP to its listener, and the Received pages in the browser. The
+// message is hostile the way mail from the internet is: its html has a script and a remote image (a tracking
+// pixel served by a real HTTP server here), neither of which may run or load.
+describe('received email in a browser', { skip }, () => {
+  const KEY = 'pw_dashboard_receiving_key_0123456789';
+  const ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('hex');
+  const MX_HOST = 'mx.postwire.test';
+  const DOMAIN = 'acme.test';
+  const SENDER = reporterKey('customer.example', 'mail2026');
+  /** What the email's script would do if it ran: each one is checked for below. */
+  const ESCAPE = "document.title='escaped';parent.postMessage('escaped','*');fetch('/v1/escaped')";
+  const INVOICE = Buffer.from(Array.from({ length: 2000 }, (_, i) => (i * 13) % 256));
+
+  let database: ProcessDatabase;
+  let dns: TestDnsServer;
+  let server: RunningServer;
+  let pixel: Server;
+  let pixelUrl: string;
+  const pixelRequests: string[] = [];
+  let browser: Browser;
+  const consoleErrors: string[] = [];
+  const pageErrors: string[] = [];
+  const requested: string[] = [];
+  let sentId: string;
+  let routeId: string;
+
+  const api = (method: string, path: string, body?: unknown) =>
+    requestJson(`${server.url}${path}`, KEY, method, body);
+
+  const newPage = async (viewport: { width: number; height: number }) => {
+    const context = await browser.newContext({ viewport, baseURL: server.url, acceptDownloads: true });
+    const page = await context.newPage();
+    page.on('request', (request) => requested.push(request.url()));
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.goto('/');
+    await page.getByLabel('API key').fill(KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    return { context, page };
+  };
+
+  before(async () => {
+    if (SCREENSHOTS) mkdirSync(SCREENSHOT_DIR, { recursive: true });
+    pixel = createServer((request, response) => {
+      pixelRequests.push(request.url ?? '');
+      response.writeHead(200, { 'content-type': 'image/gif' }).end();
+    });
+    await new Promise<void>((resolve) => pixel.listen(0, '127.0.0.1', resolve));
+    pixelUrl = `http://127.0.0.1:${(pixel.address() as AddressInfo).port}/pixel`;
+
+    database = await createProcessDatabase('sqlite');
+    dns = await startDnsServer();
+    dns.add(`${SENDER.selector}._domainkey.${SENDER.domain}`, { type: 'TXT', text: SENDER.txt });
+    dns.add(SENDER.domain, { type: 'TXT', text: 'v=spf1 ip4:127.0.0.1 -all' });
+    dns.add(`_dmarc.${SENDER.domain}`, { type: 'TXT', text: 'v=DMARC1; p=reject' });
+    const config = loadConfig({
+      ...database.env,
+      PORT: '0',
+      POSTWIRE_BOOTSTRAP_KEY: KEY,
+      POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+      INBOUND_MX_HOST: MX_HOST,
+      DNS_SERVERS: dns.address,
+      INBOUND_SMTP_PORT: '0',
+      MAIL_HOSTNAME: MX_HOST,
+      LOG_LEVEL: 'silent',
+    });
+    server = await startServer(config, { worker: true, stdout: { write() {} } });
+
+    const domain = await api('POST', '/v1/domains', { name: DOMAIN, receiving: true });
+    assert.equal(domain.status, 201, JSON.stringify(domain.body));
+    for (const record of domain.body.records as Array<{ type: string; name: string; value: string }>) {
+      if (record.type === 'MX') dns.add(record.name, { type: 'MX', exchange: record.value, priority: 10 });
+      else if (record.name.includes('_domainkey')) dns.add(record.name, { type: 'TXT', text: record.value });
+    }
+    const verified = await api('POST', `/v1/domains/${domain.body.id}/verify`);
+    assert.equal(verified.body.receiving_verified, true, JSON.stringify(verified.body));
+    const route = await api('POST', '/v1/inbound-routes', {
+      match: `reply-*@${DOMAIN}`,
+      action: 'store',
+      priority: 10,
+    });
+    assert.equal(route.status, 201, JSON.stringify(route.body));
+    routeId = route.body.id;
+
+    // An email sent (captured), which the message below replies to.
+    const sent = await api('POST', '/v1/emails', {
+      from: `Acme <orders@${DOMAIN}>`,
+      reply_to: `reply-order-9@${DOMAIN}`,
+      to: ['zoe@customer.example'],
+      subject: 'Your order has shipped',
+      text: 'It is on its way.\n',
+    });
+    assert.equal(sent.status, 202, JSON.stringify(sent.body));
+    sentId = sent.body.id;
+    const email = await until(
+      async () => {
+        const body = (await api('GET', `/v1/emails/${sentId}`)).body;
+        return body.message_id && body.status !== 'queued' && body;
+      },
+      10_000,
+      'the email sent',
+    );
+
+    const client = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: server.inboundPort!,
+      secure: false,
+      ignoreTLS: true,
+      name: 'client.customer.example',
+    });
+    await client.sendMail({
+      from: 'Zoë Customer <zoe@customer.example>',
+      to: `reply-order-9@${DOMAIN}`,
+      cc: 'Copied Person <copied@customer.example>',
+      replyTo: 'replies@customer.example',
+      subject: 'Re: Your order has shipped',
+      inReplyTo: email.message_id,
+      references: [email.message_id],
+      text: 'It arrived, thank you!\nThe invoice is attached.\n',
+      html:
+        `<p class="thanks" style="color:#16a34a">It arrived, <b>thank you</b>!</p>` +
+        `<img src="${pixelUrl}" alt="">` +
+        `<script>${ESCAPE}</script>`,
+      attachments: [{ filename: 'invoice 2026.pdf', content: INVOICE, contentType: 'application/pdf' }],
+      dkim: { domainName: SENDER.domain, keySelector: SENDER.selector, privateKey: SENDER.privateKey },
+    });
+    client.close();
+    await until(
+      async () => {
+        const list = (await api('GET', '/v1/received-emails')).body;
+        return list.data?.[0]?.authentication && list.data[0];
+      },
+      20_000,
+      'the message received, read and authenticated',
+    );
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-features=IsolateSandboxedIframes',
+      ],
+    });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    await new Promise((resolve) => pixel?.close(resolve));
+    await dns?.close();
+    await database?.cleanup();
+  });
+
+  test('the list, the message with its html inert, the authentication, the thread and the attachment', async () => {
+    const { context, page } = await newPage(WIDTHS[0]);
+    // What the email's script would post to the dashboard, were it to run (the app is one page: this stays).
+    await page.evaluate(() => {
+      const heard: string[] = [];
+      (window as unknown as { heard: string[] }).heard = heard;
+      window.addEventListener('message', (event) => heard.push(String(event.data)));
+    });
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Received' }).click();
+    await page.getByRole('heading', { name: 'Received', level: 1 }).waitFor();
+    const row = page.locator('table tbody tr').first();
+    await row.waitFor();
+    const cells = await row.innerText();
+    // A list shows the From address (its display name is in the message's own view).
+    assert.match(cells, /zoe@customer\.example/);
+    assert.match(cells, new RegExp(`reply-order-9@${DOMAIN}`));
+    assert.match(cells, new RegExp(`reply-\\*@${DOMAIN}`), 'the route by its match');
+    assert.match(cells, /1\s+attachment/);
+
+    // The route filter: the route's own mail, and the choice kept in the URL.
+    await page.getByLabel('Route').selectOption(routeId);
+    await page.waitForURL(new RegExp(`route_id=${routeId}`));
+    await row.waitFor();
+
+    await row.getByRole('link', { name: 'Re: Your order has shipped' }).click();
+    await page.getByRole('heading', { name: 'Re: Your order has shipped', level: 1 }).waitFor();
+    const facts = await page.locator('.facts').first().innerText();
+    assert.match(facts, /Zoë Customer <zoe@customer\.example>/);
+    assert.match(facts, /Copied Person <copied@customer\.example>/);
+    assert.match(facts, /replies@customer\.example/);
+    assert.match(await page.getByTestId('received-text').innerText(), /It arrived, thank you!/);
+    const authentication = await page.getByTestId('authentication').innerText();
+    assert.match(authentication, /SPF\s+pass/);
+    assert.match(authentication, /DKIM\s+pass\s+customer\.example/);
+    assert.match(authentication, /DMARC\s+pass/);
+    assert.match(await page.getByText('Not scored').innerText(), /spamd/);
+
+    // The thread: a link to the email it replies to, on its page.
+    const thread = page.getByTestId('thread').getByRole('link');
+    assert.equal(await thread.getAttribute('href'), `/dashboard/emails/${sentId}`);
+
+    // The html: in a frame with a sandbox that allows nothing, shown, and inert.
+    const frameElement = page.locator('iframe.preview');
+    assert.equal(await frameElement.getAttribute('sandbox'), '');
+    assert.equal(await frameElement.getAttribute('src'), null);
+    const frame = page.frameLocator('iframe.preview');
+    await frame.locator('p.thanks', { hasText: 'It arrived' }).waitFor();
+    // Give a pixel and a script every chance to go wrong before looking.
+    await page.waitForTimeout(500);
+    assert.deepEqual(pixelRequests, [], 'the remote image was fetched');
+    // (Playwright reports the image's request as begun even though the policy stops it before it leaves: the
+    // server that would answer it is what says whether it was fetched.)
+    assert.ok(!requested.some((url) => url.includes('/v1/escaped')), "the email's script ran");
+    assert.doesNotMatch(await page.title(), /escaped/);
+    assert.deepEqual(await page.evaluate(() => (window as unknown as { heard: string[] }).heard), []);
+    assert.equal(await frameElement.evaluate((node: HTMLIFrameElement) => node.contentDocument), null);
+    // The policy said no to both (Chrome reports each block as an error).
+    await until(
+      () => consoleErrors.some((line) => /Loading the image .*\/pixel.* violates/.test(line)),
+      5000,
+      'the pixel blocked by the policy',
+    );
+
+    // The attachment and the raw message download with the key, as the bytes stored.
+    const attachment = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Download invoice 2026.pdf' }).click();
+    const saved = await attachment;
+    assert.equal(saved.suggestedFilename(), 'invoice 2026.pdf');
+    assert.deepEqual(readFileSync(await saved.path()), INVOICE);
+    const raw = page.waitForEvent('download');
+    await page.getByRole('button', { name: 'Download .eml' }).click();
+    const rawFile = await raw;
+    assert.match(rawFile.suggestedFilename(), /^rcv_.*\.eml$/);
+    const rawText = readFileSync(await rawFile.path(), 'utf8');
+    assert.match(rawText, /^Subject: Re: Your order has shipped$/m);
+
+    await thread.click();
+    await page.getByRole('heading', { name: 'Your order has shipped', level: 1 }).waitFor();
+    await context.close();
+  });
+
+  test('routes: listed, added (the error next to its field), edited and deleted after confirming', async () => {
+    const { context, page } = await newPage(WIDTHS[0]);
+    await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Received' }).click();
+    await page.getByRole('link', { name: 'Inbound routes' }).click();
+    await page.getByRole('heading', { name: 'Inbound routes', level: 1 }).waitFor();
+    await page.locator(`tr[data-id="${routeId}"]`).waitFor();
+
+    await page.getByLabel('Match').fill('help@not-ours.example');
+    await page.getByRole('button', { name: 'Add the route' }).click();
+    await page.locator('.field-error[data-param="match"]').waitFor();
+    await page.getByLabel('Match').fill(`help@${DOMAIN}`);
+    await page.getByLabel('Action').selectOption('reject');
+    await page.getByLabel('Reject message').fill('Write to support instead');
+    await page.getByLabel('Priority').fill('50');
+    await page.getByRole('button', { name: 'Add the route' }).click();
+    await page.getByText(`The route for help@${DOMAIN} was created.`).waitFor();
+    const created = (await api('GET', '/v1/inbound-routes')).body.data.find(
+      (route: { match: string }) => route.match === `help@${DOMAIN}`,
+    );
+    assert.deepEqual(
+      [created.action, created.priority, created.reject_message, created.enabled],
+      ['reject', 50, 'Write to support instead', true],
+    );
+
+    await page.getByRole('button', { name: `Edit the route for help@${DOMAIN}` }).click();
+    await page.getByLabel('Enabled').uncheck();
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByText(`The route for help@${DOMAIN} was saved.`).waitFor();
+    assert.equal((await api('GET', `/v1/inbound-routes/${created.id}`)).body.enabled, false);
+
+    await page.getByRole('button', { name: `Delete the route for help@${DOMAIN}` }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete' }).click();
+    await page.getByText(`The route for help@${DOMAIN} was deleted.`).waitFor();
+    assert.equal((await api('GET', `/v1/inbound-routes/${created.id}`)).status, 404);
+    await context.close();
+  });
+
+  test('the received pages at 1280 and 390 px fit the width (with SCREENSHOTS=1, a screenshot of each)', async () => {
+    const received = (await api('GET', '/v1/received-emails')).body.data[0].id;
+    const pages: Array<[string, string, string]> = [
+      ['received', '/dashboard/received', 'Received'],
+      ['received-email', `/dashboard/received/${received}`, 'Re: Your order has shipped'],
+      ['routes', '/dashboard/routes', 'Inbound routes'],
+    ];
+    for (const size of WIDTHS) {
+      const { context, page } = await newPage(size);
+      for (const [name, url, heading] of pages) {
+        await page.goto(url);
+        await page.getByRole('heading', { name: heading, level: 1 }).waitFor();
+        await page.locator('[aria-busy="true"]').first().waitFor({ state: 'detached' });
+        if (SCREENSHOTS) {
+          if (await page.locator('iframe.preview').count())
+            await page
+              .locator('iframe.preview')
+              .screenshot({ path: path.join(SCREENSHOT_DIR, `${name}-preview-${size.width}.png`) });
+          await page.screenshot({
+            path: path.join(SCREENSHOT_DIR, `${name}-${size.width}.png`),
+            fullPage: true,
+          });
+        }
+        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        assert.ok(overflow <= 0, `${name} at ${size.width} px overflows by ${overflow} px`);
+      }
+      await context.close();
+    }
+  });
+
+  test('the operator lists it with `postwire inbound received`', async () => {
+    const output: string[] = [];
+    const io = {
+      stdout: { write: (text: string) => output.push(text) },
+      stderr: { write: (text: string) => output.push(text) },
+      env: { ...database.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY },
+    };
+    assert.equal(await runCli(['inbound', 'received', '--json', '--limit', '10'], io), 0, output.join(''));
+    const rows = JSON.parse(output.join(''));
+    assert.equal(rows.length, 1);
+    const project = (await api('GET', `/v1/received-emails/${rows[0].id}`)).body;
+    assert.deepEqual(rows[0], {
+      id: project.id,
+      received_at: project.received_at,
+      project_id: rows[0].project_id,
+      recipient: `reply-order-9@${DOMAIN}`,
+      from: 'zoe@customer.example',
+      subject: 'Re: Your order has shipped',
+      status: 'received',
+      route_id: routeId,
+    });
+    assert.match(rows[0].project_id, /^proj_/);
+    output.length = 0;
+    assert.equal(await runCli(['inbound', 'received'], io), 0);
+    const [header, line] = output.join('').split('\n');
+    assert.match(header!, /^ID\s+RECEIVED\s+PROJECT\s+RECIPIENT\s+FROM\s+SUBJECT\s+STATUS\s+ROUTE$/);
+    assert.match(
+      line!,
+      new RegExp(
+        `^${project.id}\\s.*zoe@customer\\.example\\s+Re: Your order has shipped\\s+received\\s+${routeId}$`,
+      ),
+    );
+  });
+
+  test('no page error beyond what the inert frame refused', () => {
+    assert.deepEqual(pageErrors, []);
+    const unexpected = consoleErrors.filter(
+      (line) =>
+        !/violates the following Content Security Policy directive/.test(line) &&
+        !/Failed to load resource: the server responded with a status of 422/.test(line) &&
+        !/Blocked script execution in 'about:srcdoc'/.test(line),
+    );
+    assert.deepEqual(unexpected, []);
+    for (const url of requested) assert.ok(!url.includes(KEY), `the key is in ${url}`);
   });
 });

@@ -75,3 +75,43 @@ export function query(params) {
   const text = search.toString();
   return text ? `?${text}` : '';
 }
+
+/**
+ * Downloads what `GET /v1<path>` answers as the file `filename`. The API needs the key in the Authorization
+ * header, so a plain link cannot fetch it: the bytes are fetched here, kept as a Blob and saved through a
+ * temporary `blob:` link with `download`. The Blob is typed application/octet-stream whatever it holds, so
+ * the browser saves it and never renders it in the dashboard's origin. Throws ApiError like `api`.
+ */
+export async function download(path, filename, { key = session.key } = {}) {
+  let response;
+  try {
+    response = await fetch(`/v1${path}`, {
+      headers: key ? { authorization: `Bearer ${key}` } : {},
+      cache: 'no-store',
+      credentials: 'omit',
+    });
+  } catch {
+    throw new ApiError(0, { code: 'network_error', message: 'Could not reach the Postwire server.' });
+  }
+  if (!response.ok) {
+    let error = null;
+    try {
+      error = (await response.json())?.error;
+    } catch {
+      error = null;
+    }
+    if (response.status === 401 && key === session.key) for (const listener of listeners) listener();
+    throw new ApiError(response.status, error);
+  }
+  const blob = new Blob([await response.arrayBuffer()], { type: 'application/octet-stream' });
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = filename;
+  link.rel = 'noopener';
+  document.body.append(link);
+  link.click();
+  link.remove();
+  // The click starts the download; the URL goes once it surely has been read.
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}

@@ -9,6 +9,7 @@ import { SuppressionsPage } from './pages/suppressions.js';
 import { DomainsPage } from './pages/domains.js';
 import { EventsPage } from './pages/events.js';
 import { InboundPage } from './pages/inbound.js';
+import { ReceivedEmailPage, ReceivedPage, RoutesPage } from './pages/received.js';
 
 const NAV = [
   ['/dashboard/', 'Overview'],
@@ -18,6 +19,7 @@ const NAV = [
   ['/dashboard/events', 'Events'],
   ['/dashboard/suppressions', 'Suppressions'],
   ['/dashboard/domains', 'Domains'],
+  ['/dashboard/received', 'Received'],
   ['/dashboard/inbound', 'Inbound'],
 ];
 
@@ -44,6 +46,11 @@ function route(path) {
       return { section: '/dashboard/suppressions', page: SuppressionsPage };
     case 'domains':
       return { section: '/dashboard/domains', page: DomainsPage };
+    case 'received':
+      return { section: '/dashboard/received', page: id ? ReceivedEmailPage : ReceivedPage, id };
+    case 'routes':
+      // Reached from the Received page (its link, its crumbs): one section in the top bar for both.
+      return { section: '/dashboard/received', page: RoutesPage };
     case 'inbound':
       return { section: '/dashboard/inbound', page: InboundPage };
     default:

@@ -27,3 +27,36 @@ export function HtmlPreview({ html: content, title = 'Email preview' }) {
     src="/dashboard/frame.html"
   ></iframe>`;
 }
+
+/**
+ * The policy written into an inert frame's document: no script, nothing from the network (a remote image is
+ * a tracker: it tells the sender the mail was read, and when, and from where), inline images (`data:`) only.
+ * A `srcdoc` document also inherits the dashboard's own policy, which only ever narrows this one: its
+ * `style-src 'self'` means the email's inline styles do not apply either (the text and layout show, unstyled).
+ * HtmlPreview keeps them, at the price of a frame that may run our loader script; for mail from strangers
+ * nothing runs at all.
+ */
+const INERT_POLICY = [
+  "default-src 'none'",
+  'img-src data:',
+  "style-src 'unsafe-inline'",
+  'font-src data:',
+  "base-uri 'none'",
+  "form-action 'none'",
+].join('; ');
+
+/**
+ * Html from someone else (a received email) in a frame that can do nothing: `sandbox` with no permission at
+ * all (no scripts, an opaque origin, no forms, no popups, no navigating the dashboard) and the document's own
+ * policy above, given as `srcdoc` — no script of ours runs in it either, and nothing of it goes in a URL.
+ */
+export function InertHtml({ html: content, title = 'Email html' }) {
+  const source = `<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="${INERT_POLICY}"><meta name="referrer" content="no-referrer"></head><body>${content ?? ''}</body></html>`;
+  return html`<iframe
+    class="preview"
+    title=${title}
+    sandbox=""
+    referrerpolicy="no-referrer"
+    srcdoc=${source}
+  ></iframe>`;
+}
