@@ -23,6 +23,7 @@ import {
   readSchema,
   schedule,
   section,
+  type Setting,
   text,
   type ValuesOf,
 } from './lib/settings.ts';
@@ -799,6 +800,42 @@ export const CONFIG_SCHEMA = {
     },
   }),
 
+  ...section('SMTP submission', {
+    submission: {
+      host: text('SUBMISSION_HOST', {
+        default: '127.0.0.1',
+        description: 'where the SMTP submission server listens (with a submission port set)',
+        details: 'in `postwire serve`, or alone with `postwire submission`',
+      }),
+      port: optionalPort('SUBMISSION_PORT', {
+        description: 'its port for STARTTLS submission (587 in production); unset: no such port',
+        details:
+          'AUTH only after STARTTLS, except from a loopback address with `SUBMISSION_ALLOW_PLAIN_LOOPBACK`',
+      }),
+      tlsPort: optionalPort('SUBMISSION_TLS_PORT', {
+        description: 'its port for implicit TLS submission (465 in production); unset: no such port',
+      }),
+      tls: custom(['SUBMISSION_TLS_CERT', 'SUBMISSION_TLS_KEY'], {
+        default: 'unset',
+        description: 'PEM text or file paths: the certificate both submission ports present',
+        details:
+          'needed for `SUBMISSION_TLS_PORT`, and for AUTH on `SUBMISSION_PORT` from anywhere but loopback',
+        read: (context) => tlsPair(context, 'SUBMISSION_TLS_CERT', 'SUBMISSION_TLS_KEY', 'SMTP submission'),
+      }),
+      allowPlainLoopback: boolean('SUBMISSION_ALLOW_PLAIN_LOOPBACK', {
+        default: false,
+        description: 'AUTH without TLS from a loopback address (development); never from elsewhere',
+      }),
+      maxBytes: integer('SUBMISSION_MAX_BYTES', {
+        default: 40 * 1024 * 1024,
+        shownDefault: '`41943040` (40 MiB)',
+        min: 1024,
+        max: 1024 * 1024 * 1024,
+        description: 'a larger message is refused: announced in EHLO SIZE, and answered 552 at DATA',
+      }),
+    },
+  }),
+
   ...section('Tracking and unsubscribe', {
     publicUrl: custom('PUBLIC_URL', {
       default: 'unset',
@@ -852,6 +889,10 @@ const RULES: Array<(config: Config) => string | undefined> = [
     config.mailTransport === 'relay' && !config.smtpUrl
       ? 'MAIL_TRANSPORT=relay needs SMTP_URL (smtp://user:pass@host:port).'
       : undefined,
+  (config) =>
+    config.submission.tlsPort !== undefined && !config.submission.tls
+      ? 'SUBMISSION_TLS_PORT needs SUBMISSION_TLS_CERT and SUBMISSION_TLS_KEY.'
+      : undefined,
 ];
 
 export class ConfigError extends Error {
@@ -901,22 +942,51 @@ function pemSetting(context: ReadContext, name: string): string | undefined {
 }
 
 function inboundTls(context: ReadContext): { cert: string; key: string } | undefined {
-  const cert = pemSetting(context, 'INBOUND_TLS_CERT');
-  const key = pemSetting(context, 'INBOUND_TLS_KEY');
+  return tlsPair(context, 'INBOUND_TLS_CERT', 'INBOUND_TLS_KEY', 'STARTTLS on the inbound listener');
+}
+
+/** A certificate and its key, both or neither, each PEM text or a file path. */
+function tlsPair(
+  context: ReadContext,
+  certEnv: string,
+  keyEnv: string,
+  what: string,
+): { cert: string; key: string } | undefined {
+  const cert = pemSetting(context, certEnv);
+  const key = pemSetting(context, keyEnv);
   if ((cert === undefined) !== (key === undefined)) {
-    context.problems.push(
-      'STARTTLS on the inbound listener needs both INBOUND_TLS_CERT and INBOUND_TLS_KEY.',
-    );
+    context.problems.push(`${what} needs both ${certEnv} and ${keyEnv}.`);
     return undefined;
   }
   if (cert === undefined || key === undefined) return undefined;
   try {
     createPrivateKey(key);
   } catch {
-    context.problems.push('INBOUND_TLS_KEY does not hold a valid PEM private key.');
+    context.problems.push(`${keyEnv} does not hold a valid PEM private key.`);
     return undefined;
   }
   return { cert, key };
+}
+
+/** A TCP port, or unset (undefined: nothing listens there). 0 picks a free port (tests). */
+function optionalPort(
+  env: string,
+  described: { description: string; details?: string },
+): Setting<number | undefined> {
+  return custom(env, {
+    default: 'unset',
+    ...described,
+    read(context) {
+      const raw = rawValue(context, env);
+      if (raw === undefined) return undefined;
+      const value = Number(raw);
+      if (!Number.isInteger(value) || value < 0 || value > 65535) {
+        context.problems.push(`${env} must be a port from 0 to 65535, got '${raw}'.`);
+        return undefined;
+      }
+      return value;
+    },
+  });
 }
 
 /** PUBLIC_URL: an absolute http(s) URL without query or fragment; kept without its trailing slash. */

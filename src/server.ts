@@ -24,6 +24,12 @@ import { notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
 import { createServices, type Services } from './services.ts';
 import { createInboundRepo, type SpamVerdict } from './modules/inbound/inbound.repo.ts';
 import { createSpamChecker } from './modules/inbound/spam.ts';
+import { createSubmissionService } from './modules/submission/submission.service.ts';
+import {
+  type SubmissionListener,
+  startSubmissionListener,
+} from './modules/submission/submission.listener.ts';
+import { createRateLimiter } from './http/rate-limit.ts';
 import {
   type InboundListener,
   type RecipientDecision,
@@ -86,8 +92,10 @@ export interface RunningProcess {
   app: FastifyInstance | undefined;
   /** The address it answers HTTP on (the API, or a worker's probes), e.g. `http://127.0.0.1:3000`. */
   url: string | undefined;
-  /** The port of the SMTP listener for reports, when it runs (BOUNCE_DOMAIN set, not --no-inbound). */
+  /** The port of the SMTP listener, when it runs (BOUNCE_DOMAIN or INBOUND_MX_HOST set, not --no-inbound). */
   inboundPort: number | undefined;
+  /** The SMTP submission ports, when configured (`serve`). */
+  submission: { port: number | undefined; tlsPort: number | undefined } | undefined;
   log: ShutdownLogger;
   /** Stops taking connections, lets work in flight finish, then closes the database. Idempotent. */
   close(): Promise<void>;
@@ -124,12 +132,14 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
   let app: FastifyInstance | undefined;
   let workers: RunningWorkers | undefined;
   let inbound: InboundListener | undefined;
+  let submission: SubmissionListener | undefined;
   // Stopped in reverse order of start: the API (nothing new arrives), the listener, the workers (attempts in
   // flight record their results), and the database last.
   const stopAll = async () => {
     try {
       await reservedPort?.release();
       await app?.close();
+      await submission?.close();
       await inbound?.close();
       await workers?.stop();
       await services?.close();
@@ -169,6 +179,7 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
 
     if (options.worker) workers = await startWorkers(services, log);
     if (options.inbound !== false) inbound = await startInbound(services, log);
+    if (http) submission = await startSubmission(services, log);
     let url: string | undefined;
     if (app && reservedPort) {
       await listenQuietly(app, reservedPort, config.host);
@@ -192,7 +203,14 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
         url ? `Postwire worker started; its probes and metrics are on ${url}` : 'Postwire worker started',
       );
     }
-    return { app, url, inboundPort: inbound?.port, log, close };
+    return {
+      app,
+      url,
+      inboundPort: inbound?.port,
+      submission: submission && { port: submission.port, tlsPort: submission.tlsPort },
+      log,
+      close,
+    };
   } catch (error) {
     await stopAll().catch(() => {});
     throw error;
@@ -333,6 +351,38 @@ function spamScorer(services: Services, logger: WorkerLogger) {
     const verdict = await checker.check(raw);
     return verdict && { score: verdict.score, threshold: verdict.threshold, flagged: verdict.flagged };
   };
+}
+
+/** SMTP submission, when a submission port is configured: each message an email, stored before its 250. */
+async function startSubmission(
+  services: Services,
+  logger: WorkerLogger,
+): Promise<SubmissionListener | undefined> {
+  const { config } = services;
+  const settings = config.submission;
+  if (settings.port === undefined && settings.tlsPort === undefined) return undefined;
+  const submission = createSubmissionService({ projects: services.projects, emails: services.emails });
+  try {
+    return await startSubmissionListener({
+      ...settings,
+      hostname: config.mailHostname,
+      authenticate: submission.authenticate,
+      stillValid: submission.stillValid,
+      submit: submission.submit,
+      failedAuthLimiter: createRateLimiter({
+        limit: config.authFailureLimit,
+        windowMs: config.authFailureWindowMs,
+        now: () => services.clock.now().getTime(),
+      }),
+      logger,
+    });
+  } catch (error) {
+    throw new Error(
+      `the SMTP submission server could not listen on ${settings.host} (${describeError(error)}); ` +
+        'set SUBMISSION_PORT and SUBMISSION_TLS_PORT to free ports',
+      { cause: error },
+    );
+  }
 }
 
 /** A recipient at RCPT: one of our return paths (a report), an address a route takes, or refused. */

@@ -374,6 +374,8 @@ for (const engine of ENGINES) {
           templateId: null,
           templateVersion: null,
           messageId: '<msg_relay_envelope@example.com>',
+          source: 'api',
+          smtpUsername: null,
           attachments: [],
           dkimDomain: null,
           returnPathDomain: null,

@@ -188,6 +188,22 @@ export interface EmailsTable {
   scheduled_at: string | null;
   created_at: string;
   updated_at: string;
+  /** Where it came from: the HTTP API, or SMTP submission (its message then in email_submissions). */
+  source: ColumnType<EmailSource, EmailSource | undefined, EmailSource>;
+  /** The username an SMTP client gave in AUTH (free text, shown with the email). */
+  smtp_username: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+export type EmailSource = 'api' | 'smtp';
+
+/** The message an SMTP client submitted, as it is sent (written by the emails repository with the email). */
+export interface EmailSubmissionsTable {
+  email_id: string;
+  project_id: string;
+  /** Its Message-ID (the client's, or the one added): unique per project, so a retried submission is one email. */
+  message_id: string;
+  raw: Uint8Array;
+  created_at: string;
 }
 
 /** Sequence numbers are bigint: PostgreSQL hands them back as strings. */
@@ -511,6 +527,7 @@ export interface Database {
   inbound_raw: InboundRawTable;
   inbound_routes: InboundRoutesTable;
   received_emails: ReceivedEmailsTable;
+  email_submissions: EmailSubmissionsTable;
   domains: DomainsTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;

@@ -1396,6 +1396,10 @@ export interface components {
             template_version: number | null;
             /** @description The Message-ID header, the same on every attempt, so a receiver can detect duplicates. */
             message_id: string;
+            /** @description `api` (POST /v1/emails) or `smtp` (SMTP submission: the message travels as the application wrote it; `html` and `text` are null, GET …/raw shows it as sent). */
+            source: "api" | "smtp";
+            /** @description The username the SMTP client gave in AUTH; null for API sends. */
+            smtp_username: string | null;
             scheduled_at: string | null;
             /**
              * Format: date-time
@@ -1995,6 +1999,10 @@ export interface components {
             template_version: number | null;
             /** @description The Message-ID header, the same on every attempt, so a receiver can detect duplicates. */
             message_id: string;
+            /** @description `api` (POST /v1/emails) or `smtp` (SMTP submission: the message travels as the application wrote it; `html` and `text` are null, GET …/raw shows it as sent). */
+            source: "api" | "smtp";
+            /** @description The username the SMTP client gave in AUTH; null for API sends. */
+            smtp_username: string | null;
             scheduled_at: string | null;
             /**
              * Format: date-time

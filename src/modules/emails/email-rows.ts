@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database, EmailStatus, Row } from '../../db/schema.ts';
+import type { Database, EmailSource, EmailStatus, Row } from '../../db/schema.ts';
 import type { TrackingSettings } from './tracking.ts';
 
 // An email's rows as both its repositories read and write them: emails.repo.ts (the emails table, and what
@@ -36,6 +36,10 @@ interface EmailContent {
   templateId: string | null;
   templateVersion: number | null;
   messageId: string;
+  /** The HTTP API, or SMTP submission. */
+  source: EmailSource;
+  /** The username an SMTP client gave in AUTH; null for API sends. */
+  smtpUsername: string | null;
 }
 
 /** A file sent with an email; `content` is loaded only where the message is built. */
@@ -60,6 +64,8 @@ export interface NewEmail extends EmailContent {
   recipients: NewRecipient[];
   /** Opens, clicks, unsubscribe: stored by the engagement module in the same transaction. */
   tracking?: TrackingSettings | undefined;
+  /** SMTP submission: the message as it is sent (Bcc and X-Postwire-* removed, Message-ID and Date added). */
+  submitted?: Buffer | undefined;
 }
 
 export interface EmailRecord extends EmailContent {
@@ -73,6 +79,8 @@ export interface EmailRecord extends EmailContent {
   scheduledAt: string | null;
   createdAt: string;
   updatedAt: string;
+  /** SMTP submission: the message to send as it is (loaded only where the message is built). */
+  submitted?: Buffer | undefined;
 }
 
 export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
@@ -91,6 +99,8 @@ export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
   templateId: row.template_id,
   templateVersion: row.template_version === null ? null : Number(row.template_version),
   messageId: row.message_id,
+  source: row.source,
+  smtpUsername: row.smtp_username,
   attachments: [],
   dkimDomain: row.dkim_domain,
   returnPathDomain: row.return_path_domain,
@@ -161,4 +171,6 @@ export const EMAIL_COLUMNS = [
   'scheduled_at',
   'created_at',
   'updated_at',
+  'source',
+  'smtp_username',
 ] as const;

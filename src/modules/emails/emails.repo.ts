@@ -73,6 +73,8 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
     scheduled_at: email.scheduledAt,
     created_at: email.createdAt,
     updated_at: email.createdAt,
+    source: email.source,
+    smtp_username: email.smtpUsername,
   };
 }
 
@@ -176,6 +178,20 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         }
       }
 
+      for (const email of emails) {
+        if (email.submitted === undefined) continue;
+        await trx
+          .insertInto('email_submissions')
+          .values({
+            email_id: email.id,
+            project_id: email.projectId,
+            message_id: email.messageId,
+            raw: email.submitted,
+            created_at: email.createdAt,
+          })
+          .execute();
+      }
+
       await recipients.insertAccepted(trx, emails);
       // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
       const limited = options.dailyLimit > 0;
@@ -198,6 +214,21 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .where('id', '=', id)
         .executeTakeFirst();
       return row && toEmailRecord(row);
+    },
+
+    /**
+     * The email an SMTP client submitted with this Message-ID since `since`, if any: a client that retries
+     * after a lost 250 gets it back instead of a second email.
+     */
+    async submittedSince(projectId: string, messageId: string, since: string): Promise<string | undefined> {
+      const row = await db
+        .selectFrom('email_submissions')
+        .select('email_id')
+        .where('project_id', '=', projectId)
+        .where('message_id', '=', messageId)
+        .where('created_at', '>=', since)
+        .executeTakeFirst();
+      return row?.email_id;
     },
 
     /** An email's attachments without their content (for the API). */

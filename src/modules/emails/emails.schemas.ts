@@ -261,6 +261,11 @@ const summaryFields = {
   message_id: Type.String({
     description: 'The Message-ID header, the same on every attempt, so a receiver can detect duplicates.',
   }),
+  source: Type.Union([Type.Literal('api'), Type.Literal('smtp')], {
+    description:
+      '`api` (POST /v1/emails) or `smtp` (SMTP submission: the message travels as the application wrote it; `html` and `text` are null, GET …/raw shows it as sent).',
+  }),
+  smtp_username: nullable(Type.String(), 'The username the SMTP client gave in AUTH; null for API sends.'),
   scheduled_at: nullable(timestamp('When it is (was) scheduled to be sent.')),
   created_at: timestamp('When it was accepted.'),
   updated_at: timestamp('When its status last changed.'),

@@ -25,6 +25,29 @@ import {
 } from './emails.repo.ts';
 import type { SuppressionRecord } from '../suppressions/suppressions.repo.ts';
 
+/** An SMTP submission as the emails service takes it (read by the submission module). */
+export interface Submission {
+  /** The From field (`Name <a@b>` or `a@b`). */
+  from: string;
+  /** The envelope's recipients (RCPT TO). */
+  recipients: string[];
+  /** The addresses of the To and Cc fields: which recipients are to and cc (the others are bcc). */
+  to: string[];
+  cc: string[];
+  replyTo: string[];
+  subject: string;
+  messageId: string | null;
+  tags: Record<string, string>;
+  sendAt: string | undefined;
+  /** The SMTP AUTH username. */
+  username: string;
+  /** The message as it is sent, given its Message-ID and the time it was accepted. */
+  build(messageId: string, acceptedAt: Date): Buffer;
+}
+
+/** A client that submits the same Message-ID again within this gets the first email back. */
+export const SUBMISSION_REPEAT_WINDOW_MS = 24 * 3_600_000;
+
 /** A send checked and rendered before its transaction: its emails and the time it was accepted. */
 export interface SendPlan {
   emails: NewEmail[];
@@ -118,7 +141,7 @@ const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,76}$/;
 const TAG = /^[A-Za-z0-9_-]{1,256}$/;
 const aliasShape = new RegExp(ALIAS_PATTERN);
 
-const MAX_RECIPIENTS = 150;
+export const MAX_RECIPIENTS = 150;
 /** The status to show: a scheduled email whose time has come is queued, even before a worker has seen it. */
 const shownStatus = (email: EmailRecord, now: string): EmailStatus =>
   email.status === 'scheduled' && email.scheduledAt !== null && email.scheduledAt <= now
@@ -140,6 +163,8 @@ export function toEmailSummary(email: EmailRecord, now: string): EmailSummaryVie
     template_id: email.templateId,
     template_version: email.templateVersion,
     message_id: email.messageId,
+    source: email.source,
+    smtp_username: email.smtpUsername,
     scheduled_at: email.scheduledAt,
     created_at: email.createdAt,
     updated_at: email.updatedAt,
@@ -498,6 +523,8 @@ export function createEmailService({
       templateVersion,
       // Made now and stored, so every attempt (and every duplicate a crash may cause) carries the same one.
       messageId: `<${id}@${from.domain}>`,
+      source: 'api',
+      smtpUsername: null,
       dkimDomain: authentication?.dkimDomain ?? null,
       returnPathDomain: authentication?.returnPathDomain ?? null,
       scheduledAt,
@@ -702,6 +729,60 @@ export function createEmailService({
     async prepareSend(projectId: string, input: SendEmailInput): Promise<SendPlan> {
       const now = clock.now();
       return { emails: [await prepare(projectId, input, now, '')], now };
+    },
+
+    /**
+     * Checks an SMTP submission as a send (the same rules: sender domain, addresses, tags, schedule, recipient
+     * cap), before any transaction; `accept` then stores it. The envelope's recipients are who receives it:
+     * those in To or Cc as such, the others as bcc. The message travels as submitted (`submitted`): its Message-ID
+     * is the client's when it gave one.
+     */
+    async prepareSubmission(projectId: string, submission: Submission): Promise<SendPlan> {
+      const now = clock.now();
+      const inHeader = (list: readonly string[]) => new Set(list.map((address) => address.toLowerCase()));
+      const to = inHeader(submission.to);
+      const cc = inHeader(submission.cc);
+      const role = (address: string) =>
+        to.has(address.toLowerCase()) ? 'to' : cc.has(address.toLowerCase()) ? 'cc' : 'bcc';
+      const email = await prepare(
+        projectId,
+        {
+          from: submission.from,
+          to: submission.recipients.filter((address) => role(address) === 'to'),
+          cc: submission.recipients.filter((address) => role(address) === 'cc'),
+          bcc: submission.recipients.filter((address) => role(address) === 'bcc'),
+          ...(submission.replyTo.length > 0 ? { reply_to: submission.replyTo } : {}),
+          subject: submission.subject,
+          text: '',
+          tags: submission.tags,
+          ...(submission.sendAt !== undefined ? { scheduled_at: submission.sendAt } : {}),
+        },
+        now,
+        '',
+      );
+      const messageId = submission.messageId ?? email.messageId;
+      return {
+        emails: [
+          {
+            ...email,
+            html: null,
+            text: null,
+            messageId,
+            source: 'smtp',
+            smtpUsername: submission.username,
+            submitted: submission.build(messageId, now),
+            // The message travels as written: no pixel, no rewritten links, no added unsubscribe header.
+            tracking: undefined,
+          },
+        ],
+        now,
+      };
+    },
+
+    /** The email an SMTP client already submitted with this Message-ID in the last 24 hours. */
+    submittedBefore(projectId: string, messageId: string): Promise<string | undefined> {
+      const since = new Date(clock.now().getTime() - SUBMISSION_REPEAT_WINDOW_MS).toISOString();
+      return repo.submittedSince(projectId, messageId, since);
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */

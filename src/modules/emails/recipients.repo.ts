@@ -264,14 +264,32 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     return [lockedUntil, workerId, now, ...where];
   };
 
-  /** Emails' rows made into loaded emails: the attachments read only for emails that have some. */
+  /**
+   * Emails' rows made into loaded emails: the attachments read only for emails that have some, and the
+   * submitted message only for SMTP submissions.
+   */
   async function withAttachments(rows: readonly LoadedEmailRow[]): Promise<Map<string, LoadedEmail>> {
     const withFiles = [...new Set(rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id))];
     const attachments = await attachmentsOf(db, withFiles, { content: true });
+    const submittedIds = [...new Set(rows.filter((row) => row.source === 'smtp').map((row) => row.id))];
+    const submitted = new Map<string, Buffer>();
+    if (submittedIds.length > 0) {
+      const found = await db
+        .selectFrom('email_submissions')
+        .select(['email_id', 'raw'])
+        .where('email_id', 'in', submittedIds)
+        .execute();
+      for (const row of found) submitted.set(row.email_id, Buffer.from(row.raw));
+    }
     return new Map(
       rows.map((row) => [
         row.id,
-        { ...toEmailRecord(row), attachments: attachments.get(row.id) ?? [], tracked: Boolean(row.tracked) },
+        {
+          ...toEmailRecord(row),
+          attachments: attachments.get(row.id) ?? [],
+          tracked: Boolean(row.tracked),
+          submitted: submitted.get(row.id),
+        },
       ]),
     );
   }

@@ -1,5 +1,6 @@
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
 import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
+import { createRateLimiter } from '../../http/rate-limit.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { NewInboundMessage, RoutedRecipient, SpamVerdict } from './inbound.repo.ts';
@@ -65,10 +66,12 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
   const { logger, clock } = options;
   const sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULTS.inbound.sessionTimeoutMs;
   const maxPerClient = options.maxConnectionsPerClient ?? DEFAULTS.inbound.maxConnectionsPerClient;
-  const messageRate = createClientRate(
-    options.messagesPerMinutePerClient ?? DEFAULTS.inbound.messagesPerMinutePerClient,
-    clock,
-  );
+  // Messages begun per client address, a minute at a time (the HTTP API's fixed-window counter).
+  const messageRate = createRateLimiter({
+    limit: options.messagesPerMinutePerClient ?? DEFAULTS.inbound.messagesPerMinutePerClient,
+    windowMs: 60_000,
+    now: () => clock.now().getTime(),
+  });
   // The routed recipients of each session's current message (RSET and a new MAIL FROM start it again).
   const routed = new Map<SMTPServerSession, RoutedRecipient[]>();
   // Sessions admitted (onConnect said yes), until onClose: their address, for the per-address count, and the
@@ -125,7 +128,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
     onMailFrom(_address, session, callback) {
       routed.set(session, []);
       // Counted per message begun: a client that pipelines messages as fast as it can is slowed to the limit.
-      if (!messageRate.take(session.remoteAddress ?? '')) {
+      if ((messageRate.take(session.remoteAddress ?? '')?.remaining ?? 0) < 0) {
         callback(smtpError(450, '4.7.1 Too many messages from your address; try again later'));
         return;
       }
@@ -243,30 +246,5 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
   return {
     port,
     close: () => (closing ??= new Promise<void>((resolve) => server.close(() => resolve()))),
-  };
-}
-
-/**
- * Messages begun per client address in the last minute, at most `perMinute`: a fixed one-minute window per
- * address, the table cut when it grows past what a burst of distinct addresses could fill.
- */
-function createClientRate(perMinute: number, clock: Clock) {
-  const windows = new Map<string, { startedAt: number; count: number }>();
-  const MAX_ADDRESSES = 10_000;
-  return {
-    take(address: string): boolean {
-      const now = clock.now().getTime();
-      let window = windows.get(address);
-      if (!window || now - window.startedAt >= 60_000) {
-        if (windows.size >= MAX_ADDRESSES) {
-          for (const [key, entry] of windows) if (now - entry.startedAt >= 60_000) windows.delete(key);
-          if (windows.size >= MAX_ADDRESSES) windows.clear();
-        }
-        window = { startedAt: now, count: 0 };
-        windows.set(address, window);
-      }
-      window.count += 1;
-      return window.count <= perMinute;
-    },
   };
 }

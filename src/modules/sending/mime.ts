@@ -63,6 +63,14 @@ export function mailOptions(
   envelopeFrom?: string,
   dsn: readonly DsnNotify[] = [],
 ): SendMailOptions {
+  // An SMTP submission travels as the application wrote it (prepared when it was accepted).
+  if (email.submitted !== undefined) {
+    return {
+      ...dsnRequest(email, envelopeTo, dsn),
+      raw: email.submitted,
+      envelope: { from: envelopeFrom ?? envelopeSender(email), to: [...envelopeTo] },
+    };
+  }
   return {
     ...dsnRequest(email, envelopeTo, dsn),
     from: toMailbox(email.from),
@@ -138,8 +146,12 @@ export async function buildMessage(
   options: SendMailOptions,
   signer: DkimSigner | undefined,
 ): Promise<Buffer> {
-  const root = new MailComposer(options).compile();
-  const built = withCrlfLineEndings(writeAtOnce(root) ?? (await root.build()));
+  let built: Buffer;
+  if (Buffer.isBuffer(options.raw)) built = withCrlfLineEndings(options.raw);
+  else {
+    const root = new MailComposer(options).compile();
+    built = withCrlfLineEndings(writeAtOnce(root) ?? (await root.build()));
+  }
   return signer ? signer.sign(built) : built;
 }
 

@@ -1,0 +1,71 @@
+import { DomainError } from '../../lib/errors.ts';
+import type { EmailService } from '../emails/emails.service.ts';
+import type { ProjectService } from '../projects/projects.service.ts';
+import type { SubmissionCaller } from './submission.listener.ts';
+import { messageToSend, readSubmission, SubmissionRefusal } from './submitted-message.ts';
+
+// What the submission server does with a session's key and each message: the key checked as the HTTP API
+// checks a bearer token, the message read and handed to the emails service as a send (its rules, its tables,
+// its send groups), so an SMTP email is an email like any other.
+
+/** A session's caller with its key, kept to check at each message that it still may send. */
+interface KeyedCaller extends SubmissionCaller {
+  key: string;
+}
+
+export function createSubmissionService({
+  projects,
+  emails,
+}: {
+  projects: Pick<ProjectService, 'authenticate'>;
+  emails: Pick<EmailService, 'prepareSubmission' | 'submittedBefore' | 'accept'>;
+}) {
+  async function authenticate(username: string, password: string): Promise<KeyedCaller | undefined> {
+    try {
+      const caller = await projects.authenticate(password);
+      return { ...caller, username: username.slice(0, 200), key: password };
+    } catch (error) {
+      if (error instanceof DomainError) return undefined;
+      throw error;
+    }
+  }
+
+  return {
+    authenticate,
+
+    async stillValid(caller: SubmissionCaller): Promise<boolean> {
+      return (await authenticate(caller.username, (caller as KeyedCaller).key)) !== undefined;
+    },
+
+    /** Stores a submitted message as an email (or finds the one a retry repeats); the 250's text. */
+    async submit(
+      caller: SubmissionCaller,
+      envelope: { from: string; to: string[] },
+      raw: Buffer,
+    ): Promise<string> {
+      const message = readSubmission(raw);
+      if (message.from === null) throw new SubmissionRefusal(550, '5.6.0 The message has no From header');
+      if (message.messageId !== null) {
+        const before = await emails.submittedBefore(caller.projectId, message.messageId);
+        if (before) return `2.0.0 Already accepted as ${before}`;
+      }
+      const plan = await emails.prepareSubmission(caller.projectId, {
+        from: message.from,
+        recipients: envelope.to,
+        to: message.to,
+        cc: message.cc,
+        replyTo: message.replyTo,
+        subject: message.subject,
+        messageId: message.messageId,
+        tags: message.tags,
+        sendAt: message.sendAt,
+        username: caller.username,
+        build: (messageId, acceptedAt) => messageToSend(message, messageId, acceptedAt),
+      });
+      await emails.accept(plan);
+      return `2.0.0 Ok: queued as ${plan.emails[0]!.id}`;
+    },
+  };
+}
+
+export type SubmissionService = ReturnType<typeof createSubmissionService>;

@@ -1,0 +1,221 @@
+import libmime from 'libmime';
+import addressparser from 'nodemailer/lib/addressparser';
+
+// A message as an application submitted it over SMTP: its header read for what Postwire needs (From, the
+// recipients' roles, Subject, Message-ID, the X-Postwire-* options), and the message made ready to send: the
+// same bytes, less Bcc and the X-Postwire-* fields, plus a Message-ID and Date when it has none. Every byte is
+// the client's: nothing here throws on odd input except SubmissionRefusal, whose text the client gets.
+
+/** The header block may be this long at most: real mail has a few KiB; past it the message is refused. */
+export const MAX_HEADER_BYTES = 256 * 1024;
+
+/** What the client did wrong, as an SMTP reply (`554 5.6.0 …`). */
+export class SubmissionRefusal extends Error {
+  readonly responseCode: number;
+  constructor(responseCode: number, message: string) {
+    super(message);
+    this.responseCode = responseCode;
+  }
+}
+
+export interface HeaderField {
+  /** As written. */
+  name: string;
+  /** Unfolded, undecoded. */
+  value: string;
+  /** The field's bytes as written, its folded lines and their line breaks included. */
+  raw: string;
+}
+
+export interface SubmittedMessage {
+  fields: HeaderField[];
+  /** The body's bytes, after the blank line (empty when there is none). */
+  body: Buffer;
+  /** The line break the header uses, kept for what is added. */
+  newline: string;
+  from: string | null;
+  to: string[];
+  cc: string[];
+  replyTo: string[];
+  /** Decoded; '' when there is none. */
+  subject: string;
+  messageId: string | null;
+  hasDate: boolean;
+  /** X-Postwire-* options. */
+  tags: Record<string, string>;
+  sendAt: string | undefined;
+}
+
+const OPTION_PREFIX = 'x-postwire-';
+/** The options a client may give as headers; any other X-Postwire-* field is refused (a typo would do nothing). */
+const OPTIONS = new Set(['x-postwire-tags', 'x-postwire-send-at']);
+const TAG = /^[A-Za-z0-9_-]{1,256}$/;
+const MESSAGE_ID = /^<[^<>\s]{1,995}>$/;
+
+const fieldOf = (fields: readonly HeaderField[], name: string) =>
+  fields.find((field) => field.name.toLowerCase() === name);
+
+/** The bare addresses of an address header (groups flattened); those that are no address are left out. */
+function addressesOf(field: HeaderField | undefined): string[] {
+  if (!field) return [];
+  const flat = (entries: ReturnType<typeof addressparser>): string[] =>
+    entries.flatMap((entry) =>
+      'group' in entry && entry.group
+        ? flat(entry.group)
+        : 'address' in entry && entry.address
+          ? [entry.address]
+          : [],
+    );
+  return flat(addressparser(field.value));
+}
+
+/** The From field as given (`Name <a@b>`), decoded, or null. */
+function fromOf(field: HeaderField | undefined): string | null {
+  if (!field) return null;
+  const entries = addressparser(field.value).filter((entry) => 'address' in entry && entry.address);
+  if (entries.length !== 1) {
+    throw new SubmissionRefusal(550, '5.6.0 The From header must hold exactly one address');
+  }
+  const entry = entries[0] as { name: string; address: string };
+  const name = libmime
+    .decodeWords(entry.name ?? '')
+    .replace(/["\\\r\n]/g, '')
+    .trim();
+  return name ? `"${name}" <${entry.address}>` : entry.address;
+}
+
+function tagsOf(field: HeaderField | undefined): Record<string, string> {
+  if (!field) return {};
+  const tags: Record<string, string> = {};
+  for (const part of field.value.split(',')) {
+    const text = part.trim();
+    if (text === '') continue;
+    const [name, value, ...rest] = text.split('=').map((piece) => piece.trim());
+    if (rest.length > 0 || !name || !value || !TAG.test(name) || !TAG.test(value)) {
+      throw new SubmissionRefusal(
+        550,
+        '5.6.0 X-Postwire-Tags takes name=value pairs separated by commas, each 1-256 letters, digits, _ or -',
+      );
+    }
+    if (Object.hasOwn(tags, name)) {
+      throw new SubmissionRefusal(550, `5.6.0 X-Postwire-Tags names the tag ${name} twice`);
+    }
+    tags[name] = value;
+  }
+  return tags;
+}
+
+function sendAtOf(field: HeaderField | undefined): string | undefined {
+  if (!field) return undefined;
+  const value = field.value.trim();
+  // RFC 3339: a full date, time and offset.
+  if (!/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/.test(value)) {
+    throw new SubmissionRefusal(
+      550,
+      '5.6.0 X-Postwire-Send-At must be an RFC 3339 time such as 2026-12-01T09:00:00Z',
+    );
+  }
+  return value;
+}
+
+/**
+ * Reads a submitted message's header. Refused: a header past MAX_HEADER_BYTES, a field line that is not
+ * `Name: value`, bare CR or NUL in the header, an unknown X-Postwire-* field or a bad option value.
+ */
+export function readSubmission(raw: Buffer): SubmittedMessage {
+  const head = raw.subarray(0, MAX_HEADER_BYTES + 4).toString('latin1');
+  const crlf = head.indexOf('\r\n\r\n');
+  const lf = head.indexOf('\n\n');
+  let end: number;
+  let newline: string;
+  let hasBody = true;
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) {
+    end = crlf + 2;
+    newline = '\r\n';
+  } else if (lf >= 0) {
+    end = lf + 1;
+    newline = '\n';
+  } else if (raw.length <= MAX_HEADER_BYTES) {
+    // A message that is all header (no body).
+    end = head.length;
+    hasBody = false;
+    newline = head.includes('\r\n') ? '\r\n' : '\n';
+  } else {
+    throw new SubmissionRefusal(552, `5.6.0 The header is over ${MAX_HEADER_BYTES} bytes`);
+  }
+  if (end > MAX_HEADER_BYTES) {
+    throw new SubmissionRefusal(552, `5.6.0 The header is over ${MAX_HEADER_BYTES} bytes`);
+  }
+  const headerText = head.slice(0, end);
+  // eslint-disable-next-line no-control-regex
+  if (/\u0000|\r(?!\n)/.test(headerText)) {
+    throw new SubmissionRefusal(550, '5.6.0 The header holds a NUL or a bare CR');
+  }
+  const fields: HeaderField[] = [];
+  for (const line of headerText.split(/(?<=\n)/)) {
+    if (line === '' || line === newline) continue;
+    if (/^[ \t]/.test(line)) {
+      const last = fields.at(-1);
+      if (!last) throw new SubmissionRefusal(550, '5.6.0 The header starts with a continuation line');
+      last.raw += line;
+      last.value += ` ${line.trim()}`;
+      continue;
+    }
+    const colon = line.indexOf(':');
+    const name = colon > 0 ? line.slice(0, colon) : '';
+    if (!/^[\x21-\x39\x3b-\x7e]+$/.test(name)) {
+      throw new SubmissionRefusal(550, '5.6.0 A header line is not a field (Name: value)');
+    }
+    fields.push({ name, value: line.slice(colon + 1).trim(), raw: line });
+  }
+  for (const field of fields) {
+    const lower = field.name.toLowerCase();
+    if (lower.startsWith(OPTION_PREFIX) && !OPTIONS.has(lower)) {
+      throw new SubmissionRefusal(
+        550,
+        `5.6.0 ${field.name} is not an option Postwire knows (X-Postwire-Tags, X-Postwire-Send-At)`,
+      );
+    }
+  }
+  const messageIdField = fieldOf(fields, 'message-id');
+  const messageId = messageIdField?.value.trim() ?? null;
+  if (messageId !== null && !MESSAGE_ID.test(messageId)) {
+    throw new SubmissionRefusal(550, '5.6.0 The Message-ID header must be one <id@domain>');
+  }
+  return {
+    fields,
+    // Latin-1 maps each byte to one character: string offsets are byte offsets.
+    body: hasBody ? raw.subarray(end + newline.length) : Buffer.alloc(0),
+    newline,
+    from: fromOf(fieldOf(fields, 'from')),
+    to: addressesOf(fieldOf(fields, 'to')),
+    cc: addressesOf(fieldOf(fields, 'cc')),
+    replyTo: addressesOf(fieldOf(fields, 'reply-to')),
+    subject: libmime.decodeWords(fieldOf(fields, 'subject')?.value ?? '').replace(/[\r\n]+/g, ' '),
+    messageId,
+    hasDate: fieldOf(fields, 'date') !== undefined,
+    tags: tagsOf(fieldOf(fields, 'x-postwire-tags')),
+    sendAt: sendAtOf(fieldOf(fields, 'x-postwire-send-at')),
+  };
+}
+
+/**
+ * The message as it is sent: the fields as written, less Bcc and the X-Postwire-* options, after a Message-ID
+ * and a Date when it has none; then the body, byte for byte.
+ */
+export function messageToSend(message: SubmittedMessage, messageId: string, date: Date): Buffer {
+  const added: string[] = [];
+  if (message.messageId === null) added.push(`Message-ID: ${messageId}${message.newline}`);
+  if (!message.hasDate) added.push(`Date: ${date.toUTCString().replace('GMT', '+0000')}${message.newline}`);
+  const kept = message.fields
+    .filter((field) => {
+      const lower = field.name.toLowerCase();
+      return lower !== 'bcc' && !lower.startsWith(OPTION_PREFIX);
+    })
+    .map((field) => field.raw);
+  return Buffer.concat([
+    Buffer.from([...added, ...kept].join(''), 'latin1'),
+    Buffer.from(message.newline, 'latin1'),
+    message.body,
+  ]);
+}

@@ -1,0 +1,325 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { Resolver } from 'node:dns/promises';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import nodemailer from 'nodemailer';
+import { runCli } from '../src/cli.ts';
+import { loadConfig } from '../src/config.ts';
+import { sha256Hex } from '../src/lib/crypto.ts';
+import { type RunningServer, startServer } from '../src/server.ts';
+import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
+import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
+import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
+import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
+import { until } from './helpers/until.ts';
+
+// SMTP submission: applications that speak only SMTP send through Postwire, and what they wrote is what
+// arrives. The fidelity corpus, submitted by nodemailer over STARTTLS with an API key as the password, is
+// relayed to a real Postfix and lands DKIM- and DMARC-valid (mailauth and dkimpy) and intact (mailparser);
+// then the protocol's refusals, the options given as headers, a retried submission, a revoked key.
+
+const KEY = 'pw_submission_test_key_0123456789';
+const DOMAIN = 'acme.example';
+const RECIPIENT = 'ada@receiver.test';
+
+/** A corpus message as an application hands it to nodemailer. */
+function asNodemailer(message: CorpusMessage) {
+  const body = message.body as {
+    subject: string;
+    text?: string;
+    html?: string;
+    cc?: string[];
+    reply_to?: string[];
+    headers?: Record<string, string>;
+    attachments?: Array<{ filename: string; content: string; content_type?: string; content_id?: string }>;
+  };
+  return {
+    subject: body.subject,
+    ...(body.text !== undefined ? { text: body.text } : {}),
+    ...(body.html !== undefined ? { html: body.html } : {}),
+    ...(body.cc ? { cc: body.cc } : {}),
+    ...(body.reply_to ? { replyTo: body.reply_to } : {}),
+    ...(body.headers ? { headers: body.headers } : {}),
+    ...(body.attachments
+      ? {
+          attachments: body.attachments.map((attachment) => ({
+            filename: attachment.filename,
+            content: Buffer.from(attachment.content, 'base64'),
+            ...(attachment.content_type ? { contentType: attachment.content_type } : {}),
+            ...(attachment.content_id ? { cid: attachment.content_id } : {}),
+          })),
+        }
+      : {}),
+  };
+}
+
+describe('SMTP submission', () => {
+  let database: ProcessDatabase;
+  let dns: TestDnsServer;
+  let postfix: TestPostfix;
+  let server: RunningServer;
+  let certDir: string;
+  let port: number;
+  let tlsPort: number;
+  const dkimKeys: Record<string, string> = {};
+
+  const api = (method: string, pathname: string, body?: unknown) =>
+    requestJson(`${server.url}${pathname}`, KEY, method, body);
+
+  const client = (options: { tls?: 'starttls' | 'implicit' | 'none'; pass?: string; user?: string } = {}) => {
+    const mode = options.tls ?? 'starttls';
+    return nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: mode === 'implicit' ? tlsPort : port,
+      secure: mode === 'implicit',
+      ...(mode === 'none' ? { ignoreTLS: true } : { requireTLS: mode === 'starttls' }),
+      tls: { rejectUnauthorized: false },
+      ...(options.pass === ''
+        ? {}
+        : { auth: { user: options.user ?? 'wordpress', pass: options.pass ?? KEY } }),
+    });
+  };
+
+  const emailsTo = async (to: string) =>
+    (await api('GET', `/v1/emails?recipient=${encodeURIComponent(to)}`)).body.data as Array<
+      Record<string, any>
+    >;
+
+  before(async () => {
+    if (!postfixAvailable()) throw new Error('a real Postfix is needed (as root): .ci/run installs postfix');
+    database = await createProcessDatabase('sqlite');
+    dns = await startDnsServer();
+    postfix = await startPostfix({ domains: ['receiver.test'] });
+    certDir = mkdtempSync(path.join(tmpdir(), 'postwire-submission-'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=smtp.postwire.test',
+        '-keyout',
+        path.join(certDir, 'key.pem'),
+        '-out',
+        path.join(certDir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
+    server = await startServer(
+      loadConfig({
+        ...database.env,
+        PORT: '0',
+        POSTWIRE_BOOTSTRAP_KEY: KEY,
+        POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 12).toString('hex'),
+        SMTP_URL: `smtp://127.0.0.1:${postfix.port}`,
+        SENDER_DOMAINS: 'verified',
+        DNS_SERVERS: dns.address,
+        SUBMISSION_PORT: '0',
+        SUBMISSION_TLS_PORT: '0',
+        SUBMISSION_TLS_CERT: readFileSync(path.join(certDir, 'cert.pem'), 'utf8'),
+        SUBMISSION_TLS_KEY: readFileSync(path.join(certDir, 'key.pem'), 'utf8'),
+        SUBMISSION_MAX_BYTES: String(2 * 1024 * 1024),
+        POSTWIRE_AUTH_FAILURE_LIMIT: '1000',
+        LOG_LEVEL: 'silent',
+      }),
+      { worker: true, stdout: { write() {} } },
+    );
+    port = server.submission!.port!;
+    tlsPort = server.submission!.tlsPort!;
+    const created = await api('POST', '/v1/domains', { name: DOMAIN });
+    for (const record of created.body.records) {
+      if (record.type === 'TXT' && record.purpose === 'dkim') {
+        dns.set(record.name, 'TXT', [{ type: 'TXT', text: record.value }]);
+        dkimKeys[record.name] = record.value;
+      }
+    }
+    dns.set(`_dmarc.${DOMAIN}`, 'TXT', [{ type: 'TXT', text: 'v=DMARC1; p=reject; adkim=r; aspf=r' }]);
+    const verified = await api('POST', `/v1/domains/${created.body.id}/verify`);
+    assert.equal(verified.body.status, 'verified', JSON.stringify(verified.body.records));
+  });
+
+  after(async () => {
+    await server?.close();
+    await postfix?.close();
+    await dns?.close();
+    await database?.cleanup();
+    if (certDir) rmSync(certDir, { recursive: true, force: true });
+  });
+
+  test('the fidelity corpus, submitted over STARTTLS, lands DKIM- and DMARC-valid and as written', async () => {
+    const corpus = fidelityCorpus().filter((message) => !message.usesTemplate && !message.usesEngagement);
+    const transport = client();
+    const messageIds: string[] = [];
+    for (const message of corpus) {
+      const info = await transport.sendMail({
+        from: `Acme <hello@${DOMAIN}>`,
+        to: RECIPIENT,
+        bcc: 'hidden@receiver.test',
+        ...asNodemailer(message),
+      });
+      assert.match(info.response, /^250 2\.0\.0 Ok: queued as msg_/, message.name);
+      messageIds.push(info.messageId);
+    }
+    transport.close();
+    const delivered = await postfix.waitForMailbox(RECIPIENT, corpus.length, 60_000);
+    const resolver = new Resolver();
+    resolver.setServers([dns.address]);
+    const resolve = (name: string, type: string) => resolver.resolve(name, type as 'TXT');
+    const arrived: Buffer[] = [];
+    for (const [index, message] of corpus.entries()) {
+      const copy = delivered.find((bytes) =>
+        bytes.toString('latin1').includes(`Message-ID: ${messageIds[index]}`),
+      );
+      assert.ok(copy, `${message.name}: in the mailbox with the client's own Message-ID`);
+      const crlf = Buffer.from(copy.toString('latin1').replace(/\n/g, '\r\n'), 'latin1');
+      assertWireLines(crlf, message.name);
+      const sender = /^Return-Path: <([^>]*)>/im.exec(copy.toString('latin1'))?.[1] ?? '';
+      const verdict = await mailauthVerdict(crlf, { resolver: resolve, sender });
+      assert.deepEqual(
+        verdict.dkim.map((signature) => [signature.domain, signature.result]),
+        [[DOMAIN, 'pass']],
+        `${message.name}: mailauth DKIM ${JSON.stringify(verdict.dkim)}`,
+      );
+      assert.equal(verdict.dmarc, 'pass', `${message.name}: DMARC`);
+      await assertContent(crlf, message, message.name);
+      arrived.push(crlf);
+    }
+    if (!dkimpyAvailable()) throw new Error('dkimpy (python3-dkim) is needed: .ci/run installs it');
+    const verdicts = await dkimpyVerify(arrived, dkimKeys);
+    verdicts.forEach((verdict, index) =>
+      assert.ok(verdict.pass, `${corpus[index]!.name}: dkimpy ${verdict.detail}`),
+    );
+    // The Bcc recipient got its copy; no copy carries a Bcc header (assertContent checks it).
+    await postfix.waitForMailbox('hidden@receiver.test', corpus.length, 60_000);
+    const listed = await emailsTo(RECIPIENT);
+    assert.ok(listed.length >= corpus.length);
+    assert.ok(listed.every((email) => email.source === 'smtp' && email.smtp_username === 'wordpress'));
+  });
+
+  test('implicit TLS on the second port; options as headers become tags and a schedule, and leave no trace', async () => {
+    const transport = client({ tls: 'implicit' });
+    const sendAt = new Date(Date.now() + 3_600_000).toISOString();
+    const info = await transport.sendMail({
+      from: `hello@${DOMAIN}`,
+      to: 'later@receiver.test',
+      subject: 'Scheduled over SMTP',
+      text: 'Line one\nLine two\n',
+      headers: { 'X-Postwire-Tags': 'plan=pro, source=cron', 'X-Postwire-Send-At': sendAt },
+    });
+    transport.close();
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    assert.deepEqual(email.tags, { plan: 'pro', source: 'cron' });
+    assert.equal(email.status, 'scheduled');
+    assert.equal(email.scheduled_at, sendAt);
+    assert.equal(email.source, 'smtp');
+  });
+
+  test('a client retrying with the same Message-ID within 24 h gets 250 and no second email', async () => {
+    const transport = client();
+    const message = {
+      from: `hello@${DOMAIN}`,
+      to: 'once@receiver.test',
+      subject: 'Only once',
+      text: 'Retried\nafter a lost 250\n',
+      messageId: '<retry-1@app.example>',
+    };
+    const first = await transport.sendMail(message);
+    const second = await transport.sendMail(message);
+    transport.close();
+    const id = /queued as (msg_[0-9a-z]+)/.exec(first.response)![1]!;
+    assert.equal(second.response, `250 2.0.0 Already accepted as ${id}`);
+    assert.equal((await emailsTo('once@receiver.test')).length, 1);
+  });
+
+  test('refused: no AUTH, a wrong key, AUTH in the clear, a From domain not allowed, bad options, oversize', async () => {
+    const refusal = async (transport: ReturnType<typeof client>, mail: Record<string, unknown>) => {
+      try {
+        await transport.sendMail({
+          from: `hello@${DOMAIN}`,
+          to: 'x@receiver.test',
+          subject: 's',
+          text: 'a\nb\n',
+          ...mail,
+        });
+        assert.fail('accepted');
+      } catch (error) {
+        const { response, message } = error as { response?: string; message?: string };
+        return response || message || String(error);
+      } finally {
+        transport.close();
+      }
+    };
+    assert.match(await refusal(client({ pass: '' }), {}), /^530 5\.7\.0/);
+    assert.match(await refusal(client({ pass: 'pw_wrong_key_0000000000000000' }), {}), /^535 5\.7\.8/);
+    assert.match(await refusal(client({ tls: 'none' }), {}), /^538 5\.7\.11/);
+    assert.match(await refusal(client(), { from: 'someone@other.example' }), /^550 5\.7\.1/);
+    assert.match(
+      await refusal(client(), { headers: { 'X-Postwire-Tags': 'a=b\r\nBcc: victim@example.org' } }),
+      /^550 5\.6\.0/,
+    );
+    assert.match(await refusal(client(), { headers: { 'X-Postwire-Track': 'opens' } }), /^550 5\.6\.0/);
+    assert.match(await refusal(client(), { text: 'x'.repeat(3 * 1024 * 1024) }), /^552/);
+    assert.equal((await emailsTo('x@receiver.test')).length, 0, 'nothing stored');
+  });
+
+  test('a key revoked while a session is open cannot send its next message', async () => {
+    const keyOutput: string[] = [];
+    const env = { ...database.env, POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 12).toString('hex') };
+    const io = {
+      stdout: { write: (text: string) => keyOutput.push(text) },
+      stderr: { write: () => true },
+      env,
+    };
+    const project = await database.database.handle.db
+      .selectFrom('projects')
+      .select('id')
+      .executeTakeFirstOrThrow();
+    assert.equal(await runCli(['keys', 'create', '--project', project.id], io), 0);
+    const key = keyOutput.join('').trim().split('\n').at(-1)!;
+    const transport = nodemailer.createTransport({
+      pool: true,
+      maxConnections: 1,
+      host: '127.0.0.1',
+      port,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user: 'cron', pass: key },
+    });
+    try {
+      const mail = { from: `hello@${DOMAIN}`, to: 'revoked@receiver.test', subject: 'r', text: 'a\nb\n' };
+      await transport.sendMail(mail);
+      const row = await database.database.handle.db
+        .selectFrom('api_keys')
+        .select('id')
+        .where('key_hash', '=', sha256Hex(key))
+        .executeTakeFirstOrThrow();
+      assert.equal(await runCli(['keys', 'revoke', row.id], { ...io, stdout: { write: () => true } }), 0);
+      await until(
+        async () => {
+          try {
+            await transport.sendMail(mail);
+            return false;
+          } catch (error) {
+            return /^535 5\.7\.8/.test(String((error as { response?: string }).response));
+          }
+        },
+        10_000,
+        'the revoked key to be refused',
+      );
+      assert.equal((await emailsTo('revoked@receiver.test')).length, 1);
+    } finally {
+      transport.close();
+    }
+  });
+});
