@@ -24,6 +24,7 @@ import {
   openConfiguredDatabase,
   type Output,
   runServer,
+  runSubmission,
   runWorker,
 } from './server.ts';
 
@@ -35,6 +36,8 @@ Commands:
                                                --no-inbound: no SMTP listener for reports (see BOUNCE_DOMAIN).
   worker [--no-inbound]                        Run only the background workers (sending, reading reports,
                                                webhook delivery), and the SMTP listener for reports.
+  submission                                   Run only the SMTP submission server (SUBMISSION_PORT,
+                                               SUBMISSION_TLS_PORT); a serve or worker process sends its mail.
   migrate                                      Apply pending database migrations.
   projects create <name>                       Create a project; prints its id on the last line.
   projects list [--json]                       List projects.
@@ -102,6 +105,13 @@ const commands: Command[] = [
     options: { worker: { type: 'boolean', default: true }, inbound: { type: 'boolean', default: true } },
     async run({ config }, values) {
       await runServer(config, { worker: values.worker !== false, inbound: values.inbound !== false });
+      return undefined;
+    },
+  },
+  {
+    words: ['submission'],
+    async run({ config }) {
+      await runSubmission(config);
       return undefined;
     },
   },

@@ -82,7 +82,8 @@ export interface ServerOptions {
 
 export interface BootOptions extends ServerOptions {
   /** `serve` answers HTTP (and makes sure the default project and key exist); `worker` only works the queues. */
-  kind: 'serve' | 'worker';
+  /** `submission`: only the SMTP submission server (`postwire submission`). */
+  kind: 'serve' | 'worker' | 'submission';
   /** Runs until SIGTERM or SIGINT, then drains for at most `graceMs` (the commands); tests close it themselves. */
   exitOnSignals?: { graceMs: number };
 }
@@ -179,7 +180,10 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
 
     if (options.worker) workers = await startWorkers(services, log);
     if (options.inbound !== false) inbound = await startInbound(services, log);
-    if (http) submission = await startSubmission(services, log);
+    if (http || options.kind === 'submission') submission = await startSubmission(services, log);
+    if (options.kind === 'submission' && !submission) {
+      throw new Error('postwire submission needs SUBMISSION_PORT or SUBMISSION_TLS_PORT');
+    }
     let url: string | undefined;
     if (app && reservedPort) {
       await listenQuietly(app, reservedPort, config.host);
@@ -197,6 +201,7 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     // signal at once, and the signal must find the clean shutdown in place, not Node's immediate exit.
     if (options.exitOnSignals) exitOnSignals(log, options.exitOnSignals.graceMs, close);
     if (http) log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
+    else if (options.kind === 'submission') log.info('Postwire submission started');
     else {
       log.info(
         { database: describeDatabase(config), ...(url ? { url } : {}) },
@@ -279,6 +284,19 @@ export async function runServer(config: Config, options: RunOptions): Promise<Ru
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
   const running = await boot(config, { ...options, kind: 'serve', exitOnSignals: { graceMs } });
   return { ...running, app: running.app!, url: running.url! };
+}
+
+/**
+ * A process that only takes SMTP submissions (`postwire submission`): no HTTP, no workers (a `serve` or
+ * `worker` process on the same database sends what it stores). SIGTERM closes it.
+ */
+export async function runSubmission(config: Config): Promise<void> {
+  await boot(config, {
+    kind: 'submission',
+    worker: false,
+    inbound: false,
+    exitOnSignals: { graceMs: DEFAULT_SHUTDOWN_GRACE_MS },
+  });
 }
 
 /**

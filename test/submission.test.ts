@@ -14,7 +14,14 @@ import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
-import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
+import {
+  createProcessDatabase,
+  freePort,
+  type ProcessDatabase,
+  requestJson,
+  type ServerProcess,
+  startServerProcess,
+} from './helpers/process.ts';
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
 import { until } from './helpers/until.ts';
 
@@ -322,4 +329,54 @@ describe('SMTP submission', () => {
       transport.close();
     }
   });
+});
+
+test('postwire submission runs the submission server alone; a serve process on the same database sends', async () => {
+  const database = await createProcessDatabase('sqlite');
+  const children: ServerProcess[] = [];
+  try {
+    const env = {
+      ...database.env,
+      POSTWIRE_BOOTSTRAP_KEY: KEY,
+      POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 13).toString('hex'),
+      LOG_LEVEL: 'info',
+    };
+    const serve = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+    children.push(serve);
+    const submissionPort = await freePort();
+    const alone = await startServerProcess(
+      { ...env, SUBMISSION_PORT: String(submissionPort), SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true' },
+      ['src/cli.ts', 'submission'],
+      (line) => /Postwire submission started/.test(line.msg),
+    );
+    children.push(alone);
+    const transport = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: submissionPort,
+      ignoreTLS: true,
+      auth: { user: 'gitea', pass: KEY },
+    });
+    const info = await transport.sendMail({
+      from: 'gitea@example.com',
+      to: 'dev@example.org',
+      subject: 'A new issue',
+      text: 'Issue #7 was opened.\nSee the tracker.\n',
+    });
+    transport.close();
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const email = await until(
+      async () => {
+        const body = (await requestJson(`${serve.url}/v1/emails/${id}`, KEY, 'GET')).body;
+        return ['sent', 'delivered'].includes(body.recipients?.[0]?.status) && body;
+      },
+      15_000,
+      'the serve process to send the submitted email',
+    );
+    assert.deepEqual([email.source, email.smtp_username], ['smtp', 'gitea']);
+    assert.equal(await alone.stop(), 0);
+    assert.equal(await serve.stop(), 0);
+  } finally {
+    for (const child of children) child.kill();
+    await database.cleanup();
+  }
 });
