@@ -2496,10 +2496,7 @@ export interface components {
         };
         /** RecoverWebhookRequest */
         RecoverWebhookRequest: {
-            /**
-             * Format: date-time
-             * @description ISO 8601 timestamp within the last 30 days: the failed deliveries created since then are re-queued.
-             */
+            /** @description A time within the last 30 days: the failed deliveries created since then are re-queued. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
             since: string;
         };
         /** RedeliverEventRequest */
@@ -5172,9 +5169,9 @@ export interface operations {
                 recipient?: string;
                 /** @description Emails carrying this tag, as `name:value`. */
                 tag?: string;
-                /** @description Emails accepted at or after this time. */
+                /** @description Emails accepted at or after this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 since?: string;
-                /** @description Emails accepted before this time. */
+                /** @description Emails accepted before this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 until?: string;
             };
             header?: never;
@@ -6882,9 +6879,9 @@ export interface operations {
                 route_id?: string;
                 /** @description Only what was received for this address (any case). */
                 recipient?: string;
-                /** @description Received at or after this time. */
+                /** @description Received at or after this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 since?: string;
-                /** @description Received before this time. */
+                /** @description Received before this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 until?: string;
             };
             header?: never;
@@ -7976,9 +7973,9 @@ export interface operations {
     getStats: {
         parameters: {
             query?: {
-                /** @description A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used). */
+                /** @description The first UTC day counted: the day of this time (default: 29 days before until). An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 since?: string;
-                /** @description A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used). */
+                /** @description The last UTC day counted: the day of this time (default: today). An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 until?: string;
                 /** @description Only emails sent with this tag, as `name:value` (`kind:receipt`). */
                 tag?: string;
