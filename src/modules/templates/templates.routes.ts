@@ -117,9 +117,7 @@ export function registerTemplateRoutes(
     '/v1/templates/:id/publish',
     {
       // The seed's body is optional: publishing the draft as it stands needs none.
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      config: { optionalBody: true },
       schema: {
         tags,
         operationId: 'publishTemplate',
@@ -177,11 +175,8 @@ export function registerTemplateRoutes(
   app.post(
     '/v1/templates/:id/render',
     {
-      // Writes nothing: no transaction to hold while it renders.
-      config: { idempotencyOutsideTransaction: true },
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      // Writes nothing: no transaction to hold while it renders. Without a body, the draft renders with none.
+      config: { idempotencyOutsideTransaction: true, optionalBody: true },
       schema: {
         tags,
         operationId: 'renderTemplate',
