@@ -356,7 +356,7 @@ export interface paths {
         put?: never;
         /**
          * Render a template with variables (preview)
-         * @description Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none.
+         * @description Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none. A missing variable is not an error here (a send refuses it with a 422): the preview answers 200, renders it blank and lists it in `warnings` (`missing_variable`).
          */
         post: operations["renderTemplate"];
         delete?: never;
@@ -2523,6 +2523,18 @@ export interface components {
             /** @description A published version to render; the draft when absent. */
             version?: number;
         };
+        /** RenderWarning */
+        RenderWarning: {
+            /**
+             * @description A variable the template needs has no value in `variables`.
+             * @enum {string}
+             */
+            code: "missing_variable";
+            /** @description The variable (`first_name`, `order.id`). */
+            variable: string;
+            /** @description For a person. */
+            message: string;
+        };
         /** RenderedTemplate */
         RenderedTemplate: {
             /** @enum {string} */
@@ -2530,6 +2542,8 @@ export interface components {
             subject: string | null;
             html: string | null;
             text: string | null;
+            /** @description What a send with these variables would be refused for, while the preview still renders (200): each declared variable, and each one the template prints unconditionally, that `variables` lacks (`missing_variable`); it renders blank here. Empty when a send would render. */
+            warnings: components["schemas"]["RenderWarning"][];
         };
         /** SendEmail */
         SendEmail: {

@@ -182,7 +182,7 @@ export function registerTemplateRoutes(
         operationId: 'renderTemplate',
         summary: 'Render a template with variables (preview)',
         description:
-          'Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none.',
+          'Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none. A missing variable is not an error here (a send refuses it with a 422): the preview answers 200, renders it blank and lists it in `warnings` (`missing_variable`).',
         params: TemplateParams,
         body: RenderTemplateBody,
         response: { 200: RenderedTemplate, ...errorResponses() },
