@@ -404,6 +404,48 @@ for (const engine of ENGINES) {
       assert.equal(template.has_unpublished_changes, false);
     });
 
+    test('publishing an unchanged draft answers the current version and stores no copy', async () => {
+      const { id } = await createOk({ name: 'Same', subject: 'Hi', html: '<p>one</p>', variables: ['x'] });
+      const first = await api.request('POST', `/v1/templates/${id}/publish`);
+      assert.equal(first.status, 200);
+      assert.equal(first.body.version, 1);
+      const counts = await api.rowCounts();
+
+      // No body, an empty body, and fields equal to the draft's: the same version, nothing written.
+      for (const body of [undefined, {}, { name: 'Same', subject: 'Hi', html: '<p>one</p>' }]) {
+        const again = await api.request('POST', `/v1/templates/${id}/publish`, body ? { body } : {});
+        assert.equal(again.status, 200, JSON.stringify(again.body));
+        assert.deepEqual(again.body, first.body, JSON.stringify(body));
+      }
+      assert.deepEqual(await api.rowCounts(), counts);
+      const versions = await api.request('GET', `/v1/templates/${id}/versions`);
+      assert.deepEqual(
+        versions.body.data.map((version: { version: number }) => version.version),
+        [1],
+      );
+
+      // A change after it makes a new version, through publish's body or a PATCH of the draft.
+      const changed = await api.request('POST', `/v1/templates/${id}/publish`, {
+        body: { html: '<p>two</p>' },
+      });
+      assert.equal(changed.status, 200);
+      assert.equal(changed.body.version, 2);
+      assert.ok(changed.body.published_at >= first.body.published_at);
+      const repeated = await api.request('POST', `/v1/templates/${id}/publish`, {
+        body: { html: '<p>two</p>' },
+      });
+      assert.deepEqual(repeated.body, changed.body);
+      await api.request('PATCH', `/v1/templates/${id}`, { body: { variables: ['x', 'y'] } });
+      const patched = await api.request('POST', `/v1/templates/${id}/publish`);
+      assert.equal(patched.body.version, 3);
+      // Back to an earlier version's content is still a change from the latest: a new version.
+      const back = await api.request('POST', `/v1/templates/${id}/publish`, { body: { html: '<p>one</p>' } });
+      assert.equal(back.body.version, 4);
+      const template = (await api.request('GET', `/v1/templates/${id}`)).body;
+      assert.equal(template.published_version, 4);
+      assert.equal(template.has_unpublished_changes, false);
+    });
+
     test('has_unpublished_changes follows the draft against the latest version', async () => {
       const { id } = await createOk({ name: 'Changes', text: 'a', variables: ['x'] });
       const flag = async () => (await api.request('GET', `/v1/templates/${id}`)).body.has_unpublished_changes;

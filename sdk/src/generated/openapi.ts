@@ -296,7 +296,7 @@ export interface paths {
         put?: never;
         /**
          * Publish a template
-         * @description The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use.
+         * @description The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use. When the result is what the latest version already holds (name, subject, html, text, variables), no copy is stored: the answer is that version, with its number and `published_at`.
          */
         post: operations["publishTemplate"];
         delete?: never;

@@ -123,7 +123,7 @@ export function registerTemplateRoutes(
         operationId: 'publishTemplate',
         summary: 'Publish a template',
         description:
-          'The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use.',
+          'The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use. When the result is what the latest version already holds (name, subject, html, text, variables), no copy is stored: the answer is that version, with its number and `published_at`.',
         params: TemplateParams,
         body: PublishTemplateBody,
         response: { 200: PublishedTemplate, ...errorResponses(409) },

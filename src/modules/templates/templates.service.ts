@@ -204,6 +204,20 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
         current.updatedAt === plan.current.updatedAt &&
         current.publishedVersion === plan.current.publishedVersion;
       const draft = unchanged ? plan.draft : publishedDraft(current, plan.input);
+      // Publishing what the latest version already holds stores no copy of it: the answer is that version.
+      if (
+        current.publishedVersion !== null &&
+        current.publishedAt !== null &&
+        !locked.hasUnpublishedChanges &&
+        sameContent(draft, current)
+      ) {
+        return {
+          object: 'template' as const,
+          id: current.id,
+          published_at: current.publishedAt,
+          version: current.publishedVersion,
+        };
+      }
       const publishedAt = clock.now().toISOString();
       const version = (current.publishedVersion ?? 0) + 1;
       const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
@@ -261,6 +275,15 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
     },
   };
 }
+
+/** Whether two drafts would publish the same version (what a version stores). */
+const sameContent = (a: TemplateRecord, b: TemplateRecord): boolean =>
+  a.name === b.name &&
+  a.subject === b.subject &&
+  a.html === b.html &&
+  a.text === b.text &&
+  a.variables.length === b.variables.length &&
+  a.variables.every((name, index) => name === b.variables[index]);
 
 const versionMissing = (templateId: string, version: number): DomainError =>
   new DomainError(
