@@ -137,6 +137,7 @@ describe('sdk', () => {
       subject: 'Welcome, Ada',
       html: '<p>Hello Ada</p>',
       text: 'Hello Ada',
+      warnings: [],
     });
     assert.deepEqual(
       (await postwire.templates.versions(template.id)).data.map((version) => version.version),
