@@ -12,7 +12,12 @@ import { swaggerOptions } from './http/openapi.ts';
 import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { OneLinePerRequest } from './http/request-log.ts';
-import { installJsonBody, installValidation, parseQueryString } from './http/validation.ts';
+import {
+  installJsonBody,
+  installOptionalBodies,
+  installValidation,
+  parseQueryString,
+} from './http/validation.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
@@ -170,6 +175,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // JSON only: Fastify also parses text/plain by default, which would turn a wrong content type into a 422.
   app.removeContentTypeParser('text/plain');
   installJsonBody(app);
+  installOptionalBodies(app);
   installValidation(app);
   installErrorHandling(app);
   installAuth(app, {

@@ -358,7 +358,7 @@ for (const engine of ENGINES) {
       assert.equal(response.status, 422);
       assert.deepEqual(response.body.error, {
         code: 'parameter_invalid',
-        message: "The field 'to' must NOT have more than 320 characters.",
+        message: "The field 'to' must be at most 320 characters long.",
         param: 'to',
         request_id: response.headers.get('x-request-id'),
       });

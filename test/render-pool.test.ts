@@ -71,6 +71,7 @@ for (const engine of ENGINES) {
         subject: 'Hi Ada',
         html: '<p>Hello Ada</p>',
         text: 'Hello Ada',
+        warnings: [],
       });
     });
 

@@ -147,7 +147,7 @@ for (const engine of ENGINES) {
       assert.deepEqual(versions.body, {
         error: {
           code: 'parameter_invalid',
-          message: "The query parameter 'after' must be of type integer.",
+          message: "The query parameter 'after' must be an integer.",
           param: 'after',
           request_id: versions.headers.get('x-request-id'),
         },

@@ -137,6 +137,7 @@ describe('sdk', () => {
       subject: 'Welcome, Ada',
       html: '<p>Hello Ada</p>',
       text: 'Hello Ada',
+      warnings: [],
     });
     assert.deepEqual(
       (await postwire.templates.versions(template.id)).data.map((version) => version.version),
@@ -409,6 +410,31 @@ describe('sdk', () => {
     assert.throws(() => verifyWebhook(whsec!.body, whsec!.headers, plain), WebhookVerificationError);
     const noSignature = { ...whsec!.headers, 'webhook-signature': undefined };
     assert.throws(() => verifyWebhook(whsec!.body, noSignature, SECRET), WebhookVerificationError);
+    // A body a framework already parsed is a mistake in the caller's code: a TypeError saying what to pass,
+    // not a Buffer error from inside (nor a verification failure to answer 400 with).
+    const parsed = JSON.parse(whsec!.body) as unknown;
+    for (const [wrong, got] of [
+      [parsed, 'an object (already parsed JSON?)'],
+      [[parsed], 'an array'],
+      [null, 'null'],
+      [undefined, 'undefined'],
+      [42, 'number'],
+    ] as const) {
+      assert.throws(
+        () => verifyWebhook(wrong as never, whsec!.headers, SECRET),
+        (error: unknown) =>
+          error instanceof TypeError &&
+          !(error instanceof WebhookVerificationError) &&
+          error.message.startsWith(
+            'verifyWebhook needs the raw request body exactly as received, as a string or bytes (Buffer, Uint8Array), ' +
+              `but got ${got}. `,
+          ) &&
+          /parse the event verifyWebhook returns/.test(error.message),
+        String(got),
+      );
+    }
+    // A Node Buffer is bytes.
+    assert.equal(verifyWebhook(Buffer.from(whsec!.body), whsec!.headers, SECRET).id, event.id);
     for (const hook of hooks) await postwire.webhooks.delete(hook.data.id);
 
     // Whatever reached the receiver in these tests (sends' events, test events) is what the types promise.

@@ -404,6 +404,48 @@ for (const engine of ENGINES) {
       assert.equal(template.has_unpublished_changes, false);
     });
 
+    test('publishing an unchanged draft answers the current version and stores no copy', async () => {
+      const { id } = await createOk({ name: 'Same', subject: 'Hi', html: '<p>one</p>', variables: ['x'] });
+      const first = await api.request('POST', `/v1/templates/${id}/publish`);
+      assert.equal(first.status, 200);
+      assert.equal(first.body.version, 1);
+      const counts = await api.rowCounts();
+
+      // No body, an empty body, and fields equal to the draft's: the same version, nothing written.
+      for (const body of [undefined, {}, { name: 'Same', subject: 'Hi', html: '<p>one</p>' }]) {
+        const again = await api.request('POST', `/v1/templates/${id}/publish`, body ? { body } : {});
+        assert.equal(again.status, 200, JSON.stringify(again.body));
+        assert.deepEqual(again.body, first.body, JSON.stringify(body));
+      }
+      assert.deepEqual(await api.rowCounts(), counts);
+      const versions = await api.request('GET', `/v1/templates/${id}/versions`);
+      assert.deepEqual(
+        versions.body.data.map((version: { version: number }) => version.version),
+        [1],
+      );
+
+      // A change after it makes a new version, through publish's body or a PATCH of the draft.
+      const changed = await api.request('POST', `/v1/templates/${id}/publish`, {
+        body: { html: '<p>two</p>' },
+      });
+      assert.equal(changed.status, 200);
+      assert.equal(changed.body.version, 2);
+      assert.ok(changed.body.published_at >= first.body.published_at);
+      const repeated = await api.request('POST', `/v1/templates/${id}/publish`, {
+        body: { html: '<p>two</p>' },
+      });
+      assert.deepEqual(repeated.body, changed.body);
+      await api.request('PATCH', `/v1/templates/${id}`, { body: { variables: ['x', 'y'] } });
+      const patched = await api.request('POST', `/v1/templates/${id}/publish`);
+      assert.equal(patched.body.version, 3);
+      // Back to an earlier version's content is still a change from the latest: a new version.
+      const back = await api.request('POST', `/v1/templates/${id}/publish`, { body: { html: '<p>one</p>' } });
+      assert.equal(back.body.version, 4);
+      const template = (await api.request('GET', `/v1/templates/${id}`)).body;
+      assert.equal(template.published_version, 4);
+      assert.equal(template.has_unpublished_changes, false);
+    });
+
     test('has_unpublished_changes follows the draft against the latest version', async () => {
       const { id } = await createOk({ name: 'Changes', text: 'a', variables: ['x'] });
       const flag = async () => (await api.request('GET', `/v1/templates/${id}`)).body.has_unpublished_changes;
@@ -602,6 +644,7 @@ for (const engine of ENGINES) {
         subject: 'Hello <b>Ann</b> & co',
         html: '<p>Hello &lt;b&gt;Ann&lt;/b&gt; &amp; co</p><p><i>trusted</i></p>',
         text: 'Hello <b>Ann</b> & co 1 two',
+        warnings: [],
       });
 
       const noVariables = await api.request('POST', `/v1/templates/${id}/render`);
@@ -611,6 +654,11 @@ for (const engine of ENGINES) {
         subject: 'Hello ',
         html: '<p>Hello </p><p></p>',
         text: 'Hello ',
+        warnings: ['name', 'note'].map((variable) => ({
+          code: 'missing_variable',
+          variable,
+          message: `No value for the variable '${variable}', which the template prints: it renders blank here, and a send without it is refused (422 template_variables_missing).`,
+        })),
       });
 
       await api.request('POST', `/v1/templates/${id}/publish`, { body: { subject: 'v1 {{ name }}' } });
@@ -648,7 +696,65 @@ for (const engine of ENGINES) {
         subject: null,
         html: '<h1>Hi Ann</h1><p>Your code is <b>1234</b>.</p><p><a href="https://example.com/x">Open</a></p>',
         text: 'HI ANN\n\nYour code is 1234.\n\nOpen [https://example.com/x]',
+        warnings: [],
       });
+    });
+
+    test('render answers 200 with a warning for each missing variable a send would refuse', async () => {
+      const { id } = await createOk({
+        name: 'Warnings',
+        subject: 'Order {{ order.id }}',
+        html: '<p>Hi {{ first_name }}</p>{% if coupon %}<p>{{ coupon }}</p>{% endif %}<p>{{ nick | default: "friend" }}</p>',
+        variables: ['first_name', 'coupon'],
+      });
+      const warning = (variable: string, declared: boolean) => ({
+        code: 'missing_variable',
+        variable,
+        message: declared
+          ? `No value for the declared variable '${variable}': it renders blank here, and a send without it is refused (422 template_variables_missing).`
+          : `No value for the variable '${variable}', which the template prints: it renders blank here, and a send without it is refused (422 template_variables_missing).`,
+      });
+
+      // Declared ones first (coupon is declared, though only printed inside an if), then printed ones;
+      // `nick` has a default, so it is not needed.
+      const none = await api.request('POST', `/v1/templates/${id}/render`, { body: { variables: {} } });
+      assert.equal(none.status, 200, JSON.stringify(none.body));
+      assert.equal(none.body.subject, 'Order ');
+      assert.equal(none.body.html, '<p>Hi </p><p>friend</p>');
+      assert.deepEqual(none.body.warnings, [
+        warning('first_name', true),
+        warning('coupon', true),
+        warning('order.id', false),
+      ]);
+
+      // null counts as given (as for a send); a nested path needs its leaf.
+      const some = await api.request('POST', `/v1/templates/${id}/render`, {
+        body: { variables: { first_name: 'Ada', coupon: null, order: {} } },
+      });
+      assert.equal(some.status, 200);
+      assert.deepEqual(some.body.warnings, [warning('order.id', false)]);
+
+      const all = await api.request('POST', `/v1/templates/${id}/render`, {
+        body: { variables: { first_name: 'Ada', coupon: 'X1', order: { id: 7 } } },
+      });
+      assert.equal(all.status, 200);
+      assert.deepEqual(all.body.warnings, []);
+      assert.equal(all.body.subject, 'Order 7');
+
+      // A send with what the preview warned about is refused, naming the same variables.
+      assert.equal((await api.request('POST', `/v1/templates/${id}/publish`)).status, 200);
+      const send = await api.request('POST', '/v1/emails', {
+        body: { from: 'shop@example.com', to: 'ada@example.org', template: { id, variables: {} } },
+      });
+      assert.equal(send.status, 422, JSON.stringify(send.body));
+      assert.equal(send.body.error.code, 'template_variables_missing');
+      assert.equal(send.body.error.message, 'Missing template variables: first_name, coupon, order.id.');
+      // A published version is previewed with its own declared variables.
+      const version = await api.request('POST', `/v1/templates/${id}/render`, { body: { version: 1 } });
+      assert.deepEqual(
+        version.body.warnings.map((item: { variable: string }) => item.variable),
+        ['first_name', 'coupon', 'order.id'],
+      );
     });
 
     test('render refuses bad input, bad Liquid, runaway templates and empty templates', async () => {

@@ -231,7 +231,7 @@ for (const engine of ENGINES) {
         assert.equal(response.body.error.param, param, query);
       }
       const wrong = await t.request('GET', `/v1/webhooks/${id}/deliveries?status=done`);
-      assert.match(wrong.body.error.message, /must be one of pending, succeeded, failed/);
+      assert.match(wrong.body.error.message, /must be one of: pending, succeeded, failed\./);
 
       const other = await t.createProject('Other');
       for (const [webhookId, key] of [

@@ -26,13 +26,15 @@ const WHSEC_PREFIX = 'whsec_';
  * JSON only afterwards: re-serialising changes them); `headers` are the request's (a Fetch `Headers` or
  * Node's `req.headers`); `secret` is the webhook's signing secret. A `whsec_<base64>` secret is its base64
  * bytes (Standard Webhooks), any other string its UTF-8 bytes, as the server signs. Signatures older or
- * newer than five minutes are refused (replays). Throws WebhookVerificationError.
+ * newer than five minutes are refused (replays). Throws WebhookVerificationError; a TypeError when
+ * `rawBody` is not a string or bytes (a parsed object: a mistake in the calling code, not a bad delivery).
  */
 export function verifyWebhook(
   rawBody: string | Uint8Array,
   headers: HeaderBag,
   secret: string,
 ): WebhookEvent {
+  if (typeof rawBody !== 'string' && !(rawBody instanceof Uint8Array)) throw notRawBody(rawBody);
   const body = typeof rawBody === 'string' ? rawBody : new TextDecoder().decode(rawBody);
   let verifier: Webhook;
   try {
@@ -50,6 +52,23 @@ export function verifyWebhook(
     }
     throw error;
   }
+}
+
+/** The error for a body that is not the raw one: most often JSON a framework already parsed. */
+function notRawBody(value: unknown): TypeError {
+  const got =
+    value === null
+      ? 'null'
+      : Array.isArray(value)
+        ? 'an array'
+        : typeof value === 'object'
+          ? 'an object (already parsed JSON?)'
+          : typeof value;
+  return new TypeError(
+    `verifyWebhook needs the raw request body exactly as received, as a string or bytes (Buffer, Uint8Array), but got ${got}. ` +
+      'The signature covers the exact bytes, and parsed JSON serialised again is not them: read the body raw ' +
+      "(express.raw({ type: 'application/json' }), await request.text()) and parse the event verifyWebhook returns.",
+  );
 }
 
 function lowercased(headers: HeaderBag): Record<string, string> {

@@ -158,14 +158,133 @@ function fieldPath(instancePath: string, extra?: string): string | undefined {
   );
 }
 
+/** A value as an error message names it: strings as themselves, anything else as JSON. */
+const valueText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value));
+
+/** "a, b or c". */
+const either = (items: string[]): string =>
+  items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} or ${items.at(-1)}`;
+
+const TYPE_NAMES: Record<string, string> = {
+  string: 'a string',
+  integer: 'an integer',
+  number: 'a number',
+  boolean: 'a boolean (true or false)',
+  array: 'an array',
+  object: 'an object',
+  null: 'null',
+};
+const typeName = (type: string): string => TYPE_NAMES[type] ?? `of type ${type}`;
+
+const FORMAT_NAMES: Record<string, string> = {
+  'date-time': 'an ISO 8601 date-time (2026-11-20T09:30:00Z)',
+  date: 'a date (2026-11-20)',
+  email: 'an email address',
+  uri: 'a URL',
+};
+const formatName = (format: string): string => FORMAT_NAMES[format] ?? `in the format ${format}`;
+
+const plural = (count: number, word: string): string => `${count} ${word}${count === 1 ? '' : 's'}`;
+
 /**
- * The issue to report. For a value matching none of a union's forms (a `to` that is an array or a
- * string), the first issue is that of the first form ("must be of type array") even when the value has
- * another form's type and breaks only its limits: the issue of the form whose type it has says more.
+ * What one validator issue says about its value, after "The field 'x' ", in words for a person rather than
+ * the validator's; the allowed values of an enum or constant are always named.
+ */
+function issueDetail(issue: ErrorObject): string {
+  const params = issue.params as Record<string, unknown>;
+  const limit = Number(params.limit);
+  switch (issue.keyword) {
+    case 'type':
+      return `must be ${either(String(params.type).split(',').map(typeName))}`;
+    case 'enum':
+      return `must be one of: ${(params.allowedValues as unknown[]).map(valueText).join(', ')}`;
+    case 'const':
+      return `must be ${valueText(params.allowedValue)}`;
+    case 'minLength':
+      return limit === 1 ? 'must not be empty' : `must be at least ${plural(limit, 'character')} long`;
+    case 'maxLength':
+      return `must be at most ${plural(limit, 'character')} long`;
+    case 'minItems':
+      return `must have at least ${plural(limit, 'item')}`;
+    case 'maxItems':
+      return `must have at most ${plural(limit, 'item')}`;
+    case 'minProperties':
+      return limit === 1 ? 'must not be empty' : `must have at least ${plural(limit, 'field')}`;
+    case 'maxProperties':
+      return `must have at most ${plural(limit, 'field')}`;
+    case 'minimum':
+      return `must be at least ${limit}`;
+    case 'maximum':
+      return `must be at most ${limit}`;
+    case 'exclusiveMinimum':
+      return `must be greater than ${limit}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${limit}`;
+    case 'pattern':
+      return `must match the pattern ${String(params.pattern)}`;
+    case 'format':
+      return `must be ${formatName(String(params.format))}`;
+    case 'uniqueItems':
+      return `must not repeat an item (items ${String(params.j)} and ${String(params.i)} are the same)`;
+    default:
+      return issue.message ?? 'is invalid';
+  }
+}
+
+/**
+ * A union whose value matched none of its forms: when every form failed on the value itself for what it
+ * is (a constant, an enum, a type, a format) rather than for something inside it, one issue saying every
+ * form it could have taken ("must be one of: queued, sent", "must be a string or null", "must be an ISO
+ * 8601 date-time or a date"); else undefined.
+ */
+function unionIssue(issues: ErrorObject[], union: ErrorObject): ErrorObject | undefined {
+  const forms = issues.filter(
+    (issue) =>
+      issue !== union &&
+      (issue.instancePath === union.instancePath || issue.instancePath.startsWith(`${union.instancePath}/`)),
+  );
+  if (forms.length === 0) return undefined;
+  const values: unknown[] = [];
+  const others: string[] = [];
+  for (const form of forms) {
+    const params = form.params as Record<string, unknown>;
+    if (form.instancePath !== union.instancePath) return undefined;
+    if (form.keyword === 'anyOf') continue; // a union nested in this one: its forms are listed too
+    if (form.keyword === 'const') values.push(params.allowedValue);
+    else if (form.keyword === 'enum' && Array.isArray(params.allowedValues))
+      values.push(...params.allowedValues);
+    else if (form.keyword === 'type' && params.type === 'null') values.push(null);
+    else if (form.keyword === 'type' || form.keyword === 'format')
+      others.push(issueDetail(form).slice('must be '.length));
+    else return undefined;
+  }
+  // null is named last: "a string or null", "one of: a, b or null".
+  const orNull = values.includes(null) && values.length + others.length > 1;
+  const named = values.filter((value) => !orNull || value !== null).map(valueText);
+  const kinds = [...new Set(others), ...(orNull ? ['null'] : [])];
+  const message =
+    kinds.length === 0
+      ? named.length === 1
+        ? `must be ${named[0]}`
+        : `must be one of: ${named.join(', ')}`
+      : `must be ${either([...(named.length > 1 ? [`one of: ${named.join(', ')}`] : named), ...kinds])}`;
+  return { ...union, keyword: 'union', message };
+}
+
+/**
+ * The issue to report. For a value matching none of a union's forms, the forms' own issues are the first
+ * ones; when they are all about what the value is, they become one (`unionIssue`). Else the first issue is
+ * that of the first form ("must be of type array") even when the value has another form's type and breaks
+ * only its limits (a `to` that is a string too long): the issue of the form whose type it has says more.
  */
 function mostSpecificIssue(issues: ErrorObject[]): ErrorObject | undefined {
-  if (!issues.some((issue) => issue.keyword === 'anyOf')) return issues[0];
-  return issues.find((issue) => issue.keyword !== 'type' && issue.keyword !== 'anyOf') ?? issues[0];
+  const union = issues.findLast((issue) => issue.keyword === 'anyOf');
+  if (!union) return issues[0];
+  return (
+    unionIssue(issues, union) ??
+    issues.find((issue) => issue.keyword !== 'type' && issue.keyword !== 'anyOf') ??
+    issues[0]
+  );
 }
 
 function describeValidationError(
@@ -185,18 +304,13 @@ function describeValidationError(
     return { message: `Unknown ${where} '${param}'.`, code: 'parameter_unknown', param };
   }
   const param = fieldPath(issue.instancePath);
+  const detail = issue.keyword === 'union' ? (issue.message ?? 'is invalid') : issueDetail(issue);
   if (param === undefined) {
     const message =
       context === 'body'
         ? 'The request body must be a JSON object.'
-        : `The request ${context ?? ''} ${issue.message}.`;
+        : `The request ${context ?? ''} ${detail}.`;
     return { message, code: 'parameter_invalid', param };
   }
-  const detail =
-    issue.keyword === 'type'
-      ? `must be of type ${String(params.type)}`
-      : issue.keyword === 'enum' && Array.isArray(params.allowedValues)
-        ? `must be one of ${params.allowedValues.map(String).join(', ')}`
-        : (issue.message ?? 'is invalid');
   return { message: `The ${where} '${param}' ${detail}.`, code: 'parameter_invalid', param };
 }

@@ -162,8 +162,13 @@ export function nameSchemas(doc: Json): Json {
 
   for (const [name, schema] of Object.entries(schemas)) schemas[name] = walk(schema, 'component');
   for (const item of Object.values((doc.paths ?? {}) as Record<string, Json>)) {
-    for (const operation of Object.values(item)) {
+    for (const [method, operation] of Object.entries(item)) {
       if (!isObject(operation)) continue;
+      // An action whose body requires no field (publish, render, test, redeliver) may be sent without one:
+      // swagger marks every body required, which would make generated clients send one.
+      if (method === 'post' && isObject(operation.requestBody) && !requiresAField(operation.requestBody)) {
+        operation.requestBody.required = false;
+      }
       if (Array.isArray(operation.parameters)) {
         operation.parameters = operation.parameters.map((parameter: Json) => ({
           ...parameter,
@@ -210,6 +215,17 @@ function withoutDefaults(node: unknown): unknown {
             ? Object.fromEntries(Object.entries(value).map(([name, child]) => [name, withoutDefaults(child)]))
             : withoutDefaults(value),
       ]),
+  );
+}
+
+/** Whether a request body's JSON schema requires any field. */
+function requiresAField(requestBody: Json): boolean {
+  const media = isObject(requestBody.content) ? requestBody.content['application/json'] : undefined;
+  const schema = isObject(media) ? media.schema : undefined;
+  return (
+    !isObject(schema) ||
+    schema.type !== 'object' ||
+    (Array.isArray(schema.required) && schema.required.length > 0)
   );
 }
 

@@ -4,6 +4,19 @@ import { type TSchema, Type } from '@sinclair/typebox';
 export const timestamp = (description: string) =>
   Type.String({ format: 'date-time', description: `${description} ISO 8601 UTC with milliseconds.` });
 
+/** What every time filter of the API takes, said once in each one's description. */
+export const TIME_FILTER_FORMS =
+  'An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day.';
+
+/**
+ * A time filter (`since`, `until`, in a query string or a body): a date-time or a plain date. Every filter
+ * takes both, through this one schema; `instantOf` (src/lib/clock.ts) reads the value.
+ */
+export const timeFilter = (description: string) =>
+  Type.Union([Type.String({ format: 'date-time' }), Type.String({ format: 'date' })], {
+    description: `${description} ${TIME_FILTER_FORMS}`,
+  });
+
 /** `schema` or null. */
 export const nullable = <T extends TSchema>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description ? { description } : {});

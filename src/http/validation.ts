@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { invalidParam } from '../lib/errors.ts';
 
 /** The error code of a JSON body whose bytes are not UTF-8 (the error handler answers 400). */
@@ -116,6 +116,40 @@ export function installValidation(app: FastifyInstance): void {
   });
 }
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route's body may be left out (an action such as publish, test or redeliver, whose body only
+     * adjusts it): see `installOptionalBodies`. A POST route without a body schema has this rule too.
+     */
+    optionalBody?: boolean;
+  }
+}
+
+/** Whether a route reads no body, an empty body and `{}` alike (`installOptionalBodies`). */
+const bodyIsOptional = (route: { schema?: { body?: unknown }; config?: { optionalBody?: boolean } }) =>
+  route.schema?.body === undefined || route.config?.optionalBody === true;
+
+/**
+ * The one rule for a body that may be left out — a route without a body schema (cancel, verify, rotate), or
+ * one whose config says `optionalBody` (publish, render, test, redeliver, recover): no body at all, an empty
+ * body (zero bytes, even labelled `content-type: application/json`, as SDKs that label every request send
+ * it) and `{}` are the same request. Such a route with a body schema gets `{}` for a body left out, so a
+ * field it requires (recover's `since`) is reported missing by name rather than the body as not an object.
+ */
+export function installOptionalBodies(app: FastifyInstance): void {
+  app.addHook('onRoute', (route: RouteOptions) => {
+    if (route.schema?.body === undefined || route.config?.optionalBody !== true) return;
+    const hooks = route.preValidation === undefined ? [] : [route.preValidation].flat();
+    route.preValidation = [
+      async (request: FastifyRequest) => {
+        request.body ??= {};
+      },
+      ...hooks,
+    ];
+  });
+}
+
 /**
  * JSON bodies as Fastify parses them (empty, malformed and `__proto__` bodies refused the same way), except
  * that a string holding U+0000 is a 422 naming its field: PostgreSQL text cannot store the character, so it
@@ -127,9 +161,10 @@ export function installJsonBody(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const bytes = body as Buffer; // parseAs: 'buffer'
-    // A route that takes no body (an action such as cancel) accepts an empty one even when labelled JSON, as
-    // SDKs that set content-type on every request send it (the Resend SDK's emails.cancel does).
-    if (bytes.length === 0 && request.routeOptions.schema?.body === undefined) return done(null, undefined);
+    // A route whose body may be left out (an action such as cancel or publish) takes an empty one as none,
+    // even when labelled JSON, as SDKs that set content-type on every request send it (the Resend SDK's
+    // emails.cancel does): see installOptionalBodies.
+    if (bytes.length === 0 && bodyIsOptional(request.routeOptions)) return done(null, undefined);
     // Decoding would turn bytes that are not UTF-8 into U+FFFD and store that: the body is refused instead.
     if (!isUtf8(bytes)) return done(Object.assign(new Error('not UTF-8'), { code: BODY_NOT_UTF8 }));
     const text = bytes.toString('utf8');

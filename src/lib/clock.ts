@@ -6,3 +6,12 @@ export interface Clock {
 export const systemClock: Clock = { now: () => new Date() };
 
 export const isoNow = (clock: Clock): string => clock.now().toISOString();
+
+/**
+ * The moment a time filter names (`since`, `until`): an ISO 8601 date-time as written, or a plain date
+ * (`2026-11-20`) as 00:00:00Z of that day. The one reading of every time filter of the API (see
+ * `timeFilter` in src/http/schema-helpers.ts, whose schema the value has passed).
+ */
+export function instantOf(value: string): Date {
+  return new Date(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T00:00:00.000Z` : value);
+}

@@ -296,7 +296,7 @@ export interface paths {
         put?: never;
         /**
          * Publish a template
-         * @description The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use.
+         * @description The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use. When the result is what the latest version already holds (name, subject, html, text, variables), no copy is stored: the answer is that version, with its number and `published_at`.
          */
         post: operations["publishTemplate"];
         delete?: never;
@@ -356,7 +356,7 @@ export interface paths {
         put?: never;
         /**
          * Render a template with variables (preview)
-         * @description Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none.
+         * @description Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none. A missing variable is not an error here (a send refuses it with a 422): the preview answers 200, renders it blank and lists it in `warnings` (`missing_variable`).
          */
         post: operations["renderTemplate"];
         delete?: never;
@@ -2504,10 +2504,7 @@ export interface components {
         };
         /** RecoverWebhookRequest */
         RecoverWebhookRequest: {
-            /**
-             * Format: date-time
-             * @description ISO 8601 timestamp within the last 30 days: the failed deliveries created since then are re-queued.
-             */
+            /** @description A time within the last 30 days: the failed deliveries created since then are re-queued. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
             since: string;
         };
         /** RedeliverEventRequest */
@@ -2534,6 +2531,18 @@ export interface components {
             /** @description A published version to render; the draft when absent. */
             version?: number;
         };
+        /** RenderWarning */
+        RenderWarning: {
+            /**
+             * @description A variable the template needs has no value in `variables`.
+             * @enum {string}
+             */
+            code: "missing_variable";
+            /** @description The variable (`first_name`, `order.id`). */
+            variable: string;
+            /** @description For a person. */
+            message: string;
+        };
         /** RenderedTemplate */
         RenderedTemplate: {
             /** @enum {string} */
@@ -2541,6 +2550,8 @@ export interface components {
             subject: string | null;
             html: string | null;
             text: string | null;
+            /** @description What a send with these variables would be refused for, while the preview still renders (200): each declared variable, and each one the template prints unconditionally, that `variables` lacks (`missing_variable`); it renders blank here. Empty when a send would render. */
+            warnings: components["schemas"]["RenderWarning"][];
         };
         /** SendEmail */
         SendEmail: {
@@ -3727,7 +3738,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["TestWebhookRequest"];
             };
@@ -4142,7 +4153,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["RedeliverEventRequest"];
             };
@@ -4758,7 +4769,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["PublishTemplateRequest"];
             };
@@ -5067,7 +5078,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["RenderTemplateRequest"];
             };
@@ -5180,9 +5191,9 @@ export interface operations {
                 recipient?: string;
                 /** @description Emails carrying this tag, as `name:value`. */
                 tag?: string;
-                /** @description Emails accepted at or after this time. */
+                /** @description Emails accepted at or after this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 since?: string;
-                /** @description Emails accepted before this time. */
+                /** @description Emails accepted before this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 until?: string;
             };
             header?: never;
@@ -6890,9 +6901,9 @@ export interface operations {
                 route_id?: string;
                 /** @description Only what was received for this address (any case). */
                 recipient?: string;
-                /** @description Received at or after this time. */
+                /** @description Received at or after this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 since?: string;
-                /** @description Received before this time. */
+                /** @description Received before this time. An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 until?: string;
             };
             header?: never;
@@ -7984,9 +7995,9 @@ export interface operations {
     getStats: {
         parameters: {
             query?: {
-                /** @description A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used). */
+                /** @description The first UTC day counted: the day of this time (default: 29 days before until). An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 since?: string;
-                /** @description A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used). */
+                /** @description The last UTC day counted: the day of this time (default: today). An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
                 until?: string;
                 /** @description Only emails sent with this tag, as `name:value` (`kind:receipt`). */
                 tag?: string;

@@ -1,4 +1,5 @@
 import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { instantOf } from '../../lib/clock.ts';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { EmailListFilters } from './emails.schemas.ts';
@@ -247,8 +248,8 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         let query = db.selectFrom('emails').selectAll().where('project_id', '=', projectId);
         if (cursor) query = query.where('id', cursor.op, cursor.id);
         if (filters.status) query = query.where('status', '=', filters.status);
-        if (filters.since) query = query.where('created_at', '>=', new Date(filters.since).toISOString());
-        if (filters.until) query = query.where('created_at', '<', new Date(filters.until).toISOString());
+        if (filters.since) query = query.where('created_at', '>=', instantOf(filters.since).toISOString());
+        if (filters.until) query = query.where('created_at', '<', instantOf(filters.until).toISOString());
         if (filters.tag) {
           // Tags are stored as JSON of [A-Za-z0-9_-] names and values: `"name":"value"` is exact.
           const [name, value] = filters.tag.split(':');

@@ -1,7 +1,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { EMAIL_STATUSES, RECIPIENT_STATUSES } from '../../db/schema.ts';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import { nullable, timeFilter, timestamp } from '../../http/schema-helpers.ts';
 
 export const MAX_TO = 50;
 export const MAX_CC = 50;
@@ -338,12 +338,8 @@ export const EmailListQuery = Type.Object(
         description: 'Emails carrying this tag, as `name:value`.',
       }),
     ),
-    since: Type.Optional(
-      Type.String({ format: 'date-time', description: 'Emails accepted at or after this time.' }),
-    ),
-    until: Type.Optional(
-      Type.String({ format: 'date-time', description: 'Emails accepted before this time.' }),
-    ),
+    since: Type.Optional(timeFilter('Emails accepted at or after this time.')),
+    until: Type.Optional(timeFilter('Emails accepted before this time.')),
   },
   { additionalProperties: false },
 );

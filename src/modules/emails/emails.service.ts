@@ -9,7 +9,7 @@ import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound, RetryLaterError } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { Notifier } from '../../queue/notifier.ts';
-import type { TemplateRenderer } from '../templates/render.ts';
+import { missingVariables, type TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo, TemplateVersionRecord } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
 import { formatAddress, parseAddress, type ParsedAddress } from '../../lib/addresses.ts';
@@ -372,8 +372,7 @@ export function createEmailService({
       ? { ...ref.variables, unsubscribe_url: UNSUBSCRIBE_PLACEHOLDER }
       : (ref.variables ?? {});
     // The declared variables, and the ones the template prints unconditionally, declared or not.
-    const needed = new Set([...version.variables, ...variablesUsedBy(version)]);
-    const missing = [...needed].filter((name) => !hasPath(variables, name));
+    const missing = missingVariables([...version.variables, ...variablesUsedBy(version)], variables);
     if (missing.length > 0) {
       throw invalidParam(
         param('variables'),
@@ -876,16 +875,6 @@ export function createEmailService({
       return { object: 'raw_email', id: email.id, content_type: 'message/rfc822', raw };
     },
   };
-}
-
-/** True when `path` (`order.id`) names a value present in `variables` (null counts: it was given). */
-function hasPath(variables: Record<string, unknown>, path: string): boolean {
-  let node: unknown = variables;
-  for (const key of path.split('.')) {
-    if (typeof node !== 'object' || node === null || !Object.hasOwn(node, key)) return false;
-    node = (node as Record<string, unknown>)[key];
-  }
-  return true;
 }
 
 export type EmailService = ReturnType<typeof createEmailService>;

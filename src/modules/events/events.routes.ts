@@ -56,9 +56,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
     '/v1/events/:id/redeliver',
     {
       // The body is optional: without one, the event goes again to every webhook it was delivered to.
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      config: { optionalBody: true },
       schema: {
         tags,
         operationId: 'redeliverEvent',

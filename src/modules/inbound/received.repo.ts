@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, ReceivedStatus, Row } from '../../db/schema.ts';
+import { instantOf } from '../../lib/clock.ts';
 import { idAt } from '../../lib/ids.ts';
 
 // The received_emails table, written only here: one row per accepted recipient of a received message, with
@@ -142,8 +143,8 @@ export function createReceivedRepo(db: Kysely<Database>) {
         if (filter.routeId !== undefined) query = query.where('route_id', '=', filter.routeId);
         if (filter.recipient !== undefined) query = query.where('recipient', '=', filter.recipient);
         // Ids are time-ordered: a time window is an id range, on the (project_id, id) index.
-        if (filter.since !== undefined) query = query.where('id', '>=', idAt('rcv', new Date(filter.since)));
-        if (filter.until !== undefined) query = query.where('id', '<', idAt('rcv', new Date(filter.until)));
+        if (filter.since !== undefined) query = query.where('id', '>=', idAt('rcv', instantOf(filter.since)));
+        if (filter.until !== undefined) query = query.where('id', '<', idAt('rcv', instantOf(filter.until)));
         if (cursor) query = query.where('id', cursor.op, cursor.id);
         return query.orderBy('id', order).limit(limit).execute();
       });

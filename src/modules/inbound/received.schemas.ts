@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { ListQuery, listEnvelope } from '../../http/list.ts';
+import { timeFilter } from '../../http/schema-helpers.ts';
 import { receivedContentFields, receivedSummaryFields } from '../event-kinds/received-fields.ts';
 
 // A received email as the API and the `email.received` webhook show it (received-view.ts builds both).
@@ -32,10 +33,8 @@ export const ReceivedEmailListQuery = Type.Object(
     recipient: Type.Optional(
       Type.String({ maxLength: 320, description: 'Only what was received for this address (any case).' }),
     ),
-    since: Type.Optional(
-      Type.String({ format: 'date-time', description: 'Received at or after this time.' }),
-    ),
-    until: Type.Optional(Type.String({ format: 'date-time', description: 'Received before this time.' })),
+    since: Type.Optional(timeFilter('Received at or after this time.')),
+    until: Type.Optional(timeFilter('Received before this time.')),
   },
   { additionalProperties: false },
 );

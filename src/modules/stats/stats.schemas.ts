@@ -1,4 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { timeFilter } from '../../http/schema-helpers.ts';
 
 const count = (description: string) => Type.Integer({ minimum: 0, description });
 const rate = (description: string) => Type.Union([Type.Number(), Type.Null()], { description });
@@ -61,15 +62,12 @@ export const Stats = Type.Object(
   { title: 'Stats' },
 );
 
-const day = Type.String({
-  pattern: '^\\d{4}-\\d{2}-\\d{2}(T[0-9:.]+Z)?$',
-  description: 'A UTC day (YYYY-MM-DD) or an ISO 8601 UTC time (its day is used).',
-});
-
 export const StatsQuery = Type.Object(
   {
-    since: Type.Optional(day),
-    until: Type.Optional(day),
+    since: Type.Optional(
+      timeFilter('The first UTC day counted: the day of this time (default: 29 days before until).'),
+    ),
+    until: Type.Optional(timeFilter('The last UTC day counted: the day of this time (default: today).')),
     tag: Type.Optional(
       Type.String({
         pattern: '^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$',

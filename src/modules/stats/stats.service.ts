@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
-import type { Clock } from '../../lib/clock.ts';
+import { type Clock, instantOf } from '../../lib/clock.ts';
 import { invalidParam } from '../../lib/errors.ts';
 import { METRICS, type Metric, readCounts } from './stats.repo.ts';
 import type { StatsQueryInput, StatsView } from './stats.schemas.ts';
@@ -24,9 +24,9 @@ const withRates = (counts: Counts) => ({
 });
 
 const dayOf = (value: string, param: string): number => {
-  const time = Date.parse(value.length === 10 ? `${value}T00:00:00.000Z` : value);
+  const time = instantOf(value).getTime();
   if (Number.isNaN(time))
-    throw invalidParam(param, `${param} must be a day (YYYY-MM-DD) or an ISO 8601 time.`);
+    throw invalidParam(param, `${param} must be a date (YYYY-MM-DD) or an ISO 8601 date-time.`);
   return Math.floor(time / DAY_MS) * DAY_MS;
 };
 

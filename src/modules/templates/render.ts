@@ -45,6 +45,25 @@ export const templateRenderError = (field: TemplateField, message: string): Doma
 export const templateEmpty = (): DomainError =>
   new DomainError('validation', 'template_empty', 'A template needs an html or a text body (or both).');
 
+/** True when `path` (`order.id`) names a value present in `variables` (null counts: it was given). */
+export function hasVariable(variables: Record<string, unknown>, path: string): boolean {
+  let node: unknown = variables;
+  for (const key of path.split('.')) {
+    if (typeof node !== 'object' || node === null || !Object.hasOwn(node, key)) return false;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return true;
+}
+
+/**
+ * Of the variables a template needs — its declared ones, then those it prints unconditionally
+ * (`requiredVariables`) — the ones `variables` lacks, once each, in that order. A send missing any is
+ * refused (422 `template_variables_missing`); a preview renders them blank and lists them as warnings.
+ */
+export function missingVariables(needed: Iterable<string>, variables: Record<string, unknown>): string[] {
+  return [...new Set(needed)].filter((name) => !hasVariable(variables, name));
+}
+
 const isBlank = (value: string | null): boolean => value === null || value.trim() === '';
 
 /**

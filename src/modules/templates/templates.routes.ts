@@ -117,15 +117,13 @@ export function registerTemplateRoutes(
     '/v1/templates/:id/publish',
     {
       // The seed's body is optional: publishing the draft as it stands needs none.
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      config: { optionalBody: true },
       schema: {
         tags,
         operationId: 'publishTemplate',
         summary: 'Publish a template',
         description:
-          'The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use.',
+          'The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use. When the result is what the latest version already holds (name, subject, html, text, variables), no copy is stored: the answer is that version, with its number and `published_at`.',
         params: TemplateParams,
         body: PublishTemplateBody,
         response: { 200: PublishedTemplate, ...errorResponses(409) },
@@ -177,17 +175,14 @@ export function registerTemplateRoutes(
   app.post(
     '/v1/templates/:id/render',
     {
-      // Writes nothing: no transaction to hold while it renders.
-      config: { idempotencyOutsideTransaction: true },
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      // Writes nothing: no transaction to hold while it renders. Without a body, the draft renders with none.
+      config: { idempotencyOutsideTransaction: true, optionalBody: true },
       schema: {
         tags,
         operationId: 'renderTemplate',
         summary: 'Render a template with variables (preview)',
         description:
-          'Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none.',
+          'Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none. A missing variable is not an error here (a send refuses it with a 422): the preview answers 200, renders it blank and lists it in `warnings` (`missing_variable`).',
         params: TemplateParams,
         body: RenderTemplateBody,
         response: { 200: RenderedTemplate, ...errorResponses() },

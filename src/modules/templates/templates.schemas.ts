@@ -144,12 +144,27 @@ export const RenderTemplateBody = Type.Object(
   { additionalProperties: false, title: 'RenderTemplateRequest' },
 );
 
+export const RenderWarning = Type.Object(
+  {
+    code: Type.Literal('missing_variable', {
+      description: 'A variable the template needs has no value in `variables`.',
+    }),
+    variable: Type.String({ description: 'The variable (`first_name`, `order.id`).' }),
+    message: Type.String({ description: 'For a person.' }),
+  },
+  { title: 'RenderWarning' },
+);
+
 export const RenderedTemplate = Type.Object(
   {
     object: Type.Literal('rendered_template'),
     subject: nullable(Type.String()),
     html: nullable(Type.String()),
     text: nullable(Type.String({ description: 'Generated from html when the template has no text.' })),
+    warnings: Type.Array(RenderWarning, {
+      description:
+        'What a send with these variables would be refused for, while the preview still renders (200): each declared variable, and each one the template prints unconditionally, that `variables` lacks (`missing_variable`); it renders blank here. Empty when a send would render.',
+    }),
   },
   { title: 'RenderedTemplate' },
 );

@@ -3,7 +3,7 @@ import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.
 import { isId, newId } from '../../lib/ids.ts';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import type { TemplateContent, TemplateRenderer } from './render.ts';
+import { missingVariables, type TemplateContent, type TemplateRenderer } from './render.ts';
 import type {
   StoredTemplate,
   TemplateRecord,
@@ -204,6 +204,20 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
         current.updatedAt === plan.current.updatedAt &&
         current.publishedVersion === plan.current.publishedVersion;
       const draft = unchanged ? plan.draft : publishedDraft(current, plan.input);
+      // Publishing what the latest version already holds stores no copy of it: the answer is that version.
+      if (
+        current.publishedVersion !== null &&
+        current.publishedAt !== null &&
+        !locked.hasUnpublishedChanges &&
+        sameContent(draft, current)
+      ) {
+        return {
+          object: 'template' as const,
+          id: current.id,
+          published_at: current.publishedAt,
+          version: current.publishedVersion,
+        };
+      }
       const publishedAt = clock.now().toISOString();
       const version = (current.publishedVersion ?? 0) + 1;
       const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
@@ -236,20 +250,40 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
       input: RenderTemplateInput,
     ): Promise<RenderedTemplateView> {
       const template = await load(projectId, idOrAlias);
-      let content: TemplateContent = template;
+      let content: TemplateContent & { variables: string[] } = template;
       if (input.version !== undefined) {
         const version = await repo.findVersion(projectId, template.id, input.version);
         if (!version) throw versionMissing(template.id, input.version);
         content = version;
       }
-      const rendered = await renderer.render(
-        { subject: content.subject, html: content.html, text: content.text },
-        input.variables ?? {},
-      );
-      return { object: 'rendered_template', ...rendered };
+      const variables = input.variables ?? {};
+      const source = { subject: content.subject, html: content.html, text: content.text };
+      // A preview still renders what is missing (blank), so the rest can be looked at; a send would refuse
+      // it, so it is listed: the declared variables, and those the template prints unconditionally.
+      const declared = new Set(content.variables);
+      const missing = missingVariables([...declared, ...renderer.requiredVariables(source)], variables);
+      const rendered = await renderer.render(source, variables);
+      return {
+        object: 'rendered_template',
+        ...rendered,
+        warnings: missing.map((variable) => ({
+          code: 'missing_variable' as const,
+          variable,
+          message: `No value for the ${declared.has(variable) ? 'declared ' : ''}variable '${variable}'${declared.has(variable) ? '' : ', which the template prints'}: it renders blank here, and a send without it is refused (422 template_variables_missing).`,
+        })),
+      };
     },
   };
 }
+
+/** Whether two drafts would publish the same version (what a version stores). */
+const sameContent = (a: TemplateRecord, b: TemplateRecord): boolean =>
+  a.name === b.name &&
+  a.subject === b.subject &&
+  a.html === b.html &&
+  a.text === b.text &&
+  a.variables.length === b.variables.length &&
+  a.variables.every((name, index) => name === b.variables[index]);
 
 const versionMissing = (templateId: string, version: number): DomainError =>
   new DomainError(

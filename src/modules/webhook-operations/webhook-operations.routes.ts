@@ -54,11 +54,8 @@ export function registerWebhookOperationRoutes(
     '/v1/webhooks/:webhook_id/test',
     {
       // It waits for a worker to attempt the event it emits, which must be committed for the worker to see.
-      config: { idempotencyOutsideTransaction: true },
       // The body is optional: without one, an `email.sent` test event is sent.
-      preValidation: async (request) => {
-        request.body ??= {};
-      },
+      config: { idempotencyOutsideTransaction: true, optionalBody: true },
       schema: {
         tags,
         operationId: 'testWebhook',
@@ -77,9 +74,7 @@ export function registerWebhookOperationRoutes(
     '/v1/webhooks/:webhook_id/recover',
     {
       // A missing body then reads as a missing `since` (422 naming it), not as a body of the wrong type.
-      preValidation: async (request) => {
-        request.body ??= {} as typeof request.body;
-      },
+      config: { optionalBody: true },
       schema: {
         tags,
         operationId: 'recoverWebhook',

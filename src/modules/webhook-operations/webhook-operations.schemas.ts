@@ -1,7 +1,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { DeliveryStatus } from '../../db/schema.ts';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { timestamp } from '../../http/schema-helpers.ts';
+import { timeFilter, timestamp } from '../../http/schema-helpers.ts';
 import { Delivery, DeliveryStatusSchema } from '../deliveries/deliveries.schemas.ts';
 import { eventKindEnum } from '../event-kinds/event-payloads.ts';
 
@@ -67,11 +67,9 @@ export const WebhookTest = Type.Object(
 
 export const RecoverWebhookBody = Type.Object(
   {
-    since: Type.String({
-      format: 'date-time',
-      description:
-        'ISO 8601 timestamp within the last 30 days: the failed deliveries created since then are re-queued.',
-    }),
+    since: timeFilter(
+      'A time within the last 30 days: the failed deliveries created since then are re-queued.',
+    ),
   },
   { additionalProperties: false, title: 'RecoverWebhookRequest' },
 );

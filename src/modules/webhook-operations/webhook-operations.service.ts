@@ -4,7 +4,7 @@ import { receivedEventData } from '../inbound/received-view.ts';
 import type { DeliveryStatus } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { RequeueRequest } from '../deliveries/deliveries.repo.ts';
-import type { Clock } from '../../lib/clock.ts';
+import { type Clock, instantOf } from '../../lib/clock.ts';
 import { conflict, invalidParam, notFound } from '../../lib/errors.ts';
 import type { DeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
@@ -229,9 +229,9 @@ export function createWebhookOperations({
     /** Checks a recovery and reads the webhook, before any transaction; `recover` then writes it. */
     async prepareRecover(projectId: string, id: string, input: RecoverWebhookInput): Promise<RecoveryPlan> {
       const webhook = await load(projectId, id);
-      const since = Date.parse(input.since);
+      const since = instantOf(input.since).getTime();
       const now = clock.now().getTime();
-      if (Number.isNaN(since)) throw invalidParam('since', 'since must be an ISO 8601 timestamp.');
+      if (Number.isNaN(since)) throw invalidParam('since', 'since must be an ISO 8601 date-time or a date.');
       if (since > now) throw invalidParam('since', 'since must not be in the future.');
       if (since < now - RECOVER_MAX_AGE_MS) {
         throw invalidParam('since', 'since must be within the last 30 days.');
