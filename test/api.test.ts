@@ -361,6 +361,7 @@ for (const engine of ENGINES) {
         'email.opened',
         'email.clicked',
         'email.unsubscribed',
+        'email.received',
         'domain.verified',
         'domain.failed',
       ]);

@@ -50,6 +50,8 @@ export function registerInboundRouteRoutes(
         tags,
         operationId: 'listInboundRoutes',
         summary: 'List inbound routes, newest first',
+        description:
+          "This project's routes, enabled or not; the listener tries them by priority, not in this order.",
         querystring: ListQuery,
         response: { 200: InboundRouteList, ...errorResponses() },
       },
@@ -67,6 +69,7 @@ export function registerInboundRouteRoutes(
         tags,
         operationId: 'getInboundRoute',
         summary: 'Retrieve an inbound route',
+        description: 'One route of this project; 404 for any other.',
         params: InboundRouteParams,
         response: { 200: InboundRoute, ...errorResponses() },
       },
