@@ -564,7 +564,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List inbound routes, newest first */
+        /**
+         * List inbound routes, newest first
+         * @description This project's routes, enabled or not; the listener tries them by priority, not in this order.
+         */
         get: operations["listInboundRoutes"];
         put?: never;
         /**
@@ -585,7 +588,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Retrieve an inbound route */
+        /**
+         * Retrieve an inbound route
+         * @description One route of this project; 404 for any other.
+         */
         get: operations["getInboundRoute"];
         put?: never;
         post?: never;
