@@ -227,6 +227,7 @@ for (const engine of ENGINES) {
           id: email.body.id,
           webhook_id: webhook.body.data.id,
           version: '1',
+          index: '0',
           address: 'b@example.org',
         };
         const before = await api.rowCounts();

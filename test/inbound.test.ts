@@ -129,6 +129,8 @@ for (const engine of ENGINES) {
         // Every connection of this suite comes from 127.0.0.1, the 1,000 idle ones below included, which stand
         // for many clients: the per-address limit (test/inbound-listener.test.ts) would refuse them.
         INBOUND_MAX_CONNECTIONS_PER_CLIENT: '5000',
+        // Each of them begins a message (MAIL FROM): as many clients, not one past its rate.
+        INBOUND_MESSAGES_PER_MINUTE: '100000',
         PUBLIC_URL: 'https://mail.example.test',
         LOG_LEVEL: 'silent',
       });

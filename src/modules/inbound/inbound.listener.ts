@@ -1,6 +1,7 @@
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
 import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
+import { gatherData, smtpError } from '../../lib/smtp-data.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { NewInboundMessage, RoutedRecipient, SpamVerdict } from './inbound.repo.ts';
@@ -58,9 +59,6 @@ export interface InboundListener {
 export const MAX_RECIPIENTS = 50;
 /** A connection silent this long is closed (one that never sends DATA holds nothing for longer). */
 const SOCKET_TIMEOUT_MS = 60_000;
-
-const smtpError = (code: number, message: string) =>
-  Object.assign(new Error(message), { responseCode: code });
 
 export async function startInboundListener(options: InboundListenerOptions): Promise<InboundListener> {
   const { logger, clock } = options;
@@ -159,20 +157,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       );
     },
     onData(stream, session, callback) {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      stream.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        // Past the limit nothing more is kept: the rest is read and dropped so the client gets its 552.
-        if (size <= options.maxBytes) chunks.push(chunk);
-      });
-      stream.on('error', (error: Error) => callback(error));
-      stream.on('end', () => {
-        if (stream.sizeExceeded || size > options.maxBytes) {
-          callback(smtpError(552, `5.3.4 Message too big: the limit is ${options.maxBytes} bytes`));
-          return;
-        }
-        const raw = Buffer.concat(chunks);
+      gatherData(stream, options.maxBytes, callback, (raw) => {
         const routes = routed.get(session) ?? [];
         const reports = session.envelope.rcptTo.length - routes.length;
         scored(raw, routes).then((spam) => {

@@ -7,6 +7,7 @@ import {
   MailParser,
   type MessageText,
 } from 'mailparser';
+import { feedParser, parserRefusal } from './report-parser.ts';
 
 // Reads a received message (mail sent to a project's receiving address) into what the application that
 // receives it gets: addresses, subject, date, threading ids, text, html, the text without its quoted history,
@@ -113,24 +114,11 @@ export const RECEIVED_LIMITS = {
 
 export type ReceivedLimits = typeof RECEIVED_LIMITS;
 
-/** Bytes handed to the parser at a time: it stops taking them once the message is refused. */
-const FEED_BYTES = 64 * 1024;
 /** How deep html-to-text walks the html (mailparser's own bound). */
 const HTML_DEPTH = 100;
 
 /** A refusal: the reason the message is unreadable. */
 class Refused extends Error {}
-
-/** Why mailparser gave up, for a person: its limits are ours (RECEIVED_LIMITS). */
-function parserRefusal(error: Error & { code?: string }, limits: ReceivedLimits): string {
-  if (error.code === 'EMAXLEN' && /child nodes/i.test(error.message)) {
-    return `more than ${limits.parts} MIME parts`;
-  }
-  if (error.code === 'EMAXLEN' && /header size/i.test(error.message)) {
-    return `a header block over ${limits.headerBytes / 1024} KiB (each line counts as 64 bytes at least)`;
-  }
-  return `not readable as MIME: ${error.message.slice(0, 200)}`;
-}
 
 interface Parsed {
   headers: Headers;
@@ -208,19 +196,7 @@ function parse(
       maybeDone();
     });
 
-    let offset = 0;
-    const feed = () => {
-      while (!settled && offset < source.length) {
-        const slice = source.subarray(offset, offset + FEED_BYTES);
-        offset += slice.length;
-        if (!parser.write(slice)) {
-          parser.once('drain', feed);
-          return;
-        }
-      }
-      if (!settled) parser.end();
-    };
-    feed();
+    feedParser(parser, source, () => settled);
   });
 }
 

@@ -111,6 +111,26 @@ const UTF8_TYPES = new Set(['message/global-delivery-status', 'message/global', 
 /** Bytes handed to the parser at a time: it stops taking them once the message is refused. */
 const FEED_BYTES = 64 * 1024;
 
+/**
+ * Writes a message into mailparser a slice at a time, waiting for it to drain, and ends it; stops as soon as
+ * `stopped()` says the message was refused (a cap broken), so a huge message costs no more than its refusal.
+ */
+export function feedParser(parser: MailParser, source: Uint8Array, stopped: () => boolean): void {
+  let offset = 0;
+  const feed = () => {
+    while (!stopped() && offset < source.length) {
+      const slice = source.subarray(offset, offset + FEED_BYTES);
+      offset += slice.length;
+      if (!parser.write(slice)) {
+        parser.once('drain', feed);
+        return;
+      }
+    }
+    if (!stopped()) parser.end();
+  };
+  feed();
+}
+
 /** A refusal: the reason the message is unreadable. */
 class Refused extends Error {}
 
@@ -205,8 +225,11 @@ function decodeText(part: KeptPart): string {
 const depthOf = (partId: string): number => partId.split('.').length;
 const parentOf = (partId: string): string => partId.split('.').slice(0, -1).join('.');
 
-/** Why mailparser gave up, for a person: its limits are ours (REPORT_LIMITS). */
-function parserRefusal(error: Error & { code?: string }, limits: ReportLimits): string {
+/** Why mailparser gave up, for a person: its limits (parts, header bytes) are the caller's. */
+export function parserRefusal(
+  error: Error & { code?: string },
+  limits: { parts: number; headerBytes: number },
+): string {
   if (error.code === 'EMAXLEN' && /child nodes/i.test(error.message)) {
     return `more than ${limits.parts} MIME parts`;
   }
@@ -307,19 +330,7 @@ function parse(
       maybeDone();
     });
 
-    let offset = 0;
-    const feed = () => {
-      while (!settled && offset < source.length) {
-        const slice = source.subarray(offset, offset + FEED_BYTES);
-        offset += slice.length;
-        if (!parser.write(slice)) {
-          parser.once('drain', feed);
-          return;
-        }
-      }
-      if (!settled) parser.end();
-    };
-    feed();
+    feedParser(parser, source, () => settled);
   });
 }
 

@@ -2,6 +2,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerSession } from 'smtp-server';
 import type { RateLimiter } from '../../http/rate-limit.ts';
 import { parseAddress } from '../../lib/addresses.ts';
+import { gatherData, smtpError } from '../../lib/smtp-data.ts';
 import { DomainError, RetryLaterError } from '../../lib/errors.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { MAX_RECIPIENTS } from '../emails/emails.service.ts';
@@ -52,9 +53,6 @@ export interface SubmissionListener {
 const SOCKET_TIMEOUT_MS = 60_000;
 /** Submission clients are applications, a handful of connections each. */
 const MAX_CLIENTS = 500;
-
-const smtpError = (code: number, message: string) =>
-  Object.assign(new Error(message), { responseCode: code });
 
 const isLoopback = (address: string | undefined) =>
   address !== undefined &&
@@ -160,24 +158,13 @@ export async function startSubmissionListener(
       session: SMTPServerSession,
       callback: (error: Error | null, message?: string) => void,
     ) {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      stream.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size <= options.maxBytes) chunks.push(chunk);
-      });
-      stream.on('error', (error: Error) => callback(error));
-      stream.on('end', () => {
-        if (stream.sizeExceeded || size > options.maxBytes) {
-          callback(smtpError(552, `5.3.4 Message too big: the limit is ${options.maxBytes} bytes`));
-          return;
-        }
+      gatherData(stream, options.maxBytes, callback, (raw) => {
         const caller = callers.get(session)!;
         const envelope = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((rcpt) => rcpt.address),
         };
-        options.submit(caller, envelope, Buffer.concat(chunks)).then(
+        options.submit(caller, envelope, raw).then(
           (reply) => callback(null, reply),
           (error: unknown) => callback(replyFor(error, logger)),
         );
