@@ -117,7 +117,7 @@ for (const engine of ENGINES) {
 
       // No worker runs yet: both recipients wait in the sending queue.
       let families = await scrape();
-      assert.equal(value(families, 'postwire_emails_accepted_total'), 1);
+      assert.equal(value(families, 'postwire_emails_accepted_total', { source: 'api' }), 1);
       assert.equal(value(families, 'postwire_queue_depth', { queue: 'sending' }), 2);
       assert.ok(value(families, 'postwire_queue_oldest_due_age_seconds', { queue: 'sending' }) >= 0);
       for (const queue of QUEUE_NAMES) {
@@ -362,7 +362,7 @@ for (const engine of ENGINES) {
       // The worker sent it: its count, not the API's.
       assert.equal(value(await scrapeOf(worker.url), 'postwire_events_total', { type: 'email.sent' }), 1);
       assert.equal(value(await scrapeOf(api.url), 'postwire_events_total', { type: 'email.sent' }), 0);
-      assert.equal(value(await scrapeOf(api.url), 'postwire_emails_accepted_total'), 1);
+      assert.equal(value(await scrapeOf(api.url), 'postwire_emails_accepted_total', { source: 'api' }), 1);
 
       assert.equal((await fetch(`${worker.url}/healthz`)).status, 200);
       const ready = await fetch(`${worker.url}/readyz`);

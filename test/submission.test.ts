@@ -136,6 +136,8 @@ describe('SMTP submission', () => {
         SUBMISSION_TLS_CERT: readFileSync(path.join(certDir, 'cert.pem'), 'utf8'),
         SUBMISSION_TLS_KEY: readFileSync(path.join(certDir, 'key.pem'), 'utf8'),
         SUBMISSION_MAX_BYTES: String(2 * 1024 * 1024),
+        PUBLIC_URL: 'https://mail.acme.example',
+        METRICS_TOKEN: 'metrics-token-for-the-submission-test',
         POSTWIRE_AUTH_FAILURE_LIMIT: '1000',
         LOG_LEVEL: 'silent',
       }),
@@ -211,6 +213,12 @@ describe('SMTP submission', () => {
     const listed = await emailsTo(RECIPIENT);
     assert.ok(listed.length >= corpus.length);
     assert.ok(listed.every((email) => email.source === 'smtp' && email.smtp_username === 'wordpress'));
+    // /metrics counts them by source.
+    const metrics = await fetch(`${server.url}/metrics`, {
+      headers: { authorization: 'Bearer metrics-token-for-the-submission-test' },
+    });
+    const accepted = /^postwire_emails_accepted_total\{source="smtp"\} (\d+)$/m.exec(await metrics.text());
+    assert.ok(Number(accepted?.[1]) >= corpus.length, 'SMTP sends counted');
   });
 
   test('implicit TLS on the second port; options as headers become tags and a schedule, and leave no trace', async () => {
@@ -230,6 +238,35 @@ describe('SMTP submission', () => {
     assert.equal(email.status, 'scheduled');
     assert.equal(email.scheduled_at, sendAt);
     assert.equal(email.source, 'smtp');
+  });
+
+  test('X-Postwire-Unsubscribe: each recipient gets its own signed one-click List-Unsubscribe', async () => {
+    const transport = client();
+    await transport.sendMail({
+      from: `News <news@${DOMAIN}>`,
+      to: 'reader@receiver.test',
+      subject: 'This week',
+      text: 'Three things happened.\nHere they are.\n',
+      headers: { 'X-Postwire-Unsubscribe': 'true' },
+    });
+    transport.close();
+    const [copy] = await postfix.waitForMailbox('reader@receiver.test', 1, 30_000);
+    const crlf = Buffer.from(copy!.toString('latin1').replace(/\n/g, '\r\n'), 'latin1');
+    const text = crlf.toString('latin1');
+    assert.match(text, /^List-Unsubscribe: <https:\/\/mail\.acme\.example\/[^>]+>/m);
+    assert.match(text, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m);
+    assert.doesNotMatch(text, /^X-Postwire-/im);
+    const resolver = new Resolver();
+    resolver.setServers([dns.address]);
+    const verdict = await mailauthVerdict(crlf, {
+      resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT'),
+      sender: /^Return-Path: <([^>]*)>/im.exec(text)?.[1] ?? '',
+    });
+    assert.deepEqual(
+      verdict.dkim.map((signature) => [signature.domain, signature.result]),
+      [[DOMAIN, 'pass']],
+    );
+    assert.match(/^DKIM-Signature:[\s\S]*?(?=^\S)/m.exec(text)![0], /list-unsubscribe/i, 'signed');
   });
 
   test('a client retrying with the same Message-ID within 24 h gets 250 and no second email', async () => {

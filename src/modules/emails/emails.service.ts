@@ -39,6 +39,8 @@ export interface Submission {
   messageId: string | null;
   tags: Record<string, string>;
   sendAt: string | undefined;
+  /** One-click unsubscribe (List-Unsubscribe per recipient); opens and clicks are never tracked over SMTP. */
+  unsubscribe: boolean;
   /** The SMTP AUTH username. */
   username: string;
   /** The message as it is sent, given its Message-ID and the time it was accepted. */
@@ -616,7 +618,7 @@ export function createEmailService({
 
   /** Wakes this process's sending worker when some of the emails stored are due now. */
   function stored(emails: NewEmail[]): void {
-    metrics.emailsAccepted(emails.length);
+    metrics.emailsAccepted(emails.map((email) => email.source));
     const due = emails.some(
       (email) => email.scheduledAt === null && email.recipients.some((r) => !r.suppressed),
     );
@@ -755,6 +757,8 @@ export function createEmailService({
           text: '',
           tags: submission.tags,
           ...(submission.sendAt !== undefined ? { scheduled_at: submission.sendAt } : {}),
+          tracking: { opens: false, clicks: false },
+          unsubscribe: submission.unsubscribe,
         },
         now,
         '',
@@ -770,8 +774,6 @@ export function createEmailService({
             source: 'smtp',
             smtpUsername: submission.username,
             submitted: submission.build(messageId, now),
-            // The message travels as written: no pixel, no rewritten links, no added unsubscribe header.
-            tracking: undefined,
           },
         ],
         now,

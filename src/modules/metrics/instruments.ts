@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { EmailSource } from '../../db/schema.ts';
 import type { PoolUse } from '../../db/handle.ts';
 import type { RunningQueueWorkers } from '../../queue/running-workers.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
@@ -8,8 +9,8 @@ import type { EventKind } from '../event-kinds/event-kinds.ts';
 
 /** What the services tell the metrics as things happen: increments only, nothing that waits. */
 export interface MetricsRecorder {
-  /** Emails were accepted (stored for sending) by this process's API. */
-  emailsAccepted(count: number): void;
+  /** Emails were accepted (stored for sending) by this process: over HTTP (`api`) or SMTP submission (`smtp`). */
+  emailsAccepted(sources: readonly EmailSource[]): void;
   /** Events committed by this process: one per recipient for `email.*` outcomes. */
   eventsEmitted(kinds: readonly EventKind[]): void;
   /** Webhook delivery attempts made by this process, by whether the receiver took them (2xx in time). */
@@ -57,7 +58,8 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
   });
   const emailsAccepted = new Counter({
     name: 'postwire_emails_accepted_total',
-    help: 'Emails accepted by the API (202) and stored for sending',
+    help: 'Emails accepted and stored for sending, by source: the HTTP API (202) or SMTP submission (250)',
+    labelNames: ['source'],
     registers,
   });
   const events = new Counter({
@@ -118,8 +120,8 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
     observeRequest(method, route, status, seconds) {
       requestDuration.observe({ method, route, status }, seconds);
     },
-    emailsAccepted(count) {
-      emailsAccepted.inc(count);
+    emailsAccepted(sources) {
+      for (const source of sources) emailsAccepted.inc({ source });
     },
     eventsEmitted(kinds) {
       for (const type of kinds) events.inc({ type });

@@ -63,11 +63,16 @@ export function mailOptions(
   envelopeFrom?: string,
   dsn: readonly DsnNotify[] = [],
 ): SendMailOptions {
-  // An SMTP submission travels as the application wrote it (prepared when it was accepted).
+  // An SMTP submission travels as the application wrote it (prepared when it was accepted), after the header
+  // fields a recipient's copy adds (List-Unsubscribe, when it asked for it).
   if (email.submitted !== undefined) {
+    const added = Object.entries(email.headers).map(([name, value]) => `${name}: ${value}\r\n`);
     return {
       ...dsnRequest(email, envelopeTo, dsn),
-      raw: email.submitted,
+      raw:
+        added.length > 0
+          ? Buffer.concat([Buffer.from(added.join(''), 'latin1'), email.submitted])
+          : email.submitted,
       envelope: { from: envelopeFrom ?? envelopeSender(email), to: [...envelopeTo] },
     };
   }

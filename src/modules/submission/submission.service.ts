@@ -59,6 +59,7 @@ export function createSubmissionService({
         messageId: message.messageId,
         tags: message.tags,
         sendAt: message.sendAt,
+        unsubscribe: message.unsubscribe,
         username: caller.username,
         build: (messageId, acceptedAt) => messageToSend(message, messageId, acceptedAt),
       });

@@ -44,11 +44,13 @@ export interface SubmittedMessage {
   /** X-Postwire-* options. */
   tags: Record<string, string>;
   sendAt: string | undefined;
+  /** X-Postwire-Unsubscribe: one-click unsubscribe headers per recipient (RFC 8058). */
+  unsubscribe: boolean;
 }
 
 const OPTION_PREFIX = 'x-postwire-';
 /** The options a client may give as headers; any other X-Postwire-* field is refused (a typo would do nothing). */
-const OPTIONS = new Set(['x-postwire-tags', 'x-postwire-send-at']);
+const OPTIONS = new Set(['x-postwire-tags', 'x-postwire-send-at', 'x-postwire-unsubscribe']);
 const TAG = /^[A-Za-z0-9_-]{1,256}$/;
 const MESSAGE_ID = /^<[^<>\s]{1,995}>$/;
 
@@ -118,6 +120,23 @@ function sendAtOf(field: HeaderField | undefined): string | undefined {
   return value;
 }
 
+/** X-Postwire-Unsubscribe: `true` or `false`; true refuses a message that has its own List-Unsubscribe. */
+function unsubscribeOf(fields: readonly HeaderField[]): boolean {
+  const field = fieldOf(fields, 'x-postwire-unsubscribe');
+  if (!field) return false;
+  const value = field.value.trim().toLowerCase();
+  if (value !== 'true' && value !== 'false') {
+    throw new SubmissionRefusal(550, '5.6.0 X-Postwire-Unsubscribe must be true or false');
+  }
+  if (value === 'true' && fields.some((other) => other.name.toLowerCase().startsWith('list-unsubscribe'))) {
+    throw new SubmissionRefusal(
+      550,
+      '5.6.0 With X-Postwire-Unsubscribe: true Postwire sets List-Unsubscribe itself; remove your own',
+    );
+  }
+  return value === 'true';
+}
+
 /**
  * Reads a submitted message's header. Refused: a header past MAX_HEADER_BYTES, a field line that is not
  * `Name: value`, bare CR or NUL in the header, an unknown X-Postwire-* field or a bad option value.
@@ -170,10 +189,16 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
   }
   for (const field of fields) {
     const lower = field.name.toLowerCase();
+    if (lower === 'x-postwire-track') {
+      throw new SubmissionRefusal(
+        550,
+        '5.6.0 X-Postwire-Track is not available over SMTP: the message is sent as written, its links and html untouched',
+      );
+    }
     if (lower.startsWith(OPTION_PREFIX) && !OPTIONS.has(lower)) {
       throw new SubmissionRefusal(
         550,
-        `5.6.0 ${field.name} is not an option Postwire knows (X-Postwire-Tags, X-Postwire-Send-At)`,
+        `5.6.0 ${field.name} is not an option Postwire knows (X-Postwire-Tags, X-Postwire-Send-At, X-Postwire-Unsubscribe)`,
       );
     }
   }
@@ -196,6 +221,7 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
     hasDate: fieldOf(fields, 'date') !== undefined,
     tags: tagsOf(fieldOf(fields, 'x-postwire-tags')),
     sendAt: sendAtOf(fieldOf(fields, 'x-postwire-send-at')),
+    unsubscribe: unsubscribeOf(fields),
   };
 }
 
