@@ -23,6 +23,7 @@ import {
   startServerProcess,
 } from './helpers/process.ts';
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
+import { startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 
 // SMTP submission: applications that speak only SMTP send through Postwire, and what they wrote is what
@@ -137,6 +138,7 @@ describe('SMTP submission', () => {
         SUBMISSION_TLS_KEY: readFileSync(path.join(certDir, 'key.pem'), 'utf8'),
         SUBMISSION_MAX_BYTES: String(2 * 1024 * 1024),
         PUBLIC_URL: 'https://mail.acme.example',
+        POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
         METRICS_TOKEN: 'metrics-token-for-the-submission-test',
         POSTWIRE_AUTH_FAILURE_LIMIT: '1000',
         LOG_LEVEL: 'silent',
@@ -219,6 +221,64 @@ describe('SMTP submission', () => {
     });
     const accepted = /^postwire_emails_accepted_total\{source="smtp"\} (\d+)$/m.exec(await metrics.text());
     assert.ok(Number(accepted?.[1]) >= corpus.length, 'SMTP sends counted');
+  });
+
+  test("a real Postfix with this server as its SASL smarthost relays a local user's mail through it", async () => {
+    const receiver = await startReceiver();
+    let office: TestPostfix | undefined;
+    try {
+      const webhook = await api('POST', '/v1/webhooks', { url: receiver.url, events: ['email.sent'] });
+      assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
+      office = await startPostfix({
+        domains: ['office.test'],
+        smarthost: { host: '127.0.0.1', port, username: 'office-postfix', password: KEY },
+      });
+      // A user of the office's mail server sends as usual; the server relays through Postwire.
+      const local = nodemailer.createTransport({ host: '127.0.0.1', port: office.port, ignoreTLS: true });
+      await local.sendMail({
+        from: `Grace <grace@${DOMAIN}>`,
+        to: 'bob@receiver.test',
+        subject: 'Minutes of the meeting',
+        text: 'Attached are the minutes.\nThree decisions, two open points.\n',
+        html: '<p>Attached are the <b>minutes</b>.</p>',
+        attachments: [{ filename: 'minutes.txt', content: 'Decision 1\nDecision 2\nDecision 3\n' }],
+      });
+      local.close();
+      const [copy] = await postfix.waitForMailbox('bob@receiver.test', 1, 30_000);
+      const crlf = Buffer.from(copy!.toString('latin1').replace(/\n/g, '\r\n'), 'latin1');
+      const text = crlf.toString('latin1');
+      assert.match(text, /by mx\.receiver\.test \(Postfix\)/);
+      const resolver = new Resolver();
+      resolver.setServers([dns.address]);
+      const verdict = await mailauthVerdict(crlf, {
+        resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT'),
+        sender: /^Return-Path: <([^>]*)>/im.exec(text)?.[1] ?? '',
+      });
+      assert.deepEqual(
+        verdict.dkim.map((signature) => [signature.domain, signature.result]),
+        [[DOMAIN, 'pass']],
+      );
+      const [email] = await emailsTo('bob@receiver.test');
+      assert.deepEqual([email!.source, email!.smtp_username], ['smtp', 'office-postfix']);
+      const sent = await until(
+        () =>
+          receiver.requests
+            .map((request) => JSON.parse(request.body))
+            .find((event) => event.type === 'email.sent' && event.data.email_id === email!.id),
+        20_000,
+        'email.sent at the webhook',
+      );
+      assert.equal(sent.data.recipient, 'bob@receiver.test');
+      assert.match(office.log(), /relay=127\.0\.0\.1\[127\.0\.0\.1\]:\d+.*status=sent/);
+    } catch (error) {
+      // What the office's Postfix said about the relay, with the failure.
+      throw new Error(`${(error as Error).message}\noffice Postfix log:\n${office?.log().slice(-3000)}`, {
+        cause: error,
+      });
+    } finally {
+      await office?.close();
+      await receiver.close();
+    }
   });
 
   test('implicit TLS on the second port; options as headers become tags and a schedule, and leave no trace', async () => {

@@ -75,6 +75,11 @@ export interface PostfixOptions {
    * Mail for any other domain is still refused at RCPT.
    */
   relayFromClients?: boolean;
+  /**
+   * A smarthost (`relayhost`) that all mail for elsewhere goes through, with SASL AUTH over TLS, as a server
+   * whose operator sends through a provider: clients on 127.0.0.0/8 may then send to any domain.
+   */
+  smarthost?: { host: string; port: number; username: string; password: string };
 }
 
 /**
@@ -121,7 +126,13 @@ export async function startPostfix(options: PostfixOptions): Promise<TestPostfix
         join(etc, 'main.cf'),
         mainCf(
           directory,
-          { domains, users, relay, relayFromClients: options.relayFromClients === true },
+          {
+            domains,
+            users,
+            relay,
+            relayFromClients: options.relayFromClients === true,
+            smarthost: options.smarthost,
+          },
           nobody,
         ),
       );
@@ -262,10 +273,24 @@ function relayEntries(relay: Record<string, string>): string[] {
 
 function mainCf(
   directory: string,
-  options: { domains: string[]; users: string[] | undefined; relay: string[]; relayFromClients: boolean },
+  options: {
+    domains: string[];
+    users: string[] | undefined;
+    relay: string[];
+    relayFromClients: boolean;
+    smarthost: PostfixOptions['smarthost'];
+  },
   nobody: { uid: number; gid: number },
 ): string {
-  const { domains, users, relay, relayFromClients } = options;
+  const { domains, users, relay, relayFromClients, smarthost } = options;
+  if (smarthost) {
+    for (const value of [smarthost.host, smarthost.username, smarthost.password]) {
+      // They go into an inline: map, whose syntax ({ } , = and spaces) they must not reach.
+      if (!/^[A-Za-z0-9._@:-]+$/.test(value))
+        throw new Error(`startPostfix: smarthost value not plain: ${value}`);
+    }
+  }
+  const hop = smarthost ? `[${smarthost.host}]:${smarthost.port}` : '';
   const relayed = relay.map((entry) => entry.slice(0, entry.indexOf('=')));
   const mailboxes = users
     ? domains.flatMap((domain) => users.map((user) => `${user}@${domain}=${domain}/`))
@@ -314,15 +339,27 @@ virtual_gid_maps = static:${nobody.gid}
 # network. No DNS either.
 transport_maps = ${relay.length > 0 ? `inline:{ ${relay.join(', ')} }` : ''}
 smtpd_client_restrictions = permit_mynetworks, reject
-smtpd_relay_restrictions = reject_unauth_destination
+smtpd_relay_restrictions = ${smarthost ? 'permit_mynetworks, ' : ''}reject_unauth_destination
 smtpd_recipient_restrictions =
 relay_domains = ${relayFromClients ? relayed.join(' ') : ''}
-default_transport = error:this test instance delivers nowhere else
+default_transport = ${smarthost ? 'smtp' : 'error:this test instance delivers nowhere else'}
 relay_transport = error:this test instance delivers nowhere else
 local_transport = error:this test instance has no local delivery
 smtp_dns_support_level = disabled
 lmtp_dns_support_level = disabled
-smtpd_peername_lookup = no
+${
+  smarthost
+    ? `
+# Everything for elsewhere goes through the smarthost, authenticated (SASL PLAIN or LOGIN) and only over TLS.
+relayhost = ${hop}
+smtp_sasl_auth_enable = yes
+smtp_sasl_password_maps = inline:{ ${hop}=${smarthost.username}:${smarthost.password} }
+smtp_sasl_security_options = noanonymous
+smtp_sasl_tls_security_options = noanonymous
+smtp_tls_security_level = encrypt
+`
+    : ''
+}smtpd_peername_lookup = no
 `;
 }
 
@@ -345,6 +382,8 @@ function masterCf(port: number): string {
     'proxywrite unix - - n -     1 proxymap',
     'showq     unix  n - n -     - showq',
     'smtp      unix  - - n -     - smtp',
+    // The TLS session cache and entropy the smtp client needs to speak TLS (a smarthost only takes AUTH over it).
+    'tlsmgr    unix  - - n 1000? 1 tlsmgr',
     'error     unix  - - n -     - error',
     'retry     unix  - - n -     - error',
     'discard   unix  - - n -     - discard',
