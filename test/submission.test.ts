@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { Resolver } from 'node:dns/promises';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import nodemailer from 'nodemailer';
 import { runCli } from '../src/cli.ts';
@@ -375,6 +376,123 @@ describe('SMTP submission', () => {
     assert.match(await refusal(client(), { headers: { 'X-Postwire-Track': 'opens' } }), /^550 5\.6\.0/);
     assert.match(await refusal(client(), { text: 'x'.repeat(3 * 1024 * 1024) }), /^552/);
     assert.equal((await emailsTo('x@receiver.test')).length, 0, 'nothing stored');
+  });
+
+  test('swaks: pipelining, an 8-bit body, an SMTPUTF8 address, too many recipients, bad AUTH', async (t) => {
+    if (!existsSync('/usr/bin/swaks')) {
+      t.skip('swaks is not installed');
+      return;
+    }
+    const swaks = (...args: string[]) =>
+      new Promise<{ code: number; output: string }>((resolve) => {
+        execFile(
+          '/usr/bin/swaks',
+          [
+            '--server',
+            `127.0.0.1:${port}`,
+            '--tls',
+            '--helo',
+            'swaks.test',
+            ...args,
+          ],
+          { timeout: 30_000 },
+          (error, stdout, stderr) =>
+            resolve({ code: (error as { code?: number } | null)?.code ?? 0, output: stdout + stderr }),
+        );
+      });
+    const auth = ['--auth', 'PLAIN', '--auth-user', 'swaks', '--auth-password', KEY];
+    const from = ['--from', `swaks@${DOMAIN}`];
+
+    const piped = await swaks(
+      ...auth,
+      ...from,
+      '--pipeline',
+      '--to',
+      'piped@receiver.test',
+      '--header',
+      'Subject: Pipelined',
+      '--body',
+      'one\ntwo\nthree\n',
+    );
+    assert.equal(piped.code, 0, piped.output);
+    assert.match(piped.output, /<~ {0,2}250-PIPELINING/);
+    assert.match(piped.output, /250 2\.0\.0 Ok: queued as msg_/);
+
+    const eightBit = await swaks(
+      ...auth,
+      ...from,
+      '--to',
+      'eight@receiver.test',
+      '--header',
+      'Subject: =?UTF-8?Q?Gr=C3=BC=C3=9Fe?=',
+      '--add-header',
+      'Content-Type: text/plain; charset=utf-8',
+      '--add-header',
+      'Content-Transfer-Encoding: 8bit',
+      '--body',
+      'Grüße aus Köln\nÑandú\n',
+    );
+    assert.equal(eightBit.code, 0, eightBit.output);
+    const [copy] = await postfix.waitForMailbox('eight@receiver.test', 1, 30_000);
+    assert.match(copy!.toString('utf8'), /Grüße aus Köln\nÑandú/);
+
+    const unicode = await swaks(...auth, ...from, '--to', 'jörg@receiver.test');
+    assert.match(unicode.output, /553 5\.1\.3/, unicode.output);
+
+    const many = Array.from({ length: 151 }, (_, i) => `r${i}@receiver.test`).join(',');
+    const tooMany = await swaks(...auth, ...from, '--to', many, '--quit-after', 'RCPT');
+    assert.match(tooMany.output, /452 4\.5\.3 At most 150 recipients/, tooMany.output.slice(-500));
+
+    const badAuth = await swaks(
+      '--auth',
+      'LOGIN',
+      '--auth-user',
+      'x',
+      '--auth-password',
+      'pw_not_a_key',
+      ...from,
+      '--to',
+      'nobody@receiver.test',
+    );
+    assert.match(badAuth.output, /535 5\.7\.8/);
+    assert.equal((await emailsTo('nobody@receiver.test')).length, 0);
+  });
+
+  test('a client that drops mid-DATA leaves nothing stored', async () => {
+    const socket = tls.connect({ host: '127.0.0.1', port: tlsPort, rejectUnauthorized: false });
+    const lines: string[] = [];
+    socket
+      .setEncoding('utf8')
+      .on('data', (chunk: string) => lines.push(...chunk.split('\r\n').filter(Boolean)));
+    const reply = async (code: string) =>
+      until(() => lines.find((line) => line.startsWith(`${code} `)), 10_000, `a ${code} reply`);
+    const say = async (command: string, code: string) => {
+      lines.length = 0;
+      socket.write(`${command}\r\n`);
+      return reply(code);
+    };
+    await reply('220');
+    await say('EHLO dropper.test', '250');
+    await say(`AUTH PLAIN ${Buffer.from(`\0dropper\0${KEY}`).toString('base64')}`, '235');
+    await say(`MAIL FROM:<dropper@${DOMAIN}>`, '250');
+    await say('RCPT TO:<dropped@receiver.test>', '250');
+    await say('DATA', '354');
+    socket.write(
+      `From: dropper@${DOMAIN}\r\nTo: dropped@receiver.test\r\nSubject: cut\r\n\r\nthe first half of`,
+    );
+    socket.destroy();
+    // The server saw the connection end mid-DATA: a message begun afterwards on a new connection is stored, the
+    // dropped one never is.
+    const transport = client();
+    await transport.sendMail({
+      from: `dropper@${DOMAIN}`,
+      to: 'after-drop@receiver.test',
+      subject: 'next',
+      text: 'a\nb\n',
+    });
+    transport.close();
+    assert.equal((await emailsTo('dropped@receiver.test')).length, 0);
+    assert.equal((await emailsTo('after-drop@receiver.test')).length, 1);
   });
 
   test('a key revoked while a session is open cannot send its next message', async () => {
