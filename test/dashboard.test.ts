@@ -403,6 +403,8 @@ describe('dashboard in a browser', { skip }, () => {
     const timeline = await recipient.locator('.timeline').innerText();
     assert.match(timeline, /email\.sent/);
     assert.match(timeline, /email\.delivered/);
+    await page.locator('dt', { hasText: 'Sent with' }).waitFor();
+    assert.equal(await page.locator('dt:has-text("Sent with") + dd').innerText(), 'the API');
 
     const frame = page.frameLocator('iframe.preview');
     await frame.locator('p', { hasText: 'Thanks for your order' }).waitFor();

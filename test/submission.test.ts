@@ -387,14 +387,7 @@ describe('SMTP submission', () => {
       new Promise<{ code: number; output: string }>((resolve) => {
         execFile(
           '/usr/bin/swaks',
-          [
-            '--server',
-            `127.0.0.1:${port}`,
-            '--tls',
-            '--helo',
-            'swaks.test',
-            ...args,
-          ],
+          ['--server', `127.0.0.1:${port}`, '--tls', '--helo', 'swaks.test', ...args],
           { timeout: 30_000 },
           (error, stdout, stderr) =>
             resolve({ code: (error as { code?: number } | null)?.code ?? 0, output: stdout + stderr }),
@@ -546,7 +539,7 @@ describe('SMTP submission', () => {
   });
 });
 
-test('postwire submission runs the submission server alone; a serve process on the same database sends', async () => {
+test('postwire submission runs alone; killed right after its 250, the message is still sent, once', async () => {
   const database = await createProcessDatabase('sqlite');
   const children: ServerProcess[] = [];
   try {
@@ -556,8 +549,11 @@ test('postwire submission runs the submission server alone; a serve process on t
       POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 13).toString('hex'),
       LOG_LEVEL: 'info',
     };
-    const serve = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
-    children.push(serve);
+    // The first start makes the project and its key.
+    const first = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+    children.push(first);
+    assert.equal(await first.stop(), 0);
+
     const submissionPort = await freePort();
     const alone = await startServerProcess(
       { ...env, SUBMISSION_PORT: String(submissionPort), SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true' },
@@ -579,6 +575,12 @@ test('postwire submission runs the submission server alone; a serve process on t
     });
     transport.close();
     const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    // No worker ran in that process: the 250 meant stored, and nothing more. Killed at once.
+    alone.kill();
+    await alone.exited;
+
+    const serve = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+    children.push(serve);
     const email = await until(
       async () => {
         const body = (await requestJson(`${serve.url}/v1/emails/${id}`, KEY, 'GET')).body;
@@ -588,7 +590,10 @@ test('postwire submission runs the submission server alone; a serve process on t
       'the serve process to send the submitted email',
     );
     assert.deepEqual([email.source, email.smtp_username], ['smtp', 'gitea']);
-    assert.equal(await alone.stop(), 0);
+    assert.equal(email.recipients[0].attempts, 1, 'sent once');
+    const raw = (await requestJson(`${serve.url}/v1/emails/${id}/raw`, KEY, 'GET')).body.raw as string;
+    assert.match(raw, /^Subject: A new issue\r$/m);
+    assert.match(raw, /Issue #7 was opened\.\r\nSee the tracker\.\r\n/);
     assert.equal(await serve.stop(), 0);
   } finally {
     for (const child of children) child.kill();

@@ -234,6 +234,7 @@ export function EmailPage({ id }) {
             : null
         }
         <dt>Message-ID</dt><dd><code class="break">${message.message_id}</code></dd>
+        <dt>Sent with</dt><dd>${message.source === 'smtp' ? html`SMTP submission, as <code>${message.smtp_username}</code>` : 'the API'}</dd>
         ${message.template_id ? html`<dt>Template</dt><dd><${Link} href=${`/dashboard/templates/${message.template_id}`}>${message.template_id}</${Link}> v${message.template_version}</dd>` : null}
         ${
           Object.keys(message.tags).length
