@@ -1,7 +1,6 @@
 import { DEFAULTS } from '../../config.ts';
-import { createThreadPool, STARVED_WALL_FACTOR } from '../../lib/thread-pool.ts';
 import type { ParsedReceived, ReceivedAttachmentContent, ReceivedReadRequest } from './received-parser.ts';
-import type { ReportReaderOptions } from './report-reader.ts';
+import { createParsePool, type ReportReaderOptions } from './report-reader.ts';
 
 export type {
   ParsedReceived,
@@ -28,42 +27,11 @@ export interface ReceivedReader {
   close(): Promise<void>;
 }
 
-/** Reads waiting for a thread at most (a backstop: the callers have a few reads in flight). */
-const QUEUE_LIMIT = 64;
-/** The young generation of a parse thread's heap, in MiB: the old generation (memoryMb) is the cap that matters. */
-const YOUNG_GENERATION_MB = 16;
-
-class OverBudget extends Error {}
-
 export function createReceivedReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReceivedReader {
-  const pool = createThreadPool<ReceivedReadRequest, ParsedReceived | ReceivedAttachmentContent | undefined>({
-    name: 'received read',
-    script: new URL('./received-read-worker.ts', import.meta.url),
-    threads: options.threads,
-    queueLimit: QUEUE_LIMIT,
-    timeoutMs: options.timeoutMs,
-    resourceLimits: {
-      maxOldGenerationSizeMb: options.memoryMb,
-      maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
-    },
-    threadCpuMs: options.threadCpuMs,
-    overBudget: () => new OverBudget(),
-    queueFull: () => new Error('too many received messages are waiting to be read'),
-  });
-
-  /** Why the thread gave up on a message, or undefined when the failure is ours (rethrown). */
-  const budgetReason = (error: unknown): string | undefined => {
-    if (error instanceof OverBudget) {
-      return (
-        `reading it took more than ${options.timeoutMs} ms of CPU time ` +
-        `(or ${options.timeoutMs * STARVED_WALL_FACTOR} ms in all)`
-      );
-    }
-    if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
-      return `reading it needed more than ${options.memoryMb} MiB`;
-    }
-    return undefined;
-  };
+  const { pool, budgetReason } = createParsePool<
+    ReceivedReadRequest,
+    ParsedReceived | ReceivedAttachmentContent | undefined
+  >('received read', new URL('./received-read-worker.ts', import.meta.url), options, 'received messages');
 
   return {
     async read(raw) {

@@ -35,10 +35,19 @@ const YOUNG_GENERATION_MB = 16;
 
 class OverBudget extends Error {}
 
-export function createReportReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReportReader {
-  const pool = createThreadPool<Uint8Array, ReadMessage>({
-    name: 'report read',
-    script: new URL('./report-read-worker.ts', import.meta.url),
+/**
+ * Parse threads with the REPORT_PARSE_* budget (CPU time, heap), and why a read that budget stopped was
+ * stopped: undefined when the failure is ours (the caller rethrows it, and the message is read again).
+ */
+export function createParsePool<Request, Answer>(
+  name: string,
+  script: URL,
+  options: ReportReaderOptions,
+  waiting: string,
+) {
+  const pool = createThreadPool<Request, Answer>({
+    name,
+    script,
     threads: options.threads,
     queueLimit: QUEUE_LIMIT,
     timeoutMs: options.timeoutMs,
@@ -48,23 +57,38 @@ export function createReportReader(options: ReportReaderOptions = DEFAULTS.repor
     },
     threadCpuMs: options.threadCpuMs,
     overBudget: () => new OverBudget(),
-    queueFull: () => new Error('too many received messages are waiting to be read'),
+    queueFull: () => new Error(`too many ${waiting} are waiting to be read`),
   });
+  const budgetReason = (error: unknown): string | undefined => {
+    if (error instanceof OverBudget) {
+      return (
+        `reading it took more than ${options.timeoutMs} ms of CPU time ` +
+        `(or ${options.timeoutMs * STARVED_WALL_FACTOR} ms in all)`
+      );
+    }
+    if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+      return `reading it needed more than ${options.memoryMb} MiB`;
+    }
+    return undefined;
+  };
+  return { pool, budgetReason };
+}
+
+export function createReportReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReportReader {
+  const { pool, budgetReason } = createParsePool<Uint8Array, ReadMessage>(
+    'report read',
+    new URL('./report-read-worker.ts', import.meta.url),
+    options,
+    'received messages',
+  );
   return {
     async read(raw) {
       try {
         return await pool.run(raw);
       } catch (error) {
-        if (error instanceof OverBudget) {
-          return unreadable(
-            `reading it took more than ${options.timeoutMs} ms of CPU time ` +
-              `(or ${options.timeoutMs * STARVED_WALL_FACTOR} ms in all)`,
-          );
-        }
-        if ((error as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
-          return unreadable(`reading it needed more than ${options.memoryMb} MiB`);
-        }
-        throw error;
+        const reason = budgetReason(error);
+        if (reason === undefined) throw error;
+        return unreadable(reason);
       }
     },
     close: () => pool.close(),
