@@ -44,6 +44,7 @@ import { DatabaseSync } from 'node:sqlite';
 import nodemailer from 'nodemailer';
 import pg from 'pg';
 import { startDnsServer } from '../test/helpers/dns.ts';
+import { freePort } from '../test/helpers/process.ts';
 import { benchSchemaName, canPin, DEFAULT_POSTGRES_URL, median } from './shared.ts';
 
 const { values: args } = parseArgs({
@@ -333,14 +334,6 @@ function stopChild(child: ChildProcess, ask: () => void): Promise<void> {
     });
     ask();
   });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return typeof address === 'object' && address ? address.port : 0;
 }
 
 async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> {

@@ -10,13 +10,13 @@
 // over plain loopback, as the bare server takes mail without TLS): acceptance alone, no sending beside it.
 import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
+import { freePort } from '../test/helpers/process.ts';
 import { median } from './shared.ts';
 
 const { values: args } = parseArgs({
@@ -52,14 +52,6 @@ async function message(i: number): Promise<Buffer> {
     .compile()
     .build();
 }
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
 
 /** Sends every message over `CONNECTIONS` pooled connections; resolves once the last 250 came back. */
 async function sendAll(

@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { chmod, chown, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from './process.ts';
 import { until } from './until.ts';
 
 // A real Postfix per test, as the receiving side of Postwire's outgoing mail: what it accepts over SMTP and
@@ -413,18 +414,6 @@ function run(args: string[], timeoutMs = 60_000): Promise<{ code: number | null;
       child.stdout.destroy();
       child.stderr.destroy();
       resolve({ code, output: Buffer.concat(output).toString('utf8') });
-    });
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
     });
   });
 }

@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { chmod, chown, copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from './process.ts';
 import { until } from './until.ts';
 
 // A real SpamAssassin per test file: a private spamd (Debian's `spamd` package, which pulls in `spamassassin`)
@@ -213,18 +214,6 @@ export function ping(port: number): Promise<boolean> {
     });
     socket.on('error', () => done(false));
     socket.on('close', () => done(/^SPAMD\/\d+\.\d+ 0 PONG/.test(text)));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
   });
 }
 
