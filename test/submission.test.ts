@@ -4,6 +4,7 @@ import { Resolver } from 'node:dns/promises';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import tls from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import nodemailer from 'nodemailer';
@@ -24,7 +25,8 @@ import {
   startServerProcess,
 } from './helpers/process.ts';
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
-import { startReceiver } from './helpers/receiver.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
 // SMTP submission: applications that speak only SMTP send through Postwire, and what they wrote is what
@@ -64,6 +66,33 @@ function asNodemailer(message: CorpusMessage) {
           })),
         }
       : {}),
+  };
+}
+
+/** A raw SMTP client on a socket: `say` writes a command and waits for the reply with that code. */
+function rawSmtp(socket: net.Socket) {
+  const lines: string[] = [];
+  socket
+    .setEncoding('utf8')
+    .on('data', (chunk: string) => lines.push(...chunk.split('\r\n').filter(Boolean)));
+  socket.on('error', () => {});
+  const reply = async (code: string) =>
+    until(
+      () => lines.find((line) => /^\d{3} /.test(line) && (line.startsWith(`${code} `) || !code)),
+      10_000,
+      `a ${code || 'final'} reply (have ${JSON.stringify(lines)})`,
+    );
+  return {
+    reply,
+    /** Writes `command` and answers the next final reply's line, which must carry `code`. */
+    async say(command: string, code: string): Promise<string> {
+      lines.length = 0;
+      socket.write(`${command}\r\n`);
+      const line = await reply('');
+      assert.ok(line.startsWith(`${code} `), `${command.slice(0, 40)}: ${line}`);
+      return line;
+    },
+    write: (text: string) => socket.write(text),
   };
 }
 
@@ -453,17 +482,7 @@ describe('SMTP submission', () => {
 
   test('a client that drops mid-DATA leaves nothing stored', async () => {
     const socket = tls.connect({ host: '127.0.0.1', port: tlsPort, rejectUnauthorized: false });
-    const lines: string[] = [];
-    socket
-      .setEncoding('utf8')
-      .on('data', (chunk: string) => lines.push(...chunk.split('\r\n').filter(Boolean)));
-    const reply = async (code: string) =>
-      until(() => lines.find((line) => line.startsWith(`${code} `)), 10_000, `a ${code} reply`);
-    const say = async (command: string, code: string) => {
-      lines.length = 0;
-      socket.write(`${command}\r\n`);
-      return reply(code);
-    };
+    const { reply, say } = rawSmtp(socket);
     await reply('220');
     await say('EHLO dropper.test', '250');
     await say(`AUTH PLAIN ${Buffer.from(`\0dropper\0${KEY}`).toString('base64')}`, '235');
@@ -599,4 +618,142 @@ test('postwire submission runs alone; killed right after its 250, the message is
     for (const child of children) child.kill();
     await database.cleanup();
   }
+});
+
+describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an injected clock)', () => {
+  const LIMIT = 3;
+  const AUTH_FAILURES = 3;
+  const DAY_MS = 24 * 3_600_000;
+  let database: ProcessDatabase;
+  let sink: TestSmtpServer;
+  let receiver: Receiver;
+  let server: RunningServer;
+  let port: number;
+  /** The injected clock: real time moved by `shift`. */
+  let shift = 0;
+  const clock = { now: () => new Date(Date.now() + shift) };
+
+  const api = (method: string, pathname: string, body?: unknown) =>
+    requestJson(`${server.url}${pathname}`, KEY, method, body);
+  const client = (pass = KEY) =>
+    nodemailer.createTransport({
+      host: '127.0.0.1',
+      port,
+      ignoreTLS: true,
+      auth: { user: 'app', pass },
+    });
+  const emailsTo = async (to: string) =>
+    (await api('GET', `/v1/emails?recipient=${encodeURIComponent(to)}`)).body.data as Array<
+      Record<string, any>
+    >;
+  const session = async () => {
+    const smtp = rawSmtp(net.connect(port, '127.0.0.1'));
+    await smtp.reply('220');
+    await smtp.say('EHLO raw.test', '250');
+    await smtp.say(`AUTH PLAIN ${Buffer.from(`\0raw\0${KEY}`).toString('base64')}`, '235');
+    return smtp;
+  };
+
+  before(async () => {
+    database = await createProcessDatabase('sqlite');
+    sink = await startSmtpServer();
+    receiver = await startReceiver();
+    server = await startServer(
+      loadConfig({
+        ...database.env,
+        PORT: '0',
+        POSTWIRE_BOOTSTRAP_KEY: KEY,
+        POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 14).toString('hex'),
+        SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
+        SUBMISSION_PORT: '0',
+        SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
+        SEND_DAILY_LIMIT: String(LIMIT),
+        POSTWIRE_AUTH_FAILURE_LIMIT: String(AUTH_FAILURES),
+        POSTWIRE_AUTH_FAILURE_WINDOW: '10m',
+        POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+        LOG_LEVEL: 'silent',
+      }),
+      { worker: true, clock, stdout: { write() {} } },
+    );
+    port = server.submission!.port!;
+    const webhook = await api('POST', '/v1/webhooks', { url: receiver.url, events: ['email.suppressed'] });
+    assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
+  });
+
+  after(async () => {
+    await server?.close();
+    await sink?.close();
+    await receiver?.close();
+    await database?.cleanup();
+  });
+
+  test('SEND_DAILY_LIMIT: the recipients over it get 452 4.5.3 at RCPT, the others the mail', async () => {
+    shift += DAY_MS; // a day of its own
+    const to = Array.from({ length: LIMIT + 2 }, (_, i) => `limited${i}@receiver.test`);
+    const transport = client();
+    const info = await transport.sendMail({
+      from: 'app@example.com',
+      to,
+      subject: 'Limited',
+      text: 'a\nb\n',
+    });
+    transport.close();
+    assert.deepEqual(info.accepted, to.slice(0, LIMIT));
+    assert.deepEqual(info.rejected, to.slice(LIMIT));
+    for (const error of (info as unknown as { rejectedErrors: Array<{ response: string }> }).rejectedErrors) {
+      assert.match(error.response, /^452 4\.5\.3 The daily sending limit is reached for this recipient/);
+    }
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    assert.deepEqual(
+      email.recipients.map((recipient: { address: string }) => recipient.address),
+      to.slice(0, LIMIT),
+    );
+    // The receiving server got it for the recipients that fit (in one transaction or one per return path).
+    const delivered = await until(
+      () => {
+        const got = sink.messages
+          .filter((message) => message.messageId === info.messageId)
+          .flatMap((message) => message.to);
+        return got.length >= LIMIT && got;
+      },
+      10_000,
+      'the accepted recipients at the receiving server',
+    );
+    assert.deepEqual([...delivered].sort(), to.slice(0, LIMIT).sort());
+    for (const address of to.slice(LIMIT)) assert.equal((await emailsTo(address)).length, 0);
+  });
+
+  test('two sessions both told yes at RCPT: the store still holds the limit, the second gets 452 at DATA', async () => {
+    shift += DAY_MS;
+    const transport = client();
+    await transport.sendMail({
+      from: 'app@example.com',
+      to: ['early1@receiver.test', 'early2@receiver.test'],
+      subject: 'Two of three',
+      text: 'a\n',
+    });
+    transport.close();
+    // One recipient left today; each session is told it fits.
+    const first = await session();
+    const second = await session();
+    for (const [smtp, name] of [
+      [first, 'race1'],
+      [second, 'race2'],
+    ] as const) {
+      await smtp.say('MAIL FROM:<app@example.com>', '250');
+      await smtp.say(`RCPT TO:<${name}@receiver.test>`, '250');
+    }
+    const data = (name: string) =>
+      `From: app@example.com\r\nTo: ${name}@receiver.test\r\nSubject: race\r\n\r\nbody\r\n.`;
+    await first.say('DATA', '354');
+    assert.match(await first.say(data('race1'), '250'), /queued as msg_/);
+    await second.say('DATA', '354');
+    assert.match(
+      await second.say(data('race2'), '452'),
+      /^452 4\.5\.3 This project may send to 3 recipients/,
+    );
+    assert.equal((await emailsTo('race1@receiver.test')).length, 1);
+    assert.equal((await emailsTo('race2@receiver.test')).length, 0);
+  });
 });

@@ -70,6 +70,7 @@ import { aligned, type DomainService, type SenderAuthentication } from '../domai
 import type { EventService } from '../events/events.service.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
 import { createSendGroups } from './send-groups.ts';
+import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
@@ -784,6 +785,24 @@ export function createEmailService({
     submittedBefore(projectId: string, messageId: string): Promise<string | undefined> {
       const since = new Date(clock.now().getTime() - SUBMISSION_REPEAT_WINDOW_MS).toISOString();
       return repo.submittedSince(projectId, messageId, since);
+    },
+
+    /**
+     * The daily limit's early answer, for SMTP's RCPT: whether a message to `recipients` (those accepted so
+     * far with the one asked about) still fits the project's count for today. Counted as the store counts
+     * (each address once, suppressed recipients not), against the sends committed so far. Only the count in
+     * the storing transaction holds: two sessions may both hear yes, and the one that passes the limit is
+     * refused at DATA (452) with nothing stored.
+     */
+    async fitsDailyLimit(projectId: string, recipients: readonly string[]): Promise<boolean> {
+      if (dailyLimit <= 0) return true;
+      const addresses = [...new Set(recipients.map((address) => address.toLowerCase()))];
+      const used = await repo.usedOn(projectId, quotaDay(clock.now().toISOString()));
+      if (!overDailyLimit(used + addresses.length, dailyLimit)) return true;
+      // Only at the limit is the suppression list read: a suppressed recipient is recorded, never counted.
+      const suppressed = await suppressions.matchingIn([projectId], addresses);
+      const counted = addresses.filter((address) => !suppressed.has(suppressionKey(projectId, address)));
+      return !overDailyLimit(used + counted.length, dailyLimit);
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
