@@ -11,6 +11,9 @@ import nodemailer from 'nodemailer';
 import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
+import { createRateLimiter } from '../src/http/rate-limit.ts';
+import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { startSubmissionListener } from '../src/modules/submission/submission.listener.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
@@ -756,4 +759,134 @@ describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an 
     assert.equal((await emailsTo('race1@receiver.test')).length, 1);
     assert.equal((await emailsTo('race2@receiver.test')).length, 0);
   });
+
+  test('RSET: only the second transaction of a session is sent', async () => {
+    shift += DAY_MS;
+    const smtp = await session();
+    await smtp.say('MAIL FROM:<app@example.com>', '250');
+    await smtp.say('RCPT TO:<first-try@receiver.test>', '250');
+    await smtp.say('RSET', '250');
+    await smtp.say('MAIL FROM:<app@example.com>', '250');
+    await smtp.say('RCPT TO:<second-try@receiver.test>', '250');
+    await smtp.say('DATA', '354');
+    const reply = await smtp.say(
+      'From: app@example.com\r\nTo: second-try@receiver.test\r\nSubject: after RSET\r\nMessage-ID: <rset@app.example>\r\n\r\nbody\r\n.',
+      '250',
+    );
+    await smtp.say('QUIT', '221');
+    const id = /queued as (msg_[0-9a-z]+)/.exec(reply)![1]!;
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    assert.deepEqual(
+      email.recipients.map((recipient: { address: string }) => recipient.address),
+      ['second-try@receiver.test'],
+    );
+    const arrived = await until(
+      () => sink.messages.find((message) => message.messageId === '<rset@app.example>'),
+      10_000,
+      'the message after RSET at the receiving server',
+    );
+    assert.deepEqual(arrived.to, ['second-try@receiver.test']);
+    assert.equal((await emailsTo('first-try@receiver.test')).length, 0);
+  });
+
+  test('a suppressed recipient is accepted, recorded suppressed, and email.suppressed reaches the webhook', async () => {
+    shift += DAY_MS;
+    const added = await api('POST', '/v1/suppressions', { addresses: ['gone@receiver.test'] });
+    assert.equal(added.status, 201, JSON.stringify(added.body));
+    const transport = client();
+    const info = await transport.sendMail({
+      from: 'app@example.com',
+      to: ['gone@receiver.test', 'here@receiver.test'],
+      subject: 'One of two',
+      text: 'a\n',
+    });
+    transport.close();
+    assert.deepEqual(info.accepted, ['gone@receiver.test', 'here@receiver.test']);
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const event = await until(
+      () =>
+        receiver.requests
+          .map((request) => JSON.parse(request.body))
+          .find((body) => body.type === 'email.suppressed' && body.data.email_id === id),
+      10_000,
+      'email.suppressed at the webhook',
+    );
+    assert.equal(event.data.recipient, 'gone@receiver.test');
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    const statuses = new Map(
+      email.recipients.map((recipient: { address: string; status: string }) => [
+        recipient.address,
+        recipient.status,
+      ]),
+    );
+    assert.equal(statuses.get('gone@receiver.test'), 'suppressed');
+    await until(
+      () => sink.messages.find((message) => message.to.includes('here@receiver.test')),
+      10_000,
+      'the other recipient to get it',
+    );
+    assert.ok(!sink.messages.some((message) => message.to.includes('gone@receiver.test')));
+  });
+
+  test('failed AUTH is limited per client address: past the limit even a good key waits out the window', async () => {
+    const refusal = async (pass: string) => {
+      const transport = client(pass);
+      try {
+        await transport.sendMail({
+          from: 'app@example.com',
+          to: 'lock@receiver.test',
+          subject: 's',
+          text: 'a',
+        });
+        return '250';
+      } catch (error) {
+        return String((error as { response?: string }).response);
+      } finally {
+        transport.close();
+      }
+    };
+    for (let i = 0; i < AUTH_FAILURES; i += 1)
+      assert.match(await refusal('pw_wrong_0000000000000'), /^535 5\.7\.8/);
+    assert.match(await refusal(KEY), /^454 4\.7\.0 Too many failed authentications/);
+    shift += 10 * 60_000; // the window passes
+    assert.equal(await refusal(KEY), '250');
+    assert.equal((await emailsTo('lock@receiver.test')).length, 1);
+  });
+});
+
+test('a message the store cannot take is answered 451, never 250', async () => {
+  const listener = await startSubmissionListener({
+    host: '127.0.0.1',
+    port: 0,
+    tlsPort: undefined,
+    tls: undefined,
+    allowPlainLoopback: true,
+    maxBytes: 1024 * 1024,
+    authenticate: async (username) => ({ projectId: 'prj_1', keyId: 'key_1', username }),
+    stillValid: async () => true,
+    withinDailyLimit: async () => true,
+    submit: async () => {
+      throw new Error('database unavailable');
+    },
+    failedAuthLimiter: createRateLimiter({ limit: 0, windowMs: 1000 }),
+    logger: silentWorkerLogger,
+  });
+  try {
+    const transport = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: listener.port,
+      ignoreTLS: true,
+      auth: { user: 'app', pass: KEY },
+    });
+    await assert.rejects(
+      transport.sendMail({ from: 'app@example.com', to: 'x@example.org', subject: 's', text: 'a' }),
+      (error: { response?: string }) => {
+        assert.match(String(error.response), /^451 4\.3\.0 Could not store the message now; try again later/);
+        return true;
+      },
+    );
+    transport.close();
+  } finally {
+    await listener.close();
+  }
 });
