@@ -40,6 +40,7 @@ import { until } from './helpers/until.ts';
 const KEY = 'pw_submission_test_key_0123456789';
 const DOMAIN = 'acme.example';
 const RECIPIENT = 'ada@receiver.test';
+const BOUNCE_DOMAIN = 'bounces.postwire.test';
 
 /** A corpus message as an application hands it to nodemailer. */
 function asNodemailer(message: CorpusMessage) {
@@ -163,6 +164,10 @@ describe('SMTP submission', () => {
         POSTWIRE_BOOTSTRAP_KEY: KEY,
         POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 12).toString('hex'),
         SMTP_URL: `smtp://127.0.0.1:${postfix.port}`,
+        // Postfix's success notices (NOTIFY=SUCCESS) come back to the return paths: email.delivered.
+        SMTP_DSN: 'success,failure,delay',
+        BOUNCE_DOMAIN,
+        INBOUND_SMTP_PORT: '0',
         SENDER_DOMAINS: 'verified',
         DNS_SERVERS: dns.address,
         SUBMISSION_PORT: '0',
@@ -180,6 +185,8 @@ describe('SMTP submission', () => {
     );
     port = server.submission!.port!;
     tlsPort = server.submission!.tlsPort!;
+    // Postfix learns where the return paths' domain is only now that the inbound listener has its port.
+    await postfix.setRelay({ [BOUNCE_DOMAIN]: `127.0.0.1:${server.inboundPort}` });
     const created = await api('POST', '/v1/domains', { name: DOMAIN });
     for (const record of created.body.records) {
       if (record.type === 'TXT' && record.purpose === 'dkim') {
@@ -260,7 +267,10 @@ describe('SMTP submission', () => {
     const receiver = await startReceiver();
     let office: TestPostfix | undefined;
     try {
-      const webhook = await api('POST', '/v1/webhooks', { url: receiver.url, events: ['email.sent'] });
+      const webhook = await api('POST', '/v1/webhooks', {
+        url: receiver.url,
+        events: ['email.sent', 'email.delivered'],
+      });
       assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
       office = await startPostfix({
         domains: ['office.test'],
@@ -302,6 +312,16 @@ describe('SMTP submission', () => {
         'email.sent at the webhook',
       );
       assert.equal(sent.data.recipient, 'bob@receiver.test');
+      // The receiving Postfix's success notice, to the return path Postwire gave the copy, read and applied.
+      const delivered = await until(
+        () =>
+          receiver.requests
+            .map((request) => JSON.parse(request.body))
+            .find((event) => event.type === 'email.delivered' && event.data.email_id === email!.id),
+        30_000,
+        'email.delivered at the webhook',
+      );
+      assert.equal(delivered.data.recipient, 'bob@receiver.test');
       assert.match(office.log(), /relay=127\.0\.0\.1\[127\.0\.0\.1\]:\d+.*status=sent/);
     } catch (error) {
       // What the office's Postfix said about the relay, with the failure.
