@@ -7,7 +7,9 @@ import path from 'node:path';
 import net from 'node:net';
 import tls from 'node:tls';
 import { after, before, describe, test } from 'node:test';
+import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
+import MailComposer from 'nodemailer/lib/mail-composer';
 import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
@@ -17,6 +19,7 @@ import { startSubmissionListener } from '../src/modules/submission/submission.li
 import { type RunningServer, startServer } from '../src/server.ts';
 import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { BROWSER } from './helpers/engagement.ts';
 import { type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
 import {
@@ -382,6 +385,89 @@ describe('SMTP submission', () => {
     assert.match(/^DKIM-Signature:[\s\S]*?(?=^\S)/m.exec(text)![0], /list-unsubscribe/i, 'signed');
   });
 
+  test('X-Postwire-Track: links and a pixel in the html part only, the rest as submitted, DKIM-valid, clicks recorded', async () => {
+    const html =
+      '<html><body><p>Your <a href="https://shop.acme.example/order?id=7&amp;utm=mail">order</a> has shipped.</p></body></html>';
+    // The bytes the application submits, built first to compare the parts that must arrive as written.
+    const built = await new MailComposer({
+      from: `Shop <shop@${DOMAIN}>`,
+      to: 'tracked@receiver.test',
+      subject: 'Shipped',
+      text: 'Your order has shipped: https://shop.acme.example/order?id=7\n',
+      html,
+      attachments: [
+        { filename: 'invoice.pdf', content: Buffer.from('%PDF-1.4 not really\n\u0000\u00ff', 'latin1') },
+      ],
+      headers: { 'X-Postwire-Track': 'opens, clicks' },
+    })
+      .compile()
+      .build();
+    // As SMTP carries it: every line ending CRLF.
+    const submitted = Buffer.from(built.toString('latin1').replace(/\r?\n/g, '\r\n'), 'latin1');
+    const transport = client();
+    const info = await transport.sendMail({
+      envelope: { from: `shop@${DOMAIN}`, to: ['tracked@receiver.test'] },
+      raw: submitted,
+    });
+    transport.close();
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const [copy] = await postfix.waitForMailbox('tracked@receiver.test', 1, 30_000);
+    const crlf = Buffer.from(copy!.toString('latin1').replace(/\n/g, '\r\n'), 'latin1');
+    const text = crlf.toString('latin1');
+    assert.doesNotMatch(text, /^X-Postwire-/im);
+
+    // The text part and the attachment: byte for byte as submitted (header and encoded body).
+    const section = (type: RegExp) => {
+      const source = submitted.toString('latin1');
+      const start = source.search(type);
+      return source.slice(start, source.indexOf('\r\n--', start));
+    };
+    for (const type of [/^Content-Type: text\/plain/m, /^Content-Type: application\/pdf/m]) {
+      const part = section(type);
+      assert.ok(part.length > 40 && text.includes(part), `as submitted: ${part.slice(0, 60)}`);
+    }
+    // The html: its link points at the tracking URL, and the pixel is there.
+    const parsed = await simpleParser(crlf);
+    const tracked = /href="(https:\/\/mail\.acme\.example\/c\/[^"]+)"/.exec(parsed.html as string)?.[1];
+    assert.ok(tracked, parsed.html as string);
+    assert.match(parsed.html as string, /<img src="https:\/\/mail\.acme\.example\/o\/[^"]+" width="1"/);
+    assert.equal(parsed.text, 'Your order has shipped: https://shop.acme.example/order?id=7\n');
+    assert.equal(parsed.attachments[0]!.content.toString('latin1'), '%PDF-1.4 not really\n\u0000\u00ff');
+
+    // Signed after the rewrite: both verifiers pass.
+    const resolver = new Resolver();
+    resolver.setServers([dns.address]);
+    const verdict = await mailauthVerdict(crlf, {
+      resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT'),
+      sender: /^Return-Path: <([^>]*)>/im.exec(text)?.[1] ?? '',
+    });
+    assert.deepEqual(
+      verdict.dkim.map((signature) => [signature.domain, signature.result]),
+      [[DOMAIN, 'pass']],
+    );
+    if (!dkimpyAvailable()) throw new Error('dkimpy (python3-dkim) is needed: .ci/run installs it');
+    const [dkimpy] = await dkimpyVerify([crlf], dkimKeys);
+    assert.ok(dkimpy!.pass, `dkimpy ${dkimpy!.detail}`);
+
+    // A mail client follows the link: 302 to the original URL, and the click is recorded.
+    const parsedUrl = new URL(tracked);
+    const click = await fetch(`${server.url}${parsedUrl.pathname}${parsedUrl.search}`, {
+      redirect: 'manual',
+      headers: { 'user-agent': BROWSER },
+    });
+    assert.equal(click.status, 302);
+    assert.equal(click.headers.get('location'), 'https://shop.acme.example/order?id=7&utm=mail');
+    const clicks = await until(
+      async () => {
+        const email = (await api('GET', `/v1/emails/${id}`)).body;
+        return email.recipients[0].clicks?.length > 0 && email.recipients[0].clicks;
+      },
+      10_000,
+      'the click in the email',
+    );
+    assert.equal(clicks[0].url, 'https://shop.acme.example/order?id=7&utm=mail');
+  });
+
   test('a client retrying with the same Message-ID within 24 h gets 250 and no second email', async () => {
     const transport = client();
     const message = {
@@ -425,7 +511,10 @@ describe('SMTP submission', () => {
       await refusal(client(), { headers: { 'X-Postwire-Tags': 'a=b\r\nBcc: victim@example.org' } }),
       /^550 5\.6\.0/,
     );
-    assert.match(await refusal(client(), { headers: { 'X-Postwire-Track': 'opens' } }), /^550 5\.6\.0/);
+    assert.match(
+      await refusal(client(), { headers: { 'X-Postwire-Track': 'opens, everything' } }),
+      /^550 5\.6\.0 X-Postwire-Track takes opens, clicks or both/,
+    );
     assert.match(await refusal(client(), { text: 'x'.repeat(3 * 1024 * 1024) }), /^552/);
     assert.equal((await emailsTo('x@receiver.test')).length, 0, 'nothing stored');
   });

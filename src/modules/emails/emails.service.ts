@@ -39,8 +39,10 @@ export interface Submission {
   messageId: string | null;
   tags: Record<string, string>;
   sendAt: string | undefined;
-  /** One-click unsubscribe (List-Unsubscribe per recipient); opens and clicks are never tracked over SMTP. */
+  /** One-click unsubscribe (List-Unsubscribe per recipient). */
   unsubscribe: boolean;
+  /** Opens and clicks tracked in the message's html part(s), as an API send's tracking. */
+  track: { opens: boolean; clicks: boolean };
   /** The SMTP AUTH username. */
   username: string;
   /** The message as it is sent, given its Message-ID and the time it was accepted. */
@@ -76,6 +78,7 @@ import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
+import { submittedHtml } from './submitted-html.ts';
 import type { EngagementStore, TrackingSettings } from './tracking.ts';
 
 export interface EmailServiceDeps {
@@ -758,13 +761,29 @@ export function createEmailService({
           text: '',
           tags: submission.tags,
           ...(submission.sendAt !== undefined ? { scheduled_at: submission.sendAt } : {}),
-          tracking: { opens: false, clicks: false },
+          tracking: submission.track,
           unsubscribe: submission.unsubscribe,
         },
         now,
         '',
       );
       const messageId = submission.messageId ?? email.messageId;
+      const submitted = submission.build(messageId, now);
+      // The links are found in the html part(s) as sent, once, as for an API send's html; a message whose
+      // MIME cannot be read part by part is refused here rather than failing at each attempt.
+      let tracking = email.tracking;
+      if (tracking && (tracking.opens || tracking.clicks)) {
+        let html: string[];
+        try {
+          html = await submittedHtml(submitted);
+        } catch {
+          throw invalidParam(
+            'X-Postwire-Track',
+            "X-Postwire-Track: the message's MIME parts cannot be read to find its html; send it without tracking",
+          );
+        }
+        tracking = { ...tracking, links: tracking.clicks ? trackedLinks(html.join('\n')) : [] };
+      }
       return {
         emails: [
           {
@@ -774,7 +793,8 @@ export function createEmailService({
             messageId,
             source: 'smtp',
             smtpUsername: submission.username,
-            submitted: submission.build(messageId, now),
+            submitted,
+            tracking,
           },
         ],
         now,

@@ -65,6 +65,7 @@ export function createSubmissionService({
         tags: message.tags,
         sendAt: message.sendAt,
         unsubscribe: message.unsubscribe,
+        track: message.track,
         username: caller.username,
         build: (messageId, acceptedAt) => messageToSend(message, messageId, acceptedAt),
       });
