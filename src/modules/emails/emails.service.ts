@@ -39,8 +39,10 @@ export interface Submission {
   messageId: string | null;
   tags: Record<string, string>;
   sendAt: string | undefined;
-  /** One-click unsubscribe (List-Unsubscribe per recipient); opens and clicks are never tracked over SMTP. */
+  /** One-click unsubscribe (List-Unsubscribe per recipient). */
   unsubscribe: boolean;
+  /** Opens and clicks tracked in the message's html part(s), as an API send's tracking. */
+  track: { opens: boolean; clicks: boolean };
   /** The SMTP AUTH username. */
   username: string;
   /** The message as it is sent, given its Message-ID and the time it was accepted. */
@@ -70,11 +72,13 @@ import { aligned, type DomainService, type SenderAuthentication } from '../domai
 import type { EventService } from '../events/events.service.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
 import { createSendGroups } from './send-groups.ts';
+import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
+import { submittedHtml } from './submitted-html.ts';
 import type { EngagementStore, TrackingSettings } from './tracking.ts';
 
 export interface EmailServiceDeps {
@@ -757,13 +761,29 @@ export function createEmailService({
           text: '',
           tags: submission.tags,
           ...(submission.sendAt !== undefined ? { scheduled_at: submission.sendAt } : {}),
-          tracking: { opens: false, clicks: false },
+          tracking: submission.track,
           unsubscribe: submission.unsubscribe,
         },
         now,
         '',
       );
       const messageId = submission.messageId ?? email.messageId;
+      const submitted = submission.build(messageId, now);
+      // The links are found in the html part(s) as sent, once, as for an API send's html; a message whose
+      // MIME cannot be read part by part is refused here rather than failing at each attempt.
+      let tracking = email.tracking;
+      if (tracking && (tracking.opens || tracking.clicks)) {
+        let html: string[];
+        try {
+          html = await submittedHtml(submitted);
+        } catch {
+          throw invalidParam(
+            'X-Postwire-Track',
+            "X-Postwire-Track: the message's MIME parts cannot be read to find its html; send it without tracking",
+          );
+        }
+        tracking = { ...tracking, links: tracking.clicks ? trackedLinks(html.join('\n')) : [] };
+      }
       return {
         emails: [
           {
@@ -773,7 +793,8 @@ export function createEmailService({
             messageId,
             source: 'smtp',
             smtpUsername: submission.username,
-            submitted: submission.build(messageId, now),
+            submitted,
+            tracking,
           },
         ],
         now,
@@ -784,6 +805,24 @@ export function createEmailService({
     submittedBefore(projectId: string, messageId: string): Promise<string | undefined> {
       const since = new Date(clock.now().getTime() - SUBMISSION_REPEAT_WINDOW_MS).toISOString();
       return repo.submittedSince(projectId, messageId, since);
+    },
+
+    /**
+     * The daily limit's early answer, for SMTP's RCPT: whether a message to `recipients` (those accepted so
+     * far with the one asked about) still fits the project's count for today. Counted as the store counts
+     * (each address once, suppressed recipients not), against the sends committed so far. Only the count in
+     * the storing transaction holds: two sessions may both hear yes, and the one that passes the limit is
+     * refused at DATA (452) with nothing stored.
+     */
+    async fitsDailyLimit(projectId: string, recipients: readonly string[]): Promise<boolean> {
+      if (dailyLimit <= 0) return true;
+      const addresses = [...new Set(recipients.map((address) => address.toLowerCase()))];
+      const used = await repo.usedOn(projectId, quotaDay(clock.now().toISOString()));
+      if (!overDailyLimit(used + addresses.length, dailyLimit)) return true;
+      // Only at the limit is the suppression list read: a suppressed recipient is recorded, never counted.
+      const suppressed = await suppressions.matchingIn([projectId], addresses);
+      const counted = addresses.filter((address) => !suppressed.has(suppressionKey(projectId, address)));
+      return !overDailyLimit(used + counted.length, dailyLimit);
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
