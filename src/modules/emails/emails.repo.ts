@@ -322,6 +322,43 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       // Some recipient was already due (or the email is not scheduled): nothing may be cancelled.
       if (Number(email.numUpdatedRows) !== 1) throw new CancelRefused();
     },
+
+    /**
+     * Moves a scheduled email whose time has not come to `at`, in `transaction`: as for a cancel, every
+     * recipient not suppressed must still be waiting; when that no longer holds it throws RescheduleRefused,
+     * and the rollback puts back the recipients already moved.
+     */
+    async reschedule(
+      transaction: Transaction,
+      projectId: string,
+      emailId: string,
+      at: string,
+      now: string,
+    ): Promise<void> {
+      const trx = transaction.db;
+      const moved = await recipients.rescheduleWaiting(trx, projectId, emailId, at, now);
+      const email = await trx
+        .updateTable('emails')
+        .set({ scheduled_at: at, updated_at: now })
+        .where('id', '=', emailId)
+        .where('project_id', '=', projectId)
+        .where('status', '=', 'scheduled')
+        .where('scheduled_at', '>', now)
+        .where(
+          (eb) =>
+            eb
+              .selectFrom('email_recipients')
+              .select((inner) => inner.fn.countAll<number>().as('count'))
+              .where('email_id', '=', emailId)
+              .where('project_id', '=', projectId)
+              .where('status', '!=', 'suppressed'),
+          '=',
+          moved,
+        )
+        .executeTakeFirst();
+      // Some recipient was already due (or the email is not scheduled): nothing may move.
+      if (moved === 0 || Number(email.numUpdatedRows) !== 1) throw new RescheduleRefused();
+    },
   };
 }
 
@@ -329,3 +366,6 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
 export class CancelRefused extends Error {}
 
 export type EmailRepo = ReturnType<typeof createEmailRepo>;
+
+/** The email can no longer be rescheduled; thrown so that the rescheduling transaction rolls back. */
+export class RescheduleRefused extends Error {}

@@ -16,6 +16,7 @@ import { formatAddress, parseAddress, type ParsedAddress } from '../../lib/addre
 import { PENDING } from './status.ts';
 import {
   CancelRefused,
+  RescheduleRefused,
   DailyLimitReached,
   type EmailRecord,
   type EmailRepo,
@@ -66,6 +67,7 @@ import {
   type EmailView,
   MAX_SCHEDULE_AHEAD_MS,
   type RawEmailView,
+  type RescheduleEmailInput,
   type SendEmailInput,
 } from './emails.schemas.ts';
 import { aligned, type DomainService, type SenderAuthentication } from '../domains/domains.service.ts';
@@ -899,6 +901,56 @@ export function createEmailService({
           next_attempt_at: null,
           completed_at: now,
         })),
+      };
+    },
+
+    /**
+     * Reads the email to reschedule and checks the new time with a send's rule (up to 30 days ahead), before
+     * any transaction; `reschedule` then moves it. A time that has come is refused: to send now, a client
+     * cancels and sends again, rather than a reschedule sending at once by surprise.
+     */
+    async prepareReschedule(
+      projectId: string,
+      id: string,
+      input: RescheduleEmailInput,
+    ): Promise<{ email: EmailRecord; view: EmailView; at: string }> {
+      const email = await load(projectId, id);
+      const at = checkScheduledAt(input.scheduled_at, clock.now(), '');
+      if (at === null) {
+        throw invalidParam('scheduled_at', 'scheduled_at must be in the future to reschedule an email.');
+      }
+      return { email, view: await view(email), at };
+    },
+
+    /**
+     * Moves the email to its new time in `transaction` and answers its view: every recipient not suppressed
+     * was still waiting (else nothing changes and this is a 409), so the new view is known without a read.
+     */
+    async reschedule(
+      transaction: Transaction,
+      { email, view: before, at }: { email: EmailRecord; view: EmailView; at: string },
+    ): Promise<EmailView> {
+      const now = clock.now().toISOString();
+      try {
+        await repo.reschedule(transaction, email.projectId, email.id, at, now);
+      } catch (error) {
+        if (!(error instanceof RescheduleRefused)) throw error;
+        throw new DomainError(
+          'conflict',
+          'email_not_reschedulable',
+          `Email '${email.id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be rescheduled.`,
+          'id',
+        );
+      }
+      // The worker reads the next waiting time again on its next claim (an earlier time, sooner).
+      transaction.afterCommit(() => notifier.notify());
+      return {
+        ...before,
+        scheduled_at: at,
+        updated_at: now,
+        recipients: before.recipients.map((recipient) =>
+          recipient.status === 'queued' ? { ...recipient, next_attempt_at: at } : recipient,
+        ),
       };
     },
 
