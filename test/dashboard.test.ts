@@ -873,7 +873,7 @@ describe('dashboard in a browser', { skip }, () => {
       repo: createProjectRepo(api.database.handle.db),
       clock: systemClock,
     });
-    for (const key of await projects.listKeys(other.projectId)) await projects.revokeKey(key.id);
+    for (const key of await projects.listKeys(other.projectId)) await projects.revokeKeyAsOperator(key.id);
     // The next page asks with the revoked key: its 401 signs the tab out, so that page never stays.
     const asked = target.waitForResponse((response) => new URL(response.url()).pathname === '/v1/templates');
     await target

@@ -25,6 +25,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails',
     {
+      config: { permission: 'sending_access' },
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
@@ -37,7 +38,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const plan = await emails.prepareSend(projectOf(request), request.body);
+      const plan = await emails.prepareSend(projectOf(request), request.body, request.caller!);
       reply.code(202);
       const [accepted] = emails.acceptedViews(plan);
       return reply.transact(
@@ -58,6 +59,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/batch',
     {
+      config: { permission: 'sending_access' },
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
@@ -70,7 +72,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const plan = await emails.prepareBatch(projectOf(request), request.body);
+      const plan = await emails.prepareBatch(projectOf(request), request.body, request.caller!);
       reply.code(202);
       const accepted = list(emails.acceptedViews(plan), false);
       return reply.transact(
@@ -91,6 +93,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.get(
     '/v1/emails',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listEmails',
@@ -115,6 +118,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.get(
     '/v1/emails/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getEmail',
@@ -130,6 +134,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.get(
     '/v1/emails/:id/raw',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getRawEmail',
@@ -146,6 +151,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/:id/cancel',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'cancelEmail',
