@@ -40,7 +40,7 @@ export function allows(granted: KeyPermission, needed: KeyPermission): boolean {
 }
 
 /** The 403 for a key whose permission the route does not take; it names both. */
-export function insufficientPermission(needed: KeyPermission, granted: KeyPermission): DomainError {
+function insufficientPermission(needed: KeyPermission, granted: KeyPermission): DomainError {
   const also = needed === 'full_access' ? '' : ` (or a full_access key)`;
   return new DomainError(
     'forbidden',
@@ -150,11 +150,6 @@ export function installAuth(
       reply.header('www-authenticate', 'Bearer realm="postwire"');
       return sendError(request, reply, 401, error.code, error.message);
     }
-    const needed = request.routeOptions.config.permission ?? 'full_access';
-    if (!allows(request.caller.permission, needed)) {
-      const refusal = insufficientPermission(needed, request.caller.permission);
-      return sendError(request, reply, 403, refusal.code, refusal.message);
-    }
     const verdict = rateLimiter.take(request.caller.keyId);
     if (verdict) {
       reply.header('ratelimit-limit', verdict.limit);
@@ -163,6 +158,12 @@ export function installAuth(
       if (verdict.remaining < 0) {
         return tooMany(request, reply, verdict, `Too many requests; retry in ${verdict.resetSeconds} s.`);
       }
+    }
+    // After the rate limit, so that calls a key may not make count like any other.
+    const needed = request.routeOptions.config.permission ?? 'full_access';
+    if (!allows(request.caller.permission, needed)) {
+      const refusal = insufficientPermission(needed, request.caller.permission);
+      return sendError(request, reply, 403, refusal.code, refusal.message);
     }
   });
 }

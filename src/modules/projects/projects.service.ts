@@ -37,7 +37,7 @@ const KEY_PREFIX = 'pw_';
 
 export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock: Clock }) {
   /**
-   * A new key; `plaintext` is the bootstrap key's own value (API_KEY), else a random one. The key is returned
+   * A new key; `plaintext` is the bootstrap key's own value (POSTWIRE_BOOTSTRAP_KEY), else a random one. The key is returned
    * with its plain value, which is not kept.
    */
   async function createKey(projectId: string, input: NewKey, plaintext?: string): Promise<CreatedKey> {
