@@ -47,6 +47,12 @@ export function KeysPage() {
     }
   };
 
+  // The API refuses to revoke the project's last working full_access key (409): no button for it.
+  const working = (keys.data?.data ?? []).filter((key) => !key.revoked_at);
+  const lastFullAccess = (key) =>
+    key.permission === 'full_access' &&
+    working.filter((other) => other.permission === 'full_access').length === 1;
+
   const columns = [
     { label: 'Name', cell: (key) => key.name ?? html`<span class="muted">(no name)</span>` },
     { label: 'Key', cell: (key) => html`<code>${key.key_prefix}…</code>` },
@@ -61,7 +67,7 @@ export function KeysPage() {
       label: 'Actions',
       hidden: true,
       cell: (key) =>
-        key.revoked_at
+        key.revoked_at || lastFullAccess(key)
           ? null
           : html`<button
               type="button"
