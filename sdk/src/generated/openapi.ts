@@ -479,6 +479,8 @@ export interface paths {
         /**
          * Reschedule a scheduled email
          * @description Moves `scheduled_at` (in the future, up to 30 days ahead), only before the current `scheduled_at`; 409 afterwards.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["rescheduleEmail"];
         trace?: never;
@@ -6125,6 +6127,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -152,6 +152,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.patch(
     '/v1/emails/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'rescheduleEmail',
