@@ -22,6 +22,7 @@ import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
+import { registerResendRoutes } from './modules/resend-compat/resend.routes.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
 import { registerInboundRoutes } from './modules/inbound/inbound.routes.ts';
 import { registerInboundRouteRoutes } from './modules/inbound-routes/inbound-routes.routes.ts';
@@ -227,6 +228,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerReceivedRoutes(app, { received: services.received });
   registerDomainRoutes(app, { domains: services.domains });
   registerStatsRoutes(app, { stats: services.stats });
+  await registerResendRoutes(app, services);
   await registerEngagementRoutes(app, {
     engagement: services.engagement,
     clock,
