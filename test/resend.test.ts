@@ -6,6 +6,7 @@ import { createSendingWorker, type SendingWorker } from '../src/modules/sending/
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
@@ -48,6 +49,7 @@ for (const engine of ENGINES) {
       smtp = await startSmtpServer();
       api = await startTestApp(engine, {
         allowPrivateUrls: true,
+        worker: true,
         dns: createDns({ servers: [dns.address] }),
       });
       // Sends leave through a relay to a test SMTP server: what the SDK sent is what arrives.
@@ -342,6 +344,22 @@ for (const engine of ENGINES) {
       });
     });
 
+    test('a rate limit answers rate_limit_exceeded', async () => {
+      const limited = await startTestApp(engine, { rateLimit: { limit: 1, windowMs: 60_000 } });
+      try {
+        const client = new Resend(limited.key, { baseUrl: `${limited.baseUrl}/resend` });
+        dataOf(await client.emails.list());
+        assertError(
+          await client.emails.list(),
+          429,
+          'rate_limit_exceeded',
+          /^Too many requests; retry in \d+ s\.$/,
+        );
+      } finally {
+        await limited.close();
+      }
+    });
+
     test('templates: create with variables and publish, get, list, update, duplicate, send, remove', async () => {
       const created = dataOf(
         await resend.templates
@@ -615,6 +633,45 @@ for (const engine of ENGINES) {
         'not_found',
         `No webhook with id '${created.id}'.`,
       );
+    });
+
+    test("a webhook made with Resend's SDK delivers events its webhooks.verify accepts", async () => {
+      const receiver = await startReceiver();
+      try {
+        const { id, signing_secret: secret } = dataOf(
+          await resend.webhooks.create({ endpoint: receiver.url, events: ['email.sent'] }),
+        );
+        const sent = dataOf(
+          await resend.emails.send({ from, to: 'hook@example.org', subject: 'Hook', text: 'x' }),
+        );
+        const [delivery] = await receiver.waitFor(1);
+        const header = (name: string) => String(delivery!.headers[name]);
+        const event = resend.webhooks.verify({
+          payload: delivery!.body,
+          headers: {
+            id: header('webhook-id'),
+            timestamp: header('webhook-timestamp'),
+            signature: header('webhook-signature'),
+          },
+          webhookSecret: secret,
+        }) as unknown as { type: string; data: { email_id: string } };
+        assert.equal(event.type, 'email.sent');
+        assert.equal(event.data.email_id, sent.id);
+        assert.throws(() =>
+          resend.webhooks.verify({
+            payload: delivery!.body.replace('email.sent', 'email.bounced'),
+            headers: {
+              id: header('webhook-id'),
+              timestamp: header('webhook-timestamp'),
+              signature: header('webhook-signature'),
+            },
+            webhookSecret: secret,
+          }),
+        );
+        dataOf(await resend.webhooks.remove(id));
+      } finally {
+        await receiver.close();
+      }
     });
 
     test('apiKeys: create (the token works once), list, remove (the token stops working)', async () => {
