@@ -212,8 +212,20 @@ for (const engine of ENGINES) {
       assertError(
         await resend.emails.send({ from: 'not an address', to: 'a@example.org', subject: 'x', text: 'x' }),
         422,
-        'validation_error',
-        /from/,
+        'invalid_from_address',
+        /^from /,
+      );
+      assertError(
+        await resend.emails.send({
+          from,
+          to: 'a@example.org',
+          subject: 'x',
+          text: 'x',
+          attachments: [{ filename: 'a.txt', content: 'not base64!' }],
+        }),
+        422,
+        'invalid_attachment',
+        'The content of attachments[0] must be base64.',
       );
       assertError(
         await resend.emails.send({ from, to: 'a@example.org', subject: 'x', text: 'x', topicId: 'top_1' }),
@@ -230,7 +242,7 @@ for (const engine of ENGINES) {
           attachments: [{ filename: 'a.pdf', path: 'https://example.com/a.pdf' }],
         }),
         422,
-        'validation_error',
+        'invalid_attachment',
         'Postwire does not fetch attachments from a URL; send the file as base64 `content`.',
       );
       assertError(
@@ -320,6 +332,12 @@ for (const engine of ENGINES) {
         501,
         'application_error',
         /^Postwire does not implement topics;/,
+      );
+      assertError(
+        await resend.suppressions.list(),
+        501,
+        'application_error',
+        'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
       );
       assertError(
         await resend.emails.metrics(),

@@ -34,7 +34,6 @@ const NAME_BY_CODE: Record<string, ResendErrorName> = {
   daily_send_limit: 'daily_quota_exceeded',
   sender_domain_not_allowed: 'invalid_from_address',
   sender_domain_not_verified: 'invalid_from_address',
-  attachments_too_large: 'invalid_attachment',
   // Scoped keys (issue 28 item 1): a key without the permission a route needs.
   insufficient_permission: 'restricted_api_key',
   permission_denied: 'restricted_api_key',
@@ -58,11 +57,17 @@ const NAME_BY_STATUS: Record<number, ResendErrorName> = {
  * auth hook, idempotency…) as Resend answers errors: `{ statusCode, name, message }`, which its SDK hands to
  * the caller as `error`. Statuses stay Postwire's; only the body's shape and names change.
  */
-export function toResendError(statusCode: number, error: { code: string; message: string }): ResendError {
+export function toResendError(
+  statusCode: number,
+  error: { code: string; message: string; param?: string },
+): ResendError {
+  // A field at fault named with a batch index (`[2].from`) or not.
+  const field = error.param?.replace(/^\[\d+\]\./, '');
   let name = NAME_BY_CODE[error.code] ?? NAME_BY_STATUS[statusCode];
   if (error.code === 'invalid_api_key' && error.message.startsWith('Missing API key'))
     name = 'missing_api_key';
-  if (error.code.startsWith('attachment')) name = 'invalid_attachment';
+  else if (statusCode === 422 && field === 'from') name = 'invalid_from_address';
+  else if (statusCode === 422 && field?.startsWith('attachments')) name = 'invalid_attachment';
   return { statusCode, name: name ?? 'application_error', message: error.message };
 }
 
@@ -78,17 +83,6 @@ export function isPostwireErrorBody(
     typeof (error as { code?: unknown }).code === 'string' &&
     typeof (error as { message?: unknown }).message === 'string'
   );
-}
-
-/**
- * Thrown for what Resend has and Postwire does not: answered 501 (`application_error`, the only name of
- * Resend's that fits) with a message that says so and what to do instead.
- */
-export class NotImplementedError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'NotImplementedError';
-  }
 }
 
 /** A Resend field Postwire has no equivalent for, given a value: a 422 that says what to do instead. */

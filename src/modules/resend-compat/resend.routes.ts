@@ -51,14 +51,18 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   usage: 'usage reports',
 };
 // Resources the adapter has, some of whose operations it does not (share, metrics, claims, signing-secret
-// rotation, webhook event logs, key renames…); and one Postwire has under its own API.
+// rotation, webhook event logs, key renames…).
 const PARTLY: Record<string, string> = {
   emails: 'emails',
   domains: 'domains',
   templates: 'templates',
   webhooks: 'webhooks',
   'api-keys': 'API keys',
-  suppressions: 'suppressions',
+};
+// Resend's resources that Postwire has under /v1 only, in its own shapes.
+const IN_V1_ONLY: Record<string, string> = {
+  suppressions:
+    'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
 };
 
 const notImplemented = (reply: FastifyReply, message: string): ResendError => {
@@ -488,6 +492,8 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
               `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks and API keys (docs/api/resend.md).`,
             );
           }
+          const elsewhere = IN_V1_ONLY[resource];
+          if (elsewhere) return notImplemented(reply, elsewhere);
           const partly = PARTLY[resource];
           if (partly) {
             return notImplemented(
