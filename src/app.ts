@@ -23,6 +23,7 @@ import type { Notifier } from './queue/notifier.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
+import { registerResendRoutes } from './modules/resend-compat/resend.routes.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
 import { registerInboundRoutes } from './modules/inbound/inbound.routes.ts';
 import { registerInboundRouteRoutes } from './modules/inbound-routes/inbound-routes.routes.ts';
@@ -229,6 +230,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerDomainRoutes(app, { domains: services.domains });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
+  await registerResendRoutes(app, services);
   await registerEngagementRoutes(app, {
     engagement: services.engagement,
     clock,

@@ -26,14 +26,12 @@ import {
 } from './emails.repo.ts';
 import type { SuppressionRecord } from '../suppressions/suppressions.repo.ts';
 
-/** An SMTP submission as the emails service takes it (read by the submission module). */
 /** What the sending key allows (the caller's): `domainId`, the one domain it may send from, or null for any. */
 export interface KeySender {
   domainId: string | null;
 }
 
-const ANY_DOMAIN: KeySender = { domainId: null };
-
+/** An SMTP submission as the emails service takes it (read by the submission module). */
 export interface Submission {
   /** The From field (`Name <a@b>` or `a@b`). */
   from: string;
@@ -747,11 +745,7 @@ export function createEmailService({
 
   return {
     /** Validates and renders one send (reading its template and sender), before any transaction. */
-    async prepareSend(
-      projectId: string,
-      input: SendEmailInput,
-      sender: KeySender = ANY_DOMAIN,
-    ): Promise<SendPlan> {
+    async prepareSend(projectId: string, input: SendEmailInput, sender: KeySender): Promise<SendPlan> {
       const now = clock.now();
       return { emails: [await prepare(projectId, input, now, '', sender.domainId)], now };
     },
@@ -762,11 +756,7 @@ export function createEmailService({
      * those in To or Cc as such, the others as bcc. The message travels as submitted (`submitted`): its Message-ID
      * is the client's when it gave one.
      */
-    async prepareSubmission(
-      projectId: string,
-      submission: Submission,
-      sender: KeySender = ANY_DOMAIN,
-    ): Promise<SendPlan> {
+    async prepareSubmission(projectId: string, submission: Submission, sender: KeySender): Promise<SendPlan> {
       const now = clock.now();
       const inHeader = (list: readonly string[]) => new Set(list.map((address) => address.toLowerCase()));
       const to = inHeader(submission.to);
@@ -851,11 +841,7 @@ export function createEmailService({
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
-    async prepareBatch(
-      projectId: string,
-      inputs: SendEmailInput[],
-      sender: KeySender = ANY_DOMAIN,
-    ): Promise<SendPlan> {
+    async prepareBatch(projectId: string, inputs: SendEmailInput[], sender: KeySender): Promise<SendPlan> {
       const now = clock.now();
       const emails: NewEmail[] = [];
       const decided = new Map<string, SenderAuthentication>();

@@ -1,0 +1,69 @@
+import { randomBytes } from 'node:crypto';
+import { invalidParam } from '../../lib/errors.ts';
+import { EVENT_KIND_NAMES, type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
+import type { WebhookView } from '../webhooks/webhooks.schemas.ts';
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+// Resend's event names that Postwire emits under other names. The other `email.*` names that both have
+// (`email.sent`, `email.delivered`, `email.bounced`…) are the same; Postwire's own (`email.unsubscribed`,
+// `domain.verified`, `domain.failed`) are taken as they are.
+const POSTWIRE_KINDS: Record<string, EventKind[]> = {
+  'domain.updated': ['domain.verified', 'domain.failed'],
+};
+const RESEND_NAME: Partial<Record<EventKind, string>> = {
+  'domain.verified': 'domain.updated',
+  'domain.failed': 'domain.updated',
+};
+
+function toPostwireEvents(events: unknown): unknown {
+  if (!Array.isArray(events)) return events;
+  const kinds = events.flatMap((event: unknown, index) => {
+    if (typeof event !== 'string') return [event];
+    const mapped = POSTWIRE_KINDS[event];
+    if (mapped) return mapped;
+    if (isEventKind(event)) return [event];
+    throw invalidParam(
+      `events[${index}]`,
+      `Postwire has no event '${event}'; the events it sends are: ${[...EVENT_KIND_NAMES, ...Object.keys(POSTWIRE_KINDS)].join(', ')}.`,
+    );
+  });
+  return [...new Set(kinds)];
+}
+
+/** Resend's webhook fields (`endpoint`, `status`, its event names) as Postwire's (`url`, `enabled`, kinds). */
+export function toPostwireWebhook(body: unknown): unknown {
+  if (!isObject(body)) return body;
+  const { endpoint, events, status, ...rest } = body;
+  return {
+    ...rest,
+    ...(endpoint !== undefined ? { url: endpoint } : {}),
+    ...(events !== undefined ? { events: toPostwireEvents(events) } : {}),
+    ...(status !== undefined
+      ? { enabled: status === 'enabled' ? true : status === 'disabled' ? false : status }
+      : {}),
+  };
+}
+
+/**
+ * Resend makes a webhook's signing secret itself and answers it at creation; Postwire takes the one its client
+ * gives. The adapter gives one in Standard Webhooks' `whsec_` form, which Resend's `webhooks.verify` reads.
+ */
+export const newSigningSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
+
+const toResendEvents = (events: readonly EventKind[]) => [
+  ...new Set(events.map((kind) => RESEND_NAME[kind] ?? kind)),
+];
+
+/** A webhook as Resend lists it (its secret is shown once, at creation, and never again). */
+export function toResendWebhook(webhook: WebhookView) {
+  return {
+    object: 'webhook' as const,
+    id: webhook.id,
+    created_at: webhook.created_at,
+    status: webhook.enabled ? ('enabled' as const) : ('disabled' as const),
+    endpoint: webhook.url,
+    events: toResendEvents(webhook.events),
+  };
+}

@@ -1,0 +1,506 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { ListQuery, toPageRequest } from '../../http/list.ts';
+import type { Services } from '../../services.ts';
+import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
+import {
+  EMAIL_BODY_LIMIT_BYTES,
+  RescheduleEmailBody,
+  SendEmailBatchBody,
+  SendEmailBody,
+} from '../emails/emails.schemas.ts';
+import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
+import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
+import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
+import { toResendDomain, toResendDomainListItem, toPostwireDomain } from './resend-domains.ts';
+import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
+import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
+import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
+import { newSigningSecret, toPostwireWebhook, toResendWebhook } from './resend-webhooks.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** /resend routes: Postwire field names in error messages, as the Resend field the client sent. */
+    resendFields?: Record<string, string>;
+  }
+}
+
+/** The base path: `RESEND_BASE_URL=https://host/resend` (or the SDK's `baseUrl`) is the whole migration. */
+export const RESEND_PREFIX = '/resend';
+
+// Resend's resources that Postwire has no equivalent of, by the first segment of their path.
+const NOT_IN_POSTWIRE: Record<string, string> = {
+  audiences: 'audiences',
+  contacts: 'contacts',
+  'contact-properties': 'contact properties',
+  broadcasts: 'broadcasts',
+  segments: 'segments',
+  topics: 'topics',
+  automations: 'automations',
+  events: 'custom events',
+  inboxes: 'inboxes',
+  logs: 'request logs',
+  oauth: 'OAuth grants',
+  usage: 'usage reports',
+};
+// Resources the adapter has, some of whose operations it does not (share, metrics, claims, signing-secret
+// rotation, webhook event logs, key renames…).
+const PARTLY: Record<string, string> = {
+  emails: 'emails',
+  domains: 'domains',
+  templates: 'templates',
+  webhooks: 'webhooks',
+  'api-keys': 'API keys',
+};
+// Resend's resources that Postwire has under /v1 only, in its own shapes.
+const IN_V1_ONLY: Record<string, string> = {
+  suppressions:
+    'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
+};
+
+const notImplemented = (reply: FastifyReply, message: string): ResendError => {
+  reply.code(501);
+  return { statusCode: 501, name: 'application_error', message };
+};
+
+const hide = { hide: true } as const;
+const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
+
+const CreateApiKeyBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
+    domain_id: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+/** Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. */
+const translated =
+  (translate: (body: unknown) => unknown) =>
+  async (request: FastifyRequest): Promise<void> => {
+    request.body = translate(request.body);
+  };
+
+/**
+ * A Resend-compatible API at /resend, for Resend's SDK (resend@6): its request and response shapes over the
+ * same services as /v1, every rule theirs; Postwire's error bodies become Resend's `{ statusCode, name,
+ * message }` (see docs/api/resend.md). Hidden from the OpenAPI document, which describes /v1.
+ */
+export async function registerResendRoutes(server: FastifyInstance, services: Services): Promise<void> {
+  const { emails, templates, domains, webhooks, projects } = services;
+  await server.register(
+    async (scope) => {
+      // Every error answered under /resend (validation, the auth hook's 401, rate limits, idempotency,
+      // services' refusals) passes here as Postwire's body, and leaves in Resend's.
+      scope.addHook('preSerialization', async (request, reply, payload) => {
+        if (reply.statusCode < 400 || !isPostwireErrorBody(payload)) return payload;
+        const error = toResendError(reply.statusCode, payload.error);
+        for (const [from, to] of Object.entries(request.routeOptions.config.resendFields ?? {})) {
+          error.message = error.message.replaceAll(`'${from}'`, `'${to}'`);
+        }
+        return error;
+      });
+
+      const app = scope.withTypeProvider<TypeBoxTypeProvider>();
+
+      // Emails.
+      app.post(
+        '/emails',
+        {
+          bodyLimit: EMAIL_BODY_LIMIT_BYTES,
+          config: { permission: 'sending_access' },
+          schema: { ...hide, body: SendEmailBody },
+          preValidation: translated((body) => toPostwireSend(body)),
+        },
+        async (request, reply) => {
+          const plan = await emails.prepareSend(projectOf(request), request.body, request.caller!);
+          const [accepted] = emails.acceptedViews(plan);
+          const answer = { id: accepted!.id };
+          return reply.transact(
+            async (transaction) => {
+              await emails.writeSend(transaction, plan);
+              return answer;
+            },
+            {
+              withoutKey: async () => {
+                await emails.accept(plan);
+                return answer;
+              },
+            },
+          );
+        },
+      );
+
+      app.post(
+        '/emails/batch',
+        {
+          bodyLimit: EMAIL_BODY_LIMIT_BYTES,
+          config: { permission: 'sending_access' },
+          schema: { ...hide, body: SendEmailBatchBody },
+          preValidation: translated((body) =>
+            Array.isArray(body) ? body.map((email, index) => toPostwireSend(email, `[${index}].`)) : body,
+          ),
+        },
+        async (request, reply) => {
+          const plan = await emails.prepareBatch(projectOf(request), request.body, request.caller!);
+          // Postwire's batch is all or nothing (Resend's `strict`); asked for `permissive`, an accepted
+          // batch answers with no errors, as Resend's does.
+          const permissive = request.headers['x-batch-validation'] === 'permissive';
+          const answer = {
+            data: emails.acceptedViews(plan).map(({ id }) => ({ id })),
+            ...(permissive ? { errors: [] } : {}),
+          };
+          return reply.transact(
+            async (transaction) => {
+              await emails.writeSend(transaction, plan);
+              return answer;
+            },
+            {
+              withoutKey: async () => {
+                await emails.accept(plan);
+                return answer;
+              },
+            },
+          );
+        },
+      );
+
+      app.get(
+        '/emails',
+        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
+        async (request) => {
+          const page = await emails.list(projectOf(request), toPageRequest(request.query, 'msg'));
+          return { object: 'list', has_more: page.hasMore, data: page.items.map(toResendListEmail) };
+        },
+      );
+
+      // Before /emails/:id, which would take `metrics` and `receiving` for ids.
+      for (const path of ['/emails/metrics', '/emails/receiving', '/emails/receiving/:id']) {
+        app.get(path, { config: { permission: 'read_only' }, schema: hide }, async (request, reply) =>
+          notImplemented(
+            reply,
+            path === '/emails/metrics'
+              ? 'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.'
+              : 'Postwire does not implement receiving at /resend; received emails are at GET /v1/received-emails.',
+          ),
+        );
+      }
+
+      app.get(
+        '/emails/:id',
+        { config: { permission: 'read_only' }, schema: { ...hide, params: IdParams } },
+        async (request) => toResendEmail(await emails.get(projectOf(request), request.params.id)),
+      );
+
+      app.patch(
+        '/emails/:id',
+        {
+          config: { permission: 'full_access' },
+          schema: { ...hide, params: IdParams, body: RescheduleEmailBody },
+        },
+        async (request, reply) => {
+          const plan = await emails.prepareReschedule(projectOf(request), request.params.id, request.body);
+          return reply.transact(async (transaction) => {
+            const email = await emails.reschedule(transaction, plan);
+            return { object: 'email', id: email.id };
+          });
+        },
+      );
+
+      app.post(
+        '/emails/:id/cancel',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request, reply) => {
+          const plan = await emails.prepareCancel(projectOf(request), request.params.id);
+          return reply.transact(async (transaction) => {
+            const email = await emails.cancel(transaction, plan);
+            return { object: 'email', id: email.id };
+          });
+        },
+      );
+
+      // Templates.
+      app.post(
+        '/templates',
+        {
+          config: { permission: 'full_access' },
+          schema: { ...hide, body: CreateTemplateBody },
+          preValidation: translated(toPostwireTemplate),
+        },
+        async (request, reply) => {
+          const record = templates.prepareCreate(projectOf(request), request.body);
+          return reply.transact(async (transaction) => {
+            const template = await templates.create(transaction, record);
+            return { object: 'template', id: template.id };
+          });
+        },
+      );
+
+      app.get(
+        '/templates',
+        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
+        async (request) => {
+          const page = await templates.list(projectOf(request), toPageRequest(request.query, 'tpl'));
+          return { object: 'list', has_more: page.hasMore, data: page.items.map(toResendTemplateListItem) };
+        },
+      );
+
+      app.get(
+        '/templates/:id',
+        { config: { permission: 'read_only' }, schema: { ...hide, params: IdParams } },
+        async (request) => toResendTemplate(await templates.get(projectOf(request), request.params.id)),
+      );
+
+      app.patch(
+        '/templates/:id',
+        {
+          config: { permission: 'full_access' },
+          schema: { ...hide, params: IdParams, body: UpdateTemplateBody },
+          preValidation: translated(toPostwireTemplate),
+        },
+        async (request) => {
+          const template = await templates.update(projectOf(request), request.params.id, request.body);
+          return { object: 'template', id: template.id };
+        },
+      );
+
+      app.delete(
+        '/templates/:id',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request) => templates.delete(projectOf(request), request.params.id),
+      );
+
+      app.post(
+        '/templates/:id/publish',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request, reply) => {
+          const plan = await templates.preparePublish(projectOf(request), request.params.id, {});
+          return reply.transact(async (transaction) => {
+            const published = await templates.publish(transaction, plan);
+            return { object: 'template', id: published.id };
+          });
+        },
+      );
+
+      // A copy of the draft under a new name (aliases are unique, so the copy has none), through the same
+      // create as any template.
+      app.post(
+        '/templates/:id/duplicate',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request, reply) => {
+          const projectId = projectOf(request);
+          const original = await templates.get(projectId, request.params.id);
+          const record = templates.prepareCreate(projectId, {
+            name: `${original.name} (copy)`.slice(0, 200),
+            subject: original.subject,
+            html: original.html,
+            text: original.text,
+            variables: original.variables,
+          });
+          return reply.transact(async (transaction) => {
+            const template = await templates.create(transaction, record);
+            return { object: 'template', id: template.id };
+          });
+        },
+      );
+
+      // Domains.
+      const domainFields = { resendFields: { receiving: 'capabilities.receiving' } };
+      app.post(
+        '/domains',
+        {
+          config: { permission: 'full_access', ...domainFields },
+          schema: { ...hide, body: CreateDomainBody },
+          preValidation: translated(toPostwireDomain),
+        },
+        async (request, reply) => {
+          const record = await domains.prepareCreate(projectOf(request), request.body);
+          return reply.transact(async (transaction) =>
+            toResendDomain(domains.toView(await domains.create(transaction, record))),
+          );
+        },
+      );
+
+      app.get(
+        '/domains',
+        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
+        async (request) => {
+          const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
+          return {
+            object: 'list',
+            has_more: page.hasMore,
+            data: page.items.map((domain) => toResendDomainListItem(domains.toView(domain))),
+          };
+        },
+      );
+
+      app.get(
+        '/domains/:id',
+        { config: { permission: 'read_only' }, schema: { ...hide, params: IdParams } },
+        async (request) =>
+          toResendDomain(domains.toView(await domains.get(projectOf(request), request.params.id))),
+      );
+
+      app.patch(
+        '/domains/:id',
+        {
+          config: { permission: 'full_access', ...domainFields },
+          schema: { ...hide, params: IdParams, body: UpdateDomainBody },
+          preValidation: translated(toPostwireDomain),
+        },
+        async (request) => {
+          const domain = await domains.update(projectOf(request), request.params.id, request.body);
+          return { object: 'domain', id: domain.id };
+        },
+      );
+
+      app.delete(
+        '/domains/:id',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request) => domains.remove(projectOf(request), request.params.id),
+      );
+
+      app.post(
+        '/domains/:id/verify',
+        {
+          // As /v1: the lookups take seconds, no transaction is held open for them.
+          config: { permission: 'full_access', idempotencyOutsideTransaction: true },
+          schema: { ...hide, params: IdParams },
+        },
+        async (request) => {
+          const domain = await domains.verify(projectOf(request), request.params.id);
+          return { object: 'domain', id: domain.id };
+        },
+      );
+
+      // Webhooks.
+      const webhookFields = { resendFields: { url: 'endpoint', enabled: 'status' } };
+      app.post(
+        '/webhooks',
+        {
+          config: { permission: 'full_access', ...webhookFields },
+          schema: { ...hide, body: CreateWebhookBody },
+          preValidation: translated((body) => {
+            const webhook = toPostwireWebhook(body);
+            return typeof webhook === 'object' && webhook !== null
+              ? { ...webhook, secret: newSigningSecret() }
+              : webhook;
+          }),
+        },
+        async (request, reply) => {
+          const record = await webhooks.prepareCreate(projectOf(request), request.body);
+          const secret = request.body.secret!;
+          return reply.transact(async (transaction) => {
+            const webhook = await webhooks.create(transaction, record);
+            return { object: 'webhook', id: webhook.id, signing_secret: secret };
+          });
+        },
+      );
+
+      app.get(
+        '/webhooks',
+        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
+        async (request) => {
+          const page = await webhooks.list(projectOf(request), toPageRequest(request.query, 'wh'));
+          return {
+            object: 'list',
+            has_more: page.hasMore,
+            data: page.items.map((webhook) => {
+              const { object: _object, ...item } = toResendWebhook(webhook);
+              return item;
+            }),
+          };
+        },
+      );
+
+      app.get(
+        '/webhooks/:id',
+        { config: { permission: 'read_only' }, schema: { ...hide, params: IdParams } },
+        async (request) => toResendWebhook(await webhooks.get(projectOf(request), request.params.id)),
+      );
+
+      app.patch(
+        '/webhooks/:id',
+        {
+          config: { permission: 'full_access', ...webhookFields },
+          schema: { ...hide, params: IdParams, body: UpdateWebhookBody },
+          preValidation: translated(toPostwireWebhook),
+        },
+        async (request) => {
+          const webhook = await webhooks.update(projectOf(request), request.params.id, request.body);
+          return { object: 'webhook', id: webhook.id };
+        },
+      );
+
+      app.delete(
+        '/webhooks/:id',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request) => {
+          const { id } = await webhooks.delete(projectOf(request), request.params.id);
+          return { object: 'webhook', id, deleted: true };
+        },
+      );
+
+      // API keys.
+      app.post(
+        '/api-keys',
+        {
+          // The projects service writes the key on its own (no transaction to join).
+          config: { permission: 'full_access', idempotencyOutsideTransaction: true },
+          schema: { ...hide, body: CreateApiKeyBody },
+        },
+        async (request) => createKey(projects, projectOf(request), request.body),
+      );
+
+      app.get(
+        '/api-keys',
+        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
+        async (request) => ({
+          object: 'list',
+          has_more: false,
+          data: await listKeys(projects, projectOf(request)),
+        }),
+      );
+
+      app.delete(
+        '/api-keys/:id',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request) => revokeKey(projects, projectOf(request), request.params.id),
+      );
+
+      // Everything else: 501 for what Resend has and Postwire does not, 404 for what neither has.
+      app.route({
+        method: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
+        url: '/*',
+        config: { permission: 'read_only' },
+        schema: hide,
+        handler: async (request, reply) => {
+          const path = request.url.split('?')[0]!.slice(RESEND_PREFIX.length);
+          const resource = path.split('/')[1] ?? '';
+          const missing = NOT_IN_POSTWIRE[resource];
+          if (missing) {
+            return notImplemented(
+              reply,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks and API keys (docs/api/resend.md).`,
+            );
+          }
+          const elsewhere = IN_V1_ONLY[resource];
+          if (elsewhere) return notImplemented(reply, elsewhere);
+          const partly = PARTLY[resource];
+          if (partly) {
+            return notImplemented(
+              reply,
+              `Postwire does not implement ${request.method} ${path} of Resend's ${partly} API (docs/api/resend.md says what /resend answers).`,
+            );
+          }
+          reply.code(404);
+          return { statusCode: 404, name: 'not_found', message: `No route ${request.method} ${path}.` };
+        },
+      });
+    },
+    { prefix: RESEND_PREFIX },
+  );
+}
