@@ -73,7 +73,20 @@ export function toWebhookView(record: WebhookRecord): WebhookView {
     updated_at: record.updatedAt,
     has_secret: record.secretSealed !== null,
     disabled_reason: record.disabledReason,
+    failing_since: null,
   };
+}
+
+/**
+ * The views with each one's failure streak. Only a failing webhook gets a new view: while none fails (the
+ * usual case) the views are those given, so a page served from memory stays the same page.
+ */
+function withStreaks<T extends WebhookView>(views: readonly T[], failing: Map<string, string>): readonly T[] {
+  if (!views.some((view) => failing.has(view.id))) return views;
+  return views.map((view) => {
+    const since = failing.get(view.id);
+    return since === undefined ? view : { ...view, failing_since: since };
+  });
 }
 
 export function createWebhookService({
@@ -205,18 +218,24 @@ export function createWebhookService({
     },
 
     async get(projectId: string, id: string): Promise<WebhookView> {
-      return toWebhookView(await load(projectId, id));
+      const [record, failing] = await Promise.all([load(projectId, id), repo.failingSince(projectId)]);
+      return withStreaks([toWebhookView(record)], failing)[0]!;
     },
 
-    /** A page the repository serves again unchanged (from memory) gives the same, frozen, page of views. */
+    /**
+     * A page the repository serves again unchanged (from memory) gives the same, frozen, page of views while
+     * none of them is failing.
+     */
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookView>> {
-      const result = await repo.list(projectId, page);
-      return viewsOf(result, () =>
+      const [result, failing] = await Promise.all([repo.list(projectId, page), repo.failingSince(projectId)]);
+      const views = viewsOf(result, () =>
         Object.freeze({
           items: Object.freeze(result.items.map(toWebhookView)) as WebhookView[],
           hasMore: result.hasMore,
         }),
       );
+      const items = withStreaks(views.items, failing);
+      return items === views.items ? views : { items: [...items], hasMore: views.hasMore };
     },
 
     async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
@@ -241,7 +260,11 @@ export function createWebhookService({
       next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
       await repo.update(current, next, { reenabled });
       // Read back: what a concurrent writer (the worker disabling it) changed in other columns shows too.
-      return toWebhookView(await load(projectId, current.id));
+      const [record, failing] = await Promise.all([
+        load(projectId, current.id),
+        repo.failingSince(projectId),
+      ]);
+      return withStreaks([toWebhookView(record)], failing)[0]!;
     },
 
     async delete(projectId: string, id: string): Promise<{ id: string; deleted: true }> {
