@@ -40,7 +40,7 @@ describe('the dashboard runs a project', { skip }, () => {
   const pageErrors: string[] = [];
 
   const waitDelivered = async (id: string) => {
-    let status;
+    let status: string | undefined;
     await until(
       async () => (status = (await api.request('GET', `/v1/emails/${id}`)).body.status) === 'delivered',
       10_000,
