@@ -257,9 +257,10 @@ function Authentication({ authentication }) {
     <dd data-testid="dmarc">
       ${
         aligned
-          ? html`<span class="chip chip-ok">aligned</span> the DKIM domain matches the From domain`
+          ? html`<span class="chip chip-ok">aligned</span> the DKIM domain is the From's (relaxed): DMARC
+              passes on DKIM`
           : html`<span class="chip chip-warn">not aligned</span>
-              ${dkim ? ' the DKIM domain is not the From domain' : ' unsigned'}: DMARC cannot pass on DKIM`
+              ${dkim ? " the DKIM domain is not the From's" : ' not signed'}: DMARC cannot pass on DKIM`
       }
     </dd>
     ${

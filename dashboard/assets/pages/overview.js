@@ -20,7 +20,9 @@ const DAY_COLUMNS = [
   { label: 'Day', cell: (day) => day.date },
   ...SERIES.map(([key, label, , automated]) => ({
     label,
-    cell: (day) => (automated ? `${day[key]} (+${day[automated]} automated)` : day[key]),
+    // The automated ones only when there are any: the table keeps its width.
+    cell: (day) =>
+      automated && day[automated] > 0 ? `${day[key]} (+${day[automated]} automated)` : day[key],
   })),
   {
     label: 'Bounces by type',
