@@ -149,6 +149,10 @@ export function Chip({ status }) {
   return html`<span class=${`chip chip-${kind}`}>${String(status).replaceAll('_', ' ')}</span>`;
 }
 
+/** A time as a `<input type="datetime-local">` takes it: the browser's local time, to the minute. */
+export const localInputValue = (date) =>
+  new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+
 export const formatTime = (iso) => {
   if (!iso) return '—';
   const date = new Date(iso);

@@ -12,6 +12,7 @@ import {
   formatTime,
   Link,
   Loading,
+  localInputValue,
   navigate,
   Notice,
   Table,
@@ -294,9 +295,6 @@ function TestEvent({ hook, kinds, onDone }) {
 }
 
 /** datetime-local gives local time without a zone; the API wants ISO 8601 UTC. */
-const localInputValue = (date) =>
-  new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
-
 function Recover({ hook, onDone }) {
   const [since, setSince] = useState(() => localInputValue(new Date(Date.now() - 86_400_000)));
   const [result, setResult] = useState(null);
