@@ -406,16 +406,32 @@ describe('the dashboard runs a project', { skip }, () => {
         if (violation.impact === 'serious' || violation.impact === 'critical')
           bad.push(`${name}: ${violation.id} (${violation.impact}) at ${violation.where}`);
     };
-    for (const url of urls) {
-      await page.goto(url);
-      await loaded(page);
-      await check(page, url.replace(/(msg|wh|tpl)_[0-9a-z]+/, ':id'));
+    // At 1280 px (the signed-in page) and at 390 px (the phone layout: stacked tables, the chart scrolling).
+    const phoneContext = await browser.newContext({
+      viewport: { width: 390, height: 844 },
+      baseURL: api.baseUrl,
+    });
+    const phone = await phoneContext.newPage();
+    await phone.goto('/');
+    await heading(phone, 'Sign in');
+    await check(phone, 'sign in (390 px)');
+    await phone.evaluate((key) => sessionStorage.setItem('postwire.apiKey', key), api.key);
+    for (const [target, width] of [
+      [page, 1280],
+      [phone, 390],
+    ] as const) {
+      for (const url of urls) {
+        await target.goto(url);
+        await loaded(target);
+        await check(target, `${url.replace(/(msg|wh|tpl)_[0-9a-z]+/, ':id')} (${width} px)`);
+      }
     }
+    await phoneContext.close();
     const signedOut = await browser.newContext({ baseURL: api.baseUrl });
     const signIn = await signedOut.newPage();
     await signIn.goto('/');
     await heading(signIn, 'Sign in');
-    await check(signIn, 'sign in');
+    await check(signIn, 'sign in (1280 px)');
     await signedOut.close();
     console.log('axe-core 4.14.1 violations by impact, per page:');
     for (const [name, tally] of Object.entries(counts)) console.log(`  ${name}: ${JSON.stringify(tally)}`);
