@@ -386,6 +386,7 @@ async function startSubmission(
       hostname: config.mailHostname,
       authenticate: submission.authenticate,
       stillValid: submission.stillValid,
+      withinDailyLimit: submission.withinDailyLimit,
       submit: submission.submit,
       failedAuthLimiter: createRateLimiter({
         limit: config.authFailureLimit,

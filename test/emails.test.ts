@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createEmailRepo } from '../src/modules/emails/emails.repo.ts';
+import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { testClock } from './helpers/deliveries.ts';
+import { until } from './helpers/until.ts';
 
 const EMAIL_ID = /^msg_[0-9a-z]{26}$/;
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -538,6 +542,119 @@ for (const engine of ENGINES) {
         key: other.key,
       });
       assert.equal(batch.status, 202);
+    });
+  });
+}
+
+for (const engine of ENGINES) {
+  describe(`rescheduling (${engine})`, () => {
+    let api: TestApp;
+    let worker: SendingWorker;
+    // Stands still until the test moves it: nothing scheduled comes due by itself.
+    const clock = testClock({ frozen: true });
+    before(async () => {
+      api = await startTestApp(engine, { clock });
+      worker = createSendingWorker({
+        database: api.database.handle,
+        clock,
+        events: api.events,
+        transport: createCaptureTransport(),
+        settings: {
+          schedule: [0, 100],
+          jitter: 0,
+          concurrency: 4,
+          concurrencyPerHost: 4,
+          timeoutMs: 3000,
+          pollIntervalMs: 50,
+          stopGraceMs: 1000,
+        },
+        notifier: api.app.sendNotifier,
+      });
+      await worker.start();
+    });
+    after(async () => {
+      await worker.stop();
+      await api.close();
+    });
+
+    const sendOk = async (body: unknown) => {
+      const response = await api.request('POST', '/v1/emails', { body });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      return response.body.id as string;
+    };
+    const reschedule = (id: string, body: unknown) => api.request('PATCH', `/v1/emails/${id}`, { body });
+    const inHours = (hours: number) => new Date(clock.now().getTime() + hours * 3_600_000).toISOString();
+
+    test('moves a scheduled email, which is sent at its new time', async () => {
+      const id = await sendOk({ ...base, scheduled_at: inHours(2) });
+      const at = inHours(1);
+      const moved = await reschedule(id, { scheduled_at: at });
+      assert.equal(moved.status, 200, JSON.stringify(moved.body));
+      assert.equal(moved.body.status, 'scheduled');
+      assert.equal(moved.body.scheduled_at, at);
+      assert.equal(moved.body.recipients[0].next_attempt_at, at);
+      // What the answer said is what is stored.
+      assert.deepEqual((await api.request('GET', `/v1/emails/${id}`)).body, moved.body);
+
+      // An hour on, the old time (two hours) has not come, the new one has: it is sent.
+      clock.advance(3_600_000);
+      const sent = await until(async () => {
+        const email = (await api.request('GET', `/v1/emails/${id}`)).body;
+        return email.status === 'delivered' && email;
+      });
+      assert.ok(Date.parse(sent.recipients[0].last_attempt_at) >= Date.parse(at));
+      assert.deepEqual(
+        sent.events.map((event: any) => event.type),
+        ['email.sent', 'email.delivered'],
+      );
+
+      // Sent: too late to move (or to cancel).
+      const late = await reschedule(id, { scheduled_at: inHours(1) });
+      assert.equal(late.status, 409);
+      assert.equal(late.body.error.code, 'email_not_reschedulable');
+      assert.equal(
+        late.body.error.message,
+        `Email '${id}' is delivered; only a scheduled email whose time has not come can be rescheduled.`,
+      );
+    });
+
+    test('refuses an email that is not scheduled, a time that has come or is too far, and an unknown email', async () => {
+      const now = await sendOk(base);
+      const notScheduled = await reschedule(now, { scheduled_at: inHours(1) });
+      assert.equal(notScheduled.status, 409);
+      assert.equal(notScheduled.body.error.code, 'email_not_reschedulable');
+      assert.equal(notScheduled.body.error.param, 'id');
+
+      const id = await sendOk({ ...base, scheduled_at: inHours(1) });
+      const before = await api.rowCounts();
+      const past = await reschedule(id, { scheduled_at: inHours(-1) });
+      assert.equal(past.status, 422);
+      assert.deepEqual(
+        { code: past.body.error.code, param: past.body.error.param, message: past.body.error.message },
+        {
+          code: 'parameter_invalid',
+          param: 'scheduled_at',
+          message: 'scheduled_at must be in the future to reschedule an email.',
+        },
+      );
+      const far = await reschedule(id, { scheduled_at: inHours(31 * 24) });
+      assert.equal(far.status, 422);
+      assert.equal(far.body.error.message, 'scheduled_at can be at most 30 days ahead.');
+      const notATime = await reschedule(id, { scheduled_at: 'tomorrow' });
+      assert.equal(notATime.status, 422);
+      assert.equal(notATime.body.error.param, 'scheduled_at');
+      const extra = await reschedule(id, { scheduled_at: inHours(2), subject: 'x' });
+      assert.equal(extra.status, 422);
+      assert.deepEqual(await api.rowCounts(), before);
+      assert.equal((await api.request('GET', `/v1/emails/${id}`)).body.scheduled_at, inHours(1));
+
+      const cancelled = await api.request('POST', `/v1/emails/${id}/cancel`);
+      assert.equal(cancelled.status, 200);
+      assert.equal((await reschedule(id, { scheduled_at: inHours(2) })).status, 409);
+
+      const missing = await reschedule('msg_00000000000000000000000000', { scheduled_at: inHours(1) });
+      assert.equal(missing.status, 404);
+      assert.equal(missing.body.error.code, 'resource_missing');
     });
   });
 }

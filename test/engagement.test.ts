@@ -380,8 +380,16 @@ for (const engine of ENGINES) {
       const second = await fetchAs(onServer(tracked[1]!, base));
       assert.equal(second.headers.get('location'), 'http://acme.test/plain');
 
-      // Altered, foreign and cross-kind tokens: 404 pages, no redirect, no event.
-      const before = await h.api.request('GET', '/v1/events?limit=100');
+      // Altered, foreign and cross-kind tokens: 404 pages, no redirect, no event. Only engagement events are
+      // compared: the two sends' delivery events (email.sent, written after the receiver's 250) may still arrive
+      // in between on a slow machine, which once made a count of all events 7 where 6 was expected.
+      const engagementEvents = async () => {
+        const page = await h.api.request('GET', '/v1/events?limit=100');
+        return page.body.data
+          .filter((event: any) => /^email\.(opened|clicked|unsubscribed)$/.test(event.type))
+          .map((event: any) => event.id);
+      };
+      const before = await engagementEvents();
       const token = new URL(tracked[0]!).pathname.split('/')[2]!;
       const flipped = token.slice(0, -1) + (token.endsWith('a') ? 'b' : 'a');
       const openToken = new URL(ada.pixel!).pathname.split('/')[2]!;
@@ -397,8 +405,7 @@ for (const engine of ENGINES) {
         assert.equal(response.headers.get('location'), null);
         assert.match(response.headers.get('content-type') ?? '', /text\/html/);
       }
-      const afterBad = await h.api.request('GET', '/v1/events?limit=100');
-      assert.equal(afterBad.body.data.length, before.body.data.length);
+      assert.deepEqual(await engagementEvents(), before);
 
       // GET on the unsubscribe URL: a page with a button, nothing changes.
       const page = await fetchAs(onServer(ada.unsubscribeUrl!, base));

@@ -151,7 +151,7 @@ describe('sdk', () => {
     });
   });
 
-  test('emails: send (with an Idempotency-Key of its own), get, list, raw, batch, cancel', async () => {
+  test('emails: send (with an Idempotency-Key of its own), get, list, raw, batch, reschedule, cancel', async () => {
     const keys: (string | null)[] = [];
     const recording = new Postwire(api.key, {
       baseUrl: api.baseUrl,
@@ -203,6 +203,9 @@ describe('sdk', () => {
       text: 'Later',
       scheduled_at: new Date(Date.now() + 3_600_000).toISOString(),
     });
+    const later = new Date(Date.now() + 7_200_000).toISOString();
+    const rescheduled = await postwire.emails.reschedule(scheduled.id, { scheduled_at: later });
+    assert.equal(rescheduled.scheduled_at, later);
     const cancelled = await postwire.emails.cancel(scheduled.id);
     assert.equal(cancelled.status, 'cancelled');
   });

@@ -4,15 +4,22 @@ import { Resolver } from 'node:dns/promises';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import tls from 'node:tls';
 import { after, before, describe, test } from 'node:test';
+import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
+import MailComposer from 'nodemailer/lib/mail-composer';
 import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
+import { createRateLimiter } from '../src/http/rate-limit.ts';
+import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { startSubmissionListener } from '../src/modules/submission/submission.listener.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { BROWSER } from './helpers/engagement.ts';
 import { type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
 import {
@@ -24,7 +31,8 @@ import {
   startServerProcess,
 } from './helpers/process.ts';
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
-import { startReceiver } from './helpers/receiver.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 
 // SMTP submission: applications that speak only SMTP send through Postwire, and what they wrote is what
@@ -35,6 +43,7 @@ import { until } from './helpers/until.ts';
 const KEY = 'pw_submission_test_key_0123456789';
 const DOMAIN = 'acme.example';
 const RECIPIENT = 'ada@receiver.test';
+const BOUNCE_DOMAIN = 'bounces.postwire.test';
 
 /** A corpus message as an application hands it to nodemailer. */
 function asNodemailer(message: CorpusMessage) {
@@ -64,6 +73,33 @@ function asNodemailer(message: CorpusMessage) {
           })),
         }
       : {}),
+  };
+}
+
+/** A raw SMTP client on a socket: `say` writes a command and waits for the reply with that code. */
+function rawSmtp(socket: net.Socket) {
+  const lines: string[] = [];
+  socket
+    .setEncoding('utf8')
+    .on('data', (chunk: string) => lines.push(...chunk.split('\r\n').filter(Boolean)));
+  socket.on('error', () => {});
+  const reply = async (code: string) =>
+    until(
+      () => lines.find((line) => /^\d{3} /.test(line) && (line.startsWith(`${code} `) || !code)),
+      10_000,
+      `a ${code || 'final'} reply (have ${JSON.stringify(lines)})`,
+    );
+  return {
+    reply,
+    /** Writes `command` and answers the next final reply's line, which must carry `code`. */
+    async say(command: string, code: string): Promise<string> {
+      lines.length = 0;
+      socket.write(`${command}\r\n`);
+      const line = await reply('');
+      assert.ok(line.startsWith(`${code} `), `${command.slice(0, 40)}: ${line}`);
+      return line;
+    },
+    write: (text: string) => socket.write(text),
   };
 }
 
@@ -131,6 +167,10 @@ describe('SMTP submission', () => {
         POSTWIRE_BOOTSTRAP_KEY: KEY,
         POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 12).toString('hex'),
         SMTP_URL: `smtp://127.0.0.1:${postfix.port}`,
+        // Postfix's success notices (NOTIFY=SUCCESS) come back to the return paths: email.delivered.
+        SMTP_DSN: 'success,failure,delay',
+        BOUNCE_DOMAIN,
+        INBOUND_SMTP_PORT: '0',
         SENDER_DOMAINS: 'verified',
         DNS_SERVERS: dns.address,
         SUBMISSION_PORT: '0',
@@ -148,6 +188,8 @@ describe('SMTP submission', () => {
     );
     port = server.submission!.port!;
     tlsPort = server.submission!.tlsPort!;
+    // Postfix learns where the return paths' domain is only now that the inbound listener has its port.
+    await postfix.setRelay({ [BOUNCE_DOMAIN]: `127.0.0.1:${server.inboundPort}` });
     const created = await api('POST', '/v1/domains', { name: DOMAIN });
     for (const record of created.body.records) {
       if (record.type === 'TXT' && record.purpose === 'dkim') {
@@ -228,7 +270,10 @@ describe('SMTP submission', () => {
     const receiver = await startReceiver();
     let office: TestPostfix | undefined;
     try {
-      const webhook = await api('POST', '/v1/webhooks', { url: receiver.url, events: ['email.sent'] });
+      const webhook = await api('POST', '/v1/webhooks', {
+        url: receiver.url,
+        events: ['email.sent', 'email.delivered'],
+      });
       assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
       office = await startPostfix({
         domains: ['office.test'],
@@ -270,6 +315,16 @@ describe('SMTP submission', () => {
         'email.sent at the webhook',
       );
       assert.equal(sent.data.recipient, 'bob@receiver.test');
+      // The receiving Postfix's success notice, to the return path Postwire gave the copy, read and applied.
+      const delivered = await until(
+        () =>
+          receiver.requests
+            .map((request) => JSON.parse(request.body))
+            .find((event) => event.type === 'email.delivered' && event.data.email_id === email!.id),
+        30_000,
+        'email.delivered at the webhook',
+      );
+      assert.equal(delivered.data.recipient, 'bob@receiver.test');
       assert.match(office.log(), /relay=127\.0\.0\.1\[127\.0\.0\.1\]:\d+.*status=sent/);
     } catch (error) {
       // What the office's Postfix said about the relay, with the failure.
@@ -330,6 +385,89 @@ describe('SMTP submission', () => {
     assert.match(/^DKIM-Signature:[\s\S]*?(?=^\S)/m.exec(text)![0], /list-unsubscribe/i, 'signed');
   });
 
+  test('X-Postwire-Track: links and a pixel in the html part only, the rest as submitted, DKIM-valid, clicks recorded', async () => {
+    const html =
+      '<html><body><p>Your <a href="https://shop.acme.example/order?id=7&amp;utm=mail">order</a> has shipped.</p></body></html>';
+    // The bytes the application submits, built first to compare the parts that must arrive as written.
+    const built = await new MailComposer({
+      from: `Shop <shop@${DOMAIN}>`,
+      to: 'tracked@receiver.test',
+      subject: 'Shipped',
+      text: 'Your order has shipped: https://shop.acme.example/order?id=7\n',
+      html,
+      attachments: [
+        { filename: 'invoice.pdf', content: Buffer.from('%PDF-1.4 not really\n\u0000\u00ff', 'latin1') },
+      ],
+      headers: { 'X-Postwire-Track': 'opens, clicks' },
+    })
+      .compile()
+      .build();
+    // As SMTP carries it: every line ending CRLF.
+    const submitted = Buffer.from(built.toString('latin1').replace(/\r?\n/g, '\r\n'), 'latin1');
+    const transport = client();
+    const info = await transport.sendMail({
+      envelope: { from: `shop@${DOMAIN}`, to: ['tracked@receiver.test'] },
+      raw: submitted,
+    });
+    transport.close();
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const [copy] = await postfix.waitForMailbox('tracked@receiver.test', 1, 30_000);
+    const crlf = Buffer.from(copy!.toString('latin1').replace(/\n/g, '\r\n'), 'latin1');
+    const text = crlf.toString('latin1');
+    assert.doesNotMatch(text, /^X-Postwire-/im);
+
+    // The text part and the attachment: byte for byte as submitted (header and encoded body).
+    const section = (type: RegExp) => {
+      const source = submitted.toString('latin1');
+      const start = source.search(type);
+      return source.slice(start, source.indexOf('\r\n--', start));
+    };
+    for (const type of [/^Content-Type: text\/plain/m, /^Content-Type: application\/pdf/m]) {
+      const part = section(type);
+      assert.ok(part.length > 40 && text.includes(part), `as submitted: ${part.slice(0, 60)}`);
+    }
+    // The html: its link points at the tracking URL, and the pixel is there.
+    const parsed = await simpleParser(crlf);
+    const tracked = /href="(https:\/\/mail\.acme\.example\/c\/[^"]+)"/.exec(parsed.html as string)?.[1];
+    assert.ok(tracked, parsed.html as string);
+    assert.match(parsed.html as string, /<img src="https:\/\/mail\.acme\.example\/o\/[^"]+" width="1"/);
+    assert.equal(parsed.text, 'Your order has shipped: https://shop.acme.example/order?id=7\n');
+    assert.equal(parsed.attachments[0]!.content.toString('latin1'), '%PDF-1.4 not really\n\u0000\u00ff');
+
+    // Signed after the rewrite: both verifiers pass.
+    const resolver = new Resolver();
+    resolver.setServers([dns.address]);
+    const verdict = await mailauthVerdict(crlf, {
+      resolver: (name: string, type: string) => resolver.resolve(name, type as 'TXT'),
+      sender: /^Return-Path: <([^>]*)>/im.exec(text)?.[1] ?? '',
+    });
+    assert.deepEqual(
+      verdict.dkim.map((signature) => [signature.domain, signature.result]),
+      [[DOMAIN, 'pass']],
+    );
+    if (!dkimpyAvailable()) throw new Error('dkimpy (python3-dkim) is needed: .ci/run installs it');
+    const [dkimpy] = await dkimpyVerify([crlf], dkimKeys);
+    assert.ok(dkimpy!.pass, `dkimpy ${dkimpy!.detail}`);
+
+    // A mail client follows the link: 302 to the original URL, and the click is recorded.
+    const parsedUrl = new URL(tracked);
+    const click = await fetch(`${server.url}${parsedUrl.pathname}${parsedUrl.search}`, {
+      redirect: 'manual',
+      headers: { 'user-agent': BROWSER },
+    });
+    assert.equal(click.status, 302);
+    assert.equal(click.headers.get('location'), 'https://shop.acme.example/order?id=7&utm=mail');
+    const clicks = await until(
+      async () => {
+        const email = (await api('GET', `/v1/emails/${id}`)).body;
+        return email.recipients[0].clicks?.length > 0 && email.recipients[0].clicks;
+      },
+      10_000,
+      'the click in the email',
+    );
+    assert.equal(clicks[0].url, 'https://shop.acme.example/order?id=7&utm=mail');
+  });
+
   test('a client retrying with the same Message-ID within 24 h gets 250 and no second email', async () => {
     const transport = client();
     const message = {
@@ -373,7 +511,10 @@ describe('SMTP submission', () => {
       await refusal(client(), { headers: { 'X-Postwire-Tags': 'a=b\r\nBcc: victim@example.org' } }),
       /^550 5\.6\.0/,
     );
-    assert.match(await refusal(client(), { headers: { 'X-Postwire-Track': 'opens' } }), /^550 5\.6\.0/);
+    assert.match(
+      await refusal(client(), { headers: { 'X-Postwire-Track': 'opens, everything' } }),
+      /^550 5\.6\.0 X-Postwire-Track takes opens, clicks or both/,
+    );
     assert.match(await refusal(client(), { text: 'x'.repeat(3 * 1024 * 1024) }), /^552/);
     assert.equal((await emailsTo('x@receiver.test')).length, 0, 'nothing stored');
   });
@@ -453,17 +594,7 @@ describe('SMTP submission', () => {
 
   test('a client that drops mid-DATA leaves nothing stored', async () => {
     const socket = tls.connect({ host: '127.0.0.1', port: tlsPort, rejectUnauthorized: false });
-    const lines: string[] = [];
-    socket
-      .setEncoding('utf8')
-      .on('data', (chunk: string) => lines.push(...chunk.split('\r\n').filter(Boolean)));
-    const reply = async (code: string) =>
-      until(() => lines.find((line) => line.startsWith(`${code} `)), 10_000, `a ${code} reply`);
-    const say = async (command: string, code: string) => {
-      lines.length = 0;
-      socket.write(`${command}\r\n`);
-      return reply(code);
-    };
+    const { reply, say } = rawSmtp(socket);
     await reply('220');
     await say('EHLO dropper.test', '250');
     await say(`AUTH PLAIN ${Buffer.from(`\0dropper\0${KEY}`).toString('base64')}`, '235');
@@ -598,5 +729,273 @@ test('postwire submission runs alone; killed right after its 250, the message is
   } finally {
     for (const child of children) child.kill();
     await database.cleanup();
+  }
+});
+
+describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an injected clock)', () => {
+  const LIMIT = 3;
+  const AUTH_FAILURES = 3;
+  const DAY_MS = 24 * 3_600_000;
+  let database: ProcessDatabase;
+  let sink: TestSmtpServer;
+  let receiver: Receiver;
+  let server: RunningServer;
+  let port: number;
+  /** The injected clock: real time moved by `shift`. */
+  let shift = 0;
+  const clock = { now: () => new Date(Date.now() + shift) };
+
+  const api = (method: string, pathname: string, body?: unknown) =>
+    requestJson(`${server.url}${pathname}`, KEY, method, body);
+  const client = (pass = KEY) =>
+    nodemailer.createTransport({
+      host: '127.0.0.1',
+      port,
+      ignoreTLS: true,
+      auth: { user: 'app', pass },
+    });
+  const emailsTo = async (to: string) =>
+    (await api('GET', `/v1/emails?recipient=${encodeURIComponent(to)}`)).body.data as Array<
+      Record<string, any>
+    >;
+  const session = async () => {
+    const smtp = rawSmtp(net.connect(port, '127.0.0.1'));
+    await smtp.reply('220');
+    await smtp.say('EHLO raw.test', '250');
+    await smtp.say(`AUTH PLAIN ${Buffer.from(`\0raw\0${KEY}`).toString('base64')}`, '235');
+    return smtp;
+  };
+
+  before(async () => {
+    database = await createProcessDatabase('sqlite');
+    sink = await startSmtpServer();
+    receiver = await startReceiver();
+    server = await startServer(
+      loadConfig({
+        ...database.env,
+        PORT: '0',
+        POSTWIRE_BOOTSTRAP_KEY: KEY,
+        POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 14).toString('hex'),
+        SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
+        SUBMISSION_PORT: '0',
+        SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
+        SEND_DAILY_LIMIT: String(LIMIT),
+        POSTWIRE_AUTH_FAILURE_LIMIT: String(AUTH_FAILURES),
+        POSTWIRE_AUTH_FAILURE_WINDOW: '10m',
+        POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+        LOG_LEVEL: 'silent',
+      }),
+      { worker: true, clock, stdout: { write() {} } },
+    );
+    port = server.submission!.port!;
+    const webhook = await api('POST', '/v1/webhooks', { url: receiver.url, events: ['email.suppressed'] });
+    assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
+  });
+
+  after(async () => {
+    await server?.close();
+    await sink?.close();
+    await receiver?.close();
+    await database?.cleanup();
+  });
+
+  test('SEND_DAILY_LIMIT: the recipients over it get 452 4.5.3 at RCPT, the others the mail', async () => {
+    shift += DAY_MS; // a day of its own
+    const to = Array.from({ length: LIMIT + 2 }, (_, i) => `limited${i}@receiver.test`);
+    const transport = client();
+    const info = await transport.sendMail({
+      from: 'app@example.com',
+      to,
+      subject: 'Limited',
+      text: 'a\nb\n',
+    });
+    transport.close();
+    assert.deepEqual(info.accepted, to.slice(0, LIMIT));
+    assert.deepEqual(info.rejected, to.slice(LIMIT));
+    for (const error of (info as unknown as { rejectedErrors: Array<{ response: string }> }).rejectedErrors) {
+      assert.match(error.response, /^452 4\.5\.3 The daily sending limit is reached for this recipient/);
+    }
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    assert.deepEqual(
+      email.recipients.map((recipient: { address: string }) => recipient.address),
+      to.slice(0, LIMIT),
+    );
+    // The receiving server got it for the recipients that fit (in one transaction or one per return path).
+    const delivered = await until(
+      () => {
+        const got = sink.messages
+          .filter((message) => message.messageId === info.messageId)
+          .flatMap((message) => message.to);
+        return got.length >= LIMIT && got;
+      },
+      10_000,
+      'the accepted recipients at the receiving server',
+    );
+    assert.deepEqual([...delivered].sort(), to.slice(0, LIMIT).sort());
+    for (const address of to.slice(LIMIT)) assert.equal((await emailsTo(address)).length, 0);
+  });
+
+  test('two sessions both told yes at RCPT: the store still holds the limit, the second gets 452 at DATA', async () => {
+    shift += DAY_MS;
+    const transport = client();
+    await transport.sendMail({
+      from: 'app@example.com',
+      to: ['early1@receiver.test', 'early2@receiver.test'],
+      subject: 'Two of three',
+      text: 'a\n',
+    });
+    transport.close();
+    // One recipient left today; each session is told it fits.
+    const first = await session();
+    const second = await session();
+    for (const [smtp, name] of [
+      [first, 'race1'],
+      [second, 'race2'],
+    ] as const) {
+      await smtp.say('MAIL FROM:<app@example.com>', '250');
+      await smtp.say(`RCPT TO:<${name}@receiver.test>`, '250');
+    }
+    const data = (name: string) =>
+      `From: app@example.com\r\nTo: ${name}@receiver.test\r\nSubject: race\r\n\r\nbody\r\n.`;
+    await first.say('DATA', '354');
+    assert.match(await first.say(data('race1'), '250'), /queued as msg_/);
+    await second.say('DATA', '354');
+    assert.match(
+      await second.say(data('race2'), '452'),
+      /^452 4\.5\.3 This project may send to 3 recipients/,
+    );
+    assert.equal((await emailsTo('race1@receiver.test')).length, 1);
+    assert.equal((await emailsTo('race2@receiver.test')).length, 0);
+  });
+
+  test('RSET: only the second transaction of a session is sent', async () => {
+    shift += DAY_MS;
+    const smtp = await session();
+    await smtp.say('MAIL FROM:<app@example.com>', '250');
+    await smtp.say('RCPT TO:<first-try@receiver.test>', '250');
+    await smtp.say('RSET', '250');
+    await smtp.say('MAIL FROM:<app@example.com>', '250');
+    await smtp.say('RCPT TO:<second-try@receiver.test>', '250');
+    await smtp.say('DATA', '354');
+    const reply = await smtp.say(
+      'From: app@example.com\r\nTo: second-try@receiver.test\r\nSubject: after RSET\r\nMessage-ID: <rset@app.example>\r\n\r\nbody\r\n.',
+      '250',
+    );
+    await smtp.say('QUIT', '221');
+    const id = /queued as (msg_[0-9a-z]+)/.exec(reply)![1]!;
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    assert.deepEqual(
+      email.recipients.map((recipient: { address: string }) => recipient.address),
+      ['second-try@receiver.test'],
+    );
+    const arrived = await until(
+      () => sink.messages.find((message) => message.messageId === '<rset@app.example>'),
+      10_000,
+      'the message after RSET at the receiving server',
+    );
+    assert.deepEqual(arrived.to, ['second-try@receiver.test']);
+    assert.equal((await emailsTo('first-try@receiver.test')).length, 0);
+  });
+
+  test('a suppressed recipient is accepted, recorded suppressed, and email.suppressed reaches the webhook', async () => {
+    shift += DAY_MS;
+    const added = await api('POST', '/v1/suppressions', { addresses: ['gone@receiver.test'] });
+    assert.equal(added.status, 201, JSON.stringify(added.body));
+    const transport = client();
+    const info = await transport.sendMail({
+      from: 'app@example.com',
+      to: ['gone@receiver.test', 'here@receiver.test'],
+      subject: 'One of two',
+      text: 'a\n',
+    });
+    transport.close();
+    assert.deepEqual(info.accepted, ['gone@receiver.test', 'here@receiver.test']);
+    const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+    const event = await until(
+      () =>
+        receiver.requests
+          .map((request) => JSON.parse(request.body))
+          .find((body) => body.type === 'email.suppressed' && body.data.email_id === id),
+      10_000,
+      'email.suppressed at the webhook',
+    );
+    assert.equal(event.data.recipient, 'gone@receiver.test');
+    const email = (await api('GET', `/v1/emails/${id}`)).body;
+    const statuses = new Map(
+      email.recipients.map((recipient: { address: string; status: string }) => [
+        recipient.address,
+        recipient.status,
+      ]),
+    );
+    assert.equal(statuses.get('gone@receiver.test'), 'suppressed');
+    await until(
+      () => sink.messages.find((message) => message.to.includes('here@receiver.test')),
+      10_000,
+      'the other recipient to get it',
+    );
+    assert.ok(!sink.messages.some((message) => message.to.includes('gone@receiver.test')));
+  });
+
+  test('failed AUTH is limited per client address: past the limit even a good key waits out the window', async () => {
+    const refusal = async (pass: string) => {
+      const transport = client(pass);
+      try {
+        await transport.sendMail({
+          from: 'app@example.com',
+          to: 'lock@receiver.test',
+          subject: 's',
+          text: 'a',
+        });
+        return '250';
+      } catch (error) {
+        return String((error as { response?: string }).response);
+      } finally {
+        transport.close();
+      }
+    };
+    for (let i = 0; i < AUTH_FAILURES; i += 1)
+      assert.match(await refusal('pw_wrong_0000000000000'), /^535 5\.7\.8/);
+    assert.match(await refusal(KEY), /^454 4\.7\.0 Too many failed authentications/);
+    shift += 10 * 60_000; // the window passes
+    assert.equal(await refusal(KEY), '250');
+    assert.equal((await emailsTo('lock@receiver.test')).length, 1);
+  });
+});
+
+test('a message the store cannot take is answered 451, never 250', async () => {
+  const listener = await startSubmissionListener({
+    host: '127.0.0.1',
+    port: 0,
+    tlsPort: undefined,
+    tls: undefined,
+    allowPlainLoopback: true,
+    maxBytes: 1024 * 1024,
+    authenticate: async (username) => ({ projectId: 'prj_1', keyId: 'key_1', username }),
+    stillValid: async () => true,
+    withinDailyLimit: async () => true,
+    submit: async () => {
+      throw new Error('database unavailable');
+    },
+    failedAuthLimiter: createRateLimiter({ limit: 0, windowMs: 1000 }),
+    logger: silentWorkerLogger,
+  });
+  try {
+    const transport = nodemailer.createTransport({
+      host: '127.0.0.1',
+      port: listener.port,
+      ignoreTLS: true,
+      auth: { user: 'app', pass: KEY },
+    });
+    await assert.rejects(
+      transport.sendMail({ from: 'app@example.com', to: 'x@example.org', subject: 's', text: 'a' }),
+      (error: { response?: string }) => {
+        assert.match(String(error.response), /^451 4\.3\.0 Could not store the message now; try again later/);
+        return true;
+      },
+    );
+    transport.close();
+  } finally {
+    await listener.close();
   }
 });

@@ -83,6 +83,9 @@ export class Postwire {
         call(client.GET('/v1/emails/{id}', { params: { path: { id } }, ...init(options) })),
       list: (query: Query<'/v1/emails'> = {}, options?: RequestOptions) =>
         call(client.GET('/v1/emails', { params: { query }, ...init(options) })),
+      /** Moves a scheduled email that has not started sending to a new `scheduled_at`. */
+      reschedule: (id: string, body: Schemas['RescheduleEmail'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/emails/{id}', { params: { path: { id } }, body, ...init(options) })),
       /** Cancels a scheduled email that has not started sending. */
       cancel: (id: string, options?: RequestOptions) =>
         call(client.POST('/v1/emails/{id}/cancel', { params: { path: { id } }, ...init(options) })),

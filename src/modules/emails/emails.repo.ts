@@ -16,7 +16,13 @@ import {
   queued,
   toEmailRecord,
 } from './email-rows.ts';
-import { createQuotaCounter, type QuotaCount } from './fair-queue.repo.ts';
+import {
+  createQuotaCounter,
+  overDailyLimit,
+  type QuotaCount,
+  quotaDay,
+  quotaUsed,
+} from './fair-queue.repo.ts';
 import { createRecipientRepo } from './recipients.repo.ts';
 import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
@@ -143,7 +149,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       for (const email of emails) {
         const recipients = queued(email.recipients).length;
         if (email.scheduledAt === null) due += recipients;
-        const day = email.createdAt.slice(0, 10);
+        const day = quotaDay(email.createdAt);
         const key = `${email.projectId} ${day}`;
         const count = counts.get(key);
         if (count) count.recipients += recipients;
@@ -202,8 +208,8 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
       );
       const totals = await countAgainstQuota(trx, ordered, limited);
-      const over = totals.find((counted) => counted.total > options.dailyLimit);
-      if (limited && over) throw new DailyLimitReached(over.total - over.recipients);
+      const over = totals.find((counted) => overDailyLimit(counted.total, options.dailyLimit));
+      if (over) throw new DailyLimitReached(over.total - over.recipients);
       if (due > 0) transaction.afterCommit(wakeOtherProcesses);
     },
 
@@ -215,6 +221,11 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .where('id', '=', id)
         .executeTakeFirst();
       return row && toEmailRecord(row);
+    },
+
+    /** Recipients counted against the project's daily limit on `day` (YYYY-MM-DD) so far. */
+    usedOn(projectId: string, day: string): Promise<number> {
+      return quotaUsed(db, projectId, day);
     },
 
     /**
@@ -311,6 +322,43 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       // Some recipient was already due (or the email is not scheduled): nothing may be cancelled.
       if (Number(email.numUpdatedRows) !== 1) throw new CancelRefused();
     },
+
+    /**
+     * Moves a scheduled email whose time has not come to `at`, in `transaction`: as for a cancel, every
+     * recipient not suppressed must still be waiting; when that no longer holds it throws RescheduleRefused,
+     * and the rollback puts back the recipients already moved.
+     */
+    async reschedule(
+      transaction: Transaction,
+      projectId: string,
+      emailId: string,
+      at: string,
+      now: string,
+    ): Promise<void> {
+      const trx = transaction.db;
+      const moved = await recipients.rescheduleWaiting(trx, projectId, emailId, at, now);
+      const email = await trx
+        .updateTable('emails')
+        .set({ scheduled_at: at, updated_at: now })
+        .where('id', '=', emailId)
+        .where('project_id', '=', projectId)
+        .where('status', '=', 'scheduled')
+        .where('scheduled_at', '>', now)
+        .where(
+          (eb) =>
+            eb
+              .selectFrom('email_recipients')
+              .select((inner) => inner.fn.countAll<number>().as('count'))
+              .where('email_id', '=', emailId)
+              .where('project_id', '=', projectId)
+              .where('status', '!=', 'suppressed'),
+          '=',
+          moved,
+        )
+        .executeTakeFirst();
+      // Some recipient was already due (or the email is not scheduled): nothing may move.
+      if (moved === 0 || Number(email.numUpdatedRows) !== 1) throw new RescheduleRefused();
+    },
   };
 }
 
@@ -318,3 +366,6 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
 export class CancelRefused extends Error {}
 
 export type EmailRepo = ReturnType<typeof createEmailRepo>;
+
+/** The email can no longer be rescheduled; thrown so that the rescheduling transaction rolls back. */
+export class RescheduleRefused extends Error {}

@@ -12,6 +12,7 @@ import {
   EmailListQuery,
   EmailParams,
   RawEmail,
+  RescheduleEmailBody,
   SendEmailBatchBody,
   SendEmailBody,
 } from './emails.schemas.ts';
@@ -141,6 +142,26 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request) => emails.raw(projectOf(request), request.params.id),
+  );
+
+  app.patch(
+    '/v1/emails/:id',
+    {
+      schema: {
+        tags,
+        operationId: 'rescheduleEmail',
+        summary: 'Reschedule a scheduled email',
+        description:
+          'Moves `scheduled_at` (in the future, up to 30 days ahead), only before the current `scheduled_at`; 409 afterwards.',
+        params: EmailParams,
+        body: RescheduleEmailBody,
+        response: { 200: Email, ...errorResponses(409) },
+      },
+    },
+    async (request, reply) => {
+      const plan = await emails.prepareReschedule(projectOf(request), request.params.id, request.body);
+      return reply.transact((transaction) => emails.reschedule(transaction, plan));
+    },
   );
 
   app.post(

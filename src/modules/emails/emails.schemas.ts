@@ -366,9 +366,20 @@ export const RawEmail = Type.Object(
   { title: 'RawEmail' },
 );
 
+export const RescheduleEmailBody = Type.Object(
+  {
+    scheduled_at: Type.String({
+      format: 'date-time',
+      description: 'The new time to send at (ISO 8601, in the future, up to 30 days ahead).',
+    }),
+  },
+  { additionalProperties: false, title: 'RescheduleEmail' },
+);
+
 export const EmailParams = Type.Object({ id: Type.String({ description: 'Email identifier (`msg_…`).' }) });
 
 export type SendEmailInput = Static<typeof SendEmailBody>;
+export type RescheduleEmailInput = Static<typeof RescheduleEmailBody>;
 export type AcceptedEmailView = Static<typeof AcceptedEmail>;
 export type EmailView = Static<typeof Email>;
 export type EmailSummaryView = Static<typeof EmailSummary>;

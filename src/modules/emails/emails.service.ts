@@ -16,6 +16,7 @@ import { formatAddress, parseAddress, type ParsedAddress } from '../../lib/addre
 import { PENDING } from './status.ts';
 import {
   CancelRefused,
+  RescheduleRefused,
   DailyLimitReached,
   type EmailRecord,
   type EmailRepo,
@@ -39,8 +40,10 @@ export interface Submission {
   messageId: string | null;
   tags: Record<string, string>;
   sendAt: string | undefined;
-  /** One-click unsubscribe (List-Unsubscribe per recipient); opens and clicks are never tracked over SMTP. */
+  /** One-click unsubscribe (List-Unsubscribe per recipient). */
   unsubscribe: boolean;
+  /** Opens and clicks tracked in the message's html part(s), as an API send's tracking. */
+  track: { opens: boolean; clicks: boolean };
   /** The SMTP AUTH username. */
   username: string;
   /** The message as it is sent, given its Message-ID and the time it was accepted. */
@@ -64,17 +67,20 @@ import {
   type EmailView,
   MAX_SCHEDULE_AHEAD_MS,
   type RawEmailView,
+  type RescheduleEmailInput,
   type SendEmailInput,
 } from './emails.schemas.ts';
 import { aligned, type DomainService, type SenderAuthentication } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
 import { createSendGroups } from './send-groups.ts';
+import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
+import { submittedHtml } from './submitted-html.ts';
 import type { EngagementStore, TrackingSettings } from './tracking.ts';
 
 export interface EmailServiceDeps {
@@ -762,13 +768,29 @@ export function createEmailService({
           text: '',
           tags: submission.tags,
           ...(submission.sendAt !== undefined ? { scheduled_at: submission.sendAt } : {}),
-          tracking: { opens: false, clicks: false },
+          tracking: submission.track,
           unsubscribe: submission.unsubscribe,
         },
         now,
         '',
       );
       const messageId = submission.messageId ?? email.messageId;
+      const submitted = submission.build(messageId, now);
+      // The links are found in the html part(s) as sent, once, as for an API send's html; a message whose
+      // MIME cannot be read part by part is refused here rather than failing at each attempt.
+      let tracking = email.tracking;
+      if (tracking && (tracking.opens || tracking.clicks)) {
+        let html: string[];
+        try {
+          html = await submittedHtml(submitted);
+        } catch {
+          throw invalidParam(
+            'X-Postwire-Track',
+            "X-Postwire-Track: the message's MIME parts cannot be read to find its html; send it without tracking",
+          );
+        }
+        tracking = { ...tracking, links: tracking.clicks ? trackedLinks(html.join('\n')) : [] };
+      }
       return {
         emails: [
           {
@@ -778,7 +800,8 @@ export function createEmailService({
             messageId,
             source: 'smtp',
             smtpUsername: submission.username,
-            submitted: submission.build(messageId, now),
+            submitted,
+            tracking,
           },
         ],
         now,
@@ -789,6 +812,24 @@ export function createEmailService({
     submittedBefore(projectId: string, messageId: string): Promise<string | undefined> {
       const since = new Date(clock.now().getTime() - SUBMISSION_REPEAT_WINDOW_MS).toISOString();
       return repo.submittedSince(projectId, messageId, since);
+    },
+
+    /**
+     * The daily limit's early answer, for SMTP's RCPT: whether a message to `recipients` (those accepted so
+     * far with the one asked about) still fits the project's count for today. Counted as the store counts
+     * (each address once, suppressed recipients not), against the sends committed so far. Only the count in
+     * the storing transaction holds: two sessions may both hear yes, and the one that passes the limit is
+     * refused at DATA (452) with nothing stored.
+     */
+    async fitsDailyLimit(projectId: string, recipients: readonly string[]): Promise<boolean> {
+      if (dailyLimit <= 0) return true;
+      const addresses = [...new Set(recipients.map((address) => address.toLowerCase()))];
+      const used = await repo.usedOn(projectId, quotaDay(clock.now().toISOString()));
+      if (!overDailyLimit(used + addresses.length, dailyLimit)) return true;
+      // Only at the limit is the suppression list read: a suppressed recipient is recorded, never counted.
+      const suppressed = await suppressions.matchingIn([projectId], addresses);
+      const counted = addresses.filter((address) => !suppressed.has(suppressionKey(projectId, address)));
+      return !overDailyLimit(used + counted.length, dailyLimit);
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
@@ -865,6 +906,56 @@ export function createEmailService({
           next_attempt_at: null,
           completed_at: now,
         })),
+      };
+    },
+
+    /**
+     * Reads the email to reschedule and checks the new time with a send's rule (up to 30 days ahead), before
+     * any transaction; `reschedule` then moves it. A time that has come is refused: to send now, a client
+     * cancels and sends again, rather than a reschedule sending at once by surprise.
+     */
+    async prepareReschedule(
+      projectId: string,
+      id: string,
+      input: RescheduleEmailInput,
+    ): Promise<{ email: EmailRecord; view: EmailView; at: string }> {
+      const email = await load(projectId, id);
+      const at = checkScheduledAt(input.scheduled_at, clock.now(), '');
+      if (at === null) {
+        throw invalidParam('scheduled_at', 'scheduled_at must be in the future to reschedule an email.');
+      }
+      return { email, view: await view(email), at };
+    },
+
+    /**
+     * Moves the email to its new time in `transaction` and answers its view: every recipient not suppressed
+     * was still waiting (else nothing changes and this is a 409), so the new view is known without a read.
+     */
+    async reschedule(
+      transaction: Transaction,
+      { email, view: before, at }: { email: EmailRecord; view: EmailView; at: string },
+    ): Promise<EmailView> {
+      const now = clock.now().toISOString();
+      try {
+        await repo.reschedule(transaction, email.projectId, email.id, at, now);
+      } catch (error) {
+        if (!(error instanceof RescheduleRefused)) throw error;
+        throw new DomainError(
+          'conflict',
+          'email_not_reschedulable',
+          `Email '${email.id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be rescheduled.`,
+          'id',
+        );
+      }
+      // The worker reads the next waiting time again on its next claim (an earlier time, sooner).
+      transaction.afterCommit(() => notifier.notify());
+      return {
+        ...before,
+        scheduled_at: at,
+        updated_at: now,
+        recipients: before.recipients.map((recipient) =>
+          recipient.status === 'queued' ? { ...recipient, next_attempt_at: at } : recipient,
+        ),
       };
     },
 

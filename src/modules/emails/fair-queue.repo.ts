@@ -124,6 +124,23 @@ export function createQuotaCounter(engine: Engine) {
   };
 }
 
+/** The quota day (YYYY-MM-DD, UTC) a send accepted at `createdAt` (ISO 8601) is counted on. */
+export const quotaDay = (createdAt: string): string => createdAt.slice(0, 10);
+
+/** The daily limit's rule: a day's total (this send included) past `limit` is refused; 0 is no limit. */
+export const overDailyLimit = (total: number, limit: number): boolean => limit > 0 && total > limit;
+
+/** Recipients counted against a project's quota on `day` so far (committed sends, every shard). */
+export async function quotaUsed(db: Kysely<Database>, projectId: string, day: string): Promise<number> {
+  const row = await db
+    .selectFrom('send_quota')
+    .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
+    .where('project_id', '=', projectId)
+    .where('day', '=', day)
+    .executeTakeFirst();
+  return Number(row?.used ?? 0);
+}
+
 /** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */
 export async function pruneQuota(db: Kysely<Database>, beforeDay: string): Promise<void> {
   await db.deleteFrom('send_quota').where('day', '<', beforeDay).execute();

@@ -380,6 +380,28 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
+     * Moves the email's recipients still waiting for their scheduled time (not yet promoted into the queue,
+     * so no worker can hold them) to `at`; returns how many moved.
+     */
+    async rescheduleWaiting(
+      trx: Kysely<Database>,
+      projectId: string,
+      emailId: string,
+      at: string,
+      now: string,
+    ): Promise<number> {
+      const moved = await trx
+        .updateTable('email_recipients')
+        .set({ wait_until: at, next_attempt_at: at, updated_at: now })
+        .where('email_id', '=', emailId)
+        .where('project_id', '=', projectId)
+        .where('status', '=', 'queued')
+        .where('wait_until', '>', now)
+        .executeTakeFirst();
+      return Number(moved.numUpdatedRows);
+    },
+
+    /**
      * Leases up to `limit` due recipients, lowest queue position first (fair across projects), skipping
      * `excludeHosts` (domains at this worker's per-host limit). One statement; PostgreSQL skips rows another
      * worker is claiming at the same moment, SQLite serializes writers.

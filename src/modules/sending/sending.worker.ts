@@ -307,7 +307,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       result = await transport.send({
         email:
           job.tracking && deps.engagementLinks
-            ? personalize(job.email, job.recipients[0]!.id, job.tracking, deps.engagementLinks)
+            ? await personalize(job.email, job.recipients[0]!.id, job.tracking, deps.engagementLinks)
             : job.email,
         host: job.host,
         envelopeFrom: deps.returnPath?.forRecipient(job.recipients[0]!.id, identity.returnPathDomain),

@@ -35,6 +35,11 @@ export interface SubmissionListenerOptions {
   authenticate(username: string, password: string): Promise<SubmissionCaller | undefined>;
   /** Whether the session's key may still send (a key revoked during a session cannot send its next message). */
   stillValid(caller: SubmissionCaller): Promise<boolean>;
+  /**
+   * Whether a message to these recipients (those accepted so far and the next) fits the daily limit: the
+   * early answer at RCPT, so the client delivers to the recipients that fit; the store checks again.
+   */
+  withinDailyLimit(caller: SubmissionCaller, recipients: readonly string[]): Promise<boolean>;
   /** Stores the message as an email (before the 250); resolves to the reply's text. */
   submit(caller: SubmissionCaller, envelope: { from: string; to: string[] }, raw: Buffer): Promise<string>;
   /** Failed AUTHs per client address; past the limit the address is refused before its key is checked. */
@@ -151,7 +156,19 @@ export async function startSubmissionListener(
         callback(smtpError(553, `5.1.3 ${address.address} is not an address Postwire can send to`));
         return;
       }
-      callback();
+      const accepted = session.envelope.rcptTo.map((rcpt) => rcpt.address);
+      options.withinDailyLimit(callers.get(session)!, [...accepted, address.address]).then(
+        (fits) =>
+          callback(
+            fits
+              ? undefined
+              : smtpError(
+                  452,
+                  '4.5.3 The daily sending limit is reached for this recipient; it resets at midnight UTC',
+                ),
+          ),
+        (error: unknown) => callback(replyFor(error, logger)),
+      );
     },
     onData(
       stream: NodeJS.ReadableStream & { sizeExceeded?: boolean },

@@ -18,7 +18,7 @@ export function createSubmissionService({
   emails,
 }: {
   projects: Pick<ProjectService, 'authenticate'>;
-  emails: Pick<EmailService, 'prepareSubmission' | 'submittedBefore' | 'accept'>;
+  emails: Pick<EmailService, 'prepareSubmission' | 'submittedBefore' | 'accept' | 'fitsDailyLimit'>;
 }) {
   async function authenticate(username: string, password: string): Promise<KeyedCaller | undefined> {
     try {
@@ -35,6 +35,11 @@ export function createSubmissionService({
 
     async stillValid(caller: SubmissionCaller): Promise<boolean> {
       return (await authenticate(caller.username, (caller as KeyedCaller).key)) !== undefined;
+    },
+
+    /** Whether a message to `recipients` still fits the project's daily limit (RCPT's early answer). */
+    withinDailyLimit(caller: SubmissionCaller, recipients: readonly string[]): Promise<boolean> {
+      return emails.fitsDailyLimit(caller.projectId, recipients);
     },
 
     /** Stores a submitted message as an email (or finds the one a retry repeats); the 250's text. */
@@ -60,6 +65,7 @@ export function createSubmissionService({
         tags: message.tags,
         sendAt: message.sendAt,
         unsubscribe: message.unsubscribe,
+        track: message.track,
         username: caller.username,
         build: (messageId, acceptedAt) => messageToSend(message, messageId, acceptedAt),
       });

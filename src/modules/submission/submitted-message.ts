@@ -46,11 +46,18 @@ export interface SubmittedMessage {
   sendAt: string | undefined;
   /** X-Postwire-Unsubscribe: one-click unsubscribe headers per recipient (RFC 8058). */
   unsubscribe: boolean;
+  /** X-Postwire-Track: opens (a pixel) and clicks (links) tracked in the html part(s). */
+  track: { opens: boolean; clicks: boolean };
 }
 
 const OPTION_PREFIX = 'x-postwire-';
 /** The options a client may give as headers; any other X-Postwire-* field is refused (a typo would do nothing). */
-const OPTIONS = new Set(['x-postwire-tags', 'x-postwire-send-at', 'x-postwire-unsubscribe']);
+const OPTIONS = new Set([
+  'x-postwire-tags',
+  'x-postwire-send-at',
+  'x-postwire-unsubscribe',
+  'x-postwire-track',
+]);
 const TAG = /^[A-Za-z0-9_-]{1,256}$/;
 const MESSAGE_ID = /^<[^<>\s]{1,995}>$/;
 
@@ -118,6 +125,20 @@ function sendAtOf(field: HeaderField | undefined): string | undefined {
     );
   }
   return value;
+}
+
+/** X-Postwire-Track: `opens`, `clicks`, both (separated by commas), or `none`. */
+function trackOf(field: HeaderField | undefined): { opens: boolean; clicks: boolean } {
+  const track = { opens: false, clicks: false };
+  if (!field) return track;
+  for (const part of field.value.split(',')) {
+    const value = part.trim().toLowerCase();
+    if (value === 'opens' || value === 'clicks') track[value] = true;
+    else if (value !== 'none' && value !== '') {
+      throw new SubmissionRefusal(550, '5.6.0 X-Postwire-Track takes opens, clicks or both (opens, clicks)');
+    }
+  }
+  return track;
 }
 
 /** X-Postwire-Unsubscribe: `true` or `false`; true refuses a message that has its own List-Unsubscribe. */
@@ -189,16 +210,10 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
   }
   for (const field of fields) {
     const lower = field.name.toLowerCase();
-    if (lower === 'x-postwire-track') {
-      throw new SubmissionRefusal(
-        550,
-        '5.6.0 X-Postwire-Track is not available over SMTP: the message is sent as written, its links and html untouched',
-      );
-    }
     if (lower.startsWith(OPTION_PREFIX) && !OPTIONS.has(lower)) {
       throw new SubmissionRefusal(
         550,
-        `5.6.0 ${field.name} is not an option Postwire knows (X-Postwire-Tags, X-Postwire-Send-At, X-Postwire-Unsubscribe)`,
+        `5.6.0 ${field.name} is not an option Postwire knows (X-Postwire-Tags, X-Postwire-Send-At, X-Postwire-Unsubscribe, X-Postwire-Track)`,
       );
     }
   }
@@ -222,6 +237,7 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
     tags: tagsOf(fieldOf(fields, 'x-postwire-tags')),
     sendAt: sendAtOf(fieldOf(fields, 'x-postwire-send-at')),
     unsubscribe: unsubscribeOf(fields),
+    track: trackOf(fieldOf(fields, 'x-postwire-track')),
   };
 }
 
