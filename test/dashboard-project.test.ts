@@ -92,6 +92,7 @@ describe('the dashboard runs a project', { skip }, () => {
     const context = await browser.newContext({
       viewport: { width: 1280, height: 900 },
       baseURL: api.baseUrl,
+      timezoneId: 'UTC',
     });
     page = await context.newPage();
     page.on('pageerror', (error) => pageErrors.push(error.message));
@@ -153,6 +154,38 @@ describe('the dashboard runs a project', { skip }, () => {
       assert.ok(recipient.last_response, 'the capture transport replied');
       assert.equal(text.split(recipient.last_response).length - 1, 1, text);
     }
+  });
+
+  test("a scheduled email is rescheduled from its page (a past time refused in the API's words)", async () => {
+    const id = await send({
+      from: 'shop@acme.example',
+      to: 'ada@example.org',
+      subject: 'Next week',
+      text: 'later',
+      scheduled_at: new Date(clock.now().getTime() + 3_600_000).toISOString(),
+    });
+    await page.goto(`/dashboard/emails/${id}`);
+    await heading(page, 'Next week');
+    // The browser's clock is UTC (the context's time zone): the input's local time is the UTC time.
+    const input = (date: Date) => date.toISOString().slice(0, 16);
+    const field = page.getByLabel('Send at (your local time)');
+    await field.fill(input(new Date(Date.now() - 86_400_000)));
+    await page.getByRole('button', { name: 'Reschedule' }).click();
+    const error = page.locator('.field-error[data-param="scheduled_at"]');
+    await error.waitFor();
+    const refused = await api.request('PATCH', `/v1/emails/${id}`, {
+      body: { scheduled_at: new Date(Date.now() - 86_400_000).toISOString() },
+    });
+    assert.equal(refused.status, 422);
+    assert.equal(await error.innerText(), refused.body.error.message);
+
+    const later = new Date(Math.ceil((Date.now() + 2 * 3_600_000) / 60_000) * 60_000);
+    await field.fill(input(later));
+    await page.getByRole('button', { name: 'Reschedule' }).click();
+    await page.getByText(`Rescheduled: it will be sent at ${shownTime(later.toISOString())}.`).waitFor();
+    await page.getByRole('heading', { name: `Scheduled for ${shownTime(later.toISOString())}` }).waitFor();
+    const email = (await api.request('GET', `/v1/emails/${id}`)).body;
+    assert.deepEqual([email.status, email.scheduled_at], ['scheduled', later.toISOString()]);
   });
 
   test('a scheduled email is cancelled from its page, after confirming', async () => {
@@ -365,6 +398,8 @@ describe('the dashboard runs a project', { skip }, () => {
 
   test('axe-core finds no serious or critical violation on any page', async () => {
     const email = (await api.request('GET', '/v1/emails')).body.data[0].id;
+    // The rescheduled one above, still scheduled: its page has the reschedule form and the cancel button.
+    const scheduled = (await api.request('GET', '/v1/emails?status=scheduled')).body.data[0].id;
     const webhook = (await api.request('GET', '/v1/webhooks')).body.data[0].id;
     const template = await api.request('POST', '/v1/templates', {
       body: { name: 'Welcome', subject: 'Hi {{ name }}', html: '<p>Hi {{ name }}</p>', variables: ['name'] },
@@ -382,6 +417,7 @@ describe('the dashboard runs a project', { skip }, () => {
     const urls = [
       ...sections,
       `/dashboard/emails/${email}`,
+      `/dashboard/emails/${scheduled}?scheduled`,
       `/dashboard/webhooks/${webhook}`,
       `/dashboard/templates/${template.body.id}`,
       '/dashboard/routes',

@@ -13,6 +13,7 @@ import {
   formatTime,
   Link,
   Loading,
+  localInputValue,
   navigate,
   Notice,
   Table,
@@ -211,12 +212,31 @@ export const formatBytes = (bytes) =>
       : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
 /**
- * What a scheduled email's page can do before its time: cancel it (after confirming). The answer of the
- * cancel is the email as it now is, shown at once.
+ * What a scheduled email's page can do before its time: move it to another time (`PATCH /v1/emails/{id}`) or
+ * cancel it (after confirming). Each answers the email as it now is, shown at once.
  */
 function ScheduledActions({ message, onChanged }) {
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
+  const [when, setWhen] = useState(() => localInputValue(new Date(message.scheduled_at)));
+  const reschedule = async (event) => {
+    event.preventDefault();
+    setError(null);
+    const at = new Date(when);
+    if (Number.isNaN(at.getTime()))
+      return setError({ message: 'Pick a date and time to send it at.', param: 'scheduled_at' });
+    setBusy(true);
+    try {
+      const next = await api('PATCH', `/emails/${encodeURIComponent(message.id)}`, {
+        scheduled_at: at.toISOString(),
+      });
+      onChanged(next, `Rescheduled: it will be sent at ${formatTime(next.scheduled_at)}.`);
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
   const cancel = async () => {
     const when = formatTime(message.scheduled_at);
     if (
@@ -240,10 +260,16 @@ function ScheduledActions({ message, onChanged }) {
   };
   return html`<section class="card" aria-labelledby="schedule-title">
     <h2 id="schedule-title">Scheduled for ${formatTime(message.scheduled_at)}</h2>
-    ${error ? html`<${ErrorBanner} error=${error} />` : null}
-    <div class="actions">
-      <button type="button" class="button-danger" disabled=${busy} onClick=${cancel}>Cancel email</button>
-    </div>
+    <${FormError} error=${error} fields=${['scheduled_at']} />
+    <form onSubmit=${reschedule} novalidate>
+      <${Field} label="Send at (your local time)" name="scheduled_at" errors=${fieldErrors(error)} hint="Up to 30 days ahead.">
+        ${(props) => html`<input ...${props} type="datetime-local" value=${when} onInput=${(e) => setWhen(e.currentTarget.value)} />`}
+      </${Field}>
+      <div class="actions">
+        <button type="submit" class="button-primary" disabled=${busy}>Reschedule</button>
+        <button type="button" class="button-danger" disabled=${busy} onClick=${cancel}>Cancel email</button>
+      </div>
+    </form>
   </section>`;
 }
 
