@@ -4,8 +4,10 @@
 // the API's validation messages, and axe-core on every page (0 serious or critical violations). One app, one
 // browser, one signed-in page for all of them; Debian's chromium as in test/dashboard.test.ts.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
@@ -24,6 +26,14 @@ const skip = existsSync(CHROMIUM)
   : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH`;
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const PUBLIC_URL = 'https://track.acme.example';
+/** With SCREENSHOTS=1, pictures of what these tests look at go to test/screenshots/project-*.png. */
+const SCREENSHOTS = process.env.SCREENSHOTS === '1';
+const SCREENSHOT_DIR = fileURLToPath(new URL('./screenshots/', import.meta.url));
+const screenshot = async (target: Page, name: string) => {
+  if (!SCREENSHOTS) return;
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  await target.screenshot({ path: path.join(SCREENSHOT_DIR, `project-${name}.png`), fullPage: true });
+};
 
 /** What the dashboard's formatTime shows for an ISO time. */
 const shownTime = (iso: string) => `${iso.slice(0, 10)} ${iso.slice(11, 19)} UTC`;
@@ -154,6 +164,7 @@ describe('the dashboard runs a project', { skip }, () => {
       assert.ok(recipient.last_response, 'the capture transport replied');
       assert.equal(text.split(recipient.last_response).length - 1, 1, text);
     }
+    await screenshot(page, 'email');
   });
 
   test("a scheduled email is rescheduled from its page (a past time refused in the API's words)", async () => {
@@ -186,6 +197,7 @@ describe('the dashboard runs a project', { skip }, () => {
     await page.getByRole('heading', { name: `Scheduled for ${shownTime(later.toISOString())}` }).waitFor();
     const email = (await api.request('GET', `/v1/emails/${id}`)).body;
     assert.deepEqual([email.status, email.scheduled_at], ['scheduled', later.toISOString()]);
+    await screenshot(page, 'email-rescheduled');
   });
 
   test('a scheduled email is cancelled from its page, after confirming', async () => {
@@ -232,6 +244,7 @@ describe('the dashboard runs a project', { skip }, () => {
     assert.ok(text.includes(next.value), text);
     assert.ok(text.includes(`selector ${selector} keeps signing`), text);
     await card.locator('tr[data-purpose]', { hasText: 'new key, signs once verified' }).waitFor();
+    await screenshot(page, 'domain-rotated');
   });
 
   test('the overview shows unique opens and clicks, automated ones apart, as GET /v1/stats counts them', async () => {
@@ -284,6 +297,7 @@ describe('the dashboard runs a project', { skip }, () => {
       await page.locator('[data-stat="unique_clicks"]').innerText(),
       /Unique clicks\s+0\s+\+ 1 automated/,
     );
+    await screenshot(page, 'overview');
   });
 
   test('the webhooks list: failing since …, disabled with its reason, enabled only when it works', async () => {
@@ -312,6 +326,7 @@ describe('the dashboard runs a project', { skip }, () => {
       `failing\nEvery delivery has failed since ${shownTime(since)}.`,
     );
     assert.equal(await health(`${failing.url}/gone`), 'disabled\nDisabled: The endpoint answered 410 Gone.');
+    await screenshot(page, 'webhooks');
   });
 
   test("a refused form shows the API's own message, next to the field it names", async () => {

@@ -207,9 +207,9 @@ const recordColumns = (domain) => [
           status=${record.status}
         />${record.required === false ? html` <span class="small muted">optional</span>` : null}${
           record.rotation === 'next'
-            ? html` <span class="small muted">new key, signs once verified</span>`
+            ? html` <span class="small muted">· new key, signs once verified</span>`
             : record.rotation === 'retiring'
-              ? html` <span class="small muted">current key, retiring</span>`
+              ? html` <span class="small muted">· current key, retiring</span>`
               : null
         }`,
   },

@@ -263,7 +263,7 @@ function ScheduledActions({ message, onChanged }) {
     <${FormError} error=${error} fields=${['scheduled_at']} />
     <form onSubmit=${reschedule} novalidate>
       <${Field} label="Send at (your local time)" name="scheduled_at" errors=${fieldErrors(error)} hint="Up to 30 days ahead.">
-        ${(props) => html`<input ...${props} type="datetime-local" value=${when} onInput=${(e) => setWhen(e.currentTarget.value)} />`}
+        ${(props) => html`<input ...${props} class="input-when" type="datetime-local" value=${when} onInput=${(e) => setWhen(e.currentTarget.value)} />`}
       </${Field}>
       <div class="actions">
         <button type="submit" class="button-primary" disabled=${busy}>Reschedule</button>
