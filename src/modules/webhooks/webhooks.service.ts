@@ -55,6 +55,11 @@ function checkSecret(secret: string): void {
   }
 }
 
+/** How long a project's failure streaks, once read, serve its webhooks' views (see `failingSince`). */
+const STREAKS_FRESH_MS = 1000;
+/** Projects whose streaks one process keeps; past this, the oldest goes. */
+const STREAK_PROJECTS = 2_000;
+
 /** The project's webhook, or the 404 that says it has none with this id. */
 export async function loadWebhook(repo: WebhookRepo, projectId: string, id: string): Promise<WebhookRecord> {
   const record = isId('wh', id) ? await repo.find(projectId, id) : undefined;
@@ -99,6 +104,25 @@ export function createWebhookService({
 }: WebhookServiceDeps) {
   /** The views of each page the repository serves from memory. */
   const viewsOf = createIdentityMemo<Page<WebhookRecord>, Page<WebhookView>>();
+  /**
+   * Each project's failure streaks as last read, and when (performance.now()). They are the delivery worker's
+   * bookkeeping, outside the cached records, so a read of the table is the only way to know them; kept for
+   * STREAKS_FRESH_MS so that a list served from memory (GET /v1/webhooks, benchmarked) costs at most one such
+   * read a second per project. A streak starts and ends on the worker's timescale (retries seconds to hours
+   * apart, a disable after days): a second late is still the truth a person looks for.
+   */
+  const streaks = new Map<string, { readAt: number; failing: Promise<Map<string, string>> }>();
+  function failingSince(projectId: string): Promise<Map<string, string>> {
+    const now = performance.now();
+    const kept = streaks.get(projectId);
+    if (kept && now - kept.readAt < STREAKS_FRESH_MS) return kept.failing;
+    const failing = repo.failingSince(projectId);
+    streaks.delete(projectId);
+    streaks.set(projectId, { readAt: now, failing });
+    if (streaks.size > STREAK_PROJECTS) streaks.delete(streaks.keys().next().value!);
+    failing.catch(() => streaks.delete(projectId));
+    return failing;
+  }
   async function checkUrl(raw: string): Promise<string> {
     let parsed: URL;
     try {
@@ -218,7 +242,7 @@ export function createWebhookService({
     },
 
     async get(projectId: string, id: string): Promise<WebhookView> {
-      const [record, failing] = await Promise.all([load(projectId, id), repo.failingSince(projectId)]);
+      const [record, failing] = await Promise.all([load(projectId, id), failingSince(projectId)]);
       return withStreaks([toWebhookView(record)], failing)[0]!;
     },
 
@@ -227,7 +251,7 @@ export function createWebhookService({
      * none of them is failing.
      */
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookView>> {
-      const [result, failing] = await Promise.all([repo.list(projectId, page), repo.failingSince(projectId)]);
+      const [result, failing] = await Promise.all([repo.list(projectId, page), failingSince(projectId)]);
       const views = viewsOf(result, () =>
         Object.freeze({
           items: Object.freeze(result.items.map(toWebhookView)) as WebhookView[],
@@ -259,11 +283,10 @@ export function createWebhookService({
       if (input.secret !== undefined) Object.assign(next, rotateSecret(current, input.secret, now));
       next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
       await repo.update(current, next, { reenabled });
-      // Read back: what a concurrent writer (the worker disabling it) changed in other columns shows too.
-      const [record, failing] = await Promise.all([
-        load(projectId, current.id),
-        repo.failingSince(projectId),
-      ]);
+      // Read back: what a concurrent writer (the worker disabling it) changed in other columns shows too, and
+      // the streaks afresh (enabling it again ended its own).
+      streaks.delete(projectId);
+      const [record, failing] = await Promise.all([load(projectId, current.id), failingSince(projectId)]);
       return withStreaks([toWebhookView(record)], failing)[0]!;
     },
 
