@@ -2944,7 +2944,7 @@ export interface components {
             has_secret: boolean;
             /** @description Why the service disabled the webhook (the endpoint answered 410, or every attempt failed for days); null otherwise. Enabling it again clears this. */
             disabled_reason: string | null;
-            /** @description Since when every delivery attempt to it has failed (after days of it the service disables it and says so in disabled_reason); null while its deliveries succeed, or before any. A success or enabling it again clears this. */
+            /** @description Since when every delivery attempt to it has failed (after days of it the service disables it and says so in disabled_reason); null while its deliveries succeed, or before any. A success or enabling it again clears this. Up to a second late. */
             failing_since: string | null;
         };
         /** WebhookEnvelope */
