@@ -62,7 +62,7 @@ export async function startBenchApp(
 
   const projects = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
   const project = await projects.createProject('Bench');
-  const { plaintext: key } = await projects.createKey(project.id, 'bench');
+  const { plaintext: key } = await projects.createKey(project.id, { name: 'bench' });
   return {
     app,
     database,

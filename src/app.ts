@@ -20,6 +20,7 @@ import {
 } from './http/validation.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
+import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerSuppressionRoutes } from './modules/suppressions/suppressions.routes.ts';
@@ -226,6 +227,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });
   registerDomainRoutes(app, { domains: services.domains });
+  registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
   await registerEngagementRoutes(app, {
     engagement: services.engagement,

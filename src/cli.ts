@@ -9,11 +9,12 @@ import { systemClock } from './lib/clock.ts';
 import { POSTWIRE_VERSION } from './lib/version.ts';
 import { renderOpenApiDocument } from './openapi-document.ts';
 import { runBackup, runCopyTo } from './ops/ops-commands.ts';
-import { DomainError } from './lib/errors.ts';
+import { DomainError, invalidParam } from './lib/errors.ts';
+import type { KeyPermission } from './db/schema.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createReceivedRepo } from './modules/inbound/received.repo.ts';
 import { createRetention } from './modules/retention/retention.ts';
-import type { ProjectService } from './modules/projects/projects.service.ts';
+import { KEY_PERMISSIONS, type ProjectService } from './modules/projects/projects.service.ts';
 import { createSecretBox, type SecretBox } from './lib/crypto.ts';
 import { loadOrCreateEncryptionKey } from './lib/encryption-key.ts';
 import { systemResolver } from './lib/network-policy.ts';
@@ -41,7 +42,8 @@ Commands:
   migrate                                      Apply pending database migrations.
   projects create <name>                       Create a project; prints its id on the last line.
   projects list [--json]                       List projects.
-  keys create --project <id> [--name <label>]  Create an API key; prints it on the last line.
+  keys create --project <id> [--name <label>] [--permission full_access|sending_access|read_only]
+              [--domain <domain-id>]           Create an API key; prints it on the last line.
                                                It is shown only this once.
   keys list --project <id> [--json]            List a project's keys (never the keys themselves).
   keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
@@ -170,14 +172,30 @@ const commands: Command[] = [
   },
   {
     words: ['keys', 'create'],
-    options: { project: { type: 'string' }, name: { type: 'string' } },
+    options: {
+      project: { type: 'string' },
+      name: { type: 'string' },
+      permission: { type: 'string' },
+      domain: { type: 'string' },
+    },
     required: ['project'],
     async run(context, values) {
       const projectId = values.project as string;
       const name = typeof values.name === 'string' ? values.name : null;
-      const { key, plaintext } = await (await context.projects()).createKey(projectId, name);
+      const permission = values.permission as string | undefined;
+      if (permission !== undefined && !(KEY_PERMISSIONS as readonly string[]).includes(permission)) {
+        throw invalidParam('permission', `--permission must be one of: ${KEY_PERMISSIONS.join(', ')}.`);
+      }
+      const { key, plaintext } = await (
+        await context.projects()
+      ).createKey(projectId, {
+        name,
+        permission: permission as KeyPermission | undefined,
+        domainId: (values.domain as string | undefined) ?? null,
+      });
+      const scope = `${key.permission}${key.domainId ? ` on domain ${key.domainId}` : ''}`;
       context.io.stdout.write(
-        `Created key ${key.id}${name ? ` '${name}'` : ''} for project ${projectId}.\n` +
+        `Created ${scope} key ${key.id}${name ? ` '${name}'` : ''} for project ${projectId}.\n` +
           'Store it now: it is shown only this once, and only its hash is kept.\n' +
           `${plaintext}\n`,
       );
@@ -195,13 +213,23 @@ const commands: Command[] = [
         id: key.id,
         name: key.name,
         prefix: key.keyPrefix,
+        permission: key.permission,
+        domain_id: key.domainId,
         created_at: key.createdAt,
         revoked_at: key.revokedAt,
       }));
       context.io.stdout.write(
         listing(values, rows, {
-          headers: ['ID', 'NAME', 'PREFIX', 'CREATED', 'REVOKED'],
-          cells: (row) => [row.id, row.name ?? '', `${row.prefix}…`, row.created_at, row.revoked_at ?? ''],
+          headers: ['ID', 'NAME', 'PREFIX', 'PERMISSION', 'DOMAIN', 'CREATED', 'REVOKED'],
+          cells: (row) => [
+            row.id,
+            row.name ?? '',
+            `${row.prefix}…`,
+            row.permission,
+            row.domain_id ?? '',
+            row.created_at,
+            row.revoked_at ?? '',
+          ],
           empty: 'No keys in this project.',
         }),
       );
@@ -212,7 +240,7 @@ const commands: Command[] = [
     words: ['keys', 'revoke'],
     args: ['key-id'],
     async run(context, _values, [keyId]) {
-      const key = await (await context.projects()).revokeKey(keyId!);
+      const key = await (await context.projects()).revokeKeyAsOperator(keyId!);
       context.io.stdout.write(
         `Revoked key ${key.id}${key.name ? ` '${key.name}'` : ''} (at ${key.revokedAt}).\n`,
       );

@@ -92,9 +92,9 @@ for (const engine of ENGINES) {
         repo: createProjectRepo(api.database.handle.db),
         clock: systemClock,
       });
-      const second = await projects.createKey(api.projectId, 'second');
+      const second = await projects.createKey(api.projectId, { name: 'second' });
       assert.equal((await api.request('GET', '/v1/webhooks', { key: second.plaintext })).status, 200);
-      await projects.revokeKey(second.key.id);
+      await projects.revokeKey(api.projectId, second.key.id);
       await unauthorized({}, second.plaintext, 'Unknown or revoked API key.');
       assert.equal((await api.request('GET', '/v1/webhooks')).status, 200);
     });

@@ -195,6 +195,9 @@ for (const engine of ENGINES) {
         assert.match(result.stderr, /No project with id/);
         assert.equal(result.stdout, '');
       }
+      const scoped = await runCli(['keys', 'create', '--project', 'proj_x', '--permission', 'admin'], db.env);
+      assert.equal(scoped.code, 1);
+      assert.match(scoped.stderr, /--permission must be one of: full_access, sending_access, read_only\./);
       const revoke = await runCli(['keys', 'revoke', 'key_nope'], db.env);
       assert.equal(revoke.code, 1);
       assert.match(revoke.stderr, /No key with id 'key_nope'/);
@@ -222,8 +225,8 @@ for (const engine of ENGINES) {
 
       const listed = await runCli(['keys', 'list', '--project', project], db.env);
       assert.equal(listed.code, 0, listed.stderr);
-      assert.match(listed.stdout, /^ID\s+NAME\s+PREFIX\s+CREATED\s+REVOKED$/m);
-      const keyId = /^(key_\S+)\s+ci\s+/m.exec(listed.stdout)?.[1];
+      assert.match(listed.stdout, /^ID\s+NAME\s+PREFIX\s+PERMISSION\s+DOMAIN\s+CREATED\s+REVOKED$/m);
+      const keyId = /^(key_\S+)\s+ci\s+\S+\s+full_access\s+/m.exec(listed.stdout)?.[1];
       assert.ok(keyId, listed.stdout);
       // It identifies the key by a prefix, and shows neither the key nor its hash.
       assert.ok(listed.stdout.includes(key.slice(0, 10)));
@@ -233,6 +236,21 @@ for (const engine of ENGINES) {
       const revoked = await runCli(['keys', 'revoke', keyId], db.env);
       assert.equal(revoked.code, 0, revoked.stderr);
       assert.match(revoked.stdout, new RegExp(`Revoked key ${keyId}`));
+
+      // A read_only key made by the CLI reads, and is refused a change (403 naming the permission).
+      const reader = await runCli(
+        ['keys', 'create', '--project', project, '--name', 'ro', '--permission', 'read_only'],
+        db.env,
+      );
+      assert.match(reader.stdout, /^Created read_only key key_/m);
+      const asReader = { authorization: `Bearer ${reader.lastLine}`, 'content-type': 'application/json' };
+      const write = await fetch(`${server.url}/v1/webhooks`, {
+        method: 'POST',
+        headers: asReader,
+        body: JSON.stringify({ url: 'https://hooks.example.com/h', events: ['email.sent'] }),
+      });
+      assert.equal(write.status, 403);
+      assert.equal((await write.json()).error.code, 'insufficient_permission');
 
       const refused = await call();
       assert.equal(refused.status, 401);
@@ -247,8 +265,16 @@ for (const engine of ENGINES) {
       const json = JSON.parse(
         (await runCli(['keys', 'list', '--project', project, '--json'], db.env)).stdout,
       );
-      assert.equal(json.length, 1);
-      assert.deepEqual(Object.keys(json[0]).sort(), ['created_at', 'id', 'name', 'prefix', 'revoked_at']);
+      assert.equal(json.length, 2);
+      assert.deepEqual(Object.keys(json[0]).sort(), [
+        'created_at',
+        'domain_id',
+        'id',
+        'name',
+        'permission',
+        'prefix',
+        'revoked_at',
+      ]);
       assert.match(json[0].revoked_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
       assert.equal(await server.stop(), 0);

@@ -882,7 +882,7 @@ describe('dashboard in a browser', { skip }, () => {
       repo: createProjectRepo(api.database.handle.db),
       clock: systemClock,
     });
-    for (const key of await projects.listKeys(other.projectId)) await projects.revokeKey(key.id);
+    for (const key of await projects.listKeys(other.projectId)) await projects.revokeKeyAsOperator(key.id);
     // The next page asks with the revoked key: its 401 signs the tab out, so that page never stays.
     const asked = target.waitForResponse((response) => new URL(response.url()).pathname === '/v1/templates');
     await target
@@ -905,6 +905,88 @@ describe('dashboard in a browser', { skip }, () => {
     assert.ok(text.includes(expected.message), `${text} does not say ${expected.message}`);
     assert.match(text, /request req_/, 'the request id is shown');
     await page.getByRole('link', { name: 'Back to emails' }).waitFor();
+  });
+
+  test('keys: create one with a permission, its value shown once with Copy, revoke it after confirming', async () => {
+    await open(page, 'Keys', 'API keys');
+    await page.getByLabel('Name').fill('reporting');
+    await page.getByLabel('Permission').selectOption('read_only');
+    // Only a sending key can be limited to a domain.
+    assert.equal(await page.getByLabel('Domain').count(), 0);
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = page.locator('.created-key');
+    await shown.waitFor();
+    await shown.getByText('it will not be shown again').waitFor();
+    await shown.getByRole('button', { name: 'Copy the key' }).waitFor();
+    const token = await shown.locator('[data-token]').innerText();
+    const listed = (await api.request('GET', '/v1/api-keys')).body.data.find(
+      (key: { name: string }) => key.name === 'reporting',
+    );
+    assert.deepEqual([listed.permission, token.startsWith(listed.key_prefix)], ['read_only', true]);
+    assert.equal((await api.request('GET', '/v1/emails', { key: token })).status, 200);
+    const row = page.locator(`tr[data-key="${listed.id}"]`);
+    assert.match(await row.innerText(), /reporting\s+.*read only\s+any/s);
+    await screenshot(page, 'keys-created-1280', { fullPage: true });
+    // Shown once: after a reload (or leaving the page) the value is nowhere.
+    await page.reload();
+    await row.waitFor();
+    assert.equal(await page.locator('[data-token]').count(), 0);
+    assert.ok(!(await page.content()).includes(token));
+
+    await row.getByRole('button', { name: 'Revoke reporting' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
+    await page.getByText('Key "reporting" revoked.').waitFor();
+    assert.equal((await api.request('GET', '/v1/emails', { key: token })).status, 401);
+    assert.equal(await row.getByRole('button', { name: 'Revoke reporting' }).count(), 0);
+  });
+
+  test('a read_only key gets a dashboard that changes nothing; a sending_access key is told it cannot sign in', async () => {
+    const reader = await api.request('POST', '/v1/api-keys', {
+      body: { name: 'viewer', permission: 'read_only' },
+    });
+    const { context: readOnly, page: target } = await newPage(WIDTHS[0]);
+    await target.goto('/');
+    await target.getByLabel('API key').fill(reader.body.token);
+    await target.getByRole('button', { name: 'Sign in' }).click();
+    await target.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    await target.getByText('Read-only key: you can see everything').waitFor();
+    const disabled = async (name: string | RegExp) => {
+      const control = target.getByRole('button', { name }).first();
+      await control.waitFor();
+      assert.equal(await control.isDisabled(), true, `${String(name)} is disabled`);
+    };
+    await open(target, 'Suppressions');
+    await target.getByLabel(/^Addresses/).fill('x@example.org');
+    await disabled('Suppress');
+    await open(target, 'Domains');
+    await disabled('Add domain');
+    await open(target, 'Templates');
+    await disabled(/^(New|Create) template/);
+    await open(target, 'Keys', 'API keys');
+    await target.locator('tr[data-key]').first().waitFor();
+    await disabled('Create key');
+    await disabled(/^Revoke /);
+    // What it can do, it still can: read an email's list.
+    await open(target, 'Emails');
+    await target.locator('table').first().waitFor();
+    await screenshot(target, 'keys-read-only-1280', { fullPage: true });
+    await readOnly.close();
+
+    const sender = await api.request('POST', '/v1/api-keys', {
+      body: { name: 'app', permission: 'sending_access' },
+    });
+    const { context: sending, page: refused } = await newPage(WIDTHS[0]);
+    await refused.goto('/');
+    await refused.getByLabel('API key').fill(sender.body.token);
+    await refused.getByRole('button', { name: 'Sign in' }).click();
+    const error = refused.locator('.field-error[data-param="key"]');
+    await error.waitFor();
+    assert.equal(
+      await error.innerText(),
+      'This key is sending_access: it can send email but not read it. The dashboard needs a full_access or read_only key.',
+    );
+    assert.deepEqual(await storage(refused), { session: {}, local: {} });
+    await sending.close();
   });
 
   test('the pages are keyboard-navigable', async () => {
@@ -939,6 +1021,7 @@ describe('dashboard in a browser', { skip }, () => {
       ['suppressions', '/dashboard/suppressions', 'Suppressions'],
       ['domains', '/dashboard/domains', 'Domains'],
       ['inbound', '/dashboard/inbound', 'Inbound reports'],
+      ['keys', '/dashboard/keys', 'API keys'],
     ];
     for (const size of WIDTHS) {
       const { context: sized, page: target } = await newPage(size);
@@ -997,7 +1080,8 @@ describe('dashboard in a browser', { skip }, () => {
     // The only errors allowed are the failed requests the tests caused on purpose (401, 422s), which the
     // browser reports as resource errors; no CSP violation, no script error.
     const unexpected = pageErrors.filter(
-      (line) => !/Failed to load resource: the server responded with a status of (401|404|422)/.test(line),
+      (line) =>
+        !/Failed to load resource: the server responded with a status of (401|403|404|422)/.test(line),
     );
     assert.deepEqual(unexpected, []);
   });

@@ -13,6 +13,7 @@ import {
   ConnectionError,
   InvalidRequestError,
   NotFoundError,
+  PermissionError,
   Postwire,
   PostwireError,
   RateLimitError,
@@ -307,6 +308,23 @@ describe('sdk', () => {
     const inbound = await postwire.inboundMessages.list({ limit: 5 });
     assert.deepEqual([inbound.object, inbound.data], ['list', []]);
     await assert.rejects(postwire.inboundMessages.get('inb_01m8362j4ke00a6yqc5prman4d'), NotFoundError);
+  });
+
+  test('api keys: create, list, get, current, remove; a read_only key gets a PermissionError', async () => {
+    const created = await postwire.apiKeys.create({ name: 'reporting', permission: 'read_only' });
+    assert.deepEqual([created.object, created.permission, created.domain_id], ['api_key', 'read_only', null]);
+    assert.ok((await postwire.apiKeys.list()).data.some((key) => key.id === created.id));
+    assert.equal((await postwire.apiKeys.get(created.id)).name, 'reporting');
+    const reader = new Postwire(created.token, { baseUrl: api.baseUrl });
+    assert.equal((await reader.apiKeys.current()).id, created.id);
+    await assert.rejects(reader.apiKeys.create({ name: 'no' }), (error: unknown) => {
+      assert.ok(error instanceof PermissionError);
+      assert.equal(error.code, 'insufficient_permission');
+      assert.equal(error.message, 'This route needs a full_access key; this key is read_only.');
+      return true;
+    });
+    assert.equal((await postwire.apiKeys.remove(created.id)).deleted, true);
+    assert.notEqual((await postwire.apiKeys.get(created.id)).revoked_at, null);
   });
 
   test('errors are typed and carry code, param and request_id', async () => {

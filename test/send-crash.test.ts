@@ -53,7 +53,7 @@ async function acceptEmails(db: ProcessDatabase, recipients: string[]): Promise<
       clock: systemClock,
     });
     const project = await projects.createProject('Crash test');
-    const { plaintext: key } = await projects.createKey(project.id, 'crash');
+    const { plaintext: key } = await projects.createKey(project.id, { name: 'crash' });
     const ids: string[] = [];
     for (let start = 0; start < recipients.length; start += 100) {
       const response = await app.inject({

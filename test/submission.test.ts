@@ -619,6 +619,40 @@ describe('SMTP submission', () => {
     assert.equal((await emailsTo('after-drop@receiver.test')).length, 1);
   });
 
+  test('scoped keys: a read_only key is refused at AUTH; a key limited to a domain sends from it and no other', async () => {
+    const refusal = async (pass: string, from: string) => {
+      const transport = client({ pass });
+      try {
+        await transport.sendMail({ from, to: 'scoped@receiver.test', subject: 's', text: 'a\nb\n' });
+        return 'accepted';
+      } catch (error) {
+        return String((error as { response?: string }).response ?? error);
+      } finally {
+        transport.close();
+      }
+    };
+    const reader = await api('POST', '/v1/api-keys', { name: 'reports', permission: 'read_only' });
+    assert.equal(
+      await refusal(reader.body.token, `hello@${DOMAIN}`),
+      '535 5.7.8 This API key is read_only: SMTP submission needs a sending_access or full_access key',
+    );
+    const domain = (await api('GET', '/v1/domains')).body.data.find(
+      (item: { name: string }) => item.name === DOMAIN,
+    );
+    const limited = await api('POST', '/v1/api-keys', {
+      name: 'shop',
+      permission: 'sending_access',
+      domain_id: domain.id,
+    });
+    assert.equal(limited.status, 201);
+    assert.equal(await refusal(limited.body.token, `shop@${DOMAIN}`), 'accepted');
+    assert.equal(
+      await refusal(limited.body.token, 'shop@elsewhere.example'),
+      `550 5.7.1 This key may send only from the domain '${DOMAIN}'; 'elsewhere.example' is not it. (from)`,
+    );
+    assert.equal((await emailsTo('scoped@receiver.test')).length, 1, 'only the allowed one is stored');
+  });
+
   test('a key revoked while a session is open cannot send its next message', async () => {
     const keyOutput: string[] = [];
     const env = { ...database.env, POSTWIRE_ENCRYPTION_KEY: Buffer.alloc(32, 12).toString('hex') };
@@ -971,7 +1005,7 @@ test('a message the store cannot take is answered 451, never 250', async () => {
     tls: undefined,
     allowPlainLoopback: true,
     maxBytes: 1024 * 1024,
-    authenticate: async (username) => ({ projectId: 'prj_1', keyId: 'key_1', username }),
+    authenticate: async (username) => ({ projectId: 'prj_1', keyId: 'key_1', domainId: null, username }),
     stillValid: async () => true,
     withinDailyLimit: async () => true,
     submit: async () => {

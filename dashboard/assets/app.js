@@ -10,6 +10,8 @@ import { DomainsPage } from './pages/domains.js';
 import { EventsPage } from './pages/events.js';
 import { InboundPage } from './pages/inbound.js';
 import { ReceivedEmailPage, ReceivedPage, RoutesPage } from './pages/received.js';
+import { KeysPage } from './pages/keys.js';
+import { ReadOnlyBanner, unusableKeyMessage, useKeyPermission } from './permission.js';
 
 const NAV = [
   ['/dashboard/', 'Overview'],
@@ -21,6 +23,7 @@ const NAV = [
   ['/dashboard/domains', 'Domains'],
   ['/dashboard/received', 'Received'],
   ['/dashboard/inbound', 'Inbound'],
+  ['/dashboard/keys', 'Keys'],
 ];
 
 /** The page for a path: `/dashboard/<section>/<id>`; `/` is the overview. */
@@ -53,6 +56,8 @@ function route(path) {
       return { section: '/dashboard/received', page: RoutesPage };
     case 'inbound':
       return { section: '/dashboard/inbound', page: InboundPage };
+    case 'keys':
+      return { section: '/dashboard/keys', page: KeysPage };
     default:
       return { section: null, page: NotFound };
   }
@@ -72,8 +77,8 @@ function SignIn({ reason, onSignedIn }) {
     setBusy(true);
     setError(null);
     try {
-      // Any authenticated read proves the key; the event kinds are small and every project can read them.
-      await api('GET', '/event-kinds', undefined, { key: key.trim() });
+      // The key and what it may do: a sending_access key cannot read, so it cannot use the dashboard.
+      await api('GET', '/api-keys/current', undefined, { key: key.trim() });
       session.signIn(key.trim());
       setKey('');
       onSignedIn();
@@ -83,7 +88,10 @@ function SignIn({ reason, onSignedIn }) {
       setBusy(false);
     }
   };
-  const errors = error instanceof ApiError && error.status === 401 ? { key: error.message } : {};
+  const errors =
+    error instanceof ApiError && (error.status === 401 || error.status === 403)
+      ? { key: unusableKeyMessage(error) ?? error.message }
+      : {};
   return html`<main class="signin">
     <img src="/dashboard/assets/logo.svg" alt="Postwire" width="160" height="32" />
     <h1>Sign in</h1>
@@ -117,8 +125,9 @@ function SignIn({ reason, onSignedIn }) {
   </main>`;
 }
 
-function Shell({ onSignOut }) {
+function Shell({ onSignOut, onUnusable }) {
   const location = useLocation();
+  const permission = useKeyPermission(onUnusable);
   const current = route(location.path);
   const Page = current.page;
   // Focus the page heading after navigating, so keyboard and screen-reader users land on the new page (not on
@@ -147,6 +156,7 @@ function Shell({ onSignOut }) {
       <button type="button" class="signout" onClick=${onSignOut}>Sign out</button>
     </header>
     <main id="main" tabindex="-1">
+      ${permission === 'read_only' ? html`<${ReadOnlyBanner} />` : null}
       <${Page} id=${current.id} search=${location.search} key=${location.path} />
     </main>`;
 }
@@ -171,7 +181,12 @@ function App() {
   };
   if (!signedIn)
     return html`<${SignIn} reason=${reason} onSignedIn=${() => (setReason(null), setSignedIn(true))} />`;
-  return html`<${Shell} onSignOut=${signOut} />`;
+  const unusable = (message) => {
+    session.signOut();
+    setReason(message);
+    setSignedIn(false);
+  };
+  return html`<${Shell} onSignOut=${signOut} onUnusable=${unusable} />`;
 }
 
 render(html`<${App} />`, document.getElementById('app'));

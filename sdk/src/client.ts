@@ -44,6 +44,7 @@ export class Postwire {
   readonly inboundMessages;
   readonly inboundRoutes;
   readonly receivedEmails;
+  readonly apiKeys;
 
   constructor(apiKey: string, options: PostwireOptions = {}) {
     if (!apiKey) throw new TypeError('Postwire needs an API key: new Postwire(apiKey).');
@@ -227,6 +228,24 @@ export class Postwire {
         call(client.PATCH('/v1/inbound-routes/{id}', { params: { path: { id } }, body, ...init(options) })),
       delete: (id: string, options?: RequestOptions) =>
         call(client.DELETE('/v1/inbound-routes/{id}', { params: { path: { id } }, ...init(options) })),
+    };
+
+    const removeApiKey = (id: string, options?: RequestOptions) =>
+      call(client.DELETE('/v1/api-keys/{id}', { params: { path: { id } }, ...init(options) }));
+    this.apiKeys = {
+      /** A key with a permission (and a sending key's one domain); its `token` is in this answer only. */
+      create: (body: Schemas['CreateApiKeyRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/api-keys', { body, ...init(options) })),
+      /** The project's keys, revoked ones too; never the keys themselves. */
+      list: (options?: RequestOptions) => call(client.GET('/v1/api-keys', { ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/api-keys/{id}', { params: { path: { id } }, ...init(options) })),
+      /** The key this client uses: what it may do. */
+      current: (options?: RequestOptions) => call(client.GET('/v1/api-keys/current', { ...init(options) })),
+      /** Revokes a key: refused from the next request on, everywhere. */
+      delete: removeApiKey,
+      /** The same as `delete`, by the name Resend's SDK gives it. */
+      remove: removeApiKey,
     };
 
     /** The bytes of a success, or the typed error of any other answer. */

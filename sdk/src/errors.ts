@@ -28,6 +28,8 @@ export class PostwireError extends Error {
 export class InvalidRequestError extends PostwireError {}
 /** 401: no API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
 export class AuthenticationError extends PostwireError {}
+/** 403: the key's permission does not take this call (`insufficient_permission`; the message names it). */
+export class PermissionError extends PostwireError {}
 /** 404: no such resource in this key's project. */
 export class NotFoundError extends PostwireError {}
 /** 409: conflicts with the current state (a disabled webhook, an alias taken, a request in progress). */
@@ -64,6 +66,7 @@ export function errorFor(response: Response, body: unknown): PostwireError {
   const requestId = response.headers.get('x-request-id');
   const status = response.status;
   if (status === 401) return new AuthenticationError(status, detail, requestId);
+  if (status === 403) return new PermissionError(status, detail, requestId);
   if (status === 404) return new NotFoundError(status, detail, requestId);
   if (status === 409) return new ConflictError(status, detail, requestId);
   if (status === 422) return new ValidationError(status, detail, requestId);

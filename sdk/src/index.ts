@@ -7,6 +7,7 @@ export {
   ConnectionError,
   InvalidRequestError,
   NotFoundError,
+  PermissionError,
   PostwireError,
   RateLimitError,
   ServerError,

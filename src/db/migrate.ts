@@ -25,6 +25,7 @@ import { migration as inboundRaw } from './migrations/0022_inbound_raw.ts';
 import { migration as encryptionCanary } from './migrations/0023_encryption_canary.ts';
 import { migration as receiving } from './migrations/0024_receiving.ts';
 import { migration as submission } from './migrations/0025_submission.ts';
+import { migration as apiKeyScopes } from './migrations/0026_api_key_scopes.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -55,6 +56,7 @@ const migrations: Record<string, Migration> = {
   '0023_encryption_canary': encryptionCanary,
   '0024_receiving': receiving,
   '0025_submission': submission,
+  '0026_api_key_scopes': apiKeyScopes,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -4,6 +4,9 @@ import type { ColumnType, Selectable } from 'kysely';
 // correctly as text, and the API returns them as stored. Arrays and objects are stored as JSON text.
 // Booleans are real booleans on PostgreSQL and 0/1 on SQLite; repositories read them with Boolean().
 
+/** What an API key may call (src/http/auth.ts has the rule). */
+export type KeyPermission = 'full_access' | 'sending_access' | 'read_only';
+
 type Bool = ColumnType<boolean | number, boolean, boolean>;
 
 export interface ProjectsTable {
@@ -21,6 +24,10 @@ export interface ApiKeysTable {
   key_prefix: string;
   created_at: string;
   revoked_at: string | null;
+  /** `full_access`, `sending_access` or `read_only` (migration 0026). */
+  permission: ColumnType<KeyPermission, KeyPermission | undefined, KeyPermission>;
+  /** A sending key's one domain (no foreign key: a deleted domain must not widen the key). */
+  domain_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface WebhooksTable {

@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { DomainError } from '../lib/errors.ts';
+import type { KeyPermission } from '../db/schema.ts';
 import type { Caller, ProjectService } from '../modules/projects/projects.service.ts';
 import { sendError } from './error-handler.ts';
 import type { RateLimiter, RateVerdict } from './rate-limit.ts';
@@ -8,9 +9,18 @@ declare module 'fastify' {
   interface FastifyRequest {
     caller: Caller | undefined;
   }
+  interface FastifyInstance {
+    /** Every route registered since the auth hook, with the permission it declares (or `public`). */
+    routePermissions(): RoutePermission[];
+  }
   interface FastifyContextConfig {
     /** Routes that answer without an API key (health, the OpenAPI document, the docs page). */
     public?: boolean;
+    /**
+     * The permission a key needs to call the route (`allows`, below). Every route that is not public declares
+     * one: the app refuses to start otherwise (installAuth), and test/api-keys.test.ts walks the routes.
+     */
+    permission?: KeyPermission;
   }
 }
 
@@ -19,6 +29,24 @@ export function projectOf(request: FastifyRequest): string {
   if (!request.caller)
     throw unauthorized('Missing API key: send the header `Authorization: Bearer <API_KEY>`.');
   return request.caller.projectId;
+}
+
+/**
+ * The one rule of scoped keys: a full_access key may call everything; any other key only the routes that
+ * need exactly its permission (a sending_access key sends, a read_only key reads, neither does the other).
+ */
+export function allows(granted: KeyPermission, needed: KeyPermission): boolean {
+  return granted === 'full_access' || granted === needed;
+}
+
+/** The 403 for a key whose permission the route does not take; it names both. */
+function insufficientPermission(needed: KeyPermission, granted: KeyPermission): DomainError {
+  const also = needed === 'full_access' ? '' : ` (or a full_access key)`;
+  return new DomainError(
+    'forbidden',
+    'insufficient_permission',
+    `This route needs a ${needed} key${also}; this key is ${granted}.`,
+  );
 }
 
 const unauthorized = (message: string) => new DomainError('unauthorized', 'invalid_api_key', message);
@@ -45,6 +73,14 @@ export function bearerToken(header: string | undefined): string {
   return token;
 }
 
+export interface RoutePermission {
+  method: string;
+  url: string;
+  /** Undefined only for a public route (or a route that forgot, which stops the app at start). */
+  permission: KeyPermission | undefined;
+  public: boolean;
+}
+
 export function installAuth(
   app: FastifyInstance,
   {
@@ -65,6 +101,31 @@ export function installAuth(
     reply.header('retry-after', verdict.resetSeconds);
     return sendError(request, reply, 429, 'rate_limited', message);
   };
+
+  // Every route says which keys may call it. The routes are read at ready, not as each is added: a plugin's
+  // own onRoute hook may mark its routes public after this one has seen them (the docs page does).
+  const routes: RouteOptions[] = [];
+  app.addHook('onRoute', (route) => {
+    routes.push(route);
+  });
+  const routePermissions = (): RoutePermission[] =>
+    routes.map((route) => ({
+      method: String(route.method),
+      url: route.url,
+      permission: route.config?.permission,
+      public: route.config?.public === true,
+    }));
+  app.decorate('routePermissions', routePermissions);
+  app.addHook('onReady', async () => {
+    const undeclared = routePermissions().filter((route) => !route.public && !route.permission);
+    if (undeclared.length > 0) {
+      throw new Error(
+        `routes without config.permission (full_access, sending_access or read_only): ${undeclared
+          .map((route) => `${route.method} ${route.url}`)
+          .join(', ')}`,
+      );
+    }
+  });
 
   app.decorateRequest('caller', undefined);
   app.addHook('onRequest', async (request, reply) => {
@@ -97,6 +158,12 @@ export function installAuth(
       if (verdict.remaining < 0) {
         return tooMany(request, reply, verdict, `Too many requests; retry in ${verdict.resetSeconds} s.`);
       }
+    }
+    // After the rate limit, so that calls a key may not make count like any other.
+    const needed = request.routeOptions.config.permission ?? 'full_access';
+    if (!allows(request.caller.permission, needed)) {
+      const refusal = insufficientPermission(needed, request.caller.permission);
+      return sendError(request, reply, 403, refusal.code, refusal.message);
     }
   });
 }

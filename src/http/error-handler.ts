@@ -7,6 +7,7 @@ import { BODY_NOT_UTF8, BODY_TOO_DEEP, MAX_JSON_DEPTH } from './validation.ts';
 const STATUS_BY_KIND: Record<ErrorKind, number> = {
   invalid_request: 400,
   unauthorized: 401,
+  forbidden: 403,
   not_found: 404,
   conflict: 409,
   validation: 422,

@@ -15,6 +15,7 @@ export const ErrorBody = Type.Object(
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'Malformed JSON.',
   401: 'Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which).',
+  403: "The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain.",
   404: 'No such resource in this project.',
   409: 'Conflicts with the current state.',
   413: 'Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments).',
@@ -25,7 +26,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
 
 /** Response schemas for the error statuses a route can answer, for serialization and the OpenAPI document. */
 export function errorResponses(...statuses: number[]): Record<number, TSchema> {
-  const all = [400, 401, 404, 413, 415, 422, 429, ...statuses];
+  const all = [400, 401, 403, 404, 413, 415, 422, 429, ...statuses];
   return Object.fromEntries(
     [...new Set(all)].map((status) => [
       status,

@@ -1,5 +1,6 @@
 import type { FastifyDynamicSwaggerOptions, SwaggerTransform } from '@fastify/swagger';
 import { Type } from '@sinclair/typebox';
+import type { KeyPermission } from '../db/schema.ts';
 import { ErrorBody } from './error-schema.ts';
 import { POSTWIRE_VERSION } from '../lib/version.ts';
 
@@ -37,6 +38,11 @@ export const openApiInfo = {
         'Sending email: accepted (202), then delivered in the background, with events on webhooks.',
     },
     {
+      name: 'API keys',
+      description:
+        "A project's keys and what each may do: `full_access`, `sending_access` (optionally one domain) or `read_only`.",
+    },
+    {
       name: 'Health',
       description: 'Liveness and readiness probes for load balancers and orchestrators; no API key.',
     },
@@ -52,6 +58,15 @@ export const openApiInfo = {
   },
   // Every /v1 operation is behind the API key; the public ones (the health probes) say `security: []`.
   security: [{ bearerAuth: [] }],
+};
+
+const PERMISSION_SENTENCES: Record<KeyPermission, string> = {
+  full_access:
+    'Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).',
+  sending_access:
+    'Permission: `sending_access` or `full_access` (a read_only key gets 403 `insufficient_permission`).',
+  read_only:
+    'Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).',
 };
 
 const SUCCESS_DESCRIPTIONS: Record<string, string> = {
@@ -79,9 +94,16 @@ const IdempotencyKeyHeader = Type.Object({
  */
 const transform: SwaggerTransform = ({ schema, url, route }) => {
   if (!schema) return { schema, url };
-  const next = { ...schema };
+  const next: typeof schema & { 'x-permission'?: KeyPermission } = { ...schema };
   // The auth hook lets `config.public` routes through without a key; the document must not ask for one.
   if (route.config?.public) next.security = [];
+  else {
+    // The permission the auth hook asks of the key (http/auth.ts), as an extension for tools and a sentence
+    // for readers.
+    const permission = route.config?.permission ?? 'full_access';
+    next['x-permission'] = permission;
+    next.description = `${(schema.description as string | undefined) ?? ''}${schema.description ? '\n\n' : ''}${PERMISSION_SENTENCES[permission]}`;
+  }
 
   const response = { ...(schema.response as Record<string, Record<string, unknown>> | undefined) };
   for (const [status, body] of Object.entries(response)) {

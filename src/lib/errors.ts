@@ -3,6 +3,7 @@
 export type ErrorKind =
   | 'invalid_request'
   | 'unauthorized'
+  | 'forbidden'
   | 'not_found'
   | 'conflict'
   | 'validation'

@@ -307,7 +307,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
   const projects = createProjectService({ repo: createProjectRepo(database.handle.db), clock });
   const createProject = async (name = 'Test project') => {
     const project = await projects.createProject(name);
-    const { plaintext } = await projects.createKey(project.id, 'test');
+    const { plaintext } = await projects.createKey(project.id, { name: 'test' });
     return { projectId: project.id, key: plaintext };
   };
   const first = await createProject('First project');

@@ -51,6 +51,8 @@ export interface paths {
         /**
          * List the event kinds a webhook can subscribe to
          * @description Every event kind a webhook can subscribe to, with what it means. The same list is the `EventType` enum of this document, and each kind's payload is in its `webhooks` section.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listEventKinds"];
         put?: never;
@@ -71,12 +73,16 @@ export interface paths {
         /**
          * List webhook endpoints, newest first
          * @description The project's webhook endpoints, newest first, in pages of `limit` (cursors `after` / `before`).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listWebhooks"];
         put?: never;
         /**
          * Create a webhook endpoint
          * @description Registers a URL to receive the event kinds in `events`, signed with `secret` when one is given (Standard Webhooks). The secret is never returned; `has_secret` says whether one is stored.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -95,6 +101,8 @@ export interface paths {
         /**
          * Retrieve a webhook endpoint
          * @description One webhook endpoint of the project; another project's id is a 404.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getWebhook"];
         put?: never;
@@ -102,6 +110,8 @@ export interface paths {
         /**
          * Delete a webhook endpoint
          * @description Deletes the endpoint with its delivery log; nothing more is sent to it. Answers `{ data: { id, deleted: true } }`.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         delete: operations["deleteWebhook"];
         options?: never;
@@ -109,6 +119,8 @@ export interface paths {
         /**
          * Update a webhook endpoint
          * @description Only the fields sent change. `secret: null` removes the signing secret.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -123,6 +135,8 @@ export interface paths {
         /**
          * List a webhook's deliveries, newest first
          * @description One delivery per event sent to the webhook (a redelivery adds another), each with every attempt: when, the status code, how long it took, the error and the start of the response.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -145,6 +159,8 @@ export interface paths {
         /**
          * Send a test event to a webhook
          * @description Emits an event of the given kind with sample data (`test: true`) to this webhook alone, subscribed to the kind or not, through the normal delivery queue (a failure is retried on the schedule). Waits for the first attempt, up to the webhook timeout plus a few seconds, and answers with its outcome; if no worker made it in that time, `success` is false and the delivery stays queued. A disabled webhook is a 409.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["testWebhook"];
         delete?: never;
@@ -165,6 +181,8 @@ export interface paths {
         /**
          * Re-queue a webhook's failed deliveries
          * @description Every failed delivery of the webhook created since `since` becomes pending again, due now, and starts the retry schedule over; its earlier attempts stay in its log. The webhook must be enabled (409 otherwise).
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["recoverWebhook"];
         delete?: never;
@@ -183,6 +201,8 @@ export interface paths {
         /**
          * List events, newest first
          * @description Every event of the project, newest first, optionally of one kind (`type`).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listEvents"];
         put?: never;
@@ -203,6 +223,8 @@ export interface paths {
         /**
          * Retrieve an event with its deliveries
          * @description The event as webhooks receive it, plus one delivery per webhook it was sent to.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getEvent"];
         put?: never;
@@ -225,6 +247,8 @@ export interface paths {
         /**
          * Redeliver an event
          * @description Creates a new delivery, due now and retried on the usual schedule, for every webhook the event was delivered to (disabled ones are skipped and listed), or for the one `webhook_id` names (409 if it is disabled). Earlier deliveries and their attempts are kept. The payload and its `webhook-id` are the same as before, so receivers can drop a duplicate.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["redeliverEvent"];
         delete?: never;
@@ -243,12 +267,16 @@ export interface paths {
         /**
          * List templates, newest first
          * @description The project's templates with their drafts, newest first.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listTemplates"];
         put?: never;
         /**
          * Create a template
          * @description Creates a draft; it can be sent once published.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["createTemplate"];
         delete?: never;
@@ -267,6 +295,8 @@ export interface paths {
         /**
          * Retrieve a template by id or alias
          * @description A template and its draft, by id (`tpl_…`) or alias.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getTemplate"];
         put?: never;
@@ -274,6 +304,8 @@ export interface paths {
         /**
          * Delete a template and its versions
          * @description Deletes the template and every published version of it.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         delete: operations["deleteTemplate"];
         options?: never;
@@ -281,6 +313,8 @@ export interface paths {
         /**
          * Update a template draft
          * @description Only the fields sent change; `alias`, `subject`, `html` and `text` may be null to clear them. Published versions are not affected until the next publish.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["updateTemplate"];
         trace?: never;
@@ -297,6 +331,8 @@ export interface paths {
         /**
          * Publish a template
          * @description The fields sent replace the draft’s first. The template must have an html or text body and parse as Liquid; it is then stored as the next numbered version, which sends use. When the result is what the latest version already holds (name, subject, html, text, variables), no copy is stored: the answer is that version, with its number and `published_at`.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["publishTemplate"];
         delete?: never;
@@ -315,6 +351,8 @@ export interface paths {
         /**
          * List the published versions of a template, newest first
          * @description The immutable published versions, newest first; cursors are version numbers.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listTemplateVersions"];
         put?: never;
@@ -335,6 +373,8 @@ export interface paths {
         /**
          * Retrieve one published version of a template
          * @description One immutable published version, as sends of that version use it.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getTemplateVersion"];
         put?: never;
@@ -357,6 +397,8 @@ export interface paths {
         /**
          * Render a template with variables (preview)
          * @description Renders the draft, or the published `version`, as a send would: html output is escaped, and text is generated from html when the template has none. A missing variable is not an error here (a send refuses it with a 422): the preview answers 200, renders it blank and lists it in `warnings` (`missing_variable`).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         post: operations["renderTemplate"];
         delete?: never;
@@ -375,12 +417,16 @@ export interface paths {
         /**
          * List emails, newest first
          * @description The project's emails, newest first, each with its overall status; filtered by status, recipient, tag and time when asked.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listEmails"];
         put?: never;
         /**
          * Send an email
          * @description Stores the email, then answers 202: it is sent in the background (or at `scheduled_at`). What happens to it arrives on webhooks as `email.*` events and shows in `GET /v1/emails/{id}`.
+         *
+         *     Permission: `sending_access` or `full_access` (a read_only key gets 403 `insufficient_permission`).
          */
         post: operations["sendEmail"];
         delete?: never;
@@ -401,6 +447,8 @@ export interface paths {
         /**
          * Send up to 100 emails at once
          * @description All or nothing: when one email is refused, none is stored (`param` starts with its index).
+         *
+         *     Permission: `sending_access` or `full_access` (a read_only key gets 403 `insufficient_permission`).
          */
         post: operations["sendEmailBatch"];
         delete?: never;
@@ -419,6 +467,8 @@ export interface paths {
         /**
          * Retrieve an email with its recipients and events
          * @description An email with each recipient's status and the events that happened to it.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getEmail"];
         put?: never;
@@ -429,6 +479,8 @@ export interface paths {
         /**
          * Reschedule a scheduled email
          * @description Moves `scheduled_at` (in the future, up to 30 days ahead), only before the current `scheduled_at`; 409 afterwards.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["rescheduleEmail"];
         trace?: never;
@@ -443,6 +495,8 @@ export interface paths {
         /**
          * Retrieve the captured MIME of an email (capture transport)
          * @description With the capture transport (no SMTP_URL, no direct delivery) messages are kept instead of sent; this returns one as it would have left the machine.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getRawEmail"];
         put?: never;
@@ -465,6 +519,8 @@ export interface paths {
         /**
          * Cancel a scheduled email
          * @description Only before its `scheduled_at`; 409 afterwards.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["cancelEmail"];
         delete?: never;
@@ -483,12 +539,16 @@ export interface paths {
         /**
          * List suppressed addresses, newest first
          * @description The addresses this project never sends to, newest first, optionally for one `reason`.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listSuppressions"];
         put?: never;
         /**
          * Add addresses to the suppression list
          * @description Sends to these addresses stop: their recipients are `suppressed` and an `email.suppressed` event says so. Answers every entry for them, new or already there.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["createSuppressions"];
         delete?: never;
@@ -507,6 +567,8 @@ export interface paths {
         /**
          * Retrieve the suppression of an address
          * @description The suppression of one address (any case); 404 when it is not suppressed.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getSuppression"];
         put?: never;
@@ -514,6 +576,8 @@ export interface paths {
         /**
          * Remove an address from the suppression list
          * @description Sends to the address are allowed again. Hard bounces and complaints put it back if they happen again.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         delete: operations["deleteSuppression"];
         options?: never;
@@ -531,6 +595,8 @@ export interface paths {
         /**
          * List the reports received about your emails, newest first
          * @description Bounce, delay and success reports (RFC 3464) and complaints (RFC 5965) mailed back to the return paths of your emails, each with how it was read and what it changed. Reports that matched no email, or could not be read, belong to no project: the operator lists them with `postwire inbound list`.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listInboundMessages"];
         put?: never;
@@ -551,6 +617,8 @@ export interface paths {
         /**
          * Retrieve a received report
          * @description One report matched to an email of this project, with how it was read; 404 for any other.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getInboundMessage"];
         put?: never;
@@ -571,12 +639,16 @@ export interface paths {
         /**
          * List inbound routes, newest first
          * @description This project's routes, enabled or not; the listener tries them by priority, not in this order.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listInboundRoutes"];
         put?: never;
         /**
          * Create an inbound route
          * @description Which of this project's addresses take mail, and what happens to it. The listener refuses (550 5.1.1) every recipient no route takes, at RCPT: nothing is accepted and bounced later.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["createInboundRoute"];
         delete?: never;
@@ -595,6 +667,8 @@ export interface paths {
         /**
          * Retrieve an inbound route
          * @description One route of this project; 404 for any other.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getInboundRoute"];
         put?: never;
@@ -602,6 +676,8 @@ export interface paths {
         /**
          * Delete an inbound route
          * @description Its addresses are refused from the next RCPT on; mail already received stays.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         delete: operations["deleteInboundRoute"];
         options?: never;
@@ -609,6 +685,8 @@ export interface paths {
         /**
          * Update an inbound route
          * @description Only the fields sent change; the next RCPT uses them.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["updateInboundRoute"];
         trace?: never;
@@ -623,6 +701,8 @@ export interface paths {
         /**
          * List received emails, newest first
          * @description What inbound routes took, one item per accepted recipient, without bodies and headers (GET one for them). Filters: `route_id`, `recipient`, `since`, `until`.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listReceivedEmails"];
         put?: never;
@@ -643,6 +723,8 @@ export interface paths {
         /**
          * Retrieve a received email
          * @description Its parsed fields, bodies, headers, attachments (metadata), authentication results, spam verdict and the email it replies to.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getReceivedEmail"];
         put?: never;
@@ -663,6 +745,8 @@ export interface paths {
         /**
          * The bytes of a received email, as received
          * @description The message exactly as the listener stored it (`message/rfc822`).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getReceivedEmailRaw"];
         put?: never;
@@ -683,6 +767,8 @@ export interface paths {
         /**
          * The bytes of a received attachment
          * @description Decoded. Served as a download (`content-disposition: attachment`) under a sandboxing Content-Security-Policy; types that could run in a browser (html, svg, scripts) as `application/octet-stream`.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getReceivedEmailAttachment"];
         put?: never;
@@ -703,12 +789,16 @@ export interface paths {
         /**
          * List sending domains, newest first
          * @description The sending domains of this project, newest first, with their records and status.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["listDomains"];
         put?: never;
         /**
          * Add a sending domain
          * @description Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. Another project's domain of the same name does not stand in the way: the first to verify a name holds it, and while another project holds it (or a domain it is under) the records include this project's `challenge`. The same name twice in one project is a 409 `domain_exists`.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["createDomain"];
         delete?: never;
@@ -727,6 +817,8 @@ export interface paths {
         /**
          * Retrieve a sending domain by id or name
          * @description One sending domain, by `dom_…` id or by name.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getDomain"];
         put?: never;
@@ -734,6 +826,8 @@ export interface paths {
         /**
          * Remove a sending domain
          * @description Mail from it is no longer signed with its key; if it held the name, the next project to verify the name holds it without a challenge.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         delete: operations["deleteDomain"];
         options?: never;
@@ -741,6 +835,8 @@ export interface paths {
         /**
          * Update a domain
          * @description Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["updateDomain"];
         trace?: never;
@@ -757,6 +853,8 @@ export interface paths {
         /**
          * Look up a domain's DNS records now
          * @description Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`. Verifying a name another project holds (with the `challenge` record published) takes it over: that project's domain becomes `failed` and its `domain.failed` says so.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["verifyDomain"];
         delete?: never;
@@ -777,9 +875,89 @@ export interface paths {
         /**
          * Start a rotation of a domain's DKIM key
          * @description Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         post: operations["rotateDomainKey"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API keys
+         * @description This project's keys, revoked ones too, oldest first; never the keys themselves.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["listApiKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description A key of this project with a permission (and, for a sending key, optionally one domain). The key itself (`token`) is in this answer only: store it now.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        post: operations["createApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys/current": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve the key making this request
+         * @description What the calling key may do (the dashboard reads it to hide what the key cannot do). A sending_access key gets 403, as for every read.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getCurrentApiKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve an API key
+         * @description One key of this project (never the key itself); 404 for any other.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getApiKey"];
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key
+         * @description Every process refuses it (401) from the next request on; it stays listed with `revoked_at`. A key may revoke itself. The project's last working full_access key cannot be revoked here (409 `last_full_access_key`): only with the CLI.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        delete: operations["deleteApiKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -795,6 +973,8 @@ export interface paths {
         /**
          * Sending and engagement numbers, per day and in total
          * @description Counts of sent, delivered, bounced (by type), complained, suppressed, unsubscribed, unique opens and unique clicks (people and machines apart) per UTC day, with the bounce and complaint rates against the limit Gmail publishes. Read from daily counts kept up to date with each event. Counting starts with the version that added it.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
          */
         get: operations["getStats"];
         put?: never;
@@ -1085,6 +1265,36 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /** ApiKey */
+        ApiKey: {
+            /** @enum {string} */
+            object: "api_key";
+            /** @description Identifier (`key_…`). */
+            id: string;
+            /** @description What the key is for (null for keys made by the CLI without a name). */
+            name: string | null;
+            /** @description `full_access`: every route. `sending_access`: only `POST /v1/emails` and `/v1/emails/batch` (and SMTP submission). `read_only`: only the routes that change nothing (every GET, template previews). */
+            permission: "full_access" | "sending_access" | "read_only";
+            /** @description A sending_access key limited to this domain sends only from it (or its subdomains); null: any domain. */
+            domain_id: string | null;
+            /** @description The first characters of the key, to tell keys apart. */
+            key_prefix: string;
+            /**
+             * Format: date-time
+             * @description When the key was created. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description When the key was revoked (it is refused from then on); null while it works. */
+            revoked_at: string | null;
+        };
+        /** ApiKeyList */
+        ApiKeyList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ApiKey"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
         /** Bounce */
         Bounce: {
             /** @description Only `hard` bounces suppress the address. */
@@ -1092,6 +1302,15 @@ export interface components {
             status: string | null;
             diagnostic: string | null;
             reporting_mta: string | null;
+        };
+        /** CreateApiKeyRequest */
+        CreateApiKeyRequest: {
+            /** @description What the key is for. */
+            name: string;
+            /** @description `full_access`: every route. `sending_access`: only `POST /v1/emails` and `/v1/emails/batch` (and SMTP submission). `read_only`: only the routes that change nothing (every GET, template previews). */
+            permission?: "full_access" | "sending_access" | "read_only";
+            /** @description Only with `sending_access`: a domain of this project (`dom_…`) that the key may send from, alone. */
+            domain_id?: string | null;
         };
         /** CreateDomainRequest */
         CreateDomainRequest: {
@@ -1137,6 +1356,38 @@ export interface components {
             /** @description Active flag; defaults to true. */
             enabled?: boolean;
             secret?: string | null;
+        };
+        /** CreatedApiKey */
+        CreatedApiKey: {
+            /** @enum {string} */
+            object: "api_key";
+            /** @description Identifier (`key_…`). */
+            id: string;
+            /** @description What the key is for (null for keys made by the CLI without a name). */
+            name: string | null;
+            /** @description `full_access`: every route. `sending_access`: only `POST /v1/emails` and `/v1/emails/batch` (and SMTP submission). `read_only`: only the routes that change nothing (every GET, template previews). */
+            permission: "full_access" | "sending_access" | "read_only";
+            /** @description A sending_access key limited to this domain sends only from it (or its subdomains); null: any domain. */
+            domain_id: string | null;
+            /** @description The first characters of the key, to tell keys apart. */
+            key_prefix: string;
+            /**
+             * Format: date-time
+             * @description When the key was created. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description When the key was revoked (it is refused from then on); null while it works. */
+            revoked_at: string | null;
+            /** @description The key itself, for `Authorization: Bearer`: shown only in this answer, never again. */
+            token: string;
+        };
+        /** DeletedApiKey */
+        DeletedApiKey: {
+            /** @enum {string} */
+            object: "api_key";
+            id: string;
+            /** @enum {boolean} */
+            deleted: true;
         };
         /** DeletedDomain */
         DeletedDomain: {
@@ -3103,6 +3354,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -3202,6 +3462,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -3294,6 +3563,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3404,6 +3682,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -3491,6 +3778,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3589,6 +3885,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3699,6 +4004,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -3793,6 +4107,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3910,6 +4233,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -4020,6 +4352,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -4107,6 +4448,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4208,6 +4558,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4323,6 +4682,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -4415,6 +4783,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4526,6 +4903,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -4614,6 +5000,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4713,6 +5108,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4831,6 +5235,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -4942,6 +5355,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -5031,6 +5453,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5133,6 +5564,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5258,6 +5698,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -5350,6 +5799,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5466,6 +5924,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -5570,6 +6037,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -5662,6 +6138,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5773,6 +6258,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -5864,6 +6358,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5981,6 +6484,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -6073,6 +6585,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6184,6 +6705,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -6272,6 +6802,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6378,6 +6917,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -6466,6 +7014,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6572,6 +7129,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -6664,6 +7230,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6775,6 +7350,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -6863,6 +7447,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6962,6 +7555,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7076,6 +7678,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -7164,6 +7775,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7266,6 +7886,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -7356,6 +7985,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7462,6 +8100,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -7554,6 +8201,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7665,6 +8321,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -7753,6 +8418,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7859,6 +8533,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -7950,6 +8633,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8064,6 +8756,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description No such resource in this project. */
             404: {
                 headers: {
@@ -8074,6 +8775,542 @@ export interface operations {
                 };
             };
             /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createApiKey: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateApiKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedApiKey"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getCurrentApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key identifier (`key_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKey"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key identifier (`key_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedApiKey"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -8165,6 +9402,15 @@ export interface operations {
             };
             /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

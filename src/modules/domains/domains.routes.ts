@@ -29,6 +29,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.post(
     '/v1/domains',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'createDomain',
@@ -50,6 +51,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.get(
     '/v1/domains',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listDomains',
@@ -68,6 +70,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.get(
     '/v1/domains/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getDomain',
@@ -83,6 +86,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.patch(
     '/v1/domains/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'updateDomain',
@@ -101,6 +105,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.delete(
     '/v1/domains/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'deleteDomain',
@@ -127,7 +132,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         response: { 200: Domain, ...errorResponses() },
       },
       // The lookups take up to seconds: no transaction is held open for them. Verifying again is harmless.
-      config: { idempotencyOutsideTransaction: true },
+      config: { permission: 'full_access', idempotencyOutsideTransaction: true },
     },
     async (request) => domains.toView(await domains.verify(projectOf(request), request.params.id)),
   );
@@ -135,6 +140,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.post(
     '/v1/domains/:id/dkim/rotate',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'rotateDomainKey',

@@ -442,6 +442,29 @@ export function createDomainService(deps: DomainServiceDeps) {
     },
 
     /**
+     * A sending key limited to one domain (its `domain_id`) sends only as that domain or one of its
+     * subdomains: anything else is a 403 naming the domain. The one rule for the API and SMTP submission.
+     */
+    async authorizeKeyDomain(
+      projectId: string,
+      keyDomainId: string,
+      fromDomain: string,
+      param: string,
+    ): Promise<void> {
+      const from = fromDomain.toLowerCase();
+      const domain = await repo.find(projectId, keyDomainId);
+      if (domain && selfAndParents(from).includes(domain.name)) return;
+      throw new DomainError(
+        'forbidden',
+        'insufficient_permission',
+        domain
+          ? `This key may send only from the domain '${domain.name}'; '${from}' is not it.`
+          : `This key may send only from the domain '${keyDomainId}', which no longer exists; '${from}' is not it.`,
+        param,
+      );
+    },
+
+    /**
      * Who may send as `fromDomain`: the most specific verified domain among it and its parents decides. Held
      * by another project: refused in every mode. Held by this one: signed with its key (DMARC-aligned), its
      * return path used when verified. Neither: refused under SENDER_DOMAINS=verified, else the fallback key.

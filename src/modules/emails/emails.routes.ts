@@ -26,6 +26,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails',
     {
+      config: { permission: 'sending_access' },
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
@@ -38,7 +39,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const plan = await emails.prepareSend(projectOf(request), request.body);
+      const plan = await emails.prepareSend(projectOf(request), request.body, request.caller!);
       reply.code(202);
       const [accepted] = emails.acceptedViews(plan);
       return reply.transact(
@@ -59,6 +60,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/batch',
     {
+      config: { permission: 'sending_access' },
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
       schema: {
         tags,
@@ -71,7 +73,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const plan = await emails.prepareBatch(projectOf(request), request.body);
+      const plan = await emails.prepareBatch(projectOf(request), request.body, request.caller!);
       reply.code(202);
       const accepted = list(emails.acceptedViews(plan), false);
       return reply.transact(
@@ -92,6 +94,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.get(
     '/v1/emails',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listEmails',
@@ -116,6 +119,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.get(
     '/v1/emails/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getEmail',
@@ -131,6 +135,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.get(
     '/v1/emails/:id/raw',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getRawEmail',
@@ -147,6 +152,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.patch(
     '/v1/emails/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'rescheduleEmail',
@@ -167,6 +173,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/:id/cancel',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'cancelEmail',

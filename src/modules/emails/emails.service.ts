@@ -27,6 +27,13 @@ import {
 import type { SuppressionRecord } from '../suppressions/suppressions.repo.ts';
 
 /** An SMTP submission as the emails service takes it (read by the submission module). */
+/** What the sending key allows (the caller's): `domainId`, the one domain it may send from, or null for any. */
+export interface KeySender {
+  domainId: string | null;
+}
+
+const ANY_DOMAIN: KeySender = { domainId: null };
+
 export interface Submission {
   /** The From field (`Name <a@b>` or `a@b`). */
   from: string;
@@ -103,7 +110,7 @@ export interface EmailServiceDeps {
   /** Concurrent sends written together, at most this many emails a group (send-groups.ts); unset: each alone. */
   sendGroups?: { maxEmails: number } | undefined;
   /** Which From domains the project may send as, and how they are signed (the domains module). */
-  senders?: Pick<DomainService, 'authorizeSender'> | undefined;
+  senders?: Pick<DomainService, 'authorizeSender' | 'authorizeKeyDomain'> | undefined;
   /** Opens, clicks and one-click unsubscribe: PUBLIC_URL, the defaults, and where the settings are kept. */
   engagement: EmailEngagementDeps;
 }
@@ -422,11 +429,18 @@ export function createEmailService({
     input: SendEmailInput,
     now: Date,
     prefix: string,
+    /** The sending key's one domain (api_keys.domain_id), when it is limited to one. */
+    keyDomainId: string | null,
     /** Sender decisions already made in this request, by From domain (a batch often repeats one). */
     decided = new Map<string, SenderAuthentication>(),
   ): Promise<NewEmail> {
     const from = parseList(input.from, `${prefix}from`)[0]!;
     let authentication = decided.get(from.domain);
+    if (!authentication && keyDomainId !== null) {
+      // Without the domains module nothing can say what the domain is: refused rather than let through.
+      if (!senders) throw new Error('a domain-limited key needs the domains service');
+      await senders.authorizeKeyDomain(projectId, keyDomainId, from.domain, `${prefix}from`);
+    }
     if (senders && !authentication) {
       authentication = await senders.authorizeSender(projectId, from.domain, `${prefix}from`);
       decided.set(from.domain, authentication);
@@ -738,9 +752,13 @@ export function createEmailService({
 
   return {
     /** Validates and renders one send (reading its template and sender), before any transaction. */
-    async prepareSend(projectId: string, input: SendEmailInput): Promise<SendPlan> {
+    async prepareSend(
+      projectId: string,
+      input: SendEmailInput,
+      sender: KeySender = ANY_DOMAIN,
+    ): Promise<SendPlan> {
       const now = clock.now();
-      return { emails: [await prepare(projectId, input, now, '')], now };
+      return { emails: [await prepare(projectId, input, now, '', sender.domainId)], now };
     },
 
     /**
@@ -749,7 +767,11 @@ export function createEmailService({
      * those in To or Cc as such, the others as bcc. The message travels as submitted (`submitted`): its Message-ID
      * is the client's when it gave one.
      */
-    async prepareSubmission(projectId: string, submission: Submission): Promise<SendPlan> {
+    async prepareSubmission(
+      projectId: string,
+      submission: Submission,
+      sender: KeySender = ANY_DOMAIN,
+    ): Promise<SendPlan> {
       const now = clock.now();
       const inHeader = (list: readonly string[]) => new Set(list.map((address) => address.toLowerCase()));
       const to = inHeader(submission.to);
@@ -773,6 +795,7 @@ export function createEmailService({
         },
         now,
         '',
+        sender.domainId,
       );
       const messageId = submission.messageId ?? email.messageId;
       const submitted = submission.build(messageId, now);
@@ -833,12 +856,16 @@ export function createEmailService({
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
-    async prepareBatch(projectId: string, inputs: SendEmailInput[]): Promise<SendPlan> {
+    async prepareBatch(
+      projectId: string,
+      inputs: SendEmailInput[],
+      sender: KeySender = ANY_DOMAIN,
+    ): Promise<SendPlan> {
       const now = clock.now();
       const emails: NewEmail[] = [];
       const decided = new Map<string, SenderAuthentication>();
       for (const [index, input] of inputs.entries())
-        emails.push(await prepare(projectId, input, now, `[${index}].`, decided));
+        emails.push(await prepare(projectId, input, now, `[${index}].`, sender.domainId, decided));
       return { emails, now };
     },
 

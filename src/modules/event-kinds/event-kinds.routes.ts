@@ -24,6 +24,7 @@ export function registerEventKindRoutes(app: FastifyInstance): void {
   app.get(
     '/v1/event-kinds',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags: ['Events'],
         operationId: 'listEventKinds',

@@ -21,6 +21,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
   app.get(
     '/v1/events',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listEvents',
@@ -40,6 +41,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
   app.get(
     '/v1/events/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getEvent',
@@ -56,7 +58,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
     '/v1/events/:id/redeliver',
     {
       // The body is optional: without one, the event goes again to every webhook it was delivered to.
-      config: { optionalBody: true },
+      config: { permission: 'full_access', optionalBody: true },
       schema: {
         tags,
         operationId: 'redeliverEvent',

@@ -24,6 +24,7 @@ export function registerInboundRouteRoutes(
   app.post(
     '/v1/inbound-routes',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'createInboundRoute',
@@ -46,6 +47,7 @@ export function registerInboundRouteRoutes(
   app.get(
     '/v1/inbound-routes',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listInboundRoutes',
@@ -65,6 +67,7 @@ export function registerInboundRouteRoutes(
   app.get(
     '/v1/inbound-routes/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getInboundRoute',
@@ -80,6 +83,7 @@ export function registerInboundRouteRoutes(
   app.patch(
     '/v1/inbound-routes/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'updateInboundRoute',
@@ -97,6 +101,7 @@ export function registerInboundRouteRoutes(
   app.delete(
     '/v1/inbound-routes/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'deleteInboundRoute',

@@ -17,6 +17,7 @@ export function registerInboundRoutes(
   app.get(
     '/v1/inbound-messages',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listInboundMessages',
@@ -36,6 +37,7 @@ export function registerInboundRoutes(
   app.get(
     '/v1/inbound-messages/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getInboundMessage',

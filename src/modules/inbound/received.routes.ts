@@ -41,6 +41,7 @@ export function registerReceivedRoutes(
   app.get(
     '/v1/received-emails',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listReceivedEmails',
@@ -66,6 +67,7 @@ export function registerReceivedRoutes(
   app.get(
     '/v1/received-emails/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getReceivedEmail',
@@ -82,6 +84,7 @@ export function registerReceivedRoutes(
   app.get(
     '/v1/received-emails/:id/raw',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getReceivedEmailRaw',
@@ -103,6 +106,7 @@ export function registerReceivedRoutes(
   app.get(
     '/v1/received-emails/:id/attachments/:index',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getReceivedEmailAttachment',

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { prepareQuery } from '../../db/prepared-query.ts';
-import type { Database, Row } from '../../db/schema.ts';
+import type { Database, KeyPermission, Row } from '../../db/schema.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
 export interface Project {
@@ -17,6 +17,9 @@ export interface ApiKeyRecord {
   keyPrefix: string;
   createdAt: string;
   revokedAt: string | null;
+  permission: KeyPermission;
+  /** A sending key's one domain; null: any domain of the project. */
+  domainId: string | null;
 }
 
 export interface ActiveKey {
@@ -45,6 +48,8 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
     keyPrefix: row.key_prefix,
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
+    permission: row.permission,
+    domainId: row.domain_id,
   });
 
   const keyByHash = prepareQuery(db, (keyHash: string) =>
@@ -107,6 +112,8 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
           key_prefix: key.keyPrefix,
           created_at: key.createdAt,
           revoked_at: key.revokedAt,
+          permission: key.permission,
+          domain_id: key.domainId,
         })
         .execute();
     },
@@ -126,15 +133,68 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
       return rows.map(toKey);
     },
 
-    async revokeKey(id: string, revokedAt: string): Promise<ApiKeyRecord | undefined> {
-      await db
-        .updateTable('api_keys')
-        .set({ revoked_at: revokedAt })
+    async findKey(projectId: string, id: string): Promise<ApiKeyRecord | undefined> {
+      const row = await db
+        .selectFrom('api_keys')
+        .selectAll()
+        .where('project_id', '=', projectId)
         .where('id', '=', id)
-        .where('revoked_at', 'is', null)
-        .execute();
+        .executeTakeFirst();
+      return row && toKey(row);
+    },
+
+    /** A domain of this project (only its id and name: the domains repository owns the table). */
+    async findDomain(projectId: string, id: string): Promise<{ id: string; name: string } | undefined> {
+      return db
+        .selectFrom('domains')
+        .select(['id', 'name'])
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+    },
+
+    /** The key's project, whichever it is (the operator's CLI revokes by id alone). */
+    async findKeyAnywhere(id: string): Promise<ApiKeyRecord | undefined> {
       const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
       return row && toKey(row);
+    },
+
+    /**
+     * Revokes a key unless it is already revoked; `keepOneFullAccess`: and unless it is the project's last
+     * working full_access key, checked in the statement itself (two revocations at the same instant on PostgreSQL could still both pass; the
+     * CLI can always make another key).
+     * Whether it changed a row.
+     */
+    async revokeKey(
+      projectId: string,
+      id: string,
+      revokedAt: string,
+      { keepOneFullAccess = false }: { keepOneFullAccess?: boolean } = {},
+    ): Promise<boolean> {
+      let update = db
+        .updateTable('api_keys')
+        .set({ revoked_at: revokedAt })
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null);
+      if (keepOneFullAccess) {
+        update = update.where((eb) =>
+          eb.or([
+            eb('permission', '!=', 'full_access'),
+            eb.exists(
+              eb
+                .selectFrom('api_keys as other')
+                .select('other.id')
+                .where('other.project_id', '=', projectId)
+                .where('other.id', '!=', id)
+                .where('other.permission', '=', 'full_access')
+                .where('other.revoked_at', 'is', null),
+            ),
+          ]),
+        );
+      }
+      const result = await update.executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
   };
 }

@@ -1,7 +1,8 @@
 import type { Clock } from '../../lib/clock.ts';
 import { constantTimeEqual, randomToken, sha256Hex } from '../../lib/crypto.ts';
-import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { newId } from '../../lib/ids.ts';
+import type { KeyPermission } from '../../db/schema.ts';
 import type { ApiKeyRecord, Project, ProjectRepo } from './projects.repo.ts';
 
 export interface CreatedKey {
@@ -13,24 +14,66 @@ export interface CreatedKey {
 export interface Caller {
   projectId: string;
   keyId: string;
+  permission: KeyPermission;
+  /** A sending key's one domain; null: any. */
+  domainId: string | null;
+}
+
+export const KEY_PERMISSIONS = [
+  'full_access',
+  'sending_access',
+  'read_only',
+] as const satisfies readonly KeyPermission[];
+
+export interface NewKey {
+  name: string | null;
+  /** full_access when absent. */
+  permission?: KeyPermission | undefined;
+  /** Only with sending_access: the one domain of the project the key may send from. */
+  domainId?: string | null | undefined;
 }
 
 const KEY_PREFIX = 'pw_';
 
 export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock: Clock }) {
-  async function createKey(projectId: string, name: string | null, plaintext?: string): Promise<CreatedKey> {
+  /**
+   * A new key; `plaintext` is the bootstrap key's own value (POSTWIRE_BOOTSTRAP_KEY), else a random one. The key is returned
+   * with its plain value, which is not kept.
+   */
+  async function createKey(projectId: string, input: NewKey, plaintext?: string): Promise<CreatedKey> {
     if (!(await repo.findProject(projectId))) throw notFound('project', projectId);
+    const permission = input.permission ?? 'full_access';
+    const domainId = input.domainId ?? null;
+    if (domainId !== null) {
+      if (permission !== 'sending_access') {
+        throw invalidParam(
+          'domain_id',
+          `Only a sending_access key can be limited to a domain; this key would be ${permission}.`,
+        );
+      }
+      if (!(await repo.findDomain(projectId, domainId))) {
+        throw invalidParam('domain_id', `No domain with id '${domainId}' in this project.`);
+      }
+    }
     const secret = plaintext ?? `${KEY_PREFIX}${randomToken(24)}`;
     const key: ApiKeyRecord = {
       id: newId('key'),
       projectId,
-      name,
+      name: input.name,
       keyPrefix: secret.slice(0, 10),
       createdAt: clock.now().toISOString(),
       revokedAt: null,
+      permission,
+      domainId,
     };
     await repo.insertKey({ ...key, keyHash: sha256Hex(secret) });
     return { key, plaintext: secret };
+  }
+
+  async function getKey(projectId: string, keyId: string): Promise<ApiKeyRecord> {
+    const key = await repo.findKey(projectId, keyId);
+    if (!key) throw notFound('API key', keyId);
+    return key;
   }
 
   async function createProject(name: string, isDefault = false): Promise<Project> {
@@ -50,10 +93,37 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
       return repo.listKeys(projectId);
     },
 
-    async revokeKey(keyId: string): Promise<ApiKeyRecord> {
-      const key = await repo.revokeKey(keyId, clock.now().toISOString());
+    getKey,
+
+    /**
+     * Revokes a key of the project: refused for its last working full_access key, which only the operator's
+     * CLI may revoke (a project left with no key that can manage keys could not make another over the API).
+     * A key may revoke itself. Revoking a revoked key answers it as it is.
+     */
+    async revokeKey(projectId: string, keyId: string): Promise<ApiKeyRecord> {
+      const key = await getKey(projectId, keyId);
+      if (key.revokedAt !== null) return key;
+      const revoked = await repo.revokeKey(projectId, keyId, clock.now().toISOString(), {
+        keepOneFullAccess: true,
+      });
+      if (!revoked) {
+        const now = await getKey(projectId, keyId);
+        if (now.revokedAt !== null) return now;
+        throw conflict(
+          'last_full_access_key',
+          `Key '${keyId}' is this project's last full_access key: create another full_access key first (or revoke it with the CLI, \`postwire keys revoke\`).`,
+          'id',
+        );
+      }
+      return getKey(projectId, keyId);
+    },
+
+    /** The operator's revocation (CLI): any key of any project, even a project's last. */
+    async revokeKeyAsOperator(keyId: string): Promise<ApiKeyRecord> {
+      const key = await repo.findKeyAnywhere(keyId);
       if (!key) throw notFound('key', keyId);
-      return key;
+      await repo.revokeKey(key.projectId, keyId, clock.now().toISOString());
+      return (await repo.findKeyAnywhere(keyId))!;
     },
 
     /** The caller behind a bearer token, or an `unauthorized` error that says nothing about which part failed. */
@@ -66,7 +136,7 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
       const key = await repo.findKeyByHash(hash);
       // The lookup is by hash, so timing reveals nothing of the key; the comparison is constant-time anyway.
       if (!key || key.revokedAt !== null || !constantTimeEqual(key.keyHash, hash)) throw rejected();
-      return { projectId: key.projectId, keyId: key.id };
+      return { projectId: key.projectId, keyId: key.id, permission: key.permission, domainId: key.domainId };
     },
 
     /**
@@ -88,11 +158,11 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
       let createdKey: string | undefined;
       if (bootstrapKey) {
         if (!(await repo.findKeyByHash(sha256Hex(bootstrapKey)))) {
-          await createKey(project.id, 'bootstrap', bootstrapKey);
+          await createKey(project.id, { name: 'bootstrap' }, bootstrapKey);
         }
       } else if (!existing || (await repo.listKeys(project.id)).length === 0) {
         // A default project without a key (a crash between the two writes) gets one now, printed once.
-        createdKey = (await createKey(project.id, 'default')).plaintext;
+        createdKey = (await createKey(project.id, { name: 'default' })).plaintext;
       }
       return { project, ...(createdKey ? { createdKey } : {}) };
     },

@@ -10,6 +10,7 @@ export function registerStatsRoutes(server: FastifyInstance, { stats }: { stats:
   app.get(
     '/v1/stats',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags: ['Emails'],
         operationId: 'getStats',

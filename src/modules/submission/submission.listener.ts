@@ -18,6 +18,8 @@ import { SubmissionRefusal } from './submitted-message.ts';
 export interface SubmissionCaller {
   projectId: string;
   keyId: string;
+  /** The one domain the key may send from (a domain-limited sending key); null: any. */
+  domainId: string | null;
   username: string;
 }
 
@@ -31,7 +33,10 @@ export interface SubmissionListenerOptions {
   allowPlainLoopback: boolean;
   maxBytes: number;
   hostname?: string | undefined;
-  /** The caller behind an API key; undefined for a key that is unknown or revoked. */
+  /**
+   * The caller behind an API key; undefined for a key that is unknown or revoked. Rejects with a
+   * SubmissionRefusal for a key that exists but may not send (its reply says why).
+   */
   authenticate(username: string, password: string): Promise<SubmissionCaller | undefined>;
   /** Whether the session's key may still send (a key revoked during a session cannot send its next message). */
   stillValid(caller: SubmissionCaller): Promise<boolean>;
@@ -69,8 +74,11 @@ function replyFor(error: unknown, logger: WorkerLogger): Error {
   if (error instanceof SubmissionRefusal) return smtpError(error.responseCode, error.message);
   if (error instanceof RetryLaterError) return smtpError(452, `4.5.3 ${error.message}`);
   if (error instanceof DomainError) {
-    // A From domain the project may not send as is a policy refusal (5.7.1); anything else is the message's.
-    const status = error.code.startsWith('sender_domain_') || error.kind === 'conflict' ? '5.7.1' : '5.6.0';
+    // A From domain the project (or a domain-limited key) may not send as is a policy refusal (5.7.1); anything else is the message's.
+    const status =
+      error.code.startsWith('sender_domain_') || error.kind === 'conflict' || error.kind === 'forbidden'
+        ? '5.7.1'
+        : '5.6.0';
     return smtpError(550, `${status} ${error.message}${error.param ? ` (${error.param})` : ''}`);
   }
   logger.error({ err: error }, 'submission: could not store a submitted message');
@@ -126,6 +134,10 @@ export async function startSubmissionListener(
           callback(null, { user: caller.keyId });
         },
         (error: unknown) => {
+          if (error instanceof SubmissionRefusal) {
+            callback(smtpError(error.responseCode, error.message));
+            return;
+          }
           logger.error({ err: error }, 'submission: could not check a key');
           callback(smtpError(454, '4.7.0 Temporary authentication failure'));
         },

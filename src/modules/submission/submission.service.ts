@@ -1,3 +1,4 @@
+import { allows } from '../../http/auth.ts';
 import { DomainError } from '../../lib/errors.ts';
 import type { EmailService } from '../emails/emails.service.ts';
 import type { ProjectService } from '../projects/projects.service.ts';
@@ -20,21 +21,35 @@ export function createSubmissionService({
   projects: Pick<ProjectService, 'authenticate'>;
   emails: Pick<EmailService, 'prepareSubmission' | 'submittedBefore' | 'accept' | 'fitsDailyLimit'>;
 }) {
+  /** The caller, undefined for an unknown or revoked key; a key that may not send is refused by name. */
   async function authenticate(username: string, password: string): Promise<KeyedCaller | undefined> {
+    let caller;
     try {
-      const caller = await projects.authenticate(password);
-      return { ...caller, username: username.slice(0, 200), key: password };
+      caller = await projects.authenticate(password);
     } catch (error) {
       if (error instanceof DomainError) return undefined;
       throw error;
     }
+    // Submitting is sending: the rule of the API's send routes (http/auth.ts).
+    if (!allows(caller.permission, 'sending_access')) {
+      throw new SubmissionRefusal(
+        535,
+        `5.7.8 This API key is ${caller.permission}: SMTP submission needs a sending_access or full_access key`,
+      );
+    }
+    return { ...caller, username: username.slice(0, 200), key: password };
   }
 
   return {
     authenticate,
 
     async stillValid(caller: SubmissionCaller): Promise<boolean> {
-      return (await authenticate(caller.username, (caller as KeyedCaller).key)) !== undefined;
+      try {
+        return (await authenticate(caller.username, (caller as KeyedCaller).key)) !== undefined;
+      } catch (error) {
+        if (error instanceof SubmissionRefusal) return false;
+        throw error;
+      }
     },
 
     /** Whether a message to `recipients` still fits the project's daily limit (RCPT's early answer). */
@@ -54,21 +69,25 @@ export function createSubmissionService({
         const before = await emails.submittedBefore(caller.projectId, message.messageId);
         if (before) return `2.0.0 Already accepted as ${before}`;
       }
-      const plan = await emails.prepareSubmission(caller.projectId, {
-        from: message.from,
-        recipients: envelope.to,
-        to: message.to,
-        cc: message.cc,
-        replyTo: message.replyTo,
-        subject: message.subject,
-        messageId: message.messageId,
-        tags: message.tags,
-        sendAt: message.sendAt,
-        unsubscribe: message.unsubscribe,
-        track: message.track,
-        username: caller.username,
-        build: (messageId, acceptedAt) => messageToSend(message, messageId, acceptedAt),
-      });
+      const plan = await emails.prepareSubmission(
+        caller.projectId,
+        {
+          from: message.from,
+          recipients: envelope.to,
+          to: message.to,
+          cc: message.cc,
+          replyTo: message.replyTo,
+          subject: message.subject,
+          messageId: message.messageId,
+          tags: message.tags,
+          sendAt: message.sendAt,
+          unsubscribe: message.unsubscribe,
+          track: message.track,
+          username: caller.username,
+          build: (messageId, acceptedAt) => messageToSend(message, messageId, acceptedAt),
+        },
+        caller,
+      );
       await emails.accept(plan);
       return `2.0.0 Ok: queued as ${plan.emails[0]!.id}`;
     },

@@ -24,6 +24,7 @@ export function registerSuppressionRoutes(
   app.get(
     '/v1/suppressions',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listSuppressions',
@@ -43,6 +44,7 @@ export function registerSuppressionRoutes(
   app.get(
     '/v1/suppressions/:address',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getSuppression',
@@ -58,6 +60,7 @@ export function registerSuppressionRoutes(
   app.post(
     '/v1/suppressions',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'createSuppressions',
@@ -80,6 +83,7 @@ export function registerSuppressionRoutes(
   app.delete(
     '/v1/suppressions/:address',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'deleteSuppression',

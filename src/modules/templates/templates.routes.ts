@@ -32,6 +32,7 @@ export function registerTemplateRoutes(
   app.post(
     '/v1/templates',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'createTemplate',
@@ -51,6 +52,7 @@ export function registerTemplateRoutes(
   app.get(
     '/v1/templates',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listTemplates',
@@ -69,6 +71,7 @@ export function registerTemplateRoutes(
   app.get(
     '/v1/templates/:id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getTemplate',
@@ -84,6 +87,7 @@ export function registerTemplateRoutes(
   app.patch(
     '/v1/templates/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'updateTemplate',
@@ -101,6 +105,7 @@ export function registerTemplateRoutes(
   app.delete(
     '/v1/templates/:id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'deleteTemplate',
@@ -117,7 +122,7 @@ export function registerTemplateRoutes(
     '/v1/templates/:id/publish',
     {
       // The seed's body is optional: publishing the draft as it stands needs none.
-      config: { optionalBody: true },
+      config: { permission: 'full_access', optionalBody: true },
       schema: {
         tags,
         operationId: 'publishTemplate',
@@ -138,6 +143,7 @@ export function registerTemplateRoutes(
   app.get(
     '/v1/templates/:id/versions',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listTemplateVersions',
@@ -160,6 +166,7 @@ export function registerTemplateRoutes(
   app.get(
     '/v1/templates/:id/versions/:version',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getTemplateVersion',
@@ -176,7 +183,7 @@ export function registerTemplateRoutes(
     '/v1/templates/:id/render',
     {
       // Writes nothing: no transaction to hold while it renders. Without a body, the draft renders with none.
-      config: { idempotencyOutsideTransaction: true, optionalBody: true },
+      config: { permission: 'read_only', idempotencyOutsideTransaction: true, optionalBody: true },
       schema: {
         tags,
         operationId: 'renderTemplate',

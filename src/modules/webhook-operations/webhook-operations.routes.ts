@@ -27,6 +27,7 @@ export function registerWebhookOperationRoutes(
   app.get(
     '/v1/webhooks/:webhook_id/deliveries',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listWebhookDeliveries',
@@ -55,7 +56,7 @@ export function registerWebhookOperationRoutes(
     {
       // It waits for a worker to attempt the event it emits, which must be committed for the worker to see.
       // The body is optional: without one, an `email.sent` test event is sent.
-      config: { idempotencyOutsideTransaction: true, optionalBody: true },
+      config: { permission: 'full_access', idempotencyOutsideTransaction: true, optionalBody: true },
       schema: {
         tags,
         operationId: 'testWebhook',
@@ -74,7 +75,7 @@ export function registerWebhookOperationRoutes(
     '/v1/webhooks/:webhook_id/recover',
     {
       // A missing body then reads as a missing `since` (422 naming it), not as a body of the wrong type.
-      config: { optionalBody: true },
+      config: { permission: 'full_access', optionalBody: true },
       schema: {
         tags,
         operationId: 'recoverWebhook',

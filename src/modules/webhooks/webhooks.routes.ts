@@ -29,6 +29,7 @@ export function registerWebhookRoutes(
   app.post(
     '/v1/webhooks',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'createWebhook',
@@ -49,6 +50,7 @@ export function registerWebhookRoutes(
   app.get(
     '/v1/webhooks',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'listWebhooks',
@@ -70,6 +72,7 @@ export function registerWebhookRoutes(
   app.get(
     '/v1/webhooks/:webhook_id',
     {
+      config: { permission: 'read_only' },
       schema: {
         tags,
         operationId: 'getWebhook',
@@ -85,6 +88,7 @@ export function registerWebhookRoutes(
   app.patch(
     '/v1/webhooks/:webhook_id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'updateWebhook',
@@ -103,6 +107,7 @@ export function registerWebhookRoutes(
   app.delete(
     '/v1/webhooks/:webhook_id',
     {
+      config: { permission: 'full_access' },
       schema: {
         tags,
         operationId: 'deleteWebhook',
