@@ -489,6 +489,29 @@ describe('the dashboard runs a project', { skip }, () => {
     assert.deepEqual(bad, []);
   });
 
+  test("a read_only key's session cannot reschedule, cancel or rotate (the controls are disabled)", async () => {
+    const reader = await api.request('POST', '/v1/api-keys', {
+      body: { name: 'viewer', permission: 'read_only' },
+    });
+    assert.equal(reader.status, 201, JSON.stringify(reader.body));
+    const scheduled = (await api.request('GET', '/v1/emails?status=scheduled')).body.data[0].id;
+    const context = await browser.newContext({ baseURL: api.baseUrl });
+    const target = await context.newPage();
+    await target.goto('/');
+    await target.evaluate((key) => sessionStorage.setItem('postwire.apiKey', key), reader.body.token);
+    await target.goto(`/dashboard/emails/${scheduled}`);
+    await target.getByText('Read-only key: you can see everything').waitFor();
+    for (const name of ['Reschedule', 'Cancel email']) {
+      const control = target.getByRole('button', { name });
+      await until(() => control.isDisabled(), 5000, `${name} disabled`);
+    }
+    await target.goto('/dashboard/domains');
+    const rotate = target.getByRole('button', { name: 'Rotate DKIM key' }).first();
+    await rotate.waitFor();
+    await until(() => rotate.isDisabled(), 5000, 'Rotate DKIM key disabled');
+    await context.close();
+  });
+
   test('no page error', () => {
     assert.deepEqual(pageErrors, []);
   });
