@@ -204,7 +204,7 @@ const sameReplyAsBefore = (events, index) =>
   events[index - 1].smtp_response === events[index].smtp_response;
 
 /** `1234` → `1.2 KB`: an attachment's size as a person reads it (the exact bytes are in its title). */
-export const formatBytes = (bytes) =>
+const formatBytes = (bytes) =>
   bytes < 1024
     ? `${bytes} B`
     : bytes < 1024 * 1024
@@ -238,9 +238,9 @@ function ScheduledActions({ message, onChanged }) {
     }
   };
   const cancel = async () => {
-    const when = formatTime(message.scheduled_at);
+    const due = formatTime(message.scheduled_at);
     if (
-      !(await confirmAction(`Cancel this email? It will not be sent at ${when}; this cannot be undone.`, {
+      !(await confirmAction(`Cancel this email? It will not be sent at ${due}; this cannot be undone.`, {
         confirmLabel: 'Cancel email',
       }))
     )
