@@ -72,9 +72,10 @@ const WEBHOOK_COLUMNS = [
  * Whether a webhook's events get through: `enabled` only while its deliveries succeed (or none was tried);
  * "failing since …" while every attempt fails (`failing_since`); disabled with the service's reason.
  */
-export function WebhookHealth({ webhook }) {
-  const failing = webhook.failing_since;
-  return html`<span data-testid="webhook-health">
+function WebhookHealth({ webhook }) {
+  // Once disabled, its reason says it all (the service's own reason names the streak's start).
+  const failing = webhook.enabled ? webhook.failing_since : null;
+  return html`<div data-testid="webhook-health">
     ${
       !webhook.enabled
         ? html`<${Chip} status="disabled" />`
@@ -84,7 +85,7 @@ export function WebhookHealth({ webhook }) {
     }
     ${failing ? html`<div class="small">Every delivery has failed since ${formatTime(failing)}.</div>` : null}
     ${webhook.disabled_reason ? html`<div class="small">Disabled: ${webhook.disabled_reason}</div>` : null}
-  </span>`;
+  </div>`;
 }
 
 /** Create (no `webhook`) or edit. Event kinds are picked from GET /v1/event-kinds. */
