@@ -459,9 +459,12 @@ describe('dashboard in a browser', { skip }, () => {
 
     // Opens and clicks, from the recipient's engagement fields when the API has them (another branch adds
     // them): the browser adds them to the real answer.
+    await recipient.getByTestId('engagement').filter({ hasText: 'tracking off' }).waitFor();
     await page.route(`**/v1/emails/${emailId}`, async (route) => {
       const response = await route.fetch();
       const json = await response.json();
+      // As for an email sent with tracking on (this one was not: its page says "tracking off").
+      json.tracking = { opens: true, clicks: true, unsubscribe: false };
       Object.assign(json.recipients[0], {
         open_count: 3,
         first_opened_at: json.created_at,
@@ -568,6 +571,10 @@ describe('dashboard in a browser', { skip }, () => {
             complained: 5,
             opened: 400,
             clicked: 90,
+            unique_opens: 300,
+            unique_opens_automated: 40,
+            unique_clicks: 70,
+            unique_clicks_automated: 5,
             bounce_rate: 12 / 1012,
             complaint_rate: 0.005,
           },
@@ -595,7 +602,9 @@ describe('dashboard in a browser', { skip }, () => {
     assert.ok(asked, 'GET /v1/stats was asked');
     assert.equal(asked.searchParams.get('until'), today);
     assert.equal(await target.locator('[data-stat="sent"] .stat-value').innerText(), '1000');
-    assert.equal(await target.locator('[data-stat="clicked"] .stat-value').innerText(), '90');
+    // Unique clicks, the automated ones apart (not the 90 raw clicks).
+    assert.equal(await target.locator('[data-stat="unique_clicks"] .stat-value').innerText(), '70');
+    assert.equal(await target.locator('[data-stat="unique_clicks"] .stat-value-automated').innerText(), '5');
     await target.locator('.rate-bad', { hasText: 'Complaint rate' }).waitFor();
     await target.locator('.rate-ok', { hasText: 'Bounce rate' }).waitFor();
     assert.match(await target.locator('table.numbers').innerText(), /hard 10 · soft 2/);

@@ -23,6 +23,7 @@ import {
   webhookRow,
 } from './helpers/deliveries.ts';
 import { createTracker, type Receiver, startReceiver } from './helpers/receiver.ts';
+import { until } from './helpers/until.ts';
 
 const attemptsOf = (t: TestApp, deliveryId: string) => attemptsIn(t.database.handle, { deliveryId });
 
@@ -610,10 +611,26 @@ for (const engine of ENGINES) {
       };
       const day = 86_400_000;
 
+      // The streak shows on the webhook (what the dashboard's list says: "failing since …"), within the second
+      // the API keeps a project's streaks, and ends with a success.
+      const streakIs = (expected: string | null) =>
+        until(
+          async () => {
+            const one = (await t.request('GET', `/v1/webhooks/${id}`)).body.data.failing_since;
+            const listed = (await t.request('GET', '/v1/webhooks')).body.data;
+            const inList = listed.find((webhook: { id: string }) => webhook.id === id).failing_since;
+            return one === expected && inList === expected;
+          },
+          5000,
+          `failing_since ${expected} in the webhook and the list`,
+        );
+      await streakIs(null);
       assert.equal((await deliver()).status, 'failed');
       assert.ok((await webhookRow(t, id)).failing_since);
+      await streakIs((await webhookRow(t, id)).failing_since);
       receiver.script({ status: 200 });
       assert.equal((await deliver()).status, 'succeeded');
+      await streakIs(null);
       let row = await webhookRow(t, id);
       assert.equal(row.failing_since, null);
       assert.ok(row.last_success_at);
@@ -630,6 +647,7 @@ for (const engine of ENGINES) {
       await deliver();
       const webhook = (await t.request('GET', `/v1/webhooks/${id}`)).body.data;
       assert.equal(webhook.enabled, false);
+      await streakIs(since);
       assert.equal(
         webhook.disabled_reason,
         `Every delivery attempt has failed since ${since}; the webhook was disabled at ${(await webhookRow(t, id)).updated_at}.`,

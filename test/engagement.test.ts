@@ -239,12 +239,15 @@ for (const engine of ENGINES) {
         );
         const view = await defaulted.request('GET', `/v1/emails/${on.body.id}`);
         assert.equal(view.body.recipients[0].open_count, 0);
+        // The email says what was tracked (the dashboard shows counts only for that).
+        assert.deepEqual(view.body.tracking, { opens: true, clicks: false, unsubscribe: true });
         // Said off, off it is: nothing stored, nothing shown.
         const off = await defaulted.request('POST', '/v1/emails', {
           body: { ...base, tracking: { opens: false }, unsubscribe: false },
         });
         const offView = await defaulted.request('GET', `/v1/emails/${off.body.id}`);
         assert.equal(offView.body.recipients[0].open_count, undefined);
+        assert.deepEqual(offView.body.tracking, { opens: false, clicks: false, unsubscribe: false });
         // With the default on, the caller's own List-Unsubscribe needs unsubscribe: false.
         const own = await defaulted.request('POST', '/v1/emails', {
           body: { ...base, headers: { 'List-Unsubscribe': '<mailto:u@acme.test>' } },

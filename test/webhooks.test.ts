@@ -56,6 +56,7 @@ for (const engine of ENGINES) {
           updated_at: 'T',
           has_secret: true,
           ...(WEBHOOK_KEYS.includes('disabled_reason') ? { disabled_reason: null } : {}),
+          ...(WEBHOOK_KEYS.includes('failing_since') ? { failing_since: null } : {}),
         },
       );
     });

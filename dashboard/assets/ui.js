@@ -61,8 +61,23 @@ export function useAsync(load, deps) {
 /** The errors of a failed request by form field: `param` `events[2]` or `to.1` belongs to field `events`/`to`. */
 export function fieldErrors(error) {
   if (!error?.param) return {};
-  const field = error.param.split(/[.[]/)[0];
+  const field = fieldOf(error.param);
   return { [field]: error.message, [error.param]: error.message };
+}
+
+/** The form field an API error's `param` is about (`events[2]`, `to.1` → `events`, `to`); null without one. */
+const fieldOf = (param) => (param ? param.split(/[.[]/)[0] : null);
+
+/**
+ * A form's refusal that no field of the form shows: one without a `param`, or whose `param` names a field
+ * this form does not have (a tag, a header). Shown as a banner with the API's own words, which name the field
+ * ("The field 'tags[0].name' is required."); before, such an error was dropped and the form did nothing.
+ */
+export function FormError({ error, fields }) {
+  if (!error) return null;
+  const field = fieldOf(error.param);
+  if (field && fields.includes(field)) return null;
+  return html`<${ErrorBanner} error=${error} />`;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -125,6 +140,7 @@ const CHIP_KINDS = {
   complained: 'bad',
   bounced: 'bad',
   failed: 'bad',
+  failing: 'bad',
   suppressed: 'muted',
   cancelled: 'muted',
 };
@@ -132,6 +148,10 @@ export function Chip({ status }) {
   const kind = CHIP_KINDS[String(status).replace(/^email\./, '')] ?? 'muted';
   return html`<span class=${`chip chip-${kind}`}>${String(status).replaceAll('_', ' ')}</span>`;
 }
+
+/** A time as a `<input type="datetime-local">` takes it: the browser's local time, to the minute. */
+export const localInputValue = (date) =>
+  new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
 
 export const formatTime = (iso) => {
   if (!iso) return '—';
@@ -219,10 +239,14 @@ export const Json = ({ value }) => html`<pre class="code">${JSON.stringify(value
  * A table of `rows`, a column for each of `columns`: `{ label, cell(row, index), class }`, and `hidden: true` for a
  * column whose heading is for screen readers only (a row's buttons). Every cell carries its column's label
  * (`data-label`): on a narrow screen the stylesheet stacks a row's cells, each under its label.
+ * `label` names a table that may scroll sideways (see below).
  * `rowAttributes(row, index)` gives a row's own attributes (a class, the `data-*` the tests and styles find it by).
  */
-export function Table({ columns, rows, class: className, rowAttributes = () => ({}) }) {
-  return html`<div class="table-wrap">
+export function Table({ columns, rows, class: className, label, rowAttributes = () => ({}) }) {
+  // A table that may scroll sideways (`label` given: the numbers table keeps its columns on a phone) is a named
+  // region in the Tab order, so it can be scrolled from the keyboard.
+  const region = label ? { role: 'region', 'aria-label': label, tabindex: 0 } : {};
+  return html`<div class="table-wrap" ...${region}>
     <table class=${className}>
       <thead>
         <tr>

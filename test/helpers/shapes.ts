@@ -1,4 +1,4 @@
-/** The keys of a webhook as the API returns it: the seed's fields exactly, plus `disabled_reason`. */
+/** The keys of a webhook as the API returns it: the seed's fields exactly, plus `disabled_reason` and `failing_since`. */
 export const WEBHOOK_KEYS: readonly string[] = [
   'id',
   'url',
@@ -8,4 +8,5 @@ export const WEBHOOK_KEYS: readonly string[] = [
   'updated_at',
   'has_secret',
   'disabled_reason',
+  'failing_since',
 ];

@@ -9,6 +9,7 @@ import {
   ErrorBanner,
   Field,
   fieldErrors,
+  FormError,
   formatTime,
   Notice,
   Table,
@@ -72,6 +73,7 @@ export function DomainsPage({ search }) {
 function DomainCard({ domain: initial, onChange, onMessage }) {
   const [domain, setDomain] = useState(initial);
   const [busy, setBusy] = useState(false);
+  const [rotated, setRotated] = useState(null);
   const verify = async () => {
     setBusy(true);
     onMessage(null);
@@ -79,6 +81,28 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       const next = unwrap(await api('POST', `/domains/${domain.id}/verify`));
       setDomain(next);
       onMessage({ text: `${next.name}: ${next.status}.` });
+    } catch (failure) {
+      onMessage({ error: failure });
+    } finally {
+      setBusy(false);
+    }
+  };
+  // A new key, after confirming: the answer's `rotation: "next"` record is what to publish; the current key
+  // signs until it verifies.
+  const rotate = async () => {
+    if (
+      !(await confirmAction(
+        `Rotate the DKIM key of ${domain.name}? A new key and selector are made; publish its record, then verify. The current key keeps signing until the new record verifies.`,
+        { confirmLabel: 'Rotate key', danger: false },
+      ))
+    )
+      return;
+    setBusy(true);
+    onMessage(null);
+    try {
+      const next = unwrap(await api('POST', `/domains/${domain.id}/dkim/rotate`));
+      setDomain(next);
+      setRotated(next.records?.find((record) => record.rotation === 'next') ?? null);
     } catch (failure) {
       onMessage({ error: failure });
     } finally {
@@ -116,6 +140,28 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
         </${Notice}>`
         : null
     }
+    ${
+      rotated
+        ? html`<div class="banner banner-ok" role="status" data-testid="rotation">
+            <p><strong>New DKIM key made.</strong> Publish this ${rotated.type} record, then verify:</p>
+            <dl class="facts">
+              <dt>Name</dt>
+              <dd>
+                <code class="break">${rotated.name}</code>
+                <${CopyButton} text=${rotated.name} label="Copy name" />
+              </dd>
+              <dt>Value</dt>
+              <dd>
+                <code class="break">${rotated.value}</code>
+                <${CopyButton} text=${rotated.value} label="Copy value" />
+              </dd>
+            </dl>
+            <p class="small">
+              The key of selector <code>${domain.dkim_selector}</code> keeps signing until then.
+            </p>
+          </div>`
+        : null
+    }
     <${Table}
       class="records"
       rows=${domain.records ?? []}
@@ -126,6 +172,7 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       <button type="button" class="button-primary" onClick=${verify} disabled=${busy}>
         ${busy ? 'Checking DNS…' : 'Verify'}
       </button>
+      <button type="button" onClick=${rotate} disabled=${busy}>Rotate DKIM key</button>
       <button type="button" class="button-danger" onClick=${remove}>Delete</button>
     </div>
   </section>`;
@@ -158,7 +205,13 @@ const recordColumns = (domain) => [
     cell: (record) =>
       html`<${Chip}
           status=${record.status}
-        />${record.required === false ? html` <span class="small muted">optional</span>` : null}`,
+        />${record.required === false ? html` <span class="small muted">optional</span>` : null}${
+          record.rotation === 'next'
+            ? html` <span class="small muted">· new key, signs once verified</span>`
+            : record.rotation === 'retiring'
+              ? html` <span class="small muted">· current key, retiring</span>`
+              : null
+        }`,
   },
   {
     label: 'Found',
@@ -183,7 +236,7 @@ function AddDomain({ onAdded }) {
     }
   };
   return html`<form class="form" onSubmit=${submit} novalidate>
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['name']} />
     <${Field} label="Domain" name="name" errors=${fieldErrors(error)}>
       ${(props) => html`<input ...${props} value=${name} onInput=${(e) => setName(e.currentTarget.value)} placeholder="acme.example" />`}
     </${Field}>

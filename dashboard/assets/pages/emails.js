@@ -4,14 +4,18 @@ import { ListPage, useListFilters } from '../list.js';
 import { HtmlPreview } from '../preview.js';
 import {
   Chip,
+  confirmAction,
   Empty,
   ErrorBanner,
   Field,
   fieldErrors,
+  FormError,
   formatTime,
   Link,
   Loading,
+  localInputValue,
   navigate,
+  Notice,
   Table,
   useAsync,
 } from '../ui.js';
@@ -179,7 +183,7 @@ function SendForm() {
     }
   };
   return html`<form class="form" onSubmit=${submit} novalidate>
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['from', 'to', 'subject', 'html']} />
     <${Field} label="From" name="from" errors=${errors}>${(props) => html`<input ...${props} value=${form.from} onInput=${set('from')} placeholder="Acme <hello@acme.example>" />`}</${Field}>
     <${Field} label="To (comma-separated)" name="to" errors=${errors}>${(props) => html`<input ...${props} value=${form.to} onInput=${set('to')} placeholder="ada@example.org" />`}</${Field}>
     <${Field} label="Subject" name="subject" errors=${errors}>${(props) => html`<input ...${props} value=${form.subject} onInput=${set('subject')} />`}</${Field}>
@@ -189,17 +193,124 @@ function SendForm() {
 }
 
 const ENGAGEMENT = new Set(['email.opened', 'email.clicked']);
+/**
+ * Whether event `index` of a recipient repeats the reply the event before it showed: a final hop's (capture, a
+ * direct delivery) 250 is both `email.sent` and `email.delivered`. A retry's reply, even the same, is shown.
+ */
+const sameReplyAsBefore = (events, index) =>
+  index > 0 &&
+  events[index].type === 'email.delivered' &&
+  events[index - 1].type === 'email.sent' &&
+  events[index - 1].smtp_response === events[index].smtp_response;
+
+/** `1234` → `1.2 KB`: an attachment's size as a person reads it (the exact bytes are in its title). */
+const formatBytes = (bytes) =>
+  bytes < 1024
+    ? `${bytes} B`
+    : bytes < 1024 * 1024
+      ? `${(bytes / 1024).toFixed(1)} KB`
+      : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+/**
+ * What a scheduled email's page can do before its time: move it to another time (`PATCH /v1/emails/{id}`) or
+ * cancel it (after confirming). Each answers the email as it now is, shown at once.
+ */
+function ScheduledActions({ message, onChanged }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [when, setWhen] = useState(() => localInputValue(new Date(message.scheduled_at)));
+  const reschedule = async (event) => {
+    event.preventDefault();
+    setError(null);
+    const at = new Date(when);
+    if (Number.isNaN(at.getTime()))
+      return setError({ message: 'Pick a date and time to send it at.', param: 'scheduled_at' });
+    setBusy(true);
+    try {
+      const next = await api('PATCH', `/emails/${encodeURIComponent(message.id)}`, {
+        scheduled_at: at.toISOString(),
+      });
+      onChanged(next, `Rescheduled: it will be sent at ${formatTime(next.scheduled_at)}.`);
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const cancel = async () => {
+    const due = formatTime(message.scheduled_at);
+    if (
+      !(await confirmAction(`Cancel this email? It will not be sent at ${due}; this cannot be undone.`, {
+        confirmLabel: 'Cancel email',
+      }))
+    )
+      return;
+    setBusy(true);
+    setError(null);
+    try {
+      onChanged(
+        await api('POST', `/emails/${encodeURIComponent(message.id)}/cancel`),
+        'Cancelled: it will not be sent.',
+      );
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<section class="card" aria-labelledby="schedule-title">
+    <h2 id="schedule-title">Scheduled for ${formatTime(message.scheduled_at)}</h2>
+    <${FormError} error=${error} fields=${['scheduled_at']} />
+    <form onSubmit=${reschedule} novalidate>
+      <${Field} label="Send at (your local time)" name="scheduled_at" errors=${fieldErrors(error)} hint="Up to 30 days ahead.">
+        ${(props) => html`<input ...${props} class="input-when" type="datetime-local" value=${when} onInput=${(e) => setWhen(e.currentTarget.value)} />`}
+      </${Field}>
+      <div class="actions">
+        <button type="submit" class="button-primary" disabled=${busy}>Reschedule</button>
+        <button type="button" class="button-danger" disabled=${busy} onClick=${cancel}>Cancel email</button>
+      </div>
+    </form>
+  </section>`;
+}
+
+/** How the email is signed and whether that passes DMARC for its From domain. */
+function Authentication({ authentication }) {
+  if (!authentication) return null;
+  const { dkim_domain: dkim, return_path_domain: returnPath, dmarc_aligned: aligned } = authentication;
+  return html`<dt>DKIM</dt>
+    <dd data-testid="dkim">${dkim ? html`signed as <code>${dkim}</code>` : 'not signed'}</dd>
+    <dt>DMARC</dt>
+    <dd data-testid="dmarc">
+      ${
+        aligned
+          ? html`<span class="chip chip-ok">aligned</span> the DKIM domain is the From's (relaxed): DMARC
+              passes on DKIM`
+          : html`<span class="chip chip-warn">not aligned</span>
+              ${dkim ? " the DKIM domain is not the From's" : ' not signed'}: DMARC cannot pass on DKIM`
+      }
+    </dd>
+    ${
+      returnPath
+        ? html`<dt>Return path</dt>
+            <dd><code>${returnPath}</code></dd>`
+        : null
+    }`;
+}
 
 export function EmailPage({ id }) {
   const email = useAsync(() => api('GET', `/emails/${encodeURIComponent(id)}`), [id]);
   const [tab, setTab] = useState('html');
+  // What an action on the page answered: the email as it now is, and what to say about it.
+  const [changed, setChanged] = useState(null);
+  useEffect(() => setChanged(null), [email.data]);
   if (email.error) {
     return html`<h1>Email</h1><${ErrorBanner} error=${email.error} /><p><${Link} href="/dashboard/emails">Back to emails</${Link}></p>`;
   }
   if (!email.data)
     return html`<h1>Email</h1>
       <${Loading} />`;
-  const message = email.data;
+  const message = changed?.email ?? email.data;
+  const tracking = message.tracking;
   const tabs = [
     ['html', 'HTML'],
     ['text', 'Text'],
@@ -222,6 +333,15 @@ export function EmailPage({ id }) {
   return html`<p class="crumbs"><${Link} href="/dashboard/emails">Emails</${Link}> /</p>
     <h1 class="break">${message.subject}</h1>
     <div class="toolbar"><${Chip} status=${message.status} /><button type="button" onClick=${email.reload}>Refresh</button></div>
+    ${changed?.text ? html`<${Notice} kind="ok">${changed.text}</${Notice}>` : null}
+    ${
+      message.status === 'scheduled'
+        ? html`<${ScheduledActions}
+            message=${message}
+            onChanged=${(next, text) => setChanged({ email: next, text })}
+          />`
+        : null
+    }
     <section class="card">
       <dl class="facts">
         <dt>Id</dt><dd><code>${message.id}</code></dd>
@@ -231,6 +351,12 @@ export function EmailPage({ id }) {
           message.cc.length
             ? html`<dt>Cc</dt>
                 <dd>${message.cc.join(', ')}</dd>`
+            : null
+        }
+        ${
+          message.reply_to?.length
+            ? html`<dt>Reply-To</dt>
+                <dd>${message.reply_to.join(', ')}</dd>`
             : null
         }
         <dt>Message-ID</dt><dd><code class="break">${message.message_id}</code></dd>
@@ -251,8 +377,45 @@ export function EmailPage({ id }) {
                 <dd>${formatTime(message.scheduled_at)}</dd>`
             : null
         }
+        <${Authentication} authentication=${message.authentication} />
+        ${
+          tracking
+            ? html`<dt>Tracking</dt>
+                <dd data-testid="tracking">
+                  ${
+                    [
+                      tracking.opens && 'opens',
+                      tracking.clicks && 'clicks',
+                      tracking.unsubscribe && 'one-click unsubscribe',
+                    ]
+                      .filter(Boolean)
+                      .join(', ') || 'off'
+                  }
+                </dd>`
+            : null
+        }
       </dl>
     </section>
+    ${
+      message.attachments?.length
+        ? html`<section class="card" aria-labelledby="attachments-title">
+            <h2 id="attachments-title">Attachments (${message.attachments.length})</h2>
+            <ul class="attachments" data-testid="attachments">
+              ${message.attachments.map(
+                (attachment) =>
+                  html`<li>
+                    <strong class="break">${attachment.filename}</strong>
+                    <code class="small">${attachment.content_type}</code>
+                    <span class="muted small" title=${`${attachment.size} bytes`}
+                      >${formatBytes(attachment.size)}</span
+                    >
+                    ${attachment.content_id ? html`<span class="muted small">inline, cid:${attachment.content_id}</span>` : null}
+                  </li>`,
+              )}
+            </ul>
+          </section>`
+        : null
+    }
     <h2>Recipients</h2>
     <div class="recipients">
       ${message.recipients.map((recipient) => {
@@ -267,7 +430,16 @@ export function EmailPage({ id }) {
         const clickCount = clicks
           ? clicks.length
           : events.filter((event) => event.type === 'email.clicked').length;
-        const engagement = `opens ${opens} · clicks ${clickCount}`;
+        // Counts only for what was tracked: an untracked email's 0 would read as "nobody opened it".
+        const engagement = !tracking
+          ? `opens ${opens} · clicks ${clickCount}`
+          : !tracking.opens && !tracking.clicks
+            ? 'tracking off'
+            : [tracking.opens && `opens ${opens}`, tracking.clicks && `clicks ${clickCount}`]
+                .filter(Boolean)
+                .join(' · ');
+        // The transport's reply is shown once: in the timeline when an event carries it, else here.
+        const replyInTimeline = events.some((event) => event.smtp_response === recipient.last_response);
         return html`<section class="card recipient" data-recipient=${recipient.address}>
           <div class="section-head">
             <h3 class="break">${recipient.address} <span class="muted small">(${recipient.type})</span></h3>
@@ -275,7 +447,7 @@ export function EmailPage({ id }) {
           </div>
           <p class="small muted">
             ${recipient.attempts} attempt${recipient.attempts === 1 ? '' : 's'}
-            ${recipient.last_response ? html`<span> · last reply <code>${recipient.last_response}</code></span>` : null}
+            ${recipient.last_response && !replyInTimeline ? html`<span> · last reply <code>${recipient.last_response}</code></span>` : null}
             <span data-testid="engagement"> · ${engagement}</span>
             ${recipient.first_opened_at ? html`<span> · first opened ${formatTime(recipient.first_opened_at)}</span>` : null}
             ${recipient.unsubscribed_at ? html`<span> · unsubscribed ${formatTime(recipient.unsubscribed_at)}</span>` : null}
@@ -305,11 +477,16 @@ export function EmailPage({ id }) {
                 </p>`
               : html`<ol class="timeline">
                   ${events.map(
-                    (event) =>
+                    (event, index) =>
                       html`<li class=${ENGAGEMENT.has(event.type) ? 'engagement' : ''}>
                         <span class="when">${formatTime(event.created_at)}</span>
                         <${Chip} status=${event.type} />
-                        ${event.smtp_response ? html`<code class="small">${event.smtp_response}</code>` : null}
+                        ${
+                          // One reply can be two events' (sent and delivered): shown once.
+                          event.smtp_response && !sameReplyAsBefore(events, index)
+                            ? html`<code class="small">${event.smtp_response}</code>`
+                            : null
+                        }
                       </li>`,
                   )}
                 </ol>`

@@ -8,14 +8,22 @@ const SERIES = [
   ['delivered', 'Delivered', '#16a34a'],
   ['bounced', 'Bounced', '#dc2626'],
   ['complained', 'Complained', '#ea580c'],
-  ['opened', 'Opened', '#0891b2'],
-  ['clicked', 'Clicked', '#a21caf'],
+  // Unique per recipient and day, as GET /v1/stats counts them: a person's first open (or click) of an email;
+  // the ones a machine made first (a privacy proxy's fetch, a link scanner) are shown apart, not added in.
+  ['unique_opens', 'Unique opens', '#0891b2', 'unique_opens_automated'],
+  ['unique_clicks', 'Unique clicks', '#a21caf', 'unique_clicks_automated'],
 ];
+const ENGAGEMENT = ['unique_opens', 'unique_opens_automated', 'unique_clicks', 'unique_clicks_automated'];
 const BOUNCE_TYPES = ['hard', 'soft', 'policy', 'undetermined'];
 /** The per-day table: the day, each series, then the bounces split by type. */
 const DAY_COLUMNS = [
   { label: 'Day', cell: (day) => day.date },
-  ...SERIES.map(([key, label]) => ({ label, cell: (day) => day[key] })),
+  ...SERIES.map(([key, label, , automated]) => ({
+    label,
+    // The automated ones only when there are any: the table keeps its width.
+    cell: (day) =>
+      automated && day[automated] > 0 ? `${day[key]} (+${day[automated]} automated)` : day[key],
+  })),
   {
     label: 'Bounces by type',
     class: 'small',
@@ -44,8 +52,7 @@ const emptyCounts = () => ({
   delivered: 0,
   bounced: 0,
   complained: 0,
-  opened: 0,
-  clicked: 0,
+  ...Object.fromEntries(ENGAGEMENT.map((key) => [key, 0])),
   ...Object.fromEntries(BOUNCE_TYPES.map((type) => [`bounced_${type}`, 0])),
 });
 const rates = (counts) => ({
@@ -84,10 +91,6 @@ const pick = (counts) => {
   if (!counts) return {};
   const out = {};
   for (const key of Object.keys(emptyCounts())) if (typeof counts[key] === 'number') out[key] = counts[key];
-  // Engagement counts may come as unique counts only.
-  if (out.opened === undefined && typeof counts.unique_opens === 'number') out.opened = counts.unique_opens;
-  if (out.clicked === undefined && typeof counts.unique_clicks === 'number')
-    out.clicked = counts.unique_clicks;
   return out;
 };
 const sum = (rows) => {
@@ -97,9 +100,28 @@ const sum = (rows) => {
 };
 
 const MAX_EVENT_PAGES = 50;
+/**
+ * Without /v1/stats, the unique counts as the server makes them, approximately: a recipient of an email
+ * counts once a day, by a person or (when only a machine) as automated. Events are read newest first, so a
+ * recipient's earlier event of the day replaces what a later one counted.
+ */
+function countUnique(row, seen, date, kind, event) {
+  const data = event.data ?? {};
+  const key = `${date} ${kind} ${data.email_id} ${String(data.recipient).toLowerCase()}`;
+  const automated = Boolean((kind === 'opened' ? data.open : data.click)?.automated);
+  const base = kind === 'opened' ? 'unique_opens' : 'unique_clicks';
+  const previous = seen.get(key);
+  // A person's open outweighs a machine's on the same day.
+  if (previous === false || previous === automated) return;
+  if (previous === true) row[`${base}_automated`] -= 1;
+  row[automated ? `${base}_automated` : base] += 1;
+  seen.set(key, automated);
+}
+
 /** Without /v1/stats: read the events of the last 7 days (newest first, 100 a page) and count them. */
 async function fromEvents(days) {
   const rows = new Map(days.map((date) => [date, { ...emptyCounts(), date }]));
+  const seen = new Map();
   const since = `${days[0]}T00:00:00.000Z`;
   let after;
   let truncated = false;
@@ -115,10 +137,12 @@ async function fromEvents(days) {
         older = true;
         break;
       }
-      const row = rows.get(event.created_at.slice(0, 10));
+      const date = event.created_at.slice(0, 10);
+      const row = rows.get(date);
       if (!row) continue;
       const kind = event.type.replace(/^email\./, '');
       if (kind in row) row[kind] += 1;
+      if (kind === 'opened' || kind === 'clicked') countUnique(row, seen, date, kind, event);
       if (kind === 'bounced') {
         const type = BOUNCE_TYPES.includes(event.data?.bounce?.type)
           ? event.data.bounce.type
@@ -169,11 +193,18 @@ export function OverviewPage() {
             </p>
             <div class="stats">
               ${SERIES.map(
-                ([key, label, color]) =>
+                ([key, label, color, automated]) =>
                   html`<div class="stat" data-stat=${key}>
                     <span class="swatch" style=${{ background: color }}></span>
                     <span class="stat-label">${label}</span>
                     <strong class="stat-value">${model.total[key]}</strong>
+                    ${
+                      automated
+                        ? html`<span class="stat-detail small muted" data-stat=${automated}>
+                            + <span class="stat-value-automated">${model.total[automated]}</span> automated
+                          </span>`
+                        : null
+                    }
                   </div>`,
               )}
             </div>
@@ -194,7 +225,12 @@ export function OverviewPage() {
             <section class="card">
               <h2>Per day</h2>
               <${Chart} days=${model.days} />
-              <${Table} class="numbers" rows=${model.days} columns=${DAY_COLUMNS} />
+              <${Table}
+                class="numbers"
+                label="Per day, in numbers"
+                rows=${model.days}
+                columns=${DAY_COLUMNS}
+              />
             </section>`
         : null
     }`;
@@ -237,11 +273,11 @@ function Chart({ days }) {
   const barWidth = (groupWidth - 8) / SERIES.length;
   const y = (value) => height - pad.bottom - (value / max) * (height - pad.bottom - pad.top);
   return html`<figure class="chart">
-    <div class="chart-scroll" ref=${scroller}>
+    <div class="chart-scroll" ref=${scroller} role="region" aria-label="Chart per day" tabindex="0">
       <svg
         viewBox=${`0 0 ${width} ${height}`}
         role="img"
-        aria-label="Sent, delivered, bounced, complained, opened and clicked per day"
+        aria-label="Sent, delivered, bounced, complained, unique opens and unique clicks per day"
       >
         <line
           x1=${pad.left}

@@ -9,6 +9,7 @@ import {
   ErrorBanner,
   Field,
   fieldErrors,
+  FormError,
   formatTime,
   Link,
   Loading,
@@ -462,7 +463,7 @@ function RouteForm({ route, onSaved, onCancel }) {
     }
   };
   return html`<form class="form" onSubmit=${submit} novalidate>
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['match', 'action', 'priority', 'reject_message']} />
     <${Field} label="Match" name="match" errors=${errors} hint="support@acme.example, *@acme.example or reply-*@acme.example">
       ${(props) => html`<input ...${props} value=${form.match} onInput=${set('match')} autocomplete="off" spellcheck="false" />`}
     </${Field}>

@@ -7,6 +7,7 @@ import {
   ErrorBanner,
   Field,
   fieldErrors,
+  FormError,
   formatTime,
   Link,
   Notice,
@@ -134,7 +135,7 @@ function AddForm({ onAdded }) {
     errors.addresses = bad ? `${bad}: ${error.message}` : error.message;
   }
   return html`<form class="form" onSubmit=${submit} novalidate>
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['reason', 'addresses']} />
     ${done ? html`<${Notice} kind="ok">${done}</${Notice}>` : null}
     <${Field} label="Addresses (one per line, or separated by commas)" name="addresses" errors=${errors}>
       ${(props) => html`<textarea ...${props} rows="3" value=${text} onInput=${(e) => setText(e.currentTarget.value)} placeholder="ada@example.org"></textarea>`}

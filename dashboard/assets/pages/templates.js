@@ -10,6 +10,7 @@ import {
   ErrorBanner,
   Field,
   fieldErrors,
+  FormError,
   formatTime,
   Link,
   Loading,
@@ -80,7 +81,7 @@ function CreateTemplate() {
     }
   };
   return html`<form onSubmit=${submit} novalidate class="form">
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['name', 'alias']} />
     <${Field} label="Name" name="name" errors=${errors}>
       ${(props) => html`<input ...${props} required value=${name} onInput=${(e) => setName(e.currentTarget.value)} placeholder="Welcome" />`}
     </${Field}>
@@ -107,6 +108,9 @@ const sampleVariables = (names) => {
   }
   return JSON.stringify(sample, null, 2);
 };
+
+/** The draft editor's fields: a refusal about one of them is shown next to it, any other above the form. */
+const DRAFT_FIELDS = ['name', 'subject', 'html', 'text', 'variables'];
 
 export function TemplatePage({ id }) {
   const template = useAsync(() => api('GET', `/templates/${encodeURIComponent(id)}`), [id]);
@@ -271,8 +275,8 @@ function TemplateEditor({ initial }) {
       <button type="button" class="button-primary" onClick=${publish}>Publish</button>
       <button type="button" class="button-danger" onClick=${remove}>Delete</button>
     </div>
-    ${saveState.error && !saveState.error.param ? html`<${ErrorBanner} error=${saveState.error} />` : null}
-    ${publishState.error && !publishState.error.param ? html`<${ErrorBanner} error=${publishState.error} />` : null}
+    <${FormError} error=${saveState.error} fields=${DRAFT_FIELDS} />
+    <${FormError} error=${publishState.error} fields=${DRAFT_FIELDS} />
     ${publishState.result ? html`<${Notice} kind="ok">Published version ${publishState.result.version} at ${formatTime(publishState.result.published_at)}.</${Notice}>` : null}
     <div class="editor">
       <form class="form" onSubmit=${(event) => event.preventDefault()} novalidate>

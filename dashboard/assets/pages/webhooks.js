@@ -8,9 +8,11 @@ import {
   ErrorBanner,
   Field,
   fieldErrors,
+  FormError,
   formatTime,
   Link,
   Loading,
+  localInputValue,
   navigate,
   Notice,
   Table,
@@ -60,13 +62,31 @@ const WEBHOOK_COLUMNS = [
   },
   {
     label: 'Status',
-    cell: (webhook) =>
-      html`<${Chip} status=${webhook.enabled ? 'enabled' : 'disabled'} />
-        ${webhook.disabled_reason ? html`<div class="small muted">${webhook.disabled_reason}</div>` : null}`,
+    cell: (webhook) => html`<${WebhookHealth} webhook=${webhook} />`,
   },
   { label: 'Events', cell: (webhook) => webhook.events.join(', ') },
   { label: 'Created', cell: (webhook) => formatTime(webhook.created_at) },
 ];
+
+/**
+ * Whether a webhook's events get through: `enabled` only while its deliveries succeed (or none was tried);
+ * "failing since …" while every attempt fails (`failing_since`); disabled with the service's reason.
+ */
+function WebhookHealth({ webhook }) {
+  // Once disabled, its reason says it all (the service's own reason names the streak's start).
+  const failing = webhook.enabled ? webhook.failing_since : null;
+  return html`<div data-testid="webhook-health">
+    ${
+      !webhook.enabled
+        ? html`<${Chip} status="disabled" />`
+        : failing
+          ? html`<${Chip} status="failing" />`
+          : html`<${Chip} status="enabled" />`
+    }
+    ${failing ? html`<div class="small">Every delivery has failed since ${formatTime(failing)}.</div>` : null}
+    ${webhook.disabled_reason ? html`<div class="small">Disabled: ${webhook.disabled_reason}</div>` : null}
+  </div>`;
+}
 
 /** Create (no `webhook`) or edit. Event kinds are picked from GET /v1/event-kinds. */
 function WebhookForm({ webhook, kinds, onSaved, onCancel }) {
@@ -103,7 +123,7 @@ function WebhookForm({ webhook, kinds, onSaved, onCancel }) {
     }
   };
   return html`<form onSubmit=${submit} novalidate class="form">
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['url', 'events', 'secret']} />
     <${Field} label="Endpoint URL" name="url" errors=${errors} hint="https://… (http and private hosts only when the server allows them)">
       ${(props) => html`<input ...${props} type="url" required value=${url} onInput=${(e) => setUrl(e.currentTarget.value)} placeholder="https://example.com/postwire" />`}
     </${Field}>
@@ -197,10 +217,7 @@ export function WebhookPage({ id, search }) {
       <dl class="facts">
         <dt>Id</dt><dd><code>${hook.id}</code></dd>
         <dt>Status</dt>
-        <dd>
-          <${Chip} status=${hook.enabled ? 'enabled' : 'disabled'} />
-          ${hook.disabled_reason ? html`<span class="small"> ${hook.disabled_reason}</span>` : null}
-        </dd>
+        <dd><${WebhookHealth} webhook=${hook} /></dd>
         <dt>Events</dt><dd>${hook.events.join(', ')}</dd>
         <dt>Signing secret</dt><dd>${hook.has_secret ? 'set' : 'none (deliveries are not signed)'}</dd>
         <dt>Updated</dt><dd>${formatTime(hook.updated_at)}</dd>
@@ -279,9 +296,6 @@ function TestEvent({ hook, kinds, onDone }) {
 }
 
 /** datetime-local gives local time without a zone; the API wants ISO 8601 UTC. */
-const localInputValue = (date) =>
-  new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
-
 function Recover({ hook, onDone }) {
   const [since, setSince] = useState(() => localInputValue(new Date(Date.now() - 86_400_000)));
   const [result, setResult] = useState(null);
@@ -315,7 +329,7 @@ function Recover({ hook, onDone }) {
       </${Field}>
       <button type="submit">Recover since</button>
     </form>
-    ${error && !error.param ? html`<${ErrorBanner} error=${error} />` : null}
+    <${FormError} error=${error} fields=${['since']} />
     ${result ? html`<${Notice} kind="ok">${result.requeued} failed deliveries queued again.</${Notice}>` : null}
   </section>`;
 }

@@ -1692,6 +1692,15 @@ export interface components {
                 /** @description Whether the DKIM domain aligns with the From domain (relaxed), so DMARC passes on DKIM. */
                 dmarc_aligned: boolean;
             };
+            /** @description What the send asked for: recipients' `open_count` and `clicks` count only what was tracked (all false for an email that asked for none). */
+            tracking: {
+                /** @description Its opens were tracked (a pixel in its html). */
+                opens: boolean;
+                /** @description Its links were tracked. */
+                clicks: boolean;
+                /** @description It carried one-click unsubscribe. */
+                unsubscribe: boolean;
+            };
         };
         /** EmailAttachment */
         EmailAttachment: {
@@ -3186,6 +3195,8 @@ export interface components {
             has_secret: boolean;
             /** @description Why the service disabled the webhook (the endpoint answered 410, or every attempt failed for days); null otherwise. Enabling it again clears this. */
             disabled_reason: string | null;
+            /** @description Since when every delivery attempt to it has failed (after days of it the service disables it and says so in disabled_reason); null while its deliveries succeed, or before any. A success or enabling it again clears this. Up to a second late. */
+            failing_since: string | null;
         };
         /** WebhookEnvelope */
         WebhookEnvelope: {

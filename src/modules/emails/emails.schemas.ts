@@ -314,6 +314,17 @@ export const Email = Type.Object(
     recipients: Type.Array(EmailRecipient, { description: 'Status per recipient.' }),
     events: Type.Array(EmailEvent, { description: 'What happened to the email, oldest first.' }),
     authentication: EmailAuthentication,
+    tracking: Type.Object(
+      {
+        opens: Type.Boolean({ description: 'Its opens were tracked (a pixel in its html).' }),
+        clicks: Type.Boolean({ description: 'Its links were tracked.' }),
+        unsubscribe: Type.Boolean({ description: 'It carried one-click unsubscribe.' }),
+      },
+      {
+        description:
+          "What the send asked for: recipients' `open_count` and `clicks` count only what was tracked (all false for an email that asked for none).",
+      },
+    ),
   },
   { title: 'Email' },
 );

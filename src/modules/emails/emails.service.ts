@@ -716,6 +716,11 @@ export function createEmailService({
         size: attachment.size,
       })),
       authentication: authenticationView(email),
+      tracking: {
+        opens: tracked?.get(email.id)?.opens ?? false,
+        clicks: tracked?.get(email.id)?.clicks ?? false,
+        unsubscribe: tracked?.get(email.id)?.unsubscribe ?? false,
+      },
       recipients: recipients.map((row) => {
         const base = toRecipientView(row);
         // Only an email that asked for tracking or unsubscribe shows what came of it.

@@ -175,6 +175,21 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       return { items: result.items.map(toRecord), hasMore: result.hasMore };
     },
 
+    /**
+     * The project's webhooks in a failure streak, by id: since when every delivery attempt has failed. Read
+     * from the table each time, not from memory: the streak is the delivery worker's bookkeeping, which the
+     * cached records leave out (so that it does not invalidate them).
+     */
+    async failingSince(projectId: string): Promise<Map<string, string>> {
+      const rows = await db
+        .selectFrom('webhooks')
+        .select(['id', 'failing_since'])
+        .where('project_id', '=', projectId)
+        .where('failing_since', 'is not', null)
+        .execute();
+      return new Map(rows.map((row) => [row.id, row.failing_since!]));
+    },
+
     /** `reenabled` also forgets the failure streak, so the 5-day disable rule counts afresh. */
     /**
      * Writes only the columns that differ between `current` and `next`: the delivery worker may disable the

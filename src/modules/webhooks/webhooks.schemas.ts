@@ -17,6 +17,10 @@ export const Webhook = Type.Object(
       description:
         'Why the service disabled the webhook (the endpoint answered 410, or every attempt failed for days); null otherwise. Enabling it again clears this.',
     }),
+    failing_since: Type.Union([timestamp('When its current failure streak began.'), Type.Null()], {
+      description:
+        'Since when every delivery attempt to it has failed (after days of it the service disables it and says so in disabled_reason); null while its deliveries succeed, or before any. A success or enabling it again clears this. Up to a second late.',
+    }),
   },
   { title: 'Webhook' },
 );

@@ -55,6 +55,11 @@ function checkSecret(secret: string): void {
   }
 }
 
+/** How long a project's failure streaks, once read, serve its webhooks' views (see `failingSince`). */
+const STREAKS_FRESH_MS = 1000;
+/** Projects whose streaks one process keeps; past this, the oldest goes. */
+const STREAK_PROJECTS = 2_000;
+
 /** The project's webhook, or the 404 that says it has none with this id. */
 export async function loadWebhook(repo: WebhookRepo, projectId: string, id: string): Promise<WebhookRecord> {
   const record = isId('wh', id) ? await repo.find(projectId, id) : undefined;
@@ -73,7 +78,20 @@ export function toWebhookView(record: WebhookRecord): WebhookView {
     updated_at: record.updatedAt,
     has_secret: record.secretSealed !== null,
     disabled_reason: record.disabledReason,
+    failing_since: null,
   };
+}
+
+/**
+ * The views with each one's failure streak. Only a failing webhook gets a new view: while none fails (the
+ * usual case) the views are those given, so a page served from memory stays the same page.
+ */
+function withStreaks<T extends WebhookView>(views: readonly T[], failing: Map<string, string>): readonly T[] {
+  if (!views.some((view) => failing.has(view.id))) return views;
+  return views.map((view) => {
+    const since = failing.get(view.id);
+    return since === undefined ? view : { ...view, failing_since: since };
+  });
 }
 
 export function createWebhookService({
@@ -86,6 +104,25 @@ export function createWebhookService({
 }: WebhookServiceDeps) {
   /** The views of each page the repository serves from memory. */
   const viewsOf = createIdentityMemo<Page<WebhookRecord>, Page<WebhookView>>();
+  /**
+   * Each project's failure streaks as last read, and when (performance.now()). They are the delivery worker's
+   * bookkeeping, outside the cached records, so a read of the table is the only way to know them; kept for
+   * STREAKS_FRESH_MS so that a list served from memory (GET /v1/webhooks, benchmarked) costs at most one such
+   * read a second per project. A streak starts and ends on the worker's timescale (retries seconds to hours
+   * apart, a disable after days): a second late is still the truth a person looks for.
+   */
+  const streaks = new Map<string, { readAt: number; failing: Promise<Map<string, string>> }>();
+  function failingSince(projectId: string): Promise<Map<string, string>> {
+    const now = performance.now();
+    const kept = streaks.get(projectId);
+    if (kept && now - kept.readAt < STREAKS_FRESH_MS) return kept.failing;
+    const failing = repo.failingSince(projectId);
+    streaks.delete(projectId);
+    streaks.set(projectId, { readAt: now, failing });
+    if (streaks.size > STREAK_PROJECTS) streaks.delete(streaks.keys().next().value!);
+    failing.catch(() => streaks.delete(projectId));
+    return failing;
+  }
   async function checkUrl(raw: string): Promise<string> {
     let parsed: URL;
     try {
@@ -205,18 +242,24 @@ export function createWebhookService({
     },
 
     async get(projectId: string, id: string): Promise<WebhookView> {
-      return toWebhookView(await load(projectId, id));
+      const [record, failing] = await Promise.all([load(projectId, id), failingSince(projectId)]);
+      return withStreaks([toWebhookView(record)], failing)[0]!;
     },
 
-    /** A page the repository serves again unchanged (from memory) gives the same, frozen, page of views. */
+    /**
+     * A page the repository serves again unchanged (from memory) gives the same, frozen, page of views while
+     * none of them is failing.
+     */
     async list(projectId: string, page: PageRequest): Promise<Page<WebhookView>> {
-      const result = await repo.list(projectId, page);
-      return viewsOf(result, () =>
+      const [result, failing] = await Promise.all([repo.list(projectId, page), failingSince(projectId)]);
+      const views = viewsOf(result, () =>
         Object.freeze({
           items: Object.freeze(result.items.map(toWebhookView)) as WebhookView[],
           hasMore: result.hasMore,
         }),
       );
+      const items = withStreaks(views.items, failing);
+      return items === views.items ? views : { items: [...items], hasMore: views.hasMore };
     },
 
     async update(projectId: string, id: string, input: UpdateWebhookInput): Promise<WebhookView> {
@@ -240,8 +283,11 @@ export function createWebhookService({
       if (input.secret !== undefined) Object.assign(next, rotateSecret(current, input.secret, now));
       next.updatedAt = new Date(Math.max(now, Date.parse(current.updatedAt) + 1)).toISOString();
       await repo.update(current, next, { reenabled });
-      // Read back: what a concurrent writer (the worker disabling it) changed in other columns shows too.
-      return toWebhookView(await load(projectId, current.id));
+      // Read back: what a concurrent writer (the worker disabling it) changed in other columns shows too, and
+      // the streaks afresh (enabling it again ended its own).
+      streaks.delete(projectId);
+      const [record, failing] = await Promise.all([load(projectId, current.id), failingSince(projectId)]);
+      return withStreaks([toWebhookView(record)], failing)[0]!;
     },
 
     async delete(projectId: string, id: string): Promise<{ id: string; deleted: true }> {
