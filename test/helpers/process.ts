@@ -12,18 +12,11 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 const CHILD_TIMEOUT_MS = 20_000;
 
 /**
- * Node's on-disk compile cache for the children: they start the whole server from source dozens of times per
- * run, and with the stripped and compiled modules cached each start takes about half as long (1.0 → 0.5 s for
- * `postwire --version` on the CI machine). The code run is the same; only compilation is skipped.
- */
-const COMPILE_CACHE = path.join(tmpdir(), 'postwire-test-compile-cache');
-
-/**
  * A child's whole environment: PATH plus what the test gives. Nothing else is inherited, so a developer's
  * own DATABASE_URL or POSTWIRE_* settings cannot leak into a test.
  */
 export function childEnv(extra: Record<string, string | undefined>): Record<string, string> {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', NODE_COMPILE_CACHE: COMPILE_CACHE };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
   for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value;
   return env;
 }
