@@ -950,10 +950,24 @@ describe('dashboard in a browser', { skip }, () => {
     await target.getByRole('button', { name: 'Sign in' }).click();
     await target.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
     await target.getByText('Read-only key: you can see everything').waitFor();
+    // A control that changes something and was not marked `data-writes` would stay enabled: each page is
+    // checked for an enabled button whose words say it writes.
+    const writeWords =
+      /^(create|add|new|edit|save|delete|remove|revoke|send|cancel email|reschedule|rotate|verify|publish|suppress|disable|enable|redeliver|recover)\b/i;
     const disabled = async (name: string | RegExp) => {
       const control = target.getByRole('button', { name }).first();
       await control.waitFor();
       assert.equal(await control.isDisabled(), true, `${String(name)} is disabled`);
+      const enabledWrites = await target
+        .locator('#main button:enabled')
+        .evaluateAll(
+          (buttons, words) =>
+            buttons
+              .map((button) => (button.getAttribute('aria-label') || button.textContent || '').trim())
+              .filter((label) => new RegExp(words, 'i').test(label)),
+          writeWords.source,
+        );
+      assert.deepEqual(enabledWrites, [], 'write controls left enabled');
     };
     await open(target, 'Suppressions');
     await target.getByLabel(/^Addresses/).fill('x@example.org');

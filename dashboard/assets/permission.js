@@ -3,22 +3,16 @@ import { api } from './api.js';
 
 // What the signed-in key may do (GET /v1/api-keys/current). A read_only key can look at everything and
 // change nothing: the server refuses every change (403), and the dashboard says so before anyone tries, by
-// disabling the controls that would make one. The pages need not know about it: the controls are found
-// here, by what they say, as the pages render them.
-
-/** The first word of a control that changes something. */
-const WRITE_ACTION =
-  /^(create|add|new|edit|save|delete|remove|revoke|send|cancel|reschedule|rotate|verify|publish|suppress|unsuppress|disable|enable|redeliver|recover|test|update|import)\b/i;
+// disabling each control the pages mark `data-writes` (one that makes a change through the API). The pages
+// need not know about the key: the marked controls are found here as they render.
 
 const READ_ONLY_TITLE = 'This key is read_only: a full_access key can do this.';
 
 function disableWrites(root) {
   const visit = () => {
-    for (const control of root.querySelectorAll('button, input[type="submit"]')) {
-      const label = (control.textContent || control.value || control.getAttribute('aria-label') || '').trim();
-      if (!WRITE_ACTION.test(label) || control.disabled) continue;
+    for (const control of root.querySelectorAll('[data-writes]')) {
+      if (control.disabled) continue;
       control.disabled = true;
-      control.dataset.readOnly = '';
       control.title = READ_ONLY_TITLE;
     }
   };

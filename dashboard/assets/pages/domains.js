@@ -169,11 +169,11 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       rowAttributes=${(record) => ({ 'data-purpose': record.purpose })}
     />
     <div class="actions">
-      <button type="button" class="button-primary" onClick=${verify} disabled=${busy}>
+      <button data-writes type="button" class="button-primary" onClick=${verify} disabled=${busy}>
         ${busy ? 'Checking DNS…' : 'Verify'}
       </button>
-      <button type="button" onClick=${rotate} disabled=${busy}>Rotate DKIM key</button>
-      <button type="button" class="button-danger" onClick=${remove}>Delete</button>
+      <button data-writes type="button" onClick=${rotate} disabled=${busy}>Rotate DKIM key</button>
+      <button data-writes type="button" class="button-danger" onClick=${remove}>Delete</button>
     </div>
   </section>`;
 }
@@ -240,6 +240,6 @@ function AddDomain({ onAdded }) {
     <${Field} label="Domain" name="name" errors=${fieldErrors(error)}>
       ${(props) => html`<input ...${props} value=${name} onInput=${(e) => setName(e.currentTarget.value)} placeholder="acme.example" />`}
     </${Field}>
-    <button type="submit" class="button-primary" disabled=${!name.trim()}>Add domain</button>
+    <button data-writes type="submit" class="button-primary" disabled=${!name.trim()}>Add domain</button>
   </form>`;
 }

@@ -74,7 +74,7 @@ export function EmailsPage({ search }) {
   return html`<h1>Emails</h1>
     <div class="toolbar">
       <p class="lead">Everything sent with this project's keys, newest first.</p>
-      <button
+      <button data-writes
         type="button"
         class="button-primary"
         aria-expanded=${sending}
@@ -188,7 +188,7 @@ function SendForm() {
     <${Field} label="To (comma-separated)" name="to" errors=${errors}>${(props) => html`<input ...${props} value=${form.to} onInput=${set('to')} placeholder="ada@example.org" />`}</${Field}>
     <${Field} label="Subject" name="subject" errors=${errors}>${(props) => html`<input ...${props} value=${form.subject} onInput=${set('subject')} />`}</${Field}>
     <${Field} label="HTML" name="html" errors=${errors}>${(props) => html`<textarea ...${props} rows="4" class="mono" value=${form.html} onInput=${set('html')}></textarea>`}</${Field}>
-    <button type="submit" class="button-primary">Send</button>
+    <button data-writes type="submit" class="button-primary">Send</button>
   </form>`;
 }
 
@@ -266,8 +266,8 @@ function ScheduledActions({ message, onChanged }) {
         ${(props) => html`<input ...${props} class="input-when" type="datetime-local" value=${when} onInput=${(e) => setWhen(e.currentTarget.value)} />`}
       </${Field}>
       <div class="actions">
-        <button type="submit" class="button-primary" disabled=${busy}>Reschedule</button>
-        <button type="button" class="button-danger" disabled=${busy} onClick=${cancel}>Cancel email</button>
+        <button data-writes type="submit" class="button-primary" disabled=${busy}>Reschedule</button>
+        <button data-writes type="button" class="button-danger" disabled=${busy} onClick=${cancel}>Cancel email</button>
       </div>
     </form>
   </section>`;

@@ -54,7 +54,7 @@ export function EventsPage({ search }) {
                     <${Chip} status=${event.type} />
                     <span class="muted small">${formatTime(event.created_at)}</span>
                   </div>
-                  <button type="button" class="button-small" onClick=${() => redeliver(event)}>
+                  <button data-writes type="button" class="button-small" onClick=${() => redeliver(event)}>
                     Redeliver
                   </button>
                 </div>

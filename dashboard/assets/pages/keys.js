@@ -70,6 +70,7 @@ export function KeysPage() {
         key.revoked_at || lastFullAccess(key)
           ? null
           : html`<button
+              data-writes
               type="button"
               class="button-small button-danger"
               onClick=${() => revoke(key)}
@@ -187,6 +188,6 @@ function CreateKey({ domains, onCreated }) {
           </${Field}>`
         : null
     }
-    <button type="submit" class="button-primary" disabled=${busy || !name.trim()}>Create key</button>
+    <button data-writes type="submit" class="button-primary" disabled=${busy || !name.trim()}>Create key</button>
   </form>`;
 }

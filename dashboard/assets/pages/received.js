@@ -413,6 +413,7 @@ const routeColumns = (edit, remove) => [
     hidden: true,
     cell: (route) =>
       html`<button
+          data-writes
           type="button"
           class="button-small"
           onClick=${() => edit(route)}
@@ -421,6 +422,7 @@ const routeColumns = (edit, remove) => [
           Edit
         </button>
         <button
+          data-writes
           type="button"
           class="button-small button-danger"
           onClick=${() => remove(route)}
@@ -494,7 +496,7 @@ function RouteForm({ route, onSaved, onCancel }) {
       </label>
     </div>
     <div class="actions">
-      <button type="submit" class="button-primary">${route ? 'Save' : 'Add the route'}</button>
+      <button data-writes type="submit" class="button-primary">${route ? 'Save' : 'Add the route'}</button>
       ${onCancel ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : null}
     </div>
   </form>`;

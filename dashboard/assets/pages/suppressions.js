@@ -99,6 +99,7 @@ const suppressionColumns = (remove) => [
     hidden: true,
     cell: (entry) =>
       html`<button
+        data-writes
         type="button"
         class="button-small button-danger"
         onClick=${() => remove(entry)}
@@ -140,6 +141,6 @@ function AddForm({ onAdded }) {
     <${Field} label="Addresses (one per line, or separated by commas)" name="addresses" errors=${errors}>
       ${(props) => html`<textarea ...${props} rows="3" value=${text} onInput=${(e) => setText(e.currentTarget.value)} placeholder="ada@example.org"></textarea>`}
     </${Field}>
-    <button type="submit" class="button-primary" disabled=${!text.trim()}>Suppress</button>
+    <button data-writes type="submit" class="button-primary" disabled=${!text.trim()}>Suppress</button>
   </form>`;
 }

@@ -88,7 +88,7 @@ function CreateTemplate() {
     <${Field} label="Alias (optional)" name="alias" errors=${errors} hint="lowercase letters, digits, - and _; usable instead of the id when sending">
       ${(props) => html`<input ...${props} value=${alias} onInput=${(e) => setAlias(e.currentTarget.value)} placeholder="welcome" />`}
     </${Field}>
-    <button type="submit" class="button-primary">Create template</button>
+    <button data-writes type="submit" class="button-primary">Create template</button>
   </form>`;
 }
 
@@ -272,8 +272,8 @@ function TemplateEditor({ initial }) {
         ${meta.has_unpublished_changes ? ' · draft has unpublished changes' : ''}
       </span>
       <span class="save-state" role="status" data-state=${saveState.status}>${status}</span>
-      <button type="button" class="button-primary" onClick=${publish}>Publish</button>
-      <button type="button" class="button-danger" onClick=${remove}>Delete</button>
+      <button data-writes type="button" class="button-primary" onClick=${publish}>Publish</button>
+      <button data-writes type="button" class="button-danger" onClick=${remove}>Delete</button>
     </div>
     <${FormError} error=${saveState.error} fields=${DRAFT_FIELDS} />
     <${FormError} error=${publishState.error} fields=${DRAFT_FIELDS} />

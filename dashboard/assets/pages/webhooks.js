@@ -45,7 +45,12 @@ export function WebhooksPage({ search }) {
                   onSaved=${(webhook) => navigate(`/dashboard/webhooks/${webhook.id}`)}
                   onCancel=${items.length ? () => setCreating(false) : null}
                 />`
-              : html`<button type="button" class="button-primary" onClick=${() => setCreating(true)}>
+              : html`<button
+                  data-writes
+                  type="button"
+                  class="button-primary"
+                  onClick=${() => setCreating(true)}
+                >
                   Add a webhook
                 </button>`
           }
@@ -168,7 +173,7 @@ function WebhookForm({ webhook, kinds, onSaved, onCancel }) {
         : null
     }
     <div class="actions">
-      <button type="submit" class="button-primary" disabled=${busy}>${webhook ? 'Save changes' : 'Create webhook'}</button>
+      <button data-writes type="submit" class="button-primary" disabled=${busy}>${webhook ? 'Save changes' : 'Create webhook'}</button>
       ${onCancel ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : null}
     </div>
   </form>`;
@@ -225,13 +230,13 @@ export function WebhookPage({ id, search }) {
       <div class="actions">
         ${
           hook.enabled
-            ? html`<button type="button" onClick=${() => setEnabled(false)}>Disable</button>`
-            : html`<button type="button" class="button-primary" onClick=${() => setEnabled(true)}>
+            ? html`<button data-writes type="button" onClick=${() => setEnabled(false)}>Disable</button>`
+            : html`<button data-writes type="button" class="button-primary" onClick=${() => setEnabled(true)}>
                 Enable
               </button>`
         }
-        <button type="button" onClick=${() => setEditing(!editing)} aria-expanded=${editing}>Edit</button>
-        <button type="button" class="button-danger" onClick=${remove}>Delete</button>
+        <button data-writes type="button" onClick=${() => setEditing(!editing)} aria-expanded=${editing}>Edit</button>
+        <button data-writes type="button" class="button-danger" onClick=${remove}>Delete</button>
       </div>
       ${
         editing
@@ -277,7 +282,7 @@ function TestEvent({ hook, kinds, onDone }) {
       <select id="test-type" value=${type} onChange=${(e) => setType(e.currentTarget.value)}>
         ${(kinds.data ?? [{ type }]).map((kind) => html`<option value=${kind.type}>${kind.type}</option>`)}
       </select>
-      <button type="submit" class="button-primary" disabled=${busy}>
+      <button data-writes type="submit" class="button-primary" disabled=${busy}>
         ${busy ? 'Sending…' : 'Send test event'}
       </button>
     </form>
@@ -327,7 +332,7 @@ function Recover({ hook, onDone }) {
       <${Field} label="Failed since (your local time)" name="since" errors=${errors}>
         ${(props) => html`<input ...${props} type="datetime-local" value=${since} onInput=${(e) => setSince(e.currentTarget.value)} />`}
       </${Field}>
-      <button type="submit">Recover since</button>
+      <button data-writes type="submit">Recover since</button>
     </form>
     <${FormError} error=${error} fields=${['since']} />
     ${result ? html`<${Notice} kind="ok">${result.requeued} failed deliveries queued again.</${Notice}>` : null}
@@ -409,7 +414,7 @@ function Deliveries({ hook, search, version: outerVersion }) {
                   <strong>${delivery.event_type}</strong>
                   <code class="small">${delivery.event_id}</code>
                   <span class="muted small">${formatTime(delivery.created_at)}</span>
-                  <button type="button" class="button-small" onClick=${() => redeliver(delivery)}>
+                  <button data-writes type="button" class="button-small" onClick=${() => redeliver(delivery)}>
                     Redeliver
                   </button>
                 </div>
