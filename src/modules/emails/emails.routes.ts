@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -16,9 +16,34 @@ import {
   SendEmailBatchBody,
   SendEmailBody,
 } from './emails.schemas.ts';
-import type { EmailService } from './emails.service.ts';
+import type { EmailService, SendPlan } from './emails.service.ts';
 
 const tags = ['Emails'];
+
+/**
+ * Stores a prepared send and answers `answer`: with an Idempotency-Key, in the key's transaction (the emails
+ * and the saved answer commit together); without one, through the send groups (`accept`). For every route
+ * that sends (/v1 and /resend).
+ */
+export function storeSend<T>(
+  reply: FastifyReply,
+  emails: EmailService,
+  plan: SendPlan,
+  answer: T,
+): Promise<T | FastifyReply> {
+  return reply.transact(
+    async (transaction) => {
+      await emails.writeSend(transaction, plan);
+      return answer;
+    },
+    {
+      withoutKey: async () => {
+        await emails.accept(plan);
+        return answer;
+      },
+    },
+  );
+}
 
 export function registerEmailRoutes(server: FastifyInstance, { emails }: { emails: EmailService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
@@ -42,18 +67,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       const plan = await emails.prepareSend(projectOf(request), request.body, request.caller!);
       reply.code(202);
       const [accepted] = emails.acceptedViews(plan);
-      return reply.transact(
-        async (transaction) => {
-          await emails.writeSend(transaction, plan);
-          return accepted!;
-        },
-        {
-          withoutKey: async () => {
-            await emails.accept(plan);
-            return accepted!;
-          },
-        },
-      );
+      return storeSend(reply, emails, plan, accepted!);
     },
   );
 
@@ -76,18 +90,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       const plan = await emails.prepareBatch(projectOf(request), request.body, request.caller!);
       reply.code(202);
       const accepted = list(emails.acceptedViews(plan), false);
-      return reply.transact(
-        async (transaction) => {
-          await emails.writeSend(transaction, plan);
-          return accepted;
-        },
-        {
-          withoutKey: async () => {
-            await emails.accept(plan);
-            return accepted;
-          },
-        },
-      );
+      return storeSend(reply, emails, plan, accepted);
     },
   );
 

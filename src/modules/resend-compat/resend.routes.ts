@@ -11,6 +11,7 @@ import {
   SendEmailBatchBody,
   SendEmailBody,
 } from '../emails/emails.schemas.ts';
+import { storeSend } from '../emails/emails.routes.ts';
 import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
 import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
@@ -119,18 +120,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           const plan = await emails.prepareSend(projectOf(request), request.body, request.caller!);
           const [accepted] = emails.acceptedViews(plan);
           const answer = { id: accepted!.id };
-          return reply.transact(
-            async (transaction) => {
-              await emails.writeSend(transaction, plan);
-              return answer;
-            },
-            {
-              withoutKey: async () => {
-                await emails.accept(plan);
-                return answer;
-              },
-            },
-          );
+          return storeSend(reply, emails, plan, answer);
         },
       );
 
@@ -153,18 +143,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
             data: emails.acceptedViews(plan).map(({ id }) => ({ id })),
             ...(permissive ? { errors: [] } : {}),
           };
-          return reply.transact(
-            async (transaction) => {
-              await emails.writeSend(transaction, plan);
-              return answer;
-            },
-            {
-              withoutKey: async () => {
-                await emails.accept(plan);
-                return answer;
-              },
-            },
-          );
+          return storeSend(reply, emails, plan, answer);
         },
       );
 
