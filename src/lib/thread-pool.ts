@@ -52,6 +52,13 @@ interface ThreadRequest<Request> {
  */
 export const STARVED_WALL_FACTOR = 4;
 
+/**
+ * Threads that end before they are ready (their code cannot load: a heap cap too small for it, a broken
+ * install) in a row: past this, what waits is refused with the reason instead of starting thread after
+ * thread, forever, while the tasks never answer.
+ */
+const START_FAILURES = 3;
+
 async function ownCpuMs(worker: Worker): Promise<number> {
   const { user, system } = await worker.cpuUsage();
   return (user + system) / 1000;
@@ -82,6 +89,7 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
   const waiting: Array<Task<Request, Answer>> = [];
   let nextId = 1;
   let closed = false;
+  let failedStarts = 0;
 
   function startThread(): void {
     const thread: Thread<Request, Answer> = {
@@ -95,6 +103,7 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
     thread.worker.on('message', (message: ThreadMessage<Answer>) => {
       if ('ready' in message) {
         thread.ready = true;
+        failedStarts = 0;
         return pump();
       }
       const running = thread.running;
@@ -108,9 +117,17 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
     });
     const lost = (error: unknown) => {
       if (!threads.delete(thread)) return;
+      const reason = error instanceof Error ? error : new Error(`${name} thread stopped`);
       if (thread.running) {
         clearTimeout(thread.running.timer);
-        thread.running.task.reject(error instanceof Error ? error : new Error(`${name} thread stopped`));
+        thread.running.task.reject(reason);
+      }
+      if (!thread.ready && ++failedStarts >= START_FAILURES) {
+        // The next task tries again: what made the threads fail may have passed.
+        failedStarts = 0;
+        const refusal = new Error(`${name} thread could not start: ${reason.message}`);
+        for (const task of waiting.splice(0)) task.reject(refusal);
+        return;
       }
       pump();
     };
