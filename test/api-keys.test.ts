@@ -195,6 +195,27 @@ for (const engine of ENGINES) {
       assert.ok(projectId);
     });
 
+    test("a project's last two full_access keys revoked at once: one is, the other stays", async () => {
+      const { key: first } = await api.createProject('Pair');
+      const second = (await api.request('POST', '/v1/api-keys', { key: first, body: { name: 'second' } }))
+        .body;
+      const firstId = (await api.request('GET', '/v1/api-keys/current', { key: first })).body.id;
+      // Each key revokes the other, at the same time. One passes; the other is refused as the last
+      // full_access key (409), or, where the first revocation commits before it is authenticated (SQLite's
+      // one writer), as a revoked key (401).
+      const answers = await Promise.all([
+        api.request('DELETE', `/v1/api-keys/${second.id}`, { key: first }),
+        api.request('DELETE', `/v1/api-keys/${firstId}`, { key: second.token }),
+      ]);
+      const statuses = answers.map((answer) => answer.status).sort();
+      assert.equal(statuses[0], 200, JSON.stringify(statuses));
+      assert.ok([401, 409].includes(statuses[1]!), JSON.stringify(statuses));
+      const working = await Promise.all(
+        [first, second.token].map(async (key) => (await api.request('GET', '/v1/api-keys', { key })).status),
+      );
+      assert.deepEqual(working.sort(), [200, 401]);
+    });
+
     test("another project's keys and domains are not this project's", async () => {
       const other = await api.createProject('Other');
       const theirs = (await api.request('GET', '/v1/api-keys', { key: other.key })).body.data[0];

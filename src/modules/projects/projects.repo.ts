@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { prepareQuery } from '../../db/prepared-query.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import type { Database, KeyPermission, Row } from '../../db/schema.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
@@ -161,9 +162,7 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
 
     /**
      * Revokes a key unless it is already revoked; `keepOneFullAccess`: and unless it is the project's last
-     * working full_access key, checked in the statement itself (two revocations at the same instant on PostgreSQL could still both pass; the
-     * CLI can always make another key).
-     * Whether it changed a row.
+     * working full_access key. Whether it changed a row.
      */
     async revokeKey(
       projectId: string,
@@ -171,30 +170,47 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
       revokedAt: string,
       { keepOneFullAccess = false }: { keepOneFullAccess?: boolean } = {},
     ): Promise<boolean> {
-      let update = db
-        .updateTable('api_keys')
-        .set({ revoked_at: revokedAt })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .where('revoked_at', 'is', null);
-      if (keepOneFullAccess) {
-        update = update.where((eb) =>
-          eb.or([
-            eb('permission', '!=', 'full_access'),
-            eb.exists(
-              eb
-                .selectFrom('api_keys as other')
-                .select('other.id')
-                .where('other.project_id', '=', projectId)
-                .where('other.id', '!=', id)
-                .where('other.permission', '=', 'full_access')
-                .where('other.revoked_at', 'is', null),
-            ),
-          ]),
-        );
-      }
-      const result = await update.executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      const revoke = async (on: Kysely<Database>) => {
+        let update = on
+          .updateTable('api_keys')
+          .set({ revoked_at: revokedAt })
+          .where('project_id', '=', projectId)
+          .where('id', '=', id)
+          .where('revoked_at', 'is', null);
+        if (keepOneFullAccess) {
+          update = update.where((eb) =>
+            eb.or([
+              eb('permission', '!=', 'full_access'),
+              eb.exists(
+                eb
+                  .selectFrom('api_keys as other')
+                  .select('other.id')
+                  .where('other.project_id', '=', projectId)
+                  .where('other.id', '!=', id)
+                  .where('other.permission', '=', 'full_access')
+                  .where('other.revoked_at', 'is', null),
+              ),
+            ]),
+          );
+        }
+        const result = await update.executeTakeFirst();
+        return Number(result.numUpdatedRows) > 0;
+      };
+      if (!keepOneFullAccess) return revoke(db);
+      // Two revocations of a project's last two full_access keys at once must not both pass. A no-op update
+      // of the project's working full_access keys takes their row locks (PostgreSQL; SQLite runs one write
+      // transaction at a time anyway): the second waits for the first to commit, and its check, a statement
+      // of its own, then sees the first key revoked.
+      return inTransaction(db, async ({ db: transaction }) => {
+        await transaction
+          .updateTable('api_keys')
+          .set((eb) => ({ revoked_at: eb.ref('revoked_at') }))
+          .where('project_id', '=', projectId)
+          .where('permission', '=', 'full_access')
+          .where('revoked_at', 'is', null)
+          .execute();
+        return revoke(transaction);
+      });
     },
   };
 }
