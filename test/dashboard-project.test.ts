@@ -15,7 +15,7 @@ import { createSecretBox } from '../src/lib/crypto.ts';
 import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
-import { startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { startTestApp, TEST_SENDING_SETTINGS, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
@@ -83,14 +83,7 @@ describe('the dashboard runs a project', { skip }, () => {
       clock,
       events: api.events,
       transport: createCaptureTransport(),
-      settings: {
-        schedule: [0, 100],
-        jitter: 0,
-        concurrency: 4,
-        concurrencyPerHost: 4,
-        timeoutMs: 3000,
-        pollIntervalMs: 50,
-      },
+      settings: TEST_SENDING_SETTINGS,
       notifier: api.app.sendNotifier,
       engagementLinks: createEngagementLinks({
         publicUrl: PUBLIC_URL,

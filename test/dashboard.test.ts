@@ -20,7 +20,7 @@ import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
-import { startTestApp, type TestApp } from './helpers/app.ts';
+import { startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -188,14 +188,7 @@ describe('dashboard in a browser', { skip }, () => {
       clock: systemClock,
       events: api.events,
       transport: createCaptureTransport(),
-      settings: {
-        schedule: [0, 100],
-        jitter: 0,
-        concurrency: 4,
-        concurrencyPerHost: 4,
-        timeoutMs: 3000,
-        pollIntervalMs: 50,
-      },
+      settings: TEST_SENDING_SETTINGS,
       notifier: api.app.sendNotifier,
     });
     await sender.start();

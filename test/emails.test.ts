@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { createEmailRepo } from '../src/modules/emails/emails.repo.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ENGINES, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { testClock } from './helpers/deliveries.ts';
 import { until } from './helpers/until.ts';
 
@@ -559,15 +559,7 @@ for (const engine of ENGINES) {
         clock,
         events: api.events,
         transport: createCaptureTransport(),
-        settings: {
-          schedule: [0, 100],
-          jitter: 0,
-          concurrency: 4,
-          concurrencyPerHost: 4,
-          timeoutMs: 3000,
-          pollIntervalMs: 50,
-          stopGraceMs: 1000,
-        },
+        settings: TEST_SENDING_SETTINGS,
         notifier: api.app.sendNotifier,
       });
       await worker.start();

@@ -10,7 +10,13 @@ import { createEngagementService } from '../src/modules/engagement/engagement.se
 import { createEngagementLinks, createEngagementTokens } from '../src/modules/engagement/tokens.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
-import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import {
+  ENGINES,
+  startTestApp,
+  TEST_SENDING_SETTINGS,
+  TEST_ENCRYPTION_KEY,
+  type TestApp,
+} from './helpers/app.ts';
 import { BROWSER, onServer, parseMail, receivedEvents, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
@@ -62,15 +68,7 @@ async function startHarness(engine: (typeof ENGINES)[number], dkim?: DkimConfig)
       timeoutMs: 3000,
       dkim,
     }),
-    settings: {
-      schedule: [0, 100],
-      jitter: 0,
-      concurrency: 4,
-      concurrencyPerHost: 4,
-      timeoutMs: 3000,
-      pollIntervalMs: 50,
-      stopGraceMs: 1000,
-    },
+    settings: TEST_SENDING_SETTINGS,
     notifier: api.app.sendNotifier,
     engagementLinks: createEngagementLinks({
       publicUrl: PUBLIC_URL,

@@ -4,7 +4,7 @@ import { Resend } from 'resend';
 import { createDns } from '../src/lib/dns.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ENGINES, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
@@ -62,15 +62,7 @@ for (const engine of ENGINES) {
           connections: 2,
           timeoutMs: 3000,
         }),
-        settings: {
-          schedule: [0, 100],
-          jitter: 0,
-          concurrency: 4,
-          concurrencyPerHost: 4,
-          timeoutMs: 3000,
-          pollIntervalMs: 50,
-          stopGraceMs: 1000,
-        },
+        settings: TEST_SENDING_SETTINGS,
         notifier: api.app.sendNotifier,
       });
       await worker.start();

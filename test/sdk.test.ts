@@ -23,7 +23,7 @@ import {
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
 import { createDns } from '../src/lib/dns.ts';
-import { startTestApp, type TestApp } from './helpers/app.ts';
+import { startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -56,15 +56,7 @@ describe('sdk', () => {
       clock: systemClock,
       events: api.events,
       transport: createCaptureTransport(),
-      settings: {
-        schedule: [0, 100],
-        jitter: 0,
-        concurrency: 4,
-        concurrencyPerHost: 4,
-        timeoutMs: 3000,
-        pollIntervalMs: 50,
-        stopGraceMs: 1000,
-      },
+      settings: TEST_SENDING_SETTINGS,
       notifier: api.app.sendNotifier,
     });
     await sender.start();

@@ -34,6 +34,7 @@ import { createProjectRepo } from '../../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../../src/modules/projects/projects.service.ts';
 import type { Dns } from '../../src/lib/dns.ts';
 import type { DomainSettings } from '../../src/modules/domains/domains.service.ts';
+import type { SendingSettings } from '../../src/modules/sending/sending.worker.ts';
 import { createServices, type Infra, type Services } from '../../src/services.ts';
 import { installContractCheck } from './contract.ts';
 
@@ -238,6 +239,17 @@ export const TEST_DELIVERY_SETTINGS: DeliverySettings = {
   concurrencyPerEndpoint: 4,
   disableAfterMs: 5 * 86_400_000,
   pollIntervalMs: 200,
+  stopGraceMs: 1000,
+};
+
+/** Fast sending settings for tests: a retry 100 ms after the first attempt, no jitter, a quick poll. */
+export const TEST_SENDING_SETTINGS: SendingSettings = {
+  schedule: [0, 100],
+  jitter: 0,
+  concurrency: 4,
+  concurrencyPerHost: 4,
+  timeoutMs: 3000,
+  pollIntervalMs: 50,
   stopGraceMs: 1000,
 };
 
