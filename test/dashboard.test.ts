@@ -450,8 +450,8 @@ describe('dashboard in a browser', { skip }, () => {
     await rows.first().getByRole('link').click();
     await page.getByRole('heading', { name: 'Your receipt', level: 1 }).waitFor();
 
-    // Opens and clicks, from the recipient's engagement fields when the API has them (another branch adds
-    // them): the browser adds them to the real answer.
+    // Opens and clicks, from the recipient's engagement fields when the API has them: this email was sent
+    // without tracking, so the browser adds them to the real answer.
     await recipient.getByTestId('engagement').filter({ hasText: 'tracking off' }).waitFor();
     await page.route(`**/v1/emails/${emailId}`, async (route) => {
       const response = await route.fetch();

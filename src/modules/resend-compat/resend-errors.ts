@@ -34,9 +34,8 @@ const NAME_BY_CODE: Record<string, ResendErrorName> = {
   daily_send_limit: 'daily_quota_exceeded',
   sender_domain_not_allowed: 'invalid_from_address',
   sender_domain_not_verified: 'invalid_from_address',
-  // Scoped keys (issue 28 item 1): a key without the permission a route needs.
+  // A scoped key without the permission a route needs, or sending from a domain it may not.
   insufficient_permission: 'restricted_api_key',
-  permission_denied: 'restricted_api_key',
 };
 
 const NAME_BY_STATUS: Record<number, ResendErrorName> = {
