@@ -31,7 +31,7 @@
 //
 // Pinning (taskset, two CPUs or more): the server measured, every thread of it, on CPU 1; this process (the
 // SMTP client, the DNS server and the webhook receiver) on CPU 0. PostgreSQL's own processes are not pinned.
-import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
+import { execFileSync, fork, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import os from 'node:os';
@@ -45,7 +45,7 @@ import nodemailer from 'nodemailer';
 import pg from 'pg';
 import { startDnsServer } from '../test/helpers/dns.ts';
 import { freePort } from '../test/helpers/process.ts';
-import { benchSchemaName, canPin, DEFAULT_POSTGRES_URL, median } from './shared.ts';
+import { benchSchemaName, canPin, DEFAULT_POSTGRES_URL, median, stopChild } from './shared.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -322,18 +322,6 @@ async function bareRound(warm: Buffer[], measured: Buffer[]): Promise<Side> {
     await stopChild(child, () => child.send({ type: 'stop' }));
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-function stopChild(child: ChildProcess, ask: () => void): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    ask();
-  });
 }
 
 async function postwireRound(warm: Buffer[], measured: Buffer[]): Promise<Side> {

@@ -1,6 +1,6 @@
 // What bench/api.ts and its server child (bench/server.ts) agree on, and what the benchmarks share.
 
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -190,4 +190,17 @@ export function createWindowProfiler() {
       session.disconnect();
     },
   };
+}
+
+/** Asks a bench's child process to stop (`ask`) and waits for its exit; one that has not gone in 15 s is killed. */
+export function stopChild(child: ChildProcess, ask: () => void): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    ask();
+  });
 }

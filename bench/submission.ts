@@ -8,7 +8,7 @@
 //
 // Postwire runs as `postwire serve --no-worker --no-inbound` on its embedded SQLite with SUBMISSION_PORT (AUTH
 // over plain loopback, as the bare server takes mail without TLS): acceptance alone, no sending beside it.
-import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import { freePort } from '../test/helpers/process.ts';
-import { median } from './shared.ts';
+import { median, stopChild } from './shared.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -82,18 +82,6 @@ async function sendAll(
   }
 }
 
-function stop(child: ChildProcess, ask: () => void): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    ask();
-  });
-}
-
 async function bare(warm: Buffer[], measured: Buffer[]): Promise<number> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'postwire-bench-submission-bare-'));
   const child = fork(path.join(here, 'receiving-bare.ts'), [path.join(dir, 'bare.sqlite')], {
@@ -110,7 +98,7 @@ async function bare(warm: Buffer[], measured: Buffer[]): Promise<number> {
     await sendAll(port, measured);
     return measured.length / ((performance.now() - started) / 1000);
   } finally {
-    await stop(child, () => child.send({ type: 'stop' }));
+    await stopChild(child, () => child.send({ type: 'stop' }));
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -146,7 +134,7 @@ async function postwire(warm: Buffer[], measured: Buffer[]): Promise<number> {
     await sendAll(port, measured, auth);
     return measured.length / ((performance.now() - started) / 1000);
   } finally {
-    await stop(child, () => child.kill('SIGTERM'));
+    await stopChild(child, () => child.kill('SIGTERM'));
     rmSync(dir, { recursive: true, force: true });
   }
 }
