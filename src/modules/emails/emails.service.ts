@@ -703,6 +703,7 @@ export function createEmailService({
         ...(detail?.automated !== undefined ? { automated: Boolean(detail.automated) } : {}),
       };
     });
+    const settings = tracked?.get(email.id);
     return {
       ...toEmailSummary(email, clock.now().toISOString()),
       html: email.html,
@@ -717,14 +718,14 @@ export function createEmailService({
       })),
       authentication: authenticationView(email),
       tracking: {
-        opens: tracked?.get(email.id)?.opens ?? false,
-        clicks: tracked?.get(email.id)?.clicks ?? false,
-        unsubscribe: tracked?.get(email.id)?.unsubscribe ?? false,
+        opens: settings?.opens ?? false,
+        clicks: settings?.clicks ?? false,
+        unsubscribe: settings?.unsubscribe ?? false,
       },
       recipients: recipients.map((row) => {
         const base = toRecipientView(row);
         // Only an email that asked for tracking or unsubscribe shows what came of it.
-        if (!engaged || !tracked?.has(email.id)) return base;
+        if (!engaged || !settings) return base;
         const record = engaged.get(row.id);
         const address = row.address.toLowerCase();
         return {
