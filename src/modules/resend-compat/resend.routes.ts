@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
 import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
 import {
@@ -152,7 +152,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await emails.list(projectOf(request), toPageRequest(request.query, 'msg'));
-          return { object: 'list', has_more: page.hasMore, data: page.items.map(toResendListEmail) };
+          return list(page.items.map(toResendListEmail), page.hasMore);
         },
       );
 
@@ -223,7 +223,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await templates.list(projectOf(request), toPageRequest(request.query, 'tpl'));
-          return { object: 'list', has_more: page.hasMore, data: page.items.map(toResendTemplateListItem) };
+          return list(page.items.map(toResendTemplateListItem), page.hasMore);
         },
       );
 
@@ -308,11 +308,10 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
-          return {
-            object: 'list',
-            has_more: page.hasMore,
-            data: page.items.map((domain) => toResendDomainListItem(domains.toView(domain))),
-          };
+          return list(
+            page.items.map((domain) => toResendDomainListItem(domains.toView(domain))),
+            page.hasMore,
+          );
         },
       );
 
@@ -384,14 +383,13 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await webhooks.list(projectOf(request), toPageRequest(request.query, 'wh'));
-          return {
-            object: 'list',
-            has_more: page.hasMore,
-            data: page.items.map((webhook) => {
+          return list(
+            page.items.map((webhook) => {
               const { object: _object, ...item } = toResendWebhook(webhook);
               return item;
             }),
-          };
+            page.hasMore,
+          );
         },
       );
 
@@ -437,11 +435,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       app.get(
         '/api-keys',
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
-        async (request) => ({
-          object: 'list',
-          has_more: false,
-          data: await listKeys(projects, projectOf(request)),
-        }),
+        async (request) => list(await listKeys(projects, projectOf(request)), false),
       );
 
       app.delete(
