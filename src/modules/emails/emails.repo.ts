@@ -185,6 +185,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         }
       }
 
+      // A submitted message (up to SUBMISSION_MAX_BYTES) per statement too, for the same reason.
       for (const email of emails) {
         if (email.submitted === undefined) continue;
         await trx
