@@ -24,7 +24,6 @@ import { notifyOtherProcesses, QUEUE_CHANNELS } from './queue/notifier.ts';
 import { createServices, type Services } from './services.ts';
 import { createInboundRepo, type SpamVerdict } from './modules/inbound/inbound.repo.ts';
 import { createSpamChecker } from './modules/inbound/spam.ts';
-import { createSubmissionService } from './modules/submission/submission.service.ts';
 import {
   type SubmissionListener,
   startSubmissionListener,
@@ -379,7 +378,7 @@ async function startSubmission(
   const { config } = services;
   const settings = config.submission;
   if (settings.port === undefined && settings.tlsPort === undefined) return undefined;
-  const submission = createSubmissionService({ projects: services.projects, emails: services.emails });
+  const { submission } = services;
   try {
     return await startSubmissionListener({
       ...settings,

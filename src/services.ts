@@ -26,6 +26,7 @@ import { createReceivedService } from './modules/inbound/received.service.ts';
 import { createReceivedReader } from './modules/inbound/received-reader.ts';
 import { createInboundRouteRepo } from './modules/inbound-routes/inbound-routes.repo.ts';
 import { createInboundRouteService } from './modules/inbound-routes/inbound-routes.service.ts';
+import { createSubmissionService } from './modules/submission/submission.service.ts';
 import { createDomainRepo } from './modules/domains/domains.repo.ts';
 import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
 import { createRenderPool } from './modules/templates/render-pool.ts';
@@ -113,6 +114,27 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     settings: domainSettingsFromConfig(config),
   });
 
+  const projects = createProjectService({ repo: createProjectRepo(db, stamps), clock });
+  const emails = createEmailService({
+    repo: createEmailRepo(db, engine),
+    templates: templateRepo,
+    renderer,
+    clock,
+    dailyLimit: config.sendDailyLimit,
+    notifier: notifiers.send,
+    events,
+    metrics,
+    suppressions: suppressionRepo,
+    db,
+    sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
+    senders: domains,
+    engagement: {
+      publicUrl: config.publicUrl,
+      defaults: config.engagement,
+      repo: createEngagementRepo(db),
+    },
+  });
+
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
 
@@ -130,7 +152,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     events,
     deliveries,
     domains,
-    projects: createProjectService({ repo: createProjectRepo(db, stamps), clock }),
+    projects,
     webhooks: createWebhookService({
       repo: webhookRepo,
       clock,
@@ -151,25 +173,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
       renderer,
     }),
-    emails: createEmailService({
-      repo: createEmailRepo(db, engine),
-      templates: templateRepo,
-      renderer,
-      clock,
-      dailyLimit: config.sendDailyLimit,
-      notifier: notifiers.send,
-      events,
-      metrics,
-      suppressions: suppressionRepo,
-      db,
-      sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
-      senders: domains,
-      engagement: {
-        publicUrl: config.publicUrl,
-        defaults: config.engagement,
-        repo: createEngagementRepo(db),
-      },
-    }),
+    emails,
+    submission: createSubmissionService({ projects, emails }),
     engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
     suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
     inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
