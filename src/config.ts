@@ -360,21 +360,13 @@ export const CONFIG_SCHEMA = {
         return token;
       },
     }),
-    workerHttpPort: custom('WORKER_HTTP_PORT', {
+    workerHttpPort: optionalPort('WORKER_HTTP_PORT', {
       default: 'unset (none)',
       description:
         '`postwire worker`: the port (on HOST) of its own `/healthz`, `/readyz` and `/metrics`; `0` picks a free one',
       details:
         "a worker's counters (sent, delivered, bounced, webhook attempts, reports read) are its own: Prometheus " +
         'scrapes every process, the API processes on PORT and each worker here. It serves nothing of the API',
-      read(context): number | undefined {
-        const raw = rawValue(context, 'WORKER_HTTP_PORT');
-        if (raw === undefined) return undefined;
-        const port = Number(raw);
-        if (Number.isInteger(port) && port >= 0 && port <= 65535) return port;
-        context.problems.push(`WORKER_HTTP_PORT must be an integer from 0 to 65535, got '${raw}'.`);
-        return undefined;
-      },
     }),
     readinessTimeoutMs: duration('READINESS_TIMEOUT', {
       default: '2s',
@@ -971,7 +963,7 @@ function tlsPair(
 /** A TCP port, or unset (undefined: nothing listens there). 0 picks a free port (tests). */
 function optionalPort(
   env: string,
-  described: { description: string; details?: string },
+  described: { description: string; details?: string; default?: string },
 ): Setting<number | undefined> {
   return custom(env, {
     default: 'unset',
@@ -981,7 +973,7 @@ function optionalPort(
       if (raw === undefined) return undefined;
       const value = Number(raw);
       if (!Number.isInteger(value) || value < 0 || value > 65535) {
-        context.problems.push(`${env} must be a port from 0 to 65535, got '${raw}'.`);
+        context.problems.push(`${env} must be an integer from 0 to 65535, got '${raw}'.`);
         return undefined;
       }
       return value;
