@@ -112,3 +112,9 @@ function unquote(display: string): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * A Message-ID as Postwire keeps and matches one (RFC 5322 3.6.4's msg-id, loosely): in angle brackets, no
+ * spaces or brackets inside, a line's worth at most.
+ */
+export const MESSAGE_ID_PATTERN = /^<[^<>\s]{1,995}>$/;

@@ -151,7 +151,8 @@ const RESERVED_HEADERS = new Set([
 const RESERVED_PREFIXES = ['content-', 'resent-', 'arc-'];
 // RFC 5322 field-name: printable ASCII except the colon.
 const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,76}$/;
-const TAG = /^[A-Za-z0-9_-]{1,256}$/;
+/** A tag's name and its value: 1–256 letters, digits, '_' or '-' (the API's and SMTP submission's rule). */
+export const TAG_PATTERN = /^[A-Za-z0-9_-]{1,256}$/;
 const aliasShape = new RegExp(ALIAS_PATTERN);
 
 export const MAX_RECIPIENTS = 150;
@@ -326,10 +327,10 @@ export function createEmailService({
     }
     for (const [name, value] of Object.entries(tags ?? {})) {
       const param = `${prefix}tags.${name}`;
-      if (!TAG.test(name)) {
+      if (!TAG_PATTERN.test(name)) {
         throw invalidParam(param, `Tag name '${name}' must be 1–256 letters, digits, '_' or '-'.`);
       }
-      if (!TAG.test(value)) {
+      if (!TAG_PATTERN.test(value)) {
         throw invalidParam(param, `The value of tag '${name}' must be 1–256 letters, digits, '_' or '-'.`);
       }
     }

@@ -1,5 +1,6 @@
 import type { Transaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
+import { MESSAGE_ID_PATTERN } from '../../lib/addresses.ts';
 import { newId } from '../../lib/ids.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { RecipientRepo } from '../emails/recipients.repo.ts';
@@ -34,7 +35,7 @@ export interface ReceivedIntakeDeps {
 /** Message-IDs a reply may name its parent by, the closest first: In-Reply-To, then References newest first. */
 function parentIds(inReplyTo: string | null, references: readonly string[]): string[] {
   const ids = [...(inReplyTo ? [inReplyTo] : []), ...[...references].reverse()];
-  return [...new Set(ids.map((id) => id.trim()).filter((id) => /^<[^<>\s]{1,995}>$/.test(id)))];
+  return [...new Set(ids.map((id) => id.trim()).filter((id) => MESSAGE_ID_PATTERN.test(id)))];
 }
 
 /** The routed recipients once each: a client may name the same address twice. */

@@ -1,5 +1,7 @@
 import libmime from 'libmime';
 import addressparser from 'nodemailer/lib/addressparser';
+import { MESSAGE_ID_PATTERN } from '../../lib/addresses.ts';
+import { TAG_PATTERN } from '../emails/emails.service.ts';
 
 // A message as an application submitted it over SMTP: its header read for what Postwire needs (From, the
 // recipients' roles, Subject, Message-ID, the X-Postwire-* options), and the message made ready to send: the
@@ -58,8 +60,6 @@ const OPTIONS = new Set([
   'x-postwire-unsubscribe',
   'x-postwire-track',
 ]);
-const TAG = /^[A-Za-z0-9_-]{1,256}$/;
-const MESSAGE_ID = /^<[^<>\s]{1,995}>$/;
 
 const fieldOf = (fields: readonly HeaderField[], name: string) =>
   fields.find((field) => field.name.toLowerCase() === name);
@@ -100,7 +100,7 @@ function tagsOf(field: HeaderField | undefined): Record<string, string> {
     const text = part.trim();
     if (text === '') continue;
     const [name, value, ...rest] = text.split('=').map((piece) => piece.trim());
-    if (rest.length > 0 || !name || !value || !TAG.test(name) || !TAG.test(value)) {
+    if (rest.length > 0 || !name || !value || !TAG_PATTERN.test(name) || !TAG_PATTERN.test(value)) {
       throw new SubmissionRefusal(
         550,
         '5.6.0 X-Postwire-Tags takes name=value pairs separated by commas, each 1-256 letters, digits, _ or -',
@@ -219,7 +219,7 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
   }
   const messageIdField = fieldOf(fields, 'message-id');
   const messageId = messageIdField?.value.trim() ?? null;
-  if (messageId !== null && !MESSAGE_ID.test(messageId)) {
+  if (messageId !== null && !MESSAGE_ID_PATTERN.test(messageId)) {
     throw new SubmissionRefusal(550, '5.6.0 The Message-ID header must be one <id@domain>');
   }
   return {
