@@ -392,10 +392,8 @@ test("the relay's pool message arrives as sendMail() sends the same built messag
     ];
     for (const [index, envelope] of envelopes.entries()) {
       const email = randomEmail(g, index);
-      const options = await rawMailOptions(
-        mailOptions(email, envelope.to, envelope.from, index === 0 ? ['failure', 'delay'] : []),
-        signer,
-      );
+      const message = mailOptions(email, envelope.to, envelope.from, index === 0 ? ['failure', 'delay'] : []);
+      const options = rawMailOptions(message, await buildMessage(message, signer));
       await new Promise<SMTPPoolSentMessageInfo>((resolve, reject) =>
         direct.send(poolMessage(options, email.messageId, new AbortController().signal), (error, info) =>
           error || !info ? reject(error ?? new Error('nothing sent')) : resolve(info),

@@ -209,7 +209,10 @@ export interface EmailSubmissionsTable {
   project_id: string;
   /** Its Message-ID (the client's, or the one added): unique per project, so a retried submission is one email. */
   message_id: string;
+  /** The message when it is small; empty when it is kept in pieces. */
   raw: Uint8Array;
+  /** The owner of its pieces in message_pieces (a large message); null: the message is in `raw`. */
+  pieces_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: string;
 }
 
@@ -269,8 +272,23 @@ export interface EmailAttachmentsTable {
 export interface EmailRawTable {
   email_id: string;
   project_id: string;
+  /** The MIME when it is small; empty when it is kept in pieces. */
   raw: string;
+  /** The owner of its pieces in message_pieces (a large message); null: the MIME is in `raw`. */
+  pieces_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: string;
+}
+
+/**
+ * A large message's bytes, a piece per row (written and read by src/db/message-pieces.ts for the tables that
+ * own them): a statement over one piece takes milliseconds, where one over 40 MiB holds the event loop.
+ */
+export interface MessagePiecesTable {
+  /** `<kind>:<id>`, named by the owning row's `pieces_key`. */
+  owner: string;
+  /** The piece's place, from 0. */
+  seq: number;
+  bytes: Uint8Array;
 }
 
 /** Recipients accepted per project and UTC day, spread over a few rows so concurrent sends rarely wait on one. */
@@ -535,6 +553,7 @@ export interface Database {
   inbound_routes: InboundRoutesTable;
   received_emails: ReceivedEmailsTable;
   email_submissions: EmailSubmissionsTable;
+  message_pieces: MessagePiecesTable;
   domains: DomainsTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;

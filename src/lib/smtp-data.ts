@@ -7,14 +7,15 @@ export const smtpError = (code: number, message: string): Error =>
 
 /**
  * Gathers a message's bytes, up to `maxBytes`: past it nothing more is kept (the rest is read and dropped, so
- * the client gets its 552 at the end of DATA rather than a cut connection). `received` gets the bytes; a message
- * too big, or a stream that failed, is answered through `callback` and never reaches `received`.
+ * the client gets its 552 at the end of DATA rather than a cut connection). `received` gets the bytes as the
+ * chunks they came in (never joined here: lib/byte-chunks.ts); a message too big, or a stream that failed, is
+ * answered through `callback` and never reaches `received`.
  */
 export function gatherData(
   stream: NodeJS.ReadableStream & { sizeExceeded?: boolean },
   maxBytes: number,
   callback: (error: Error | null) => void,
-  received: (raw: Buffer) => void,
+  received: (chunks: Buffer[], size: number) => void,
 ): void {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -28,6 +29,6 @@ export function gatherData(
       callback(smtpError(552, `5.3.4 Message too big: the limit is ${maxBytes} bytes`));
       return;
     }
-    received(Buffer.concat(chunks));
+    received(chunks, size);
   });
 }

@@ -30,8 +30,11 @@ export interface ThreadPoolOptions {
 }
 
 export interface ThreadPool<Request, Answer> {
-  /** Runs one task on a thread; rejects over budget, when the queue is full, or when its thread died. */
-  run(request: Request): Promise<Answer>;
+  /**
+   * Runs one task on a thread; rejects over budget, when the queue is full, or when its thread died.
+   * `transfer`: memory the request hands over rather than copies (its ArrayBuffers, unusable here after).
+   */
+  run(request: Request, transfer?: readonly ArrayBuffer[]): Promise<Answer>;
   /** Refuses what waits and ends every thread. */
   close(): Promise<void>;
 }
@@ -66,6 +69,7 @@ async function ownCpuMs(worker: Worker): Promise<number> {
 
 interface Task<Request, Answer> {
   request: Request;
+  transfer: readonly ArrayBuffer[];
   resolve(answer: Answer): void;
   reject(error: unknown): void;
 }
@@ -184,16 +188,18 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
       const timer = setTimeout(() => void checkBudget(idle, id, clock), options.timeoutMs);
       idle.running = { id, task, timer };
       idle.worker.ref();
-      idle.worker.postMessage({ id, request: task.request } satisfies ThreadRequest<Request>);
+      idle.worker.postMessage({ id, request: task.request } satisfies ThreadRequest<Request>, [
+        ...task.transfer,
+      ]);
     }
   }
 
   return {
-    run(request: Request): Promise<Answer> {
+    run(request: Request, transfer: readonly ArrayBuffer[] = []): Promise<Answer> {
       if (closed) return Promise.reject(new Error(`the ${name} pool is closed`));
       if (waiting.length >= options.queueLimit) return Promise.reject(options.queueFull());
       return new Promise((resolve, reject) => {
-        waiting.push({ request, resolve, reject });
+        waiting.push({ request, transfer, resolve, reject });
         pump();
       });
     },
@@ -213,15 +219,18 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
  */
 export function serveThreadRequests<Request, Answer>(
   handle: (request: Request) => Answer | Promise<Answer>,
+  /** Memory an answer hands over rather than copies (its ArrayBuffers). */
+  transferOf: (answer: Answer) => ArrayBuffer[] = () => [],
 ): void {
   const port = parentPort;
   if (!port) throw new Error('serveThreadRequests runs on a worker thread');
-  const send = (message: ThreadMessage<Answer>) => port.postMessage(message);
+  const send = (message: ThreadMessage<Answer>, transfer: ArrayBuffer[] = []) =>
+    port.postMessage(message, transfer);
   port.on('message', ({ id, request }: ThreadRequest<Request>) => {
     Promise.resolve()
       .then(() => handle(request))
       .then(
-        (answer) => send({ id, answer }),
+        (answer) => send({ id, answer }, transferOf(answer)),
         (error: unknown) => send({ id, failed: error instanceof Error ? error.message : String(error) }),
       );
   });

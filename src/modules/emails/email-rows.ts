@@ -1,3 +1,4 @@
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import type { Kysely } from 'kysely';
 import type { Database, EmailSource, EmailStatus, Row } from '../../db/schema.ts';
 import type { TrackingSettings } from './tracking.ts';
@@ -65,7 +66,9 @@ export interface NewEmail extends EmailContent {
   /** Opens, clicks, unsubscribe: stored by the engagement module in the same transaction. */
   tracking?: TrackingSettings | undefined;
   /** SMTP submission: the message as it is sent (Bcc and X-Postwire-* removed, Message-ID and Date added). */
-  submitted?: Buffer | undefined;
+  submitted?: ByteChunks | undefined;
+  /** A large submitted message's pieces (db/message-pieces.ts), written before the email is stored. */
+  submittedPiecesKey?: string | undefined;
 }
 
 export interface EmailRecord extends EmailContent {
@@ -80,7 +83,7 @@ export interface EmailRecord extends EmailContent {
   createdAt: string;
   updatedAt: string;
   /** SMTP submission: the message to send as it is (loaded only where the message is built). */
-  submitted?: Buffer | undefined;
+  submitted?: ByteChunks | undefined;
 }
 
 export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({

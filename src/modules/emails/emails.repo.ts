@@ -2,6 +2,8 @@ import { CompiledQuery, type Kysely, sql } from 'kysely';
 import { instantOf } from '../../lib/clock.ts';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
+import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
+import { totalBytes } from '../../lib/byte-chunks.ts';
 import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
@@ -88,6 +90,7 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
 export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
   // The recipients' rows are written by their owner, in the same transaction as the email's.
   const recipients = createRecipientRepo(db, engine);
+  const pieces = createMessagePieces(db);
   // The accepting INSERTs, written as SQL text once per number of rows (and, for recipients, which rows are
   // due `q`, waiting `w` or suppressed `s`): built with the query builder they cost more CPU than running.
   const emailsInsert = textsByShape((rows) => {
@@ -122,6 +125,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       const before = idAt('msg', cutoff);
       return [
         pruneTarget(db, 'email_raw', 'email_id', sql<boolean>`email_id < ${before}`),
+        pieces.pruneTarget('capture', before),
         pruneTarget(
           db,
           'email_attachments',
@@ -185,16 +189,18 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         }
       }
 
-      // A submitted message (up to SUBMISSION_MAX_BYTES) per statement too, for the same reason.
+      // A submitted message per statement too, for the same reason; a large one is already in its pieces.
       for (const email of emails) {
         if (email.submitted === undefined) continue;
+        const inPieces = email.submittedPiecesKey !== undefined;
         await trx
           .insertInto('email_submissions')
           .values({
             email_id: email.id,
             project_id: email.projectId,
             message_id: email.messageId,
-            raw: email.submitted,
+            raw: inPieces ? new Uint8Array(0) : Buffer.concat(email.submitted),
+            pieces_key: email.submittedPiecesKey ?? null,
             created_at: email.createdAt,
           })
           .execute();
@@ -212,6 +218,30 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       const over = totals.find((counted) => overDailyLimit(counted.total, options.dailyLimit));
       if (over) throw new DailyLimitReached(over.total - over.recipients);
       if (due > 0) transaction.afterCommit(wakeOtherProcesses);
+    },
+
+    /**
+     * Writes each large submitted message's pieces, before the transaction that stores its email (see
+     * db/message-pieces.ts); the emails that `insert` then stores, naming their pieces.
+     */
+    async keepLargeSubmissionsInPieces(emails: NewEmail[]): Promise<NewEmail[]> {
+      const kept: NewEmail[] = [];
+      for (const email of emails) {
+        if (email.submitted === undefined || !keptInPieces(totalBytes(email.submitted))) kept.push(email);
+        else {
+          const key = `submission:${email.id}`;
+          await pieces.write(key, email.submitted);
+          kept.push({ ...email, submittedPiecesKey: key });
+        }
+      }
+      return kept;
+    },
+
+    /** Removes the pieces of emails that were not stored after all. */
+    async removePieces(emails: NewEmail[]): Promise<void> {
+      for (const email of emails) {
+        if (email.submittedPiecesKey !== undefined) await pieces.remove(email.submittedPiecesKey);
+      }
     },
 
     async find(projectId: string, id: string): Promise<EmailRecord | undefined> {
@@ -297,11 +327,14 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     async raw(projectId: string, emailId: string): Promise<string | undefined> {
       const row = await db
         .selectFrom('email_raw')
-        .select('raw')
+        .select(['raw', 'pieces_key'])
         .where('project_id', '=', projectId)
         .where('email_id', '=', emailId)
         .executeTakeFirst();
-      return row?.raw;
+      if (!row) return undefined;
+      return row.pieces_key === null
+        ? row.raw
+        : Buffer.concat(await pieces.read(row.pieces_key)).toString('utf8');
     },
 
     /**

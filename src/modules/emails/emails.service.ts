@@ -52,7 +52,7 @@ export interface Submission {
   /** The SMTP AUTH username. */
   username: string;
   /** The message as it is sent, given its Message-ID and the time it was accepted. */
-  build(messageId: string, acceptedAt: Date): Buffer;
+  build(messageId: string, acceptedAt: Date): Buffer[];
 }
 
 /** A client that submits the same Message-ID again within this gets the first email back. */
@@ -797,7 +797,7 @@ export function createEmailService({
       if (tracking && (tracking.opens || tracking.clicks)) {
         let html: string[];
         try {
-          html = await submittedHtml(submitted);
+          html = await submittedHtml(Buffer.concat(submitted));
         } catch {
           throw invalidParam(
             'X-Postwire-Track',
@@ -862,7 +862,14 @@ export function createEmailService({
 
     /** Stores a prepared send with others (send groups); resolves once it is committed (it will be sent). */
     async accept(plan: SendPlan): Promise<void> {
-      await (groups ? groups.accept(plan.emails, plan.now) : store(plan.emails, plan.now));
+      const emails = await repo.keepLargeSubmissionsInPieces(plan.emails);
+      try {
+        await (groups ? groups.accept(emails, plan.now) : store(emails, plan.now));
+      } catch (error) {
+        // Best effort: pieces left when even this fails are named by no row and never read.
+        await repo.removePieces(emails).catch(() => undefined);
+        throw error;
+      }
     },
 
     /** Stores a prepared send in `transaction` (an Idempotency-Key's); the worker wakes at its commit. */

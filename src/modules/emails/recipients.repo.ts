@@ -1,5 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
+import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import {
   type Database,
   type EmailStatus,
@@ -59,8 +62,9 @@ export interface AttemptRecord {
   attemptedAt: string;
   now: string;
   updates: RecipientUpdate[];
-  /** The capture transport's MIME. */
-  raw?: string | undefined;
+  /** The capture transport's MIME: in the record when small, else in the pieces `rawPiecesKey` names. */
+  raw?: Buffer | undefined;
+  rawPiecesKey?: string | undefined;
 }
 
 /** A recipient a report may be about, with its email (for the event's data). */
@@ -213,6 +217,7 @@ function recipientRow(
 }
 
 export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
+  const pieces = createMessagePieces(db);
   // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, the others `v`): built
   // with the query builder it cost more CPU than running.
   const recipientsInsert = textsByShape((shape) => {
@@ -272,14 +277,19 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     const withFiles = [...new Set(rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id))];
     const attachments = await attachmentsOf(db, withFiles, { content: true });
     const submittedIds = [...new Set(rows.filter((row) => row.source === 'smtp').map((row) => row.id))];
-    const submitted = new Map<string, Buffer>();
+    const submitted = new Map<string, ByteChunks>();
     if (submittedIds.length > 0) {
       const found = await db
         .selectFrom('email_submissions')
-        .select(['email_id', 'raw'])
+        .select(['email_id', 'raw', 'pieces_key'])
         .where('email_id', 'in', submittedIds)
         .execute();
-      for (const row of found) submitted.set(row.email_id, Buffer.from(row.raw));
+      for (const row of found) {
+        submitted.set(
+          row.email_id,
+          row.pieces_key === null ? [Buffer.from(row.raw)] : await pieces.read(row.pieces_key),
+        );
+      }
     }
     return new Map(
       rows.map((row) => [
@@ -417,6 +427,18 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         ),
       );
       return rows.map(toClaimed).sort((a, b) => a.seq - b.seq);
+    },
+
+    /**
+     * Writes a large captured MIME's pieces, before the transaction that records the attempt (see
+     * db/message-pieces.ts); the key for its AttemptRecord, or undefined for a small one (kept in the record).
+     */
+    async keepLargeCaptureInPieces(emailId: string, raw: Buffer): Promise<string | undefined> {
+      if (!keptInPieces(raw.length)) return undefined;
+      // Each attempt's own: two attempts of one email may both capture, and the first recorded is kept.
+      const key = `capture:${emailId}:${randomUUID()}`;
+      await pieces.write(key, [raw]);
+      return key;
     },
 
     /** Also leases the other due recipients of these emails, so one SMTP transaction can carry them all. */
@@ -626,7 +648,8 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
             .values({
               email_id: record.emailId,
               project_id: record.projectId,
-              raw: record.raw,
+              raw: record.rawPiecesKey === undefined ? record.raw.toString('utf8') : '',
+              pieces_key: record.rawPiecesKey ?? null,
               created_at: record.now,
             })
             .onConflict((conflict) => conflict.column('email_id').doNothing())

@@ -38,7 +38,9 @@ export async function personalize(
   // An SMTP submission travels as written: only its html part(s) are tracked, re-encoded in place (its
   // `{{ unsubscribe_url }}` is the application's text, left as written).
   if (submitted !== undefined && (settings.clicks || settings.opens)) {
-    submitted = await rewriteSubmittedHtml(submitted, (content) => withPixel(withClicks(content)));
+    submitted = [
+      await rewriteSubmittedHtml(Buffer.concat(submitted), (content) => withPixel(withClicks(content))),
+    ];
   }
   return { ...email, html, text, headers, submitted };
 }

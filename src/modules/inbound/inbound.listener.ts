@@ -157,7 +157,8 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       );
     },
     onData(stream, session, callback) {
-      gatherData(stream, options.maxBytes, callback, (raw) => {
+      gatherData(stream, options.maxBytes, callback, (chunks, size) => {
+        const raw = Buffer.concat(chunks, size);
         const routes = routed.get(session) ?? [];
         const reports = session.envelope.rcptTo.length - routes.length;
         scored(raw, routes).then((spam) => {

@@ -119,6 +119,9 @@ export function writeAtOnce(root: MimeNode): Buffer | undefined {
  * not even a MIME node is made (its envelope parsing and stream pipeline were another twentieth of a send);
  * any other address goes through nodemailer's own envelope parsing (which lower-cases and punycodes domains).
  */
+/** The bytes a message's stream gives the SMTP client at a time (its work per chunk stays short). */
+const STREAM_SLICE_BYTES = 64 * 1024;
+
 export function poolMessage(
   options: SendMailOptions,
   messageId: string,
@@ -133,13 +136,17 @@ export function poolMessage(
       getEnvelope: () => ({ from, to: [...to] }),
       messageId: () => messageId,
       getHeader: (key: string) => (key.toLowerCase() === 'message-id' ? messageId : undefined),
-      createReadStream: () =>
-        new Readable({
+      // In slices: the SMTP client escapes dots and counts bytes per chunk it is given, on the event loop.
+      createReadStream: () => {
+        let at = 0;
+        return new Readable({
           read() {
-            this.push(raw);
-            this.push(null);
+            this.push(raw.subarray(at, at + STREAM_SLICE_BYTES));
+            at += STREAM_SLICE_BYTES;
+            if (at >= raw.length) this.push(null);
           },
-        }),
+        });
+      },
     };
     return { data, message } as unknown as MailMessage<SMTPPoolSentMessageInfo>;
   }

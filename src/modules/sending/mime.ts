@@ -7,6 +7,7 @@ import type { EmailRecord } from '../emails/emails.repo.ts';
 import { createDkimSigner, type DkimSigner } from './dkim.ts';
 import { writeAtOnce } from './fast-paths.ts';
 import { createBoundedMemo } from '../../lib/memo.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 
 /** A stored address as nodemailer takes it; stored addresses were validated when the email was accepted. */
 function toMailbox(stored: string): { name: string; address: string } {
@@ -57,22 +58,28 @@ function dsnRequest(email: EmailRecord, envelopeTo: readonly string[], notify: r
  * transaction is for; `envelopeFrom` the return path (VERP), else the From address; `dsn` the outcomes the
  * next hop is asked to report.
  */
+/**
+ * What a message is built from: nodemailer's options, or for an SMTP submission the message as written, in
+ * the chunks it is kept in (`rawChunks`: joined only where it is built, see lib/byte-chunks.ts).
+ */
+export interface MessageOptions extends SendMailOptions {
+  rawChunks?: ByteChunks;
+}
+
 export function mailOptions(
   email: EmailRecord,
   envelopeTo: readonly string[],
   envelopeFrom?: string,
   dsn: readonly DsnNotify[] = [],
-): SendMailOptions {
+): MessageOptions {
   // An SMTP submission travels as the application wrote it (prepared when it was accepted), after the header
   // fields a recipient's copy adds (List-Unsubscribe, when it asked for it).
   if (email.submitted !== undefined) {
     const added = Object.entries(email.headers).map(([name, value]) => `${name}: ${value}\r\n`);
     return {
       ...dsnRequest(email, envelopeTo, dsn),
-      raw:
-        added.length > 0
-          ? Buffer.concat([Buffer.from(added.join(''), 'latin1'), email.submitted])
-          : email.submitted,
+      rawChunks:
+        added.length > 0 ? [Buffer.from(added.join(''), 'latin1'), ...email.submitted] : email.submitted,
       envelope: { from: envelopeFrom ?? envelopeSender(email), to: [...envelopeTo] },
     };
   }
@@ -147,12 +154,10 @@ export function withCrlfLineEndings(message: Buffer): Buffer {
  * where fast-paths.ts can), its line endings made CRLF, then DKIM-signed when a key is configured. The
  * signature covers these bytes, and they are what goes on the wire and what capture keeps for `/raw`.
  */
-export async function buildMessage(
-  options: SendMailOptions,
-  signer: DkimSigner | undefined,
-): Promise<Buffer> {
+export async function buildMessage(options: MessageOptions, signer: DkimSigner | undefined): Promise<Buffer> {
   let built: Buffer;
-  if (Buffer.isBuffer(options.raw)) built = withCrlfLineEndings(options.raw);
+  if (options.rawChunks) built = withCrlfLineEndings(Buffer.concat(options.rawChunks));
+  else if (Buffer.isBuffer(options.raw)) built = withCrlfLineEndings(options.raw);
   else {
     const root = new MailComposer(options).compile();
     built = withCrlfLineEndings(writeAtOnce(root) ?? (await root.build()));
@@ -160,23 +165,15 @@ export async function buildMessage(
   return signer ? signer.sign(built) : built;
 }
 
-/** The same, as text (the capture transport keeps it). */
-export async function buildRaw(options: SendMailOptions, signer: DkimSigner | undefined): Promise<string> {
-  return (await buildMessage(options, signer)).toString('utf8');
-}
-
 /**
- * What an SMTP transport hands nodemailer: the message built and signed here (so DKIM covers the headers
+ * What an SMTP transport hands nodemailer: the message built and signed (`built`, so DKIM covers the headers
  * dkim.ts lists), with its envelope.
  */
-export async function rawMailOptions(
-  options: SendMailOptions,
-  signer: DkimSigner | undefined,
-): Promise<SendMailOptions> {
+export function rawMailOptions(options: SendMailOptions, built: Buffer): SendMailOptions {
   return {
     envelope: options.envelope!,
     // The DSN request travels beside the message: nodemailer puts it on MAIL FROM and RCPT TO.
     ...(options.dsn ? { dsn: options.dsn } : {}),
-    raw: await buildMessage(options, signer),
+    raw: built,
   };
 }

@@ -297,6 +297,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const timeout = AbortSignal.timeout(settings.timeoutMs);
     const signal = AbortSignal.any([stopping, timeout]);
     let result: SendResult;
+    let rawPiecesKey: string | undefined;
     try {
       if (job.tracking && !deps.engagementLinks) {
         throw new Error(
@@ -316,6 +317,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
       });
+      if (result.raw !== undefined)
+        rawPiecesKey = await repo.keepLargeCaptureInPieces(job.email.id, result.raw);
     } catch (error) {
       logger.error({ err: error, email: job.email.id }, 'sending worker: the transport failed');
       const message = error instanceof Error ? error.message : String(error);
@@ -358,6 +361,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         return judge(job.email, row, outcome, now);
       }),
       raw: result.raw,
+      rawPiecesKey,
     };
   }
 

@@ -2,6 +2,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerSession } from 'smtp-server';
 import type { RateLimiter } from '../../http/rate-limit.ts';
 import { parseAddress } from '../../lib/addresses.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { gatherData, smtpError } from '../../lib/smtp-data.ts';
 import { DomainError, RetryLaterError } from '../../lib/errors.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
@@ -46,7 +47,11 @@ export interface SubmissionListenerOptions {
    */
   withinDailyLimit(caller: SubmissionCaller, recipients: readonly string[]): Promise<boolean>;
   /** Stores the message as an email (before the 250); resolves to the reply's text. */
-  submit(caller: SubmissionCaller, envelope: { from: string; to: string[] }, raw: Buffer): Promise<string>;
+  submit(
+    caller: SubmissionCaller,
+    envelope: { from: string; to: string[] },
+    raw: ByteChunks,
+  ): Promise<string>;
   /** Failed AUTHs per client address; past the limit the address is refused before its key is checked. */
   failedAuthLimiter: RateLimiter;
   logger: WorkerLogger;

@@ -1,4 +1,5 @@
 import { allows } from '../../http/auth.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { DomainError } from '../../lib/errors.ts';
 import type { EmailService } from '../emails/emails.service.ts';
 import type { ProjectService } from '../projects/projects.service.ts';
@@ -61,7 +62,7 @@ export function createSubmissionService({
     async submit(
       caller: SubmissionCaller,
       envelope: { from: string; to: string[] },
-      raw: Buffer,
+      raw: ByteChunks,
     ): Promise<string> {
       const message = readSubmission(raw);
       if (message.from === null) throw new SubmissionRefusal(550, '5.6.0 The message has no From header');

@@ -1,6 +1,7 @@
 import libmime from 'libmime';
 import addressparser from 'nodemailer/lib/addressparser';
 import { MESSAGE_ID_PATTERN } from '../../lib/addresses.ts';
+import { type ByteChunks, bytesFrom, firstBytes, totalBytes } from '../../lib/byte-chunks.ts';
 import { TAG_PATTERN } from '../emails/emails.service.ts';
 
 // A message as an application submitted it over SMTP: its header read for what Postwire needs (From, the
@@ -31,8 +32,8 @@ export interface HeaderField {
 
 export interface SubmittedMessage {
   fields: HeaderField[];
-  /** The body's bytes, after the blank line (empty when there is none). */
-  body: Buffer;
+  /** The body's bytes, after the blank line (none when there is none), in the chunks they came in. */
+  body: ByteChunks;
   /** The line break the header uses, kept for what is added. */
   newline: string;
   from: string | null;
@@ -162,8 +163,9 @@ function unsubscribeOf(fields: readonly HeaderField[]): boolean {
  * Reads a submitted message's header. Refused: a header past MAX_HEADER_BYTES, a field line that is not
  * `Name: value`, bare CR or NUL in the header, an unknown X-Postwire-* field or a bad option value.
  */
-export function readSubmission(raw: Buffer): SubmittedMessage {
-  const head = raw.subarray(0, MAX_HEADER_BYTES + 4).toString('latin1');
+export function readSubmission(raw: ByteChunks): SubmittedMessage {
+  const size = totalBytes(raw);
+  const head = firstBytes(raw, MAX_HEADER_BYTES + 4).toString('latin1');
   const crlf = head.indexOf('\r\n\r\n');
   const lf = head.indexOf('\n\n');
   let end: number;
@@ -175,7 +177,7 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
   } else if (lf >= 0) {
     end = lf + 1;
     newline = '\n';
-  } else if (raw.length <= MAX_HEADER_BYTES) {
+  } else if (size <= MAX_HEADER_BYTES) {
     // A message that is all header (no body).
     end = head.length;
     hasBody = false;
@@ -225,7 +227,7 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
   return {
     fields,
     // Latin-1 maps each byte to one character: string offsets are byte offsets.
-    body: hasBody ? raw.subarray(end + newline.length) : Buffer.alloc(0),
+    body: hasBody ? bytesFrom(raw, end + newline.length) : [],
     newline,
     from: fromOf(fieldOf(fields, 'from')),
     to: addressesOf(fieldOf(fields, 'to')),
@@ -245,7 +247,7 @@ export function readSubmission(raw: Buffer): SubmittedMessage {
  * The message as it is sent: the fields as written, less Bcc and the X-Postwire-* options, after a Message-ID
  * and a Date when it has none; then the body, byte for byte.
  */
-export function messageToSend(message: SubmittedMessage, messageId: string, date: Date): Buffer {
+export function messageToSend(message: SubmittedMessage, messageId: string, date: Date): Buffer[] {
   const added: string[] = [];
   if (message.messageId === null) added.push(`Message-ID: ${messageId}${message.newline}`);
   if (!message.hasDate) added.push(`Date: ${date.toUTCString().replace('GMT', '+0000')}${message.newline}`);
@@ -255,9 +257,5 @@ export function messageToSend(message: SubmittedMessage, messageId: string, date
       return lower !== 'bcc' && !lower.startsWith(OPTION_PREFIX);
     })
     .map((field) => field.raw);
-  return Buffer.concat([
-    Buffer.from([...added, ...kept].join(''), 'latin1'),
-    Buffer.from(message.newline, 'latin1'),
-    message.body,
-  ]);
+  return [Buffer.from([...added, ...kept, message.newline].join(''), 'latin1'), ...message.body];
 }

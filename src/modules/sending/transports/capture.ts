@@ -1,5 +1,7 @@
 import type { DkimConfig } from '../../../config.ts';
-import { buildRaw, mailOptions, messageSigners } from '../mime.ts';
+import { DEFAULTS } from '../../../config.ts';
+import { createMessageBuilder } from '../build-pool.ts';
+import { mailOptions } from '../mime.ts';
 import type { MailTransport, RecipientOutcome } from './transport.ts';
 
 // Test addresses (RFC 2606 reserves .test): `bounced@`, `delayed@` and `complained@example.test`, also with a
@@ -12,8 +14,13 @@ const TEST_ADDRESS = /^(bounced|delayed|complained)(\+[^@]*)?@example\.test$/i;
  * delivered: `email.sent` and `email.delivered`; the test addresses bounce (550), are delayed once (451,
  * then delivered on the retry) or are delivered and then complained about.
  */
-export function createCaptureTransport(options: { dkim?: DkimConfig | undefined } = {}): MailTransport {
-  const signerFor = messageSigners(options.dkim);
+export function createCaptureTransport(
+  options: { dkim?: DkimConfig | undefined; timeoutMs?: number } = {},
+): MailTransport {
+  const builder = createMessageBuilder({
+    fallback: options.dkim,
+    timeoutMs: options.timeoutMs ?? DEFAULTS.sendTimeoutMs,
+  });
   return {
     kind: 'capture',
     description:
@@ -22,7 +29,7 @@ export function createCaptureTransport(options: { dkim?: DkimConfig | undefined 
     perDomain: false,
     async send(job) {
       const addresses = job.recipients.map((recipient) => recipient.address);
-      const raw = await buildRaw(mailOptions(job.email, addresses, job.envelopeFrom), signerFor(job.dkim));
+      const raw = await builder.build(mailOptions(job.email, addresses, job.envelopeFrom), job.dkim);
       const outcomes = job.recipients.map(({ address, attempts }): RecipientOutcome => {
         const test = TEST_ADDRESS.exec(address)?.[1]?.toLowerCase();
         if (test === 'bounced') {
@@ -50,6 +57,6 @@ export function createCaptureTransport(options: { dkim?: DkimConfig | undefined 
       });
       return { outcomes, raw };
     },
-    async close() {},
+    close: () => builder.close(),
   };
 }

@@ -3,7 +3,8 @@ import { isIP } from 'node:net';
 import nodemailer, { type SendMailOptions } from 'nodemailer';
 import { DEFAULTS, type DkimConfig } from '../../../config.ts';
 import { isBlockedAddress, type Resolver, systemResolver } from '../../../lib/network-policy.ts';
-import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
+import { createMessageBuilder } from '../build-pool.ts';
+import { mailOptions, rawMailOptions } from '../mime.ts';
 import {
   describeSmtpError,
   isConnectionFailure,
@@ -69,7 +70,7 @@ async function route(domain: string, resolve: MxResolver): Promise<Route> {
  * 5xx → bounced with the server's reply; 4xx, or no server reachable → retried.
  */
 export function createDirectTransport(options: DirectTransportOptions): MailTransport {
-  const signerFor = messageSigners(options.dkim);
+  const builder = createMessageBuilder({ fallback: options.dkim, timeoutMs: options.timeoutMs });
   const resolve = options.resolveMx ?? dnsResolveMx;
   const stepMs = Math.min(options.timeoutMs, 30_000);
 
@@ -131,10 +132,8 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       if ('defer' in found) return { outcomes: all('deferred', found.defer) };
 
       // Built and signed once for every MX tried.
-      const message = await rawMailOptions(
-        mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
-        signerFor(job.dkim),
-      );
+      const options = mailOptions(job.email, addresses, job.envelopeFrom, job.dsn);
+      const message = rawMailOptions(options, await builder.build(options, job.dkim));
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;
@@ -152,6 +151,6 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       const tried = failures.join('; ') || 'aborted';
       return { outcomes: all('deferred', `no mail server of ${job.host} could be reached (${tried})`) };
     },
-    async close() {},
+    close: () => builder.close(),
   };
 }

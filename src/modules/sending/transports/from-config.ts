@@ -38,6 +38,6 @@ export function createTransportFromConfig(
       });
     }
     case 'capture':
-      return createCaptureTransport({ dkim: config.dkim });
+      return createCaptureTransport({ dkim: config.dkim, timeoutMs: config.sendTimeoutMs });
   }
 }

@@ -1,7 +1,8 @@
 import SMTPPool, { type SMTPPoolSentMessageInfo } from 'nodemailer/lib/smtp-pool';
 import type { DkimConfig } from '../../../config.ts';
 import { poolMessage } from '../fast-paths.ts';
-import { mailOptions, messageSigners, rawMailOptions } from '../mime.ts';
+import { createMessageBuilder } from '../build-pool.ts';
+import { mailOptions, rawMailOptions } from '../mime.ts';
 import { outcomesFromError, outcomesFromInfo, type SmtpError } from './smtp-result.ts';
 import type { MailTransport } from './transport.ts';
 
@@ -37,7 +38,7 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
     ...(options.hostname ? { name: options.hostname } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
   });
-  const signerFor = messageSigners(options.dkim);
+  const builder = createMessageBuilder({ fallback: options.dkim, timeoutMs: options.timeoutMs });
 
   const target = new URL(options.url);
   return {
@@ -48,10 +49,8 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
     async send(job) {
       const addresses = job.recipients.map((recipient) => recipient.address);
       try {
-        const raw = await rawMailOptions(
-          mailOptions(job.email, addresses, job.envelopeFrom, job.dsn),
-          signerFor(job.dkim),
-        );
+        const message = mailOptions(job.email, addresses, job.envelopeFrom, job.dsn);
+        const raw = rawMailOptions(message, await builder.build(message, job.dkim));
         // The pool fails a message whose signal aborts (or had) with EABORT, as sendMail() did.
         const info = await new Promise<SMTPPoolSentMessageInfo>((resolve, reject) => {
           pool.send(poolMessage(raw, job.email.messageId, job.signal), (error, sent) =>
@@ -65,6 +64,7 @@ export function createRelayTransport(options: RelayTransportOptions): MailTransp
     },
     async close() {
       pool.close();
+      await builder.close();
     },
   };
 }

@@ -27,7 +27,7 @@ export interface SendResult {
   /** One per recipient of the job. */
   outcomes: RecipientOutcome[];
   /** The capture transport's MIME, kept in the database. */
-  raw?: string;
+  raw?: Buffer;
 }
 
 export interface MailTransport {

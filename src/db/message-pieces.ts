@@ -1,0 +1,75 @@
+import { type Kysely, sql } from 'kysely';
+import { type ByteChunks, inPiecesOf, letOthersRun } from '../lib/byte-chunks.ts';
+import type { Database } from './schema.ts';
+import { type PruneTarget, pruneTarget } from './prune.ts';
+
+// Large messages kept in pieces (message_pieces). node:sqlite runs each statement on the calling thread: one
+// INSERT of a 40 MiB value holds the event loop for about 550 ms and one SELECT of it 450 ms (measured on the
+// 2-vCPU VM), during which no other tenant's request is answered. Written and read a piece per statement, with
+// the event loop let go between statements, the longest hold is one piece's (a few milliseconds). PostgreSQL
+// gains too: pg turns a bytea into hex text and back on the event loop, a piece at a time here.
+//
+// The pieces are written before the transaction that stores their owning row (which names them in its
+// `pieces_key`) and never inside one: on SQLite a transaction holds the one connection, so every other query
+// would wait for all of the pieces. When that transaction fails the caller removes them; a process that dies in
+// between leaves pieces no row names, removed by retention with the rest of their kind.
+
+/** Bytes per piece: a statement over one takes a few milliseconds on either engine. */
+export const PIECE_BYTES = 256 * 1024;
+
+/** Whether a message is kept in pieces rather than in its row: when it is larger than one piece. */
+export const keptInPieces = (size: number): boolean => size > PIECE_BYTES;
+
+export interface MessagePieces {
+  /** Writes `bytes` as `owner`'s pieces, a statement each; never inside a transaction (see above). */
+  write(owner: string, bytes: ByteChunks): Promise<void>;
+  /** The bytes of `owner`'s pieces, read a statement each, as the pieces (never joined: lib/byte-chunks.ts). */
+  read(owner: string): Promise<Buffer[]>;
+  /** Removes `owner`'s pieces (a row that was not stored after all). */
+  remove(owner: string): Promise<void>;
+  /** Retention: the pieces whose owner starts with `kind:` and sorts before `kind:${before}` (ids sort by time). */
+  pruneTarget(kind: string, before: string): PruneTarget;
+}
+
+export function createMessagePieces(db: Kysely<Database>): MessagePieces {
+  return {
+    async write(owner, bytes) {
+      let seq = 0;
+      for (const piece of inPiecesOf(bytes, PIECE_BYTES)) {
+        if (seq > 0) await letOthersRun();
+        await db.insertInto('message_pieces').values({ owner, seq, bytes: piece }).execute();
+        seq += 1;
+      }
+    },
+
+    async read(owner) {
+      const pieces: Buffer[] = [];
+      for (let seq = 0; ; seq += 1) {
+        if (seq > 0) await letOthersRun();
+        const row = await db
+          .selectFrom('message_pieces')
+          .select('bytes')
+          .where('owner', '=', owner)
+          .where('seq', '=', seq)
+          .executeTakeFirst();
+        if (!row) break;
+        // node:sqlite gives a Uint8Array, pg a Buffer: a Buffer over the same memory either way.
+        pieces.push(Buffer.from(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength));
+      }
+      return pieces;
+    },
+
+    async remove(owner) {
+      await db.deleteFrom('message_pieces').where('owner', '=', owner).execute();
+    },
+
+    pruneTarget(kind, before) {
+      return pruneTarget(
+        db,
+        'message_pieces',
+        'owner',
+        sql<boolean>`owner > ${`${kind}:`} AND owner < ${`${kind}:${before}`}`,
+      );
+    },
+  };
+}
