@@ -792,11 +792,11 @@ describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an 
     (await api('GET', `/v1/emails?recipient=${encodeURIComponent(to)}`)).body.data as Array<
       Record<string, any>
     >;
-  const session = async () => {
+  const session = async (key = KEY) => {
     const smtp = rawSmtp(net.connect(port, '127.0.0.1'));
     await smtp.reply('220');
     await smtp.say('EHLO raw.test', '250');
-    await smtp.say(`AUTH PLAIN ${Buffer.from(`\0raw\0${KEY}`).toString('base64')}`, '235');
+    await smtp.say(`AUTH PLAIN ${Buffer.from(`\0raw\0${key}`).toString('base64')}`, '235');
     return smtp;
   };
 
@@ -969,6 +969,122 @@ describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an 
       'the other recipient to get it',
     );
     assert.ok(!sink.messages.some((message) => message.to.includes('gone@receiver.test')));
+  });
+
+  test('one header rule with the API: a second From (or any single field), a foreign Sender or Resent-*, a repeated option', async () => {
+    shift += DAY_MS;
+    const domain = await api('POST', '/v1/domains', { name: 'shop.example' });
+    assert.equal(domain.status, 201, JSON.stringify(domain.body));
+    const limited = await api('POST', '/v1/api-keys', {
+      name: 'shop',
+      permission: 'sending_access',
+      domain_id: domain.body.id,
+    });
+    assert.equal(limited.status, 201, JSON.stringify(limited.body));
+    const smtp = await session(limited.body.token);
+    const submit = async (header: string, code: string) => {
+      await smtp.say('MAIL FROM:<shop@shop.example>', '250');
+      await smtp.say('RCPT TO:<rules@receiver.test>', '250');
+      await smtp.say('DATA', '354');
+      return smtp.say(`${header}\r\nThe body.\r\n.`, code);
+    };
+    const base: Record<string, string> = {
+      From: 'shop@shop.example',
+      To: 'rules@receiver.test',
+      Subject: 'Header rules',
+    };
+    const headerOf = (fields: Array<[string, string]>) =>
+      fields.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const second: Record<string, string> = {
+      From: 'y@evil.example',
+      Sender: 'list@shop.example',
+      To: 'other@receiver.test',
+      Cc: 'other@receiver.test',
+      Bcc: 'other@receiver.test',
+      'Reply-To': 'other@receiver.test',
+      Subject: 'Another subject',
+      Date: 'Mon, 30 Nov 2026 09:00:00 +0000',
+      'Message-ID': '<twice@shop.example>',
+      'In-Reply-To': '<earlier@shop.example>',
+      References: '<earlier@shop.example>',
+    };
+    for (const [name, value] of Object.entries(second)) {
+      const fields = Object.entries(base);
+      // The field twice: once more where the base has it (in upper case: names are case-insensitive), else twice.
+      const twice: Array<[string, string]> =
+        name in base
+          ? [[name.toUpperCase(), value]]
+          : [
+              [name, value],
+              [name, value],
+            ];
+      assert.equal(
+        await submit(headerOf([...fields, ...twice]), '550'),
+        `550 5.6.0 The message has 2 ${name} fields; RFC 5322 allows one`,
+      );
+    }
+    const fields = Object.entries(base);
+    const refusedBy = (field: string) =>
+      `550 5.7.1 This key may send only from the domain 'shop.example'; 'evil.example' is not it. (${field})`;
+    assert.equal(
+      await submit(headerOf([...fields, ['Sender', 'y@evil.example']]), '550'),
+      refusedBy('Sender'),
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['Resent-From', 'desk@shop.example, y@evil.example']]), '550'),
+      refusedBy('Resent-From'),
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['Resent-Sender', '"Evil" <y@evil.example>']]), '550'),
+      refusedBy('Resent-Sender'),
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['Sender', 'a@shop.example, b@shop.example']]), '550'),
+      '550 5.6.0 The Sender header must hold exactly one address',
+    );
+    assert.equal(
+      await submit(
+        headerOf([...fields, ['X-Postwire-Tags', 'plan=pro'], ['X-Postwire-Tags', 'plan=free']]),
+        '550',
+      ),
+      '550 5.6.0 X-Postwire-Tags is given 2 times; give each option once',
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['X-Postwire-Track', 'opens'], ['x-postwire-track', 'none']]), '550'),
+      '550 5.6.0 X-Postwire-Track is given 2 times; give each option once',
+    );
+    assert.equal((await emailsTo('rules@receiver.test')).length, 0, 'nothing refused is stored');
+
+    // A mailing list's Sender and a forward's Resent-From in the key's domain (or a subdomain) pass, and travel as
+    // written.
+    const accepted = await submit(
+      headerOf([
+        ...fields,
+        ['Sender', '"Shop list" <list@shop.example>'],
+        ['Resent-From', 'desk@mail.shop.example'],
+        ['Message-ID', '<rules-ok@shop.example>'],
+      ]),
+      '250',
+    );
+    await smtp.say('QUIT', '221');
+    assert.match(accepted, /^250 2\.0\.0 Ok: queued as msg_/);
+    const arrived = await until(
+      () => sink.messages.find((message) => message.messageId === '<rules-ok@shop.example>'),
+      10_000,
+      'the message with a Sender at the receiving server',
+    );
+    const text = arrived.bytes.toString('latin1');
+    assert.match(text, /^Sender: "Shop list" <list@shop\.example>\r$/m);
+    assert.match(text, /^Resent-From: desk@mail\.shop\.example\r$/m);
+    const parsed = await simpleParser(arrived.bytes);
+    assert.deepEqual((parsed.headers.get('sender') as { value: unknown[] }).value, [
+      { address: 'list@shop.example', name: 'Shop list' },
+    ]);
+    assert.deepEqual(
+      parsed.from?.value.map((entry) => entry.address),
+      ['shop@shop.example'],
+    );
+    assert.deepEqual(arrived.to, ['rules@receiver.test']);
   });
 
   test('failed AUTH is limited per client address: past the limit even a good key waits out the window', async () => {

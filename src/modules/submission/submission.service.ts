@@ -73,6 +73,7 @@ export function createSubmissionService({
         caller.projectId,
         {
           from: message.from,
+          senders: message.senders,
           recipients: envelope.to,
           to: message.to,
           cc: message.cc,
