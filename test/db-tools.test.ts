@@ -174,7 +174,9 @@ describe('postwire backup (SQLite)', () => {
     const migrated = await runCli(['migrate'], { POSTWIRE_DATA_DIR: dataDir });
     assert.equal(migrated.code, 0, migrated.stderr);
     const missing = path.join(dataDir, 'backups', 'nightly');
-    const result = await runCli(['backup', path.join(missing, 'postwire.db')], { POSTWIRE_DATA_DIR: dataDir });
+    const result = await runCli(['backup', path.join(missing, 'postwire.db')], {
+      POSTWIRE_DATA_DIR: dataDir,
+    });
     assert.equal(result.code, 1);
     assert.equal(
       result.stderr,

@@ -73,7 +73,9 @@ export function backupSqlite(request: BackupRequest): BackupResult {
   // which names neither the folder nor what to do.
   const folder = path.dirname(path.resolve(target));
   if (!existsSync(folder)) {
-    throw new BackupError(`the folder ${folder} does not exist; create it first (a backup makes no folders).`);
+    throw new BackupError(
+      `the folder ${folder} does not exist; create it first (a backup makes no folders).`,
+    );
   }
   if (!statSync(folder).isDirectory()) throw new BackupError(`${folder} is not a folder.`);
   const keyTarget = backupKeyFile(target);
