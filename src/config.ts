@@ -40,6 +40,9 @@ export const WORKER_POLL_INTERVAL_MS = 1000;
  */
 export const INBOUND_MAX_CONNECTIONS = 5000;
 
+/** Connections the SMTP submission server holds at once (each port), from all clients together: applications, a handful each. */
+export const SUBMISSION_MAX_CONNECTIONS = 500;
+
 export const LOG_FORMATS = ['json', 'pretty'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -824,6 +827,25 @@ export const CONFIG_SCHEMA = {
         min: 1024,
         max: 1024 * 1024 * 1024,
         description: 'a larger message is refused: announced in EHLO SIZE, and answered 552 at DATA',
+      }),
+      sessionTimeoutMs: duration('SUBMISSION_SESSION_TIMEOUT', {
+        default: '5m',
+        min: '1s',
+        max: '1h',
+        description:
+          'a submission session still open this long is ended with a 421, however busy the client keeps it',
+        details:
+          'as `INBOUND_SESSION_TIMEOUT`: the 60 s idle timeout alone lets a byte every few seconds hold a ' +
+          'connection for ever. A message cut off is not stored; the client keeps it and sends it again. In 5 ' +
+          'minutes a 40 MiB message (`SUBMISSION_MAX_BYTES`) needs about 140 KB/s',
+      }),
+      maxConnectionsPerClient: integer('SUBMISSION_MAX_CONNECTIONS_PER_CLIENT', {
+        default: 20,
+        min: 1,
+        max: SUBMISSION_MAX_CONNECTIONS,
+        description:
+          'SMTP submission sessions one client address may hold at once (both ports together); the next is refused with a 421',
+        details: `counted from the connection, before AUTH; all clients together hold ${SUBMISSION_MAX_CONNECTIONS} at most on each port`,
       }),
     },
   }),

@@ -169,6 +169,23 @@ describe('postwire backup (SQLite)', () => {
     await verifiedEvent(receiver, () => true);
   });
 
+  test('into a folder that does not exist: one line naming the folder, exit 1, no folder made', async (t) => {
+    const dataDir = temporaryDir(t, 'postwire-backup-missing-');
+    const migrated = await runCli(['migrate'], { POSTWIRE_DATA_DIR: dataDir });
+    assert.equal(migrated.code, 0, migrated.stderr);
+    const missing = path.join(dataDir, 'backups', 'nightly');
+    const result = await runCli(['backup', path.join(missing, 'postwire.db')], {
+      POSTWIRE_DATA_DIR: dataDir,
+    });
+    assert.equal(result.code, 1);
+    assert.equal(
+      result.stderr,
+      `postwire: the folder ${missing} does not exist; create it first (a backup makes no folders).\n`,
+    );
+    assert.equal(result.stdout, '');
+    assert.equal(existsSync(path.join(dataDir, 'backups')), false);
+  });
+
   test('refuses on PostgreSQL and names pg_dump', async (t) => {
     const dataDir = temporaryDir(t, 'postwire-backup-pg-');
     const result = await runCli(['backup', path.join(dataDir, 'x.db')], {

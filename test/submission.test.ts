@@ -792,11 +792,11 @@ describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an 
     (await api('GET', `/v1/emails?recipient=${encodeURIComponent(to)}`)).body.data as Array<
       Record<string, any>
     >;
-  const session = async () => {
+  const session = async (key = KEY) => {
     const smtp = rawSmtp(net.connect(port, '127.0.0.1'));
     await smtp.reply('220');
     await smtp.say('EHLO raw.test', '250');
-    await smtp.say(`AUTH PLAIN ${Buffer.from(`\0raw\0${KEY}`).toString('base64')}`, '235');
+    await smtp.say(`AUTH PLAIN ${Buffer.from(`\0raw\0${key}`).toString('base64')}`, '235');
     return smtp;
   };
 
@@ -971,6 +971,142 @@ describe('SMTP submission: the daily limit, suppression, RSET, AUTH lockout (an 
     assert.ok(!sink.messages.some((message) => message.to.includes('gone@receiver.test')));
   });
 
+  test('one header rule with the API: a second From (or any single field), a foreign Sender or Resent-*, a repeated option', async () => {
+    shift += DAY_MS;
+    const domain = await api('POST', '/v1/domains', { name: 'shop.example' });
+    assert.equal(domain.status, 201, JSON.stringify(domain.body));
+    const limited = await api('POST', '/v1/api-keys', {
+      name: 'shop',
+      permission: 'sending_access',
+      domain_id: domain.body.id,
+    });
+    assert.equal(limited.status, 201, JSON.stringify(limited.body));
+    const smtp = await session(limited.body.token);
+    const submit = async (header: string, code: string) => {
+      await smtp.say('MAIL FROM:<shop@shop.example>', '250');
+      await smtp.say('RCPT TO:<rules@receiver.test>', '250');
+      await smtp.say('DATA', '354');
+      return smtp.say(`${header}\r\nThe body.\r\n.`, code);
+    };
+    const base: Record<string, string> = {
+      From: 'shop@shop.example',
+      To: 'rules@receiver.test',
+      Subject: 'Header rules',
+    };
+    const headerOf = (fields: Array<[string, string]>) =>
+      fields.map(([name, value]) => `${name}: ${value}\r\n`).join('');
+    const second: Record<string, string> = {
+      From: 'y@evil.example',
+      Sender: 'list@shop.example',
+      To: 'other@receiver.test',
+      Cc: 'other@receiver.test',
+      Bcc: 'other@receiver.test',
+      'Reply-To': 'other@receiver.test',
+      Subject: 'Another subject',
+      Date: 'Mon, 30 Nov 2026 09:00:00 +0000',
+      'Message-ID': '<twice@shop.example>',
+      'In-Reply-To': '<earlier@shop.example>',
+      References: '<earlier@shop.example>',
+    };
+    for (const [name, value] of Object.entries(second)) {
+      const fields = Object.entries(base);
+      // The field twice: once more where the base has it (in upper case: names are case-insensitive), else twice.
+      const twice: Array<[string, string]> =
+        name in base
+          ? [[name.toUpperCase(), value]]
+          : [
+              [name, value],
+              [name, value],
+            ];
+      assert.equal(
+        await submit(headerOf([...fields, ...twice]), '550'),
+        `550 5.6.0 The message has 2 ${name} fields; RFC 5322 allows one`,
+      );
+    }
+    const fields = Object.entries(base);
+    const refusedBy = (field: string) =>
+      `550 5.7.1 This key may send only from the domain 'shop.example'; 'evil.example' is not it. (${field})`;
+    assert.equal(
+      await submit(headerOf([...fields, ['Sender', 'y@evil.example']]), '550'),
+      refusedBy('Sender'),
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['Resent-From', 'desk@shop.example, y@evil.example']]), '550'),
+      refusedBy('Resent-From'),
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['Resent-Sender', '"Evil" <y@evil.example>']]), '550'),
+      refusedBy('Resent-Sender'),
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['Sender', 'a@shop.example, b@shop.example']]), '550'),
+      '550 5.6.0 The Sender header must hold exactly one address',
+    );
+    assert.equal(
+      await submit(
+        headerOf([...fields, ['X-Postwire-Tags', 'plan=pro'], ['X-Postwire-Tags', 'plan=free']]),
+        '550',
+      ),
+      '550 5.6.0 X-Postwire-Tags is given 2 times; give each option once',
+    );
+    assert.equal(
+      await submit(headerOf([...fields, ['X-Postwire-Track', 'opens'], ['x-postwire-track', 'none']]), '550'),
+      '550 5.6.0 X-Postwire-Track is given 2 times; give each option once',
+    );
+    assert.equal((await emailsTo('rules@receiver.test')).length, 0, 'nothing refused is stored');
+
+    // A mailing list's Sender and a forward's Resent-From in the key's domain (or a subdomain) pass, and travel as
+    // written.
+    const accepted = await submit(
+      headerOf([
+        ...fields,
+        ['Sender', '"Shop list" <list@shop.example>'],
+        ['Resent-From', 'desk@mail.shop.example'],
+        ['Message-ID', '<rules-ok@shop.example>'],
+      ]),
+      '250',
+    );
+    await smtp.say('QUIT', '221');
+    assert.match(accepted, /^250 2\.0\.0 Ok: queued as msg_/);
+    const arrived = await until(
+      () => sink.messages.find((message) => message.messageId === '<rules-ok@shop.example>'),
+      10_000,
+      'the message with a Sender at the receiving server',
+    );
+    const text = arrived.bytes.toString('latin1');
+    assert.match(text, /^Sender: "Shop list" <list@shop\.example>\r$/m);
+    assert.match(text, /^Resent-From: desk@mail\.shop\.example\r$/m);
+    const parsed = await simpleParser(arrived.bytes);
+    assert.deepEqual((parsed.headers.get('sender') as { value: unknown[] }).value, [
+      { address: 'list@shop.example', name: 'Shop list' },
+    ]);
+    assert.deepEqual(
+      parsed.from?.value.map((entry) => entry.address),
+      ['shop@shop.example'],
+    );
+    assert.deepEqual(arrived.to, ['rules@receiver.test']);
+  });
+
+  test('a key revoked during DATA: the end of DATA is 535 5.7.8 and nothing is stored', async () => {
+    shift += DAY_MS;
+    const created = await api('POST', '/v1/api-keys', {
+      name: 'revoked-mid-data',
+      permission: 'sending_access',
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const smtp = await session(created.body.token);
+    await smtp.say('MAIL FROM:<app@example.com>', '250');
+    await smtp.say('RCPT TO:<mid-data@receiver.test>', '250');
+    await smtp.say('DATA', '354');
+    smtp.write(
+      'From: app@example.com\r\nTo: mid-data@receiver.test\r\nSubject: revoked\r\n\r\nThe first half,\r\n',
+    );
+    const revoked = await api('DELETE', `/v1/api-keys/${created.body.id}`);
+    assert.equal(revoked.status, 200, JSON.stringify(revoked.body));
+    assert.equal(await smtp.say('the second half.\r\n.', '535'), '535 5.7.8 The API key was revoked');
+    assert.equal((await emailsTo('mid-data@receiver.test')).length, 0);
+  });
+
   test('failed AUTH is limited per client address: past the limit even a good key waits out the window', async () => {
     const refusal = async (pass: string) => {
       const transport = client(pass);
@@ -1032,4 +1168,115 @@ test('a message the store cannot take is answered 451, never 250', async () => {
   } finally {
     await listener.close();
   }
+});
+
+/** A submission listener on a port and a TLS port, with a key that always passes, recording what it stores. */
+async function boundedListener(
+  t: { after(fn: () => Promise<void> | void): void },
+  limits: { sessionTimeoutMs?: number; maxConnectionsPerClient?: number },
+) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bounds-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '1',
+    ].concat([
+      '-subj',
+      '/CN=smtp.postwire.test',
+      '-keyout',
+      path.join(dir, 'key.pem'),
+      '-out',
+      path.join(dir, 'cert.pem'),
+    ]),
+    { stdio: 'ignore' },
+  );
+  const stored: Buffer[] = [];
+  const listener = await startSubmissionListener({
+    host: '127.0.0.1',
+    port: 0,
+    tlsPort: 0,
+    tls: {
+      cert: readFileSync(path.join(dir, 'cert.pem'), 'utf8'),
+      key: readFileSync(path.join(dir, 'key.pem'), 'utf8'),
+    },
+    allowPlainLoopback: true,
+    maxBytes: 1024 * 1024,
+    ...limits,
+    authenticate: async (username) => ({ projectId: 'prj_1', keyId: 'key_1', domainId: null, username }),
+    stillValid: async () => true,
+    withinDailyLimit: async () => true,
+    submit: async (_caller, _envelope, raw) => {
+      stored.push(Buffer.concat(raw));
+      return '2.0.0 Ok: queued as msg_1';
+    },
+    failedAuthLimiter: createRateLimiter({ limit: 1000, windowMs: 1000 }),
+    logger: silentWorkerLogger,
+  });
+  t.after(() => listener.close());
+  /** A connection, its replies, and when it closed. */
+  const connect = (implicitTls = false) => {
+    const socket = implicitTls
+      ? tls.connect({ host: '127.0.0.1', port: listener.tlsPort!, rejectUnauthorized: false })
+      : net.connect(listener.port!, '127.0.0.1');
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    return { socket, closed, ...rawSmtp(socket) };
+  };
+  return { listener, stored, connect };
+}
+
+test('one client address holds SUBMISSION_MAX_CONNECTIONS_PER_CLIENT sessions at most, both ports together', async (t) => {
+  const { connect } = await boundedListener(t, { maxConnectionsPerClient: 2 });
+  const first = connect();
+  const second = connect(true);
+  await first.reply('220');
+  await second.reply('220');
+  // Unauthenticated and idle, the two are all this address may hold: the third, on either port, is refused.
+  for (const implicitTls of [false, true]) {
+    const third = connect(implicitTls);
+    assert.match(
+      await third.reply(''),
+      /^421 4\.7\.0 Too many connections from your address; try again later/,
+    );
+    await third.closed;
+  }
+  // Once one of the two leaves, the address may connect again (the count follows the closes).
+  await first.say('QUIT', '221');
+  await first.closed;
+  const greeted = await until(
+    async () => {
+      const next = connect();
+      const line = await next.reply('');
+      next.socket.destroy();
+      return line.startsWith('220 ') && line;
+    },
+    10_000,
+    'a greeting once a session ended',
+  );
+  assert.match(greeted, /^220 /);
+  second.socket.destroy();
+});
+
+test('a session still open at SUBMISSION_SESSION_TIMEOUT is ended with a 421, its message not stored', async (t) => {
+  const { stored, connect } = await boundedListener(t, { sessionTimeoutMs: 300 });
+  const client = connect();
+  await client.reply('220');
+  await client.say('EHLO slow.test', '250');
+  await client.say(`AUTH PLAIN ${Buffer.from(`\0slow\0${KEY}`).toString('base64')}`, '235');
+  await client.say('MAIL FROM:<slow@example.com>', '250');
+  await client.say('RCPT TO:<slow@example.org>', '250');
+  await client.say('DATA', '354');
+  client.write('From: slow@example.com\r\nTo: slow@example.org\r\nSubject: slow\r\n\r\nA first line');
+  // The client is never idle for 60 s; the 421 comes from the session's time limit, then the connection closes.
+  assert.match(await client.reply('421'), /^421 .*Session time limit reached, closing/);
+  await client.closed;
+  assert.deepEqual(stored, [], 'a message cut off is not stored');
 });

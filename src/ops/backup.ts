@@ -44,7 +44,10 @@ export interface BackupResult {
   warnings: string[];
 }
 
-/** A mistake the operator can fix (an existing target, no database): the CLI prints the message alone. */
+/**
+ * A mistake the operator can fix (an existing target, a missing folder, no database): the CLI prints the message
+ * alone.
+ */
 export class BackupError extends Error {}
 
 /**
@@ -66,15 +69,21 @@ export function backupSqlite(request: BackupRequest): BackupResult {
         'With DATABASE_URL set, back up PostgreSQL with pg_dump (docs/operations.md).',
     );
   }
+  // Checked here, not left to the first write: that would fail on the temporary file's name (ENOENT … .partial),
+  // which names neither the folder nor what to do.
+  const folder = path.dirname(path.resolve(target));
+  if (!existsSync(folder)) {
+    throw new BackupError(
+      `the folder ${folder} does not exist; create it first (a backup makes no folders).`,
+    );
+  }
+  if (!statSync(folder).isDirectory()) throw new BackupError(`${folder} is not a folder.`);
   const keyTarget = backupKeyFile(target);
   for (const file of [target, keyTarget]) {
     if (existsSync(file)) throw new BackupError(`${file} already exists; a backup never overwrites a file.`);
   }
 
-  const temporary = path.join(
-    path.dirname(path.resolve(target)),
-    `.${path.basename(target)}.${randomBytes(4).toString('hex')}.partial`,
-  );
+  const temporary = path.join(folder, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.partial`);
   try {
     // VACUUM INTO writes into an empty file that exists: created here so that its mode is private from the start.
     closeSync(openSync(temporary, 'wx', 0o600));
@@ -119,7 +128,7 @@ export function backupSqlite(request: BackupRequest): BackupResult {
     }
 
     renameSync(temporary, target);
-    syncDirectory(path.dirname(path.resolve(target)));
+    syncDirectory(folder);
     return { file: target, bytes: statSync(target).size, keyFile, keyOpensSecrets, warnings };
   } finally {
     if (existsSync(temporary)) unlinkSync(temporary);

@@ -503,8 +503,8 @@ export function createDomainService(deps: DomainServiceDeps) {
         throw invalidParam(
           param,
           own
-            ? `The From domain '${from}' is covered by this project's domain '${own.name}', which is ${own.status}: publish its DNS records and verify it (POST /v1/domains/${own.id}/verify).`
-            : `The From domain '${from}' is not a verified domain of this project: add it (POST /v1/domains {"name": "${from}"}), publish its DNS records and verify it.`,
+            ? `The domain '${from}' is covered by this project's domain '${own.name}', which is ${own.status}: publish its DNS records and verify it (POST /v1/domains/${own.id}/verify).`
+            : `The domain '${from}' is not a verified domain of this project: add it (POST /v1/domains {"name": "${from}"}), publish its DNS records and verify it.`,
           'sender_domain_not_verified',
         );
       }

@@ -35,6 +35,11 @@ export interface KeySender {
 export interface Submission {
   /** The From field (`Name <a@b>` or `a@b`). */
   from: string;
+  /**
+   * The addresses of the message's Sender, Resent-From and Resent-Sender fields, by field: each passes the
+   * rule From passes (the API has no such fields: it refuses them as reserved headers).
+   */
+  senders: Array<{ field: string; address: string }>;
   /** The envelope's recipients (RCPT TO). */
   recipients: string[];
   /** The addresses of the To and Cc fields: which recipients are to and cc (the others are bcc). */
@@ -422,6 +427,32 @@ export function createEmailService({
     };
   }
 
+  /**
+   * The sender-domain rule, for From (and over SMTP for Sender, Resent-From and Resent-Sender too): a
+   * domain-limited key sends only from its domain, and the project only as a domain SENDER_DOMAINS lets it
+   * (domains.service). Refused: a 4xx naming `param`. Decisions are kept in `decided`, by domain.
+   */
+  async function authorizeSenderDomain(
+    projectId: string,
+    domain: string,
+    param: string,
+    /** The sending key's one domain (api_keys.domain_id), when it is limited to one. */
+    keyDomainId: string | null,
+    decided: Map<string, SenderAuthentication>,
+  ): Promise<SenderAuthentication | undefined> {
+    let authentication = decided.get(domain);
+    if (!authentication && keyDomainId !== null) {
+      // Without the domains module nothing can say what the domain is: refused rather than let through.
+      if (!senders) throw new Error('a domain-limited key needs the domains service');
+      await senders.authorizeKeyDomain(projectId, keyDomainId, domain, param);
+    }
+    if (senders && !authentication) {
+      authentication = await senders.authorizeSender(projectId, domain, param);
+      decided.set(domain, authentication);
+    }
+    return authentication;
+  }
+
   /** Validates and renders one send; throws a 4xx naming the field (prefixed with `[i].` in a batch). */
   async function prepare(
     projectId: string,
@@ -434,16 +465,13 @@ export function createEmailService({
     decided = new Map<string, SenderAuthentication>(),
   ): Promise<NewEmail> {
     const from = parseList(input.from, `${prefix}from`)[0]!;
-    let authentication = decided.get(from.domain);
-    if (!authentication && keyDomainId !== null) {
-      // Without the domains module nothing can say what the domain is: refused rather than let through.
-      if (!senders) throw new Error('a domain-limited key needs the domains service');
-      await senders.authorizeKeyDomain(projectId, keyDomainId, from.domain, `${prefix}from`);
-    }
-    if (senders && !authentication) {
-      authentication = await senders.authorizeSender(projectId, from.domain, `${prefix}from`);
-      decided.set(from.domain, authentication);
-    }
+    const authentication = await authorizeSenderDomain(
+      projectId,
+      from.domain,
+      `${prefix}from`,
+      keyDomainId,
+      decided,
+    );
     const to = parseList(input.to, `${prefix}to`);
     const cc = parseList(input.cc, `${prefix}cc`);
     const bcc = parseList(input.bcc, `${prefix}bcc`);
@@ -770,6 +798,7 @@ export function createEmailService({
       const cc = inHeader(submission.cc);
       const role = (address: string) =>
         to.has(address.toLowerCase()) ? 'to' : cc.has(address.toLowerCase()) ? 'cc' : 'bcc';
+      const decided = new Map<string, SenderAuthentication>();
       const email = await prepare(
         projectId,
         {
@@ -788,7 +817,14 @@ export function createEmailService({
         now,
         '',
         sender.domainId,
+        decided,
       );
+      // Who sent it for the author, or sent it on: a mailing list's Sender, a forward's Resent-From. Each is a
+      // sending address like From, so each passes From's rule (a foreign one would be signed as ours too).
+      for (const { field, address } of submission.senders) {
+        const [parsed] = parseList(address, field);
+        await authorizeSenderDomain(projectId, parsed!.domain, field, sender.domainId, decided);
+      }
       const messageId = submission.messageId ?? email.messageId;
       const submitted = submission.build(messageId, now);
       // The links are found in the html part(s) as sent, once, as for an API send's html; a message whose

@@ -2,6 +2,7 @@ import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp
 import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
 import { gatherData, smtpError } from '../../lib/smtp-data.ts';
+import { createSessionBounds } from '../../lib/smtp-sessions.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { NewInboundMessage, RoutedRecipient, SpamVerdict } from './inbound.repo.ts';
@@ -14,7 +15,8 @@ import type { NewInboundMessage, RoutedRecipient, SpamVerdict } from './inbound.
 // stored, and the 250 comes only once the message is stored: reading it comes after (the inbound worker), so
 // a crash loses nothing.
 // No one holds it for long: a session ends at its time limit whatever it is doing (a client that trickles a
-// byte every few seconds never trips the idle timeout), and one client address holds a few sessions at most.
+// byte every few seconds never trips the idle timeout), and one client address holds a few sessions at most
+// (lib/smtp-sessions.ts, as for submission).
 
 /** What the listener does with one recipient, decided at RCPT. */
 export type RecipientDecision =
@@ -63,7 +65,6 @@ const SOCKET_TIMEOUT_MS = 60_000;
 export async function startInboundListener(options: InboundListenerOptions): Promise<InboundListener> {
   const { logger, clock } = options;
   const sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULTS.inbound.sessionTimeoutMs;
-  const maxPerClient = options.maxConnectionsPerClient ?? DEFAULTS.inbound.maxConnectionsPerClient;
   // Messages begun per client address, a minute at a time (the HTTP API's fixed-window counter).
   const messageRate = createRateLimiter({
     limit: options.messagesPerMinutePerClient ?? DEFAULTS.inbound.messagesPerMinutePerClient,
@@ -72,21 +73,17 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
   });
   // The routed recipients of each session's current message (RSET and a new MAIL FROM start it again).
   const routed = new Map<SMTPServerSession, RoutedRecipient[]>();
-  // Sessions admitted (onConnect said yes), until onClose: their address, for the per-address count, and the
-  // timer of their time limit. A connection refused, or closed before it was greeted, is in neither.
-  const admitted = new Map<SMTPServerSession, { address: string; limit: NodeJS.Timeout }>();
-  const openPerAddress = new Map<string, number>();
-  const endSession = (session: SMTPServerSession) => {
-    for (const connection of server.connections) {
-      if (connection.session !== session) continue;
+  const bounds = createSessionBounds({
+    maxPerClient: options.maxConnectionsPerClient ?? DEFAULTS.inbound.maxConnectionsPerClient,
+    sessionTimeoutMs,
+    servers: () => [server],
+    hostname: options.hostname ?? 'Postwire',
+    ended: (session) =>
       logger.info(
         { remoteAddress: session.remoteAddress, timeoutMs: sessionTimeoutMs },
         'inbound listener: a session reached its time limit and was closed',
-      );
-      // A 421 closes the connection (smtp-server ends it, and destroys it if the client does not close its side).
-      connection.send(421, `${options.hostname ?? 'Postwire'} Session time limit reached, closing`);
-    }
-  };
+      ),
+  });
   const server = new SMTPServer({
     logger: false,
     banner: 'Postwire',
@@ -100,28 +97,10 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
     closeTimeout: 2000,
     // A DNS lookup per connection would let anyone who connects make us wait on DNS.
     disableReverseLookup: true,
-    onConnect(session, callback) {
-      const address = session.remoteAddress ?? '';
-      const open = openPerAddress.get(address) ?? 0;
-      if (open >= maxPerClient) {
-        callback(smtpError(421, '4.7.0 Too many connections from your address; try again later'));
-        return;
-      }
-      openPerAddress.set(address, open + 1);
-      const limit = setTimeout(() => endSession(session), sessionTimeoutMs);
-      limit.unref();
-      admitted.set(session, { address, limit });
-      callback();
-    },
+    onConnect: bounds.admit,
     onClose(session) {
       routed.delete(session);
-      const entry = admitted.get(session);
-      if (!entry) return;
-      admitted.delete(session);
-      clearTimeout(entry.limit);
-      const left = (openPerAddress.get(entry.address) ?? 1) - 1;
-      if (left > 0) openPerAddress.set(entry.address, left);
-      else openPerAddress.delete(entry.address);
+      bounds.release(session);
     },
     onMailFrom(_address, session, callback) {
       routed.set(session, []);

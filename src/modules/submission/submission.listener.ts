@@ -3,7 +3,9 @@ import { SMTPServer, type SMTPServerAuthentication, type SMTPServerSession } fro
 import type { RateLimiter } from '../../http/rate-limit.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { ByteChunks } from '../../lib/byte-chunks.ts';
+import { DEFAULTS, SUBMISSION_MAX_CONNECTIONS } from '../../config.ts';
 import { gatherData, smtpError } from '../../lib/smtp-data.ts';
+import { createSessionBounds } from '../../lib/smtp-sessions.ts';
 import { DomainError, RetryLaterError } from '../../lib/errors.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { MAX_RECIPIENTS } from '../emails/emails.service.ts';
@@ -13,7 +15,8 @@ import { SubmissionRefusal } from './submitted-message.ts';
 // with an API key as the password (the username is free text, kept with the email); only over TLS, except
 // from loopback when the operator allows it for development. Each message becomes an email in one
 // transaction before the 250 (`submit`), under the same rules as the API; a failing store is a 451, so the
-// client keeps the message and tries again.
+// client keeps the message and tries again. Sessions are bounded as the inbound listener's: a few per client
+// address, and a time limit (SUBMISSION_MAX_CONNECTIONS_PER_CLIENT, SUBMISSION_SESSION_TIMEOUT).
 
 /** Who authenticated a session: the key's project, and the key (checked again at each message). */
 export interface SubmissionCaller {
@@ -33,13 +36,17 @@ export interface SubmissionListenerOptions {
   tls: { cert: string; key: string } | undefined;
   allowPlainLoopback: boolean;
   maxBytes: number;
+  /** A session still open this long is ended with a 421; DEFAULTS.submission's when absent. */
+  sessionTimeoutMs?: number | undefined;
+  /** Sessions one client address may hold at once, both ports together; DEFAULTS.submission's when absent. */
+  maxConnectionsPerClient?: number | undefined;
   hostname?: string | undefined;
   /**
    * The caller behind an API key; undefined for a key that is unknown or revoked. Rejects with a
    * SubmissionRefusal for a key that exists but may not send (its reply says why).
    */
   authenticate(username: string, password: string): Promise<SubmissionCaller | undefined>;
-  /** Whether the session's key may still send (a key revoked during a session cannot send its next message). */
+  /** Whether the session's key may still send: asked at MAIL and again at the end of DATA, before the store. */
   stillValid(caller: SubmissionCaller): Promise<boolean>;
   /**
    * Whether a message to these recipients (those accepted so far and the next) fits the daily limit: the
@@ -64,10 +71,10 @@ export interface SubmissionListener {
   close(): Promise<void>;
 }
 
+/** The reply to a message whose session's key was revoked since AUTH (at MAIL, and at the end of DATA). */
+const KEY_REVOKED = '5.7.8 The API key was revoked';
 /** A connection silent this long is closed. */
 const SOCKET_TIMEOUT_MS = 60_000;
-/** Submission clients are applications, a handful of connections each. */
-const MAX_CLIENTS = 500;
 
 const isLoopback = (address: string | undefined) =>
   address !== undefined &&
@@ -95,6 +102,20 @@ export async function startSubmissionListener(
 ): Promise<SubmissionListener> {
   const { logger } = options;
   const callers = new WeakMap<SMTPServerSession, SubmissionCaller>();
+  const sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULTS.submission.sessionTimeoutMs;
+  // Bounded as the inbound listener's are: a client address holds a few sessions (on both ports together), and
+  // no session, authenticated or not, outlives its time limit.
+  const bounds = createSessionBounds({
+    maxPerClient: options.maxConnectionsPerClient ?? DEFAULTS.submission.maxConnectionsPerClient,
+    sessionTimeoutMs,
+    servers: () => servers,
+    hostname: options.hostname ?? 'Postwire',
+    ended: (session) =>
+      logger.info(
+        { remoteAddress: session.remoteAddress, timeoutMs: sessionTimeoutMs },
+        'submission: a session reached its time limit and was closed',
+      ),
+  });
 
   const handlers = (secure: boolean) => ({
     logger: false as const,
@@ -108,10 +129,12 @@ export async function startSubmissionListener(
     // Whether AUTH may go in the clear is decided per connection below (loopback, when allowed).
     allowInsecureAuth: true,
     size: options.maxBytes,
-    maxClients: MAX_CLIENTS,
+    maxClients: SUBMISSION_MAX_CONNECTIONS,
     socketTimeout: SOCKET_TIMEOUT_MS,
     closeTimeout: 2000,
     disableReverseLookup: true,
+    onConnect: bounds.admit,
+    onClose: bounds.release,
     onAuth(
       auth: SMTPServerAuthentication,
       session: SMTPServerSession,
@@ -155,7 +178,7 @@ export async function startSubmissionListener(
         return;
       }
       options.stillValid(caller).then(
-        (valid) => callback(valid ? undefined : smtpError(535, '5.7.8 The API key was revoked')),
+        (valid) => callback(valid ? undefined : smtpError(535, KEY_REVOKED)),
         (error: unknown) => callback(replyFor(error, logger)),
       );
     },
@@ -198,10 +221,17 @@ export async function startSubmissionListener(
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           to: session.envelope.rcptTo.map((rcpt) => rcpt.address),
         };
-        options.submit(caller, envelope, raw).then(
-          (reply) => callback(null, reply),
-          (error: unknown) => callback(replyFor(error, logger)),
-        );
+        // The key again, now the message is in (MAIL's check may be minutes old): revoked meanwhile, nothing is stored.
+        options
+          .stillValid(caller)
+          .then((valid) => {
+            if (!valid) throw new SubmissionRefusal(535, KEY_REVOKED);
+            return options.submit(caller, envelope, raw);
+          })
+          .then(
+            (reply) => callback(null, reply),
+            (error: unknown) => callback(replyFor(error, logger)),
+          );
       });
     },
   });

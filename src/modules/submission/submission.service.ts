@@ -74,6 +74,7 @@ export function createSubmissionService({
         caller.projectId,
         {
           from: message.from,
+          senders: message.senders,
           recipients: envelope.to,
           to: message.to,
           cc: message.cc,

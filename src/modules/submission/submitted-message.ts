@@ -37,6 +37,11 @@ export interface SubmittedMessage {
   /** The line break the header uses, kept for what is added. */
   newline: string;
   from: string | null;
+  /**
+   * The addresses of Sender, Resent-From and Resent-Sender, with the field's name: who sent the message for
+   * the author, or sent it on. Each must pass the rule From passes (emails.service's sender-domain rule).
+   */
+  senders: Array<{ field: string; address: string }>;
   to: string[];
   cc: string[];
   replyTo: string[];
@@ -54,13 +59,34 @@ export interface SubmittedMessage {
 }
 
 const OPTION_PREFIX = 'x-postwire-';
-/** The options a client may give as headers; any other X-Postwire-* field is refused (a typo would do nothing). */
-const OPTIONS = new Set([
-  'x-postwire-tags',
-  'x-postwire-send-at',
-  'x-postwire-unsubscribe',
-  'x-postwire-track',
-]);
+/**
+ * The options a client may give as headers, each at most once (a second would be ignored, or one of two
+ * contradicting values picked); any other X-Postwire-* field is refused (a typo would do nothing).
+ */
+const OPTIONS = ['X-Postwire-Tags', 'X-Postwire-Send-At', 'X-Postwire-Unsubscribe', 'X-Postwire-Track'];
+/**
+ * The fields RFC 5322 (3.6) allows once at most. A second From is the one that matters: the sender-domain rule
+ * reads the first, a reader may show the other, and DKIM's over-signing would vouch for both.
+ */
+const SINGLE_FIELDS = [
+  'From',
+  'Sender',
+  'To',
+  'Cc',
+  'Bcc',
+  'Reply-To',
+  'Subject',
+  'Date',
+  'Message-ID',
+  'In-Reply-To',
+  'References',
+];
+/** Fields naming who sent the message, other than From, with how many addresses each holds (RFC 5322 3.6.2, 3.6.6). */
+const SENDER_FIELDS = [
+  { name: 'Sender', one: true },
+  { name: 'Resent-Sender', one: true },
+  { name: 'Resent-From', one: false },
+] as const;
 
 const fieldOf = (fields: readonly HeaderField[], name: string) =>
   fields.find((field) => field.name.toLowerCase() === name);
@@ -83,15 +109,33 @@ function addressesOf(field: HeaderField | undefined): string[] {
 function fromOf(field: HeaderField | undefined): string | null {
   if (!field) return null;
   const entries = addressparser(field.value).filter((entry) => 'address' in entry && entry.address);
-  if (entries.length !== 1) {
-    throw new SubmissionRefusal(550, '5.6.0 The From header must hold exactly one address');
-  }
+  if (entries.length !== 1) throw new SubmissionRefusal(550, exactlyOne('From'));
   const entry = entries[0] as { name: string; address: string };
   const name = libmime
     .decodeWords(entry.name ?? '')
     .replace(/["\\\r\n]/g, '')
     .trim();
   return name ? `"${name}" <${entry.address}>` : entry.address;
+}
+
+const exactlyOne = (name: string) => `5.6.0 The ${name} header must hold exactly one address`;
+
+/** The addresses of every Sender, Resent-Sender and Resent-From field (Resent-* repeat, one set per resending). */
+function sendersOf(fields: readonly HeaderField[]): SubmittedMessage['senders'] {
+  const senders: SubmittedMessage['senders'] = [];
+  for (const { name, one } of SENDER_FIELDS) {
+    for (const field of fields.filter((candidate) => candidate.name.toLowerCase() === name.toLowerCase())) {
+      const addresses = addressesOf(field);
+      if (one ? addresses.length !== 1 : addresses.length === 0) {
+        throw new SubmissionRefusal(
+          550,
+          one ? exactlyOne(name) : `5.6.0 The ${name} header holds no address`,
+        );
+      }
+      senders.push(...addresses.map((address) => ({ field: name, address })));
+    }
+  }
+  return senders;
 }
 
 function tagsOf(field: HeaderField | undefined): Record<string, string> {
@@ -161,7 +205,8 @@ function unsubscribeOf(fields: readonly HeaderField[]): boolean {
 
 /**
  * Reads a submitted message's header. Refused: a header past MAX_HEADER_BYTES, a field line that is not
- * `Name: value`, bare CR or NUL in the header, an unknown X-Postwire-* field or a bad option value.
+ * `Name: value`, bare CR or NUL in the header, a field RFC 5322 allows once given twice, an unknown or repeated
+ * X-Postwire-* field or a bad option value, a Sender, Resent-Sender or Resent-From without its address(es).
  */
 export function readSubmission(raw: ByteChunks): SubmittedMessage {
   const size = totalBytes(raw);
@@ -210,13 +255,27 @@ export function readSubmission(raw: ByteChunks): SubmittedMessage {
     }
     fields.push({ name, value: line.slice(colon + 1).trim(), raw: line });
   }
+  const count = (name: string) =>
+    fields.filter((field) => field.name.toLowerCase() === name.toLowerCase()).length;
   for (const field of fields) {
     const lower = field.name.toLowerCase();
-    if (lower.startsWith(OPTION_PREFIX) && !OPTIONS.has(lower)) {
+    if (lower.startsWith(OPTION_PREFIX) && !OPTIONS.some((option) => option.toLowerCase() === lower)) {
       throw new SubmissionRefusal(
         550,
-        `5.6.0 ${field.name} is not an option Postwire knows (X-Postwire-Tags, X-Postwire-Send-At, X-Postwire-Unsubscribe, X-Postwire-Track)`,
+        `5.6.0 ${field.name} is not an option Postwire knows (${OPTIONS.join(', ')})`,
       );
+    }
+  }
+  for (const name of SINGLE_FIELDS) {
+    const times = count(name);
+    if (times > 1) {
+      throw new SubmissionRefusal(550, `5.6.0 The message has ${times} ${name} fields; RFC 5322 allows one`);
+    }
+  }
+  for (const option of OPTIONS) {
+    const times = count(option);
+    if (times > 1) {
+      throw new SubmissionRefusal(550, `5.6.0 ${option} is given ${times} times; give each option once`);
     }
   }
   const messageIdField = fieldOf(fields, 'message-id');
@@ -230,6 +289,7 @@ export function readSubmission(raw: ByteChunks): SubmittedMessage {
     body: hasBody ? bytesFrom(raw, end + newline.length) : [],
     newline,
     from: fromOf(fieldOf(fields, 'from')),
+    senders: sendersOf(fields),
     to: addressesOf(fieldOf(fields, 'to')),
     cc: addressesOf(fieldOf(fields, 'cc')),
     replyTo: addressesOf(fieldOf(fields, 'reply-to')),
