@@ -141,6 +141,19 @@ export const CONFIG_SCHEMA = {
         'four to five times its size while it is read, parsed, decoded and stored: 64 MiB is one of the ' +
         'largest sends (56 MiB) at a time, with room for small requests beside it (bench/body-memory.ts)',
     }),
+    smtpBodyMemoryBytes: integer('SMTP_BODY_MEMORY_LIMIT', {
+      default: 128 * 1024 * 1024,
+      shownDefault: '`134217728` (128 MiB)',
+      min: 0,
+      max: Number.MAX_SAFE_INTEGER,
+      description:
+        'bytes of messages the SMTP listeners (submission and inbound) hold in memory at once; past it, 452; `0`: no limit',
+      details:
+        'a message is held from its first byte until its reply is sent; one that does not fit beside those being ' +
+        'received is read to its end and answered `452 4.3.1`, so its client tries again later, and nothing of it ' +
+        'is stored. A message alone always passes (up to `SUBMISSION_MAX_BYTES` or `INBOUND_MAX_BYTES`). 128 MiB is ' +
+        'three of the largest submissions at a time',
+    }),
     rateLimit: integer('POSTWIRE_RATE_LIMIT', {
       default: 6000,
       min: 0,

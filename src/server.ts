@@ -1,3 +1,4 @@
+import { createSmtpBodyMemory, type SmtpBodyMemory } from './lib/smtp-data.ts';
 import { rmSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
 import path from 'node:path';
@@ -178,8 +179,10 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     });
 
     if (options.worker) workers = await startWorkers(services, log);
-    if (options.inbound !== false) inbound = await startInbound(services, log);
-    if (http || options.kind === 'submission') submission = await startSubmission(services, log);
+    // One bound on the message bytes both SMTP listeners hold at once (SMTP_BODY_MEMORY_LIMIT).
+    const smtpMemory = createSmtpBodyMemory(config.smtpBodyMemoryBytes);
+    if (options.inbound !== false) inbound = await startInbound(services, log, smtpMemory);
+    if (http || options.kind === 'submission') submission = await startSubmission(services, log, smtpMemory);
     if (options.kind === 'submission' && !submission) {
       throw new Error('postwire submission needs SUBMISSION_PORT or SUBMISSION_TLS_PORT');
     }
@@ -319,7 +322,11 @@ export async function runWorker(
  * message is stored before its 250, then this process's inbound worker (the services' inbound notifier) or
  * another process's (NOTIFY on PostgreSQL, else its poll) reads it.
  */
-async function startInbound(services: Services, logger: WorkerLogger): Promise<InboundListener | undefined> {
+async function startInbound(
+  services: Services,
+  logger: WorkerLogger,
+  memory: SmtpBodyMemory,
+): Promise<InboundListener | undefined> {
   const { config, clock } = services;
   const bounceDomain = config.bounceDomain;
   if (!bounceDomain && !config.inboundMxHost) return undefined;
@@ -339,6 +346,7 @@ async function startInbound(services: Services, logger: WorkerLogger): Promise<I
       hostname: config.mailHostname,
       clock,
       logger,
+      memory,
       async store(message) {
         const id = await repo.store(message);
         await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.inbound);
@@ -374,6 +382,7 @@ function spamScorer(services: Services, logger: WorkerLogger) {
 async function startSubmission(
   services: Services,
   logger: WorkerLogger,
+  memory: SmtpBodyMemory,
 ): Promise<SubmissionListener | undefined> {
   const { config } = services;
   const settings = config.submission;
@@ -387,6 +396,7 @@ async function startSubmission(
       stillValid: submission.stillValid,
       withinDailyLimit: submission.withinDailyLimit,
       submit: submission.submit,
+      memory,
       failedAuthLimiter: createRateLimiter({
         limit: config.authFailureLimit,
         windowMs: config.authFailureWindowMs,

@@ -14,6 +14,7 @@ import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
 import { createRateLimiter } from '../src/http/rate-limit.ts';
+import { createSmtpBodyMemory, type SmtpBodyMemory } from '../src/lib/smtp-data.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
 import { startSubmissionListener } from '../src/modules/submission/submission.listener.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
@@ -1173,7 +1174,7 @@ test('a message the store cannot take is answered 451, never 250', async () => {
 /** A submission listener on a port and a TLS port, with a key that always passes, recording what it stores. */
 async function boundedListener(
   t: { after(fn: () => Promise<void> | void): void },
-  limits: { sessionTimeoutMs?: number; maxConnectionsPerClient?: number },
+  limits: { sessionTimeoutMs?: number; maxConnectionsPerClient?: number; memory?: SmtpBodyMemory },
 ) {
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bounds-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
@@ -1279,4 +1280,44 @@ test('a session still open at SUBMISSION_SESSION_TIMEOUT is ended with a 421, it
   assert.match(await client.reply('421'), /^421 .*Session time limit reached, closing/);
   await client.closed;
   assert.deepEqual(stored, [], 'a message cut off is not stored');
+});
+
+test('SMTP_BODY_MEMORY_LIMIT: a message that does not fit beside one being received gets 452 and is not stored; alone, it passes', async (t) => {
+  const memory = createSmtpBodyMemory(64 * 1024);
+  const { stored, connect } = await boundedListener(t, { memory });
+  const inData = async (name: string) => {
+    const client = connect();
+    await client.reply('220');
+    await client.say(`EHLO ${name}.test`, '250');
+    await client.say(`AUTH PLAIN ${Buffer.from(`\0${name}\0${KEY}`).toString('base64')}`, '235');
+    await client.say(`MAIL FROM:<${name}@example.com>`, '250');
+    await client.say(`RCPT TO:<${name}@example.org>`, '250');
+    await client.say('DATA', '354');
+    return client;
+  };
+  // About 44 KiB each: one fits in 64 KiB, two do not.
+  const message = (name: string) =>
+    `From: ${name}@example.com\r\nTo: ${name}@example.org\r\nSubject: ${name}\r\n\r\n` +
+    'A line of the monthly report, as many as it takes to make it large.\r\n'.repeat(650);
+  const first = await inData('first');
+  const second = await inData('second');
+  first.write(message('first'));
+  // The listener holds the first message's bytes (its end not yet sent) when the second arrives whole.
+  await until(() => memory.held() >= 40_000, 10_000, 'the first message to be held');
+  second.write(`${message('second')}.\r\n`);
+  assert.match(await second.reply('452'), /^452 4\.3\.1 Too many large messages are being received at once/);
+  first.write('.\r\n');
+  assert.match(await first.reply('250'), /^250 /);
+  await until(() => memory.held() === 0, 10_000, 'the bytes to be given back');
+  // Tried again alone, the second message passes.
+  await second.say('MAIL FROM:<second@example.com>', '250');
+  await second.say('RCPT TO:<second@example.org>', '250');
+  await second.say('DATA', '354');
+  second.write(`${message('second')}.\r\n`);
+  assert.match(await second.reply('250'), /^250 /);
+  assert.deepEqual(
+    stored.map((raw) => /^Subject: (\w+)/m.exec(raw.toString('latin1'))?.[1]),
+    ['first', 'second'],
+  );
+  assert.equal(memory.held(), 0);
 });

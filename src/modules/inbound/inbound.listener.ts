@@ -1,7 +1,12 @@
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
 import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
-import { gatherData, smtpError } from '../../lib/smtp-data.ts';
+import {
+  gatherData,
+  type SmtpBodyMemory,
+  smtpError,
+  UNBOUNDED_SMTP_BODY_MEMORY,
+} from '../../lib/smtp-data.ts';
 import { createSessionBounds } from '../../lib/smtp-sessions.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
@@ -48,6 +53,8 @@ export interface InboundListenerOptions
   store(message: NewInboundMessage): Promise<string>;
   clock: Clock;
   logger: WorkerLogger;
+  /** The process's bound on message bytes held at once (SMTP_BODY_MEMORY_LIMIT); none when absent. */
+  memory?: SmtpBodyMemory | undefined;
 }
 
 export interface InboundListener {
@@ -64,6 +71,7 @@ const SOCKET_TIMEOUT_MS = 60_000;
 
 export async function startInboundListener(options: InboundListenerOptions): Promise<InboundListener> {
   const { logger, clock } = options;
+  const memory = options.memory ?? UNBOUNDED_SMTP_BODY_MEMORY;
   const sessionTimeoutMs = options.sessionTimeoutMs ?? DEFAULTS.inbound.sessionTimeoutMs;
   // Messages begun per client address, a minute at a time (the HTTP API's fixed-window counter).
   const messageRate = createRateLimiter({
@@ -136,7 +144,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       );
     },
     onData(stream, session, callback) {
-      gatherData(stream, options.maxBytes, callback, (chunks, size) => {
+      gatherData(stream, { maxBytes: options.maxBytes, memory }, callback, (chunks, size, answer) => {
         const raw = Buffer.concat(chunks, size);
         const routes = routed.get(session) ?? [];
         const reports = session.envelope.rcptTo.length - routes.length;
@@ -146,7 +154,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
             (route) => !spam || route.spamRejectScore === null || spam.score < route.spamRejectScore,
           );
           if (reports === 0 && kept.length === 0) {
-            callback(smtpError(550, '5.7.1 Message refused as spam'));
+            answer(smtpError(550, '5.7.1 Message refused as spam'));
             return;
           }
           const keptAddresses = new Set(kept.map((route) => route.address));
@@ -164,7 +172,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
             spam: routes.length > 0 ? spam : null,
             raw,
           };
-          store(message, callback);
+          store(message, answer);
         });
       });
     },

@@ -4,7 +4,12 @@ import type { RateLimiter } from '../../http/rate-limit.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { DEFAULTS, SUBMISSION_MAX_CONNECTIONS } from '../../config.ts';
-import { gatherData, smtpError } from '../../lib/smtp-data.ts';
+import {
+  gatherData,
+  type SmtpBodyMemory,
+  smtpError,
+  UNBOUNDED_SMTP_BODY_MEMORY,
+} from '../../lib/smtp-data.ts';
 import { createSessionBounds } from '../../lib/smtp-sessions.ts';
 import { DomainError, RetryLaterError } from '../../lib/errors.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
@@ -36,6 +41,8 @@ export interface SubmissionListenerOptions {
   tls: { cert: string; key: string } | undefined;
   allowPlainLoopback: boolean;
   maxBytes: number;
+  /** The process's bound on message bytes held at once (SMTP_BODY_MEMORY_LIMIT), shared with the inbound listener; none when absent. */
+  memory?: SmtpBodyMemory | undefined;
   /** A session still open this long is ended with a 421; DEFAULTS.submission's when absent. */
   sessionTimeoutMs?: number | undefined;
   /** Sessions one client address may hold at once, both ports together; DEFAULTS.submission's when absent. */
@@ -215,7 +222,8 @@ export async function startSubmissionListener(
       session: SMTPServerSession,
       callback: (error: Error | null, message?: string) => void,
     ) {
-      gatherData(stream, options.maxBytes, callback, (raw) => {
+      const limits = { maxBytes: options.maxBytes, memory: options.memory ?? UNBOUNDED_SMTP_BODY_MEMORY };
+      gatherData(stream, limits, callback, (raw, _size, answer) => {
         const caller = callers.get(session)!;
         const envelope = {
           from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
@@ -229,8 +237,8 @@ export async function startSubmissionListener(
             return options.submit(caller, envelope, raw);
           })
           .then(
-            (reply) => callback(null, reply),
-            (error: unknown) => callback(replyFor(error, logger)),
+            (reply) => answer(null, reply),
+            (error: unknown) => answer(replyFor(error, logger)),
           );
       });
     },
