@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CONFIG_SCHEMA, loadConfig } from '../src/config.ts';
-import { USAGE } from '../src/cli.ts';
+import { SETTINGS_USAGE } from '../src/cli.ts';
 import { settingsOf } from '../src/lib/settings.ts';
 
 const settings = settingsOf(CONFIG_SCHEMA);
@@ -28,7 +28,7 @@ test('the documented default is the default: setting it explicitly changes nothi
   assert.ok(checked > 40, `only ${checked} settings checked`);
 });
 
-test("the CLI's usage names every setting", () => {
+test("the CLI's `help settings` names every setting", () => {
   for (const name of settings.flatMap((setting) => setting.env))
-    assert.match(USAGE, new RegExp(`\\b${name}\\b`));
+    assert.match(SETTINGS_USAGE, new RegExp(`\\b${name}\\b`));
 });

@@ -251,14 +251,21 @@ for (const engine of ENGINES) {
   });
 
   describe(`health and metrics without METRICS_TOKEN, or without a database (${engine})`, () => {
-    it('answers 404 at /metrics when no token is configured, as for any unknown path', async () => {
+    it('answers 404 at /metrics when no token is configured, saying how to turn it on', async () => {
       const api = await startTestApp(engine);
       try {
         const response = await api.request('GET', '/metrics', { key: null });
         assert.equal(response.status, 404);
-        assert.equal(response.body.error.code, 'route_not_found');
+        assert.deepEqual(response.body.error, {
+          code: 'metrics_off',
+          message:
+            'GET /metrics is off: the operator turns it on by setting METRICS_TOKEN (at least 16 characters); ' +
+            'Prometheus then sends Authorization: Bearer <METRICS_TOKEN>.',
+          request_id: response.headers.get('x-request-id'),
+        });
         const withKey = await api.request('GET', '/metrics');
         assert.equal(withKey.status, 404);
+        assert.equal(withKey.body.error.code, 'metrics_off');
       } finally {
         await api.close();
       }
