@@ -9,6 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { childEnv, REPO_ROOT, startServerProcess } from './helpers/process.ts';
+import { until } from './helpers/until.ts';
 
 const run = promisify(execFile);
 
@@ -105,6 +106,28 @@ function whyNotRun(command: DocCommand): string | undefined {
   return NOT_RUN[command.name];
 }
 
+/**
+ * The README's walkthrough as it reads: the webhook section's send bounces at its new `+tag` (the first
+ * send's address is suppressed by then), and nothing it sent was suppressed.
+ */
+async function walkthroughEnds(url: string, key: string): Promise<void> {
+  const events = async (type: string) => {
+    const response = await fetch(`${url}/v1/events?type=${type}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    return ((await response.json()) as { data: Array<{ data: { recipient?: string } }> }).data;
+  };
+  await until(
+    async () =>
+      (await events('email.bounced')).some(
+        (event) => event.data.recipient === 'bounced+webhook@example.test',
+      ),
+    20_000,
+    "the walkthrough's second send to bounce",
+  );
+  assert.deepEqual(await events('email.suppressed'), []);
+}
+
 test('every shell command in README.md and docs/ runs as written, or says why it cannot here', async (t) => {
   const commands = documents().flatMap(commandsOf);
   assert.ok(commands.length > 80, `only ${commands.length} commands found`);
@@ -161,6 +184,9 @@ test('every shell command in README.md and docs/ runs as written, or says why it
         throw new Error(`${command.file}: ${command.text}\nfailed:\n${error.stdout}\n${error.stderr}`);
       },
     );
+    if (command.file === 'README.md' && command.text.includes('bounced+webhook@example.test')) {
+      await walkthroughEnds(server.url, key);
+    }
     if (/ backup /.test(command.text)) assert.ok(existsSync(path.join(workDir, 'backup/postwire.db')));
     if (command.name.startsWith('curl ')) {
       const answer = JSON.parse(stdout);
