@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
-import { childEnv, REPO_ROOT, startServerProcess } from './helpers/process.ts';
+import { childEnv, freePort, REPO_ROOT, startServerProcess } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
 const run = promisify(execFile);
@@ -64,6 +64,8 @@ function commandsOf(file: string): DocCommand[] {
 // an earlier answer, or a credential) is left out by that rule below; `[…]` marks optional arguments.
 const NOT_RUN: Record<string, string> = {
   'npm ci && npm start': 'the server this test runs is started so; test/npm-start.test.ts stops it',
+  'SUBMISSION_PORT=2587 SUBMISSION_ALLOW_PLAIN_LOOPBACK=true npm start':
+    'the server this test runs is started so (on a free port, put in the swaks command that follows)',
   'npm test': 'the suite itself',
   'TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm test': 'the suite itself',
   'SCREENSHOTS=1 npx node --test test/dashboard.test.ts && ls test/screenshots/': 'the browser suite itself',
@@ -134,7 +136,8 @@ test('every shell command in README.md and docs/ runs as written, or says why it
   const unlisted = commands.filter((command) => command.name in NOT_RUN === false && !whyNotRun(command));
   const runnable = unlisted.filter(
     (command) =>
-      /^(curl |npm run (--silent )?postwire -- )/.test(command.name) || command.name.startsWith('export '),
+      /^(curl |npm run (--silent )?postwire -- |swaks )/.test(command.name) ||
+      command.name.startsWith('export '),
   );
   assert.deepEqual(
     unlisted
@@ -148,6 +151,7 @@ test('every shell command in README.md and docs/ runs as written, or says why it
   );
   assert.deepEqual(listedButGone, [], 'NOT_RUN lists commands the docs no longer have');
 
+  const submissionPort = await freePort();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwire-docs-'));
   const workDir = mkdtempSync(path.join(tmpdir(), 'postwire-docs-cwd-'));
   const env = {
@@ -159,6 +163,9 @@ test('every shell command in README.md and docs/ runs as written, or says why it
     // docs/api/receiving.md: receiving needs it, as it says (its SMTP listener on a free port).
     INBOUND_MX_HOST: 'mx.postwire.example',
     INBOUND_SMTP_PORT: '0',
+    // docs/api/submission.md's local quick-start.
+    SUBMISSION_PORT: String(submissionPort),
+    SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
   };
   const server = await startServerProcess(env);
   t.after(async () => {
@@ -178,7 +185,7 @@ test('every shell command in README.md and docs/ runs as written, or says why it
       ? command.text
           .replace(/ \[[^\]]*\]/g, '')
           .replace(/^npm run (--silent )?postwire --/, `"${process.execPath}" "$REPO/src/cli.ts"`)
-      : command.text;
+      : command.text.replace('127.0.0.1:2587', `127.0.0.1:${submissionPort}`);
     const { stdout } = await run('bash', ['-c', shell], { cwd: workDir, env: shellEnv }).catch(
       (error: { stdout: string; stderr: string }) => {
         throw new Error(`${command.file}: ${command.text}\nfailed:\n${error.stdout}\n${error.stderr}`);
@@ -188,6 +195,8 @@ test('every shell command in README.md and docs/ runs as written, or says why it
       await walkthroughEnds(server.url, key);
     }
     if (/ backup /.test(command.text)) assert.ok(existsSync(path.join(workDir, 'backup/postwire.db')));
+    if (command.name.startsWith('swaks '))
+      assert.match(stdout, /<- +250 2\.0\.0 Ok: queued as msg_/, stdout);
     if (command.name.startsWith('curl ')) {
       const answer = JSON.parse(stdout);
       assert.equal(answer.error, undefined, `${command.file}: ${command.text}\n→ ${stdout}`);
