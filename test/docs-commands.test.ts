@@ -195,8 +195,7 @@ test('every shell command in README.md and docs/ runs as written, or says why it
       await walkthroughEnds(server.url, key);
     }
     if (/ backup /.test(command.text)) assert.ok(existsSync(path.join(workDir, 'backup/postwire.db')));
-    if (command.name.startsWith('swaks '))
-      assert.match(stdout, /<- +250 2\.0\.0 Ok: queued as msg_/, stdout);
+    if (command.name.startsWith('swaks ')) assert.match(stdout, /<- +250 2\.0\.0 Ok: queued as msg_/, stdout);
     if (command.name.startsWith('curl ')) {
       const answer = JSON.parse(stdout);
       assert.equal(answer.error, undefined, `${command.file}: ${command.text}\n→ ${stdout}`);
