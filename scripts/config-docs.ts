@@ -17,7 +17,7 @@ function render(): string {
     '<!-- Generated from src/config.ts by `npm run config:generate`; edit the schema, not this file. -->',
     '',
     'All configuration comes from the environment; a bad value stops the process with a message naming it. ' +
-      'The `postwire` command reads the same settings (`postwire help` lists them). Durations are written ' +
+      'The `postwire` command reads the same settings (`postwire help settings` lists them). Durations are written ' +
       '`500ms`, `5s`, `5m`, `2h` or `1d`; booleans `true` or `false`.',
   ];
   for (const [group, settings] of settingsByGroup(CONFIG_SCHEMA)) {

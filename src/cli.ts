@@ -59,11 +59,20 @@ Commands:
                                                (ids kept, resumable, row counts compared at the end).
   openapi                                      Print the OpenAPI document (as served at /v1/openapi.json).
   help                                         Show this help.
+  help settings                                List the settings, read from the environment by every command.
   --version                                    Print the version.
 
-Configuration comes from the environment, as for the server (docs/configuration.md says more):
+Configuration comes from the environment, as for the server: \`postwire help settings\` lists the settings,
+docs/configuration.md says more.
+`;
+
+/** `postwire help settings`: every setting, its default and what it does. */
+export const SETTINGS_USAGE = `Configuration comes from the environment, as for the server (docs/configuration.md says more):
 
 ${usageOfSettings(CONFIG_SCHEMA)}`;
+
+/** After a usage error: the error stays the last thing on the screen, with where to read more. */
+const USAGE_POINTER = "Run 'postwire help' for the commands.\n";
 
 export interface CliIo {
   stdout: Output;
@@ -358,6 +367,10 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
     io.stderr.write(USAGE);
     return 2;
   }
+  if (argv[0] === 'help' && argv[1] === 'settings' && argv.length === 2) {
+    io.stdout.write(SETTINGS_USAGE);
+    return 0;
+  }
   if (argv[0] === 'help' || argv.includes('--help') || argv.includes('-h')) {
     io.stdout.write(USAGE);
     return 0;
@@ -403,7 +416,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number | undefi
     return await command.run(context, values, args);
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr.write(`postwire: ${error.message}\n\n${USAGE}`);
+      io.stderr.write(`postwire: ${error.message}\n${USAGE_POINTER}`);
       return 2;
     }
     const message =

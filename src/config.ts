@@ -920,6 +920,12 @@ const RULES: Array<(config: Config) => string | undefined> = [
     config.submission.tlsPort !== undefined && !config.submission.tls
       ? 'SUBMISSION_TLS_PORT needs SUBMISSION_TLS_CERT and SUBMISSION_TLS_KEY.'
       : undefined,
+  // Without a certificate no client could AUTH: the port would take connections and refuse every login.
+  (config) =>
+    config.submission.port !== undefined && !config.submission.tls && !config.submission.allowPlainLoopback
+      ? 'SUBMISSION_PORT needs SUBMISSION_TLS_CERT and SUBMISSION_TLS_KEY (AUTH only after STARTTLS), or, ' +
+        'to try it on this machine, SUBMISSION_ALLOW_PLAIN_LOOPBACK=true (AUTH without TLS from loopback only).'
+      : undefined,
 ];
 
 export class ConfigError extends Error {

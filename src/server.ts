@@ -187,10 +187,17 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
       throw new Error('postwire submission needs SUBMISSION_PORT or SUBMISSION_TLS_PORT');
     }
     let url: string | undefined;
+    let keys: KeyNotice | undefined;
     if (app && reservedPort) {
       await listenQuietly(app, reservedPort, config.host);
       url = listeningUrl(app, config.host);
-      if (http) await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
+      if (http) {
+        // Through the logger's own stream unless a test captures it: pretty lines are written by a worker
+        // thread and JSON lines asynchronously, so a direct write to stdout would land among (once: before
+        // ~60 of) the start's log lines, where the key scrolls away.
+        const stdout = options.stdout ?? loggerStream(log) ?? process.stdout;
+        keys = await bootstrapDefaultProject(services.projects, config, url, stdout);
+      }
     }
 
     let closing: Promise<void> | undefined;
@@ -202,8 +209,17 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     // Before the line that says the process is up: whoever read it (an operator, a supervisor, a test) may
     // signal at once, and the signal must find the clean shutdown in place, not Node's immediate exit.
     if (options.exitOnSignals) exitOnSignals(log, options.exitOnSignals.graceMs, close);
-    if (http) log.info({ url }, `Postwire is listening on ${url} (API reference at ${url}/docs)`);
-    else if (options.kind === 'submission') log.info('Postwire submission started');
+    if (http) {
+      // The last line of a start: where to go next (the dashboard, with the key just above it or where to get one).
+      const dashboard = `${url}/dashboard`;
+      const next = keys?.created
+        ? 'sign in with the API key shown above'
+        : `a new API key: postwire keys create --project ${keys?.projectId}`;
+      log.info(
+        { url, dashboard },
+        `Postwire is listening on ${url}: dashboard at ${dashboard} (${next}), API reference at ${url}/docs`,
+      );
+    } else if (options.kind === 'submission') log.info('Postwire submission started');
     else {
       log.info(
         { database: describeDatabase(config), ...(url ? { url } : {}) },
@@ -230,18 +246,36 @@ export async function startServer(config: Config, options: ServerOptions): Promi
   return { ...running, app: running.app!, url: running.url! };
 }
 
+interface KeyNotice {
+  projectId: string;
+  /** Whether this start created the default key (and printed it). */
+  created: boolean;
+}
+
 /**
  * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's), once the API listens: nothing after
- * it can fail the start, so a key created here is one that works. It goes to stdout directly, never through
- * the logger, before the line that says the API listens.
+ * it can fail the start, so a key created here is one that works. It is written as it is, never as a log
+ * entry, just before the line that says the API listens: so it is among the last lines of the start, and
+ * whoever waits for that line has the key.
  */
 async function bootstrapDefaultProject(
   projects: ProjectService,
   config: Config,
+  url: string,
   stdout: Output,
-): Promise<void> {
+): Promise<KeyNotice> {
   const { project, createdKey } = await projects.bootstrap(config.bootstrapKey);
-  if (createdKey) stdout.write(formatKeyBox(createdKey, project.id));
+  if (createdKey) stdout.write(formatKeyBox(createdKey, project.id, `${url}/dashboard`));
+  return { projectId: project.id, created: createdKey !== undefined };
+}
+
+/**
+ * The stream a pino logger writes to (standard output, or pino-pretty's worker, which passes text that is not
+ * a log entry through as it is).
+ */
+function loggerStream(log: object): Output | undefined {
+  const stream = (log as Record<symbol, unknown>)[pino.symbols.streamSym];
+  return stream && typeof (stream as Output).write === 'function' ? (stream as Output) : undefined;
 }
 
 /** What an operator should hear once the database and the key are ready. */
@@ -587,13 +621,14 @@ function listeningUrl(app: FastifyInstance, host: string): string {
 }
 
 /** The first start's API key, in a box that stands out from the log lines around it. */
-export function formatKeyBox(key: string, projectId: string): string {
+export function formatKeyBox(key: string, projectId: string, dashboardUrl: string): string {
   const lines = [
     `Your API key (shown once): ${key}`,
     '',
     'Store it now: it is not shown again, and only its hash is kept.',
     `It belongs to the default project ${projectId}.`,
     `More keys: postwire keys create --project ${projectId}`,
+    `Dashboard: ${dashboardUrl} (sign in with this key)`,
   ];
   const width = Math.max(...lines.map((line) => line.length));
   const rule = '─'.repeat(width + 2);

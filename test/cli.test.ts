@@ -62,17 +62,28 @@ describe('postwire usage', () => {
     assert.equal(doc.paths['/v1/webhooks'].get.operationId, 'listWebhooks');
   });
 
-  test('a usage error exits 2 with the usage text on stderr', async () => {
+  test('a usage error exits 2 with the error and a pointer to help on stderr, nothing more', async () => {
     const result = await runCli(['frobnicate'], env);
     assert.equal(result.code, 2);
-    assert.match(result.stderr, /Unknown command 'frobnicate'/);
-    assert.match(result.stderr, /Usage: postwire <command>/);
+    assert.equal(
+      result.stderr,
+      "postwire: Unknown command 'frobnicate'.\nRun 'postwire help' for the commands.\n",
+    );
     assert.equal(result.stdout, '');
+  });
+
+  test('help lists the commands and points to help settings, which lists the settings', async () => {
+    const help = await runInProcess(['help'], env);
+    assert.match(help.stdout, /`postwire help settings` lists the settings/);
+    assert.doesNotMatch(help.stdout, /POSTWIRE_RATE_LIMIT/);
+    const settings = await runInProcess(['help', 'settings'], env);
+    assert.equal(settings.code, 0);
+    assert.match(settings.stdout, /^Configuration comes from the environment/);
+    assert.match(settings.stdout, /POSTWIRE_RATE_LIMIT/);
   });
 
   test('each usage error says what is wrong', async () => {
     const cases: [string[], RegExp][] = [
-      [[], /^Usage: postwire/],
       [['keys'], /'keys' needs a subcommand/],
       [['keys', 'frob'], /Unknown command 'keys frob'/],
       [['keys', 'create'], /keys create needs --project/],
@@ -88,9 +99,14 @@ describe('postwire usage', () => {
       const result = await runInProcess(args, env);
       assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
       assert.match(result.stderr, message);
-      assert.match(result.stderr, /Usage: postwire <command>/);
+      assert.match(result.stderr, /\nRun 'postwire help' for the commands\.\n$/);
       assert.equal(result.stdout, '');
     }
+    // No command at all: the list of commands (short: the settings are behind `postwire help settings`).
+    const bare = await runInProcess([], env);
+    assert.equal(bare.code, 2);
+    assert.match(bare.stderr, /^Usage: postwire <command>/);
+    assert.doesNotMatch(bare.stderr, /POSTWIRE_RATE_LIMIT/);
   });
 
   test('bad configuration exits 1 naming the setting', async () => {

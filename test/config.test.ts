@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CONFIG_SCHEMA, loadConfig } from '../src/config.ts';
-import { USAGE } from '../src/cli.ts';
+import { SETTINGS_USAGE } from '../src/cli.ts';
 import { settingsOf } from '../src/lib/settings.ts';
 
 const settings = settingsOf(CONFIG_SCHEMA);
@@ -28,7 +28,22 @@ test('the documented default is the default: setting it explicitly changes nothi
   assert.ok(checked > 40, `only ${checked} settings checked`);
 });
 
-test("the CLI's usage names every setting", () => {
+test("the CLI's `help settings` names every setting", () => {
   for (const name of settings.flatMap((setting) => setting.env))
-    assert.match(USAGE, new RegExp(`\\b${name}\\b`));
+    assert.match(SETTINGS_USAGE, new RegExp(`\\b${name}\\b`));
+});
+
+test('SUBMISSION_PORT without a certificate refuses to start, naming the settings, unless plain AUTH on loopback is asked for', () => {
+  assert.throws(
+    () => loadConfig({ SUBMISSION_PORT: '2587' }),
+    (error: unknown) =>
+      error instanceof Error &&
+      error.message ===
+        'Invalid configuration:\n  - SUBMISSION_PORT needs SUBMISSION_TLS_CERT and SUBMISSION_TLS_KEY (AUTH only ' +
+          'after STARTTLS), or, to try it on this machine, SUBMISSION_ALLOW_PLAIN_LOOPBACK=true (AUTH without TLS ' +
+          'from loopback only).',
+  );
+  const local = loadConfig({ SUBMISSION_PORT: '2587', SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true' });
+  assert.equal(local.submission.port, 2587);
+  assert.equal(local.submission.allowPlainLoopback, true);
 });

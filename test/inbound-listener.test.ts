@@ -92,7 +92,7 @@ test('with INBOUND_TLS_CERT and INBOUND_TLS_KEY the listener offers STARTTLS; wi
     const plain = await listen(store);
     try {
       const info = await deliver(secure.port, { requireTLS: true });
-      assert.match(info.response, /^250 2\.0\.0 Ok: stored as inb_1/);
+      assert.match(info.response, /^250 2\.0\.0 Ok: queued as inb_1/);
       assert.equal(stored[0]!.raw.toString(), 'Subject: report\r\n\r\nbody\r\n');
       assert.deepEqual(stored[0]!.rcptTo, ['bounce+x@bounces.example.test']);
       assert.equal(stored[0]!.mailFrom, '');

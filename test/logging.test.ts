@@ -54,7 +54,9 @@ describe('log format', () => {
         void exited.then(() => reject(new Error(`exited first:\n${stdout}`)));
       });
       const address = String.raw`http:\/\/127\.0\.0\.1:\d+`;
-      const message = String.raw`Postwire is listening on ${address} \(API reference at ${address}\/docs\)`;
+      const message =
+        String.raw`Postwire is listening on ${address}: dashboard at ${address}\/dashboard ` +
+        String.raw`\(sign in with the API key shown above\), API reference at ${address}\/docs`;
       if (format === 'pretty') {
         // `[10:41:07.123] INFO: Postwire is listening on http://127.0.0.1:40123 (API reference at …/docs)`
         assert.match(line, new RegExp(String.raw`^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: ${message}$`));
@@ -67,6 +69,24 @@ describe('log format', () => {
       // One start-up line names the address: Fastify's own "Server listening at" is not there beside it.
       assert.doesNotMatch(stdout, /Server listening at/);
       assert.equal(stdout.split('\n').filter((each) => /listening/i.test(each)).length, 1, stdout);
+
+      // A first start ends with the key and the dashboard: nothing but the shutdown follows the listening line,
+      // and the key's box is right above it, after every other start-up line (pretty lines come from a worker
+      // thread, which once wrote the migrations' lines after the box).
+      child.kill('SIGTERM');
+      await exited;
+      // Pretty lines carry their fields on indented lines below them.
+      const lines = stdout.split('\n').filter((each) => each.trim() !== '' && !/^\s/.test(each));
+      const listening = lines.findIndex((each) => /Postwire is listening on http/.test(each));
+      for (const after of lines.slice(listening + 1)) assert.match(after, /Received SIGTERM|Stopped/, stdout);
+      const box = lines.slice(listening - 8, listening);
+      assert.match(box[0]!, /^┌─+┐$/, stdout);
+      assert.match(box[1]!, /^│ Your API key \(shown once\): pw_[A-Za-z0-9_-]+ +│$/);
+      assert.match(
+        box[6]!,
+        new RegExp(String.raw`^│ Dashboard: ${address}\/dashboard \(sign in with this key\) +│$`),
+      );
+      assert.match(box[7]!, /^└─+┘$/);
     });
   }
 });

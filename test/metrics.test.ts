@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Readable } from 'node:stream';
@@ -31,6 +32,15 @@ const METRICS_TOKEN = 'metrics-token-for-the-test-0123456789';
 type Families = PromMetrics;
 type Sample = { labels: Record<string, string>; value?: number } & Partial<PromHistogramData>;
 
+/**
+ * The exposition, parsed by a Prometheus text-format parser of its own (prom2javascript), not prom-client
+ * reading itself back. prom-client writes an empty event-loop histogram's mean as `Nan`, which Prometheus reads
+ * (Go's ParseFloat ignores case) and prom2javascript cannot: those samples are left out.
+ */
+function parseExposition(text: string): Promise<Families> {
+  return getMetricsFromStream(Readable.from([text.replace(/^\S+ Nan\n/gm, '')]));
+}
+
 /** The samples of one metric whose labels include `labels`. */
 function samples(families: Families, name: string, labels: Record<string, string> = {}): Sample[] {
   const family = families[name];
@@ -60,8 +70,7 @@ for (const engine of ENGINES) {
       });
       assert.equal(response.status, 200);
       assert.match(response.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
-      // A Prometheus text-format parser of its own (prom2javascript), not prom-client reading itself back.
-      return getMetricsFromStream(Readable.from([await response.text()]));
+      return parseExposition(await response.text());
     };
 
     before(async () => {
@@ -80,6 +89,37 @@ for (const engine of ENGINES) {
       await api.close();
       await delivered.close();
       await refusing.close();
+    });
+
+    it("has prom-client's process and Node.js families, and every metric the Grafana dashboard names", async () => {
+      const families = await scrape();
+      for (const name of [
+        'process_cpu_seconds_total',
+        'process_resident_memory_bytes',
+        'nodejs_eventloop_lag_p99_seconds',
+        'nodejs_heap_size_used_bytes',
+        'nodejs_gc_duration_seconds',
+      ]) {
+        assert.ok(families[name], `${name} is exported`);
+      }
+      const dashboard = JSON.parse(
+        readFileSync(new URL('../packaging/grafana-dashboard.json', import.meta.url), 'utf8'),
+      );
+      const expressions: string[] = dashboard.panels.flatMap((panel: any) =>
+        panel.targets.map((target: any) => target.expr),
+      );
+      assert.ok(expressions.length >= 10);
+      for (const expression of expressions) {
+        const named = expression.match(/\b(?:postwire|process|nodejs)_[a-z0-9_]+\b/g) ?? [];
+        assert.ok(named.length > 0, `${expression} names a metric`);
+        for (const name of named) {
+          // A histogram's series are its family's name with _bucket, _sum or _count.
+          const family = families[name] ? name : name.replace(/_(bucket|sum|count)$/, '');
+          // The pool families exist on PostgreSQL only, where the pool does.
+          if (family.startsWith('postwire_db_pool_') && engine === 'sqlite') continue;
+          assert.ok(families[family], `${name} (in ${expression}) is exported`);
+        }
+      }
     });
 
     it('answers 401 without the metrics token, or with an API key or a wrong one', async () => {
@@ -251,14 +291,21 @@ for (const engine of ENGINES) {
   });
 
   describe(`health and metrics without METRICS_TOKEN, or without a database (${engine})`, () => {
-    it('answers 404 at /metrics when no token is configured, as for any unknown path', async () => {
+    it('answers 404 at /metrics when no token is configured, saying how to turn it on', async () => {
       const api = await startTestApp(engine);
       try {
         const response = await api.request('GET', '/metrics', { key: null });
         assert.equal(response.status, 404);
-        assert.equal(response.body.error.code, 'route_not_found');
+        assert.deepEqual(response.body.error, {
+          code: 'metrics_off',
+          message:
+            'GET /metrics is off: the operator turns it on by setting METRICS_TOKEN (at least 16 characters); ' +
+            'Prometheus then sends Authorization: Bearer <METRICS_TOKEN>.',
+          request_id: response.headers.get('x-request-id'),
+        });
         const withKey = await api.request('GET', '/metrics');
         assert.equal(withKey.status, 404);
+        assert.equal(withKey.body.error.code, 'metrics_off');
       } finally {
         await api.close();
       }
@@ -357,7 +404,7 @@ for (const engine of ENGINES) {
           headers: { authorization: `Bearer ${METRICS_TOKEN}` },
         });
         assert.equal(response.status, 200);
-        return getMetricsFromStream(Readable.from([await response.text()]));
+        return parseExposition(await response.text());
       };
       // The worker sent it: its count, not the API's.
       assert.equal(value(await scrapeOf(worker.url), 'postwire_events_total', { type: 'email.sent' }), 1);

@@ -497,6 +497,17 @@ for (const engine of ENGINES) {
           'A whsec_ secret must hold 24 to 64 bytes of base64; it holds 16.',
         ],
         [{ ...valid, url: 'https://hooks.example.com:0/x' }, 'url must not use port 0.'],
+        // A refused local receiver names the setting that allows it.
+        [
+          { ...valid, url: 'http://hooks.example.com/x' },
+          'url must use https; to allow plain http (local development), the operator sets ' +
+            'POSTWIRE_ALLOW_PRIVATE_URLS=true.',
+        ],
+        [
+          { ...valid, url: 'https://127.0.0.1:4000/hooks' },
+          'url is not allowed: 127.0.0.1 is a loopback, private or link-local address, which webhooks may not ' +
+            'reach; to allow it (local development), the operator sets POSTWIRE_ALLOW_PRIVATE_URLS=true.',
+        ],
         [
           { ...valid, url: 'https://ada:s3cret@hooks.example.com/x' },
           'url must not contain a user name or password (user:password@); the signing secret authenticates deliveries.',

@@ -192,7 +192,9 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
     callback: (error: Error | null, message?: string) => void,
   ): void => {
     options.store(message).then(
-      (id) => callback(null, `2.0.0 Ok: stored as ${id}`),
+      // The intake's id (`inb_…`, the one `postwire inbound list --all` shows), said as a queue id: the received
+      // emails the API shows (`rcv_…`, one per recipient) are made from it later, when a worker reads it.
+      (id) => callback(null, `2.0.0 Ok: queued as ${id}`),
       (error: unknown) => {
         logger.error({ err: error }, 'inbound listener: could not store a received message');
         // Temporary: the sending MTA keeps the report and tries again later.

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EmailSource } from '../../db/schema.ts';
 import type { PoolUse } from '../../db/handle.ts';
 import type { RunningQueueWorkers } from '../../queue/running-workers.ts';
@@ -48,6 +48,9 @@ export interface ProcessMetricsOptions {
 
 export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMetrics {
   const registry = new Registry();
+  // prom-client's process and Node.js families beside ours (process_* memory and CPU, nodejs_* event-loop
+  // lag, heap and GC): what an operator's dashboards expect of a Node service (packaging/grafana-dashboard.json).
+  collectDefaultMetrics({ register: registry });
   const registers = [registry];
   const requestDuration = new Histogram({
     name: 'postwire_http_request_duration_seconds',

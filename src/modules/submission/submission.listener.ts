@@ -263,7 +263,7 @@ export async function startSubmissionListener(
   const tlsPort = options.tlsPort === undefined ? undefined : await listen(true, options.tlsPort);
   logger.info(
     { host: options.host, port, tlsPort },
-    `SMTP submission on ${options.host}:${[port && `${port} (STARTTLS)`, tlsPort && `${tlsPort} (TLS)`].filter(Boolean).join(' and ')}`,
+    `SMTP submission on ${options.host}:${[port && `${port} (${options.tls ? 'STARTTLS' : 'no TLS: AUTH from loopback only'})`, tlsPort && `${tlsPort} (TLS)`].filter(Boolean).join(' and ')}`,
   );
   let closing: Promise<void> | undefined;
   return {

@@ -145,14 +145,19 @@ export function createWebhookService({
     // Port 0 is no port: connecting to it reaches whatever the system picks, never the receiver.
     if (parsed.port === '0') throw invalidParam('url', 'url must not use port 0.');
     if (allowPrivateUrls) return parsed.toString();
+    // Both refusals name the setting: on a laptop, a local receiver is the first webhook anyone tries.
+    const allowLocally = '(local development), the operator sets POSTWIRE_ALLOW_PRIVATE_URLS=true.';
     if (parsed.protocol === 'http:') {
-      throw invalidParam(
-        'url',
-        'url must use https; plain http is only allowed when the operator allows private URLs.',
-      );
+      throw invalidParam('url', `url must use https; to allow plain http ${allowLocally}`);
     }
     const reason = await privateTargetReason(parsed.hostname, resolver);
-    if (reason) throw invalidParam('url', `url is not allowed: ${reason}.`, 'url_not_allowed');
+    if (reason) {
+      throw invalidParam(
+        'url',
+        `url is not allowed: ${reason}, which webhooks may not reach; to allow it ${allowLocally}`,
+        'url_not_allowed',
+      );
+    }
     return parsed.toString();
   }
 
