@@ -1,0 +1,205 @@
+// What a 40 MiB message costs everyone else: the API's latency (p50, p99, max of GET /v1/webhooks asked every
+// 5 ms by a probe of its own, test/helpers/latency-probe.ts) and the server's peak resident memory while
+// messages of just under SUBMISSION_MAX_BYTES are submitted over SMTP, stored, built, DKIM-signed and kept
+// (capture) or sent to a relay, one after another, by `postwire serve` with its workers (`node src/main.ts`).
+//
+//   npm run bench:large-messages                           # SQLite and PostgreSQL, capture and relay, 2 each
+//   npm run bench:large-messages -- --only sqlite --messages 3
+//   npm run bench:large-messages -- --root ../old-checkout # the same against another checkout (before/after)
+import { spawn } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import nodemailer from 'nodemailer';
+import pg from 'pg';
+import { SMTPServer } from 'smtp-server';
+import { startLatencyProbe } from '../test/helpers/latency-probe.ts';
+import { freePort } from '../test/helpers/process.ts';
+import { benchSchemaName, findPostgres, stopChild } from './shared.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    messages: { type: 'string', default: '2' },
+    only: { type: 'string' },
+    root: { type: 'string' },
+    'postgres-url': { type: 'string' },
+  },
+});
+const MESSAGES = Number(args.messages);
+const here = path.dirname(new URL(import.meta.url).pathname);
+const root = path.resolve(args.root ?? path.resolve(here, '..'));
+const KEY = 'pw_bench_large_messages_key_0123456789';
+/** The attachment's size: with base64 and the rest, the message is just under 40 MiB. */
+const ATTACHMENT_BYTES = 29 * 1024 * 1024;
+
+const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const attachment = randomBytes(ATTACHMENT_BYTES);
+const text = Array.from({ length: 2000 }, (_, line) => `Line ${line} of the figures — Grüße`).join('\n');
+
+const percentile = (values: number[], p: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
+const rssMb = (pid: number) => {
+  try {
+    return Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+  } catch {
+    return 0;
+  }
+};
+
+/** A relay that takes every message and keeps nothing. */
+async function startSink(): Promise<{ port: number; close(): Promise<void> }> {
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    size: 64 * 1024 * 1024,
+    onData(stream, _session, callback) {
+      stream.on('data', () => {});
+      stream.on('end', () => callback());
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : 0,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+interface Database {
+  env: Record<string, string>;
+  drop(): Promise<void>;
+}
+
+async function openDatabase(engine: 'sqlite' | 'postgres', url: string | undefined): Promise<Database> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'postwire-bench-large-'));
+  if (engine === 'sqlite') {
+    return { env: { POSTWIRE_DATA_DIR: dataDir }, drop: async () => rmSync(dataDir, { recursive: true }) };
+  }
+  const schema = benchSchemaName();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`CREATE SCHEMA ${schema}`);
+  const separator = url!.includes('?') ? '&' : '?';
+  return {
+    env: {
+      POSTWIRE_DATA_DIR: dataDir,
+      DATABASE_URL: `${url}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+    },
+    async drop() {
+      await client.query(`DROP SCHEMA ${schema} CASCADE`);
+      await client.end();
+      rmSync(dataDir, { recursive: true });
+    },
+  };
+}
+
+async function measure(engine: 'sqlite' | 'postgres', mode: 'capture' | 'relay', pgUrl: string | undefined) {
+  const database = await openDatabase(engine, pgUrl);
+  const sink = await startSink();
+  const submissionPort = await freePort();
+  const child = spawn(process.execPath, ['src/main.ts'], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      ...database.env,
+      PORT: '0',
+      LOG_FORMAT: 'json',
+      POSTWIRE_BOOTSTRAP_KEY: KEY,
+      POSTWIRE_RATE_LIMIT: '0',
+      SUBMISSION_PORT: String(submissionPort),
+      SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
+      DKIM_DOMAIN: 'acme.example',
+      DKIM_SELECTOR: 'big',
+      DKIM_PRIVATE_KEY: privatePem,
+      ...(mode === 'relay'
+        ? { MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${sink.port}` }
+        : { MAIL_TRANSPORT: 'capture' }),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the server exited with ${code}`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const found = /"url":"(http:[^"]+)"/.exec(line);
+      if (found && /listening/i.test(line)) resolve(found[1]!);
+    });
+  });
+  const pid = child.pid!;
+  const idleRss = rssMb(pid);
+  let peakRss = idleRss;
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(pid))), 20);
+  const transport = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: submissionPort,
+    ignoreTLS: true,
+    auth: { user: 'bench', pass: KEY },
+  });
+  const probe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
+  const started = performance.now();
+  let latencies: number[];
+  try {
+    for (let i = 0; i < MESSAGES; i++) {
+      const info = await transport.sendMail({
+        from: 'Acme <hello@acme.example>',
+        to: `reader${i}@example.org`,
+        subject: `Figures ${i}`,
+        text,
+        html: `<p>${text.replace(/\n/g, '</p><p>')}</p>`,
+        attachments: [{ filename: 'figures.bin', content: attachment }],
+      });
+      const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
+      for (;;) {
+        const response = await fetch(`${url}/v1/emails/${id}`, { headers: { authorization: `Bearer ${KEY}` } });
+        const email = (await response.json()) as { status: string };
+        if (['sent', 'delivered'].includes(email.status)) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+  } finally {
+    latencies = await probe.stop();
+    clearInterval(sampler);
+    transport.close();
+    await stopChild(child, () => child.kill('SIGTERM'));
+    await sink.close();
+    await database.drop();
+  }
+  return {
+    engine,
+    mode,
+    seconds: (performance.now() - started) / 1000,
+    requests: latencies.length,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: Math.max(...latencies),
+    idleRss,
+    peakRss,
+  };
+}
+
+const engines: Array<'sqlite' | 'postgres'> = [];
+if (args.only !== 'postgres') engines.push('sqlite');
+let pgUrl: string | undefined;
+if (args.only !== 'sqlite') {
+  const found = await findPostgres(args['postgres-url'] ?? process.env.TEST_DATABASE_URL);
+  if ('url' in found) {
+    engines.push('postgres');
+    pgUrl = found.url;
+  } else console.log(`PostgreSQL skipped: ${found.skip}`);
+}
+console.log(`${MESSAGES} messages of 39.9 MiB each, submitted one after another; the server at ${root}`);
+console.log('engine     mode     time     GET /v1/webhooks p50 / p99 / max      RSS idle → peak');
+for (const engine of engines) {
+  for (const mode of ['capture', 'relay'] as const) {
+    const r = await measure(engine, mode, pgUrl);
+    console.log(
+      `${r.engine.padEnd(10)} ${r.mode.padEnd(8)} ${r.seconds.toFixed(1).padStart(5)} s  ` +
+        `${r.requests} requests: ${r.p50.toFixed(1)} / ${r.p99.toFixed(1)} / ${r.max.toFixed(1)} ms`.padEnd(40) +
+        `${r.idleRss.toFixed(0)} → ${r.peakRss.toFixed(0)} MB`,
+    );
+  }
+}
