@@ -109,8 +109,10 @@ export interface RunningServer extends RunningProcess {
 /**
  * Everything a process does before it works, whatever its kind: take its HTTP port (serve), open and migrate the
  * database, load and check the encryption key, build the services once, then start what the process runs: the
- * background workers, the SMTP listener for reports and the HTTP API, in that order; the default project and
- * key are made sure of once the API listens, so that once the log says it listens, the whole process is up.
+ * background workers, the SMTP listener for reports, the default project and key, and the HTTP API last, in
+ * that order. The API takes its port only once everything it serves can be served: a probe or a client that
+ * reaches it (a load balancer sends traffic the moment /readyz answers 200) finds the bootstrap key stored,
+ * and once the log says it listens, the whole process is up.
  */
 export async function boot(config: Config, options: BootOptions): Promise<RunningProcess> {
   const clock = options.clock ?? systemClock;
@@ -183,11 +185,11 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     if (options.kind === 'submission' && !submission) {
       throw new Error('postwire submission needs SUBMISSION_PORT or SUBMISSION_TLS_PORT');
     }
+    if (http) await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
     let url: string | undefined;
     if (app && reservedPort) {
       await listenQuietly(app, reservedPort, config.host);
       url = listeningUrl(app, config.host);
-      if (http) await bootstrapDefaultProject(services.projects, config, options.stdout ?? process.stdout);
     }
 
     let closing: Promise<void> | undefined;
@@ -228,9 +230,9 @@ export async function startServer(config: Config, options: ServerOptions): Promi
 }
 
 /**
- * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's), once the API listens: nothing after
- * it can fail the start, so a key created here is one that works. It goes to stdout directly, never through
- * the logger, before the line that says the API listens.
+ * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's), just before the API takes the port it
+ * holds already (reservePort): only a start that will listen writes them, and a key printed here is stored, so
+ * it works. It goes to stdout directly, never through the logger, before the line that says the API listens.
  */
 async function bootstrapDefaultProject(
   projects: ProjectService,
