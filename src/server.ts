@@ -110,8 +110,10 @@ export interface RunningServer extends RunningProcess {
 /**
  * Everything a process does before it works, whatever its kind: take its HTTP port (serve), open and migrate the
  * database, load and check the encryption key, build the services once, then start what the process runs: the
- * background workers, the SMTP listener for reports and the HTTP API, in that order; the default project and
- * key are made sure of once the API listens, so that once the log says it listens, the whole process is up.
+ * background workers, the SMTP listener for reports, the default project and key, and the HTTP API last, in
+ * that order. The API takes its port only once everything it serves can be served: a probe or a client that
+ * reaches it (a load balancer sends traffic the moment /readyz answers 200) finds the bootstrap key stored,
+ * and once the log says it listens, the whole process is up.
  */
 export async function boot(config: Config, options: BootOptions): Promise<RunningProcess> {
   const clock = options.clock ?? systemClock;
@@ -189,15 +191,16 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
     let url: string | undefined;
     let keys: KeyNotice | undefined;
     if (app && reservedPort) {
-      await listenQuietly(app, reservedPort, config.host);
-      url = listeningUrl(app, config.host);
+      url = listeningUrl(config.host, reservedPort.port);
+      // Stored before the API takes its port (held since the start): the first request a ready process
+      // answers finds the key. Through the logger's own stream unless a test captures it: pretty lines are
+      // written by a worker thread and JSON lines asynchronously, so a direct write to stdout would land among
+      // (once: before ~60 of) the start's log lines, where the key scrolls away.
       if (http) {
-        // Through the logger's own stream unless a test captures it: pretty lines are written by a worker
-        // thread and JSON lines asynchronously, so a direct write to stdout would land among (once: before
-        // ~60 of) the start's log lines, where the key scrolls away.
         const stdout = options.stdout ?? loggerStream(log) ?? process.stdout;
         keys = await bootstrapDefaultProject(services.projects, config, url, stdout);
       }
+      await listenQuietly(app, reservedPort, config.host);
     }
 
     let closing: Promise<void> | undefined;
@@ -253,10 +256,10 @@ interface KeyNotice {
 }
 
 /**
- * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's), once the API listens: nothing after
- * it can fail the start, so a key created here is one that works. It is written as it is, never as a log
- * entry, just before the line that says the API listens: so it is among the last lines of the start, and
- * whoever waits for that line has the key.
+ * The first start's project and API key (and POSTWIRE_BOOTSTRAP_KEY's), just before the API takes the port it
+ * holds already (reservePort): only a start that will listen writes them, and a key printed here is stored, so
+ * it works. It is written as it is, never as a log entry, just before the line that says the API listens: so
+ * it is among the last lines of the start, and whoever waits for that line has the key.
  */
 async function bootstrapDefaultProject(
   projects: ProjectService,
@@ -612,9 +615,7 @@ async function listenQuietly(app: FastifyInstance, reserved: ReservedPort, host:
   }
 }
 
-function listeningUrl(app: FastifyInstance, host: string): string {
-  const address = app.server.address();
-  const port = address && typeof address === 'object' ? address.port : 0;
+function listeningUrl(host: string, port: number): string {
   // A wildcard address is not something to type into a browser.
   const shown = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
   return `http://${shown}:${port}`;

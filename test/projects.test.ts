@@ -14,14 +14,14 @@ for (const engine of ENGINES) {
     });
     after(() => database.drop());
 
+    /** Separate connections (pools on PostgreSQL), as separate processes would have. */
+    const processHandles = (of: TestDatabase) =>
+      engine === 'postgres'
+        ? Promise.all([1, 2, 3].map(() => openDatabase({ url: of.env.DATABASE_URL!, poolSize: 2 })))
+        : Promise.resolve([of.handle]);
+
     test('processes starting at once on an empty database make one default project', async () => {
-      // Separate connections (pools on PostgreSQL), as separate processes would have.
-      const handles =
-        engine === 'postgres'
-          ? await Promise.all(
-              [1, 2, 3].map(() => openDatabase({ url: database.env.DATABASE_URL!, poolSize: 2 })),
-            )
-          : [database.handle];
+      const handles = await processHandles(database);
       try {
         const results = await Promise.all(
           [...handles, ...handles].map((handle) =>
@@ -39,6 +39,32 @@ for (const engine of ENGINES) {
         );
       } finally {
         if (engine === 'postgres') await Promise.all(handles.map((handle) => handle.close()));
+      }
+    });
+
+    test('processes starting at once with one POSTWIRE_BOOTSTRAP_KEY all start, and store it once', async () => {
+      const own = await createTestDatabase(engine);
+      const handles = await processHandles(own);
+      try {
+        const bootstrapKey = 'pw_bootstrap_at_once_0123456789';
+        const results = await Promise.allSettled(
+          [...handles, ...handles].map((handle) =>
+            createProjectService({
+              repo: createProjectRepo(handle.db, handle.stamps),
+              clock: systemClock,
+            }).bootstrap(bootstrapKey),
+          ),
+        );
+        assert.deepEqual(
+          results.map((result) => result.status),
+          results.map(() => 'fulfilled'),
+          JSON.stringify(results),
+        );
+        const keys = await own.handle.db.selectFrom('api_keys').select('name').execute();
+        assert.deepEqual(keys, [{ name: 'bootstrap' }]);
+      } finally {
+        if (engine === 'postgres') await Promise.all(handles.map((handle) => handle.close()));
+        await own.drop();
       }
     });
   });

@@ -57,13 +57,16 @@ export async function createTestDatabase(
   > & {
     /** Migrated only up to (not including) this migration: the schema an earlier version left. */
     migrationsBefore?: string;
+    /** Nothing in it, not even the migrations' table: the database a first start finds. */
+    unmigrated?: boolean;
   } = {},
 ): Promise<TestDatabase> {
   // Long transactions are reported in tests as in development (TRANSACTION_WARN's default there).
-  const { migrationsBefore, ...given } = options;
+  const { migrationsBefore, unmigrated, ...given } = options;
   const databaseOptions = { transactionWarnMs: DEFAULTS.transactionWarnMs, ...given };
   // Through a handle of its own, unwatched: the migrations are one long transaction by design.
   const migrated = async (open: (watched: DatabaseOptions) => Promise<DatabaseHandle>) => {
+    if (unmigrated) return open(databaseOptions);
     const setup = await open({});
     try {
       await migrateToLatest(setup.db, migrationsBefore === undefined ? {} : { before: migrationsBefore });

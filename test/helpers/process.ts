@@ -30,10 +30,10 @@ export interface ProcessDatabase {
   cleanup(): Promise<void>;
 }
 
-/** A fresh, migrated and empty database for child processes, on either engine. */
+/** A fresh, migrated (unless `unmigrated`) and empty database for child processes, on either engine. */
 export async function createProcessDatabase(
   engine: Engine,
-  options: Pick<DatabaseOptions, 'stampLeaseMs'> = {},
+  options: Pick<DatabaseOptions, 'stampLeaseMs'> & { unmigrated?: boolean } = {},
 ): Promise<ProcessDatabase> {
   const database = await createTestDatabase(engine, options);
   const dataDir = database.env.POSTWIRE_DATA_DIR ?? mkdtempSync(path.join(tmpdir(), 'postwire-data-'));

@@ -9,6 +9,8 @@ export async function until<T>(
   check: () => T | undefined | false | Promise<T | undefined | false>,
   timeoutMs = 8000,
   what: string | (() => string) = 'condition',
+  /** Between checks; shorter for a probe that must see a change the moment it happens. */
+  intervalMs = 20,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -19,6 +21,6 @@ export async function until<T>(
         `timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`,
       );
     }
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }

@@ -32,7 +32,7 @@ export function registerHealthRoutes(app: FastifyInstance, { health }: { health:
         operationId: 'getReadiness',
         summary: 'Is the process ready for traffic?',
         description:
-          "200 when the database answers within READINESS_TIMEOUT, its applied migrations are exactly this version's and, where this process runs queue workers, each of them has recorded a heartbeat lately; 503 otherwise, with the check that failed. For a readiness probe or a load balancer's health check. Needs no API key.",
+          "200 when the database answers within READINESS_TIMEOUT, its applied migrations are exactly this version's and, where this process runs queue workers, each of them has recorded a heartbeat lately; 503 otherwise, with the check that failed. The process answers HTTP only once its start is complete (POSTWIRE_BOOTSTRAP_KEY stored), so a 200 means every request can be served. For a readiness probe or a load balancer's health check. Needs no API key.",
         response: {
           200: { ...Readiness, description: 'Every check passed.' },
           503: { ...Readiness, description: 'A check failed; its `detail` says why.' },

@@ -157,8 +157,14 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
       }
       let createdKey: string | undefined;
       if (bootstrapKey) {
-        if (!(await repo.findKeyByHash(sha256Hex(bootstrapKey)))) {
-          await createKey(project.id, { name: 'bootstrap' }, bootstrapKey);
+        const hash = sha256Hex(bootstrapKey);
+        if (!(await repo.findKeyByHash(hash))) {
+          try {
+            await createKey(project.id, { name: 'bootstrap' }, bootstrapKey);
+          } catch (error) {
+            // Another process stored it first (key hashes are unique): replicas start at once with one key.
+            if (!(await repo.findKeyByHash(hash))) throw error;
+          }
         }
       } else if (!existing || (await repo.listKeys(project.id)).length === 0) {
         // A default project without a key (a crash between the two writes) gets one now, printed once.

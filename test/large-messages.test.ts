@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import { simpleParser } from 'mailparser';
+import nodemailer from 'nodemailer';
+import { ENGINES } from './helpers/app.ts';
+import { processMemory } from './helpers/bombs.ts';
+import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
+import { startLatencyProbe } from './helpers/latency-probe.ts';
+import { sha256 } from './helpers/mail-corpus.ts';
+import {
+  createProcessDatabase,
+  freePort,
+  requestJson,
+  type ServerProcess,
+  startServerProcess,
+} from './helpers/process.ts';
+import { assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
+import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { until } from './helpers/until.ts';
+
+// Issue 34: a 40 MiB message never stalls the API. A server process (API and workers on one event loop, as
+// `npm start` runs) takes a message of just under SUBMISSION_MAX_BYTES over SMTP submission, stores it, builds,
+// DKIM-signs and sends (relay) or keeps (capture) it, while a probe in a process of its own asks its API every
+// 5 ms. Before the fix one such message held that API for seconds (p99 4.3 s). What arrives is checked as a
+// receiver would: both DKIM verifiers pass, and the attachment's bytes are the submitted ones.
+
+const KEY = 'pw_large_messages_key_0123456789';
+const DOMAIN = 'acme.example';
+const SELECTOR = 'big';
+/** Bytes of the attachment: its base64 and the rest of the message come to just under 40 MiB. */
+const ATTACHMENT_BYTES = 29 * 1024 * 1024;
+/**
+ * The API's p99 while the message flows, generous for a shared machine (the figures measured on a quiet one
+ * are in bench/README.md): whole-message work on the event loop holds it for hundreds of ms at a time.
+ */
+const P99_BOUND_MS = 250;
+/** Rounds tried until one holds: another test beside this one can load the machine during one. */
+const MAX_ROUNDS = 2;
+
+const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+const publicBase64 = publicKey.export({ type: 'spki', format: 'der' }).toString('base64');
+const dkimRecord = `v=DKIM1; k=rsa; p=${publicBase64}`;
+const keyName = `${SELECTOR}._domainkey.${DOMAIN}`;
+const resolver = async (name: string, type: string) => {
+  if (type === 'TXT' && name === keyName) return [[dkimRecord]];
+  throw Object.assign(new Error(`no ${type} for ${name}`), { code: 'ENOTFOUND' });
+};
+
+const attachment = randomBytes(ATTACHMENT_BYTES);
+/** What a sender writes: many lines (LF), Unicode, html, and a large file. */
+const text = Array.from(
+  { length: 2000 },
+  (_, line) => `Line ${line}: the quarterly figures — ${'é'.repeat(line % 7)} attached.`,
+).join('\n');
+const html = `<html><body>${Array.from({ length: 500 }, (_, row) => `<p>Row ${row}: Grüße ✓</p>`).join('\n')}</body></html>`;
+
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
+
+/** What a receiver reads from the message: DKIM by two verifiers, then the content by mailparser. */
+async function assertArrivedWhole(bytes: Buffer, label: string): Promise<void> {
+  assertWireLines(bytes, label);
+  const verdict = await mailauthVerdict(bytes, { resolver, sender: `hello@${DOMAIN}` });
+  assert.deepEqual(
+    verdict.dkim.map((signature) => [signature.domain, signature.result]),
+    [[DOMAIN, 'pass']],
+    `${label}: mailauth ${JSON.stringify(verdict.dkim)}`,
+  );
+  if (!dkimpyAvailable()) throw new Error('dkimpy (python3-dkim) is needed: .ci/run installs it');
+  const [dkimpy] = await dkimpyVerify([bytes], { [keyName]: dkimRecord });
+  assert.ok(dkimpy!.pass, `${label}: dkimpy ${dkimpy!.detail}`);
+  const parsed = await simpleParser(bytes);
+  assert.equal(parsed.subject, 'Quarterly figures — Q3 ✓');
+  assert.equal(parsed.text?.trimEnd(), text);
+  assert.equal(parsed.attachments.length, 1);
+  assert.equal(parsed.attachments[0]!.filename, 'figures.bin');
+  assert.equal(
+    sha256(parsed.attachments[0]!.content),
+    sha256(attachment),
+    `${label}: the attachment's bytes`,
+  );
+}
+
+for (const engine of ENGINES) {
+  describe(`a 40 MiB submission does not stall the API (${engine})`, () => {
+    let relay: TestSmtpServer;
+    const children: ServerProcess[] = [];
+    after(async () => {
+      children.forEach((child) => child.kill());
+      await relay?.close();
+    });
+
+    for (const mode of ['capture', 'relay'] as const) {
+      test(`${mode}: the API answers while it is submitted, stored, built, signed and ${mode === 'capture' ? 'kept' : 'sent'}`, async (t) => {
+        relay ??= await startSmtpServer();
+        const db = await createProcessDatabase(engine);
+        t.after(() => db.cleanup());
+        const submissionPort = await freePort();
+        const server = await startServerProcess({
+          ...db.env,
+          POSTWIRE_BOOTSTRAP_KEY: KEY,
+          // The probe asks 200 times a second, past the default per-key limit.
+          POSTWIRE_RATE_LIMIT: '1000000',
+          SUBMISSION_PORT: String(submissionPort),
+          SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
+          DKIM_DOMAIN: DOMAIN,
+          DKIM_SELECTOR: SELECTOR,
+          DKIM_PRIVATE_KEY: privatePem,
+          ...(mode === 'relay'
+            ? { MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` }
+            : { MAIL_TRANSPORT: 'capture' }),
+        });
+        children.push(server);
+        const transport = nodemailer.createTransport({
+          host: '127.0.0.1',
+          port: submissionPort,
+          secure: false,
+          ignoreTLS: true,
+          auth: { user: 'reports', pass: KEY },
+        });
+        t.after(() => transport.close());
+        const submit = async () => {
+          const info = await transport.sendMail({
+            from: `Acme Reports <hello@${DOMAIN}>`,
+            to: 'ada@example.org',
+            subject: 'Quarterly figures — Q3 ✓',
+            text,
+            html,
+            attachments: [{ filename: 'figures.bin', content: attachment }],
+          });
+          const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)?.[1];
+          assert.ok(id, info.response);
+          return id;
+        };
+        const settled = (id: string) =>
+          until(
+            async () => {
+              const email = await requestJson(`${server.url}/v1/emails/${id}`, KEY, 'GET');
+              return ['sent', 'delivered'].includes(email.body.status) && email.body;
+            },
+            120_000,
+            `email ${id} to be ${mode === 'capture' ? 'kept' : 'sent'}`,
+          );
+
+        const rounds: string[] = [];
+        let held = false;
+        let lastId = '';
+        const peak = { rssMb: 0 };
+        const pid = server.child.pid!;
+        const sampler = setInterval(() => {
+          peak.rssMb = Math.max(peak.rssMb, processMemory(pid)?.rssMb ?? 0);
+        }, 20);
+        t.after(() => clearInterval(sampler));
+        for (let round = 1; round <= MAX_ROUNDS && !held; round++) {
+          const probe = await startLatencyProbe(`${server.url}/v1/webhooks`, KEY);
+          let latencies: number[];
+          try {
+            lastId = await submit();
+            await settled(lastId);
+          } finally {
+            latencies = await probe.stop();
+          }
+          const p99 = percentile(latencies, 99);
+          rounds.push(
+            `round ${round}: ${latencies.length} GET /v1/webhooks, p50 ${percentile(latencies, 50).toFixed(1)} ms, ` +
+              `p99 ${p99.toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms`,
+          );
+          held = p99 < P99_BOUND_MS;
+        }
+        t.diagnostic(`${engine} ${mode}: ${rounds.join('; ')}; peak RSS ${peak.rssMb.toFixed(0)} MB`);
+        assert.ok(held, `the API's p99 stayed under ${P99_BOUND_MS} ms in no round: ${rounds.join('; ')}`);
+
+        if (mode === 'capture') {
+          const raw = await requestJson(`${server.url}/v1/emails/${lastId}/raw`, KEY, 'GET');
+          assert.equal(raw.status, 200);
+          await assertArrivedWhole(Buffer.from(raw.body.raw as string, 'utf8'), `${engine} capture`);
+        } else {
+          const email = await requestJson(`${server.url}/v1/emails/${lastId}`, KEY, 'GET');
+          const messageId = `<${String(email.body.message_id).replace(/^<|>$/g, '')}>`;
+          const copy = relay.messages.find((message) => message.messageId === messageId);
+          assert.ok(copy, 'the message reached the relay');
+          await assertArrivedWhole(copy.bytes, `${engine} relay`);
+        }
+      });
+    }
+  });
+}
