@@ -50,6 +50,7 @@ export function openConfiguredDatabase(
     sqlitePath: path.join(config.dataDir, SQLITE_FILE),
     stampLeaseMs: config.cacheStampLeaseMs,
     transactionWarnMs: config.transactionWarnMs,
+    backgroundCheckpoints: true,
     ...(options.poolSize ? { poolSize: options.poolSize } : {}),
   });
 }

@@ -30,7 +30,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<DatabaseHa
   if (!options.sqlitePath) throw new Error('openDatabase needs a PostgreSQL url or a SQLite path.');
   // BEGIN IMMEDIATE: a transaction reads and writes; taking the write lock first means another process's
   // write makes it wait (busy_timeout) rather than fail on a lock upgrade.
-  return openSqlite(options.sqlitePath, (dialect) =>
-    watchTransactions(observed(dialect), { ...watch, begin: 'begin immediate' }),
+  return openSqlite(
+    options.sqlitePath,
+    (dialect) => watchTransactions(observed(dialect), { ...watch, begin: 'begin immediate' }),
+    { backgroundCheckpoints: options.backgroundCheckpoints ?? false },
   );
 }

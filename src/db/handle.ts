@@ -62,6 +62,11 @@ export interface DatabaseOptions {
   onLongTransaction?: LongTransactionReport;
   /** Told every statement run (tests and benchmarks count them); nothing is observed when absent. */
   observe?: StatementObserver;
+  /**
+   * SQLite: checkpoint the write-ahead log from a thread rather than in the commits of the event loop
+   * (engine/sqlite-checkpoints.ts); for processes that serve. Default false.
+   */
+  backgroundCheckpoints?: boolean;
 }
 
 /** Wraps an engine's dialect (in statement observers) before anything else sees it. */

@@ -6,6 +6,7 @@ import type { Database } from '../schema.ts';
 import { createStamps, noteStatements } from '../validated-cache.ts';
 import type { DatabaseHandle, DialectWrapper } from '../handle.ts';
 import { createBoundedMemo } from '../../lib/memo.ts';
+import { startBackgroundCheckpoints } from './sqlite-checkpoints.ts';
 
 // The SQLite engine: node:sqlite behind Kysely's SqliteDialect, and the measured speed work that only this
 // engine needs (a statement cache, array rows made into objects, the stamps read from the WAL index).
@@ -13,7 +14,11 @@ import { createBoundedMemo } from '../../lib/memo.ts';
 /** How long a SQLite statement waits for another connection's (or process's) write lock before failing. */
 export const SQLITE_BUSY_TIMEOUT_MS = 5000;
 
-export function openSqlite(file: string, wrap: DialectWrapper): DatabaseHandle {
+export function openSqlite(
+  file: string,
+  wrap: DialectWrapper,
+  options: { backgroundCheckpoints?: boolean } = {},
+): DatabaseHandle {
   if (file !== ':memory:') mkdirSync(path.dirname(file), { recursive: true });
   // The file holds key hashes and sealed secrets: readable by its owner only.
   if (file !== ':memory:') closeSync(openSync(file, 'a', 0o600));
@@ -24,6 +29,11 @@ export function openSqlite(file: string, wrap: DialectWrapper): DatabaseHandle {
     `PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}; PRAGMA synchronous = NORMAL;`,
   );
   sqlite.exec('PRAGMA foreign_keys = ON;');
+  const checkpoints =
+    options.backgroundCheckpoints && file !== ':memory:'
+      ? startBackgroundCheckpoints(file, SQLITE_BUSY_TIMEOUT_MS)
+      : undefined;
+  if (checkpoints) sqlite.exec('PRAGMA wal_autocheckpoint = 0;');
   // Kysely's SQLite driver lends its one connection to one query or one transaction at a time: no query
   // can run inside another's transaction (test/transactions.test.ts).
   const dialect = wrap(new SqliteDialect({ database: adaptNodeSqlite(sqlite) }));
@@ -35,6 +45,7 @@ export function openSqlite(file: string, wrap: DialectWrapper): DatabaseHandle {
     stamps: createStamps(db, { readDirectly: stamps.read }),
     close: async () => {
       stamps.close();
+      await checkpoints?.stop();
       await db.destroy();
     },
   };
