@@ -3,6 +3,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
 import nodemailer from 'nodemailer';
+import MailComposer from 'nodemailer/lib/mail-composer';
 import { ENGINES } from './helpers/app.ts';
 import { processMemory } from './helpers/bombs.ts';
 import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
@@ -31,10 +32,11 @@ const SELECTOR = 'big';
 /** Bytes of the attachment: its base64 and the rest of the message come to just under 40 MiB. */
 const ATTACHMENT_BYTES = 29 * 1024 * 1024;
 /**
- * The API's p99 while the message flows, generous for a shared machine (the figures measured on a quiet one
- * are in bench/README.md): whole-message work on the event loop holds it for hundreds of ms at a time.
+ * The API's p99 while the message flows: generous, for a machine shared with the rest of the suite (whole-message
+ * work on the event loop made it 4.3 s; the figures measured with `npm run bench:large-messages` are in
+ * bench/README.md).
  */
-const P99_BOUND_MS = 250;
+const P99_BOUND_MS = 1000;
 /** Rounds tried until one holds: another test beside this one can load the machine during one. */
 const MAX_ROUNDS = 2;
 
@@ -55,6 +57,23 @@ const text = Array.from(
   (_, line) => `Line ${line}: the quarterly figures — ${'é'.repeat(line % 7)} attached.`,
 ).join('\n');
 const html = `<html><body>${Array.from({ length: 500 }, (_, row) => `<p>Row ${row}: Grüße ✓</p>`).join('\n')}</body></html>`;
+
+/**
+ * The message as a mail client writes it (each its own Message-ID: a repeated one is the same email), built
+ * before anything is measured: the test process's own work of encoding 40 MiB would otherwise compete with the
+ * server (and the probe) for the machine's two cores.
+ */
+const message = (): Promise<Buffer> =>
+  new MailComposer({
+    from: `Acme Reports <hello@${DOMAIN}>`,
+    to: 'ada@example.org',
+    subject: 'Quarterly figures — Q3 ✓',
+    text,
+    html,
+    attachments: [{ filename: 'figures.bin', content: attachment }],
+  })
+    .compile()
+    .build();
 
 const percentile = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -96,7 +115,7 @@ for (const engine of ENGINES) {
 
     for (const mode of ['capture', 'relay'] as const) {
       test(`${mode}: the API answers while it is submitted, stored, built, signed and ${mode === 'capture' ? 'kept' : 'sent'}`, async (t) => {
-        relay ??= await startSmtpServer();
+        relay ??= await startSmtpServer({ maxBytes: 64 * 1024 * 1024 });
         const db = await createProcessDatabase(engine);
         t.after(() => db.cleanup());
         const submissionPort = await freePort();
@@ -123,14 +142,10 @@ for (const engine of ENGINES) {
           auth: { user: 'reports', pass: KEY },
         });
         t.after(() => transport.close());
-        const submit = async () => {
+        const submit = async (raw: Buffer) => {
           const info = await transport.sendMail({
-            from: `Acme Reports <hello@${DOMAIN}>`,
-            to: 'ada@example.org',
-            subject: 'Quarterly figures — Q3 ✓',
-            text,
-            html,
-            attachments: [{ filename: 'figures.bin', content: attachment }],
+            envelope: { from: `hello@${DOMAIN}`, to: ['ada@example.org'] },
+            raw,
           });
           const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)?.[1];
           assert.ok(id, info.response);
@@ -156,10 +171,11 @@ for (const engine of ENGINES) {
         }, 20);
         t.after(() => clearInterval(sampler));
         for (let round = 1; round <= MAX_ROUNDS && !held; round++) {
+          const raw = await message();
           const probe = await startLatencyProbe(`${server.url}/v1/webhooks`, KEY);
           let latencies: number[];
           try {
-            lastId = await submit();
+            lastId = await submit(raw);
             await settled(lastId);
           } finally {
             latencies = await probe.stop();

@@ -63,6 +63,8 @@ export interface TestSmtpOptions {
   dataDelayMs?: number;
   /** Offer the DSN extension (RFC 3461), as Postfix and most relays do. Default false. */
   dsn?: boolean;
+  /** The largest message it takes (SIZE). Default 10 MiB. */
+  maxBytes?: number;
 }
 
 const replyError = (reply: SmtpReply) =>
@@ -93,7 +95,7 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
     disabledCommands: options.starttls ? [] : ['STARTTLS'],
     // Closing waits this long for clients that keep pooled connections open, then cuts them.
     closeTimeout: 100,
-    size: 10 * 1024 * 1024,
+    size: options.maxBytes ?? 10 * 1024 * 1024,
     hideDSN: !options.dsn,
     onConnect(_session, callback) {
       connections += 1;

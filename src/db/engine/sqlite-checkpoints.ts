@@ -27,6 +27,8 @@ export function startBackgroundCheckpoints(file: string, busyTimeoutMs: number):
   return {
     stop: () =>
       (stopping ??= (async () => {
+        // Held while it stops: a process with nothing else left to do waits for the thread's exit.
+        worker.ref();
         worker.postMessage('stop');
         await exited;
       })()),
