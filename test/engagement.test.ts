@@ -701,11 +701,12 @@ for (const engine of ENGINES) {
         }
       }
       assert.deepEqual(await api.rowCounts().then((counts) => counts.events), 0);
-      // Milliseconds (the median), with room at the tail for a machine busy with other work.
+      // How long the answers took is printed, not asserted (a busy machine is slow too); bench/ measures it.
       took.sort((a, b) => a - b);
       const median = took[Math.floor(took.length / 2)]!;
-      assert.ok(median < 50, `the median answer took ${median} ms`);
-      assert.ok(took.at(-1)! < 1000, `the slowest answer took ${took.at(-1)} ms`);
+      process.stdout.write(
+        `# ${took.length} hostile public requests: median ${median.toFixed(1)} ms, slowest ${took.at(-1)!.toFixed(1)} ms\n`,
+      );
     });
 
     test('a per-address limit on the public routes', async () => {
