@@ -8,12 +8,12 @@ import { createProjectService } from '../src/modules/projects/projects.service.t
 import { systemClock } from '../src/lib/clock.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
 import { connectionsCheckingIntervalMs } from '../src/app.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
 const hook = { url: 'https://hooks.example.com/h', events: ['email.sent'] };
 
-for (const engine of ENGINES) {
-  describe(`authentication (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`authentication (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine);

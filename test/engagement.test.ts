@@ -11,6 +11,8 @@ import { createEngagementLinks, createEngagementTokens } from '../src/modules/en
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import {
+  ALL_ENGINES,
+  engineSkip,
   ENGINES,
   startTestApp,
   TEST_SENDING_SETTINGS,
@@ -165,8 +167,8 @@ describe('engagement configuration', () => {
   });
 });
 
-for (const engine of ENGINES) {
-  describe(`engagement: send options (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`engagement: send options (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let withUrl: TestApp;
     before(async () => {

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { reservePort } from '../src/server.ts';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
   freePort,
@@ -78,8 +78,8 @@ describe('main.ts configuration', () => {
   });
 });
 
-for (const engine of ENGINES) {
-  describe(`main.ts on ${engine}`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`main.ts on ${engine}`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     before(async () => {
       db = await createProcessDatabase(engine);

@@ -13,7 +13,8 @@ import { type RunningWorkers, startWorkers } from '../src/workers.ts';
 import {
   createTestDatabase,
   createTestServices,
-  ENGINES,
+  ALL_ENGINES,
+  engineSkip,
   startTestApp,
   type TestApp,
 } from './helpers/app.ts';
@@ -47,8 +48,8 @@ function value(families: Families, name: string, labels: Record<string, string> 
   return found[0]?.value ?? 0;
 }
 
-for (const engine of ENGINES) {
-  describe(`health and metrics (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`health and metrics (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let workers: RunningWorkers | undefined;
     let delivered: Receiver;
@@ -327,8 +328,8 @@ describe('readiness of a process whose worker stopped its heartbeat', () => {
 
 // A worker process counts what it does (sending, webhook attempts, reports read) in its own process: with
 // WORKER_HTTP_PORT it answers its own probes and metrics, beside the API process's.
-for (const engine of ENGINES) {
-  describe(`a worker process's own probes and metrics (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`a worker process's own probes and metrics (${engine})`, { skip: engineSkip(engine) }, () => {
     it('serves /healthz, /readyz and /metrics with its own counts, and nothing of the API', async (t) => {
       const database = await createProcessDatabase(engine);
       t.after(() => database.cleanup());

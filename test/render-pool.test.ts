@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { createRenderPool } from '../src/modules/templates/render-pool.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Template renders run on worker threads with a time budget, so a hostile template cannot hold the event
 // loop that answers everyone else.
@@ -18,8 +18,8 @@ async function hostileTemplate(api: TestApp): Promise<string> {
 const percentile = (values: number[], p: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((values.length * p) / 100))]!;
 
-for (const engine of ENGINES) {
-  describe(`template renders off the event loop (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`template renders off the event loop (${engine})`, { skip: engineSkip(engine) }, () => {
     test('8 hostile renders in parallel: each stopped at the budget, other routes stay fast', async (t) => {
       const api = await startTestApp(engine);
       t.after(() => api.close());

@@ -8,7 +8,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { SQLITE_FILE } from '../src/server.ts';
-import { createTestServices, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { createTestServices, ALL_ENGINES, engineSkip, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -123,8 +123,8 @@ async function recordIsBlocked(db: ProcessDatabase): Promise<boolean> {
   }
 }
 
-for (const engine of ENGINES) {
-  describe(`sending survives a killed worker (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`sending survives a killed worker (${engine})`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     let smtp: TestSmtpServer;
     const children: ServerProcess[] = [];

@@ -4,7 +4,8 @@ import { ConfigError, DEFAULTS, loadConfig } from '../src/config.ts';
 import { inTransaction } from '../src/db/transaction.ts';
 import {
   createTestDatabase,
-  ENGINES,
+  ALL_ENGINES,
+  engineSkip,
   openOtherConnection,
   startTestApp,
   type TestApp,
@@ -33,8 +34,8 @@ function signal<T = void>(): { promise: Promise<T>; settle: (value: T) => void }
   return { promise, settle };
 }
 
-for (const engine of ENGINES) {
-  describe(`explicit transactions (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`explicit transactions (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let other: Awaited<ReturnType<typeof openOtherConnection>>;
     const slowHost = 'slow-dns.example.com';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { WEBHOOK_KEYS } from './helpers/shapes.ts';
 import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 
@@ -19,8 +19,8 @@ const dns: Record<string, string[]> = {
   'site-local.example.com': ['fec0::5'],
 };
 
-for (const engine of ENGINES) {
-  describe(`webhooks (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`webhooks (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine, { resolver: async (host) => dns[host] ?? [] });
