@@ -320,7 +320,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`SENDER_DOMAINS=verified (${engine})`, () => {
+  describe(`SENDER_DOMAINS=verified (${engine})`, { skip: engineSkip(engine) }, () => {
     let dns: TestDnsServer;
     let smtp: TestSmtpServer;
     let api: TestApp;

@@ -512,7 +512,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`emails daily limit (${engine})`, () => {
+  describe(`emails daily limit (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine, { sendDailyLimit: 3 });

@@ -266,7 +266,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`relay transport (${engine})`, () => {
+  describe(`relay transport (${engine})`, { skip: engineSkip(engine) }, () => {
     let smtp: TestSmtpServer;
     let harness: Harness;
     before(async () => {
@@ -460,7 +460,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`relay outages (${engine})`, () => {
+  describe(`relay outages (${engine})`, { skip: engineSkip(engine) }, () => {
     test('a relay that is down delays the email; it is sent once the relay is back', async () => {
       const probe = await startSmtpServer();
       const port = probe.port;
@@ -526,7 +526,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`suppression at send time (${engine})`, () => {
+  describe(`suppression at send time (${engine})`, { skip: engineSkip(engine) }, () => {
     let smtp: TestSmtpServer;
     let harness: Harness;
     before(async () => {
@@ -643,7 +643,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`per-recipient return paths, BOUNCE_DOMAIN (${engine})`, () => {
+  describe(`per-recipient return paths, BOUNCE_DOMAIN (${engine})`, { skip: engineSkip(engine) }, () => {
     let smtp: TestSmtpServer;
     let harness: Harness;
     const returnPath = createReturnPath({
@@ -688,7 +688,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`direct transport (${engine})`, () => {
+  describe(`direct transport (${engine})`, { skip: engineSkip(engine) }, () => {
     let smtp: TestSmtpServer;
     let closedPort: number;
     let harness: Harness;
@@ -793,7 +793,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`direct mode refuses private mail servers (${engine})`, () => {
+  describe(`direct mode refuses private mail servers (${engine})`, { skip: engineSkip(engine) }, () => {
     test('an MX on a loopback address is not connected to unless private targets are allowed', async () => {
       const smtp = await startSmtpServer();
       const resolveMx = async (): Promise<MxRecord[]> => [
@@ -826,7 +826,7 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
-  describe(`sending concurrency and fairness (${engine})`, () => {
+  describe(`sending concurrency and fairness (${engine})`, { skip: engineSkip(engine) }, () => {
     test('bounds transactions per destination domain and overall', async () => {
       const smtp = await startSmtpServer({ dataDelayMs: 150 });
       const resolveMx = async (): Promise<MxRecord[]> => [
