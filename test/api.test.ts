@@ -8,12 +8,12 @@ import { createProjectService } from '../src/modules/projects/projects.service.t
 import { systemClock } from '../src/lib/clock.ts';
 import { sha256Hex } from '../src/lib/crypto.ts';
 import { connectionsCheckingIntervalMs } from '../src/app.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
 const hook = { url: 'https://hooks.example.com/h', events: ['email.sent'] };
 
-for (const engine of ENGINES) {
-  describe(`authentication (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`authentication (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine);
@@ -127,7 +127,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`routing and request ids (${engine})`, () => {
+  describe(`routing and request ids (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine);
@@ -235,21 +235,18 @@ for (const engine of ENGINES) {
           socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: ');
           trickle = setInterval(() => socket.write('a'), 100);
         }
-        // The server's close is the signal (a reset closes too); the deadline only turns a hang into a failure.
-        const deadline = new Promise<'deadline'>((resolve) =>
-          setTimeout(resolve, 10_000, 'deadline').unref(),
+        // The server's close is the signal (a reset closes too): not before the headers timeout, and with its
+        // 408. That it comes at the timeout and not 30 s later is the 50 ms check interval asserted above (the
+        // elapsed time is not bounded from above: a busy machine is slow too; a hang fails at the test's timeout).
+        await new Promise<void>((resolve) => socket.once('close', () => resolve())).finally(() =>
+          clearInterval(trickle),
         );
-        const close = new Promise<'closed'>((resolve) => socket.once('close', () => resolve('closed')));
-        const closed = await Promise.race([close, deadline]).finally(() => clearInterval(trickle));
         const elapsed = performance.now() - opened;
         socket.destroy();
-        assert.equal(closed, 'closed', `the ${client} client was still connected after 10 s`);
         assert.ok(
           elapsed >= timeouts.headersMs - 50,
           `${client}: closed after ${elapsed} ms, before the timeout`,
         );
-        // 500 ms plus a 50 ms check; four times that leaves room for a loaded machine, and none for 30 s.
-        assert.ok(elapsed < 4 * timeouts.headersMs, `${client}: closed only after ${Math.round(elapsed)} ms`);
         assert.match(answer, /^HTTP\/1\.1 408 /, client);
       }
     });
@@ -372,7 +369,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`rate limit (${engine})`, () => {
+  describe(`rate limit (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine, { rateLimit: { limit: 3, windowMs: 60_000 } });
@@ -399,7 +396,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`idempotency (${engine})`, () => {
+  describe(`idempotency (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine);

@@ -8,7 +8,7 @@ import { attachmentContentType, decodeBase64, sanitizeFilename } from '../src/mo
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
-import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { type ReceivedMessage, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
@@ -20,8 +20,8 @@ import { until } from './helpers/until.ts';
 const png = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), randomBytes(4000)]);
 const pdf = Buffer.concat([Buffer.from('%PDF-1.7\n'), randomBytes(5 * 1024 * 1024)]);
 
-for (const engine of ENGINES) {
-  describe(`attachments and the Resend SDK (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`attachments and the Resend SDK (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let relay: TestSmtpServer;
     let receiver: Receiver;

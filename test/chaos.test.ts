@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { ENGINES } from './helpers/app.ts';
+import { engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
   freePort,
@@ -26,8 +26,8 @@ const ENCRYPTION_KEY = 'cd'.repeat(32);
 /** A client's pause before it sends an unanswered request again, as a client would (not a wait of the test's). */
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-if (ENGINES.includes('postgres')) {
-  describe('chaos: processes killed under load (postgres)', () => {
+{
+  describe('chaos: processes killed under load (postgres)', { skip: engineSkip('postgres') }, () => {
     let db: ProcessDatabase;
     let receiver: Receiver;
     let sql: pg.Client;

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { runCli as runCommand } from '../src/cli.ts';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -143,8 +143,8 @@ async function unmigratedDatabase(
   };
 }
 
-for (const engine of ENGINES) {
-  describe(`postwire on ${engine}`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`postwire on ${engine}`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     before(async () => {
       db = await createProcessDatabase(engine);

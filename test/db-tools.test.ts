@@ -12,7 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { copySqliteToPostgres } from '../src/ops/copy-to.ts';
-import { ENGINES } from './helpers/app.ts';
+import { engineSkip } from './helpers/app.ts';
 import { waitForEvent } from './helpers/engagement.ts';
 import {
   requestJson,
@@ -27,7 +27,7 @@ import { startSmtpServer } from './helpers/smtp.ts';
 const KEY = 'pw_db_tools_test_key_0123456789abcdef';
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 const run = promisify(execFile);
-const postgresOnly = { skip: !ENGINES.includes('postgres') && 'needs TEST_DATABASE_URL' };
+const postgresOnly = { skip: engineSkip('postgres') };
 
 const call = (base: string, method: string, route: string, body?: unknown) =>
   requestJson(`${base}/v1${route}`, KEY, method, body);

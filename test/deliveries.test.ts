@@ -12,7 +12,7 @@ import { webhookPayload } from '../src/modules/deliveries/deliveries.worker.ts';
 import { nextRetryDelay, parseRetryAfter } from '../src/queue/retry.ts';
 import { createSender } from '../src/modules/deliveries/sender.ts';
 import { signingKey, signWebhook } from '../src/modules/deliveries/signing.ts';
-import { ENGINES, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, type TestApp } from './helpers/app.ts';
 import {
   attemptsIn,
   createWebhook,
@@ -267,8 +267,8 @@ describe('sender: private addresses are refused at connect time', () => {
   });
 });
 
-for (const engine of ENGINES) {
-  describe(`webhook deliveries (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`webhook deliveries (${engine})`, { skip: engineSkip(engine) }, () => {
     const h = harness();
     afterEach(() => h.close());
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { attemptsIn } from './helpers/deliveries.ts';
 import { childEnv, REPO_ROOT } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -78,8 +78,8 @@ function checkRequests(receiver: Receiver): Map<string, number> {
   return counts;
 }
 
-for (const engine of ENGINES) {
-  describe(`delivery across crashes and processes (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`delivery across crashes and processes (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let receiver: Receiver;
     let dataDir: string;

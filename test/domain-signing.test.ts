@@ -9,7 +9,7 @@ import { createDns } from '../src/lib/dns.ts';
 import { createDomainService, domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
 import { createReturnPath } from '../src/modules/emails/return-path.ts';
 import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
@@ -61,8 +61,8 @@ function configFor(dns: TestDnsServer, smtp: TestSmtpServer, extra: Record<strin
   });
 }
 
-for (const engine of ENGINES) {
-  describe(`signing with a verified domain (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`signing with a verified domain (${engine})`, { skip: engineSkip(engine) }, () => {
     let dns: TestDnsServer;
     let smtp: TestSmtpServer;
     let api: TestApp;
@@ -320,7 +320,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`SENDER_DOMAINS=verified (${engine})`, () => {
+  describe(`SENDER_DOMAINS=verified (${engine})`, { skip: engineSkip(engine) }, () => {
     let dns: TestDnsServer;
     let smtp: TestSmtpServer;
     let api: TestApp;

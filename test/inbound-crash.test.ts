@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
   freePort,
@@ -23,8 +23,8 @@ import { until } from './helpers/until.ts';
 const KEY = 'pw_inbound_crash_key_0123456789';
 const BOUNCE_DOMAIN = 'bounces.example.test';
 
-for (const engine of ENGINES) {
-  describe(`inbound reports survive a killed process (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`inbound reports survive a killed process (${engine})`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     let relay: TestSmtpServer;
     let receiver: Receiver;

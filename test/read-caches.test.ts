@@ -6,7 +6,13 @@ import { createStamps } from '../src/db/validated-cache.ts';
 import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
 import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
-import { createTestDatabase, ENGINES, startTestApp, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import {
+  ALL_ENGINES,
+  createTestDatabase,
+  engineSkip,
+  startTestApp,
+  TEST_ENCRYPTION_KEY,
+} from './helpers/app.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -28,7 +34,7 @@ const KEY = 'pw_read_caches_bootstrap_key_0123456789';
 // request arrives: only A's waiting keeps B from serving what A's write replaced, so the checks below fail
 // without it, whatever the load.
 const LONG_LEASE_MS = 400;
-const VARIANTS = ENGINES.flatMap(
+const VARIANTS = ALL_ENGINES.flatMap(
   (engine): Array<{ engine: Engine; label: string; env: Record<string, string>; leaseMs?: number }> =>
     engine === 'postgres'
       ? [
@@ -44,7 +50,7 @@ const VARIANTS = ENGINES.flatMap(
 );
 
 for (const { engine, label, env: variantEnv, leaseMs } of VARIANTS) {
-  describe(`in-memory reads across processes (${label})`, () => {
+  describe(`in-memory reads across processes (${label})`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     let a: ServerProcess;
     let b: ServerProcess;
@@ -235,7 +241,7 @@ function countReads(database: Awaited<ReturnType<typeof createTestDatabase>>) {
 describe(
   'version stamps shared by concurrent readers (postgres)',
   {
-    skip: !ENGINES.includes('postgres') && 'needs TEST_DATABASE_URL',
+    skip: engineSkip('postgres'),
   },
   () => {
     test('a read already in flight serves no one who came after it started; the next serves them all', async () => {

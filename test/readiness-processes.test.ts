@@ -4,7 +4,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { Engine } from '../src/db/connection.ts';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { createProcessDatabase, freePort, startServerProcess } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
@@ -68,8 +68,8 @@ async function firstRequestAfterReady(engine: Engine): Promise<number> {
   }
 }
 
-for (const engine of ENGINES) {
-  describe(`a fresh start on ${engine}`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`a fresh start on ${engine}`, { skip: engineSkip(engine) }, () => {
     test(`the first request after /readyz answers 200 is served with POSTWIRE_BOOTSTRAP_KEY, in each of ${STARTS} starts`, async () => {
       const statuses: number[] = [];
       let next = 0;

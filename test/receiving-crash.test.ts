@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import nodemailer from 'nodemailer';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import {
   createProcessDatabase,
@@ -20,8 +20,8 @@ import { until } from './helpers/until.ts';
 const KEY = 'pw_receiving_crash_key_0123456789';
 const DOMAIN = 'acme.test';
 
-for (const engine of ENGINES) {
-  describe(`received mail survives a killed process (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`received mail survives a killed process (${engine})`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     let dns: TestDnsServer;
     let receiver: Receiver;

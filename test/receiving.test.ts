@@ -7,7 +7,7 @@ import { Webhook } from 'standardwebhooks';
 import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
-import { ENGINES } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
@@ -65,8 +65,8 @@ function letter(options: { to: string; subject: string; inReplyTo?: string; sign
   };
 }
 
-for (const engine of ENGINES) {
-  describe(`receiving email (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`receiving email (${engine})`, { skip: engineSkip(engine) }, () => {
     let database: ProcessDatabase;
     let dns: TestDnsServer;
     let relay: TestSmtpServer;

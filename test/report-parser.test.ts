@@ -100,41 +100,48 @@ test('an auto-reply is not a bounce', async () => {
 });
 
 test('odd input is unreadable, never an exception', async () => {
-  const cases: Array<[string, Buffer, RegExp]> = [
-    ['empty', Buffer.alloc(0), /no header fields/],
-    ['binary garbage', Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) % 256)), /./],
-    ['a plain message', Buffer.from('From: a@b.example\nSubject: hi\n\nhello\n'), /neither/],
+  const cases: Array<[string, Buffer, string]> = [
+    ['empty', Buffer.alloc(0), 'no header fields'],
+    [
+      'binary garbage',
+      Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) % 256)),
+      'neither a delivery report nor a feedback report',
+    ],
+    [
+      'a plain message',
+      Buffer.from('From: a@b.example\nSubject: hi\n\nhello\n'),
+      'neither a delivery report nor a feedback report',
+    ],
     [
       'a report without its parts',
       Buffer.from(
         'Content-Type: multipart/report; report-type=delivery-status; boundary=x\n\nnothing here\n',
       ),
-      /without its message\/delivery-status part/,
+      'a delivery-status report without its message/delivery-status part',
     ],
     [
       'a report naming no recipient',
       Buffer.from(
         'Content-Type: multipart/report; report-type=delivery-status; boundary=x\n\n--x\nContent-Type: message/delivery-status\n\nReporting-MTA: dns; a\n\n--x--\n',
       ),
-      /naming no recipient/,
+      'a delivery-status report naming no recipient',
     ],
     [
       'another report type',
       Buffer.from('Content-Type: multipart/report; report-type=disposition-notification; boundary=x\n\n'),
-      /disposition-notification/,
+      'a report of type disposition-notification',
     ],
     [
       'a feedback report without its type',
       Buffer.from(
         'Content-Type: multipart/report; report-type=feedback-report; boundary=x\n\n--x\nContent-Type: message/feedback-report\n\nUser-Agent: x\n\n--x--\n',
       ),
-      /without a Feedback-Type/,
+      'a feedback report without a Feedback-Type',
     ],
   ];
   for (const [name, input, reason] of cases) {
-    const report = await readReport(input);
-    assert.equal(report.kind === 'unreadable' || report.kind === 'auto-reply', true, name);
-    if (report.kind === 'unreadable') assert.match(report.reason, reason, name);
+    // Each exactly: unreadable, and why (an auto-reply or a bounce read from junk would be a misreading).
+    assert.deepEqual(await readReport(input), { kind: 'unreadable', reason }, name);
   }
   // 20 MB of one header line: refused at the header cap, still no exception.
   const huge = Buffer.concat([
@@ -234,13 +241,10 @@ test('each cap refuses the message as unreadable, with why, after bounded work',
     ],
   ];
   for (const [name, input, reason] of cases) {
-    const started = performance.now();
     const { report } = await readMessage(input);
-    const elapsed = performance.now() - started;
+    // Refused at the cap, and saying which cap.
     assert.equal(report.kind, 'unreadable', name);
     assert.match(report.kind === 'unreadable' ? report.reason : '', reason, name);
-    // Refused when the cap is reached, not after reading the rest: far under the parse budget.
-    assert.ok(elapsed < 1000, `${name}: ${elapsed.toFixed(0)} ms`);
   }
   // Just under the depth cap is read: a part 8 levels down is no reason to refuse.
   const deep = await readMessage(depthBomb(REPORT_LIMITS.depth - 1));

@@ -10,7 +10,14 @@ import { createRetention } from '../src/modules/retention/retention.ts';
 import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import { createReceivedRepo } from '../src/modules/inbound/received.repo.ts';
 import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { ENGINES, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import {
+  ALL_ENGINES,
+  engineSkip,
+  ENGINES,
+  startTestApp,
+  TEST_ENCRYPTION_KEY,
+  type TestApp,
+} from './helpers/app.ts';
 import { attemptsIn } from './helpers/deliveries.ts';
 import { createProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -23,8 +30,8 @@ import { until } from './helpers/until.ts';
 const DAY = 86_400_000;
 const at = (ms: number) => ({ now: () => new Date(ms) });
 
-for (const engine of ENGINES) {
-  describe(`retention (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`retention (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let receiver: Receiver;
     let worker: SendingWorker;

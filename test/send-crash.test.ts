@@ -8,7 +8,7 @@ import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import { SQLITE_FILE } from '../src/server.ts';
-import { createTestServices, ENGINES, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { createTestServices, ALL_ENGINES, engineSkip, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -123,8 +123,8 @@ async function recordIsBlocked(db: ProcessDatabase): Promise<boolean> {
   }
 }
 
-for (const engine of ENGINES) {
-  describe(`sending survives a killed worker (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`sending survives a killed worker (${engine})`, { skip: engineSkip(engine) }, () => {
     let db: ProcessDatabase;
     let smtp: TestSmtpServer;
     const children: ServerProcess[] = [];
@@ -193,60 +193,68 @@ for (const engine of ENGINES) {
     );
   });
 
-  describe(`a worker killed between the SMTP answer and its event (${engine})`, () => {
-    test(
-      'the recipient is sent again with the same Message-ID, and its event is emitted once',
-      { timeout: TEST_TIMEOUT_MS },
-      async (t) => {
-        const db = await createProcessDatabase(engine);
-        t.after(() => db.cleanup());
-        const smtp = await startSmtpServer();
-        t.after(() => smtp.close());
-        const [emailId] = await acceptEmails(db, ['ada@example.org']);
+  describe(
+    `a worker killed between the SMTP answer and its event (${engine})`,
+    { skip: engineSkip(engine) },
+    () => {
+      test(
+        'the recipient is sent again with the same Message-ID, and its event is emitted once',
+        { timeout: TEST_TIMEOUT_MS },
+        async (t) => {
+          const db = await createProcessDatabase(engine);
+          t.after(() => db.cleanup());
+          const smtp = await startSmtpServer();
+          t.after(() => smtp.close());
+          const [emailId] = await acceptEmails(db, ['ada@example.org']);
 
-        // The server has the message; before it answers 250, the test takes the lock the worker needs to
-        // record the attempt, so the 250 reaches a worker that cannot write its outcome or event.
-        let release: (() => Promise<void>) | undefined;
-        let answered!: () => void;
-        const answeredPromise = new Promise<void>((resolve) => (answered = resolve));
-        smtp.beforeAccept(async () => {
-          release = await lockRecipients(engine, db);
-          setImmediate(answered);
-        });
-        const env = { ...db.env, SMTP_URL: `smtp://127.0.0.1:${smtp.port}` };
-        const first = await startSendingWorker(env);
-        t.after(() => first.kill());
-        await answeredPromise;
-        // PostgreSQL shows the worker's outcome write waiting for the lock: the kill lands exactly there.
-        // SQLite shows nothing of a waiting writer; the kill lands after the 250 was written to the socket,
-        // the message delivered and no outcome recorded, which is what the worker must recover from.
-        if (engine === 'postgres')
-          await until(() => recordIsBlocked(db), Infinity, 'the outcome write to wait');
-        await kill(first);
-        smtp.beforeAccept(undefined);
-        await release!();
+          // The server has the message; before it answers 250, the test takes the lock the worker needs to
+          // record the attempt, so the 250 reaches a worker that cannot write its outcome or event.
+          let release: (() => Promise<void>) | undefined;
+          let answered!: () => void;
+          const answeredPromise = new Promise<void>((resolve) => (answered = resolve));
+          smtp.beforeAccept(async () => {
+            release = await lockRecipients(engine, db);
+            setImmediate(answered);
+          });
+          const env = { ...db.env, SMTP_URL: `smtp://127.0.0.1:${smtp.port}` };
+          const first = await startSendingWorker(env);
+          t.after(() => first.kill());
+          await answeredPromise;
+          // PostgreSQL shows the worker's outcome write waiting for the lock: the kill lands exactly there.
+          // SQLite shows nothing of a waiting writer; the kill lands after the 250 was written to the socket,
+          // the message delivered and no outcome recorded, which is what the worker must recover from.
+          if (engine === 'postgres')
+            await until(() => recordIsBlocked(db), Infinity, 'the outcome write to wait');
+          await kill(first);
+          smtp.beforeAccept(undefined);
+          await release!();
 
-        const events = () =>
-          db.database.handle.db
-            .selectFrom('events')
-            .select(['id', 'type'])
-            .where('email_id', '=', emailId!)
-            .execute();
-        assert.deepEqual(await events(), [], 'no event was recorded before the kill');
-        assert.deepEqual(await recipientCounts(db), { queued: 1 });
+          const events = () =>
+            db.database.handle.db
+              .selectFrom('events')
+              .select(['id', 'type'])
+              .where('email_id', '=', emailId!)
+              .execute();
+          assert.deepEqual(await events(), [], 'no event was recorded before the kill');
+          assert.deepEqual(await recipientCounts(db), { queued: 1 });
 
-        const second = await startSendingWorker(env);
-        t.after(() => second.kill());
-        await until(async () => (await recipientCounts(db)).sent === 1, Infinity, 'the recipient to be sent');
-        assert.equal(smtp.messages.length, 2, 'sent again after the crash: at least once');
-        assert.equal(smtp.messages[0]!.messageId, smtp.messages[1]!.messageId, 'under the same Message-ID');
-        const recorded = await events();
-        assert.deepEqual(
-          recorded.map((event) => event.type),
-          ['email.sent'],
-          'one event, however many times it was sent',
-        );
-      },
-    );
-  });
+          const second = await startSendingWorker(env);
+          t.after(() => second.kill());
+          await until(
+            async () => (await recipientCounts(db)).sent === 1,
+            Infinity,
+            'the recipient to be sent',
+          );
+          assert.equal(smtp.messages.length, 2, 'sent again after the crash: at least once');
+          assert.equal(smtp.messages[0]!.messageId, smtp.messages[1]!.messageId, 'under the same Message-ID');
+          const recorded = await events();
+          assert.deepEqual(
+            recorded.map((event) => event.type),
+            ['email.sent'],
+            'one event, however many times it was sent',
+          );
+        },
+      );
+    },
+  );
 }

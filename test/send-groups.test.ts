@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { DEFAULTS } from '../src/config.ts';
-import { countArrivals, ENGINES, openOtherConnection, startTestApp, type TestApp } from './helpers/app.ts';
+import {
+  countArrivals,
+  ALL_ENGINES,
+  engineSkip,
+  openOtherConnection,
+  startTestApp,
+  type TestApp,
+} from './helpers/app.ts';
 import { commitFailure } from './helpers/failing-commit.ts';
 
 // Sends written in groups (src/modules/emails/send-groups.ts), through real HTTP: concurrent sends are
@@ -28,8 +35,8 @@ interface Send {
   headers?: Record<string, string>;
 }
 
-for (const engine of ENGINES) {
-  describe(`send groups (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`send groups (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let other: Awaited<ReturnType<typeof openOtherConnection>>;
     let emailInserts = 0;

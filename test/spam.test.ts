@@ -367,11 +367,10 @@ describe('against spamd down, silent or hostile', () => {
     // A port just freed: nothing listens there.
     const fake = await fakeSpamd(() => {});
     await fake.close();
+    // The refusal, not the timeout, ends the check: its warning says so (a timeout's says 'no complete answer').
     const { spam, warnings } = checker(fake.url, { timeoutMs: 5000 });
-    const started = Date.now();
     assertNoVerdict(await spam.check(await message()), warnings, /ECONNREFUSED/);
     assert.equal(warnings[0]!.object.code, 'ECONNREFUSED');
-    assert.ok(Date.now() - started < 2000);
   });
 
   test('a server that takes the message and never answers: null at the timeout, the connection closed', async () => {
@@ -382,8 +381,8 @@ describe('against spamd down, silent or hostile', () => {
         const { spam, warnings } = checker(fake.url, { timeoutMs: 300 });
         const started = Date.now();
         assertNoVerdict(await spam.check(await message()), warnings, /no complete answer within 300 ms/);
-        const elapsed = Date.now() - started;
-        assert.ok(elapsed >= 290 && elapsed < 3000, `${elapsed} ms`);
+        // Not before the timeout (its warning names it; no upper bound: a busy machine is slow too).
+        assert.ok(Date.now() - started >= 290, `${Date.now() - started} ms`);
         // The checker half-closed after its message, so only writing shows that its side is gone: the
         // writes fail (reset) and the connection closes.
         const timer = setInterval(() => server?.write('late'), 20);
@@ -405,9 +404,8 @@ describe('against spamd down, silent or hostile', () => {
       },
       async (fake) => {
         const { spam, warnings } = checker(fake.url, { timeoutMs: 400 });
-        const started = Date.now();
+        // The timeout's warning is the signal that the timeout, not the end of the answer, ended the check.
         assertNoVerdict(await spam.check(await message()), warnings, /no complete answer within 400 ms/);
-        assert.ok(Date.now() - started < 3000);
         await fake.closed;
       },
     );
@@ -429,9 +427,8 @@ describe('against spamd down, silent or hostile', () => {
       },
       async (fake) => {
         const { spam, warnings } = checker(fake.url, { timeoutMs: 20_000 });
-        const started = Date.now();
+        // The cap's warning, not the timeout's, is the signal that it ended before the 20 s timeout.
         assertNoVerdict(await spam.check(await message()), warnings, /answer passed \d+ bytes/);
-        assert.ok(Date.now() - started < 5000, `${Date.now() - started} ms`);
         assert.ok(Number(warnings[0]!.object.received) <= MAX_RESPONSE_BYTES + 65_536);
         await fake.closed;
         // The server stops being able to write: its peer is gone, so the stream is bounded.

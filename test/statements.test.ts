@@ -3,7 +3,7 @@ import { after, describe, test } from 'node:test';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
-import { ENGINES, startTestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp } from './helpers/app.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer } from './helpers/smtp.ts';
 
@@ -68,8 +68,8 @@ const message = (i: number) => ({
   text: `Receipt ${i}`,
 });
 
-for (const engine of ENGINES) {
-  describe(`statements per operation (${engine})`, () => {
+for (const engine of ALL_ENGINES) {
+  describe(`statements per operation (${engine})`, { skip: engineSkip(engine) }, () => {
     const counter = createCounter();
     const cleanups: Array<() => Promise<void>> = [];
     after(async () => {

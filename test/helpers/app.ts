@@ -38,8 +38,22 @@ import type { SendingSettings } from '../../src/modules/sending/sending.worker.t
 import { createServices, type Infra, type Services } from '../../src/services.ts';
 import { installContractCheck } from './contract.ts';
 
-/** The engines every suite runs on: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
-export const ENGINES: Engine[] = process.env.TEST_DATABASE_URL ? ['sqlite', 'postgres'] : ['sqlite'];
+/** The engines every suite is written for: each case that runs on both is declared on both. */
+export const ALL_ENGINES: Engine[] = ['sqlite', 'postgres'];
+
+/** The engines that can run here: SQLite always, PostgreSQL when TEST_DATABASE_URL is set. */
+export const ENGINES: Engine[] = process.env.TEST_DATABASE_URL ? ALL_ENGINES : ['sqlite'];
+
+/** Why a case that needs PostgreSQL is skipped (shown by node:test beside the case). */
+export const NO_POSTGRES = 'no PostgreSQL: set TEST_DATABASE_URL to run it (README, The two commands)';
+
+/**
+ * node:test's `skip` for a case on `engine`: false where the engine can run, else why not. A PostgreSQL case
+ * without a database shows as skipped with the reason, never vanishes from the output.
+ */
+export function engineSkip(engine: Engine): string | false {
+  return ENGINES.includes(engine) ? false : NO_POSTGRES;
+}
 
 export interface TestDatabase {
   handle: DatabaseHandle;

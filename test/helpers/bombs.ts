@@ -154,3 +154,15 @@ export function processMemory(pid: number): { rssMb: number; peakMb: number } | 
   const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
   return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
 }
+
+/**
+ * processMemory for a baseline a memory check stands on: a baseline that cannot be read fails the test,
+ * naming why, rather than skipping the check in silence (these tests run where /proc is, Linux).
+ */
+export function baselineMemory(pid: number): { rssMb: number; peakMb: number } {
+  const memory = processMemory(pid);
+  if (!memory || !Number.isFinite(memory.rssMb)) {
+    throw new Error(`the RSS of process ${pid} cannot be read from /proc/${pid}/status: no memory check`);
+  }
+  return memory;
+}

@@ -138,6 +138,33 @@ export function withoutExtraSignatures(raw: Buffer, keep: number): Buffer {
 }
 
 /**
+ * The domain (d=) and selector (s=) of the message's topmost `keep` DKIM-Signature fields, each with `result`:
+ * what a check that could not verify them reports, so that a signed message is not shown as unsigned.
+ */
+function unverifiedSignatures(raw: Buffer, keep: number, result: string): ReceivedAuthentication['dkim'] {
+  const head = raw.subarray(0, headerEnd(raw)).toString('latin1');
+  const rows: ReceivedAuthentication['dkim'] = [];
+  for (const field of head.split(/(?<=\n)(?![ \t])/)) {
+    if (rows.length >= keep) break;
+    if (!/^dkim-signature\s*:/i.test(field)) continue;
+    // Tag values may be folded; d= and s= hold no whitespace of their own.
+    const tags = new Map(
+      field
+        .slice(field.indexOf(':') + 1)
+        .replace(/\s+/g, '')
+        .split(';')
+        .map(
+          (tag) => [tag.slice(0, tag.indexOf('=')).toLowerCase(), tag.slice(tag.indexOf('=') + 1)] as const,
+        ),
+    );
+    const domain = tags.get('d');
+    if (domain)
+      rows.push({ domain: domain.toLowerCase(), selector: tags.get('s') || null, result, aligned: false });
+  }
+  return rows;
+}
+
+/**
  * Whether the header block (to its first empty line) costs more than `limit` bytes, every line counted as
  * HEADER_LINE_MIN_COST at least. Stops reading as soon as it does.
  */
@@ -185,12 +212,13 @@ function notChecked(
   envelope: ReceivedEnvelope,
   hostname: string,
   why: string,
+  dkim: ReceivedAuthentication['dkim'] = [],
 ): ReceivedAuthentication {
   const domain = domainOf(envelope.mailFrom) ?? envelope.helo ?? null;
   const comment = why.replace(/[()\r\n]+/g, ' ').slice(0, 200);
   return {
     spf: { result, domain },
-    dkim: [],
+    dkim,
     dmarc: { result, policy: null, domain: null },
     arc: null,
     header: `${hostname}; spf=${result} (${comment}); dkim=${result}; dmarc=${result}`,
@@ -288,7 +316,13 @@ export async function checkMessage(
     if (envelope.remoteAddress === null) shaped.spf = { result: 'none', domain: shaped.spf.domain };
     return shaped;
   } catch (error) {
-    return notChecked(TEMPERROR, envelope, hostname, error instanceof Error ? error.message : String(error));
+    return notChecked(
+      TEMPERROR,
+      envelope,
+      hostname,
+      error instanceof Error ? error.message : String(error),
+      unverifiedSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures, TEMPERROR),
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -405,7 +439,15 @@ export function createReceivedAuthenticator(deps: {
         const timer = setTimeout(() => {
           // Stuck past its time and the grace: only ending the thread stops it; its other checks end too.
           current.pending.delete(id);
-          resolve(notChecked(TEMPERROR, envelope, deps.hostname, `not done within ${timeoutMs} ms`));
+          resolve(
+            notChecked(
+              TEMPERROR,
+              envelope,
+              deps.hostname,
+              `not done within ${timeoutMs} ms`,
+              unverifiedSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures, TEMPERROR),
+            ),
+          );
           if (thread === current) thread = undefined;
           void current.worker.terminate();
         }, timeoutMs + THREAD_GRACE_MS);
