@@ -142,25 +142,7 @@ describe('SMTP submission', () => {
     dns = await startDnsServer();
     postfix = await startPostfix({ domains: ['receiver.test'] });
     certDir = mkdtempSync(path.join(tmpdir(), 'postwire-submission-'));
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=smtp.postwire.test',
-        '-keyout',
-        path.join(certDir, 'key.pem'),
-        '-out',
-        path.join(certDir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
+    writeCertificate(certDir);
     server = await startServer(
       loadConfig({
         ...database.env,
@@ -1171,6 +1153,17 @@ test('a message the store cannot take is answered 451, never 250', async () => {
   }
 });
 
+/** A self-signed certificate for smtp.postwire.test, as `cert.pem` and `key.pem` in `dir`. */
+function writeCertificate(dir: string): void {
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=smtp.postwire.test'].concat(
+      ['-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')],
+    ),
+    { stdio: 'ignore' },
+  );
+}
+
 /** A submission listener on a port and a TLS port, with a key that always passes, recording what it stores. */
 async function boundedListener(
   t: { after(fn: () => Promise<void> | void): void },
@@ -1178,28 +1171,7 @@ async function boundedListener(
 ) {
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bounds-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-    ].concat([
-      '-subj',
-      '/CN=smtp.postwire.test',
-      '-keyout',
-      path.join(dir, 'key.pem'),
-      '-out',
-      path.join(dir, 'cert.pem'),
-    ]),
-    { stdio: 'ignore' },
-  );
+  writeCertificate(dir);
   const stored: Buffer[] = [];
   const listener = await startSubmissionListener({
     host: '127.0.0.1',
