@@ -154,7 +154,9 @@ async function measure(engine: 'sqlite' | 'postgres', mode: 'capture' | 'relay',
       });
       const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
       for (;;) {
-        const response = await fetch(`${url}/v1/emails/${id}`, { headers: { authorization: `Bearer ${KEY}` } });
+        const response = await fetch(`${url}/v1/emails/${id}`, {
+          headers: { authorization: `Bearer ${KEY}` },
+        });
         const email = (await response.json()) as { status: string };
         if (['sent', 'delivered'].includes(email.status)) break;
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -198,7 +200,9 @@ for (const engine of engines) {
     const r = await measure(engine, mode, pgUrl);
     console.log(
       `${r.engine.padEnd(10)} ${r.mode.padEnd(8)} ${r.seconds.toFixed(1).padStart(5)} s  ` +
-        `${r.requests} requests: ${r.p50.toFixed(1)} / ${r.p99.toFixed(1)} / ${r.max.toFixed(1)} ms`.padEnd(40) +
+        `${r.requests} requests: ${r.p50.toFixed(1)} / ${r.p99.toFixed(1)} / ${r.max.toFixed(1)} ms`.padEnd(
+          40,
+        ) +
         `${r.idleRss.toFixed(0)} → ${r.peakRss.toFixed(0)} MB`,
     );
   }
