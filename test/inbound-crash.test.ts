@@ -137,7 +137,7 @@ for (const engine of ALL_ENGINES) {
       ]);
       children.push(listener);
       const reply = await mailReport(port, email.from, bounceReport(email, 'gone@example.org'));
-      const stored = /stored as (inb_[0-9a-z]+)/.exec(reply)![1]!;
+      const stored = /queued as (inb_[0-9a-z]+)/.exec(reply)![1]!;
       listener.kill();
       await listener.exited;
       assert.equal((await inboundRow(stored)).status, 'pending', 'stored, not read');
@@ -181,7 +181,7 @@ for (const engine of ALL_ENGINES) {
           const worker = await startWorkerProcess({ ...env, INBOUND_SMTP_PORT: String(port) });
           children.push(worker);
           const reply = await mailReport(port, email.from, bounceReport(email, 'late@example.org'));
-          const stored = /stored as (inb_[0-9a-z]+)/.exec(reply)![1]!;
+          const stored = /queued as (inb_[0-9a-z]+)/.exec(reply)![1]!;
           // Asked from another connection: inside the holder's transaction pg_stat_activity is a snapshot.
           await until(
             async () =>

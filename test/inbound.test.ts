@@ -87,7 +87,7 @@ for (const engine of ALL_ENGINES) {
     /** Mails a report to the listener; resolves to the stored message's row once it has been read. */
     const report = async (to: string, raw: string | Buffer) => {
       const reply = await mailReport(inboundPort, to, raw);
-      const stored = /stored as (inb_[0-9a-z]+)/.exec(reply)?.[1];
+      const stored = /queued as (inb_[0-9a-z]+)/.exec(reply)?.[1];
       assert.ok(stored, `the listener's 250 names the stored message: ${reply}`);
       return until(
         async () => {
@@ -240,7 +240,7 @@ for (const engine of ALL_ENGINES) {
             diagnostic: '550 5.1.1 user unknown',
           }),
         );
-        stored = /stored as (inb_[0-9a-z]+)/.exec(reply)?.[1];
+        stored = /queued as (inb_[0-9a-z]+)/.exec(reply)?.[1];
         // The worker read it, found the recipient still being sent and put it back for later.
         await until(
           async () => {

@@ -93,7 +93,7 @@ for (const engine of ALL_ENGINES) {
         html: '<p>Hello,</p><p>my order 9 has not arrived.</p>',
       });
       client.close();
-      const stored = /stored as (inb_[0-9a-z]+)/.exec(info.response)![1]!;
+      const stored = /queued as (inb_[0-9a-z]+)/.exec(info.response)![1]!;
       listener.kill();
       await listener.exited;
       const row = await db.database.handle.db

@@ -126,7 +126,7 @@ for (const engine of ALL_ENGINES) {
             const reply = Buffer.isBuffer(raw)
               ? await sendRawMessage(inboundPort, `postmaster@${BOUNCE_DOMAIN}`, raw)
               : await mailReport(inboundPort, `postmaster@${BOUNCE_DOMAIN}`, raw);
-            const id = /stored as (inb_[0-9a-z]+)/.exec(reply)?.[1];
+            const id = /queued as (inb_[0-9a-z]+)/.exec(reply)?.[1];
             assert.ok(id, `stored: ${reply}`);
             return id;
           };
