@@ -1969,6 +1969,8 @@ export interface components {
             url?: string;
             /** @description For `email.opened` and `email.clicked`: a machine rather than a person. */
             automated?: boolean;
+            /** @description For `email.suppressed`: why the address was on the suppression list when the email was accepted (`hard_bounce`, `complaint`, `unsubscribe`, `manual`). */
+            suppression_reason?: string;
         };
         /**
          * EmailFailedEvent
