@@ -1501,6 +1501,8 @@ export interface components {
             receiving: boolean;
             /** @description Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail. */
             receiving_verified: boolean;
+            /** @description Set when this server takes its records as published without looking DNS up, saying why: a server in capture mode (nothing leaves it) with TEST_DOMAINS_WITHOUT_DNS, and a name under `.test`, `.example` or `.localhost`. Null: DNS decides. */
+            verified_without_dns: string | null;
             /** @description The DNS records to publish, with what was found. */
             records: components["schemas"]["DomainRecord"][];
             last_checked_at: string | null;
