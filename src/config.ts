@@ -622,6 +622,28 @@ export const CONFIG_SCHEMA = {
         return requestedTransport(context.env) === 'direct' ? 'verified' : 'any';
       },
     }),
+    testDomainsWithoutDns: custom('TEST_DOMAINS_WITHOUT_DNS', {
+      default: '`true` in capture mode without `DNS_SERVERS`, else `false`',
+      description:
+        'whether domains under the reserved test names `.test`, `.example` and `.localhost` verify without DNS',
+      details:
+        'so sending and receiving can be tried on one machine (docs/api/receiving.md). Capture mode only: ' +
+        'no one can register those names, so a server whose mail leaves never takes them as verified',
+      read(context): boolean {
+        const requested = context.env.TEST_DOMAINS_WITHOUT_DNS?.toLowerCase();
+        const capture = requestedTransport(context.env) === 'capture';
+        if (requested === 'true' && !capture) {
+          context.problems.push('TEST_DOMAINS_WITHOUT_DNS=true needs capture mode (MAIL_TRANSPORT=capture).');
+        } else if (requested !== undefined && requested !== 'true' && requested !== 'false') {
+          context.problems.push(
+            `TEST_DOMAINS_WITHOUT_DNS must be true or false, got '${context.env.TEST_DOMAINS_WITHOUT_DNS}'.`,
+          );
+        }
+        if (requested === 'true' || requested === 'false') return requested === 'true' && capture;
+        // Whoever points DNS_SERVERS somewhere wants its answers, test names included.
+        return capture && !context.env.DNS_SERVERS?.trim();
+      },
+    }),
     inboundMxHost: custom('INBOUND_MX_HOST', {
       default: 'unset',
       description:

@@ -373,6 +373,84 @@ describe('the dashboard runs a project', { skip }, () => {
     await context.close();
   });
 
+  test('at 1280 and 1440 px the menu is one line, nothing scrolls sideways, a suppressed recipient says why, and the API reference leads back', async () => {
+    await api.request('POST', '/v1/suppressions', { body: { addresses: ['gone@example.org'] } });
+    const id = await send({
+      from: 'shop@acme.example',
+      to: ['ada@example.org', 'gone@example.org'],
+      subject: 'Partly suppressed',
+      text: 'Hi',
+    });
+    await until(
+      async () => (await api.request('GET', `/v1/emails/${id}`)).body.status === 'mixed',
+      10_000,
+      'the email mixed (one delivered, one suppressed)',
+    );
+    for (const width of [1280, 1440]) {
+      const context = await browser.newContext({ viewport: { width, height: 900 }, baseURL: api.baseUrl });
+      const wide = await context.newPage();
+      wide.on('pageerror', (error) => pageErrors.push(error.message));
+      await wide.goto('/');
+      await wide.evaluate((key) => sessionStorage.setItem('postwire.apiKey', key), api.key);
+      // The overview carries the widest numbers table (automated opens and clicks, from the test above).
+      for (const url of ['/dashboard/', `/dashboard/emails/${id}`]) {
+        await wide.goto(url);
+        await loaded(wide);
+        await wide.locator('main table, main .recipient').first().waitFor();
+        // Neither the page nor a table in it scrolls sideways.
+        const scrolled = await wide.evaluate(() =>
+          [document.documentElement, ...document.querySelectorAll('.table-wrap')]
+            .filter((element) => element.scrollWidth > element.clientWidth)
+            .map(
+              (element) =>
+                `${element.className || element.tagName}: ${element.scrollWidth} > ${element.clientWidth}`,
+            ),
+        );
+        assert.deepEqual(scrolled, [], `${url} at ${width} px`);
+        // The menu's items share one line.
+        const tops = await wide
+          .getByRole('navigation', { name: 'Sections' })
+          .getByRole('link')
+          .evaluateAll((links) =>
+            links.map((link) => `${link.textContent}: ${(link as HTMLElement).offsetTop}`),
+          );
+        assert.equal(tops.length, 11, tops.join(', '));
+        assert.equal(
+          new Set(tops.map((top) => top.split(': ')[1])).size,
+          1,
+          `one line at ${width} px: ${tops.join(', ')}`,
+        );
+      }
+      const card = wide.locator('.recipient[data-recipient="gone@example.org"]');
+      assert.equal(
+        await card.getByTestId('suppression-reason').innerText(),
+        'Not sent: the address is on the suppression list (manual).',
+      );
+      assert.equal(
+        await wide
+          .locator('.recipient[data-recipient="ada@example.org"]')
+          .getByTestId('suppression-reason')
+          .count(),
+        0,
+      );
+      if (width === 1280) await screenshot(wide, 'suppressed-1280');
+
+      // The API reference: its "Dashboard" link and its logo lead back, still signed in.
+      await wide
+        .getByRole('navigation', { name: 'Sections' })
+        .getByRole('link', { name: 'API reference' })
+        .click();
+      await wide.locator('.swagger-ui .info .title').waitFor();
+      assert.equal(
+        await wide.getByRole('link', { name: 'Postwire dashboard' }).getAttribute('href'),
+        '/dashboard/',
+      );
+      await wide.getByRole('link', { name: '← Dashboard' }).click();
+      await heading(wide, 'Overview');
+      await context.close();
+    }
+  });
+
   test('focus is visible on every control, and the selected tab stays readable when focused', async () => {
     const email = (await api.request('GET', '/v1/emails')).body.data[0].id;
     await page.goto(`/dashboard/emails/${email}`);

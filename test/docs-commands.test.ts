@@ -66,6 +66,8 @@ const NOT_RUN: Record<string, string> = {
   'npm ci && npm start': 'the server this test runs is started so; test/npm-start.test.ts stops it',
   'SUBMISSION_PORT=2587 SUBMISSION_ALLOW_PLAIN_LOOPBACK=true npm start':
     'the server this test runs is started so (on a free port, put in the swaks command that follows)',
+  'INBOUND_MX_HOST=mx.acme.test INBOUND_SMTP_PORT=2525 npm start':
+    'the server this test runs is started so (its inbound listener on a free port, put in the swaks command)',
   'npm test': 'the suite itself',
   'TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm test': 'the suite itself',
   'SCREENSHOTS=1 npx node --test test/dashboard.test.ts && ls test/screenshots/': 'the browser suite itself',
@@ -152,6 +154,7 @@ test('every shell command in README.md and docs/ runs as written, or says why it
   assert.deepEqual(listedButGone, [], 'NOT_RUN lists commands the docs no longer have');
 
   const submissionPort = await freePort();
+  const inboundPort = await freePort();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwire-docs-'));
   const workDir = mkdtempSync(path.join(tmpdir(), 'postwire-docs-cwd-'));
   const env = {
@@ -160,9 +163,10 @@ test('every shell command in README.md and docs/ runs as written, or says why it
     HOME: process.env.HOME,
     // docs/api/engagement.md: tracking needs it, as it says.
     PUBLIC_URL: 'https://mail.acme.example',
-    // docs/api/receiving.md: receiving needs it, as it says (its SMTP listener on a free port).
-    INBOUND_MX_HOST: 'mx.postwire.example',
-    INBOUND_SMTP_PORT: '0',
+    // docs/api/receiving.md: receiving needs it, as it says (its SMTP listener on a free port, its local path
+    // in capture mode, where test names verify without DNS).
+    INBOUND_MX_HOST: 'mx.acme.test',
+    INBOUND_SMTP_PORT: String(inboundPort),
     // docs/api/submission.md's local quick-start.
     SUBMISSION_PORT: String(submissionPort),
     SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
@@ -185,7 +189,9 @@ test('every shell command in README.md and docs/ runs as written, or says why it
       ? command.text
           .replace(/ \[[^\]]*\]/g, '')
           .replace(/^npm run (--silent )?postwire --/, `"${process.execPath}" "$REPO/src/cli.ts"`)
-      : command.text.replace('127.0.0.1:2587', `127.0.0.1:${submissionPort}`);
+      : command.text
+          .replace('127.0.0.1:2587', `127.0.0.1:${submissionPort}`)
+          .replace('127.0.0.1:2525', `127.0.0.1:${inboundPort}`);
     const { stdout } = await run('bash', ['-c', shell], { cwd: workDir, env: shellEnv }).catch(
       (error: { stdout: string; stderr: string }) => {
         throw new Error(`${command.file}: ${command.text}\nfailed:\n${error.stdout}\n${error.stderr}`);
@@ -195,7 +201,10 @@ test('every shell command in README.md and docs/ runs as written, or says why it
       await walkthroughEnds(server.url, key);
     }
     if (/ backup /.test(command.text)) assert.ok(existsSync(path.join(workDir, 'backup/postwire.db')));
-    if (command.name.startsWith('swaks ')) assert.match(stdout, /<- +250 2\.0\.0 Ok: queued as msg_/, stdout);
+    if (command.name.startsWith('swaks ')) assert.match(stdout, /<- +250 .*queued as (msg|inb)_/, stdout);
+    if (command.name.includes('/domains/acme.test/verify')) {
+      assert.equal(JSON.parse(stdout).status, 'verified', stdout);
+    }
     if (command.name.startsWith('curl ')) {
       const answer = JSON.parse(stdout);
       assert.equal(answer.error, undefined, `${command.file}: ${command.text}\n→ ${stdout}`);

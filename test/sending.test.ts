@@ -591,6 +591,13 @@ for (const engine of ALL_ENGINES) {
           ['ada@example.org', 'sent'],
         ],
       );
+      // The email's own timeline says why the recipient was not sent to (the dashboard shows it on its card).
+      assert.deepEqual(
+        email.events
+          .filter((event: any) => event.type === 'email.suppressed')
+          .map((event: any) => [event.recipient, event.suppression_reason]),
+        [['kept.away@example.org', 'manual']],
+      );
     });
 
     test('a hard bounce suppresses the address: the next send to it never reaches the relay', async () => {

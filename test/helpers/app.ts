@@ -203,10 +203,17 @@ export interface TestAppOptions {
 
 /**
  * The configuration a test app runs with: the defaults, with the limits that would trip suites probing many
- * routes off (rate limit, failed authentications), then `overrides`.
+ * routes off (rate limit, failed authentications), and test domain names looked up in DNS like any other (the
+ * suites' names are `.example` and `.test`, answered by their own DNS), then `overrides`.
  */
 export function testConfig(overrides: Partial<Config> = {}): Config {
-  return { ...defaultConfig(), rateLimit: 0, authFailureLimit: 0, ...overrides };
+  return {
+    ...defaultConfig(),
+    rateLimit: 0,
+    authFailureLimit: 0,
+    testDomainsWithoutDns: false,
+    ...overrides,
+  };
 }
 
 /** The services on a test database, with the test encryption key and no DNS for webhook hosts. */
@@ -230,6 +237,9 @@ function domainConfig(settings: Partial<DomainSettings>): Partial<Config> {
     ...(settings.recheckMs !== undefined ? { domainRecheckMs: settings.recheckMs } : {}),
     ...(settings.fallbackDkim ? { dkim: settings.fallbackDkim } : {}),
     ...(settings.bounceDomain ? { bounceDomain: settings.bounceDomain } : {}),
+    ...(settings.testNamesWithoutDns !== undefined
+      ? { testDomainsWithoutDns: settings.testNamesWithoutDns }
+      : {}),
     ...(settings.returnPath
       ? { inboundMxHost: settings.returnPath.mxHost, sendingSpf: settings.returnPath.spf }
       : {}),

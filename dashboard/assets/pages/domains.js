@@ -132,6 +132,13 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       ${domain.last_checked_at ? `Last checked ${formatTime(domain.last_checked_at)}` : 'Not checked yet'}
     </p>
     ${
+      domain.verified_without_dns
+        ? html`<p class="banner banner-info" role="status" data-testid="without-dns">
+            Checked without DNS: ${domain.verified_without_dns}.
+          </p>`
+        : null
+    }
+    ${
       domain.challenge_required
         ? html`<${Notice}>
           Another project has verified this name (or a domain it is under). Publish the

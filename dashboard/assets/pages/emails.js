@@ -440,11 +440,22 @@ export function EmailPage({ id }) {
                 .join(' · ');
         // The transport's reply is shown once: in the timeline when an event carries it, else here.
         const replyInTimeline = events.some((event) => event.smtp_response === recipient.last_response);
+        // A suppressed recipient has no reply: why it was not sent to is its email.suppressed event's reason.
+        const suppressedFor = events.find((event) => event.type === 'email.suppressed')?.suppression_reason;
         return html`<section class="card recipient" data-recipient=${recipient.address}>
           <div class="section-head">
             <h3 class="break">${recipient.address} <span class="muted small">(${recipient.type})</span></h3>
             <${Chip} status=${recipient.status} />
           </div>
+          ${
+            recipient.status === 'suppressed'
+              ? html`<p data-testid="suppression-reason">
+                  ${'Not sent: the address is on the '}
+                  <${Link} href="/dashboard/suppressions">suppression list</${Link}>
+                  ${suppressedFor ? ` (${suppressedFor.replace('_', ' ')}).` : '.'}
+                </p>`
+              : null
+          }
           <p class="small muted">
             ${recipient.attempts} attempt${recipient.attempts === 1 ? '' : 's'}
             ${recipient.last_response && !replyInTimeline ? html`<span> · last reply <code>${recipient.last_response}</code></span>` : null}

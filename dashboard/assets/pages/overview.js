@@ -20,9 +20,11 @@ const DAY_COLUMNS = [
   { label: 'Day', cell: (day) => day.date },
   ...SERIES.map(([key, label, , automated]) => ({
     label,
-    // The automated ones only when there are any: the table keeps its width.
+    // The automated ones only when there are any, under the count: the table keeps its width.
     cell: (day) =>
-      automated && day[automated] > 0 ? `${day[key]} (+${day[automated]} automated)` : day[key],
+      automated && day[automated] > 0
+        ? html`${day[key]} <span class="automated small muted">+${day[automated]} automated</span>`
+        : day[key],
   })),
   {
     label: 'Bounces by type',

@@ -1501,6 +1501,8 @@ export interface components {
             receiving: boolean;
             /** @description Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail. */
             receiving_verified: boolean;
+            /** @description Set when this server takes its records as published without looking DNS up, saying why: a server in capture mode (nothing leaves it) with TEST_DOMAINS_WITHOUT_DNS, and a name under `.test`, `.example` or `.localhost`. Null: DNS decides. */
+            verified_without_dns: string | null;
             /** @description The DNS records to publish, with what was found. */
             records: components["schemas"]["DomainRecord"][];
             last_checked_at: string | null;
@@ -1969,6 +1971,8 @@ export interface components {
             url?: string;
             /** @description For `email.opened` and `email.clicked`: a machine rather than a person. */
             automated?: boolean;
+            /** @description For `email.suppressed`: why the address was on the suppression list when the email was accepted (`hard_bounce`, `complaint`, `unsubscribe`, `manual`). */
+            suppression_reason?: string;
         };
         /**
          * EmailFailedEvent

@@ -59,3 +59,10 @@ export function selfAndParents(name: string): string[] {
   const labels = name.split('.');
   return labels.map((_, index) => labels.slice(index).join('.'));
 }
+
+/** Top-level names reserved for testing and examples (RFC 2606, RFC 6761): no one can register a name below. */
+const RESERVED_TEST_NAMES = new Set(['test', 'example', 'localhost']);
+
+/** `acme.test`, `mail.acme.example`: a name under a reserved test name, which no public DNS answers for. */
+export const isReservedTestName = (name: string): boolean =>
+  RESERVED_TEST_NAMES.has(name.slice(name.lastIndexOf('.') + 1));

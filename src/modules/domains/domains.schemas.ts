@@ -85,6 +85,10 @@ export const Domain = Type.Object(
       description:
         'Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail.',
     }),
+    verified_without_dns: nullable(
+      Type.String(),
+      'Set when this server takes its records as published without looking DNS up, saying why: a server in capture mode (nothing leaves it) with TEST_DOMAINS_WITHOUT_DNS, and a name under `.test`, `.example` or `.localhost`. Null: DNS decides.',
+    ),
     records: Type.Array(DomainRecordView, {
       description: 'The DNS records to publish, with what was found.',
     }),

@@ -12,7 +12,7 @@ import { randomToken, type SecretBox } from '../../lib/crypto.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { type DkimKeyPair, generateDkimKey } from './dkim-key.ts';
-import { normalizeDomainName, selfAndParents } from './domain-name.ts';
+import { isReservedTestName, normalizeDomainName, selfAndParents } from './domain-name.ts';
 import {
   createDomainRepo,
   type DomainCoverage,
@@ -48,6 +48,8 @@ export interface DomainSettings {
   bounceDomain?: string | undefined;
   /** INBOUND_MX_HOST: the MX a receiving domain publishes; absent, no domain can receive. */
   receivingMxHost?: string | undefined;
+  /** TEST_DOMAINS_WITHOUT_DNS (capture mode only): names under `.test`, `.example`, `.localhost` verify without DNS. */
+  testNamesWithoutDns?: boolean;
 }
 
 /**
@@ -57,7 +59,13 @@ export interface DomainSettings {
 export function domainSettingsFromConfig(
   config: Pick<
     Config,
-    'bounceDomain' | 'inboundMxHost' | 'sendingSpf' | 'domainRecheckMs' | 'senderDomains' | 'dkim'
+    | 'bounceDomain'
+    | 'inboundMxHost'
+    | 'sendingSpf'
+    | 'domainRecheckMs'
+    | 'senderDomains'
+    | 'dkim'
+    | 'testDomainsWithoutDns'
   >,
 ): DomainSettings {
   return {
@@ -70,8 +78,13 @@ export function domainSettingsFromConfig(
     fallbackDkim: config.dkim,
     bounceDomain: config.bounceDomain,
     receivingMxHost: config.inboundMxHost,
+    testNamesWithoutDns: config.testDomainsWithoutDns,
   };
 }
+
+/** What a domain's view says when its records are taken as published without looking DNS up. */
+const WITHOUT_DNS_REASON =
+  'capture mode and a reserved test name: its records count as published, without DNS (TEST_DOMAINS_WITHOUT_DNS)';
 
 export interface DomainServiceDeps {
   db: Kysely<Database>;
@@ -158,6 +171,13 @@ export function createDomainService(deps: DomainServiceDeps) {
     receivingMxHost: settings.receivingMxHost,
   };
 
+  /**
+   * Whether a domain's records count as published without a lookup: on a server in capture mode (nothing
+   * leaves it), for a name no one can register. Everywhere else, test names are looked up like any other.
+   */
+  const verifiesWithoutDns = (name: string): boolean =>
+    settings.testNamesWithoutDns === true && isReservedTestName(name);
+
   /** Receiving needs INBOUND_MX_HOST: the MX its owner must publish. */
   function checkReceivingAvailable(receiving: boolean | undefined) {
     if (receiving && settings.receivingMxHost === undefined) {
@@ -199,6 +219,7 @@ export function createDomainService(deps: DomainServiceDeps) {
       challenge_required: domain.challengeRequired,
       receiving: domain.receiving,
       receiving_verified: domain.receivingVerified,
+      verified_without_dns: verifiesWithoutDns(domain.name) ? WITHOUT_DNS_REASON : null,
       records,
       last_checked_at: domain.lastCheckedAt,
       verified_at: domain.verifiedAt,
@@ -249,7 +270,11 @@ export function createDomainService(deps: DomainServiceDeps) {
    */
   async function check(domain: DomainRecord): Promise<DomainState | undefined> {
     const expected = expectedRecords(domain, recordSettings, true);
-    const results = await Promise.all(expected.map((record) => lookUp(deps.dns, record)));
+    // Without DNS every record counts as published but the challenge: a test name another project holds
+    // stays that project's.
+    const results = verifiesWithoutDns(domain.name)
+      ? expected.map((record): RecordCheck => ({ found: null, matches: record.purpose !== 'challenge' }))
+      : await Promise.all(expected.map((record) => lookUp(deps.dns, record)));
     return inTransaction(db, async (transaction) => {
       const inside = createDomainRepo(transaction.db, engine);
       await inside.lockName(domain.name);

@@ -241,6 +241,12 @@ export const EmailEvent = Type.Object(
         description: 'For `email.opened` and `email.clicked`: a machine rather than a person.',
       }),
     ),
+    suppression_reason: Type.Optional(
+      Type.String({
+        description:
+          'For `email.suppressed`: why the address was on the suppression list when the email was accepted (`hard_bounce`, `complaint`, `unsubscribe`, `manual`).',
+      }),
+    ),
   },
   { title: 'EmailEvent' },
 );

@@ -719,6 +719,7 @@ export function createEmailService({
         smtp_response?: string;
         open?: { automated?: boolean };
         click?: { url?: string; automated?: boolean };
+        suppression?: { reason?: string };
       };
       const detail =
         event.type === 'email.clicked' ? data.click : event.type === 'email.opened' ? data.open : undefined;
@@ -730,6 +731,9 @@ export function createEmailService({
         smtp_response: data.smtp_response ?? null,
         ...(data.click?.url !== undefined && event.type === 'email.clicked' ? { url: data.click.url } : {}),
         ...(detail?.automated !== undefined ? { automated: Boolean(detail.automated) } : {}),
+        ...(event.type === 'email.suppressed' && data.suppression?.reason !== undefined
+          ? { suppression_reason: data.suppression.reason }
+          : {}),
       };
     });
     const settings = tracked?.get(email.id);
