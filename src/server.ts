@@ -480,14 +480,21 @@ interface ShutdownLogger {
   error(object: object | string, message?: string): void;
 }
 
+/**
+ * A second copy of the first signal this soon after it is the same stop: Ctrl-C signals the whole process
+ * group, and `npm start` passes its own copy on to the server as well (test/npm-start.test.ts).
+ */
+const SAME_SIGNAL_MS = 1000;
+
 function exitOnSignals(log: ShutdownLogger, graceMs: number, close: () => Promise<void>): void {
-  let stopping = false;
+  let first: { signal: NodeJS.Signals; at: number } | undefined;
   const stop = (signal: NodeJS.Signals) => {
-    if (stopping) {
+    if (first) {
+      if (signal === first.signal && performance.now() - first.at < SAME_SIGNAL_MS) return;
       log.warn({ signal }, `Received ${signal} again; exiting without waiting`);
       process.exit(1);
     }
-    stopping = true;
+    first = { signal, at: performance.now() };
     log.info({ signal }, `Received ${signal}; finishing work in flight, then exiting`);
     setTimeout(() => {
       log.error(`Work in flight did not finish within ${graceMs} ms; exiting`);
