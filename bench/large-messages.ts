@@ -1,9 +1,11 @@
 // What a 40 MiB message costs everyone else: the API's latency (p50, p99, max of GET /v1/webhooks asked every
 // 5 ms by a probe of its own, test/helpers/latency-probe.ts) and the server's peak resident memory while
 // messages of just under SUBMISSION_MAX_BYTES are submitted over SMTP, stored, built, DKIM-signed and kept
-// (capture) or sent to a relay, one after another, by `postwire serve` with its workers (`node src/main.ts`).
+// (capture) or sent to a relay, or received by the inbound listener (INBOUND_MAX_BYTES raised to 40 MiB),
+// stored, read and authenticated (received), one after another, by `postwire serve` with its workers
+// (`node src/main.ts`).
 //
-//   npm run bench:large-messages                           # SQLite and PostgreSQL, capture and relay, 2 each
+//   npm run bench:large-messages                           # SQLite and PostgreSQL; capture, relay, received; 2 each
 //   npm run bench:large-messages -- --only sqlite --messages 3
 //   npm run bench:large-messages -- --root ../old-checkout # the same against another checkout (before/after)
 import { spawn } from 'node:child_process';
@@ -14,6 +16,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
+import MailComposer from 'nodemailer/lib/mail-composer';
 import pg from 'pg';
 import { SMTPServer } from 'smtp-server';
 import { startLatencyProbe } from '../test/helpers/latency-probe.ts';
@@ -98,10 +101,13 @@ async function openDatabase(engine: 'sqlite' | 'postgres', url: string | undefin
   };
 }
 
-async function measure(engine: 'sqlite' | 'postgres', mode: 'capture' | 'relay', pgUrl: string | undefined) {
+type Mode = 'capture' | 'relay' | 'received';
+
+async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string | undefined) {
   const database = await openDatabase(engine, pgUrl);
   const sink = await startSink();
   const submissionPort = await freePort();
+  const inboundPort = await freePort();
   const child = spawn(process.execPath, ['src/main.ts'], {
     cwd: root,
     env: {
@@ -119,6 +125,14 @@ async function measure(engine: 'sqlite' | 'postgres', mode: 'capture' | 'relay',
       ...(mode === 'relay'
         ? { MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${sink.port}` }
         : { MAIL_TRANSPORT: 'capture' }),
+      // Received mail: acme.test verifies without DNS in capture mode.
+      ...(mode === 'received'
+        ? {
+            INBOUND_MX_HOST: 'mx.acme.test',
+            INBOUND_SMTP_PORT: String(inboundPort),
+            INBOUND_MAX_BYTES: String(40 * 1024 * 1024),
+          }
+        : {}),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -133,34 +147,55 @@ async function measure(engine: 'sqlite' | 'postgres', mode: 'capture' | 'relay',
   const idleRss = rssMb(pid);
   let peakRss = idleRss;
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMb(pid))), 20);
+  const api = async (method: string, route: string, body?: unknown) => {
+    const response = await fetch(`${url}/v1${route}`, {
+      method,
+      headers: { authorization: `Bearer ${KEY}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return (await response.json()) as Record<string, any>;
+  };
+  if (mode === 'received') {
+    await api('POST', '/domains', { name: 'acme.test', receiving: true });
+    await api('POST', '/domains/acme.test/verify');
+    await api('POST', '/inbound-routes', { match: 'reports@acme.test', action: 'store' });
+  }
   const transport = nodemailer.createTransport({
     host: '127.0.0.1',
-    port: submissionPort,
     ignoreTLS: true,
-    auth: { user: 'bench', pass: KEY },
+    ...(mode === 'received'
+      ? { port: inboundPort }
+      : { port: submissionPort, auth: { user: 'bench', pass: KEY } }),
   });
-  const probe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
-  const started = performance.now();
-  let latencies: number[];
-  try {
-    for (let i = 0; i < MESSAGES; i++) {
-      const info = await transport.sendMail({
+  // Built before the probe starts: encoding 40 MiB here would compete with the server for the cores.
+  const to = mode === 'received' ? 'reports@acme.test' : 'reader@example.org';
+  const messages: Buffer[] = [];
+  for (let i = 0; i < MESSAGES; i++) {
+    messages.push(
+      await new MailComposer({
         from: 'Acme <hello@acme.example>',
-        to: `reader${i}@example.org`,
+        to,
         subject: `Figures ${i}`,
         text,
         html: `<p>${text.replace(/\n/g, '</p><p>')}</p>`,
         attachments: [{ filename: 'figures.bin', content: attachment }],
-      });
-      const id = /queued as (msg_[0-9a-z]+)/.exec(info.response)![1]!;
-      for (;;) {
-        const response = await fetch(`${url}/v1/emails/${id}`, {
-          headers: { authorization: `Bearer ${KEY}` },
-        });
-        const email = (await response.json()) as { status: string };
-        if (['sent', 'delivered'].includes(email.status)) break;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      })
+        .compile()
+        .build(),
+    );
+  }
+  const probe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
+  const started = performance.now();
+  let latencies: number[];
+  try {
+    for (const [i, raw] of messages.entries()) {
+      const info = await transport.sendMail({ envelope: { from: 'hello@acme.example', to: [to] }, raw });
+      const id = /queued as ((?:msg|inb)_[0-9a-z]+)/.exec(info.response)![1]!;
+      const done = async () =>
+        mode === 'received'
+          ? (await api('GET', '/received-emails')).data.length > i
+          : ['sent', 'delivered'].includes((await api('GET', `/emails/${id}`)).status);
+      while (!(await done())) await new Promise((resolve) => setTimeout(resolve, 50));
     }
   } finally {
     latencies = await probe.stop();
@@ -196,7 +231,7 @@ if (args.only !== 'sqlite') {
 console.log(`${MESSAGES} messages of 39.9 MiB each, submitted one after another; the server at ${root}`);
 console.log('engine     mode     time     GET /v1/webhooks p50 / p99 / max      RSS idle → peak');
 for (const engine of engines) {
-  for (const mode of ['capture', 'relay'] as const) {
+  for (const mode of ['capture', 'relay', 'received'] as const) {
     const r = await measure(engine, mode, pgUrl);
     console.log(
       `${r.engine.padEnd(10)} ${r.mode.padEnd(8)} ${r.seconds.toFixed(1).padStart(5)} s  ` +

@@ -1,4 +1,5 @@
 import { createSmtpBodyMemory, type SmtpBodyMemory } from './lib/smtp-data.ts';
+import type { ByteChunks } from './lib/byte-chunks.ts';
 import { rmSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
 import path from 'node:path';
@@ -410,7 +411,7 @@ function spamScorer(services: Services, logger: WorkerLogger) {
   const { url, timeoutMs, maxBytes } = services.config.spamd;
   if (url === undefined) return undefined;
   const checker = createSpamChecker({ url, timeoutMs, maxBytes, logger });
-  return async (raw: Buffer): Promise<SpamVerdict | null> => {
+  return async (raw: ByteChunks): Promise<SpamVerdict | null> => {
     const verdict = await checker.check(raw);
     return verdict && { score: verdict.score, threshold: verdict.threshold, flagged: verdict.flagged };
   };

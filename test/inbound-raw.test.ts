@@ -85,9 +85,10 @@ for (const engine of ALL_ENGINES) {
       // Later migrations apply after it too; this one goes first.
       assert.equal((await migrateToLatest(db))[0], '0022_inbound_raw');
       const repo = createInboundRepo(database.handle.db, engine);
-      assert.deepEqual(await repo.raw(oldA), Buffer.from('Subject: old\r\n\r\nread long ago\r\n'));
-      assert.deepEqual(await repo.raw(oldB), BINARY);
-      assert.ok((await repo.raw(pending))!.equals(big));
+      const bytesOf = async (id: string) => Buffer.concat((await repo.raw(id))!);
+      assert.deepEqual(await bytesOf(oldA), Buffer.from('Subject: old\r\n\r\nread long ago\r\n'));
+      assert.deepEqual(await bytesOf(oldB), BINARY);
+      assert.ok((await bytesOf(pending)).equals(big));
       // The queue row keeps everything else, without the bytes.
       const rows = await db.selectFrom('inbound_messages').selectAll().orderBy('id').execute();
       assert.deepEqual(
@@ -145,7 +146,7 @@ for (const engine of ALL_ENGINES) {
         remoteAddress: null,
         raw: BINARY,
       });
-      assert.deepEqual(await repo.raw(stored), BINARY);
+      assert.deepEqual(Buffer.concat((await repo.raw(stored))!), BINARY);
 
       // The bytes go with their message: a project's deletion, and retention.
       await db.deleteFrom('projects').where('id', '=', 'proj_b').execute();

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type Expression, type Kysely, type SqlBool, sql } from 'kysely';
 import { type ByteChunks, inPiecesOf, letOthersRun } from '../lib/byte-chunks.ts';
 import type { Database } from './schema.ts';
 import { type PruneTarget, pruneTarget } from './prune.ts';
@@ -27,8 +27,11 @@ export interface MessagePieces {
   read(owner: string): Promise<Buffer[]>;
   /** Removes `owner`'s pieces (a row that was not stored after all). */
   remove(owner: string): Promise<void>;
-  /** Retention: the pieces whose owner starts with `kind:` and sorts before `kind:${before}` (ids sort by time). */
-  pruneTarget(kind: string, before: string): PruneTarget;
+  /**
+   * Retention: the pieces whose owner starts with `kind:` and sorts before `kind:${before}` (ids sort by time),
+   * and that `also` selects when given.
+   */
+  pruneTarget(kind: string, before: string, also?: Expression<SqlBool>): PruneTarget;
 }
 
 export function createMessagePieces(db: Kysely<Database>): MessagePieces {
@@ -63,12 +66,12 @@ export function createMessagePieces(db: Kysely<Database>): MessagePieces {
       await db.deleteFrom('message_pieces').where('owner', '=', owner).execute();
     },
 
-    pruneTarget(kind, before) {
+    pruneTarget(kind, before, also) {
       return pruneTarget(
         db,
         'message_pieces',
         'owner',
-        sql<boolean>`owner > ${`${kind}:`} AND owner < ${`${kind}:${before}`}`,
+        sql<boolean>`owner > ${`${kind}:`} AND owner < ${`${kind}:${before}`} AND ${also ?? sql`1 = 1`}`,
       );
     },
   };

@@ -434,8 +434,10 @@ export interface ReceivedEmailsTable {
 export interface InboundRawTable {
   /** The message's id (inbound_messages.id). */
   id: string;
-  /** The message as received, byte for byte. */
+  /** The message as received, byte for byte, when it is small; empty when it is kept in pieces. */
   raw: Uint8Array;
+  /** The owner of its pieces in message_pieces (a large message); null: the message is in `raw`. */
+  pieces_key: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export type DomainStatus = 'pending' | 'verified' | 'failed';

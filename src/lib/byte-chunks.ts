@@ -5,8 +5,15 @@
 
 export type ByteChunks = readonly Buffer[];
 
+/** Bytes given either way: one Buffer is one chunk. */
+export const chunksOf = (bytes: Buffer | ByteChunks): ByteChunks =>
+  Buffer.isBuffer(bytes) ? [bytes] : bytes;
+
 /** Lets the event loop answer what waits (I/O, timers) before the next chunk's work. */
 export const letOthersRun = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Bytes per copy when they are handed to a thread (`copiedForTransfer`). */
+export const HANDOVER_BYTES = 256 * 1024;
 
 /**
  * The bytes copied into memory of their own, `size` at a time with the event loop let go between copies: to

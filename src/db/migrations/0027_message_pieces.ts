@@ -3,7 +3,7 @@ import type { Migration } from 'kysely/migration';
 
 // Large messages in pieces (issue 34): one statement writing or reading a 40 MiB value holds the event loop
 // for about half a second on SQLite (node:sqlite runs each statement on the calling thread), so a submitted
-// message or a captured MIME larger than a piece is kept in `message_pieces`, written and read a piece per
+// message, a captured MIME or a received message larger than a piece is kept in `message_pieces`, written and read a piece per
 // statement with the event loop free between them (src/db/message-pieces.ts). The owning row names its
 // pieces in `pieces_key`; null: the bytes are in the row itself (small messages, and rows written before).
 export const migration: Migration = {
@@ -18,5 +18,6 @@ export const migration: Migration = {
       .execute();
     await db.schema.alterTable('email_submissions').addColumn('pieces_key', 'text').execute();
     await db.schema.alterTable('email_raw').addColumn('pieces_key', 'text').execute();
+    await db.schema.alterTable('inbound_raw').addColumn('pieces_key', 'text').execute();
   },
 };

@@ -1,6 +1,7 @@
 import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
 import { DEFAULTS, INBOUND_MAX_CONNECTIONS, type InboundConfig } from '../../config.ts';
 import { createRateLimiter } from '../../http/rate-limit.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import {
   gatherData,
   type SmtpBodyMemory,
@@ -46,7 +47,7 @@ export interface InboundListenerOptions
    * Scores a message that has routed recipients, before its 250 (SPAMD_URL): a route with a
    * `spam_reject_score` at or below the score refuses its recipients. Absent: nothing is scored.
    */
-  scoreSpam?: ((raw: Buffer) => Promise<SpamVerdict | null>) | undefined;
+  scoreSpam?: ((raw: ByteChunks) => Promise<SpamVerdict | null>) | undefined;
   /** The name in the greeting and EHLO; the machine's when absent. */
   hostname?: string | undefined;
   /** Stores a message durably (and wakes whoever reads it); the 250 waits for it. */
@@ -144,8 +145,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       );
     },
     onData(stream, session, callback) {
-      gatherData(stream, { maxBytes: options.maxBytes, memory }, callback, (chunks, size, answer) => {
-        const raw = Buffer.concat(chunks, size);
+      gatherData(stream, { maxBytes: options.maxBytes, memory }, callback, (raw, _size, answer) => {
         const routes = routed.get(session) ?? [];
         const reports = session.envelope.rcptTo.length - routes.length;
         scored(raw, routes).then((spam) => {
@@ -177,7 +177,7 @@ export async function startInboundListener(options: InboundListenerOptions): Pro
       });
     },
   });
-  const scored = async (raw: Buffer, routes: RoutedRecipient[]): Promise<SpamVerdict | null> => {
+  const scored = async (raw: ByteChunks, routes: RoutedRecipient[]): Promise<SpamVerdict | null> => {
     if (routes.length === 0 || !options.scoreSpam) return null;
     try {
       return await options.scoreSpam(raw);

@@ -1,6 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
+import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
+import { type ByteChunks, chunksOf, totalBytes } from '../../lib/byte-chunks.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
@@ -44,7 +46,8 @@ export interface NewInboundMessage {
   /** The routed recipients; none for a report. */
   routing?: RoutedRecipient[] | null;
   spam?: SpamVerdict | null;
-  raw: Buffer;
+  /** The message's bytes, or the chunks they arrived in (lib/byte-chunks.ts). */
+  raw: Buffer | ByteChunks;
 }
 
 /** A stored message as the API and the operator's listing show it (without its bytes). */
@@ -130,6 +133,54 @@ const toRecord = (row: SummaryRow): InboundRecord => ({
 });
 
 export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
+  const pieces = createMessagePieces(db);
+
+  /** A received message's row and, when it is small, its bytes, in one transaction. */
+  async function storeRow(
+    id: string,
+    {
+      message,
+      raw,
+      size,
+      piecesKey,
+    }: { message: NewInboundMessage; raw: ByteChunks; size: number; piecesKey: string | null },
+  ) {
+    await inTransaction(db, async ({ db: trx }) => {
+      await trx
+        .insertInto('inbound_messages')
+        .values({
+          id,
+          received_at: message.receivedAt,
+          mail_from: message.mailFrom,
+          rcpt_to: JSON.stringify(message.rcptTo),
+          remote_address: message.remoteAddress,
+          size,
+          status: 'pending',
+          kind: null,
+          detail: null,
+          subject: null,
+          project_id: null,
+          email_id: null,
+          recipient: null,
+          locked_until: null,
+          locked_by: null,
+          processed_at: null,
+          helo: message.helo ?? null,
+          routing: message.routing ? JSON.stringify(message.routing) : null,
+          spam: message.spam ? JSON.stringify(message.spam) : null,
+        })
+        .execute();
+      await trx
+        .insertInto('inbound_raw')
+        .values({
+          id,
+          raw: piecesKey ? new Uint8Array(0) : Buffer.concat(raw),
+          pieces_key: piecesKey,
+        })
+        .execute();
+    });
+  }
+
   return {
     /**
      * Retention: received messages from before `cutoff` that have been read, their bytes first (the large
@@ -145,57 +196,57 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
           sql<boolean>`id < ${before} AND id IN (SELECT id FROM inbound_messages
             WHERE id < ${before} AND status <> 'pending')`,
         ),
+        // A large message's pieces (`inbound:<id>`) go with it, once it has been read.
+        pieces.pruneTarget(
+          'inbound',
+          before,
+          sql<boolean>`substr(owner, 9) IN (SELECT id FROM inbound_messages
+            WHERE id < ${before} AND status <> 'pending')`,
+        ),
         pruneTarget(db, 'inbound_messages', 'id', sql<boolean>`id < ${before} AND status <> 'pending'`),
       ];
     },
 
     /**
-     * Stores a received message, pending, with its bytes, in one transaction: once this resolves, the listener
-     * may answer 250.
+     * Stores a received message, pending, with its bytes (a large one's pieces first, then its row in one
+     * transaction): once this resolves, the listener may answer 250.
      */
     async store(message: NewInboundMessage): Promise<string> {
       const id = newId('inb');
-      await inTransaction(db, async ({ db: trx }) => {
-        await trx
-          .insertInto('inbound_messages')
-          .values({
-            id,
-            received_at: message.receivedAt,
-            mail_from: message.mailFrom,
-            rcpt_to: JSON.stringify(message.rcptTo),
-            remote_address: message.remoteAddress,
-            size: message.raw.length,
-            status: 'pending',
-            kind: null,
-            detail: null,
-            subject: null,
-            project_id: null,
-            email_id: null,
-            recipient: null,
-            locked_until: null,
-            locked_by: null,
-            processed_at: null,
-            helo: message.helo ?? null,
-            routing: message.routing ? JSON.stringify(message.routing) : null,
-            spam: message.spam ? JSON.stringify(message.spam) : null,
-          })
-          .execute();
-        await trx.insertInto('inbound_raw').values({ id, raw: message.raw }).execute();
-      });
+      const raw = chunksOf(message.raw);
+      const size = totalBytes(raw);
+      // A large message's pieces first, outside the transaction (db/message-pieces.ts says why).
+      const piecesKey = keptInPieces(size) ? `inbound:${id}` : null;
+      if (piecesKey) await pieces.write(piecesKey, raw);
+      try {
+        await storeRow(id, { message, raw, size, piecesKey });
+      } catch (error) {
+        // Best effort: pieces left when even this fails are named by no row and go with retention.
+        if (piecesKey) await pieces.remove(piecesKey).catch(() => undefined);
+        throw error;
+      }
       return id;
     },
 
     /**
-     * A message's bytes as received, or undefined if they are gone (retention, or the project's deletion).
-     * The worker reads them per job, outside any transaction, once it holds the lease: claims never carry them.
+     * A message's bytes as received, or undefined if they are gone (retention, or the project's deletion), in
+     * chunks (a large one's pieces). The worker reads them per job, outside any transaction, once it holds the
+     * lease: claims never carry them.
      */
-    async raw(id: string): Promise<Buffer | undefined> {
-      const row = await db.selectFrom('inbound_raw').select('raw').where('id', '=', id).executeTakeFirst();
+    async raw(id: string): Promise<ByteChunks | undefined> {
+      const row = await db
+        .selectFrom('inbound_raw')
+        .select(['raw', 'pieces_key'])
+        .where('id', '=', id)
+        .executeTakeFirst();
       if (!row) return undefined;
-      // A view of the driver's bytes, not a copy: the message may be megabytes.
-      return Buffer.isBuffer(row.raw)
-        ? row.raw
-        : Buffer.from(row.raw.buffer, row.raw.byteOffset, row.raw.byteLength);
+      if (row.pieces_key !== null) return pieces.read(row.pieces_key);
+      // A view of the driver's bytes, not a copy.
+      return [
+        Buffer.isBuffer(row.raw)
+          ? row.raw
+          : Buffer.from(row.raw.buffer, row.raw.byteOffset, row.raw.byteLength),
+      ];
     },
 
     /** Leases up to `limit` pending messages, oldest first (or whose lease ran out: their worker died). */

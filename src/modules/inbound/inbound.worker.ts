@@ -1,4 +1,5 @@
 import { inTransaction } from '../../db/transaction.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
@@ -163,7 +164,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
    * A message with routed recipients: its received emails, and, for any recipient that is one of our return
    * paths besides (a report sent to both), what the report says.
    */
-  async function attemptReceived(job: InboundJob, raw: Buffer): Promise<InboundOutcome> {
+  async function attemptReceived(job: InboundJob, raw: ByteChunks): Promise<InboundOutcome> {
     const received = await intake.read(job.message, raw);
     const subject = received[0]?.record.subject ?? null;
     const routed = new Set(job.message.routing.map((route) => route.address));

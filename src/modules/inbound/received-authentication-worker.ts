@@ -30,7 +30,7 @@ port.on('message', (message: ToAuthenticationThread) => {
     return;
   }
   const { id, raw, envelope, hostname, timeoutMs } = message;
-  void checkMessage(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), envelope, {
+  void checkMessage(Buffer.concat(raw), envelope, {
     hostname,
     timeoutMs,
     lookup: (name, type) =>

@@ -1,4 +1,11 @@
 import { Worker } from 'node:worker_threads';
+import {
+  type ByteChunks,
+  chunksOf,
+  copiedForTransfer,
+  firstBytes,
+  HANDOVER_BYTES,
+} from '../../lib/byte-chunks.ts';
 import { authenticate as mailauthAuthenticate } from 'mailauth';
 import type { AuthRecordType, Dns } from '../../lib/dns.ts';
 import { RECEIVED_LIMITS } from './received-parser.ts';
@@ -35,7 +42,8 @@ export interface ReceivedEnvelope {
 }
 
 export interface ReceivedAuthenticator {
-  authenticate(raw: Buffer, envelope: ReceivedEnvelope): Promise<ReceivedAuthentication>;
+  /** The message in its chunks (lib/byte-chunks.ts): handed to the check's thread, never joined here. */
+  authenticate(raw: Buffer | ByteChunks, envelope: ReceivedEnvelope): Promise<ReceivedAuthentication>;
 }
 
 /**
@@ -333,7 +341,8 @@ export type ToAuthenticationThread =
   | {
       kind: 'check';
       id: number;
-      raw: Uint8Array;
+      /** The message, in pieces handed over (transferred). */
+      raw: Uint8Array[];
       envelope: ReceivedEnvelope;
       hostname: string;
       timeoutMs: number;
@@ -421,18 +430,22 @@ export function createReceivedAuthenticator(deps: {
   }
 
   return {
-    authenticate(raw, envelope) {
+    async authenticate(bytes, envelope) {
+      const raw = chunksOf(bytes);
+      // The header is all that is read here: it ends within the cap's bytes, or it is over the cap (each
+      // line costs at least its bytes).
+      const head = firstBytes(raw, AUTHENTICATION_LIMITS.headerBytes + 2);
       // Checked here too, so that a message past the cap is not even copied to the thread.
-      if (headerOverLimit(raw, AUTHENTICATION_LIMITS.headerBytes)) {
-        return Promise.resolve(
-          notChecked(
-            PERMERROR,
-            envelope,
-            deps.hostname,
-            `a header block over ${AUTHENTICATION_LIMITS.headerBytes / 1024} KiB`,
-          ),
+      if (headerOverLimit(head, AUTHENTICATION_LIMITS.headerBytes)) {
+        return notChecked(
+          PERMERROR,
+          envelope,
+          deps.hostname,
+          `a header block over ${AUTHENTICATION_LIMITS.headerBytes / 1024} KiB`,
         );
       }
+      const transfer: ArrayBuffer[] = [];
+      const pieces = await copiedForTransfer(raw, HANDOVER_BYTES, transfer);
       const current = (thread ??= start());
       const id = nextId++;
       return new Promise((resolve) => {
@@ -445,7 +458,7 @@ export function createReceivedAuthenticator(deps: {
               envelope,
               deps.hostname,
               `not done within ${timeoutMs} ms`,
-              unverifiedSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures, TEMPERROR),
+              unverifiedSignatures(head, AUTHENTICATION_LIMITS.dkimSignatures, TEMPERROR),
             ),
           );
           if (thread === current) thread = undefined;
@@ -453,14 +466,17 @@ export function createReceivedAuthenticator(deps: {
         }, timeoutMs + THREAD_GRACE_MS);
         current.pending.set(id, { envelope, timer, resolve });
         current.worker.ref();
-        current.worker.postMessage({
-          kind: 'check',
-          id,
-          raw,
-          envelope,
-          hostname: deps.hostname,
-          timeoutMs,
-        } satisfies ToAuthenticationThread);
+        current.worker.postMessage(
+          {
+            kind: 'check',
+            id,
+            raw: pieces,
+            envelope,
+            hostname: deps.hostname,
+            timeoutMs,
+          } satisfies ToAuthenticationThread,
+          transfer,
+        );
       });
     },
     async close() {

@@ -1,4 +1,5 @@
 import type { Transaction } from '../../db/transaction.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { MESSAGE_ID_PATTERN } from '../../lib/addresses.ts';
 import { newId } from '../../lib/ids.ts';
@@ -45,7 +46,10 @@ function distinct(routing: readonly RoutedRecipient[]): RoutedRecipient[] {
 }
 
 export function createReceivedIntake(deps: ReceivedIntakeDeps) {
-  async function authenticate(message: ClaimedInbound, raw: Buffer): Promise<ReceivedAuthentication | null> {
+  async function authenticate(
+    message: ClaimedInbound,
+    raw: ByteChunks,
+  ): Promise<ReceivedAuthentication | null> {
     if (!deps.authenticator) return null;
     try {
       return await deps.authenticator.authenticate(raw, {
@@ -65,7 +69,7 @@ export function createReceivedIntake(deps: ReceivedIntakeDeps) {
 
   return {
     /** Reads a routed message into its received emails; outside any transaction. */
-    async read(message: ClaimedInbound, raw: Buffer): Promise<ReceivedWrite[]> {
+    async read(message: ClaimedInbound, raw: ByteChunks): Promise<ReceivedWrite[]> {
       const content = await deps.reader.read(raw);
       const authentication = await authenticate(message, raw);
       const now = deps.clock.now().toISOString();

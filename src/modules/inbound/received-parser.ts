@@ -70,7 +70,8 @@ export interface ReceivedAttachmentContent {
 
 /** What the reader's thread is asked (received-reader.ts): the message, or (with `index`) one attachment's bytes. */
 export interface ReceivedReadRequest {
-  raw: Uint8Array;
+  /** The message, in pieces handed over (transferred) to the thread. */
+  raw: Uint8Array[];
   index?: number | undefined;
 }
 

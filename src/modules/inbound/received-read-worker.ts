@@ -14,6 +14,6 @@ import {
 lowerThreadPriority();
 serveThreadRequests<ReceivedReadRequest, ParsedReceived | ReceivedAttachmentContent | undefined>((request) =>
   request.index === undefined
-    ? readReceived(request.raw)
-    : readReceivedAttachment(request.raw, request.index),
+    ? readReceived(Buffer.concat(request.raw))
+    : readReceivedAttachment(Buffer.concat(request.raw), request.index),
 );

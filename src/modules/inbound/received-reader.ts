@@ -1,4 +1,5 @@
 import { DEFAULTS } from '../../config.ts';
+import { type ByteChunks, chunksOf, copiedForTransfer, HANDOVER_BYTES } from '../../lib/byte-chunks.ts';
 import type { ParsedReceived, ReceivedAttachmentContent, ReceivedReadRequest } from './received-parser.ts';
 import { createParsePool, type ReportReaderOptions } from './report-reader.ts';
 
@@ -18,12 +19,13 @@ export { RECEIVED_LIMITS } from './received-parser.ts';
 
 export interface ReceivedReader {
   /** Reads a message; rejects only when it could not be read for a reason of ours (then read it again). */
-  read(raw: Buffer): Promise<ParsedReceived>;
+  /** The message, or its chunks (lib/byte-chunks.ts): handed to a parse thread, never joined here. */
+  read(raw: Buffer | ByteChunks): Promise<ParsedReceived>;
   /**
    * The decoded bytes of attachment `index` (0-based, in the order of `attachments`), or undefined when there
    * is none (or the message is unreadable). Rejects only for a reason of ours.
    */
-  attachment(raw: Buffer, index: number): Promise<ReceivedAttachmentContent | undefined>;
+  attachment(raw: Buffer | ByteChunks, index: number): Promise<ReceivedAttachmentContent | undefined>;
   close(): Promise<void>;
 }
 
@@ -36,7 +38,9 @@ export function createReceivedReader(options: ReportReaderOptions = DEFAULTS.rep
   return {
     async read(raw) {
       try {
-        return (await pool.run({ raw })) as ParsedReceived;
+        const transfer: ArrayBuffer[] = [];
+        const pieces = await copiedForTransfer(chunksOf(raw), HANDOVER_BYTES, transfer);
+        return (await pool.run({ raw: pieces }, transfer)) as ParsedReceived;
       } catch (error) {
         const reason = budgetReason(error);
         if (reason === undefined) throw error;
@@ -47,7 +51,9 @@ export function createReceivedReader(options: ReportReaderOptions = DEFAULTS.rep
       if (!Number.isInteger(index) || index < 0) return undefined;
       let found: ReceivedAttachmentContent | undefined;
       try {
-        found = (await pool.run({ raw, index })) as ReceivedAttachmentContent | undefined;
+        const transfer: ArrayBuffer[] = [];
+        const pieces = await copiedForTransfer(chunksOf(raw), HANDOVER_BYTES, transfer);
+        found = (await pool.run({ raw: pieces, index }, transfer)) as ReceivedAttachmentContent | undefined;
       } catch (error) {
         if (budgetReason(error) === undefined) throw error;
         return undefined;

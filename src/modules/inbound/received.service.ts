@@ -1,4 +1,5 @@
 import type { PageRequest } from '../../db/pagination.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { invalidParam, notFound } from '../../lib/errors.ts';
 import { isId } from '../../lib/ids.ts';
 import type { InboundRepo } from './inbound.repo.ts';
@@ -21,7 +22,7 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
     return record;
   }
 
-  async function rawOf(record: ReceivedEmailRecord): Promise<Buffer> {
+  async function rawOf(record: ReceivedEmailRecord): Promise<ByteChunks> {
     const raw = await inbound.raw(record.inboundId);
     // The row outlives its bytes only between retention's two deletes.
     if (raw === undefined) throw notFound('received email', record.id);
@@ -40,7 +41,7 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
 
     /** The message's bytes exactly as the listener stored them. */
     async raw(projectId: string, id: string): Promise<Buffer> {
-      return rawOf(await load(projectId, id));
+      return Buffer.concat(await rawOf(await load(projectId, id)));
     },
 
     /** One attachment's decoded bytes; 404 for an index the message does not have. */

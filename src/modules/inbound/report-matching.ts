@@ -1,4 +1,5 @@
 import type { InboundKind, InboundStatus } from '../../db/schema.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { isId } from '../../lib/ids.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { PENDING } from '../emails/status.ts';
@@ -146,7 +147,7 @@ export function createReportMatcher(deps: {
       id: string;
       rcptTo: readonly string[];
       /** The message as received: its DKIM signatures are checked when it names a recipient by Message-ID. */
-      raw: Buffer;
+      raw: ByteChunks;
       read: ReadMessage;
     }): Promise<Interpretation> {
       const { report, subject } = message.read;
@@ -202,7 +203,8 @@ export function createReportMatcher(deps: {
       // key lookups happen here, before the transaction that applies the report.
       if (!found.byReturnPath) {
         // Only a message the parse thread read within its caps gets here, so this reads at most their headers.
-        const signer = await deps.authenticator.signerOf(message.raw);
+        // On the event loop, whole: reports are kilobytes (INBOUND_MAX_BYTES bounds what one may be).
+        const signer = await deps.authenticator.signerOf(Buffer.concat(message.raw));
         const vouchers = new Set<string>();
         for (const recipient of found.recipients) {
           const check = speaksFor(signer, recipient.address, deps.feedbackLoops);

@@ -5,4 +5,4 @@ import { type ReadMessage, readMessage } from './report-parser.ts';
 
 // Reading mail can wait; the API beside it cannot.
 lowerThreadPriority();
-serveThreadRequests<Uint8Array, ReadMessage>((raw) => readMessage(raw));
+serveThreadRequests<Uint8Array[], ReadMessage>((pieces) => readMessage(Buffer.concat(pieces)));

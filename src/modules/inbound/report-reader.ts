@@ -1,4 +1,5 @@
 import type { Worker } from 'node:worker_threads';
+import { type ByteChunks, chunksOf, copiedForTransfer, HANDOVER_BYTES } from '../../lib/byte-chunks.ts';
 import { DEFAULTS } from '../../config.ts';
 import { createThreadPool, STARVED_WALL_FACTOR } from '../../lib/thread-pool.ts';
 import type { ReadMessage } from './report-parser.ts';
@@ -21,7 +22,8 @@ export interface ReportReaderOptions {
 
 export interface ReportReader {
   /** Reads a message; rejects only when it could not be read for a reason of ours (then it is read again). */
-  read(raw: Buffer): Promise<ReadMessage>;
+  /** The message in its chunks (lib/byte-chunks.ts): handed to a parse thread, never joined here. */
+  read(raw: Buffer | ByteChunks): Promise<ReadMessage>;
   close(): Promise<void>;
 }
 
@@ -75,7 +77,7 @@ export function createParsePool<Request, Answer>(
 }
 
 export function createReportReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReportReader {
-  const { pool, budgetReason } = createParsePool<Uint8Array, ReadMessage>(
+  const { pool, budgetReason } = createParsePool<Uint8Array[], ReadMessage>(
     'report read',
     new URL('./report-read-worker.ts', import.meta.url),
     options,
@@ -84,7 +86,8 @@ export function createReportReader(options: ReportReaderOptions = DEFAULTS.repor
   return {
     async read(raw) {
       try {
-        return await pool.run(raw);
+        const transfer: ArrayBuffer[] = [];
+        return await pool.run(await copiedForTransfer(chunksOf(raw), HANDOVER_BYTES, transfer), transfer);
       } catch (error) {
         const reason = budgetReason(error);
         if (reason === undefined) throw error;

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { type ByteChunks, chunksOf, firstBytes, totalBytes } from '../../lib/byte-chunks.ts';
 import { parseSpamdUrl } from '../../lib/spamd-url.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 
@@ -35,7 +36,8 @@ export interface SpamVerdict {
 
 export interface SpamChecker {
   /** The verdict on one message; null when it could not be scored (the log says why). Never rejects. */
-  check(raw: Buffer): Promise<SpamVerdict | null>;
+  /** The message, or its chunks as they arrived (lib/byte-chunks.ts): only the first SPAMD_MAX_BYTES are joined. */
+  check(raw: Buffer | ByteChunks): Promise<SpamVerdict | null>;
 }
 
 export interface SpamCheckerOptions {
@@ -78,8 +80,11 @@ export function createSpamChecker(options: SpamCheckerOptions): SpamChecker {
   const { logger, timeoutMs, maxBytes } = options;
   return {
     async check(raw) {
-      const message = raw.length > maxBytes ? cut(raw, maxBytes) : raw;
-      const truncated = message.length < raw.length;
+      const chunks = chunksOf(raw);
+      const size = totalBytes(chunks);
+      const head = firstBytes(chunks, maxBytes);
+      const message = size > maxBytes ? cut(head, maxBytes) : head;
+      const truncated = message.length < size;
       const started = Date.now();
       try {
         const answer = await exchange(address.host, address.port, message, timeoutMs);

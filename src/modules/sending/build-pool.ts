@@ -1,5 +1,5 @@
 import type { DkimConfig } from '../../config.ts';
-import { copiedForTransfer, totalBytes } from '../../lib/byte-chunks.ts';
+import { copiedForTransfer, HANDOVER_BYTES, totalBytes } from '../../lib/byte-chunks.ts';
 import { createThreadPool, type ThreadPool } from '../../lib/thread-pool.ts';
 import type { BuildRequest } from './build-worker.ts';
 import { buildMessage, type MessageOptions, messageSigners } from './mime.ts';
@@ -8,7 +8,7 @@ import { buildMessage, type MessageOptions, messageSigners } from './mime.ts';
 // For a 40 MiB message that is seconds of CPU, during which an event loop doing it answers no one. So a message
 // larger than LARGE_MESSAGE_BYTES is built on a thread (build-worker.ts, the same buildMessage); a small one on
 // the calling thread, where the hop to a thread would cost more than the build. The bytes are handed to the
-// thread in copies of HANDOVER_BYTES made one at a time, and the built message comes back without a copy: no
+// thread in copies of HANDOVER_BYTES made one at a time (lib/byte-chunks.ts), and the built message comes back without a copy: no
 // step here touches the whole message at once (lib/byte-chunks.ts says why that matters).
 
 /** Content past this many bytes (attachments, html, text, or a submitted message) is built on a thread. */
@@ -17,8 +17,6 @@ export const LARGE_MESSAGE_BYTES = 256 * 1024;
 /** Threads for large messages at most, and how many may wait for one (a send waits its turn, never fails). */
 const BUILD_THREADS = 1;
 const BUILD_QUEUE_LIMIT = 10_000;
-/** The bytes copied for the thread between two turns of the event loop. */
-const HANDOVER_BYTES = 256 * 1024;
 
 /** The bytes of content a message's build grows with. */
 function contentBytes(options: MessageOptions): number {

@@ -136,14 +136,19 @@ export function poolMessage(
       getEnvelope: () => ({ from, to: [...to] }),
       messageId: () => messageId,
       getHeader: (key: string) => (key.toLowerCase() === 'message-id' ? messageId : undefined),
-      // In slices: the SMTP client escapes dots and counts bytes per chunk it is given, on the event loop.
+      // In slices, one a turn of the event loop: the SMTP client escapes dots and counts bytes per chunk it is
+      // given, and a stream that gives them synchronously is read to its end in one go (165 ms for 40 MiB).
       createReadStream: () => {
         let at = 0;
         return new Readable({
           read() {
-            this.push(raw.subarray(at, at + STREAM_SLICE_BYTES));
+            const slice = raw.subarray(at, at + STREAM_SLICE_BYTES);
             at += STREAM_SLICE_BYTES;
-            if (at >= raw.length) this.push(null);
+            const last = at >= raw.length;
+            setImmediate(() => {
+              this.push(slice);
+              if (last) this.push(null);
+            });
           },
         });
       },
