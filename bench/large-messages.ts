@@ -7,7 +7,7 @@
 //
 //   npm run bench:large-messages                           # SQLite and PostgreSQL; capture, relay, received; 2 each
 //   npm run bench:large-messages -- --only sqlite --messages 3
-//   npm run bench:large-messages -- --root ../old-checkout # the same against another checkout (before/after)
+//   npm run bench:large-messages -- --root ../old-checkout --modes capture,relay   # another checkout (before/after)
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -27,6 +27,7 @@ const { values: args } = parseArgs({
   options: {
     messages: { type: 'string', default: '2' },
     only: { type: 'string' },
+    modes: { type: 'string', default: 'capture,relay,received' },
     root: { type: 'string' },
     'postgres-url': { type: 'string' },
   },
@@ -231,7 +232,7 @@ if (args.only !== 'sqlite') {
 console.log(`${MESSAGES} messages of 39.9 MiB each, submitted one after another; the server at ${root}`);
 console.log('engine     mode     time     GET /v1/webhooks p50 / p99 / max      RSS idle → peak');
 for (const engine of engines) {
-  for (const mode of ['capture', 'relay', 'received'] as const) {
+  for (const mode of args.modes!.split(',') as Mode[]) {
     const r = await measure(engine, mode, pgUrl);
     console.log(
       `${r.engine.padEnd(10)} ${r.mode.padEnd(8)} ${r.seconds.toFixed(1).padStart(5)} s  ` +
