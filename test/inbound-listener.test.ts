@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { chunksOf } from '../src/lib/byte-chunks.ts';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
@@ -93,7 +94,8 @@ test('with INBOUND_TLS_CERT and INBOUND_TLS_KEY the listener offers STARTTLS; wi
     try {
       const info = await deliver(secure.port, { requireTLS: true });
       assert.match(info.response, /^250 2\.0\.0 Ok: queued as inb_1/);
-      assert.equal(stored[0]!.raw.toString(), 'Subject: report\r\n\r\nbody\r\n');
+      // The chunks the message arrived in, however the socket cut it.
+      assert.equal(Buffer.concat(chunksOf(stored[0]!.raw)).toString(), 'Subject: report\r\n\r\nbody\r\n');
       assert.deepEqual(stored[0]!.rcptTo, ['bounce+x@bounces.example.test']);
       assert.equal(stored[0]!.mailFrom, '');
       await assert.rejects(deliver(plain.port, { requireTLS: true }), /STARTTLS/);
