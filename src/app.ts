@@ -12,12 +12,8 @@ import { swaggerOptions } from './http/openapi.ts';
 import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
 import { OneLinePerRequest } from './http/request-log.ts';
-import {
-  installJsonBody,
-  installOptionalBodies,
-  installValidation,
-  parseQueryString,
-} from './http/validation.ts';
+import { installJsonBody } from './http/json-body.ts';
+import { installOptionalBodies, installValidation, parseQueryString } from './http/validation.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';

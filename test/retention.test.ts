@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { runCli } from '../src/cli.ts';
@@ -27,6 +28,8 @@ import { until } from './helpers/until.ts';
 // rows, received reports), a batch at a time; emails, recipients and suppressions stay. Time is the injected
 // clock's: the pruner is told it is a month later.
 
+/** A file larger than one message piece (256 KiB), as base64. */
+const LARGE_FILE = randomBytes(300 * 1024).toString('base64');
 const DAY = 86_400_000;
 const at = (ms: number) => ({ now: () => new Date(ms) });
 
@@ -61,13 +64,15 @@ for (const engine of ALL_ENGINES) {
       });
       await worker.start();
       for (const to of ['ada@example.org', 'bob@example.org', 'eve@example.org']) {
+        // Ada's receipt comes with a scan larger than a piece: kept in message_pieces, and its MIME too.
+        const scan = to.startsWith('ada') ? [{ filename: 'scan.bin', content: LARGE_FILE }] : [];
         const response = await api.request('POST', '/v1/emails', {
           body: {
             from: 'shop@example.com',
             to,
             subject: 'Receipt',
             text: 'Thanks',
-            attachments: [{ filename: 'r.txt', content: 'VGhhbmtz' }],
+            attachments: [{ filename: 'r.txt', content: 'VGhhbmtz' }, ...scan],
           },
         });
         assert.equal(response.status, 202);
@@ -131,7 +136,15 @@ for (const engine of ALL_ENGINES) {
       // Each delivery was attempted once, and its row keeps that attempt (it goes with the event): none logged apart.
       assert.equal(counted.delivery_attempts, 0);
       assert.equal(counted.email_raw, 3);
-      assert.equal(counted.email_attachments, 3);
+      assert.equal(counted.email_attachments, 4);
+      const pieces = (kind: string) =>
+        api.database.handle.db
+          .selectFrom('message_pieces')
+          .select('owner')
+          .where('owner', 'like', `${kind}:%`)
+          .execute();
+      assert.equal((await pieces('attachment')).length, 2, "the scan's two pieces");
+      assert.equal((await pieces('capture')).length, 2, "its MIME's two pieces");
 
       const pruned = Object.fromEntries((await retention.prune()).map((entry) => [entry.table, entry.rows]));
       assert.equal(pruned.events, 5);
@@ -143,6 +156,8 @@ for (const engine of ALL_ENGINES) {
       );
       assert.equal(pruned.email_raw, 3);
       for (const { table, rows } of await retention.dryRun()) assert.equal(rows, 0, table);
+      assert.deepEqual(await pieces('attachment'), [], "the scan's pieces went with its row");
+      assert.deepEqual(await pieces('capture'), []);
 
       assert.equal(await count('events'), 1);
       assert.equal(await count('deliveries'), 1, 'the waiting one');

@@ -265,7 +265,10 @@ export interface EmailAttachmentsTable {
   /** Set for an inline attachment (`cid:` in the html). */
   content_id: string | null;
   size: number;
+  /** The file; empty when it is kept in pieces. */
   content: Uint8Array;
+  /** The file's pieces in message_pieces (a file larger than one piece); null: it is in `content`. */
+  pieces_key: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** The MIME of an email kept by the capture transport instead of sending it. */

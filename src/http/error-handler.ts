@@ -2,7 +2,7 @@ import type { ErrorObject } from 'ajv';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { DomainError, type ErrorKind, RetryLaterError } from '../lib/errors.ts';
-import { BODY_NOT_UTF8, BODY_TOO_DEEP, MAX_JSON_DEPTH } from './validation.ts';
+import { BODY_NOT_UTF8, BODY_TOO_DEEP, MAX_JSON_DEPTH } from './json-text.ts';
 
 const STATUS_BY_KIND: Record<ErrorKind, number> = {
   invalid_request: 400,

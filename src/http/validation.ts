@@ -1,22 +1,6 @@
-import { isUtf8 } from 'node:buffer';
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
-import { invalidParam } from '../lib/errors.ts';
-
-/** The error code of a JSON body whose bytes are not UTF-8 (the error handler answers 400). */
-export const BODY_NOT_UTF8 = 'POSTWIRE_ERR_BODY_NOT_UTF8';
-
-/** The error code of a JSON body nested deeper than MAX_JSON_DEPTH (the error handler answers 400). */
-export const BODY_TOO_DEEP = 'POSTWIRE_ERR_BODY_TOO_DEEP';
-
-/**
- * How deeply a JSON body may nest arrays and objects. Far beyond any request of this API (template variables
- * are the deepest, and a dozen levels is a lot for them), and far below what recursive code — JSON.stringify
- * for the Idempotency-Key fingerprint, structured cloning into the render threads — survives: a few thousand
- * levels overflow the stack.
- */
-export const MAX_JSON_DEPTH = 64;
 
 /**
  * C0 control characters and DEL. No query or path parameter of the API has a use for them, and U+0000
@@ -127,7 +111,7 @@ declare module 'fastify' {
 }
 
 /** Whether a route reads no body, an empty body and `{}` alike (`installOptionalBodies`). */
-const bodyIsOptional = (route: { schema?: { body?: unknown }; config?: { optionalBody?: boolean } }) =>
+export const bodyIsOptional = (route: { schema?: { body?: unknown }; config?: { optionalBody?: boolean } }) =>
   route.schema?.body === undefined || route.config?.optionalBody === true;
 
 /**
@@ -148,73 +132,4 @@ export function installOptionalBodies(app: FastifyInstance): void {
       ...hooks,
     ];
   });
-}
-
-/**
- * JSON bodies as Fastify parses them (empty, malformed and `__proto__` bodies refused the same way), except
- * that a string holding U+0000 is a 422 naming its field: PostgreSQL text cannot store the character, so it
- * would otherwise fail the write (a 500) there and be stored on SQLite. Only bodies whose text has the
- * escape are searched.
- */
-export function installJsonBody(app: FastifyInstance): void {
-  const parse = app.getDefaultJsonParser('error', 'error');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    const bytes = body as Buffer; // parseAs: 'buffer'
-    // A route whose body may be left out (an action such as cancel or publish) takes an empty one as none,
-    // even when labelled JSON, as SDKs that set content-type on every request send it (the Resend SDK's
-    // emails.cancel does): see installOptionalBodies.
-    if (bytes.length === 0 && bodyIsOptional(request.routeOptions)) return done(null, undefined);
-    // Decoding would turn bytes that are not UTF-8 into U+FFFD and store that: the body is refused instead.
-    if (!isUtf8(bytes)) return done(Object.assign(new Error('not UTF-8'), { code: BODY_NOT_UTF8 }));
-    const text = bytes.toString('utf8');
-    parse(request, text, (error, value) => {
-      if (error) return done(error, value);
-      if (deeperThan(value, MAX_JSON_DEPTH)) {
-        return done(Object.assign(new Error('nested too deeply'), { code: BODY_TOO_DEEP }));
-      }
-      if (!text.includes('\\u0000')) return done(null, value);
-      const path = nulPath(value, '');
-      if (path === undefined) return done(null, value);
-      done(
-        invalidParam(
-          path || 'body',
-          `The ${path ? `field '${path}'` : 'body'} must not contain the NUL character (\\u0000).`,
-        ),
-      );
-    });
-  });
-}
-
-/** Whether arrays and objects nest in `value` more than `levels` deep; it looks no deeper than that. */
-function deeperThan(value: unknown, levels: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
-  if (levels === 0) return true;
-  if (Array.isArray(value)) {
-    for (const item of value) if (deeperThan(item, levels - 1)) return true;
-    return false;
-  }
-  for (const key in value) {
-    if (deeperThan((value as Record<string, unknown>)[key], levels - 1)) return true;
-  }
-  return false;
-}
-
-/** The field path (`a.b[2]`) of the first string holding U+0000, '' for the value itself, else undefined. */
-function nulPath(value: unknown, path: string): string | undefined {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
-  if (Array.isArray(value)) {
-    for (let index = 0; index < value.length; index++) {
-      const found = nulPath(value[index], `${path}[${index}]`);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  if (typeof value === 'object' && value !== null) {
-    for (const [key, item] of Object.entries(value)) {
-      const found = nulPath(item, path ? `${path}.${key}` : key);
-      if (found !== undefined) return found;
-    }
-  }
-  return undefined;
 }

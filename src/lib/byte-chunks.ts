@@ -1,3 +1,6 @@
+import { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+
 // A message's bytes as the chunks they came in, never joined into one Buffer on the event loop. Joining is a
 // copy, and a fresh 40 MiB Buffer costs far more than the copy: the kernel maps its pages on first touch, about
 // 0.3–0.5 s for 40 MiB on the 2-vCPU VM (`Buffer.alloc` then `fill`), during which no request is answered.
@@ -93,4 +96,38 @@ export function* inPiecesOf(chunks: ByteChunks, size: number): Generator<Buffer>
     }
   }
   if (pendingSize > 0) yield pending.length === 1 ? pending[0]! : Buffer.concat(pending, pendingSize);
+}
+
+/** The bytes as a stream, a chunk at a time with the event loop let go between (an answer's body). */
+export function streamOf(chunks: ByteChunks): Readable {
+  return Readable.from(
+    (async function* () {
+      for (const [index, chunk] of chunks.entries()) {
+        if (index > 0) await letOthersRun();
+        yield chunk;
+      }
+    })(),
+    { objectMode: false },
+  );
+}
+
+/**
+ * A JSON object whose last field, `field`, is `bytes` read as UTF-8 text, written as a stream: the same JSON as
+ * JSON.stringify({ ...head, [field]: text }) without the text ever being whole (a 40 MiB string is the fresh
+ * memory above, and its JSON escaping as long again). UTF-8 split between chunks is decoded as one sequence.
+ */
+export function jsonWithTextOf(head: Record<string, unknown>, field: string, bytes: ByteChunks): Readable {
+  const decoder = new StringDecoder('utf8');
+  const escaped = (text: string) => JSON.stringify(text).slice(1, -1);
+  return Readable.from(
+    (async function* () {
+      yield `${JSON.stringify({ ...head, [field]: '' }).slice(0, -2)}`;
+      for (const [index, chunk] of bytes.entries()) {
+        if (index > 0) await letOthersRun();
+        yield escaped(decoder.write(chunk));
+      }
+      yield `${escaped(decoder.end())}"}`;
+    })(),
+    { objectMode: false },
+  );
 }

@@ -1,13 +1,14 @@
 import { detectMimeType } from 'nodemailer/lib/mime-funcs';
+import { base64Bytes, type DecodedFields } from '../../lib/base64.ts';
+import { totalBytes } from '../../lib/byte-chunks.ts';
 import { invalidParam } from '../../lib/errors.ts';
-import type { EmailAttachment } from './emails.repo.ts';
+import type { NewAttachment } from './email-rows.ts';
 import { MAX_ATTACHMENT_BYTES, type SendEmailInput } from './emails.schemas.ts';
 
 // Files sent with an email, as a send gives them (base64) and as they are stored and built into the MIME.
 // What is stored is what the message will say: a content_id nodemailer would change is refused rather than
 // sent changed, and a file sent without a content type gets the one nodemailer will write for it.
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const MEDIA_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/;
 /**
  * A Content-ID nodemailer writes as it is given, inside `<…>`: printable ASCII without space, and without `<`
@@ -22,20 +23,6 @@ const CONTENT_ID = /^[!-;=?-~]+$/;
  */
 export function attachmentContentType(filename: string, given?: string | null): string {
   return given ? given.toLowerCase() : detectMimeType(filename);
-}
-
-/**
- * A send's base64, decoded: line breaks (MIME wraps base64 at 76 columns) are ignored, and the `=` padding
- * may be left out, as many encoders do; undefined when it is not base64 (another character, `=` inside, a
- * length no encoding has).
- */
-export function decodeBase64(text: string): Buffer | undefined {
-  const encoded = /[\r\n]/.test(text) ? text.replace(/[\r\n]/g, '') : text;
-  if (!BASE64.test(encoded)) return undefined;
-  const padded = encoded.endsWith('=');
-  // Padded, the length is a multiple of 4; unpadded, a last group of 1 character cannot encode a byte.
-  if (padded ? encoded.length % 4 !== 0 : encoded.length % 4 === 1) return undefined;
-  return Buffer.from(encoded, 'base64');
 }
 
 /**
@@ -54,11 +41,15 @@ export function sanitizeFilename(name: string): string {
   );
 }
 
-/** Decodes and checks a send's attachments: names sanitised, base64 valid, 40 MiB together at most. */
+/**
+ * Decodes and checks a send's attachments: names sanitised, base64 valid, 40 MiB together at most. `decoded`:
+ * the files of a large body, decoded on a thread before the body reached the route (lib/base64.ts).
+ */
 export function checkAttachments(
   attachments: SendEmailInput['attachments'],
   prefix: string,
-): Array<EmailAttachment & { content: Buffer }> {
+  decoded?: DecodedFields,
+): NewAttachment[] {
   let total = 0;
   return (attachments ?? []).map((attachment, index) => {
     const param = `${prefix}attachments[${index}]`;
@@ -66,11 +57,12 @@ export function checkAttachments(
     if (filename === '') {
       throw invalidParam(`${param}.filename`, `'${attachment.filename}' leaves no file name once made safe.`);
     }
-    const content = decodeBase64(attachment.content);
+    const content = base64Bytes(attachment.content, decoded);
     if (content === undefined) {
       throw invalidParam(`${param}.content`, `The content of ${param} must be base64.`);
     }
-    total += content.length;
+    const size = totalBytes(content);
+    total += size;
     if (total > MAX_ATTACHMENT_BYTES) {
       throw invalidParam(
         `${param}.content`,
@@ -95,7 +87,7 @@ export function checkAttachments(
       filename,
       contentType: attachmentContentType(filename, attachment.content_type),
       contentId: contentId ?? null,
-      size: content.length,
+      size,
       content,
     };
   });

@@ -1,4 +1,5 @@
 import type { ByteChunks } from '../../lib/byte-chunks.ts';
+import { createMessagePieces, type MessagePieces } from '../../db/message-pieces.ts';
 import type { Kysely } from 'kysely';
 import type { Database, EmailSource, EmailStatus, Row } from '../../db/schema.ts';
 import type { TrackingSettings } from './tracking.ts';
@@ -50,12 +51,20 @@ export interface EmailAttachment {
   /** Set for an inline attachment, referred to as `cid:<contentId>` in the html. */
   contentId: string | null;
   size: number;
-  content?: Buffer;
+  /** In the chunks it is kept in (joined only where the message is built: lib/byte-chunks.ts). */
+  content?: ByteChunks;
+}
+
+/** A file of a send being stored: a large one's pieces are written before the email (`piecesKey`). */
+export interface NewAttachment extends EmailAttachment {
+  content: ByteChunks;
+  /** A large file's pieces (db/message-pieces.ts), written before the email is stored. */
+  piecesKey?: string | undefined;
 }
 
 /** An email ready to store: addresses validated, the template rendered. */
 export interface NewEmail extends EmailContent {
-  attachments: Array<EmailAttachment & { content: Buffer }>;
+  attachments: NewAttachment[];
   /** How it is authenticated (decided by the sending-domain rules when accepted); null when not decided. */
   dkimDomain?: string | null;
   returnPathDomain?: string | null;
@@ -131,11 +140,12 @@ export async function attachmentsOf(
   const rows = await db
     .selectFrom('email_attachments')
     .select(['email_id', 'filename', 'content_type', 'content_id', 'size'])
-    .$if(options.content, (query) => query.select('content'))
+    .$if(options.content, (query) => query.select(['content', 'pieces_key']))
     .where('email_id', 'in', [...emailIds])
     .orderBy('email_id')
     .orderBy('position')
     .execute();
+  const pieces = createMessagePieces(db);
   for (const row of rows) {
     const list = found.get(row.email_id) ?? [];
     list.push({
@@ -143,11 +153,21 @@ export async function attachmentsOf(
       contentType: row.content_type,
       contentId: row.content_id,
       size: Number(row.size),
-      ...('content' in row ? { content: Buffer.from(row.content as Uint8Array) } : {}),
+      ...(row.content !== undefined ? { content: await contentOf(row.content, row.pieces_key, pieces) } : {}),
     });
     found.set(row.email_id, list);
   }
   return found;
+}
+
+/** A file's bytes: in its pieces when it has some, else in its row (a view of the driver's bytes). */
+async function contentOf(
+  content: Uint8Array,
+  piecesKey: string | null | undefined,
+  pieces: MessagePieces,
+): Promise<ByteChunks> {
+  if (piecesKey) return pieces.read(piecesKey);
+  return [Buffer.from(content.buffer, content.byteOffset, content.byteLength)];
 }
 
 /** The emails table's columns, in its INSERT's order; the sending claim reads them all by name. */

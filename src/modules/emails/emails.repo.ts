@@ -3,7 +3,7 @@ import { instantOf } from '../../lib/clock.ts';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
-import { totalBytes } from '../../lib/byte-chunks.ts';
+import { type ByteChunks, totalBytes } from '../../lib/byte-chunks.ts';
 import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
@@ -14,6 +14,7 @@ import {
   type EmailAttachment,
   type EmailRecord,
   INSERT_CHUNK,
+  type NewAttachment,
   type NewEmail,
   queued,
   toEmailRecord,
@@ -133,6 +134,13 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
           sql<boolean>`email_id < ${before} AND email_id IN (SELECT id FROM emails
             WHERE id < ${before} AND status NOT IN ('queued', 'delayed', 'scheduled'))`,
         ),
+        // A file's pieces once no row names them: its row was pruned above, or its email was never stored.
+        pieces.pruneTarget(
+          'attachment',
+          before,
+          sql<boolean>`NOT EXISTS (SELECT 1 FROM email_attachments
+            WHERE email_attachments.pieces_key = message_pieces.owner)`,
+        ),
       ];
     },
 
@@ -170,9 +178,11 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         ),
       );
 
-      // One statement per file: a statement holding many large files would hold them all in memory at once.
+      // One statement per file: a statement holding many files would hold them all in memory at once. A large
+      // one is already in its pieces.
       for (const email of emails) {
         for (const [position, attachment] of email.attachments.entries()) {
+          const inPieces = attachment.piecesKey !== undefined;
           await trx
             .insertInto('email_attachments')
             .values({
@@ -182,8 +192,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
               filename: attachment.filename,
               content_type: attachment.contentType,
               content_id: attachment.contentId,
-              size: attachment.content.length,
-              content: attachment.content,
+              size: attachment.size,
+              content: inPieces ? new Uint8Array(0) : Buffer.concat(attachment.content),
+              pieces_key: attachment.piecesKey ?? null,
             })
             .execute();
         }
@@ -221,18 +232,33 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
-     * Writes each large submitted message's pieces, before the transaction that stores its email (see
-     * db/message-pieces.ts); the emails that `insert` then stores, naming their pieces.
+     * Writes the large content of emails — a submitted message, or a file, larger than one piece — to its
+     * pieces, before the transaction that stores the emails (see db/message-pieces.ts); the emails that
+     * `insert` then stores, naming their pieces. Content already in pieces is left as it is.
      */
-    async keepLargeSubmissionsInPieces(emails: NewEmail[]): Promise<NewEmail[]> {
+    async keepLargeContentInPieces(emails: NewEmail[]): Promise<NewEmail[]> {
       const kept: NewEmail[] = [];
       for (const email of emails) {
-        if (email.submitted === undefined || !keptInPieces(totalBytes(email.submitted))) kept.push(email);
-        else {
-          const key = `submission:${email.id}`;
-          await pieces.write(key, email.submitted);
-          kept.push({ ...email, submittedPiecesKey: key });
+        let submittedPiecesKey = email.submittedPiecesKey;
+        if (
+          submittedPiecesKey === undefined &&
+          email.submitted !== undefined &&
+          keptInPieces(totalBytes(email.submitted))
+        ) {
+          submittedPiecesKey = `submission:${email.id}`;
+          await pieces.write(submittedPiecesKey, email.submitted);
         }
+        const attachments: NewAttachment[] = [];
+        for (const [position, attachment] of email.attachments.entries()) {
+          if (attachment.piecesKey !== undefined || !keptInPieces(attachment.size))
+            attachments.push(attachment);
+          else {
+            const piecesKey = `attachment:${email.id}:${position}`;
+            await pieces.write(piecesKey, attachment.content);
+            attachments.push({ ...attachment, piecesKey });
+          }
+        }
+        kept.push({ ...email, submittedPiecesKey, attachments });
       }
       return kept;
     },
@@ -241,6 +267,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     async removePieces(emails: NewEmail[]): Promise<void> {
       for (const email of emails) {
         if (email.submittedPiecesKey !== undefined) await pieces.remove(email.submittedPiecesKey);
+        for (const attachment of email.attachments) {
+          if (attachment.piecesKey !== undefined) await pieces.remove(attachment.piecesKey);
+        }
       }
     },
 
@@ -324,7 +353,8 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .execute();
     },
 
-    async raw(projectId: string, emailId: string): Promise<string | undefined> {
+    /** The captured MIME, as the chunks it is kept in (never joined: lib/byte-chunks.ts). */
+    async raw(projectId: string, emailId: string): Promise<ByteChunks | undefined> {
       const row = await db
         .selectFrom('email_raw')
         .select(['raw', 'pieces_key'])
@@ -332,9 +362,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
         .where('email_id', '=', emailId)
         .executeTakeFirst();
       if (!row) return undefined;
-      return row.pieces_key === null
-        ? row.raw
-        : Buffer.concat(await pieces.read(row.pieces_key)).toString('utf8');
+      return row.pieces_key === null ? [Buffer.from(row.raw, 'utf8')] : pieces.read(row.pieces_key);
     },
 
     /**

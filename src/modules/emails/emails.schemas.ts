@@ -20,6 +20,12 @@ export const MAX_ATTACHMENT_BYTES = 40 * 1024 * 1024;
  * rest of an email, fits.
  */
 export const EMAIL_BODY_LIMIT_BYTES = 56 * 1024 * 1024;
+/**
+ * Where a send's body carries its files in base64, and a batch's (the routes' `base64Fields`: a large body's
+ * files are decoded on a thread, http/json-body.ts).
+ */
+export const SEND_FILES = ['attachments[].content'];
+export const BATCH_FILES = ['[].attachments[].content'];
 /** How far ahead a send can be scheduled. */
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 86_400_000;
 

@@ -87,6 +87,8 @@ import { createSendGroups } from './send-groups.ts';
 import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
 import { attachmentContentType, checkAttachments } from './attachments.ts';
+import type { DecodedFields } from '../../lib/base64.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
@@ -461,6 +463,8 @@ export function createEmailService({
     prefix: string,
     /** The sending key's one domain (api_keys.domain_id), when it is limited to one. */
     keyDomainId: string | null,
+    /** The files of a large body, decoded before it reached the route (lib/base64.ts). */
+    decoded: DecodedFields | undefined,
     /** Sender decisions already made in this request, by From domain (a batch often repeats one). */
     decided = new Map<string, SenderAuthentication>(),
   ): Promise<NewEmail> {
@@ -504,7 +508,7 @@ export function createEmailService({
 
     const headers = checkHeaders(input.headers, prefix);
     const tags = checkTags(input.tags, prefix);
-    const attachments = checkAttachments(input.attachments, prefix);
+    const attachments = checkAttachments(input.attachments, prefix, decoded);
     const scheduledAt = checkScheduledAt(input.scheduled_at, now, prefix);
     const wanted = resolveTracking(input, headers, prefix);
 
@@ -779,14 +783,39 @@ export function createEmailService({
     };
   }
 
+  /**
+   * Runs `store` with the plan's large content — submitted messages and files larger than one piece — written
+   * to its pieces first (before the transaction that stores the emails, never inside it: see
+   * db/message-pieces.ts), and removes them again when `store` fails. A plan whose content is already in its
+   * pieces is stored as it is.
+   */
+  async function withContentInPieces<T>(plan: SendPlan, store: (plan: SendPlan) => Promise<T>): Promise<T> {
+    const emails = await repo.keepLargeContentInPieces(plan.emails);
+    try {
+      return await store({ ...plan, emails });
+    } catch (error) {
+      // Best effort: pieces left when even this fails are named by no row, and retention removes them.
+      await repo.removePieces(emails).catch(() => undefined);
+      throw error;
+    }
+  }
+
   const acceptedViews = (plan: SendPlan): AcceptedEmailView[] =>
     plan.emails.map((email) => ({ id: email.id, object: 'email' as const }));
 
   return {
-    /** Validates and renders one send (reading its template and sender), before any transaction. */
-    async prepareSend(projectId: string, input: SendEmailInput, sender: KeySender): Promise<SendPlan> {
+    /**
+     * Validates and renders one send (reading its template and sender), before any transaction. `decoded`: its
+     * files, when the body was large enough to be decoded on a thread (the request's `decodedFields`).
+     */
+    async prepareSend(
+      projectId: string,
+      input: SendEmailInput,
+      sender: KeySender,
+      decoded?: DecodedFields,
+    ): Promise<SendPlan> {
       const now = clock.now();
-      return { emails: [await prepare(projectId, input, now, '', sender.domainId)], now };
+      return { emails: [await prepare(projectId, input, now, '', sender.domainId, decoded)], now };
     },
 
     /**
@@ -821,6 +850,7 @@ export function createEmailService({
         now,
         '',
         sender.domainId,
+        undefined,
         decided,
       );
       // Who sent it for the author, or sent it on: a mailing list's Sender, a forward's Resent-From. Each is a
@@ -888,31 +918,36 @@ export function createEmailService({
     },
 
     /** All or nothing: one bad email refuses the batch (its index leads the param: `[3].to[0]`). */
-    async prepareBatch(projectId: string, inputs: SendEmailInput[], sender: KeySender): Promise<SendPlan> {
+    async prepareBatch(
+      projectId: string,
+      inputs: SendEmailInput[],
+      sender: KeySender,
+      decoded?: DecodedFields,
+    ): Promise<SendPlan> {
       const now = clock.now();
       const emails: NewEmail[] = [];
       const decided = new Map<string, SenderAuthentication>();
       for (const [index, input] of inputs.entries())
-        emails.push(await prepare(projectId, input, now, `[${index}].`, sender.domainId, decided));
+        emails.push(await prepare(projectId, input, now, `[${index}].`, sender.domainId, decoded, decided));
       return { emails, now };
     },
 
     /** What a send answers once its emails are stored. */
     acceptedViews,
 
+    withContentInPieces,
+
     /** Stores a prepared send with others (send groups); resolves once it is committed (it will be sent). */
     async accept(plan: SendPlan): Promise<void> {
-      const emails = await repo.keepLargeSubmissionsInPieces(plan.emails);
-      try {
-        await (groups ? groups.accept(emails, plan.now) : store(emails, plan.now));
-      } catch (error) {
-        // Best effort: pieces left when even this fails are named by no row and never read.
-        await repo.removePieces(emails).catch(() => undefined);
-        throw error;
-      }
+      await withContentInPieces(plan, ({ emails }) =>
+        groups ? groups.accept(emails, plan.now) : store(emails, plan.now),
+      );
     },
 
-    /** Stores a prepared send in `transaction` (an Idempotency-Key's); the worker wakes at its commit. */
+    /**
+     * Stores a prepared send in `transaction` (an Idempotency-Key's), its large content already in pieces
+     * (`withContentInPieces`); the worker wakes at its commit.
+     */
     async writeSend(transaction: Transaction, plan: SendPlan): Promise<void> {
       try {
         await writeIn(transaction, plan.emails, await markSuppressed(plan.emails, transaction.db));
@@ -1021,7 +1056,8 @@ export function createEmailService({
       };
     },
 
-    async raw(projectId: string, id: string): Promise<RawEmailView> {
+    /** The captured MIME: the view's fields, and the message as the chunks it is kept in (`raw`). */
+    async raw(projectId: string, id: string): Promise<{ head: Omit<RawEmailView, 'raw'>; raw: ByteChunks }> {
       const email = await load(projectId, id);
       const raw = await repo.raw(projectId, email.id);
       if (raw === undefined) {
@@ -1032,7 +1068,7 @@ export function createEmailService({
           'id',
         );
       }
-      return { object: 'raw_email', id: email.id, content_type: 'message/rfc822', raw };
+      return { head: { object: 'raw_email', id: email.id, content_type: 'message/rfc822' }, raw };
     },
   };
 }

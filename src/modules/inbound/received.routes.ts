@@ -12,6 +12,7 @@ import {
 } from './received.schemas.ts';
 import type { ReceivedService } from './received.service.ts';
 import { toReceivedSummary, toReceivedView } from './received-view.ts';
+import { streamOf, totalBytes } from '../../lib/byte-chunks.ts';
 
 const tags = ['Received emails'];
 
@@ -96,10 +97,12 @@ export function registerReceivedRoutes(
     },
     async (request, reply) => {
       const raw = await received.raw(projectOf(request), request.params.id);
+      // Streamed a chunk at a time: the message may be 40 MiB, never joined here (lib/byte-chunks.ts).
       return reply
         .type('message/rfc822')
         .header('content-disposition', `attachment; filename="${request.params.id}.eml"`)
-        .send(raw);
+        .header('content-length', totalBytes(raw))
+        .send(streamOf(raw));
     },
   );
 

@@ -39,9 +39,9 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
 
     get: load,
 
-    /** The message's bytes exactly as the listener stored them. */
-    async raw(projectId: string, id: string): Promise<Buffer> {
-      return Buffer.concat(await rawOf(await load(projectId, id)));
+    /** The message's bytes exactly as the listener stored them, in the chunks they are kept in. */
+    async raw(projectId: string, id: string): Promise<ByteChunks> {
+      return rawOf(await load(projectId, id));
     },
 
     /** One attachment's decoded bytes; 404 for an index the message does not have. */

@@ -6,8 +6,10 @@ import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
 import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
 import {
+  BATCH_FILES,
   EMAIL_BODY_LIMIT_BYTES,
   RescheduleEmailBody,
+  SEND_FILES,
   SendEmailBatchBody,
   SendEmailBody,
 } from '../emails/emails.schemas.ts';
@@ -112,12 +114,17 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         '/emails',
         {
           bodyLimit: EMAIL_BODY_LIMIT_BYTES,
-          config: { permission: 'sending_access' },
+          config: { permission: 'sending_access', base64Fields: SEND_FILES },
           schema: { ...hide, body: SendEmailBody },
           preValidation: translated((body) => toPostwireSend(body)),
         },
         async (request, reply) => {
-          const plan = await emails.prepareSend(projectOf(request), request.body, request.caller!);
+          const plan = await emails.prepareSend(
+            projectOf(request),
+            request.body,
+            request.caller!,
+            request.decodedFields,
+          );
           const [accepted] = emails.acceptedViews(plan);
           const answer = { id: accepted!.id };
           return storeSend(reply, emails, plan, answer);
@@ -128,14 +135,19 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         '/emails/batch',
         {
           bodyLimit: EMAIL_BODY_LIMIT_BYTES,
-          config: { permission: 'sending_access' },
+          config: { permission: 'sending_access', base64Fields: BATCH_FILES },
           schema: { ...hide, body: SendEmailBatchBody },
           preValidation: translated((body) =>
             Array.isArray(body) ? body.map((email, index) => toPostwireSend(email, `[${index}].`)) : body,
           ),
         },
         async (request, reply) => {
-          const plan = await emails.prepareBatch(projectOf(request), request.body, request.caller!);
+          const plan = await emails.prepareBatch(
+            projectOf(request),
+            request.body,
+            request.caller!,
+            request.decodedFields,
+          );
           // Postwire's batch is all or nothing (Resend's `strict`); asked for `permissive`, an accepted
           // batch answers with no errors, as Resend's does.
           const permissive = request.headers['x-batch-validation'] === 'permissive';

@@ -23,11 +23,7 @@ function contentBytes(options: MessageOptions): number {
   if (options.rawChunks) return totalBytes(options.rawChunks);
   if (Buffer.isBuffer(options.raw)) return options.raw.length;
   const text = (value: unknown) => (typeof value === 'string' ? value.length : 0);
-  const files = (options.attachments ?? []).reduce(
-    (sum, attachment) =>
-      sum + (Buffer.isBuffer(attachment.content) ? attachment.content.length : text(attachment.content)),
-    0,
-  );
+  const files = (options.attachmentChunks ?? []).reduce((sum, chunks) => sum + totalBytes(chunks), 0);
   return files + text(options.html) + text(options.text);
 }
 
@@ -62,31 +58,14 @@ export function createMessageBuilder(options: {
     async build(message, dkim) {
       if (contentBytes(message) <= LARGE_MESSAGE_BYTES) return buildMessage(message, signerFor(dkim));
       const transfer: ArrayBuffer[] = [];
-      const { rawChunks, ...rest } = message;
+      // The bytes go apart from the options, handed over.
+      const { rawChunks, attachmentChunks, ...rest } = message;
       const raw = rawChunks && (await copiedForTransfer(rawChunks, HANDOVER_BYTES, transfer));
-      // Files' bytes go apart, as raw's do; content of another kind (text) stays in the options.
-      const attachments: Array<Uint8Array[] | null> = [];
-      for (const attachment of rest.attachments ?? []) {
-        const { content } = attachment;
-        attachments.push(
-          Buffer.isBuffer(content) ? await copiedForTransfer([content], HANDOVER_BYTES, transfer) : null,
-        );
+      const attachments: Uint8Array[][] = [];
+      for (const chunks of attachmentChunks ?? []) {
+        attachments.push(await copiedForTransfer(chunks, HANDOVER_BYTES, transfer));
       }
-      const request: BuildRequest = {
-        options: {
-          ...rest,
-          ...(rest.attachments
-            ? {
-                attachments: rest.attachments.map((file, index) =>
-                  attachments[index] ? { ...file, content: '' } : file,
-                ),
-              }
-            : {}),
-        },
-        raw,
-        attachments,
-        dkim: dkim ?? options.fallback,
-      };
+      const request: BuildRequest = { options: rest, raw, attachments, dkim: dkim ?? options.fallback };
       const built = await threads().run(request, transfer);
       return Buffer.from(built.buffer, built.byteOffset, built.byteLength);
     },

@@ -10,8 +10,8 @@ export interface BuildRequest {
   options: MessageOptions;
   /** A submission's message, in pieces. */
   raw: Uint8Array[] | undefined;
-  /** Each attachment's content, in pieces (in the order of `options.attachments`); null: it is in the options. */
-  attachments: Array<Uint8Array[] | null>;
+  /** Each attachment's content, in pieces (in the order of `options.attachments`). */
+  attachments: Uint8Array[][];
   /** The key to sign with; unsigned when absent. */
   dkim: DkimConfig | undefined;
 }
@@ -28,13 +28,8 @@ serveThreadRequests<BuildRequest, Uint8Array>(
       {
         ...options,
         ...(raw ? { rawChunks: raw.map(asBuffer) } : {}),
-        ...(options.attachments
-          ? {
-              attachments: options.attachments.map((attachment, index) => {
-                const pieces = attachments[index];
-                return pieces ? { ...attachment, content: Buffer.concat(pieces) } : attachment;
-              }),
-            }
+        ...(attachments.length > 0
+          ? { attachmentChunks: attachments.map((pieces) => pieces.map(asBuffer)) }
           : {}),
       },
       signerFor(dkim),

@@ -64,6 +64,8 @@ function dsnRequest(email: EmailRecord, envelopeTo: readonly string[], notify: r
  */
 export interface MessageOptions extends SendMailOptions {
   rawChunks?: ByteChunks;
+  /** Each of `attachments`' content, in the chunks it is kept in (its `content` is left out until built). */
+  attachmentChunks?: ByteChunks[];
 }
 
 export function mailOptions(
@@ -99,12 +101,12 @@ export function mailOptions(
       ? {
           attachments: email.attachments.map((attachment) => ({
             filename: attachment.filename,
-            content: attachment.content,
             ...(attachment.contentType ? { contentType: attachment.contentType } : {}),
             ...(attachment.contentId
               ? { cid: attachment.contentId, contentDisposition: 'inline' as const }
               : {}),
           })),
+          attachmentChunks: email.attachments.map((attachment) => attachment.content ?? []),
         }
       : {}),
     messageId: email.messageId,
@@ -134,6 +136,9 @@ export function messageSigners(
   };
 }
 
+/** Bytes as one Buffer: the chunk itself when there is one. */
+const joined = (chunks: ByteChunks): Buffer => (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+
 /** A line break that is not CRLF: a CR alone, or an LF alone. */
 const BARE_LINE_BREAK = /\r(?!\n)|(?<!\r)\n/;
 
@@ -159,7 +164,17 @@ export async function buildMessage(options: MessageOptions, signer: DkimSigner |
   if (options.rawChunks) built = withCrlfLineEndings(Buffer.concat(options.rawChunks));
   else if (Buffer.isBuffer(options.raw)) built = withCrlfLineEndings(options.raw);
   else {
-    const root = new MailComposer(options).compile();
+    const { attachmentChunks, ...rest } = options;
+    const composed: SendMailOptions = attachmentChunks
+      ? {
+          ...rest,
+          attachments: rest.attachments?.map((attachment, index) => ({
+            ...attachment,
+            content: joined(attachmentChunks[index]!),
+          })),
+        }
+      : rest;
+    const root = new MailComposer(composed).compile();
     built = withCrlfLineEndings(writeAtOnce(root) ?? (await root.build()));
   }
   return signer ? signer.sign(built) : built;
