@@ -2,10 +2,11 @@
 // 5 ms by a probe of its own, test/helpers/latency-probe.ts) and the server's peak resident memory while
 // messages of just under SUBMISSION_MAX_BYTES are submitted over SMTP, stored, built, DKIM-signed and kept
 // (capture) or sent to a relay, or received by the inbound listener (INBOUND_MAX_BYTES raised to 40 MiB),
-// stored, read and authenticated (received), one after another, by `postwire serve` with its workers
-// (`node src/main.ts`).
+// stored, read and authenticated (received), or sent through `POST /v1/emails` with an attachment of just under
+// the 40 MiB the API takes (api: a 53 MiB JSON body, captured), one after another, by `postwire serve` with its
+// workers (`node src/main.ts`).
 //
-//   npm run bench:large-messages                           # SQLite and PostgreSQL; capture, relay, received; 2 each
+//   npm run bench:large-messages                           # SQLite and PostgreSQL; capture, relay, received, api; 2 each
 //   npm run bench:large-messages -- --only sqlite --messages 3
 //   npm run bench:large-messages -- --root ../old-checkout --modes capture,relay   # another checkout (before/after)
 import { spawn } from 'node:child_process';
@@ -27,7 +28,7 @@ const { values: args } = parseArgs({
   options: {
     messages: { type: 'string', default: '2' },
     only: { type: 'string' },
-    modes: { type: 'string', default: 'capture,relay,received' },
+    modes: { type: 'string', default: 'capture,relay,received,api' },
     root: { type: 'string' },
     'postgres-url': { type: 'string' },
   },
@@ -38,10 +39,13 @@ const root = path.resolve(args.root ?? path.resolve(here, '..'));
 const KEY = 'pw_bench_large_messages_key_0123456789';
 /** The attachment's size: with base64 and the rest, the message is just under 40 MiB. */
 const ATTACHMENT_BYTES = 29 * 1024 * 1024;
+/** An API send's attachment: just under the 40 MiB of files an email may carry (MAX_ATTACHMENT_BYTES). */
+const API_ATTACHMENT_BYTES = 40 * 1024 * 1024 - 64 * 1024;
 
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 const attachment = randomBytes(ATTACHMENT_BYTES);
+const apiAttachment = randomBytes(API_ATTACHMENT_BYTES);
 const text = Array.from({ length: 2000 }, (_, line) => `Line ${line} of the figures — Grüße`).join('\n');
 
 const percentile = (values: number[], p: number) =>
@@ -102,7 +106,7 @@ async function openDatabase(engine: 'sqlite' | 'postgres', url: string | undefin
   };
 }
 
-type Mode = 'capture' | 'relay' | 'received';
+type Mode = 'capture' | 'relay' | 'received' | 'api';
 
 async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string | undefined) {
   const database = await openDatabase(engine, pgUrl);
@@ -171,7 +175,21 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
   // Built before the probe starts: encoding 40 MiB here would compete with the server for the cores.
   const to = mode === 'received' ? 'reports@acme.test' : 'reader@example.org';
   const messages: Buffer[] = [];
+  const sends: string[] = [];
   for (let i = 0; i < MESSAGES; i++) {
+    if (mode === 'api') {
+      sends.push(
+        JSON.stringify({
+          from: 'Acme <hello@acme.example>',
+          to: [to],
+          subject: `Figures ${i}`,
+          text,
+          html: `<p>${text.replace(/\n/g, '</p><p>')}</p>`,
+          attachments: [{ filename: 'figures.bin', content: apiAttachment.toString('base64') }],
+        }),
+      );
+      continue;
+    }
     messages.push(
       await new MailComposer({
         from: 'Acme <hello@acme.example>',
@@ -185,13 +203,27 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
         .build(),
     );
   }
+  const submit = async (raw: Buffer) => {
+    const info = await transport.sendMail({ envelope: { from: 'hello@acme.example', to: [to] }, raw });
+    return /queued as ((?:msg|inb)_[0-9a-z]+)/.exec(info.response)![1]!;
+  };
+  const sendOverApi = async (body: string) => {
+    const response = await fetch(`${url}/v1/emails`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body,
+    });
+    const answer = (await response.json()) as { id?: string };
+    if (response.status !== 202)
+      throw new Error(`the send answered ${response.status}: ${JSON.stringify(answer)}`);
+    return answer.id!;
+  };
   const probe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
   const started = performance.now();
   let latencies: number[];
   try {
-    for (const [i, raw] of messages.entries()) {
-      const info = await transport.sendMail({ envelope: { from: 'hello@acme.example', to: [to] }, raw });
-      const id = /queued as ((?:msg|inb)_[0-9a-z]+)/.exec(info.response)![1]!;
+    for (let i = 0; i < MESSAGES; i++) {
+      const id = mode === 'api' ? await sendOverApi(sends[i]!) : await submit(messages[i]!);
       const done = async () =>
         mode === 'received'
           ? (await api('GET', '/received-emails')).data.length > i
@@ -229,7 +261,9 @@ if (args.only !== 'sqlite') {
     pgUrl = found.url;
   } else console.log(`PostgreSQL skipped: ${found.skip}`);
 }
-console.log(`${MESSAGES} messages of 39.9 MiB each, submitted one after another; the server at ${root}`);
+console.log(
+  `${MESSAGES} messages of 39.9 MiB each (api: a 40 MiB attachment), one after another; the server at ${root}`,
+);
 console.log('engine     mode     time     GET /v1/webhooks p50 / p99 / max      RSS idle → peak');
 for (const engine of engines) {
   for (const mode of args.modes!.split(',') as Mode[]) {
