@@ -4,8 +4,16 @@ import { test } from 'node:test';
 import { Splitter } from '@zone-eu/mailsplit';
 import { simpleParser } from 'mailparser';
 import MailComposer from 'nodemailer/lib/mail-composer';
-import { rewriteSubmittedHtml, submittedHtml } from '../src/modules/emails/submitted-html.ts';
-import { addOpenPixel, rewriteLinks, trackedLinks } from '../src/modules/emails/tracked-html.ts';
+import {
+  findSubmittedLinks,
+  LARGE_SUBMISSION_BYTES,
+  linksOfSubmitted,
+  rewriteSubmittedHtml,
+  submittedHtml,
+  trackedSubmission,
+  trackSubmission,
+} from '../src/modules/emails/submitted-html.ts';
+import { addOpenPixel, rewriteLinks, trackedHtml, trackedLinks } from '../src/modules/emails/tracked-html.ts';
 
 // Tracking a submitted message rewrites its html part(s) in place (src/modules/emails/submitted-html.ts):
 // mailsplit finds the parts, the splice and re-encoding are ours. Checked differentially: mailparser reads the
@@ -136,3 +144,31 @@ for (const [name, make] of Object.entries(messages)) {
     assert.ok((await rewriteSubmittedHtml(raw, (text) => text)).equals(raw));
   });
 }
+
+test('a large submitted message is found and tracked on a thread, to the same links and bytes as here', async () => {
+  // Past LARGE_SUBMISSION_BYTES: a file beside the html, and html in base64 and in quoted-printable.
+  const file = Buffer.alloc(LARGE_SUBMISSION_BYTES, 7);
+  const tracking = {
+    links: ['https://acme.example/a?x=1&y=2', 'https://acme.example/b'],
+    clickUrls: ['https://t.acme.example/c/1', 'https://t.acme.example/c/2'],
+    openUrl: 'https://t.acme.example/o/1',
+  };
+  for (const textEncoding of ['base64', 'quoted-printable'] as const) {
+    const raw = await build({
+      html: HTML,
+      textEncoding,
+      attachments: [{ filename: 'f.bin', content: file }],
+    });
+    assert.ok(raw.length > LARGE_SUBMISSION_BYTES);
+    // Cut as a socket would: the thread gets the chunks, here they are joined.
+    const chunks = [raw.subarray(0, 1000), raw.subarray(1000, 70_000), raw.subarray(70_000)];
+    assert.deepEqual(await findSubmittedLinks(chunks), await linksOfSubmitted(chunks));
+    assert.deepEqual(await findSubmittedLinks(chunks), tracking.links);
+    const onThread = Buffer.concat(await trackSubmission(chunks, tracking));
+    const here = Buffer.concat(await trackedSubmission(chunks, tracking));
+    assert.ok(onThread.equals(here), `${textEncoding}: the thread's copy is this thread's`);
+    const parsed = await simpleParser(onThread);
+    assert.equal(parsed.html, trackedHtml(HTML, tracking));
+    assert.equal(parsed.attachments[0]!.checksum, (await simpleParser(raw)).attachments[0]!.checksum);
+  }
+});

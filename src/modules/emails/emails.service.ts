@@ -92,7 +92,7 @@ import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { trackedLinks, UNSUBSCRIBE_PLACEHOLDER } from './tracked-html.ts';
-import { submittedHtml } from './submitted-html.ts';
+import { findSubmittedLinks } from './submitted-html.ts';
 import type { EngagementStore, TrackingSettings } from './tracking.ts';
 
 export interface EmailServiceDeps {
@@ -865,16 +865,16 @@ export function createEmailService({
       // MIME cannot be read part by part is refused here rather than failing at each attempt.
       let tracking = email.tracking;
       if (tracking && (tracking.opens || tracking.clicks)) {
-        let html: string[];
+        let links: string[];
         try {
-          html = await submittedHtml(Buffer.concat(submitted));
+          links = await findSubmittedLinks(submitted);
         } catch {
           throw invalidParam(
             'X-Postwire-Track',
             "X-Postwire-Track: the message's MIME parts cannot be read to find its html; send it without tracking",
           );
         }
-        tracking = { ...tracking, links: tracking.clicks ? trackedLinks(html.join('\n')) : [] };
+        tracking = { ...tracking, links: tracking.clicks ? links : [] };
       }
       return {
         emails: [

@@ -2,6 +2,9 @@ import { once } from 'node:events';
 import { type MimeNode, Splitter } from '@zone-eu/mailsplit';
 import * as base64 from 'nodemailer/lib/base64';
 import * as qp from 'nodemailer/lib/qp';
+import { type ByteChunks, copiedForTransfer, HANDOVER_BYTES, totalBytes } from '../../lib/byte-chunks.ts';
+import { createThreadPool, type ThreadPool } from '../../lib/thread-pool.ts';
+import { type HtmlTracking, trackedHtml, trackedLinks } from './tracked-html.ts';
 
 // The html of a message submitted over SMTP, for tracking (X-Postwire-Track): its text/html parts found by
 // mailsplit's MIME parser, their text read, and each rewritten and re-encoded in place. Every other byte (the
@@ -111,6 +114,16 @@ export async function submittedHtml(raw: Buffer): Promise<string[]> {
   return (await htmlParts(raw)).map((part) => part.html);
 }
 
+/** The links tracking points at its click URLs in a submitted message's html (tracked-html.ts's rule). */
+export async function linksOfSubmitted(raw: ByteChunks): Promise<string[]> {
+  return trackedLinks((await submittedHtml(Buffer.concat(raw))).join('\n'));
+}
+
+/** One recipient's copy of a submitted message, its html parts tracked (see `HtmlTracking`). */
+export async function trackedSubmission(raw: ByteChunks, tracking: HtmlTracking): Promise<ByteChunks> {
+  return [await rewriteSubmittedHtml(Buffer.concat(raw), (html) => trackedHtml(html, tracking))];
+}
+
 const CONTENT_TRANSFER_ENCODING = /^Content-Transfer-Encoding:[^\n]*\n(?:[ \t][^\n]*\n)*/im;
 
 /** A rewritten part's header and body, encoded as it was (or as quoted-printable, see above). */
@@ -148,4 +161,57 @@ export async function rewriteSubmittedHtml(raw: Buffer, rewrite: (html: string) 
   }
   pieces.push(raw.subarray(at));
   return Buffer.concat(pieces);
+}
+
+// Finding a submitted message's links and writing a recipient's tracked copy both read the whole message
+// (mailsplit's parse, the parts' decoding and re-encoding): for a 40 MiB message, seconds of CPU and fresh
+// memory, during which an event loop doing it answers no one. So a message larger than LARGE_SUBMISSION_BYTES is
+// handled on a thread (submitted-html-worker.ts, the same functions), handed over in copies made a piece at a
+// time (lib/byte-chunks.ts); a small one here, where the hop would cost more than the work.
+
+/** A submitted message past this many bytes has its html found and tracked on a thread. */
+export const LARGE_SUBMISSION_BYTES = 256 * 1024;
+/** One thread, and how many messages may wait for it (a send waits its turn, never fails). */
+const SUBMITTED_HTML_THREADS = 1;
+const SUBMITTED_HTML_QUEUE_LIMIT = 10_000;
+/** CPU time one message's html may take on the thread: a 40 MiB message takes a few seconds. */
+const SUBMITTED_HTML_BUDGET_MS = 60_000;
+
+/** Find the links, or write a recipient's tracked copy. */
+type SubmittedHtmlTask = { links: true } | { links?: undefined; tracking: HtmlTracking };
+export type SubmittedHtmlRequest = SubmittedHtmlTask & { raw: Uint8Array[] };
+export type SubmittedHtmlAnswer = { links: string[] } | { copy: Uint8Array };
+
+let pool: ThreadPool<SubmittedHtmlRequest, SubmittedHtmlAnswer> | undefined;
+/** The thread, started with the first large message; idle, it does not keep the process alive. */
+const threads = () =>
+  (pool ??= createThreadPool<SubmittedHtmlRequest, SubmittedHtmlAnswer>({
+    name: 'submitted html',
+    script: new URL('./submitted-html-worker.ts', import.meta.url),
+    threads: SUBMITTED_HTML_THREADS,
+    queueLimit: SUBMITTED_HTML_QUEUE_LIMIT,
+    timeoutMs: SUBMITTED_HTML_BUDGET_MS,
+    overBudget: () => new Error(`reading the message's html took longer than ${SUBMITTED_HTML_BUDGET_MS} ms`),
+    queueFull: () => new Error('too many large messages are waiting for their html to be read'),
+  }));
+
+async function onThread(raw: ByteChunks, task: SubmittedHtmlTask): Promise<SubmittedHtmlAnswer> {
+  const transfer: ArrayBuffer[] = [];
+  const copies = await copiedForTransfer(raw, HANDOVER_BYTES, transfer);
+  return threads().run({ ...task, raw: copies }, transfer);
+}
+
+/** `linksOfSubmitted`, on the thread when the message is large. */
+export async function findSubmittedLinks(raw: ByteChunks): Promise<string[]> {
+  if (totalBytes(raw) <= LARGE_SUBMISSION_BYTES) return linksOfSubmitted(raw);
+  const answer = await onThread(raw, { links: true });
+  return 'links' in answer ? answer.links : [];
+}
+
+/** `trackedSubmission`, on the thread when the message is large. */
+export async function trackSubmission(raw: ByteChunks, tracking: HtmlTracking): Promise<ByteChunks> {
+  if (totalBytes(raw) <= LARGE_SUBMISSION_BYTES) return trackedSubmission(raw, tracking);
+  const answer = await onThread(raw, { tracking });
+  if (!('copy' in answer)) throw new Error('the submitted-html thread answered without the copy');
+  return [Buffer.from(answer.copy.buffer, answer.copy.byteOffset, answer.copy.byteLength)];
 }

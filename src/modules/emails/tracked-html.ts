@@ -102,3 +102,22 @@ export function fillUnsubscribeUrl(content: string, url: string, html: boolean):
   const value = html ? escapeAttribute(url) : url;
   return content.replace(UNSUBSCRIBE_VARIABLE, () => value);
 }
+
+/**
+ * How one recipient's html is tracked: each of `links` pointed at its click URL (`clickUrls[i]` for `links[i]`;
+ * none when empty), and the open pixel at `openUrl` when given. Plain data, so a thread can apply it.
+ */
+export interface HtmlTracking {
+  links: readonly string[];
+  clickUrls: readonly string[];
+  openUrl?: string | undefined;
+}
+
+/** The html with its links tracked, then its open pixel added (see HtmlTracking). */
+export function trackedHtml(html: string, tracking: HtmlTracking): string {
+  const clicked =
+    tracking.clickUrls.length > 0
+      ? rewriteLinks(html, tracking.links, (index) => tracking.clickUrls[index]!)
+      : html;
+  return tracking.openUrl ? addOpenPixel(clicked, tracking.openUrl) : clicked;
+}

@@ -1,7 +1,7 @@
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import type { TrackingSettings } from '../emails/tracking.ts';
-import { addOpenPixel, fillUnsubscribeUrl, rewriteLinks } from '../emails/tracked-html.ts';
-import { rewriteSubmittedHtml } from '../emails/submitted-html.ts';
+import { fillUnsubscribeUrl, type HtmlTracking, trackedHtml } from '../emails/tracked-html.ts';
+import { trackSubmission } from '../emails/submitted-html.ts';
 import type { EngagementLinks } from './tokens.ts';
 
 export const RFC8058_BODY = 'List-Unsubscribe=One-Click';
@@ -19,13 +19,20 @@ export async function personalize(
 ): Promise<EmailRecord> {
   let { html, text, submitted } = email;
   const headers = { ...email.headers };
-  const withClicks = (content: string): string =>
-    settings.clicks && settings.links.length > 0
-      ? rewriteLinks(content, settings.links, (index) => links.url('click', recipientId, index))
-      : content;
-  const withPixel = (content: string): string =>
-    settings.opens ? addOpenPixel(content, links.url('open', recipientId)) : content;
-  if (html !== null) html = withClicks(html);
+  // The recipient's URLs, made here (they are signed with the process's secret); the html is rewritten with
+  // them wherever it is (tracked-html.ts), a large submitted message's on a thread.
+  const clicks: HtmlTracking = {
+    links: settings.links,
+    clickUrls: settings.clicks
+      ? settings.links.map((_, index) => links.url('click', recipientId, index))
+      : [],
+  };
+  const pixel: HtmlTracking = {
+    links: [],
+    clickUrls: [],
+    openUrl: settings.opens ? links.url('open', recipientId) : undefined,
+  };
+  if (html !== null) html = trackedHtml(html, clicks);
   if (settings.unsubscribe) {
     const url = links.url('unsubscribe', recipientId);
     if (html !== null) html = fillUnsubscribeUrl(html, url, true);
@@ -34,13 +41,11 @@ export async function personalize(
     headers['List-Unsubscribe'] = mailto ? `<${url}>, <${mailto}>` : `<${url}>`;
     headers['List-Unsubscribe-Post'] = RFC8058_BODY;
   }
-  if (html !== null) html = withPixel(html);
+  if (html !== null) html = trackedHtml(html, pixel);
   // An SMTP submission travels as written: only its html part(s) are tracked, re-encoded in place (its
   // `{{ unsubscribe_url }}` is the application's text, left as written).
   if (submitted !== undefined && (settings.clicks || settings.opens)) {
-    submitted = [
-      await rewriteSubmittedHtml(Buffer.concat(submitted), (content) => withPixel(withClicks(content))),
-    ];
+    submitted = await trackSubmission(submitted, { ...clicks, openUrl: pixel.openUrl });
   }
   return { ...email, html, text, headers, submitted };
 }

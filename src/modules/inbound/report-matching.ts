@@ -202,9 +202,9 @@ export function createReportMatcher(deps: {
       // Matched by what any recipient knows: believed only when the recipient's provider signed it. The DKIM
       // key lookups happen here, before the transaction that applies the report.
       if (!found.byReturnPath) {
-        // Only a message the parse thread read within its caps gets here, so this reads at most their headers.
-        // On the event loop, whole: reports are kilobytes (INBOUND_MAX_BYTES bounds what one may be).
-        const signer = await deps.authenticator.signerOf(Buffer.concat(message.raw));
+        // Only a message the parse thread read within its caps gets here (INBOUND_MAX_BYTES bounds what one
+        // may be): read in its chunks, never joined.
+        const signer = await deps.authenticator.signerOf(message.raw);
         const vouchers = new Set<string>();
         for (const recipient of found.recipients) {
           const check = speaksFor(signer, recipient.address, deps.feedbackLoops);
