@@ -29,12 +29,25 @@ export async function copiedForTransfer(
   transfer: ArrayBuffer[],
 ): Promise<Uint8Array[]> {
   const copies: Uint8Array[] = [];
-  for (const piece of inPiecesOf(chunks, size)) {
-    const copy = new Uint8Array(piece.length);
-    copy.set(piece);
-    copies.push(copy);
-    transfer.push(copy.buffer);
-    await letOthersRun();
+  let left = totalBytes(chunks);
+  let copy: Uint8Array<ArrayBuffer> | undefined;
+  let filled = 0;
+  // Each chunk's bytes are copied straight into the piece they fall in: one copy, no piece joined first.
+  for (const chunk of chunks) {
+    for (let at = 0; at < chunk.length; ) {
+      copy ??= new Uint8Array(Math.min(size, left));
+      const length = Math.min(copy.length - filled, chunk.length - at);
+      copy.set(chunk.subarray(at, at + length), filled);
+      at += length;
+      filled += length;
+      left -= length;
+      if (filled < copy.length) continue;
+      copies.push(copy);
+      transfer.push(copy.buffer);
+      copy = undefined;
+      filled = 0;
+      await letOthersRun();
+    }
   }
   return copies;
 }
