@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { buffer, text } from 'node:stream/consumers';
 import { test } from 'node:test';
-import { copiedForTransfer, inPiecesOf, jsonWithTextOf, streamOf } from '../src/lib/byte-chunks.ts';
+import {
+  copiedForTransfer,
+  inPiecesOf,
+  jsonWithTextOf,
+  PieceCopies,
+  streamOf,
+} from '../src/lib/byte-chunks.ts';
 import { seeded } from './helpers/random.ts';
 
 // A message's bytes in the chunks they came in (src/lib/byte-chunks.ts): every way of regrouping, copying or
@@ -24,7 +30,7 @@ test('copies for a thread and pieces are the bytes, in pieces of the size asked,
   for (let round = 0; round < 40; round++) {
     const bytes = randomBytes(below(600_000));
     const chunks = cut(bytes, below);
-    const size = [1, 1000, 65_536, 256 * 1024][below(4)]!;
+    const size = [100, 1000, 65_536, 256 * 1024][below(4)]!;
     const transfer: ArrayBuffer[] = [];
     const copies = await copiedForTransfer(chunks, size, transfer);
     assert.ok(Buffer.concat(copies).equals(bytes), `round ${round}: the copies`);
@@ -35,6 +41,15 @@ test('copies for a thread and pieces are the bytes, in pieces of the size asked,
       'each copy has memory of its own, handed over',
     );
     assert.ok(copies.every((copy) => copy.byteOffset === 0 && copy.byteLength === copy.buffer.byteLength));
+    // As a body arrives: its size unknown until its end.
+    const arriving = new PieceCopies(size);
+    for (const chunk of chunks) arriving.add(chunk);
+    const arrived = arriving.finish();
+    assert.ok(Buffer.concat(arrived.pieces).equals(bytes), `round ${round}: the pieces copied as they came`);
+    assert.deepEqual(
+      arrived.transfer,
+      arrived.pieces.map((piece) => piece.buffer),
+    );
     const pieces = [...inPiecesOf(chunks, size)];
     assert.ok(Buffer.concat(pieces).equals(bytes), `round ${round}: the pieces`);
     assert.ok((await buffer(streamOf(chunks))).equals(bytes), `round ${round}: the stream`);

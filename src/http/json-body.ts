@@ -1,6 +1,6 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { type DecodedFields, decodedFieldToken } from '../lib/base64.ts';
-import { type ByteChunks, copiedForTransfer, HANDOVER_BYTES } from '../lib/byte-chunks.ts';
+import { HANDOVER_BYTES, PieceCopies } from '../lib/byte-chunks.ts';
 import { invalidParam } from '../lib/errors.ts';
 import { createThreadPool, type ThreadPool } from '../lib/thread-pool.ts';
 import { bodyIsOptional } from './validation.ts';
@@ -63,16 +63,17 @@ function bodyError(fault: JsonBodyFault): Error {
 }
 
 /**
- * The body's bytes as they arrive, checked as Fastify's rawBody checks them; rejects with Fastify's errors.
- * `payload` is the request's stream after the preParsing hooks (body-memory.ts counts it).
+ * The body's bytes as they arrive, copied into pieces ready to hand to a thread (so the socket's chunks are let
+ * go as they come: the body is held once), checked as Fastify's rawBody checks them; rejects with Fastify's
+ * errors. `payload` is the request's stream after the preParsing hooks (body-memory.ts counts it).
  */
-function readBody(request: FastifyRequest, payload: NodeJS.ReadableStream): Promise<Buffer[]> {
+function readBody(request: FastifyRequest, payload: NodeJS.ReadableStream): Promise<PieceCopies> {
   const limit = request.routeOptions.bodyLimit ?? 0;
   const contentLength = Number(request.headers['content-length']);
   if (contentLength > limit) return Promise.reject(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
   const counted = payload as NodeJS.ReadableStream & { receivedEncodedLength?: number };
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    const copies = new PieceCopies(HANDOVER_BYTES);
     let received = 0;
     const stop = () => {
       payload.removeListener('data', onData);
@@ -87,7 +88,7 @@ function readBody(request: FastifyRequest, payload: NodeJS.ReadableStream): Prom
         reject(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
         return;
       }
-      chunks.push(bytes);
+      copies.add(bytes);
     }
     function onEnd(error?: Error & { statusCode?: number }) {
       stop();
@@ -100,7 +101,7 @@ function readBody(request: FastifyRequest, payload: NodeJS.ReadableStream): Prom
         reject(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
         return;
       }
-      resolve(chunks);
+      resolve(copies);
     }
     payload.on('data', onData);
     payload.on('end', onEnd);
@@ -130,11 +131,9 @@ export function installJsonBody(app: FastifyInstance): void {
   });
 
   /** A large body, parsed on the thread; its files' bytes come back handed over, in `decodedFields`. */
-  async function parsedOnThread(request: FastifyRequest, chunks: ByteChunks): Promise<unknown> {
-    const transfer: ArrayBuffer[] = [];
-    const copies = await copiedForTransfer(chunks, HANDOVER_BYTES, transfer);
+  async function parsedOnThread(request: FastifyRequest, pieces: Uint8Array[], transfer: ArrayBuffer[]) {
     const answer = await threads().run(
-      { chunks: copies, base64Fields: request.routeOptions.config.base64Fields ?? [] },
+      { chunks: pieces, base64Fields: request.routeOptions.config.base64Fields ?? [] },
       transfer,
     );
     if ('fault' in answer) throw bodyError(answer);
@@ -151,11 +150,11 @@ export function installJsonBody(app: FastifyInstance): void {
   app.addContentTypeParser(
     'application/json',
     async (request: FastifyRequest, payload: NodeJS.ReadableStream) => {
-      const chunks = await readBody(request, payload);
-      const size = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+      const { pieces, transfer } = (await readBody(request, payload)).finish();
+      const size = pieces.reduce((sum, piece) => sum + piece.length, 0);
       if (size === 0 && bodyIsOptional(request.routeOptions)) return undefined;
-      if (size > LARGE_BODY_BYTES) return parsedOnThread(request, chunks);
-      const parsed = jsonBodyOf(Buffer.concat(chunks, size));
+      if (size > LARGE_BODY_BYTES) return parsedOnThread(request, pieces, transfer);
+      const parsed = jsonBodyOf(Buffer.concat(pieces, size));
       if ('fault' in parsed) throw bodyError(parsed);
       return parsed.value;
     },

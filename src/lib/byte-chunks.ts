@@ -19,37 +19,67 @@ export const letOthersRun = (): Promise<void> => new Promise((resolve) => setImm
 export const HANDOVER_BYTES = 256 * 1024;
 
 /**
- * The bytes copied into memory of their own, `size` at a time with the event loop let go between copies: to
- * hand to a worker thread as transferred ArrayBuffers (`transfer` gets them), where posting them as they are
- * would copy them all at once into one message.
+ * Bytes copied, as they come, into pieces of `size` bytes with memory of their own: to hand to a worker thread
+ * as transferred ArrayBuffers, where posting them as they are would copy them all at once into one message.
+ * Each chunk's bytes go straight into the piece they fall in (one copy). `total`, when known, sizes the last
+ * piece to its bytes; else a last piece partly filled is a view of its own buffer.
  */
+export class PieceCopies {
+  readonly pieces: Array<Uint8Array<ArrayBuffer>> = [];
+  private current: Uint8Array<ArrayBuffer> | undefined;
+  private filled = 0;
+  private left: number;
+
+  private readonly size: number;
+
+  constructor(size: number, total = Infinity) {
+    this.size = size;
+    this.left = total;
+  }
+
+  /** Copies `chunk` in; how many pieces it completed. */
+  add(chunk: Uint8Array): number {
+    let completed = 0;
+    for (let at = 0; at < chunk.length;) {
+      this.current ??= new Uint8Array(Math.min(this.size, this.left));
+      const length = Math.min(this.current.length - this.filled, chunk.length - at);
+      this.current.set(chunk.subarray(at, at + length), this.filled);
+      at += length;
+      this.filled += length;
+      this.left -= length;
+      if (this.filled < this.current.length) continue;
+      this.pieces.push(this.current);
+      this.current = undefined;
+      this.filled = 0;
+      completed += 1;
+    }
+    return completed;
+  }
+
+  /** The pieces, all of the bytes added; the buffers to hand over with them. */
+  finish(): { pieces: Array<Uint8Array<ArrayBuffer>>; transfer: ArrayBuffer[] } {
+    if (this.current && this.filled > 0) this.pieces.push(this.current.subarray(0, this.filled));
+    this.current = undefined;
+    return { pieces: this.pieces, transfer: this.pieces.map((piece) => piece.buffer) };
+  }
+}
+
+/** The bytes as PieceCopies of `size`, the event loop let go after each piece; `transfer` gets their buffers. */
 export async function copiedForTransfer(
   chunks: ByteChunks,
   size: number,
   transfer: ArrayBuffer[],
 ): Promise<Uint8Array[]> {
-  const copies: Uint8Array[] = [];
-  let left = totalBytes(chunks);
-  let copy: Uint8Array<ArrayBuffer> | undefined;
-  let filled = 0;
-  // Each chunk's bytes are copied straight into the piece they fall in: one copy, no piece joined first.
+  const copies = new PieceCopies(size, totalBytes(chunks));
   for (const chunk of chunks) {
-    for (let at = 0; at < chunk.length; ) {
-      copy ??= new Uint8Array(Math.min(size, left));
-      const length = Math.min(copy.length - filled, chunk.length - at);
-      copy.set(chunk.subarray(at, at + length), filled);
-      at += length;
-      filled += length;
-      left -= length;
-      if (filled < copy.length) continue;
-      copies.push(copy);
-      transfer.push(copy.buffer);
-      copy = undefined;
-      filled = 0;
-      await letOthersRun();
+    // A chunk larger than a piece is copied a piece per turn of the event loop.
+    for (let at = 0; at < chunk.length; at += size) {
+      if (copies.add(chunk.subarray(at, at + size)) > 0) await letOthersRun();
     }
   }
-  return copies;
+  const { pieces, transfer: buffers } = copies.finish();
+  for (const buffer of buffers) transfer.push(buffer);
+  return pieces;
 }
 
 export const totalBytes = (chunks: ByteChunks): number =>
