@@ -211,6 +211,22 @@ for (const engine of ALL_ENGINES) {
       return { status: response.status, answer: ids.length > 0 ? 'accepted' : answer, files, stored };
     }
 
+    test('an Idempotency-Key tells two large bodies with different files apart, and replays the same one', async () => {
+      const large = (content: string) => JSON.stringify(file(content)) + ' '.repeat(LARGE_BODY_BYTES);
+      const post = (body: string) =>
+        api.request('POST', '/v1/emails', {
+          rawBody: body,
+          headers: { 'content-type': 'application/json', 'idempotency-key': 'large-files-1' },
+        });
+      const first = await post(large(base64));
+      assert.equal(first.status, 202);
+      const again = await post(large(base64));
+      assert.deepEqual([again.status, again.body], [202, first.body], 'the same send is answered as before');
+      const other = await post(large(randomBytes(3000).toString('base64')));
+      assert.equal(other.status, 422);
+      assert.equal(other.body.error.code, 'idempotency_key_reused');
+    });
+
     for (const [name, path, body] of corpus) {
       test(name, async () => {
         assert.ok(body.length < LARGE_BODY_BYTES, 'the small body is small');

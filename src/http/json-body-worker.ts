@@ -1,6 +1,7 @@
 // A request-body thread (json-body.ts): parses a large JSON body with the same `jsonBodyOf` the event loop uses
 // for small ones, and decodes the base64 files its route names, each replaced in the body by its token
 // (lib/base64.ts DecodedFields); the files' bytes are handed back, not copied.
+import { createHash } from 'node:crypto';
 import { decodeBase64, decodedFieldToken } from '../lib/base64.ts';
 import { lowerThreadPriority, serveThreadRequests } from '../lib/thread-pool.ts';
 import { type JsonBodyFault, jsonBodyOf } from './json-text.ts';
@@ -15,8 +16,9 @@ export interface JsonBodyRequest {
 export type JsonBodyAnswer =
   | JsonBodyFault
   | {
-      /** The body, the string of the `i`th file decoded replaced by `decodedFieldToken(i)`. */
+      /** The body, the string of the `i`th file decoded replaced by `tokens[i]` (`decodedFieldToken`). */
       value: unknown;
+      tokens: string[];
       /** Each file's bytes; null when it was not base64. */
       decoded: Array<Uint8Array | null>;
     };
@@ -70,15 +72,17 @@ serveThreadRequests<JsonBodyRequest, JsonBodyAnswer>(
   ({ chunks, base64Fields }) => {
     const parsed = jsonBodyOf(Buffer.concat(chunks));
     if ('fault' in parsed) return parsed;
+    const tokens: string[] = [];
     const decoded: Array<Uint8Array | null> = [];
     for (const path of base64Fields) {
       replaceStrings(parsed.value, stepsOf(path), (text) => {
         const bytes = decodeBase64(text);
         decoded.push(bytes ? ownMemory(bytes) : null);
-        return decodedFieldToken(decoded.length - 1);
+        tokens.push(decodedFieldToken(tokens.length, createHash('sha256').update(text).digest('hex')));
+        return tokens.at(-1)!;
       });
     }
-    return { value: parsed.value, decoded };
+    return { value: parsed.value, tokens, decoded };
   },
   (answer) =>
     'decoded' in answer

@@ -1,5 +1,5 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
-import { type DecodedFields, decodedFieldToken } from '../lib/base64.ts';
+import type { DecodedFields } from '../lib/base64.ts';
 import { HANDOVER_BYTES, PieceCopies } from '../lib/byte-chunks.ts';
 import { invalidParam } from '../lib/errors.ts';
 import { createThreadPool, type ThreadPool } from '../lib/thread-pool.ts';
@@ -139,7 +139,7 @@ export function installJsonBody(app: FastifyInstance): void {
     if ('fault' in answer) throw bodyError(answer);
     request.decodedFields = new Map(
       answer.decoded.map((bytes, index) => [
-        decodedFieldToken(index),
+        answer.tokens[index]!,
         bytes ? [Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)] : undefined,
       ]),
     );

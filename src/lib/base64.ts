@@ -24,8 +24,13 @@ export function decodeBase64(text: string): Buffer | undefined {
  */
 export type DecodedFields = ReadonlyMap<string, ByteChunks | undefined>;
 
-/** The token that stands for the `index`th decoded field of a body (see DecodedFields). */
-export const decodedFieldToken = (index: number): string => `\u0000decoded:${index}`;
+/**
+ * The token that stands for the `index`th decoded field of a body (see DecodedFields). It carries a digest of
+ * the field's text, so that what is made of the body — an Idempotency-Key's fingerprint of it — still tells
+ * two bodies with different files apart.
+ */
+export const decodedFieldToken = (index: number, digest: string): string =>
+  `\u0000decoded:${index}:${digest}`;
 
 /** The bytes of base64 `text`, taking them from `decoded` when the text is one of its tokens. */
 export function base64Bytes(text: string, decoded: DecodedFields | undefined): ByteChunks | undefined {
