@@ -1,7 +1,7 @@
 // Reading rules more than one section uses: a domain name, PEM text or file, a certificate pair, a port.
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { custom, rawValue, type ReadContext, type Setting } from '../lib/settings.ts';
+import { custom, rawValue, type ReadContext, readInteger, type Setting } from '../lib/settings.ts';
 
 export const DOMAIN_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/i;
 
@@ -49,15 +49,6 @@ export function optionalPort(
   return custom(env, {
     default: 'unset',
     ...described,
-    read(context) {
-      const raw = rawValue(context, env);
-      if (raw === undefined) return undefined;
-      const value = Number(raw);
-      if (!Number.isInteger(value) || value < 0 || value > 65535) {
-        context.problems.push(`${env} must be an integer from 0 to 65535, got '${raw}'.`);
-        return undefined;
-      }
-      return value;
-    },
+    read: (context) => readInteger(context, env, 0, 65535),
   });
 }
