@@ -32,12 +32,7 @@ export const ENGAGEMENT_SETTINGS = section('Tracking and unsubscribe', {
 function publicUrl(context: ReadContext): string | undefined {
   const raw = rawValue(context, 'PUBLIC_URL');
   if (raw === undefined) return undefined;
-  let url: URL | undefined;
-  try {
-    url = new URL(raw);
-  } catch {
-    url = undefined;
-  }
+  const url = URL.parse(raw);
   if (!url || !['http:', 'https:'].includes(url.protocol) || url.search || url.hash || url.username) {
     context.problems.push(
       `PUBLIC_URL must be an http(s) URL such as https://mail.acme.example, got '${raw}'.`,

@@ -47,12 +47,7 @@ export const SENDING_SETTINGS = section('Sending', {
     read(context) {
       const url = rawValue(context, 'SMTP_URL');
       if (url === undefined) return undefined;
-      let parsed: URL | undefined;
-      try {
-        parsed = new URL(url);
-      } catch {
-        parsed = undefined;
-      }
+      const parsed = URL.parse(url);
       if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
         // The value may hold a password: the message names the variable, never repeats it.
         context.problems.push(
