@@ -115,17 +115,20 @@ export function integer(
   return custom(env, {
     ...described,
     default: shownDefault ?? code(fallback),
-    read(context) {
-      const raw = rawValue(context, env);
-      if (raw === undefined) return fallback;
-      const value = Number(raw);
-      if (!Number.isInteger(value) || value < min || value > max) {
-        context.problems.push(`${env} must be an integer from ${min} to ${max}, got '${raw}'.`);
-        return fallback;
-      }
-      return value;
-    },
+    read: (context) => readInteger(context, env, min, max) ?? fallback,
   });
+}
+
+/** Reads an integer from `min` to `max`; unset gives undefined, and so does a bad value, a problem. */
+export function readInteger(context: ReadContext, env: string, min: number, max: number): number | undefined {
+  const raw = rawValue(context, env);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    context.problems.push(`${env} must be an integer from ${min} to ${max}, got '${raw}'.`);
+    return undefined;
+  }
+  return value;
 }
 
 export function boolean(env: string, options: Described & { default: boolean }): Setting<boolean> {

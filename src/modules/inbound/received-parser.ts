@@ -1,13 +1,7 @@
 import { createHash } from 'node:crypto';
 import { convert as htmlToText } from 'html-to-text';
-import {
-  type AddressObject,
-  type AttachmentStream,
-  type Headers,
-  MailParser,
-  type MessageText,
-} from 'mailparser';
-import { feedParser, parserRefusal } from './report-parser.ts';
+import { type AddressObject, type AttachmentStream, type Headers, type MessageText } from 'mailparser';
+import { headerText, readMime, Refused, unreadableReason } from './mime-stream.ts';
 
 // Reads a received message (mail sent to a project's receiving address) into what the application that
 // receives it gets: addresses, subject, date, threading ids, text, html, the text without its quoted history,
@@ -118,9 +112,6 @@ export type ReceivedLimits = typeof RECEIVED_LIMITS;
 /** How deep html-to-text walks the html (mailparser's own bound). */
 const HTML_DEPTH = 100;
 
-/** A refusal: the reason the message is unreadable. */
-class Refused extends Error {}
-
 interface Parsed {
   headers: Headers;
   headerLines: Array<{ key: string; line: string }>;
@@ -128,77 +119,24 @@ interface Parsed {
 }
 
 /**
- * Runs mailparser over `source`, fed in slices so that it stops as soon as the message is refused. Each
- * attachment's content goes to `onAttachment` (which must drain it); the text is kept, cut at bodyChars.
+ * Runs mailparser over `source` (readMime). Each attachment's content goes to `onAttachment` (which must
+ * drain it), an attached message among them (an .eml the application can open); the text is kept, cut at
+ * bodyChars. Html is made text later, with our cap, only when there is no text at all.
  */
-function parse(
+async function parse(
   source: Uint8Array,
   limits: ReceivedLimits,
   onAttachment: (attachment: AttachmentStream, index: number) => Promise<void>,
 ): Promise<Parsed> {
-  const parser = new MailParser({
-    maxChildNodes: limits.parts,
-    maxHeadSize: limits.headerBytes,
-    // An attached message is an attachment (an .eml the application can open), not a second tree of parts.
-    ignoreEmbedded: true,
-    // Html is converted to text here, with our cap, only when there is no text at all.
-    skipHtmlToText: true,
-    skipTextToHtml: true,
-    skipTextLinks: true,
-    skipImageLinks: true,
-    checksumAlgo: false,
+  let headerLines: Parsed['headerLines'] = [];
+  let text: MessageText | undefined;
+  let index = 0;
+  const headers = await readMime(source, limits, {
+    onHeaderLines: (lines) => (headerLines = lines),
+    onText: (read) => (text = read),
+    onAttachment: (attachment) => onAttachment(attachment, index++),
   });
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    let headers: Headers = new Map();
-    let headerLines: Parsed['headerLines'] = [];
-    let text: MessageText | undefined;
-    let parserEnded = false;
-    let reading = 0;
-    let index = 0;
-    const fail = (error: unknown) => {
-      if (settled) return;
-      settled = true;
-      parser.removeAllListeners('data');
-      reject(error);
-    };
-    const maybeDone = () => {
-      if (settled || !parserEnded || reading > 0) return;
-      settled = true;
-      resolve({ headers, headerLines, text });
-    };
-
-    parser.on('headers', (read: Headers) => (headers = read));
-    parser.on('headerLines', (lines: Parsed['headerLines']) => (headerLines = lines));
-    parser.on('data', (data: AttachmentStream | MessageText) => {
-      if (data.type === 'text') {
-        text = data;
-        return;
-      }
-      const partId = data.partId ?? '';
-      if (partId && partId.split('.').length > limits.depth) {
-        data.release?.();
-        fail(new Refused(`parts nested more than ${limits.depth} levels deep`));
-        return;
-      }
-      reading++;
-      onAttachment(data, index++).then(
-        () => {
-          reading--;
-          maybeDone();
-        },
-        (error: unknown) => fail(error),
-      );
-      data.release?.();
-    });
-    parser.on('error', (error: Error & { code?: string }) => fail(new Refused(parserRefusal(error, limits))));
-    parser.on('end', () => {
-      parserEnded = true;
-      maybeDone();
-    });
-
-    feedParser(parser, source, () => settled);
-  });
+  return { headers, headerLines, text };
 }
 
 /** Reads an attachment's content to its end, handing each chunk to `chunk`. */
@@ -222,13 +160,6 @@ function dispositionOf(attachment: AttachmentStream): 'attachment' | 'inline' {
   if (said === 'inline') return 'inline';
   if (said === 'attachment') return 'attachment';
   return attachment.related && attachment.cid ? 'inline' : 'attachment';
-}
-
-/** A header's text, whatever shape mailparser gave it (a repeated header is a list: the first counts). */
-function headerText(headers: Headers, name: string): string | undefined {
-  const value = headers.get(name);
-  const first = Array.isArray(value) ? value[0] : value;
-  return typeof first === 'string' ? first : undefined;
 }
 
 /** Every mailbox of an address header (groups replaced by their members). */
@@ -424,9 +355,5 @@ export async function readReceivedAttachment(
 }
 
 function unreadable(error: unknown, subject: string | null): ParsedReceived {
-  const reason =
-    error instanceof Refused
-      ? error.message
-      : `not readable: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`;
-  return { readable: false, reason, subject };
+  return { readable: false, reason: unreadableReason(error), subject };
 }

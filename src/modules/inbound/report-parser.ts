@@ -1,4 +1,5 @@
-import { type AttachmentStream, type Headers, MailParser, type MessageText } from 'mailparser';
+import type { Headers } from 'mailparser';
+import { headerText, readMime, Refused, unreadableReason } from './mime-stream.ts';
 
 // Reads what mail systems send back after they accepted a message: delivery status notifications
 // (RFC 3464, `multipart/report; report-type=delivery-status`), feedback reports (RFC 5965 ARF,
@@ -108,32 +109,6 @@ const RETURNED_TYPES = new Set([
 /** Types that are UTF-8 whatever they say (RFC 6533). */
 const UTF8_TYPES = new Set(['message/global-delivery-status', 'message/global', 'message/global-headers']);
 
-/** Bytes handed to the parser at a time: it stops taking them once the message is refused. */
-const FEED_BYTES = 64 * 1024;
-
-/**
- * Writes a message into mailparser a slice at a time, waiting for it to drain, and ends it; stops as soon as
- * `stopped()` says the message was refused (a cap broken), so a huge message costs no more than its refusal.
- */
-export function feedParser(parser: MailParser, source: Uint8Array, stopped: () => boolean): void {
-  let offset = 0;
-  const feed = () => {
-    while (!stopped() && offset < source.length) {
-      const slice = source.subarray(offset, offset + FEED_BYTES);
-      offset += slice.length;
-      if (!parser.write(slice)) {
-        parser.once('drain', feed);
-        return;
-      }
-    }
-    if (!stopped()) parser.end();
-  };
-  feed();
-}
-
-/** A refusal: the reason the message is unreadable. */
-class Refused extends Error {}
-
 /** Counts header and field lines against the message's cap; past it, refuses the message. */
 interface LineBudget {
   spend(lines: number): void;
@@ -196,13 +171,6 @@ interface KeptPart {
   bytes: Buffer;
 }
 
-/** A header's text, whatever shape mailparser gave it (a repeated header is a list: the first counts). */
-function text(headers: Headers, name: string): string | undefined {
-  const value = headers.get(name);
-  const first = Array.isArray(value) ? value[0] : value;
-  return typeof first === 'string' ? first : undefined;
-}
-
 function contentTypeOf(headers: Headers): { type: string; params: Record<string, string> } {
   const value = headers.get('content-type');
   if (value && typeof value === 'object' && 'value' in value && typeof value.value === 'string') {
@@ -222,116 +190,52 @@ function decodeText(part: KeptPart): string {
   }
 }
 
-const depthOf = (partId: string): number => partId.split('.').length;
 const parentOf = (partId: string): string => partId.split('.').slice(0, -1).join('.');
 
-/** Why mailparser gave up, for a person: its limits (parts, header bytes) are the caller's. */
-export function parserRefusal(
-  error: Error & { code?: string },
-  limits: { parts: number; headerBytes: number },
-): string {
-  if (error.code === 'EMAXLEN' && /child nodes/i.test(error.message)) {
-    return `more than ${limits.parts} MIME parts`;
-  }
-  if (error.code === 'EMAXLEN' && /header size/i.test(error.message)) {
-    return `a header block over ${limits.headerBytes / 1024} KiB (each line counts as 64 bytes at least)`;
-  }
-  return `not readable as MIME: ${error.message.slice(0, 200)}`;
-}
-
 /**
- * Runs mailparser over `source`, fed in slices so that it stops as soon as the message is refused. Parts
- * whose type `keep` accepts are kept (their first `reportPartBytes`); any other is drained unread.
+ * Runs mailparser over `source` (readMime). Parts whose type `keep` accepts are kept (their first
+ * `reportPartBytes`); any other is drained unread. The human-readable parts are not read at all.
  */
-function parse(
+async function parse(
   source: Uint8Array,
   limits: ReportLimits,
   keep: (type: string) => boolean,
   budget: LineBudget,
 ): Promise<{ headers: Headers; parts: KeptPart[] }> {
-  const parser = new MailParser({
-    maxChildNodes: limits.parts,
-    maxHeadSize: limits.headerBytes,
+  const parts: KeptPart[] = [];
+  const headers = await readMime(source, limits, {
     // A report's own parts are attachments to mailparser: read as they are, not folded into the text.
     keepDeliveryStatus: true,
-    // The returned message is read for its header, never parsed as a second tree of parts.
-    ignoreEmbedded: true,
-    // The human-readable parts are not read: none of mailparser's work on them.
-    skipHtmlToText: true,
-    skipTextToHtml: true,
-    skipTextLinks: true,
-    skipImageLinks: true,
-    checksumAlgo: false,
-  });
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    let headers: Headers = new Map();
-    const parts: KeptPart[] = [];
-    let parserEnded = false;
-    let reading = 0;
-    const fail = (error: unknown) => {
-      if (settled) return;
-      settled = true;
-      parser.removeAllListeners('data');
-      reject(error);
-    };
-    const maybeDone = () => {
-      if (settled || !parserEnded || reading > 0) return;
-      settled = true;
-      resolve({ headers, parts });
-    };
-
-    parser.on('headers', (read: Headers) => (headers = read));
-    parser.on('headerLines', (lines: readonly unknown[]) => {
-      try {
-        budget.spend(lines.length);
-      } catch (error) {
-        fail(error);
-      }
-    });
-    parser.on('data', (data: AttachmentStream | MessageText) => {
-      if (data.type !== 'attachment') return;
+    onHeaderLines: (lines) => budget.spend(lines.length),
+    onAttachment(data, fail) {
       const partId = data.partId ?? '';
-      if (partId && depthOf(partId) > limits.depth) {
-        data.release?.();
-        fail(new Refused(`parts nested more than ${limits.depth} levels deep`));
-        return;
-      }
       const type = data.contentType.toLowerCase();
       if (!keep(type)) {
         data.content.resume();
-        data.release?.();
-        return;
+        return undefined;
       }
       const chunks: Buffer[] = [];
       let size = 0;
-      reading++;
       // A returned message is cut (its header comes first); a report part past the cap refuses the message.
       const cut = RETURNED_TYPES.has(type);
-      data.content.on('data', (chunk: Buffer) => {
-        if (size < limits.reportPartBytes) chunks.push(chunk);
-        size += chunk.length;
-        if (size > limits.reportPartBytes && !cut) {
-          fail(new Refused(`a ${type} part over ${limits.reportPartBytes / 1024} KiB`));
-        }
+      return new Promise((resolve) => {
+        data.content.on('data', (chunk: Buffer) => {
+          if (size < limits.reportPartBytes) chunks.push(chunk);
+          size += chunk.length;
+          if (size > limits.reportPartBytes && !cut) {
+            fail(new Refused(`a ${type} part over ${limits.reportPartBytes / 1024} KiB`));
+          }
+        });
+        data.content.once('end', () => {
+          const bytes = Buffer.concat(chunks).subarray(0, limits.reportPartBytes);
+          parts.push({ partId, type, charset: contentTypeOf(data.headers).params.charset, bytes });
+          resolve();
+        });
+        data.content.once('error', fail);
       });
-      data.content.once('end', () => {
-        reading--;
-        const bytes = Buffer.concat(chunks).subarray(0, limits.reportPartBytes);
-        parts.push({ partId, type, charset: contentTypeOf(data.headers).params.charset, bytes });
-        maybeDone();
-      });
-      data.content.once('error', fail);
-      data.release?.();
-    });
-    parser.on('error', (error: Error & { code?: string }) => fail(new Refused(parserRefusal(error, limits))));
-    parser.on('end', () => {
-      parserEnded = true;
-      maybeDone();
-    });
-
-    feedParser(parser, source, () => settled);
+    },
   });
+  return { headers, parts };
 }
 
 /** The Message-ID and Return-Path of a returned message, or of its returned header. */
@@ -352,7 +256,7 @@ async function returnedHeaders(
       ? (returnPath.value[0] as { address?: string } | undefined)?.address
       : undefined;
   return {
-    messageId: messageIdIn(text(headers, 'message-id')),
+    messageId: messageIdIn(headerText(headers, 'message-id')),
     returnPath: address ? address.toLowerCase() : null,
   };
 }
@@ -430,10 +334,10 @@ async function readFeedback(
 
 /** An auto-reply (vacation, out of office): RFC 3834's `Auto-Submitted`, or the de-facto headers. */
 function autoReplyReason(headers: Headers): string | undefined {
-  const autoSubmitted = text(headers, 'auto-submitted')?.toLowerCase();
+  const autoSubmitted = headerText(headers, 'auto-submitted')?.toLowerCase();
   if (autoSubmitted && autoSubmitted !== 'no') return `Auto-Submitted: ${autoSubmitted}`;
   if (headers.has('x-autoreply') || headers.has('x-autorespond')) return 'X-Autoreply';
-  if (text(headers, 'precedence')?.toLowerCase() === 'auto_reply') return 'Precedence: auto_reply';
+  if (headerText(headers, 'precedence')?.toLowerCase() === 'auto_reply') return 'Precedence: auto_reply';
   return undefined;
 }
 
@@ -460,7 +364,7 @@ export async function readMessage(
   } catch (error) {
     return { report: unreadable(error), subject: null };
   }
-  const subject = text(headers, 'subject')?.trim().slice(0, SUBJECT_MAX) || null;
+  const subject = headerText(headers, 'subject')?.trim().slice(0, SUBJECT_MAX) || null;
   try {
     return { report: await readReportIn(headers, parts, limits, budget), subject };
   } catch (error) {
@@ -469,11 +373,7 @@ export async function readMessage(
 }
 
 function unreadable(error: unknown): Report {
-  if (error instanceof Refused) return { kind: 'unreadable', reason: error.message };
-  return {
-    kind: 'unreadable',
-    reason: `not readable: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`,
-  };
+  return { kind: 'unreadable', reason: unreadableReason(error) };
 }
 
 async function readReportIn(

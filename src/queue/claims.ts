@@ -1,0 +1,118 @@
+// A round of the work loop: the heartbeat, giving back leases too short to use, then claims until every lane
+// with work holds what it may; idle, it works out how long to sleep.
+import { accept } from './attempts.ts';
+import type { QueueJob } from './contract.ts';
+import type { Lease } from './lease.ts';
+import { held, heldCount, mayClaim, topUpLimit, type WorkerState } from './worker-state.ts';
+
+/** One round; resolves to how long to sleep before the next (a wake-up comes sooner). */
+export async function round<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+): Promise<number> {
+  const { source, workerId, clock, settings } = state.options;
+  state.rounds += 1;
+  const thisRound = state.rounds;
+  state.foundNothing = false;
+  await heartbeat(state);
+  if (state.expiring.length > 0) {
+    const rows = state.expiring;
+    state.expiring = [];
+    await source.release(workerId, rows);
+    // They are due again at once: claim them afresh, with a lease long enough for an attempt.
+    state.nextDiscoveryAt = -Infinity;
+  }
+  await fill(state);
+  const idle = heldCount(state) === 0 && state.unrecorded === 0;
+  if (idle) {
+    // Sleep until the next job is due (one whose time this worker's last look has already passed is
+    // held elsewhere, or its lane is busy in another worker: the poll finds it).
+    const dueAt = (await source.nextDueAt(clock.now())) ?? Infinity;
+    if (dueAt > state.lastDiscoveryAt) state.nextDiscoveryAt = Math.min(state.nextDiscoveryAt, dueAt);
+    if (state.foundNothing) {
+      const ready = state.idleWaiters.filter((waiter) => waiter.after < thisRound);
+      state.idleWaiters = state.idleWaiters.filter((waiter) => waiter.after >= thisRound);
+      for (const waiter of ready) waiter.resolve();
+    } else if (state.idleWaiters.length > 0) {
+      // Someone waits for a look that finds nothing: the last one found work, so look again.
+      state.nextDiscoveryAt = -Infinity;
+    }
+  }
+  const until = Math.min(state.nextDiscoveryAt, state.options.heartbeats ? state.nextHeartbeatAt : Infinity);
+  return Math.max(0, Math.min(settings.pollIntervalMs, until - clock.now().getTime()));
+}
+
+/** Says this worker is alive, and gives back the jobs of workers of its queue that are not. */
+async function heartbeat(state: WorkerState<QueueJob, unknown>): Promise<void> {
+  const { heartbeats: store, clock, workerId, channel, source, logger, name } = state.options;
+  const now = clock.now();
+  if (!store || now.getTime() < state.nextHeartbeatAt) return;
+  state.nextHeartbeatAt = now.getTime() + state.heartbeatEveryMs;
+  await store.beat(workerId, channel, now);
+  state.lastHeartbeatAt = now.getTime();
+  const dead = await store.dead(channel, new Date(now.getTime() - 2 * state.heartbeatEveryMs));
+  if (dead.length === 0) return;
+  for (const deadWorker of dead) await source.release(deadWorker);
+  await store.forget(dead);
+  logger.warn({ workers: dead }, `${name}: gave back the jobs of workers that stopped their heartbeat`);
+  state.nextDiscoveryAt = -Infinity;
+}
+
+/** Claims until every lane with work holds what it may, or nothing more is due. */
+async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outcome>): Promise<void> {
+  const { settings, source, clock, workerId } = state.options;
+  const { lanes } = state;
+  while (state.running) {
+    let room = settings.capacity - heldCount(state);
+    if (!mayClaim(state, room)) return;
+    const now = clock.now();
+    const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+
+    const topUps: Array<{ lane: string; limit: number }> = [];
+    for (const [key, lane] of lanes) {
+      const limit = topUpLimit(state, lane, room);
+      if (limit === 0) continue;
+      if (!source.claimLanes) {
+        // A lane with more work has room again: only a look over the whole queue can find its jobs.
+        lane.backlogged = false;
+        state.nextDiscoveryAt = -Infinity;
+        continue;
+      }
+      topUps.push({ lane: key, limit });
+      room -= limit;
+    }
+    if (source.claimLanes) {
+      if (topUps.length > 0) {
+        const claimed = await source.claimLanes(lease, topUps);
+        const got = new Map<string, number>();
+        for (const job of claimed) got.set(job.lane, (got.get(job.lane) ?? 0) + 1);
+        for (const { lane, limit } of topUps) {
+          const laneState = lanes.get(lane);
+          if (laneState && (got.get(lane) ?? 0) < limit) laneState.backlogged = false;
+        }
+        await accept(state, claimed, lease);
+        continue;
+      }
+    }
+
+    if (now.getTime() < state.nextDiscoveryAt) return;
+    if (state.inFlight.size > 0 && room < settings.claimBatch) return;
+    state.lastDiscoveryAt = now.getTime();
+    state.nextDiscoveryAt = state.lastDiscoveryAt + settings.pollIntervalMs;
+    // Lanes without room, or topped up on their own, are left out: the look finds the others' work.
+    const excludeLanes: string[] = [];
+    for (const [key, lane] of lanes) {
+      const full = held(lane) >= settings.laneCapacity;
+      if (full) lane.backlogged = true;
+      if (full || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
+    }
+    const limit = Math.min(room, state.discoveryLimit);
+    const claimed = await source.claim(lease, { limit, excludeLanes });
+    if (claimed.length === 0) state.foundNothing = true;
+    const { kept, excess } = await accept(state, claimed, lease);
+    // Ask next time for about as many as this look could use: giving rows back costs two writes each.
+    state.discoveryLimit = excess > 0 ? Math.max(settings.laneCapacity, kept) : settings.capacity;
+    // A full look may have left more: look again at once.
+    if (claimed.length >= limit) state.nextDiscoveryAt = -Infinity;
+    else if (excess === 0) return;
+  }
+}
