@@ -1,5 +1,6 @@
+import type { Kysely } from 'kysely';
 import type { PageRequest } from '../../db/pagination.ts';
-import type { EmailStatus } from '../../db/schema.ts';
+import type { Database, EmailStatus } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, notFound } from '../../lib/errors.ts';
 import { isId } from '../../lib/ids.ts';
@@ -76,19 +77,20 @@ export interface EmailViewsDeps {
 }
 
 export function createEmailViews({ repo, clock, events: eventService, engagement }: EmailViewsDeps) {
-  async function load(projectId: string, id: string): Promise<EmailRecord> {
-    const email = isId('msg', id) ? await repo.find(projectId, id) : undefined;
+  // Both read through `via` when given: the transaction that has just changed the email (scheduled-changes.ts).
+  async function load(projectId: string, id: string, via?: Kysely<Database>): Promise<EmailRecord> {
+    const email = isId('msg', id) ? await repo.find(projectId, id, via) : undefined;
     if (!email) throw notFound('email', id);
     return email;
   }
 
-  async function view(email: EmailRecord): Promise<EmailView> {
+  async function view(email: EmailRecord, via?: Kysely<Database>): Promise<EmailView> {
     const [recipients, events, attachments, engaged, tracked] = await Promise.all([
-      repo.recipients(email.projectId, email.id),
-      eventService.forEmail(email.projectId, email.id),
-      repo.attachments(email.id),
-      engagement?.repo.forEmail(email.projectId, email.id),
-      engagement?.repo.settingsFor([email.id]),
+      repo.recipients(email.projectId, email.id, via),
+      eventService.forEmail(email.projectId, email.id, via),
+      repo.attachments(email.id, via),
+      engagement?.repo.forEmail(email.projectId, email.id, via),
+      engagement?.repo.settingsFor([email.id], via),
     ]);
     const timeline = events.map((event) => {
       const data = JSON.parse(event.data) as {

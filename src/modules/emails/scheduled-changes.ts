@@ -19,44 +19,48 @@ export interface ScheduledChangesDeps {
 
 export function createScheduledChanges({ repo, clock, notifier, views }: ScheduledChangesDeps) {
   const { load, view } = views;
+
+  /**
+   * Makes `change` to an email that is scheduled and whose time has not come, in `transaction`, and answers
+   * its view as read back in that transaction. The repository refuses (`refused`) when the email is no longer
+   * such (a recipient already due, or the email not scheduled), and this is then a 409 whose `code` says it
+   * cannot be `done`; the rollback undoes whatever the change had written.
+   */
+  async function whileScheduled(
+    transaction: Transaction,
+    email: EmailRecord,
+    change: (now: string) => Promise<void>,
+    refusal: { refused: new () => Error; code: string; done: string },
+  ): Promise<EmailView> {
+    const now = clock.now().toISOString();
+    try {
+      await change(now);
+    } catch (error) {
+      if (!(error instanceof refusal.refused)) throw error;
+      throw new DomainError(
+        'conflict',
+        refusal.code,
+        `Email '${email.id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be ${refusal.done}.`,
+        'id',
+      );
+    }
+    return view(await load(email.projectId, email.id, transaction.db), transaction.db);
+  }
+
   return {
-    /** Reads the email to cancel and its view, before any transaction; `cancel` then cancels it. */
-    async prepareCancel(projectId: string, id: string): Promise<{ email: EmailRecord; view: EmailView }> {
-      const email = await load(projectId, id);
-      return { email, view: await view(email) };
+    /** Reads the email to cancel, before any transaction; `cancel` then cancels it. */
+    async prepareCancel(projectId: string, id: string): Promise<{ email: EmailRecord }> {
+      return { email: await load(projectId, id) };
     },
 
-    /**
-     * Cancels the email in `transaction` and answers its view as cancelled: every recipient was still
-     * waiting (else nothing changes and this is a 409), so what the cancel changed is known without a read.
-     */
-    async cancel(
-      transaction: Transaction,
-      { email, view: before }: { email: EmailRecord; view: EmailView },
-    ): Promise<EmailView> {
-      const now = clock.now().toISOString();
-      try {
-        await repo.cancel(transaction, email.projectId, email.id, now);
-      } catch (error) {
-        if (!(error instanceof CancelRefused)) throw error;
-        throw new DomainError(
-          'conflict',
-          'email_not_cancellable',
-          `Email '${email.id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be cancelled.`,
-          'id',
-        );
-      }
-      return {
-        ...before,
-        status: 'cancelled',
-        updated_at: now,
-        recipients: before.recipients.map((recipient) => ({
-          ...recipient,
-          status: 'cancelled',
-          next_attempt_at: null,
-          completed_at: now,
-        })),
-      };
+    /** Cancels the email in `transaction` (every recipient still waiting, else a 409) and answers its view. */
+    async cancel(transaction: Transaction, { email }: { email: EmailRecord }): Promise<EmailView> {
+      return whileScheduled(
+        transaction,
+        email,
+        (now) => repo.cancel(transaction, email.projectId, email.id, now),
+        { refused: CancelRefused, code: 'email_not_cancellable', done: 'cancelled' },
+      );
     },
 
     /**
@@ -68,45 +72,33 @@ export function createScheduledChanges({ repo, clock, notifier, views }: Schedul
       projectId: string,
       id: string,
       input: RescheduleEmailInput,
-    ): Promise<{ email: EmailRecord; view: EmailView; at: string }> {
+    ): Promise<{ email: EmailRecord; at: string }> {
       const email = await load(projectId, id);
       const at = checkScheduledAt(input.scheduled_at, clock.now(), '');
       if (at === null) {
         throw invalidParam('scheduled_at', 'scheduled_at must be in the future to reschedule an email.');
       }
-      return { email, view: await view(email), at };
+      return { email, at };
     },
 
     /**
-     * Moves the email to its new time in `transaction` and answers its view: every recipient not suppressed
-     * was still waiting (else nothing changes and this is a 409), so the new view is known without a read.
+     * Moves the email to its new time in `transaction` (every recipient not suppressed still waiting, else a
+     * 409) and answers its view.
      */
     async reschedule(
       transaction: Transaction,
-      { email, view: before, at }: { email: EmailRecord; view: EmailView; at: string },
+      { email, at }: { email: EmailRecord; at: string },
     ): Promise<EmailView> {
-      const now = clock.now().toISOString();
-      try {
-        await repo.reschedule(transaction, email.projectId, email.id, at, now);
-      } catch (error) {
-        if (!(error instanceof RescheduleRefused)) throw error;
-        throw new DomainError(
-          'conflict',
-          'email_not_reschedulable',
-          `Email '${email.id}' is ${shownStatus(email, now)}; only a scheduled email whose time has not come can be rescheduled.`,
-          'id',
-        );
-      }
-      // The worker reads the next waiting time again on its next claim (an earlier time, sooner).
-      transaction.afterCommit(() => notifier.notify());
-      return {
-        ...before,
-        scheduled_at: at,
-        updated_at: now,
-        recipients: before.recipients.map((recipient) =>
-          recipient.status === 'queued' ? { ...recipient, next_attempt_at: at } : recipient,
-        ),
-      };
+      return whileScheduled(
+        transaction,
+        email,
+        async (now) => {
+          await repo.reschedule(transaction, email.projectId, email.id, at, now);
+          // The worker reads the next waiting time again on its next claim (an earlier time, sooner).
+          transaction.afterCommit(() => notifier.notify());
+        },
+        { refused: RescheduleRefused, code: 'email_not_reschedulable', done: 'rescheduled' },
+      );
     },
   };
 }
