@@ -273,8 +273,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       }
     },
 
-    async find(projectId: string, id: string): Promise<EmailRecord | undefined> {
-      const row = await db
+    /** Through `via` when given (a transaction that has just changed it). */
+    async find(projectId: string, id: string, via: Kysely<Database> = db): Promise<EmailRecord | undefined> {
+      const row = await via
         .selectFrom('emails')
         .selectAll()
         .where('project_id', '=', projectId)
@@ -303,9 +304,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       return row?.email_id;
     },
 
-    /** An email's attachments without their content (for the API). */
-    async attachments(emailId: string): Promise<EmailAttachment[]> {
-      return (await attachmentsOf(db, [emailId], { content: false })).get(emailId) ?? [];
+    /** An email's attachments without their content (for the API); through `via` when given. */
+    async attachments(emailId: string, via: Kysely<Database> = db): Promise<EmailAttachment[]> {
+      return (await attachmentsOf(via, [emailId], { content: false })).get(emailId) ?? [];
     },
 
     async list(
@@ -343,8 +344,13 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       return { items: result.items.map(toEmailRecord), hasMore: result.hasMore };
     },
 
-    async recipients(projectId: string, emailId: string): Promise<RecipientRow[]> {
-      return db
+    /** Through `via` when given. */
+    async recipients(
+      projectId: string,
+      emailId: string,
+      via: Kysely<Database> = db,
+    ): Promise<RecipientRow[]> {
+      return via
         .selectFrom('email_recipients')
         .selectAll()
         .where('project_id', '=', projectId)

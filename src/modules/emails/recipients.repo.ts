@@ -216,6 +216,20 @@ function recipientRow(
   };
 }
 
+/**
+ * An UPDATE, in `trx`, of the email's recipients still waiting for its scheduled time: not yet promoted into
+ * the queue (so no worker can hold one), their time still to come. The rows a cancel or a reschedule may
+ * change; the caller sets what changes.
+ */
+function updateStillWaiting(trx: Kysely<Database>, projectId: string, emailId: string, now: string) {
+  return trx
+    .updateTable('email_recipients')
+    .where('email_id', '=', emailId)
+    .where('project_id', '=', projectId)
+    .where('status', '=', 'queued')
+    .where('wait_until', '>', now);
+}
+
 export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
   const pieces = createMessagePieces(db);
   // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, the others `v`): built
@@ -372,8 +386,7 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
       emailId: string,
       now: string,
     ): Promise<number> {
-      const cancelled = await trx
-        .updateTable('email_recipients')
+      const cancelled = await updateStillWaiting(trx, projectId, emailId, now)
         .set({
           status: 'cancelled',
           wait_until: null,
@@ -381,10 +394,6 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
           updated_at: now,
           completed_at: now,
         })
-        .where('email_id', '=', emailId)
-        .where('project_id', '=', projectId)
-        .where('status', '=', 'queued')
-        .where('wait_until', '>', now)
         .executeTakeFirst();
       return Number(cancelled.numUpdatedRows);
     },
@@ -400,13 +409,8 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
       at: string,
       now: string,
     ): Promise<number> {
-      const moved = await trx
-        .updateTable('email_recipients')
+      const moved = await updateStillWaiting(trx, projectId, emailId, now)
         .set({ wait_until: at, next_attempt_at: at, updated_at: now })
-        .where('email_id', '=', emailId)
-        .where('project_id', '=', projectId)
-        .where('status', '=', 'queued')
-        .where('wait_until', '>', now)
         .executeTakeFirst();
       return Number(moved.numUpdatedRows);
     },

@@ -38,6 +38,11 @@ export interface RecipientEngagement {
 export interface EngagementStore {
   /** Through `via`: the transaction the emails are written in. */
   insertSettings(rows: readonly TrackedEmail[], via: Kysely<Database>): Promise<void>;
-  settingsFor(emailIds: readonly string[]): Promise<Map<string, TrackingSettings>>;
-  forEmail(projectId: string, emailId: string): Promise<Map<string, RecipientEngagement>>;
+  /** These two through `via` when given: the transaction an email's view is read back in. */
+  settingsFor(emailIds: readonly string[], via?: Kysely<Database>): Promise<Map<string, TrackingSettings>>;
+  forEmail(
+    projectId: string,
+    emailId: string,
+    via?: Kysely<Database>,
+  ): Promise<Map<string, RecipientEngagement>>;
 }

@@ -69,9 +69,12 @@ export function createEngagementRepo(db: Kysely<Database>) {
     },
 
     /** The settings of these emails (those that asked for anything). */
-    async settingsFor(emailIds: readonly string[]): Promise<Map<string, TrackingSettings>> {
+    async settingsFor(
+      emailIds: readonly string[],
+      via: Kysely<Database> = db,
+    ): Promise<Map<string, TrackingSettings>> {
       if (emailIds.length === 0) return new Map();
-      const rows = await db
+      const rows = await via
         .selectFrom('email_tracking')
         .select(['email_id', 'opens', 'clicks', 'unsubscribe', 'links'])
         .where('email_id', 'in', [...emailIds])
@@ -167,8 +170,12 @@ export function createEngagementRepo(db: Kysely<Database>) {
     },
 
     /** The engagement of an email's recipients, by recipient id. */
-    async forEmail(projectId: string, emailId: string): Promise<Map<string, RecipientEngagement>> {
-      const rows = await db
+    async forEmail(
+      projectId: string,
+      emailId: string,
+      via: Kysely<Database> = db,
+    ): Promise<Map<string, RecipientEngagement>> {
+      const rows = await via
         .selectFrom('recipient_engagement')
         .select([
           'recipient_id',

@@ -60,8 +60,8 @@ export function createEventRepo(db: Kysely<Database>) {
     },
 
     /** An email's events, oldest first: its timeline. */
-    async forEmail(projectId: string, emailId: string): Promise<EventRecord[]> {
-      const rows = await db
+    async forEmail(projectId: string, emailId: string, via: Kysely<Database> = db): Promise<EventRecord[]> {
+      const rows = await via
         .selectFrom('events')
         .selectAll()
         .where('project_id', '=', projectId)

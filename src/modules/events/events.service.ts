@@ -184,9 +184,9 @@ export function createEventService({
       return emitted!;
     },
 
-    /** An email's events, oldest first: its timeline. */
-    forEmail: (projectId: string, emailId: string): Promise<EventRecord[]> =>
-      repo.forEmail(projectId, emailId),
+    /** An email's events, oldest first: its timeline; through `via` when given (a transaction). */
+    forEmail: (projectId: string, emailId: string, via?: Kysely<Database>): Promise<EventRecord[]> =>
+      repo.forEmail(projectId, emailId, via),
 
     async list(projectId: string, page: PageRequest, type?: string) {
       if (type !== undefined && !isEventKind(type)) {
