@@ -1,4 +1,5 @@
 import { AssertionError } from 'node:assert';
+import { Readable, Transform } from 'node:stream';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -79,12 +80,35 @@ export function installContractCheck(app: FastifyInstance): ContractCheck {
       }
     }
     if (compiled instanceof Error) return payload;
-    try {
-      const violation = check(compiled, request, reply, payload);
-      if (violation) found.push(violation);
-    } catch (error) {
-      found.push({ ...where(request, reply), operation: '?', problem: `the check failed: ${String(error)}` });
+    const contract = compiled;
+    const checked = (body: unknown) => {
+      try {
+        const violation = check(contract, request, reply, body);
+        if (violation) found.push(violation);
+      } catch (error) {
+        found.push({
+          ...where(request, reply),
+          operation: '?',
+          problem: `the check failed: ${String(error)}`,
+        });
+      }
+    };
+    // A JSON answer streamed (a captured message's /raw): checked once it has all been sent, as it passes.
+    if (payload instanceof Readable && String(reply.getHeader('content-type') ?? '').startsWith(MEDIA_TYPE)) {
+      const chunks: Buffer[] = [];
+      const passing = new Transform({
+        transform(chunk: Buffer | string, _encoding, callback) {
+          chunks.push(Buffer.from(chunk));
+          callback(null, chunk);
+        },
+        flush(callback) {
+          checked(Buffer.concat(chunks));
+          callback();
+        },
+      });
+      return payload.pipe(passing);
     }
+    checked(payload);
     return payload;
   });
 
