@@ -1,39 +1,41 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
+import type { Engine } from '../src/db/connection.ts';
+import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import type { HeartbeatStore } from '../src/queue/heartbeats.repo.ts';
 import type { Lease } from '../src/queue/lease.ts';
-import { createNotifier } from '../src/queue/notifier.ts';
+import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { createDeliveryRepo, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.repo.ts';
+import { createDeliveryQueueSource, type DeliveryJob } from '../src/modules/deliveries/deliveries.worker.ts';
+import { noMetrics } from '../src/modules/metrics/instruments.ts';
+import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
+import { QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import {
   createQueueWorker,
   type QueueSettings,
   type QueueSource,
   type QueueWorker,
-  type RecordResult,
 } from '../src/queue/runtime.ts';
+import {
+  ALL_ENGINES,
+  createTestDatabase,
+  createTestServices,
+  engineSkip,
+  type TestDatabase,
+} from './helpers/app.ts';
+import { commitFailure } from './helpers/failing-commit.ts';
 
-// The queue runtime on its own: a scripted in-memory queue (rows with leases, read through an injected
-// clock) instead of a database, and attempts the test finishes when it chooses.
+// The queue runtime held to a real queue: the webhook deliveries table, claimed, topped up, given back and
+// recorded through the very QueueSource the delivery worker runs on (createDeliveryQueueSource), on both
+// engines. Each webhook is a lane; the jobs are deliveries emitted through the event service, one each, a
+// millisecond apart so the queue's order is theirs. Time is an injected clock the test moves by hand (the
+// leases are compared with it in SQL), attempts end when the test says, and what a test reads back (done,
+// held by whom) is the rows. The only failure made on purpose, a COMMIT that fails, is the database's own
+// (a statement observer throws instead of running it), not a model of the queue.
 
-interface Job {
-  id: string;
-  lane: string;
-  rows: readonly string[];
-}
-
-interface Outcome {
-  id: string;
-  workerId: string;
-}
-
-interface Row {
-  id: string;
-  lane: string;
-  lockedBy: string | null;
-  lockedUntil: number;
-  done: boolean;
-}
+type Job = DeliveryJob;
+type Outcome = DeliveryOutcome;
 
 /** A clock the test moves by hand. */
 function manualClock(start = Date.parse('2026-11-22T10:00:00.000Z')) {
@@ -47,85 +49,194 @@ function manualClock(start = Date.parse('2026-11-22T10:00:00.000Z')) {
   return clock;
 }
 
-/** A queue table in memory: what the SQL of a real queue does, with a log of the calls the runtime made. */
-function scriptedQueue(jobs: Array<{ id: string; lane: string }>, options: { claimLanes?: boolean } = {}) {
-  const rows = new Map<string, Row>(
-    jobs.map((job) => [job.id, { ...job, lockedBy: null, lockedUntil: -Infinity, done: false }]),
+/** Queues that a test opened, closed after it (workers first, then the database). */
+const opened: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  for (const queue of opened.splice(0).reverse()) await queue.close();
+});
+
+/**
+ * The deliveries queue on a fresh database of `engine`: a webhook per lane and a pending delivery per job,
+ * due in the jobs' order. `source` is the delivery worker's own, with a log of the calls the runtime made
+ * (by job name); `claimLanes: false` leaves out its per-lane top-up, so the runtime's other path (claiming
+ * from the whole queue only, as the sending queue does) runs on the same SQL.
+ */
+async function deliveriesQueue(
+  engine: Engine,
+  jobs: Array<{ id: string; lane: string }>,
+  options: { lanes?: string[]; claimLanes?: boolean } = {},
+) {
+  const failingCommit = commitFailure();
+  const database: TestDatabase = await createTestDatabase(engine, {
+    observe: (sql) => failingCommit.check(sql),
+  });
+  // A claim must never return a row whose lease still holds (by the lease's own clock), whoever holds it:
+  // each claim is checked against the table as it stood just before. A violation rejects `broken`, which
+  // every wait of the tests races against (a worker that claims its own rows again can spin without ever
+  // yielding to a timer on SQLite, so a test timeout would never fire), and the claim throws.
+  const violations: string[] = [];
+  let breakTests!: (error: Error) => void;
+  const broken = new Promise<never>((_resolve, reject) => (breakTests = reject));
+  broken.catch(() => {});
+  /** `promise`, unless a claim returned a row leased to someone first: then the double claim. */
+  const watch = <T>(promise: Promise<T>): Promise<T> => Promise.race([promise, broken]);
+  const clock = manualClock();
+  const services = createTestServices(
+    database.handle,
+    {},
+    { clock, resolver: async () => ['93.184.216.34'] },
   );
-  const log: string[] = [];
-  let failNextRecord = false;
-  const toJob = (row: Row): Job => ({ id: row.id, lane: row.lane, rows: [row.id] });
-  const take = (lease: Lease, due: Row[]) => {
-    for (const row of due) {
-      row.lockedBy = lease.workerId;
-      row.lockedUntil = lease.until.getTime();
-    }
-    log.push(`claim ${lease.workerId} ${due.map((row) => row.id).join(',')}`);
-    return due.map(toJob);
+  const workers: QueueWorker[] = [];
+  const queue = {
+    clock,
+    database,
+    services,
+    log: [] as string[],
+    workers,
+    close: async () => {
+      await Promise.all(workers.map((worker) => worker.stop()));
+      await services.close();
+      await database.drop();
+      assert.deepEqual(violations, [], 'no claim returned a row whose lease held');
+    },
   };
-  const claimable = (lease: Lease) =>
-    [...rows.values()].filter((row) => !row.done && row.lockedUntil < lease.now.getTime());
+  opened.push(queue);
+
+  const project = await services.projects.createProject('Queue');
+  const webhookOf = new Map<string, string>();
+  for (const lane of new Set([...(options.lanes ?? []), ...jobs.map((job) => job.lane)])) {
+    const record = await services.webhooks.prepareCreate(project.id, {
+      url: `https://lane-${lane}.example/hooks`,
+      events: ['email.delivered'],
+    });
+    await inTransaction(database.handle.db, (transaction) => services.webhooks.create(transaction, record));
+    webhookOf.set(lane, record.id);
+  }
+  const nameOf = new Map<string, string>();
+  /** Queues a delivery for `job` (a webhook test send: one event, one delivery to its lane's webhook). */
+  const add = async (job: { id: string; lane: string }) => {
+    const event = await services.events.emit(
+      project.id,
+      'email.sent',
+      {},
+      { webhookId: webhookOf.get(job.lane)! },
+    );
+    assert.equal(event.delivery_ids.length, 1);
+    nameOf.set(event.delivery_ids[0]!, job.id);
+    clock.advance(1);
+  };
+  for (const job of jobs) await add(job);
+
+  const real = createDeliveryQueueSource({
+    repo: createDeliveryRepo(database.handle.db, engine),
+    logger: silentWorkerLogger,
+    metrics: noMetrics,
+  });
+  const named = (rows: readonly string[]) => rows.map((row) => nameOf.get(row) ?? row).join(',');
+  const log = queue.log;
+
+  const claimWaiters: Array<() => void> = [];
+  const checkedClaim = async (lease: Lease, claim: () => Promise<Job[]>): Promise<Job[]> => {
+    await new Promise((resolve) => setImmediate(resolve)); // see HANG_GUARD
+    const live = await database.handle.db
+      .selectFrom('deliveries')
+      .select(['id', 'locked_by', 'locked_until'])
+      .where('status', '=', 'pending')
+      .where('locked_until', '>=', lease.now.toISOString())
+      .execute();
+    const claimed = await claim();
+    log.push(`claim ${lease.workerId} ${named(claimed.flatMap((job) => job.rows))}`);
+    for (const resolve of claimWaiters.splice(0)) resolve();
+    const leased = new Map(live.map((row) => [row.id, row]));
+    const doubled = claimed
+      .flatMap((job) => job.rows)
+      .filter((row) => leased.has(row))
+      .map((row) => {
+        const held = leased.get(row)!;
+        return `${lease.workerId} claimed ${named([row])}, leased to ${held.locked_by} until ${held.locked_until} (now ${lease.now.toISOString()})`;
+      });
+    if (doubled.length > 0) {
+      violations.push(...doubled);
+      const more = doubled.length > 3 ? `; and ${doubled.length - 3} more` : '';
+      const error = new Error(`double claim: ${doubled.slice(0, 3).join('; ')}${more}`);
+      breakTests(error);
+      throw error;
+    }
+    return claimed;
+  };
 
   const source: QueueSource<Job, Outcome> = {
-    async claim(lease, request) {
-      const due = claimable(lease)
-        .filter((row) => !request.excludeLanes.includes(row.lane))
-        .slice(0, request.limit);
-      return take(lease, due);
+    claim: (lease, request) => checkedClaim(lease, () => real.claim(lease, request)),
+    async release(workerId, rows) {
+      await real.release(workerId, rows);
+      log.push(`release ${workerId} ${rows ? named(rows) : 'all'}`);
     },
-    async release(workerId, ids) {
-      for (const row of rows.values()) {
-        if (row.lockedBy !== workerId || row.done) continue;
-        if (ids && !ids.includes(row.id)) continue;
-        row.lockedBy = null;
-        row.lockedUntil = -Infinity;
-      }
-      log.push(`release ${workerId} ${ids ? ids.join(',') : 'all'}`);
-    },
-    async nextDueAt() {
-      return undefined;
-    },
+    nextDueAt: (now) => real.nextDueAt(now),
     async record(attempted) {
-      if (failNextRecord) {
-        failNextRecord = false;
-        throw new Error('the database went away');
+      const rows = named(attempted.flatMap(({ job }) => job.rows));
+      try {
+        const results = await real.record(attempted);
+        log.push(`record ${rows}`);
+        return results;
+      } catch (error) {
+        log.push(`record ${rows} failed`);
+        throw error;
       }
-      log.push(`record ${attempted.map(({ outcome }) => outcome.id).join(',')}`);
-      return attempted.map(({ outcome }): RecordResult => {
-        const row = rows.get(outcome.id)!;
-        const held = row.lockedBy === outcome.workerId && !row.done;
-        if (held) {
-          row.done = true;
-          row.lockedBy = null;
-        }
-        return { held };
-      });
     },
   };
-  if (options.claimLanes) {
-    source.claimLanes = async (lease, lanes) =>
-      take(
-        lease,
-        lanes.flatMap(({ lane, limit }) =>
-          claimable(lease)
-            .filter((row) => row.lane === lane)
-            .slice(0, limit),
-        ),
-      );
+  if (options.claimLanes !== false) {
+    source.claimLanes = (lease, lanes) => checkedClaim(lease, () => real.claimLanes!(lease, lanes));
   }
+
+  const rowsWhere = async (filter: { status?: 'succeeded'; lockedBy?: string }) => {
+    let query = database.handle.db.selectFrom('deliveries').select('id');
+    if (filter.status) query = query.where('status', '=', filter.status);
+    if (filter.lockedBy)
+      query = query.where('locked_by', '=', filter.lockedBy).where('status', '=', 'pending');
+    return (await query.execute()).map((row) => nameOf.get(row.id) ?? row.id).sort();
+  };
+
   return {
+    ...queue,
     source,
-    rows,
-    log,
-    failNextRecord: () => (failNextRecord = true),
-    done: () => [...rows.values()].filter((row) => row.done).map((row) => row.id),
-    heldBy: (workerId: string) =>
-      [...rows.values()].filter((row) => row.lockedBy === workerId && !row.done).map((row) => row.id),
+    add,
+    /** The name a test gave the job of this delivery id. */
+    name: (id: string) => nameOf.get(id),
+    /** The next COMMIT fails (as a lost connection would fail it), and its transaction rolls back. */
+    failNextCommit: () => failingCommit.arm(),
+    done: () => rowsWhere({ status: 'succeeded' }),
+    heldBy: (workerId: string) => rowsWhere({ lockedBy: workerId }),
+    watch,
+    violations,
+    /** Resolves once the next claim (of any worker) has come back. */
+    nextClaim: () => watch(new Promise<void>((resolve) => claimWaiters.push(resolve))),
+    /** The workers the heartbeat table knows. */
+    beating: async () =>
+      (await database.handle.db.selectFrom('queue_workers').select('id').execute())
+        .map((row) => row.id)
+        .sort(),
+  };
+}
+
+type Queue = Awaited<ReturnType<typeof deliveriesQueue>>;
+
+/** A successful attempt's outcome, as the delivery worker writes one (a 2xx from the receiver). */
+function succeeded(job: Job, workerId: string, clock: Clock): Outcome {
+  const now = clock.now().toISOString();
+  return {
+    delivery: job,
+    workerId,
+    now,
+    attempt: { attemptedAt: now, statusCode: 200, durationMs: 1, error: null, responseExcerpt: null },
+    status: 'succeeded',
+    lastError: null,
+    health: { ok: true },
   };
 }
 
 /** Attempts that end when the test says, with a record of what ran at once. */
-function controlledAttempts() {
+function controlledAttempts(queue: Pick<Queue, 'clock' | 'watch'>) {
+  const { clock } = queue;
   const running = new Map<string, { job: Job; finish: () => void; signal: AbortSignal }>();
   const perLane = new Map<string, number>();
   let maxOverall = 0;
@@ -152,7 +263,7 @@ function controlledAttempts() {
             perLane.set(job.lane, perLane.get(job.lane)! - 1);
             resolve(outcome);
           };
-          running.set(job.id, { job, signal, finish: () => end({ id: job.id, workerId }) });
+          running.set(job.id, { job, signal, finish: () => end(succeeded(job, workerId, clock)) });
           signal.addEventListener('abort', () => end(undefined), { once: true });
           check();
         });
@@ -160,10 +271,16 @@ function controlledAttempts() {
     running,
     /** Resolves once `count` attempts have started in all. */
     started: (count: number) =>
-      new Promise<void>((resolve) => {
-        waiters.push({ count, resolve });
-        check();
-      }),
+      queue.watch(
+        new Promise<void>((resolve) => {
+          waiters.push({ count, resolve });
+          check();
+        }),
+      ),
+    /** Attempts started so far, of the same job too. */
+    get count() {
+      return started;
+    },
     finishAll() {
       for (const entry of [...running.values()]) entry.finish();
     },
@@ -188,30 +305,41 @@ const SETTINGS: QueueSettings = {
   maxUnrecorded: 8,
 };
 
-const silent = { info() {}, warn() {}, error() {} };
-
+/** A worker on the queue as a process runs one: its wake-ups, LISTEN (PostgreSQL) and heartbeats included. */
 function worker(options: {
-  queue: ReturnType<typeof scriptedQueue>;
+  queue: Queue;
   attempts: ReturnType<typeof controlledAttempts>;
-  clock: Clock;
   workerId?: string;
   settings?: Partial<QueueSettings>;
+  deadAfterMs?: number;
 }): QueueWorker {
+  const { queue } = options;
   const workerId = options.workerId ?? 'worker-a';
   const created = createQueueWorker<Job, Outcome>({
     name: 'test worker',
     workerId,
-    source: options.queue.source,
+    source: queue.source,
     attempt: options.attempts.attempt(workerId),
     settings: { ...SETTINGS, ...options.settings },
-    clock: options.clock,
-    logger: silent,
-    database: {},
-    channel: 'postwire_deliveries',
-    notifier: createNotifier(),
+    clock: queue.clock,
+    logger: silentWorkerLogger,
+    database: queue.database.handle,
+    channel: QUEUE_CHANNELS.deliveries,
+    notifier: queue.services.notifiers.delivery,
+    heartbeats: createHeartbeatRepo(queue.database.handle.db),
+    deadAfterMs: options.deadAfterMs,
   });
-  return created;
+  queue.workers.push(created);
+  return { ...created, whenIdle: () => queue.watch(created.whenIdle()) };
 }
+
+/**
+ * A runtime that loops on its queue (claiming and giving back the same rows for ever) never yields to a timer
+ * on SQLite, whose statements complete synchronously: each claim here first lets the event loop turn, as a
+ * round trip to PostgreSQL does, so such a loop fails its test at this timeout instead of hanging the run.
+ * Each case takes a second or two.
+ */
+const HANG_GUARD = { timeout: 60_000 };
 
 const jobs = (count: number, lanes: string[]) =>
   Array.from({ length: count }, (_, index) => ({
@@ -219,16 +347,15 @@ const jobs = (count: number, lanes: string[]) =>
     lane: lanes[index % lanes.length]!,
   }));
 
-describe('queue runtime', () => {
-  for (const claimLanes of [false, true]) {
-    const how = claimLanes ? 'topped up per lane' : 'claimed as a whole';
-    test(`lanes never exceed their bound, nor the worker its own (${how})`, async () => {
-      const clock = manualClock();
-      const queue = scriptedQueue(jobs(40, ['a', 'b', 'c']), { claimLanes });
-      const attempts = controlledAttempts();
-      const w = worker({ queue, attempts, clock });
-      await w.start();
-      try {
+for (const engine of ALL_ENGINES) {
+  describe(`queue runtime on the deliveries queue (${engine})`, { skip: engineSkip(engine) }, () => {
+    for (const claimLanes of [false, true]) {
+      const how = claimLanes ? 'topped up per lane' : 'claimed as a whole';
+      test(`lanes never exceed their bound, nor the worker its own (${how})`, HANG_GUARD, async () => {
+        const queue = await deliveriesQueue(engine, jobs(40, ['a', 'b', 'c']), { claimLanes });
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts });
+        await w.start();
         for (let finished = 0; finished < 40;) {
           await attempts.started(Math.min(40, finished + 1));
           const batch = [...attempts.running.values()];
@@ -236,226 +363,224 @@ describe('queue runtime', () => {
           finished += batch.length;
         }
         await w.whenIdle();
-        assert.equal(queue.done().length, 40, 'every job done');
+        assert.equal((await queue.done()).length, 40, 'every job done');
         assert.ok(attempts.maxOverall <= SETTINGS.concurrency, `overall ${attempts.maxOverall}`);
         for (const [lane, max] of attempts.maxPerLane) {
           assert.ok(max <= SETTINGS.laneConcurrency, `lane ${lane} had ${max} at once`);
         }
         assert.equal(attempts.maxOverall, SETTINGS.concurrency, 'the slots are used');
-      } finally {
-        await w.stop();
-      }
-    });
-  }
-
-  test('with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job', async () => {
-    const clock = manualClock();
-    const lanes = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
-    const queue = scriptedQueue(jobs(200, lanes), { claimLanes: true });
-    const attempts = controlledAttempts();
-    // Eight lanes of eight jobs would hold 64; the worker holds 32, so the lanes always have more.
-    const settings = { capacity: 32, laneCapacity: 8, laneConcurrency: 1, concurrency: 8, maxUnrecorded: 64 };
-    const w = worker({ queue, attempts, clock, settings });
-    await w.start();
-    try {
-      for (let finished = 0; finished < 200; finished++) {
-        await attempts.started(finished + 1);
-        [...attempts.running.values()][0]!.finish();
-      }
-      await w.whenIdle();
-      assert.equal(queue.done().length, 200);
-      const claimed = queue.log
-        .filter((line) => line.startsWith('claim '))
-        .map((line) => line.split(' ')[2]!.split(',').filter(Boolean).length)
-        .filter((count) => count > 0);
-      // The first claim fills the worker; after that, claims of at least 32 / 8 = 4 (the last may be short).
-      assert.ok(
-        claimed.slice(1, -1).every((count) => count >= 4),
-        `claim sizes ${claimed.join(' ')}`,
-      );
-      assert.ok(claimed.length <= 1 + Math.ceil((200 - 32) / 4) + 1, `${claimed.length} claims`);
-    } finally {
-      await w.stop();
-    }
-  });
-
-  test("a dead worker's lease runs out and its jobs come back to another worker", async () => {
-    const clock = manualClock();
-    const queue = scriptedQueue(jobs(3, ['a']));
-    const attempts = controlledAttempts();
-    // Worker A claims and starts attempts that never end: it hangs as a dead process would.
-    const a = worker({ queue, attempts, clock, workerId: 'worker-a', settings: { stopGraceMs: 0 } });
-    await a.start();
-    await attempts.started(2);
-    assert.deepEqual(queue.heldBy('worker-a').length, 3);
-
-    const otherAttempts = controlledAttempts();
-    const b = worker({ queue, attempts: otherAttempts, clock, workerId: 'worker-b' });
-    await b.start();
-    await b.whenIdle();
-    assert.equal(otherAttempts.running.size, 0, 'nothing to take while the lease holds');
-
-    clock.advance(SETTINGS.leaseMs + 1);
-    b.wake();
-    await otherAttempts.started(2);
-    otherAttempts.finishAll();
-    await otherAttempts.started(3);
-    otherAttempts.finishAll();
-    await b.whenIdle();
-    assert.deepEqual(queue.done(), ['job000', 'job001', 'job002']);
-
-    // A's attempts end late: its lease is gone, so they change nothing.
-    attempts.finishAll();
-    await a.stop();
-    await b.stop();
-    assert.deepEqual(queue.done(), ['job000', 'job001', 'job002']);
-    assert.ok(queue.log.some((line) => line.startsWith('claim worker-b')));
-  });
-
-  test(
-    'a worker whose heartbeat stopped has its jobs given back before its lease runs out',
-    { timeout: 10_000 },
-    async () => {
-      const clock = manualClock();
-      const queue = scriptedQueue(jobs(2, ['a']));
-      // A worker that died holding both jobs under a long lease; its last heartbeat was at the start.
-      for (const row of queue.rows.values()) {
-        row.lockedBy = 'ghost';
-        row.lockedUntil = clock.now().getTime() + 3_600_000;
-      }
-      const beats = new Map<string, number>([['ghost', clock.now().getTime()]]);
-      const heartbeats: HeartbeatStore = {
-        async beat(workerId, _queue, now) {
-          beats.set(workerId, now.getTime());
-        },
-        async dead(_queue, before) {
-          return [...beats].filter(([, at]) => at < before.getTime()).map(([id]) => id);
-        },
-        async forget(ids) {
-          for (const id of ids) beats.delete(id);
-        },
-      };
-      const attempts = controlledAttempts();
-      const w = createQueueWorker<Job, Outcome>({
-        name: 'test worker',
-        workerId: 'worker-b',
-        source: queue.source,
-        attempt: attempts.attempt('worker-b'),
-        settings: SETTINGS,
-        clock,
-        logger: silent,
-        database: {},
-        channel: 'postwire_deliveries',
-        heartbeats,
-        deadAfterMs: 15_000,
       });
-      await w.start();
-      try {
+    }
+
+    test(
+      'with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job',
+      HANG_GUARD,
+      async () => {
+        const lanes = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+        const queue = await deliveriesQueue(engine, jobs(200, lanes));
+        const attempts = controlledAttempts(queue);
+        // Eight lanes of eight jobs would hold 64; the worker holds 32, so the lanes always have more.
+        const settings = {
+          capacity: 32,
+          laneCapacity: 8,
+          laneConcurrency: 1,
+          concurrency: 8,
+          maxUnrecorded: 64,
+        };
+        const w = worker({ queue, attempts, settings });
+        await w.start();
+        for (let finished = 0; finished < 200; finished++) {
+          await attempts.started(finished + 1);
+          [...attempts.running.values()][0]!.finish();
+        }
+        await w.whenIdle();
+        assert.equal((await queue.done()).length, 200);
+        const claimed = queue.log
+          .filter((line) => line.startsWith('claim '))
+          .map((line) => line.split(' ')[2]!.split(',').filter(Boolean).length)
+          .filter((count) => count > 0);
+        // The first claim fills the worker; after that, claims of at least 32 / 8 = 4 (the last may be short).
+        assert.ok(
+          claimed.slice(1, -1).every((count) => count >= 4),
+          `claim sizes ${claimed.join(' ')}`,
+        );
+        assert.ok(claimed.length <= 1 + Math.ceil((200 - 32) / 4) + 1, `${claimed.length} claims`);
+      },
+    );
+
+    test("a dead worker's lease runs out and its jobs come back to another worker", HANG_GUARD, async () => {
+      const queue = await deliveriesQueue(engine, jobs(3, ['a']));
+      const attempts = controlledAttempts(queue);
+      // Worker A claims and starts attempts that never end: it hangs as a dead process would.
+      const a = worker({ queue, attempts, workerId: 'worker-a', settings: { stopGraceMs: 0 } });
+      await a.start();
+      await attempts.started(2);
+      assert.deepEqual(await queue.heldBy('worker-a'), ['job000', 'job001', 'job002']);
+
+      const otherAttempts = controlledAttempts(queue);
+      const b = worker({ queue, attempts: otherAttempts, workerId: 'worker-b' });
+      await b.start();
+      await b.whenIdle();
+      assert.equal(otherAttempts.running.size, 0, 'nothing to take while the lease holds');
+      assert.deepEqual(await queue.heldBy('worker-b'), [], 'nothing claimed while the lease holds');
+
+      queue.clock.advance(SETTINGS.leaseMs + 1);
+      b.wake();
+      await otherAttempts.started(2);
+      otherAttempts.finishAll();
+      await otherAttempts.started(3);
+      otherAttempts.finishAll();
+      await b.whenIdle();
+      assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002']);
+
+      // A's attempts end late: its lease is gone, so they change nothing.
+      attempts.finishAll();
+      await a.stop();
+      await b.stop();
+      assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002']);
+      assert.ok(queue.log.some((line) => line.startsWith('claim worker-b')));
+    });
+
+    test(
+      'a worker whose own attempt outlived its lease claims the job back, and does not attempt it twice',
+      HANG_GUARD,
+      async () => {
+        const queue = await deliveriesQueue(engine, jobs(1, ['a']));
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts });
+        await w.start();
+        await attempts.started(1);
+        // The attempt hangs past its lease; the worker's next look finds the job due again and claims it.
+        queue.clock.advance(SETTINGS.leaseMs + 1);
+        const claimed = queue.nextClaim();
+        w.wake();
+        await claimed;
+        assert.deepEqual(await queue.heldBy('worker-a'), ['job000'], 'claimed back under a fresh lease');
+        // What the claim started, it started before the next turn of the event loop.
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.equal(attempts.count, 1, 'the attempt under way stands for the job');
+        attempts.finishAll();
+        await w.whenIdle();
+        assert.equal(attempts.count, 1);
+        assert.deepEqual(await queue.done(), ['job000']);
+      },
+    );
+
+    test(
+      'a worker whose heartbeat stopped has its jobs given back before its lease runs out',
+      HANG_GUARD,
+      async () => {
+        const queue = await deliveriesQueue(engine, jobs(2, ['a']));
+        // A worker that died holding both jobs under a long lease; its last heartbeat was at the start.
+        const now = queue.clock.now();
+        const ghostLease = { workerId: 'ghost', now, until: new Date(now.getTime() + 3_600_000) };
+        assert.equal((await queue.source.claim(ghostLease, { limit: 10, excludeLanes: [] })).length, 2);
+        await createHeartbeatRepo(queue.database.handle.db).beat('ghost', QUEUE_CHANNELS.deliveries, now);
+
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts, workerId: 'worker-b', deadAfterMs: 15_000 });
+        await w.start();
         await w.whenIdle();
         assert.equal(attempts.running.size, 0, 'the ghost is not dead yet: its jobs stay leased');
-        assert.deepEqual([...beats.keys()].sort(), ['ghost', 'worker-b']);
+        assert.deepEqual(await queue.beating(), ['ghost', 'worker-b']);
 
         // Past two thirds of WORKER_DEAD_AFTER without a heartbeat, and this worker's next heartbeat is due.
-        clock.advance(10_001);
+        queue.clock.advance(10_001);
         w.wake();
         await attempts.started(2);
         assert.ok(queue.log.includes('release ghost all'), queue.log.join('\n'));
-        assert.deepEqual([...beats.keys()], ['worker-b'], 'the dead worker is forgotten');
+        assert.deepEqual(await queue.beating(), ['worker-b'], 'the dead worker is forgotten');
         attempts.finishAll();
         await w.whenIdle();
-        assert.deepEqual(queue.done(), ['job000', 'job001']);
-      } finally {
+        assert.deepEqual(await queue.done(), ['job000', 'job001']);
         await w.stop();
-      }
-      assert.deepEqual([...beats.keys()], [], 'a stopped worker removes its heartbeat');
-    },
-  );
+        assert.deepEqual(await queue.beating(), [], 'a stopped worker removes its heartbeat');
+      },
+    );
 
-  test('stop writes the outcomes of finished attempts before it gives the leases back', async () => {
-    const clock = manualClock();
-    const queue = scriptedQueue(jobs(2, ['a']));
-    const attempts = controlledAttempts();
-    const w = worker({ queue, attempts, clock });
-    await w.start();
-    await attempts.started(2);
-    const stopping = w.stop();
-    attempts.finishAll();
-    await stopping;
-    const record = queue.log.findIndex((line) => line.startsWith('record'));
-    const release = queue.log.findIndex((line) => line === 'release worker-a all');
-    assert.ok(record >= 0 && release > record, queue.log.join('\n'));
-    assert.deepEqual(queue.done(), ['job000', 'job001']);
-  });
+    test(
+      'stop writes the outcomes of finished attempts before it gives the leases back',
+      HANG_GUARD,
+      async () => {
+        const queue = await deliveriesQueue(engine, jobs(2, ['a']));
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts });
+        await w.start();
+        await attempts.started(2);
+        const stopping = w.stop();
+        attempts.finishAll();
+        await stopping;
+        const record = queue.log.findIndex((line) => line.startsWith('record'));
+        const release = queue.log.findIndex((line) => line === 'release worker-a all');
+        assert.ok(record >= 0 && release > record, queue.log.join('\n'));
+        assert.deepEqual(await queue.done(), ['job000', 'job001']);
+      },
+    );
 
-  test('stop gives back what it did not finish: waiting jobs and attempts cut short', async () => {
-    const clock = manualClock();
-    const queue = scriptedQueue(jobs(6, ['a']));
-    const attempts = controlledAttempts();
-    const w = worker({ queue, attempts, clock, settings: { stopGraceMs: 0 } });
-    await w.start();
-    await attempts.started(2);
-    assert.equal(queue.heldBy('worker-a').length, 4, 'two in flight, two waiting for a slot');
-    await w.stop();
-    assert.deepEqual(queue.heldBy('worker-a'), [], 'every lease given back');
-    assert.deepEqual(queue.done(), [], 'nothing recorded for attempts cut short');
-    assert.equal(attempts.running.size, 0);
-  });
+    test(
+      'stop gives back what it did not finish: waiting jobs and attempts cut short',
+      HANG_GUARD,
+      async () => {
+        const queue = await deliveriesQueue(engine, jobs(6, ['a']));
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts, settings: { stopGraceMs: 0 } });
+        await w.start();
+        await attempts.started(2);
+        assert.equal((await queue.heldBy('worker-a')).length, 4, 'two in flight, two waiting for a slot');
+        await w.stop();
+        assert.deepEqual(await queue.heldBy('worker-a'), [], 'every lease given back');
+        assert.deepEqual(await queue.done(), [], 'nothing recorded for attempts cut short');
+        assert.equal(attempts.running.size, 0);
+      },
+    );
 
-  test('a claimed job whose lease ran too short to finish is given back, not started', async () => {
-    const clock = manualClock();
-    const queue = scriptedQueue(jobs(3, ['a']));
-    const attempts = controlledAttempts();
-    const w = worker({ queue, attempts, clock, settings: { laneConcurrency: 1, stopGraceMs: 0 } });
-    await w.start();
-    try {
-      await attempts.started(1);
-      // The next job has waited for its slot until less than the attempt timeout is left of its lease.
-      clock.advance(SETTINGS.leaseMs - SETTINGS.attemptTimeoutMs);
-      attempts.finishAll();
+    test(
+      'a claimed job whose lease ran too short to finish is given back, not started',
+      HANG_GUARD,
+      async () => {
+        const queue = await deliveriesQueue(engine, jobs(3, ['a']));
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts, settings: { laneConcurrency: 1, stopGraceMs: 0 } });
+        await w.start();
+        await attempts.started(1);
+        // The next job has waited for its slot until less than the attempt timeout is left of its lease.
+        queue.clock.advance(SETTINGS.leaseMs - SETTINGS.attemptTimeoutMs);
+        attempts.finishAll();
+        await attempts.started(2);
+        assert.ok(
+          queue.log.some((line) => line === 'release worker-a job001,job002'),
+          queue.log.join('\n'),
+        );
+        // Given back and claimed again under a fresh lease, it is attempted after all.
+        const [again] = [...attempts.running.values()];
+        assert.equal(queue.name(again!.job.id), 'job001');
+        attempts.finishAll();
+      },
+    );
+
+    test('a batch that fails to record is written outcome by outcome', HANG_GUARD, async () => {
+      const queue = await deliveriesQueue(engine, jobs(2, ['a']));
+      const attempts = controlledAttempts(queue);
+      const w = worker({ queue, attempts, settings: { outcomeWriteIntervalMs: 0 } });
+      await w.start();
       await attempts.started(2);
-      assert.ok(
-        queue.log.some((line) => line === 'release worker-a job001,job002'),
-        queue.log.join('\n'),
-      );
-      // Given back and claimed again under a fresh lease, it is attempted after all.
-      const [again] = [...attempts.running.values()];
-      assert.equal(again!.job.id, 'job001');
-    } finally {
-      attempts.finishAll();
-      await w.stop();
-    }
-  });
-
-  test('a batch that fails to record is written outcome by outcome', async () => {
-    const clock = manualClock();
-    const queue = scriptedQueue(jobs(2, ['a']));
-    const attempts = controlledAttempts();
-    const w = worker({ queue, attempts, clock, settings: { outcomeWriteIntervalMs: 0 } });
-    await w.start();
-    try {
-      await attempts.started(2);
-      queue.failNextRecord();
+      queue.failNextCommit();
       attempts.finishAll();
       await w.whenIdle();
-      assert.deepEqual(queue.done(), ['job000', 'job001']);
+      assert.deepEqual(await queue.done(), ['job000', 'job001']);
       assert.deepEqual(
         queue.log.filter((line) => line.startsWith('record')),
-        ['record job000', 'record job001'],
+        ['record job000,job001 failed', 'record job000', 'record job001'],
       );
-    } finally {
-      await w.stop();
-    }
-  });
+    });
 
-  test('whenIdle waits for a look made after it was asked for', async () => {
-    const clock = manualClock();
-    const queue = scriptedQueue([]);
-    const attempts = controlledAttempts();
-    const w = worker({ queue, attempts, clock });
-    await w.start();
-    try {
+    test('whenIdle waits for a look made after it was asked for', HANG_GUARD, async () => {
+      const queue = await deliveriesQueue(engine, [], { lanes: ['a'] });
+      const attempts = controlledAttempts(queue);
+      const w = worker({ queue, attempts });
+      await w.start();
       await w.whenIdle();
-      queue.rows.set('late', { id: 'late', lane: 'a', lockedBy: null, lockedUntil: -Infinity, done: false });
+      await queue.add({ id: 'late', lane: 'a' });
       const idle = w.whenIdle();
       await attempts.started(1);
       let resolved = false;
@@ -464,12 +589,10 @@ describe('queue runtime', () => {
       assert.equal(resolved, false, 'not idle while it holds a job');
       attempts.finishAll();
       await idle;
-      assert.deepEqual(queue.done(), ['late']);
-    } finally {
-      await w.stop();
-    }
+      assert.deepEqual(await queue.done(), ['late']);
+    });
   });
-});
+}
 
 describe('WORKER_DEAD_AFTER', () => {
   test('defaults to 15 s, reads a duration, and refuses one too short to heartbeat within', () => {

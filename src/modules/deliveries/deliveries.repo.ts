@@ -74,6 +74,12 @@ const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempt
   e.created_at AS event_created_at, w.url, w.enabled, w.disabled_reason, w.secret_sealed,
   w.previous_secret_sealed, w.previous_secret_expires_at`;
 
+/**
+ * Claimed deliveries come back in the queue's order (QueueSource.claim): the worker starts them in it. Neither
+ * an UPDATE's RETURNING nor a read by id promises any order (PostgreSQL returned a claim's rows backwards).
+ */
+const IN_QUEUE_ORDER = 'ORDER BY d.next_attempt_at, d.id';
+
 interface ClaimedRow {
   id: string;
   project_id: string;
@@ -200,8 +206,9 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
       locked_by = ${query.param(options.workerId)} WHERE id IN (${due(query.param)})`;
     if (engine === 'postgres') {
       const { rows } = await db.executeQuery<ClaimedRow>(
-        query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts, last_attempt_id)
-          SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK}`),
+        query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts, last_attempt_id,
+            next_attempt_at)
+          SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK} ${IN_QUEUE_ORDER}`),
       );
       return rows.map(toClaimed);
     }
@@ -211,7 +218,7 @@ export function createDeliveryRepo(db: Kysely<Database>, engine: Engine) {
     const ids = claimed.map((row) => read.param(row.id)).join(', ');
     const { rows } = await db.executeQuery<ClaimedRow>(
       read.compile(`SELECT ${CLAIMED_COLUMNS} FROM deliveries d ${WITH_EVENT_AND_WEBHOOK}
-        WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)}`),
+        WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)} ${IN_QUEUE_ORDER}`),
     );
     return rows.map(toClaimed);
   }

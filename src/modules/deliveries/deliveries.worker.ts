@@ -6,7 +6,13 @@ import type { Resolver } from '../../lib/network-policy.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import { createDeliveryRepo, type ClaimedDelivery, type DeliveryOutcome } from './deliveries.repo.ts';
+import {
+  createDeliveryRepo,
+  type ClaimedDelivery,
+  type DeliveryOutcome,
+  type DeliveryRepo,
+} from './deliveries.repo.ts';
+import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
@@ -78,7 +84,7 @@ export function webhookPayload(
 }
 
 /** A delivery as the runtime holds it: one row, in its webhook's lane. */
-type DeliveryJob = ClaimedDelivery & QueueJob;
+export type DeliveryJob = ClaimedDelivery & QueueJob;
 
 const toJob = (delivery: ClaimedDelivery): DeliveryJob => ({
   ...delivery,
@@ -97,30 +103,17 @@ const SECRET_CACHE_SIZE = 1000;
 const OUTCOME_WRITE_INTERVAL_MS = 10;
 
 /**
- * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
- * webhook's lane, so a webhook that hangs occupies only its own slots while the others' deliveries flow.
- * Each webhook may hold 8× its slots (topped up by half of that at a time), so its next attempt starts the
- * moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
- * a response means for the delivery and its webhook.
+ * The deliveries table as the runtime's queue: each pending delivery a job in its webhook's lane, claimed,
+ * topped up, given back and recorded through the deliveries repository's SQL. Its own function so the
+ * runtime's tests (test/queue.test.ts) hold the runtime to this SQL, not to a model of it.
  */
-export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
-  const { clock, settings } = deps;
-  const { logger, random, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(
-    deps,
-    settings,
-  );
-  const userAgent = settings.userAgent ?? defaultUserAgent();
-  const metrics = deps.metrics ?? noMetrics;
-  const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
-  const sender = createSender({
-    resolver: deps.resolver,
-    allowPrivateUrls: deps.allowPrivateUrls,
-    timeoutMs: settings.timeoutMs,
-  });
-  /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
-  const keys = new Map<string, KeyObject>();
-
-  const source: QueueSource<DeliveryJob, DeliveryOutcome> = {
+export function createDeliveryQueueSource(deps: {
+  repo: DeliveryRepo;
+  logger: WorkerLogger;
+  metrics: Pick<MetricsRecorder, 'webhookAttempts'>;
+}): QueueSource<DeliveryJob, DeliveryOutcome> {
+  const { repo, logger, metrics } = deps;
+  return {
     claim: async (lease, request) =>
       (await repo.claim(lease, { limit: request.limit, excludeWebhookIds: request.excludeLanes })).map(toJob),
     claimLanes: async (lease, lanes) =>
@@ -156,6 +149,33 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       });
     },
   };
+}
+
+/**
+ * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
+ * webhook's lane, so a webhook that hangs occupies only its own slots while the others' deliveries flow.
+ * Each webhook may hold 8× its slots (topped up by half of that at a time), so its next attempt starts the
+ * moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
+ * a response means for the delivery and its webhook.
+ */
+export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
+  const { clock, settings } = deps;
+  const { logger, random, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(
+    deps,
+    settings,
+  );
+  const userAgent = settings.userAgent ?? defaultUserAgent();
+  const metrics = deps.metrics ?? noMetrics;
+  const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
+  const sender = createSender({
+    resolver: deps.resolver,
+    allowPrivateUrls: deps.allowPrivateUrls,
+    timeoutMs: settings.timeoutMs,
+  });
+  /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
+  const keys = new Map<string, KeyObject>();
+
+  const source = createDeliveryQueueSource({ repo, logger, metrics });
 
   return createQueueWorker({
     name: 'webhook worker',
