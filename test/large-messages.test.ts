@@ -278,12 +278,14 @@ for (const engine of ALL_ENGINES) {
             raw,
           });
           assert.match(info.response, /queued as inb_/);
+          // Listed once stored; its subject once read (on a busy machine the read comes later).
           await until(
-            async () =>
-              (await api('GET', '/received-emails?recipient=reports@acme.test')).body.data.length >=
-              round + 1,
+            async () => {
+              const { data } = (await api('GET', '/received-emails?recipient=reports@acme.test')).body;
+              return data.length >= round + 1 && data[0].subject !== null;
+            },
             120_000,
-            'the message to be received',
+            'the message to be received and read',
           );
         });
         t.diagnostic(`${engine} received: ${rounds.join('; ')}`);
