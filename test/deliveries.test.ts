@@ -837,7 +837,9 @@ for (const engine of ALL_ENGINES) {
       const t = await h.app(engine, { worker: false });
       const receiver = await h.receiver({ fallback: { status: 200, delayMs: 300 } });
       await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
-      const worker = await t.startWorker();
+      // A grace far past the receiver's 300 ms: the test's 1 s was a wall-clock bound in disguise, and a
+      // loaded machine (CI) let the attempt run past it, so stop() aborted it and the delivery stayed pending.
+      const worker = await t.startWorker({ stopGraceMs: 60_000 });
       const event = await t.events.emit(t.projectId, 'email.sent', {});
       await receiver.waitFor(1);
       await worker.stop();
