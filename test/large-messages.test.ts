@@ -34,11 +34,11 @@ const SELECTOR = 'big';
 /** Bytes of the attachment: its base64 and the rest of the message come to just under 40 MiB. */
 const ATTACHMENT_BYTES = 29 * 1024 * 1024;
 /**
- * The API's p99 while the message flows: generous, for a machine shared with the rest of the suite (whole-message
- * work on the event loop made it 4.3 s; the figures measured with `npm run bench:large-messages` are in
- * bench/README.md).
+ * The API's p99 while the message flows: generous, for a machine shared with the rest of the suite. Whole-message
+ * work on the event loop made it 2.8–4.6 s; alone the code measures 0.1–0.5 s (`npm run bench:large-messages`,
+ * figures in bench/README.md), but a round beside the suite's other process tests measured up to 1.4 s.
  */
-const P99_BOUND_MS = 1000;
+const P99_BOUND_MS = 1500;
 /** Rounds tried until one holds: another test beside this one can load the machine during one. */
 const MAX_ROUNDS = 3;
 
