@@ -1,5 +1,5 @@
 import { type Expression, type Kysely, type SqlBool, sql } from 'kysely';
-import { type ByteChunks, inPiecesOf, letOthersRun } from '../lib/byte-chunks.ts';
+import { bufferOver, type ByteChunks, inPiecesOf, letOthersRun } from '../lib/byte-chunks.ts';
 import type { Database } from './schema.ts';
 import { type PruneTarget, pruneTarget } from './prune.ts';
 
@@ -57,7 +57,7 @@ export function createMessagePieces(db: Kysely<Database>): MessagePieces {
           .executeTakeFirst();
         if (!row) break;
         // node:sqlite gives a Uint8Array, pg a Buffer: a Buffer over the same memory either way.
-        pieces.push(Buffer.from(row.bytes.buffer, row.bytes.byteOffset, row.bytes.byteLength));
+        pieces.push(bufferOver(row.bytes));
       }
       return pieces;
     },

@@ -3,6 +3,7 @@
 // (lib/base64.ts DecodedFields); the files' bytes are handed back, not copied.
 import { createHash } from 'node:crypto';
 import { decodeBase64, decodedFieldToken } from '../lib/base64.ts';
+import { ownedForHandover } from '../lib/byte-chunks.ts';
 import { lowerThreadPriority, serveThreadRequests } from '../lib/thread-pool.ts';
 import { type JsonBodyFault, jsonBodyOf } from './json-text.ts';
 
@@ -62,10 +63,6 @@ function replaceStrings(value: unknown, steps: readonly Step[], replace: (text: 
   else replaceStrings(found, rest, replace);
 }
 
-/** Bytes that can be handed over whole: a Buffer that shares its memory with others (a pooled one) is copied. */
-const ownMemory = (bytes: Buffer): Uint8Array =>
-  bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes);
-
 lowerThreadPriority();
 
 serveThreadRequests<JsonBodyRequest, JsonBodyAnswer>(
@@ -77,7 +74,7 @@ serveThreadRequests<JsonBodyRequest, JsonBodyAnswer>(
     for (const path of base64Fields) {
       replaceStrings(parsed.value, stepsOf(path), (text) => {
         const bytes = decodeBase64(text);
-        decoded.push(bytes ? ownMemory(bytes) : null);
+        decoded.push(bytes ? ownedForHandover(bytes) : null);
         tokens.push(decodedFieldToken(tokens.length, createHash('sha256').update(text).digest('hex')));
         return tokens.at(-1)!;
       });

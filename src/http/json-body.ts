@@ -1,6 +1,6 @@
 import { errorCodes, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { DecodedFields } from '../lib/base64.ts';
-import { HANDOVER_BYTES, PieceCopies } from '../lib/byte-chunks.ts';
+import { bufferOver, HANDOVER_BYTES, PieceCopies } from '../lib/byte-chunks.ts';
 import { invalidParam } from '../lib/errors.ts';
 import { createThreadPool, type ThreadPool } from '../lib/thread-pool.ts';
 import { bodyIsOptional } from './validation.ts';
@@ -138,10 +138,7 @@ export function installJsonBody(app: FastifyInstance): void {
     );
     if ('fault' in answer) throw bodyError(answer);
     request.decodedFields = new Map(
-      answer.decoded.map((bytes, index) => [
-        answer.tokens[index]!,
-        bytes ? [Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)] : undefined,
-      ]),
+      answer.decoded.map((bytes, index) => [answer.tokens[index]!, bytes ? [bufferOver(bytes)] : undefined]),
     );
     return answer.value;
   }

@@ -8,6 +8,14 @@ import { StringDecoder } from 'node:string_decoder';
 
 export type ByteChunks = readonly Buffer[];
 
+/** A Buffer over the same memory as `bytes` (bytes cross threads, and come from drivers, as plain Uint8Arrays). */
+export const bufferOver = (bytes: Uint8Array): Buffer =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+/** Bytes that can be handed to another thread whole: ones sharing their memory with others (a pooled Buffer) are copied. */
+export const ownedForHandover = <T extends Uint8Array>(bytes: T): T | Uint8Array =>
+  bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength ? bytes : new Uint8Array(bytes);
+
 /** Bytes given either way: one Buffer is one chunk. */
 export const chunksOf = (bytes: Buffer | ByteChunks): ByteChunks =>
   Buffer.isBuffer(bytes) ? [bytes] : bytes;

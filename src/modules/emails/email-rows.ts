@@ -1,4 +1,4 @@
-import type { ByteChunks } from '../../lib/byte-chunks.ts';
+import { bufferOver, type ByteChunks } from '../../lib/byte-chunks.ts';
 import { createMessagePieces, type MessagePieces } from '../../db/message-pieces.ts';
 import type { Kysely } from 'kysely';
 import type { Database, EmailSource, EmailStatus, Row } from '../../db/schema.ts';
@@ -167,7 +167,7 @@ async function contentOf(
   pieces: MessagePieces,
 ): Promise<ByteChunks> {
   if (piecesKey) return pieces.read(piecesKey);
-  return [Buffer.from(content.buffer, content.byteOffset, content.byteLength)];
+  return [bufferOver(content)];
 }
 
 /** The emails table's columns, in its INSERT's order; the sending claim reads them all by name. */

@@ -1,6 +1,7 @@
 // A submitted-html thread (submitted-html.ts): finds a large submitted message's links, or writes one
 // recipient's tracked copy of it, with the same code the event loop runs for a small one; the copy is handed
 // back, not copied.
+import { bufferOver, ownedForHandover } from '../../lib/byte-chunks.ts';
 import { lowerThreadPriority, serveThreadRequests } from '../../lib/thread-pool.ts';
 import {
   linksOfSubmitted,
@@ -11,17 +12,13 @@ import {
 
 lowerThreadPriority();
 
-const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-
 serveThreadRequests<SubmittedHtmlRequest, SubmittedHtmlAnswer>(
   async (request) => {
-    const raw = request.raw.map(asBuffer);
+    const raw = request.raw.map(bufferOver);
     if (request.links) return { links: await linksOfSubmitted(raw) };
     const copy = Buffer.concat(await trackedSubmission(raw, request.tracking));
     // Handed back whole: a Buffer that shares its memory with others is copied first.
-    return {
-      copy: copy.byteOffset === 0 && copy.byteLength === copy.buffer.byteLength ? copy : Buffer.from(copy),
-    };
+    return { copy: ownedForHandover(copy) };
   },
   (answer) => ('copy' in answer ? [answer.copy.buffer as ArrayBuffer] : []),
 );

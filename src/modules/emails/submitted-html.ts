@@ -2,7 +2,13 @@ import { once } from 'node:events';
 import { type MimeNode, Splitter } from '@zone-eu/mailsplit';
 import * as base64 from 'nodemailer/lib/base64';
 import * as qp from 'nodemailer/lib/qp';
-import { type ByteChunks, copiedForTransfer, HANDOVER_BYTES, totalBytes } from '../../lib/byte-chunks.ts';
+import {
+  bufferOver,
+  type ByteChunks,
+  copiedForTransfer,
+  HANDOVER_BYTES,
+  totalBytes,
+} from '../../lib/byte-chunks.ts';
 import { createThreadPool, type ThreadPool } from '../../lib/thread-pool.ts';
 import { type HtmlTracking, trackedHtml, trackedLinks } from './tracked-html.ts';
 
@@ -213,5 +219,5 @@ export async function trackSubmission(raw: ByteChunks, tracking: HtmlTracking): 
   if (totalBytes(raw) <= LARGE_SUBMISSION_BYTES) return trackedSubmission(raw, tracking);
   const answer = await onThread(raw, { tracking });
   if (!('copy' in answer)) throw new Error('the submitted-html thread answered without the copy');
-  return [Buffer.from(answer.copy.buffer, answer.copy.byteOffset, answer.copy.byteLength)];
+  return [bufferOver(answer.copy)];
 }

@@ -1,5 +1,5 @@
 import type { DkimConfig } from '../../config.ts';
-import { copiedForTransfer, HANDOVER_BYTES, totalBytes } from '../../lib/byte-chunks.ts';
+import { bufferOver, copiedForTransfer, HANDOVER_BYTES, totalBytes } from '../../lib/byte-chunks.ts';
 import { createThreadPool, type ThreadPool } from '../../lib/thread-pool.ts';
 import type { BuildRequest } from './build-worker.ts';
 import { buildMessage, type MessageOptions, messageSigners } from './mime.ts';
@@ -67,7 +67,7 @@ export function createMessageBuilder(options: {
       }
       const request: BuildRequest = { options: rest, raw, attachments, dkim: dkim ?? options.fallback };
       const built = await threads().run(request, transfer);
-      return Buffer.from(built.buffer, built.byteOffset, built.byteLength);
+      return bufferOver(built);
     },
     close: async () => {
       await pool?.close();

@@ -2,6 +2,7 @@
 // same code as the event loop runs for small ones, and answers with the bytes that leave (handed over, not
 // copied).
 import type { DkimConfig } from '../../config.ts';
+import { bufferOver, ownedForHandover } from '../../lib/byte-chunks.ts';
 import { lowerThreadPriority, serveThreadRequests } from '../../lib/thread-pool.ts';
 import { buildMessage, type MessageOptions, messageSigners } from './mime.ts';
 
@@ -16,8 +17,7 @@ export interface BuildRequest {
   dkim: DkimConfig | undefined;
 }
 
-// Bytes cross threads as plain Uint8Arrays; nodemailer tells content from a path by Buffer.isBuffer.
-const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+// nodemailer tells content from a path by Buffer.isBuffer: the bytes that cross as Uint8Arrays become Buffers.
 
 lowerThreadPriority();
 const signerFor = messageSigners(undefined);
@@ -27,17 +27,15 @@ serveThreadRequests<BuildRequest, Uint8Array>(
     const built = await buildMessage(
       {
         ...options,
-        ...(raw ? { rawChunks: raw.map(asBuffer) } : {}),
+        ...(raw ? { rawChunks: raw.map(bufferOver) } : {}),
         ...(attachments.length > 0
-          ? { attachmentChunks: attachments.map((pieces) => pieces.map(asBuffer)) }
+          ? { attachmentChunks: attachments.map((pieces) => pieces.map(bufferOver)) }
           : {}),
       },
       signerFor(dkim),
     );
     // Handed back whole: a Buffer that shares its memory with others is copied first.
-    return built.byteOffset === 0 && built.byteLength === built.buffer.byteLength
-      ? built
-      : Buffer.from(built);
+    return ownedForHandover(built);
   },
   (built) => [built.buffer as ArrayBuffer],
 );
