@@ -5,6 +5,7 @@ import type { HttpTimeouts, TrustProxy } from './config.ts';
 import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
 import { installAuth } from './http/auth.ts';
 import { installBodyMemoryLimit } from './http/body-memory.ts';
+import { createDeferredSchemas } from './http/deferred-schemas.ts';
 import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
@@ -108,6 +109,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // A client that connects and sends nothing, or sends its request a byte at a time, is cut off instead of
   // holding a connection for ever.
   const timeouts = config.httpTimeouts;
+  const schemas = createDeferredSchemas();
   const app = Fastify({
     logger: options.logger ?? false,
     logController: new OneLinePerRequest(),
@@ -117,10 +119,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     requestIdHeader: false,
     return503OnClosing: true,
     ajv: { customOptions: { strict: false } },
+    schemaController: { compilersFactory: { buildSerializer: schemas.buildSerializer } },
     routerOptions: { querystringParser: parseQueryString },
     frameworkErrors,
     http: { connectionsCheckingInterval: connectionsCheckingIntervalMs(timeouts) },
   });
+  schemas.attach(app);
   app.server.setTimeout(timeouts.idleMs);
   app.server.headersTimeout = timeouts.headersMs;
   app.server.requestTimeout = timeouts.requestMs;
@@ -174,7 +178,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.removeContentTypeParser('text/plain');
   installJsonBody(app);
   installOptionalBodies(app);
-  installValidation(app);
+  installValidation(app, schemas);
   installErrorHandling(app);
   installAuth(app, {
     projects: services.projects,

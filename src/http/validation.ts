@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
+import type { DeferredSchemas } from './deferred-schemas.ts';
 
 /**
  * C0 control characters and DEL. No query or path parameter of the API has a use for them, and U+0000
@@ -81,23 +82,26 @@ function textIssue(data: unknown, httpPart: string): ErrorObject | undefined {
 // strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types;
 // then their text is checked: every filter and id, on every route, refuses control characters and escapes
 // that are not UTF-8 with a 422 naming the parameter, on either engine, before any query runs.
-export function installValidation(app: FastifyInstance): void {
+// Each validator is compiled on its route's first request (deferred-schemas.ts).
+export function installValidation(app: FastifyInstance, schemas: DeferredSchemas): void {
   const base: Options = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false };
   const strict = addFormats.default(new Ajv({ ...base, coerceTypes: false }));
   const coercing = addFormats.default(new Ajv({ ...base, coerceTypes: 'array' }));
-  app.setValidatorCompiler(({ schema, httpPart }) => {
-    if (httpPart === 'body') return strict.compile(schema as object);
-    const validate: ValidateFunction = coercing.compile(schema as object);
-    const part = httpPart ?? '';
-    const checked = (data: unknown): boolean => {
-      const valid = validate(data);
-      const issue = valid ? textIssue(data, part) : undefined;
-      checked.errors = issue ? [issue] : (validate.errors ?? null);
-      return valid && !issue;
-    };
-    checked.errors = null as ErrorObject[] | null;
-    return checked;
-  });
+  app.setValidatorCompiler(({ schema, method, url, httpPart }) =>
+    schemas.validator(`${method} ${url} ${httpPart}`, () => {
+      if (httpPart === 'body') return strict.compile(schema as object);
+      const validate: ValidateFunction = coercing.compile(schema as object);
+      const part = httpPart ?? '';
+      const checked = (data: unknown): boolean => {
+        const valid = validate(data);
+        const issue = valid ? textIssue(data, part) : undefined;
+        checked.errors = issue ? [issue] : (validate.errors ?? null);
+        return valid && !issue;
+      };
+      checked.errors = null as ErrorObject[] | null;
+      return checked;
+    }),
+  );
 }
 
 declare module 'fastify' {
