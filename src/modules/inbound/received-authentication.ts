@@ -6,8 +6,9 @@ import {
   firstBytes,
   HANDOVER_BYTES,
 } from '../../lib/byte-chunks.ts';
-import { authenticate as mailauthAuthenticate } from 'mailauth';
+import type { authenticate as mailauthAuthenticate } from 'mailauth';
 import type { AuthRecordType, Dns } from '../../lib/dns.ts';
+import { loadMailauth } from './mailauth.ts';
 import { RECEIVED_LIMITS } from './received-parser.ts';
 
 // Who a received message is from, as far as the network and the signatures prove it: SPF for the connecting
@@ -297,12 +298,17 @@ export async function checkMessage(
       `a header block over ${AUTHENTICATION_LIMITS.headerBytes / 1024} KiB`,
     );
   }
-  const resolver = messageResolver(options.lookup, Date.now() + timeoutMs, AUTHENTICATION_LIMITS.dnsLookups);
   let timer: NodeJS.Timeout | undefined;
   try {
+    const { authenticate } = await loadMailauth();
+    const resolver = messageResolver(
+      options.lookup,
+      Date.now() + timeoutMs,
+      AUTHENTICATION_LIMITS.dnsLookups,
+    );
     const message = withoutExtraSignatures(raw, AUTHENTICATION_LIMITS.dkimSignatures);
     const result = await Promise.race([
-      mailauthAuthenticate(message, {
+      authenticate(message, {
         resolver: resolver as never,
         ip: envelope.remoteAddress ?? undefined,
         helo: envelope.helo ?? undefined,

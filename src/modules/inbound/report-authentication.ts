@@ -1,6 +1,6 @@
 import { type ByteChunks, streamOf } from '../../lib/byte-chunks.ts';
-import { dkimVerify } from 'mailauth';
 import { aligned } from '../domains/domains.service.ts';
+import { loadMailauth } from './mailauth.ts';
 
 // Who may speak for a recipient. A report that did not come back to the recipient's own return path (its
 // VERP token, which only that recipient's copy carries) names the recipient by a Message-ID and an address,
@@ -59,6 +59,7 @@ export function createReportAuthenticator(deps: { resolveTxt: TxtLookup }): Repo
       // mailauth's result, as far as it is read here (its types leave these loose).
       // mailauth reads a stream a chunk at a time, hashing as it goes; the chunks come a turn of the event loop
       // apart (streamOf), so a large message holds the loop no longer than one chunk's hash.
+      const { dkimVerify } = await loadMailauth();
       const result = (await dkimVerify(streamOf(raw), { resolver } as never)) as unknown as {
         headerFrom?: string[];
         results: Array<{ signingDomain?: string; status?: { result?: string } }>;
