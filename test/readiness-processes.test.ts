@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
-import path from 'node:path';
-import { after, describe, test } from 'node:test';
+import { availableParallelism } from 'node:os';
+import { describe, test } from 'node:test';
 import type { Engine } from '../src/db/connection.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { createProcessDatabase, freePort, startServerProcess } from './helpers/process.ts';
@@ -18,11 +16,6 @@ const ENCRYPTION_KEY = 'ab'.repeat(32);
 const STARTS = 10;
 // Starts run side by side, as many as the machine has cores: the same work, in less time.
 const AT_ONCE = Math.min(STARTS, availableParallelism());
-// Each start loads the same modules; Node's compile cache, shared by this file's starts, spares the later
-// ones most of that.
-const compileCache = mkdtempSync(path.join(tmpdir(), 'postwire-compile-cache-'));
-after(() => rmSync(compileCache, { recursive: true, force: true }));
-
 /**
  * One start on a database nothing has touched: polls /readyz every few milliseconds (from the process's first
  * log line, long before it listens; the window the race left was a few milliseconds wide), then answers the
@@ -38,7 +31,6 @@ async function firstRequestAfterReady(engine: Engine): Promise<number> {
         PORT: String(port),
         POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
         POSTWIRE_BOOTSTRAP_KEY: BOOTSTRAP_KEY,
-        NODE_COMPILE_CACHE: compileCache,
       },
       undefined,
       () => true,

@@ -12,11 +12,23 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 const CHILD_TIMEOUT_MS = 20_000;
 
 /**
- * A child's whole environment: PATH plus what the test gives. Nothing else is inherited, so a developer's
- * own DATABASE_URL or POSTWIRE_* settings cannot leak into a test.
+ * Node's compile cache for the children (their V8 code and stripped TypeScript, kept between starts): the
+ * suite starts a few hundred of them, and loading the server's code was most of each start's CPU
+ * (bench/README.md, "Start time and the suite"). The children only: a thread under the smallest heap cap
+ * (REPORT_PARSE_MEMORY=16) ran out of heap loading its code with the cache on, which report-reader.test.ts
+ * runs in its own process, and users do not get it for the same reason.
+ */
+const CHILD_COMPILE_CACHE = path.join(REPO_ROOT, 'node_modules', '.cache', 'test-children-compile-cache');
+
+/**
+ * A child's whole environment: PATH and the compile cache plus what the test gives. Nothing else is
+ * inherited, so a developer's own DATABASE_URL or POSTWIRE_* settings cannot leak into a test.
  */
 export function childEnv(extra: Record<string, string | undefined>): Record<string, string> {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    NODE_COMPILE_CACHE: CHILD_COMPILE_CACHE,
+  };
   for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value;
   return env;
 }
