@@ -36,9 +36,24 @@ function cpuMs(pid: number): number {
 interface Start {
   listeningMs: number;
   cpuMs: number;
+  /** A route's first request, then its second: what compiling its schemas on first use costs that request. */
+  firstRequestMs: number;
+  secondRequestMs: number;
 }
 
-/** One start: from spawn to the "listening" log line; then SIGTERM and wait for the exit. */
+const KEY = 'pw_bench_start_key_0123456789abcdef';
+
+/** How long `GET /v1/webhooks` takes to answer, in ms. */
+async function timedRequest(url: string): Promise<number> {
+  const began = performance.now();
+  const response = await fetch(`${url}/v1/webhooks`, { headers: { authorization: `Bearer ${KEY}` } });
+  if (response.status !== 200)
+    throw new Error(`GET /v1/webhooks: ${response.status} ${await response.text()}`);
+  await response.arrayBuffer();
+  return performance.now() - began;
+}
+
+/** One start: from spawn to the "listening" log line, then two requests; then SIGTERM and wait for the exit. */
 async function start(root: string, dataDir: string, cacheDir: string): Promise<Start> {
   const began = performance.now();
   const child = spawn(process.execPath, ['src/main.ts'], {
@@ -48,6 +63,8 @@ async function start(root: string, dataDir: string, cacheDir: string): Promise<S
       POSTWIRE_DATA_DIR: dataDir,
       PORT: '0',
       LOG_FORMAT: 'json',
+      POSTWIRE_BOOTSTRAP_KEY: KEY,
+      POSTWIRE_ENCRYPTION_KEY: 'ab'.repeat(32),
       ...(args['compile-cache'] ? { NODE_COMPILE_CACHE: cacheDir } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -55,18 +72,22 @@ async function start(root: string, dataDir: string, cacheDir: string): Promise<S
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  const result = await new Promise<Start>((resolve, reject) => {
-    let pending = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      pending += chunk;
-      if (!/"msg":"[^"]*listening/i.test(pending)) return;
-      resolve({ listeningMs: performance.now() - began, cpuMs: cpuMs(child.pid!) });
-    });
-    void exited.then(() => reject(new Error(`exited before listening:\n${stderr}`)));
-  });
+  const listening = await new Promise<{ listeningMs: number; cpuMs: number; url: string }>(
+    (resolve, reject) => {
+      let pending = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        pending += chunk;
+        const url = /"url":"([^"]+)"[^\n]*"msg":"[^"]*listening/i.exec(pending)?.[1];
+        if (url) resolve({ listeningMs: performance.now() - began, cpuMs: cpuMs(child.pid!), url });
+      });
+      void exited.then(() => reject(new Error(`exited before listening:\n${stderr}`)));
+    },
+  );
+  const firstRequestMs = await timedRequest(listening.url);
+  const secondRequestMs = await timedRequest(listening.url);
   child.kill('SIGTERM');
   await exited;
-  return result;
+  return { listeningMs: listening.listeningMs, cpuMs: listening.cpuMs, firstRequestMs, secondRequestMs };
 }
 
 const results = new Map<string, Start[]>(roots.map((root) => [root, []]));
@@ -90,16 +111,15 @@ try {
 console.log(
   `${STARTS} starts each, interleaved${args['compile-cache'] ? ', NODE_COMPILE_CACHE set' : ''}; medians`,
 );
-console.log('root'.padEnd(40), 'to listening ms'.padStart(16), 'CPU ms'.padStart(8));
+const columns: Array<[string, keyof Start]> = [
+  ['to listening ms', 'listeningMs'],
+  ['CPU ms', 'cpuMs'],
+  ['1st GET ms', 'firstRequestMs'],
+  ['2nd GET ms', 'secondRequestMs'],
+];
+console.log('root'.padEnd(30), ...columns.map(([title]) => title.padStart(16)));
 for (const [root, starts] of results) {
   const label = root === here ? '(this checkout)' : path.relative(here, root) || root;
-  console.log(
-    label.padEnd(40),
-    median(starts.map((s) => s.listeningMs))
-      .toFixed(0)
-      .padStart(16),
-    median(starts.map((s) => s.cpuMs))
-      .toFixed(0)
-      .padStart(8),
-  );
+  const medians = columns.map(([, field]) => median(starts.map((start) => start[field])));
+  console.log(label.padEnd(30), ...medians.map((value) => value.toFixed(0).padStart(16)));
 }
