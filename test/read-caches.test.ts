@@ -451,7 +451,8 @@ describe(
     });
 
     test("a deployment in another schema of the same database wakes none of this one's listeners", async () => {
-      const [ours, theirs] = [await createTestDatabase('postgres'), await createTestDatabase('postgres')];
+      const ours = await createTestDatabase('postgres');
+      const theirs = await createTestDatabase('postgres', { besideOf: ours });
       const listeners: Array<{ close(): Promise<void> }> = [];
       try {
         let heard = 0;

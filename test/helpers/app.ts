@@ -37,6 +37,13 @@ import type { DomainSettings } from '../../src/modules/domains/domains.service.t
 import type { SendingSettings } from '../../src/modules/sending/sending.worker.ts';
 import { createServices, type Infra, type Services } from '../../src/services.ts';
 import { installContractCheck } from './contract.ts';
+import {
+  createPostgresTestDatabase,
+  databaseUrl,
+  dropTestDatabase,
+  inSchema,
+  TEST_SCHEMA,
+} from './postgres-databases.ts';
 
 /** The engines every suite is written for: each case that runs on both is declared on both. */
 export const ALL_ENGINES: Engine[] = ['sqlite', 'postgres'];
@@ -59,10 +66,16 @@ export interface TestDatabase {
   handle: DatabaseHandle;
   /** Connection settings for a child process (the CLI, main) to open the same database. */
   env: Record<string, string>;
+  /** PostgreSQL: the test's database, for another schema in it (`besideOf`). */
+  postgresUrl?: string;
   drop(): Promise<void>;
 }
 
-/** A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL schema. */
+/**
+ * A fresh, migrated database of its own: a temporary SQLite file, or a new PostgreSQL database (a copy of the
+ * run's migrated template, postgres-databases.ts). With `besideOf`, a schema of its own in that test database
+ * instead, as another deployment sharing a PostgreSQL database has.
+ */
 export async function createTestDatabase(
   engine: Engine,
   options: Pick<
@@ -73,10 +86,12 @@ export async function createTestDatabase(
     migrationsBefore?: string;
     /** Nothing in it, not even the migrations' table: the database a first start finds. */
     unmigrated?: boolean;
+    /** PostgreSQL: in another schema of this test database's. */
+    besideOf?: TestDatabase;
   } = {},
 ): Promise<TestDatabase> {
   // Long transactions are reported in tests as in development (TRANSACTION_WARN's default there).
-  const { migrationsBefore, unmigrated, ...given } = options;
+  const { migrationsBefore, unmigrated, besideOf, ...given } = options;
   const databaseOptions = { transactionWarnMs: DEFAULTS.transactionWarnMs, ...given };
   // Through a handle of its own, unwatched: the migrations are one long transaction by design.
   const migrated = async (open: (watched: DatabaseOptions) => Promise<DatabaseHandle>) => {
@@ -89,17 +104,34 @@ export async function createTestDatabase(
     }
     return open(databaseOptions);
   };
-  if (engine === 'postgres') {
-    const url = process.env.TEST_DATABASE_URL!;
+  if (engine === 'postgres' && besideOf) {
+    const url = besideOf.postgresUrl!;
     const schema = `t_${randomBytes(6).toString('hex')}`;
     const handle = await migrated((watched) => openDatabase({ url, schema, poolSize: 5, ...watched }));
-    const separator = url.includes('?') ? '&' : '?';
     return {
       handle,
-      env: { DATABASE_URL: `${url}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}` },
+      env: { DATABASE_URL: inSchema(url, schema) },
       async drop() {
         await sql.raw(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).execute(handle.db);
         await handle.close();
+      },
+    };
+  }
+  if (engine === 'postgres') {
+    // The template serves the usual case: migrated to the latest.
+    const fromTemplate = !unmigrated && migrationsBefore === undefined;
+    const name = await createPostgresTestDatabase({ empty: !fromTemplate });
+    const url = databaseUrl(name);
+    const open = (watched: DatabaseOptions) =>
+      openDatabase({ url, schema: TEST_SCHEMA, poolSize: 5, ...watched });
+    const handle = fromTemplate ? await open(databaseOptions) : await migrated(open);
+    return {
+      handle,
+      env: { DATABASE_URL: inSchema(url, TEST_SCHEMA) },
+      postgresUrl: url,
+      async drop() {
+        await handle.close();
+        await dropTestDatabase(name);
       },
     };
   }
