@@ -239,8 +239,14 @@ export interface TestAppOptions {
  * suites' names are `.example` and `.test`, answered by their own DNS), then `overrides`.
  */
 export function testConfig(overrides: Partial<Config> = {}): Config {
+  const defaults = defaultConfig();
   return {
-    ...defaultConfig(),
+    ...defaults,
+    // The test's server and its client share one event loop: when the loop stalls past the server's
+    // keep-alive (a test compiling the whole OpenAPI document held it 7-8 s), the client's next request
+    // took the idle connection before the server's timer closed it, and got ECONNRESET. Kept far longer
+    // than a stall, the client (which leaves a connection 2 s before the server's hint) always closes first.
+    httpTimeouts: { ...defaults.httpTimeouts, keepAliveMs: 60_000 },
     rateLimit: 0,
     authFailureLimit: 0,
     testDomainsWithoutDns: false,
