@@ -16,6 +16,7 @@ export const TEST_SCHEMA = 'postwire_test';
 
 const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/db/migrations');
 const TEMPLATE_PREFIX = 'pw_template_';
+const TEST_PREFIX = 'pw_test_';
 /** The advisory lock the test files running at once take to make the run's template once. */
 const TEMPLATE_LOCK = 0x70777470;
 
@@ -77,13 +78,15 @@ function migratedTemplate(): Promise<string> {
     try {
       await client.query('select pg_advisory_lock($1)', [TEMPLATE_LOCK]);
       try {
-        const found = await client.query('select datname from pg_database where datname like $1', [
-          `${TEMPLATE_PREFIX}%`,
-        ]);
+        const found = await client.query(
+          'select datname from pg_database where datname like $1 or datname like $2',
+          [`${TEMPLATE_PREFIX}%`, `${TEST_PREFIX}%`],
+        );
         const names = found.rows.map((row: { datname: string }) => row.datname);
         if (names.includes(name)) return name;
+        // What runs that ended left: their templates, and the databases of tests they were killed in.
         for (const other of names) {
-          const pid = Number(/^pw_template_(\d+)_/.exec(other)?.[1]);
+          const pid = Number(/^pw_(?:template|test)_(\d+)_/.exec(other)?.[1]);
           if (!running(pid)) await client.query(`drop database if exists ${other} with (force)`);
         }
         const building = `${name}_building`;
@@ -112,7 +115,7 @@ function migratedTemplate(): Promise<string> {
  * nothing in it (for a test that migrates it itself). Its name, for `dropTestDatabase`.
  */
 export async function createPostgresTestDatabase(options: { empty?: boolean } = {}): Promise<string> {
-  const name = `pw_test_${randomBytes(6).toString('hex')}`;
+  const name = `${TEST_PREFIX}${process.ppid}_${randomBytes(6).toString('hex')}`;
   const from = options.empty ? '' : ` template ${await migratedTemplate()}`;
   await admin().query(`create database ${name}${from}`);
   return name;
