@@ -136,6 +136,7 @@ async function deliveriesQueue(
   const log = queue.log;
 
   const claimWaiters: Array<() => void> = [];
+  const releaseWaiters: Array<() => void> = [];
   const checkedClaim = async (lease: Lease, claim: () => Promise<Job[]>): Promise<Job[]> => {
     await new Promise((resolve) => setImmediate(resolve)); // see HANG_GUARD
     const live = await database.handle.db
@@ -170,6 +171,7 @@ async function deliveriesQueue(
     async release(workerId, rows) {
       await real.release(workerId, rows);
       log.push(`release ${workerId} ${rows ? named(rows) : 'all'}`);
+      for (const resolve of releaseWaiters.splice(0)) resolve();
     },
     nextDueAt: (now) => real.nextDueAt(now),
     async record(attempted) {
@@ -210,6 +212,8 @@ async function deliveriesQueue(
     violations,
     /** Resolves once the next claim (of any worker) has come back. */
     nextClaim: () => watch(new Promise<void>((resolve) => claimWaiters.push(resolve))),
+    /** Resolves once the next release of leases has been written. */
+    nextRelease: () => watch(new Promise<void>((resolve) => releaseWaiters.push(resolve))),
     /** The workers the heartbeat table knows. */
     beating: async () =>
       (await database.handle.db.selectFrom('queue_workers').select('id').execute())
@@ -524,8 +528,12 @@ for (const engine of ALL_ENGINES) {
         const queue = await deliveriesQueue(engine, jobs(6, ['a']));
         const attempts = controlledAttempts(queue);
         const w = worker({ queue, attempts, settings: { stopGraceMs: 0 } });
+        // The look claims all six and gives back the two past the lane's capacity after starting two: on
+        // PostgreSQL that write could still be under way when the attempts had started.
+        const gaveBack = queue.nextRelease();
         await w.start();
         await attempts.started(2);
+        await gaveBack;
         assert.equal((await queue.heldBy('worker-a')).length, 4, 'two in flight, two waiting for a slot');
         await w.stop();
         assert.deepEqual(await queue.heldBy('worker-a'), [], 'every lease given back');
