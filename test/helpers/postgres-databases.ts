@@ -15,8 +15,9 @@ import { migrateToLatest } from '../../src/db/migrate.ts';
 export const TEST_SCHEMA = 'postwire_test';
 
 const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../src/db/migrations');
-const TEMPLATE_PREFIX = 'pw_template_';
-const TEST_PREFIX = 'pw_test_';
+// Not `pw_`: that is an API key's prefix, and a start logs its database's name (main.test.ts looks for keys there).
+const TEMPLATE_PREFIX = 'postwire_template_';
+const TEST_PREFIX = 'postwire_test_';
 /** The advisory lock the test files running at once take to make the run's template once. */
 const TEMPLATE_LOCK = 0x70777470;
 
@@ -86,7 +87,7 @@ function migratedTemplate(): Promise<string> {
         if (names.includes(name)) return name;
         // What runs that ended left: their templates, and the databases of tests they were killed in.
         for (const other of names) {
-          const pid = Number(/^pw_(?:template|test)_(\d+)_/.exec(other)?.[1]);
+          const pid = Number(/^postwire_(?:template|test)_(\d+)_/.exec(other)?.[1]);
           if (!running(pid)) await client.query(`drop database if exists ${other} with (force)`);
         }
         const building = `${name}_building`;
