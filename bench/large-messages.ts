@@ -9,6 +9,7 @@
 //   npm run bench:large-messages                           # SQLite and PostgreSQL; capture, relay, received, api; 2 each
 //   npm run bench:large-messages -- --only sqlite --messages 3
 //   npm run bench:large-messages -- --root ../old-checkout --modes capture,relay   # another checkout (before/after)
+//   npm run bench:large-messages -- --node-options='--cpu-prof --cpu-prof-dir=/tmp/profiles'   # the server's
 //   npm run bench:large-messages -- --idle 20   # the probe asks the idle server first (default 10 s; 0: not)
 //
 // The idle figures are the machine's floor: a p99 of 50 ms while messages flow means little where the idle
@@ -35,6 +36,7 @@ const { values: args } = parseArgs({
     modes: { type: 'string', default: 'capture,relay,received,api' },
     root: { type: 'string' },
     idle: { type: 'string', default: '10' },
+    'node-options': { type: 'string' },
     'postgres-url': { type: 'string' },
   },
 });
@@ -124,6 +126,8 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
     cwd: root,
     env: {
       PATH: process.env.PATH ?? '',
+      ...(args['node-options'] ? { NODE_OPTIONS: args['node-options'] } : {}),
+      ...(process.env.LAG_OUT ? { LAG_OUT: process.env.LAG_OUT } : {}),
       ...database.env,
       PORT: '0',
       LOG_FORMAT: 'json',
