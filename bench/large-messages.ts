@@ -127,7 +127,6 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
     env: {
       PATH: process.env.PATH ?? '',
       ...(args['node-options'] ? { NODE_OPTIONS: args['node-options'] } : {}),
-      ...(process.env.LAG_OUT ? { LAG_OUT: process.env.LAG_OUT } : {}),
       ...database.env,
       PORT: '0',
       LOG_FORMAT: 'json',
