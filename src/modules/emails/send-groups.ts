@@ -29,9 +29,10 @@ export interface SendGroupsDeps {
  * Groups written at once, by engine. SQLite writes one transaction at a time anyway. On PostgreSQL a group
  * spends most of its time waiting for its COMMIT's WAL flush (5 ms of the 8 ms a group took in bench:send on the
  * 2-vCPU VM, from the server's statement log), which concurrent transactions share: the next group is written
- * while the one before waits, instead of after.
+ * while the one before waits, instead of after. Two, not more: each group more in flight makes the groups
+ * smaller, and each send pays for more statements (bench/README.md, issue 43).
  */
-export const GROUPS_IN_FLIGHT: Record<Engine, number> = { sqlite: 1, postgres: 4 };
+export const GROUPS_IN_FLIGHT: Record<Engine, number> = { sqlite: 1, postgres: 2 };
 
 interface Waiting {
   emails: NewEmail[];
