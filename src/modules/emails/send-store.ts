@@ -160,8 +160,7 @@ export function createSendStore({
   // Sends are written in groups (send-groups.ts), except those with an Idempotency-Key, which are written
   // in the key's transaction (`writeSend`), so that they commit with the saved answer.
   const groups =
-    sendGroups &&
-    createSendGroups({ writeTogether: write, storeAlone: store, stored, ...sendGroups });
+    sendGroups && createSendGroups({ writeTogether: write, storeAlone: store, stored, ...sendGroups });
 
   /**
    * Runs `store` with the plan's large content — submitted messages and files larger than one piece — written
