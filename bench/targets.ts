@@ -2,7 +2,7 @@
 // Postwire to a bare baseline measured in the same run (so other work on the machine weighs on both sides).
 //
 //   npm run bench                          # every target, both engines (about 5 minutes)
-//   npm run bench -- --quick               # a smoke run (under a minute, CI's): shows it runs; figures rough
+//   npm run bench -- --quick               # a smoke run of both engines (CI's): that it runs and prints
 //   npm run bench -- --only sqlite         # one engine (sqlite or postgres)
 //   npm run bench -- --rounds 3            # medians of 3 rounds in every bench (3 times as long)
 //   npm run bench -- --postgres-url postgres://postgres@127.0.0.1:5432/test
