@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { buildSerializer } from './http/serialization.ts';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { HttpTimeouts, TrustProxy } from './config.ts';
 import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
@@ -109,7 +110,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // A client that connects and sends nothing, or sends its request a byte at a time, is cut off instead of
   // holding a connection for ever.
   const timeouts = config.httpTimeouts;
-  const schemas = createDeferredSchemas();
+  const schemas = createDeferredSchemas(buildSerializer);
   const app = Fastify({
     logger: options.logger ?? false,
     logController: new OneLinePerRequest(),

@@ -1,4 +1,3 @@
-import SerializerSelector from '@fastify/fast-json-stringify-compiler';
 import type { FastifyInstance, FastifySchemaValidationError, FastifyServerOptions } from 'fastify';
 
 /**
@@ -8,11 +7,13 @@ import type { FastifyInstance, FastifySchemaValidationError, FastifyServerOption
  * `compileDeferredSchemas` compiles all of an app's at once: the test that keeps a schema that does not
  * compile failing the suite, as it failed the start.
  */
+type BuildSerializer = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildSerializer']
+>;
+
 export interface DeferredSchemas {
-  /** For the server options' `schemaController.compilersFactory`: Fastify's own factory, compiling on first use. */
-  buildSerializer: NonNullable<
-    NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']
-  >['buildSerializer'];
+  /** For the server options' `schemaController.compilersFactory`: the given factory's, compiled on first use. */
+  buildSerializer: BuildSerializer;
   /** A validator compiled on its first call: Ajv's, or one that sets `errors` as Ajv's do. */
   validator(where: string, compile: () => Validator): Validator;
 }
@@ -27,14 +28,18 @@ interface Pending {
 
 const pendingByApp = new WeakMap<FastifyInstance, Pending[]>();
 
-/** The deferred schemas of one app; `attach` it to the app once made, for `compileDeferredSchemas`. */
-export function createDeferredSchemas(): DeferredSchemas & { attach(app: FastifyInstance): void } {
+/**
+ * The deferred schemas of one app, its serializers made by `build` (serialization.ts); `attach` it to the app
+ * once made, for `compileDeferredSchemas`.
+ */
+export function createDeferredSchemas(
+  build: BuildSerializer,
+): DeferredSchemas & { attach(app: FastifyInstance): void } {
   const pending: Pending[] = [];
-  const buildDefault = SerializerSelector();
   return {
     attach: (app) => void pendingByApp.set(app, pending),
     buildSerializer(externalSchemas, serializerOptions) {
-      const compile = buildDefault(externalSchemas as never, serializerOptions as never);
+      const compile = build(externalSchemas, serializerOptions);
       return (route: { method: string; url: string; httpStatus: string; contentType?: string }) => {
         let serialize: ((data: unknown) => string) | undefined;
         const ensure = () => (serialize ??= compile(route as never));
