@@ -11,7 +11,7 @@ import { createDeliveryService } from './modules/deliveries/deliveries.service.t
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
-import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
+import { createTrackingRepo } from './modules/emails/tracking.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
 import { createEngagementTokens } from './modules/engagement/tokens.ts';
 import { createEventService } from './modules/events/events.service.ts';
@@ -131,7 +131,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: {
       publicUrl: config.publicUrl,
       defaults: config.engagement,
-      repo: createEngagementRepo(db),
+      repo: createTrackingRepo(db),
     },
   });
 
