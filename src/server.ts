@@ -119,8 +119,8 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
       resolver: options.resolver ?? systemResolver,
     });
     if (http) {
-      // Loaded here rather than at the top: the CLI's database commands use this module's helpers and should
-      // not pay for loading the HTTP stack (a third of a second per command).
+      // Loaded here rather than at the top: the CLI loads this module for its process commands, and its other
+      // commands should not pay for loading the HTTP stack (a third of a second per command).
       const { buildApp } = await import('./app.ts');
       app = await buildApp(services, { logger: loggerOptions(config) });
     } else if (probesOnly) {
