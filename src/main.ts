@@ -1,6 +1,7 @@
 // The server process (`npm start`): configuration from the environment, then src/server.ts does the rest.
 import { ConfigError, loadConfig } from './config.ts';
-import { describeError, runServer } from './server.ts';
+import { describeError } from './lib/operator-output.ts';
+import { runServer } from './server.ts';
 
 try {
   const config = loadConfig();

@@ -12,7 +12,7 @@ import { createDomainService, domainSettingsFromConfig } from './modules/domains
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
 import { GROUPS_IN_FLIGHT } from './modules/emails/send-groups.ts';
-import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
+import { createTrackingRepo } from './modules/emails/tracking.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
 import { createEngagementTokens } from './modules/engagement/tokens.ts';
 import { createEventService } from './modules/events/events.service.ts';
@@ -133,7 +133,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: {
       publicUrl: config.publicUrl,
       defaults: config.engagement,
-      repo: createEngagementRepo(db),
+      repo: createTrackingRepo(db),
     },
   });
 

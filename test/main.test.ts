@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { reservePort } from '../src/server.ts';
+import { reservePort } from '../src/boot/ports.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,

@@ -7,7 +7,7 @@ import { buildApp } from '../src/app.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
-import { SQLITE_FILE } from '../src/server.ts';
+import { SQLITE_FILE } from '../src/boot/database.ts';
 import { createTestServices, ALL_ENGINES, engineSkip, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import {
   createProcessDatabase,

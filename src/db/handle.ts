@@ -9,6 +9,12 @@ import type { Stamps } from './validated-cache.ts';
 
 export type Engine = 'sqlite' | 'postgres';
 
+/**
+ * Whether every process on the database shares one data directory (and so its key file): SQLite's processes
+ * open the one file in it; PostgreSQL's may run on other machines, each with a data directory of its own.
+ */
+export const processesShareDataDir = (engine: Engine): boolean => engine === 'sqlite';
+
 export interface DatabaseHandle {
   db: Kysely<Database>;
   engine: Engine;

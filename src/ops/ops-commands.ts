@@ -4,7 +4,8 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Config } from '../config.ts';
 import { ENCRYPTION_KEY_FILE } from '../lib/encryption-key.ts';
-import { type Output, SQLITE_FILE } from '../server.ts';
+import { SQLITE_FILE } from '../boot/database.ts';
+import type { Output } from '../lib/operator-output.ts';
 import { BackupError, backupSqlite } from './backup.ts';
 import { copySqliteToPostgres, CopyError, type TableCount } from './copy-to.ts';
 

@@ -12,7 +12,7 @@ import { PENDING } from './status.ts';
 import type { EmailRecord, EmailRepo, RecipientRow } from './emails.repo.ts';
 import type { EmailListFilters, EmailSummaryView, EmailView, RawEmailView } from './emails.schemas.ts';
 import { attachmentContentType } from './attachments.ts';
-import type { EngagementStore } from './tracking.ts';
+import type { TrackingRepo } from './tracking.repo.ts';
 
 /* An email as the API shows it: its summary (lists), its full view with recipients and timeline, its MIME. */
 
@@ -73,7 +73,7 @@ export interface EmailViewsDeps {
   /** An email's timeline is its events. */
   events: Pick<EventService, 'forEmail'>;
   /** Where the tracking settings and recipients' engagement are read. */
-  engagement: { repo: EngagementStore };
+  engagement: { repo: TrackingRepo };
 }
 
 export function createEmailViews({ repo, clock, events: eventService, engagement }: EmailViewsDeps) {
@@ -89,7 +89,7 @@ export function createEmailViews({ repo, clock, events: eventService, engagement
       repo.recipients(email.projectId, email.id, via),
       eventService.forEmail(email.projectId, email.id, via),
       repo.attachments(email.id, via),
-      engagement?.repo.forEmail(email.projectId, email.id, via),
+      engagement?.repo.recipientEngagement(email.projectId, email.id, via),
       engagement?.repo.settingsFor([email.id], via),
     ]);
     const timeline = events.map((event) => {

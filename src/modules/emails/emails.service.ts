@@ -12,7 +12,7 @@ import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { DecodedFields } from '../../lib/base64.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import type { MetricsRecorder } from '../metrics/instruments.ts';
-import type { EngagementStore } from './tracking.ts';
+import type { TrackingRepo } from './tracking.repo.ts';
 import { createSendPreparer, type KeySender, type SendPlan } from './send-prepare.ts';
 import { createSendStore } from './send-store.ts';
 import { createSubmissionPlanner } from './submission-plan.ts';
@@ -61,7 +61,7 @@ export interface EmailEngagementDeps {
   /** Unset: a send asking for tracking or unsubscribe is refused (422). */
   publicUrl: string | undefined;
   defaults: EngagementDefaults;
-  repo: EngagementStore;
+  repo: TrackingRepo;
 }
 
 export function createEmailService(deps: EmailServiceDeps) {

@@ -11,7 +11,7 @@ import { DailyLimitReached, type EmailRepo, type NewEmail } from './emails.repo.
 import { createSendGroups } from './send-groups.ts';
 import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
-import type { EngagementStore } from './tracking.ts';
+import type { TrackingRepo } from './tracking.repo.ts';
 import type { SendPlan, SendPreparer, SuppressedEntries } from './send-prepare.ts';
 
 /*
@@ -53,7 +53,7 @@ export interface SendStoreDeps {
    */
   sendGroups?: { maxEmails: number; inFlight?: number | undefined } | undefined;
   /** Where the tracking settings are kept. */
-  engagement: { repo: EngagementStore };
+  engagement: { repo: TrackingRepo };
   markSuppressed: SendPreparer['markSuppressed'];
 }
 

@@ -1,5 +1,3 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
 /**
  * What a send asked for (tracking, unsubscribe), as stored once per email: part of the email, so the emails
  * module states it and the engagement module, which serves its URLs, reads it.
@@ -28,21 +26,4 @@ export interface RecipientEngagement {
   clickCount: number;
   firstClickedAt: string | null;
   unsubscribedAt: string | null;
-}
-
-/**
- * What the emails service needs of the engagement module's repository: keeping an accepted email's settings,
- * and reading them and its recipients' engagement back for its view. Stated here so that emails depends on
- * no engagement file (engagement applies its outcomes through emails/recipients.ts).
- */
-export interface EngagementStore {
-  /** Through `via`: the transaction the emails are written in. */
-  insertSettings(rows: readonly TrackedEmail[], via: Kysely<Database>): Promise<void>;
-  /** These two through `via` when given: the transaction an email's view is read back in. */
-  settingsFor(emailIds: readonly string[], via?: Kysely<Database>): Promise<Map<string, TrackingSettings>>;
-  forEmail(
-    projectId: string,
-    emailId: string,
-    via?: Kysely<Database>,
-  ): Promise<Map<string, RecipientEngagement>>;
 }

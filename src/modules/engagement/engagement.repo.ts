@@ -2,8 +2,6 @@ import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
-import { inChunks } from '../../db/sql-text.ts';
-import type { RecipientEngagement, TrackedEmail, TrackingSettings } from '../emails/tracking.ts';
 
 /** A recipient a token named, with what its events carry. */
 export interface EngagementTarget {
@@ -31,77 +29,16 @@ export interface Counts {
   automated: number;
 }
 
-const bool = (value: boolean | number) => Boolean(value);
-
-/** The engagement tables (email_tracking, recipient_engagement); `db` may be a transaction. */
+/** The engagement module's table (recipient_engagement), and the reads its public routes make; `db` may be a transaction. */
 export function createEngagementRepo(db: Kysely<Database>) {
   return {
     /**
-     * Retention: the tracking settings and links, and the per-recipient counters, of emails accepted before
-     * `cutoff` (their links then answer 404; the daily numbers stay).
+     * Retention: the per-recipient counters of emails accepted before `cutoff` (the daily numbers stay; the
+     * emails' tracking settings and links go with emails/tracking.repo.ts).
      */
     pruneTargets(cutoff: Date): PruneTarget[] {
       const before = idAt('msg', cutoff);
-      return [
-        pruneTarget(db, 'email_tracking', 'email_id', sql<boolean>`email_id < ${before}`),
-        pruneTarget(db, 'recipient_engagement', 'recipient_id', sql<boolean>`email_id < ${before}`),
-      ];
-    },
-
-    /** Through `via`: the transaction the emails are written in. */
-    async insertSettings(rows: readonly TrackedEmail[], via: Kysely<Database>): Promise<void> {
-      await inChunks(rows, 200, (chunk) =>
-        via
-          .insertInto('email_tracking')
-          .values(
-            chunk.map((row) => ({
-              email_id: row.emailId,
-              project_id: row.projectId,
-              opens: row.settings.opens,
-              clicks: row.settings.clicks,
-              unsubscribe: row.settings.unsubscribe,
-              links: JSON.stringify(row.settings.links),
-              created_at: row.createdAt,
-            })),
-          )
-          .execute(),
-      );
-    },
-
-    /** The settings of these emails (those that asked for anything). */
-    async settingsFor(
-      emailIds: readonly string[],
-      via: Kysely<Database> = db,
-    ): Promise<Map<string, TrackingSettings>> {
-      if (emailIds.length === 0) return new Map();
-      const rows = await via
-        .selectFrom('email_tracking')
-        .select(['email_id', 'opens', 'clicks', 'unsubscribe', 'links'])
-        .where('email_id', 'in', [...emailIds])
-        .execute();
-      return new Map(
-        rows.map((row) => [
-          row.email_id,
-          {
-            opens: bool(row.opens),
-            clicks: bool(row.clicks),
-            unsubscribe: bool(row.unsubscribe),
-            links: JSON.parse(row.links) as string[],
-          },
-        ]),
-      );
-    },
-
-    /** The stored URL of link `index` of the recipient's email, if the email tracks clicks and has it. */
-    async link(emailId: string, index: number): Promise<string | undefined> {
-      const row = await db
-        .selectFrom('email_tracking')
-        .select(['links', 'clicks'])
-        .where('email_id', '=', emailId)
-        .executeTakeFirst();
-      if (!row || !bool(row.clicks)) return undefined;
-      const links = JSON.parse(row.links) as unknown;
-      return Array.isArray(links) && typeof links[index] === 'string' ? links[index] : undefined;
+      return [pruneTarget(db, 'recipient_engagement', 'recipient_id', sql<boolean>`email_id < ${before}`)];
     },
 
     /** The recipient and its email's event fields (a read of the emails module's tables). */
@@ -167,40 +104,6 @@ export function createEngagementRepo(db: Kysely<Database>) {
         .returning('unsubscribe_count')
         .executeTakeFirstOrThrow();
       return Number(row.unsubscribe_count);
-    },
-
-    /** The engagement of an email's recipients, by recipient id. */
-    async forEmail(
-      projectId: string,
-      emailId: string,
-      via: Kysely<Database> = db,
-    ): Promise<Map<string, RecipientEngagement>> {
-      const rows = await via
-        .selectFrom('recipient_engagement')
-        .select([
-          'recipient_id',
-          'open_count',
-          'first_opened_at',
-          'click_count',
-          'first_clicked_at',
-          'unsubscribed_at',
-        ])
-        .where('project_id', '=', projectId)
-        .where('email_id', '=', emailId)
-        .execute();
-      return new Map(
-        rows.map((row) => [
-          row.recipient_id,
-          {
-            recipientId: row.recipient_id,
-            openCount: Number(row.open_count),
-            firstOpenedAt: row.first_opened_at,
-            clickCount: Number(row.click_count),
-            firstClickedAt: row.first_clicked_at,
-            unsubscribedAt: row.unsubscribed_at,
-          },
-        ]),
-      );
     },
   };
 }

@@ -8,6 +8,7 @@ import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { addCounts, type Increment, type Metric } from '../stats/stats.repo.ts';
 import { isAutomated } from './automation.ts';
+import { createTrackingRepo } from '../emails/tracking.repo.ts';
 import { createEngagementRepo, type EngagementTarget } from './engagement.repo.ts';
 import { type EngagementTokens, unsubscribeAddressRecipient } from './tokens.ts';
 
@@ -47,6 +48,7 @@ export function createEngagementService({
   events: Pick<EventService, 'emitIn'>;
 }) {
   const repo = createEngagementRepo(db);
+  const tracking = createTrackingRepo(db);
   const recipientOutcomes = createRecipientOutcomes({ events });
 
   const userAgentOf = (meta: FetchMeta) =>
@@ -159,7 +161,7 @@ export function createEngagementService({
       const found = await targetOf('click', token);
       if (!found) return undefined;
       const { target, index } = found;
-      const url = await repo.link(target.emailId, index);
+      const url = await tracking.link(target.emailId, index);
       if (url === undefined || !recordIt) return url;
       const now = clock.now();
       await record({

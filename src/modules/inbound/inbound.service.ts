@@ -27,10 +27,13 @@ export const toInboundView = (record: InboundRecord): InboundMessageView => ({
 export function createInboundService({
   repo,
 }: {
-  repo: Pick<InboundRepo, 'listForProject' | 'findForProject'>;
+  repo: Pick<InboundRepo, 'listForProject' | 'findForProject' | 'listForOperator'>;
 }) {
   return {
     list: (projectId: string, page: PageRequest) => repo.listForProject(projectId, page),
+
+    /** For the operator (`postwire inbound list`): every project's, or (`all: false`) only the unmatched and unreadable. */
+    listForOperator: (options: { all: boolean; limit: number }) => repo.listForOperator(options),
 
     async get(projectId: string, id: string): Promise<InboundRecord> {
       const record = isId('inb', id) ? await repo.findForProject(projectId, id) : undefined;

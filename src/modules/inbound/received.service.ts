@@ -10,7 +10,7 @@ import type { ReceivedAttachmentContent, ReceivedReader } from './received-reade
 // bytes (read again out of the message, on the parse threads, when asked for).
 
 export interface ReceivedServiceDeps {
-  repo: Pick<ReceivedRepo, 'list' | 'find'>;
+  repo: Pick<ReceivedRepo, 'list' | 'find' | 'latest'>;
   inbound: Pick<InboundRepo, 'raw'>;
   reader: Pick<ReceivedReader, 'attachment'>;
 }
@@ -38,6 +38,9 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
     },
 
     get: load,
+
+    /** For the operator (`postwire inbound received`): the latest, of every project. */
+    latest: (limit: number): Promise<ReceivedEmailRecord[]> => repo.latest(limit),
 
     /** The message's bytes exactly as the listener stored them, in the chunks they are kept in. */
     async raw(projectId: string, id: string): Promise<ByteChunks> {

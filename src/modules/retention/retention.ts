@@ -6,6 +6,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
 import { createEmailRepo } from '../emails/emails.repo.ts';
 import { createEngagementRepo } from '../engagement/engagement.repo.ts';
+import { createTrackingRepo } from '../emails/tracking.repo.ts';
 import { createEventRepo } from '../events/events.repo.ts';
 import { createReceivedRepo } from '../inbound/received.repo.ts';
 import { createInboundRepo } from '../inbound/inbound.repo.ts';
@@ -54,6 +55,7 @@ export function createRetention(deps: RetentionDeps) {
       ...createDeliveryRepo(db, engine).pruneTargets(cutoff),
       ...createEventRepo(db).pruneTargets(cutoff),
       ...createEmailRepo(db, engine).pruneTargets(cutoff),
+      ...createTrackingRepo(db).pruneTargets(cutoff),
       ...createEngagementRepo(db).pruneTargets(cutoff),
       ...createReceivedRepo(db).pruneTargets(cutoff),
       ...createInboundRepo(db, engine).pruneTargets(cutoff),

@@ -15,7 +15,7 @@ import { type ClaimedRecipient, createRecipientRepo } from '../emails/recipients
 import { type AttemptOutcome, createRecipientOutcomes } from '../emails/recipients.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
-import { createEngagementRepo } from '../engagement/engagement.repo.ts';
+import { createTrackingRepo } from '../emails/tracking.repo.ts';
 import type { TrackingSettings } from '../emails/tracking.ts';
 import { personalize } from '../engagement/personalize.ts';
 import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
@@ -191,7 +191,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         excludeHosts: transport.perDomain ? request.excludeLanes : [],
       });
       if (claimed.length === 0) return [];
-      const tracking = await createEngagementRepo(db).settingsFor(
+      const tracking = await createTrackingRepo(db).settingsFor(
         [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
       );
       const several = [...emails.values()]
