@@ -159,6 +159,12 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
         const stdout = options.stdout ?? loggerStream(log) ?? process.stdout;
         keys = await bootstrapDefaultProject(services.projects, config, url, stdout);
       }
+      // Compiled before the port is taken, unless the operator chose a faster start: a route's first request
+      // would otherwise compile its schemas on the event loop while every other request waits.
+      if (http && config.compileSchemasAtStart) {
+        const { compileDeferredSchemas } = await import('./http/deferred-schemas.ts');
+        await compileDeferredSchemas(app);
+      }
       await listenQuietly(app, reservedPort, config.host);
     }
 

@@ -83,9 +83,13 @@ const percentile = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 };
 
-/** Options for a server process that reports its long turns (test/helpers/turn-cpu.ts). */
+/**
+ * A server process as deployed (schemas compiled before it listens, the default the other tests' servers
+ * skip) that reports its long turns (test/helpers/turn-cpu.ts).
+ */
 const TURN_CPU_ENV = {
   NODE_OPTIONS: `--import ${new URL('./helpers/turn-cpu.ts', import.meta.url).href}`,
+  HTTP_COMPILE_SCHEMAS_AT_START: 'true',
 };
 
 /**

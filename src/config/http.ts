@@ -3,6 +3,7 @@
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import {
+  boolean,
   custom,
   duration,
   fixed,
@@ -56,6 +57,14 @@ export const HTTP_SETTINGS = section('HTTP server', {
       description: 'an idle kept-alive connection is closed after this',
     }),
   },
+  compileSchemasAtStart: boolean('HTTP_COMPILE_SCHEMAS_AT_START', {
+    default: true,
+    description: "compile every route's validators and serializers before the API listens",
+    details:
+      "`false`: a start takes about half the CPU, and each route's first request compiles its own (up to a " +
+      'few hundred ms on the event loop, once per route and process, while other requests wait); the tests ' +
+      'start their servers so',
+  }),
   httpBodyMemoryBytes: integer('HTTP_BODY_MEMORY_LIMIT', {
     default: 64 * 1024 * 1024,
     shownDefault: '`67108864` (64 MiB)',
