@@ -17,3 +17,10 @@ export const skipLockedRows = (engine: Engine): string =>
 /** The larger of two values: GREATEST on PostgreSQL; on SQLite, MAX with two arguments is that function. */
 export const greatestOf = (engine: Engine, a: string, b: string): string =>
   `${engine === 'postgres' ? 'GREATEST' : 'MAX'}(${a}, ${b})`;
+
+/**
+ * Whether a statement may write in its WITH (a data-modifying common table expression): PostgreSQL may, so
+ * writes that go together are sent as one statement there (a round trip each saved); SQLite may not, and runs
+ * them one after another (in process, it has no round trips to save).
+ */
+export const writesInWith = (engine: Engine): boolean => engine === 'postgres';
