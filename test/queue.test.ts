@@ -6,8 +6,12 @@ import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
-import { createDeliveryRepo, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.repo.ts';
-import { createDeliveryQueueSource, type DeliveryJob } from '../src/modules/deliveries/deliveries.worker.ts';
+import {
+  createDeliveryQueue,
+  createDeliveryQueueSource,
+  type DeliveryJob,
+  type DeliveryOutcome,
+} from '../src/modules/deliveries/deliveries.queue.ts';
 import { noMetrics } from '../src/modules/metrics/instruments.ts';
 import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
 import { QUEUE_CHANNELS } from '../src/queue/notifier.ts';
@@ -128,7 +132,7 @@ async function deliveriesQueue(
   for (const job of jobs) await add(job);
 
   const real = createDeliveryQueueSource({
-    repo: createDeliveryRepo(database.handle.db, engine),
+    queue: createDeliveryQueue(database.handle.db, engine),
     logger: silentWorkerLogger,
     metrics: noMetrics,
   });

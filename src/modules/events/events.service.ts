@@ -73,13 +73,13 @@ export function createEventService({
   metrics = noMetrics,
 }: EventServiceDeps) {
   const repo = createEventRepo(db);
-  const deliveryRepo = createDeliveryRepo(db, engine);
+  const deliveryRepo = createDeliveryRepo(db);
   const deliveries = createDeliveryService({ db, engine, notifier });
 
   /** Writes pending deliveries in the caller's transaction; workers here and elsewhere wake at its commit. */
   async function enqueue(transaction: Transaction, rows: NewDelivery[]): Promise<void> {
     if (rows.length === 0) return;
-    await createDeliveryRepo(transaction.db, engine).insertPending(rows);
+    await createDeliveryRepo(transaction.db).insertPending(rows);
     await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
     transaction.afterCommit(() => notifier.notify());
   }
