@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { PageRequest } from '../../db/pagination.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
@@ -117,7 +118,7 @@ export function createEventService({
     // Counted for /metrics only once they are committed: a rolled-back outcome batch happened to nobody.
     if (counted.length > 0)
       transaction.afterCommit(() => metrics.eventsEmitted(counted.map((event) => event.kind)));
-    if (engine === 'postgres') {
+    if (writesInWith(engine)) {
       await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
     } else {
       await repo.insert(records);
