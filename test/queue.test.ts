@@ -371,14 +371,21 @@ async function openQueue(
     return claimed;
   };
 
+  /** Releases under way: a claim that brought more than a lane holds gives the rest back after it starts. */
+  const inFlight = new Set<Promise<void>>();
+
   /** The worker's source, its calls logged and its claims checked. */
   const sourceFor = (workerId: string): QueueSource<Job, Outcome> => {
     const real = under.sourceFor(workerId);
     const source: QueueSource<Job, Outcome> = {
       claim: (lease, request) => checkedClaim(lease, () => real.claim(lease, request)),
-      async release(releasing, rows) {
-        await real.release(releasing, rows);
-        log.push(`release ${releasing} ${rows ? named(rows) : 'all'}`);
+      release(releasing, rows) {
+        const released = real.release(releasing, rows).then(() => {
+          log.push(`release ${releasing} ${rows ? named(rows) : 'all'}`);
+        });
+        inFlight.add(released);
+        void released.finally(() => inFlight.delete(released)).catch(() => {});
+        return released;
       },
       nextDueAt: (now) => real.nextDueAt(now),
       async record(attempted) {
@@ -427,6 +434,8 @@ async function openQueue(
           .execute(),
       ),
     watch,
+    /** Resolves once the releases under way have been written. */
+    released: () => watch(Promise.allSettled([...inFlight]).then(() => undefined)),
     violations,
     /** Resolves once the next claim (of any worker) has come back. */
     nextClaim: () => watch(new Promise<void>((resolve) => claimWaiters.push(resolve))),
@@ -750,6 +759,8 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           const w = worker({ queue, attempts, settings: { stopGraceMs: 0 } });
           await w.start();
           await attempts.started(2);
+          // A queue without per-lane top-ups claims more than the lane holds, and gives the rest back.
+          await queue.released();
           assert.equal((await queue.heldBy('worker-a')).length, 4, 'two in flight, two waiting for a slot');
           await w.stop();
           assert.deepEqual(await queue.heldBy('worker-a'), [], 'every lease given back');
