@@ -9,6 +9,13 @@
 //   npm run bench:large-messages                           # SQLite and PostgreSQL; capture, relay, received, api; 2 each
 //   npm run bench:large-messages -- --only sqlite --messages 3
 //   npm run bench:large-messages -- --root ../old-checkout --modes capture,relay   # another checkout (before/after)
+//   npm run bench:large-messages -- --node-options='--cpu-prof --cpu-prof-dir=/tmp/profiles'   # the server's
+//   npm run bench:large-messages -- --idle 20   # the probe asks the idle server first (default 10 s; 0: not)
+//
+// The longest turn is the most CPU time one turn of the server's event loop took while they flowed (its own
+// thread's CPU: test/helpers/turn-cpu.ts): what the server itself held every request for, however busy the
+// machine. The idle figures are the machine's floor: a p99 of 50 ms while messages flow means little where the idle
+// server already shows one of 40.
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -30,10 +37,15 @@ const { values: args } = parseArgs({
     only: { type: 'string' },
     modes: { type: 'string', default: 'capture,relay,received,api' },
     root: { type: 'string' },
+    idle: { type: 'string', default: '10' },
+    'node-options': { type: 'string' },
     'postgres-url': { type: 'string' },
   },
 });
 const MESSAGES = Number(args.messages);
+const TURN_CPU_IMPORT = `--import ${new URL('../test/helpers/turn-cpu.ts', import.meta.url).href}`;
+/** Seconds the probe asks the idle server first: the machine's own floor, to read the figures against. */
+const IDLE_SECONDS = Number(args.idle);
 const here = path.dirname(new URL(import.meta.url).pathname);
 const root = path.resolve(args.root ?? path.resolve(here, '..'));
 const KEY = 'pw_bench_large_messages_key_0123456789';
@@ -117,6 +129,8 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
     cwd: root,
     env: {
       PATH: process.env.PATH ?? '',
+      // The server reports each turn of its event loop that computed for over 20 ms (its thread's CPU time).
+      NODE_OPTIONS: [TURN_CPU_IMPORT, args['node-options'] ?? ''].join(' ').trim(),
       ...database.env,
       PORT: '0',
       LOG_FORMAT: 'json',
@@ -141,9 +155,12 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  let longestTurnCpuMs = 0;
   const url = await new Promise<string>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`the server exited with ${code}`)));
     createInterface({ input: child.stdout! }).on('line', (line) => {
+      const turn = /"msg":"turn cpu","turnCpuMs":([\d.]+)/.exec(line);
+      if (turn) longestTurnCpuMs = Math.max(longestTurnCpuMs, Number(turn[1]));
       const found = /"url":"(http:[^"]+)"/.exec(line);
       if (found && /listening/i.test(line)) resolve(found[1]!);
     });
@@ -218,7 +235,14 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
       throw new Error(`the send answered ${response.status}: ${JSON.stringify(answer)}`);
     return answer.id!;
   };
+  let idle: number[] = [];
+  if (IDLE_SECONDS > 0) {
+    const idleProbe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
+    await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000));
+    idle = await idleProbe.stop();
+  }
   const probe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
+  longestTurnCpuMs = 0;
   const started = performance.now();
   let latencies: number[];
   try {
@@ -243,6 +267,11 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
     mode,
     seconds: (performance.now() - started) / 1000,
     requests: latencies.length,
+    idle:
+      idle.length > 0
+        ? { p50: percentile(idle, 50), p99: percentile(idle, 99), max: Math.max(...idle) }
+        : undefined,
+    longestTurnCpuMs,
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
     max: Math.max(...latencies),
@@ -264,16 +293,20 @@ if (args.only !== 'sqlite') {
 console.log(
   `${MESSAGES} messages of 39.9 MiB each (api: a 40 MiB attachment), one after another; the server at ${root}`,
 );
-console.log('engine     mode     time     GET /v1/webhooks p50 / p99 / max      RSS idle → peak');
+console.log(
+  `engine     mode     time     GET /v1/webhooks p50 / p99 / max while they flow (idle ${IDLE_SECONDS} s before)   longest turn (CPU)   RSS idle → peak`,
+);
+const figures = (f: { p50: number; p99: number; max: number }) =>
+  `${f.p50.toFixed(1)} / ${f.p99.toFixed(1)} / ${f.max.toFixed(1)} ms`;
 for (const engine of engines) {
   for (const mode of args.modes!.split(',') as Mode[]) {
     const r = await measure(engine, mode, pgUrl);
     console.log(
       `${r.engine.padEnd(10)} ${r.mode.padEnd(8)} ${r.seconds.toFixed(1).padStart(5)} s  ` +
-        `${r.requests} requests: ${r.p50.toFixed(1)} / ${r.p99.toFixed(1)} / ${r.max.toFixed(1)} ms`.padEnd(
-          40,
-        ) +
-        `${r.idleRss.toFixed(0)} → ${r.peakRss.toFixed(0)} MB`,
+        `${r.requests} requests: ${figures(r)}`.padEnd(42) +
+        (r.idle ? ` (idle: ${figures(r.idle)})`.padEnd(34) : '') +
+        `  ${r.longestTurnCpuMs.toFixed(0).padStart(4)} ms` +
+        `  ${r.idleRss.toFixed(0)} → ${r.peakRss.toFixed(0)} MB`,
     );
   }
 }

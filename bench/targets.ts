@@ -1,13 +1,13 @@
-// Every target of issue 12 in one run, on SQLite and on PostgreSQL, as one table: each a ratio of Postwire to
-// a bare baseline measured in the same run (so other work on the machine weighs on both sides).
+// Every target (issues 12 and 43) in one run, on SQLite and on PostgreSQL, as one table: each a ratio of
+// Postwire to a bare baseline measured in the same run (so other work on the machine weighs on both sides).
 //
-//   npm run bench:targets                          # every target, both engines (about 5 minutes)
-//   npm run bench:targets -- --quick               # a short smoke run (about a minute): figures are rough
-//   npm run bench:targets -- --only sqlite         # one engine (sqlite or postgres)
-//   npm run bench:targets -- --rounds 3            # medians of 3 rounds in every bench (3 times as long)
-//   npm run bench:targets -- --postgres-url postgres://postgres@127.0.0.1:5432/test
-//   npm run bench:targets -- --markdown            # also the table as bench/README.md shows it
-//   npm run bench:targets -- --json                # the figures as JSON on stdout instead of the table
+//   npm run bench                          # every target, both engines (about 5 minutes)
+//   npm run bench -- --quick               # a smoke run of both engines (CI's): that it runs and prints
+//   npm run bench -- --only sqlite         # one engine (sqlite or postgres)
+//   npm run bench -- --rounds 3            # medians of 3 rounds in every bench (3 times as long)
+//   npm run bench -- --postgres-url postgres://postgres@127.0.0.1:5432/test
+//   npm run bench -- --markdown            # also the table as bench/README.md shows it
+//   npm run bench -- --json                # the figures as JSON on stdout instead of the table
 //
 // It measures nothing itself: it runs bench/api.ts, bench/send.ts and bench/delivery.ts with --json, one at a
 // time (each pins its server, sink and load generator apart as it describes), and gathers what they print.
@@ -52,14 +52,14 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const BENCHES = {
   api: {
     script: 'api.ts',
-    args: ['--only', 'reads,emails', ...(args.quick ? ['--warmup', '0.5', '--duration', '1'] : [])],
+    args: ['--only', 'reads,emails', ...(args.quick ? ['--warmup', '0.2', '--duration', '0.5'] : [])],
   },
-  send: { script: 'send.ts', args: args.quick ? ['--emails', '300'] : [] },
+  send: { script: 'send.ts', args: args.quick ? ['--emails', '100', '--warmup', '20'] : [] },
   delivery: {
     script: 'delivery.ts',
     args: [
       '--no-ceiling',
-      ...(args.quick ? ['--events', '500', '--fanout-events', '100', '--latency', '50'] : []),
+      ...(args.quick ? ['--events', '200', '--fanout-events', '50', '--latency', '20'] : []),
     ],
   },
 } as const;
@@ -240,7 +240,7 @@ if (args.json) {
     }),
   );
 } else {
-  console.log(`\nIssue 12 targets — ${conditions}`);
+  console.log(`\nTargets — ${conditions}`);
   console.log(plainTable());
   console.log(latencyLine((text) => text));
   console.log(CPU_RATIO_NOTE);

@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
+import { buildSerializer } from './http/serialization.ts';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { HttpTimeouts, TrustProxy } from './config.ts';
 import { openRequestWindow, type RequestWindow } from './db/validated-cache.ts';
@@ -117,6 +118,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     requestIdHeader: false,
     return503OnClosing: true,
     ajv: { customOptions: { strict: false } },
+    schemaController: { compilersFactory: { buildSerializer } },
     routerOptions: { querystringParser: parseQueryString },
     frameworkErrors,
     http: { connectionsCheckingInterval: connectionsCheckingIntervalMs(timeouts) },

@@ -11,6 +11,7 @@ import { createDeliveryService } from './modules/deliveries/deliveries.service.t
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
+import { GROUPS_IN_FLIGHT } from './modules/emails/send-groups.ts';
 import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
 import { createEngagementTokens } from './modules/engagement/tokens.ts';
@@ -126,7 +127,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     metrics,
     suppressions: suppressionRepo,
     db,
-    sendGroups: config.sendGroups === false ? undefined : config.sendGroups,
+    sendGroups:
+      config.sendGroups === false ? undefined : { ...config.sendGroups, inFlight: GROUPS_IN_FLIGHT[engine] },
     senders: domains,
     engagement: {
       publicUrl: config.publicUrl,

@@ -50,6 +50,16 @@ test('copies for a thread and pieces are the bytes, in pieces of the size asked,
       arrived.transfer,
       arrived.pieces.map((piece) => piece.buffer),
     );
+    // Its size announced (a content-length): the last piece no larger than its bytes; more bytes than
+    // announced still all kept.
+    for (const announced of [bytes.length, Math.floor(bytes.length / 2) + 1]) {
+      const sized = new PieceCopies(size, announced);
+      for (const chunk of chunks) sized.add(chunk);
+      const kept = sized.finish().pieces;
+      assert.ok(Buffer.concat(kept).equals(bytes), `round ${round}: announced ${announced}`);
+      assert.ok(kept.every((piece) => piece.buffer.byteLength <= size));
+      if (announced === bytes.length) assert.equal(kept.at(-1)?.buffer.byteLength, kept.at(-1)?.length);
+    }
     const pieces = [...inPiecesOf(chunks, size)];
     assert.ok(Buffer.concat(pieces).equals(bytes), `round ${round}: the pieces`);
     assert.ok((await buffer(streamOf(chunks))).equals(bytes), `round ${round}: the stream`);

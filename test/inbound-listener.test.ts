@@ -166,7 +166,7 @@ test('a session that trickles its message a byte at a time is ended at INBOUND_S
       return 'inb_1';
     },
     undefined,
-    { sessionTimeoutMs: 400 },
+    { sessionTimeoutMs: 3_000 },
   );
   try {
     const client = await rawSession(listener.port);

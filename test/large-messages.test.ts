@@ -25,7 +25,8 @@ import { until } from './helpers/until.ts';
 // DKIM-signs and sends (relay) or keeps (capture) it — or a send through the API with 40 MiB of files (a 53 MiB
 // JSON body), or a 40 MiB message received by the inbound listener — while a probe in a process of its own asks
 // its API every 5 ms. Before the fix one such message held that API for seconds (p99 4.3 s over SMTP, 1.8 s
-// through the API). What arrives is checked as a receiver would: both DKIM verifiers pass, and the
+// through the API). Held: no turn of the server's event loop computes for long (TURN_CPU_BOUND_MS); the
+// probe's figures are reported. What arrives is checked as a receiver would: both DKIM verifiers pass, and the
 // attachment's bytes are the ones sent.
 
 const KEY = 'pw_large_messages_key_0123456789';
@@ -34,13 +35,13 @@ const SELECTOR = 'big';
 /** Bytes of the attachment: its base64 and the rest of the message come to just under 40 MiB. */
 const ATTACHMENT_BYTES = 29 * 1024 * 1024;
 /**
- * The API's p99 while the message flows: generous, for a machine shared with the rest of the suite. Whole-message
- * work on the event loop made it 2.8–4.6 s; alone the code measures 0.1–0.5 s (`npm run bench:large-messages`,
- * figures in bench/README.md), but a round beside the suite's other process tests measured up to 1.4 s.
+ * The longest turn of the server's event loop while a message flows, in the CPU time of the loop's own thread
+ * (test/helpers/turn-cpu.ts): whole-message work there took 1.3 s a turn for a 39 MB submission; what is left
+ * is piece-sized work and garbage collection (tens of ms). CPU time, not the wall clock: a machine shared with
+ * the rest of the suite makes the loop wait for a core, which is no work of the server's. The probe's
+ * latencies, which do count the waiting, are reported beside it; their figures go to bench/README.md.
  */
-const P99_BOUND_MS = 1500;
-/** Rounds tried until one holds: another test beside this one can load the machine during one. */
-const MAX_ROUNDS = 3;
+const TURN_CPU_BOUND_MS = 250;
 
 const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
@@ -82,33 +83,43 @@ const percentile = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 };
 
+/** Options for a server process that reports its long turns (test/helpers/turn-cpu.ts). */
+const TURN_CPU_ENV = {
+  NODE_OPTIONS: `--import ${new URL('./helpers/turn-cpu.ts', import.meta.url).href}`,
+};
+
 /**
  * Runs `flow` (one large message, start to end: `prepared` before the probe starts) while a probe asks the API
- * every 5 ms, until a round's p99 holds the bound or MAX_ROUNDS have run; what each round measured.
+ * every 5 ms; the longest turn of `server`'s event loop in its thread's CPU time meanwhile, and what the
+ * probe measured.
  */
-async function probedRounds<T>(
-  url: string,
+async function probed<T>(
+  server: ServerProcess,
   prepare: () => Promise<T>,
-  flow: (prepared: T, round: number) => Promise<void>,
-): Promise<{ held: boolean; rounds: string[] }> {
-  const rounds: string[] = [];
-  for (let round = 1; round <= MAX_ROUNDS; round++) {
-    const prepared = await prepare();
-    const probe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
-    let latencies: number[];
-    try {
-      await flow(prepared, round);
-    } finally {
-      latencies = await probe.stop();
-    }
-    const p99 = percentile(latencies, 99);
-    rounds.push(
-      `round ${round}: ${latencies.length} GET /v1/webhooks, p50 ${percentile(latencies, 50).toFixed(1)} ms, ` +
-        `p99 ${p99.toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms`,
-    );
-    if (p99 < P99_BOUND_MS) return { held: true, rounds };
+  flow: (prepared: T) => Promise<void>,
+): Promise<{ longestTurnCpuMs: number; figures: string }> {
+  const prepared = await prepare();
+  const probe = await startLatencyProbe(`${server.url}/v1/webhooks`, KEY);
+  const logsBefore = server.logs().length;
+  let latencies: number[];
+  try {
+    await flow(prepared);
+  } finally {
+    latencies = await probe.stop();
   }
-  return { held: false, rounds };
+  const turns = server
+    .logs()
+    .slice(logsBefore)
+    .filter((line) => line.msg === 'turn cpu')
+    .map((line) => line.turnCpuMs as number);
+  const longestTurnCpuMs = Math.max(0, ...turns);
+  return {
+    longestTurnCpuMs,
+    figures:
+      `${latencies.length} GET /v1/webhooks, p50 ${percentile(latencies, 50).toFixed(1)} ms, ` +
+      `p99 ${percentile(latencies, 99).toFixed(1)} ms, max ${Math.max(...latencies).toFixed(1)} ms; ` +
+      `${turns.length} turns over 20 ms of CPU, the longest ${longestTurnCpuMs.toFixed(1)} ms`,
+  };
 }
 
 /**
@@ -150,6 +161,7 @@ for (const engine of ALL_ENGINES) {
         t.after(() => db.cleanup());
         const submissionPort = await freePort();
         const server = await startServerProcess({
+          ...TURN_CPU_ENV,
           ...db.env,
           POSTWIRE_BOOTSTRAP_KEY: KEY,
           // The probe asks 200 times a second, past the default per-key limit.
@@ -205,12 +217,12 @@ for (const engine of ALL_ENGINES) {
           peak.rssMb = Math.max(peak.rssMb, processMemory(pid)?.rssMb ?? 0);
         }, 20);
         t.after(() => clearInterval(sampler));
-        const { held, rounds } = await probedRounds(server.url, message, async (raw) => {
+        const { longestTurnCpuMs, figures } = await probed(server, message, async (raw) => {
           lastId = await submit(raw);
           await settled(lastId);
         });
-        t.diagnostic(`${engine} ${mode}: ${rounds.join('; ')}; peak RSS ${peak.rssMb.toFixed(0)} MB`);
-        assert.ok(held, `the API's p99 stayed under ${P99_BOUND_MS} ms in no round: ${rounds.join('; ')}`);
+        t.diagnostic(`${engine} ${mode}: ${figures}; peak RSS ${peak.rssMb.toFixed(0)} MB`);
+        assert.ok(longestTurnCpuMs < TURN_CPU_BOUND_MS, `a turn of the event loop took: ${figures}`);
 
         if (mode === 'capture') {
           const raw = await requestJson(`${server.url}/v1/emails/${lastId}/raw`, KEY, 'GET');
@@ -238,6 +250,7 @@ for (const engine of ALL_ENGINES) {
         t.after(() => db.cleanup());
         const inboundPort = await freePort();
         const server = await startServerProcess({
+          ...TURN_CPU_ENV,
           ...db.env,
           POSTWIRE_BOOTSTRAP_KEY: KEY,
           POSTWIRE_RATE_LIMIT: '1000000',
@@ -272,7 +285,7 @@ for (const engine of ALL_ENGINES) {
           20_000,
           'the small message to be received',
         );
-        const { held, rounds } = await probedRounds(server.url, message, async (raw, round) => {
+        const { longestTurnCpuMs, figures } = await probed(server, message, async (raw) => {
           const info = await transport.sendMail({
             envelope: { from: 'ada@example.org', to: ['reports@acme.test'] },
             raw,
@@ -282,14 +295,14 @@ for (const engine of ALL_ENGINES) {
           await until(
             async () => {
               const { data } = (await api('GET', '/received-emails?recipient=reports@acme.test')).body;
-              return data.length >= round + 1 && data[0].subject !== null;
+              return data.length >= 2 && data[0].subject !== null;
             },
             120_000,
             'the message to be received and read',
           );
         });
-        t.diagnostic(`${engine} received: ${rounds.join('; ')}`);
-        assert.ok(held, `the API's p99 stayed under ${P99_BOUND_MS} ms in no round: ${rounds.join('; ')}`);
+        t.diagnostic(`${engine} received: ${figures}`);
+        assert.ok(longestTurnCpuMs < TURN_CPU_BOUND_MS, `a turn of the event loop took: ${figures}`);
 
         // Newest first: the last large one.
         const [received] = (await api('GET', '/received-emails?recipient=reports@acme.test')).body.data;
@@ -334,6 +347,7 @@ for (const engine of ALL_ENGINES) {
         const db = await createProcessDatabase(engine);
         t.after(() => db.cleanup());
         const server = await startServerProcess({
+          ...TURN_CPU_ENV,
           ...db.env,
           POSTWIRE_BOOTSTRAP_KEY: KEY,
           POSTWIRE_RATE_LIMIT: '1000000',
@@ -376,16 +390,16 @@ for (const engine of ALL_ENGINES) {
         await kept(await send(body(Buffer.from('warm'))));
         await kept(await send(body(randomBytes(512 * 1024))));
         let lastId = '';
-        const { held, rounds } = await probedRounds(
-          server.url,
+        const { longestTurnCpuMs, figures } = await probed(
+          server,
           async () => body(apiAttachment),
           async (json) => {
             lastId = await send(json);
             await kept(lastId);
           },
         );
-        t.diagnostic(`${engine} api: ${rounds.join('; ')}`);
-        assert.ok(held, `the API's p99 stayed under ${P99_BOUND_MS} ms in no round: ${rounds.join('; ')}`);
+        t.diagnostic(`${engine} api: ${figures}`);
+        assert.ok(longestTurnCpuMs < TURN_CPU_BOUND_MS, `a turn of the event loop took: ${figures}`);
 
         const raw = await requestJson(`${server.url}/v1/emails/${lastId}/raw`, KEY, 'GET');
         assert.equal(raw.status, 200);

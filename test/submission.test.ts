@@ -1239,7 +1239,7 @@ test('one client address holds SUBMISSION_MAX_CONNECTIONS_PER_CLIENT sessions at
 });
 
 test('a session still open at SUBMISSION_SESSION_TIMEOUT is ended with a 421, its message not stored', async (t) => {
-  const { stored, connect } = await boundedListener(t, { sessionTimeoutMs: 300 });
+  const { stored, connect } = await boundedListener(t, { sessionTimeoutMs: 3_000 });
   const client = connect();
   await client.reply('220');
   await client.say('EHLO slow.test', '250');

@@ -53,29 +53,34 @@ function decodeQueryPart(part: string): string | undefined {
   }
 }
 
+const issue = (name: string, message: string): ErrorObject => ({
+  keyword: 'text',
+  instancePath: `/${name}`,
+  schemaPath: '#',
+  params: {},
+  message,
+});
+
 /** The issue with a query string's or path's text once its schema passed: bytes that are not text. */
 function textIssue(data: unknown, httpPart: string): ErrorObject | undefined {
   if (typeof data !== 'object' || data === null) return undefined;
-  const issue = (name: string, message: string): ErrorObject => ({
-    keyword: 'text',
-    instancePath: `/${name}`,
-    schemaPath: '#',
-    params: {},
-    message,
-  });
   const malformed = (data as { [MALFORMED_PARAMETER]?: string })[MALFORMED_PARAMETER];
   if (httpPart === 'querystring' && malformed !== undefined) {
     return issue(malformed, 'must be UTF-8 text, percent-encoded (a %-escape in it is not)');
   }
-  for (const [name, value] of Object.entries(data)) {
-    for (const item of Array.isArray(value) ? value : [value]) {
-      if (typeof item === 'string' && CONTROL_CHARACTER.test(item)) {
-        return issue(name, 'must not contain control characters (such as NUL, %00)');
-      }
+  // On every request with a query or path: no array or entry list made for the one or two values there are.
+  for (const name in data) {
+    if (!Object.hasOwn(data, name)) continue;
+    const value = (data as Record<string, unknown>)[name];
+    if (Array.isArray(value) ? value.some(hasControlCharacter) : hasControlCharacter(value)) {
+      return issue(name, 'must not contain control characters (such as NUL, %00)');
     }
   }
   return undefined;
 }
+
+const hasControlCharacter = (item: unknown): boolean =>
+  typeof item === 'string' && CONTROL_CHARACTER.test(item);
 
 // Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
 // strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types;

@@ -49,7 +49,8 @@ export class PieceCopies {
   add(chunk: Uint8Array): number {
     let completed = 0;
     for (let at = 0; at < chunk.length;) {
-      this.current ??= new Uint8Array(Math.min(this.size, this.left));
+      // More bytes than `total` said (a caller's estimate): the rest go in pieces of full size.
+      this.current ??= new Uint8Array(this.left > 0 ? Math.min(this.size, this.left) : this.size);
       const length = Math.min(this.current.length - this.filled, chunk.length - at);
       this.current.set(chunk.subarray(at, at + length), this.filled);
       at += length;

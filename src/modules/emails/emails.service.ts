@@ -50,7 +50,7 @@ export interface EmailServiceDeps {
   /** Where sends outside an Idempotency-Key's transaction open their own. */
   db: Kysely<Database>;
   /** Concurrent sends written together, at most this many emails a group (send-groups.ts); unset: each alone. */
-  sendGroups?: { maxEmails: number } | undefined;
+  sendGroups?: { maxEmails: number; inFlight?: number | undefined } | undefined;
   /** Which From domains the project may send as, and how they are signed (the domains module). */
   senders?: Pick<DomainService, 'authorizeSender' | 'authorizeKeyDomain'> | undefined;
   /** Opens, clicks and one-click unsubscribe: PUBLIC_URL, the defaults, and where the settings are kept. */

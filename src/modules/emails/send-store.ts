@@ -47,8 +47,11 @@ export interface SendStoreDeps {
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   /** Where sends outside an Idempotency-Key's transaction open their own. */
   db: Kysely<Database>;
-  /** Concurrent sends written together, at most this many emails a group (send-groups.ts); unset: each alone. */
-  sendGroups?: { maxEmails: number } | undefined;
+  /**
+   * Concurrent sends written together, at most `maxEmails` a group and `inFlight` groups at once
+   * (send-groups.ts); unset: each alone.
+   */
+  sendGroups?: { maxEmails: number; inFlight?: number | undefined } | undefined;
   /** Where the tracking settings are kept. */
   engagement: { repo: EngagementStore };
   markSuppressed: SendPreparer['markSuppressed'];
@@ -157,8 +160,7 @@ export function createSendStore({
   // Sends are written in groups (send-groups.ts), except those with an Idempotency-Key, which are written
   // in the key's transaction (`writeSend`), so that they commit with the saved answer.
   const groups =
-    sendGroups &&
-    createSendGroups({ writeTogether: write, storeAlone: store, stored, maxEmails: sendGroups.maxEmails });
+    sendGroups && createSendGroups({ writeTogether: write, storeAlone: store, stored, ...sendGroups });
 
   /**
    * Runs `store` with the plan's large content — submitted messages and files larger than one piece — written
