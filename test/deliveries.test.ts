@@ -7,7 +7,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import { type ClaimedDelivery, createDeliveryRepo } from '../src/modules/deliveries/deliveries.repo.ts';
+import { type ClaimedDelivery, createDeliveryQueue } from '../src/modules/deliveries/deliveries.queue.ts';
 import { webhookPayload } from '../src/modules/deliveries/deliveries.worker.ts';
 import { nextRetryDelay, parseRetryAfter } from '../src/queue/retry.ts';
 import { createSender } from '../src/modules/deliveries/sender.ts';
@@ -702,7 +702,7 @@ for (const engine of ALL_ENGINES) {
       const receiver = await h.receiver();
       await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
       const event = await t.events.emit(t.projectId, 'email.sent', {});
-      const repo = createDeliveryRepo(t.database.handle.db, engine);
+      const repo = createDeliveryQueue(t.database.handle.db, engine);
       const now = new Date();
       const claim = (workerId: string, at: Date) =>
         repo.claim({ workerId, now: at, until: new Date(at.getTime() + 1000) }, { limit: 10 });
@@ -751,7 +751,7 @@ for (const engine of ALL_ENGINES) {
       const receiver = await h.receiver();
       await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
       const event = await t.events.emit(t.projectId, 'email.sent', {});
-      const repo = createDeliveryRepo(t.database.handle.db, engine);
+      const repo = createDeliveryQueue(t.database.handle.db, engine);
       const start = Date.now();
       const at = (seconds: number) => new Date(start + seconds * 1000);
       const claim = async (workerId: string, seconds: number) =>

@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { idAt, newId } from '../src/lib/ids.ts';
 import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
+import { createInboundQueue } from '../src/modules/inbound/inbound.queue.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { createTestDatabase, ALL_ENGINES, engineSkip } from './helpers/app.ts';
 
@@ -121,7 +122,7 @@ for (const engine of ALL_ENGINES) {
       );
 
       // The pending message, whose worker died, is claimed again; its bytes are read apart.
-      const [claimed, ...others] = await repo.claim(
+      const [claimed, ...others] = await createInboundQueue(database.handle.db, engine).claim(
         { workerId: 'w1', now: new Date(), until: new Date(Date.now() + 60_000) },
         10,
       );

@@ -1,22 +1,41 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { loadConfig } from '../src/config.ts';
 import type { Engine } from '../src/db/connection.ts';
 import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
-import { createDeliveryRepo, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.repo.ts';
-import { createDeliveryQueueSource, type DeliveryJob } from '../src/modules/deliveries/deliveries.worker.ts';
+import {
+  createDeliveryQueue,
+  createDeliveryQueueSource,
+  type DeliveryJob,
+  type DeliveryOutcome,
+} from '../src/modules/deliveries/deliveries.queue.ts';
+import {
+  createInboundQueueSource,
+  type InboundJob,
+  type InboundOutcome,
+} from '../src/modules/inbound/inbound.queue.ts';
+import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
+import type { ReceivedIntake } from '../src/modules/inbound/received-intake.ts';
+import {
+  createSendingQueueSource,
+  type SendJob,
+  type SendOutcome,
+} from '../src/modules/sending/sending.queue.ts';
 import { noMetrics } from '../src/modules/metrics/instruments.ts';
 import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
-import { QUEUE_CHANNELS } from '../src/queue/notifier.ts';
+import { type Notifier, type QueueChannel, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import {
   createQueueWorker,
+  type QueueJob,
   type QueueSettings,
   type QueueSource,
   type QueueWorker,
 } from '../src/queue/runtime.ts';
+import type { Services } from '../src/services.ts';
 import {
   ALL_ENGINES,
   createTestDatabase,
@@ -26,16 +45,18 @@ import {
 } from './helpers/app.ts';
 import { commitFailure } from './helpers/failing-commit.ts';
 
-// The queue runtime held to a real queue: the webhook deliveries table, claimed, topped up, given back and
-// recorded through the very QueueSource the delivery worker runs on (createDeliveryQueueSource), on both
-// engines. Each webhook is a lane; the jobs are deliveries emitted through the event service, one each, a
-// millisecond apart so the queue's order is theirs. Time is an injected clock the test moves by hand (the
-// leases are compared with it in SQL), attempts end when the test says, and what a test reads back (done,
-// held by whom) is the rows. The only failure made on purpose, a COMMIT that fails, is the database's own
-// (a statement observer throws instead of running it), not a model of the queue.
+// The queue runtime held to the real queues: the webhook deliveries, the sending queue (email recipients) and
+// the inbound queue (received messages), claimed, topped up, given back and recorded through the very
+// QueueSource each worker runs on (its adapter, `<name>.queue.ts`), on both engines. A job is a delivery to its
+// lane's webhook (one event each), an email to one recipient at its lane's domain, or a received message (one
+// lane); a millisecond apart so the queue's order is theirs. Time is an injected clock the test moves by hand
+// (the leases are compared with it in SQL), attempts end when the test says, and what a test reads back (done,
+// held by whom) is the rows. The only failure made on purpose, a COMMIT that fails, is the database's own (a
+// statement observer throws instead of running it), not a model of the queue.
 
-type Job = DeliveryJob;
-type Outcome = DeliveryOutcome;
+type Job = QueueJob;
+type Outcome = unknown;
+type QueueKind = 'deliveries' | 'sending' | 'inbound';
 
 /** A clock the test moves by hand. */
 function manualClock(start = Date.parse('2026-11-22T10:00:00.000Z')) {
@@ -55,16 +76,210 @@ afterEach(async () => {
   for (const queue of opened.splice(0).reverse()) await queue.close();
 });
 
+/** What each queue's rows are, and how a test adds and finishes its jobs. */
+interface QueueUnderTest {
+  channel: QueueChannel;
+  notifier: Notifier;
+  /** The worker's own QueueSource on this queue, for `workerId` (the inbound one writes under its leases). */
+  sourceFor(workerId: string): QueueSource<Job, Outcome>;
+  /** Adds a job in `lane`; returns its rows. */
+  add(lane: string): Promise<string[]>;
+  /** The table, and which of its rows are still to do (in the queue, leased or not). */
+  table: 'deliveries' | 'email_recipients' | 'inbound_messages';
+  waiting: { column: 'status' | 'ready_seq'; pending: boolean };
+  /** The rows whose attempt was recorded. */
+  doneRows(): Promise<string[]>;
+  /** A successful attempt's outcome, as the queue's worker writes one. */
+  succeeded(job: Job, workerId: string, clock: Clock): Outcome;
+}
+
+/** The webhook deliveries: a webhook per lane, a delivery per job (a webhook test send: one event). */
+async function deliveriesUnderTest(
+  engine: Engine,
+  database: TestDatabase,
+  services: Services,
+  projectId: string,
+): Promise<QueueUnderTest> {
+  const webhookOf = new Map<string, string>();
+  const real = createDeliveryQueueSource({
+    queue: createDeliveryQueue(database.handle.db, engine),
+    logger: silentWorkerLogger,
+    metrics: noMetrics,
+  });
+  return {
+    channel: QUEUE_CHANNELS.deliveries,
+    notifier: services.notifiers.delivery,
+    sourceFor: () => real as QueueSource<Job, Outcome>,
+    async add(lane) {
+      let webhookId = webhookOf.get(lane);
+      if (!webhookId) {
+        const record = await services.webhooks.prepareCreate(projectId, {
+          url: `https://lane-${lane}.example/hooks`,
+          events: ['email.delivered'],
+        });
+        await inTransaction(database.handle.db, (transaction) =>
+          services.webhooks.create(transaction, record),
+        );
+        webhookId = record.id;
+        webhookOf.set(lane, webhookId);
+      }
+      const event = await services.events.emit(projectId, 'email.sent', {}, { webhookId });
+      assert.equal(event.delivery_ids.length, 1);
+      return event.delivery_ids;
+    },
+    table: 'deliveries',
+    waiting: { column: 'status', pending: true },
+    doneRows: async () =>
+      (
+        await database.handle.db
+          .selectFrom('deliveries')
+          .select('id')
+          .where('status', '=', 'succeeded')
+          .execute()
+      ).map((row) => row.id),
+    succeeded(job, workerId, clock): DeliveryOutcome {
+      const now = clock.now().toISOString();
+      return {
+        delivery: job as DeliveryJob,
+        workerId,
+        now,
+        attempt: { attemptedAt: now, statusCode: 200, durationMs: 1, error: null, responseExcerpt: null },
+        status: 'succeeded',
+        lastError: null,
+        health: { ok: true },
+      };
+    },
+  };
+}
+
+/** The sending queue: an email to one recipient at its lane's domain per job (each domain a lane). */
+function sendingUnderTest(
+  engine: Engine,
+  database: TestDatabase,
+  services: Services,
+  projectId: string,
+  clock: Clock,
+): QueueUnderTest {
+  const real = createSendingQueueSource({
+    db: database.handle.db,
+    engine,
+    events: services.events,
+    now: () => clock.now().toISOString(),
+    perDomain: true,
+    recipientPerJob: false,
+    pollIntervalMs: SETTINGS.pollIntervalMs,
+  });
+  const db = database.handle.db;
+  return {
+    channel: QUEUE_CHANNELS.sending,
+    notifier: services.notifiers.send,
+    sourceFor: () => real as QueueSource<Job, Outcome>,
+    async add(lane) {
+      const plan = await services.emails.prepareSend(
+        projectId,
+        { from: 'queue@example.com', to: [`someone@lane-${lane}.example`], subject: 'Queued', text: 'Hello' },
+        { domainId: null },
+      );
+      await services.emails.accept(plan);
+      const rows = await db
+        .selectFrom('email_recipients')
+        .select('id')
+        .where('email_id', '=', plan.emails[0]!.id)
+        .execute();
+      return rows.map((row) => row.id);
+    },
+    table: 'email_recipients',
+    waiting: { column: 'ready_seq', pending: false },
+    doneRows: async () =>
+      (await db.selectFrom('email_recipients').select('id').where('status', '=', 'sent').execute()).map(
+        (row) => row.id,
+      ),
+    succeeded(job, workerId, clock): SendOutcome {
+      const { email, recipients } = job as SendJob;
+      const now = clock.now().toISOString();
+      return {
+        workerId,
+        emailId: email.id,
+        projectId: email.projectId,
+        recipientCount: email.recipientCount,
+        attemptedAt: now,
+        now,
+        updates: recipients.map((row) => ({
+          id: row.id,
+          status: 'sent',
+          response: '250 accepted',
+          responseCode: 250,
+          email,
+          address: row.address,
+          data: { smtp_response: '250 accepted' },
+          outcomes: ['sent'],
+        })),
+      };
+    },
+  };
+}
+
+/** The inbound queue: a received message per job, all in its one lane. */
+function inboundUnderTest(
+  engine: Engine,
+  database: TestDatabase,
+  services: Services,
+  clock: Clock,
+): QueueUnderTest {
+  const db = database.handle.db;
+  const intake: Pick<ReceivedIntake, 'write'> = {
+    write: () => Promise.reject(new Error('these messages are reports, not received mail')),
+  };
+  return {
+    channel: QUEUE_CHANNELS.inbound,
+    notifier: services.notifiers.inbound,
+    sourceFor: (workerId) =>
+      createInboundQueueSource({
+        db,
+        engine,
+        clock,
+        workerId,
+        events: services.events,
+        intake,
+        metrics: noMetrics,
+      }) as QueueSource<Job, Outcome>,
+    async add() {
+      const id = await createInboundRepo(db, engine).store({
+        receivedAt: clock.now().toISOString(),
+        mailFrom: 'mailer-daemon@example.net',
+        rcptTo: ['bounces@example.com'],
+        remoteAddress: null,
+        raw: Buffer.from('Subject: a report\r\n\r\nNothing to say.\r\n'),
+      });
+      return [id];
+    },
+    table: 'inbound_messages',
+    waiting: { column: 'status', pending: true },
+    doneRows: async () =>
+      (await db.selectFrom('inbound_messages').select('id').where('status', '<>', 'pending').execute()).map(
+        (row) => row.id,
+      ),
+    succeeded: (job): InboundOutcome => ({
+      kind: 'unreadable',
+      subject: null,
+      status: 'unreadable',
+      detail: `read ${(job as InboundJob).message.id}`,
+      effects: [],
+    }),
+  };
+}
+
 /**
- * The deliveries queue on a fresh database of `engine`: a webhook per lane and a pending delivery per job,
- * due in the jobs' order. `source` is the delivery worker's own, with a log of the calls the runtime made
- * (by job name); `claimLanes: false` leaves out its per-lane top-up, so the runtime's other path (claiming
- * from the whole queue only, as the sending queue does) runs on the same SQL.
+ * `kind`'s queue on a fresh database of `engine`, with a job per entry of `jobs` in its lane, due in the jobs'
+ * order. Each worker's source is its queue's own, with a log of the calls the runtime made (by job name);
+ * `claimLanes: false` leaves out the deliveries' per-lane top-up, so the runtime's other path (claiming from
+ * the whole queue only, as the sending and inbound queues do) runs on the same SQL.
  */
-async function deliveriesQueue(
+async function openQueue(
+  kind: QueueKind,
   engine: Engine,
   jobs: Array<{ id: string; lane: string }>,
-  options: { lanes?: string[]; claimLanes?: boolean } = {},
+  options: { claimLanes?: boolean } = {},
 ) {
   const failingCommit = commitFailure();
   const database: TestDatabase = await createTestDatabase(engine, {
@@ -103,46 +318,36 @@ async function deliveriesQueue(
   opened.push(queue);
 
   const project = await services.projects.createProject('Queue');
-  const webhookOf = new Map<string, string>();
-  for (const lane of new Set([...(options.lanes ?? []), ...jobs.map((job) => job.lane)])) {
-    const record = await services.webhooks.prepareCreate(project.id, {
-      url: `https://lane-${lane}.example/hooks`,
-      events: ['email.delivered'],
-    });
-    await inTransaction(database.handle.db, (transaction) => services.webhooks.create(transaction, record));
-    webhookOf.set(lane, record.id);
-  }
+  const under =
+    kind === 'deliveries'
+      ? await deliveriesUnderTest(engine, database, services, project.id)
+      : kind === 'sending'
+        ? sendingUnderTest(engine, database, services, project.id, clock)
+        : inboundUnderTest(engine, database, services, clock);
   const nameOf = new Map<string, string>();
-  /** Queues a delivery for `job` (a webhook test send: one event, one delivery to its lane's webhook). */
+  /** Queues the job: a row (or rows) in its lane. */
   const add = async (job: { id: string; lane: string }) => {
-    const event = await services.events.emit(
-      project.id,
-      'email.sent',
-      {},
-      { webhookId: webhookOf.get(job.lane)! },
-    );
-    assert.equal(event.delivery_ids.length, 1);
-    nameOf.set(event.delivery_ids[0]!, job.id);
+    for (const row of await under.add(job.lane)) nameOf.set(row, job.id);
     clock.advance(1);
   };
   for (const job of jobs) await add(job);
 
-  const real = createDeliveryQueueSource({
-    repo: createDeliveryRepo(database.handle.db, engine),
-    logger: silentWorkerLogger,
-    metrics: noMetrics,
-  });
   const named = (rows: readonly string[]) => rows.map((row) => nameOf.get(row) ?? row).join(',');
   const log = queue.log;
+  const db = database.handle.db;
+  /** The rows still to do, as SQL on the queue's table. */
+  const stillToDo = () =>
+    under.waiting.pending
+      ? sql<boolean>`status = 'pending'`
+      : sql<boolean>`${sql.ref(under.waiting.column)} IS NOT NULL`;
 
   const claimWaiters: Array<() => void> = [];
-  const releaseWaiters: Array<() => void> = [];
   const checkedClaim = async (lease: Lease, claim: () => Promise<Job[]>): Promise<Job[]> => {
     await new Promise((resolve) => setImmediate(resolve)); // see HANG_GUARD
-    const live = await database.handle.db
-      .selectFrom('deliveries')
+    const live = await db
+      .selectFrom(under.table)
       .select(['id', 'locked_by', 'locked_until'])
-      .where('status', '=', 'pending')
+      .where(stillToDo())
       .where('locked_until', '>=', lease.now.toISOString())
       .execute();
     const claimed = await claim();
@@ -166,80 +371,84 @@ async function deliveriesQueue(
     return claimed;
   };
 
-  const source: QueueSource<Job, Outcome> = {
-    claim: (lease, request) => checkedClaim(lease, () => real.claim(lease, request)),
-    async release(workerId, rows) {
-      await real.release(workerId, rows);
-      log.push(`release ${workerId} ${rows ? named(rows) : 'all'}`);
-      for (const resolve of releaseWaiters.splice(0)) resolve();
-    },
-    nextDueAt: (now) => real.nextDueAt(now),
-    async record(attempted) {
-      const rows = named(attempted.flatMap(({ job }) => job.rows));
-      try {
-        const results = await real.record(attempted);
-        log.push(`record ${rows}`);
-        return results;
-      } catch (error) {
-        log.push(`record ${rows} failed`);
-        throw error;
-      }
-    },
-  };
-  if (options.claimLanes !== false) {
-    source.claimLanes = (lease, lanes) => checkedClaim(lease, () => real.claimLanes!(lease, lanes));
-  }
+  /** Releases under way: a claim that brought more than a lane holds gives the rest back after it starts. */
+  const inFlight = new Set<Promise<void>>();
 
-  const rowsWhere = async (filter: { status?: 'succeeded'; lockedBy?: string }) => {
-    let query = database.handle.db.selectFrom('deliveries').select('id');
-    if (filter.status) query = query.where('status', '=', filter.status);
-    if (filter.lockedBy)
-      query = query.where('locked_by', '=', filter.lockedBy).where('status', '=', 'pending');
-    return (await query.execute()).map((row) => nameOf.get(row.id) ?? row.id).sort();
+  /** The worker's source, its calls logged and its claims checked. */
+  const sourceFor = (workerId: string): QueueSource<Job, Outcome> => {
+    const real = under.sourceFor(workerId);
+    const source: QueueSource<Job, Outcome> = {
+      claim: (lease, request) => checkedClaim(lease, () => real.claim(lease, request)),
+      release(releasing, rows) {
+        const released = real.release(releasing, rows).then(() => {
+          log.push(`release ${releasing} ${rows ? named(rows) : 'all'}`);
+        });
+        inFlight.add(released);
+        void released.finally(() => inFlight.delete(released)).catch(() => {});
+        return released;
+      },
+      nextDueAt: (now) => real.nextDueAt(now),
+      async record(attempted) {
+        const rows = named(attempted.flatMap(({ job }) => job.rows));
+        try {
+          const results = await real.record(attempted);
+          log.push(`record ${rows}`);
+          return results;
+        } catch (error) {
+          log.push(`record ${rows} failed`);
+          throw error;
+        }
+      },
+    };
+    if (options.claimLanes !== false && real.claimLanes) {
+      const claimLanes = real.claimLanes.bind(real);
+      source.claimLanes = (lease, lanes) => checkedClaim(lease, () => claimLanes(lease, lanes));
+    }
+    return source;
   };
+
+  const names = (rows: ReadonlyArray<{ id: string }>) =>
+    rows.map((row) => nameOf.get(row.id) ?? row.id).sort();
 
   return {
     ...queue,
-    source,
+    sourceFor,
+    /** The source of a worker that is not running (to claim as a dead one did). */
+    source: sourceFor('ghost'),
+    channel: under.channel,
+    notifier: under.notifier,
+    succeeded: under.succeeded,
     add,
-    /** The name a test gave the job of this delivery id. */
-    name: (id: string) => nameOf.get(id),
+    /** The name a test gave the job holding this row. */
+    name: (row: string) => nameOf.get(row),
     /** The next COMMIT fails (as a lost connection would fail it), and its transaction rolls back. */
     failNextCommit: () => failingCommit.arm(),
-    done: () => rowsWhere({ status: 'succeeded' }),
-    heldBy: (workerId: string) => rowsWhere({ lockedBy: workerId }),
+    done: async () => names((await under.doneRows()).map((id) => ({ id }))),
+    heldBy: async (workerId: string) =>
+      names(
+        await db
+          .selectFrom(under.table)
+          .select('id')
+          .where('locked_by', '=', workerId)
+          .where(stillToDo())
+          .execute(),
+      ),
     watch,
+    /** Resolves once the releases under way have been written. */
+    released: () => watch(Promise.allSettled([...inFlight]).then(() => undefined)),
     violations,
     /** Resolves once the next claim (of any worker) has come back. */
     nextClaim: () => watch(new Promise<void>((resolve) => claimWaiters.push(resolve))),
-    /** Resolves once the next release of leases has been written. */
-    nextRelease: () => watch(new Promise<void>((resolve) => releaseWaiters.push(resolve))),
     /** The workers the heartbeat table knows. */
     beating: async () =>
-      (await database.handle.db.selectFrom('queue_workers').select('id').execute())
-        .map((row) => row.id)
-        .sort(),
+      (await db.selectFrom('queue_workers').select('id').execute()).map((row) => row.id).sort(),
   };
 }
 
-type Queue = Awaited<ReturnType<typeof deliveriesQueue>>;
-
-/** A successful attempt's outcome, as the delivery worker writes one (a 2xx from the receiver). */
-function succeeded(job: Job, workerId: string, clock: Clock): Outcome {
-  const now = clock.now().toISOString();
-  return {
-    delivery: job,
-    workerId,
-    now,
-    attempt: { attemptedAt: now, statusCode: 200, durationMs: 1, error: null, responseExcerpt: null },
-    status: 'succeeded',
-    lastError: null,
-    health: { ok: true },
-  };
-}
+type Queue = Awaited<ReturnType<typeof openQueue>>;
 
 /** Attempts that end when the test says, with a record of what ran at once. */
-function controlledAttempts(queue: Pick<Queue, 'clock' | 'watch'>) {
+function controlledAttempts(queue: Pick<Queue, 'clock' | 'watch' | 'succeeded'>) {
   const { clock } = queue;
   const running = new Map<string, { job: Job; finish: () => void; signal: AbortSignal }>();
   const perLane = new Map<string, number>();
@@ -258,16 +467,17 @@ function controlledAttempts(queue: Pick<Queue, 'clock' | 'watch'>) {
     attempt(workerId: string) {
       return (job: Job, signal: AbortSignal) =>
         new Promise<Outcome | undefined>((resolve) => {
+          const key = job.rows.join(',');
           started += 1;
           perLane.set(job.lane, (perLane.get(job.lane) ?? 0) + 1);
           maxPerLane.set(job.lane, Math.max(maxPerLane.get(job.lane) ?? 0, perLane.get(job.lane)!));
           maxOverall = Math.max(maxOverall, running.size + 1);
           const end = (outcome: Outcome | undefined) => {
-            running.delete(job.id);
+            running.delete(key);
             perLane.set(job.lane, perLane.get(job.lane)! - 1);
             resolve(outcome);
           };
-          running.set(job.id, { job, signal, finish: () => end(succeeded(job, workerId, clock)) });
+          running.set(key, { job, signal, finish: () => end(queue.succeeded(job, workerId, clock)) });
           signal.addEventListener('abort', () => end(undefined), { once: true });
           check();
         });
@@ -322,14 +532,14 @@ function worker(options: {
   const created = createQueueWorker<Job, Outcome>({
     name: 'test worker',
     workerId,
-    source: queue.source,
+    source: queue.sourceFor(workerId),
     attempt: options.attempts.attempt(workerId),
     settings: { ...SETTINGS, ...options.settings },
     clock: queue.clock,
     logger: silentWorkerLogger,
     database: queue.database.handle,
-    channel: QUEUE_CHANNELS.deliveries,
-    notifier: queue.services.notifiers.delivery,
+    channel: queue.channel,
+    notifier: queue.notifier,
     heartbeats: createHeartbeatRepo(queue.database.handle.db),
     deadAfterMs: options.deadAfterMs,
   });
@@ -351,255 +561,273 @@ const jobs = (count: number, lanes: string[]) =>
     lane: lanes[index % lanes.length]!,
   }));
 
-for (const engine of ALL_ENGINES) {
-  describe(`queue runtime on the deliveries queue (${engine})`, { skip: engineSkip(engine) }, () => {
-    for (const claimLanes of [false, true]) {
-      const how = claimLanes ? 'topped up per lane' : 'claimed as a whole';
-      test(`lanes never exceed their bound, nor the worker its own (${how})`, HANG_GUARD, async () => {
-        const queue = await deliveriesQueue(engine, jobs(40, ['a', 'b', 'c']), { claimLanes });
-        const attempts = controlledAttempts(queue);
-        const w = worker({ queue, attempts });
-        await w.start();
-        for (let finished = 0; finished < 40;) {
-          await attempts.started(Math.min(40, finished + 1));
-          const batch = [...attempts.running.values()];
-          for (const entry of batch) entry.finish();
-          finished += batch.length;
-        }
-        await w.whenIdle();
-        assert.equal((await queue.done()).length, 40, 'every job done');
-        assert.ok(attempts.maxOverall <= SETTINGS.concurrency, `overall ${attempts.maxOverall}`);
-        for (const [lane, max] of attempts.maxPerLane) {
-          assert.ok(max <= SETTINGS.laneConcurrency, `lane ${lane} had ${max} at once`);
-        }
-        assert.equal(attempts.maxOverall, SETTINGS.concurrency, 'the slots are used');
-      });
-    }
+/** Which queues have lanes of their own (the inbound queue has one), and which top lanes up. */
+const LANES: Record<QueueKind, { lanes: boolean; claimLanes: boolean }> = {
+  deliveries: { lanes: true, claimLanes: true },
+  sending: { lanes: true, claimLanes: false },
+  inbound: { lanes: false, claimLanes: false },
+};
 
-    test(
-      'with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job',
-      HANG_GUARD,
-      async () => {
-        const lanes = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
-        const queue = await deliveriesQueue(engine, jobs(200, lanes));
-        const attempts = controlledAttempts(queue);
-        // Eight lanes of eight jobs would hold 64; the worker holds 32, so the lanes always have more.
-        const settings = {
-          capacity: 32,
-          laneCapacity: 8,
-          laneConcurrency: 1,
-          concurrency: 8,
-          maxUnrecorded: 64,
-        };
-        const w = worker({ queue, attempts, settings });
-        await w.start();
-        for (let finished = 0; finished < 200; finished++) {
-          await attempts.started(finished + 1);
-          [...attempts.running.values()][0]!.finish();
-        }
-        await w.whenIdle();
-        assert.equal((await queue.done()).length, 200);
-        const claimed = queue.log
-          .filter((line) => line.startsWith('claim '))
-          .map((line) => line.split(' ')[2]!.split(',').filter(Boolean).length)
-          .filter((count) => count > 0);
-        // The first claim fills the worker; after that, claims of at least 32 / 8 = 4 (the last may be short).
-        assert.ok(
-          claimed.slice(1, -1).every((count) => count >= 4),
-          `claim sizes ${claimed.join(' ')}`,
-        );
-        assert.ok(claimed.length <= 1 + Math.ceil((200 - 32) / 4) + 1, `${claimed.length} claims`);
-      },
-    );
+for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LANES) as Array<
+  [QueueKind, (typeof LANES)[QueueKind]]
+>) {
+  for (const engine of ALL_ENGINES) {
+    const queueOf = (
+      engine: Engine,
+      jobs: Array<{ id: string; lane: string }>,
+      options: { claimLanes?: boolean } = {},
+    ) => openQueue(kind, engine, jobs, options);
+    describe(`queue runtime on the ${kind} queue (${engine})`, { skip: engineSkip(engine) }, () => {
+      for (const claimLanes of hasLanes ? (topsUp ? [false, true] : [false]) : []) {
+        const how = claimLanes ? 'topped up per lane' : 'claimed as a whole';
+        test(`lanes never exceed their bound, nor the worker its own (${how})`, HANG_GUARD, async () => {
+          const queue = await queueOf(engine, jobs(40, ['a', 'b', 'c']), { claimLanes });
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts });
+          await w.start();
+          for (let finished = 0; finished < 40;) {
+            await attempts.started(Math.min(40, finished + 1));
+            const batch = [...attempts.running.values()];
+            for (const entry of batch) entry.finish();
+            finished += batch.length;
+          }
+          await w.whenIdle();
+          assert.equal((await queue.done()).length, 40, 'every job done');
+          assert.ok(attempts.maxOverall <= SETTINGS.concurrency, `overall ${attempts.maxOverall}`);
+          for (const [lane, max] of attempts.maxPerLane) {
+            assert.ok(max <= SETTINGS.laneConcurrency, `lane ${lane} had ${max} at once`);
+          }
+          assert.equal(attempts.maxOverall, SETTINGS.concurrency, 'the slots are used');
+        });
+      }
 
-    test("a dead worker's lease runs out and its jobs come back to another worker", HANG_GUARD, async () => {
-      const queue = await deliveriesQueue(engine, jobs(3, ['a']));
-      const attempts = controlledAttempts(queue);
-      // Worker A claims and starts attempts that never end: it hangs as a dead process would.
-      const a = worker({ queue, attempts, workerId: 'worker-a', settings: { stopGraceMs: 0 } });
-      await a.start();
-      await attempts.started(2);
-      assert.deepEqual(await queue.heldBy('worker-a'), ['job000', 'job001', 'job002']);
-
-      const otherAttempts = controlledAttempts(queue);
-      const b = worker({ queue, attempts: otherAttempts, workerId: 'worker-b' });
-      await b.start();
-      await b.whenIdle();
-      assert.equal(otherAttempts.running.size, 0, 'nothing to take while the lease holds');
-      assert.deepEqual(await queue.heldBy('worker-b'), [], 'nothing claimed while the lease holds');
-
-      queue.clock.advance(SETTINGS.leaseMs + 1);
-      b.wake();
-      await otherAttempts.started(2);
-      otherAttempts.finishAll();
-      await otherAttempts.started(3);
-      otherAttempts.finishAll();
-      await b.whenIdle();
-      assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002']);
-
-      // A's attempts end late: its lease is gone, so they change nothing.
-      attempts.finishAll();
-      await a.stop();
-      await b.stop();
-      assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002']);
-      assert.ok(queue.log.some((line) => line.startsWith('claim worker-b')));
-    });
-
-    test(
-      'a worker whose own attempt outlived its lease claims the job back, and does not attempt it twice',
-      HANG_GUARD,
-      async () => {
-        const queue = await deliveriesQueue(engine, jobs(1, ['a']));
-        const attempts = controlledAttempts(queue);
-        const w = worker({ queue, attempts });
-        await w.start();
-        await attempts.started(1);
-        // The attempt hangs past its lease; the worker's next look finds the job due again and claims it.
-        queue.clock.advance(SETTINGS.leaseMs + 1);
-        const claimed = queue.nextClaim();
-        w.wake();
-        await claimed;
-        assert.deepEqual(await queue.heldBy('worker-a'), ['job000'], 'claimed back under a fresh lease');
-        // What the claim started, it started before the next turn of the event loop.
-        await new Promise((resolve) => setImmediate(resolve));
-        assert.equal(attempts.count, 1, 'the attempt under way stands for the job');
-        attempts.finishAll();
-        await w.whenIdle();
-        assert.equal(attempts.count, 1);
-        assert.deepEqual(await queue.done(), ['job000']);
-      },
-    );
-
-    test(
-      'a worker whose heartbeat stopped has its jobs given back before its lease runs out',
-      HANG_GUARD,
-      async () => {
-        const queue = await deliveriesQueue(engine, jobs(2, ['a']));
-        // A worker that died holding both jobs under a long lease; its last heartbeat was at the start.
-        const now = queue.clock.now();
-        const ghostLease = { workerId: 'ghost', now, until: new Date(now.getTime() + 3_600_000) };
-        assert.equal((await queue.source.claim(ghostLease, { limit: 10, excludeLanes: [] })).length, 2);
-        await createHeartbeatRepo(queue.database.handle.db).beat('ghost', QUEUE_CHANNELS.deliveries, now);
-
-        const attempts = controlledAttempts(queue);
-        const w = worker({ queue, attempts, workerId: 'worker-b', deadAfterMs: 15_000 });
-        await w.start();
-        await w.whenIdle();
-        assert.equal(attempts.running.size, 0, 'the ghost is not dead yet: its jobs stay leased');
-        assert.deepEqual(await queue.beating(), ['ghost', 'worker-b']);
-
-        // Past two thirds of WORKER_DEAD_AFTER without a heartbeat, and this worker's next heartbeat is due.
-        queue.clock.advance(10_001);
-        w.wake();
-        await attempts.started(2);
-        assert.ok(queue.log.includes('release ghost all'), queue.log.join('\n'));
-        assert.deepEqual(await queue.beating(), ['worker-b'], 'the dead worker is forgotten');
-        attempts.finishAll();
-        await w.whenIdle();
-        assert.deepEqual(await queue.done(), ['job000', 'job001']);
-        await w.stop();
-        assert.deepEqual(await queue.beating(), [], 'a stopped worker removes its heartbeat');
-      },
-    );
-
-    test(
-      'stop writes the outcomes of finished attempts before it gives the leases back',
-      HANG_GUARD,
-      async () => {
-        const queue = await deliveriesQueue(engine, jobs(2, ['a']));
-        const attempts = controlledAttempts(queue);
-        const w = worker({ queue, attempts });
-        await w.start();
-        await attempts.started(2);
-        const stopping = w.stop();
-        attempts.finishAll();
-        await stopping;
-        const record = queue.log.findIndex((line) => line.startsWith('record'));
-        const release = queue.log.findIndex((line) => line === 'release worker-a all');
-        assert.ok(record >= 0 && release > record, queue.log.join('\n'));
-        assert.deepEqual(await queue.done(), ['job000', 'job001']);
-      },
-    );
-
-    test(
-      'stop gives back what it did not finish: waiting jobs and attempts cut short',
-      HANG_GUARD,
-      async () => {
-        const queue = await deliveriesQueue(engine, jobs(6, ['a']));
-        const attempts = controlledAttempts(queue);
-        const w = worker({ queue, attempts, settings: { stopGraceMs: 0 } });
-        // The look claims all six and gives back the two past the lane's capacity after starting two: on
-        // PostgreSQL that write could still be under way when the attempts had started.
-        const gaveBack = queue.nextRelease();
-        await w.start();
-        await attempts.started(2);
-        await gaveBack;
-        assert.equal((await queue.heldBy('worker-a')).length, 4, 'two in flight, two waiting for a slot');
-        await w.stop();
-        assert.deepEqual(await queue.heldBy('worker-a'), [], 'every lease given back');
-        assert.deepEqual(await queue.done(), [], 'nothing recorded for attempts cut short');
-        assert.equal(attempts.running.size, 0);
-      },
-    );
-
-    test(
-      'a claimed job whose lease ran too short to finish is given back, not started',
-      HANG_GUARD,
-      async () => {
-        const queue = await deliveriesQueue(engine, jobs(3, ['a']));
-        const attempts = controlledAttempts(queue);
-        const w = worker({ queue, attempts, settings: { laneConcurrency: 1, stopGraceMs: 0 } });
-        await w.start();
-        await attempts.started(1);
-        // The next job has waited for its slot until less than the attempt timeout is left of its lease.
-        queue.clock.advance(SETTINGS.leaseMs - SETTINGS.attemptTimeoutMs);
-        attempts.finishAll();
-        await attempts.started(2);
-        assert.ok(
-          queue.log.some((line) => line === 'release worker-a job001,job002'),
-          queue.log.join('\n'),
-        );
-        // Given back and claimed again under a fresh lease, it is attempted after all.
-        const [again] = [...attempts.running.values()];
-        assert.equal(queue.name(again!.job.id), 'job001');
-        attempts.finishAll();
-      },
-    );
-
-    test('a batch that fails to record is written outcome by outcome', HANG_GUARD, async () => {
-      const queue = await deliveriesQueue(engine, jobs(2, ['a']));
-      const attempts = controlledAttempts(queue);
-      const w = worker({ queue, attempts, settings: { outcomeWriteIntervalMs: 0 } });
-      await w.start();
-      await attempts.started(2);
-      queue.failNextCommit();
-      attempts.finishAll();
-      await w.whenIdle();
-      assert.deepEqual(await queue.done(), ['job000', 'job001']);
-      assert.deepEqual(
-        queue.log.filter((line) => line.startsWith('record')),
-        ['record job000,job001 failed', 'record job000', 'record job001'],
+      test(
+        'with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job',
+        { ...HANG_GUARD, skip: hasLanes ? false : 'one lane' },
+        async () => {
+          const lanes = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+          const queue = await queueOf(engine, jobs(200, lanes));
+          const attempts = controlledAttempts(queue);
+          // Eight lanes of eight jobs would hold 64; the worker holds 32, so the lanes always have more.
+          const settings = {
+            capacity: 32,
+            laneCapacity: 8,
+            laneConcurrency: 1,
+            concurrency: 8,
+            maxUnrecorded: 64,
+          };
+          const w = worker({ queue, attempts, settings });
+          await w.start();
+          for (let finished = 0; finished < 200; finished++) {
+            await attempts.started(finished + 1);
+            [...attempts.running.values()][0]!.finish();
+          }
+          await w.whenIdle();
+          assert.equal((await queue.done()).length, 200);
+          const claimed = queue.log
+            .filter((line) => line.startsWith('claim '))
+            .map((line) => line.split(' ')[2]!.split(',').filter(Boolean).length)
+            .filter((count) => count > 0);
+          // The first claim fills the worker; after that, claims of at least 32 / 8 = 4 (the last may be short).
+          assert.ok(
+            claimed.slice(1, -1).every((count) => count >= 4),
+            `claim sizes ${claimed.join(' ')}`,
+          );
+          assert.ok(claimed.length <= 1 + Math.ceil((200 - 32) / 4) + 1, `${claimed.length} claims`);
+        },
       );
-    });
 
-    test('whenIdle waits for a look made after it was asked for', HANG_GUARD, async () => {
-      const queue = await deliveriesQueue(engine, [], { lanes: ['a'] });
-      const attempts = controlledAttempts(queue);
-      const w = worker({ queue, attempts });
-      await w.start();
-      await w.whenIdle();
-      await queue.add({ id: 'late', lane: 'a' });
-      const idle = w.whenIdle();
-      await attempts.started(1);
-      let resolved = false;
-      void idle.then(() => (resolved = true));
-      await new Promise((resolve) => setImmediate(resolve));
-      assert.equal(resolved, false, 'not idle while it holds a job');
-      attempts.finishAll();
-      await idle;
-      assert.deepEqual(await queue.done(), ['late']);
+      test(
+        "a dead worker's lease runs out and its jobs come back to another worker",
+        HANG_GUARD,
+        async () => {
+          const queue = await queueOf(engine, jobs(3, ['a']));
+          const attempts = controlledAttempts(queue);
+          // Worker A claims and starts attempts that never end: it hangs as a dead process would.
+          const a = worker({ queue, attempts, workerId: 'worker-a', settings: { stopGraceMs: 0 } });
+          await a.start();
+          await attempts.started(2);
+          assert.deepEqual(await queue.heldBy('worker-a'), ['job000', 'job001', 'job002']);
+
+          const otherAttempts = controlledAttempts(queue);
+          const b = worker({ queue, attempts: otherAttempts, workerId: 'worker-b' });
+          await b.start();
+          await b.whenIdle();
+          assert.equal(otherAttempts.running.size, 0, 'nothing to take while the lease holds');
+          assert.deepEqual(await queue.heldBy('worker-b'), [], 'nothing claimed while the lease holds');
+
+          queue.clock.advance(SETTINGS.leaseMs + 1);
+          b.wake();
+          await otherAttempts.started(2);
+          otherAttempts.finishAll();
+          await otherAttempts.started(3);
+          otherAttempts.finishAll();
+          await b.whenIdle();
+          assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002']);
+
+          // A's attempts end late: its lease is gone, so they change nothing.
+          attempts.finishAll();
+          await a.stop();
+          await b.stop();
+          assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002']);
+          assert.ok(queue.log.some((line) => line.startsWith('claim worker-b')));
+        },
+      );
+
+      test(
+        'a worker whose own attempt outlived its lease claims the job back, and does not attempt it twice',
+        HANG_GUARD,
+        async () => {
+          const queue = await queueOf(engine, jobs(1, ['a']));
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts });
+          await w.start();
+          await attempts.started(1);
+          // The attempt hangs past its lease; the worker's next look finds the job due again and claims it.
+          queue.clock.advance(SETTINGS.leaseMs + 1);
+          const claimed = queue.nextClaim();
+          w.wake();
+          await claimed;
+          assert.deepEqual(await queue.heldBy('worker-a'), ['job000'], 'claimed back under a fresh lease');
+          // What the claim started, it started before the next turn of the event loop.
+          await new Promise((resolve) => setImmediate(resolve));
+          assert.equal(attempts.count, 1, 'the attempt under way stands for the job');
+          attempts.finishAll();
+          await w.whenIdle();
+          assert.equal(attempts.count, 1);
+          assert.deepEqual(await queue.done(), ['job000']);
+        },
+      );
+
+      test(
+        'a worker whose heartbeat stopped has its jobs given back before its lease runs out',
+        HANG_GUARD,
+        async () => {
+          const queue = await queueOf(engine, jobs(2, ['a']));
+          // A worker that died holding both jobs under a long lease; its last heartbeat was at the start.
+          const now = queue.clock.now();
+          const ghostLease = { workerId: 'ghost', now, until: new Date(now.getTime() + 3_600_000) };
+          assert.equal((await queue.source.claim(ghostLease, { limit: 10, excludeLanes: [] })).length, 2);
+          await createHeartbeatRepo(queue.database.handle.db).beat('ghost', queue.channel, now);
+
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts, workerId: 'worker-b', deadAfterMs: 15_000 });
+          await w.start();
+          await w.whenIdle();
+          assert.equal(attempts.running.size, 0, 'the ghost is not dead yet: its jobs stay leased');
+          assert.deepEqual(await queue.beating(), ['ghost', 'worker-b']);
+
+          // Past two thirds of WORKER_DEAD_AFTER without a heartbeat, and this worker's next heartbeat is due.
+          queue.clock.advance(10_001);
+          w.wake();
+          await attempts.started(2);
+          assert.ok(queue.log.includes('release ghost all'), queue.log.join('\n'));
+          assert.deepEqual(await queue.beating(), ['worker-b'], 'the dead worker is forgotten');
+          attempts.finishAll();
+          await w.whenIdle();
+          assert.deepEqual(await queue.done(), ['job000', 'job001']);
+          await w.stop();
+          assert.deepEqual(await queue.beating(), [], 'a stopped worker removes its heartbeat');
+        },
+      );
+
+      test(
+        'stop writes the outcomes of finished attempts before it gives the leases back',
+        HANG_GUARD,
+        async () => {
+          const queue = await queueOf(engine, jobs(2, ['a']));
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts });
+          await w.start();
+          await attempts.started(2);
+          const stopping = w.stop();
+          attempts.finishAll();
+          await stopping;
+          const record = queue.log.findIndex((line) => line.startsWith('record'));
+          const release = queue.log.findIndex((line) => line === 'release worker-a all');
+          assert.ok(record >= 0 && release > record, queue.log.join('\n'));
+          assert.deepEqual(await queue.done(), ['job000', 'job001']);
+        },
+      );
+
+      test(
+        'stop gives back what it did not finish: waiting jobs and attempts cut short',
+        HANG_GUARD,
+        async () => {
+          const queue = await queueOf(engine, jobs(6, ['a']));
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts, settings: { stopGraceMs: 0 } });
+          await w.start();
+          await attempts.started(2);
+          // A queue without per-lane top-ups claims more than the lane holds, and gives the rest back.
+          await queue.released();
+          assert.equal((await queue.heldBy('worker-a')).length, 4, 'two in flight, two waiting for a slot');
+          await w.stop();
+          assert.deepEqual(await queue.heldBy('worker-a'), [], 'every lease given back');
+          assert.deepEqual(await queue.done(), [], 'nothing recorded for attempts cut short');
+          assert.equal(attempts.running.size, 0);
+        },
+      );
+
+      test(
+        'a claimed job whose lease ran too short to finish is given back, not started',
+        HANG_GUARD,
+        async () => {
+          const queue = await queueOf(engine, jobs(3, ['a']));
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts, settings: { laneConcurrency: 1, stopGraceMs: 0 } });
+          await w.start();
+          await attempts.started(1);
+          // The next job has waited for its slot until less than the attempt timeout is left of its lease.
+          queue.clock.advance(SETTINGS.leaseMs - SETTINGS.attemptTimeoutMs);
+          attempts.finishAll();
+          await attempts.started(2);
+          assert.ok(
+            queue.log.some((line) => line === 'release worker-a job001,job002'),
+            queue.log.join('\n'),
+          );
+          // Given back and claimed again under a fresh lease, it is attempted after all.
+          const [again] = [...attempts.running.values()];
+          assert.equal(queue.name(again!.job.rows[0]!), 'job001');
+          attempts.finishAll();
+        },
+      );
+
+      test('a batch that fails to record is written outcome by outcome', HANG_GUARD, async () => {
+        const queue = await queueOf(engine, jobs(2, ['a']));
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts, settings: { outcomeWriteIntervalMs: 0 } });
+        await w.start();
+        await attempts.started(2);
+        queue.failNextCommit();
+        attempts.finishAll();
+        await w.whenIdle();
+        assert.deepEqual(await queue.done(), ['job000', 'job001']);
+        assert.deepEqual(
+          queue.log.filter((line) => line.startsWith('record')),
+          ['record job000,job001 failed', 'record job000', 'record job001'],
+        );
+      });
+
+      test('whenIdle waits for a look made after it was asked for', HANG_GUARD, async () => {
+        const queue = await queueOf(engine, []);
+        const attempts = controlledAttempts(queue);
+        const w = worker({ queue, attempts });
+        await w.start();
+        await w.whenIdle();
+        await queue.add({ id: 'late', lane: 'a' });
+        const idle = w.whenIdle();
+        await attempts.started(1);
+        let resolved = false;
+        void idle.then(() => (resolved = true));
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.equal(resolved, false, 'not idle while it holds a job');
+        attempts.finishAll();
+        await idle;
+        assert.deepEqual(await queue.done(), ['late']);
+      });
     });
-  });
+  }
 }
 
 describe('WORKER_DEAD_AFTER', () => {

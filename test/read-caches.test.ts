@@ -4,6 +4,7 @@ import { loadConfig } from '../src/config.ts';
 import { type Engine, openDatabase } from '../src/db/connection.ts';
 import { createStamps } from '../src/db/validated-cache.ts';
 import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
+import { createDomainQueue } from '../src/modules/domains/domains.queue.ts';
 import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 import { notifyOtherProcesses, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import {
@@ -376,7 +377,7 @@ describe(
           disableAfterMs: 86_400_000,
         });
         const lease = { workerId: 'books', now: new Date(), until: new Date(Date.now() + 60_000) };
-        assert.equal((await createDomainRepo(worker.db, 'postgres').claimDue(lease, 10)).length, 1);
+        assert.equal((await createDomainQueue(worker.db, 'postgres').claimDue(lease, 10)).length, 1);
 
         assert.equal(worker.stamps.outlastLeases(), undefined, 'no answer waits for bookkeeping');
         now += 10;

@@ -24,7 +24,7 @@ export interface RecordResult {
   retryAt?: number | undefined;
 }
 
-/** Where a queue's jobs come from and where their outcomes go: the queue's SQL, behind its repository. */
+/** Where a queue's jobs come from and where their outcomes go: the queue's SQL, its adapter (`<name>.queue.ts`). */
 export interface QueueSource<Job extends QueueJob, Outcome> {
   /**
    * Leases due jobs of any lane but `excludeLanes`, about `limit` of them (a job holding several rows counts

@@ -26,13 +26,13 @@ export const storedLease = (lease: Lease): StoredLease => ({
 /** A worker's name in `locked_by`: the host and process, and a random part so two workers of one process differ. */
 export const newWorkerId = (): string => `${hostname()}/${process.pid}/${randomToken(6)}`;
 
-/** The queue tables: each has `id`, `locked_by` and `locked_until`, written only through its owner's repository. */
+/** The queue tables: each has `id`, `locked_by` and `locked_until`, leased only through its queue's adapter. */
 export type QueueTable = 'deliveries' | 'email_recipients' | 'inbound_messages';
 
 /**
  * Gives back leases without an attempt (more claimed than there are slots, or shutting down): these rows
  * (or all) that `workerId` holds and that are still waiting (`waiting`: the table's own test), so a row
- * finished meanwhile keeps its outcome. Called by the table's owning repository.
+ * finished meanwhile keeps its outcome. Called by the table's queue adapter (`<name>.queue.ts`).
  */
 export async function releaseLeases(
   db: Kysely<Database>,

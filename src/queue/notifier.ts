@@ -56,3 +56,23 @@ export async function notifyOtherProcesses(
 export function notifyStatement(channel: QueueChannel) {
   return sql`select pg_notify(${channel}, current_schema())`;
 }
+
+/**
+ * Wakes a queue's workers in other processes (PostgreSQL NOTIFY) when called after a commit, at most once per
+ * few milliseconds: a NOTIFY inside the accepting transaction takes a database-wide lock at commit, which made
+ * concurrent sends wait for each other. Workers poll anyway, so a lost wake-up only delays a job (≤ 1 s).
+ * SQLite has no such channel: the function does nothing.
+ */
+export function createDeferredWake(db: Kysely<Database>, engine: Engine, channel: QueueChannel): () => void {
+  let wakePending = false;
+  return () => {
+    if (engine !== 'postgres' || wakePending) return;
+    wakePending = true;
+    setTimeout(() => {
+      wakePending = false;
+      notifyStatement(channel)
+        .execute(db)
+        .catch(() => undefined);
+    }, 5).unref();
+  };
+}

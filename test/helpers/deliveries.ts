@@ -122,7 +122,7 @@ export async function attemptsIn(
   if (filter.deliveryId !== undefined) query = query.where('id', '=', filter.deliveryId);
   if (filter.webhookId !== undefined) query = query.where('webhook_id', '=', filter.webhookId);
   const deliveries = await query.execute();
-  const repo = createDeliveryRepo(database.db, database.engine);
+  const repo = createDeliveryRepo(database.db);
   const attempts: AttemptRow[] = [];
   for (const projectId of new Set(deliveries.map((delivery) => delivery.project_id))) {
     const mine = deliveries.filter((delivery) => delivery.project_id === projectId);

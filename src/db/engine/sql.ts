@@ -12,8 +12,21 @@ export const placeholder = (engine: Engine, n: number): string => (engine === 'p
  * locks (a writer holds the whole database), so nothing is added.
  */
 export const skipLockedRows = (engine: Engine): string =>
-  engine === 'postgres' ? ' FOR UPDATE SKIP LOCKED' : '';
+  locksRows(engine) ? ' FOR UPDATE SKIP LOCKED' : '';
+
+/**
+ * Whether a SELECT can lock the rows it reads until its transaction ends (FOR UPDATE): PostgreSQL can; SQLite
+ * has no row locks (a writer holds the whole database, so a transaction that writes is alone anyway).
+ */
+export const locksRows = (engine: Engine): boolean => engine === 'postgres';
 
 /** The larger of two values: GREATEST on PostgreSQL; on SQLite, MAX with two arguments is that function. */
 export const greatestOf = (engine: Engine, a: string, b: string): string =>
   `${engine === 'postgres' ? 'GREATEST' : 'MAX'}(${a}, ${b})`;
+
+/**
+ * Whether a statement may write in its WITH (a data-modifying common table expression): PostgreSQL may, so
+ * writes that go together are sent as one statement there (a round trip each saved); SQLite may not, and runs
+ * them one after another (in process, it has no round trips to save).
+ */
+export const writesInWith = (engine: Engine): boolean => engine === 'postgres';

@@ -37,7 +37,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * waiting for an attempt, and putting failed deliveries back in the queue.
  */
 export function createDeliveryService({ db, engine, notifier }: DeliveryServiceDeps) {
-  const repo = createDeliveryRepo(db, engine);
+  const repo = createDeliveryRepo(db);
 
   /** Views of deliveries with their attempt logs, read in one query for all of them. */
   async function views(projectId: string, rows: readonly DeliveryWithType[]): Promise<DeliveryView[]> {
@@ -86,7 +86,7 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
      * commit. Returns how many.
      */
     async requeueFailed(transaction: Transaction, options: RequeueRequest): Promise<number> {
-      const count = await createDeliveryRepo(transaction.db, engine).requeueFailed(options);
+      const count = await createDeliveryRepo(transaction.db).requeueFailed(options);
       if (count > 0) {
         await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
         transaction.afterCommit(() => notifier.notify());

@@ -5,14 +5,14 @@ import type { SecretBox } from '../../lib/crypto.ts';
 import type { Resolver } from '../../lib/network-policy.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
-import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
+import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import {
-  createDeliveryRepo,
   type ClaimedDelivery,
+  createDeliveryQueue,
+  createDeliveryQueueSource,
+  type DeliveryJob,
   type DeliveryOutcome,
-  type DeliveryRepo,
-} from './deliveries.repo.ts';
-import type { WorkerLogger } from '../../lib/worker-logger.ts';
+} from './deliveries.queue.ts';
 import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
@@ -83,15 +83,6 @@ export function webhookPayload(
   return `${head.slice(0, -1)},"data":${delivery.eventData}}`;
 }
 
-/** A delivery as the runtime holds it: one row, in its webhook's lane. */
-export type DeliveryJob = ClaimedDelivery & QueueJob;
-
-const toJob = (delivery: ClaimedDelivery): DeliveryJob => ({
-  ...delivery,
-  lane: delivery.webhookId,
-  rows: [delivery.id],
-});
-
 /** Past this many, decrypted secrets are forgotten (all at once: it is a cache of a few webhooks' keys). */
 const SECRET_CACHE_SIZE = 1000;
 /**
@@ -101,55 +92,6 @@ const SECRET_CACHE_SIZE = 1000;
  * (slots free up when attempts end), and maxUnrecorded still bounds what a crash sends again.
  */
 const OUTCOME_WRITE_INTERVAL_MS = 10;
-
-/**
- * The deliveries table as the runtime's queue: each pending delivery a job in its webhook's lane, claimed,
- * topped up, given back and recorded through the deliveries repository's SQL. Its own function so the
- * runtime's tests (test/queue.test.ts) hold the runtime to this SQL, not to a model of it.
- */
-export function createDeliveryQueueSource(deps: {
-  repo: DeliveryRepo;
-  logger: WorkerLogger;
-  metrics: Pick<MetricsRecorder, 'webhookAttempts'>;
-}): QueueSource<DeliveryJob, DeliveryOutcome> {
-  const { repo, logger, metrics } = deps;
-  return {
-    claim: async (lease, request) =>
-      (await repo.claim(lease, { limit: request.limit, excludeWebhookIds: request.excludeLanes })).map(toJob),
-    claimLanes: async (lease, lanes) =>
-      (
-        await repo.claimForWebhooks(
-          lease,
-          lanes.map(({ lane, limit }) => ({ webhookId: lane, limit })),
-        )
-      ).map(toJob),
-    release: (workerId, rows) => repo.release(workerId, rows),
-    nextDueAt: async () => {
-      const next = await repo.nextDueAt();
-      return next === undefined ? undefined : Date.parse(next);
-    },
-    async record(attempted) {
-      const results = await repo.recordOutcomes(attempted.map(({ outcome }) => outcome));
-      // Every attempt made counts, recorded as ours or not (a lost lease still recorded the attempt).
-      let succeeded = 0;
-      let failed = 0;
-      for (const { outcome } of attempted) {
-        if (!outcome.attempt) continue;
-        if (outcome.status === 'succeeded') succeeded += 1;
-        else failed += 1;
-      }
-      metrics.webhookAttempts(succeeded, failed);
-      return results.map((result, index) => {
-        if (result.disabledReason) {
-          const webhook = attempted[index]!.job.webhookId;
-          logger.warn({ webhook, reason: result.disabledReason }, 'webhook disabled');
-        }
-        const retryAt = attempted[index]!.outcome.nextAttemptAt;
-        return { held: result.held, retryAt: retryAt === undefined ? undefined : Date.parse(retryAt) };
-      });
-    },
-  };
-}
 
 /**
  * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
@@ -166,7 +108,6 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   );
   const userAgent = settings.userAgent ?? defaultUserAgent();
   const metrics = deps.metrics ?? noMetrics;
-  const repo = createDeliveryRepo(deps.database.db, deps.database.engine);
   const sender = createSender({
     resolver: deps.resolver,
     allowPrivateUrls: deps.allowPrivateUrls,
@@ -175,7 +116,11 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
   const keys = new Map<string, KeyObject>();
 
-  const source = createDeliveryQueueSource({ repo, logger, metrics });
+  const source = createDeliveryQueueSource({
+    queue: createDeliveryQueue(deps.database.db, deps.database.engine),
+    logger,
+    metrics,
+  });
 
   return createQueueWorker({
     name: 'webhook worker',

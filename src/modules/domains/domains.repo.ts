@@ -3,7 +3,7 @@ import type { Engine } from '../../db/connection.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DomainStatus, Row } from '../../db/schema.ts';
-import type { Lease } from '../../queue/lease.ts';
+import { locksRows } from '../../db/engine/sql.ts';
 import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
 
 export interface DomainRecord {
@@ -51,7 +51,7 @@ export interface CheckWrite {
   switchTo?: { selector: string; publicKey: string; privateKeySealed: string } | undefined;
 }
 
-const toRecord = (row: Row<'domains'>): DomainRecord => ({
+export const toDomainRecord = (row: Row<'domains'>): DomainRecord => ({
   id: row.id,
   projectId: row.project_id,
   name: row.name,
@@ -146,7 +146,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         if (cursor) query = query.where('id', cursor.op, cursor.id);
         return query.orderBy('id', order).limit(limit).execute();
       });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      return { items: result.items.map(toDomainRecord), hasMore: result.hasMore };
     },
 
     async find(projectId: string, id: string): Promise<DomainRecord | undefined> {
@@ -156,7 +156,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         .where('project_id', '=', projectId)
         .where('id', '=', id)
         .executeTakeFirst();
-      return row && toRecord(row);
+      return row && toDomainRecord(row);
     },
 
     /** The project's domain of this name. */
@@ -167,7 +167,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         .where('project_id', '=', projectId)
         .where('name', '=', name)
         .executeTakeFirst();
-      return row && toRecord(row);
+      return row && toDomainRecord(row);
     },
 
     /**
@@ -177,7 +177,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
      * write transaction at a time anyway; the unique index on verified names backs both.
      */
     async lockName(name: string): Promise<void> {
-      if (engine !== 'postgres') return;
+      if (!locksRows(engine)) return;
       await db
         .selectFrom('domains')
         .select('id')
@@ -216,9 +216,9 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     /** Reads a domain for a check's write; on PostgreSQL the row stays locked until the transaction ends. */
     async findForUpdate(id: string): Promise<DomainRecord | undefined> {
       let query = db.selectFrom('domains').selectAll().where('id', '=', id);
-      if (engine === 'postgres') query = query.forUpdate();
+      if (locksRows(engine)) query = query.forUpdate();
       const row = await query.executeTakeFirst();
-      return row && toRecord(row);
+      return row && toDomainRecord(row);
     },
 
     /**
@@ -328,47 +328,6 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         .where('id', '=', id)
         .executeTakeFirst();
       return Number(result.numUpdatedRows) > 0;
-    },
-
-    /** Leases up to `limit` domains whose next check is due, the longest-waiting first. */
-    async claimDue(lease: Lease, limit: number): Promise<DomainRecord[]> {
-      const now = lease.now.toISOString();
-      let due = db
-        .selectFrom('domains')
-        .select('id')
-        .where('next_check_at', '<=', now)
-        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-        .orderBy('next_check_at')
-        .limit(limit);
-      // Two workers claiming at once skip each other's rows instead of waiting for them.
-      if (engine === 'postgres') due = due.forUpdate().skipLocked();
-      const rows = await db
-        .updateTable('domains')
-        .set({ locked_by: lease.workerId, locked_until: lease.until.toISOString() })
-        .where('id', 'in', due)
-        .returningAll()
-        .execute();
-      return rows.map(toRecord);
-    },
-
-    /** Gives back leases without a check (these rows, or all the worker holds). */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      let query = db
-        .updateTable('domains')
-        .set({ locked_by: null, locked_until: null })
-        .where('locked_by', '=', workerId);
-      if (ids !== undefined) query = query.where('id', 'in', [...ids]);
-      await query.execute();
-    },
-
-    /** When the next check falls due. */
-    async nextDueAt(): Promise<string | undefined> {
-      const row = await db
-        .selectFrom('domains')
-        .select((eb) => eb.fn.min('next_check_at').as('next'))
-        .executeTakeFirst();
-      return row?.next ?? undefined;
     },
   };
 }

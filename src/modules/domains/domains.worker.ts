@@ -1,8 +1,8 @@
 import { DEFAULTS } from '../../config.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
-import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
+import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
+import { createDomainCheckQueueSource, createDomainQueue } from './domains.queue.ts';
 import type { DomainService } from './domains.service.ts';
 
 export interface DomainCheckSettings {
@@ -20,10 +20,6 @@ export interface DomainCheckWorkerDeps extends QueueWorkerDeps {
   settings?: DomainCheckSettings;
 }
 
-interface CheckJob extends QueueJob {
-  domain: DomainRecord;
-}
-
 /**
  * Re-checks sending domains on the queue runtime (src/queue/runtime.ts): each domain row is a job, due at its
  * `next_check_at` (DOMAIN_RECHECK after its last check). The check writes its own result, with the status
@@ -36,20 +32,8 @@ export function createDomainCheckWorker(deps: DomainCheckWorkerDeps): QueueWorke
   const concurrency = settings.concurrency ?? DEFAULTS.domainChecks.concurrency;
   const timeoutMs = settings.timeoutMs ?? DEFAULTS.domainChecks.timeoutMs;
   const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, settings);
-  const repo = createDomainRepo(deps.database.db, deps.database.engine);
 
-  const source: QueueSource<CheckJob, { checked: boolean }> = {
-    claim: async (lease, request) =>
-      (await repo.claimDue(lease, request.limit)).map((domain) => ({ lane: '', rows: [domain.id], domain })),
-    release: (releasing, rows) => repo.release(releasing, rows),
-    nextDueAt: async () => {
-      const next = await repo.nextDueAt();
-      return next === undefined ? undefined : Date.parse(next);
-    },
-    // The check has written its result (and given the lease back) already; a failed one is retried when its
-    // lease runs out.
-    record: async (attempted) => attempted.map(() => ({ held: true })),
-  };
+  const source = createDomainCheckQueueSource(createDomainQueue(deps.database.db, deps.database.engine));
 
   return createQueueWorker({
     name: 'domain check worker',

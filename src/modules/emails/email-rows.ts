@@ -197,3 +197,57 @@ export const EMAIL_COLUMNS = [
   'source',
   'smtp_username',
 ] as const;
+
+/** An email as the sending worker needs it: with its attachments, and whether it asked for tracking. */
+export type LoadedEmail = EmailRecord & { tracked: boolean };
+
+/** Whether an email (the `emails` row in the query) has attachments, and whether it asked for tracking. */
+const EMAIL_FLAGS = `EXISTS (SELECT 1 FROM email_attachments WHERE email_attachments.email_id = emails.id) AS has_attachments,
+  EXISTS (SELECT 1 FROM email_tracking WHERE email_tracking.email_id = emails.id) AS tracked`;
+
+/**
+ * An email's row with its flags, named (not `emails.*`: the sending queue's claim on PostgreSQL returns them,
+ * and it is a prepared statement, whose result columns must not change under a migration).
+ */
+export const LOADED_EMAIL_COLUMNS = `${EMAIL_COLUMNS.map((column) => `emails.${column}`).join(', ')}, ${EMAIL_FLAGS}`;
+
+export type LoadedEmailRow = Row<'emails'> & { has_attachments: unknown; tracked: unknown };
+
+/**
+ * Emails' rows (LOADED_EMAIL_COLUMNS) made into loaded emails: the attachments read only for emails that have
+ * some, and the submitted message only for SMTP submissions.
+ */
+export async function loadedEmails(
+  db: Kysely<Database>,
+  rows: readonly LoadedEmailRow[],
+): Promise<Map<string, LoadedEmail>> {
+  const withFiles = [...new Set(rows.filter((row) => Boolean(row.has_attachments)).map((row) => row.id))];
+  const attachments = await attachmentsOf(db, withFiles, { content: true });
+  const submittedIds = [...new Set(rows.filter((row) => row.source === 'smtp').map((row) => row.id))];
+  const submitted = new Map<string, ByteChunks>();
+  if (submittedIds.length > 0) {
+    const pieces = createMessagePieces(db);
+    const found = await db
+      .selectFrom('email_submissions')
+      .select(['email_id', 'raw', 'pieces_key'])
+      .where('email_id', 'in', submittedIds)
+      .execute();
+    for (const row of found) {
+      submitted.set(
+        row.email_id,
+        row.pieces_key === null ? [Buffer.from(row.raw)] : await pieces.read(row.pieces_key),
+      );
+    }
+  }
+  return new Map(
+    rows.map((row) => [
+      row.id,
+      {
+        ...toEmailRecord(row),
+        attachments: attachments.get(row.id) ?? [],
+        tracked: Boolean(row.tracked),
+        submitted: submitted.get(row.id),
+      },
+    ]),
+  );
+}

@@ -28,7 +28,7 @@ import {
 } from './fair-queue.repo.ts';
 import { createRecipientRepo } from './recipients.repo.ts';
 import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
-import { notifyStatement, QUEUE_CHANNELS } from '../../queue/notifier.ts';
+import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
 // Re-exported: callers know an email's shapes as the emails repository's.
@@ -100,22 +100,8 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     return `INSERT INTO emails (${EMAIL_COLUMNS.join(', ')}) VALUES ${Array.from({ length: Number(rows) }, row).join(', ')}`;
   });
   const countAgainstQuota = createQuotaCounter(engine);
-  let wakePending = false;
-  /**
-   * Wakes sending workers in other processes (PostgreSQL NOTIFY), after the commit and at most once per few
-   * milliseconds: a NOTIFY inside the accepting transaction takes a database-wide lock at commit, which made
-   * concurrent sends wait for each other. Workers poll anyway, so a lost wake-up only delays a send (≤ 1 s).
-   */
-  function wakeOtherProcesses(): void {
-    if (engine !== 'postgres' || wakePending) return;
-    wakePending = true;
-    setTimeout(() => {
-      wakePending = false;
-      notifyStatement(QUEUE_CHANNELS.sending)
-        .execute(db)
-        .catch(() => undefined);
-    }, 5).unref();
-  }
+  // Sending workers in other processes, woken after the accepting commit (notifier.ts says why so).
+  const wakeOtherProcesses = createDeferredWake(db, engine, QUEUE_CHANNELS.sending);
 
   return {
     /**

@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import { greatestOf } from '../../db/engine/sql.ts';
 import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
@@ -16,31 +16,8 @@ import type { Database } from '../../db/schema.ts';
 // row is written by every send of the project and, on PostgreSQL, makes each send wait for the previous
 // one's commit. Two sends of one project at the same moment may get the same positions; ties are harmless.
 
-const HEAD_TEXT = '(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)';
-const HEAD = sql<number | string | null>`${sql.raw(HEAD_TEXT)}`;
-
-/**
- * The position after which a project's new rows go: its last queued row's, or the head's if later (the
- * recipients' repository numbers the rows it promotes from here).
- */
-export async function basePositions(
-  db: Kysely<Database>,
-  projectIds: readonly string[],
-): Promise<Map<string, number>> {
-  const head = await db
-    .selectNoFrom(HEAD.as('head'))
-    .executeTakeFirstOrThrow()
-    .then((row) => Number(row.head ?? 0));
-  const rows = await db
-    .selectFrom('email_recipients')
-    .select((eb) => ['project_id', eb.fn.max('ready_seq').as('last')])
-    .where('ready_seq', 'is not', null)
-    .where('project_id', 'in', [...projectIds])
-    .groupBy('project_id')
-    .execute();
-  const last = new Map(rows.map((row) => [row.project_id, Number(row.last ?? 0)]));
-  return new Map(projectIds.map((id) => [id, Math.max(head, last.get(id) ?? 0)]));
-}
+/** The queue's head: the lowest position of a row in it (the sending queue promotes after it too). */
+export const QUEUE_HEAD_TEXT = '(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)';
 
 /**
  * The queue position of a project's newly accepted due row, as SQL text for an INSERT's values, with two
@@ -53,7 +30,7 @@ export async function basePositions(
 export function nextPositionText(engine: Engine, slot: () => string): string {
   const projectLast = `COALESCE((SELECT MAX(ready_seq) FROM email_recipients
     WHERE project_id = ${slot()} AND ready_seq IS NOT NULL), 0)`;
-  return `(${greatestOf(engine, `COALESCE(${HEAD_TEXT}, 0)`, projectLast)} + ${slot()})`;
+  return `(${greatestOf(engine, `COALESCE(${QUEUE_HEAD_TEXT}, 0)`, projectLast)} + ${slot()})`;
 }
 
 // Sends of one project spread their counting over this many rows, so they rarely wait on each other.
@@ -139,9 +116,4 @@ export async function quotaUsed(db: Kysely<Database>, projectId: string, day: st
     .where('day', '=', day)
     .executeTakeFirst();
   return Number(row?.used ?? 0);
-}
-
-/** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */
-export async function pruneQuota(db: Kysely<Database>, beforeDay: string): Promise<void> {
-  await db.deleteFrom('send_quota').where('day', '<', beforeDay).execute();
 }

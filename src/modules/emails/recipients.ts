@@ -6,13 +6,8 @@ import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import type { BounceClass } from './bounce.ts';
 import type { EmailRecord } from './emails.repo.ts';
 import { emailEventData } from './event-data.ts';
-import type {
-  AttemptRecord,
-  RecipientRepo,
-  RecipientUpdate,
-  ReportedOutcome,
-  ReportedRecipient,
-} from './recipients.repo.ts';
+import type { RecipientStatus } from '../../db/schema.ts';
+import type { RecipientRepo, ReportedOutcome, ReportedRecipient } from './recipients.repo.ts';
 
 // What happens to a recipient, written once for every path that learns it: the sending worker (the SMTP
 // reply), the inbound worker (a delivery report or a complaint received later) and engagement (an
@@ -55,6 +50,37 @@ export interface AppliedOutcome {
   bounce?: BounceClass | undefined;
   /** What the suppression entry of a complaint or an unsubscribe says (null when nothing). */
   detail?: string | null | undefined;
+}
+
+/** The new state of one recipient after an attempt. */
+export interface RecipientUpdate {
+  id: string;
+  status: RecipientStatus;
+  /** When status is `delayed`: when the retry is due. */
+  retryAt?: string | undefined;
+  response: string | null;
+  responseCode: number | null;
+}
+
+/** A sending attempt as the sending queue records it (sending/sending.queue.ts). */
+export interface AttemptRecord {
+  workerId: string;
+  emailId: string;
+  projectId: string;
+  /** All recipients of the email (not only this attempt's). */
+  recipientCount: number;
+  attemptedAt: string;
+  now: string;
+  updates: RecipientUpdate[];
+  /** The capture transport's MIME: in the record when small, else in the pieces `rawPiecesKey` names. */
+  raw?: Buffer | undefined;
+  rawPiecesKey?: string | undefined;
+}
+
+/** Where an attempt's recipient states are written: the sending queue, on the caller's transaction. */
+export interface AttemptWriter {
+  /** Returns, per attempt and update, whether this worker still held the recipient's lease. */
+  recordAttempts(records: readonly AttemptRecord[]): Promise<boolean[][]>;
 }
 
 /** An attempt's outcome per recipient: its new state in the queue, and what that says. */
@@ -131,7 +157,7 @@ export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emit
      */
     async recordAttempts(
       transaction: Transaction,
-      recipients: RecipientRepo,
+      recipients: AttemptWriter,
       attempts: readonly AttemptOutcome[],
       at: string,
     ): Promise<boolean[][]> {

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { PageRequest } from '../../db/pagination.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
@@ -73,13 +74,13 @@ export function createEventService({
   metrics = noMetrics,
 }: EventServiceDeps) {
   const repo = createEventRepo(db);
-  const deliveryRepo = createDeliveryRepo(db, engine);
+  const deliveryRepo = createDeliveryRepo(db);
   const deliveries = createDeliveryService({ db, engine, notifier });
 
   /** Writes pending deliveries in the caller's transaction; workers here and elsewhere wake at its commit. */
   async function enqueue(transaction: Transaction, rows: NewDelivery[]): Promise<void> {
     if (rows.length === 0) return;
-    await createDeliveryRepo(transaction.db, engine).insertPending(rows);
+    await createDeliveryRepo(transaction.db).insertPending(rows);
     await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
     transaction.afterCommit(() => notifier.notify());
   }
@@ -117,7 +118,7 @@ export function createEventService({
     // Counted for /metrics only once they are committed: a rolled-back outcome batch happened to nobody.
     if (counted.length > 0)
       transaction.afterCommit(() => metrics.eventsEmitted(counted.map((event) => event.kind)));
-    if (engine === 'postgres') {
+    if (writesInWith(engine)) {
       await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
     } else {
       await repo.insert(records);

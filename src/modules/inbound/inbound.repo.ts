@@ -8,10 +8,10 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
-import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 
-// The inbound_messages table: what the listener received (stored before its 250), and the queue the
-// inbound worker reads it from; and inbound_raw, each message's bytes. Both written only here.
+// The inbound_messages table: what the listener received (stored before its 250), and the API's and the
+// operator's reads of it; and inbound_raw, each message's bytes. The queue the inbound worker reads it from
+// (claims, leases, verdicts) is its adapter's, inbound.queue.ts.
 //
 // The bytes live apart from the queue row: the queue's claims, postponements and verdicts update that row,
 // and with the bytes in it SQLite rewrote megabytes at each (a 10 MB message: ~100 ms on the process's one
@@ -68,7 +68,7 @@ export interface InboundRecord {
   processedAt: string | null;
 }
 
-/** A message leased to a worker (its bytes are read apart: `raw`). */
+/** A message leased to a worker (inbound.queue.ts; its bytes are read apart: `raw`). */
 export interface ClaimedInbound {
   id: string;
   receivedAt: string;
@@ -82,18 +82,6 @@ export interface ClaimedInbound {
   size: number;
   /** Claims so far, this one included. */
   attempts: number;
-}
-
-/** How a message was read, written by the worker that holds it. */
-export interface InboundResult {
-  id: string;
-  status: Exclude<InboundStatus, 'pending'>;
-  kind: InboundKind;
-  detail: string | null;
-  subject: string | null;
-  projectId: string | null;
-  emailId: string | null;
-  recipient: string | null;
 }
 
 const SUMMARY_COLUMNS = [
@@ -132,7 +120,8 @@ const toRecord = (row: SummaryRow): InboundRecord => ({
   processedAt: row.processed_at,
 });
 
-export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
+/** `_engine`: this repository's statements are the same on both (the queue's differ: inbound.queue.ts). */
+export function createInboundRepo(db: Kysely<Database>, _engine?: Engine) {
   const pieces = createMessagePieces(db);
 
   /** A received message's row and, when it is small, its bytes, in one transaction. */
@@ -247,101 +236,6 @@ export function createInboundRepo(db: Kysely<Database>, engine: Engine) {
           ? row.raw
           : Buffer.from(row.raw.buffer, row.raw.byteOffset, row.raw.byteLength),
       ];
-    },
-
-    /** Leases up to `limit` pending messages, oldest first (or whose lease ran out: their worker died). */
-    async claim(lease: Lease, limit: number): Promise<ClaimedInbound[]> {
-      const { workerId, now, lockedUntil } = storedLease(lease);
-      const due = db
-        .selectFrom('inbound_messages')
-        .select('id')
-        .where('status', '=', 'pending')
-        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-        .orderBy('id')
-        .limit(limit)
-        .$if(engine === 'postgres', (query) => query.forUpdate().skipLocked());
-      const rows = await db
-        .updateTable('inbound_messages')
-        .set((eb) => ({ locked_until: lockedUntil, locked_by: workerId, attempts: eb('attempts', '+', 1) }))
-        .where('id', 'in', due)
-        .returning([
-          'id',
-          'received_at',
-          'mail_from',
-          'rcpt_to',
-          'remote_address',
-          'helo',
-          'routing',
-          'spam',
-          'size',
-          'attempts',
-        ])
-        .execute();
-      return rows
-        .map((row) => ({
-          id: row.id,
-          receivedAt: row.received_at,
-          mailFrom: row.mail_from,
-          rcptTo: JSON.parse(row.rcpt_to) as string[],
-          remoteAddress: row.remote_address,
-          helo: row.helo,
-          routing: row.routing === null ? [] : (JSON.parse(row.routing) as RoutedRecipient[]),
-          spam: row.spam === null ? null : (JSON.parse(row.spam) as SpamVerdict),
-          size: Number(row.size),
-          attempts: Number(row.attempts),
-        }))
-        .sort((a, b) => (a.id < b.id ? -1 : 1));
-    },
-
-    release(workerId: string, rows?: readonly string[]): Promise<void> {
-      return releaseLeases(db, 'inbound_messages', {
-        workerId,
-        rows,
-        waiting: sql<boolean>`status = 'pending'`,
-      });
-    },
-
-    /**
-     * Writes how a message was read, if `workerId` still holds it (on the caller's transaction, which also
-     * applies what the report says). False when the lease was lost: another worker reads it again.
-     */
-    async finish(result: InboundResult, workerId: string, now: string): Promise<boolean> {
-      const updated = await db
-        .updateTable('inbound_messages')
-        .set({
-          status: result.status,
-          kind: result.kind,
-          detail: result.detail,
-          subject: result.subject,
-          project_id: result.projectId,
-          email_id: result.emailId,
-          recipient: result.recipient,
-          locked_until: null,
-          locked_by: null,
-          processed_at: now,
-        })
-        .where('id', '=', result.id)
-        .where('locked_by', '=', workerId)
-        .where('status', '=', 'pending')
-        .executeTakeFirst();
-      return Number(updated.numUpdatedRows) > 0;
-    },
-
-    /** Leaves a message pending, not claimable before `until`, if `workerId` still holds it. */
-    async postpone(id: string, workerId: string, until: string): Promise<boolean> {
-      const updated = await db
-        .updateTable('inbound_messages')
-        .set({ locked_by: null, locked_until: until })
-        .where('id', '=', id)
-        .where('locked_by', '=', workerId)
-        .where('status', '=', 'pending')
-        .executeTakeFirst();
-      return Number(updated.numUpdatedRows) > 0;
-    },
-
-    /** Settles the verdict `finish` wrote provisionally, once the report's effects are applied. */
-    async setVerdict(id: string, status: 'applied' | 'no_change', detail: string): Promise<void> {
-      await db.updateTable('inbound_messages').set({ status, detail }).where('id', '=', id).execute();
     },
 
     /** The messages matched to a project's email, newest first. */

@@ -1,19 +1,18 @@
-import { inTransaction } from '../../db/transaction.ts';
 import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
-import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
+import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { createRecipientRepo } from '../emails/recipients.repo.ts';
-import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
 import type { EventService } from '../events/events.service.ts';
-import { type ClaimedInbound, createInboundRepo, type InboundResult } from './inbound.repo.ts';
+import { createInboundRepo } from './inbound.repo.ts';
+import { createInboundQueueSource, type InboundJob, type InboundOutcome } from './inbound.queue.ts';
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
-import { createReportMatcher, type Interpretation } from './report-matching.ts';
+import { createReportMatcher } from './report-matching.ts';
 import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import type { ReceivedAuthenticator } from './received-authentication.ts';
-import { createReceivedIntake, type ReceivedWrite } from './received-intake.ts';
+import { createReceivedIntake } from './received-intake.ts';
 import { createReceivedReader } from './received-reader.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
@@ -43,23 +42,12 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   metrics?: Pick<MetricsRecorder, 'inboundReportRead'> | undefined;
 }
 
-interface InboundJob extends QueueJob {
-  message: ClaimedInbound;
-}
-
-/** How a message was read: what a report says, and the received emails of its routed recipients. */
-interface InboundOutcome extends Interpretation {
-  received?: ReceivedWrite[];
-}
-
 /**
  * A message is read at most this many times: a report about a recipient still being sent waits and is read
  * again, and a read that failed (the database away) is retried when its lease runs out; past it, it is
  * given up on, and says so.
  */
 const MAX_READS = 30;
-/** A report about a recipient still being sent is read again after this. */
-const EARLY_RETRY_MS = 2000;
 const CONCURRENCY = 4;
 const ATTEMPT_TIMEOUT_MS = 30_000;
 
@@ -80,8 +68,6 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     clock,
     logger,
   });
-  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
-  const metrics = deps.metrics ?? noMetrics;
   const matcher = createReportMatcher({
     recipients: createRecipientRepo(db, engine),
     returnPath: deps.returnPath,
@@ -89,76 +75,15 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     feedbackLoops: deps.feedbackLoops,
   });
 
-  const source: QueueSource<InboundJob, InboundOutcome> = {
-    async claim(lease, request) {
-      const messages = await repo.claim(lease, request.limit);
-      return messages.map((message) => ({ lane: '', rows: [message.id], message }));
-    },
-    release: (releasing, rows) => repo.release(releasing, rows),
-    // Nothing waits for a time: every stored message is due at once.
-    nextDueAt: async () => undefined,
-    async record(attempted) {
-      // The verdicts of the messages read, counted once their transaction has committed.
-      const verdicts: string[] = [];
-      const recorded = await inTransaction(db, async (transaction) => {
-        const messages = createInboundRepo(transaction.db, engine);
-        const now = clock.now().toISOString();
-        const results: Array<{ held: boolean; retryAt?: number }> = [];
-        /** The messages still held whose effects apply: all applied at once, in order, then each one's verdict. */
-        const applying: Array<{ id: string; outcome: Interpretation }> = [];
-        for (const { job, outcome } of attempted) {
-          if (outcome.early) {
-            const retryAt = clock.now().getTime() + EARLY_RETRY_MS;
-            const held = await messages.postpone(job.message.id, workerId, new Date(retryAt).toISOString());
-            results.push({ held, retryAt });
-            continue;
-          }
-          const first = outcome.effects[0]?.recipient ?? outcome.about;
-          const verdict: InboundResult = {
-            id: job.message.id,
-            kind: outcome.kind,
-            subject: outcome.subject,
-            status: outcome.status ?? 'applied',
-            detail: outcome.detail,
-            projectId: first?.email.projectId ?? null,
-            emailId: first?.email.id ?? null,
-            recipient: first?.address ?? null,
-          };
-          // The lease is checked by the first write: a message another worker took over is left to it.
-          const held = await messages.finish(verdict, workerId, now);
-          results.push({ held });
-          if (!held) continue;
-          if (outcome.received) await intake.write(transaction, deps.events, outcome.received);
-          if (outcome.status === undefined) applying.push({ id: job.message.id, outcome });
-          else verdicts.push(outcome.status);
-        }
-        const changed = await recipientOutcomes.applyReports(
-          transaction,
-          createRecipientRepo(transaction.db, engine),
-          applying.flatMap(({ outcome }) => outcome.effects),
-          now,
-        );
-        let next = 0;
-        for (const { id, outcome } of applying) {
-          const moved = outcome.effects.filter(() => changed[next++]);
-          if (moved.length > 0) {
-            const said = moved.map((effect) => `${effect.recipient.address}: ${effect.outcome}`);
-            await messages.setVerdict(id, 'applied', `${outcome.detail}; ${said.join(', ')}`);
-            verdicts.push('applied');
-          } else {
-            const settled = outcome.effects
-              .map((effect) => `${effect.recipient.address} is ${effect.recipient.status}`)
-              .join(', ');
-            await messages.setVerdict(id, 'no_change', `${outcome.detail}; nothing changed (${settled})`);
-            verdicts.push('no_change');
-          }
-        }
-        return results;
-      });
-      for (const verdict of verdicts) metrics.inboundReportRead(verdict);
-      return recorded;
-    },
-  };
+  const source = createInboundQueueSource({
+    db,
+    engine,
+    clock,
+    workerId,
+    events: deps.events,
+    intake,
+    metrics: deps.metrics ?? noMetrics,
+  });
 
   /**
    * A message with routed recipients: its received emails, and, for any recipient that is one of our return

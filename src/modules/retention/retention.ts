@@ -52,7 +52,7 @@ export function createRetention(deps: RetentionDeps) {
   const targets = (): PruneTarget[] => {
     const cutoff = new Date(deps.clock.now().getTime() - deps.retentionMs);
     return [
-      ...createDeliveryRepo(db, engine).pruneTargets(cutoff),
+      ...createDeliveryRepo(db).pruneTargets(cutoff),
       ...createEventRepo(db).pruneTargets(cutoff),
       ...createEmailRepo(db, engine).pruneTargets(cutoff),
       ...createTrackingRepo(db).pruneTargets(cutoff),

@@ -1,22 +1,24 @@
 import { type Config, DEFAULTS, type DsnNotify } from '../../config.ts';
 import type { DatabaseHandle } from '../../db/connection.ts';
-import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Notifier, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
-import type { QueueJob, QueueSource, QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
+import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { nextRetryDelay } from '../../queue/retry.ts';
 import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
-import { type ClaimedRecipient, createRecipientRepo } from '../emails/recipients.repo.ts';
-import { type AttemptOutcome, createRecipientOutcomes } from '../emails/recipients.ts';
+import {
+  type ClaimedRecipient,
+  createSendingQueue,
+  createSendingQueueSource,
+  type SendJob,
+  type SendOutcome,
+} from './sending.queue.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
-import { createTrackingRepo } from '../emails/tracking.repo.ts';
-import type { TrackingSettings } from '../emails/tracking.ts';
 import { personalize } from '../engagement/personalize.ts';
 import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
@@ -114,25 +116,6 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
 export type SendingWorker = QueueWorker;
 
 /**
- * One SMTP transaction: recipients of one email (of one domain, when each domain is its own destination),
- * in the lane of that domain (or the one lane of a relay).
- */
-interface SendJob extends QueueJob {
-  email: EmailRecord;
-  host: string;
-  recipients: ClaimedRecipient[];
-  /** What the email asked for (tracking, unsubscribe): the job then has one recipient, with its own copy. */
-  tracking?: TrackingSettings | undefined;
-}
-
-/** What an attempt wrote down: each recipient's new state, and what it says (emails/recipients.ts). */
-type SendOutcome = AttemptOutcome;
-
-// Waiting recipients moved into the queue per claim; the next claim moves more.
-const PROMOTE_BATCH = 500;
-// How often the daily counts older than two days are forgotten.
-const PRUNE_INTERVAL_MS = 3_600_000;
-/**
  * Outcomes are written at most this often, each write one transaction for all of them (the recipients, the
  * emails, their events and counts). Written as soon as the last write ended, a write under load took one or
  * two outcomes; the wait delays only the write, never a send, and maxUnrecorded bounds what a crash resends.
@@ -159,94 +142,16 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   );
   const jitter = settings.jitter ?? DEFAULTS.sendRetryJitter;
   const { db, engine } = deps.database;
-  const repo = createRecipientRepo(db, engine);
-  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
-  let lastPrune = -Infinity;
-  // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
-  // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
-  let nextWaiting: { at: string | undefined; readAt: number } = { at: undefined, readAt: -Infinity };
-
-  async function waitingAt(now: number): Promise<string | undefined> {
-    const stale = now - nextWaiting.readAt >= pollIntervalMs;
-    const due = nextWaiting.at !== undefined && Date.parse(nextWaiting.at) <= now;
-    if (stale || due) nextWaiting = { at: await repo.nextWaitingAt(), readAt: now };
-    return nextWaiting.at;
-  }
-
-  const source: QueueSource<SendJob, SendOutcome> = {
-    async claim(lease, request) {
-      const now = lease.now.toISOString();
-      const waiting = await waitingAt(lease.now.getTime());
-      if (waiting !== undefined && waiting <= now) {
-        await repo.promoteDue(now, PROMOTE_BATCH);
-        nextWaiting.readAt = -Infinity;
-      }
-      if (lease.now.getTime() - lastPrune >= PRUNE_INTERVAL_MS) {
-        lastPrune = lease.now.getTime();
-        // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
-        await repo.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
-      }
-      const { recipients: claimed, emails } = await repo.claimWithEmails(lease, {
-        limit: request.limit,
-        excludeHosts: transport.perDomain ? request.excludeLanes : [],
-      });
-      if (claimed.length === 0) return [];
-      const tracking = await createTrackingRepo(db).settingsFor(
-        [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
-      );
-      const several = [...emails.values()]
-        .filter((email) => email.recipientCount > 1)
-        .map((email) => email.id);
-      // Recipients of one email (and one domain, when domains are destinations) share a transaction; jobs
-      // come in queue order.
-      const jobs = new Map<string, SendJob>();
-      for (const row of [...claimed, ...(await repo.claimSiblings(lease, several))]) {
-        const email = emails.get(row.emailId);
-        if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
-        const lane = transport.perDomain ? row.host : '';
-        // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
-        const settings = tracking.get(row.emailId);
-        const key = deps.returnPath || settings ? row.id : `${row.emailId} ${lane}`;
-        const job = jobs.get(key) ?? {
-          lane,
-          rows: [],
-          email,
-          host: row.host,
-          recipients: [],
-          tracking: settings,
-        };
-        job.recipients.push(row);
-        (job.rows as string[]).push(row.id);
-        jobs.set(key, job);
-      }
-      return [...jobs.values()];
-    },
-    release: (releasing, rows) => repo.release(releasing, rows),
-    async nextDueAt(now) {
-      const next = await waitingAt(now.getTime());
-      return next === undefined ? undefined : Date.parse(next);
-    },
-    record: (attempted) =>
-      inTransaction(db, async (transaction) => {
-        const outcomes = attempted.map(({ outcome }) => outcome);
-        const held = await recipientOutcomes.recordAttempts(
-          transaction,
-          createRecipientRepo(transaction.db, engine),
-          outcomes,
-          clock.now().toISOString(),
-        );
-        return outcomes.map((outcome, index) => {
-          let retryAt: number | undefined;
-          outcome.updates.forEach((update, position) => {
-            if (held[index]![position] && update.retryAt !== undefined)
-              retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
-          });
-          // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
-          if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
-          return { held: held[index]!.includes(true), retryAt };
-        });
-      }),
-  };
+  const queue = createSendingQueue(db, engine);
+  const source = createSendingQueueSource({
+    db,
+    engine,
+    events: deps.events,
+    now: () => clock.now().toISOString(),
+    perDomain: transport.perDomain,
+    recipientPerJob: Boolean(deps.returnPath),
+    pollIntervalMs,
+  });
 
   const worker = createQueueWorker({
     name: 'sending worker',
@@ -318,7 +223,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         signal,
       });
       if (result.raw !== undefined)
-        rawPiecesKey = await repo.keepLargeCaptureInPieces(job.email.id, result.raw);
+        rawPiecesKey = await queue.keepLargeCaptureInPieces(job.email.id, result.raw);
     } catch (error) {
       logger.error({ err: error, email: job.email.id }, 'sending worker: the transport failed');
       const message = error instanceof Error ? error.message : String(error);

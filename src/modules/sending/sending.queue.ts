@@ -1,0 +1,571 @@
+import { randomUUID } from 'node:crypto';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import { skipLockedRows, writesInWith } from '../../db/engine/sql.ts';
+import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
+import { RECIPIENT_STATUSES, type Database, type EmailStatus } from '../../db/schema.ts';
+import type { RecipientStatus, Row } from '../../db/schema.ts';
+import { placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
+import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
+import {
+  type EmailRecord,
+  type LoadedEmail,
+  LOADED_EMAIL_COLUMNS,
+  loadedEmails,
+} from '../emails/email-rows.ts';
+import type { LoadedEmailRow } from '../emails/email-rows.ts';
+import { QUEUE_HEAD_TEXT } from '../emails/fair-queue.repo.ts';
+import type { AttemptOutcome, AttemptRecord } from '../emails/recipients.ts';
+import { createRecipientOutcomes } from '../emails/recipients.ts';
+import { PENDING, summarizeStatus } from '../emails/status.ts';
+import { createTrackingRepo } from '../emails/tracking.repo.ts';
+import type { TrackingSettings } from '../emails/tracking.ts';
+import type { EventService } from '../events/events.service.ts';
+
+// The sending queue: email_recipients rows with a queue position (`ready_seq`), claimed by the sending worker
+// under a lease, promoted into the queue when their time comes, and moved on by each attempt's outcome (with
+// the captured MIME in email_raw and the emails' overall status). All of the queue's SQL is here, one named
+// function per statement, the engines' texts side by side where they differ; the worker holds the policy.
+
+/** A recipient row a worker holds the lease on. */
+export interface ClaimedRecipient {
+  id: string;
+  emailId: string;
+  projectId: string;
+  address: string;
+  host: string;
+  status: RecipientStatus;
+  attempts: number;
+  /** Queue position: groups go out in the order of their first recipient. */
+  seq: number;
+}
+
+/**
+ * One SMTP transaction: recipients of one email (of one domain, when each domain is its own destination),
+ * in the lane of that domain (or the one lane of a relay).
+ */
+export interface SendJob extends QueueJob {
+  email: EmailRecord;
+  host: string;
+  recipients: ClaimedRecipient[];
+  /** What the email asked for (tracking, unsubscribe): the job then has one recipient, with its own copy. */
+  tracking?: TrackingSettings | undefined;
+}
+
+/** What an attempt wrote down: each recipient's new state, and what it says (emails/recipients.ts). */
+export type SendOutcome = AttemptOutcome;
+
+const CLAIMED_COLUMNS = [
+  'id',
+  'email_id',
+  'project_id',
+  'address',
+  'host',
+  'status',
+  'attempts',
+  'ready_seq',
+] as const;
+
+type ClaimedRow = Pick<Row<'email_recipients'>, (typeof CLAIMED_COLUMNS)[number]>;
+
+const toClaimed = (row: ClaimedRow): ClaimedRecipient => ({
+  id: row.id,
+  emailId: row.email_id,
+  projectId: row.project_id,
+  address: row.address,
+  host: row.host,
+  status: row.status,
+  attempts: Number(row.attempts),
+  seq: Number(row.ready_seq),
+});
+
+/**
+ * A recipient's attempt as the row of values its statement reads (`v`), by column; the last two (PostgreSQL
+ * only) move its email's status in the same statement.
+ */
+const RECIPIENT_OUTCOME_COLUMNS = [
+  'id',
+  'worker',
+  'status',
+  'retry_at',
+  'attempted_at',
+  'response',
+  'response_code',
+  'now',
+  'completed_at',
+  'email_id',
+  'email_status',
+] as const;
+
+/** Statuses a recipient does not leave: every one but those still being worked on. */
+const FINAL: ReadonlySet<RecipientStatus> = new Set(
+  RECIPIENT_STATUSES.filter((status) => !PENDING.has(status)),
+);
+
+/** An email with one recipient has that recipient's status: known before the write. */
+const statusKnown = (record: AttemptRecord) => record.recipientCount === 1 && record.updates.length === 1;
+
+/** The recipients' outcome rows (`v`), by column, for the statements that record attempts. */
+function outcomeValues(records: readonly AttemptRecord[]) {
+  return records.flatMap((record) =>
+    record.updates.map((change) => {
+      const final = FINAL.has(change.status);
+      return {
+        id: change.id,
+        worker: record.workerId,
+        status: change.status,
+        retry_at: final ? null : (change.retryAt ?? null),
+        attempted_at: record.attemptedAt,
+        response: change.response,
+        response_code: change.responseCode,
+        now: record.now,
+        completed_at: final ? record.now : null,
+        email_id: record.emailId,
+        email_status: statusKnown(record) ? summarizeStatus([change.status]) : null,
+      };
+    }),
+  );
+}
+
+/**
+ * Every recipient's new state in one UPDATE, however many attempts finished together; first a write (see
+ * fair-queue.repo.ts on SQLite lock upgrades). RETURNING names the rows whose lease still held.
+ */
+const RECORD_RECIPIENTS = `UPDATE email_recipients SET status = v.status, attempts = email_recipients.attempts + 1,
+    ready_seq = NULL, wait_until = v.retry_at, next_attempt_at = v.retry_at, locked_until = NULL,
+    locked_by = NULL, last_attempt_at = v.attempted_at, last_response = v.response,
+    last_response_code = v.response_code, updated_at = v.now, completed_at = v.completed_at
+  FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
+    AND email_recipients.ready_seq IS NOT NULL
+  RETURNING email_recipients.id`;
+
+/**
+ * The recipients' outcome write, per engine. PostgreSQL: the emails whose status is known before the write
+ * (statusKnown) move in the same statement, each only if its recipient's lease still held: one round trip
+ * fewer per batch. SQLite cannot write in a WITH: the recipients alone, their emails after (recordEmails).
+ */
+const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcomeValues>) => CompiledQuery> = {
+  postgres(values) {
+    const update = statement('postgres');
+    const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, { response_code: 'integer' });
+    return update.compile(`WITH ${v}, updated AS (${RECORD_RECIPIENTS}),
+        emails_updated AS (UPDATE emails SET status = v.email_status, updated_at = v.now
+          FROM v JOIN updated ON updated.id = v.id
+          WHERE emails.id = v.email_id AND v.email_status IS NOT NULL)
+      SELECT id FROM updated`);
+  },
+  sqlite(values) {
+    const update = statement('sqlite');
+    const columns = RECIPIENT_OUTCOME_COLUMNS.slice(0, -2);
+    const v = valuesTable('v', columns, values, update.param, { response_code: 'integer' });
+    return update.compile(`WITH ${v} ${RECORD_RECIPIENTS}`);
+  },
+};
+
+/** The sending queue's statements on `db` (the database, or a transaction's for the outcome writes). */
+export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
+  const pieces = createMessagePieces(db);
+  // The claims as SQL text (sql-text.ts), one spelling for both engines: building them was most of the query
+  // builder's time in a sending worker. Each leases the due rows its WHERE picks (not leased, or the lease ran
+  // out: its worker died) and returns them; its parameters: the lease's end and worker, now, then the WHERE's.
+  const claimText = (which: (slot: () => string) => string) => {
+    const slot = placeholders(engine);
+    const lease = `locked_until = ${slot()}, locked_by = ${slot()}`;
+    const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})${which(slot)}`;
+    const rows = `SELECT id FROM email_recipients WHERE ${due}${skipLockedRows(engine)}`;
+    return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
+  };
+  // Shape: how many hosts are excluded. Then the limit: the lowest queue positions first.
+  const nextDueText = textsByShape((excluded) =>
+    claimText((slot) => {
+      const hosts = Array.from({ length: Number(excluded) }, slot).join(', ');
+      return `${hosts ? ` AND host NOT IN (${hosts})` : ''} ORDER BY ready_seq LIMIT ${slot()}`;
+    }),
+  );
+  // Shape: how many emails' recipients.
+  const siblingsText = textsByShape((emails) =>
+    claimText((slot) => ` AND email_id IN (${Array.from({ length: Number(emails) }, slot).join(', ')})`),
+  );
+  // PostgreSQL: the claimed rows' emails come back from the claiming statement. Named columns, not `emails.*`:
+  // the statement is prepared (src/db/engine/postgres.ts), and a prepared statement whose result columns
+  // change under a migration fails instead of being planned again.
+  const nextDueWithEmailsText = textsByShape(
+    (excluded) => `WITH claimed AS (${nextDueText(excluded)})
+      SELECT ${LOADED_EMAIL_COLUMNS}, ${CLAIMED_COLUMNS.map((column) => `claimed.${column} AS claimed_${column}`).join(', ')}
+      FROM claimed JOIN emails ON emails.id = claimed.email_id`,
+  );
+  const loadText = textsByShape((count) => {
+    const slot = placeholders(engine);
+    const ids = Array.from({ length: Number(count) }, slot).join(', ');
+    return `SELECT ${LOADED_EMAIL_COLUMNS} FROM emails WHERE id IN (${ids})`;
+  });
+  const claimParameters = (lease: Lease, ...where: unknown[]) => {
+    const { workerId, now, lockedUntil } = storedLease(lease);
+    return [lockedUntil, workerId, now, ...where];
+  };
+
+  /**
+   * The position after which a project's promoted rows go: its last queued row's, or the head's if later
+   * (fair-queue.repo.ts).
+   */
+  async function basePositions(projectIds: readonly string[]): Promise<Map<string, number>> {
+    const head = await db
+      .selectNoFrom(sql<number | string | null>`${sql.raw(QUEUE_HEAD_TEXT)}`.as('head'))
+      .executeTakeFirstOrThrow()
+      .then((row) => Number(row.head ?? 0));
+    const rows = await db
+      .selectFrom('email_recipients')
+      .select((eb) => ['project_id', eb.fn.max('ready_seq').as('last')])
+      .where('ready_seq', 'is not', null)
+      .where('project_id', 'in', [...projectIds])
+      .groupBy('project_id')
+      .execute();
+    const last = new Map(rows.map((row) => [row.project_id, Number(row.last ?? 0)]));
+    return new Map(projectIds.map((id) => [id, Math.max(head, last.get(id) ?? 0)]));
+  }
+
+  const queue = {
+    /**
+     * Leases up to `limit` due recipients, lowest queue position first (fair across projects), skipping
+     * `excludeHosts` (domains at this worker's per-host limit). One statement; PostgreSQL skips rows another
+     * worker is claiming at the same moment, SQLite serializes writers.
+     */
+    async claim(
+      lease: Lease,
+      options: { limit: number; excludeHosts: readonly string[] },
+    ): Promise<ClaimedRecipient[]> {
+      const { rows } = await db.executeQuery<ClaimedRow>(
+        CompiledQuery.raw(
+          nextDueText(String(options.excludeHosts.length)),
+          claimParameters(lease, ...options.excludeHosts, options.limit),
+        ),
+      );
+      return rows.map(toClaimed).sort((a, b) => a.seq - b.seq);
+    },
+
+    /** Also leases the other due recipients of these emails, so one SMTP transaction can carry them all. */
+    async claimSiblings(lease: Lease, emailIds: readonly string[]): Promise<ClaimedRecipient[]> {
+      if (emailIds.length === 0) return [];
+      const { rows } = await db.executeQuery<ClaimedRow>(
+        CompiledQuery.raw(siblingsText(String(emailIds.length)), claimParameters(lease, ...emailIds)),
+      );
+      return rows.map(toClaimed);
+    },
+
+    /**
+     * Leases up to `limit` due recipients, as claim() does, and loads their emails, as loadEmails() does. On
+     * PostgreSQL the emails come back from the claiming statement: one round trip instead of two. (SQLite
+     * cannot write in a WITH; in process, it has no round trips to save.)
+     */
+    async claimWithEmails(
+      lease: Lease,
+      options: { limit: number; excludeHosts: readonly string[] },
+    ): Promise<{ recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> }> {
+      if (!writesInWith(engine)) {
+        const recipients = await queue.claim(lease, options);
+        return {
+          recipients,
+          emails: await queue.loadEmails([...new Set(recipients.map((row) => row.emailId))]),
+        };
+      }
+      type ClaimedColumn = (typeof CLAIMED_COLUMNS)[number];
+      const { rows } = await db.executeQuery<
+        LoadedEmailRow & { [C in ClaimedColumn as `claimed_${C}`]: ClaimedRow[C] }
+      >(
+        CompiledQuery.raw(
+          nextDueWithEmailsText(String(options.excludeHosts.length)),
+          claimParameters(lease, ...options.excludeHosts, options.limit),
+        ),
+      );
+      const recipients = rows
+        .map((row) =>
+          toClaimed({
+            id: row.claimed_id,
+            email_id: row.claimed_email_id,
+            project_id: row.claimed_project_id,
+            address: row.claimed_address,
+            host: row.claimed_host,
+            status: row.claimed_status,
+            attempts: row.claimed_attempts,
+            ready_seq: row.claimed_ready_seq,
+          }),
+        )
+        .sort((a, b) => a.seq - b.seq);
+      return { recipients, emails: await loadedEmails(db, rows) };
+    },
+
+    /**
+     * The claimed emails, each with its attachments and whether it asked for tracking (`tracked`): one
+     * statement in the common case, since the attachments are read only for emails that have some.
+     */
+    async loadEmails(ids: readonly string[]): Promise<Map<string, LoadedEmail>> {
+      if (ids.length === 0) return new Map();
+      const { rows } = await db.executeQuery<LoadedEmailRow>(
+        CompiledQuery.raw(loadText(String(ids.length)), [...ids]),
+      );
+      return loadedEmails(db, rows);
+    },
+
+    /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */
+    release(workerId: string, rows?: readonly string[]): Promise<void> {
+      return releaseLeases(db, 'email_recipients', {
+        workerId,
+        rows,
+        waiting: sql<boolean>`ready_seq IS NOT NULL`,
+      });
+    },
+
+    /** When the earliest waiting recipient (scheduled, or a retry) becomes due. */
+    async nextWaitingAt(): Promise<string | undefined> {
+      const row = await db
+        .selectFrom('email_recipients')
+        .select((eb) => eb.fn.min('wait_until').as('next'))
+        .where('wait_until', 'is not', null)
+        .executeTakeFirst();
+      return row?.next ?? undefined;
+    },
+
+    /**
+     * Moves waiting rows that are now due (scheduled sends, retries) into the queue, at most `limit` at a
+     * time, each project's after its own queued rows (fair-queue.repo.ts): a burst of scheduled sends queues
+     * behind other projects' fresh sends rather than ahead of them. Without a transaction: a row another
+     * worker promoted first is skipped (the update only takes rows still waiting).
+     */
+    async promoteDue(now: string, limit: number): Promise<number> {
+      const due = await db
+        .selectFrom('email_recipients')
+        .select(['id', 'project_id'])
+        .where('wait_until', 'is not', null)
+        .where('wait_until', '<=', now)
+        .orderBy('wait_until')
+        .limit(limit)
+        .execute();
+      if (due.length === 0) return 0;
+      const next = await basePositions([...new Set(due.map((row) => row.project_id))]);
+      const cases = due.map((row) => {
+        const position = next.get(row.project_id)! + 1;
+        next.set(row.project_id, position);
+        // Typed, or PostgreSQL reads the parameters of a CASE as text.
+        return sql`WHEN ${row.id} THEN CAST(${position} AS BIGINT)`;
+      });
+      const result = await db
+        .updateTable('email_recipients')
+        .set({ wait_until: null, ready_seq: sql<number>`CASE id ${sql.join(cases, sql` `)} END` })
+        .where(
+          'id',
+          'in',
+          due.map((row) => row.id),
+        )
+        .where('wait_until', 'is not', null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows);
+    },
+
+    /** Forgets daily counts older than `beforeDay` (YYYY-MM-DD). */
+    async pruneQuota(beforeDay: string): Promise<void> {
+      await db.deleteFrom('send_quota').where('day', '<', beforeDay).execute();
+    },
+
+    /**
+     * Writes a large captured MIME's pieces, before the transaction that records the attempt (see
+     * db/message-pieces.ts); the key for its AttemptRecord, or undefined for a small one (kept in the record).
+     */
+    async keepLargeCaptureInPieces(emailId: string, raw: Buffer): Promise<string | undefined> {
+      if (!keptInPieces(raw.length)) return undefined;
+      // Each attempt's own: two attempts of one email may both capture, and the first recorded is kept.
+      const key = `capture:${emailId}:${randomUUID()}`;
+      await pieces.write(key, [raw]);
+      return key;
+    },
+
+    /**
+     * Records attempts' results for each recipient, captured MIME and each email's overall status, on the
+     * caller's transaction (which also emits the events: the worker groups attempts that finish together).
+     * Only the lease holder moves a recipient on; returns, per attempt and update, whether it still held it.
+     */
+    async recordAttempts(records: readonly AttemptRecord[]): Promise<boolean[][]> {
+      const values = outcomeValues(records);
+      const { rows: updated } =
+        values.length === 0
+          ? { rows: [] }
+          : await db.executeQuery<{ id: string }>(RECORD_RECIPIENT_STATES[engine](values));
+      const stillHeld = new Set(updated.map((row) => row.id));
+      const held = records.map((record) => record.updates.map((change) => stillHeld.has(change.id)));
+
+      const statusOf = new Map<string, { status: EmailStatus; now: string }>();
+      for (const [index, record] of records.entries()) {
+        if (!held[index]!.includes(true)) continue;
+        if (!statusKnown(record)) {
+          statusOf.set(record.emailId, { status: await summedStatus(record.emailId), now: record.now });
+        } else if (!writesInWith(engine)) {
+          statusOf.set(record.emailId, {
+            status: summarizeStatus([record.updates[0]!.status]),
+            now: record.now,
+          });
+        }
+        if (record.raw !== undefined) await keepCapture(record, record.raw);
+      }
+      await recordEmails(statusOf);
+      return held;
+    },
+  };
+
+  /** An email's overall status summed up from every recipient's row, this write's included. */
+  async function summedStatus(emailId: string): Promise<EmailStatus> {
+    const rows = await db
+      .selectFrom('email_recipients')
+      .select('status')
+      .where('email_id', '=', emailId)
+      .execute();
+    return summarizeStatus(rows.map((row) => row.status));
+  }
+
+  /** The capture transport's MIME of an attempt, the first one recorded for its email. */
+  async function keepCapture(record: AttemptRecord, raw: Buffer): Promise<void> {
+    await db
+      .insertInto('email_raw')
+      .values({
+        email_id: record.emailId,
+        project_id: record.projectId,
+        raw: record.rawPiecesKey === undefined ? raw.toString('utf8') : '',
+        pieces_key: record.rawPiecesKey ?? null,
+        created_at: record.now,
+      })
+      .onConflict((conflict) => conflict.column('email_id').doNothing())
+      .execute();
+  }
+
+  /** The other emails' overall status, in one statement. */
+  async function recordEmails(statusOf: ReadonlyMap<string, { status: EmailStatus; now: string }>) {
+    if (statusOf.size === 0) return;
+    const emails = statement(engine);
+    const rows = [...statusOf].map(([id, { status, now }]) => ({ id, status, now }));
+    await db.executeQuery(
+      emails.compile(`WITH ${valuesTable('v', ['id', 'status', 'now'], rows, emails.param)}
+        UPDATE emails SET status = v.status, updated_at = v.now FROM v WHERE emails.id = v.id`),
+    );
+  }
+
+  return queue;
+}
+
+export type SendingQueue = ReturnType<typeof createSendingQueue>;
+
+// Waiting recipients moved into the queue per claim; the next claim moves more.
+const PROMOTE_BATCH = 500;
+// How often the daily counts older than two days are forgotten.
+const PRUNE_INTERVAL_MS = 3_600_000;
+
+export interface SendingQueueSourceDeps {
+  db: Kysely<Database>;
+  engine: Engine;
+  /** The event service; the events are emitted in the transaction that records the attempts. */
+  events: Pick<EventService, 'emitIn'>;
+  /** When the suppressions an outcome makes are made. */
+  now: () => string;
+  /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
+  perDomain: boolean;
+  /** Each recipient in an SMTP transaction of its own (per-recipient return paths). */
+  recipientPerJob: boolean;
+  /** How long the earliest waiting time, once read, is trusted (the worker's poll interval). */
+  pollIntervalMs: number;
+}
+
+/**
+ * The email_recipients table as the runtime's queue: promoted and claimed (fairly), grouped into SMTP
+ * transactions (recipients of one email, and one domain when domains are lanes), given back and recorded with
+ * their events. Its own function so the runtime's tests (test/queue.test.ts) hold the runtime to this SQL.
+ */
+export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSource<SendJob, SendOutcome> {
+  const { db, engine, perDomain } = deps;
+  const queue = createSendingQueue(db, engine);
+  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  let lastPrune = -Infinity;
+  // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
+  // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
+  let nextWaiting: { at: string | undefined; readAt: number } = { at: undefined, readAt: -Infinity };
+
+  async function waitingAt(now: number): Promise<string | undefined> {
+    const stale = now - nextWaiting.readAt >= deps.pollIntervalMs;
+    const due = nextWaiting.at !== undefined && Date.parse(nextWaiting.at) <= now;
+    if (stale || due) nextWaiting = { at: await queue.nextWaitingAt(), readAt: now };
+    return nextWaiting.at;
+  }
+
+  return {
+    async claim(lease, request) {
+      const now = lease.now.toISOString();
+      const waiting = await waitingAt(lease.now.getTime());
+      if (waiting !== undefined && waiting <= now) {
+        await queue.promoteDue(now, PROMOTE_BATCH);
+        nextWaiting.readAt = -Infinity;
+      }
+      if (lease.now.getTime() - lastPrune >= PRUNE_INTERVAL_MS) {
+        lastPrune = lease.now.getTime();
+        // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
+        await queue.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
+      }
+      const { recipients: claimed, emails } = await queue.claimWithEmails(lease, {
+        limit: request.limit,
+        excludeHosts: perDomain ? request.excludeLanes : [],
+      });
+      if (claimed.length === 0) return [];
+      const tracking = await createTrackingRepo(db).settingsFor(
+        [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
+      );
+      const several = [...emails.values()]
+        .filter((email) => email.recipientCount > 1)
+        .map((email) => email.id);
+      // Recipients of one email (and one domain, when domains are destinations) share a transaction; jobs
+      // come in queue order.
+      const jobs = new Map<string, SendJob>();
+      for (const row of [...claimed, ...(await queue.claimSiblings(lease, several))]) {
+        const email = emails.get(row.emailId);
+        if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
+        const lane = perDomain ? row.host : '';
+        // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
+        const settings = tracking.get(row.emailId);
+        const key = deps.recipientPerJob || settings ? row.id : `${row.emailId} ${lane}`;
+        const job = jobs.get(key) ?? {
+          lane,
+          rows: [],
+          email,
+          host: row.host,
+          recipients: [],
+          tracking: settings,
+        };
+        job.recipients.push(row);
+        (job.rows as string[]).push(row.id);
+        jobs.set(key, job);
+      }
+      return [...jobs.values()];
+    },
+    release: (releasing, rows) => queue.release(releasing, rows),
+    async nextDueAt(now) {
+      const next = await waitingAt(now.getTime());
+      return next === undefined ? undefined : Date.parse(next);
+    },
+    record: (attempted) =>
+      inTransaction(db, async (transaction) => {
+        const outcomes = attempted.map(({ outcome }) => outcome);
+        const held = await recipientOutcomes.recordAttempts(
+          transaction,
+          createSendingQueue(transaction.db, engine),
+          outcomes,
+          deps.now(),
+        );
+        return outcomes.map((outcome, index) => {
+          let retryAt: number | undefined;
+          outcome.updates.forEach((update, position) => {
+            if (held[index]![position] && update.retryAt !== undefined)
+              retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
+          });
+          // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
+          if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
+          return { held: held[index]!.includes(true), retryAt };
+        });
+      }),
+  };
+}
