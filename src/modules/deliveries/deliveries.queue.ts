@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { skipLockedRows, writesInWith } from '../../db/engine/sql.ts';
+import { locksRows, skipLockedRows, writesInWith } from '../../db/engine/sql.ts';
 import type { Database, DeliveryStatus } from '../../db/schema.ts';
 import { statement, valuesTable } from '../../db/sql-text.ts';
 import { inTransaction } from '../../db/transaction.ts';
@@ -355,6 +355,7 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine) {
       const healthWrites = outcomes.some((outcome) => health.needsWrite(outcome));
 
       const write = async (trx: Kysely<Database>): Promise<OutcomeResult[]> => {
+        if (healthWrites && locksRows(engine)) await lockWebhooksFirst(trx, outcomes);
         const held = await writeStatesAndAttempts(trx, outcomes, attemptIds);
         const results: OutcomeResult[] = outcomes.map((outcome) => ({ held: held.has(outcome.delivery.id) }));
         if (healthWrites) await health.write(trx, outcomes, results);
@@ -384,6 +385,23 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine) {
       return results;
     },
   };
+}
+
+/**
+ * Locks the outcomes' webhooks, in id order, before their deliveries are written: a batch that writes a
+ * webhook's health writes its deliveries and then the webhook, while deleting a webhook locks the webhook and
+ * then its deliveries (the cascade). In opposite orders PostgreSQL found a deadlock and answered the delete
+ * 500; taken here first, the webhook row is the one both wait on.
+ */
+async function lockWebhooksFirst(trx: Kysely<Database>, outcomes: readonly DeliveryOutcome[]): Promise<void> {
+  const ids = [...new Set(outcomes.map((outcome) => outcome.delivery.webhookId))].sort();
+  await trx
+    .selectFrom('webhooks')
+    .select('id')
+    .where('id', 'in', ids)
+    .orderBy('id')
+    .forNoKeyUpdate()
+    .execute();
 }
 
 export type DeliveryQueue = ReturnType<typeof createDeliveryQueue>;
