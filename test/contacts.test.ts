@@ -365,7 +365,10 @@ for (const engine of ALL_ENGINES) {
         body: { email: 'fay@example.org', properties: { tier: 1 } },
       });
       const requests = await receiver.waitFor(3);
-      const bodies = requests.map((request) => JSON.parse(request.body));
+      // Sorted by event id (ids sort in creation order): deliveries may arrive in any order.
+      const bodies = requests
+        .map((request) => JSON.parse(request.body))
+        .sort((a, b) => (a.id < b.id ? -1 : 1));
       const data = (contact: any) => ({
         id: contact.id,
         email: contact.email,
