@@ -1,7 +1,7 @@
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { parseAddress } from '../../lib/addresses.ts';
-import type { Clock } from '../../lib/clock.ts';
+import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { EventService } from '../events/events.service.ts';
@@ -106,10 +106,6 @@ export function createContactService({ repo, properties, events, clock }: Contac
     await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact) }]);
   }
 
-  // updated_at moves on every change, even two within one millisecond: clients order by it.
-  const nextUpdatedAt = (previous: string): string =>
-    new Date(Math.max(clock.now().getTime(), Date.parse(previous) + 1)).toISOString();
-
   return {
     async prepareCreate(projectId: string, input: CreateContactInput) {
       const parsed = parseAddress(input.email);
@@ -205,7 +201,7 @@ export function createContactService({ repo, properties, events, clock }: Contac
         lastName: input.last_name === undefined ? current.lastName : input.last_name,
         unsubscribed: input.unsubscribed ?? current.unsubscribed,
         values: withValues(current.values, plan.values, declared),
-        updatedAt: nextUpdatedAt(current.updatedAt),
+        updatedAt: nextUpdatedAt(clock, current.updatedAt),
       };
       await repo.update(transaction.db, next);
       const view = toContactView(next, declared);
