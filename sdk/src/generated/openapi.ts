@@ -1617,7 +1617,7 @@ export interface components {
             /** @description What its values are: `string` or `number`. Fixed once declared. */
             type: "string" | "number";
             /** @description What personalization uses for a contact without a value, or null. */
-            fallback_value: (string | number) | null;
+            fallback_value: string | number | null;
             /**
              * Format: date-time
              * @description When it was declared. ISO 8601 UTC with milliseconds.

@@ -27,6 +27,14 @@ const unsubscribed = Type.Boolean({
 const propertyValue = Type.Union([Type.String({ maxLength: MAX_PROPERTY_STRING }), Type.Number()], {
   description: 'A string or a number, as the property is declared.',
 });
+/**
+ * A value as answered: a JSON type list, not a union, so the answer is written by the value's own type with
+ * no validator to compile (src/http/serialization.ts).
+ */
+const answeredValue = (description: string) =>
+  Type.Unsafe<string | number>({ type: ['string', 'number'], description });
+const answeredValueOrNull = (description: string) =>
+  Type.Unsafe<string | number | null>({ type: ['string', 'number', 'null'], description });
 const propertyValues = (nulls: string) =>
   Type.Record(Type.String(), nullable(propertyValue), {
     description: `Values of declared properties (POST /v1/contact-properties), by key; each of the declared type. An undeclared key is refused (422). ${nulls}`,
@@ -40,7 +48,7 @@ export const Contact = Type.Object(
     first_name: nullable(Type.String(), 'First name, or null.'),
     last_name: nullable(Type.String(), 'Last name, or null.'),
     unsubscribed,
-    properties: Type.Record(Type.String(), propertyValue, {
+    properties: Type.Record(Type.String(), answeredValue('A string or a number, as declared.'), {
       description:
         'The values set, by property key (a property without a value is absent: its fallback applies).',
     }),
@@ -116,7 +124,8 @@ export const DeletedContact = Type.Object(
 const propertyType = Type.Union([Type.Literal('string'), Type.Literal('number')], {
   description: 'What its values are: `string` or `number`. Fixed once declared.',
 });
-const fallback = nullable(propertyValue, 'What personalization uses for a contact without a value, or null.');
+const fallbackDescription = 'What personalization uses for a contact without a value, or null.';
+const fallback = nullable(propertyValue, fallbackDescription);
 
 export const ContactProperty = Type.Object(
   {
@@ -124,7 +133,7 @@ export const ContactProperty = Type.Object(
     id: Type.String({ description: 'Property identifier (`cprop_…`).' }),
     key: Type.String({ description: 'Its key in contacts’ `properties` and in personalization.' }),
     type: propertyType,
-    fallback_value: fallback,
+    fallback_value: answeredValueOrNull(fallbackDescription),
     created_at: timestamp('When it was declared.'),
     updated_at: timestamp('When its fallback last changed.'),
   },
