@@ -7,6 +7,10 @@ import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { createDns, type Dns } from './lib/dns.ts';
 import type { Resolver } from './lib/network-policy.ts';
+import { createContactPropertyRepo } from './modules/contacts/contact-properties.repo.ts';
+import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
+import { createContactRepo } from './modules/contacts/contacts.repo.ts';
+import { createContactService } from './modules/contacts/contacts.service.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
@@ -137,6 +141,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     },
   });
 
+  const contactPropertyRepo = createContactPropertyRepo(db);
+
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
 
@@ -179,6 +185,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     submission: createSubmissionService({ projects, emails }),
     engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
     suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
+    contacts: createContactService({
+      repo: createContactRepo(db, engine),
+      properties: contactPropertyRepo,
+      events,
+      clock,
+    }),
+    contactProperties: createContactPropertyService({ repo: contactPropertyRepo, clock }),
     inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
     received: createReceivedService({
       repo: createReceivedRepo(db),

@@ -298,20 +298,11 @@ for (const engine of ALL_ENGINES) {
         message: 'Missing API key: send the header `Authorization: Bearer <API_KEY>`.',
       });
 
-      const contacts =
-        'Postwire does not implement contacts; at /resend it answers emails, batch, templates, domains, webhooks and API keys (docs/api/resend.md).';
-      assertError(
-        await resend.contacts.create({ email: 'a@example.org' }),
-        501,
-        'application_error',
-        contacts,
-      );
-      assertError(await resend.contacts.list(), 501, 'application_error', contacts);
       assertError(
         await resend.broadcasts.list(),
         501,
         'application_error',
-        /^Postwire does not implement broadcasts;/,
+        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts and contact properties (docs/api/resend.md).',
       );
       assertError(
         await resend.segments.list(),
@@ -619,10 +610,10 @@ for (const engine of ALL_ENGINES) {
       ]);
 
       assertError(
-        await resend.webhooks.create({ endpoint, events: ['contact.created'] }),
+        await resend.webhooks.create({ endpoint, events: ['topic.created'] }),
         422,
         'validation_error',
-        /^Postwire has no event 'contact\.created'; the events it sends are: email\.sent, .*domain\.updated\.$/,
+        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.deleted, domain\.updated\.$/,
       );
       assertError(
         await resend.webhooks.create({ endpoint: '', events: ['email.sent'] }),

@@ -1,4 +1,4 @@
-import type { Clock } from '../../lib/clock.ts';
+import { type Clock, nextUpdatedAt as laterUpdatedAt } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { PageRequest } from '../../db/pagination.ts';
@@ -98,9 +98,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
 
   // updated_at moves on every change, even two within one millisecond: clients order by it, and
   // publishing uses it to detect that the draft changed under it.
-  function nextUpdatedAt(previous: string): string {
-    return new Date(Math.max(clock.now().getTime(), Date.parse(previous) + 1)).toISOString();
-  }
+  const nextUpdatedAt = (previous: string): string => laterUpdatedAt(clock, previous);
 
   const dedupe = (names: string[]): string[] => [...new Set(names)];
 
