@@ -21,6 +21,11 @@ export interface ContactServiceDeps {
   properties: ContactPropertyRepo;
   events: Pick<EventService, 'emitIn'>;
   clock: Clock;
+  /** What the list's segment and topic filters name, looked up in the project (another project's is a 404). */
+  segments: { find(projectId: string, id: string): Promise<{ id: string } | undefined> };
+  topics: {
+    find(projectId: string, id: string): Promise<{ defaultSubscription: 'opt_in' | 'opt_out' } | undefined>;
+  };
 }
 
 /** A contact as the API shows it: its values by key, of the properties still declared. */
@@ -101,7 +106,14 @@ interface UpdatePlan {
 }
 
 /** Contacts: the people a project's broadcasts go to. Each write emits its `contact.*` event in its transaction. */
-export function createContactService({ repo, properties, events, clock }: ContactServiceDeps) {
+export function createContactService({
+  repo,
+  properties,
+  events,
+  clock,
+  segments,
+  topics,
+}: ContactServiceDeps) {
   async function emitFor(transaction: Transaction, projectId: string, kind: EventKind, contact: ContactView) {
     await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact) }]);
   }
@@ -152,12 +164,39 @@ export function createContactService({ repo, properties, events, clock }: Contac
       return toContactView(record, await properties.all(projectId));
     },
 
+    /** The contact a path names, as stored (to read what hangs off it: its segments, its topics). */
+    async find(projectId: string, idOrEmail: string): Promise<ContactRecord> {
+      const ref = refOf(idOrEmail);
+      const record = ref && (await repo.find(projectId, ref.column, ref.value));
+      if (!record) throw missing(idOrEmail);
+      return record;
+    },
+
+    /**
+     * The contact a path names, locked for the rest of `transaction`: a membership or a topic choice written
+     * next cannot meet the contact's delete half-way.
+     */
+    async lock(transaction: Transaction, projectId: string, idOrEmail: string): Promise<ContactRecord> {
+      const ref = refOf(idOrEmail);
+      const record = ref && (await repo.lock(transaction.db, projectId, ref.column, ref.value));
+      if (!record) throw missing(idOrEmail);
+      return record;
+    },
+
     async list(projectId: string, page: PageRequest, filter: ContactListFilter) {
       const declared = await properties.all(projectId);
+      const { segment_id: segmentId, topic_id: topicId } = filter;
+      if (segmentId !== undefined && !(await segments.find(projectId, segmentId))) {
+        throw notFound('segment', segmentId);
+      }
+      const topic = topicId === undefined ? undefined : await topics.find(projectId, topicId);
+      if (topicId !== undefined && !topic) throw notFound('topic', topicId);
       const result = await repo.list(projectId, page, {
         unsubscribed: filter.unsubscribed,
         emailPrefix: filter.email_prefix?.toLowerCase(),
         property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
+        segmentId,
+        topic: topic && topicId !== undefined ? { id: topicId, defaultSubscription: topic.defaultSubscription } : undefined,
       });
       return {
         items: result.items.map((record) => toContactView(record, declared)),
