@@ -155,11 +155,9 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
       },
     },
     async (request, reply) =>
-      reply.transact(async (transaction) =>
-        list(
-          await topics.choose(transaction, projectOf(request), request.params.id, request.body.topics),
-          false,
-        ),
-      ),
+      reply.transact(async (transaction) => {
+        const chosen = await topics.choose(transaction, projectOf(request), request.params.id, request.body.topics);
+        return list(chosen.topics, false);
+      }),
   );
 }

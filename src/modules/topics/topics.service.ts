@@ -114,14 +114,14 @@ export function createTopicService({ repo, contacts, events, clock }: TopicServi
 
     /**
      * Makes a contact's choices (each topic named once, each the project's; otherwise nothing is written) and
-     * answers the topics chosen for. Emits `contact.topics_updated` with the subscriptions that changed.
+     * answers the contact's id and the topics chosen for. Emits `contact.topics_updated` with the subscriptions that changed.
      */
     async choose(
       transaction: Transaction,
       projectId: string,
       idOrEmail: string,
       choices: readonly TopicChoiceInput[],
-    ): Promise<ContactTopicView[]> {
+    ): Promise<{ contactId: string; topics: ContactTopicView[] }> {
       const seen = new Set<string>();
       for (const [index, choice] of choices.entries()) {
         if (seen.has(choice.id)) {
@@ -162,7 +162,7 @@ export function createTopicService({ repo, contacts, events, clock }: TopicServi
           },
         ]);
       }
-      return answer;
+      return { contactId: contact.id, topics: answer };
     },
   };
 }
