@@ -33,7 +33,11 @@ for (const engine of ALL_ENGINES) {
     test("another project's segments and topics are 404 and never listed", async () => {
       const other = await api.createProject('other');
       const theirSegment = await created('/v1/segments', { name: 'Theirs' }, other.key);
-      const theirTopic = await created('/v1/topics', { name: 'Theirs', default_subscription: 'opt_in' }, other.key);
+      const theirTopic = await created(
+        '/v1/topics',
+        { name: 'Theirs', default_subscription: 'opt_in' },
+        other.key,
+      );
       const before = await api.rowCounts();
       for (const [method, path, body] of [
         ['GET', `/v1/segments/${theirSegment.id}`],
@@ -102,7 +106,11 @@ for (const engine of ALL_ENGINES) {
           ['POST', '/v1/topics', { name: 'z', default_subscription: 'opt_in' }],
           ['PATCH', `/v1/topics/${topic.id}`, { name: 'z' }],
           ['DELETE', `/v1/topics/${topic.id}`],
-          ['PATCH', '/v1/contacts/ada@example.org/topics', { topics: [{ id: topic.id, subscription: 'opt_out' }] }],
+          [
+            'PATCH',
+            '/v1/contacts/ada@example.org/topics',
+            { topics: [{ id: topic.id, subscription: 'opt_out' }] },
+          ],
         ] as const) {
           const response = await api.request(method, path, { key: token, ...(body ? { body } : {}) });
           assert.equal(response.status, 403, `${method} ${path}`);
@@ -131,7 +139,9 @@ for (const engine of ALL_ENGINES) {
       ]);
       await choose([{ id: beta.id, subscription: 'opt_in' }]);
       const requests = await receiver.waitFor(2);
-      const bodies = requests.map((request) => JSON.parse(request.body)).sort((a, b) => (a.id < b.id ? -1 : 1));
+      const bodies = requests
+        .map((request) => JSON.parse(request.body))
+        .sort((a, b) => (a.id < b.id ? -1 : 1));
       assert.deepEqual(
         bodies.map((body) => [body.type, body.data]),
         [

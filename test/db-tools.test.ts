@@ -303,7 +303,10 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       assert.equal(segment.status, 201);
       const member = await call(single.url, 'POST', `/contacts/ada@example.org/segments/${segment.body.id}`);
       assert.equal(member.status, 200, JSON.stringify(member.body));
-      const topic = await call(single.url, 'POST', '/topics', { name: 'News', default_subscription: 'opt_in' });
+      const topic = await call(single.url, 'POST', '/topics', {
+        name: 'News',
+        default_subscription: 'opt_in',
+      });
       assert.equal(topic.status, 201);
       const choice = await call(single.url, 'PATCH', '/contacts/ada@example.org/topics', {
         topics: [{ id: topic.body.id, subscription: 'opt_out' }],
@@ -346,8 +349,13 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       const shown = await call(api.url, 'GET', `/emails/${first.body.id}`);
       assert.equal(shown.body.subject, 'Before the move');
       assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org')).body, contact.body);
-      assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org/segments')).body.data, [segment.body]);
-      assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org/topics')).body.data, choice.body.data);
+      assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org/segments')).body.data, [
+        segment.body,
+      ]);
+      assert.deepEqual(
+        (await call(api.url, 'GET', '/contacts/ada@example.org/topics')).body.data,
+        choice.body.data,
+      );
       const hook = await call(api.url, 'GET', `/webhooks/${webhook.body.data.id}`);
       assert.equal(hook.body.data.has_secret, true);
 

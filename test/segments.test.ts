@@ -86,7 +86,13 @@ for (const engine of ALL_ENGINES) {
     test('bad input is a 4xx with nothing stored', async () => {
       const segment = await created('/v1/segments', { name: 'Kept' });
       const before = await api.rowCounts();
-      for (const body of [{}, { name: '' }, { name: 'x'.repeat(201) }, { name: 'a', extra: 1 }, { name: 3 }]) {
+      for (const body of [
+        {},
+        { name: '' },
+        { name: 'x'.repeat(201) },
+        { name: 'a', extra: 1 },
+        { name: 3 },
+      ]) {
         const response = await api.request('POST', '/v1/segments', { body });
         assert.equal(response.status, 422, JSON.stringify(body));
         assert.match(response.body.error.code, /^parameter_/);
@@ -126,7 +132,10 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual((await api.request('GET', `/v1/segments/${segment.id}/contacts`)).body, members.body);
       const both = await api.request('GET', `/v1/contacts?segment_id=${other.id}&email_prefix=bob`);
       assert.deepEqual(ids(both), [bob.id]);
-      assert.deepEqual(ids(await api.request('GET', `/v1/contacts/${bob.id}/segments`)), [other.id, segment.id]);
+      assert.deepEqual(ids(await api.request('GET', `/v1/contacts/${bob.id}/segments`)), [
+        other.id,
+        segment.id,
+      ]);
       assert.deepEqual(ids(await api.request('GET', '/v1/contacts/cy@example.org/segments')), []);
 
       const removed = await api.request('DELETE', `/v1/contacts/bob@example.org/segments/${segment.id}`);

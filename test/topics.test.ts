@@ -151,7 +151,10 @@ for (const engine of ALL_ENGINES) {
       await api.request('PATCH', `/v1/contacts/${eve.id}/topics`, {
         body: { topics: [{ id: weekly.id, subscription: 'opt_in' }] },
       });
-      assert.deepEqual(ids(await api.request('GET', `/v1/contacts?topic_id=${weekly.id}`)), [fred.id, eve.id]);
+      assert.deepEqual(ids(await api.request('GET', `/v1/contacts?topic_id=${weekly.id}`)), [
+        fred.id,
+        eve.id,
+      ]);
 
       // A topic's delete takes the choices for it; the contacts stay.
       await api.request('DELETE', `/v1/topics/${beta.id}`);

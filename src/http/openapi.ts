@@ -28,10 +28,14 @@ export const openApiInfo = {
       description: 'The people broadcasts go to: address, names, unsubscribed, property values.',
     },
     { name: 'Contact properties', description: 'The custom properties a project declares for its contacts.' },
-    { name: 'Segments', description: 'Named lists of contacts, which contacts are added to and removed from.' },
+    {
+      name: 'Segments',
+      description: 'Named lists of contacts, which contacts are added to and removed from.',
+    },
     {
       name: 'Topics',
-      description: 'What contacts subscribe to, with a default for those who made no choice; each contact’s choices.',
+      description:
+        'What contacts subscribe to, with a default for those who made no choice; each contact’s choices.',
     },
     {
       name: 'Inbound messages',

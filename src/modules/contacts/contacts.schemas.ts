@@ -108,7 +108,11 @@ export const ContactListQuery = Type.Object(
       }),
     ),
     segment_id: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 100, description: 'Only the contacts in this segment (`seg_…`).' }),
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description: 'Only the contacts in this segment (`seg_…`).',
+      }),
     ),
     topic_id: Type.Optional(
       Type.String({

@@ -196,7 +196,10 @@ export function createContactService({
         emailPrefix: filter.email_prefix?.toLowerCase(),
         property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
         segmentId,
-        topic: topic && topicId !== undefined ? { id: topicId, defaultSubscription: topic.defaultSubscription } : undefined,
+        topic:
+          topic && topicId !== undefined
+            ? { id: topicId, defaultSubscription: topic.defaultSubscription }
+            : undefined,
       });
       return {
         items: result.items.map((record) => toContactView(record, declared)),

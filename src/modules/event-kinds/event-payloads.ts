@@ -271,7 +271,7 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
         ? Type.Object(contactTopicsFields, { description: 'The contact and its changed subscriptions.' })
         : kind.startsWith('contact.')
           ? Type.Object(contactFields, { description: 'The contact.' })
-        : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+          : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return envelope(kind, data);
 }
 

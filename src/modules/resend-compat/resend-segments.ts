@@ -34,13 +34,17 @@ export function registerResendSegmentRoutes(
   const write = { permission: 'full_access' } as const;
   const read = { permission: 'read_only' } as const;
 
-  app.post('/segments', { config: write, schema: { ...hide, body: CreateSegmentBody } }, async (request, reply) => {
-    const record = segments.prepareCreate(projectOf(request), request.body);
-    return reply.transact(async (transaction) => {
-      const segment = await segments.create(transaction, record);
-      return { object: 'segment', id: segment.id, name: segment.name };
-    });
-  });
+  app.post(
+    '/segments',
+    { config: write, schema: { ...hide, body: CreateSegmentBody } },
+    async (request, reply) => {
+      const record = segments.prepareCreate(projectOf(request), request.body);
+      return reply.transact(async (transaction) => {
+        const segment = await segments.create(transaction, record);
+        return { object: 'segment', id: segment.id, name: segment.name };
+      });
+    },
+  );
 
   app.get('/segments', { config: read, schema: { ...hide, querystring: ListQuery } }, async (request) => {
     const page = await segments.list(projectOf(request), toPageRequest(request.query, 'seg'));
@@ -67,8 +71,11 @@ export function registerResendSegmentRoutes(
       }),
   );
 
-  app.delete('/segments/:id', { config: write, schema: { ...hide, params: IdParams } }, async (request, reply) =>
-    reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
+  app.delete(
+    '/segments/:id',
+    { config: write, schema: { ...hide, params: IdParams } },
+    async (request, reply) =>
+      reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
   );
 
   // contacts.list({ segmentId }) (and { audienceId }).

@@ -21,15 +21,22 @@ const toResendTopic = (topic: TopicView) => ({
 /**
  * Resend's topics and a contact's topics over the /v1 services, inside the /resend scope (resend.routes.ts).
  */
-export function registerResendTopicRoutes(scope: FastifyInstance, { topics }: { topics: TopicService }): void {
+export function registerResendTopicRoutes(
+  scope: FastifyInstance,
+  { topics }: { topics: TopicService },
+): void {
   const app = scope.withTypeProvider<TypeBoxTypeProvider>();
   const write = { permission: 'full_access' } as const;
   const read = { permission: 'read_only' } as const;
 
-  app.post('/topics', { config: write, schema: { ...hide, body: CreateTopicBody } }, async (request, reply) => {
-    const record = topics.prepareCreate(projectOf(request), request.body);
-    return reply.transact(async (transaction) => ({ id: (await topics.create(transaction, record)).id }));
-  });
+  app.post(
+    '/topics',
+    { config: write, schema: { ...hide, body: CreateTopicBody } },
+    async (request, reply) => {
+      const record = topics.prepareCreate(projectOf(request), request.body);
+      return reply.transact(async (transaction) => ({ id: (await topics.create(transaction, record)).id }));
+    },
+  );
 
   app.get('/topics', { config: read, schema: { ...hide, querystring: ListQuery } }, async (request) => {
     const page = await topics.list(projectOf(request), toPageRequest(request.query, 'top'));
@@ -61,15 +68,22 @@ export function registerResendTopicRoutes(scope: FastifyInstance, { topics }: { 
       })),
   );
 
-  app.delete('/topics/:id', { config: write, schema: { ...hide, params: IdParams } }, async (request, reply) =>
-    reply.transact((transaction) => topics.delete(transaction, projectOf(request), request.params.id)),
+  app.delete(
+    '/topics/:id',
+    { config: write, schema: { ...hide, params: IdParams } },
+    async (request, reply) =>
+      reply.transact((transaction) => topics.delete(transaction, projectOf(request), request.params.id)),
   );
 
   app.get(
     '/contacts/:id/topics',
     { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
     async (request) => {
-      const page = await topics.ofContact(projectOf(request), request.params.id, toPageRequest(request.query, 'top'));
+      const page = await topics.ofContact(
+        projectOf(request),
+        request.params.id,
+        toPageRequest(request.query, 'top'),
+      );
       return list(
         page.items.map((each) => ({
           id: each.topic_id,

@@ -58,10 +58,16 @@ export function createSegmentService({ repo, contacts, clock }: SegmentServiceDe
       return { items: result.items.map(toSegmentView), hasMore: result.hasMore };
     },
 
-    async rename(transaction: Transaction, projectId: string, id: string, name: string): Promise<SegmentView> {
+    async rename(
+      transaction: Transaction,
+      projectId: string,
+      id: string,
+      name: string,
+    ): Promise<SegmentView> {
       const current = await load(projectId, id, transaction);
       const next = { ...current, name, updatedAt: nextUpdatedAt(clock, current.updatedAt) };
-      if (!(await repo.rename(projectId, id, name, next.updatedAt, transaction))) throw notFound('segment', id);
+      if (!(await repo.rename(projectId, id, name, next.updatedAt, transaction)))
+        throw notFound('segment', id);
       return toSegmentView(next);
     },
 

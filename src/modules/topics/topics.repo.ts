@@ -61,7 +61,11 @@ export function createTopicRepo(db: Kysely<Database>) {
     },
 
     /** Of these ids, the project's topics (in `transaction`, to write choices for them next). */
-    async findMany(projectId: string, ids: readonly string[], transaction: Transaction): Promise<TopicRecord[]> {
+    async findMany(
+      projectId: string,
+      ids: readonly string[],
+      transaction: Transaction,
+    ): Promise<TopicRecord[]> {
       if (ids.length === 0) return [];
       const rows = await select(projectId, transaction.db).where('id', 'in', ids).execute();
       return rows.map(toRecord);
@@ -77,7 +81,11 @@ export function createTopicRepo(db: Kysely<Database>) {
     },
 
     /** Every topic of the project, newest first, with the contact's subscription to each. */
-    async ofContact(projectId: string, contactId: string, page: PageRequest): Promise<Page<ContactTopicRecord>> {
+    async ofContact(
+      projectId: string,
+      contactId: string,
+      page: PageRequest,
+    ): Promise<Page<ContactTopicRecord>> {
       const result = await pageByIdDesc(page, (cursor, order, limit) => {
         let query = db
           .selectFrom('topics')

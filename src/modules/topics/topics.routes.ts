@@ -156,7 +156,12 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
     },
     async (request, reply) =>
       reply.transact(async (transaction) => {
-        const chosen = await topics.choose(transaction, projectOf(request), request.params.id, request.body.topics);
+        const chosen = await topics.choose(
+          transaction,
+          projectOf(request),
+          request.params.id,
+          request.body.topics,
+        );
         return list(chosen.topics, false);
       }),
   );
