@@ -1344,8 +1344,12 @@ export interface components {
             subject?: string | null;
             html?: string | null;
             text?: string | null;
-            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused. */
+            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default. */
             variables?: string[];
+            /** @description Defaults of declared variables, by name (`{ "plan": "free", "seats": 1 }`): a send that does not give the variable renders the default. Each name must be in `variables`; a value is a string or a number. */
+            variable_defaults?: {
+                [key: string]: string | number;
+            };
         };
         /** CreateWebhookRequest */
         CreateWebhookRequest: {
@@ -3072,6 +3076,10 @@ export interface components {
             text: string | null;
             /** @description Declared variable names. */
             variables: string[];
+            /** @description Defaults of declared variables, by name; `{}` when none has one. */
+            variable_defaults: {
+                [key: string]: string | number;
+            };
             /**
              * Format: date-time
              * @description When the template was created. ISO 8601 UTC with milliseconds.
@@ -3111,6 +3119,9 @@ export interface components {
             html: string | null;
             text: string | null;
             variables: string[];
+            variable_defaults: {
+                [key: string]: string | number;
+            };
             /**
              * Format: date-time
              * @description When this version was published. ISO 8601 UTC with milliseconds.
@@ -3162,8 +3173,12 @@ export interface components {
             html?: string | null;
             /** @description A new plain-text body, or null to clear it. */
             text?: string | null;
-            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused. */
+            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default. */
             variables?: string[];
+            /** @description New defaults, replacing the old ones (`{}` removes them all). When absent and `variables` is sent, the defaults of names no longer declared are dropped. */
+            variable_defaults?: {
+                [key: string]: string | number;
+            };
         };
         /** UpdateWebhookRequest */
         UpdateWebhookRequest: {

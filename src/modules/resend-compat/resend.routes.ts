@@ -290,6 +290,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
             html: original.html,
             text: original.text,
             variables: original.variables,
+            variable_defaults: original.variable_defaults,
           });
           return reply.transact(async (transaction) => {
             const template = await templates.create(transaction, record);
