@@ -1359,6 +1359,7 @@ export interface components {
             events: components["schemas"]["EventType"][];
             /** @description Active flag; defaults to true. */
             enabled?: boolean;
+            format?: components["schemas"]["WebhookFormat"];
             secret?: string | null;
         };
         /** CreatedApiKey */
@@ -3187,6 +3188,7 @@ export interface components {
             /** @description Event kinds to subscribe to (see GET /v1/event-kinds); duplicates are removed. */
             events?: components["schemas"]["EventType"][];
             enabled?: boolean;
+            format?: components["schemas"]["WebhookFormat"];
             /** @description A new signing secret, or null to remove it. */
             secret?: string | null;
         };
@@ -3200,6 +3202,7 @@ export interface components {
             enabled: boolean;
             /** @description Event kinds the webhook is subscribed to. */
             events: components["schemas"]["EventType"][];
+            format: components["schemas"]["WebhookFormat"];
             /**
              * Format: date-time
              * @description When the webhook was created. ISO 8601 UTC with milliseconds.
@@ -3221,6 +3224,11 @@ export interface components {
         WebhookEnvelope: {
             data: components["schemas"]["Webhook"];
         };
+        /**
+         * WebhookFormat
+         * @description The payload deliveries have: `postwire` (`{ id, type, created_at, data }`, the event kinds' documented payloads) or `resend` (Resend's event names and `{ type, created_at, data }` payloads, for handlers written for Resend's webhooks; docs/api/resend.md). Both are signed the same way (Standard Webhooks).
+         */
+        WebhookFormat: "postwire" | "resend";
         /** WebhookList */
         WebhookList: {
             /** @enum {string} */

@@ -376,8 +376,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           schema: { ...hide, body: CreateWebhookBody },
           preValidation: translated((body) => {
             const webhook = toPostwireWebhook(body);
+            // Resend's handlers read Resend's payloads: an endpoint made here gets them unless it says otherwise.
             return typeof webhook === 'object' && webhook !== null
-              ? { ...webhook, secret: newSigningSecret() }
+              ? { format: 'resend', ...webhook, secret: newSigningSecret() }
               : webhook;
           }),
         },
