@@ -47,6 +47,8 @@ export interface WebhooksTable {
   /** The sealed secret a PATCH replaced: deliveries are signed with it too until previous_secret_expires_at. */
   previous_secret_sealed: ColumnType<string | null, string | null | undefined, string | null>;
   previous_secret_expires_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The payload format: `postwire` or `resend`. */
+  format: ColumnType<string, string | undefined, string>;
 }
 
 export interface TemplatesTable {

@@ -2037,8 +2037,12 @@ export interface components {
             subject?: string | null;
             html?: string | null;
             text?: string | null;
-            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused. */
+            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default. */
             variables?: string[];
+            /** @description Defaults of declared variables, by name (`{ "plan": "free", "seats": 1 }`): a send that does not give the variable renders the default. Each name must be in `variables`; a value is a string or a number. */
+            variable_defaults?: {
+                [key: string]: string | number;
+            };
         };
         /** CreateTopicRequest */
         CreateTopicRequest: {
@@ -2057,6 +2061,7 @@ export interface components {
             events: components["schemas"]["EventType"][];
             /** @description Active flag; defaults to true. */
             enabled?: boolean;
+            format?: components["schemas"]["WebhookFormat"];
             secret?: string | null;
         };
         /** CreatedApiKey */
@@ -3853,6 +3858,10 @@ export interface components {
             text: string | null;
             /** @description Declared variable names. */
             variables: string[];
+            /** @description Defaults of declared variables, by name; `{}` when none has one. */
+            variable_defaults: {
+                [key: string]: string | number;
+            };
             /**
              * Format: date-time
              * @description When the template was created. ISO 8601 UTC with milliseconds.
@@ -3892,6 +3901,9 @@ export interface components {
             html: string | null;
             text: string | null;
             variables: string[];
+            variable_defaults: {
+                [key: string]: string | number;
+            };
             /**
              * Format: date-time
              * @description When this version was published. ISO 8601 UTC with milliseconds.
@@ -4007,8 +4019,12 @@ export interface components {
             html?: string | null;
             /** @description A new plain-text body, or null to clear it. */
             text?: string | null;
-            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused. */
+            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default. */
             variables?: string[];
+            /** @description New defaults, replacing the old ones (`{}` removes them all). When absent and `variables` is sent, the defaults of names no longer declared are dropped. */
+            variable_defaults?: {
+                [key: string]: string | number;
+            };
         };
         /** UpdateTopicRequest */
         UpdateTopicRequest: {
@@ -4024,6 +4040,7 @@ export interface components {
             /** @description Event kinds to subscribe to (see GET /v1/event-kinds); duplicates are removed. */
             events?: components["schemas"]["EventType"][];
             enabled?: boolean;
+            format?: components["schemas"]["WebhookFormat"];
             /** @description A new signing secret, or null to remove it. */
             secret?: string | null;
         };
@@ -4037,6 +4054,7 @@ export interface components {
             enabled: boolean;
             /** @description Event kinds the webhook is subscribed to. */
             events: components["schemas"]["EventType"][];
+            format: components["schemas"]["WebhookFormat"];
             /**
              * Format: date-time
              * @description When the webhook was created. ISO 8601 UTC with milliseconds.
@@ -4058,6 +4076,11 @@ export interface components {
         WebhookEnvelope: {
             data: components["schemas"]["Webhook"];
         };
+        /**
+         * WebhookFormat
+         * @description The payload deliveries have: `postwire` (`{ id, type, created_at, data }`, the event kinds' documented payloads) or `resend` (Resend's event names and `{ type, created_at, data }` payloads, for handlers written for Resend's webhooks; docs/api/resend.md). Both are signed the same way (Standard Webhooks).
+         */
+        WebhookFormat: "postwire" | "resend";
         /** WebhookList */
         WebhookList: {
             /** @enum {string} */

@@ -295,6 +295,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
             html: original.html,
             text: original.text,
             variables: original.variables,
+            variable_defaults: original.variable_defaults,
           });
           return reply.transact(async (transaction) => {
             const template = await templates.create(transaction, record);
@@ -380,8 +381,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           schema: { ...hide, body: CreateWebhookBody },
           preValidation: translated((body) => {
             const webhook = toPostwireWebhook(body);
+            // Resend's handlers read Resend's payloads: an endpoint made here gets them unless it says otherwise.
             return typeof webhook === 'object' && webhook !== null
-              ? { ...webhook, secret: newSigningSecret() }
+              ? { format: 'resend', ...webhook, secret: newSigningSecret() }
               : webhook;
           }),
         },
