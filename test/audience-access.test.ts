@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { created as createdIn } from './helpers/answers.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 
 // Who may see and change segments and topics: tenants apart, scoped keys; and contact.topics_updated reaching
@@ -24,11 +25,7 @@ for (const engine of ALL_ENGINES) {
       await receiver.close();
     });
 
-    const created = async (path: string, body: unknown, key?: string) => {
-      const response = await api.request('POST', path, { body, ...(key ? { key } : {}) });
-      assert.equal(response.status, 201, JSON.stringify(response.body));
-      return response.body;
-    };
+    const created = (path: string, body: unknown, key?: string) => createdIn(api, path, body, key);
 
     test("another project's segments and topics are 404 and never listed", async () => {
       const other = await api.createProject('other');

@@ -1,25 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Resend } from 'resend';
+import { assertResendError as assertError, dataOf } from './helpers/answers.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Resend's SDK, unchanged, drives segments (and its deprecated audiences, which are them), topics, and
 // contacts' segments and topics at /resend: what it answers, and what it refuses, as Resend's errors.
-
-function assertError(
-  result: { data: unknown; error: unknown },
-  statusCode: number,
-  name: string,
-  message: string,
-) {
-  assert.equal(result.data, null);
-  assert.deepEqual(result.error, { statusCode, name, message });
-}
-
-function dataOf<T>(result: { data: T | null; error: unknown }): T {
-  assert.equal(result.error, null, JSON.stringify(result.error));
-  return result.data as T;
-}
 
 for (const engine of ALL_ENGINES) {
   describe(

@@ -1,24 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ALL_ENGINES, type ApiResponse, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { assertApiError as assertError, created as createdIn, idsOf as ids } from './helpers/answers.ts';
 
 // Segments under /v1: named lists of contacts (exact bodies, membership by contact id or email, the contacts
 // list filtered by segment), bad input refused with nothing stored (test/topics.test.ts: topics; test/
 // audience-access.test.ts: projects, keys, events).
 
 const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-function assertError(response: ApiResponse, status: number, code: string, message: string, param?: string) {
-  assert.equal(response.status, status, JSON.stringify(response.body));
-  assert.deepEqual(response.body, {
-    error: {
-      code,
-      message,
-      ...(param === undefined ? {} : { param }),
-      request_id: response.headers.get('x-request-id'),
-    },
-  });
-}
 
 for (const engine of ALL_ENGINES) {
   describe(`segments (${engine})`, { skip: engineSkip(engine) }, () => {
@@ -28,12 +17,7 @@ for (const engine of ALL_ENGINES) {
     });
     after(() => api.close());
 
-    const created = async (path: string, body: unknown) => {
-      const response = await api.request('POST', path, { body });
-      assert.equal(response.status, 201, JSON.stringify(response.body));
-      return response.body;
-    };
-    const ids = (response: ApiResponse) => response.body.data.map((item: { id: string }) => item.id);
+    const created = (path: string, body: unknown) => createdIn(api, path, body);
 
     test('create, get, list, rename, delete: exact bodies', async () => {
       const beta = await created('/v1/segments', { name: 'Beta testers' });

@@ -1,23 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ALL_ENGINES, type ApiResponse, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { assertApiError as assertError, created as createdIn, idsOf as ids } from './helpers/answers.ts';
 
 // Topics under /v1: what contacts subscribe to (exact bodies), each contact's subscription (its own choice, or
 // the topic's default), the contacts list filtered by topic, bad input refused with nothing stored.
 
 const TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-
-function assertError(response: ApiResponse, status: number, code: string, message: string, param?: string) {
-  assert.equal(response.status, status, JSON.stringify(response.body));
-  assert.deepEqual(response.body, {
-    error: {
-      code,
-      message,
-      ...(param === undefined ? {} : { param }),
-      request_id: response.headers.get('x-request-id'),
-    },
-  });
-}
 
 for (const engine of ALL_ENGINES) {
   describe(`topics (${engine})`, { skip: engineSkip(engine) }, () => {
@@ -27,12 +16,7 @@ for (const engine of ALL_ENGINES) {
     });
     after(() => api.close());
 
-    const created = async (path: string, body: unknown) => {
-      const response = await api.request('POST', path, { body });
-      assert.equal(response.status, 201, JSON.stringify(response.body));
-      return response.body;
-    };
-    const ids = (response: ApiResponse) => response.body.data.map((item: { id: string }) => item.id);
+    const created = (path: string, body: unknown) => createdIn(api, path, body);
 
     test('create, get, list, update, delete: exact bodies; the default stays as created', async () => {
       const news = await created('/v1/topics', {
