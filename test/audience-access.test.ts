@@ -163,5 +163,36 @@ for (const engine of ALL_ENGINES) {
       const events = await api.request('GET', '/v1/events?type=contact.topics_updated');
       assert.equal(events.body.data.length, 2, 'two events, not three');
     });
+
+    test('contact.updated and contact.deleted name the segments the contact is in (was in)', async () => {
+      const hooks = await startReceiver();
+      try {
+        const webhook = await api.request('POST', '/v1/webhooks', {
+          body: { url: hooks.url, events: ['contact.updated', 'contact.deleted'] },
+        });
+        assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
+        const other = await created('/v1/segments', { name: 'Other' });
+        const cal = await created('/v1/contacts', { email: 'cal@example.org' });
+        for (const id of [segment.id, other.id]) {
+          const added = await api.request('POST', `/v1/contacts/${cal.id}/segments/${id}`);
+          assert.equal(added.status, 200);
+        }
+        await api.request('PATCH', `/v1/contacts/${cal.id}`, { body: { first_name: 'Cal' } });
+        await api.request('DELETE', `/v1/contacts/${cal.id}`);
+        const bodies = (await hooks.waitFor(2))
+          .map((request) => JSON.parse(request.body))
+          .sort((a, b) => (a.id < b.id ? -1 : 1));
+        const both = [segment.id, other.id].sort();
+        assert.deepEqual(
+          bodies.map((body) => [body.type, body.data.segment_ids]),
+          [
+            ['contact.updated', both],
+            ['contact.deleted', both],
+          ],
+        );
+      } finally {
+        await hooks.close();
+      }
+    });
   });
 }

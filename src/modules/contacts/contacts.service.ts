@@ -22,7 +22,11 @@ export interface ContactServiceDeps {
   events: Pick<EventService, 'emitIn'>;
   clock: Clock;
   /** What the list's segment and topic filters name, looked up in the project (another project's is a 404). */
-  segments: { find(projectId: string, id: string): Promise<{ id: string } | undefined> };
+  segments: {
+    find(projectId: string, id: string): Promise<{ id: string } | undefined>;
+    /** The segments a contact is in (read in the transaction that emits its event). */
+    idsOf(contactId: string, transaction: Transaction): Promise<string[]>;
+  };
   topics: {
     find(projectId: string, id: string): Promise<{ defaultSubscription: 'opt_in' | 'opt_out' } | undefined>;
   };
@@ -52,17 +56,17 @@ export function toContactView(
 }
 
 /**
- * What `contact.*` events carry: the contact, in the fields of Resend's contact events (`segment_ids` empty
- * until segments exist; Postwire has no audiences, so no `audience_id`), with its properties.
+ * What `contact.*` events carry: the contact, in the fields of Resend's contact events (Postwire has no
+ * audiences, so no `audience_id`), with its properties and the segments it is in.
  */
-export const contactEventData = (contact: ContactView): Record<string, unknown> => ({
+export const contactEventData = (contact: ContactView, segmentIds: string[]): Record<string, unknown> => ({
   id: contact.id,
   email: contact.email,
   first_name: contact.first_name,
   last_name: contact.last_name,
   unsubscribed: contact.unsubscribed,
   properties: contact.properties,
-  segment_ids: [],
+  segment_ids: segmentIds,
   created_at: contact.created_at,
   updated_at: contact.updated_at,
 });
@@ -115,7 +119,9 @@ export function createContactService({
   topics,
 }: ContactServiceDeps) {
   async function emitFor(transaction: Transaction, projectId: string, kind: EventKind, contact: ContactView) {
-    await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact) }]);
+    // A new contact is in no segment yet.
+    const segmentIds = kind === 'contact.created' ? [] : await segments.idsOf(contact.id, transaction);
+    await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact, segmentIds) }]);
   }
 
   return {
@@ -262,8 +268,11 @@ export function createContactService({
       { projectId, ref, declared }: { projectId: string; ref: ContactRef; declared: ContactPropertyRecord[] },
     ): Promise<{ object: 'contact'; id: string; deleted: true }> {
       const current = await repo.lock(transaction.db, projectId, ref.column, ref.value);
-      if (!current || !(await repo.delete(transaction.db, projectId, current.id))) throw missing(ref.given);
+      if (!current) throw missing(ref.given);
+      // The event first: it names the segments the contact was in, which the delete takes with it (a delete
+      // that then fails rolls the event back with it).
       await emitFor(transaction, projectId, 'contact.deleted', toContactView(current, declared));
+      if (!(await repo.delete(transaction.db, projectId, current.id))) throw missing(ref.given);
       return { object: 'contact', id: current.id, deleted: true };
     },
   };

@@ -68,6 +68,17 @@ export function createSegmentRepo(db: Kysely<Database>) {
       return { items: result.items.map(toRecord), hasMore: result.hasMore };
     },
 
+    /** The segments a contact is in, oldest first, read in `transaction`. */
+    async idsOf(contactId: string, transaction: Transaction): Promise<string[]> {
+      const rows = await transaction.db
+        .selectFrom('segment_contacts')
+        .select('segment_id')
+        .where('contact_id', '=', contactId)
+        .orderBy('segment_id', 'asc')
+        .execute();
+      return rows.map((row) => row.segment_id);
+    },
+
     /** False when the segment is gone. */
     async rename(
       projectId: string,
