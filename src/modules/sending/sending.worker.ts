@@ -13,10 +13,10 @@ import type { SecretBox } from '../../lib/crypto.ts';
 import {
   type ClaimedRecipient,
   createSendingQueue,
-  createSendingQueueSource,
   type SendJob,
   type SendOutcome,
 } from './sending.queue.ts';
+import { createSendingQueueSource } from './sending.queue-source.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { personalize } from '../engagement/personalize.ts';

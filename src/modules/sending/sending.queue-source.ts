@@ -1,0 +1,129 @@
+import type { Kysely } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import type { Database } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { QueueSource } from '../../queue/runtime.ts';
+import { createRecipientOutcomes } from '../emails/recipients.ts';
+import { createTrackingRepo } from '../emails/tracking.repo.ts';
+import type { EventService } from '../events/events.service.ts';
+import { createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
+
+// The sending queue as the queue runtime sees it (src/queue/runtime.ts): the claims' rows grouped into SMTP
+// transactions, and the outcomes recorded with their events. The statements themselves are sending.queue.ts's.
+
+// Waiting recipients moved into the queue per claim; the next claim moves more.
+const PROMOTE_BATCH = 500;
+// How often the daily counts older than two days are forgotten.
+const PRUNE_INTERVAL_MS = 3_600_000;
+
+export interface SendingQueueSourceDeps {
+  db: Kysely<Database>;
+  engine: Engine;
+  /** The event service; the events are emitted in the transaction that records the attempts. */
+  events: Pick<EventService, 'emitIn'>;
+  /** When the suppressions an outcome makes are made. */
+  now: () => string;
+  /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
+  perDomain: boolean;
+  /** Each recipient in an SMTP transaction of its own (per-recipient return paths). */
+  recipientPerJob: boolean;
+  /** How long the earliest waiting time, once read, is trusted (the worker's poll interval). */
+  pollIntervalMs: number;
+}
+
+/**
+ * The email_recipients table as the runtime's queue: promoted and claimed (fairly), grouped into SMTP
+ * transactions (recipients of one email, and one domain when domains are lanes), given back and recorded with
+ * their events. Its own function so the runtime's tests (test/queue.test.ts) hold the runtime to this SQL.
+ */
+export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSource<SendJob, SendOutcome> {
+  const { db, engine, perDomain } = deps;
+  const queue = createSendingQueue(db, engine);
+  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  let lastPrune = -Infinity;
+  // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
+  // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
+  let nextWaiting: { at: string | undefined; readAt: number } = { at: undefined, readAt: -Infinity };
+
+  async function waitingAt(now: number): Promise<string | undefined> {
+    const stale = now - nextWaiting.readAt >= deps.pollIntervalMs;
+    const due = nextWaiting.at !== undefined && Date.parse(nextWaiting.at) <= now;
+    if (stale || due) nextWaiting = { at: await queue.nextWaitingAt(), readAt: now };
+    return nextWaiting.at;
+  }
+
+  return {
+    async claim(lease, request) {
+      const now = lease.now.toISOString();
+      const waiting = await waitingAt(lease.now.getTime());
+      if (waiting !== undefined && waiting <= now) {
+        await queue.promoteDue(now, PROMOTE_BATCH);
+        nextWaiting.readAt = -Infinity;
+      }
+      if (lease.now.getTime() - lastPrune >= PRUNE_INTERVAL_MS) {
+        lastPrune = lease.now.getTime();
+        // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
+        await queue.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
+      }
+      const { recipients: claimed, emails } = await queue.claimWithEmails(lease, {
+        limit: request.limit,
+        excludeHosts: perDomain ? request.excludeLanes : [],
+      });
+      if (claimed.length === 0) return [];
+      const tracking = await createTrackingRepo(db).settingsFor(
+        [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
+      );
+      const several = [...emails.values()]
+        .filter((email) => email.recipientCount > 1)
+        .map((email) => email.id);
+      // Recipients of one email (and one domain, when domains are destinations) share a transaction; jobs
+      // come in queue order.
+      const jobs = new Map<string, SendJob>();
+      for (const row of [...claimed, ...(await queue.claimSiblings(lease, several))]) {
+        const email = emails.get(row.emailId);
+        if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
+        const lane = perDomain ? row.host : '';
+        // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
+        const settings = tracking.get(row.emailId);
+        const key = deps.recipientPerJob || settings ? row.id : `${row.emailId} ${lane}`;
+        const job = jobs.get(key) ?? {
+          lane,
+          rows: [],
+          email,
+          host: row.host,
+          recipients: [],
+          tracking: settings,
+        };
+        job.recipients.push(row);
+        (job.rows as string[]).push(row.id);
+        jobs.set(key, job);
+      }
+      return [...jobs.values()];
+    },
+    release: (releasing, rows) => queue.release(releasing, rows),
+    async nextDueAt(now) {
+      const next = await waitingAt(now.getTime());
+      return next === undefined ? undefined : Date.parse(next);
+    },
+    record: (attempted) =>
+      inTransaction(db, async (transaction) => {
+        const outcomes = attempted.map(({ outcome }) => outcome);
+        const held = await recipientOutcomes.recordAttempts(
+          transaction,
+          createSendingQueue(transaction.db, engine),
+          outcomes,
+          deps.now(),
+        );
+        return outcomes.map((outcome, index) => {
+          let retryAt: number | undefined;
+          outcome.updates.forEach((update, position) => {
+            if (held[index]![position] && update.retryAt !== undefined)
+              retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
+          });
+          // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
+          if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
+          return { held: held[index]!.includes(true), retryAt };
+        });
+      }),
+  };
+}
