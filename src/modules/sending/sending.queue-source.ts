@@ -20,7 +20,7 @@ export interface SendingQueueSourceDeps {
   db: Kysely<Database>;
   engine: Engine;
   /** The event service; the events are emitted in the transaction that records the attempts. */
-  events: Pick<EventService, 'emitIn'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith'>;
   /** When the suppressions an outcome makes are made. */
   now: () => string;
   /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
@@ -105,25 +105,30 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
       const next = await waitingAt(now.getTime());
       return next === undefined ? undefined : Date.parse(next);
     },
-    record: (attempted) =>
-      inTransaction(db, async (transaction) => {
-        const outcomes = attempted.map(({ outcome }) => outcome);
-        const held = await recipientOutcomes.recordAttempts(
-          transaction,
-          createSendingQueue(transaction.db, engine),
-          outcomes,
-          deps.now(),
-        );
-        return outcomes.map((outcome, index) => {
-          let retryAt: number | undefined;
-          outcome.updates.forEach((update, position) => {
-            if (held[index]![position] && update.retryAt !== undefined)
-              retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
-          });
-          // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
-          if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
-          return { held: held[index]!.includes(true), retryAt };
+    async record(attempted) {
+      const outcomes = attempted.map(({ outcome }) => outcome);
+      // In one statement when it can (PostgreSQL, every lease held, no suppression or webhook: the common
+      // case); else in a transaction that sorts out which leases held.
+      const held = (await recipientOutcomes.recordAttemptsAtOnce(queue, outcomes, deps.now()))
+        ? outcomes.map((outcome) => outcome.updates.map(() => true))
+        : await inTransaction(db, (transaction) =>
+            recipientOutcomes.recordAttempts(
+              transaction,
+              createSendingQueue(transaction.db, engine),
+              outcomes,
+              deps.now(),
+            ),
+          );
+      return outcomes.map((outcome, index) => {
+        let retryAt: number | undefined;
+        outcome.updates.forEach((update, position) => {
+          if (held[index]![position] && update.retryAt !== undefined)
+            retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
         });
-      }),
+        // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
+        if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
+        return { held: held[index]!.includes(true), retryAt };
+      });
+    },
   };
 }

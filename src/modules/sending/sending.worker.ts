@@ -54,7 +54,7 @@ export function createSendingWorkerFromConfig(deps: {
   config: Config;
   database: DatabaseHandle;
   clock: Clock;
-  events: Pick<EventService, 'emitIn'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith'>;
   notifier?: Notifier | undefined;
   logger?: WorkerLogger | undefined;
   /** Signs the return paths when the configuration names a BOUNCE_DOMAIN. */
@@ -108,7 +108,7 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    */
   engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
-  events: Pick<EventService, 'emitIn'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith'>;
   transport: MailTransport;
   settings: SendingSettings;
 }
