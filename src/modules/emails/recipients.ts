@@ -182,12 +182,15 @@ export function createRecipientOutcomes(deps: {
     },
 
     /**
-     * Records sending attempts as recordAttempts does, in one statement that commits on its own (PostgreSQL),
-     * when every recipient's lease still holds and the outcomes suppress nobody and go to no webhook (the
-     * common case). Returns false, having written nothing, when it cannot: then recordAttempts, in a
-     * transaction, sorts out which leases held and writes the rest.
+     * Records sending attempts as recordAttempts does, in one statement (PostgreSQL), when every recipient's
+     * lease still holds and the outcomes suppress nobody and go to no webhook (the common case). Returns
+     * false, having written nothing, when it cannot: recordAttempts, in the same transaction, then sorts out
+     * which leases held and writes the rest. In a transaction still, not autocommitted: a worker killed
+     * while its statement waits for a lock must leave nothing written (test/send-crash.test.ts), and a
+     * statement already sent commits on its own once the lock is free, whether or not its worker lives.
      */
     async recordAttemptsAtOnce(
+      transaction: Transaction,
       recipients: AttemptWriter,
       attempts: readonly AttemptOutcome[],
       at: string,
@@ -198,9 +201,9 @@ export function createRecipientOutcomes(deps: {
         at,
       );
       if (suppressions.length > 0) return false;
-      const alongside = await deps.events.emitWith(events);
+      const alongside = await deps.events.emitWith(transaction.db, events);
       if (!alongside || !(await recipients.recordAllWith(attempts, alongside.writes))) return false;
-      alongside.committed();
+      transaction.afterCommit(alongside.committed);
       return true;
     },
 

@@ -49,7 +49,7 @@ export interface NewEvent extends EmitOptions {
 export interface EmitWith {
   /** The parts of the statement's WITH, each named, their placeholders from `param`, written when `guard`. */
   writes(param: (value: unknown) => string, guard: string): string[];
-  /** Call once the statement has committed with the events written. */
+  /** Call once the statement's transaction has committed with the events written. */
   committed(): void;
 }
 
@@ -179,13 +179,13 @@ export function createEventService({
   }
 
   /**
-   * PostgreSQL: the events and their daily counts as parts of a caller's own statement, which commits on
-   * its own (the outbox in one statement: the state change, its events and their counts), each written only
-   * when the caller's `guard` holds; `committed()` once it has. Undefined when an event goes to a webhook:
-   * its deliveries and their wake-up go through emitIn, in a transaction.
+   * PostgreSQL: the events and their daily counts as parts of a caller's statement in `via` (a transaction
+   * that has not written webhooks: plan), each written only when the caller's `guard` holds; `committed()`
+   * once they are. Undefined when an event goes to a webhook: its deliveries and their wake-up go through
+   * emitIn.
    */
-  async function emitWith(events: readonly NewEvent[]): Promise<EmitWith | undefined> {
-    const { now, records, counted, deliveries, committed } = await plan(db, events);
+  async function emitWith(via: Kysely<Database>, events: readonly NewEvent[]): Promise<EmitWith | undefined> {
+    const { now, records, counted, deliveries, committed } = await plan(via, events);
     if (deliveries.length > 0) return undefined;
     return {
       writes: (param, guard) =>

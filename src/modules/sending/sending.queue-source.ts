@@ -107,18 +107,14 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     },
     async record(attempted) {
       const outcomes = attempted.map(({ outcome }) => outcome);
-      // In one statement when it can (PostgreSQL, every lease held, no suppression or webhook: the common
-      // case); else in a transaction that sorts out which leases held.
-      const held = (await recipientOutcomes.recordAttemptsAtOnce(queue, outcomes, deps.now()))
-        ? outcomes.map((outcome) => outcome.updates.map(() => true))
-        : await inTransaction(db, (transaction) =>
-            recipientOutcomes.recordAttempts(
-              transaction,
-              createSendingQueue(transaction.db, engine),
-              outcomes,
-              deps.now(),
-            ),
-          );
+      const held = await inTransaction(db, async (transaction) => {
+        const recording = createSendingQueue(transaction.db, engine);
+        // In one statement when it can (PostgreSQL, every lease held, no suppression or webhook: the common
+        // case); else as many as it takes to sort out which leases held.
+        if (await recipientOutcomes.recordAttemptsAtOnce(transaction, recording, outcomes, deps.now()))
+          return outcomes.map((outcome) => outcome.updates.map(() => true));
+        return recipientOutcomes.recordAttempts(transaction, recording, outcomes, deps.now());
+      });
       return outcomes.map((outcome, index) => {
         let retryAt: number | undefined;
         outcome.updates.forEach((update, position) => {

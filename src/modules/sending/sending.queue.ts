@@ -166,9 +166,9 @@ const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcome
 
 /**
  * PostgreSQL: attempts whose emails' statuses are known before the write, recorded with `alongside`'s writes
- * (their events and counts) in one statement that commits on its own: one round trip and one WAL flush per
- * batch where a transaction takes four and one. All or nothing: the rows are locked (`held`) and written
- * only if this worker still holds every lease, and the other writes only if they all were.
+ * (their events and counts) in one statement: three round trips per batch with its BEGIN and COMMIT where
+ * there were four. All or nothing: the rows are locked (`held`) and written only if this worker still holds
+ * every lease, and the other writes only if they all were.
  */
 function recordAllText(values: ReturnType<typeof outcomeValues>, alongside: EmitWith['writes']) {
   const update = statement('postgres');
