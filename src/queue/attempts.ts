@@ -1,5 +1,6 @@
 // Claimed jobs from their lanes to their written outcomes: taken into a lane, started as its slots allow,
 // attempted, and their outcomes written in batches (the batcher calls writeOutcomes).
+import { lookWithOutcomes } from './claims.ts';
 import type { Attempted, QueueJob, RecordResult } from './contract.ts';
 import type { Lease } from './lease.ts';
 import {
@@ -126,8 +127,12 @@ export async function writeOutcomes<Job extends QueueJob, Outcome>(
   const report = (error: unknown, item: Attempted<Job, Outcome>) =>
     // The lease runs out and another claim retries it: at least once, never lost.
     logger.error({ err: error, rows: item.job.rows }, `${name}: recording an attempt failed`);
+  // With the outcomes, the look a round would make once they are written (claims.ts).
+  const look = lookWithOutcomes(state, batch.length);
+  let claimed: Job[] | undefined;
   try {
-    results = await source.record(batch);
+    if (look) ({ results, claimed } = await source.recordAndClaim!(batch, look.lease, look.request));
+    else results = await source.record(batch);
   } catch (error) {
     results = [];
     for (const item of batch) {
@@ -162,4 +167,5 @@ export async function writeOutcomes<Job extends QueueJob, Outcome>(
       state.nextDiscoveryAt = Math.min(state.nextDiscoveryAt, result.retryAt);
     }
   }
+  await look?.claimed(claimed);
 }

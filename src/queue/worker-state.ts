@@ -45,6 +45,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   rounds: number;
   /** Set by a look that found nothing due; cleared when a round starts. */
   foundNothing: boolean;
+  /** A claim is under way (a round's, or an outcomes' write's): no other is made meanwhile. */
+  claiming: boolean;
   idleWaiters: Array<{ after: number; resolve: () => void }>;
   readonly heartbeatEveryMs: number;
   nextHeartbeatAt: number;
@@ -79,6 +81,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     discoveryLimit: settings.capacity,
     rounds: 0,
     foundNothing: false,
+    claiming: false,
     idleWaiters: [],
     // Three heartbeats per dead-after period: a live worker is never seen silent for more than a third of
     // it, so one silent for two thirds is dead, and the others notice within the next third.
@@ -99,9 +102,13 @@ export function newWork(state: WorkerState<QueueJob, unknown>): void {
   state.wake();
 }
 
-/** Whether a claim may be made with `room` jobs free overall. */
-export function mayClaim(state: WorkerState<QueueJob, unknown>, room: number): boolean {
-  if (state.unrecorded >= state.options.settings.maxUnrecorded || room <= 0) return false;
+/** Whether a claim may be made with `room` jobs free overall (and `unrecorded` outcomes left to write). */
+export function mayClaim(
+  state: WorkerState<QueueJob, unknown>,
+  room: number,
+  unrecorded = state.unrecorded,
+): boolean {
+  if (unrecorded >= state.options.settings.maxUnrecorded || room <= 0) return false;
   // A claim of a handful of jobs costs a statement and a commit, like a large one: while held jobs still
   // wait for their lanes' slots, let an eighth of the capacity come free and claim it in one go (with a
   // fan-out backlog past the capacity, each finished delivery otherwise paid for a claim of one).

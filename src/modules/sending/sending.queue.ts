@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { skipLockedRows, writesInWith } from '../../db/engine/sql.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
 import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
 import { RECIPIENT_STATUSES, type Database, type EmailStatus } from '../../db/schema.ts';
-import type { RecipientStatus, Row } from '../../db/schema.ts';
+import type { RecipientStatus } from '../../db/schema.ts';
 import { placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
-import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases } from '../../queue/lease.ts';
 import type { QueueJob } from '../../queue/runtime.ts';
 import {
   type EmailRecord,
@@ -15,6 +15,17 @@ import {
   loadedEmails,
 } from '../emails/email-rows.ts';
 import type { LoadedEmailRow } from '../emails/email-rows.ts';
+import {
+  CLAIMED_WITH_EMAILS,
+  type ClaimedRecipient,
+  type ClaimedRow,
+  type ClaimedWithEmailRow,
+  claimedOf,
+  claimParameters,
+  nextDueClaim,
+  siblingsClaim,
+  toClaimed,
+} from './sending.claims.ts';
 import { QUEUE_HEAD_TEXT } from '../emails/fair-queue.repo.ts';
 import type { AttemptOutcome, AttemptRecord } from '../emails/recipients.ts';
 import { PENDING, summarizeStatus } from '../emails/status.ts';
@@ -25,19 +36,6 @@ import type { EmitWith } from '../events/events.service.ts';
 // under a lease, promoted into the queue when their time comes, and moved on by each attempt's outcome (with
 // the captured MIME in email_raw and the emails' overall status). All of the queue's SQL is here, one named
 // function per statement, the engines' texts side by side where they differ; the worker holds the policy.
-
-/** A recipient row a worker holds the lease on. */
-export interface ClaimedRecipient {
-  id: string;
-  emailId: string;
-  projectId: string;
-  address: string;
-  host: string;
-  status: RecipientStatus;
-  attempts: number;
-  /** Queue position: groups go out in the order of their first recipient. */
-  seq: number;
-}
 
 /**
  * One SMTP transaction: recipients of one email (of one domain, when each domain is its own destination),
@@ -53,30 +51,6 @@ export interface SendJob extends QueueJob {
 
 /** What an attempt wrote down: each recipient's new state, and what it says (emails/recipients.ts). */
 export type SendOutcome = AttemptOutcome;
-
-const CLAIMED_COLUMNS = [
-  'id',
-  'email_id',
-  'project_id',
-  'address',
-  'host',
-  'status',
-  'attempts',
-  'ready_seq',
-] as const;
-
-type ClaimedRow = Pick<Row<'email_recipients'>, (typeof CLAIMED_COLUMNS)[number]>;
-
-const toClaimed = (row: ClaimedRow): ClaimedRecipient => ({
-  id: row.id,
-  emailId: row.email_id,
-  projectId: row.project_id,
-  address: row.address,
-  host: row.host,
-  status: row.status,
-  attempts: Number(row.attempts),
-  seq: Number(row.ready_seq),
-});
 
 /**
  * A recipient's attempt as the row of values its statement reads (`v`), by column; the last two (PostgreSQL
@@ -186,45 +160,20 @@ function recordAllText(values: ReturnType<typeof outcomeValues>, alongside: Emit
 /** The sending queue's statements on `db` (the database, or a transaction's for the outcome writes). */
 export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
   const pieces = createMessagePieces(db);
-  // The claims as SQL text (sql-text.ts), one spelling for both engines: building them was most of the query
-  // builder's time in a sending worker. Each leases the due rows its WHERE picks (not leased, or the lease ran
-  // out: its worker died) and returns them; its parameters: the lease's end and worker, now, then the WHERE's.
-  const claimText = (which: (slot: () => string) => string) => {
-    const slot = placeholders(engine);
-    const lease = `locked_until = ${slot()}, locked_by = ${slot()}`;
-    const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})${which(slot)}`;
-    const rows = `SELECT id FROM email_recipients WHERE ${due}${skipLockedRows(engine)}`;
-    return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
-  };
-  // Shape: how many hosts are excluded. Then the limit: the lowest queue positions first.
-  const nextDueText = textsByShape((excluded) =>
-    claimText((slot) => {
-      const hosts = Array.from({ length: Number(excluded) }, slot).join(', ');
-      return `${hosts ? ` AND host NOT IN (${hosts})` : ''} ORDER BY ready_seq LIMIT ${slot()}`;
-    }),
-  );
+  // The claims' texts (sending.claims.ts), written once per shape. Shape: how many hosts are excluded.
+  const nextDueText = textsByShape((excluded) => nextDueClaim(engine, placeholders(engine), Number(excluded)));
   // Shape: how many emails' recipients.
-  const siblingsText = textsByShape((emails) =>
-    claimText((slot) => ` AND email_id IN (${Array.from({ length: Number(emails) }, slot).join(', ')})`),
-  );
-  // PostgreSQL: the claimed rows' emails come back from the claiming statement. Named columns, not `emails.*`:
-  // the statement is prepared (src/db/engine/postgres.ts), and a prepared statement whose result columns
-  // change under a migration fails instead of being planned again.
+  const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));
+  // PostgreSQL: the claimed rows' emails come back from the claiming statement.
   const nextDueWithEmailsText = textsByShape(
     (excluded) => `WITH claimed AS (${nextDueText(excluded)})
-      SELECT ${LOADED_EMAIL_COLUMNS}, ${CLAIMED_COLUMNS.map((column) => `claimed.${column} AS claimed_${column}`).join(', ')}
-      FROM claimed JOIN emails ON emails.id = claimed.email_id`,
+      SELECT ${CLAIMED_WITH_EMAILS} FROM claimed JOIN emails ON emails.id = claimed.email_id`,
   );
   const loadText = textsByShape((count) => {
     const slot = placeholders(engine);
     const ids = Array.from({ length: Number(count) }, slot).join(', ');
     return `SELECT ${LOADED_EMAIL_COLUMNS} FROM emails WHERE id IN (${ids})`;
   });
-  const claimParameters = (lease: Lease, ...where: unknown[]) => {
-    const { workerId, now, lockedUntil } = storedLease(lease);
-    return [lockedUntil, workerId, now, ...where];
-  };
-
   /**
    * The position after which a project's promoted rows go: its last queued row's, or the head's if later
    * (fair-queue.repo.ts).
@@ -289,30 +238,13 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
           emails: await queue.loadEmails([...new Set(recipients.map((row) => row.emailId))]),
         };
       }
-      type ClaimedColumn = (typeof CLAIMED_COLUMNS)[number];
-      const { rows } = await db.executeQuery<
-        LoadedEmailRow & { [C in ClaimedColumn as `claimed_${C}`]: ClaimedRow[C] }
-      >(
+      const { rows } = await db.executeQuery<ClaimedWithEmailRow>(
         CompiledQuery.raw(
           nextDueWithEmailsText(String(options.excludeHosts.length)),
           claimParameters(lease, ...options.excludeHosts, options.limit),
         ),
       );
-      const recipients = rows
-        .map((row) =>
-          toClaimed({
-            id: row.claimed_id,
-            email_id: row.claimed_email_id,
-            project_id: row.claimed_project_id,
-            address: row.claimed_address,
-            host: row.claimed_host,
-            status: row.claimed_status,
-            attempts: row.claimed_attempts,
-            ready_seq: row.claimed_ready_seq,
-          }),
-        )
-        .sort((a, b) => a.seq - b.seq);
-      return { recipients, emails: await loadedEmails(db, rows) };
+      return { recipients: claimedOf(rows), emails: await loadedEmails(db, rows) };
     },
 
     /**

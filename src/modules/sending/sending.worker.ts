@@ -10,12 +10,8 @@ import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
-import {
-  type ClaimedRecipient,
-  createSendingQueue,
-  type SendJob,
-  type SendOutcome,
-} from './sending.queue.ts';
+import type { ClaimedRecipient } from './sending.claims.ts';
+import { createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
 import { createSendingQueueSource } from './sending.queue-source.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
