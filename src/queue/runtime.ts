@@ -18,6 +18,7 @@ import { LEASE_MARGIN_MS, newWork, newWorkerState } from './worker-state.ts';
 
 export type {
   Attempted,
+  ClaimRequest,
   QueueJob,
   QueueSettings,
   QueueSource,

@@ -138,23 +138,47 @@ const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcome
   },
 };
 
+/** A look over the queue made by the statement that records outcomes (PostgreSQL: recordAllText). */
+export interface ClaimAlong {
+  lease: Lease;
+  limit: number;
+  excludeHosts: readonly string[];
+}
+
 /**
  * PostgreSQL: attempts whose emails' statuses are known before the write, recorded with `alongside`'s writes
- * (their events and counts) in one statement: three round trips per batch with its BEGIN and COMMIT where
- * there were four. All or nothing: the rows are locked (`held`) and written only if this worker still holds
- * every lease, and the other writes only if they all were.
+ * (their events and counts) in one statement, and with `claim`, the next look over the queue made in it: with
+ * its BEGIN and COMMIT, three round trips and one commit per batch where there were five and two. All or
+ * nothing: the rows are locked (`held`) and written only if this worker still holds every lease, and the
+ * other writes only if they all were. The claim is made either way, and never takes a row being recorded
+ * (one statement updates a row once); the outcomes are recorded, in its transaction, before the next claim
+ * of their recipients.
  */
-function recordAllText(values: ReturnType<typeof outcomeValues>, alongside: EmitWith['writes']) {
+function recordAllText(
+  values: ReturnType<typeof outcomeValues>,
+  alongside: EmitWith['writes'],
+  claim: ClaimAlong | undefined,
+) {
   const update = statement('postgres');
   const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, { response_code: 'integer' });
   const count = values.length;
   const written = alongside(update.param, `(SELECT count(*) FROM updated) = ${count}`);
+  let claimed = '';
+  let result = 'SELECT count(*) AS written FROM updated';
+  if (claim) {
+    const parameters = claimParameters(claim.lease, ...claim.excludeHosts, claim.limit).values();
+    const slot = () => update.param(parameters.next().value);
+    const next = nextDueClaim('postgres', slot, claim.excludeHosts.length, ' AND id NOT IN (SELECT id FROM v)');
+    claimed = `,\n      claimed AS (${next})`;
+    result = `SELECT w.written, ${CLAIMED_WITH_EMAILS} FROM (SELECT count(*) AS written FROM updated) AS w
+      LEFT JOIN (claimed JOIN emails ON emails.id = claimed.email_id) ON true`;
+  }
   return update.compile(`WITH ${v}, held AS (SELECT email_recipients.id FROM email_recipients JOIN v
         ON email_recipients.id = v.id AND email_recipients.locked_by = v.worker
         WHERE email_recipients.ready_seq IS NOT NULL FOR UPDATE OF email_recipients),
       updated AS (${recordRecipients(` AND (SELECT count(*) FROM held) = ${count}`)}),
-      ${[RECORD_KNOWN_EMAILS, ...written].join(',\n')}
-    SELECT count(*) AS written FROM updated`);
+      ${[RECORD_KNOWN_EMAILS, ...written].join(',\n')}${claimed}
+    ${result}`);
 }
 
 /** The sending queue's statements on `db` (the database, or a transaction's for the outcome writes). */
@@ -333,15 +357,29 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
 
     /** See recordAllText; on PostgreSQL only, for attempts with a known status and no captured MIME. */
     recordAllWith: writesInWith(engine)
-      ? async (records: readonly AttemptRecord[], alongside: EmitWith['writes']): Promise<boolean> => {
-          if (records.some((record) => !statusKnown(record) || record.raw !== undefined)) return false;
-          const values = outcomeValues(records);
-          const { rows } = await db.executeQuery<{ written: number | string }>(
-            recordAllText(values, alongside),
-          );
-          return Number(rows[0]?.written) === values.length;
-        }
+      ? async (records: readonly AttemptRecord[], alongside: EmitWith['writes']): Promise<boolean> =>
+          Boolean((await recordAll(records, alongside, undefined))?.written)
       : undefined,
+
+    /**
+     * The queue on the same transaction, its recordAllWith also making `claim` (recordAllText); `claimed()`
+     * gives the rows it claimed (for claimedIn), undefined if the statement did not run.
+     */
+    recordingWithClaim(claim: ClaimAlong) {
+      let claimed: ClaimedWithEmailRow[] | undefined;
+      const recordAllWith = async (records: readonly AttemptRecord[], alongside: EmitWith['writes']) => {
+        const done = await recordAll(records, alongside, claim);
+        claimed = done?.claimed;
+        return Boolean(done?.written);
+      };
+      return { writer: { ...queue, recordAllWith }, claimed: () => claimed };
+    },
+
+    /** The recipients and emails of a claim's rows (CLAIMED_WITH_EMAILS). */
+    claimedIn: async (rows: readonly ClaimedWithEmailRow[]) => ({
+      recipients: claimedOf(rows),
+      emails: await loadedEmails(db, rows),
+    }),
 
     /**
      * Records attempts' results for each recipient, captured MIME and each email's overall status, on the
@@ -374,6 +412,25 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
       return held;
     },
   };
+
+  /** Runs recordAllText; undefined (nothing run) for attempts it cannot record. */
+  async function recordAll(
+    records: readonly AttemptRecord[],
+    alongside: EmitWith['writes'],
+    claim: ClaimAlong | undefined,
+  ): Promise<{ written: boolean; claimed: ClaimedWithEmailRow[] } | undefined> {
+    if (!writesInWith(engine)) return undefined;
+    if (records.some((record) => !statusKnown(record) || record.raw !== undefined)) return undefined;
+    const values = outcomeValues(records);
+    // With a claim, one row per claimed recipient, or one with nulls when none was.
+    const { rows } = await db.executeQuery<ClaimedWithEmailRow & { written: number | string }>(
+      recordAllText(values, alongside, claim),
+    );
+    return {
+      written: Number(rows[0]?.written) === values.length,
+      claimed: rows.filter((row) => row.claimed_id != null),
+    };
+  }
 
   /** An email's overall status summed up from every recipient's row, this write's included. */
   async function summedStatus(emailId: string): Promise<EmailStatus> {
