@@ -74,7 +74,11 @@ interface Child {
   stop(): Promise<void>;
 }
 
-function start(script: string, argv: string[] = [], options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {}): Child {
+function start(
+  script: string,
+  argv: string[] = [],
+  options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {},
+): Child {
   const child = fork(path.join(here, script), argv, {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     ...(options.execArgv && { execArgv: [...process.execArgv, ...options.execArgv] }),

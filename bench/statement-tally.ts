@@ -38,7 +38,11 @@ clientPrototype.query = function (this: pg.Client, ...args: unknown[]) {
   const first = args[0] as string | { text?: string };
   const text = typeof first === 'string' ? first : (first?.text ?? '');
   const result = query.apply(this, args);
-  if (result instanceof Promise) void result.then(() => count(text, started), () => count(text, started));
+  if (result instanceof Promise)
+    void result.then(
+      () => count(text, started),
+      () => count(text, started),
+    );
   else count(text, started);
   return result;
 };

@@ -1,6 +1,5 @@
 // Claimed jobs from their lanes to their written outcomes: taken into a lane, started as its slots allow,
 // attempted, and their outcomes written in batches (the batcher calls writeOutcomes).
-import { lookWithOutcomes } from './claims.ts';
 import type { Attempted, QueueJob, RecordResult } from './contract.ts';
 import type { Lease } from './lease.ts';
 import {
@@ -8,6 +7,7 @@ import {
   heldCount,
   LEASE_MARGIN_MS,
   type Lane,
+  type OutcomesLook,
   roundWanted,
   type WorkerState,
 } from './worker-state.ts';
@@ -121,14 +121,14 @@ function dispatch<Job extends QueueJob, Outcome>(
 export async function writeOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   batch: Array<Attempted<Job, Outcome>>,
+  look?: OutcomesLook<Job>,
 ): Promise<void> {
   const { source, logger, name, workerId } = state.options;
   let results: Array<RecordResult | undefined>;
   const report = (error: unknown, item: Attempted<Job, Outcome>) =>
     // The lease runs out and another claim retries it: at least once, never lost.
     logger.error({ err: error, rows: item.job.rows }, `${name}: recording an attempt failed`);
-  // With the outcomes, the look a round would make once they are written (claims.ts).
-  const look = lookWithOutcomes(state, batch.length);
+  // With the outcomes, the look a round would make once they are written (claims.ts lookWithOutcomes).
   let claimed: Job[] | undefined;
   try {
     if (look) ({ results, claimed } = await source.recordAndClaim!(batch, look.lease, look.request));

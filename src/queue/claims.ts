@@ -3,7 +3,14 @@
 import { accept } from './attempts.ts';
 import type { ClaimRequest, QueueJob } from './contract.ts';
 import type { Lease } from './lease.ts';
-import { held, heldCount, mayClaim, topUpLimit, type WorkerState } from './worker-state.ts';
+import {
+  held,
+  heldCount,
+  mayClaim,
+  type OutcomesLook,
+  topUpLimit,
+  type WorkerState,
+} from './worker-state.ts';
 
 /** One round; resolves to how long to sleep before the next (a wake-up comes sooner). */
 export async function round<Job extends QueueJob, Outcome>(
@@ -154,15 +161,12 @@ async function looked<Job extends QueueJob, Outcome>(
 
 /**
  * The look an outcomes' write of `writing` outcomes makes with them (recordAndClaim), as a round would make
- * it once they are written; undefined when none is due. `claimed` takes in what it found (undefined: it made
- * no look, and the next round makes it).
+ * it once they are written; undefined when none is due.
  */
 export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   writing: number,
-):
-  | { lease: Lease; request: ClaimRequest; claimed(jobs: readonly Job[] | undefined): Promise<void> }
-  | undefined {
+): OutcomesLook<Job> | undefined {
   const { settings, source, clock, workerId } = state.options;
   if (!source.recordAndClaim || !state.running || state.claiming) return undefined;
   const room = settings.capacity - heldCount(state);

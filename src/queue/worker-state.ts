@@ -1,7 +1,8 @@
 // What a queue worker knows at any moment, shared by its parts: the claims (claims.ts), the attempts and
 // their outcomes (attempts.ts) and the stop (shutdown.ts). Here too the rules that read it alone: how much a
 // lane holds, and whether a claim may be made.
-import type { Attempted, QueueJob, QueueWorkerOptions } from './contract.ts';
+import type { Attempted, ClaimRequest, QueueJob, QueueWorkerOptions } from './contract.ts';
+import type { Lease } from './lease.ts';
 
 /** An attempt starts only with at least the attempt timeout plus this much of its lease left. */
 export const LEASE_MARGIN_MS = 1000;
@@ -55,6 +56,14 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   wake(): void;
   /** Queues an attempt's outcome for the next write. */
   queueOutcome(item: Attempted<Job, Outcome>): void;
+}
+
+/** A look over the queue made by an outcomes' write (claims.ts lookWithOutcomes). */
+export interface OutcomesLook<Job> {
+  lease: Lease;
+  request: ClaimRequest;
+  /** Takes in what the look found; undefined: it made none, and the next round makes it. */
+  claimed(jobs: readonly Job[] | undefined): Promise<void>;
 }
 
 /** A worker that holds nothing yet; `wake` and `queueOutcome` are set once the loop and the batcher exist. */

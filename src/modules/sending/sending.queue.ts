@@ -168,7 +168,12 @@ function recordAllText(
   if (claim) {
     const parameters = claimParameters(claim.lease, ...claim.excludeHosts, claim.limit).values();
     const slot = () => update.param(parameters.next().value);
-    const next = nextDueClaim('postgres', slot, claim.excludeHosts.length, ' AND id NOT IN (SELECT id FROM v)');
+    const next = nextDueClaim(
+      'postgres',
+      slot,
+      claim.excludeHosts.length,
+      ' AND id NOT IN (SELECT id FROM v)',
+    );
     claimed = `,\n      claimed AS (${next})`;
     result = `SELECT w.written, ${CLAIMED_WITH_EMAILS} FROM (SELECT count(*) AS written FROM updated) AS w
       LEFT JOIN (claimed JOIN emails ON emails.id = claimed.email_id) ON true`;
@@ -185,7 +190,9 @@ function recordAllText(
 export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
   const pieces = createMessagePieces(db);
   // The claims' texts (sending.claims.ts), written once per shape. Shape: how many hosts are excluded.
-  const nextDueText = textsByShape((excluded) => nextDueClaim(engine, placeholders(engine), Number(excluded)));
+  const nextDueText = textsByShape((excluded) =>
+    nextDueClaim(engine, placeholders(engine), Number(excluded)),
+  );
   // Shape: how many emails' recipients.
   const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));
   // PostgreSQL: the claimed rows' emails come back from the claiming statement.
