@@ -27,6 +27,16 @@ const toRecord = (row: Row<'events'>): EventRecord => ({
 
 const EVENT_COLUMNS = ['id', 'project_id', 'type', 'data', 'created_at', 'email_id'] as const;
 
+/** An event's row as stored. */
+const toRow = (record: EventRecord): Row<'events'> => ({
+  id: record.id,
+  project_id: record.projectId,
+  type: record.type,
+  data: record.data,
+  created_at: record.createdAt,
+  email_id: record.emailId,
+});
+
 /**
  * PostgreSQL: the events' INSERT as a data-modifying part of another statement's WITH, named `name`, storing
  * the events only when `guard` (an SQL condition on that statement's other parts) holds; its placeholders
@@ -38,14 +48,7 @@ export function insertEventsWhere(
   param: (value: unknown) => string,
   guard: string,
 ): string {
-  const rows = records.map((record) => ({
-    id: record.id,
-    project_id: record.projectId,
-    type: record.type,
-    data: record.data,
-    created_at: record.createdAt,
-    email_id: record.emailId,
-  }));
+  const rows = records.map(toRow);
   const columns = EVENT_COLUMNS.join(', ');
   return `${name} AS (INSERT INTO events (${columns}) SELECT ${columns}
     FROM (${valuesList(EVENT_COLUMNS, rows, param)}) AS e (${columns}) WHERE ${guard})`;
@@ -69,17 +72,7 @@ export function createEventRepo(db: Kysely<Database>) {
     ],
 
     /** The statement that stores events, to run alone (insert) or alongside another (at least one record). */
-    insertStatement: (records: readonly EventRecord[]) =>
-      db.insertInto('events').values(
-        records.map((record) => ({
-          id: record.id,
-          project_id: record.projectId,
-          type: record.type,
-          data: record.data,
-          created_at: record.createdAt,
-          email_id: record.emailId,
-        })),
-      ),
+    insertStatement: (records: readonly EventRecord[]) => db.insertInto('events').values(records.map(toRow)),
 
     async insert(records: readonly EventRecord[]): Promise<void> {
       if (records.length === 0) return;
