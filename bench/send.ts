@@ -9,6 +9,7 @@
 //   npm run bench:send -- --profile /tmp/prof         # CPU-profile the Postwire process's measured window
 //   npm run bench:send -- --json                      # the report on stderr, the target as JSON on stdout
 //   npm run bench:send -- --emails 100 --warmup 20      # a smoke run: shows it works, figures rough
+//   npm run bench:send -- --statements /tmp/tally.txt    # the Postwire process's statements (statement-tally.ts)
 //
 // Both sides deliver to the same smtp-server, in a child process of its own; Postwire runs in another child
 // (API and worker in one process, as `npm start` does) and this process only sends requests.
@@ -41,6 +42,7 @@ const { values: args } = parseArgs({
     // by default 1,000 and 200; one number for both, for a smoke run that only shows the bench works.
     warmup: { type: 'string' },
     profile: { type: 'string' },
+    statements: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   },
@@ -72,8 +74,16 @@ interface Child {
   stop(): Promise<void>;
 }
 
-function start(script: string, argv: string[] = []): Child {
-  const child = fork(path.join(here, script), argv, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+function start(
+  script: string,
+  argv: string[] = [],
+  options: { execArgv?: string[]; env?: NodeJS.ProcessEnv } = {},
+): Child {
+  const child = fork(path.join(here, script), argv, {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    ...(options.execArgv && { execArgv: [...process.execArgv, ...options.execArgv] }),
+    ...(options.env && { env: { ...process.env, ...options.env } }),
+  });
   const next = <T>(type: string) =>
     new Promise<T>((resolve, reject) => {
       const onMessage = (message: { type: string }) => {
@@ -172,7 +182,18 @@ async function postwireRun(
 ): Promise<{ accepted: number; delivered: number; cpu: CpuPerEmail }> {
   // This process only sends requests now: beside the sink, off the CPU Postwire has to itself.
   pinTo(process.pid, SINK_CPU);
-  const server = start('send-server.ts', [String(port), String(CONCURRENCY)]);
+  // --statements <file>: every statement of the Postwire process and its wall time, start to end, each run's
+  // tally in a file of its own (`<file>.<run>`).
+  const server = start(
+    'send-server.ts',
+    [String(port), String(CONCURRENCY)],
+    args.statements
+      ? {
+          execArgv: ['--import', path.join(here, 'statement-tally.ts')],
+          env: { STATEMENT_TALLY_FILE: `${path.resolve(args.statements)}.${offset}` },
+        }
+      : {},
+  );
   pinTo(server.child.pid!, SENDER_CPU);
   const ready = await server.next<{ port: number; key: string }>('ready');
   const url = `http://127.0.0.1:${ready.port}`;

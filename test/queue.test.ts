@@ -20,11 +20,8 @@ import {
 } from '../src/modules/inbound/inbound.queue.ts';
 import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import type { ReceivedIntake } from '../src/modules/inbound/received-intake.ts';
-import {
-  createSendingQueueSource,
-  type SendJob,
-  type SendOutcome,
-} from '../src/modules/sending/sending.queue.ts';
+import type { SendJob, SendOutcome } from '../src/modules/sending/sending.queue.ts';
+import { createSendingQueueSource } from '../src/modules/sending/sending.queue-source.ts';
 import { noMetrics } from '../src/modules/metrics/instruments.ts';
 import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
 import { type Notifier, type QueueChannel, QUEUE_CHANNELS } from '../src/queue/notifier.ts';

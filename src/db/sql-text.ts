@@ -52,6 +52,16 @@ export function valuesTable<C extends string>(
   param: (value: unknown) => string,
   casts: Partial<Record<C, string>> = {},
 ): string {
+  return `${name} (${columns.join(', ')}) AS (${valuesList(columns, rows, param, casts)})`;
+}
+
+/** The `VALUES …` list of valuesTable, for a FROM (`(VALUES …) AS name (columns)`). */
+export function valuesList<C extends string>(
+  columns: readonly C[],
+  rows: ReadonlyArray<Readonly<Record<C, unknown>>>,
+  param: (value: unknown) => string,
+  casts: Partial<Record<C, string>> = {},
+): string {
   const values = rows.map((row) => {
     const slots = columns.map((column) => {
       const slot = param(row[column]);
@@ -60,7 +70,7 @@ export function valuesTable<C extends string>(
     });
     return `(${slots.join(', ')})`;
   });
-  return `${name} (${columns.join(', ')}) AS (VALUES ${values.join(', ')})`;
+  return `VALUES ${values.join(', ')}`;
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   heldCount,
   LEASE_MARGIN_MS,
   type Lane,
+  type OutcomesLook,
   roundWanted,
   type WorkerState,
 } from './worker-state.ts';
@@ -120,14 +121,18 @@ function dispatch<Job extends QueueJob, Outcome>(
 export async function writeOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   batch: Array<Attempted<Job, Outcome>>,
+  look?: OutcomesLook<Job>,
 ): Promise<void> {
   const { source, logger, name, workerId } = state.options;
   let results: Array<RecordResult | undefined>;
   const report = (error: unknown, item: Attempted<Job, Outcome>) =>
     // The lease runs out and another claim retries it: at least once, never lost.
     logger.error({ err: error, rows: item.job.rows }, `${name}: recording an attempt failed`);
+  // With the outcomes, the look a round would make once they are written (claims.ts lookWithOutcomes).
+  let claimed: Job[] | undefined;
   try {
-    results = await source.record(batch);
+    if (look) ({ results, claimed } = await source.recordAndClaim!(batch, look.lease, look.request));
+    else results = await source.record(batch);
   } catch (error) {
     results = [];
     for (const item of batch) {
@@ -162,4 +167,5 @@ export async function writeOutcomes<Job extends QueueJob, Outcome>(
       state.nextDiscoveryAt = Math.min(state.nextDiscoveryAt, result.retryAt);
     }
   }
+  await look?.claimed(claimed);
 }

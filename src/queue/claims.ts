@@ -1,9 +1,16 @@
 // A round of the work loop: the heartbeat, giving back leases too short to use, then claims until every lane
 // with work holds what it may; idle, it works out how long to sleep.
 import { accept } from './attempts.ts';
-import type { QueueJob } from './contract.ts';
+import type { ClaimRequest, QueueJob } from './contract.ts';
 import type { Lease } from './lease.ts';
-import { held, heldCount, mayClaim, topUpLimit, type WorkerState } from './worker-state.ts';
+import {
+  held,
+  heldCount,
+  mayClaim,
+  type OutcomesLook,
+  topUpLimit,
+  type WorkerState,
+} from './worker-state.ts';
 
 /** One round; resolves to how long to sleep before the next (a wake-up comes sooner). */
 export async function round<Job extends QueueJob, Outcome>(
@@ -62,6 +69,8 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
   const { settings, source, clock, workerId } = state.options;
   const { lanes } = state;
   while (state.running) {
+    // The outcomes' write to come makes the look with them (recordAndClaim), and its end wakes a round.
+    if (state.claiming || (source.recordAndClaim && state.unrecorded > 0)) return;
     let room = settings.capacity - heldCount(state);
     if (!mayClaim(state, room)) return;
     const now = clock.now();
@@ -94,25 +103,92 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
       }
     }
 
-    if (now.getTime() < state.nextDiscoveryAt) return;
-    if (state.inFlight.size > 0 && room < settings.claimBatch) return;
-    state.lastDiscoveryAt = now.getTime();
-    state.nextDiscoveryAt = state.lastDiscoveryAt + settings.pollIntervalMs;
-    // Lanes without room, or topped up on their own, are left out: the look finds the others' work.
-    const excludeLanes: string[] = [];
-    for (const [key, lane] of lanes) {
-      const full = held(lane) >= settings.laneCapacity;
-      if (full) lane.backlogged = true;
-      if (full || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
+    const request = lookOver(state, now.getTime(), room);
+    if (!request) return;
+    state.claiming = true;
+    let claimed: Job[];
+    try {
+      claimed = await source.claim(lease, request);
+    } finally {
+      state.claiming = false;
     }
-    const limit = Math.min(room, state.discoveryLimit);
-    const claimed = await source.claim(lease, { limit, excludeLanes });
-    if (claimed.length === 0) state.foundNothing = true;
-    const { kept, excess } = await accept(state, claimed, lease);
-    // Ask next time for about as many as this look could use: giving rows back costs two writes each.
-    state.discoveryLimit = excess > 0 ? Math.max(settings.laneCapacity, kept) : settings.capacity;
-    // A full look may have left more: look again at once.
-    if (claimed.length >= limit) state.nextDiscoveryAt = -Infinity;
-    else if (excess === 0) return;
+    if (!(await looked(state, request, claimed, lease))) return;
   }
+}
+
+/**
+ * The look over the whole queue due now with `room` jobs free (the lanes without room, or topped up on
+ * their own, left out), marked as made; undefined when none is due.
+ */
+function lookOver<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  now: number,
+  room: number,
+): ClaimRequest | undefined {
+  const { settings, source } = state.options;
+  if (now < state.nextDiscoveryAt) return undefined;
+  if (state.inFlight.size > 0 && room < settings.claimBatch) return undefined;
+  state.lastDiscoveryAt = now;
+  state.nextDiscoveryAt = state.lastDiscoveryAt + settings.pollIntervalMs;
+  const excludeLanes: string[] = [];
+  for (const [key, lane] of state.lanes) {
+    const full = held(lane) >= settings.laneCapacity;
+    if (full) lane.backlogged = true;
+    if (full || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
+  }
+  return { limit: Math.min(room, state.discoveryLimit), excludeLanes };
+}
+
+/** Takes what a look claimed into the lanes; whether to look again at once. */
+async function looked<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  request: ClaimRequest,
+  claimed: readonly Job[],
+  lease: Lease,
+): Promise<boolean> {
+  const { settings } = state.options;
+  if (claimed.length === 0) state.foundNothing = true;
+  const { kept, excess } = await accept(state, claimed, lease);
+  // Ask next time for about as many as this look could use: giving rows back costs two writes each.
+  state.discoveryLimit = excess > 0 ? Math.max(settings.laneCapacity, kept) : settings.capacity;
+  // A full look may have left more: look again at once.
+  if (claimed.length >= request.limit) {
+    state.nextDiscoveryAt = -Infinity;
+    return true;
+  }
+  return excess > 0;
+}
+
+/**
+ * The look an outcomes' write of `writing` outcomes makes with them (recordAndClaim), as a round would make
+ * it once they are written; undefined when none is due.
+ */
+export function lookWithOutcomes<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  writing: number,
+): OutcomesLook<Job> | undefined {
+  const { settings, source, clock, workerId } = state.options;
+  if (!source.recordAndClaim || !state.running || state.claiming) return undefined;
+  const room = settings.capacity - heldCount(state);
+  if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
+  for (const lane of state.lanes.values()) {
+    if (topUpLimit(state, lane, room) === 0) continue;
+    lane.backlogged = false;
+    state.nextDiscoveryAt = -Infinity;
+  }
+  const now = clock.now();
+  const request = lookOver(state, now.getTime(), room);
+  if (!request) return undefined;
+  state.claiming = true;
+  const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+  return {
+    lease,
+    request,
+    async claimed(jobs) {
+      state.claiming = false;
+      if (jobs === undefined) state.nextDiscoveryAt = -Infinity;
+      // Looking again at once is the round's to do: the write's end wakes one.
+      else if (await looked(state, request, jobs, lease)) state.nextDiscoveryAt = -Infinity;
+    },
+  };
 }

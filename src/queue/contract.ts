@@ -24,13 +24,19 @@ export interface RecordResult {
   retryAt?: number | undefined;
 }
 
+/** A look over the whole queue: due jobs of any lane but `excludeLanes`, about `limit` of them. */
+export interface ClaimRequest {
+  limit: number;
+  excludeLanes: readonly string[];
+}
+
 /** Where a queue's jobs come from and where their outcomes go: the queue's SQL, its adapter (`<name>.queue.ts`). */
 export interface QueueSource<Job extends QueueJob, Outcome> {
   /**
    * Leases due jobs of any lane but `excludeLanes`, about `limit` of them (a job holding several rows counts
    * once), in the queue's order. More than a lane can hold may come back; the runtime gives those back.
    */
-  claim(lease: Lease, request: { limit: number; excludeLanes: readonly string[] }): Promise<Job[]>;
+  claim(lease: Lease, request: ClaimRequest): Promise<Job[]>;
   /**
    * Leases up to each lane's `limit` of its due jobs: how lanes known to have a backlog are topped up
    * without a look over the whole queue. A queue without it is only ever claimed from as a whole.
@@ -42,6 +48,17 @@ export interface QueueSource<Job extends QueueJob, Outcome> {
   nextDueAt(now: Date): Promise<number | undefined>;
   /** Writes the outcomes in one transaction; one result per outcome, in order. */
   record(outcomes: ReadonlyArray<Attempted<Job, Outcome>>): Promise<RecordResult[]>;
+  /**
+   * Writes the outcomes as record() does and, in the same transaction, makes the look `next` as claim()
+   * would (the sending queue on PostgreSQL: one statement and one commit for both, where there were two).
+   * `claimed` is undefined when it made no claim: the worker then claims on its own. With it, a worker
+   * leaves its looks over the queue to its outcomes' writes while it has outcomes to write.
+   */
+  recordAndClaim?(
+    outcomes: ReadonlyArray<Attempted<Job, Outcome>>,
+    lease: Lease,
+    next: ClaimRequest,
+  ): Promise<{ results: RecordResult[]; claimed?: Job[] | undefined }>;
 }
 
 /** An attempt's outcome together with the job it was for. */

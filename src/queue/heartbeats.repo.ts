@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { THIS_PROCESS } from './lease.ts';
 import type { Database } from '../db/schema.ts';
 
 /** Where workers say they are alive, and find the ones that stopped saying it. */
@@ -9,6 +10,21 @@ export interface HeartbeatStore {
   dead(queue: string, before: Date): Promise<string[]>;
   /** Forgets these workers (they stopped, or their jobs were given back). */
   forget(workerIds: readonly string[]): Promise<void>;
+}
+
+/**
+ * Whether a process other than this one has a worker of `queue` the table knows (alive, or dead and not yet
+ * forgotten by the others' heartbeats): whether a wake-up of that queue has anyone to wake elsewhere.
+ */
+export async function otherProcessesWork(db: Kysely<Database>, queue: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('queue_workers')
+    .select('id')
+    .where('queue', '=', queue)
+    .where(sql<boolean>`substr(id, 1, ${THIS_PROCESS.length}) <> ${THIS_PROCESS}`)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
 /** The queue_workers table. */

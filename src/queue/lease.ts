@@ -24,7 +24,10 @@ export const storedLease = (lease: Lease): StoredLease => ({
 });
 
 /** A worker's name in `locked_by`: the host and process, and a random part so two workers of one process differ. */
-export const newWorkerId = (): string => `${hostname()}/${process.pid}/${randomToken(6)}`;
+export const newWorkerId = (): string => `${THIS_PROCESS}${randomToken(6)}`;
+
+/** How the ids of this process's workers begin (newWorkerId): another process's workers' do not. */
+export const THIS_PROCESS = `${hostname()}/${process.pid}/`;
 
 /** The queue tables: each has `id`, `locked_by` and `locked_until`, leased only through its queue's adapter. */
 export type QueueTable = 'deliveries' | 'email_recipients' | 'inbound_messages';

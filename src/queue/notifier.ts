@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../db/connection.ts';
 import type { Database } from '../db/schema.ts';
+import { otherProcessesWork } from './heartbeats.repo.ts';
 
 /** The PostgreSQL channels the queues' workers LISTEN on, one per queue. */
 export const QUEUE_CHANNELS = {
@@ -57,22 +58,33 @@ export function notifyStatement(channel: QueueChannel) {
   return sql`select pg_notify(${channel}, current_schema())`;
 }
 
+/** How long whether other processes work a queue (otherProcessesWork), once read, is trusted. */
+const OTHERS_READ_EVERY_MS = 1000;
+
 /**
  * Wakes a queue's workers in other processes (PostgreSQL NOTIFY) when called after a commit, at most once per
  * few milliseconds: a NOTIFY inside the accepting transaction takes a database-wide lock at commit, which made
- * concurrent sends wait for each other. Workers poll anyway, so a lost wake-up only delays a job (≤ 1 s).
- * SQLite has no such channel: the function does nothing.
+ * concurrent sends wait for each other. Only when another process has a worker of the queue (read at most once
+ * a second): `postwire serve` alone wakes its own worker through its in-process notifier, and a NOTIFY was a
+ * round trip per accepted group for nobody. Workers poll anyway, so a lost wake-up (a worker started within
+ * the second) only delays a job (≤ 1 s). SQLite has no such channel: the function does nothing.
  */
 export function createDeferredWake(db: Kysely<Database>, engine: Engine, channel: QueueChannel): () => void {
   let wakePending = false;
+  let others = { work: true, readAt: -Infinity };
+  async function wake(): Promise<void> {
+    const now = performance.now();
+    if (now - others.readAt >= OTHERS_READ_EVERY_MS) {
+      others = { work: await otherProcessesWork(db, channel).catch(() => true), readAt: now };
+    }
+    if (others.work) await notifyStatement(channel).execute(db);
+  }
   return () => {
     if (engine !== 'postgres' || wakePending) return;
     wakePending = true;
     setTimeout(() => {
       wakePending = false;
-      notifyStatement(channel)
-        .execute(db)
-        .catch(() => undefined);
+      wake().catch(() => undefined);
     }, 5).unref();
   };
 }

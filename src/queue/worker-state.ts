@@ -1,7 +1,8 @@
 // What a queue worker knows at any moment, shared by its parts: the claims (claims.ts), the attempts and
 // their outcomes (attempts.ts) and the stop (shutdown.ts). Here too the rules that read it alone: how much a
 // lane holds, and whether a claim may be made.
-import type { Attempted, QueueJob, QueueWorkerOptions } from './contract.ts';
+import type { Attempted, ClaimRequest, QueueJob, QueueWorkerOptions } from './contract.ts';
+import type { Lease } from './lease.ts';
 
 /** An attempt starts only with at least the attempt timeout plus this much of its lease left. */
 export const LEASE_MARGIN_MS = 1000;
@@ -45,6 +46,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   rounds: number;
   /** Set by a look that found nothing due; cleared when a round starts. */
   foundNothing: boolean;
+  /** A claim is under way (a round's, or an outcomes' write's): no other is made meanwhile. */
+  claiming: boolean;
   idleWaiters: Array<{ after: number; resolve: () => void }>;
   readonly heartbeatEveryMs: number;
   nextHeartbeatAt: number;
@@ -53,6 +56,14 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   wake(): void;
   /** Queues an attempt's outcome for the next write. */
   queueOutcome(item: Attempted<Job, Outcome>): void;
+}
+
+/** A look over the queue made by an outcomes' write (claims.ts lookWithOutcomes). */
+export interface OutcomesLook<Job> {
+  lease: Lease;
+  request: ClaimRequest;
+  /** Takes in what the look found; undefined: it made none, and the next round makes it. */
+  claimed(jobs: readonly Job[] | undefined): Promise<void>;
 }
 
 /** A worker that holds nothing yet; `wake` and `queueOutcome` are set once the loop and the batcher exist. */
@@ -79,6 +90,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     discoveryLimit: settings.capacity,
     rounds: 0,
     foundNothing: false,
+    claiming: false,
     idleWaiters: [],
     // Three heartbeats per dead-after period: a live worker is never seen silent for more than a third of
     // it, so one silent for two thirds is dead, and the others notice within the next third.
@@ -99,9 +111,13 @@ export function newWork(state: WorkerState<QueueJob, unknown>): void {
   state.wake();
 }
 
-/** Whether a claim may be made with `room` jobs free overall. */
-export function mayClaim(state: WorkerState<QueueJob, unknown>, room: number): boolean {
-  if (state.unrecorded >= state.options.settings.maxUnrecorded || room <= 0) return false;
+/** Whether a claim may be made with `room` jobs free overall (and `unrecorded` outcomes left to write). */
+export function mayClaim(
+  state: WorkerState<QueueJob, unknown>,
+  room: number,
+  unrecorded = state.unrecorded,
+): boolean {
+  if (unrecorded >= state.options.settings.maxUnrecorded || room <= 0) return false;
   // A claim of a handful of jobs costs a statement and a commit, like a large one: while held jobs still
   // wait for their lanes' slots, let an eighth of the capacity come free and claim it in one go (with a
   // fan-out backlog past the capacity, each finished delivery otherwise paid for a claim of one).

@@ -1,6 +1,6 @@
 import type { Transaction } from '../../db/transaction.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
-import type { EventService, NewEvent } from '../events/events.service.ts';
+import type { EmitWith, EventService, NewEvent } from '../events/events.service.ts';
 import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
 import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
 import type { BounceClass } from './bounce.ts';
@@ -81,6 +81,11 @@ export interface AttemptRecord {
 export interface AttemptWriter {
   /** Returns, per attempt and update, whether this worker still held the recipient's lease. */
   recordAttempts(records: readonly AttemptRecord[]): Promise<boolean[][]>;
+  /**
+   * PostgreSQL: records the attempts and `alongside`'s writes in one statement, all of them if this worker
+   * still holds every recipient's lease, else none; whether it did.
+   */
+  recordAllWith?(records: readonly AttemptRecord[], alongside: EmitWith['writes']): Promise<boolean>;
 }
 
 /** An attempt's outcome per recipient: its new state in the queue, and what that says. */
@@ -115,16 +120,12 @@ function suppressionOf(applied: AppliedOutcome): Pick<NewSuppression, 'reason' |
  * Applies outcomes in the caller's transaction. The status writes go through `recipients`, the recipients'
  * repository on that same transaction.
  */
-export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emitIn'> }) {
-  /**
-   * The events and suppressions of outcomes whose state is written: one event insert and at most one
-   * suppression insert however many there are.
-   */
-  async function emitAndSuppress(
-    transaction: Transaction,
-    applied: readonly AppliedOutcome[],
-    createdAt: string,
-  ): Promise<void> {
+export function createRecipientOutcomes(deps: {
+  /** With emitWith (the sending worker's), attempts can be recorded in one statement (recordAttemptsAtOnce). */
+  events: Pick<EventService, 'emitIn'> & Partial<Pick<EventService, 'emitWith'>>;
+}) {
+  /** The events and suppressions of outcomes whose state is written. */
+  function effectsOf(applied: readonly AppliedOutcome[], createdAt: string) {
     const events: NewEvent[] = [];
     const suppressions: NewSuppression[] = [];
     for (const outcome of applied) {
@@ -145,6 +146,16 @@ export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emit
         events.push({ projectId: email.projectId, kind: EVENT_OF[said], data, emailId: email.id });
       }
     }
+    return { events, suppressions };
+  }
+
+  /** Writes the effects of outcomes: one event insert and at most one suppression insert however many. */
+  async function emitAndSuppress(
+    transaction: Transaction,
+    applied: readonly AppliedOutcome[],
+    createdAt: string,
+  ): Promise<void> {
+    const { events, suppressions } = effectsOf(applied, createdAt);
     await deps.events.emitIn(transaction, events);
     await addSuppressionsIn(transaction.db, suppressions);
   }
@@ -168,6 +179,32 @@ export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emit
         at,
       );
       return held;
+    },
+
+    /**
+     * Records sending attempts as recordAttempts does, in one statement (PostgreSQL), when every recipient's
+     * lease still holds and the outcomes suppress nobody and go to no webhook (the common case). Returns
+     * false, having written nothing, when it cannot: recordAttempts, in the same transaction, then sorts out
+     * which leases held and writes the rest. In a transaction still, not autocommitted: a worker killed
+     * while its statement waits for a lock must leave nothing written (test/send-crash.test.ts), and a
+     * statement already sent commits on its own once the lock is free, whether or not its worker lives.
+     */
+    async recordAttemptsAtOnce(
+      transaction: Transaction,
+      recipients: AttemptWriter,
+      attempts: readonly AttemptOutcome[],
+      at: string,
+    ): Promise<boolean> {
+      if (!recipients.recordAllWith || !deps.events.emitWith) return false;
+      const { events, suppressions } = effectsOf(
+        attempts.flatMap((attempt) => attempt.updates),
+        at,
+      );
+      if (suppressions.length > 0) return false;
+      const alongside = await deps.events.emitWith(transaction.db, events);
+      if (!alongside || !(await recipients.recordAllWith(attempts, alongside.writes))) return false;
+      transaction.afterCommit(alongside.committed);
+      return true;
     },
 
     /**

@@ -3,6 +3,7 @@ import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
+import { valuesList } from '../../db/sql-text.ts';
 
 export interface EventRecord {
   id: string;
@@ -24,6 +25,35 @@ const toRecord = (row: Row<'events'>): EventRecord => ({
   emailId: row.email_id,
 });
 
+const EVENT_COLUMNS = ['id', 'project_id', 'type', 'data', 'created_at', 'email_id'] as const;
+
+/** An event's row as stored. */
+const toRow = (record: EventRecord): Row<'events'> => ({
+  id: record.id,
+  project_id: record.projectId,
+  type: record.type,
+  data: record.data,
+  created_at: record.createdAt,
+  email_id: record.emailId,
+});
+
+/**
+ * PostgreSQL: the events' INSERT as a data-modifying part of another statement's WITH, named `name`, storing
+ * the events only when `guard` (an SQL condition on that statement's other parts) holds; its placeholders
+ * from `param`, in the order of the text.
+ */
+export function insertEventsWhere(
+  name: string,
+  records: readonly EventRecord[],
+  param: (value: unknown) => string,
+  guard: string,
+): string {
+  const rows = records.map(toRow);
+  const columns = EVENT_COLUMNS.join(', ');
+  return `${name} AS (INSERT INTO events (${columns}) SELECT ${columns}
+    FROM (${valuesList(EVENT_COLUMNS, rows, param)}) AS e (${columns}) WHERE ${guard})`;
+}
+
 /** Takes a Kysely instance or a transaction, so the event service can write an event and its deliveries at once. */
 export function createEventRepo(db: Kysely<Database>) {
   return {
@@ -42,17 +72,7 @@ export function createEventRepo(db: Kysely<Database>) {
     ],
 
     /** The statement that stores events, to run alone (insert) or alongside another (at least one record). */
-    insertStatement: (records: readonly EventRecord[]) =>
-      db.insertInto('events').values(
-        records.map((record) => ({
-          id: record.id,
-          project_id: record.projectId,
-          type: record.type,
-          data: record.data,
-          created_at: record.createdAt,
-          email_id: record.emailId,
-        })),
-      ),
+    insertStatement: (records: readonly EventRecord[]) => db.insertInto('events').values(records.map(toRow)),
 
     async insert(records: readonly EventRecord[]): Promise<void> {
       if (records.length === 0) return;

@@ -11,10 +11,10 @@ import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue
 import { createDeliveryRepo, type NewDelivery } from '../deliveries/deliveries.repo.ts';
 import { createDeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
-import { countEventsIn } from '../stats/stats.repo.ts';
+import { addCountsWhere, countEventsIn, eventIncrements } from '../stats/stats.repo.ts';
 import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
-import { createEventRepo, type EventRecord } from './events.repo.ts';
+import { createEventRepo, type EventRecord, insertEventsWhere } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
 export interface EventServiceDeps {
@@ -43,6 +43,14 @@ export interface NewEvent extends EmitOptions {
   projectId: string;
   kind: EventKind;
   data: Record<string, unknown>;
+}
+
+/** Events written as parts of a caller's statement (emitWith). */
+export interface EmitWith {
+  /** The parts of the statement's WITH, each named, their placeholders from `param`, written when `guard`. */
+  writes(param: (value: unknown) => string, guard: string): string[];
+  /** Call once the statement's transaction has committed with the events written. */
+  committed(): void;
 }
 
 export interface EmittedEvent extends EventView {
@@ -86,14 +94,12 @@ export function createEventService({
   }
 
   /**
-   * Stores events and one pending delivery per enabled webhook of their project subscribed to their kind,
-   * in the caller's transaction: the outbox. The state change that caused an event, the event and its
-   * deliveries commit together or not at all. The transaction must not have written webhooks (none does):
-   * the webhooks an event goes to are then the committed ones, known without a read inside it while the
-   * stamps are vouched for (validated-cache.ts).
+   * The events' rows, the deliveries they make (one per enabled webhook of their project subscribed to their
+   * kind) and what emitting them answers, decided before any write: the webhooks are read through `via`,
+   * which must not have written webhooks (none does), so they are the committed ones, known without a read
+   * while the stamps are vouched for (validated-cache.ts).
    */
-  async function emitIn(transaction: Transaction, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
-    if (events.length === 0) return [];
+  async function plan(via: Kysely<Database>, events: readonly NewEvent[]) {
     const now = clock.now().toISOString();
     const records = events.map((event): EventRecord => {
       if (!isEventKind(event.kind)) throw new Error(`Unknown event kind '${String(event.kind)}'.`);
@@ -110,20 +116,6 @@ export function createEventService({
         emailId: event.emailId ?? null,
       };
     });
-    const repo = createEventRepo(transaction.db);
-    // The daily numbers (GET /v1/stats) move in the same transaction as the events they count; a webhook
-    // test send (to one webhook) is not something that happened to an email. On PostgreSQL the events are
-    // stored in the counts' statement (a round trip fewer for every outcome batch of the workers).
-    const counted = events.filter((event) => event.webhookId === undefined);
-    // Counted for /metrics only once they are committed: a rolled-back outcome batch happened to nobody.
-    if (counted.length > 0)
-      transaction.afterCommit(() => metrics.eventsEmitted(counted.map((event) => event.kind)));
-    if (writesInWith(engine)) {
-      await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
-    } else {
-      await repo.insert(records);
-      await countEventsIn(transaction.db, counted, now);
-    }
     // Each project's webhooks are read once for all of its events.
     const webhooksOf = new Map<string, ReturnType<typeof webhookRepo.enabledWebhooks>>();
     const deliveries: NewDelivery[] = [];
@@ -134,7 +126,7 @@ export function createEventService({
       let webhooks = webhooksOf.get(key);
       if (!webhooks) {
         webhooks = webhookRepo.enabledWebhooks(event.projectId, {
-          via: transaction.db,
+          via,
           onlyWebhookId: event.webhookId,
           unwritten: true,
         });
@@ -154,8 +146,55 @@ export function createEventService({
       deliveries.push(...rows);
       emitted.push({ ...toView(record), delivery_ids: rows.map((row) => row.id) });
     }
+    // The daily numbers (GET /v1/stats) move in the same transaction as the events they count; a webhook
+    // test send (to one webhook) is not something that happened to an email.
+    const counted = events.filter((event) => event.webhookId === undefined);
+    // Counted for /metrics only once they are committed: a rolled-back outcome batch happened to nobody.
+    const committed = () => {
+      if (counted.length > 0) metrics.eventsEmitted(counted.map((event) => event.kind));
+    };
+    return { now, records, counted, deliveries, emitted, committed };
+  }
+
+  /**
+   * Stores events and one pending delivery per enabled webhook of their project subscribed to their kind,
+   * in the caller's transaction: the outbox. The state change that caused an event, the event and its
+   * deliveries commit together or not at all. The transaction must not have written webhooks (plan).
+   */
+  async function emitIn(transaction: Transaction, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
+    if (events.length === 0) return [];
+    const { now, records, counted, deliveries, emitted, committed } = await plan(transaction.db, events);
+    transaction.afterCommit(committed);
+    const repo = createEventRepo(transaction.db);
+    // On PostgreSQL the events are stored in the counts' statement (a round trip fewer for every outcome
+    // batch of the workers).
+    if (writesInWith(engine)) {
+      await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
+    } else {
+      await repo.insert(records);
+      await countEventsIn(transaction.db, counted, now);
+    }
     await enqueue(transaction, deliveries);
     return emitted;
+  }
+
+  /**
+   * PostgreSQL: the events and their daily counts as parts of a caller's statement in `via` (a transaction
+   * that has not written webhooks: plan), each written only when the caller's `guard` holds; `committed()`
+   * once they are. Undefined when an event goes to a webhook: its deliveries and their wake-up go through
+   * emitIn.
+   */
+  async function emitWith(via: Kysely<Database>, events: readonly NewEvent[]): Promise<EmitWith | undefined> {
+    const { now, records, counted, deliveries, committed } = await plan(via, events);
+    if (deliveries.length > 0) return undefined;
+    return {
+      writes: (param, guard) =>
+        [
+          records.length > 0 ? insertEventsWhere('events_written', records, param, guard) : '',
+          addCountsWhere('counts_written', eventIncrements(counted, now), param, guard),
+        ].filter((text) => text !== ''),
+      committed,
+    };
   }
 
   async function find(projectId: string, id: string): Promise<EventRecord> {
@@ -166,6 +205,7 @@ export function createEventService({
 
   return {
     emitIn,
+    emitWith,
 
     /**
      * Emits one event: in `transaction` when given (with the change that caused it), else in its own. The

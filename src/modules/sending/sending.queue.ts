@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { skipLockedRows, writesInWith } from '../../db/engine/sql.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
 import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
 import { RECIPIENT_STATUSES, type Database, type EmailStatus } from '../../db/schema.ts';
-import type { RecipientStatus, Row } from '../../db/schema.ts';
+import type { RecipientStatus } from '../../db/schema.ts';
 import { placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
-import { inTransaction } from '../../db/transaction.ts';
-import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
-import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
+import { type Lease, releaseLeases } from '../../queue/lease.ts';
+import type { QueueJob } from '../../queue/runtime.ts';
 import {
   type EmailRecord,
   type LoadedEmail,
@@ -16,31 +15,27 @@ import {
   loadedEmails,
 } from '../emails/email-rows.ts';
 import type { LoadedEmailRow } from '../emails/email-rows.ts';
+import {
+  CLAIMED_WITH_EMAILS,
+  type ClaimedRecipient,
+  type ClaimedRow,
+  type ClaimedWithEmailRow,
+  claimedOf,
+  claimParameters,
+  nextDueClaim,
+  siblingsClaim,
+  toClaimed,
+} from './sending.claims.ts';
 import { QUEUE_HEAD_TEXT } from '../emails/fair-queue.repo.ts';
 import type { AttemptOutcome, AttemptRecord } from '../emails/recipients.ts';
-import { createRecipientOutcomes } from '../emails/recipients.ts';
 import { PENDING, summarizeStatus } from '../emails/status.ts';
-import { createTrackingRepo } from '../emails/tracking.repo.ts';
 import type { TrackingSettings } from '../emails/tracking.ts';
-import type { EventService } from '../events/events.service.ts';
+import type { EmitWith } from '../events/events.service.ts';
 
 // The sending queue: email_recipients rows with a queue position (`ready_seq`), claimed by the sending worker
 // under a lease, promoted into the queue when their time comes, and moved on by each attempt's outcome (with
 // the captured MIME in email_raw and the emails' overall status). All of the queue's SQL is here, one named
 // function per statement, the engines' texts side by side where they differ; the worker holds the policy.
-
-/** A recipient row a worker holds the lease on. */
-export interface ClaimedRecipient {
-  id: string;
-  emailId: string;
-  projectId: string;
-  address: string;
-  host: string;
-  status: RecipientStatus;
-  attempts: number;
-  /** Queue position: groups go out in the order of their first recipient. */
-  seq: number;
-}
 
 /**
  * One SMTP transaction: recipients of one email (of one domain, when each domain is its own destination),
@@ -56,30 +51,6 @@ export interface SendJob extends QueueJob {
 
 /** What an attempt wrote down: each recipient's new state, and what it says (emails/recipients.ts). */
 export type SendOutcome = AttemptOutcome;
-
-const CLAIMED_COLUMNS = [
-  'id',
-  'email_id',
-  'project_id',
-  'address',
-  'host',
-  'status',
-  'attempts',
-  'ready_seq',
-] as const;
-
-type ClaimedRow = Pick<Row<'email_recipients'>, (typeof CLAIMED_COLUMNS)[number]>;
-
-const toClaimed = (row: ClaimedRow): ClaimedRecipient => ({
-  id: row.id,
-  emailId: row.email_id,
-  projectId: row.project_id,
-  address: row.address,
-  host: row.host,
-  status: row.status,
-  attempts: Number(row.attempts),
-  seq: Number(row.ready_seq),
-});
 
 /**
  * A recipient's attempt as the row of values its statement reads (`v`), by column; the last two (PostgreSQL
@@ -133,13 +104,19 @@ function outcomeValues(records: readonly AttemptRecord[]) {
  * Every recipient's new state in one UPDATE, however many attempts finished together; first a write (see
  * fair-queue.repo.ts on SQLite lock upgrades). RETURNING names the rows whose lease still held.
  */
-const RECORD_RECIPIENTS = `UPDATE email_recipients SET status = v.status, attempts = email_recipients.attempts + 1,
-    ready_seq = NULL, wait_until = v.retry_at, next_attempt_at = v.retry_at, locked_until = NULL,
-    locked_by = NULL, last_attempt_at = v.attempted_at, last_response = v.response,
-    last_response_code = v.response_code, updated_at = v.now, completed_at = v.completed_at
+const recordRecipients = (also = '') => `UPDATE email_recipients SET status = v.status,
+    attempts = email_recipients.attempts + 1, ready_seq = NULL, wait_until = v.retry_at,
+    next_attempt_at = v.retry_at, locked_until = NULL, locked_by = NULL, last_attempt_at = v.attempted_at,
+    last_response = v.response, last_response_code = v.response_code, updated_at = v.now,
+    completed_at = v.completed_at
   FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
-    AND email_recipients.ready_seq IS NOT NULL
+    AND email_recipients.ready_seq IS NOT NULL${also}
   RETURNING email_recipients.id`;
+const RECORD_RECIPIENTS = recordRecipients();
+
+/** The emails whose status is known before the write (statusKnown), each if its recipient's lease held. */
+const RECORD_KNOWN_EMAILS = `emails_updated AS (UPDATE emails SET status = v.email_status, updated_at = v.now
+    FROM v JOIN updated ON updated.id = v.id WHERE emails.id = v.email_id AND v.email_status IS NOT NULL)`;
 
 /**
  * The recipients' outcome write, per engine. PostgreSQL: the emails whose status is known before the write
@@ -150,10 +127,7 @@ const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcome
   postgres(values) {
     const update = statement('postgres');
     const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, { response_code: 'integer' });
-    return update.compile(`WITH ${v}, updated AS (${RECORD_RECIPIENTS}),
-        emails_updated AS (UPDATE emails SET status = v.email_status, updated_at = v.now
-          FROM v JOIN updated ON updated.id = v.id
-          WHERE emails.id = v.email_id AND v.email_status IS NOT NULL)
+    return update.compile(`WITH ${v}, updated AS (${RECORD_RECIPIENTS}), ${RECORD_KNOWN_EMAILS}
       SELECT id FROM updated`);
   },
   sqlite(values) {
@@ -164,48 +138,73 @@ const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcome
   },
 };
 
+/** A look over the queue made by the statement that records outcomes (PostgreSQL: recordAllText). */
+export interface ClaimAlong {
+  lease: Lease;
+  limit: number;
+  excludeHosts: readonly string[];
+}
+
+/**
+ * PostgreSQL: attempts whose emails' statuses are known before the write, recorded with `alongside`'s writes
+ * (their events and counts) in one statement, and with `claim`, the next look over the queue made in it: with
+ * its BEGIN and COMMIT, three round trips and one commit per batch where there were five and two. All or
+ * nothing: the rows are locked (`held`) and written only if this worker still holds every lease, and the
+ * other writes only if they all were. The claim is made either way, and never takes a row being recorded
+ * (one statement updates a row once); the outcomes are recorded, in its transaction, before the next claim
+ * of their recipients.
+ */
+function recordAllText(
+  values: ReturnType<typeof outcomeValues>,
+  alongside: EmitWith['writes'],
+  claim: ClaimAlong | undefined,
+) {
+  const update = statement('postgres');
+  const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, { response_code: 'integer' });
+  const count = values.length;
+  const written = alongside(update.param, `(SELECT count(*) FROM updated) = ${count}`);
+  let claimed = '';
+  let result = 'SELECT count(*) AS written FROM updated';
+  if (claim) {
+    const parameters = claimParameters(claim.lease, ...claim.excludeHosts, claim.limit).values();
+    const slot = () => update.param(parameters.next().value);
+    const next = nextDueClaim(
+      'postgres',
+      slot,
+      claim.excludeHosts.length,
+      ' AND id NOT IN (SELECT id FROM v)',
+    );
+    claimed = `,\n      claimed AS (${next})`;
+    result = `SELECT w.written, ${CLAIMED_WITH_EMAILS} FROM (SELECT count(*) AS written FROM updated) AS w
+      LEFT JOIN (claimed JOIN emails ON emails.id = claimed.email_id) ON true`;
+  }
+  return update.compile(`WITH ${v}, held AS (SELECT email_recipients.id FROM email_recipients JOIN v
+        ON email_recipients.id = v.id AND email_recipients.locked_by = v.worker
+        WHERE email_recipients.ready_seq IS NOT NULL FOR UPDATE OF email_recipients),
+      updated AS (${recordRecipients(` AND (SELECT count(*) FROM held) = ${count}`)}),
+      ${[RECORD_KNOWN_EMAILS, ...written].join(',\n')}${claimed}
+    ${result}`);
+}
+
 /** The sending queue's statements on `db` (the database, or a transaction's for the outcome writes). */
 export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
   const pieces = createMessagePieces(db);
-  // The claims as SQL text (sql-text.ts), one spelling for both engines: building them was most of the query
-  // builder's time in a sending worker. Each leases the due rows its WHERE picks (not leased, or the lease ran
-  // out: its worker died) and returns them; its parameters: the lease's end and worker, now, then the WHERE's.
-  const claimText = (which: (slot: () => string) => string) => {
-    const slot = placeholders(engine);
-    const lease = `locked_until = ${slot()}, locked_by = ${slot()}`;
-    const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})${which(slot)}`;
-    const rows = `SELECT id FROM email_recipients WHERE ${due}${skipLockedRows(engine)}`;
-    return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
-  };
-  // Shape: how many hosts are excluded. Then the limit: the lowest queue positions first.
+  // The claims' texts (sending.claims.ts), written once per shape. Shape: how many hosts are excluded.
   const nextDueText = textsByShape((excluded) =>
-    claimText((slot) => {
-      const hosts = Array.from({ length: Number(excluded) }, slot).join(', ');
-      return `${hosts ? ` AND host NOT IN (${hosts})` : ''} ORDER BY ready_seq LIMIT ${slot()}`;
-    }),
+    nextDueClaim(engine, placeholders(engine), Number(excluded)),
   );
   // Shape: how many emails' recipients.
-  const siblingsText = textsByShape((emails) =>
-    claimText((slot) => ` AND email_id IN (${Array.from({ length: Number(emails) }, slot).join(', ')})`),
-  );
-  // PostgreSQL: the claimed rows' emails come back from the claiming statement. Named columns, not `emails.*`:
-  // the statement is prepared (src/db/engine/postgres.ts), and a prepared statement whose result columns
-  // change under a migration fails instead of being planned again.
+  const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));
+  // PostgreSQL: the claimed rows' emails come back from the claiming statement.
   const nextDueWithEmailsText = textsByShape(
     (excluded) => `WITH claimed AS (${nextDueText(excluded)})
-      SELECT ${LOADED_EMAIL_COLUMNS}, ${CLAIMED_COLUMNS.map((column) => `claimed.${column} AS claimed_${column}`).join(', ')}
-      FROM claimed JOIN emails ON emails.id = claimed.email_id`,
+      SELECT ${CLAIMED_WITH_EMAILS} FROM claimed JOIN emails ON emails.id = claimed.email_id`,
   );
   const loadText = textsByShape((count) => {
     const slot = placeholders(engine);
     const ids = Array.from({ length: Number(count) }, slot).join(', ');
     return `SELECT ${LOADED_EMAIL_COLUMNS} FROM emails WHERE id IN (${ids})`;
   });
-  const claimParameters = (lease: Lease, ...where: unknown[]) => {
-    const { workerId, now, lockedUntil } = storedLease(lease);
-    return [lockedUntil, workerId, now, ...where];
-  };
-
   /**
    * The position after which a project's promoted rows go: its last queued row's, or the head's if later
    * (fair-queue.repo.ts).
@@ -270,30 +269,13 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
           emails: await queue.loadEmails([...new Set(recipients.map((row) => row.emailId))]),
         };
       }
-      type ClaimedColumn = (typeof CLAIMED_COLUMNS)[number];
-      const { rows } = await db.executeQuery<
-        LoadedEmailRow & { [C in ClaimedColumn as `claimed_${C}`]: ClaimedRow[C] }
-      >(
+      const { rows } = await db.executeQuery<ClaimedWithEmailRow>(
         CompiledQuery.raw(
           nextDueWithEmailsText(String(options.excludeHosts.length)),
           claimParameters(lease, ...options.excludeHosts, options.limit),
         ),
       );
-      const recipients = rows
-        .map((row) =>
-          toClaimed({
-            id: row.claimed_id,
-            email_id: row.claimed_email_id,
-            project_id: row.claimed_project_id,
-            address: row.claimed_address,
-            host: row.claimed_host,
-            status: row.claimed_status,
-            attempts: row.claimed_attempts,
-            ready_seq: row.claimed_ready_seq,
-          }),
-        )
-        .sort((a, b) => a.seq - b.seq);
-      return { recipients, emails: await loadedEmails(db, rows) };
+      return { recipients: claimedOf(rows), emails: await loadedEmails(db, rows) };
     },
 
     /**
@@ -380,6 +362,32 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
       return key;
     },
 
+    /** See recordAllText; on PostgreSQL only, for attempts with a known status and no captured MIME. */
+    recordAllWith: writesInWith(engine)
+      ? async (records: readonly AttemptRecord[], alongside: EmitWith['writes']): Promise<boolean> =>
+          Boolean((await recordAll(records, alongside, undefined))?.written)
+      : undefined,
+
+    /**
+     * The queue on the same transaction, its recordAllWith also making `claim` (recordAllText); `claimed()`
+     * gives the rows it claimed (for claimedIn), undefined if the statement did not run.
+     */
+    recordingWithClaim(claim: ClaimAlong) {
+      let claimed: ClaimedWithEmailRow[] | undefined;
+      const recordAllWith = async (records: readonly AttemptRecord[], alongside: EmitWith['writes']) => {
+        const done = await recordAll(records, alongside, claim);
+        claimed = done?.claimed;
+        return Boolean(done?.written);
+      };
+      return { writer: { ...queue, recordAllWith }, claimed: () => claimed };
+    },
+
+    /** The recipients and emails of a claim's rows (CLAIMED_WITH_EMAILS). */
+    claimedIn: async (rows: readonly ClaimedWithEmailRow[]) => ({
+      recipients: claimedOf(rows),
+      emails: await loadedEmails(db, rows),
+    }),
+
     /**
      * Records attempts' results for each recipient, captured MIME and each email's overall status, on the
      * caller's transaction (which also emits the events: the worker groups attempts that finish together).
@@ -411,6 +419,25 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
       return held;
     },
   };
+
+  /** Runs recordAllText; undefined (nothing run) for attempts it cannot record. */
+  async function recordAll(
+    records: readonly AttemptRecord[],
+    alongside: EmitWith['writes'],
+    claim: ClaimAlong | undefined,
+  ): Promise<{ written: boolean; claimed: ClaimedWithEmailRow[] } | undefined> {
+    if (!writesInWith(engine)) return undefined;
+    if (records.some((record) => !statusKnown(record) || record.raw !== undefined)) return undefined;
+    const values = outcomeValues(records);
+    // With a claim, one row per claimed recipient, or one with nulls when none was.
+    const { rows } = await db.executeQuery<ClaimedWithEmailRow & { written: number | string }>(
+      recordAllText(values, alongside, claim),
+    );
+    return {
+      written: Number(rows[0]?.written) === values.length,
+      claimed: rows.filter((row) => row.claimed_id != null),
+    };
+  }
 
   /** An email's overall status summed up from every recipient's row, this write's included. */
   async function summedStatus(emailId: string): Promise<EmailStatus> {
@@ -452,120 +479,3 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
 }
 
 export type SendingQueue = ReturnType<typeof createSendingQueue>;
-
-// Waiting recipients moved into the queue per claim; the next claim moves more.
-const PROMOTE_BATCH = 500;
-// How often the daily counts older than two days are forgotten.
-const PRUNE_INTERVAL_MS = 3_600_000;
-
-export interface SendingQueueSourceDeps {
-  db: Kysely<Database>;
-  engine: Engine;
-  /** The event service; the events are emitted in the transaction that records the attempts. */
-  events: Pick<EventService, 'emitIn'>;
-  /** When the suppressions an outcome makes are made. */
-  now: () => string;
-  /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
-  perDomain: boolean;
-  /** Each recipient in an SMTP transaction of its own (per-recipient return paths). */
-  recipientPerJob: boolean;
-  /** How long the earliest waiting time, once read, is trusted (the worker's poll interval). */
-  pollIntervalMs: number;
-}
-
-/**
- * The email_recipients table as the runtime's queue: promoted and claimed (fairly), grouped into SMTP
- * transactions (recipients of one email, and one domain when domains are lanes), given back and recorded with
- * their events. Its own function so the runtime's tests (test/queue.test.ts) hold the runtime to this SQL.
- */
-export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSource<SendJob, SendOutcome> {
-  const { db, engine, perDomain } = deps;
-  const queue = createSendingQueue(db, engine);
-  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
-  let lastPrune = -Infinity;
-  // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
-  // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
-  let nextWaiting: { at: string | undefined; readAt: number } = { at: undefined, readAt: -Infinity };
-
-  async function waitingAt(now: number): Promise<string | undefined> {
-    const stale = now - nextWaiting.readAt >= deps.pollIntervalMs;
-    const due = nextWaiting.at !== undefined && Date.parse(nextWaiting.at) <= now;
-    if (stale || due) nextWaiting = { at: await queue.nextWaitingAt(), readAt: now };
-    return nextWaiting.at;
-  }
-
-  return {
-    async claim(lease, request) {
-      const now = lease.now.toISOString();
-      const waiting = await waitingAt(lease.now.getTime());
-      if (waiting !== undefined && waiting <= now) {
-        await queue.promoteDue(now, PROMOTE_BATCH);
-        nextWaiting.readAt = -Infinity;
-      }
-      if (lease.now.getTime() - lastPrune >= PRUNE_INTERVAL_MS) {
-        lastPrune = lease.now.getTime();
-        // Daily counts are read for today only; two days back covers clocks that disagree about midnight.
-        await queue.pruneQuota(new Date(lastPrune - 2 * 86_400_000).toISOString().slice(0, 10));
-      }
-      const { recipients: claimed, emails } = await queue.claimWithEmails(lease, {
-        limit: request.limit,
-        excludeHosts: perDomain ? request.excludeLanes : [],
-      });
-      if (claimed.length === 0) return [];
-      const tracking = await createTrackingRepo(db).settingsFor(
-        [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
-      );
-      const several = [...emails.values()]
-        .filter((email) => email.recipientCount > 1)
-        .map((email) => email.id);
-      // Recipients of one email (and one domain, when domains are destinations) share a transaction; jobs
-      // come in queue order.
-      const jobs = new Map<string, SendJob>();
-      for (const row of [...claimed, ...(await queue.claimSiblings(lease, several))]) {
-        const email = emails.get(row.emailId);
-        if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
-        const lane = perDomain ? row.host : '';
-        // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
-        const settings = tracking.get(row.emailId);
-        const key = deps.recipientPerJob || settings ? row.id : `${row.emailId} ${lane}`;
-        const job = jobs.get(key) ?? {
-          lane,
-          rows: [],
-          email,
-          host: row.host,
-          recipients: [],
-          tracking: settings,
-        };
-        job.recipients.push(row);
-        (job.rows as string[]).push(row.id);
-        jobs.set(key, job);
-      }
-      return [...jobs.values()];
-    },
-    release: (releasing, rows) => queue.release(releasing, rows),
-    async nextDueAt(now) {
-      const next = await waitingAt(now.getTime());
-      return next === undefined ? undefined : Date.parse(next);
-    },
-    record: (attempted) =>
-      inTransaction(db, async (transaction) => {
-        const outcomes = attempted.map(({ outcome }) => outcome);
-        const held = await recipientOutcomes.recordAttempts(
-          transaction,
-          createSendingQueue(transaction.db, engine),
-          outcomes,
-          deps.now(),
-        );
-        return outcomes.map((outcome, index) => {
-          let retryAt: number | undefined;
-          outcome.updates.forEach((update, position) => {
-            if (held[index]![position] && update.retryAt !== undefined)
-              retryAt = Math.min(retryAt ?? Infinity, Date.parse(update.retryAt));
-          });
-          // A retry of our own comes due later: read the earliest waiting time again rather than sleep past it.
-          if (retryAt !== undefined) nextWaiting.readAt = -Infinity;
-          return { held: held[index]!.includes(true), retryAt };
-        });
-      }),
-  };
-}

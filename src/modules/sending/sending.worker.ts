@@ -10,13 +10,9 @@ import type { EmailRecord } from '../emails/emails.repo.ts';
 import { classifyBounce } from '../emails/bounce.ts';
 import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts';
 import type { SecretBox } from '../../lib/crypto.ts';
-import {
-  type ClaimedRecipient,
-  createSendingQueue,
-  createSendingQueueSource,
-  type SendJob,
-  type SendOutcome,
-} from './sending.queue.ts';
+import type { ClaimedRecipient } from './sending.claims.ts';
+import { createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
+import { createSendingQueueSource } from './sending.queue-source.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { personalize } from '../engagement/personalize.ts';
@@ -54,7 +50,7 @@ export function createSendingWorkerFromConfig(deps: {
   config: Config;
   database: DatabaseHandle;
   clock: Clock;
-  events: Pick<EventService, 'emitIn'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith'>;
   notifier?: Notifier | undefined;
   logger?: WorkerLogger | undefined;
   /** Signs the return paths when the configuration names a BOUNCE_DOMAIN. */
@@ -108,7 +104,7 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    */
   engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
-  events: Pick<EventService, 'emitIn'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith'>;
   transport: MailTransport;
   settings: SendingSettings;
 }

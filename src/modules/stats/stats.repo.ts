@@ -1,6 +1,6 @@
 import type { InsertQueryBuilder, InsertResult, Kysely, QueryCreator } from 'kysely';
 import type { Database } from '../../db/schema.ts';
-import { inChunks } from '../../db/sql-text.ts';
+import { inChunks, valuesList } from '../../db/sql-text.ts';
 
 // email_stats_daily: one count per project, tag ('' for every email), UTC day and metric. Counts are added
 // in the transaction that records what they count (the event's, see countEventsIn), so they are exact; the
@@ -43,23 +43,22 @@ export interface Increment {
  */
 export type Alongside<T extends keyof Database> = InsertQueryBuilder<Database, T, InsertResult>;
 
+const COUNT_COLUMNS = ['project_id', 'tag', 'day', 'metric', 'count'] as const;
+interface CountRow {
+  project_id: string;
+  tag: string;
+  day: string;
+  metric: string;
+  count: number;
+}
+
 /**
- * Adds the increments in the caller's transaction, summed per row first and written in key order; with
- * `alongside`, that write too.
+ * The increments summed per row (each tag of an email has its own count beside the project-wide one), in key
+ * order: one order for every writer, so two transactions adding to the same rows never wait for each other
+ * in a cycle.
  */
-export async function addCounts<T extends keyof Database>(
-  db: Kysely<Database>,
-  increments: readonly Increment[],
-  alongside?: Alongside<T>,
-): Promise<void> {
-  if (increments.length === 0) {
-    await alongside?.execute();
-    return;
-  }
-  const sums = new Map<
-    string,
-    { project_id: string; tag: string; day: string; metric: string; count: number }
-  >();
+function countRows(increments: readonly Increment[]): CountRow[] {
+  const sums = new Map<string, CountRow>();
   for (const increment of increments) {
     const tags = ['', ...Object.entries(increment.tags ?? {}).map(([name, value]) => `${name}:${value}`)];
     for (const tag of tags) {
@@ -76,8 +75,42 @@ export async function addCounts<T extends keyof Database>(
         });
     }
   }
-  // One order for every writer: two transactions adding to the same rows never wait for each other in a cycle.
-  const rows = [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+  return [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
+}
+
+/**
+ * PostgreSQL: the counts' upsert as a data-modifying part of another statement's WITH, named `name`, adding
+ * the counts only when `guard` (an SQL condition on that statement's other parts) holds; its placeholders
+ * from `param`. Empty when there is nothing to count.
+ */
+export function addCountsWhere(
+  name: string,
+  increments: readonly Increment[],
+  param: (value: unknown) => string,
+  guard: string,
+): string {
+  const rows = countRows(increments);
+  if (rows.length === 0) return '';
+  const columns = COUNT_COLUMNS.join(', ');
+  return `${name} AS (INSERT INTO email_stats_daily (${columns}) SELECT ${columns}
+    FROM (${valuesList(COUNT_COLUMNS, rows, param, { count: 'bigint' })}) AS c (${columns}) WHERE ${guard}
+    ON CONFLICT (project_id, tag, day, metric) DO UPDATE SET count = email_stats_daily.count + excluded.count)`;
+}
+
+/**
+ * Adds the increments in the caller's transaction, summed per row first and written in key order; with
+ * `alongside`, that write too.
+ */
+export async function addCounts<T extends keyof Database>(
+  db: Kysely<Database>,
+  increments: readonly Increment[],
+  alongside?: Alongside<T>,
+): Promise<void> {
+  if (increments.length === 0) {
+    await alongside?.execute();
+    return;
+  }
+  const rows = countRows(increments);
   const upsert = (creator: Pick<QueryCreator<Database>, 'insertInto'>, chunk: typeof rows) =>
     creator
       .insertInto('email_stats_daily')
@@ -128,13 +161,11 @@ export function metricsOfEvent(kind: string, data: Record<string, unknown>): Met
   }
 }
 
-/** The events' counts, in the transaction that stores them (`alongside`: as addCounts). */
-export function countEventsIn<T extends keyof Database>(
-  db: Kysely<Database>,
+/** What the events add to the daily counts, on `at`'s day. */
+export function eventIncrements(
   events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
   at: string,
-  alongside?: Alongside<T>,
-): Promise<void> {
+): Increment[] {
   const day = at.slice(0, 10);
   const increments: Increment[] = [];
   for (const event of events) {
@@ -148,7 +179,17 @@ export function countEventsIn<T extends keyof Database>(
       });
     }
   }
-  return addCounts(db, increments, alongside);
+  return increments;
+}
+
+/** The events' counts, in the transaction that stores them (`alongside`: as addCounts). */
+export function countEventsIn<T extends keyof Database>(
+  db: Kysely<Database>,
+  events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
+  at: string,
+  alongside?: Alongside<T>,
+): Promise<void> {
+  return addCounts(db, eventIncrements(events, at), alongside);
 }
 
 /** Sums per day and metric for one tag ('' for all) between two days, inclusive. */
