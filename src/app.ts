@@ -19,6 +19,8 @@ import { installOptionalBodies, installValidation, parseQueryString } from './ht
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
 import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
+import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
+import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
@@ -227,6 +229,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerEmailRoutes(app, { emails: services.emails });
   registerSuppressionRoutes(app, { suppressions: services.suppressions });
   registerContactRoutes(app, { contacts: services.contacts, contactProperties: services.contactProperties });
+  registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
+  registerTopicRoutes(app, { topics: services.topics });
   registerInboundRoutes(app, { inbound: services.inbound });
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });

@@ -11,6 +11,10 @@ import { createContactPropertyRepo } from './modules/contacts/contact-properties
 import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
 import { createContactRepo } from './modules/contacts/contacts.repo.ts';
 import { createContactService } from './modules/contacts/contacts.service.ts';
+import { createSegmentRepo } from './modules/segments/segments.repo.ts';
+import { createSegmentService } from './modules/segments/segments.service.ts';
+import { createTopicRepo } from './modules/topics/topics.repo.ts';
+import { createTopicService } from './modules/topics/topics.service.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
@@ -142,6 +146,16 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
   });
 
   const contactPropertyRepo = createContactPropertyRepo(db);
+  const segmentRepo = createSegmentRepo(db);
+  const topicRepo = createTopicRepo(db);
+  const contacts = createContactService({
+    repo: createContactRepo(db, engine),
+    properties: contactPropertyRepo,
+    events,
+    clock,
+    segments: segmentRepo,
+    topics: topicRepo,
+  });
 
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
@@ -185,12 +199,9 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     submission: createSubmissionService({ projects, emails }),
     engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
     suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
-    contacts: createContactService({
-      repo: createContactRepo(db, engine),
-      properties: contactPropertyRepo,
-      events,
-      clock,
-    }),
+    contacts,
+    segments: createSegmentService({ repo: segmentRepo, contacts, clock }),
+    topics: createTopicService({ repo: topicRepo, contacts, events, clock }),
     contactProperties: createContactPropertyService({ repo: contactPropertyRepo, clock }),
     inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
     received: createReceivedService({

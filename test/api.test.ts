@@ -364,6 +364,7 @@ for (const engine of ALL_ENGINES) {
         'contact.created',
         'contact.updated',
         'contact.deleted',
+        'contact.topics_updated',
       ]);
       for (const kind of response.body.data) {
         assert.equal(kind.object, 'event_kind');

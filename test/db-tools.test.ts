@@ -298,6 +298,20 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
         properties: { seats: 3 },
       });
       assert.equal(contact.status, 201, JSON.stringify(contact.body));
+      // In a segment, with a choice for a topic.
+      const segment = await call(single.url, 'POST', '/segments', { name: 'Movers' });
+      assert.equal(segment.status, 201);
+      const member = await call(single.url, 'POST', `/contacts/ada@example.org/segments/${segment.body.id}`);
+      assert.equal(member.status, 200, JSON.stringify(member.body));
+      const topic = await call(single.url, 'POST', '/topics', {
+        name: 'News',
+        default_subscription: 'opt_in',
+      });
+      assert.equal(topic.status, 201);
+      const choice = await call(single.url, 'PATCH', '/contacts/ada@example.org/topics', {
+        topics: [{ id: topic.body.id, subscription: 'opt_out' }],
+      });
+      assert.equal(choice.status, 200, JSON.stringify(choice.body));
       assert.equal(await single.stop(), 0);
 
       const targetUrl = await createPostgresDatabase(t);
@@ -308,6 +322,9 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       assert.match(copy.stdout, /^webhooks\s+1\s+1$/m);
       assert.match(copy.stdout, /^contacts\s+1\s+1$/m);
       assert.match(copy.stdout, /^contact_properties\s+1\s+1$/m);
+      for (const table of ['segments', 'segment_contacts', 'topics', 'contact_topics']) {
+        assert.match(copy.stdout, new RegExp(`^${table}\\s+1\\s+1$`, 'm'));
+      }
       assert.match(copy.stdout, /All \d+ tables have the same row counts: the copy is complete\./);
       assert.doesNotMatch(copy.stdout + copy.stderr, /[0-9a-f]{64}/, 'the key itself is never printed');
 
@@ -332,6 +349,13 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       const shown = await call(api.url, 'GET', `/emails/${first.body.id}`);
       assert.equal(shown.body.subject, 'Before the move');
       assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org')).body, contact.body);
+      assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org/segments')).body.data, [
+        segment.body,
+      ]);
+      assert.deepEqual(
+        (await call(api.url, 'GET', '/contacts/ada@example.org/topics')).body.data,
+        choice.body.data,
+      );
       const hook = await call(api.url, 'GET', `/webhooks/${webhook.body.data.id}`);
       assert.equal(hook.body.data.has_secret, true);
 

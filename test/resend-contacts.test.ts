@@ -171,9 +171,9 @@ for (const engine of ALL_ENGINES) {
       );
       assertError(
         await resend.contacts.create({ email: 'cy@example.org', segments: [{ id: 'seg_1' }] }),
-        422,
-        'validation_error',
-        'Postwire does not implement segments yet; create the contact without them.',
+        404,
+        'not_found',
+        "No segment with id 'seg_1'.",
       );
       assertError(
         await resend.contacts.create({ email: 'not an address' }),
@@ -276,12 +276,9 @@ for (const engine of ALL_ENGINES) {
       }
     });
 
-    test("contacts' segments, topics and imports, and audiences, still answer 501", async () => {
+    test("contacts' imports, and contacts through an audience's path, still answer 501", async () => {
       for (const result of [
-        await resend.contacts.segments.list({ email: 'a@example.org' }),
-        await resend.contacts.topics.list({ email: 'a@example.org' }),
         await resend.contacts.imports.list(),
-        await resend.contacts.list({ segmentId: 'seg_1' }),
         await resend.contacts.create({ audienceId: 'aud_1', email: 'a@example.org' }),
       ]) {
         assert.equal(result.data, null);

@@ -302,19 +302,7 @@ for (const engine of ALL_ENGINES) {
         await resend.broadcasts.list(),
         501,
         'application_error',
-        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts and contact properties (docs/api/resend.md).',
-      );
-      assertError(
-        await resend.segments.list(),
-        501,
-        'application_error',
-        /^Postwire does not implement segments;/,
-      );
-      assertError(
-        await resend.topics.list(),
-        501,
-        'application_error',
-        /^Postwire does not implement topics;/,
+        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).',
       );
       assertError(
         await resend.suppressions.list(),
@@ -690,7 +678,7 @@ for (const engine of ALL_ENGINES) {
         await resend.webhooks.create({ endpoint, events: ['topic.created'] }),
         422,
         'validation_error',
-        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.deleted, domain\.updated\.$/,
+        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.topics_updated, domain\.updated\.$/,
       );
       assertError(
         await resend.webhooks.create({ endpoint: '', events: ['email.sent'] }),

@@ -287,6 +287,43 @@ describe('sdk', () => {
     assert.equal((await postwire.contactProperties.delete('plan')).deleted, true);
   });
 
+  test('segments and topics: create, get, list, update, delete; a contact in a segment, its choices', async () => {
+    const bea = await postwire.contacts.create({ email: 'bea@sdk.example' });
+    const segment = await postwire.segments.create({ name: 'Readers' });
+    assert.equal((await postwire.segments.update(segment.id, { name: 'Fans' })).name, 'Fans');
+    assert.equal((await postwire.segments.addContact(segment.id, 'bea@sdk.example')).added, true);
+    assert.deepEqual(
+      (await postwire.segments.contacts(segment.id)).data.map((contact) => contact.id),
+      [bea.id],
+    );
+    assert.deepEqual(
+      (await postwire.segments.ofContact(bea.id)).data.map((each) => each.id),
+      [segment.id],
+    );
+    assert.equal((await postwire.segments.removeContact(segment.id, bea.id)).deleted, true);
+    assert.equal((await postwire.segments.get(segment.id)).name, 'Fans');
+    assert.ok((await postwire.segments.list()).data.some((each) => each.id === segment.id));
+
+    const topic = await postwire.topics.create({ name: 'News', default_subscription: 'opt_out' });
+    assert.equal((await postwire.topics.update(topic.id, { description: 'Monthly' })).description, 'Monthly');
+    const chosen = await postwire.topics.choose(bea.id, {
+      topics: [{ id: topic.id, subscription: 'opt_in' }],
+    });
+    assert.deepEqual(
+      chosen.data.map((each) => [each.topic_id, each.subscription, each.chosen]),
+      [[topic.id, 'opt_in', true]],
+    );
+    assert.equal((await postwire.topics.ofContact('bea@sdk.example')).data[0]!.subscription, 'opt_in');
+    assert.deepEqual(
+      (await postwire.contacts.list({ topic_id: topic.id })).data.map((contact) => contact.id),
+      [bea.id],
+    );
+    assert.equal((await postwire.topics.get(topic.id)).default_subscription, 'opt_out');
+    assert.equal((await postwire.topics.list()).data.length, 1);
+    assert.equal((await postwire.topics.delete(topic.id)).deleted, true);
+    assert.equal((await postwire.segments.delete(segment.id)).deleted, true);
+  });
+
   test('domains: create, list, get, update, verify, rotate the key, delete; inbound routes, received emails, inbound messages', async () => {
     const domain = await postwire.domains.create({ name: 'sdk.example' });
     assert.deepEqual([domain.object, domain.name, domain.status], ['domain', 'sdk.example', 'pending']);

@@ -42,6 +42,8 @@ export class Postwire {
   readonly suppressions;
   readonly contacts;
   readonly contactProperties;
+  readonly segments;
+  readonly topics;
   readonly domains;
   readonly inboundMessages;
   readonly inboundRoutes;
@@ -217,6 +219,82 @@ export class Postwire {
         call(client.PATCH('/v1/contact-properties/{id}', { params: contact(id), body, ...init(options) })),
       delete: (id: string, options?: RequestOptions) =>
         call(client.DELETE('/v1/contact-properties/{id}', { params: contact(id), ...init(options) })),
+    };
+
+    // A segment or a topic by id; a contact, as above, by id or address.
+    const byId = (id: string) => ({ path: { id } });
+    this.segments = {
+      create: (body: Schemas['CreateSegmentRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/segments', { body, ...init(options) })),
+      list: (query: Query<'/v1/segments'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/segments', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/segments/{id}', { params: byId(id), ...init(options) })),
+      update: (id: string, body: Schemas['UpdateSegmentRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/segments/{id}', { params: byId(id), body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/segments/{id}', { params: byId(id), ...init(options) })),
+      /** The segment's contacts, newest first (the same as `contacts.list({ segment_id })`). */
+      contacts: (id: string, query: Query<'/v1/segments/{id}/contacts'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/segments/{id}/contacts', { params: { ...byId(id), query }, ...init(options) })),
+      /** The segments a contact (by id or address) is in. */
+      ofContact: (
+        contactId: string,
+        query: Query<'/v1/contacts/{id}/segments'> = {},
+        options?: RequestOptions,
+      ) =>
+        call(
+          client.GET('/v1/contacts/{id}/segments', {
+            params: { ...contact(contactId), query },
+            ...init(options),
+          }),
+        ),
+      /** Adding a contact the segment has already changes nothing (`added: false`). */
+      addContact: (id: string, contactId: string, options?: RequestOptions) =>
+        call(
+          client.POST('/v1/contacts/{id}/segments/{segment_id}', {
+            params: { path: { id: contactId, segment_id: id } },
+            ...init(options),
+          }),
+        ),
+      removeContact: (id: string, contactId: string, options?: RequestOptions) =>
+        call(
+          client.DELETE('/v1/contacts/{id}/segments/{segment_id}', {
+            params: { path: { id: contactId, segment_id: id } },
+            ...init(options),
+          }),
+        ),
+    };
+
+    this.topics = {
+      create: (body: Schemas['CreateTopicRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/topics', { body, ...init(options) })),
+      list: (query: Query<'/v1/topics'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/topics', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/topics/{id}', { params: byId(id), ...init(options) })),
+      /** The name or description; the default subscription stays as created. */
+      update: (id: string, body: Schemas['UpdateTopicRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/topics/{id}', { params: byId(id), body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/topics/{id}', { params: byId(id), ...init(options) })),
+      /** Every topic with the contact's subscription: its choice, or the topic's default. */
+      ofContact: (
+        contactId: string,
+        query: Query<'/v1/contacts/{id}/topics'> = {},
+        options?: RequestOptions,
+      ) =>
+        call(
+          client.GET('/v1/contacts/{id}/topics', {
+            params: { ...contact(contactId), query },
+            ...init(options),
+          }),
+        ),
+      /** Makes a contact's choices (all or none); topics not named keep theirs. */
+      choose: (contactId: string, body: Schemas['UpdateContactTopicsRequest'], options?: RequestOptions) =>
+        call(
+          client.PATCH('/v1/contacts/{id}/topics', { params: contact(contactId), body, ...init(options) }),
+        ),
     };
 
     this.domains = {

@@ -31,4 +31,7 @@ export type Webhook = Schemas['Webhook'];
 export type Suppression = Schemas['Suppression'];
 export type Contact = Schemas['Contact'];
 export type ContactProperty = Schemas['ContactProperty'];
+export type Segment = Schemas['Segment'];
+export type Topic = Schemas['Topic'];
+export type ContactTopic = Schemas['ContactTopic'];
 export type SendEmailRequest = Schemas['SendEmail'];

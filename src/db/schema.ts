@@ -566,6 +566,41 @@ export interface ContactsTable {
   updated_at: string;
 }
 
+/** A named list of a project's contacts (written by src/modules/segments). */
+export interface SegmentsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A contact in a segment (written by src/modules/segments). */
+export interface SegmentContactsTable {
+  segment_id: string;
+  contact_id: string;
+  created_at: string;
+}
+
+/** What a project's contacts subscribe to (written by src/modules/topics). */
+export interface TopicsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  description: string | null;
+  default_subscription: 'opt_in' | 'opt_out';
+  created_at: string;
+  updated_at: string;
+}
+
+/** A contact's own choice for a topic; none means the topic's default (written by src/modules/topics). */
+export interface ContactTopicsTable {
+  contact_id: string;
+  topic_id: string;
+  subscription: 'opt_in' | 'opt_out';
+  updated_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -597,6 +632,10 @@ export interface Database {
   encryption_canary: EncryptionCanaryTable;
   contact_properties: ContactPropertiesTable;
   contacts: ContactsTable;
+  segments: SegmentsTable;
+  segment_contacts: SegmentContactsTable;
+  topics: TopicsTable;
+  contact_topics: ContactTopicsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

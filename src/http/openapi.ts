@@ -29,6 +29,15 @@ export const openApiInfo = {
     },
     { name: 'Contact properties', description: 'The custom properties a project declares for its contacts.' },
     {
+      name: 'Segments',
+      description: 'Named lists of contacts, which contacts are added to and removed from.',
+    },
+    {
+      name: 'Topics',
+      description:
+        'What contacts subscribe to, with a default for those who made no choice; each contact’s choices.',
+    },
+    {
       name: 'Inbound messages',
       description: 'Bounce, delay and success reports and complaints mailed back about your email.',
     },

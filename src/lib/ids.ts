@@ -18,7 +18,9 @@ export type IdPrefix =
   | 'rte'
   | 'rcv'
   | 'con'
-  | 'cprop';
+  | 'cprop'
+  | 'seg'
+  | 'top';
 
 // UUIDv7 with a monotonic counter in the 12 `rand_a` bits: ids made in the same millisecond by one
 // process still sort in creation order, so "newest first" by id is exact for keyset pagination.

@@ -26,6 +26,10 @@ export interface ContactFilter {
   emailPrefix?: string | undefined;
   /** A property (by id) holding a value. */
   property?: { id: string; value: PropertyValue } | undefined;
+  /** In this segment. */
+  segmentId?: string | undefined;
+  /** Subscribed to this topic: by their own choice, or without one when the topic's default is opt-in. */
+  topic?: { id: string; defaultSubscription: 'opt_in' | 'opt_out' } | undefined;
 }
 
 const toRecord = (row: Row<'contacts'>): ContactRecord => ({
@@ -113,6 +117,32 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         if (filter.property) {
           const { id, value } = filter.property;
           query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
+        }
+        const { segmentId, topic } = filter;
+        if (segmentId !== undefined) {
+          query = query.where((eb) =>
+            eb.exists(
+              eb
+                .selectFrom('segment_contacts')
+                .select('segment_contacts.contact_id')
+                .whereRef('segment_contacts.contact_id', '=', 'contacts.id')
+                .where('segment_contacts.segment_id', '=', segmentId),
+            ),
+          );
+        }
+        if (topic) {
+          // Only the choices against the default are looked up: an opt-out where it is opt-in, and back.
+          const { id, defaultSubscription } = topic;
+          query = query.where((eb) => {
+            const choice = eb
+              .selectFrom('contact_topics')
+              .select('contact_topics.contact_id')
+              .whereRef('contact_topics.contact_id', '=', 'contacts.id')
+              .where('contact_topics.topic_id', '=', id);
+            return defaultSubscription === 'opt_in'
+              ? eb.not(eb.exists(choice.where('contact_topics.subscription', '=', 'opt_out')))
+              : eb.exists(choice.where('contact_topics.subscription', '=', 'opt_in'));
+          });
         }
         if (cursor) query = query.where('id', cursor.op, cursor.id);
         return query.orderBy('id', order).limit(limit).execute();

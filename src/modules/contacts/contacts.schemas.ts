@@ -107,6 +107,21 @@ export const ContactListQuery = Type.Object(
           'Only the contacts whose property has this value, as `key:value` (`plan:pro`, `seats:5`); the value is read as the property’s type.',
       }),
     ),
+    segment_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description: 'Only the contacts in this segment (`seg_…`).',
+      }),
+    ),
+    topic_id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description:
+          'Only the contacts subscribed to this topic (`top_…`): opted in, or without a choice when the topic’s default is `opt_in`.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -21,6 +21,15 @@ export interface ContactServiceDeps {
   properties: ContactPropertyRepo;
   events: Pick<EventService, 'emitIn'>;
   clock: Clock;
+  /** What the list's segment and topic filters name, looked up in the project (another project's is a 404). */
+  segments: {
+    find(projectId: string, id: string): Promise<{ id: string } | undefined>;
+    /** The segments a contact is in (read in the transaction that emits its event). */
+    idsOf(contactId: string, transaction: Transaction): Promise<string[]>;
+  };
+  topics: {
+    find(projectId: string, id: string): Promise<{ defaultSubscription: 'opt_in' | 'opt_out' } | undefined>;
+  };
 }
 
 /** A contact as the API shows it: its values by key, of the properties still declared. */
@@ -47,17 +56,17 @@ export function toContactView(
 }
 
 /**
- * What `contact.*` events carry: the contact, in the fields of Resend's contact events (`segment_ids` empty
- * until segments exist; Postwire has no audiences, so no `audience_id`), with its properties.
+ * What `contact.*` events carry: the contact, in the fields of Resend's contact events (Postwire has no
+ * audiences, so no `audience_id`), with its properties and the segments it is in.
  */
-export const contactEventData = (contact: ContactView): Record<string, unknown> => ({
+export const contactEventData = (contact: ContactView, segmentIds: string[]): Record<string, unknown> => ({
   id: contact.id,
   email: contact.email,
   first_name: contact.first_name,
   last_name: contact.last_name,
   unsubscribed: contact.unsubscribed,
   properties: contact.properties,
-  segment_ids: [],
+  segment_ids: segmentIds,
   created_at: contact.created_at,
   updated_at: contact.updated_at,
 });
@@ -101,9 +110,18 @@ interface UpdatePlan {
 }
 
 /** Contacts: the people a project's broadcasts go to. Each write emits its `contact.*` event in its transaction. */
-export function createContactService({ repo, properties, events, clock }: ContactServiceDeps) {
+export function createContactService({
+  repo,
+  properties,
+  events,
+  clock,
+  segments,
+  topics,
+}: ContactServiceDeps) {
   async function emitFor(transaction: Transaction, projectId: string, kind: EventKind, contact: ContactView) {
-    await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact) }]);
+    // A new contact is in no segment yet.
+    const segmentIds = kind === 'contact.created' ? [] : await segments.idsOf(contact.id, transaction);
+    await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact, segmentIds) }]);
   }
 
   return {
@@ -152,12 +170,42 @@ export function createContactService({ repo, properties, events, clock }: Contac
       return toContactView(record, await properties.all(projectId));
     },
 
+    /** The contact a path names, as stored (to read what hangs off it: its segments, its topics). */
+    async find(projectId: string, idOrEmail: string): Promise<ContactRecord> {
+      const ref = refOf(idOrEmail);
+      const record = ref && (await repo.find(projectId, ref.column, ref.value));
+      if (!record) throw missing(idOrEmail);
+      return record;
+    },
+
+    /**
+     * The contact a path names, locked for the rest of `transaction`: a membership or a topic choice written
+     * next cannot meet the contact's delete half-way.
+     */
+    async lock(transaction: Transaction, projectId: string, idOrEmail: string): Promise<ContactRecord> {
+      const ref = refOf(idOrEmail);
+      const record = ref && (await repo.lock(transaction.db, projectId, ref.column, ref.value));
+      if (!record) throw missing(idOrEmail);
+      return record;
+    },
+
     async list(projectId: string, page: PageRequest, filter: ContactListFilter) {
       const declared = await properties.all(projectId);
+      const { segment_id: segmentId, topic_id: topicId } = filter;
+      if (segmentId !== undefined && !(await segments.find(projectId, segmentId))) {
+        throw notFound('segment', segmentId);
+      }
+      const topic = topicId === undefined ? undefined : await topics.find(projectId, topicId);
+      if (topicId !== undefined && !topic) throw notFound('topic', topicId);
       const result = await repo.list(projectId, page, {
         unsubscribed: filter.unsubscribed,
         emailPrefix: filter.email_prefix?.toLowerCase(),
         property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
+        segmentId,
+        topic:
+          topic && topicId !== undefined
+            ? { id: topicId, defaultSubscription: topic.defaultSubscription }
+            : undefined,
       });
       return {
         items: result.items.map((record) => toContactView(record, declared)),
@@ -220,8 +268,11 @@ export function createContactService({ repo, properties, events, clock }: Contac
       { projectId, ref, declared }: { projectId: string; ref: ContactRef; declared: ContactPropertyRecord[] },
     ): Promise<{ object: 'contact'; id: string; deleted: true }> {
       const current = await repo.lock(transaction.db, projectId, ref.column, ref.value);
-      if (!current || !(await repo.delete(transaction.db, projectId, current.id))) throw missing(ref.given);
+      if (!current) throw missing(ref.given);
+      // The event first: it names the segments the contact was in, which the delete takes with it (a delete
+      // that then fails rolls the event back with it).
       await emitFor(transaction, projectId, 'contact.deleted', toContactView(current, declared));
+      if (!(await repo.delete(transaction.db, projectId, current.id))) throw missing(ref.given);
       return { object: 'contact', id: current.id, deleted: true };
     },
   };

@@ -23,6 +23,8 @@ export const EVENT_KINDS = {
   'contact.updated':
     'A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now).',
   'contact.deleted': 'A contact was deleted (`data` is the contact as it was).',
+  'contact.topics_updated':
+    "A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, or the Resend SDK): `data.topics` has each topic whose subscription changed, with the subscription before.",
 } as const;
 
 export type EventKind = keyof typeof EVENT_KINDS;

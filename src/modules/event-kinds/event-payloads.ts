@@ -208,6 +208,25 @@ const contactFields = {
   test: emailFields.test,
 };
 
+// What `contact.topics_updated` carries (the topics service's choose): the contact, and what changed.
+const topicSubscription = (description: string) =>
+  Type.Union([Type.Literal('opt_in'), Type.Literal('opt_out')], { description });
+const contactTopicsFields = {
+  id: contactFields.id,
+  email: contactFields.email,
+  topics: Type.Array(
+    Type.Object({
+      id: Type.String({ description: 'The topic (`top_…`).' }),
+      subscription: topicSubscription('The subscription now.'),
+      previous_subscription: topicSubscription(
+        'The subscription before: the contact’s earlier choice, or the topic’s default.',
+      ),
+    }),
+    { description: 'The topics whose subscription changed.' },
+  ),
+  test: emailFields.test,
+};
+
 /** The component name of a kind's webhook payload: `email.delivery_delayed` → `EmailDeliveryDelayedEvent`. */
 export function eventSchemaName(kind: string): string {
   const words = kind.split(/[._]/).map((word) => word.charAt(0).toUpperCase() + word.slice(1));
@@ -248,9 +267,11 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
           { ...domainFields, ...EXTRA_FIELDS[kind] },
           { description: 'The domain and its records.' },
         )
-      : kind.startsWith('contact.')
-        ? Type.Object(contactFields, { description: 'The contact.' })
-        : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+      : kind === 'contact.topics_updated'
+        ? Type.Object(contactTopicsFields, { description: 'The contact and its changed subscriptions.' })
+        : kind.startsWith('contact.')
+          ? Type.Object(contactFields, { description: 'The contact.' })
+          : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return envelope(kind, data);
 }
 

@@ -13,37 +13,32 @@ import {
   UpdateContactPropertyBody,
 } from '../contacts/contacts.schemas.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
-import { unsupportedField } from './resend-errors.ts';
+import type { SegmentService } from '../segments/segments.service.ts';
+import { MAX_TOPIC_CHOICES, TopicChoice } from '../topics/topics.schemas.ts';
+import type { TopicService } from '../topics/topics.service.ts';
 
 const hide = { hide: true } as const;
 const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /**
- * A contact as Resend's SDK creates it: Postwire's fields, but for `segments` and `topics`, which Postwire does
- * not have yet: refused (422) when given, rather than dropped.
+ * A contact as Resend's SDK creates it: Postwire's fields, and the segments it goes into and its topic
+ * choices (`segments: [{ id }]`, `topics: [{ id, subscription }]`), made in the contact's transaction.
  */
-function toPostwireContact(body: unknown): unknown {
-  if (!isObject(body)) return body;
-  const { segments, topics, ...rest } = body;
-  for (const [param, value] of [
-    ['segments', segments],
-    ['topics', topics],
-  ] as const) {
-    if (value !== undefined && value !== null && !(Array.isArray(value) && value.length === 0)) {
-      throw unsupportedField(
-        param,
-        `Postwire does not implement ${param} yet; create the contact without them.`,
-      );
-    }
-  }
-  return rest;
-}
+const CreateResendContactBody = Type.Object(
+  {
+    ...CreateContactBody.properties,
+    segments: Type.Optional(
+      Type.Array(Type.Object({ id: Type.String({ minLength: 1 }) }, { additionalProperties: false }), {
+        maxItems: 100,
+      }),
+    ),
+    topics: Type.Optional(Type.Array(TopicChoice, { maxItems: MAX_TOPIC_CHOICES })),
+  },
+  { additionalProperties: false },
+);
 
 /** A contact in a Resend list (without its properties). */
-const toResendListContact = (contact: ContactView) => ({
+export const toResendListContact = (contact: ContactView) => ({
   id: contact.id,
   email: contact.email,
   first_name: contact.first_name,
@@ -72,12 +67,22 @@ const toResendProperty = (property: ContactPropertyView) => ({
 
 /**
  * Resend's contacts (global, by id or email) and contact properties over the /v1 services, inside the /resend
- * scope (resend.routes.ts), which turns errors into Resend's. Contacts' segments, topics and imports, and
- * audiences, are not here: they answer 501 there.
+ * scope (resend.routes.ts), which turns errors into Resend's. Contacts' segments and topics are in
+ * resend-segments.ts and resend-topics.ts; imports, and contacts through an audience's path, answer 501 there.
  */
 export function registerResendContactRoutes(
   scope: FastifyInstance,
-  { contacts, contactProperties }: { contacts: ContactService; contactProperties: ContactPropertyService },
+  {
+    contacts,
+    contactProperties,
+    segments,
+    topics,
+  }: {
+    contacts: ContactService;
+    contactProperties: ContactPropertyService;
+    segments: SegmentService;
+    topics: TopicService;
+  },
 ): void {
   const app = scope.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -85,15 +90,17 @@ export function registerResendContactRoutes(
     '/contacts',
     {
       config: { permission: 'full_access' },
-      schema: { ...hide, body: CreateContactBody },
-      preValidation: async (request) => {
-        request.body = toPostwireContact(request.body) as typeof request.body;
-      },
+      schema: { ...hide, body: CreateResendContactBody },
     },
     async (request, reply) => {
-      const plan = await contacts.prepareCreate(projectOf(request), request.body);
+      const projectId = projectOf(request);
+      const { segments: into = [], topics: choices = [], ...fields } = request.body;
+      const plan = await contacts.prepareCreate(projectId, fields);
       return reply.transact(async (transaction) => {
         const contact = await contacts.create(transaction, plan);
+        // A segment or topic the project does not have is a 404, and the contact is not created either.
+        for (const segment of into) await segments.addContact(transaction, projectId, contact.id, segment.id);
+        if (choices.length > 0) await topics.choose(transaction, projectId, contact.id, choices);
         return { object: 'contact', id: contact.id };
       });
     },

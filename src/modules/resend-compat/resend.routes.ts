@@ -18,6 +18,8 @@ import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.s
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
 import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
+import { registerResendSegmentRoutes } from './resend-segments.ts';
+import { registerResendTopicRoutes } from './resend-topics.ts';
 import { toResendDomain, toResendDomainListItem, toPostwireDomain } from './resend-domains.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
@@ -36,10 +38,7 @@ export const RESEND_PREFIX = '/resend';
 
 // Resend's resources that Postwire has no equivalent of, by the first segment of their path.
 const NOT_IN_POSTWIRE: Record<string, string> = {
-  audiences: 'audiences',
   broadcasts: 'broadcasts',
-  segments: 'segments',
-  topics: 'topics',
   automations: 'automations',
   events: 'custom events',
   inboxes: 'inboxes',
@@ -55,8 +54,13 @@ const PARTLY: Record<string, string> = {
   templates: 'templates',
   webhooks: 'webhooks',
   'api-keys': 'API keys',
-  // Their segments, topics and imports come with segments and topics.
+  // Their imports come with contact imports.
   contacts: 'contacts',
+  segments: 'segments',
+  topics: 'topics',
+  // The SDK's audiences are its segments (at /segments); only a contact created, read or changed through an
+  // audience's path (the SDK's deprecated `audienceId`) comes here.
+  audiences: 'audiences',
 };
 // Resend's resources that Postwire has under /v1 only, in its own shapes.
 const IN_V1_ONLY: Record<string, string> = {
@@ -447,6 +451,8 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           ),
       );
       registerResendContactRoutes(scope, services);
+      registerResendSegmentRoutes(scope, services);
+      registerResendTopicRoutes(scope, services);
 
       // API keys.
       app.post(
@@ -484,7 +490,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts and contact properties (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).`,
             );
           }
           const elsewhere = IN_V1_ONLY[resource];

@@ -13,7 +13,8 @@ import { createInboundRepo } from '../inbound/inbound.repo.ts';
 
 // RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
 // than the retention are deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their
-// recipients, suppressions, templates, contacts and contact properties, and the daily numbers are kept.
+// recipients, suppressions, templates, contacts and contact properties, segments and topics (and who is in
+// them, who chose what), and the daily numbers are kept.
 
 export interface PrunedTable {
   table: string;

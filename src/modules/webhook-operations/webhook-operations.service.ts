@@ -120,6 +120,7 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'contact.created': {},
   'contact.updated': { first_name: 'Ada', updated_at: '2026-11-22T10:05:00.000Z' },
   'contact.deleted': {},
+  'contact.topics_updated': {},
 };
 
 /** The data of a test event: shaped like a real email event of that kind, marked `test: true`. */
@@ -135,6 +136,14 @@ export function testEventData(kind: EventKind): Record<string, unknown> {
       receiving_verified: false,
       records: [],
       ...SAMPLE_DETAILS[kind],
+    };
+  }
+  if (kind === 'contact.topics_updated') {
+    return {
+      test: true,
+      id: 'con_test',
+      email: SAMPLE_RECIPIENT,
+      topics: [{ id: 'top_test', subscription: 'opt_out', previous_subscription: 'opt_in' }],
     };
   }
   // Contact events are about a contact (contactEventData's fields).

@@ -1,0 +1,127 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { projectOf } from '../../http/auth.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import type { ContactService } from '../contacts/contacts.service.ts';
+import { CreateSegmentBody, type SegmentView, UpdateSegmentBody } from '../segments/segments.schemas.ts';
+import type { SegmentService } from '../segments/segments.service.ts';
+import { toResendListContact } from './resend-contacts.ts';
+
+const hide = { hide: true } as const;
+const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
+const MembershipParams = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  segment_id: Type.String({ minLength: 1 }),
+});
+
+/** A segment as Resend's API answers it (`Segment`). */
+const toResendSegment = (segment: SegmentView) => ({
+  id: segment.id,
+  name: segment.name,
+  created_at: segment.created_at,
+});
+
+/**
+ * Resend's segments (and so its deprecated audiences, which the SDK sends to /segments), a segment's contacts
+ * and a contact's segments, over the /v1 services, inside the /resend scope (resend.routes.ts).
+ */
+export function registerResendSegmentRoutes(
+  scope: FastifyInstance,
+  { segments, contacts }: { segments: SegmentService; contacts: ContactService },
+): void {
+  const app = scope.withTypeProvider<TypeBoxTypeProvider>();
+  const write = { permission: 'full_access' } as const;
+  const read = { permission: 'read_only' } as const;
+
+  app.post(
+    '/segments',
+    { config: write, schema: { ...hide, body: CreateSegmentBody } },
+    async (request, reply) => {
+      const record = segments.prepareCreate(projectOf(request), request.body);
+      return reply.transact(async (transaction) => {
+        const segment = await segments.create(transaction, record);
+        return { object: 'segment', id: segment.id, name: segment.name };
+      });
+    },
+  );
+
+  app.get('/segments', { config: read, schema: { ...hide, querystring: ListQuery } }, async (request) => {
+    const page = await segments.list(projectOf(request), toPageRequest(request.query, 'seg'));
+    return list(page.items.map(toResendSegment), page.hasMore);
+  });
+
+  app.get('/segments/:id', { config: read, schema: { ...hide, params: IdParams } }, async (request) => ({
+    object: 'segment',
+    ...toResendSegment(await segments.get(projectOf(request), request.params.id)),
+  }));
+
+  app.patch(
+    '/segments/:id',
+    { config: write, schema: { ...hide, params: IdParams, body: UpdateSegmentBody } },
+    async (request, reply) =>
+      reply.transact(async (transaction) => {
+        const segment = await segments.rename(
+          transaction,
+          projectOf(request),
+          request.params.id,
+          request.body.name,
+        );
+        return { object: 'segment', id: segment.id };
+      }),
+  );
+
+  app.delete(
+    '/segments/:id',
+    { config: write, schema: { ...hide, params: IdParams } },
+    async (request, reply) =>
+      reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
+  );
+
+  // contacts.list({ segmentId }) (and { audienceId }).
+  app.get(
+    '/segments/:id/contacts',
+    { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
+    async (request) => {
+      const page = await contacts.list(projectOf(request), toPageRequest(request.query, 'con'), {
+        segment_id: request.params.id,
+      });
+      return list(page.items.map(toResendListContact), page.hasMore);
+    },
+  );
+
+  app.get(
+    '/contacts/:id/segments',
+    { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
+    async (request) => {
+      const page = await segments.ofContact(
+        projectOf(request),
+        request.params.id,
+        toPageRequest(request.query, 'seg'),
+      );
+      return list(page.items.map(toResendSegment), page.hasMore);
+    },
+  );
+
+  app.post(
+    '/contacts/:id/segments/:segment_id',
+    { config: write, schema: { ...hide, params: MembershipParams } },
+    async (request, reply) =>
+      reply.transact(async (transaction) => {
+        const { id, segment_id } = request.params;
+        const added = await segments.addContact(transaction, projectOf(request), id, segment_id);
+        return { id: added.segment_id };
+      }),
+  );
+
+  app.delete(
+    '/contacts/:id/segments/:segment_id',
+    { config: write, schema: { ...hide, params: MembershipParams } },
+    async (request, reply) =>
+      reply.transact(async (transaction) => {
+        const { id, segment_id } = request.params;
+        const removed = await segments.removeContact(transaction, projectOf(request), id, segment_id);
+        return { id: removed.segment_id, deleted: true };
+      }),
+  );
+}

@@ -1,0 +1,136 @@
+import type { Kysely } from 'kysely';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import type { Database, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
+
+export interface SegmentRecord {
+  id: string;
+  projectId: string;
+  name: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+const toRecord = (row: Row<'segments'>): SegmentRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  name: row.name,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+/** The segments and segment_contacts tables: named lists and who is in them. Writes join the caller's transaction. */
+export function createSegmentRepo(db: Kysely<Database>) {
+  const select = (projectId: string, via: Kysely<Database> = db) =>
+    via.selectFrom('segments').selectAll().where('project_id', '=', projectId);
+
+  return {
+    async insert(record: SegmentRecord, transaction: Transaction): Promise<void> {
+      await transaction.db
+        .insertInto('segments')
+        .values({
+          id: record.id,
+          project_id: record.projectId,
+          name: record.name,
+          created_at: record.createdAt,
+          updated_at: record.updatedAt,
+        })
+        .execute();
+    },
+
+    /** In `transaction` when given (on SQLite a read beside an open transaction waits for it). */
+    async find(projectId: string, id: string, transaction?: Transaction): Promise<SegmentRecord | undefined> {
+      const row = await select(projectId, transaction?.db).where('id', '=', id).executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    async list(projectId: string, page: PageRequest): Promise<Page<SegmentRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = select(projectId);
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    /** The segments a contact is in, newest first. */
+    async ofContact(projectId: string, contactId: string, page: PageRequest): Promise<Page<SegmentRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = db
+          .selectFrom('segments')
+          .innerJoin('segment_contacts', 'segment_contacts.segment_id', 'segments.id')
+          .selectAll('segments')
+          .where('segments.project_id', '=', projectId)
+          .where('segment_contacts.contact_id', '=', contactId);
+        if (cursor) query = query.where('segments.id', cursor.op, cursor.id);
+        return query.orderBy('segments.id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    /** The segments a contact is in, oldest first, read in `transaction`. */
+    async idsOf(contactId: string, transaction: Transaction): Promise<string[]> {
+      const rows = await transaction.db
+        .selectFrom('segment_contacts')
+        .select('segment_id')
+        .where('contact_id', '=', contactId)
+        .orderBy('segment_id', 'asc')
+        .execute();
+      return rows.map((row) => row.segment_id);
+    },
+
+    /** False when the segment is gone. */
+    async rename(
+      projectId: string,
+      id: string,
+      name: string,
+      updatedAt: string,
+      transaction: Transaction,
+    ): Promise<boolean> {
+      const result = await transaction.db
+        .updateTable('segments')
+        .set({ name, updated_at: updatedAt })
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
+    /** Its memberships go with it (the foreign key's cascade); the contacts stay. */
+    async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
+        .deleteFrom('segments')
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+
+    /** False when the contact was in the segment already (nothing written). */
+    async addContact(
+      segmentId: string,
+      contactId: string,
+      createdAt: string,
+      transaction: Transaction,
+    ): Promise<boolean> {
+      const result = await transaction.db
+        .insertInto('segment_contacts')
+        .values({ segment_id: segmentId, contact_id: contactId, created_at: createdAt })
+        .onConflict((conflict) => conflict.columns(['segment_id', 'contact_id']).doNothing())
+        .executeTakeFirst();
+      return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+    },
+
+    /** False when the contact was not in the segment. */
+    async removeContact(segmentId: string, contactId: string, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
+        .deleteFrom('segment_contacts')
+        .where('segment_id', '=', segmentId)
+        .where('contact_id', '=', contactId)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+  };
+}
+
+export type SegmentRepo = ReturnType<typeof createSegmentRepo>;
