@@ -16,9 +16,7 @@ import type { ContactService } from '../contacts/contacts.service.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
 import { MAX_TOPIC_CHOICES, TopicChoice } from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
-
-const hide = { hide: true } as const;
-const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
+import { hide, IdParams } from './resend-routing.ts';
 
 /**
  * A contact as Resend's SDK creates it: Postwire's fields, and the segments it goes into and its topic

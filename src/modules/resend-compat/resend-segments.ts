@@ -7,9 +7,8 @@ import type { ContactService } from '../contacts/contacts.service.ts';
 import { CreateSegmentBody, type SegmentView, UpdateSegmentBody } from '../segments/segments.schemas.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
 import { toResendListContact } from './resend-contacts.ts';
+import { hide, IdParams } from './resend-routing.ts';
 
-const hide = { hide: true } as const;
-const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
 const MembershipParams = Type.Object({
   id: Type.String({ minLength: 1 }),
   segment_id: Type.String({ minLength: 1 }),

@@ -1,13 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { CreateTopicBody, TopicChoices, type TopicView, UpdateTopicBody } from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
-
-const hide = { hide: true } as const;
-const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
+import { hide, IdParams } from './resend-routing.ts';
 
 /** A topic as Resend's API answers it (`Topic`). */
 const toResendTopic = (topic: TopicView) => ({

@@ -1,10 +1,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
-import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
 import {
   BATCH_FILES,
   EMAIL_BODY_LIMIT_BYTES,
@@ -18,9 +17,10 @@ import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.s
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
 import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
+import { registerResendDomainRoutes } from './resend-domains.routes.ts';
+import { hide, IdParams, translated } from './resend-routing.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
-import { toResendDomain, toResendDomainListItem, toPostwireDomain } from './resend-domains.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
@@ -73,9 +73,6 @@ const notImplemented = (reply: FastifyReply, message: string): ResendError => {
   return { statusCode: 501, name: 'application_error', message };
 };
 
-const hide = { hide: true } as const;
-const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
-
 const CreateApiKeyBody = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 200 }),
@@ -85,20 +82,13 @@ const CreateApiKeyBody = Type.Object(
   { additionalProperties: false },
 );
 
-/** Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. */
-const translated =
-  (translate: (body: unknown) => unknown) =>
-  async (request: FastifyRequest): Promise<void> => {
-    request.body = translate(request.body);
-  };
-
 /**
  * A Resend-compatible API at /resend, for Resend's SDK (resend@6): its request and response shapes over the
  * same services as /v1, every rule theirs; Postwire's error bodies become Resend's `{ statusCode, name,
  * message }` (see docs/api/resend.md). Hidden from the OpenAPI document, which describes /v1.
  */
 export async function registerResendRoutes(server: FastifyInstance, services: Services): Promise<void> {
-  const { emails, templates, domains, webhooks, projects } = services;
+  const { emails, templates, webhooks, projects } = services;
   await server.register(
     async (scope) => {
       // Every error answered under /resend (validation, the auth hook's 401, rate limits, idempotency,
@@ -304,73 +294,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
-      // Domains.
-      const domainFields = { resendFields: { receiving: 'capabilities.receiving' } };
-      app.post(
-        '/domains',
-        {
-          config: { permission: 'full_access', ...domainFields },
-          schema: { ...hide, body: CreateDomainBody },
-          preValidation: translated(toPostwireDomain),
-        },
-        async (request, reply) => {
-          const record = await domains.prepareCreate(projectOf(request), request.body);
-          return reply.transact(async (transaction) =>
-            toResendDomain(domains.toView(await domains.create(transaction, record))),
-          );
-        },
-      );
-
-      app.get(
-        '/domains',
-        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
-        async (request) => {
-          const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
-          return list(
-            page.items.map((domain) => toResendDomainListItem(domains.toView(domain))),
-            page.hasMore,
-          );
-        },
-      );
-
-      app.get(
-        '/domains/:id',
-        { config: { permission: 'read_only' }, schema: { ...hide, params: IdParams } },
-        async (request) =>
-          toResendDomain(domains.toView(await domains.get(projectOf(request), request.params.id))),
-      );
-
-      app.patch(
-        '/domains/:id',
-        {
-          config: { permission: 'full_access', ...domainFields },
-          schema: { ...hide, params: IdParams, body: UpdateDomainBody },
-          preValidation: translated(toPostwireDomain),
-        },
-        async (request) => {
-          const domain = await domains.update(projectOf(request), request.params.id, request.body);
-          return { object: 'domain', id: domain.id };
-        },
-      );
-
-      app.delete(
-        '/domains/:id',
-        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
-        async (request) => domains.remove(projectOf(request), request.params.id),
-      );
-
-      app.post(
-        '/domains/:id/verify',
-        {
-          // As /v1: the lookups take seconds, no transaction is held open for them.
-          config: { permission: 'full_access', idempotencyOutsideTransaction: true },
-          schema: { ...hide, params: IdParams },
-        },
-        async (request) => {
-          const domain = await domains.verify(projectOf(request), request.params.id);
-          return { object: 'domain', id: domain.id };
-        },
-      );
+      registerResendDomainRoutes(scope, services);
 
       // Webhooks.
       const webhookFields = { resendFields: { url: 'endpoint', enabled: 'status' } };

@@ -1,0 +1,17 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+
+// What every /resend route file shares: the routes are left out of the OpenAPI document (it describes /v1),
+// an `:id` parameter, and a Resend body turned into Postwire's before /v1's schema checks it.
+
+/** A route's schema option: hidden from the OpenAPI document. */
+export const hide = { hide: true } as const;
+
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
+
+/** Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. */
+export const translated =
+  (translate: (body: unknown) => unknown) =>
+  async (request: FastifyRequest): Promise<void> => {
+    request.body = translate(request.body);
+  };
