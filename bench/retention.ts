@@ -13,6 +13,7 @@ import { createDeliveryWorker } from '../src/modules/deliveries/deliveries.worke
 import { createRetention, WORKER_DUTY_CYCLE } from '../src/modules/retention/retention.ts';
 import { startBenchApp } from './app.ts';
 import { seedEvents, seedInOneTransaction } from './seed.ts';
+import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -72,6 +73,7 @@ async function drain(count: number): Promise<number> {
   const target = received + count;
   const worker = createDeliveryWorker({
     database: bench.database,
+    webhooks: createWebhookRepo(bench.database.db),
     clock: systemClock,
     secretBox: createSecretBox(randomBytes(32)),
     resolver: async () => [],

@@ -25,8 +25,10 @@ export interface RunningWorkers {
 export async function startWorkers(services: Services, logger: WorkerLogger): Promise<RunningWorkers> {
   const { config, database, clock, secretBox, events, notifiers } = services;
   const deadAfterMs = config.workerDeadAfterMs;
+  const { repositories } = services;
   const delivery = createDeliveryWorker({
     database,
+    webhooks: repositories.webhooks,
     clock,
     secretBox,
     resolver: services.resolver,
@@ -58,6 +60,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
   const bounceDomain = config.bounceDomain;
   const inbound = createInboundWorker({
     database,
+    repositories,
     clock,
     events,
     returnPath: returnPathFromConfig(config, secretBox),

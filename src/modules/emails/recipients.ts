@@ -111,10 +111,7 @@ function suppressionOf(applied: AppliedOutcome): Pick<NewSuppression, 'reason' |
   return undefined;
 }
 
-/**
- * Applies outcomes in the caller's transaction. The status writes go through `recipients`, the recipients'
- * repository on that same transaction.
- */
+/** Applies outcomes in the caller's transaction, which it hands to every write. */
 export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emitIn'> }) {
   /**
    * The events and suppressions of outcomes whose state is written: one event insert and at most one
@@ -146,7 +143,7 @@ export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emit
       }
     }
     await deps.events.emitIn(transaction, events);
-    await addSuppressionsIn(transaction.db, suppressions);
+    await addSuppressionsIn(suppressions, transaction);
   }
 
   return {
@@ -186,7 +183,7 @@ export function createRecipientOutcomes(deps: { events: Pick<EventService, 'emit
       for (const effect of effects) {
         const { recipient, outcome } = effect;
         const response = outcome === 'bounced' ? effect.detail : null;
-        const moved = await recipients.applyReported(recipient, outcome, { response, now });
+        const moved = await recipients.applyReported(recipient, outcome, { response, now }, transaction);
         changed.push(moved);
         if (moved) {
           const { data, bounce, detail } = effect;

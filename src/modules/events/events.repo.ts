@@ -3,6 +3,7 @@ import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 export interface EventRecord {
   id: string;
@@ -24,7 +25,7 @@ const toRecord = (row: Row<'events'>): EventRecord => ({
   emailId: row.email_id,
 });
 
-/** Takes a Kysely instance or a transaction, so the event service can write an event and its deliveries at once. */
+/** The events table; the event service writes an event with its deliveries, in its caller's transaction. */
 export function createEventRepo(db: Kysely<Database>) {
   return {
     /**
@@ -41,9 +42,12 @@ export function createEventRepo(db: Kysely<Database>) {
       ),
     ],
 
-    /** The statement that stores events, to run alone (insert) or alongside another (at least one record). */
-    insertStatement: (records: readonly EventRecord[]) =>
-      db.insertInto('events').values(
+    /**
+     * The statement that stores events in `transaction`, to run alone (insert) or alongside another (at least
+     * one record).
+     */
+    insertStatement: (records: readonly EventRecord[], transaction: Transaction) =>
+      transaction.db.insertInto('events').values(
         records.map((record) => ({
           id: record.id,
           project_id: record.projectId,
@@ -54,14 +58,14 @@ export function createEventRepo(db: Kysely<Database>) {
         })),
       ),
 
-    async insert(records: readonly EventRecord[]): Promise<void> {
+    async insert(records: readonly EventRecord[], transaction: Transaction): Promise<void> {
       if (records.length === 0) return;
-      await this.insertStatement(records).execute();
+      await this.insertStatement(records, transaction).execute();
     },
 
-    /** An email's events, oldest first: its timeline. */
-    async forEmail(projectId: string, emailId: string, via: Kysely<Database> = db): Promise<EventRecord[]> {
-      const rows = await via
+    /** An email's events, oldest first: its timeline; in `transaction` when given. */
+    async forEmail(projectId: string, emailId: string, transaction?: Transaction): Promise<EventRecord[]> {
+      const rows = await (transaction?.db ?? db)
         .selectFrom('events')
         .selectAll()
         .where('project_id', '=', projectId)

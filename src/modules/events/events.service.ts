@@ -8,13 +8,13 @@ import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.
 import { isId, newId } from '../../lib/ids.ts';
 import { inTransaction, type Transaction } from '../../db/transaction.ts';
 import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createDeliveryRepo, type NewDelivery } from '../deliveries/deliveries.repo.ts';
-import { createDeliveryService } from '../deliveries/deliveries.service.ts';
+import type { DeliveryRepo, NewDelivery } from '../deliveries/deliveries.repo.ts';
+import type { DeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import { countEventsIn } from '../stats/stats.repo.ts';
 import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
-import { createEventRepo, type EventRecord } from './events.repo.ts';
+import type { EventRecord, EventRepo } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
 export interface EventServiceDeps {
@@ -22,6 +22,10 @@ export interface EventServiceDeps {
   engine: Engine;
   clock: Clock;
   notifier: Notifier;
+  repo: EventRepo;
+  deliveryRepo: Pick<DeliveryRepo, 'insertPending' | 'listForEvent'>;
+  /** An event's deliveries, as its view shows them. */
+  deliveries: Pick<DeliveryService, 'listForEvent'>;
   /** Whom each event goes to (the process's webhook repository, which keeps them in memory). */
   webhooks: Pick<WebhookRepo, 'enabledWebhooks'>;
   /** Counts the events once committed (/metrics); nothing is counted when absent. */
@@ -70,17 +74,16 @@ export function createEventService({
   engine,
   clock,
   notifier,
+  repo,
+  deliveryRepo,
+  deliveries,
   webhooks: webhookRepo,
   metrics = noMetrics,
 }: EventServiceDeps) {
-  const repo = createEventRepo(db);
-  const deliveryRepo = createDeliveryRepo(db);
-  const deliveries = createDeliveryService({ db, engine, notifier });
-
   /** Writes pending deliveries in the caller's transaction; workers here and elsewhere wake at its commit. */
   async function enqueue(transaction: Transaction, rows: NewDelivery[]): Promise<void> {
     if (rows.length === 0) return;
-    await createDeliveryRepo(transaction.db).insertPending(rows);
+    await deliveryRepo.insertPending(rows, transaction);
     await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
     transaction.afterCommit(() => notifier.notify());
   }
@@ -110,7 +113,6 @@ export function createEventService({
         emailId: event.emailId ?? null,
       };
     });
-    const repo = createEventRepo(transaction.db);
     // The daily numbers (GET /v1/stats) move in the same transaction as the events they count; a webhook
     // test send (to one webhook) is not something that happened to an email. On PostgreSQL the events are
     // stored in the counts' statement (a round trip fewer for every outcome batch of the workers).
@@ -119,10 +121,10 @@ export function createEventService({
     if (counted.length > 0)
       transaction.afterCommit(() => metrics.eventsEmitted(counted.map((event) => event.kind)));
     if (writesInWith(engine)) {
-      await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
+      await countEventsIn(counted, now, transaction, repo.insertStatement(records, transaction));
     } else {
-      await repo.insert(records);
-      await countEventsIn(transaction.db, counted, now);
+      await repo.insert(records, transaction);
+      await countEventsIn(counted, now, transaction);
     }
     // Each project's webhooks are read once for all of its events.
     const webhooksOf = new Map<string, ReturnType<typeof webhookRepo.enabledWebhooks>>();
@@ -133,11 +135,11 @@ export function createEventService({
       const key = `${event.projectId} ${event.webhookId ?? ''}`;
       let webhooks = webhooksOf.get(key);
       if (!webhooks) {
-        webhooks = webhookRepo.enabledWebhooks(event.projectId, {
-          via: transaction.db,
-          onlyWebhookId: event.webhookId,
-          unwritten: true,
-        });
+        webhooks = webhookRepo.enabledWebhooks(
+          event.projectId,
+          { onlyWebhookId: event.webhookId, unwritten: true },
+          transaction,
+        );
         webhooksOf.set(key, webhooks);
       }
       const targets = (await webhooks).filter(
@@ -185,9 +187,9 @@ export function createEventService({
       return emitted!;
     },
 
-    /** An email's events, oldest first: its timeline; through `via` when given (a transaction). */
-    forEmail: (projectId: string, emailId: string, via?: Kysely<Database>): Promise<EventRecord[]> =>
-      repo.forEmail(projectId, emailId, via),
+    /** An email's events, oldest first: its timeline; in `transaction` when given. */
+    forEmail: (projectId: string, emailId: string, transaction?: Transaction): Promise<EventRecord[]> =>
+      repo.forEmail(projectId, emailId, transaction),
 
     async list(projectId: string, page: PageRequest, type?: string) {
       if (type !== undefined && !isEventKind(type)) {
