@@ -47,6 +47,7 @@ import { createHealthService } from './modules/health/health.service.ts';
 import { createProcessMetrics } from './modules/metrics/instruments.ts';
 import { createMetricsRepo } from './modules/metrics/metrics.repo.ts';
 import { createMetricsService } from './modules/metrics/metrics.service.ts';
+import { createRetention, type RetentionDeps } from './modules/retention/retention.ts';
 
 /**
  * Wake-ups within one process: what its API writes, its own workers pick up at once (other processes hear of
@@ -80,14 +81,15 @@ export type Services = ReturnType<typeof createServices>;
  * do the workers (workers.ts). Routes, the CLI and src/ops never use them: they call services.
  */
 export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
+  const recipients = createRecipientRepo(db, engine);
   return {
     projects: createProjectRepo(db, stamps),
     webhooks: createWebhookRepo(db, stamps),
     templates: createTemplateRepo(db, stamps),
     domains: createDomainRepo(db, engine, stamps),
     suppressions: createSuppressionRepo(db, engine),
-    emails: createEmailRepo(db, engine),
-    recipients: createRecipientRepo(db, engine),
+    emails: createEmailRepo(db, engine, recipients),
+    recipients,
     tracking: createTrackingRepo(db),
     events: createEventRepo(db),
     deliveries: createDeliveryRepo(db),
@@ -249,6 +251,9 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       token: config.metricsToken,
       queueDepthLimit: config.metricsQueueDepthLimit,
     }),
+    /** Retention over this process's repositories: the workers' pruner and `postwire prune`. */
+    retention: (options: Omit<RetentionDeps, 'repositories' | 'clock'>) =>
+      createRetention({ repositories, clock, ...options }),
     /** Ends what the services hold besides the database (the render threads); the database is the caller's. */
     close: async () => {
       await Promise.all([renderer.close(), receivedReader.close()]);

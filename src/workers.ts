@@ -7,7 +7,6 @@ import { createReceivedAuthenticator } from './modules/inbound/received-authenti
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
-import { createRetention } from './modules/retention/retention.ts';
 import type { Services } from './services.ts';
 import type { QueueName } from './queue/running-workers.ts';
 import type { QueueWorker } from './queue/runtime.ts';
@@ -82,9 +81,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
   const retention =
     config.retentionMs === undefined
       ? undefined
-      : createRetention({
-          database,
-          clock,
+      : services.retention({
           retentionMs: config.retentionMs,
           logger,
           ...config.retentionPruning,

@@ -102,7 +102,7 @@ for (const engine of ALL_ENGINES) {
 
     test('nothing is younger than the retention: nothing goes', async () => {
       const retention = createRetention({
-        database: api.database.handle,
+        repositories: api.services.repositories,
         clock: at(Date.now() + 29 * DAY),
         retentionMs: 30 * DAY,
       });
@@ -124,7 +124,7 @@ for (const engine of ALL_ENGINES) {
         .execute();
 
       const retention = createRetention({
-        database: api.database.handle,
+        repositories: api.services.repositories,
         clock: at(Date.now() + 31 * DAY),
         retentionMs: 30 * DAY,
         batchSize: 2,
@@ -213,7 +213,7 @@ for (const engine of ALL_ENGINES) {
         ),
       );
       const retention = createRetention({
-        database: api.database.handle,
+        repositories: api.services.repositories,
         clock: at(Date.now() + 31 * DAY),
         retentionMs: 30 * DAY,
         batchSize: 2,

@@ -20,7 +20,7 @@ import {
   toEmailRecord,
 } from './email-rows.ts';
 import { createQuotaCounter, overDailyLimit, type QuotaCount, quotaDay } from './fair-queue.repo.ts';
-import { createRecipientRepo } from './recipients.repo.ts';
+import type { RecipientRepo } from './recipients.repo.ts';
 import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -82,9 +82,12 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
   };
 }
 
-export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
-  // The recipients' rows are written by their owner, in the same transaction as the email's.
-  const recipients = createRecipientRepo(db, engine);
+/** `recipients`: the recipients' repository, which writes their rows in the same transaction as the email's. */
+export function createEmailRepo(
+  db: Kysely<Database>,
+  engine: Engine,
+  recipients: Pick<RecipientRepo, 'insertAccepted' | 'cancelWaiting' | 'rescheduleWaiting'>,
+) {
   const pieces = createMessagePieces(db);
   // The accepting INSERTs, written as SQL text once per number of rows (and, for recipients, which rows are
   // due `q`, waiting `w` or suppressed `s`): built with the query builder they cost more CPU than running.
