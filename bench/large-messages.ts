@@ -11,24 +11,28 @@
 //   npm run bench:large-messages -- --root ../old-checkout --modes capture,relay   # another checkout (before/after)
 //   npm run bench:large-messages -- --node-options='--cpu-prof --cpu-prof-dir=/tmp/profiles'   # the server's
 //   npm run bench:large-messages -- --idle 20   # the probe asks the idle server first (default 10 s; 0: not)
+//   npm run bench:large-messages -- --load-priority normal   # the senders and the relay's sink at the bench's priority
+//
+// The senders and the relay's sink (bench/large-messages-load.ts) run on a thread at the lowest CPU priority by
+// default: they stand for clients and a receiving host on other machines, and would otherwise take one of the two
+// cores from the server they measure.
 //
 // The longest turn is the most CPU time one turn of the server's event loop took while they flowed (its own
 // thread's CPU: test/helpers/turn-cpu.ts): what the server itself held every request for, however busy the
 // machine. The idle figures are the machine's floor: a p99 of 50 ms while messages flow means little where the idle
 // server already shows one of 40.
 import { spawn } from 'node:child_process';
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import nodemailer from 'nodemailer';
-import MailComposer from 'nodemailer/lib/mail-composer';
+import { Worker } from 'node:worker_threads';
 import pg from 'pg';
-import { SMTPServer } from 'smtp-server';
 import { startLatencyProbe } from '../test/helpers/latency-probe.ts';
 import { freePort } from '../test/helpers/process.ts';
+import type { FromLoad, LoadMode, LoadTarget, ToLoad } from './large-messages-load.ts';
 import { benchSchemaName, findPostgres, stopChild } from './shared.ts';
 
 const { values: args } = parseArgs({
@@ -38,27 +42,22 @@ const { values: args } = parseArgs({
     modes: { type: 'string', default: 'capture,relay,received,api' },
     root: { type: 'string' },
     idle: { type: 'string', default: '10' },
+    'load-priority': { type: 'string', default: 'lowest' },
     'node-options': { type: 'string' },
     'postgres-url': { type: 'string' },
   },
 });
 const MESSAGES = Number(args.messages);
+const LOW_PRIORITY_LOAD = args['load-priority'] !== 'normal';
 const TURN_CPU_IMPORT = `--import ${new URL('../test/helpers/turn-cpu.ts', import.meta.url).href}`;
 /** Seconds the probe asks the idle server first: the machine's own floor, to read the figures against. */
 const IDLE_SECONDS = Number(args.idle);
 const here = path.dirname(new URL(import.meta.url).pathname);
 const root = path.resolve(args.root ?? path.resolve(here, '..'));
 const KEY = 'pw_bench_large_messages_key_0123456789';
-/** The attachment's size: with base64 and the rest, the message is just under 40 MiB. */
-const ATTACHMENT_BYTES = 29 * 1024 * 1024;
-/** An API send's attachment: just under the 40 MiB of files an email may carry (MAX_ATTACHMENT_BYTES). */
-const API_ATTACHMENT_BYTES = 40 * 1024 * 1024 - 64 * 1024;
 
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const privatePem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-const attachment = randomBytes(ATTACHMENT_BYTES);
-const apiAttachment = randomBytes(API_ATTACHMENT_BYTES);
-const text = Array.from({ length: 2000 }, (_, line) => `Line ${line} of the figures — Grüße`).join('\n');
 
 const percentile = (values: number[], p: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
@@ -70,23 +69,34 @@ const rssMb = (pid: number) => {
   }
 };
 
-/** A relay that takes every message and keeps nothing. */
-async function startSink(): Promise<{ port: number; close(): Promise<void> }> {
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    size: 64 * 1024 * 1024,
-    onData(stream, _session, callback) {
-      stream.on('data', () => {});
-      stream.on('end', () => callback());
-    },
+/** The load's thread (bench/large-messages-load.ts): its sink's port, then messages built and sent on request. */
+async function startLoad() {
+  const worker = new Worker(new URL('./large-messages-load.ts', import.meta.url), {
+    workerData: { lowPriority: LOW_PRIORITY_LOAD },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.server.address();
+  // The thread answers each request in turn (one at a time), so answers are matched to requests in order.
+  const waiting: Array<{ resolve(message: FromLoad): void; reject(error: Error): void }> = [];
+  worker.on('message', (message: FromLoad) => {
+    const request = waiting.shift();
+    if ('failed' in message) request?.reject(new Error(message.failed));
+    else request?.resolve(message);
+  });
+  worker.on('error', (error) => waiting.splice(0).forEach((request) => request.reject(error)));
+  const next = () => new Promise<FromLoad>((resolve, reject) => waiting.push({ resolve, reject }));
+  const ask = (message: LoadTarget | ToLoad) => {
+    const answer = next();
+    worker.postMessage(message);
+    return answer;
+  };
+  const { sinkPort } = (await next()) as { sinkPort: number };
   return {
-    port: typeof address === 'object' && address ? address.port : 0,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    sinkPort,
+    prepare: (target: LoadTarget) => ask(target),
+    send: async (index: number) => ((await ask({ send: index })) as { id: string }).id,
+    async close() {
+      await ask({ close: true });
+      await worker.terminate();
+    },
   };
 }
 
@@ -118,11 +128,9 @@ async function openDatabase(engine: 'sqlite' | 'postgres', url: string | undefin
   };
 }
 
-type Mode = 'capture' | 'relay' | 'received' | 'api';
-
-async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string | undefined) {
+async function measure(engine: 'sqlite' | 'postgres', mode: LoadMode, pgUrl: string | undefined) {
   const database = await openDatabase(engine, pgUrl);
-  const sink = await startSink();
+  const load = await startLoad();
   const submissionPort = await freePort();
   const inboundPort = await freePort();
   const child = spawn(process.execPath, ['src/main.ts'], {
@@ -142,7 +150,7 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
       DKIM_SELECTOR: 'big',
       DKIM_PRIVATE_KEY: privatePem,
       ...(mode === 'relay'
-        ? { MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${sink.port}` }
+        ? { MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${load.sinkPort}` }
         : { MAIL_TRANSPORT: 'capture' }),
       // Received mail: acme.test verifies without DNS in capture mode.
       ...(mode === 'received'
@@ -182,59 +190,16 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
     await api('POST', '/domains/acme.test/verify');
     await api('POST', '/inbound-routes', { match: 'reports@acme.test', action: 'store' });
   }
-  const transport = nodemailer.createTransport({
-    host: '127.0.0.1',
-    ignoreTLS: true,
-    ...(mode === 'received'
-      ? { port: inboundPort }
-      : { port: submissionPort, auth: { user: 'bench', pass: KEY } }),
-  });
-  // Built before the probe starts: encoding 40 MiB here would compete with the server for the cores.
+  // Built before the probe starts: encoding 40 MiB would compete with the server for the cores.
   const to = mode === 'received' ? 'reports@acme.test' : 'reader@example.org';
-  const messages: Buffer[] = [];
-  const sends: string[] = [];
-  for (let i = 0; i < MESSAGES; i++) {
-    if (mode === 'api') {
-      sends.push(
-        JSON.stringify({
-          from: 'Acme <hello@acme.example>',
-          to: [to],
-          subject: `Figures ${i}`,
-          text,
-          html: `<p>${text.replace(/\n/g, '</p><p>')}</p>`,
-          attachments: [{ filename: 'figures.bin', content: apiAttachment.toString('base64') }],
-        }),
-      );
-      continue;
-    }
-    messages.push(
-      await new MailComposer({
-        from: 'Acme <hello@acme.example>',
-        to,
-        subject: `Figures ${i}`,
-        text,
-        html: `<p>${text.replace(/\n/g, '</p><p>')}</p>`,
-        attachments: [{ filename: 'figures.bin', content: attachment }],
-      })
-        .compile()
-        .build(),
-    );
-  }
-  const submit = async (raw: Buffer) => {
-    const info = await transport.sendMail({ envelope: { from: 'hello@acme.example', to: [to] }, raw });
-    return /queued as ((?:msg|inb)_[0-9a-z]+)/.exec(info.response)![1]!;
-  };
-  const sendOverApi = async (body: string) => {
-    const response = await fetch(`${url}/v1/emails`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
-      body,
-    });
-    const answer = (await response.json()) as { id?: string };
-    if (response.status !== 202)
-      throw new Error(`the send answered ${response.status}: ${JSON.stringify(answer)}`);
-    return answer.id!;
-  };
+  await load.prepare({
+    mode,
+    url,
+    key: KEY,
+    smtpPort: mode === 'received' ? inboundPort : submissionPort,
+    to,
+    messages: MESSAGES,
+  });
   let idle: number[] = [];
   if (IDLE_SECONDS > 0) {
     const idleProbe = await startLatencyProbe(`${url}/v1/webhooks`, KEY);
@@ -247,7 +212,7 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
   let latencies: number[];
   try {
     for (let i = 0; i < MESSAGES; i++) {
-      const id = mode === 'api' ? await sendOverApi(sends[i]!) : await submit(messages[i]!);
+      const id = await load.send(i);
       const done = async () =>
         mode === 'received'
           ? (await api('GET', '/received-emails')).data.length > i
@@ -257,9 +222,8 @@ async function measure(engine: 'sqlite' | 'postgres', mode: Mode, pgUrl: string 
   } finally {
     latencies = await probe.stop();
     clearInterval(sampler);
-    transport.close();
     await stopChild(child, () => child.kill('SIGTERM'));
-    await sink.close();
+    await load.close();
     await database.drop();
   }
   return {
@@ -291,7 +255,8 @@ if (args.only !== 'sqlite') {
   } else console.log(`PostgreSQL skipped: ${found.skip}`);
 }
 console.log(
-  `${MESSAGES} messages of 39.9 MiB each (api: a 40 MiB attachment), one after another; the server at ${root}`,
+  `${MESSAGES} messages of 39.9 MiB each (api: a 40 MiB attachment), one after another; the server at ${root}; ` +
+    `the load at ${LOW_PRIORITY_LOAD ? 'the lowest' : 'normal'} priority`,
 );
 console.log(
   `engine     mode     time     GET /v1/webhooks p50 / p99 / max while they flow (idle ${IDLE_SECONDS} s before)   longest turn (CPU)   RSS idle → peak`,
@@ -299,7 +264,7 @@ console.log(
 const figures = (f: { p50: number; p99: number; max: number }) =>
   `${f.p50.toFixed(1)} / ${f.p99.toFixed(1)} / ${f.max.toFixed(1)} ms`;
 for (const engine of engines) {
-  for (const mode of args.modes!.split(',') as Mode[]) {
+  for (const mode of args.modes!.split(',') as LoadMode[]) {
     const r = await measure(engine, mode, pgUrl);
     console.log(
       `${r.engine.padEnd(10)} ${r.mode.padEnd(8)} ${r.seconds.toFixed(1).padStart(5)} s  ` +

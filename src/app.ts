@@ -18,6 +18,7 @@ import { installJsonBody } from './http/json-body.ts';
 import { installOptionalBodies, installValidation, parseQueryString } from './http/validation.ts';
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
+import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
@@ -225,6 +226,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerTemplateRoutes(app, { templates: services.templates });
   registerEmailRoutes(app, { emails: services.emails });
   registerSuppressionRoutes(app, { suppressions: services.suppressions });
+  registerContactRoutes(app, { contacts: services.contacts, contactProperties: services.contactProperties });
   registerInboundRoutes(app, { inbound: services.inbound });
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });

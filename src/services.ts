@@ -7,6 +7,10 @@ import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { createDns, type Dns } from './lib/dns.ts';
 import type { Resolver } from './lib/network-policy.ts';
+import { createContactPropertyRepo } from './modules/contacts/contact-properties.repo.ts';
+import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
+import { createContactRepo } from './modules/contacts/contacts.repo.ts';
+import { createContactService } from './modules/contacts/contacts.service.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
@@ -98,6 +102,8 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     inbound: createInboundRepo(db, engine),
     received: createReceivedRepo(db),
     inboundRoutes: createInboundRouteRepo(db),
+    contacts: createContactRepo(db, engine),
+    contactProperties: createContactPropertyRepo(db),
     metrics: createMetricsRepo(db),
   };
 }
@@ -225,6 +231,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       events,
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
+    contacts: createContactService({
+      repo: repositories.contacts,
+      properties: repositories.contactProperties,
+      events,
+      clock,
+    }),
+    contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     inbound: createInboundService({ db, repo: repositories.inbound }),
     received: createReceivedService({
       repo: repositories.received,

@@ -362,6 +362,9 @@ for (const engine of ALL_ENGINES) {
         'email.received',
         'domain.verified',
         'domain.failed',
+        'contact.created',
+        'contact.updated',
+        'contact.deleted',
       ]);
       for (const kind of response.body.data) {
         assert.equal(kind.object, 'event_kind');

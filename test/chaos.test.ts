@@ -4,9 +4,9 @@ import pg from 'pg';
 import { engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
-  freePort,
   type ProcessDatabase,
   type ServerProcess,
+  startOnFreePort,
   startServerProcess,
   startWorkerProcess,
 } from './helpers/process.ts';
@@ -53,19 +53,23 @@ const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
       'every key one email, every email its events, duplicates share webhook-id',
       { timeout: 120_000 },
       async () => {
-        const port = await freePort();
-        const env = {
-          ...db.env,
-          PORT: String(port),
-          POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
-          POSTWIRE_BOOTSTRAP_KEY: KEY,
-          POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
-          POSTWIRE_RATE_LIMIT: '0',
-          MAIL_TRANSPORT: 'capture',
-          WORKER_DEAD_AFTER: '1500ms',
-        };
-        const url = `http://127.0.0.1:${port}`;
-        let api = await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
+        // The port is chosen here: each API process after a kill takes the same one, the clients' URL.
+        let url = '';
+        let env: Record<string, string> = {};
+        let api = await startOnFreePort((port) => {
+          url = `http://127.0.0.1:${port}`;
+          env = {
+            ...db.env,
+            PORT: String(port),
+            POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+            POSTWIRE_BOOTSTRAP_KEY: KEY,
+            POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+            POSTWIRE_RATE_LIMIT: '0',
+            MAIL_TRANSPORT: 'capture',
+            WORKER_DEAD_AFTER: '1500ms',
+          };
+          return startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
+        });
         running.push(api);
         let worker = await startWorkerProcess(env);
         running.push(worker);

@@ -56,6 +56,28 @@ const zeroCounts = () =>
     ].map((name) => [name, 0]),
   );
 
+let launched: Promise<Browser> | undefined;
+/**
+ * The file's one browser, launched on first use and closed after its last suite: a launch is seconds of a
+ * loaded machine's time, and each suite needs nothing of a browser of its own, since every page it opens is
+ * in a context of its own (a fresh profile: no storage, no cache shared with another).
+ */
+const launchBrowser = () =>
+  (launched ??= chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      // Chrome puts sandboxed frames in a process of their own; full-page screenshots then capture the email
+      // preview blank (the frame itself works either way, the assertions read it).
+      '--disable-features=IsolateSandboxedIframes',
+    ],
+  }));
+after(async () => {
+  if (launched) await (await launched).close();
+});
+
 const skip = existsSync(CHROMIUM)
   ? false
   : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH to run the dashboard tests`;
@@ -192,22 +214,13 @@ describe('dashboard in a browser', { skip }, () => {
       notifier: api.app.sendNotifier,
     });
     await sender.start();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        // Chrome puts sandboxed frames in a process of their own; full-page screenshots then capture the email
-        // preview blank (the frame itself works either way, the assertions above read it).
-        '--disable-features=IsolateSandboxedIframes',
-      ],
-    });
+    browser = await launchBrowser();
     ({ context, page } = await newPage(WIDTHS[0]));
   });
 
   after(async () => {
-    await browser?.close();
+    // The browser is the file's: what this suite opened in it goes with the suite.
+    for (const open of browser?.contexts() ?? []) await open.close();
     await sender?.stop();
     await receiver?.close();
     await api?.close();
@@ -1237,19 +1250,11 @@ describe('received email in a browser', { skip }, () => {
       'the message received, read and authenticated',
     );
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-features=IsolateSandboxedIframes',
-      ],
-    });
+    browser = await launchBrowser();
   });
 
   after(async () => {
-    await browser?.close();
+    for (const open of browser?.contexts() ?? []) await open.close();
     await server?.close();
     await new Promise((resolve) => pixel?.close(resolve));
     await dns?.close();

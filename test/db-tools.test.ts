@@ -289,6 +289,15 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       assert.equal(first.status, 202, JSON.stringify(first.body));
       await smtp.waitFor(1, 20_000);
       await verifiedEvent(receiver, (event) => event.data.email_id === first.body.id);
+      // A contact with property values and a boolean (SQLite's 0 and 1, PostgreSQL's boolean).
+      const seats = await call(single.url, 'POST', '/contact-properties', { key: 'seats', type: 'number' });
+      assert.equal(seats.status, 201);
+      const contact = await call(single.url, 'POST', '/contacts', {
+        email: 'ada@example.org',
+        unsubscribed: true,
+        properties: { seats: 3 },
+      });
+      assert.equal(contact.status, 201, JSON.stringify(contact.body));
       assert.equal(await single.stop(), 0);
 
       const targetUrl = await createPostgresDatabase(t);
@@ -297,6 +306,8 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       assert.match(copy.stdout, /^emails\s+1\s+1$/m);
       assert.match(copy.stdout, /^email_attachments\s+1\s+1$/m);
       assert.match(copy.stdout, /^webhooks\s+1\s+1$/m);
+      assert.match(copy.stdout, /^contacts\s+1\s+1$/m);
+      assert.match(copy.stdout, /^contact_properties\s+1\s+1$/m);
       assert.match(copy.stdout, /All \d+ tables have the same row counts: the copy is complete\./);
       assert.doesNotMatch(copy.stdout + copy.stderr, /[0-9a-f]{64}/, 'the key itself is never printed');
 
@@ -320,6 +331,7 @@ describe('postwire copy-to (SQLite → PostgreSQL)', postgresOnly, () => {
       );
       const shown = await call(api.url, 'GET', `/emails/${first.body.id}`);
       assert.equal(shown.body.subject, 'Before the move');
+      assert.deepEqual((await call(api.url, 'GET', '/contacts/ada@example.org')).body, contact.body);
       const hook = await call(api.url, 'GET', `/webhooks/${webhook.body.data.id}`);
       assert.equal(hook.body.data.has_secret, true);
 

@@ -8,7 +8,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
-import { childEnv, freePort, REPO_ROOT, startServerProcess } from './helpers/process.ts';
+import {
+  childEnv,
+  inboundSmtpPort,
+  REPO_ROOT,
+  startServerProcess,
+  submissionSmtpPort,
+} from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
 const run = promisify(execFile);
@@ -153,8 +159,6 @@ test('every shell command in README.md and docs/ runs as written, or says why it
   );
   assert.deepEqual(listedButGone, [], 'NOT_RUN lists commands the docs no longer have');
 
-  const submissionPort = await freePort();
-  const inboundPort = await freePort();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwire-docs-'));
   const workDir = mkdtempSync(path.join(tmpdir(), 'postwire-docs-cwd-'));
   const env = {
@@ -163,12 +167,12 @@ test('every shell command in README.md and docs/ runs as written, or says why it
     HOME: process.env.HOME,
     // docs/api/engagement.md: tracking needs it, as it says.
     PUBLIC_URL: 'https://mail.acme.example',
-    // docs/api/receiving.md: receiving needs it, as it says (its SMTP listener on a free port, its local path
+    // docs/api/receiving.md: receiving needs it, as it says (its SMTP listener on a port the kernel picks, its local path
     // in capture mode, where test names verify without DNS).
     INBOUND_MX_HOST: 'mx.acme.test',
-    INBOUND_SMTP_PORT: String(inboundPort),
+    INBOUND_SMTP_PORT: '0',
     // docs/api/submission.md's local quick-start.
-    SUBMISSION_PORT: String(submissionPort),
+    SUBMISSION_PORT: '0',
     SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
   };
   const server = await startServerProcess(env);
@@ -177,6 +181,9 @@ test('every shell command in README.md and docs/ runs as written, or says why it
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(workDir, { recursive: true, force: true });
   });
+  // The commands name the documented ports; they are run against the ones the kernel gave.
+  const submissionPort = await submissionSmtpPort(server);
+  const inboundPort = await inboundSmtpPort(server);
   const key = /Your API key \(shown once\): (pw_[A-Za-z0-9_-]+)/.exec(server.stdout())![1]!;
   const shellEnv = childEnv({ ...env, POSTWIRE: `${server.url}/v1`, KEY: key, REPO: REPO_ROOT });
 

@@ -197,6 +197,30 @@ for (const engine of ALL_ENGINES) {
       assert.equal(email.html, '<p>Order 7 for you</p>Acme');
     });
 
+    test("renders a declared variable's default when a send does not give it, and the value when it does", async () => {
+      const templateId = await publishTemplate({
+        name: 'Defaults',
+        subject: 'Hello {{ name }}',
+        text: '{{ name }} has {{ seats }} seats on {{ account.plan }}',
+        variables: ['name', 'seats', 'account.plan'],
+        variable_defaults: { name: 'friend', seats: 1, 'account.plan': 'free' },
+      });
+      const omitted = await sendOk({ from: base.from, to: base.to, template: { id: templateId } });
+      const defaulted = (await api.request('GET', `/v1/emails/${omitted}`)).body;
+      assert.equal(defaulted.subject, 'Hello friend');
+      assert.equal(defaulted.text, 'friend has 1 seats on free');
+
+      // A value given wins, null included; a default fills a path the given object lacks.
+      const given = await sendOk({
+        from: base.from,
+        to: base.to,
+        template: { id: templateId, variables: { name: 'Ada', seats: null, account: { id: 7 } } },
+      });
+      const rendered = (await api.request('GET', `/v1/emails/${given}`)).body;
+      assert.equal(rendered.subject, 'Hello Ada');
+      assert.equal(rendered.text, 'Ada has  seats on free');
+    });
+
     test('refuses template sends that cannot render, naming what is wrong', async () => {
       const templateId = await publishTemplate({
         name: 'Receipt',

@@ -5,10 +5,10 @@ import { engineSkip, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
 import { BROWSER, parseMail, waitForEvent } from './helpers/engagement.ts';
 import {
   createProcessDatabase,
-  freePort,
   type ProcessDatabase,
   requestJson,
   type ServerProcess,
+  startOnFreePort,
   startServerProcess,
   startWorkerProcess,
 } from './helpers/process.ts';
@@ -44,18 +44,23 @@ describe(
     });
 
     test('tracking URLs built by the worker are served by the API process', { timeout: 60_000 }, async () => {
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}`;
-      const env = {
-        ...db.env,
-        PORT: String(port),
-        PUBLIC_URL: url,
-        POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
-        POSTWIRE_BOOTSTRAP_KEY: KEY,
-        POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
-        SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
-      };
-      running.push(await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']));
+      // The port is chosen here: the worker builds the tracking URLs with it (PUBLIC_URL).
+      let url = '';
+      let env: Record<string, string> = {};
+      const api = await startOnFreePort((port) => {
+        url = `http://127.0.0.1:${port}`;
+        env = {
+          ...db.env,
+          PORT: String(port),
+          PUBLIC_URL: url,
+          POSTWIRE_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY.toString('hex'),
+          POSTWIRE_BOOTSTRAP_KEY: KEY,
+          POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
+          SMTP_URL: `smtp://127.0.0.1:${smtp.port}`,
+        };
+        return startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
+      });
+      running.push(api);
       running.push(await startWorkerProcess(env));
 
       const call = (method: string, path: string, body?: unknown) =>

@@ -5,7 +5,7 @@ import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
-  freePort,
+  inboundSmtpPort,
   type ProcessDatabase,
   requestJson,
   type ServerProcess,
@@ -60,7 +60,7 @@ for (const engine of ALL_ENGINES) {
 
     /** Sends an email through a full server and returns its id and return path once it is `sent`. */
     async function sentEmail(to: string): Promise<{ id: string; from: string; raw: string }> {
-      const server = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+      const server = await startServerProcess(env);
       children.push(server);
       try {
         const accepted = await api(server.url, 'POST', '/v1/emails', {
@@ -108,8 +108,10 @@ for (const engine of ALL_ENGINES) {
         BOUNCE_DOMAIN,
         WORKER_DEAD_AFTER: '1.5s',
         LOG_LEVEL: 'info',
+        // The kernel picks each listener's port as it binds (inboundSmtpPort reads it from the log).
+        INBOUND_SMTP_PORT: '0',
       };
-      const server = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+      const server = await startServerProcess(env);
       children.push(server);
       const webhook = await api(server.url, 'POST', '/v1/webhooks', {
         url: receiver.url,
@@ -128,14 +130,10 @@ for (const engine of ALL_ENGINES) {
 
     test('killed after the 250, before reading it: the next worker reads it, one event', async () => {
       const email = await sentEmail('gone@example.org');
-      const port = await freePort();
       // A process that listens but runs no worker: nothing reads the report before the kill.
-      const listener = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(port) }, [
-        'src/cli.ts',
-        'serve',
-        '--no-worker',
-      ]);
+      const listener = await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
       children.push(listener);
+      const port = await inboundSmtpPort(listener);
       const reply = await mailReport(port, email.from, bounceReport(email, 'gone@example.org'));
       const stored = /queued as (inb_[0-9a-z]+)/.exec(reply)![1]!;
       listener.kill();
@@ -143,15 +141,15 @@ for (const engine of ALL_ENGINES) {
       assert.equal((await inboundRow(stored)).status, 'pending', 'stored, not read');
       assert.equal((await bouncedEvents(email.id)).length, 0);
 
-      // `--no-inbound`: this worker reads what is stored but listens for nothing.
-      const workerPort = await freePort();
+      // `--no-inbound`: this worker reads what is stored but listens for nothing, not even on the port it is
+      // given, the one the killed listener had.
       const worker = await startServerProcess(
-        { ...env, INBOUND_SMTP_PORT: String(workerPort) },
+        { ...env, INBOUND_SMTP_PORT: String(port) },
         ['src/cli.ts', 'worker', '--no-inbound'],
         (line) => /Postwire worker started/.test(line.msg),
       );
       children.push(worker);
-      await assert.rejects(mailReport(workerPort, email.from, 'Subject: x\n\nx\n'), /ECONNREFUSED/);
+      await assert.rejects(mailReport(port, email.from, 'Subject: x\n\nx\n'), /ECONNREFUSED/);
       await until(() => bounceDeliveries(email.id).size === 1, 10_000, 'email.bounced at the webhook');
       assert.equal((await inboundRow(stored)).status, 'applied');
       assert.equal(await worker.stop(), 0);
@@ -177,9 +175,9 @@ for (const engine of ALL_ENGINES) {
         try {
           await holder.query('BEGIN');
           await holder.query('SELECT id FROM email_recipients WHERE id = $1 FOR UPDATE', [recipient.id]);
-          const port = await freePort();
-          const worker = await startWorkerProcess({ ...env, INBOUND_SMTP_PORT: String(port) });
+          const worker = await startWorkerProcess(env);
           children.push(worker);
+          const port = await inboundSmtpPort(worker);
           const reply = await mailReport(port, email.from, bounceReport(email, 'late@example.org'));
           const stored = /queued as (inb_[0-9a-z]+)/.exec(reply)![1]!;
           // Asked from another connection: inside the holder's transaction pg_stat_activity is a snapshot.
@@ -200,7 +198,7 @@ for (const engine of ALL_ENGINES) {
           assert.equal((await bouncedEvents(email.id)).length, 0);
 
           // Its lease outlives the test; the new worker sees its heartbeat stop and takes the message back.
-          const next = await startWorkerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+          const next = await startWorkerProcess(env);
           children.push(next);
           await until(() => bounceDeliveries(email.id).size === 1, 15_000, 'email.bounced at the webhook');
           assert.equal((await inboundRow(stored)).status, 'applied');

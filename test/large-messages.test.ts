@@ -11,7 +11,8 @@ import { startLatencyProbe } from './helpers/latency-probe.ts';
 import { sha256 } from './helpers/mail-corpus.ts';
 import {
   createProcessDatabase,
-  freePort,
+  inboundSmtpPort,
+  submissionSmtpPort,
   requestJson,
   type ServerProcess,
   startServerProcess,
@@ -163,14 +164,13 @@ for (const engine of ALL_ENGINES) {
         relay ??= await startSmtpServer({ maxBytes: 64 * 1024 * 1024 });
         const db = await createProcessDatabase(engine);
         t.after(() => db.cleanup());
-        const submissionPort = await freePort();
         const server = await startServerProcess({
           ...TURN_CPU_ENV,
           ...db.env,
           POSTWIRE_BOOTSTRAP_KEY: KEY,
           // The probe asks 200 times a second, past the default per-key limit.
           POSTWIRE_RATE_LIMIT: '1000000',
-          SUBMISSION_PORT: String(submissionPort),
+          SUBMISSION_PORT: '0',
           SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true',
           DKIM_DOMAIN: DOMAIN,
           DKIM_SELECTOR: SELECTOR,
@@ -182,7 +182,7 @@ for (const engine of ALL_ENGINES) {
         children.push(server);
         const transport = nodemailer.createTransport({
           host: '127.0.0.1',
-          port: submissionPort,
+          port: await submissionSmtpPort(server),
           secure: false,
           ignoreTLS: true,
           auth: { user: 'reports', pass: KEY },
@@ -252,7 +252,6 @@ for (const engine of ALL_ENGINES) {
       test('the API answers while it is received, stored, read and authenticated; the file reads back whole', async (t) => {
         const db = await createProcessDatabase(engine);
         t.after(() => db.cleanup());
-        const inboundPort = await freePort();
         const server = await startServerProcess({
           ...TURN_CPU_ENV,
           ...db.env,
@@ -261,10 +260,11 @@ for (const engine of ALL_ENGINES) {
           // Capture mode: acme.test verifies without DNS (TEST_DOMAINS_WITHOUT_DNS), as the receiving guide does.
           MAIL_TRANSPORT: 'capture',
           INBOUND_MX_HOST: 'mx.acme.test',
-          INBOUND_SMTP_PORT: String(inboundPort),
+          INBOUND_SMTP_PORT: '0',
           INBOUND_MAX_BYTES: String(40 * 1024 * 1024),
         });
         t.after(() => server.kill());
+        const inboundPort = await inboundSmtpPort(server);
         const api = (method: string, url: string, body?: unknown) =>
           requestJson(`${server.url}/v1${url}`, KEY, method, body);
         assert.equal((await api('POST', '/domains', { name: 'acme.test', receiving: true })).status, 201);

@@ -11,10 +11,10 @@ import { reservePort } from '../src/boot/ports.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import {
   createProcessDatabase,
-  freePort,
   type ProcessDatabase,
   runCli,
   runFailingServer,
+  startOnFreePort,
   startServerProcess,
 } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
@@ -107,8 +107,11 @@ for (const engine of ALL_ENGINES) {
       assert.equal(await first.stop(), 0);
       assert.ok(!first.stderr().includes(key));
 
-      const port = await freePort();
-      const second = await startServerProcess({ ...env, PORT: String(port) });
+      let port = 0;
+      const second = await startOnFreePort((free) => {
+        port = free;
+        return startServerProcess({ ...env, PORT: String(port) });
+      });
       t.after(() => second.kill());
       assert.equal(new URL(second.url).port, String(port));
       assert.doesNotMatch(second.stdout(), /shown once|pw_/);

@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import { describe, test } from 'node:test';
 import type { Engine } from '../src/db/connection.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
-import { createProcessDatabase, freePort, startServerProcess } from './helpers/process.ts';
+import { createProcessDatabase, startOnFreePort, startServerProcess } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
 // Ready means ready: an orchestrator starts `serve` on a fresh database with POSTWIRE_BOOTSTRAP_KEY, polls
@@ -24,17 +24,21 @@ const AT_ONCE = Math.min(STARTS, availableParallelism());
 async function firstRequestAfterReady(engine: Engine): Promise<number> {
   const database = await createProcessDatabase(engine, { unmigrated: true });
   try {
-    const port = await freePort();
-    const server = await startServerProcess(
-      {
-        ...database.env,
-        PORT: String(port),
-        POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
-        POSTWIRE_BOOTSTRAP_KEY: BOOTSTRAP_KEY,
-      },
-      undefined,
-      () => true,
-    );
+    // The port is chosen here, to be polled before the process says where it listens.
+    let port = 0;
+    const server = await startOnFreePort((free) => {
+      port = free;
+      return startServerProcess(
+        {
+          ...database.env,
+          PORT: String(port),
+          POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY,
+          POSTWIRE_BOOTSTRAP_KEY: BOOTSTRAP_KEY,
+        },
+        undefined,
+        () => true,
+      );
+    });
     try {
       const url = `http://127.0.0.1:${port}`;
       await until(

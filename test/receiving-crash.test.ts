@@ -5,7 +5,7 @@ import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import {
   createProcessDatabase,
-  freePort,
+  inboundSmtpPort,
   type ProcessDatabase,
   requestJson,
   type ServerProcess,
@@ -44,8 +44,10 @@ for (const engine of ALL_ENGINES) {
         DNS_SERVERS: dns.address,
         WORKER_DEAD_AFTER: '1.5s',
         LOG_LEVEL: 'info',
+        // The kernel picks each listener's port as it binds (inboundSmtpPort reads it from the log).
+        INBOUND_SMTP_PORT: '0',
       };
-      const server = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+      const server = await startServerProcess(env);
       children.push(server);
       assert.equal(
         (await api(server.url, 'POST', '/v1/webhooks', { url: receiver.url, events: ['email.received'] }))
@@ -76,14 +78,10 @@ for (const engine of ALL_ENGINES) {
     });
 
     test('killed after the 250, before reading it: the next worker reads it, one email.received', async () => {
-      const port = await freePort();
       // A process that listens but runs no worker: nothing reads the message before the kill.
-      const listener = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(port) }, [
-        'src/cli.ts',
-        'serve',
-        '--no-worker',
-      ]);
+      const listener = await startServerProcess(env, ['src/cli.ts', 'serve', '--no-worker']);
       children.push(listener);
+      const port = await inboundSmtpPort(listener);
       const client = nodemailer.createTransport({ host: '127.0.0.1', port, secure: false, ignoreTLS: true });
       const info = await client.sendMail({
         from: 'Zoë <zoe@customer.example>',
@@ -103,10 +101,8 @@ for (const engine of ALL_ENGINES) {
         .executeTakeFirstOrThrow();
       assert.equal(row.status, 'pending', 'stored, not read');
 
-      const worker = await startServerProcess(
-        { ...env, INBOUND_SMTP_PORT: String(await freePort()) },
-        ['src/cli.ts', 'worker', '--no-inbound'],
-        (line) => /Postwire worker started/.test(line.msg),
+      const worker = await startServerProcess(env, ['src/cli.ts', 'worker', '--no-inbound'], (line) =>
+        /Postwire worker started/.test(line.msg),
       );
       children.push(worker);
       const received = () =>

@@ -9,25 +9,25 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.ts';
-import { freePort, requestJson, startServerProcess } from './helpers/process.ts';
+import { inboundSmtpPort, requestJson, startServerProcess } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
 const run = promisify(execFile);
 
 test('the guide: acme.test verifies without DNS in capture mode, and a message swaks sends is received', async (t) => {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'postwire-receiving-local-'));
-  const inboundPort = await freePort();
   const server = await startServerProcess({
     POSTWIRE_DATA_DIR: dataDir,
     POSTWIRE_ENCRYPTION_KEY: 'cd'.repeat(32),
     HOME: process.env.HOME,
     INBOUND_MX_HOST: 'mx.acme.test',
-    INBOUND_SMTP_PORT: String(inboundPort),
+    INBOUND_SMTP_PORT: '0',
   });
   t.after(async () => {
     await server.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
+  const inboundPort = await inboundSmtpPort(server);
   const key = /Your API key \(shown once\): (pw_[A-Za-z0-9_-]+)/.exec(server.stdout())![1]!;
   const api = (method: string, url: string, body?: unknown) =>
     requestJson(`${server.url}/v1${url}`, key, method, body);

@@ -14,7 +14,7 @@ import {
 import { startLatencyProbe } from './helpers/latency-probe.ts';
 import {
   createProcessDatabase,
-  freePort,
+  inboundSmtpPort,
   runCli,
   type ServerProcess,
   startServerProcess,
@@ -108,15 +108,15 @@ for (const engine of ALL_ENGINES) {
             HTTP_COMPILE_SCHEMAS_AT_START: 'true',
             NODE_OPTIONS: '--import mailauth',
           };
-          const inboundPort = await freePort();
           const children: ServerProcess[] = [];
           t.after(() => children.forEach((child) => child.kill()));
-          const listener = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(inboundPort) }, [
+          const listener = await startServerProcess({ ...env, INBOUND_SMTP_PORT: '0' }, [
             'src/cli.ts',
             'serve',
             '--no-worker',
           ]);
           children.push(listener);
+          const inboundPort = await inboundSmtpPort(listener);
           const reader = await startServerProcess(env, ['src/cli.ts', 'serve', '--no-inbound']);
           children.push(reader);
 

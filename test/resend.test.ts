@@ -298,20 +298,11 @@ for (const engine of ALL_ENGINES) {
         message: 'Missing API key: send the header `Authorization: Bearer <API_KEY>`.',
       });
 
-      const contacts =
-        'Postwire does not implement contacts; at /resend it answers emails, batch, templates, domains, webhooks and API keys (docs/api/resend.md).';
-      assertError(
-        await resend.contacts.create({ email: 'a@example.org' }),
-        501,
-        'application_error',
-        contacts,
-      );
-      assertError(await resend.contacts.list(), 501, 'application_error', contacts);
       assertError(
         await resend.broadcasts.list(),
         501,
         'application_error',
-        /^Postwire does not implement broadcasts;/,
+        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts and contact properties (docs/api/resend.md).',
       );
       assertError(
         await resend.segments.list(),
@@ -483,19 +474,96 @@ for (const engine of ALL_ENGINES) {
       assertError(await resend.templates.get(copy.id), 404, 'not_found', `No template with id '${copy.id}'.`);
       assertError(
         await resend.templates.create({
-          name: 'Fallback',
-          html: '<p>{{ name }}</p>',
-          variables: [{ key: 'name', type: 'string', fallbackValue: 'friend' }],
+          name: 'Wrong fallback',
+          html: '<p>{{ seats }}</p>',
+          variables: [{ key: 'seats', type: 'number', fallbackValue: 'two' as unknown as number }],
         }),
         422,
         'validation_error',
-        `Postwire has no fallback values: a declared variable must be given at each send. Leave 'name' undeclared and write {{ name | default: "friend" }} in the template instead.`,
+        "variables[0].fallback_value must be a number, as the type of 'seats' says.",
+      );
+      assertError(
+        await resend.templates.create({
+          name: 'Wrong fallback',
+          html: '<p>{{ name }}</p>',
+          variables: [
+            { key: 'seats', type: 'number' },
+            { key: 'name', type: 'string', fallbackValue: 2 as unknown as string },
+          ],
+        }),
+        422,
+        'validation_error',
+        "variables[1].fallback_value must be a string, as the type of 'name' says.",
       );
       assertError(
         await resend.templates.create({ name: '', html: '<p>x</p>' }),
         422,
         'validation_error',
         "The field 'name' must not be empty.",
+      );
+    });
+
+    test("templates: a variable's fallbackValue is what a send that omits the variable delivers", async () => {
+      const created = dataOf(
+        await resend.templates
+          .create({
+            name: 'Fallbacks',
+            alias: 'resend-fallbacks',
+            subject: 'Hi {{ name }}',
+            html: '<p>{{ name }} has {{ seats }} seats</p>',
+            variables: [
+              { key: 'name', type: 'string', fallbackValue: 'friend' },
+              { key: 'seats', type: 'number', fallbackValue: 2 },
+            ],
+          })
+          .publish(),
+      );
+      const template = dataOf(await resend.templates.get(created.id));
+      assert.deepEqual(
+        template.variables!.map(({ key, type, fallback_value }) => ({ key, type, fallback_value })),
+        [
+          { key: 'name', type: 'string', fallback_value: 'friend' },
+          { key: 'seats', type: 'number', fallback_value: 2 },
+        ],
+      );
+
+      const omitted = dataOf(
+        await resend.emails.send({ from, to: 'fallback@example.org', template: { id: 'resend-fallbacks' } }),
+      );
+      const message = await until(() => smtp.messages.find((m) => m.to.includes('fallback@example.org')));
+      assert.match(message.raw, /^Subject: Hi friend$/m);
+      assert.match(message.raw, /^<p>friend has 2 seats<\/p>$/m);
+      assert.equal(dataOf(await resend.emails.get(omitted.id)).html, '<p>friend has 2 seats</p>');
+
+      const given = dataOf(
+        await resend.emails.send({
+          from,
+          to: 'fallback@example.org',
+          template: { id: 'resend-fallbacks', variables: { name: 'Ada' } },
+        }),
+      );
+      assert.equal(dataOf(await resend.emails.get(given.id)).html, '<p>Ada has 2 seats</p>');
+
+      // An update's variables replace the old ones, fallbacks included.
+      dataOf(
+        await resend.templates.update(created.id, {
+          variables: [
+            { key: 'name', type: 'string' },
+            { key: 'seats', type: 'number', fallbackValue: 5 },
+          ],
+        }),
+      );
+      assert.deepEqual(
+        dataOf(await resend.templates.get(created.id)).variables!.map((v) => v.fallback_value),
+        [null, 5],
+      );
+      assertError(
+        await resend.templates.update(created.id, {
+          variables: [{ key: 'seats', type: 'number', fallbackValue: '5' as unknown as number }],
+        }),
+        422,
+        'validation_error',
+        "variables[0].fallback_value must be a number, as the type of 'seats' says.",
       );
     });
 
@@ -619,10 +687,10 @@ for (const engine of ALL_ENGINES) {
       ]);
 
       assertError(
-        await resend.webhooks.create({ endpoint, events: ['contact.created'] }),
+        await resend.webhooks.create({ endpoint, events: ['topic.created'] }),
         422,
         'validation_error',
-        /^Postwire has no event 'contact\.created'; the events it sends are: email\.sent, .*domain\.updated\.$/,
+        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.deleted, domain\.updated\.$/,
       );
       assertError(
         await resend.webhooks.create({ endpoint: '', events: ['email.sent'] }),

@@ -258,6 +258,35 @@ describe('sdk', () => {
     });
   });
 
+  test('contacts and contact properties: create, get, list, update, delete', async () => {
+    const plan = await postwire.contactProperties.create({
+      key: 'plan',
+      type: 'string',
+      fallback_value: 'free',
+    });
+    assert.equal((await postwire.contactProperties.get('plan')).id, plan.id);
+    assert.equal(
+      (await postwire.contactProperties.update(plan.id, { fallback_value: null })).fallback_value,
+      null,
+    );
+    const ada = await postwire.contacts.create({ email: 'Ada@sdk.example', properties: { plan: 'pro' } });
+    assert.equal(ada.email, 'ada@sdk.example');
+    assert.deepEqual((await postwire.contacts.get('ada@sdk.example')).properties, { plan: 'pro' });
+    const listed = await postwire.contacts.list({ property: 'plan:pro' });
+    assert.deepEqual(
+      listed.data.map((contact) => contact.id),
+      [ada.id],
+    );
+    assert.equal((await postwire.contacts.update(ada.id, { unsubscribed: true })).unsubscribed, true);
+    assert.deepEqual(await postwire.contacts.delete(ada.id), {
+      object: 'contact',
+      id: ada.id,
+      deleted: true,
+    });
+    assert.equal((await postwire.contactProperties.list()).data.length, 1);
+    assert.equal((await postwire.contactProperties.delete('plan')).deleted, true);
+  });
+
   test('domains: create, list, get, update, verify, rotate the key, delete; inbound routes, received emails, inbound messages', async () => {
     const domain = await postwire.domains.create({ name: 'sdk.example' });
     assert.deepEqual([domain.object, domain.name, domain.status], ['domain', 'sdk.example', 'pending']);

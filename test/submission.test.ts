@@ -25,7 +25,7 @@ import { type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
 import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/postfix.ts';
 import {
   createProcessDatabase,
-  freePort,
+  submissionSmtpPort,
   type ProcessDatabase,
   requestJson,
   type ServerProcess,
@@ -698,20 +698,19 @@ test('postwire submission runs alone; killed right after its 250, the message is
       LOG_LEVEL: 'info',
     };
     // The first start makes the project and its key.
-    const first = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+    const first = await startServerProcess({ ...env, INBOUND_SMTP_PORT: '0' });
     children.push(first);
     assert.equal(await first.stop(), 0);
 
-    const submissionPort = await freePort();
     const alone = await startServerProcess(
-      { ...env, SUBMISSION_PORT: String(submissionPort), SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true' },
+      { ...env, SUBMISSION_PORT: '0', SUBMISSION_ALLOW_PLAIN_LOOPBACK: 'true' },
       ['src/cli.ts', 'submission'],
       (line) => /Postwire submission started/.test(line.msg),
     );
     children.push(alone);
     const transport = nodemailer.createTransport({
       host: '127.0.0.1',
-      port: submissionPort,
+      port: await submissionSmtpPort(alone),
       ignoreTLS: true,
       auth: { user: 'gitea', pass: KEY },
     });
@@ -727,7 +726,7 @@ test('postwire submission runs alone; killed right after its 250, the message is
     alone.kill();
     await alone.exited;
 
-    const serve = await startServerProcess({ ...env, INBOUND_SMTP_PORT: String(await freePort()) });
+    const serve = await startServerProcess({ ...env, INBOUND_SMTP_PORT: '0' });
     children.push(serve);
     const email = await until(
       async () => {

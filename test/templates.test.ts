@@ -14,6 +14,7 @@ const TEMPLATE_KEYS = [
   'html',
   'text',
   'variables',
+  'variable_defaults',
   'created_at',
   'updated_at',
   'published_at',
@@ -81,6 +82,7 @@ for (const engine of ALL_ENGINES) {
         html: '<p>Hello {{ name }}</p>',
         text: 'Hello {{ name }}',
         variables: ['name', 'account.plan'],
+        variable_defaults: {},
         created_at: 'T',
         updated_at: 'T',
         published_at: null,
@@ -100,6 +102,7 @@ for (const engine of ALL_ENGINES) {
         html: null,
         text: null,
         variables: [],
+        variable_defaults: {},
         created_at: 'T',
         updated_at: 'T',
         published_at: null,
@@ -224,7 +227,7 @@ for (const engine of ALL_ENGINES) {
       assert.equal(empty.status, 422);
       assert.deepEqual(errorOf(empty), {
         code: 'parameter_missing',
-        message: 'Send at least one of name, alias, subject, html, text, variables.',
+        message: 'Send at least one of name, alias, subject, html, text, variables, variable_defaults.',
       });
     });
 
@@ -278,6 +281,7 @@ for (const engine of ALL_ENGINES) {
         html: '<p>Hi {{ name }}, order {{ order_id }} is on its way.</p>',
         text: 'Hi {{ name }}, order {{ order_id }} is on its way.',
         variables: [],
+        variable_defaults: {},
         created_at: 'T',
         updated_at: 'T',
         published_at: 'T',
@@ -346,6 +350,7 @@ for (const engine of ALL_ENGINES) {
             html: '<p>v2</p>',
             text: null,
             variables: [],
+            variable_defaults: {},
             published_at: second.body.published_at,
           },
           {
@@ -357,6 +362,7 @@ for (const engine of ALL_ENGINES) {
             html: '<p>v1</p>',
             text: null,
             variables: [],
+            variable_defaults: {},
             published_at: first.body.published_at,
           },
         ],
@@ -599,6 +605,93 @@ for (const engine of ALL_ENGINES) {
         html: 'h'.repeat(512 * 1024),
       });
       assert.equal(largest.status, 201);
+    });
+
+    test('variable_defaults: declared, kept per version, changed by patch, used by render; bad ones refused', async () => {
+      const created = await createOk({
+        name: 'Defaults',
+        subject: 'Hi {{ name }}',
+        html: '<p>{{ name }}: {{ seats }}</p>',
+        variables: ['name', 'seats'],
+        variable_defaults: { seats: 1, name: 'friend' },
+      });
+      // In declaration order, whatever the order sent.
+      assert.deepEqual(Object.entries(created.variable_defaults), [
+        ['name', 'friend'],
+        ['seats', 1],
+      ]);
+      const preview = await api.request('POST', `/v1/templates/${created.id}/render`, { body: {} });
+      assert.equal(preview.status, 200);
+      assert.deepEqual(
+        [preview.body.subject, preview.body.html, preview.body.warnings],
+        ['Hi friend', '<p>friend: 1</p>', []],
+      );
+      const published = await api.request('POST', `/v1/templates/${created.id}/publish`, { body: {} });
+      assert.equal(published.status, 200);
+
+      // Variables alone: the defaults of names still declared stay, the others go with their name.
+      const patched = await api.request('PATCH', `/v1/templates/${created.id}`, {
+        body: { variables: ['seats'] },
+      });
+      assert.equal(patched.status, 200);
+      assert.deepEqual(patched.body.variable_defaults, { seats: 1 });
+      assert.equal(patched.body.has_unpublished_changes, true);
+      const replaced = await api.request('PATCH', `/v1/templates/${created.id}`, {
+        body: { variable_defaults: { seats: 'a few' } },
+      });
+      assert.deepEqual(replaced.body.variable_defaults, { seats: 'a few' });
+      const cleared = await api.request('PATCH', `/v1/templates/${created.id}`, {
+        body: { variable_defaults: {} },
+      });
+      assert.deepEqual([cleared.body.variables, cleared.body.variable_defaults], [['seats'], {}]);
+      // Version 1 keeps what it was published with.
+      const version = await api.request('GET', `/v1/templates/${created.id}/versions/1`);
+      assert.deepEqual(version.body.variable_defaults, { name: 'friend', seats: 1 });
+
+      const counts = await api.rowCounts();
+      const cases: [unknown, string, string][] = [
+        [
+          { name: 'x', variables: ['a'], variable_defaults: { a: true } },
+          'parameter_invalid',
+          'variable_defaults.a',
+        ],
+        [
+          { name: 'x', variables: ['a'], variable_defaults: { a: { b: 1 } } },
+          'parameter_invalid',
+          'variable_defaults.a',
+        ],
+        [
+          { name: 'x', variables: ['a'], variable_defaults: { a: null } },
+          'parameter_invalid',
+          'variable_defaults.a',
+        ],
+        [{ name: 'x', variables: ['a'], variable_defaults: [] }, 'parameter_invalid', 'variable_defaults'],
+        [
+          { name: 'x', variables: ['a'], variable_defaults: { b: 'x' } },
+          'parameter_invalid',
+          'variable_defaults.b',
+        ],
+        [{ name: 'x', variable_defaults: { a: 'x' } }, 'parameter_invalid', 'variable_defaults.a'],
+      ];
+      for (const [body, code, param] of cases) {
+        const response = await create(body);
+        assert.equal(response.status, 422, JSON.stringify(body));
+        assert.deepEqual(
+          [errorOf(response).code, errorOf(response).param],
+          [code, param],
+          JSON.stringify(body),
+        );
+      }
+      assert.deepEqual(errorOf(await create(cases[4]![0])), {
+        code: 'parameter_invalid',
+        message: "'b' is not a declared variable: add it to variables to give it a default.",
+        param: 'variable_defaults.b',
+      });
+      const patch = await api.request('PATCH', `/v1/templates/${created.id}`, {
+        body: { variable_defaults: { seats: false } },
+      });
+      assert.deepEqual([patch.status, errorOf(patch).param], [422, 'variable_defaults.seats']);
+      assert.deepEqual(await api.rowCounts(), counts);
     });
 
     test('patch refuses bad fields with 422 or 409 naming the field, and changes nothing', async () => {

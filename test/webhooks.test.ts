@@ -76,6 +76,7 @@ for (const engine of ALL_ENGINES) {
           url: 'https://hooks.example.com/postwire',
           enabled: true,
           events: ['email.sent', 'email.delivered', 'email.bounced'],
+          format: 'postwire',
           created_at: 'T',
           updated_at: 'T',
           has_secret: true,

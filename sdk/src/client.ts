@@ -40,6 +40,8 @@ export class Postwire {
   readonly events;
   readonly eventKinds;
   readonly suppressions;
+  readonly contacts;
+  readonly contactProperties;
   readonly domains;
   readonly inboundMessages;
   readonly inboundRoutes;
@@ -185,6 +187,36 @@ export class Postwire {
         call(
           client.DELETE('/v1/suppressions/{address}', { params: { path: { address } }, ...init(options) }),
         ),
+    };
+
+    // A contact by id (`con_…`) or address; a property by id (`cprop_…`) or key.
+    const contact = (id: string) => ({ path: { id } });
+    this.contacts = {
+      create: (body: Schemas['CreateContactRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/contacts', { body, ...init(options) })),
+      list: (query: Query<'/v1/contacts'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/contacts', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/contacts/{id}', { params: contact(id), ...init(options) })),
+      /** Only the fields sent change; in `properties`, only the keys sent (null removes a value). */
+      update: (id: string, body: Schemas['UpdateContactRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/contacts/{id}', { params: contact(id), body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/contacts/{id}', { params: contact(id), ...init(options) })),
+    };
+
+    this.contactProperties = {
+      create: (body: Schemas['CreateContactPropertyRequest'], options?: RequestOptions) =>
+        call(client.POST('/v1/contact-properties', { body, ...init(options) })),
+      list: (query: Query<'/v1/contact-properties'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/contact-properties', { params: { query }, ...init(options) })),
+      get: (id: string, options?: RequestOptions) =>
+        call(client.GET('/v1/contact-properties/{id}', { params: contact(id), ...init(options) })),
+      /** Changes the fallback; key and type stay as declared. */
+      update: (id: string, body: Schemas['UpdateContactPropertyRequest'], options?: RequestOptions) =>
+        call(client.PATCH('/v1/contact-properties/{id}', { params: contact(id), body, ...init(options) })),
+      delete: (id: string, options?: RequestOptions) =>
+        call(client.DELETE('/v1/contact-properties/{id}', { params: contact(id), ...init(options) })),
     };
 
     this.domains = {

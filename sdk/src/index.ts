@@ -29,4 +29,6 @@ export type Event = Schemas['Event'];
 export type Template = Schemas['Template'];
 export type Webhook = Schemas['Webhook'];
 export type Suppression = Schemas['Suppression'];
+export type Contact = Schemas['Contact'];
+export type ContactProperty = Schemas['ContactProperty'];
 export type SendEmailRequest = Schemas['SendEmail'];

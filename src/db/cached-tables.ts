@@ -35,6 +35,7 @@ export const CACHED_WRITES = {
         'disabled_reason',
         'previous_secret_sealed',
         'previous_secret_expires_at',
+        'format',
       ],
     },
   ],

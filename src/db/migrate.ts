@@ -28,6 +28,8 @@ import { migration as submission } from './migrations/0025_submission.ts';
 import { migration as apiKeyScopes } from './migrations/0026_api_key_scopes.ts';
 import { migration as messagePieces } from './migrations/0027_message_pieces.ts';
 import { migration as attachmentPieces } from './migrations/0028_attachment_pieces.ts';
+import { migration as contacts } from './migrations/0029_contacts.ts';
+import { migration as webhookFormat } from './migrations/0030_webhook_format.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -61,6 +63,8 @@ const migrations: Record<string, Migration> = {
   '0026_api_key_scopes': apiKeyScopes,
   '0027_message_pieces': messagePieces,
   '0028_attachment_pieces': attachmentPieces,
+  '0029_contacts': contacts,
+  '0030_webhook_format': webhookFormat,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

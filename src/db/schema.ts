@@ -47,6 +47,8 @@ export interface WebhooksTable {
   /** The sealed secret a PATCH replaced: deliveries are signed with it too until previous_secret_expires_at. */
   previous_secret_sealed: ColumnType<string | null, string | null | undefined, string | null>;
   previous_secret_expires_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The payload format: `postwire` or `resend`. */
+  format: ColumnType<string, string | undefined, string>;
 }
 
 export interface TemplatesTable {
@@ -536,6 +538,34 @@ export interface EncryptionCanaryTable {
   created_at: string;
 }
 
+/** A custom property a project declares for its contacts (written by src/modules/contacts). */
+export interface ContactPropertiesTable {
+  id: string;
+  project_id: string;
+  /** Unique per project: letters, digits and `_`. */
+  key: string;
+  type: 'string' | 'number';
+  /** JSON text of a value of `type`, or null. */
+  fallback_value: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A person a project's broadcasts may go to (written by src/modules/contacts). */
+export interface ContactsTable {
+  id: string;
+  project_id: string;
+  /** Lowercased: unique per project in any case. */
+  email: string;
+  first_name: string | null;
+  last_name: string | null;
+  unsubscribed: Bool;
+  /** JSON text: values keyed by their property's id (`cprop_…`). */
+  properties: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -565,6 +595,8 @@ export interface Database {
   email_stats_daily: EmailStatsDailyTable;
   cache_stamps: CacheStampsTable;
   encryption_canary: EncryptionCanaryTable;
+  contact_properties: ContactPropertiesTable;
+  contacts: ContactsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

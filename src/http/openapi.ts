@@ -24,6 +24,11 @@ export const openApiInfo = {
     },
     { name: 'Suppressions', description: 'Addresses that are never sent to, per project.' },
     {
+      name: 'Contacts',
+      description: 'The people broadcasts go to: address, names, unsubscribed, property values.',
+    },
+    { name: 'Contact properties', description: 'The custom properties a project declares for its contacts.' },
+    {
       name: 'Inbound messages',
       description: 'Bounce, delay and success reports and complaints mailed back about your email.',
     },

@@ -16,7 +16,9 @@ export type IdPrefix =
   | 'inb'
   | 'dom'
   | 'rte'
-  | 'rcv';
+  | 'rcv'
+  | 'con'
+  | 'cprop';
 
 // UUIDv7 with a monotonic counter in the 12 `rand_a` bits: ids made in the same millisecond by one
 // process still sort in creation order, so "newest first" by id is exact for keyset pagination.

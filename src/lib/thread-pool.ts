@@ -25,6 +25,8 @@ export interface ThreadPoolOptions {
   resourceLimits?: ResourceLimits | undefined;
   /** The CPU time a thread has used so far, in ms: the thread's own clock unless a test gives one. */
   threadCpuMs?: ((worker: Worker) => Promise<number>) | undefined;
+  /** The wall clock the starved limit is measured on, in ms: `performance.now()` unless a test gives one. */
+  wallMs?: (() => number) | undefined;
   overBudget(): Error;
   queueFull(): Error;
 }
@@ -89,6 +91,7 @@ interface TaskClock {
 export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): ThreadPool<Request, Answer> {
   const { name } = options;
   const threadCpuMs = options.threadCpuMs ?? ownCpuMs;
+  const wallMs = options.wallMs ?? (() => performance.now());
   const threads = new Set<Thread<Request, Answer>>();
   const waiting: Array<Task<Request, Answer>> = [];
   let nextId = 1;
@@ -153,7 +156,7 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
     }
     if (!stillRunning()) return;
     const leftMs = options.timeoutMs - spentMs;
-    const wallLeftMs = options.timeoutMs * STARVED_WALL_FACTOR - (performance.now() - clock.startedAt);
+    const wallLeftMs = options.timeoutMs * STARVED_WALL_FACTOR - (wallMs() - clock.startedAt);
     if (leftMs >= 1 && wallLeftMs >= 1) {
       thread.running!.timer = setTimeout(
         () => void checkBudget(thread, id, clock),
@@ -182,7 +185,7 @@ export function createThreadPool<Request, Answer>(options: ThreadPoolOptions): T
       const task = waiting.shift()!;
       const id = nextId++;
       const clock: TaskClock = {
-        startedAt: performance.now(),
+        startedAt: wallMs(),
         cpuAtStart: threadCpuMs(idle.worker).catch(() => 0),
       };
       const timer = setTimeout(() => void checkBudget(idle, id, clock), options.timeoutMs);

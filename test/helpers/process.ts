@@ -14,9 +14,9 @@ const CHILD_TIMEOUT_MS = 20_000;
 /**
  * Node's compile cache for the children (their V8 code and stripped TypeScript, kept between starts): the
  * suite starts a few hundred of them, and loading the server's code was most of each start's CPU
- * (bench/README.md, "Start time and the suite"). The children only: a thread under the smallest heap cap
- * (REPORT_PARSE_MEMORY=16) ran out of heap loading its code with the cache on, which report-reader.test.ts
- * runs in its own process, and users do not get it for the same reason.
+ * (bench/README.md, "Start time and the suite"). `npm test` gives the test processes one too (package.json).
+ * Not for users: a thread under the smallest heap cap (REPORT_PARSE_MEMORY=16) ran out of heap loading its
+ * code with the cache on (report-reader.test.ts starts its threads without it for that reason).
  */
 const CHILD_COMPILE_CACHE = path.join(REPO_ROOT, 'node_modules', '.cache', 'test-children-compile-cache');
 
@@ -226,7 +226,32 @@ export async function runFailingServer(
   return runCli(args.slice(1), { PORT: '0', ...env }, args[0]);
 }
 
-/** A port that was free a moment ago (the kernel picks it); for tests that must choose PORT themselves. */
+/**
+ * The port a child's inbound SMTP listener took, from the line it logs at `info` (the default level): start
+ * it with INBOUND_SMTP_PORT=0 and the kernel picks a free port as the listener binds, so nothing can take
+ * the port first, as it could one `freePort()` found free a moment before.
+ */
+export async function inboundSmtpPort(server: ServerProcess): Promise<number> {
+  const line = await server.waitForLog(
+    (logged) => typeof logged.port === 'number' && /^Receiving .* by SMTP on /.test(logged.msg),
+  );
+  return line.port;
+}
+
+/** The same for SMTP submission started with SUBMISSION_PORT=0: the port it took, from its log line. */
+export async function submissionSmtpPort(server: ServerProcess): Promise<number> {
+  const line = await server.waitForLog(
+    (logged) => typeof logged.port === 'number' && /^SMTP submission on /.test(logged.msg),
+  );
+  return line.port;
+}
+
+/**
+ * A port that was free a moment ago (the kernel picks it); for tests that must choose PORT before the start
+ * (a PUBLIC_URL with it, a restart on the same address, a URL polled before the process says where it
+ * listens). Another process can take it before the child binds it: `startOnFreePort` tries another then.
+ * A listener that can take port 0 and log what it bound needs neither (`inboundSmtpPort`).
+ */
 export async function freePort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
@@ -258,4 +283,21 @@ export async function requestJson(
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   return { status: response.status, body: await response.json() };
+}
+
+/** Starts tried on another port after EADDRINUSE: three races lost in a row is something else. */
+const PORT_ATTEMPTS = 3;
+
+/**
+ * Runs `start` on a port `freePort()` found, and again on another when the child could not bind it because
+ * something took it in the meantime (its start fails with EADDRINUSE); any other failure is the test's.
+ */
+export async function startOnFreePort<T>(start: (port: number) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await start(await freePort());
+    } catch (error) {
+      if (attempt >= PORT_ATTEMPTS || !/EADDRINUSE/.test(String(error))) throw error;
+    }
+  }
 }

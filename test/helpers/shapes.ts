@@ -4,6 +4,7 @@ export const WEBHOOK_KEYS: readonly string[] = [
   'url',
   'enabled',
   'events',
+  'format',
   'created_at',
   'updated_at',
   'has_secret',

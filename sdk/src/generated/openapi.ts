@@ -585,6 +585,124 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List contacts, newest first
+         * @description The project’s contacts, newest first, optionally filtered (the filters combine).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["listContacts"];
+        put?: never;
+        /**
+         * Create a contact
+         * @description Emits `contact.created`. An address the project already has (in any case) is a 409.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        post: operations["createContact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a contact by id or email
+         * @description Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getContact"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a contact by id or email
+         * @description Emits `contact.deleted` with the contact as it was.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        delete: operations["deleteContact"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a contact by id or email
+         * @description Only the fields sent change (and, in `properties`, only the keys sent). Emits `contact.updated`.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        patch: operations["updateContact"];
+        trace?: never;
+    };
+    "/v1/contact-properties": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List contact properties, newest first
+         * @description Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["listContactProperties"];
+        put?: never;
+        /**
+         * Declare a contact property
+         * @description A key contacts may have a value for, its type and an optional fallback. A key the project has is a 409.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        post: operations["createContactProperty"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contact-properties/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a contact property by id or key
+         * @description Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getContactProperty"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a contact property
+         * @description Contacts’ values of it are no longer shown, filtered on or sent; declaring the key again starts without them.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        delete: operations["deleteContactProperty"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a contact property’s fallback
+         * @description The key and the type stay as declared; only the fallback changes.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        patch: operations["updateContactProperty"];
+        trace?: never;
+    };
     "/v1/inbound-messages": {
         parameters: {
             query?: never;
@@ -1247,6 +1365,66 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "contact.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.created
+         * @description A contact was created (POST /v1/contacts, or the Resend SDK). Sent to every enabled webhook subscribed to `contact.created`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onContactCreated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.updated
+         * @description A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now). Sent to every enabled webhook subscribed to `contact.updated`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onContactUpdated"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "contact.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * contact.deleted
+         * @description A contact was deleted (`data` is the contact as it was). Sent to every enabled webhook subscribed to `contact.deleted`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onContactDeleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -1303,6 +1481,206 @@ export interface components {
             diagnostic: string | null;
             reporting_mta: string | null;
         };
+        /** Contact */
+        Contact: {
+            /** @enum {string} */
+            object: "contact";
+            /** @description Contact identifier (`con_…`). */
+            id: string;
+            /** @description The address, lowercased. */
+            email: string;
+            /** @description First name, or null. */
+            first_name: string | null;
+            /** @description Last name, or null. */
+            last_name: string | null;
+            /** @description True when the contact receives no broadcast at all (transactional sends are not affected). */
+            unsubscribed: boolean;
+            /** @description The values set, by property key (a property without a value is absent: its fallback applies). */
+            properties: {
+                [key: string]: string | number;
+            };
+            /**
+             * Format: date-time
+             * @description When the contact was created. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the contact last changed. ISO 8601 UTC with milliseconds.
+             */
+            updated_at: string;
+        };
+        /**
+         * ContactCreatedEvent
+         * @description A contact was created (POST /v1/contacts, or the Resend SDK).
+         */
+        ContactCreatedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "contact.created";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The contact. */
+            data: {
+                /** @description The contact (`con_…`). */
+                id: string;
+                /** @description Its address, lowercased. */
+                email: string;
+                first_name: string | null;
+                last_name: string | null;
+                /** @description True when it receives no broadcast. */
+                unsubscribed: boolean;
+                /** @description Its property values, by key. */
+                properties: {
+                    [key: string]: string | number;
+                };
+                /** @description The segments it is in (Resend’s field). */
+                segment_ids: string[];
+                /**
+                 * Format: date-time
+                 * @description When the contact was created. ISO 8601 UTC with milliseconds.
+                 */
+                created_at: string;
+                /**
+                 * Format: date-time
+                 * @description When the contact last changed. ISO 8601 UTC with milliseconds.
+                 */
+                updated_at: string;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
+        /**
+         * ContactDeletedEvent
+         * @description A contact was deleted (`data` is the contact as it was).
+         */
+        ContactDeletedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "contact.deleted";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The contact. */
+            data: {
+                /** @description The contact (`con_…`). */
+                id: string;
+                /** @description Its address, lowercased. */
+                email: string;
+                first_name: string | null;
+                last_name: string | null;
+                /** @description True when it receives no broadcast. */
+                unsubscribed: boolean;
+                /** @description Its property values, by key. */
+                properties: {
+                    [key: string]: string | number;
+                };
+                /** @description The segments it is in (Resend’s field). */
+                segment_ids: string[];
+                /**
+                 * Format: date-time
+                 * @description When the contact was created. ISO 8601 UTC with milliseconds.
+                 */
+                created_at: string;
+                /**
+                 * Format: date-time
+                 * @description When the contact last changed. ISO 8601 UTC with milliseconds.
+                 */
+                updated_at: string;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
+        /** ContactList */
+        ContactList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["Contact"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /** ContactProperty */
+        ContactProperty: {
+            /** @enum {string} */
+            object: "contact_property";
+            /** @description Property identifier (`cprop_…`). */
+            id: string;
+            /** @description Its key in contacts’ `properties` and in personalization. */
+            key: string;
+            /** @description What its values are: `string` or `number`. Fixed once declared. */
+            type: "string" | "number";
+            /** @description What personalization uses for a contact without a value, or null. */
+            fallback_value: string | number | null;
+            /**
+             * Format: date-time
+             * @description When it was declared. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When its fallback last changed. ISO 8601 UTC with milliseconds.
+             */
+            updated_at: string;
+        };
+        /** ContactPropertyList */
+        ContactPropertyList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ContactProperty"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /**
+         * ContactUpdatedEvent
+         * @description A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now).
+         */
+        ContactUpdatedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "contact.updated";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The contact. */
+            data: {
+                /** @description The contact (`con_…`). */
+                id: string;
+                /** @description Its address, lowercased. */
+                email: string;
+                first_name: string | null;
+                last_name: string | null;
+                /** @description True when it receives no broadcast. */
+                unsubscribed: boolean;
+                /** @description Its property values, by key. */
+                properties: {
+                    [key: string]: string | number;
+                };
+                /** @description The segments it is in (Resend’s field). */
+                segment_ids: string[];
+                /**
+                 * Format: date-time
+                 * @description When the contact was created. ISO 8601 UTC with milliseconds.
+                 */
+                created_at: string;
+                /**
+                 * Format: date-time
+                 * @description When the contact last changed. ISO 8601 UTC with milliseconds.
+                 */
+                updated_at: string;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
         /** CreateApiKeyRequest */
         CreateApiKeyRequest: {
             /** @description What the key is for. */
@@ -1311,6 +1689,28 @@ export interface components {
             permission?: "full_access" | "sending_access" | "read_only";
             /** @description Only with `sending_access`: a domain of this project (`dom_…`) that the key may send from, alone. */
             domain_id?: string | null;
+        };
+        /** CreateContactPropertyRequest */
+        CreateContactPropertyRequest: {
+            /** @description Unique in the project: 1–50 letters, digits or `_` (case counts), not starting with `cprop_`. */
+            key: string;
+            /** @description What its values are: `string` or `number`. Fixed once declared. */
+            type: "string" | "number";
+            /** @description What personalization uses for a contact without a value, or null. */
+            fallback_value?: (string | number) | null;
+        };
+        /** CreateContactRequest */
+        CreateContactRequest: {
+            /** @description The email address, `ada@example.org`; stored lowercased, unique in the project in any case. */
+            email: string;
+            first_name?: string | null;
+            last_name?: string | null;
+            /** @description True when the contact receives no broadcast at all (transactional sends are not affected). */
+            unsubscribed?: boolean;
+            /** @description Values of declared properties (POST /v1/contact-properties), by key; each of the declared type. An undeclared key is refused (422). A null value is the same as none. */
+            properties?: {
+                [key: string]: (string | number) | null;
+            };
         };
         /** CreateDomainRequest */
         CreateDomainRequest: {
@@ -1344,8 +1744,12 @@ export interface components {
             subject?: string | null;
             html?: string | null;
             text?: string | null;
-            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused. */
+            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default. */
             variables?: string[];
+            /** @description Defaults of declared variables, by name (`{ "plan": "free", "seats": 1 }`): a send that does not give the variable renders the default. Each name must be in `variables`; a value is a string or a number. */
+            variable_defaults?: {
+                [key: string]: string | number;
+            };
         };
         /** CreateWebhookRequest */
         CreateWebhookRequest: {
@@ -1355,6 +1759,7 @@ export interface components {
             events: components["schemas"]["EventType"][];
             /** @description Active flag; defaults to true. */
             enabled?: boolean;
+            format?: components["schemas"]["WebhookFormat"];
             secret?: string | null;
         };
         /** CreatedApiKey */
@@ -1385,6 +1790,22 @@ export interface components {
         DeletedApiKey: {
             /** @enum {string} */
             object: "api_key";
+            id: string;
+            /** @enum {boolean} */
+            deleted: true;
+        };
+        /** DeletedContact */
+        DeletedContact: {
+            /** @enum {string} */
+            object: "contact";
+            id: string;
+            /** @enum {boolean} */
+            deleted: true;
+        };
+        /** DeletedContactProperty */
+        DeletedContactProperty: {
+            /** @enum {string} */
+            object: "contact_property";
             id: string;
             /** @enum {boolean} */
             deleted: true;
@@ -2445,7 +2866,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "contact.created" | "contact.updated" | "contact.deleted";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -3072,6 +3493,10 @@ export interface components {
             text: string | null;
             /** @description Declared variable names. */
             variables: string[];
+            /** @description Defaults of declared variables, by name; `{}` when none has one. */
+            variable_defaults: {
+                [key: string]: string | number;
+            };
             /**
              * Format: date-time
              * @description When the template was created. ISO 8601 UTC with milliseconds.
@@ -3111,6 +3536,9 @@ export interface components {
             html: string | null;
             text: string | null;
             variables: string[];
+            variable_defaults: {
+                [key: string]: string | number;
+            };
             /**
              * Format: date-time
              * @description When this version was published. ISO 8601 UTC with milliseconds.
@@ -3131,7 +3559,25 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "contact.created" | "contact.updated" | "contact.deleted";
+        };
+        /** UpdateContactPropertyRequest */
+        UpdateContactPropertyRequest: {
+            /** @description What personalization uses for a contact without a value, or null. */
+            fallback_value: (string | number) | null;
+        };
+        /** UpdateContactRequest */
+        UpdateContactRequest: {
+            /** @description A new first name, or null to clear it. */
+            first_name?: string | null;
+            /** @description A new last name, or null to clear it. */
+            last_name?: string | null;
+            /** @description True when the contact receives no broadcast at all (transactional sends are not affected). */
+            unsubscribed?: boolean;
+            /** @description Values of declared properties (POST /v1/contact-properties), by key; each of the declared type. An undeclared key is refused (422). Only the keys sent change; null removes a value (its fallback applies again). */
+            properties?: {
+                [key: string]: (string | number) | null;
+            };
         };
         /** UpdateDomainRequest */
         UpdateDomainRequest: {
@@ -3162,8 +3608,12 @@ export interface components {
             html?: string | null;
             /** @description A new plain-text body, or null to clear it. */
             text?: string | null;
-            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused. */
+            /** @description Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default. */
             variables?: string[];
+            /** @description New defaults, replacing the old ones (`{}` removes them all). When absent and `variables` is sent, the defaults of names no longer declared are dropped. */
+            variable_defaults?: {
+                [key: string]: string | number;
+            };
         };
         /** UpdateWebhookRequest */
         UpdateWebhookRequest: {
@@ -3172,6 +3622,7 @@ export interface components {
             /** @description Event kinds to subscribe to (see GET /v1/event-kinds); duplicates are removed. */
             events?: components["schemas"]["EventType"][];
             enabled?: boolean;
+            format?: components["schemas"]["WebhookFormat"];
             /** @description A new signing secret, or null to remove it. */
             secret?: string | null;
         };
@@ -3185,6 +3636,7 @@ export interface components {
             enabled: boolean;
             /** @description Event kinds the webhook is subscribed to. */
             events: components["schemas"]["EventType"][];
+            format: components["schemas"]["WebhookFormat"];
             /**
              * Format: date-time
              * @description When the webhook was created. ISO 8601 UTC with milliseconds.
@@ -3206,6 +3658,11 @@ export interface components {
         WebhookEnvelope: {
             data: components["schemas"]["Webhook"];
         };
+        /**
+         * WebhookFormat
+         * @description The payload deliveries have: `postwire` (`{ id, type, created_at, data }`, the event kinds' documented payloads) or `resend` (Resend's event names and `{ type, created_at, data }` payloads, for handlers written for Resend's webhooks; docs/api/resend.md). Both are signed the same way (Standard Webhooks).
+         */
+        WebhookFormat: "postwire" | "resend";
         /** WebhookList */
         WebhookList: {
             /** @enum {string} */
@@ -6878,6 +7335,1094 @@ export interface operations {
             };
         };
     };
+    listContacts: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+                /** @description Only the contacts that are (or are not) unsubscribed. */
+                unsubscribed?: boolean;
+                /** @description Only the contacts whose address starts with this, in any case (`ada`, `ada@exa`). */
+                email_prefix?: string;
+                /** @description Only the contacts whose property has this value, as `key:value` (`plan:pro`, `seats:5`); the value is read as the property’s type. */
+                property?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createContact: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateContactRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Contact id (`con_…`) or email address (any case). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Contact id (`con_…`) or email address (any case). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedContact"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateContact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Contact id (`con_…`) or email address (any case). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateContactRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Contact"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listContactProperties: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactPropertyList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createContactProperty: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateContactPropertyRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactProperty"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getContactProperty: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Property id (`cprop_…`) or key. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactProperty"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteContactProperty: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Property id (`cprop_…`) or key. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedContactProperty"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateContactProperty: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Property id (`cprop_…`) or key. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateContactPropertyRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactProperty"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listInboundMessages: {
         parameters: {
             query?: {
@@ -10095,6 +11640,156 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["DomainFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onContactCreated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactCreatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onContactUpdated: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactUpdatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onContactDeleted: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ContactDeletedEvent"];
             };
         };
         responses: {

@@ -1,4 +1,5 @@
 import type { Engine } from '../handle.ts';
+import { type RawBuilder, sql } from 'kysely';
 
 // The few SQL spellings the two engines do not share, each written once. Statements written as text
 // (db/sql-text.ts) take these pieces instead of spelling an engine's variant themselves.
@@ -30,3 +31,19 @@ export const greatestOf = (engine: Engine, a: string, b: string): string =>
  * them one after another (in process, it has no round trips to save).
  */
 export const writesInWith = (engine: Engine): boolean => engine === 'postgres';
+
+/**
+ * Whether the member `key` of a JSON text column holds the JSON value `json` (JSON.stringify's text): compared
+ * as jsonb on PostgreSQL (the column is text there too); on SQLite through `->`, which answers a member as its
+ * JSON text, as JSON.stringify wrote it. `key` must be a plain label (letters, digits, `_`): SQLite reads a
+ * label with a `.` or `[` as a path.
+ */
+export const jsonMemberIs = (
+  engine: Engine,
+  column: string,
+  key: string,
+  json: string,
+): RawBuilder<boolean> =>
+  engine === 'postgres'
+    ? sql<boolean>`(${sql.ref(column)})::jsonb -> ${key} = ${json}::jsonb`
+    : sql<boolean>`${sql.ref(column)} -> ${key} = ${json}`;

@@ -31,6 +31,8 @@ export interface ClaimedDelivery {
   eventData: string;
   eventCreatedAt: string;
   url: string;
+  /** The webhook's payload format (`postwire` or `resend`). */
+  webhookFormat: string;
   webhookEnabled: boolean;
   disabledReason: string | null;
   secretSealed: string | null;
@@ -72,7 +74,7 @@ export interface OutcomeResult {
 const WITH_EVENT_AND_WEBHOOK = 'JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id';
 /** The columns a claim returns, read with the claim (PostgreSQL: in the same statement). */
 const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempts, d.last_attempt_id, e.type, e.data,
-  e.created_at AS event_created_at, w.url, w.enabled, w.disabled_reason, w.secret_sealed,
+  e.created_at AS event_created_at, w.url, w.format, w.enabled, w.disabled_reason, w.secret_sealed,
   w.previous_secret_sealed, w.previous_secret_expires_at`;
 
 /**
@@ -92,6 +94,7 @@ interface ClaimedRow {
   data: string;
   event_created_at: string;
   url: string;
+  format: string;
   enabled: boolean | number;
   disabled_reason: string | null;
   secret_sealed: string | null;
@@ -110,6 +113,7 @@ const toClaimed = (row: ClaimedRow): ClaimedDelivery => ({
   eventData: row.data,
   eventCreatedAt: row.event_created_at,
   url: row.url,
+  webhookFormat: row.format,
   webhookEnabled: Boolean(row.enabled),
   disabledReason: row.disabled_reason,
   secretSealed: row.secret_sealed,

@@ -15,6 +15,7 @@ import {
 } from './deliveries.queue.ts';
 import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
+import { resendPayload } from './resend-payload.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
 import type { HealthWrites } from './webhook-health.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
@@ -199,7 +200,14 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       result = { statusCode: null, headers: {}, responseExcerpt: null, durationMs: 0, error };
     }
     if (signing) {
-      const body = webhookPayload(delivery);
+      const body =
+        delivery.webhookFormat === 'resend'
+          ? resendPayload({
+              type: delivery.eventType,
+              createdAt: delivery.eventCreatedAt,
+              data: delivery.eventData,
+            })
+          : webhookPayload(delivery);
       const timestamp = Math.floor(attemptedAt.getTime() / 1000);
       const headers: Record<string, string> = {
         'content-type': 'application/json',

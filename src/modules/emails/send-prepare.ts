@@ -3,7 +3,7 @@ import { DomainError, invalidParam } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { formatAddress } from '../../lib/addresses.ts';
 import type { DecodedFields } from '../../lib/base64.ts';
-import { missingVariables, type TemplateRenderer } from '../templates/render.ts';
+import { missingVariables, type TemplateRenderer, withDefaults } from '../templates/render.ts';
 import type { TemplateRepo, TemplateVersionRecord } from '../templates/templates.repo.ts';
 import { ALIAS_PATTERN } from '../templates/templates.schemas.ts';
 import type { DomainService, SenderAuthentication } from '../domains/domains.service.ts';
@@ -106,9 +106,10 @@ export function createSendPreparer({
       );
     }
     // `{{ unsubscribe_url }}` renders as itself; each recipient's copy gets its own URL there at send time.
-    const variables = unsubscribe
+    const given = unsubscribe
       ? { ...ref.variables, unsubscribe_url: UNSUBSCRIBE_PLACEHOLDER }
       : (ref.variables ?? {});
+    const variables = withDefaults(given, version.variableDefaults);
     // The declared variables, and the ones the template prints unconditionally, declared or not.
     const missing = missingVariables([...version.variables, ...variablesUsedBy(version)], variables);
     if (missing.length > 0) {

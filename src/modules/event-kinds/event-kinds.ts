@@ -19,6 +19,10 @@ export const EVENT_KINDS = {
     "A sending domain's DNS records match: mail from it is signed with its own key. Also emitted when a verified domain's receiving MX starts matching: its inbound routes take mail from then on.",
   'domain.failed':
     "A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key.",
+  'contact.created': 'A contact was created (POST /v1/contacts, or the Resend SDK).',
+  'contact.updated':
+    'A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now).',
+  'contact.deleted': 'A contact was deleted (`data` is the contact as it was).',
 } as const;
 
 export type EventKind = keyof typeof EVENT_KINDS;

@@ -191,6 +191,23 @@ const domainFields = {
   test: emailFields.test,
 };
 
+// What `contact.*` events carry (contactEventData in src/modules/contacts/contacts.service.ts): the fields of
+// Resend's contact events, and the contact's properties.
+const contactFields = {
+  id: Type.String({ description: 'The contact (`con_…`).' }),
+  email: Type.String({ description: 'Its address, lowercased.' }),
+  first_name: nullable(Type.String()),
+  last_name: nullable(Type.String()),
+  unsubscribed: Type.Boolean({ description: 'True when it receives no broadcast.' }),
+  properties: Type.Record(Type.String(), Type.Union([Type.String(), Type.Number()]), {
+    description: 'Its property values, by key.',
+  }),
+  segment_ids: Type.Array(Type.String(), { description: 'The segments it is in (Resend’s field).' }),
+  created_at: timestamp('When the contact was created.'),
+  updated_at: timestamp('When the contact last changed.'),
+  test: emailFields.test,
+};
+
 /** The component name of a kind's webhook payload: `email.delivery_delayed` → `EmailDeliveryDelayedEvent`. */
 export function eventSchemaName(kind: string): string {
   const words = kind.split(/[._]/).map((word) => word.charAt(0).toUpperCase() + word.slice(1));
@@ -231,7 +248,9 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
           { ...domainFields, ...EXTRA_FIELDS[kind] },
           { description: 'The domain and its records.' },
         )
-      : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+      : kind.startsWith('contact.')
+        ? Type.Object(contactFields, { description: 'The contact.' })
+        : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return envelope(kind, data);
 }
 

@@ -18,6 +18,8 @@ export interface ReportReaderOptions {
   memoryMb: number;
   /** The CPU time a thread has used so far, in ms: the thread's own clock unless a test gives one. */
   threadCpuMs?: (worker: Worker) => Promise<number>;
+  /** The wall clock of the starved limit, in ms: `performance.now()` unless a test gives one. */
+  wallMs?: () => number;
 }
 
 export interface ReportReader {
@@ -58,6 +60,7 @@ export function createParsePool<Request, Answer>(
       maxYoungGenerationSizeMb: YOUNG_GENERATION_MB,
     },
     threadCpuMs: options.threadCpuMs,
+    wallMs: options.wallMs,
     overBudget: () => new OverBudget(),
     queueFull: () => new Error(`too many ${waiting} are waiting to be read`),
   });

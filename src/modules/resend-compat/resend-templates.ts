@@ -1,14 +1,18 @@
 import type { TemplateView } from '../templates/templates.schemas.ts';
+import { invalidParam } from '../../lib/errors.ts';
 import { unsupportedField } from './resend-errors.ts';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+// Resend's variable types, and the type a fallback of each must have.
+const FALLBACK_TYPES = { string: 'string', number: 'number' } as const;
+
 /**
  * A template as Resend's SDK writes it (create and update), as Postwire's template routes take it: Resend's
- * variable objects `{ key, type, fallback_value }` become Postwire's declared names. A fallback value has no
- * place in Postwire (a declared variable must be given at send), and neither have a template's `from` and
- * `reply_to` (a send gives them): refused with what to do instead, rather than dropped.
+ * variable objects `{ key, type, fallback_value }` become Postwire's declared names, and their fallbacks its
+ * `variable_defaults` (a fallback not of the variable's type is refused, naming it). A template's `from` and
+ * `reply_to` have no place in Postwire (a send gives them): refused with what to do instead, rather than dropped.
  */
 export function toPostwireTemplate(body: unknown): unknown {
   if (!isObject(body)) return body;
@@ -25,21 +29,26 @@ export function toPostwireTemplate(body: unknown): unknown {
     }
   }
   if (!Array.isArray(variables)) return variables === undefined ? rest : { ...rest, variables };
-  return {
-    ...rest,
-    variables: variables.map((variable: unknown, index) => {
-      if (!isObject(variable)) return variable;
-      const fallback = variable.fallback_value;
-      if (fallback !== undefined && fallback !== null) {
-        throw unsupportedField(
+  const defaults: Record<string, unknown> = {};
+  const names = variables.map((variable: unknown, index) => {
+    if (!isObject(variable)) return variable;
+    const { key, type, fallback_value: fallback } = variable;
+    if (type !== undefined && !(typeof type === 'string' && Object.hasOwn(FALLBACK_TYPES, type))) {
+      throw invalidParam(`variables[${index}].type`, "A variable's type is 'string' or 'number'.");
+    }
+    if (fallback !== undefined && fallback !== null) {
+      const expected = FALLBACK_TYPES[(type as keyof typeof FALLBACK_TYPES | undefined) ?? 'string'];
+      if (typeof fallback !== expected) {
+        throw invalidParam(
           `variables[${index}].fallback_value`,
-          `Postwire has no fallback values: a declared variable must be given at each send. Leave '${String(variable.key)}' undeclared and write {{ ${String(variable.key)} | default: ${JSON.stringify(fallback)} }} in the template instead.`,
+          `variables[${index}].fallback_value must be a ${expected}, as the type of '${String(key)}' says.`,
         );
       }
-      // Postwire's variables take any JSON value; Resend's `type` (string or number) is not kept.
-      return variable.key;
-    }),
-  };
+      if (typeof key === 'string') defaults[key] = fallback;
+    }
+    return key;
+  });
+  return { ...rest, variables: names, variable_defaults: defaults };
 }
 
 const versionId = (template: TemplateView) =>
@@ -56,11 +65,12 @@ export function toResendTemplate(template: TemplateView) {
     html: template.html ?? '',
     text: template.text,
     status: template.published_version === null ? ('draft' as const) : ('published' as const),
-    // Postwire keeps names only: each is a string without a fallback, as far as Resend can tell.
+    // Postwire keeps a name and its default, not Resend's type: one with a number default is a number, the
+    // others strings.
     variables: template.variables.map((key) => ({
       key,
-      type: 'string' as const,
-      fallback_value: null,
+      type: typeof template.variable_defaults[key] === 'number' ? ('number' as const) : ('string' as const),
+      fallback_value: template.variable_defaults[key] ?? null,
       created_at: template.created_at,
       updated_at: template.updated_at,
     })),

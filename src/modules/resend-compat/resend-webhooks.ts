@@ -1,20 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { invalidParam } from '../../lib/errors.ts';
 import { EVENT_KIND_NAMES, type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
+import { resendEventType } from '../deliveries/resend-payload.ts';
 import type { WebhookView } from '../webhooks/webhooks.schemas.ts';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-// Resend's event names that Postwire emits under other names. The other `email.*` names that both have
-// (`email.sent`, `email.delivered`, `email.bounced`…) are the same; Postwire's own (`email.unsubscribed`,
-// `domain.verified`, `domain.failed`) are taken as they are.
+// Resend's event names that Postwire emits under other names (their renderings: deliveries/resend-payload.ts).
+// The other `email.*` names that both have (`email.sent`, `email.delivered`, `email.bounced`…) are the same;
+// Postwire's own (`email.unsubscribed`, `domain.verified`, `domain.failed`) are taken as they are.
 const POSTWIRE_KINDS: Record<string, EventKind[]> = {
   'domain.updated': ['domain.verified', 'domain.failed'],
-};
-const RESEND_NAME: Partial<Record<EventKind, string>> = {
-  'domain.verified': 'domain.updated',
-  'domain.failed': 'domain.updated',
 };
 
 function toPostwireEvents(events: unknown): unknown {
@@ -52,9 +49,7 @@ export function toPostwireWebhook(body: unknown): unknown {
  */
 export const newSigningSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
 
-const toResendEvents = (events: readonly EventKind[]) => [
-  ...new Set(events.map((kind) => RESEND_NAME[kind] ?? kind)),
-];
+const toResendEvents = (events: readonly EventKind[]) => [...new Set(events.map(resendEventType))];
 
 /** A webhook as Resend lists it (its secret is shown once, at creation, and never again). */
 export function toResendWebhook(webhook: WebhookView) {

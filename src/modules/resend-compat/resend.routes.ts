@@ -17,6 +17,7 @@ import { storeSend } from '../emails/emails.routes.ts';
 import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
 import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
+import { registerResendContactRoutes } from './resend-contacts.ts';
 import { toResendDomain, toResendDomainListItem, toPostwireDomain } from './resend-domains.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
@@ -36,8 +37,6 @@ export const RESEND_PREFIX = '/resend';
 // Resend's resources that Postwire has no equivalent of, by the first segment of their path.
 const NOT_IN_POSTWIRE: Record<string, string> = {
   audiences: 'audiences',
-  contacts: 'contacts',
-  'contact-properties': 'contact properties',
   broadcasts: 'broadcasts',
   segments: 'segments',
   topics: 'topics',
@@ -56,6 +55,8 @@ const PARTLY: Record<string, string> = {
   templates: 'templates',
   webhooks: 'webhooks',
   'api-keys': 'API keys',
+  // Their segments, topics and imports come with segments and topics.
+  contacts: 'contacts',
 };
 // Resend's resources that Postwire has under /v1 only, in its own shapes.
 const IN_V1_ONLY: Record<string, string> = {
@@ -290,6 +291,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
             html: original.html,
             text: original.text,
             variables: original.variables,
+            variable_defaults: original.variable_defaults,
           });
           return reply.transact(async (transaction) => {
             const template = await templates.create(transaction, record);
@@ -375,8 +377,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           schema: { ...hide, body: CreateWebhookBody },
           preValidation: translated((body) => {
             const webhook = toPostwireWebhook(body);
+            // Resend's handlers read Resend's payloads: an endpoint made here gets them unless it says otherwise.
             return typeof webhook === 'object' && webhook !== null
-              ? { ...webhook, secret: newSigningSecret() }
+              ? { format: 'resend', ...webhook, secret: newSigningSecret() }
               : webhook;
           }),
         },
@@ -433,6 +436,18 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
+      // Contacts and contact properties; GET /contacts/imports before /contacts/:id, which would take it for one.
+      app.get(
+        '/contacts/imports',
+        { config: { permission: 'read_only' }, schema: hide },
+        async (request, reply) =>
+          notImplemented(
+            reply,
+            "Postwire does not implement GET /contacts/imports of Resend's contacts API (docs/api/resend.md says what /resend answers).",
+          ),
+      );
+      registerResendContactRoutes(scope, services);
+
       // API keys.
       app.post(
         '/api-keys',
@@ -469,7 +484,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks and API keys (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts and contact properties (docs/api/resend.md).`,
             );
           }
           const elsewhere = IN_V1_ONLY[resource];

@@ -5,7 +5,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 
 // RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
 // than the retention are deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their
-// recipients, suppressions, templates and the daily numbers are kept.
+// recipients, suppressions, templates, contacts and contact properties, and the daily numbers are kept.
 
 export interface PrunedTable {
   table: string;

@@ -21,6 +21,8 @@ export interface RenderPoolOptions {
   timeoutMs: number;
   /** The CPU time a render thread has used so far, in ms: the thread's own clock unless a test gives one. */
   threadCpuMs?: (worker: Worker) => Promise<number>;
+  /** The wall clock of the starved limit, in ms: `performance.now()` unless a test gives one. */
+  wallMs?: () => number;
 }
 
 const renderTimedOut = (timeoutMs: number): DomainError =>
@@ -45,6 +47,7 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
     queueLimit: options.queueLimit,
     timeoutMs: options.timeoutMs,
     threadCpuMs: options.threadCpuMs,
+    wallMs: options.wallMs,
     overBudget: () => renderTimedOut(options.timeoutMs),
     queueFull: () =>
       new RetryLaterError('render_queue_full', 'Too many template renders are waiting; retry in 1 s.', 1),

@@ -56,6 +56,41 @@ export function hasVariable(variables: Record<string, unknown>, path: string): b
 }
 
 /**
+ * `variables` with each default (by declared name, `order.id` included) added where `variables` gives no value:
+ * what a send or a preview renders. A value given, null included, wins; a path through a non-object is left as
+ * it is. `variables` is not changed.
+ */
+export function withDefaults(
+  variables: Record<string, unknown>,
+  defaults: Readonly<Record<string, string | number>>,
+): Record<string, unknown> {
+  const names = Object.keys(defaults).filter((name) => !hasVariable(variables, name));
+  if (names.length === 0) return variables;
+  const result: Record<string, unknown> = structuredClone(variables);
+  for (const name of names) {
+    const keys = name.split('.');
+    const last = keys.pop()!;
+    let node: Record<string, unknown> | undefined = result;
+    for (const key of keys) {
+      if (!Object.hasOwn(node, key)) setOwn(node, key, {});
+      const next: unknown = node[key];
+      node =
+        typeof next === 'object' && next !== null && !Array.isArray(next)
+          ? (next as Record<string, unknown>)
+          : undefined;
+      if (!node) break;
+    }
+    if (node) setOwn(node, last, defaults[name]);
+  }
+  return result;
+}
+
+// A property of the object itself even for a name like `__proto__`, which an assignment would not make.
+const setOwn = (node: Record<string, unknown>, key: string, value: unknown): void => {
+  Object.defineProperty(node, key, { value, enumerable: true, writable: true, configurable: true });
+};
+
+/**
  * Of the variables a template needs — its declared ones, then those it prints unconditionally
  * (`requiredVariables`) — the ones `variables` lacks, once each, in that order. A send missing any is
  * refused (422 `template_variables_missing`); a preview renders them blank and lists them as warnings.

@@ -4,6 +4,9 @@ import type { Transaction } from '../../db/transaction.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
+/** Defaults of declared variables, by name (a send that does not give one renders its default). */
+export type VariableDefaults = Record<string, string | number>;
+
 /** The draft as stored, with what was published last. */
 export interface TemplateRecord {
   id: string;
@@ -14,6 +17,7 @@ export interface TemplateRecord {
   html: string | null;
   text: string | null;
   variables: string[];
+  variableDefaults: VariableDefaults;
   createdAt: string;
   updatedAt: string;
   publishedAt: string | null;
@@ -34,6 +38,7 @@ export interface TemplateVersionRecord {
   html: string | null;
   text: string | null;
   variables: string[];
+  variableDefaults: VariableDefaults;
   publishedAt: string;
 }
 
@@ -46,6 +51,35 @@ export interface VersionPageRequest {
   before?: number | undefined;
 }
 
+/**
+ * The `variables` column holds the declarations, in order: a name alone, or `{ "name", "default" }` for one with
+ * a default. Rows written before defaults existed hold names only, and read the same; comparing the column's
+ * text still tells whether a draft differs from its version.
+ */
+type StoredVariable = string | { name: string; default: string | number };
+
+function readVariables(column: string): { variables: string[]; variableDefaults: VariableDefaults } {
+  const variables: string[] = [];
+  const variableDefaults: VariableDefaults = {};
+  for (const entry of JSON.parse(column) as StoredVariable[]) {
+    if (typeof entry === 'string') {
+      variables.push(entry);
+    } else {
+      variables.push(entry.name);
+      variableDefaults[entry.name] = entry.default;
+    }
+  }
+  return { variables, variableDefaults };
+}
+
+const writeVariables = (record: Pick<TemplateRecord, 'variables' | 'variableDefaults'>): string =>
+  JSON.stringify(
+    record.variables.map((name): StoredVariable => {
+      const value = Object.hasOwn(record.variableDefaults, name) ? record.variableDefaults[name] : undefined;
+      return value === undefined ? name : { name, default: value };
+    }),
+  );
+
 const toRecord = (row: Row<'templates'>): TemplateRecord => ({
   id: row.id,
   projectId: row.project_id,
@@ -54,7 +88,7 @@ const toRecord = (row: Row<'templates'>): TemplateRecord => ({
   subject: row.subject,
   html: row.html,
   text: row.text,
-  variables: JSON.parse(row.variables) as string[],
+  ...readVariables(row.variables),
   createdAt: row.created_at,
   updatedAt: row.updated_at,
   publishedAt: row.published_at,
@@ -69,7 +103,7 @@ const toRow = (record: TemplateRecord) => ({
   subject: record.subject,
   html: record.html,
   text: record.text,
-  variables: JSON.stringify(record.variables),
+  variables: writeVariables(record),
   created_at: record.createdAt,
   updated_at: record.updatedAt,
   published_at: record.publishedAt,
@@ -84,7 +118,7 @@ const toVersionRecord = (row: Row<'template_versions'>): TemplateVersionRecord =
   subject: row.subject,
   html: row.html,
   text: row.text,
-  variables: JSON.parse(row.variables) as string[],
+  ...readVariables(row.variables),
   publishedAt: row.published_at,
 });
 
@@ -247,7 +281,7 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
         subject: next.subject,
         html: next.html,
         text: next.text,
-        variables: JSON.stringify(next.variables),
+        variables: writeVariables(next),
         published_at: next.publishedAt,
       };
       const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(next);

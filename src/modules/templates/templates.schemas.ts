@@ -39,7 +39,14 @@ const text = Type.String({
 const variables = Type.Array(Type.String({ minLength: 1, maxLength: 100, pattern: VARIABLE_PATTERN }), {
   maxItems: MAX_VARIABLES,
   description:
-    'Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused.',
+    'Names of the variables the template expects (`first_name`, `order.id`); duplicates are removed. A send that misses one is refused, unless `variable_defaults` gives it a default.',
+});
+/** A declared variable's default: a string or a number, as Resend's `fallback_value` is. */
+const variableDefault = Type.Union([Type.String({ maxLength: 10_000 }), Type.Number()]);
+const variableDefaults = Type.Record(Type.String(), variableDefault, {
+  maxProperties: MAX_VARIABLES,
+  description:
+    'Defaults of declared variables, by name (`{ "plan": "free", "seats": 1 }`): a send that does not give the variable renders the default. Each name must be in `variables`; a value is a string or a number.',
 });
 
 export const Template = Type.Object(
@@ -52,6 +59,9 @@ export const Template = Type.Object(
     html: nullable(Type.String(), 'Draft HTML body (Liquid), or null.'),
     text: nullable(Type.String(), 'Draft plain-text body (Liquid), or null.'),
     variables: Type.Array(Type.String(), { description: 'Declared variable names.' }),
+    variable_defaults: Type.Record(Type.String(), variableDefault, {
+      description: 'Defaults of declared variables, by name; `{}` when none has one.',
+    }),
     created_at: timestamp('When the template was created.'),
     updated_at: timestamp('When the draft last changed.'),
     published_at: nullable(timestamp('When the latest version was published, or null when never.')),
@@ -77,6 +87,7 @@ export const TemplateVersion = Type.Object(
     html: nullable(Type.String()),
     text: nullable(Type.String()),
     variables: Type.Array(Type.String()),
+    variable_defaults: Type.Record(Type.String(), variableDefault),
     published_at: timestamp('When this version was published.'),
   },
   { title: 'TemplateVersion', description: 'An immutable published copy of a template.' },
@@ -90,6 +101,7 @@ export const CreateTemplateBody = Type.Object(
     html: Type.Optional(nullable(html)),
     text: Type.Optional(nullable(text)),
     variables: Type.Optional(variables),
+    variable_defaults: Type.Optional(variableDefaults),
   },
   { additionalProperties: false, title: 'CreateTemplateRequest' },
 );
@@ -102,6 +114,13 @@ export const UpdateTemplateBody = Type.Object(
     html: Type.Optional(nullable(html, 'A new HTML body, or null to clear it.')),
     text: Type.Optional(nullable(text, 'A new plain-text body, or null to clear it.')),
     variables: Type.Optional(variables),
+    variable_defaults: Type.Optional(
+      Type.Record(Type.String(), variableDefault, {
+        maxProperties: MAX_VARIABLES,
+        description:
+          'New defaults, replacing the old ones (`{}` removes them all). When absent and `variables` is sent, the defaults of names no longer declared are dropped.',
+      }),
+    ),
   },
   { additionalProperties: false, title: 'UpdateTemplateRequest' },
 );
@@ -208,6 +227,7 @@ export type UpdateTemplateInput = Static<typeof UpdateTemplateBody>;
 export type PublishTemplateInput = Static<typeof PublishTemplateBody>;
 export type RenderTemplateInput = Static<typeof RenderTemplateBody>;
 export type TemplateView = Static<typeof Template>;
+export type VariableDefaults = Static<typeof variableDefaults>;
 export type TemplateVersionView = Static<typeof TemplateVersion>;
 export type PublishedTemplateView = Static<typeof PublishedTemplate>;
 export type RenderedTemplateView = Static<typeof RenderedTemplate>;

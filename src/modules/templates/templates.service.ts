@@ -1,14 +1,15 @@
-import type { Clock } from '../../lib/clock.ts';
+import { type Clock, nextUpdatedAt as laterUpdatedAt } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { missingVariables, type TemplateContent, type TemplateRenderer } from './render.ts';
+import { missingVariables, type TemplateContent, type TemplateRenderer, withDefaults } from './render.ts';
 import type {
   StoredTemplate,
   TemplateRecord,
   TemplateRepo,
   TemplateVersionRecord,
+  VariableDefaults,
   VersionPageRequest,
   WriteResult,
 } from './templates.repo.ts';
@@ -42,6 +43,7 @@ export function toTemplateView(record: StoredTemplate): TemplateView {
     html: record.html,
     text: record.text,
     variables: record.variables,
+    variable_defaults: record.variableDefaults,
     created_at: record.createdAt,
     updated_at: record.updatedAt,
     published_at: record.publishedAt,
@@ -60,8 +62,35 @@ export function toTemplateVersionView(record: TemplateVersionRecord): TemplateVe
     html: record.html,
     text: record.text,
     variables: record.variables,
+    variable_defaults: record.variableDefaults,
     published_at: record.publishedAt,
   };
+}
+
+/**
+ * The defaults a template keeps: each must name a declared variable (422 naming it otherwise), in declaration
+ * order. `given` absent keeps the ones of `previous` whose name is still declared.
+ */
+function variableDefaultsFor(
+  variables: readonly string[],
+  given: VariableDefaults | undefined,
+  previous: VariableDefaults = {},
+): VariableDefaults {
+  const defaults = given ?? previous;
+  if (given !== undefined) {
+    const declared = new Set(variables);
+    for (const name of Object.keys(given)) {
+      if (!declared.has(name)) {
+        throw invalidParam(
+          `variable_defaults.${name}`,
+          `'${name}' is not a declared variable: add it to variables to give it a default.`,
+        );
+      }
+    }
+  }
+  return Object.fromEntries(
+    variables.filter((name) => Object.hasOwn(defaults, name)).map((name) => [name, defaults[name]!]),
+  );
 }
 
 const aliasTaken = (alias: string | null): DomainError =>
@@ -98,9 +127,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
 
   // updated_at moves on every change, even two within one millisecond: clients order by it, and
   // publishing uses it to detect that the draft changed under it.
-  function nextUpdatedAt(previous: string): string {
-    return new Date(Math.max(clock.now().getTime(), Date.parse(previous) + 1)).toISOString();
-  }
+  const nextUpdatedAt = (previous: string): string => laterUpdatedAt(clock, previous);
 
   const dedupe = (names: string[]): string[] => [...new Set(names)];
 
@@ -119,6 +146,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
   return {
     prepareCreate(projectId: string, input: CreateTemplateInput): TemplateRecord {
       const now = clock.now().toISOString();
+      const variables = dedupe(input.variables ?? []);
       return {
         id: newId('tpl'),
         projectId,
@@ -127,7 +155,8 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
         subject: input.subject ?? null,
         html: input.html ?? null,
         text: input.text ?? null,
-        variables: dedupe(input.variables ?? []),
+        variables,
+        variableDefaults: variableDefaultsFor(variables, input.variable_defaults),
         createdAt: now,
         updatedAt: now,
         publishedAt: null,
@@ -154,7 +183,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
         throw new DomainError(
           'validation',
           'parameter_missing',
-          'Send at least one of name, alias, subject, html, text, variables.',
+          'Send at least one of name, alias, subject, html, text, variables, variable_defaults.',
         );
       }
       const { hasUnpublishedChanges: _stale, ...current } = await load(projectId, idOrAlias);
@@ -165,6 +194,11 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
       if (input.html !== undefined) next.html = input.html;
       if (input.text !== undefined) next.text = input.text;
       if (input.variables !== undefined) next.variables = dedupe(input.variables);
+      next.variableDefaults = variableDefaultsFor(
+        next.variables,
+        input.variable_defaults,
+        current.variableDefaults,
+      );
       check(await repo.update(next), next.alias);
       return reload(projectId, current.id);
     },
@@ -250,13 +284,13 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
       input: RenderTemplateInput,
     ): Promise<RenderedTemplateView> {
       const template = await load(projectId, idOrAlias);
-      let content: TemplateContent & { variables: string[] } = template;
+      let content: TemplateContent & { variables: string[]; variableDefaults: VariableDefaults } = template;
       if (input.version !== undefined) {
         const version = await repo.findVersion(projectId, template.id, input.version);
         if (!version) throw versionMissing(template.id, input.version);
         content = version;
       }
-      const variables = input.variables ?? {};
+      const variables = withDefaults(input.variables ?? {}, content.variableDefaults);
       const source = { subject: content.subject, html: content.html, text: content.text };
       // A preview still renders what is missing (blank), so the rest can be looked at; a send would refuse
       // it, so it is listed: the declared variables, and those the template prints unconditionally.
@@ -283,7 +317,9 @@ const sameContent = (a: TemplateRecord, b: TemplateRecord): boolean =>
   a.html === b.html &&
   a.text === b.text &&
   a.variables.length === b.variables.length &&
-  a.variables.every((name, index) => name === b.variables[index]);
+  a.variables.every(
+    (name, index) => name === b.variables[index] && a.variableDefaults[name] === b.variableDefaults[name],
+  );
 
 const versionMissing = (templateId: string, version: number): DomainError =>
   new DomainError(

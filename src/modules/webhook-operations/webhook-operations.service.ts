@@ -117,6 +117,9 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'email.received': {},
   'domain.verified': { status: 'verified', previous_status: 'pending' },
   'domain.failed': { status: 'failed', previous_status: 'verified' },
+  'contact.created': {},
+  'contact.updated': { first_name: 'Ada', updated_at: '2026-11-22T10:05:00.000Z' },
+  'contact.deleted': {},
 };
 
 /** The data of a test event: shaped like a real email event of that kind, marked `test: true`. */
@@ -131,6 +134,22 @@ export function testEventData(kind: EventKind): Record<string, unknown> {
       receiving: false,
       receiving_verified: false,
       records: [],
+      ...SAMPLE_DETAILS[kind],
+    };
+  }
+  // Contact events are about a contact (contactEventData's fields).
+  if (kind.startsWith('contact.')) {
+    return {
+      test: true,
+      id: 'con_test',
+      email: SAMPLE_RECIPIENT,
+      first_name: null,
+      last_name: null,
+      unsubscribed: false,
+      properties: {},
+      segment_ids: [],
+      created_at: '2026-11-22T10:00:00.000Z',
+      updated_at: '2026-11-22T10:00:00.000Z',
       ...SAMPLE_DETAILS[kind],
     };
   }

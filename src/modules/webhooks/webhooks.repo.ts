@@ -21,7 +21,11 @@ export interface WebhookRecord {
   /** The secret a PATCH replaced, which still signs deliveries (next to the new one) until it expires. */
   previousSecretSealed: string | null;
   previousSecretExpiresAt: string | null;
+  /** The payload format deliveries to it have. */
+  format: WebhookFormat;
 }
+
+export type WebhookFormat = 'postwire' | 'resend';
 
 const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
   id: row.id,
@@ -35,6 +39,7 @@ const toRecord = (row: Row<'webhooks'>): WebhookRecord => ({
   disabledReason: row.disabled_reason,
   previousSecretSealed: row.previous_secret_sealed,
   previousSecretExpiresAt: row.previous_secret_expires_at,
+  format: row.format as WebhookFormat,
 });
 
 const toRow = (record: WebhookRecord) => ({
@@ -49,6 +54,7 @@ const toRow = (record: WebhookRecord) => ({
   disabled_reason: record.disabledReason,
   previous_secret_sealed: record.previousSecretSealed,
   previous_secret_expires_at: record.previousSecretExpiresAt,
+  format: record.format,
 });
 
 /**

@@ -3,6 +3,12 @@ import { listEnvelope } from '../../http/list.ts';
 import { timestamp } from '../../http/schema-helpers.ts';
 import { EventType } from '../event-kinds/event-payloads.ts';
 
+export const WebhookFormat = Type.Union([Type.Literal('postwire'), Type.Literal('resend')], {
+  title: 'WebhookFormat',
+  description:
+    "The payload deliveries have: `postwire` (`{ id, type, created_at, data }`, the event kinds' documented payloads) or `resend` (Resend's event names and `{ type, created_at, data }` payloads, for handlers written for Resend's webhooks; docs/api/resend.md). Both are signed the same way (Standard Webhooks).",
+});
+
 // The seed's fields (+ disabled_reason): the secret itself never appears, only whether one is stored.
 export const Webhook = Type.Object(
   {
@@ -10,6 +16,7 @@ export const Webhook = Type.Object(
     url: Type.String({ description: 'URL that receives events.' }),
     enabled: Type.Boolean({ description: 'Whether the webhook is active.' }),
     events: Type.Array(EventType, { description: 'Event kinds the webhook is subscribed to.' }),
+    format: WebhookFormat,
     created_at: timestamp('When the webhook was created.'),
     updated_at: timestamp('When the webhook last changed.'),
     has_secret: Type.Boolean({ description: 'True when a signing secret is stored.' }),
@@ -47,6 +54,7 @@ export const CreateWebhookBody = Type.Object(
     url,
     events,
     enabled: Type.Optional(Type.Boolean({ default: true, description: 'Active flag; defaults to true.' })),
+    format: Type.Optional(WebhookFormat),
     secret: Type.Optional(Type.Union([secret, Type.Null()])),
   },
   { additionalProperties: false, title: 'CreateWebhookRequest' },
@@ -57,6 +65,7 @@ export const UpdateWebhookBody = Type.Object(
     url: Type.Optional(url),
     events: Type.Optional(events),
     enabled: Type.Optional(Type.Boolean()),
+    format: Type.Optional(WebhookFormat),
     secret: Type.Optional(
       Type.Union([secret, Type.Null()], { description: 'A new signing secret, or null to remove it.' }),
     ),

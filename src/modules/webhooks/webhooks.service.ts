@@ -74,6 +74,7 @@ export function toWebhookView(record: WebhookRecord): WebhookView {
     enabled: record.enabled,
     // Only kinds of the catalogue are ever stored (create and update check).
     events: record.events as EventKind[],
+    format: record.format,
     created_at: record.createdAt,
     updated_at: record.updatedAt,
     has_secret: record.secretSealed !== null,
@@ -237,6 +238,7 @@ export function createWebhookService({
         disabledReason: null,
         previousSecretSealed: null,
         previousSecretExpiresAt: null,
+        format: input.format ?? 'postwire',
       };
       return record;
     },
@@ -272,7 +274,7 @@ export function createWebhookService({
         throw new DomainError(
           'validation',
           'parameter_missing',
-          'Send at least one of url, events, enabled, secret.',
+          'Send at least one of url, events, enabled, format, secret.',
         );
       }
       const current = await load(projectId, id);
@@ -280,6 +282,7 @@ export function createWebhookService({
       if (input.url !== undefined) next.url = await checkUrl(input.url);
       if (input.events !== undefined) next.events = checkEvents(input.events);
       if (input.enabled !== undefined) next.enabled = input.enabled;
+      if (input.format !== undefined) next.format = input.format;
       // Enabling clears why the service disabled it; disabling through the API gives no reason.
       const reenabled = input.enabled === true && (!current.enabled || current.disabledReason !== null);
       if (input.enabled === true) next.disabledReason = null;

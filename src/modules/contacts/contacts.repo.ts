@@ -1,0 +1,156 @@
+import type { Kysely } from 'kysely';
+import { sql } from 'kysely';
+import type { Engine } from '../../db/connection.ts';
+import { jsonMemberIs } from '../../db/engine/sql.ts';
+import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import type { Database, Row } from '../../db/schema.ts';
+import type { PropertyValue } from './contact-properties.repo.ts';
+import type { Transaction } from '../../db/transaction.ts';
+
+export interface ContactRecord {
+  id: string;
+  projectId: string;
+  /** Lowercased. */
+  email: string;
+  firstName: string | null;
+  lastName: string | null;
+  unsubscribed: boolean;
+  /** Property values by their property's id (`cprop_…`), as stored: a deleted property's may linger. */
+  values: Record<string, PropertyValue>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ContactFilter {
+  unsubscribed?: boolean | undefined;
+  /** Lowercased. */
+  emailPrefix?: string | undefined;
+  /** A property (by id) holding a value. */
+  property?: { id: string; value: PropertyValue } | undefined;
+}
+
+const toRecord = (row: Row<'contacts'>): ContactRecord => ({
+  id: row.id,
+  projectId: row.project_id,
+  email: row.email,
+  firstName: row.first_name,
+  lastName: row.last_name,
+  unsubscribed: Boolean(row.unsubscribed),
+  values: JSON.parse(row.properties) as Record<string, PropertyValue>,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+const toRow = (record: ContactRecord) => ({
+  id: record.id,
+  project_id: record.projectId,
+  email: record.email,
+  first_name: record.firstName,
+  last_name: record.lastName,
+  unsubscribed: record.unsubscribed,
+  properties: JSON.stringify(record.values),
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
+});
+
+/** `%`, `_` and the escape itself taken literally in a LIKE pattern. */
+const likePrefix = (prefix: string): string => `${prefix.replace(/[\\%_]/g, (char) => `\\${char}`)}%`;
+
+/** The contacts table. Writes go through the caller's transaction: each emits its event in it. */
+export function createContactRepo(db: Kysely<Database>, engine: Engine) {
+  const select = (via: Kysely<Database>, projectId: string) =>
+    via.selectFrom('contacts').selectAll().where('project_id', '=', projectId);
+
+  return {
+    /** False when the project already has a contact with this address (nothing written). */
+    async insert(record: ContactRecord, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
+        .insertInto('contacts')
+        .values(toRow(record))
+        .onConflict((conflict) => conflict.columns(['project_id', 'email']).doNothing())
+        .executeTakeFirst();
+      return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+    },
+
+    /** By id or by (lowercased) email; in `transaction` when given (one that writes it next). */
+    async find(
+      projectId: string,
+      column: 'id' | 'email',
+      value: string,
+      transaction?: Transaction,
+    ): Promise<ContactRecord | undefined> {
+      const row = await select(transaction?.db ?? db, projectId)
+        .where(column, '=', value)
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    /**
+     * Takes the contact's row lock for the rest of `transaction` (a write that changes nothing: the portable
+     * way to lock a row) and reads it under the lock; undefined when there is none.
+     */
+    async lock(
+      projectId: string,
+      column: 'id' | 'email',
+      value: string,
+      transaction: Transaction,
+    ): Promise<ContactRecord | undefined> {
+      const via = transaction.db;
+      const result = await via
+        .updateTable('contacts')
+        .set((eb) => ({ updated_at: eb.ref('updated_at') }))
+        .where('project_id', '=', projectId)
+        .where(column, '=', value)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return undefined;
+      const row = await select(via, projectId).where(column, '=', value).executeTakeFirst();
+      return row && toRecord(row);
+    },
+
+    async list(projectId: string, page: PageRequest, filter: ContactFilter): Promise<Page<ContactRecord>> {
+      const result = await pageByIdDesc(page, (cursor, order, limit) => {
+        let query = select(db, projectId);
+        if (filter.unsubscribed !== undefined) query = query.where('unsubscribed', '=', filter.unsubscribed);
+        if (filter.emailPrefix !== undefined) {
+          query = query.where(sql<boolean>`email like ${likePrefix(filter.emailPrefix)} escape '\\'`);
+        }
+        if (filter.property) {
+          const { id, value } = filter.property;
+          query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
+        }
+        if (cursor) query = query.where('id', cursor.op, cursor.id);
+        return query.orderBy('id', order).limit(limit).execute();
+      });
+      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    /** Writes every field but the id, project, email and creation time; false when the contact is gone. */
+    async update(record: ContactRecord, transaction: Transaction): Promise<boolean> {
+      const {
+        id: _id,
+        project_id: _project,
+        email: _email,
+        created_at: _created,
+        ...changes
+      } = toRow(record);
+      const result = await transaction.db
+        .updateTable('contacts')
+        .set(changes)
+        .where('project_id', '=', record.projectId)
+        .where('id', '=', record.id)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
+    async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
+        .deleteFrom('contacts')
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+  };
+}
+
+export type ContactRepo = ReturnType<typeof createContactRepo>;
