@@ -33,7 +33,11 @@ const dir = mkdtempSync(path.join(tmpdir(), 'postwire-floor-'));
 const file = path.join(dir, 'postwire.db');
 const setup = await openDatabase({ sqlitePath: file });
 await migrateToLatest(setup.db);
-const projects = createProjectService({ repo: createProjectRepo(setup.db), clock: systemClock });
+const projects = createProjectService({
+  db: setup.db,
+  repo: createProjectRepo(setup.db),
+  clock: systemClock,
+});
 const projectId = (await projects.createProject('Floor')).id;
 await setup.close();
 

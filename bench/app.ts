@@ -60,7 +60,11 @@ export async function startBenchApp(
   const app = await buildApp(services);
   await app.listen({ port: 0, host: '127.0.0.1' });
 
-  const projects = createProjectService({ repo: createProjectRepo(database.db), clock: systemClock });
+  const projects = createProjectService({
+    db: database.db,
+    repo: createProjectRepo(database.db),
+    clock: systemClock,
+  });
   const project = await projects.createProject('Bench');
   const { plaintext: key } = await projects.createKey(project.id, { name: 'bench' });
   return {

@@ -70,6 +70,8 @@ import {
   type TargetResult,
   median,
 } from './shared.ts';
+import { createRepositories } from '../src/services.ts';
+import { createDeliveryService } from '../src/modules/deliveries/deliveries.service.ts';
 
 /** Deliveries per second, as a share of the bare client's, on both engines (issue 43: held at 0.7). */
 const THROUGHPUT_AIM = 0.7;
@@ -304,6 +306,7 @@ interface Setup {
 async function createProject(setup: Setup, label: string, count: number): Promise<string> {
   const { db } = setup.database.handle;
   const project = await createProjectService({
+    db: db,
     repo: createProjectRepo(db),
     clock: systemClock,
   }).createProject(`bench ${label}`);
@@ -583,6 +586,7 @@ const profiles: string[] = [];
 async function workerRun(setup: Setup, projectId: string, count: number, perEndpoint: number, label: string) {
   const worker = createDeliveryWorker({
     database: setup.database.handle,
+    webhooks: createWebhookRepo(setup.database.handle.db),
     clock: systemClock,
     secretBox,
     resolver: systemResolver,
@@ -751,6 +755,7 @@ async function latency(setup: Setup, mode: 'in-process' | 'separate process'): P
   if (mode === 'in-process') {
     const worker = createDeliveryWorker({
       database: setup.database.handle,
+      webhooks: createWebhookRepo(setup.database.handle.db),
       clock: systemClock,
       secretBox,
       resolver: systemResolver,
@@ -848,6 +853,7 @@ function checkSamples(bare: ReceivedSample | null, worker: ReceivedSample | null
 
 async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
   const database = await openBenchDatabase(engine, url);
+  const repositories = createRepositories(database.handle);
   const setup: Setup = {
     database,
     receiver,
@@ -856,7 +862,10 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
       engine,
       clock: systemClock,
       notifier,
-      webhooks: createWebhookRepo(database.handle.db, database.handle.stamps),
+      repo: repositories.events,
+      deliveryRepo: repositories.deliveries,
+      deliveries: createDeliveryService({ repo: repositories.deliveries, engine, notifier }),
+      webhooks: repositories.webhooks,
     }),
   };
   const per = DEFAULTS.concurrencyPerEndpoint;

@@ -13,6 +13,8 @@ import { createDeliveryWorker } from '../src/modules/deliveries/deliveries.worke
 import { createRetention, WORKER_DUTY_CYCLE } from '../src/modules/retention/retention.ts';
 import { startBenchApp } from './app.ts';
 import { seedEvents, seedInOneTransaction } from './seed.ts';
+import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
+import { createRepositories } from '../src/services.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -72,6 +74,7 @@ async function drain(count: number): Promise<number> {
   const target = received + count;
   const worker = createDeliveryWorker({
     database: bench.database,
+    webhooks: createWebhookRepo(bench.database.db),
     clock: systemClock,
     secretBox: createSecretBox(randomBytes(32)),
     resolver: async () => [],
@@ -96,7 +99,11 @@ async function drain(count: number): Promise<number> {
 await drain(200); // warm-up: JIT, connections
 const alone = await drain(DELIVERIES);
 
-const retention = createRetention({ database: bench.database, clock: systemClock, retentionMs: 30 * DAY });
+const retention = createRetention({
+  repositories: createRepositories(bench.database),
+  clock: systemClock,
+  retentionMs: 30 * DAY,
+});
 const pruning = retention.prune({ dutyCycle: WORKER_DUTY_CYCLE });
 const beside = await drain(DELIVERIES);
 // The pruner goes on for as long as the backlog lasts; the measurement is the drain beside it.

@@ -15,19 +15,24 @@ import { createSegmentRepo } from './modules/segments/segments.repo.ts';
 import { createSegmentService } from './modules/segments/segments.service.ts';
 import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
+import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
+import { createRecipientRepo } from './modules/emails/recipients.repo.ts';
 import { GROUPS_IN_FLIGHT } from './modules/emails/send-groups.ts';
 import { createTrackingRepo } from './modules/emails/tracking.repo.ts';
+import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
 import { createEngagementTokens } from './modules/engagement/tokens.ts';
+import { createEventRepo } from './modules/events/events.repo.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createInboundService } from './modules/inbound/inbound.service.ts';
 import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
+import { createStatsRepo } from './modules/stats/stats.repo.ts';
 import { createStatsService } from './modules/stats/stats.service.ts';
 import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
 import { createReceivedRepo } from './modules/inbound/received.repo.ts';
@@ -50,6 +55,7 @@ import { createHealthService } from './modules/health/health.service.ts';
 import { createProcessMetrics } from './modules/metrics/instruments.ts';
 import { createMetricsRepo } from './modules/metrics/metrics.repo.ts';
 import { createMetricsService } from './modules/metrics/metrics.service.ts';
+import { createRetention, type RetentionDeps } from './modules/retention/retention.ts';
 
 /**
  * Wake-ups within one process: what its API writes, its own workers pick up at once (other processes hear of
@@ -78,8 +84,41 @@ export interface Infra {
 
 export type Services = ReturnType<typeof createServices>;
 
+/**
+ * Every repository of a process, built once on the root database: the services get theirs from here, and so
+ * do the workers (workers.ts). Routes, the CLI and src/ops never use them: they call services.
+ */
+export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
+  const recipients = createRecipientRepo(db, engine);
+  return {
+    projects: createProjectRepo(db, stamps),
+    webhooks: createWebhookRepo(db, stamps),
+    templates: createTemplateRepo(db, stamps),
+    domains: createDomainRepo(db, engine, stamps),
+    suppressions: createSuppressionRepo(db, engine),
+    emails: createEmailRepo(db, engine, recipients),
+    recipients,
+    tracking: createTrackingRepo(db),
+    events: createEventRepo(db),
+    deliveries: createDeliveryRepo(db),
+    engagement: createEngagementRepo(db),
+    stats: createStatsRepo(db),
+    inbound: createInboundRepo(db, engine),
+    received: createReceivedRepo(db),
+    inboundRoutes: createInboundRouteRepo(db),
+    contacts: createContactRepo(db, engine),
+    contactProperties: createContactPropertyRepo(db),
+    segments: createSegmentRepo(db),
+    topics: createTopicRepo(db),
+    metrics: createMetricsRepo(db),
+  };
+}
+
+export type Repositories = ReturnType<typeof createRepositories>;
+
 export function createServices(database: DatabaseHandle, config: Config, infra: Infra) {
-  const { db, engine, stamps } = database;
+  const { db, engine } = database;
+  const repositories = createRepositories(database);
   const { clock, secretBox } = infra;
   const dns = infra.dns ?? createDns({ servers: config.dnsServers });
   const notifiers: Notifiers = {
@@ -97,25 +136,28 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     poolUse: database.poolUse,
   });
 
-  const webhookRepo = createWebhookRepo(db, stamps);
-  const templateRepo = createTemplateRepo(db, stamps);
-  const suppressionRepo = createSuppressionRepo(db, engine);
   // Threads start as renders need them: a process that renders nothing (a worker) starts none.
   const renderer = createRenderPool(config.templateRendering);
 
+  const deliveries = createDeliveryService({
+    repo: repositories.deliveries,
+    engine,
+    notifier: notifiers.delivery,
+  });
   const events = createEventService({
     db,
     engine,
     clock,
     notifier: notifiers.delivery,
-    webhooks: webhookRepo,
+    repo: repositories.events,
+    deliveryRepo: repositories.deliveries,
+    deliveries,
+    webhooks: repositories.webhooks,
     metrics,
   });
-  const deliveries = createDeliveryService({ db, engine, notifier: notifiers.delivery });
   const domains = createDomainService({
     db,
-    engine,
-    stamps,
+    repo: repositories.domains,
     clock,
     secretBox,
     dns,
@@ -123,17 +165,17 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     settings: domainSettingsFromConfig(config),
   });
 
-  const projects = createProjectService({ repo: createProjectRepo(db, stamps), clock });
+  const projects = createProjectService({ db, repo: repositories.projects, clock });
   const emails = createEmailService({
-    repo: createEmailRepo(db, engine),
-    templates: templateRepo,
+    repo: repositories.emails,
+    templates: repositories.templates,
     renderer,
     clock,
     dailyLimit: config.sendDailyLimit,
     notifier: notifiers.send,
     events,
     metrics,
-    suppressions: suppressionRepo,
+    suppressions: repositories.suppressions,
     db,
     sendGroups:
       config.sendGroups === false ? undefined : { ...config.sendGroups, inFlight: GROUPS_IN_FLIGHT[engine] },
@@ -141,20 +183,17 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: {
       publicUrl: config.publicUrl,
       defaults: config.engagement,
-      repo: createTrackingRepo(db),
+      repo: repositories.tracking,
     },
   });
 
-  const contactPropertyRepo = createContactPropertyRepo(db);
-  const segmentRepo = createSegmentRepo(db);
-  const topicRepo = createTopicRepo(db);
   const contacts = createContactService({
-    repo: createContactRepo(db, engine),
-    properties: contactPropertyRepo,
+    repo: repositories.contacts,
+    properties: repositories.contactProperties,
     events,
     clock,
-    segments: segmentRepo,
-    topics: topicRepo,
+    segments: repositories.segments,
+    topics: repositories.topics,
   });
 
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
@@ -168,6 +207,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     resolver: infra.resolver,
     dns,
     notifiers,
+    repositories,
     renderer,
     runningWorkers,
     metrics,
@@ -176,7 +216,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     domains,
     projects,
     webhooks: createWebhookService({
-      repo: webhookRepo,
+      repo: repositories.webhooks,
       clock,
       secretBox,
       resolver: infra.resolver,
@@ -184,37 +224,44 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       secretRotationWindowMs: config.webhookSecretRotationWindowMs,
     }),
     webhookOperations: createWebhookOperations({
-      repo: webhookRepo,
+      repo: repositories.webhooks,
       clock,
       events,
       deliveries,
       testWaitMs: config.webhookTimeoutMs + config.webhookTestMarginMs,
     }),
     templates: createTemplateService({
-      repo: templateRepo,
+      repo: repositories.templates,
       clock,
       renderer,
     }),
     emails,
     submission: createSubmissionService({ projects, emails }),
-    engagement: createEngagementService({ db, clock, tokens: createEngagementTokens(secretBox), events }),
-    suppressions: createSuppressionService({ repo: suppressionRepo, clock }),
+    engagement: createEngagementService({
+      db,
+      repo: repositories.engagement,
+      tracking: repositories.tracking,
+      clock,
+      tokens: createEngagementTokens(secretBox),
+      events,
+    }),
+    suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
-    segments: createSegmentService({ repo: segmentRepo, contacts, clock }),
-    topics: createTopicService({ repo: topicRepo, contacts, events, clock }),
-    contactProperties: createContactPropertyService({ repo: contactPropertyRepo, clock }),
-    inbound: createInboundService({ repo: createInboundRepo(db, engine) }),
+    segments: createSegmentService({ repo: repositories.segments, contacts, clock }),
+    topics: createTopicService({ repo: repositories.topics, contacts, events, clock }),
+    contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
+    inbound: createInboundService({ db, repo: repositories.inbound }),
     received: createReceivedService({
-      repo: createReceivedRepo(db),
-      inbound: createInboundRepo(db, engine),
+      repo: repositories.received,
+      inbound: repositories.inbound,
       reader: receivedReader,
     }),
     inboundRoutes: createInboundRouteService({
-      repo: createInboundRouteRepo(db),
-      domains: createDomainRepo(db, engine),
+      repo: repositories.inboundRoutes,
+      domains: repositories.domains,
       clock,
     }),
-    stats: createStatsService({ db, clock }),
+    stats: createStatsService({ repo: repositories.stats, clock }),
     health: createHealthService({
       db,
       clock,
@@ -224,11 +271,14 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     }),
     metricsEndpoint: createMetricsService({
       metrics,
-      repo: createMetricsRepo(db),
+      repo: repositories.metrics,
       clock,
       token: config.metricsToken,
       queueDepthLimit: config.metricsQueueDepthLimit,
     }),
+    /** Retention over this process's repositories: the workers' pruner and `postwire prune`. */
+    retention: (options: Omit<RetentionDeps, 'repositories' | 'clock'>) =>
+      createRetention({ repositories, clock, ...options }),
     /** Ends what the services hold besides the database (the render threads); the database is the caller's. */
     close: async () => {
       await Promise.all([renderer.close(), receivedReader.close()]);

@@ -7,7 +7,6 @@ import { createReceivedAuthenticator } from './modules/inbound/received-authenti
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
-import { createRetention } from './modules/retention/retention.ts';
 import type { Services } from './services.ts';
 import type { QueueName } from './queue/running-workers.ts';
 import type { QueueWorker } from './queue/runtime.ts';
@@ -25,8 +24,10 @@ export interface RunningWorkers {
 export async function startWorkers(services: Services, logger: WorkerLogger): Promise<RunningWorkers> {
   const { config, database, clock, secretBox, events, notifiers } = services;
   const deadAfterMs = config.workerDeadAfterMs;
+  const { repositories } = services;
   const delivery = createDeliveryWorker({
     database,
+    webhooks: repositories.webhooks,
     clock,
     secretBox,
     resolver: services.resolver,
@@ -58,6 +59,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
   const bounceDomain = config.bounceDomain;
   const inbound = createInboundWorker({
     database,
+    repositories,
     clock,
     events,
     returnPath: returnPathFromConfig(config, secretBox),
@@ -79,9 +81,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
   const retention =
     config.retentionMs === undefined
       ? undefined
-      : createRetention({
-          database,
-          clock,
+      : services.retention({
           retentionMs: config.retentionMs,
           logger,
           ...config.retentionPruning,

@@ -89,6 +89,7 @@ for (const engine of ALL_ENGINES) {
 
     test('a revoked key is 401; the project’s other keys still work', async () => {
       const projects = createProjectService({
+        db: api.database.handle.db,
         repo: createProjectRepo(api.database.handle.db),
         clock: systemClock,
       });

@@ -885,6 +885,7 @@ describe('dashboard in a browser', { skip }, () => {
     await target.getByText('No webhooks yet').waitFor();
 
     const projects = createProjectService({
+      db: api.database.handle.db,
       repo: createProjectRepo(api.database.handle.db),
       clock: systemClock,
     });

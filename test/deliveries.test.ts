@@ -24,6 +24,7 @@ import {
 } from './helpers/deliveries.ts';
 import { createTracker, type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
+import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
 
 const attemptsOf = (t: TestApp, deliveryId: string) => attemptsIn(t.database.handle, { deliveryId });
 
@@ -702,7 +703,7 @@ for (const engine of ALL_ENGINES) {
       const receiver = await h.receiver();
       await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
       const event = await t.events.emit(t.projectId, 'email.sent', {});
-      const repo = createDeliveryQueue(t.database.handle.db, engine);
+      const repo = createDeliveryQueue(t.database.handle.db, engine, createWebhookRepo(t.database.handle.db));
       const now = new Date();
       const claim = (workerId: string, at: Date) =>
         repo.claim({ workerId, now: at, until: new Date(at.getTime() + 1000) }, { limit: 10 });
@@ -751,7 +752,7 @@ for (const engine of ALL_ENGINES) {
       const receiver = await h.receiver();
       await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
       const event = await t.events.emit(t.projectId, 'email.sent', {});
-      const repo = createDeliveryQueue(t.database.handle.db, engine);
+      const repo = createDeliveryQueue(t.database.handle.db, engine, createWebhookRepo(t.database.handle.db));
       const start = Date.now();
       const at = (seconds: number) => new Date(start + seconds * 1000);
       const claim = async (workerId: string, seconds: number) =>

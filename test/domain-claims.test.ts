@@ -18,6 +18,7 @@ import {
 } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
 
 // Who holds a domain name: whoever proves control of it. A pending domain blocks nobody; the first project to
 // verify a name holds it; another project takes it over only with its own challenge record published
@@ -52,7 +53,7 @@ for (const engine of ALL_ENGINES) {
       // The service as a sending worker builds it (src/workers.ts): what it signs queued mail with.
       domains = createDomainService({
         db: api.database.handle.db,
-        engine,
+        repo: createDomainRepo(api.database.handle.db, engine),
         clock: { now: () => new Date() },
         secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
         dns: resolver,

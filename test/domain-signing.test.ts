@@ -13,6 +13,7 @@ import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestAp
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
+import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
 
 // The operator's own key (DKIM_*): what signs mail from domains no project has verified.
 const operatorKeys = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -81,7 +82,7 @@ for (const engine of ALL_ENGINES) {
         secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
         domains: createDomainService({
           db: api.database.handle.db,
-          engine,
+          repo: createDomainRepo(api.database.handle.db, engine),
           clock: { now: () => new Date() },
           secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
           dns: resolver,

@@ -9,6 +9,7 @@ import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
 
 const HOUR = 3_600_000;
 const SETTINGS: DomainSettings = {
@@ -88,7 +89,7 @@ for (const engine of ALL_ENGINES) {
         clock,
         domains: createDomainService({
           db: api.database.handle.db,
-          engine,
+          repo: createDomainRepo(api.database.handle.db, engine),
           clock,
           secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
           dns: resolver,
@@ -342,7 +343,7 @@ for (const engine of ALL_ENGINES) {
     test('isReturnPathDomain: bounces.<a domain some project holds>, for the inbound listener', async () => {
       const domains = createDomainService({
         db: api.database.handle.db,
-        engine,
+        repo: createDomainRepo(api.database.handle.db, engine),
         clock,
         secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
         dns: createDns({ servers: [dns.address] }),

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createEmailRepo } from '../src/modules/emails/emails.repo.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
@@ -484,7 +483,7 @@ for (const engine of ALL_ENGINES) {
       const response = await send(base, { key: other.key });
       const emailId = response.body.id as string;
       await api.events.emit(other.projectId, 'email.sent', { email_id: emailId }, { emailId });
-      const repo = createEmailRepo(api.database.handle.db, api.engine);
+      const repo = api.services.repositories.emails;
       assert.equal((await repo.recipients(other.projectId, emailId)).length, 1);
       assert.equal((await api.events.forEmail(other.projectId, emailId)).length, 1);
       assert.deepEqual(await repo.recipients(api.projectId, emailId), []);

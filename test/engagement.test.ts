@@ -22,6 +22,8 @@ import {
 import { BROWSER, onServer, parseMail, receivedEvents, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { createEngagementRepo } from '../src/modules/engagement/engagement.repo.ts';
+import { createTrackingRepo } from '../src/modules/emails/tracking.repo.ts';
 
 const PUBLIC_URL = 'https://mail.acme.test';
 
@@ -590,6 +592,8 @@ for (const engine of ALL_ENGINES) {
       const address = /^mailto:([^?]+)/.exec(mailto)![1]!;
       const service = createEngagementService({
         db: h.api.database.handle.db,
+        repo: createEngagementRepo(h.api.database.handle.db),
+        tracking: createTrackingRepo(h.api.database.handle.db),
         clock: h.clock,
         tokens: createEngagementTokens(secretBox),
         events: h.api.events,

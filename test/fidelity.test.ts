@@ -14,6 +14,7 @@ import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/post
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
+import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
 
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
@@ -102,7 +103,7 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       secretBox,
       domains: createDomainService({
         db: api.database.handle.db,
-        engine: api.engine,
+        repo: createDomainRepo(api.database.handle.db, api.engine),
         clock: { now: () => new Date() },
         secretBox,
         dns: createDns({ servers: config.dnsServers }),

@@ -8,6 +8,8 @@ import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import { createInboundQueue } from '../src/modules/inbound/inbound.queue.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { createTestDatabase, ALL_ENGINES, engineSkip } from './helpers/app.ts';
+import { createInboundService } from '../src/modules/inbound/inbound.service.ts';
+import { createRepositories } from '../src/services.ts';
 
 // A received message's bytes live in inbound_raw, apart from the queue row the inbound worker's claims and
 // verdicts update (so those updates never rewrite megabytes). Migration 0022 moves the bytes of messages
@@ -140,7 +142,7 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual([claimed!.routing, claimed!.helo, claimed!.spam], [[], null, null]);
 
       // A message stored now is stored with its bytes, in inbound_raw.
-      const stored = await repo.store({
+      const stored = await createInboundService({ db: database.handle.db, repo }).store({
         receivedAt: now,
         mailFrom: '',
         rcptTo: ['postmaster@bounces.example'],
@@ -153,7 +155,7 @@ for (const engine of ALL_ENGINES) {
       await db.deleteFrom('projects').where('id', '=', 'proj_b').execute();
       assert.equal(await repo.raw(ofB), undefined);
       const retention = createRetention({
-        database: database.handle,
+        repositories: createRepositories(database.handle),
         clock: { now: () => new Date() },
         retentionMs: 30 * 86_400_000,
       });

@@ -8,7 +8,6 @@ import { buildApp } from '../src/app.ts';
 import { openDatabase } from '../src/db/connection.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
 import { createHealthService } from '../src/modules/health/health.service.ts';
-import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import { createRunningQueueWorkers, QUEUE_NAMES } from '../src/queue/running-workers.ts';
 import { type RunningWorkers, startWorkers } from '../src/workers.ts';
 import {
@@ -217,8 +216,8 @@ for (const engine of ALL_ENGINES) {
     });
 
     it('counts received reports by outcome', async () => {
-      const { db, engine: kind } = api.database.handle;
-      const stored = await createInboundRepo(db, kind).store({
+      const { db } = api.database.handle;
+      const stored = await api.services.inbound.store({
         receivedAt: new Date().toISOString(),
         mailFrom: 'someone@example.org',
         rcptTo: ['postmaster@example.com'],

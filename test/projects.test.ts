@@ -25,9 +25,11 @@ for (const engine of ALL_ENGINES) {
       try {
         const results = await Promise.all(
           [...handles, ...handles].map((handle) =>
-            createProjectService({ repo: createProjectRepo(handle.db), clock: systemClock }).bootstrap(
-              undefined,
-            ),
+            createProjectService({
+              db: handle.db,
+              repo: createProjectRepo(handle.db),
+              clock: systemClock,
+            }).bootstrap(undefined),
           ),
         );
         const projects = await database.handle.db.selectFrom('projects').selectAll().execute();
@@ -50,6 +52,7 @@ for (const engine of ALL_ENGINES) {
         const results = await Promise.allSettled(
           [...handles, ...handles].map((handle) =>
             createProjectService({
+              db: handle.db,
               repo: createProjectRepo(handle.db, handle.stamps),
               clock: systemClock,
             }).bootstrap(bootstrapKey),

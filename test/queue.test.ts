@@ -18,7 +18,6 @@ import {
   type InboundJob,
   type InboundOutcome,
 } from '../src/modules/inbound/inbound.queue.ts';
-import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import type { ReceivedIntake } from '../src/modules/inbound/received-intake.ts';
 import type { SendJob, SendOutcome } from '../src/modules/sending/sending.queue.ts';
 import { createSendingQueueSource } from '../src/modules/sending/sending.queue-source.ts';
@@ -99,7 +98,7 @@ async function deliveriesUnderTest(
 ): Promise<QueueUnderTest> {
   const webhookOf = new Map<string, string>();
   const real = createDeliveryQueueSource({
-    queue: createDeliveryQueue(database.handle.db, engine),
+    queue: createDeliveryQueue(database.handle.db, engine, services.repositories.webhooks),
     logger: silentWorkerLogger,
     metrics: noMetrics,
   });
@@ -237,11 +236,12 @@ function inboundUnderTest(
         clock,
         workerId,
         events: services.events,
+        recipients: services.repositories.recipients,
         intake,
         metrics: noMetrics,
       }) as QueueSource<Job, Outcome>,
     async add() {
-      const id = await createInboundRepo(db, engine).store({
+      const id = await services.inbound.store({
         receivedAt: clock.now().toISOString(),
         mailFrom: 'mailer-daemon@example.net',
         rcptTo: ['bounces@example.com'],

@@ -23,6 +23,7 @@ import {
   startServerProcess,
 } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
+import { inTransaction } from '../src/db/transaction.ts';
 
 // Every process keeps keys, webhooks, templates and sending domains in memory while the database's version stamps say they
 // are current (src/db/validated-cache.ts). Two API processes share one database: whatever one of them (or
@@ -368,13 +369,16 @@ describe(
 
         const before = await worker.stamps.current('webhooks');
         const readsBefore = stampReads;
-        // What the delivery worker writes after a success and a failure, and the domain worker's lease.
+        // What the delivery worker writes after a success and a failure (in its outcomes' transaction), and
+        // the domain worker's lease.
         const webhooks = createWebhookRepo(worker.db);
-        await webhooks.recordSuccess('wh_01kfa6zp3wexd1ytbq1g4s8v2e', written, written);
-        await webhooks.recordFailures('wh_01kfa6zp3wexd1ytbq1g4s8v2e', {
-          firstAt: written,
-          now: written,
-          disableAfterMs: 86_400_000,
+        await inTransaction(worker.db, async (transaction) => {
+          await webhooks.recordSuccess('wh_01kfa6zp3wexd1ytbq1g4s8v2e', written, written, transaction);
+          await webhooks.recordFailures(
+            'wh_01kfa6zp3wexd1ytbq1g4s8v2e',
+            { firstAt: written, now: written, disableAfterMs: 86_400_000 },
+            transaction,
+          );
         });
         const lease = { workerId: 'books', now: new Date(), until: new Date(Date.now() + 60_000) };
         assert.equal((await createDomainQueue(worker.db, 'postgres').claimDue(lease, 10)).length, 1);

@@ -8,7 +8,6 @@ import { createSecretBox } from '../src/lib/crypto.ts';
 import { idAt, newId } from '../src/lib/ids.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
-import { createInboundRepo } from '../src/modules/inbound/inbound.repo.ts';
 import { createReceivedRepo } from '../src/modules/inbound/received.repo.ts';
 import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import {
@@ -23,6 +22,7 @@ import { attemptsIn } from './helpers/deliveries.ts';
 import { createProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
+import { inTransaction } from '../src/db/transaction.ts';
 
 // RETENTION: what is older goes (events with their deliveries and attempts, stored MIME, attachments, tracking
 // rows, received reports), a batch at a time; emails, recipients and suppressions stay. Time is the injected
@@ -102,7 +102,7 @@ for (const engine of ALL_ENGINES) {
 
     test('nothing is younger than the retention: nothing goes', async () => {
       const retention = createRetention({
-        database: api.database.handle,
+        repositories: api.services.repositories,
         clock: at(Date.now() + 29 * DAY),
         retentionMs: 30 * DAY,
       });
@@ -124,7 +124,7 @@ for (const engine of ALL_ENGINES) {
         .execute();
 
       const retention = createRetention({
-        database: api.database.handle,
+        repositories: api.services.repositories,
         clock: at(Date.now() + 31 * DAY),
         retentionMs: 30 * DAY,
         batchSize: 2,
@@ -171,7 +171,7 @@ for (const engine of ALL_ENGINES) {
     test('a month later: received mail goes, its received emails first, then the message and its bytes', async () => {
       const db = api.database.handle.db;
       const project = await db.selectFrom('projects').select('id').executeTakeFirstOrThrow();
-      const inboundId = await createInboundRepo(db, engine).store({
+      const inboundId = await api.services.inbound.store({
         receivedAt: new Date().toISOString(),
         mailFrom: 'zoe@customer.example',
         rcptTo: ['support@acme.test'],
@@ -183,32 +183,37 @@ for (const engine of ALL_ENGINES) {
         .set({ status: 'received', kind: 'received' })
         .where('id', '=', inboundId)
         .execute();
-      await createReceivedRepo(db).insert([
-        {
-          id: newId('rcv'),
-          projectId: project.id,
-          inboundId,
-          routeId: null,
-          recipient: 'support@acme.test',
-          mailboxHash: null,
-          receivedAt: new Date().toISOString(),
-          mailFrom: 'zoe@customer.example',
-          fromAddress: 'zoe@customer.example',
-          subject: 'Hi',
-          messageId: null,
-          inReplyToEmailId: null,
-          inReplyToRecipient: null,
-          status: 'received',
-          size: 60,
-          attachmentCount: 0,
-          content: { readable: false, reason: 'a test row', subject: 'Hi' },
-          authentication: null,
-          spam: null,
-          createdAt: new Date().toISOString(),
-        },
-      ]);
+      await inTransaction(db, (transaction) =>
+        createReceivedRepo(db).insert(
+          [
+            {
+              id: newId('rcv'),
+              projectId: project.id,
+              inboundId,
+              routeId: null,
+              recipient: 'support@acme.test',
+              mailboxHash: null,
+              receivedAt: new Date().toISOString(),
+              mailFrom: 'zoe@customer.example',
+              fromAddress: 'zoe@customer.example',
+              subject: 'Hi',
+              messageId: null,
+              inReplyToEmailId: null,
+              inReplyToRecipient: null,
+              status: 'received',
+              size: 60,
+              attachmentCount: 0,
+              content: { readable: false, reason: 'a test row', subject: 'Hi' },
+              authentication: null,
+              spam: null,
+              createdAt: new Date().toISOString(),
+            },
+          ],
+          transaction,
+        ),
+      );
       const retention = createRetention({
-        database: api.database.handle,
+        repositories: api.services.repositories,
         clock: at(Date.now() + 31 * DAY),
         retentionMs: 30 * DAY,
         batchSize: 2,

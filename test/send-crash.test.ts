@@ -49,6 +49,7 @@ async function acceptEmails(db: ProcessDatabase, recipients: string[]): Promise<
   const app = await buildApp(services);
   try {
     const projects = createProjectService({
+      db: db.database.handle.db,
       repo: createProjectRepo(db.database.handle.db),
       clock: systemClock,
     });

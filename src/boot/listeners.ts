@@ -10,7 +10,7 @@ import {
   type RecipientDecision,
   startInboundListener,
 } from '../modules/inbound/inbound.listener.ts';
-import { createInboundRepo, type SpamVerdict } from '../modules/inbound/inbound.repo.ts';
+import type { SpamVerdict } from '../modules/inbound/inbound.repo.ts';
 import { createSpamChecker } from '../modules/inbound/spam.ts';
 import {
   type SubmissionListener,
@@ -33,7 +33,6 @@ export async function startInbound(
   const bounceDomain = config.bounceDomain;
   if (!bounceDomain && !config.inboundMxHost) return undefined;
   const { db, engine } = services.database;
-  const repo = createInboundRepo(db, engine);
   try {
     return await startInboundListener({
       ...config.inbound,
@@ -50,7 +49,7 @@ export async function startInbound(
       logger,
       memory,
       async store(message) {
-        const id = await repo.store(message);
+        const id = await services.inbound.store(message);
         await notifyOtherProcesses(db, engine, QUEUE_CHANNELS.inbound);
         services.notifiers.inbound.notify();
         return id;

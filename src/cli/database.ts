@@ -1,8 +1,6 @@
 // The commands on the database as a whole: `migrate`, `prune`, `backup` and `copy-to`.
 import { describeDatabase, openConfiguredDatabase } from '../boot/database.ts';
 import { migrateToLatest } from '../db/migrate.ts';
-import { systemClock } from '../lib/clock.ts';
-import { createRetention } from '../modules/retention/retention.ts';
 import { runBackup, runCopyTo } from '../ops/ops-commands.ts';
 import { type Command, json, listing } from './command.ts';
 
@@ -31,11 +29,7 @@ export const databaseCommands: Command[] = [
         io.stdout.write('RETENTION is off: nothing is pruned.\n');
         return 0;
       }
-      const retention = createRetention({
-        database: await context.database(),
-        clock: systemClock,
-        retentionMs: config.retentionMs,
-      });
+      const retention = (await context.services()).retention({ retentionMs: config.retentionMs });
       const dryRun = values['dry-run'] === true;
       const rows = dryRun ? await retention.dryRun() : await retention.prune();
       io.stdout.write(

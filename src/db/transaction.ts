@@ -2,8 +2,8 @@ import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 
 /**
- * A transaction, passed explicitly from the service that opens it to every repository that writes in it
- * (`createXRepo(tx.db)` or a method's `tx` parameter): a query made through anything else is not in it. On
+ * A transaction, passed explicitly from the service that opens it to every repository method that writes (or
+ * must read) in it, as that method's last parameter: a query made through anything else is not in it. On
  * SQLite it holds the one connection from its begin to its commit, so a query through the root database
  * made inside it would wait for it for ever; keep slow work (DNS, rendering, reads that can come first)
  * before it. Whatever must wait for the commit (waking this process's workers for the rows just written)

@@ -1,13 +1,19 @@
 import type { Kysely } from 'kysely';
 import type { Database, Row } from '../db/schema.ts';
+import type { Transaction } from '../db/transaction.ts';
 
 export type IdempotencyRecord = Row<'idempotency_keys'>;
 type NewKey = Pick<IdempotencyRecord, 'project_id' | 'key' | 'request_hash' | 'created_at'>;
 
 /** The idempotency_keys table: a project's keys, the hash of the request each came with, its saved answer. */
 export function createIdempotencyRepo(db: Kysely<Database>) {
-  const insertKey = async (record: NewKey, statusCode: number | null, body: string | null) => {
-    const inserted = await db
+  const insertKey = async (
+    record: NewKey,
+    statusCode: number | null,
+    body: string | null,
+    transaction: Transaction | undefined,
+  ) => {
+    const inserted = await (transaction?.db ?? db)
       .insertInto('idempotency_keys')
       .values({ ...record, status_code: statusCode, response_body: body })
       .onConflict((conflict) => conflict.columns(['project_id', 'key']).doNothing())
@@ -41,20 +47,27 @@ export function createIdempotencyRepo(db: Kysely<Database>) {
     },
 
     /**
-     * Takes the key for a request, in the transaction that does the request's work; false when another
+     * Takes the key for a request, in `transaction`: the one that does the request's work; false when another
      * request has it. On PostgreSQL, while another uncommitted transaction holds the key, this waits for it.
      */
-    claim(record: NewKey): Promise<boolean> {
-      return insertKey(record, null, null);
+    claim(record: NewKey, transaction: Transaction): Promise<boolean> {
+      return insertKey(record, null, null, transaction);
     },
 
     /** Saves an answer given without a claim (a refusal whose work rolled back); false when a key was there. */
     saveAnswer(record: NewKey, statusCode: number, body: string): Promise<boolean> {
-      return insertKey(record, statusCode, body);
+      return insertKey(record, statusCode, body, undefined);
     },
 
-    async saveResponse(projectId: string, key: string, statusCode: number, body: string): Promise<void> {
-      await db
+    /** Saves the answer of the request that claimed the key, in the same `transaction`. */
+    async saveResponse(
+      projectId: string,
+      key: string,
+      statusCode: number,
+      body: string,
+      transaction: Transaction,
+    ): Promise<void> {
+      await transaction.db
         .updateTable('idempotency_keys')
         .set({ status_code: statusCode, response_body: body })
         .where('project_id', '=', projectId)

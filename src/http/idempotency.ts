@@ -178,17 +178,19 @@ export function installIdempotency(
     let body: string;
     try {
       body = await inTransaction(db, async (transaction) => {
-        const keys = createIdempotencyRepo(transaction.db);
-        const taken = await keys.claim({
-          project_id: claim.projectId,
-          key: claim.key,
-          request_hash: claim.requestHash,
-          created_at: claim.createdAt,
-        });
+        const taken = await repo.claim(
+          {
+            project_id: claim.projectId,
+            key: claim.key,
+            request_hash: claim.requestHash,
+            created_at: claim.createdAt,
+          },
+          transaction,
+        );
         if (!taken) throw new KeyTakenMeanwhile();
         const payload: unknown = await write(transaction);
         const serialized = typeof payload === 'string' ? payload : String(this.serialize(payload));
-        await keys.saveResponse(claim.projectId, claim.key, this.statusCode, serialized);
+        await repo.saveResponse(claim.projectId, claim.key, this.statusCode, serialized, transaction);
         return serialized;
       });
     } catch (error) {

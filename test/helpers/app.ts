@@ -406,7 +406,11 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
   if (!address || typeof address === 'string') throw new Error('no port');
   const baseUrl = `http://127.0.0.1:${address.port}`;
 
-  const projects = createProjectService({ repo: createProjectRepo(database.handle.db), clock });
+  const projects = createProjectService({
+    db: database.handle.db,
+    repo: createProjectRepo(database.handle.db),
+    clock,
+  });
   const createProject = async (name = 'Test project') => {
     const project = await projects.createProject(name);
     const { plaintext } = await projects.createKey(project.id, { name: 'test' });
@@ -426,6 +430,7 @@ export async function startTestApp(engine: Engine, options: TestAppOptions = {})
     } = workerOptions;
     const worker = createDeliveryWorker({
       database: database.handle,
+      webhooks: services.repositories.webhooks,
       clock: workerClock ?? clock,
       secretBox,
       resolver: resolver ?? options.resolver ?? (async () => ['127.0.0.1']),

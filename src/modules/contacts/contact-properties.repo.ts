@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 export type PropertyType = 'string' | 'number';
 export type PropertyValue = string | number;
@@ -35,8 +36,8 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
 
   return {
     /** False when the project already has a property with this key (nothing written). */
-    async insert(via: Kysely<Database>, record: ContactPropertyRecord): Promise<boolean> {
-      const result = await via
+    async insert(record: ContactPropertyRecord, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
         .insertInto('contact_properties')
         .values({
           id: record.id,
@@ -61,14 +62,17 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
       return row && toRecord(row);
     },
 
-    /** Every property of the project (at most MAX_CONTACT_PROPERTIES), oldest first; through `via` when given. */
-    async all(projectId: string, via: Kysely<Database> = db): Promise<ContactPropertyRecord[]> {
-      const rows = await select(via, projectId).orderBy('id', 'asc').execute();
+    /** Every property of the project (at most MAX_CONTACT_PROPERTIES), oldest first; in `transaction` when given. */
+    async all(projectId: string, transaction?: Transaction): Promise<ContactPropertyRecord[]> {
+      const rows = await select(transaction?.db ?? db, projectId)
+        .orderBy('id', 'asc')
+        .execute();
       return rows.map(toRecord);
     },
 
-    async count(via: Kysely<Database>, projectId: string): Promise<number> {
-      const row = await via
+    /** How many properties the project has, in `transaction` (the one that adds the next). */
+    async count(projectId: string, transaction: Transaction): Promise<number> {
+      const row = await transaction.db
         .selectFrom('contact_properties')
         .select((eb) => eb.fn.countAll<number | string>().as('count'))
         .where('project_id', '=', projectId)
@@ -85,8 +89,8 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
       return { items: result.items.map(toRecord), hasMore: result.hasMore };
     },
 
-    async update(record: ContactPropertyRecord): Promise<boolean> {
-      const result = await db
+    async update(record: ContactPropertyRecord, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .updateTable('contact_properties')
         .set({ fallback_value: fallbackText(record.fallbackValue), updated_at: record.updatedAt })
         .where('project_id', '=', record.projectId)
@@ -95,9 +99,9 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
       return Number(result.numUpdatedRows) > 0;
     },
 
-    async delete(projectId: string, id: string): Promise<boolean> {
+    async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
       // Contacts' values of it stay in their rows, unread (keyed by this id), until each contact's next write.
-      const result = await db
+      const result = await (transaction?.db ?? db)
         .deleteFrom('contact_properties')
         .where('project_id', '=', projectId)
         .where('id', '=', id)

@@ -123,7 +123,7 @@ export function createContactPropertyService({ repo, clock }: { repo: ContactPro
     },
 
     async create(transaction: Transaction, record: ContactPropertyRecord): Promise<ContactPropertyView> {
-      if ((await repo.count(transaction.db, record.projectId)) >= MAX_CONTACT_PROPERTIES) {
+      if ((await repo.count(record.projectId, transaction)) >= MAX_CONTACT_PROPERTIES) {
         throw new DomainError(
           'validation',
           'too_many_properties',
@@ -131,7 +131,7 @@ export function createContactPropertyService({ repo, clock }: { repo: ContactPro
           'key',
         );
       }
-      if (!(await repo.insert(transaction.db, record))) {
+      if (!(await repo.insert(record, transaction))) {
         throw conflict(
           'property_exists',
           `The project already has a contact property '${record.key}'.`,

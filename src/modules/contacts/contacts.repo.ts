@@ -5,6 +5,7 @@ import { jsonMemberIs } from '../../db/engine/sql.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 export interface ContactRecord {
   id: string;
@@ -66,8 +67,8 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
 
   return {
     /** False when the project already has a contact with this address (nothing written). */
-    async insert(via: Kysely<Database>, record: ContactRecord): Promise<boolean> {
-      const result = await via
+    async insert(record: ContactRecord, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
         .insertInto('contacts')
         .values(toRow(record))
         .onConflict((conflict) => conflict.columns(['project_id', 'email']).doNothing())
@@ -75,27 +76,30 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
     },
 
-    /** By id or by (lowercased) email; through `via` when given (a transaction that writes it next). */
+    /** By id or by (lowercased) email; in `transaction` when given (one that writes it next). */
     async find(
       projectId: string,
       column: 'id' | 'email',
       value: string,
-      via: Kysely<Database> = db,
+      transaction?: Transaction,
     ): Promise<ContactRecord | undefined> {
-      const row = await select(via, projectId).where(column, '=', value).executeTakeFirst();
+      const row = await select(transaction?.db ?? db, projectId)
+        .where(column, '=', value)
+        .executeTakeFirst();
       return row && toRecord(row);
     },
 
     /**
-     * Takes the contact's row lock for the rest of the transaction `via` (a write that changes nothing: the
-     * portable way to lock a row) and reads it under the lock; undefined when there is none.
+     * Takes the contact's row lock for the rest of `transaction` (a write that changes nothing: the portable
+     * way to lock a row) and reads it under the lock; undefined when there is none.
      */
     async lock(
-      via: Kysely<Database>,
       projectId: string,
       column: 'id' | 'email',
       value: string,
+      transaction: Transaction,
     ): Promise<ContactRecord | undefined> {
+      const via = transaction.db;
       const result = await via
         .updateTable('contacts')
         .set((eb) => ({ updated_at: eb.ref('updated_at') }))
@@ -151,7 +155,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Writes every field but the id, project, email and creation time; false when the contact is gone. */
-    async update(via: Kysely<Database>, record: ContactRecord): Promise<boolean> {
+    async update(record: ContactRecord, transaction: Transaction): Promise<boolean> {
       const {
         id: _id,
         project_id: _project,
@@ -159,7 +163,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         created_at: _created,
         ...changes
       } = toRow(record);
-      const result = await via
+      const result = await transaction.db
         .updateTable('contacts')
         .set(changes)
         .where('project_id', '=', record.projectId)
@@ -168,8 +172,8 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       return Number(result.numUpdatedRows) > 0;
     },
 
-    async delete(via: Kysely<Database>, projectId: string, id: string): Promise<boolean> {
-      const result = await via
+    async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
         .deleteFrom('contacts')
         .where('project_id', '=', projectId)
         .where('id', '=', id)

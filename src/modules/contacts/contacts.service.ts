@@ -155,7 +155,7 @@ export function createContactService({
       transaction: Transaction,
       { record, declared }: { record: ContactRecord; declared: ContactPropertyRecord[] },
     ): Promise<ContactView> {
-      if (!(await repo.insert(transaction.db, record))) {
+      if (!(await repo.insert(record, transaction))) {
         throw conflict('contact_exists', `The project already has a contact '${record.email}'.`, 'email');
       }
       const view = toContactView(record, declared);
@@ -184,7 +184,7 @@ export function createContactService({
      */
     async lock(transaction: Transaction, projectId: string, idOrEmail: string): Promise<ContactRecord> {
       const ref = refOf(idOrEmail);
-      const record = ref && (await repo.lock(transaction.db, projectId, ref.column, ref.value));
+      const record = ref && (await repo.lock(projectId, ref.column, ref.value, transaction));
       if (!record) throw missing(idOrEmail);
       return record;
     },
@@ -241,7 +241,7 @@ export function createContactService({
     async update(transaction: Transaction, plan: UpdatePlan): Promise<ContactView> {
       const { projectId, ref, input, declared } = plan;
       // Read under the row's lock: two updates of one contact's properties each keep the other's values.
-      const current = await repo.lock(transaction.db, projectId, ref.column, ref.value);
+      const current = await repo.lock(projectId, ref.column, ref.value, transaction);
       if (!current) throw missing(ref.given);
       const next: ContactRecord = {
         ...current,
@@ -251,7 +251,7 @@ export function createContactService({
         values: withValues(current.values, plan.values, declared),
         updatedAt: nextUpdatedAt(clock, current.updatedAt),
       };
-      await repo.update(transaction.db, next);
+      await repo.update(next, transaction);
       const view = toContactView(next, declared);
       await emitFor(transaction, projectId, 'contact.updated', view);
       return view;
@@ -267,12 +267,12 @@ export function createContactService({
       transaction: Transaction,
       { projectId, ref, declared }: { projectId: string; ref: ContactRef; declared: ContactPropertyRecord[] },
     ): Promise<{ object: 'contact'; id: string; deleted: true }> {
-      const current = await repo.lock(transaction.db, projectId, ref.column, ref.value);
+      const current = await repo.lock(projectId, ref.column, ref.value, transaction);
       if (!current) throw missing(ref.given);
       // The event first: it names the segments the contact was in, which the delete takes with it (a delete
       // that then fails rolls the event back with it).
       await emitFor(transaction, projectId, 'contact.deleted', toContactView(current, declared));
-      if (!(await repo.delete(transaction.db, projectId, current.id))) throw missing(ref.given);
+      if (!(await repo.delete(projectId, current.id, transaction))) throw missing(ref.given);
       return { object: 'contact', id: current.id, deleted: true };
     },
   };

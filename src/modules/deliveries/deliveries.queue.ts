@@ -9,7 +9,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Lease, releaseLeases, type StoredLease, storedLease } from '../../queue/lease.ts';
 import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
 import type { MetricsRecorder } from '../metrics/instruments.ts';
-import { type AttemptHealth, createWebhookHealth } from './webhook-health.ts';
+import { type AttemptHealth, createWebhookHealth, type HealthWrites } from './webhook-health.ts';
 
 // The webhook deliveries queue: pending deliveries rows, claimed by the delivery worker under a lease with
 // their event and webhook, given back, and moved on by each attempt's outcome (the attempt kept in the row,
@@ -167,10 +167,13 @@ const attemptRow = (outcome: DeliveryOutcome, attempt: AttemptRecord, id: string
   response_excerpt: attempt.responseExcerpt,
 });
 
-/** The deliveries queue's statements; one per worker (its webhook health remembers recent successes). */
-export function createDeliveryQueue(db: Kysely<Database>, engine: Engine) {
+/**
+ * The deliveries queue's statements; one per worker (its webhook health, written through `webhooks`,
+ * remembers recent successes).
+ */
+export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhooks: HealthWrites) {
   const lockRows = skipLockedRows(engine);
-  const health = createWebhookHealth();
+  const health = createWebhookHealth(webhooks);
 
   /**
    * Leases the rows `due` selects and returns them with their event and webhook. PostgreSQL does both in
@@ -361,14 +364,16 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine) {
       const write = async (trx: Kysely<Database>): Promise<OutcomeResult[]> => {
         if (healthWrites && locksRows(engine)) await lockWebhooksFirst(trx, outcomes);
         const held = await writeStatesAndAttempts(trx, outcomes, attemptIds);
-        const results: OutcomeResult[] = outcomes.map((outcome) => ({ held: held.has(outcome.delivery.id) }));
-        if (healthWrites) await health.write(trx, outcomes, results);
-        return results;
+        return outcomes.map((outcome): OutcomeResult => ({ held: held.has(outcome.delivery.id) }));
       };
       const results =
         engine === 'postgres' && !healthWrites
           ? await write(db)
-          : await inTransaction(db, (transaction) => write(transaction.db));
+          : await inTransaction(db, async (transaction) => {
+              const written = await write(transaction.db);
+              if (healthWrites) await health.write(outcomes, written, transaction);
+              return written;
+            });
 
       for (const [index, result] of results.entries()) {
         const attempt = outcomes[index]!.attempt;

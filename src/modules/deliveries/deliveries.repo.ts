@@ -3,6 +3,7 @@ import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 export interface NewDelivery {
   id: string;
@@ -36,10 +37,10 @@ export function createDeliveryRepo(db: Kysely<Database>) {
       pruneTarget(db, 'delivery_attempts', 'id', sql<boolean>`id < ${idAt('att', cutoff)}`),
     ],
 
-    /** Queues deliveries, due at `dueAt` (in the caller's transaction: the outbox writes them with their event). */
-    async insertPending(deliveries: readonly NewDelivery[]): Promise<void> {
+    /** Queues deliveries, due at `dueAt`, in `transaction` (the outbox writes them with their event). */
+    async insertPending(deliveries: readonly NewDelivery[], transaction: Transaction): Promise<void> {
       if (deliveries.length === 0) return;
-      await db
+      await transaction.db
         .insertInto('deliveries')
         .values(
           deliveries.map((delivery) => ({
@@ -137,8 +138,8 @@ export function createDeliveryRepo(db: Kysely<Database>) {
      * schedule starting over (`attempts` counts the current run; the attempt log keeps the earlier ones).
      * Returns how many were re-queued.
      */
-    async requeueFailed(options: RequeueRequest): Promise<number> {
-      const result = await db
+    async requeueFailed(options: RequeueRequest, transaction: Transaction): Promise<number> {
+      const result = await transaction.db
         .updateTable('deliveries')
         .set({
           status: 'pending',

@@ -1,20 +1,19 @@
-import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import type { PageRequest } from '../../db/pagination.ts';
-import type { Database, DeliveryStatus } from '../../db/schema.ts';
+import type { DeliveryStatus } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import {
-  type AttemptRow,
-  createDeliveryRepo,
-  type RequeueRequest,
-  type DeliveryRecord,
-  type DeliveryWithType,
+import type {
+  AttemptRow,
+  DeliveryRecord,
+  DeliveryRepo,
+  DeliveryWithType,
+  RequeueRequest,
 } from './deliveries.repo.ts';
 import { type DeliveryView, toDeliveryView } from './deliveries.schemas.ts';
 import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 
 export interface DeliveryServiceDeps {
-  db: Kysely<Database>;
+  repo: DeliveryRepo;
   engine: Engine;
   notifier: Notifier;
 }
@@ -36,9 +35,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * The delivery log as the API shows it, and the operations on queued deliveries that are not the worker's:
  * waiting for an attempt, and putting failed deliveries back in the queue.
  */
-export function createDeliveryService({ db, engine, notifier }: DeliveryServiceDeps) {
-  const repo = createDeliveryRepo(db);
-
+export function createDeliveryService({ repo, engine, notifier }: DeliveryServiceDeps) {
   /** Views of deliveries with their attempt logs, read in one query for all of them. */
   async function views(projectId: string, rows: readonly DeliveryWithType[]): Promise<DeliveryView[]> {
     const attempts = await repo.listAttempts(projectId, rows);
@@ -86,7 +83,7 @@ export function createDeliveryService({ db, engine, notifier }: DeliveryServiceD
      * commit. Returns how many.
      */
     async requeueFailed(transaction: Transaction, options: RequeueRequest): Promise<number> {
-      const count = await createDeliveryRepo(transaction.db).requeueFailed(options);
+      const count = await repo.requeueFailed(options, transaction);
       if (count > 0) {
         await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
         transaction.afterCommit(() => notifier.notify());

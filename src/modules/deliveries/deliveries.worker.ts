@@ -17,6 +17,7 @@ import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { resendPayload } from './resend-payload.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
+import type { HealthWrites } from './webhook-health.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 
 export interface DeliverySettings {
@@ -53,6 +54,8 @@ export function deliverySettingsFromConfig(config: Config): DeliverySettings {
 }
 
 export interface DeliveryWorkerDeps extends QueueWorkerDeps {
+  /** Where the outcomes' bearing on their webhooks' health is written (the process's webhooks repository). */
+  webhooks: HealthWrites;
   secretBox: SecretBox;
   /** Resolves webhook hosts at connect time; every address is checked against the private-network policy. */
   resolver: Resolver;
@@ -118,7 +121,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const keys = new Map<string, KeyObject>();
 
   const source = createDeliveryQueueSource({
-    queue: createDeliveryQueue(deps.database.db, deps.database.engine),
+    queue: createDeliveryQueue(deps.database.db, deps.database.engine, deps.webhooks),
     logger,
     metrics,
   });

@@ -1,6 +1,5 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
-import { createWebhookRepo } from '../webhooks/webhooks.repo.ts';
+import type { Transaction } from '../../db/transaction.ts';
+import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 
 // How delivery outcomes bear on their webhooks' health (last_success_at, the failure streak that disables a
 // webhook), written through the webhooks' repository in the transaction of the deliveries queue's outcome write
@@ -23,8 +22,11 @@ const SUCCESS_RECORD_INTERVAL_MS = 60_000;
 /** Webhooks whose last recorded success a worker remembers; past it, it forgets them all. */
 const SUCCESS_CACHE_SIZE = 10_000;
 
-/** The health writes of one worker's outcomes. */
-export function createWebhookHealth() {
+/** The webhooks' writes the health makes. */
+export type HealthWrites = Pick<WebhookRepo, 'recordSuccess' | 'recordFailures'>;
+
+/** The health writes of one worker's outcomes, through the webhooks' repository. */
+export function createWebhookHealth(webhooks: HealthWrites) {
   /**
    * When this worker last recorded a success per webhook, and no failure since: within the interval, the
    * success write would only be needed to clear a failure streak another worker started, and waiting up to a
@@ -48,9 +50,9 @@ export function createWebhookHealth() {
      * outcomes for the same webhooks at once do not deadlock.
      */
     async write(
-      trx: Kysely<Database>,
       outcomes: readonly HealthOutcome[],
       results: Array<{ held: boolean; disabledReason?: string | undefined }>,
+      transaction: Transaction,
     ): Promise<void> {
       const byWebhook = new Map<string, number[]>();
       outcomes.forEach((outcome, index) => {
@@ -69,10 +71,11 @@ export function createWebhookHealth() {
           while (end + 1 < indexes.length && outcomes[indexes[end + 1]!]!.health!.ok === ok) end += 1;
           const run = indexes.slice(start, end + 1);
           const disabledReason = await recordHealth(
-            trx,
+            webhooks,
             webhookId,
             run.map((index) => outcomes[index]!),
             successRecorded,
+            transaction,
           );
           if (disabledReason) results[run.at(-1)!] = { held: true, disabledReason };
           start = end + 1;
@@ -89,12 +92,12 @@ export function createWebhookHealth() {
  * success recorded in the last minute), so concurrent outcomes for one webhook do not queue on its row lock.
  */
 async function recordHealth(
-  trx: Kysely<Database>,
+  webhooks: HealthWrites,
   webhookId: string,
   run: readonly HealthOutcome[],
   successRecorded: Map<string, number>,
+  transaction: Transaction,
 ): Promise<string | undefined> {
-  const webhooks = createWebhookRepo(trx);
   const last = run.at(-1)!;
   const now = last.now;
   if (last.health!.ok) {
@@ -102,16 +105,21 @@ async function recordHealth(
     if (at - (successRecorded.get(webhookId) ?? -Infinity) < SUCCESS_RECORD_INTERVAL_MS) return undefined;
     if (successRecorded.size >= SUCCESS_CACHE_SIZE) successRecorded.clear();
     successRecorded.set(webhookId, at);
-    await webhooks.recordSuccess(webhookId, now, new Date(at - SUCCESS_RECORD_INTERVAL_MS).toISOString());
+    const recentSince = new Date(at - SUCCESS_RECORD_INTERVAL_MS).toISOString();
+    await webhooks.recordSuccess(webhookId, now, recentSince, transaction);
     return undefined;
   }
 
   successRecorded.delete(webhookId);
   const health = last.health as { ok: false; disableAfterMs: number };
-  return webhooks.recordFailures(webhookId, {
-    firstAt: run[0]!.now,
-    now,
-    disableNow: run.map((outcome) => (outcome.health as { disableNow?: string }).disableNow).find(Boolean),
-    disableAfterMs: health.disableAfterMs,
-  });
+  return webhooks.recordFailures(
+    webhookId,
+    {
+      firstAt: run[0]!.now,
+      now,
+      disableNow: run.map((outcome) => (outcome.health as { disableNow?: string }).disableNow).find(Boolean),
+      disableAfterMs: health.disableAfterMs,
+    },
+    transaction,
+  );
 }

@@ -1,5 +1,4 @@
 import type { Kysely } from 'kysely';
-import type { Engine } from '../../db/connection.ts';
 import type { Database } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -9,7 +8,7 @@ import { selfAndParents } from './domain-name.ts';
 import type { DomainSettings } from './domain-settings.ts';
 import { type DomainState, holdersOf } from './domain-state.ts';
 import { type DomainViews, domainEventData } from './domain-view.ts';
-import { createDomainRepo, type DomainRecord } from './domains.repo.ts';
+import type { DomainRecord, DomainRepo } from './domains.repo.ts';
 import { evaluate, expectedRecords, lookUp, type RecordCheck } from './records.ts';
 
 // A domain's check, by the background re-check and POST /v1/domains/{id}/verify alike: its records looked
@@ -17,7 +16,7 @@ import { evaluate, expectedRecords, lookUp, type RecordCheck } from './records.t
 
 export interface DomainCheckDeps {
   db: Kysely<Database>;
-  engine: Engine;
+  repo: DomainRepo;
   clock: Clock;
   dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
   events: Pick<EventService, 'emitIn'>;
@@ -26,7 +25,7 @@ export interface DomainCheckDeps {
 }
 
 export function createDomainCheck(deps: DomainCheckDeps) {
-  const { db, engine, clock, settings, views } = deps;
+  const { db, repo, clock, settings, views } = deps;
   const { recordSettings, verifiesWithoutDns, toView } = views;
 
   /**
@@ -47,11 +46,10 @@ export function createDomainCheck(deps: DomainCheckDeps) {
       ? expected.map((record): RecordCheck => ({ found: null, matches: record.purpose !== 'challenge' }))
       : await Promise.all(expected.map((record) => lookUp(deps.dns, record)));
     return inTransaction(db, async (transaction) => {
-      const inside = createDomainRepo(transaction.db, engine);
-      await inside.lockName(domain.name);
-      const current = await inside.findForUpdate(domain.id);
+      await repo.lockName(domain.name, transaction);
+      const current = await repo.findForUpdate(domain.id, transaction);
       if (!current) return undefined; // deleted meanwhile
-      const holders = holdersOf(current, await inside.verifiedAmong(selfAndParents(current.name)));
+      const holders = holdersOf(current, await repo.verifiedAmong(selfAndParents(current.name), transaction));
       const contested = current.status !== 'verified' && holders.length > 0;
       const checked = expected
         .map((record, index) => ({ record, check: results[index]! }))
@@ -73,35 +71,39 @@ export function createDomainCheck(deps: DomainCheckDeps) {
           : evaluation.receivingVerified;
       const events: NewEvent[] = [];
       const displaced = becameVerified ? holders.find((holder) => holder.name === current.name) : undefined;
-      if (displaced && (await inside.demote(displaced.id, now.toISOString()))) {
-        const lost = (await inside.findForUpdate(displaced.id))!;
+      if (displaced && (await repo.demote(displaced.id, now.toISOString(), transaction))) {
+        const lost = (await repo.findForUpdate(displaced.id, transaction))!;
         events.push({
           projectId: lost.projectId,
           kind: 'domain.failed',
           data: domainEventData(toView({ ...lost, challengeRequired: true }), 'verified'),
         });
       }
-      await inside.saveCheck(current.id, {
-        status,
-        returnPathVerified: evaluation.inconclusive
-          ? current.returnPathVerified
-          : evaluation.returnPathVerified,
-        receivingVerified,
-        checks,
-        checkedAt: now.toISOString(),
-        verifiedAt: becameVerified ? now.toISOString() : current.verifiedAt,
-        nextCheckAt: new Date(now.getTime() + settings.recheckMs).toISOString(),
-        switchTo:
-          evaluation.switchKey && sameKeys && current.nextDkimSelector !== null
-            ? {
-                selector: current.nextDkimSelector,
-                publicKey: current.nextDkimPublicKey!,
-                privateKeySealed: current.nextDkimPrivateKeySealed!,
-              }
-            : undefined,
-      });
+      await repo.saveCheck(
+        current.id,
+        {
+          status,
+          returnPathVerified: evaluation.inconclusive
+            ? current.returnPathVerified
+            : evaluation.returnPathVerified,
+          receivingVerified,
+          checks,
+          checkedAt: now.toISOString(),
+          verifiedAt: becameVerified ? now.toISOString() : current.verifiedAt,
+          nextCheckAt: new Date(now.getTime() + settings.recheckMs).toISOString(),
+          switchTo:
+            evaluation.switchKey && sameKeys && current.nextDkimSelector !== null
+              ? {
+                  selector: current.nextDkimSelector,
+                  publicKey: current.nextDkimPublicKey!,
+                  privateKeySealed: current.nextDkimPrivateKeySealed!,
+                }
+              : undefined,
+        },
+        transaction,
+      );
       const updated: DomainState = {
-        ...(await inside.findForUpdate(current.id))!,
+        ...(await repo.findForUpdate(current.id, transaction))!,
         challengeRequired: status !== 'verified' && holders.length > 0,
       };
       // A verified domain whose receiving MX has just been found ready: its routes take mail from now on.

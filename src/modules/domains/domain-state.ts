@@ -1,4 +1,5 @@
 import { selfAndParents } from './domain-name.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import type { DomainCoverage, DomainRecord, DomainRepo } from './domains.repo.ts';
 
 // Who holds a name: a domain's verified holders in other projects, and whether it needs its challenge.
@@ -32,14 +33,15 @@ export const withClaims = (domain: DomainRecord, verified: readonly DomainCovera
 
 /**
  * The domains with whether each needs its challenge: one query for them all (none when all are verified),
- * through the repository given (a transaction's, to see its own writes).
+ * in `transaction` when given (to see its own writes).
  */
 export async function withStates(
   domains: readonly DomainRecord[],
-  through: Pick<DomainRepo, 'verifiedAmong'>,
+  repo: Pick<DomainRepo, 'verifiedAmong'>,
+  transaction?: Transaction,
 ): Promise<DomainState[]> {
   const open = domains.filter((domain) => domain.status !== 'verified');
   const names = [...new Set(open.flatMap((domain) => selfAndParents(domain.name)))];
-  const verified = await through.verifiedAmong(names);
+  const verified = await repo.verifiedAmong(names, transaction);
   return domains.map((domain) => withClaims(domain, verified));
 }

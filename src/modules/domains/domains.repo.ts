@@ -3,6 +3,7 @@ import type { Engine } from '../../db/connection.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, DomainStatus, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
 
@@ -94,8 +95,8 @@ const toCoverage = (row: Pick<Row<'domains'>, (typeof COVERAGE_COLUMNS)[number]>
 const CACHED_COVERAGE = 1000;
 
 /**
- * The domains table (sending domains and their re-check queue); `db` may be a transaction. `stamps`: keep
- * the coverage lookups in memory while the domains stamp holds (validated-cache.ts).
+ * The domains table (sending domains and their re-check queue). `stamps`: keep the coverage lookups in
+ * memory while the domains stamp holds (validated-cache.ts).
  */
 export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: Stamps) {
   const coverage =
@@ -107,8 +108,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
      * the caller looked). No error is raised for that, so a surrounding PostgreSQL transaction stays usable
      * for the 409. Other projects' domains of the same name do not stand in the way.
      */
-    async insert(domain: NewDomain): Promise<boolean> {
-      const result = await db
+    async insert(domain: NewDomain, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .insertInto('domains')
         .values({
           id: domain.id,
@@ -149,8 +150,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       return { items: result.items.map(toDomainRecord), hasMore: result.hasMore };
     },
 
-    async find(projectId: string, id: string): Promise<DomainRecord | undefined> {
-      const row = await db
+    async find(projectId: string, id: string, transaction?: Transaction): Promise<DomainRecord | undefined> {
+      const row = await (transaction?.db ?? db)
         .selectFrom('domains')
         .selectAll()
         .where('project_id', '=', projectId)
@@ -160,8 +161,12 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     /** The project's domain of this name. */
-    async findByName(projectId: string, name: string): Promise<DomainRecord | undefined> {
-      const row = await db
+    async findByName(
+      projectId: string,
+      name: string,
+      transaction?: Transaction,
+    ): Promise<DomainRecord | undefined> {
+      const row = await (transaction?.db ?? db)
         .selectFrom('domains')
         .selectAll()
         .where('project_id', '=', projectId)
@@ -176,9 +181,9 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
      * one after the other, and the second sees whether the first made its domain the holder. SQLite runs one
      * write transaction at a time anyway; the unique index on verified names backs both.
      */
-    async lockName(name: string): Promise<void> {
+    async lockName(name: string, transaction: Transaction): Promise<void> {
       if (!locksRows(engine)) return;
-      await db
+      await transaction.db
         .selectFrom('domains')
         .select('id')
         .where('name', '=', name)
@@ -188,9 +193,9 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     /** The verified domains among these names (a name and its parents), whichever project holds each. */
-    async verifiedAmong(names: readonly string[]): Promise<DomainCoverage[]> {
+    async verifiedAmong(names: readonly string[], transaction?: Transaction): Promise<DomainCoverage[]> {
       if (names.length === 0) return [];
-      const rows = await db
+      const rows = await (transaction?.db ?? db)
         .selectFrom('domains')
         .select(COVERAGE_COLUMNS)
         .where('name', 'in', [...names])
@@ -203,8 +208,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
      * A verified domain loses its name to another project that proved control (its challenge): `failed`,
      * written before the taker's `verified` (one verified domain per name). False when it was not verified.
      */
-    async demote(id: string, now: string): Promise<boolean> {
-      const result = await db
+    async demote(id: string, now: string, transaction: Transaction): Promise<boolean> {
+      const result = await transaction.db
         .updateTable('domains')
         .set({ status: 'failed', updated_at: now })
         .where('id', '=', id)
@@ -214,8 +219,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     /** Reads a domain for a check's write; on PostgreSQL the row stays locked until the transaction ends. */
-    async findForUpdate(id: string): Promise<DomainRecord | undefined> {
-      let query = db.selectFrom('domains').selectAll().where('id', '=', id);
+    async findForUpdate(id: string, transaction: Transaction): Promise<DomainRecord | undefined> {
+      let query = transaction.db.selectFrom('domains').selectAll().where('id', '=', id);
       if (locksRows(engine)) query = query.forUpdate();
       const row = await query.executeTakeFirst();
       return row && toDomainRecord(row);
@@ -252,8 +257,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       return row !== undefined;
     },
 
-    async delete(projectId: string, id: string): Promise<boolean> {
-      const result = await db
+    async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .deleteFrom('domains')
         .where('project_id', '=', projectId)
         .where('id', '=', id)
@@ -262,8 +267,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     /** Writes a check's result, and hands back the lease the background check may hold on it. */
-    async saveCheck(id: string, write: CheckWrite): Promise<void> {
-      await db
+    async saveCheck(id: string, write: CheckWrite, transaction: Transaction): Promise<void> {
+      await transaction.db
         .updateTable('domains')
         .set({
           status: write.status,
@@ -295,8 +300,14 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
      * Turns receiving on or off. Off forgets the MX's verdict; on leaves it to the next check, brought forward
      * to now so the background check looks at once.
      */
-    async setReceiving(projectId: string, id: string, receiving: boolean, now: string): Promise<boolean> {
-      const result = await db
+    async setReceiving(
+      projectId: string,
+      id: string,
+      receiving: boolean,
+      now: string,
+      transaction?: Transaction,
+    ): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .updateTable('domains')
         .set({
           receiving,
@@ -315,8 +326,9 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       id: string,
       key: { selector: string; publicKey: string; privateKeySealed: string },
       now: string,
+      transaction?: Transaction,
     ): Promise<boolean> {
-      const result = await db
+      const result = await (transaction?.db ?? db)
         .updateTable('domains')
         .set({
           next_dkim_selector: key.selector,

@@ -1,9 +1,7 @@
 import type { Kysely } from 'kysely';
-import type { Engine } from '../../db/connection.ts';
 import type { Page, PageRequest } from '../../db/pagination.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import type { Stamps } from '../../db/validated-cache.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Dns } from '../../lib/dns.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
@@ -16,7 +14,7 @@ import { normalizeDomainName } from './domain-name.ts';
 import type { DomainSettings } from './domain-settings.ts';
 import { type DomainState, withStates as statesOf } from './domain-state.ts';
 import { createDomainViews } from './domain-view.ts';
-import { createDomainRepo, type DomainRecord, type DomainRepo, type NewDomain } from './domains.repo.ts';
+import type { DomainRecord, DomainRepo, NewDomain } from './domains.repo.ts';
 import type { CreateDomainInput, UpdateDomainInput } from './domains.schemas.ts';
 import { createSenderPolicy } from './sender-policy.ts';
 
@@ -31,14 +29,12 @@ export { aligned, type SenderAuthentication, type SigningIdentity } from './send
 
 export interface DomainServiceDeps {
   db: Kysely<Database>;
-  engine: Engine;
+  repo: DomainRepo;
   clock: Clock;
   secretBox: SecretBox;
   dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
   events: Pick<EventService, 'emitIn'>;
   settings: DomainSettings;
-  /** Keeps the sending-domain lookups every send makes in memory while they hold (validated-cache.ts). */
-  stamps?: Stamps | undefined;
 }
 
 /** A rotation decided before its transaction: the domain as read and its next key, sealed. */
@@ -49,8 +45,7 @@ interface RotationPlan {
 }
 
 export function createDomainService(deps: DomainServiceDeps) {
-  const { db, engine, clock, secretBox, settings } = deps;
-  const repo = createDomainRepo(db, engine, deps.stamps);
+  const { repo, clock, secretBox, settings } = deps;
   const views = createDomainViews(settings);
   const { toView } = views;
   const check = createDomainCheck({ ...deps, views });
@@ -79,14 +74,10 @@ export function createDomainService(deps: DomainServiceDeps) {
     return domain;
   }
 
-  const withStates = (
-    domains: readonly DomainRecord[],
-    through: Pick<DomainRepo, 'verifiedAmong'> = repo,
-  ): Promise<DomainState[]> => statesOf(domains, through);
-  const withState = async (
-    domain: DomainRecord,
-    through?: Pick<DomainRepo, 'verifiedAmong'>,
-  ): Promise<DomainState> => (await withStates([domain], through))[0]!;
+  const withStates = (domains: readonly DomainRecord[], transaction?: Transaction): Promise<DomainState[]> =>
+    statesOf(domains, repo, transaction);
+  const withState = async (domain: DomainRecord, transaction?: Transaction): Promise<DomainState> =>
+    (await withStates([domain], transaction))[0]!;
 
   const exists = (name: string, holder: DomainRecord): DomainError =>
     conflict('domain_exists', `This project already has the domain '${name}' (${holder.id}).`, 'name');
@@ -147,15 +138,14 @@ export function createDomainService(deps: DomainServiceDeps) {
     },
 
     async create(transaction: Transaction, record: NewDomain): Promise<DomainState> {
-      const inside = createDomainRepo(transaction.db, engine);
-      if (!(await inside.insert(record))) {
+      if (!(await repo.insert(record, transaction))) {
         // Another request of this project added the same name between the read and the insert.
-        const winner = await inside.findByName(record.projectId, record.name);
+        const winner = await repo.findByName(record.projectId, record.name, transaction);
         throw winner
           ? exists(record.name, winner)
           : conflict('domain_exists', `This project just added the domain '${record.name}'.`, 'name');
       }
-      return withState((await inside.find(record.projectId, record.id))!, inside);
+      return withState((await repo.find(record.projectId, record.id, transaction))!, transaction);
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<DomainState>> {
@@ -204,10 +194,10 @@ export function createDomainService(deps: DomainServiceDeps) {
     },
 
     async rotate(transaction: Transaction, { domain, idOrName, next }: RotationPlan): Promise<DomainState> {
-      const inside = createDomainRepo(transaction.db, engine);
-      const updated = await inside.setNextKey(domain.projectId, domain.id, next, clock.now().toISOString());
+      const now = clock.now().toISOString();
+      const updated = await repo.setNextKey(domain.projectId, domain.id, next, now, transaction);
       if (!updated) throw notFound('domain', idOrName);
-      return withState((await inside.find(domain.projectId, domain.id))!, inside);
+      return withState((await repo.find(domain.projectId, domain.id, transaction))!, transaction);
     },
 
     ...senders,

@@ -1,6 +1,5 @@
-import type { Kysely } from 'kysely';
 import type { PageRequest } from '../../db/pagination.ts';
-import type { Database, EmailStatus } from '../../db/schema.ts';
+import type { EmailStatus } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, notFound } from '../../lib/errors.ts';
 import { isId } from '../../lib/ids.ts';
@@ -13,6 +12,7 @@ import type { EmailRecord, EmailRepo, RecipientRow } from './emails.repo.ts';
 import type { EmailListFilters, EmailSummaryView, EmailView, RawEmailView } from './emails.schemas.ts';
 import { attachmentContentType } from './attachments.ts';
 import type { TrackingRepo } from './tracking.repo.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 /* An email as the API shows it: its summary (lists), its full view with recipients and timeline, its MIME. */
 
@@ -77,20 +77,20 @@ export interface EmailViewsDeps {
 }
 
 export function createEmailViews({ repo, clock, events: eventService, engagement }: EmailViewsDeps) {
-  // Both read through `via` when given: the transaction that has just changed the email (scheduled-changes.ts).
-  async function load(projectId: string, id: string, via?: Kysely<Database>): Promise<EmailRecord> {
-    const email = isId('msg', id) ? await repo.find(projectId, id, via) : undefined;
+  // Both read in `transaction` when given: the one that has just changed the email (scheduled-changes.ts).
+  async function load(projectId: string, id: string, transaction?: Transaction): Promise<EmailRecord> {
+    const email = isId('msg', id) ? await repo.find(projectId, id, transaction) : undefined;
     if (!email) throw notFound('email', id);
     return email;
   }
 
-  async function view(email: EmailRecord, via?: Kysely<Database>): Promise<EmailView> {
+  async function view(email: EmailRecord, transaction?: Transaction): Promise<EmailView> {
     const [recipients, events, attachments, engaged, tracked] = await Promise.all([
-      repo.recipients(email.projectId, email.id, via),
-      eventService.forEmail(email.projectId, email.id, via),
-      repo.attachments(email.id, via),
-      engagement?.repo.recipientEngagement(email.projectId, email.id, via),
-      engagement?.repo.settingsFor([email.id], via),
+      repo.recipients(email.projectId, email.id, transaction),
+      eventService.forEmail(email.projectId, email.id, transaction),
+      repo.attachments(email.id, transaction),
+      engagement?.repo.recipientEngagement(email.projectId, email.id, transaction),
+      engagement?.repo.settingsFor([email.id], transaction),
     ]);
     const timeline = events.map((event) => {
       const data = JSON.parse(event.data) as {

@@ -19,14 +19,8 @@ import {
   queued,
   toEmailRecord,
 } from './email-rows.ts';
-import {
-  createQuotaCounter,
-  overDailyLimit,
-  type QuotaCount,
-  quotaDay,
-  quotaUsed,
-} from './fair-queue.repo.ts';
-import { createRecipientRepo } from './recipients.repo.ts';
+import { createQuotaCounter, overDailyLimit, type QuotaCount, quotaDay } from './fair-queue.repo.ts';
+import type { RecipientRepo } from './recipients.repo.ts';
 import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -88,9 +82,12 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
   };
 }
 
-export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
-  // The recipients' rows are written by their owner, in the same transaction as the email's.
-  const recipients = createRecipientRepo(db, engine);
+/** `recipients`: the recipients' repository, which writes their rows in the same transaction as the email's. */
+export function createEmailRepo(
+  db: Kysely<Database>,
+  engine: Engine,
+  recipients: Pick<RecipientRepo, 'insertAccepted' | 'cancelWaiting' | 'rescheduleWaiting'>,
+) {
   const pieces = createMessagePieces(db);
   // The accepting INSERTs, written as SQL text once per number of rows (and, for recipients, which rows are
   // due `q`, waiting `w` or suppressed `s`): built with the query builder they cost more CPU than running.
@@ -137,9 +134,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
      * and day, whose limit refuses them all (DailyLimitReached) when one project passes it.
      */
     async insert(
-      transaction: Transaction,
       emails: NewEmail[],
       options: { dailyLimit: number },
+      transaction: Transaction,
     ): Promise<void> {
       if (emails.length === 0) return;
       const counts = new Map<string, QuotaCount>();
@@ -203,7 +200,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
           .execute();
       }
 
-      await recipients.insertAccepted(trx, emails);
+      await recipients.insertAccepted(emails, transaction);
       // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
       const limited = options.dailyLimit > 0;
       // In one order everywhere: two processes' groups lock the same count rows (PostgreSQL) in the same
@@ -211,7 +208,7 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       const ordered = [...counts.values()].sort((a, b) =>
         a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
       );
-      const totals = await countAgainstQuota(trx, ordered, limited);
+      const totals = await countAgainstQuota(ordered, limited, transaction);
       const over = totals.find((counted) => overDailyLimit(counted.total, options.dailyLimit));
       if (over) throw new DailyLimitReached(over.total - over.recipients);
       if (due > 0) transaction.afterCommit(wakeOtherProcesses);
@@ -259,9 +256,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       }
     },
 
-    /** Through `via` when given (a transaction that has just changed it). */
-    async find(projectId: string, id: string, via: Kysely<Database> = db): Promise<EmailRecord | undefined> {
-      const row = await via
+    /** In `transaction` when given (one that has just changed it). */
+    async find(projectId: string, id: string, transaction?: Transaction): Promise<EmailRecord | undefined> {
+      const row = await (transaction?.db ?? db)
         .selectFrom('emails')
         .selectAll()
         .where('project_id', '=', projectId)
@@ -271,8 +268,14 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Recipients counted against the project's daily limit on `day` (YYYY-MM-DD) so far. */
-    usedOn(projectId: string, day: string): Promise<number> {
-      return quotaUsed(db, projectId, day);
+    async usedOn(projectId: string, day: string): Promise<number> {
+      const row = await db
+        .selectFrom('send_quota')
+        .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
+        .where('project_id', '=', projectId)
+        .where('day', '=', day)
+        .executeTakeFirst();
+      return Number(row?.used ?? 0);
     },
 
     /**
@@ -290,9 +293,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       return row?.email_id;
     },
 
-    /** An email's attachments without their content (for the API); through `via` when given. */
-    async attachments(emailId: string, via: Kysely<Database> = db): Promise<EmailAttachment[]> {
-      return (await attachmentsOf(via, [emailId], { content: false })).get(emailId) ?? [];
+    /** An email's attachments without their content (for the API); in `transaction` when given. */
+    async attachments(emailId: string, transaction?: Transaction): Promise<EmailAttachment[]> {
+      return (await attachmentsOf(transaction?.db ?? db, [emailId], { content: false })).get(emailId) ?? [];
     },
 
     async list(
@@ -330,13 +333,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
       return { items: result.items.map(toEmailRecord), hasMore: result.hasMore };
     },
 
-    /** Through `via` when given. */
-    async recipients(
-      projectId: string,
-      emailId: string,
-      via: Kysely<Database> = db,
-    ): Promise<RecipientRow[]> {
-      return via
+    /** In `transaction` when given. */
+    async recipients(projectId: string, emailId: string, transaction?: Transaction): Promise<RecipientRow[]> {
+      return (transaction?.db ?? db)
         .selectFrom('email_recipients')
         .selectAll()
         .where('project_id', '=', projectId)
@@ -362,10 +361,9 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
      * waiting (not yet promoted into the queue, so no worker can hold it). When that no longer holds it
      * throws CancelRefused, and the transaction's rollback undoes the recipients already cancelled.
      */
-    async cancel(transaction: Transaction, projectId: string, emailId: string, now: string): Promise<void> {
-      const trx = transaction.db;
-      const cancelled = await recipients.cancelWaiting(trx, projectId, emailId, now);
-      const email = await trx
+    async cancel(projectId: string, emailId: string, now: string, transaction: Transaction): Promise<void> {
+      const cancelled = await recipients.cancelWaiting(projectId, emailId, now, transaction);
+      const email = await transaction.db
         .updateTable('emails')
         .set({ status: 'cancelled', updated_at: now })
         .where('id', '=', emailId)
@@ -383,15 +381,14 @@ export function createEmailRepo(db: Kysely<Database>, engine: Engine) {
      * and the rollback puts back the recipients already moved.
      */
     async reschedule(
-      transaction: Transaction,
       projectId: string,
       emailId: string,
       at: string,
       now: string,
+      transaction: Transaction,
     ): Promise<void> {
-      const trx = transaction.db;
-      const moved = await recipients.rescheduleWaiting(trx, projectId, emailId, at, now);
-      const email = await trx
+      const moved = await recipients.rescheduleWaiting(projectId, emailId, at, now, transaction);
+      const email = await transaction.db
         .updateTable('emails')
         .set({ scheduled_at: at, updated_at: now })
         .where('id', '=', emailId)

@@ -1,9 +1,9 @@
 import { randomInt } from 'node:crypto';
-import { CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery } from 'kysely';
 import { greatestOf } from '../../db/engine/sql.ts';
 import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
-import type { Database } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 // Fair claiming across projects, as start-time fair queueing on one column. Every due recipient row carries
 // `ready_seq`, its place in the queue, and workers claim the lowest first. A project's new rows are numbered
@@ -55,7 +55,7 @@ export interface QuotaTotal extends QuotaCount {
  * the count rows stay locked only until the commit right after. Concurrent sends there do not see each
  * other's uncommitted counts, so the limit can be passed by what is in flight at the moment it is reached.
  */
-/** Counts sends against the daily quota, in the transaction `db` of the accepting write. */
+/** Counts sends against the daily quota, in `transaction`: the accepting write's. */
 export function createQuotaCounter(engine: Engine) {
   // The day's total in the same statement: this shard's new count plus the other shards', which this
   // statement does not touch (one statement instead of an upsert and a SUM).
@@ -76,16 +76,16 @@ export function createQuotaCounter(engine: Engine) {
       }`;
   });
   return async (
-    db: Kysely<Database>,
     counts: readonly QuotaCount[],
     totals: boolean,
+    transaction: Transaction,
   ): Promise<QuotaTotal[]> => {
     if (counts.length === 0) return [];
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);
     const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
     const query = CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
-    const { rows } = await db.executeQuery<{
+    const { rows } = await transaction.db.executeQuery<{
       project_id: string;
       day: string;
       used: number | string;
@@ -106,14 +106,3 @@ export const quotaDay = (createdAt: string): string => createdAt.slice(0, 10);
 
 /** The daily limit's rule: a day's total (this send included) past `limit` is refused; 0 is no limit. */
 export const overDailyLimit = (total: number, limit: number): boolean => limit > 0 && total > limit;
-
-/** Recipients counted against a project's quota on `day` so far (committed sends, every shard). */
-export async function quotaUsed(db: Kysely<Database>, projectId: string, day: string): Promise<number> {
-  const row = await db
-    .selectFrom('send_quota')
-    .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
-    .where('project_id', '=', projectId)
-    .where('day', '=', day)
-    .executeTakeFirst();
-  return Number(row?.used ?? 0);
-}

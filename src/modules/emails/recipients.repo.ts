@@ -1,4 +1,5 @@
 import { CompiledQuery, type Kysely } from 'kysely';
+import type { Transaction } from '../../db/transaction.ts';
 import type { Engine } from '../../db/connection.ts';
 import type { Database, Row, RecipientStatus } from '../../db/schema.ts';
 import {
@@ -101,12 +102,12 @@ function recipientRow(
 }
 
 /**
- * An UPDATE, in `trx`, of the email's recipients still waiting for its scheduled time: not yet promoted into
+ * An UPDATE, in `transaction`, of the email's recipients still waiting for its scheduled time: not yet promoted into
  * the queue (so no worker can hold one), their time still to come. The rows a cancel or a reschedule may
  * change; the caller sets what changes.
  */
-function updateStillWaiting(trx: Kysely<Database>, projectId: string, emailId: string, now: string) {
-  return trx
+function updateStillWaiting(projectId: string, emailId: string, now: string, transaction: Transaction) {
+  return transaction.db
     .updateTable('email_recipients')
     .where('email_id', '=', emailId)
     .where('project_id', '=', projectId)
@@ -156,11 +157,11 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
 
   return {
     /**
-     * The recipients of emails just accepted, in `trx` (the accepting transaction, with their emails): due ones
+     * The recipients of emails just accepted, in `transaction` (the accepting one, with their emails): due ones
      * take the queue positions after their project's last, read in the INSERT itself (fair-queue.repo.ts);
      * scheduled ones wait; suppressed ones are stored as such, never queued.
      */
-    async insertAccepted(trx: Kysely<Database>, emails: readonly NewEmail[]): Promise<void> {
+    async insertAccepted(emails: readonly NewEmail[], transaction: Transaction): Promise<void> {
       const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
       // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
       await inChunks(rows, INSERT_CHUNK, (chunk) => {
@@ -181,21 +182,21 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
             else parameters.push(row[column]);
           }
         }
-        return trx.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
+        return transaction.db.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
       });
     },
 
     /**
-     * Cancels, in `trx`, the recipients of a scheduled email that are still waiting for its time (none of them
+     * Cancels, in `transaction`, the recipients of a scheduled email that are still waiting for its time (none of them
      * in the queue yet, so no worker can hold one); how many it cancelled.
      */
     async cancelWaiting(
-      trx: Kysely<Database>,
       projectId: string,
       emailId: string,
       now: string,
+      transaction: Transaction,
     ): Promise<number> {
-      const cancelled = await updateStillWaiting(trx, projectId, emailId, now)
+      const cancelled = await updateStillWaiting(projectId, emailId, now, transaction)
         .set({
           status: 'cancelled',
           wait_until: null,
@@ -209,16 +210,16 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
 
     /**
      * Moves the email's recipients still waiting for their scheduled time (not yet promoted into the queue,
-     * so no worker can hold them) to `at`; returns how many moved.
+     * so no worker can hold them) to `at`, in `transaction`; returns how many moved.
      */
     async rescheduleWaiting(
-      trx: Kysely<Database>,
       projectId: string,
       emailId: string,
       at: string,
       now: string,
+      transaction: Transaction,
     ): Promise<number> {
-      const moved = await updateStillWaiting(trx, projectId, emailId, now)
+      const moved = await updateStillWaiting(projectId, emailId, now, transaction)
         .set({ wait_until: at, next_attempt_at: at, updated_at: now })
         .executeTakeFirst();
       return Number(moved.numUpdatedRows);
@@ -291,17 +292,19 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
 
     /**
      * Applies a report's outcome if the recipient is still where the outcome may move it from (checked in
-     * the statement itself, so two reports racing move it once), and refreshes its email's status. Run on
-     * the caller's transaction, which also emits the event. True when something changed.
+     * the statement itself, so two reports racing move it once), and refreshes its email's status. In
+     * `transaction`, which also emits the event. True when something changed.
      */
     async applyReported(
       recipient: ReportedRecipient,
       outcome: ReportedOutcome,
       details: { response: string | null; now: string },
+      transaction: Transaction,
     ): Promise<boolean> {
+      const trx = transaction.db;
       const from = [...MOVES_FROM[outcome]];
       if (outcome === 'delayed') {
-        const result = await db
+        const result = await trx
           .updateTable('email_recipients')
           .set({ delay_reported_at: details.now, updated_at: details.now })
           .where('id', '=', recipient.id)
@@ -310,7 +313,7 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
           .executeTakeFirst();
         return Number(result.numUpdatedRows) > 0;
       }
-      const result = await db
+      const result = await trx
         .updateTable('email_recipients')
         .set({
           status: outcome,
@@ -322,12 +325,12 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         .where('status', 'in', from)
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return false;
-      const statuses = await db
+      const statuses = await trx
         .selectFrom('email_recipients')
         .select('status')
         .where('email_id', '=', recipient.email.id)
         .execute();
-      await db
+      await trx
         .updateTable('emails')
         .set({ status: summarizeStatus(statuses.map((row) => row.status)), updated_at: details.now })
         .where('id', '=', recipient.email.id)

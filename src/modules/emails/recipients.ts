@@ -116,10 +116,7 @@ function suppressionOf(applied: AppliedOutcome): Pick<NewSuppression, 'reason' |
   return undefined;
 }
 
-/**
- * Applies outcomes in the caller's transaction. The status writes go through `recipients`, the recipients'
- * repository on that same transaction.
- */
+/** Applies outcomes in the caller's transaction, which it hands to every write. */
 export function createRecipientOutcomes(deps: {
   /** With emitWith (the sending worker's), attempts can be recorded in one statement (recordAttemptsAtOnce). */
   events: Pick<EventService, 'emitIn'> & Partial<Pick<EventService, 'emitWith'>>;
@@ -157,7 +154,7 @@ export function createRecipientOutcomes(deps: {
   ): Promise<void> {
     const { events, suppressions } = effectsOf(applied, createdAt);
     await deps.events.emitIn(transaction, events);
-    await addSuppressionsIn(transaction.db, suppressions);
+    await addSuppressionsIn(suppressions, transaction);
   }
 
   return {
@@ -201,7 +198,7 @@ export function createRecipientOutcomes(deps: {
         at,
       );
       if (suppressions.length > 0) return false;
-      const alongside = await deps.events.emitWith(transaction.db, events);
+      const alongside = await deps.events.emitWith(transaction, events);
       if (!alongside || !(await recipients.recordAllWith(attempts, alongside.writes))) return false;
       transaction.afterCommit(alongside.committed);
       return true;
@@ -223,7 +220,7 @@ export function createRecipientOutcomes(deps: {
       for (const effect of effects) {
         const { recipient, outcome } = effect;
         const response = outcome === 'bounced' ? effect.detail : null;
-        const moved = await recipients.applyReported(recipient, outcome, { response, now });
+        const moved = await recipients.applyReported(recipient, outcome, { response, now }, transaction);
         changed.push(moved);
         if (moved) {
           const { data, bounce, detail } = effect;

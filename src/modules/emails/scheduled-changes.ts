@@ -44,7 +44,7 @@ export function createScheduledChanges({ repo, clock, notifier, views }: Schedul
         'id',
       );
     }
-    return view(await load(email.projectId, email.id, transaction.db), transaction.db);
+    return view(await load(email.projectId, email.id, transaction), transaction);
   }
 
   return {
@@ -58,7 +58,7 @@ export function createScheduledChanges({ repo, clock, notifier, views }: Schedul
       return whileScheduled(
         transaction,
         email,
-        (now) => repo.cancel(transaction, email.projectId, email.id, now),
+        (now) => repo.cancel(email.projectId, email.id, now, transaction),
         { refused: CancelRefused, code: 'email_not_cancellable', done: 'cancelled' },
       );
     },
@@ -93,7 +93,7 @@ export function createScheduledChanges({ repo, clock, notifier, views }: Schedul
         transaction,
         email,
         async (now) => {
-          await repo.reschedule(transaction, email.projectId, email.id, at, now);
+          await repo.reschedule(email.projectId, email.id, at, now, transaction);
           // The worker reads the next waiting time again on its next claim (an earlier time, sooner).
           transaction.afterCommit(() => notifier.notify());
         },

@@ -1,5 +1,3 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
 import { createBoundedMemo } from '../../lib/memo.ts';
 import { DomainError, invalidParam } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -29,6 +27,7 @@ import {
   parseList,
   resolveTracking,
 } from './send-checks.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 /*
  * A send made ready to store, before any transaction: its input checked (send-checks.ts), its template
@@ -258,16 +257,16 @@ export function createSendPreparer({
   }
 
   /**
-   * The suppression entries of the emails' recipients, each recipient marked; through `via` when given (the
-   * caller's transaction), else before the transaction that writes them: an entry added in between is
-   * honoured from the next send on, as with any list read at send time.
+   * The suppression entries of the emails' recipients, each recipient marked; in `transaction` when given
+   * (the caller's), else before the transaction that writes them: an entry added in between is honoured
+   * from the next send on, as with any list read at send time.
    */
-  async function markSuppressed(emails: NewEmail[], via?: Kysely<Database>): Promise<SuppressedEntries> {
+  async function markSuppressed(emails: NewEmail[], transaction?: Transaction): Promise<SuppressedEntries> {
     const addresses = emails.flatMap((email) => email.recipients.map((recipient) => recipient.address));
     const suppressed = await suppressions.matchingIn(
       emails.map((email) => email.projectId),
       addresses,
-      via,
+      transaction,
     );
     for (const email of emails) {
       for (const recipient of email.recipients) {

@@ -81,7 +81,7 @@ export function createSendStore({
     emails: NewEmail[],
     suppressed: SuppressedEntries,
   ): Promise<void> {
-    await repo.insert(transaction, emails, { dailyLimit });
+    await repo.insert(emails, { dailyLimit }, transaction);
     for (const email of emails) {
       for (const recipient of email.recipients) {
         const entry = recipient.suppressed
@@ -106,7 +106,7 @@ export function createSendStore({
           settings: email.tracking!,
           createdAt: email.createdAt,
         })),
-        transaction.db,
+        transaction,
       );
     }
   }
@@ -213,7 +213,7 @@ export function createSendStore({
      */
     async writeSend(transaction: Transaction, plan: SendPlan): Promise<void> {
       try {
-        await writeIn(transaction, plan.emails, await markSuppressed(plan.emails, transaction.db));
+        await writeIn(transaction, plan.emails, await markSuppressed(plan.emails, transaction));
       } catch (error) {
         throw refusal(error, plan.emails, plan.now);
       }

@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { inChunks } from '../../db/sql-text.ts';
 import { idAt } from '../../lib/ids.ts';
 import type { RecipientEngagement, TrackedEmail, TrackingSettings } from './tracking.ts';
@@ -11,7 +12,6 @@ import type { RecipientEngagement, TrackedEmail, TrackingSettings } from './trac
 
 const bool = (value: boolean | number) => Boolean(value);
 
-/** `db` may be a transaction. */
 export function createTrackingRepo(db: Kysely<Database>) {
   return {
     /** Retention: the tracking settings and links of emails accepted before `cutoff` (their links then answer 404). */
@@ -20,10 +20,10 @@ export function createTrackingRepo(db: Kysely<Database>) {
       return [pruneTarget(db, 'email_tracking', 'email_id', sql<boolean>`email_id < ${before}`)];
     },
 
-    /** Through `via`: the transaction the emails are written in. */
-    async insertSettings(rows: readonly TrackedEmail[], via: Kysely<Database>): Promise<void> {
+    /** In `transaction`: the one the emails are written in. */
+    async insertSettings(rows: readonly TrackedEmail[], transaction: Transaction): Promise<void> {
       await inChunks(rows, 200, (chunk) =>
-        via
+        transaction.db
           .insertInto('email_tracking')
           .values(
             chunk.map((row) => ({
@@ -40,13 +40,13 @@ export function createTrackingRepo(db: Kysely<Database>) {
       );
     },
 
-    /** The settings of these emails (those that asked for anything). */
+    /** The settings of these emails (those that asked for anything); in `transaction` when given. */
     async settingsFor(
       emailIds: readonly string[],
-      via: Kysely<Database> = db,
+      transaction?: Transaction,
     ): Promise<Map<string, TrackingSettings>> {
       if (emailIds.length === 0) return new Map();
-      const rows = await via
+      const rows = await (transaction?.db ?? db)
         .selectFrom('email_tracking')
         .select(['email_id', 'opens', 'clicks', 'unsubscribe', 'links'])
         .where('email_id', 'in', [...emailIds])
@@ -78,14 +78,14 @@ export function createTrackingRepo(db: Kysely<Database>) {
 
     /**
      * The engagement of an email's recipients, by recipient id, for its view (a read of the engagement
-     * module's counters, which it writes as opens, clicks and unsubscribes arrive).
+     * module's counters, which it writes as opens, clicks and unsubscribes arrive); in `transaction` when given.
      */
     async recipientEngagement(
       projectId: string,
       emailId: string,
-      via: Kysely<Database> = db,
+      transaction?: Transaction,
     ): Promise<Map<string, RecipientEngagement>> {
-      const rows = await via
+      const rows = await (transaction?.db ?? db)
         .selectFrom('recipient_engagement')
         .select([
           'recipient_id',

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 /** A recipient a token named, with what its events carry. */
 export interface EngagementTarget {
@@ -29,7 +30,7 @@ export interface Counts {
   automated: number;
 }
 
-/** The engagement module's table (recipient_engagement), and the reads its public routes make; `db` may be a transaction. */
+/** The engagement module's table (recipient_engagement), and the reads its public routes make. */
 export function createEngagementRepo(db: Kysely<Database>) {
   return {
     /**
@@ -80,16 +81,19 @@ export function createEngagementRepo(db: Kysely<Database>) {
       };
     },
 
-    /** Counts an open; the counters after it say whether it was the first (of any kind, of people, of machines). */
-    countOpen: (target: EngagementTarget, automated: boolean, at: string) =>
-      count(db, target, 'open', automated, at),
+    /**
+     * Counts an open, in `transaction`; the counters after it say whether it was the first (of any kind, of
+     * people, of machines).
+     */
+    countOpen: (target: EngagementTarget, automated: boolean, at: string, transaction: Transaction) =>
+      count(target, 'open', automated, at, transaction),
 
-    countClick: (target: EngagementTarget, automated: boolean, at: string) =>
-      count(db, target, 'click', automated, at),
+    countClick: (target: EngagementTarget, automated: boolean, at: string, transaction: Transaction) =>
+      count(target, 'click', automated, at, transaction),
 
-    /** Counts an unsubscribe; `total` is 1 the first time. */
-    async countUnsubscribe(target: EngagementTarget, at: string): Promise<number> {
-      const row = await db
+    /** Counts an unsubscribe, in `transaction`; `total` is 1 the first time. */
+    async countUnsubscribe(target: EngagementTarget, at: string, transaction: Transaction): Promise<number> {
+      const row = await transaction.db
         .insertInto('recipient_engagement')
         .values({ ...key(target), unsubscribe_count: 1, unsubscribed_at: at })
         .onConflict((conflict) =>
@@ -119,12 +123,13 @@ const key = (target: EngagementTarget) => ({
  * the database serializes the two increments and each reads its own result.
  */
 async function count(
-  db: Kysely<Database>,
   target: EngagementTarget,
   what: 'open' | 'click',
   automated: boolean,
   at: string,
+  transaction: Transaction,
 ): Promise<Counts> {
+  const db = transaction.db;
   const human = automated ? 0 : 1;
   const machine = automated ? 1 : 0;
   if (what === 'open') {

@@ -8,8 +8,8 @@ import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
 import { addCounts, type Increment, type Metric } from '../stats/stats.repo.ts';
 import { isAutomated } from './automation.ts';
-import { createTrackingRepo } from '../emails/tracking.repo.ts';
-import { createEngagementRepo, type EngagementTarget } from './engagement.repo.ts';
+import type { TrackingRepo } from '../emails/tracking.repo.ts';
+import type { EngagementRepo, EngagementTarget } from './engagement.repo.ts';
 import { type EngagementTokens, unsubscribeAddressRecipient } from './tokens.ts';
 
 /** What the public routes know about a fetch. */
@@ -38,17 +38,20 @@ interface Fetch {
  */
 export function createEngagementService({
   db,
+  repo,
+  tracking,
   clock,
   tokens,
   events,
 }: {
   db: Kysely<Database>;
+  repo: EngagementRepo;
+  /** Where a click's stored URL is read (the emails module's table). */
+  tracking: Pick<TrackingRepo, 'link'>;
   clock: Clock;
   tokens: EngagementTokens;
   events: Pick<EventService, 'emitIn'>;
 }) {
-  const repo = createEngagementRepo(db);
-  const tracking = createTrackingRepo(db);
   const recipientOutcomes = createRecipientOutcomes({ events });
 
   const userAgentOf = (meta: FetchMeta) =>
@@ -66,7 +69,6 @@ export function createEngagementService({
 
   /** Counts opens and clicks, their daily numbers and their events, in the caller's transaction. */
   async function writeFetches(transaction: Transaction, fetches: readonly Fetch[]): Promise<void> {
-    const counters = createEngagementRepo(transaction.db);
     const increments: Increment[] = [];
     const emitted: NewEvent[] = [];
     // One after the other: two fetches of one recipient in a batch each see the other's count.
@@ -74,8 +76,8 @@ export function createEngagementService({
       const { target, automated, at } = fetch;
       const counts =
         fetch.what === 'open'
-          ? await counters.countOpen(target, automated, at)
-          : await counters.countClick(target, automated, at);
+          ? await repo.countOpen(target, automated, at, transaction)
+          : await repo.countClick(target, automated, at, transaction);
       const unique = automated ? counts.automated === 1 : counts.human === 1;
       if (unique) {
         const metric: Metric =
@@ -105,7 +107,7 @@ export function createEngagementService({
         ),
       });
     }
-    await addCounts(transaction.db, increments);
+    await addCounts(increments, transaction);
     await events.emitIn(transaction, emitted);
   }
 
@@ -204,7 +206,7 @@ export function createEngagementService({
     const { target } = found;
     const at = clock.now().toISOString();
     await inTransaction(db, async (transaction) => {
-      const times = await createEngagementRepo(transaction.db).countUnsubscribe(target, at);
+      const times = await repo.countUnsubscribe(target, at, transaction);
       if (times !== 1) return;
       await recipientOutcomes.record(
         transaction,

@@ -4,6 +4,7 @@ import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import { valuesList } from '../../db/sql-text.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 export interface EventRecord {
   id: string;
@@ -54,7 +55,7 @@ export function insertEventsWhere(
     FROM (${valuesList(EVENT_COLUMNS, rows, param)}) AS e (${columns}) WHERE ${guard})`;
 }
 
-/** Takes a Kysely instance or a transaction, so the event service can write an event and its deliveries at once. */
+/** The events table; the event service writes an event with its deliveries, in its caller's transaction. */
 export function createEventRepo(db: Kysely<Database>) {
   return {
     /**
@@ -71,17 +72,21 @@ export function createEventRepo(db: Kysely<Database>) {
       ),
     ],
 
-    /** The statement that stores events, to run alone (insert) or alongside another (at least one record). */
-    insertStatement: (records: readonly EventRecord[]) => db.insertInto('events').values(records.map(toRow)),
+    /**
+     * The statement that stores events in `transaction`, to run alone (insert) or alongside another (at least
+     * one record).
+     */
+    insertStatement: (records: readonly EventRecord[], transaction: Transaction) =>
+      transaction.db.insertInto('events').values(records.map(toRow)),
 
-    async insert(records: readonly EventRecord[]): Promise<void> {
+    async insert(records: readonly EventRecord[], transaction: Transaction): Promise<void> {
       if (records.length === 0) return;
-      await this.insertStatement(records).execute();
+      await this.insertStatement(records, transaction).execute();
     },
 
-    /** An email's events, oldest first: its timeline. */
-    async forEmail(projectId: string, emailId: string, via: Kysely<Database> = db): Promise<EventRecord[]> {
-      const rows = await via
+    /** An email's events, oldest first: its timeline; in `transaction` when given. */
+    async forEmail(projectId: string, emailId: string, transaction?: Transaction): Promise<EventRecord[]> {
+      const rows = await (transaction?.db ?? db)
         .selectFrom('events')
         .selectAll()
         .where('project_id', '=', projectId)

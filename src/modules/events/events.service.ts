@@ -8,13 +8,13 @@ import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.
 import { isId, newId } from '../../lib/ids.ts';
 import { inTransaction, type Transaction } from '../../db/transaction.ts';
 import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createDeliveryRepo, type NewDelivery } from '../deliveries/deliveries.repo.ts';
-import { createDeliveryService } from '../deliveries/deliveries.service.ts';
+import type { DeliveryRepo, NewDelivery } from '../deliveries/deliveries.repo.ts';
+import type { DeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import { addCountsWhere, countEventsIn, eventIncrements } from '../stats/stats.repo.ts';
 import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
-import { createEventRepo, type EventRecord, insertEventsWhere } from './events.repo.ts';
+import { type EventRecord, type EventRepo, insertEventsWhere } from './events.repo.ts';
 import type { EventView, EventWithDeliveriesView, RedeliveryView } from './events.schemas.ts';
 
 export interface EventServiceDeps {
@@ -22,6 +22,10 @@ export interface EventServiceDeps {
   engine: Engine;
   clock: Clock;
   notifier: Notifier;
+  repo: EventRepo;
+  deliveryRepo: Pick<DeliveryRepo, 'insertPending' | 'listForEvent'>;
+  /** An event's deliveries, as its view shows them. */
+  deliveries: Pick<DeliveryService, 'listForEvent'>;
   /** Whom each event goes to (the process's webhook repository, which keeps them in memory). */
   webhooks: Pick<WebhookRepo, 'enabledWebhooks'>;
   /** Counts the events once committed (/metrics); nothing is counted when absent. */
@@ -78,28 +82,27 @@ export function createEventService({
   engine,
   clock,
   notifier,
+  repo,
+  deliveryRepo,
+  deliveries,
   webhooks: webhookRepo,
   metrics = noMetrics,
 }: EventServiceDeps) {
-  const repo = createEventRepo(db);
-  const deliveryRepo = createDeliveryRepo(db);
-  const deliveries = createDeliveryService({ db, engine, notifier });
-
   /** Writes pending deliveries in the caller's transaction; workers here and elsewhere wake at its commit. */
   async function enqueue(transaction: Transaction, rows: NewDelivery[]): Promise<void> {
     if (rows.length === 0) return;
-    await createDeliveryRepo(transaction.db).insertPending(rows);
+    await deliveryRepo.insertPending(rows, transaction);
     await notifyOtherProcesses(transaction.db, engine, QUEUE_CHANNELS.deliveries);
     transaction.afterCommit(() => notifier.notify());
   }
 
   /**
    * The events' rows, the deliveries they make (one per enabled webhook of their project subscribed to their
-   * kind) and what emitting them answers, decided before any write: the webhooks are read through `via`,
+   * kind) and what emitting them answers, decided before any write: the webhooks are read in `transaction`,
    * which must not have written webhooks (none does), so they are the committed ones, known without a read
    * while the stamps are vouched for (validated-cache.ts).
    */
-  async function plan(via: Kysely<Database>, events: readonly NewEvent[]) {
+  async function plan(transaction: Transaction, events: readonly NewEvent[]) {
     const now = clock.now().toISOString();
     const records = events.map((event): EventRecord => {
       if (!isEventKind(event.kind)) throw new Error(`Unknown event kind '${String(event.kind)}'.`);
@@ -125,11 +128,11 @@ export function createEventService({
       const key = `${event.projectId} ${event.webhookId ?? ''}`;
       let webhooks = webhooksOf.get(key);
       if (!webhooks) {
-        webhooks = webhookRepo.enabledWebhooks(event.projectId, {
-          via,
-          onlyWebhookId: event.webhookId,
-          unwritten: true,
-        });
+        webhooks = webhookRepo.enabledWebhooks(
+          event.projectId,
+          { onlyWebhookId: event.webhookId, unwritten: true },
+          transaction,
+        );
         webhooksOf.set(key, webhooks);
       }
       const targets = (await webhooks).filter(
@@ -163,29 +166,28 @@ export function createEventService({
    */
   async function emitIn(transaction: Transaction, events: readonly NewEvent[]): Promise<EmittedEvent[]> {
     if (events.length === 0) return [];
-    const { now, records, counted, deliveries, emitted, committed } = await plan(transaction.db, events);
+    const { now, records, counted, deliveries, emitted, committed } = await plan(transaction, events);
     transaction.afterCommit(committed);
-    const repo = createEventRepo(transaction.db);
     // On PostgreSQL the events are stored in the counts' statement (a round trip fewer for every outcome
     // batch of the workers).
     if (writesInWith(engine)) {
-      await countEventsIn(transaction.db, counted, now, repo.insertStatement(records));
+      await countEventsIn(counted, now, transaction, repo.insertStatement(records, transaction));
     } else {
-      await repo.insert(records);
-      await countEventsIn(transaction.db, counted, now);
+      await repo.insert(records, transaction);
+      await countEventsIn(counted, now, transaction);
     }
     await enqueue(transaction, deliveries);
     return emitted;
   }
 
   /**
-   * PostgreSQL: the events and their daily counts as parts of a caller's statement in `via` (a transaction
+   * PostgreSQL: the events and their daily counts as parts of a caller's statement in `transaction` (one
    * that has not written webhooks: plan), each written only when the caller's `guard` holds; `committed()`
    * once they are. Undefined when an event goes to a webhook: its deliveries and their wake-up go through
    * emitIn.
    */
-  async function emitWith(via: Kysely<Database>, events: readonly NewEvent[]): Promise<EmitWith | undefined> {
-    const { now, records, counted, deliveries, committed } = await plan(via, events);
+  async function emitWith(transaction: Transaction, events: readonly NewEvent[]): Promise<EmitWith | undefined> {
+    const { now, records, counted, deliveries, committed } = await plan(transaction, events);
     if (deliveries.length > 0) return undefined;
     return {
       writes: (param, guard) =>
@@ -225,9 +227,9 @@ export function createEventService({
       return emitted!;
     },
 
-    /** An email's events, oldest first: its timeline; through `via` when given (a transaction). */
-    forEmail: (projectId: string, emailId: string, via?: Kysely<Database>): Promise<EventRecord[]> =>
-      repo.forEmail(projectId, emailId, via),
+    /** An email's events, oldest first: its timeline; in `transaction` when given. */
+    forEmail: (projectId: string, emailId: string, transaction?: Transaction): Promise<EventRecord[]> =>
+      repo.forEmail(projectId, emailId, transaction),
 
     async list(projectId: string, page: PageRequest, type?: string) {
       if (type !== undefined && !isEventKind(type)) {

@@ -42,7 +42,7 @@ const toRecord = (row: Row<'inbound_routes'>): InboundRouteRecord => ({
 
 export function createInboundRouteRepo(db: Kysely<Database>) {
   return {
-    async insert(transaction: Transaction, record: InboundRouteRecord): Promise<void> {
+    async insert(record: InboundRouteRecord, transaction: Transaction): Promise<void> {
       await transaction.db
         .insertInto('inbound_routes')
         .values({
@@ -80,8 +80,14 @@ export function createInboundRouteRepo(db: Kysely<Database>) {
       return row ? toRecord(row) : undefined;
     },
 
-    async update(projectId: string, id: string, changes: RouteChanges, now: string): Promise<boolean> {
-      const result = await db
+    async update(
+      projectId: string,
+      id: string,
+      changes: RouteChanges,
+      now: string,
+      transaction?: Transaction,
+    ): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .updateTable('inbound_routes')
         .set({
           ...(changes.domain !== undefined ? { domain: changes.domain } : {}),
@@ -99,8 +105,8 @@ export function createInboundRouteRepo(db: Kysely<Database>) {
       return Number(result.numUpdatedRows) > 0;
     },
 
-    async delete(projectId: string, id: string): Promise<boolean> {
-      const result = await db
+    async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .deleteFrom('inbound_routes')
         .where('project_id', '=', projectId)
         .where('id', '=', id)

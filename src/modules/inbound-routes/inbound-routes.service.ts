@@ -110,7 +110,7 @@ export function createInboundRouteService({ repo, domains, clock }: InboundRoute
     },
 
     async create(transaction: Transaction, record: InboundRouteRecord): Promise<InboundRouteRecord> {
-      await repo.insert(transaction, record);
+      await repo.insert(record, transaction);
       return record;
     },
 

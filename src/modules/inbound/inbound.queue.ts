@@ -5,7 +5,7 @@ import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
-import { createRecipientRepo } from '../emails/recipients.repo.ts';
+import type { RecipientRepo } from '../emails/recipients.repo.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { MetricsRecorder } from '../metrics/instruments.ts';
@@ -158,6 +158,8 @@ export function createInboundQueueSource(deps: {
   /** The worker whose leases the verdicts are written under. */
   workerId: string;
   events: Pick<EventService, 'emitIn'>;
+  /** The recipients' repository, through which reports move them. */
+  recipients: RecipientRepo;
   intake: Pick<ReceivedIntake, 'write'>;
   metrics: Pick<MetricsRecorder, 'inboundReportRead'>;
 }): QueueSource<InboundJob, InboundOutcome> {
@@ -209,7 +211,7 @@ export function createInboundQueueSource(deps: {
         }
         const changed = await recipientOutcomes.applyReports(
           transaction,
-          createRecipientRepo(transaction.db, engine),
+          deps.recipients,
           applying.flatMap(({ outcome }) => outcome.effects),
           now,
         );

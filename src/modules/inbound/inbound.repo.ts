@@ -1,13 +1,12 @@
 import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
-import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
-import { type ByteChunks, chunksOf, totalBytes } from '../../lib/byte-chunks.ts';
+import { createMessagePieces } from '../../db/message-pieces.ts';
+import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import type { Engine } from '../../db/connection.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
-import { inTransaction } from '../../db/transaction.ts';
-import { newId } from '../../lib/ids.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 // The inbound_messages table: what the listener received (stored before its 250), and the API's and the
 // operator's reads of it; and inbound_raw, each message's bytes. The queue the inbound worker reads it from
@@ -124,17 +123,57 @@ const toRecord = (row: SummaryRow): InboundRecord => ({
 export function createInboundRepo(db: Kysely<Database>, _engine?: Engine) {
   const pieces = createMessagePieces(db);
 
-  /** A received message's row and, when it is small, its bytes, in one transaction. */
-  async function storeRow(
-    id: string,
-    {
-      message,
-      raw,
-      size,
-      piecesKey,
-    }: { message: NewInboundMessage; raw: ByteChunks; size: number; piecesKey: string | null },
-  ) {
-    await inTransaction(db, async ({ db: trx }) => {
+  return {
+    /**
+     * Retention: received messages from before `cutoff` that have been read, their bytes first (the large
+     * part, counted apart by `postwire prune --dry-run`; the foreign key's cascade would take them anyway).
+     */
+    pruneTargets: (cutoff: Date): PruneTarget[] => {
+      const before = idAt('inb', cutoff);
+      return [
+        pruneTarget(
+          db,
+          'inbound_raw',
+          'id',
+          sql<boolean>`id < ${before} AND id IN (SELECT id FROM inbound_messages
+            WHERE id < ${before} AND status <> 'pending')`,
+        ),
+        // A large message's pieces (`inbound:<id>`) go with it, once it has been read.
+        pieces.pruneTarget(
+          'inbound',
+          before,
+          sql<boolean>`substr(owner, 9) IN (SELECT id FROM inbound_messages
+            WHERE id < ${before} AND status <> 'pending')`,
+        ),
+        pruneTarget(db, 'inbound_messages', 'id', sql<boolean>`id < ${before} AND status <> 'pending'`),
+      ];
+    },
+
+    /**
+     * A large message's bytes, as pieces named `inbound:<id>`, before the transaction that stores its row
+     * (db/message-pieces.ts says why); the key its row names.
+     */
+    async writePieces(id: string, raw: ByteChunks): Promise<string> {
+      const piecesKey = `inbound:${id}`;
+      await pieces.write(piecesKey, raw);
+      return piecesKey;
+    },
+
+    /** The pieces of a message whose row was not stored after all. */
+    removePieces: (piecesKey: string): Promise<void> => pieces.remove(piecesKey),
+
+    /** A received message's row, pending, and (when it is small, `piecesKey` null) its bytes, in `transaction`. */
+    async insert(
+      id: string,
+      {
+        message,
+        raw,
+        size,
+        piecesKey,
+      }: { message: NewInboundMessage; raw: ByteChunks; size: number; piecesKey: string | null },
+      transaction: Transaction,
+    ): Promise<void> {
+      const trx = transaction.db;
       await trx
         .insertInto('inbound_messages')
         .values({
@@ -167,54 +206,6 @@ export function createInboundRepo(db: Kysely<Database>, _engine?: Engine) {
           pieces_key: piecesKey,
         })
         .execute();
-    });
-  }
-
-  return {
-    /**
-     * Retention: received messages from before `cutoff` that have been read, their bytes first (the large
-     * part, counted apart by `postwire prune --dry-run`; the foreign key's cascade would take them anyway).
-     */
-    pruneTargets: (cutoff: Date): PruneTarget[] => {
-      const before = idAt('inb', cutoff);
-      return [
-        pruneTarget(
-          db,
-          'inbound_raw',
-          'id',
-          sql<boolean>`id < ${before} AND id IN (SELECT id FROM inbound_messages
-            WHERE id < ${before} AND status <> 'pending')`,
-        ),
-        // A large message's pieces (`inbound:<id>`) go with it, once it has been read.
-        pieces.pruneTarget(
-          'inbound',
-          before,
-          sql<boolean>`substr(owner, 9) IN (SELECT id FROM inbound_messages
-            WHERE id < ${before} AND status <> 'pending')`,
-        ),
-        pruneTarget(db, 'inbound_messages', 'id', sql<boolean>`id < ${before} AND status <> 'pending'`),
-      ];
-    },
-
-    /**
-     * Stores a received message, pending, with its bytes (a large one's pieces first, then its row in one
-     * transaction): once this resolves, the listener may answer 250.
-     */
-    async store(message: NewInboundMessage): Promise<string> {
-      const id = newId('inb');
-      const raw = chunksOf(message.raw);
-      const size = totalBytes(raw);
-      // A large message's pieces first, outside the transaction (db/message-pieces.ts says why).
-      const piecesKey = keptInPieces(size) ? `inbound:${id}` : null;
-      if (piecesKey) await pieces.write(piecesKey, raw);
-      try {
-        await storeRow(id, { message, raw, size, piecesKey });
-      } catch (error) {
-        // Best effort: pieces left when even this fails are named by no row and go with retention.
-        if (piecesKey) await pieces.remove(piecesKey).catch(() => undefined);
-        throw error;
-      }
-      return id;
     },
 
     /**

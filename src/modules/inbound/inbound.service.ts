@@ -1,7 +1,12 @@
+import type { Kysely } from 'kysely';
+import { keptInPieces } from '../../db/message-pieces.ts';
 import type { PageRequest } from '../../db/pagination.ts';
+import type { Database } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import { chunksOf, totalBytes } from '../../lib/byte-chunks.ts';
 import { notFound } from '../../lib/errors.ts';
-import { isId } from '../../lib/ids.ts';
-import type { InboundRecord, InboundRepo } from './inbound.repo.ts';
+import { isId, newId } from '../../lib/ids.ts';
+import type { InboundRecord, InboundRepo, NewInboundMessage } from './inbound.repo.ts';
 import type { InboundMessageView } from './inbound.schemas.ts';
 
 export const toInboundView = (record: InboundRecord): InboundMessageView => ({
@@ -21,15 +26,33 @@ export const toInboundView = (record: InboundRecord): InboundMessageView => ({
 });
 
 /**
- * The reports a project sees: those matched to one of its emails. Unmatched and unreadable ones belong to
- * no project; the operator lists them (`postwire inbound list`).
+ * What the inbound listener received, stored; and the reports a project sees: those matched to one of its
+ * emails. Unmatched and unreadable ones belong to no project; the operator lists them (`postwire inbound
+ * list`).
  */
-export function createInboundService({
-  repo,
-}: {
-  repo: Pick<InboundRepo, 'listForProject' | 'findForProject' | 'listForOperator'>;
-}) {
+export function createInboundService({ db, repo }: { db: Kysely<Database>; repo: InboundRepo }) {
   return {
+    /**
+     * Stores a received message, pending, with its bytes (a large one's pieces first, outside the
+     * transaction, then its row in one): once this resolves, the listener may answer 250.
+     */
+    async store(message: NewInboundMessage): Promise<string> {
+      const id = newId('inb');
+      const raw = chunksOf(message.raw);
+      const size = totalBytes(raw);
+      const piecesKey = keptInPieces(size) ? await repo.writePieces(id, raw) : null;
+      try {
+        await inTransaction(db, (transaction) =>
+          repo.insert(id, { message, raw, size, piecesKey }, transaction),
+        );
+      } catch (error) {
+        // Best effort: pieces left when even this fails are named by no row and go with retention.
+        if (piecesKey) await repo.removePieces(piecesKey).catch(() => undefined);
+        throw error;
+      }
+      return id;
+    },
+
     list: (projectId: string, page: PageRequest) => repo.listForProject(projectId, page),
 
     /** For the operator (`postwire inbound list`): every project's, or (`all: false`) only the unmatched and unreadable. */

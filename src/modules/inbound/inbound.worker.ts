@@ -2,10 +2,10 @@ import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import { createRecipientRepo } from '../emails/recipients.repo.ts';
+import type { RecipientRepo } from '../emails/recipients.repo.ts';
 import type { ReturnPath } from '../emails/return-path.ts';
 import type { EventService } from '../events/events.service.ts';
-import { createInboundRepo } from './inbound.repo.ts';
+import type { InboundRepo } from './inbound.repo.ts';
 import { createInboundQueueSource, type InboundJob, type InboundOutcome } from './inbound.queue.ts';
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher } from './report-matching.ts';
@@ -13,6 +13,7 @@ import { createReportReader, type ReportReaderOptions } from './report-reader.ts
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import type { ReceivedAuthenticator } from './received-authentication.ts';
 import { createReceivedIntake } from './received-intake.ts';
+import type { ReceivedRepo } from './received.repo.ts';
 import { createReceivedReader } from './received-reader.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
@@ -21,6 +22,12 @@ import { createReceivedReader } from './received-reader.ts';
 // mid-way leaves the message pending: another reads it again, and the recipient's status guards make that apply once.
 
 export interface InboundWorkerDeps extends QueueWorkerDeps {
+  /** The process's repositories: a message's bytes, the recipients reports are about, received emails. */
+  repositories: {
+    inbound: Pick<InboundRepo, 'raw'>;
+    recipients: RecipientRepo;
+    received: Pick<ReceivedRepo, 'insert'>;
+  };
   events: Pick<EventService, 'emitIn'>;
   /** How reports to our return paths are recognised (BOUNCE_DOMAIN); without it only Message-IDs match. */
   returnPath: ReturnPath | undefined;
@@ -57,19 +64,20 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     pollIntervalMs: deps.pollIntervalMs,
   });
   const { db, engine } = deps.database;
-  const repo = createInboundRepo(db, engine);
+  const { inbound: repo, recipients, received } = deps.repositories;
   // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
   const reader = createReportReader(deps.reportParsing);
   const receivedReader = createReceivedReader(deps.reportParsing);
   const intake = createReceivedIntake({
     reader: receivedReader,
     authenticator: deps.receivedAuthenticator,
-    recipients: createRecipientRepo(db, engine),
+    recipients,
+    received,
     clock,
     logger,
   });
   const matcher = createReportMatcher({
-    recipients: createRecipientRepo(db, engine),
+    recipients,
     returnPath: deps.returnPath,
     authenticator: deps.authenticator,
     feedbackLoops: deps.feedbackLoops,
@@ -81,6 +89,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     clock,
     workerId,
     events: deps.events,
+    recipients,
     intake,
     metrics: deps.metrics ?? noMetrics,
   });

@@ -7,7 +7,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { RecipientRepo } from '../emails/recipients.repo.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { ClaimedInbound, RoutedRecipient } from './inbound.repo.ts';
-import { createReceivedRepo, type ReceivedEmailRecord } from './received.repo.ts';
+import type { ReceivedEmailRecord, ReceivedRepo } from './received.repo.ts';
 import type { ReceivedAuthentication, ReceivedAuthenticator } from './received-authentication.ts';
 import type { ReceivedReader } from './received-reader.ts';
 import { receivedEventData } from './received-view.ts';
@@ -29,6 +29,8 @@ export interface ReceivedIntakeDeps {
   /** Absent: authentication is not computed (null). */
   authenticator: ReceivedAuthenticator | undefined;
   recipients: Pick<RecipientRepo, 'findThread'>;
+  /** Where the received emails are stored. */
+  received: Pick<ReceivedRepo, 'insert'>;
   clock: Clock;
   logger: WorkerLogger;
 }
@@ -118,7 +120,8 @@ export function createReceivedIntake(deps: ReceivedIntakeDeps) {
       events: Pick<EventService, 'emitIn'>,
       writes: readonly ReceivedWrite[],
     ): Promise<number> {
-      const written = await createReceivedRepo(transaction.db).insert(writes.map((write) => write.record));
+      const records = writes.map((write) => write.record);
+      const written = await deps.received.insert(records, transaction);
       await events.emitIn(
         transaction,
         writes

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, ReceivedStatus, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { instantOf } from '../../lib/clock.ts';
 import { idAt } from '../../lib/ids.ts';
 
@@ -92,13 +93,13 @@ const toRecord = (row: SummaryRow): ReceivedEmailRecord => ({
 export function createReceivedRepo(db: Kysely<Database>) {
   return {
     /**
-     * Stores a message's received emails (on the caller's transaction, with the message's verdict). A row
-     * already there (the same message and recipient: a second read after a crash) is left as it is; the ids of
-     * the rows written are answered.
+     * Stores a message's received emails in `transaction` (with the message's verdict). A row already there
+     * (the same message and recipient: a second read after a crash) is left as it is; the ids of the rows
+     * written are answered.
      */
-    async insert(records: readonly ReceivedEmailRecord[]): Promise<Set<string>> {
+    async insert(records: readonly ReceivedEmailRecord[], transaction: Transaction): Promise<Set<string>> {
       if (records.length === 0) return new Set();
-      const rows = await db
+      const rows = await transaction.db
         .insertInto('received_emails')
         .values(
           records.map((record) => ({

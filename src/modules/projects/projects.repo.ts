@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { prepareQuery } from '../../db/prepared-query.ts';
-import { inTransaction } from '../../db/transaction.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import type { Database, KeyPermission, Row } from '../../db/schema.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 
@@ -70,8 +70,8 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
     });
 
   return {
-    async insertProject(project: Project): Promise<void> {
-      await db
+    async insertProject(project: Project, transaction?: Transaction): Promise<void> {
+      await (transaction?.db ?? db)
         .insertInto('projects')
         .values({
           id: project.id,
@@ -102,8 +102,8 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
       return rows.map(toProject);
     },
 
-    async insertKey(key: ApiKeyRecord & { keyHash: string }): Promise<void> {
-      await db
+    async insertKey(key: ApiKeyRecord & { keyHash: string }, transaction?: Transaction): Promise<void> {
+      await (transaction?.db ?? db)
         .insertInto('api_keys')
         .values({
           id: key.id,
@@ -161,56 +161,57 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
     },
 
     /**
+     * Before a revocation that keeps one full_access key, in its `transaction`: two revocations of a project's
+     * last two full_access keys at once must not both pass. A no-op update of the project's working
+     * full_access keys takes their row locks (PostgreSQL; SQLite runs one write transaction at a time
+     * anyway): the second waits for the first to commit, and its check, a statement of its own, then sees
+     * the first key revoked.
+     */
+    async lockFullAccessKeys(projectId: string, transaction: Transaction): Promise<void> {
+      await transaction.db
+        .updateTable('api_keys')
+        .set((eb) => ({ revoked_at: eb.ref('revoked_at') }))
+        .where('project_id', '=', projectId)
+        .where('permission', '=', 'full_access')
+        .where('revoked_at', 'is', null)
+        .execute();
+    },
+
+    /**
      * Revokes a key unless it is already revoked; `keepOneFullAccess`: and unless it is the project's last
-     * working full_access key. Whether it changed a row.
+     * working full_access key (in the transaction of lockFullAccessKeys). Whether it changed a row.
      */
     async revokeKey(
       projectId: string,
       id: string,
       revokedAt: string,
       { keepOneFullAccess = false }: { keepOneFullAccess?: boolean } = {},
+      transaction?: Transaction,
     ): Promise<boolean> {
-      const revoke = async (on: Kysely<Database>) => {
-        let update = on
-          .updateTable('api_keys')
-          .set({ revoked_at: revokedAt })
-          .where('project_id', '=', projectId)
-          .where('id', '=', id)
-          .where('revoked_at', 'is', null);
-        if (keepOneFullAccess) {
-          update = update.where((eb) =>
-            eb.or([
-              eb('permission', '!=', 'full_access'),
-              eb.exists(
-                eb
-                  .selectFrom('api_keys as other')
-                  .select('other.id')
-                  .where('other.project_id', '=', projectId)
-                  .where('other.id', '!=', id)
-                  .where('other.permission', '=', 'full_access')
-                  .where('other.revoked_at', 'is', null),
-              ),
-            ]),
-          );
-        }
-        const result = await update.executeTakeFirst();
-        return Number(result.numUpdatedRows) > 0;
-      };
-      if (!keepOneFullAccess) return revoke(db);
-      // Two revocations of a project's last two full_access keys at once must not both pass. A no-op update
-      // of the project's working full_access keys takes their row locks (PostgreSQL; SQLite runs one write
-      // transaction at a time anyway): the second waits for the first to commit, and its check, a statement
-      // of its own, then sees the first key revoked.
-      return inTransaction(db, async ({ db: transaction }) => {
-        await transaction
-          .updateTable('api_keys')
-          .set((eb) => ({ revoked_at: eb.ref('revoked_at') }))
-          .where('project_id', '=', projectId)
-          .where('permission', '=', 'full_access')
-          .where('revoked_at', 'is', null)
-          .execute();
-        return revoke(transaction);
-      });
+      let update = (transaction?.db ?? db)
+        .updateTable('api_keys')
+        .set({ revoked_at: revokedAt })
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null);
+      if (keepOneFullAccess) {
+        update = update.where((eb) =>
+          eb.or([
+            eb('permission', '!=', 'full_access'),
+            eb.exists(
+              eb
+                .selectFrom('api_keys as other')
+                .select('other.id')
+                .where('other.project_id', '=', projectId)
+                .where('other.id', '!=', id)
+                .where('other.permission', '=', 'full_access')
+                .where('other.revoked_at', 'is', null),
+            ),
+          ]),
+        );
+      }
+      const result = await update.executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
     },
   };
 }

@@ -2,7 +2,9 @@ import type { Clock } from '../../lib/clock.ts';
 import { constantTimeEqual, randomToken, sha256Hex } from '../../lib/crypto.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { newId } from '../../lib/ids.ts';
-import type { KeyPermission } from '../../db/schema.ts';
+import type { Kysely } from 'kysely';
+import type { Database, KeyPermission } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import type { ApiKeyRecord, Project, ProjectRepo } from './projects.repo.ts';
 
 export interface CreatedKey {
@@ -35,7 +37,15 @@ export interface NewKey {
 
 const KEY_PREFIX = 'pw_';
 
-export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock: Clock }) {
+export function createProjectService({
+  db,
+  repo,
+  clock,
+}: {
+  db: Kysely<Database>;
+  repo: ProjectRepo;
+  clock: Clock;
+}) {
   /**
    * A new key; `plaintext` is the bootstrap key's own value (POSTWIRE_BOOTSTRAP_KEY), else a random one. The key is returned
    * with its plain value, which is not kept.
@@ -103,12 +113,14 @@ export function createProjectService({ repo, clock }: { repo: ProjectRepo; clock
     async revokeKey(projectId: string, keyId: string): Promise<ApiKeyRecord> {
       const key = await getKey(projectId, keyId);
       if (key.revokedAt !== null) return key;
-      const revoked = await repo.revokeKey(projectId, keyId, clock.now().toISOString(), {
-        keepOneFullAccess: true,
+      const now = clock.now().toISOString();
+      const revoked = await inTransaction(db, async (transaction) => {
+        await repo.lockFullAccessKeys(projectId, transaction);
+        return repo.revokeKey(projectId, keyId, now, { keepOneFullAccess: true }, transaction);
       });
       if (!revoked) {
-        const now = await getKey(projectId, keyId);
-        if (now.revokedAt !== null) return now;
+        const current = await getKey(projectId, keyId);
+        if (current.revokedAt !== null) return current;
         throw conflict(
           'last_full_access_key',
           `Key '${keyId}' is this project's last full_access key: create another full_access key first (or revoke it with the CLI, \`postwire keys revoke\`).`,

@@ -1,15 +1,7 @@
 import { DEFAULTS } from '../../config.ts';
-import type { DatabaseHandle } from '../../db/connection.ts';
 import type { PruneTarget } from '../../db/prune.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
-import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
-import { createEmailRepo } from '../emails/emails.repo.ts';
-import { createEngagementRepo } from '../engagement/engagement.repo.ts';
-import { createTrackingRepo } from '../emails/tracking.repo.ts';
-import { createEventRepo } from '../events/events.repo.ts';
-import { createReceivedRepo } from '../inbound/received.repo.ts';
-import { createInboundRepo } from '../inbound/inbound.repo.ts';
 
 // RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
 // than the retention are deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their
@@ -21,8 +13,14 @@ export interface PrunedTable {
   rows: number;
 }
 
+/** The repositories whose old rows go, each naming its own (the process's, from services.ts). */
+export type PrunedRepositories = Record<
+  'deliveries' | 'events' | 'emails' | 'tracking' | 'engagement' | 'received' | 'inbound',
+  { pruneTargets(cutoff: Date): PruneTarget[] }
+>;
+
 export interface RetentionDeps {
-  database: DatabaseHandle;
+  repositories: PrunedRepositories;
   clock: Clock;
   /** Rows older than this go. */
   retentionMs: number;
@@ -42,7 +40,7 @@ export interface RetentionDeps {
 export const WORKER_DUTY_CYCLE = DEFAULTS.retentionPruning.dutyCycle;
 
 export function createRetention(deps: RetentionDeps) {
-  const { db, engine } = deps.database;
+  const { repositories } = deps;
   const batchSize = deps.batchSize ?? DEFAULTS.retentionPruning.batchSize;
   const dutyCycle = deps.dutyCycle ?? WORKER_DUTY_CYCLE;
   let timer: NodeJS.Timeout | undefined;
@@ -53,13 +51,13 @@ export function createRetention(deps: RetentionDeps) {
   const targets = (): PruneTarget[] => {
     const cutoff = new Date(deps.clock.now().getTime() - deps.retentionMs);
     return [
-      ...createDeliveryRepo(db).pruneTargets(cutoff),
-      ...createEventRepo(db).pruneTargets(cutoff),
-      ...createEmailRepo(db, engine).pruneTargets(cutoff),
-      ...createTrackingRepo(db).pruneTargets(cutoff),
-      ...createEngagementRepo(db).pruneTargets(cutoff),
-      ...createReceivedRepo(db).pruneTargets(cutoff),
-      ...createInboundRepo(db, engine).pruneTargets(cutoff),
+      ...repositories.deliveries.pruneTargets(cutoff),
+      ...repositories.events.pruneTargets(cutoff),
+      ...repositories.emails.pruneTargets(cutoff),
+      ...repositories.tracking.pruneTargets(cutoff),
+      ...repositories.engagement.pruneTargets(cutoff),
+      ...repositories.received.pruneTargets(cutoff),
+      ...repositories.inbound.pruneTargets(cutoff),
     ];
   };
 

@@ -1,6 +1,7 @@
 import type { InsertQueryBuilder, InsertResult, Kysely, QueryCreator } from 'kysely';
 import type { Database } from '../../db/schema.ts';
 import { inChunks, valuesList } from '../../db/sql-text.ts';
+import type { Transaction } from '../../db/transaction.ts';
 
 // email_stats_daily: one count per project, tag ('' for every email), UTC day and metric. Counts are added
 // in the transaction that records what they count (the event's, see countEventsIn), so they are exact; the
@@ -98,14 +99,16 @@ export function addCountsWhere(
 }
 
 /**
- * Adds the increments in the caller's transaction, summed per row first and written in key order; with
- * `alongside`, that write too.
+ * Adds the increments in `transaction` (the one that records what they count), summed per row first and
+ * written in key order; with `alongside`, that write too. A function of its own, like countEventsIn: it needs
+ * no database but the transaction's.
  */
 export async function addCounts<T extends keyof Database>(
-  db: Kysely<Database>,
   increments: readonly Increment[],
+  transaction: Transaction,
   alongside?: Alongside<T>,
 ): Promise<void> {
+  const db = transaction.db;
   if (increments.length === 0) {
     await alongside?.execute();
     return;
@@ -184,26 +187,35 @@ export function eventIncrements(
 
 /** The events' counts, in the transaction that stores them (`alongside`: as addCounts). */
 export function countEventsIn<T extends keyof Database>(
-  db: Kysely<Database>,
   events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
   at: string,
+  transaction: Transaction,
   alongside?: Alongside<T>,
 ): Promise<void> {
-  return addCounts(db, eventIncrements(events, at), alongside);
+  return addCounts(eventIncrements(events, at), transaction, alongside);
 }
 
-/** Sums per day and metric for one tag ('' for all) between two days, inclusive. */
-export async function readCounts(
-  db: Kysely<Database>,
-  query: { projectId: string; tag: string; since: string; until: string },
-): Promise<Array<{ day: string; metric: string; count: number }>> {
-  const rows = await db
-    .selectFrom('email_stats_daily')
-    .select(['day', 'metric', 'count'])
-    .where('project_id', '=', query.projectId)
-    .where('tag', '=', query.tag)
-    .where('day', '>=', query.since)
-    .where('day', '<=', query.until)
-    .execute();
-  return rows.map((row) => ({ day: row.day, metric: row.metric, count: Number(row.count) }));
+/** The stats route's reads of the counts. */
+export function createStatsRepo(db: Kysely<Database>) {
+  return {
+    /** Sums per day and metric for one tag ('' for all) between two days, inclusive. */
+    async readCounts(query: {
+      projectId: string;
+      tag: string;
+      since: string;
+      until: string;
+    }): Promise<Array<{ day: string; metric: string; count: number }>> {
+      const rows = await db
+        .selectFrom('email_stats_daily')
+        .select(['day', 'metric', 'count'])
+        .where('project_id', '=', query.projectId)
+        .where('tag', '=', query.tag)
+        .where('day', '>=', query.since)
+        .where('day', '<=', query.until)
+        .execute();
+      return rows.map((row) => ({ day: row.day, metric: row.metric, count: Number(row.count) }));
+    },
+  };
 }
+
+export type StatsRepo = ReturnType<typeof createStatsRepo>;

@@ -1,8 +1,6 @@
-import type { Kysely } from 'kysely';
-import type { Database } from '../../db/schema.ts';
 import { type Clock, instantOf } from '../../lib/clock.ts';
 import { invalidParam } from '../../lib/errors.ts';
-import { METRICS, type Metric, readCounts } from './stats.repo.ts';
+import { METRICS, type Metric, type StatsRepo } from './stats.repo.ts';
 import type { StatsQueryInput, StatsView } from './stats.schemas.ts';
 
 const DAY_MS = 86_400_000;
@@ -30,7 +28,7 @@ const dayOf = (value: string, param: string): number => {
   return Math.floor(time / DAY_MS) * DAY_MS;
 };
 
-export function createStatsService({ db, clock }: { db: Kysely<Database>; clock: Clock }) {
+export function createStatsService({ repo, clock }: { repo: Pick<StatsRepo, 'readCounts'>; clock: Clock }) {
   return {
     async get(projectId: string, query: StatsQueryInput): Promise<StatsView> {
       const today = Math.floor(clock.now().getTime() / DAY_MS) * DAY_MS;
@@ -42,7 +40,7 @@ export function createStatsService({ db, clock }: { db: Kysely<Database>; clock:
         throw invalidParam('since', `At most ${MAX_DAYS} days at once.`);
       }
       const iso = (time: number) => new Date(time).toISOString().slice(0, 10);
-      const rows = await readCounts(db, {
+      const rows = await repo.readCounts({
         projectId,
         tag: query.tag ?? '',
         since: iso(since),

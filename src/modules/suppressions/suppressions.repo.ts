@@ -3,6 +3,7 @@ import type { Engine } from '../../db/connection.ts';
 import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row, SuppressionReason } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
 
 export interface SuppressionRecord {
@@ -37,7 +38,7 @@ export const suppressionKey = (projectId: string, address: string): string =>
 // Read in bounded statements, far below the bind-parameter limits.
 const LOOKUP_CHUNK = 500;
 
-/** The suppressions table; `db` may be a transaction (a send or an attempt's outcome adds entries in its own). */
+/** The suppressions table (a send, or an attempt's outcome, adds entries in its own transaction). */
 export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   // Written as SQL text once per number of projects and addresses: every accepted send reads it.
   const lookup = textsByShape((shape) => {
@@ -50,13 +51,14 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   /**
    * The entries among these addresses in any of these projects (sends of many projects accepted together
    * read them at once), by `suppressionKey`; an address listed in one of the projects only counts there.
-   * Through `via` when given (the transaction a send is written in).
+   * In `transaction` when given (the one a send is written in).
    */
   async function matchingIn(
     projectIds: readonly string[],
     addresses: readonly string[],
-    via: Kysely<Database> = db,
+    transaction?: Transaction,
   ): Promise<Map<string, SuppressionRecord>> {
+    const via = transaction?.db ?? db;
     const projects = [...new Set(projectIds)];
     const wanted = [...new Set(addresses.map(normalizeAddress))];
     const found = new Map<string, SuppressionRecord>();
@@ -94,20 +96,20 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
       return row && toRecord(row);
     },
 
-    /** The entries among these addresses, by lowercased address; through `via` when given (a transaction). */
+    /** The entries among these addresses, by lowercased address; in `transaction` when given. */
     async matching(
       projectId: string,
       addresses: readonly string[],
-      via?: Kysely<Database>,
+      transaction?: Transaction,
     ): Promise<Map<string, SuppressionRecord>> {
-      const found = await matchingIn([projectId], addresses, via);
+      const found = await matchingIn([projectId], addresses, transaction);
       return new Map([...found.values()].map((record) => [record.address, record]));
     },
 
     matchingIn,
 
-    async delete(projectId: string, address: string): Promise<boolean> {
-      const result = await db
+    async delete(projectId: string, address: string, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .deleteFrom('suppressions')
         .where('project_id', '=', projectId)
         .where('address', '=', normalizeAddress(address))
@@ -119,13 +121,16 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
 
 export type SuppressionRepo = ReturnType<typeof createSuppressionRepo>;
 
-/** Adds entries in `db` (a transaction, or not); an address already on the list keeps its first entry. */
+/**
+ * Adds entries in `transaction`; an address already on the list keeps its first entry. A function of its
+ * own (it needs no database but the transaction's): the outcomes of sends and reports add entries too.
+ */
 export async function addSuppressions(
-  db: Kysely<Database>,
   entries: readonly NewSuppression[],
+  transaction: Transaction,
 ): Promise<void> {
   await inChunks(entries, 200, (chunk) =>
-    db
+    transaction.db
       .insertInto('suppressions')
       .values(
         chunk.map((entry) => ({

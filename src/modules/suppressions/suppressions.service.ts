@@ -1,6 +1,5 @@
-import type { Kysely } from 'kysely';
 import type { PageRequest } from '../../db/pagination.ts';
-import type { Database, SuppressionReason } from '../../db/schema.ts';
+import type { SuppressionReason } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, invalidParam } from '../../lib/errors.ts';
@@ -80,9 +79,9 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
     async add(transaction: Transaction, entries: NewSuppression[]): Promise<SuppressionRecord[]> {
       const [first] = entries;
       if (!first) return [];
-      await addSuppressions(transaction.db, entries);
+      await addSuppressions(entries, transaction);
       const addresses = entries.map((entry) => entry.address);
-      const stored = await repo.matching(first.projectId, addresses, transaction.db);
+      const stored = await repo.matching(first.projectId, addresses, transaction);
       return [...new Set(addresses.map(normalizeAddress))].map((address) => stored.get(address)!);
     },
 
@@ -97,7 +96,9 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
 }
 
 /** Adds entries in the caller's transaction: a hard bounce or a complaint, with the outcome that says so. */
-export const addSuppressionsIn = (db: Kysely<Database>, entries: readonly NewSuppression[]): Promise<void> =>
-  entries.length === 0 ? Promise.resolve() : addSuppressions(db, entries);
+export const addSuppressionsIn = (
+  entries: readonly NewSuppression[],
+  transaction: Transaction,
+): Promise<void> => (entries.length === 0 ? Promise.resolve() : addSuppressions(entries, transaction));
 
 export type SuppressionService = ReturnType<typeof createSuppressionService>;

@@ -202,7 +202,7 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
   }
 
   return {
-    async insert(transaction: Transaction, record: TemplateRecord): Promise<WriteResult> {
+    async insert(record: TemplateRecord, transaction: Transaction): Promise<WriteResult> {
       return catchAliasConflict(transaction.db.insertInto('templates').values(toRow(record)).execute());
     },
 
@@ -211,9 +211,9 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
      * way to lock a row) and reads it under the lock; undefined when it is gone.
      */
     async lockForChange(
-      transaction: Transaction,
       projectId: string,
       id: string,
+      transaction: Transaction,
     ): Promise<StoredTemplate | undefined> {
       const result = await transaction.db
         .updateTable('templates')
@@ -242,10 +242,10 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
       return { items: result.items.map(toStored), hasMore: result.hasMore };
     },
 
-    async update(record: TemplateRecord): Promise<WriteResult> {
+    async update(record: TemplateRecord, transaction?: Transaction): Promise<WriteResult> {
       const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(record);
       return catchAliasConflict(
-        db
+        (transaction?.db ?? db)
           .updateTable('templates')
           .set(changes)
           .where('project_id', '=', record.projectId)
@@ -254,9 +254,9 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
       );
     },
 
-    async delete(projectId: string, id: string): Promise<boolean> {
+    async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
       // Versions go with it (ON DELETE CASCADE).
-      const result = await db
+      const result = await (transaction?.db ?? db)
         .deleteFrom('templates')
         .where('project_id', '=', projectId)
         .where('id', '=', id)
@@ -269,7 +269,7 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
      * `transaction`, only if the template is still as `current` was read; false when it changed meanwhile
      * (another update or publish won), so the caller can read it again.
      */
-    async publish(transaction: Transaction, current: TemplateRecord, next: TemplateRecord): Promise<boolean> {
+    async publish(current: TemplateRecord, next: TemplateRecord, transaction: Transaction): Promise<boolean> {
       if (next.publishedVersion === null || next.publishedAt === null) {
         throw new Error('publish needs the new version number and time');
       }

@@ -165,7 +165,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
     },
 
     async create(transaction: Transaction, record: TemplateRecord): Promise<TemplateView> {
-      check(await repo.insert(transaction, record), record.alias);
+      check(await repo.insert(record, transaction), record.alias);
       return toTemplateView({ ...record, hasUnpublishedChanges: true });
     },
 
@@ -231,7 +231,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
       // Publishes (and updates) of one template queue on its row here, so each gets the next version
       // instead of losing a race. Read again under the lock: a change since `prepare` means drafting (and
       // checking) again, rarely.
-      const locked = await repo.lockForChange(transaction, projectId, id);
+      const locked = await repo.lockForChange(projectId, id, transaction);
       if (!locked) throw notFound('template', plan.idOrAlias);
       const { hasUnpublishedChanges: _stale, ...current } = locked;
       const unchanged =
@@ -255,7 +255,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
       const publishedAt = clock.now().toISOString();
       const version = (current.publishedVersion ?? 0) + 1;
       const next: TemplateRecord = { ...draft, publishedAt, publishedVersion: version };
-      if (!(await repo.publish(transaction, current, next))) {
+      if (!(await repo.publish(current, next, transaction))) {
         throw new Error(`template ${id} changed while its row was locked for publishing`);
       }
       return { object: 'template' as const, id: current.id, published_at: publishedAt, version };

@@ -115,7 +115,8 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
     return rows.length > CACHED_WEBHOOKS_PER_PROJECT ? UNCACHED : rows.map(toRecord);
   };
   /** The project's webhooks newest first, from memory; undefined when not cached here or too many. */
-  async function cachedProject(projectId: string, via?: Kysely<Database>, through?: ThroughOptions) {
+  async function cachedProject(projectId: string, transaction?: Transaction, through?: ThroughOptions) {
+    const via = transaction?.db;
     if (!cache) return undefined;
     const webhooks = await cache.get(projectId, () => loadProject(via ?? db, projectId), via, through);
     return webhooks === UNCACHED ? undefined : webhooks;
@@ -124,28 +125,25 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
   return {
     /**
      * The project's enabled webhooks (or only `onlyWebhookId`, when enabled), oldest first: whom an event is
-     * delivered to. `via`: the transaction the event is stored in, which also sees its own writes;
+     * delivered to, read in `transaction` (the one the event is stored in, which also sees its own writes);
      * `unwritten`: it has written no webhooks (validated-cache.ts: the committed list serves).
      */
     async enabledWebhooks(
       projectId: string,
-      {
-        via,
-        onlyWebhookId,
-        unwritten,
-      }: { via: Kysely<Database>; onlyWebhookId?: string | undefined; unwritten?: boolean },
+      { onlyWebhookId, unwritten }: { onlyWebhookId?: string | undefined; unwritten?: boolean },
+      transaction: Transaction,
     ): Promise<ReadonlyArray<Pick<WebhookRecord, 'id' | 'events'>>> {
       const wanted = (webhook: WebhookRecord) =>
         webhook.enabled && (onlyWebhookId === undefined || webhook.id === onlyWebhookId);
-      const cached = await cachedProject(projectId, via, { unwritten: unwritten ?? false });
+      const cached = await cachedProject(projectId, transaction, { unwritten: unwritten ?? false });
       if (cached) return cached.filter(wanted).reverse();
-      let query = via.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
+      let query = transaction.db.selectFrom('webhooks').selectAll().where('project_id', '=', projectId);
       if (onlyWebhookId !== undefined) query = query.where('id', '=', onlyWebhookId);
       const rows = await query.where('enabled', '=', true).orderBy('id').execute();
       return rows.map(toRecord);
     },
 
-    async insert(transaction: Transaction, record: WebhookRecord): Promise<void> {
+    async insert(record: WebhookRecord, transaction: Transaction): Promise<void> {
       await transaction.db.insertInto('webhooks').values(toRow(record)).execute();
     },
 
@@ -205,12 +203,13 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       current: WebhookRecord,
       next: WebhookRecord,
       options: { reenabled?: boolean } = {},
+      transaction?: Transaction,
     ): Promise<void> {
       const before: Record<string, unknown> = toRow(current);
       const changes = Object.fromEntries(
         Object.entries(toRow(next)).filter(([column, value]) => before[column] !== value),
       ) as Partial<ReturnType<typeof toRow>>;
-      await db
+      await (transaction?.db ?? db)
         .updateTable('webhooks')
         .set(options.reenabled ? { ...changes, failing_since: null } : changes)
         .where('project_id', '=', next.projectId)
@@ -220,10 +219,16 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
 
     /**
      * A delivery to the webhook succeeded at `now`: ends its failure streak. Skipped (no row write) when
-     * nothing would change but a last success already newer than `recentSince`.
+     * nothing would change but a last success already newer than `recentSince`. In `transaction`: the
+     * deliveries' outcome write's.
      */
-    async recordSuccess(id: string, now: string, recentSince: string): Promise<void> {
-      await db
+    async recordSuccess(
+      id: string,
+      now: string,
+      recentSince: string,
+      transaction: Transaction,
+    ): Promise<void> {
+      await transaction.db
         .updateTable('webhooks')
         .set({ last_success_at: now, failing_since: null })
         .where('id', '=', id)
@@ -240,13 +245,15 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
     /**
      * Deliveries to the webhook failed from `firstAt` to `now`: starts its failure streak unless one is under
      * way, and disables it (returning why) when `disableNow` says so (a 410) or the streak has lasted
-     * `disableAfterMs`.
+     * `disableAfterMs`. In `transaction`, as recordSuccess.
      */
     async recordFailures(
       id: string,
       failures: { firstAt: string; now: string; disableNow?: string | undefined; disableAfterMs: number },
+      transaction: Transaction,
     ): Promise<string | undefined> {
       const { now } = failures;
+      const db = transaction.db;
       await db
         .updateTable('webhooks')
         .set({ failing_since: failures.firstAt })
@@ -274,8 +281,8 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       return reason;
     },
 
-    async delete(projectId: string, id: string): Promise<boolean> {
-      const result = await db
+    async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
         .deleteFrom('webhooks')
         .where('project_id', '=', projectId)
         .where('id', '=', id)

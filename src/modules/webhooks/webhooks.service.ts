@@ -244,7 +244,7 @@ export function createWebhookService({
     },
 
     async create(transaction: Transaction, record: WebhookRecord): Promise<WebhookView> {
-      await repo.insert(transaction, record);
+      await repo.insert(record, transaction);
       return toWebhookView(record);
     },
 
