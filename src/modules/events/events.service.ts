@@ -186,7 +186,10 @@ export function createEventService({
    * once they are. Undefined when an event goes to a webhook: its deliveries and their wake-up go through
    * emitIn.
    */
-  async function emitWith(transaction: Transaction, events: readonly NewEvent[]): Promise<EmitWith | undefined> {
+  async function emitWith(
+    transaction: Transaction,
+    events: readonly NewEvent[],
+  ): Promise<EmitWith | undefined> {
     const { now, records, counted, deliveries, committed } = await plan(transaction, events);
     if (deliveries.length > 0) return undefined;
     return {
