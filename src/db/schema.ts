@@ -468,6 +468,8 @@ export interface DomainsTable {
   return_path_verified: Bool;
   /** JSON: what each record's last lookup found, by `<TYPE> <name>`. */
   checks: string | null;
+  /** JSON: the compliance checks of the last check (compliance.ts); null before it, or without DNS. */
+  compliance: string | null;
   last_checked_at: string | null;
   verified_at: string | null;
   /** When the background check looks at it next. */

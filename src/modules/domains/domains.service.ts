@@ -34,7 +34,7 @@ export interface DomainServiceDeps {
   engine: Engine;
   clock: Clock;
   secretBox: SecretBox;
-  dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
+  dns: Pick<Dns, 'resolveTxt' | 'resolveMx' | 'resolveAddresses' | 'resolve'>;
   events: Pick<EventService, 'emitIn'>;
   settings: DomainSettings;
   /** Keeps the sending-domain lookups every send makes in memory while they hold (validated-cache.ts). */
