@@ -20,6 +20,7 @@ import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
 import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
+import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerResendRoutes } from './modules/resend-compat/resend.routes.ts';
@@ -231,6 +232,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });
   registerDomainRoutes(app, { domains: services.domains });
+  registerDmarcRoutes(app, { dmarc: services.dmarc });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
   await registerResendRoutes(app, services);

@@ -12,6 +12,7 @@ import { createContactPropertyService } from './modules/contacts/contact-propert
 import { createContactRepo } from './modules/contacts/contacts.repo.ts';
 import { createContactService } from './modules/contacts/contacts.service.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
+import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
@@ -204,6 +205,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
     }),
     stats: createStatsService({ db, clock }),
+    dmarc: createDmarcService({ db, clock, domains }),
     health: createHealthService({
       db,
       clock,

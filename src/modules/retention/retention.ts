@@ -4,6 +4,7 @@ import type { PruneTarget } from '../../db/prune.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { createDeliveryRepo } from '../deliveries/deliveries.repo.ts';
+import { createDmarcRepo } from '../dmarc/dmarc.repo.ts';
 import { createEmailRepo } from '../emails/emails.repo.ts';
 import { createEngagementRepo } from '../engagement/engagement.repo.ts';
 import { createTrackingRepo } from '../emails/tracking.repo.ts';
@@ -11,9 +12,10 @@ import { createEventRepo } from '../events/events.repo.ts';
 import { createReceivedRepo } from '../inbound/received.repo.ts';
 import { createInboundRepo } from '../inbound/inbound.repo.ts';
 
-// RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
-// than the retention are deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their
-// recipients, suppressions, templates, contacts and contact properties, and the daily numbers are kept.
+// RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows, received reports and DMARC
+// aggregate records older than the retention are deleted, a batch at a time, by the workers (and `postwire
+// prune`). Emails and their recipients, suppressions, templates, contacts and contact properties, and the
+// daily numbers are kept.
 
 export interface PrunedTable {
   table: string;
@@ -59,6 +61,7 @@ export function createRetention(deps: RetentionDeps) {
       ...createEngagementRepo(db).pruneTargets(cutoff),
       ...createReceivedRepo(db).pruneTargets(cutoff),
       ...createInboundRepo(db, engine).pruneTargets(cutoff),
+      ...createDmarcRepo(db).pruneTargets(cutoff),
     ];
   };
 
