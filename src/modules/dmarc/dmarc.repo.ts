@@ -9,9 +9,8 @@ import type { AggregateReport } from './aggregate-xml.ts';
 /** Rows per INSERT: a report of thousands of records is written in a few statements. */
 const INSERT_BATCH = 500;
 
-export interface SourceSum {
-  sourceIp: string;
-  reporterOrg: string;
+/** Messages of the records summed, and of those how many passed or were acted on. */
+interface Sums {
   messages: number;
   dkimPass: number;
   spfPass: number;
@@ -20,15 +19,8 @@ export interface SourceSum {
   rejected: number;
 }
 
-export interface PeriodSums {
-  reports: number;
-  messages: number;
-  dkimPass: number;
-  spfPass: number;
-  dmarcPass: number;
-  quarantined: number;
-  rejected: number;
-}
+export type SourceSum = Sums & { sourceIp: string; reporterOrg: string };
+export type PeriodSums = Sums & { reports: number };
 
 const SUMS = {
   messages: sql<string | number>`coalesce(sum(message_count), 0)`,
