@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
+import { createRetention } from '../src/modules/retention/retention.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { dmarcFixture, dmarcMail, providerMails, zipOf } from './helpers/dmarc-mail.ts';
@@ -170,6 +171,20 @@ for (const engine of ALL_ENGINES) {
       const long = await api('GET', `/v1/domains/${domainId}/dmarc?since=2024-01-01&until=2026-01-01`);
       assert.equal(long.status, 422);
       assert.equal((await api('GET', '/v1/domains/dom_nothere/dmarc')).status, 404);
+    });
+
+    test('RETENTION deletes the records stored before it, and keeps the domain', async () => {
+      const DAY = 86_400_000;
+      const retention = createRetention({
+        database: database.database.handle,
+        clock: { now: () => new Date(Date.now() + 2 * DAY) },
+        retentionMs: DAY,
+      });
+      const due = (await retention.dryRun()).find((entry) => entry.table === 'dmarc_records');
+      assert.deepEqual(due, { table: 'dmarc_records', rows: 5 });
+      await retention.prune();
+      const summary = await api('GET', `/v1/domains/${domainId}/dmarc?since=2026-11-20&until=2026-11-28`);
+      assert.deepEqual([summary.status, summary.body.messages, summary.body.sources], [200, 0, []]);
     });
   });
 }
