@@ -22,6 +22,7 @@ import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
 import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
+import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerResendRoutes } from './modules/resend-compat/resend.routes.ts';
@@ -235,6 +236,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });
   registerDomainRoutes(app, { domains: services.domains });
+  registerDmarcRoutes(app, { dmarc: services.dmarc });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
   await registerResendRoutes(app, services);

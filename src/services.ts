@@ -17,6 +17,8 @@ import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
+import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
+import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
@@ -110,6 +112,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     contactProperties: createContactPropertyRepo(db),
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
+    dmarc: createDmarcRepo(db),
     metrics: createMetricsRepo(db),
   };
 }
@@ -262,6 +265,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
     }),
     stats: createStatsService({ repo: repositories.stats, clock }),
+    dmarc: createDmarcService({ db, repo: repositories.dmarc, clock, domains }),
     health: createHealthService({
       db,
       clock,

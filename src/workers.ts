@@ -72,6 +72,9 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     unsubscribeByMail: bounceDomain
       ? (address) => services.engagement.unsubscribeByMail(address, bounceDomain)
       : undefined,
+    dmarcReports: bounceDomain
+      ? { address: `dmarc@${bounceDomain}`, store: services.dmarc.store }
+      : undefined,
     notifier: notifiers.inbound,
     reportParsing: config.reportParsing,
     metrics: services.metrics,

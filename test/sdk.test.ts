@@ -333,6 +333,10 @@ describe('sdk', () => {
     // Nothing is published in the test DNS server: the check finds nothing and the domain stays pending.
     const verified = await postwire.domains.verify(domain.id);
     assert.equal(verified.status, 'pending');
+    // The check found no SPF, key or DMARC: the compliance list says so.
+    assert.equal(verified.compliance?.find((check) => check.check === 'dkim_key')?.status, 'fail');
+    const dmarc = await postwire.domains.dmarc(domain.id, { since: '2026-11-01', until: '2026-11-28' });
+    assert.deepEqual([dmarc.object, dmarc.reports, dmarc.sources], ['dmarc_summary', 0, []]);
     const rotated = await postwire.domains.rotateKey(domain.id);
     assert.ok(rotated.records.some((record) => record.rotation === 'next'));
     assert.equal((await postwire.domains.delete(domain.id)).deleted, true);

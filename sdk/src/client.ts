@@ -316,6 +316,9 @@ export class Postwire {
       /** Starts a DKIM key rotation: a next key to publish beside the current one. */
       rotateKey: (id: string, options?: RequestOptions) =>
         call(client.POST('/v1/domains/{id}/dkim/rotate', { params: { path: { id } }, ...init(options) })),
+      /** What receivers' DMARC aggregate reports say of mail sent as the domain, over a period. */
+      dmarc: (id: string, query: Query<'/v1/domains/{id}/dmarc'> = {}, options?: RequestOptions) =>
+        call(client.GET('/v1/domains/{id}/dmarc', { params: { path: { id }, query }, ...init(options) })),
     };
 
     this.inboundMessages = {

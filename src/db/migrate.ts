@@ -31,6 +31,8 @@ import { migration as attachmentPieces } from './migrations/0028_attachment_piec
 import { migration as contacts } from './migrations/0029_contacts.ts';
 import { migration as webhookFormat } from './migrations/0030_webhook_format.ts';
 import { migration as segmentsTopics } from './migrations/0031_segments_topics.ts';
+import { migration as domainCompliance } from './migrations/0032_domain_compliance.ts';
+import { migration as dmarcRecords } from './migrations/0033_dmarc_records.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -67,6 +69,8 @@ const migrations: Record<string, Migration> = {
   '0029_contacts': contacts,
   '0030_webhook_format': webhookFormat,
   '0031_segments_topics': segmentsTopics,
+  '0032_domain_compliance': domainCompliance,
+  '0033_dmarc_records': dmarcRecords,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

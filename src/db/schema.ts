@@ -343,7 +343,35 @@ export const INBOUND_STATUSES = [
 ] as const;
 export type InboundStatus = (typeof INBOUND_STATUSES)[number];
 export type InboundKind =
-  'delivery_status' | 'feedback' | 'auto_reply' | 'unsubscribe' | 'unreadable' | 'received';
+  | 'delivery_status'
+  | 'feedback'
+  | 'auto_reply'
+  | 'unsubscribe'
+  | 'dmarc_aggregate'
+  | 'unreadable'
+  | 'received';
+
+/** A record of a DMARC aggregate report (written by src/modules/dmarc/dmarc.repo.ts). */
+export interface DmarcRecordsTable {
+  id: string;
+  project_id: string;
+  domain_id: string;
+  /** The receiver that reported (`org_name`) and its report's id: a report is stored once. */
+  reporter_org: string;
+  report_id: string;
+  /** The record's place in its report. */
+  row_index: number;
+  /** The report's period. */
+  begin_at: string;
+  end_at: string;
+  source_ip: string;
+  message_count: number;
+  disposition: 'none' | 'quarantine' | 'reject';
+  /** DKIM and SPF as DMARC evaluated them (aligned with the From domain). */
+  dkim: 'pass' | 'fail';
+  spf: 'pass' | 'fail';
+  header_from: string;
+}
 
 /** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
 export interface InboundMessagesTable {
@@ -468,6 +496,8 @@ export interface DomainsTable {
   return_path_verified: Bool;
   /** JSON: what each record's last lookup found, by `<TYPE> <name>`. */
   checks: string | null;
+  /** JSON: the compliance checks of the last check (compliance.ts); null before it, or without DNS. */
+  compliance: string | null;
   last_checked_at: string | null;
   verified_at: string | null;
   /** When the background check looks at it next. */
@@ -625,6 +655,7 @@ export interface Database {
   email_submissions: EmailSubmissionsTable;
   message_pieces: MessagePiecesTable;
   domains: DomainsTable;
+  dmarc_records: DmarcRecordsTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;
   email_stats_daily: EmailStatsDailyTable;

@@ -15,6 +15,7 @@ export type IdPrefix =
   | 'sup'
   | 'inb'
   | 'dom'
+  | 'dmr'
   | 'rte'
   | 'rcv'
   | 'con'

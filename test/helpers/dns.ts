@@ -7,7 +7,8 @@ export type TestRecord =
   | { type: 'A'; address: string }
   | { type: 'AAAA'; address: string }
   | { type: 'MX'; exchange: string; priority: number }
-  | { type: 'TXT'; text: string };
+  | { type: 'TXT'; text: string }
+  | { type: 'PTR'; name: string };
 
 export interface TestDnsServer {
   /** The port it answers on, over UDP and TCP alike. */
@@ -70,6 +71,8 @@ export async function startDnsServer(): Promise<TestDnsServer> {
           type: 'MX',
           data: { exchange: record.exchange, preference: record.priority },
         });
+      } else if (record.type === 'PTR') {
+        answers.push({ ...common, type: 'PTR', data: record.name });
       } else {
         // A TXT record is a list of strings of at most 255 bytes each; long values are split.
         const bytes = Buffer.from(record.text);

@@ -1215,6 +1215,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/domains/{id}/dmarc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Summarize a domain's DMARC aggregate reports
+         * @description What receivers reported of mail sent as this domain (DMARC aggregate reports mailed to `dmarc@<BOUNCE_DOMAIN>`, which the compliance check asks the domain to name in `rua=`): messages, DKIM, SPF and DMARC pass and fail, what the receivers did, and who sent (by source address and reporter). A period of reports by when they began, at most 366 days.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getDomainDmarc"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api-keys": {
         parameters: {
             query?: never;
@@ -2218,6 +2240,91 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /** DmarcSource */
+        DmarcSource: {
+            /** @description The address that sent as the domain. */
+            source_ip: string;
+            /** @description The receiver that reported it (the report's `org_name`). */
+            reporter: string;
+            /** @description Messages the receivers reported. */
+            messages: number;
+            dkim: {
+                /** @description Messages that passed DKIM aligned with the From domain. */
+                pass: number;
+                /** @description Messages that failed DKIM aligned with the From domain. */
+                fail: number;
+            };
+            spf: {
+                /** @description Messages that passed SPF aligned with the From domain. */
+                pass: number;
+                /** @description Messages that failed SPF aligned with the From domain. */
+                fail: number;
+            };
+            dmarc: {
+                /** @description Messages that passed DMARC (DKIM or SPF aligned). */
+                pass: number;
+                /** @description Messages that failed DMARC (DKIM or SPF aligned). */
+                fail: number;
+            };
+            /** @description What the receivers did, as their reports say. */
+            disposition: {
+                /** @description Delivered as the policy asked nothing. */
+                none: number;
+                /** @description Sent to spam. */
+                quarantine: number;
+                /** @description Refused. */
+                reject: number;
+            };
+        };
+        /** DmarcSummary */
+        DmarcSummary: {
+            /** @enum {string} */
+            object: "dmarc_summary";
+            domain_id: string;
+            /**
+             * Format: date-time
+             * @description The start of the period (reports that began at or after it). ISO 8601 UTC with milliseconds.
+             */
+            since: string;
+            /**
+             * Format: date-time
+             * @description The end of the period (reports that began before it). ISO 8601 UTC with milliseconds.
+             */
+            until: string;
+            /** @description Aggregate reports received for the period. */
+            reports: number;
+            /** @description Messages the receivers reported. */
+            messages: number;
+            dkim: {
+                /** @description Messages that passed DKIM aligned with the From domain. */
+                pass: number;
+                /** @description Messages that failed DKIM aligned with the From domain. */
+                fail: number;
+            };
+            spf: {
+                /** @description Messages that passed SPF aligned with the From domain. */
+                pass: number;
+                /** @description Messages that failed SPF aligned with the From domain. */
+                fail: number;
+            };
+            dmarc: {
+                /** @description Messages that passed DMARC (DKIM or SPF aligned). */
+                pass: number;
+                /** @description Messages that failed DMARC (DKIM or SPF aligned). */
+                fail: number;
+            };
+            /** @description What the receivers did, as their reports say. */
+            disposition: {
+                /** @description Delivered as the policy asked nothing. */
+                none: number;
+                /** @description Sent to spam. */
+                quarantine: number;
+                /** @description Refused. */
+                reject: number;
+            };
+            /** @description Per sending address and reporter, most messages first (100 at most). */
+            sources: components["schemas"]["DmarcSource"][];
+        };
         /** Domain */
         Domain: {
             /** @enum {string} */
@@ -2244,6 +2351,8 @@ export interface components {
             verified_without_dns: string | null;
             /** @description The DNS records to publish, with what was found. */
             records: components["schemas"]["DomainRecord"][];
+            /** @description What the large receivers check of a sender, as the last check found it (a preflight before the first send): each check with `pass`, `warn` or `fail` and why. Null before the first check, and for a domain whose records count as published without DNS. */
+            compliance: components["schemas"]["DomainComplianceCheck"][] | null;
             last_checked_at: string | null;
             verified_at: string | null;
             /**
@@ -2256,6 +2365,14 @@ export interface components {
              * @description When it last changed. ISO 8601 UTC with milliseconds.
              */
             updated_at: string;
+        };
+        /** DomainComplianceCheck */
+        DomainComplianceCheck: {
+            /** @description What is checked: `spf` (one SPF record at the envelope domain), `spf_lookups` (its DNS lookups, through includes, at most 10), `spf_sending_host` (it authorizes the addresses of MAIL_HOSTNAME, direct mode), `dkim_key` (the signing key is 2048 bits or more), `dmarc` (a policy, and which), `dmarc_reports` (its `rua` names `dmarc@<BOUNCE_DOMAIN>`), `reverse_dns` and `helo` (direct mode: each address of MAIL_HOSTNAME has a PTR resolving back to it, and HELO is that name), `tls` (how mail leaves), `list_unsubscribe` (one-click unsubscribe on bulk mail). */
+            check: "spf" | "spf_lookups" | "spf_sending_host" | "dkim_key" | "dmarc" | "dmarc_reports" | "reverse_dns" | "helo" | "tls" | "list_unsubscribe";
+            status: "pass" | "warn" | "fail";
+            /** @description Why, in one sentence. */
+            reason: string;
         };
         /** DomainEventRecord */
         DomainEventRecord: {
@@ -3223,7 +3340,7 @@ export interface components {
             subject: string | null;
             /** @description Its size in bytes. */
             size: number;
-            kind: ("delivery_status" | "feedback" | "auto_reply" | "unsubscribe" | "unreadable") | null;
+            kind: ("delivery_status" | "feedback" | "auto_reply" | "unsubscribe" | "dmarc_aggregate" | "unreadable") | null;
             /** @description `pending` (not read yet), `applied` (it changed a recipient and emitted an event), `no_change` (the recipient was already there), `unmatched`, `unverified` (it names a recipient by Message-ID without the signature of a provider that reports for it, and changed nothing), `ignored` (an auto-reply) or `unreadable`. */
             status: "pending" | "applied" | "no_change" | "unmatched" | "unverified" | "ignored" | "unreadable" | "received";
             detail: string | null;
@@ -12494,6 +12611,115 @@ export interface operations {
             };
             /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getDomainDmarc: {
+        parameters: {
+            query?: {
+                /** @description Reports that began at or after this time (default: 30 days before `until`). An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
+                since?: string;
+                /** @description Reports that began before this time (default: now). An ISO 8601 date-time (`2026-11-20T09:30:00Z`) or a plain date (`2026-11-20`), which means 00:00:00Z (UTC) of that day. */
+                until?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DmarcSummary"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

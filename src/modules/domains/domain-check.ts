@@ -4,6 +4,7 @@ import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { Dns } from '../../lib/dns.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
+import { checkCompliance } from './compliance.ts';
 import { selfAndParents } from './domain-name.ts';
 import type { DomainSettings } from './domain-settings.ts';
 import { type DomainState, holdersOf } from './domain-state.ts';
@@ -18,9 +19,9 @@ export interface DomainCheckDeps {
   db: Kysely<Database>;
   repo: DomainRepo;
   clock: Clock;
-  dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
+  dns: Pick<Dns, 'resolveTxt' | 'resolveMx' | 'resolveAddresses' | 'resolve'>;
   events: Pick<EventService, 'emitIn'>;
-  settings: Pick<DomainSettings, 'recheckMs'>;
+  settings: Pick<DomainSettings, 'recheckMs' | 'compliance'>;
   views: DomainViews;
 }
 
@@ -42,9 +43,14 @@ export function createDomainCheck(deps: DomainCheckDeps) {
     const expected = expectedRecords(domain, recordSettings, true);
     // Without DNS every record counts as published but the challenge: a test name another project holds
     // stays that project's.
-    const results = verifiesWithoutDns(domain.name)
-      ? expected.map((record): RecordCheck => ({ found: null, matches: record.purpose !== 'challenge' }))
-      : await Promise.all(expected.map((record) => lookUp(deps.dns, record)));
+    const withoutDns = verifiesWithoutDns(domain.name);
+    const [results, compliance] = await Promise.all([
+      withoutDns
+        ? expected.map((record): RecordCheck => ({ found: null, matches: record.purpose !== 'challenge' }))
+        : Promise.all(expected.map((record) => lookUp(deps.dns, record))),
+      // Alongside the records and, like them, outside the transaction (compliance.ts).
+      withoutDns || !settings.compliance ? null : checkCompliance(deps.dns, domain, settings.compliance),
+    ]);
     return inTransaction(db, async (transaction) => {
       await repo.lockName(domain.name, transaction);
       const current = await repo.findForUpdate(domain.id, transaction);
@@ -88,6 +94,7 @@ export function createDomainCheck(deps: DomainCheckDeps) {
             : evaluation.returnPathVerified,
           receivingVerified,
           checks,
+          compliance,
           checkedAt: now.toISOString(),
           verifiedAt: becameVerified ? now.toISOString() : current.verifiedAt,
           nextCheckAt: new Date(now.getTime() + settings.recheckMs).toISOString(),

@@ -1,4 +1,5 @@
 import type { Config, DkimConfig, SenderDomainsPolicy } from '../../config.ts';
+import { hostname } from 'node:os';
 import type { RecordSettings } from './records.ts';
 
 // What the sending domains need of the configuration.
@@ -18,6 +19,21 @@ export interface DomainSettings {
   receivingMxHost?: string | undefined;
   /** TEST_DOMAINS_WITHOUT_DNS (capture mode only): names under `.test`, `.example`, `.localhost` verify without DNS. */
   testNamesWithoutDns?: boolean;
+  /** What the compliance checks read of how mail leaves (compliance.ts); absent: no compliance checks. */
+  compliance?: ComplianceSettings | undefined;
+}
+
+export interface ComplianceSettings {
+  transport: 'relay' | 'direct' | 'capture';
+  /** The HELO name (MAIL_HOSTNAME, else the machine's): its addresses are the sending host's in direct mode. */
+  sendingHost?: string | undefined;
+  /** SMTP_URL is smtps:// (TLS from the first byte). */
+  relayTls: boolean;
+  returnPath: boolean;
+  bounceDomain?: string | undefined;
+  publicUrl?: string | undefined;
+  /** LIST_UNSUBSCRIBE: sends carry one-click unsubscribe unless they say otherwise. */
+  listUnsubscribe: boolean;
 }
 
 /**
@@ -34,6 +50,11 @@ export function domainSettingsFromConfig(
     | 'senderDomains'
     | 'dkim'
     | 'testDomainsWithoutDns'
+    | 'mailTransport'
+    | 'mailHostname'
+    | 'smtpUrl'
+    | 'publicUrl'
+    | 'engagement'
   >,
 ): DomainSettings {
   return {
@@ -47,5 +68,14 @@ export function domainSettingsFromConfig(
     bounceDomain: config.bounceDomain,
     receivingMxHost: config.inboundMxHost,
     testNamesWithoutDns: config.testDomainsWithoutDns,
+    compliance: {
+      transport: config.mailTransport,
+      sendingHost: config.mailHostname ?? hostname(),
+      relayTls: config.smtpUrl?.startsWith('smtps:') ?? false,
+      returnPath: Boolean(config.bounceDomain && config.inboundMxHost),
+      bounceDomain: config.bounceDomain,
+      publicUrl: config.publicUrl,
+      listUnsubscribe: config.engagement.listUnsubscribe,
+    },
   };
 }

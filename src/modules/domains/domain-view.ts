@@ -56,6 +56,7 @@ export function createDomainViews(settings: DomainSettings) {
       receiving_verified: domain.receivingVerified,
       verified_without_dns: verifiesWithoutDns(domain.name) ? WITHOUT_DNS_REASON : null,
       records,
+      compliance: domain.compliance,
       last_checked_at: domain.lastCheckedAt,
       verified_at: domain.verifiedAt,
       created_at: domain.createdAt,

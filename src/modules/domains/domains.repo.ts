@@ -5,6 +5,7 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, DomainStatus, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { locksRows } from '../../db/engine/sql.ts';
+import type { ComplianceCheck } from './compliance.ts';
 import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
 
 export interface DomainRecord {
@@ -21,6 +22,8 @@ export interface DomainRecord {
   returnPathVerified: boolean;
   /** What each record's last lookup found, by `<TYPE> <name>`; null before the first check. */
   checks: Record<string, RecordCheck> | null;
+  /** The compliance checks of the last check (compliance.ts); null before it. */
+  compliance: ComplianceCheck[] | null;
   lastCheckedAt: string | null;
   verifiedAt: string | null;
   nextCheckAt: string;
@@ -36,7 +39,13 @@ export interface DomainRecord {
 
 export type NewDomain = Omit<
   DomainRecord,
-  'checks' | 'lastCheckedAt' | 'verifiedAt' | 'returnPathVerified' | 'status' | 'receivingVerified'
+  | 'checks'
+  | 'compliance'
+  | 'lastCheckedAt'
+  | 'verifiedAt'
+  | 'returnPathVerified'
+  | 'status'
+  | 'receivingVerified'
 >;
 
 /** A check's result as written: the new status and what was found. */
@@ -45,6 +54,7 @@ export interface CheckWrite {
   returnPathVerified: boolean;
   receivingVerified: boolean;
   checks: Record<string, RecordCheck>;
+  compliance: ComplianceCheck[] | null;
   checkedAt: string;
   verifiedAt: string | null;
   nextCheckAt: string;
@@ -65,6 +75,7 @@ export const toDomainRecord = (row: Row<'domains'>): DomainRecord => ({
   nextDkimPrivateKeySealed: row.next_dkim_private_key_sealed,
   returnPathVerified: Boolean(row.return_path_verified),
   checks: row.checks === null ? null : (JSON.parse(row.checks) as Record<string, RecordCheck>),
+  compliance: row.compliance === null ? null : (JSON.parse(row.compliance) as ComplianceCheck[]),
   lastCheckedAt: row.last_checked_at,
   verifiedAt: row.verified_at,
   nextCheckAt: row.next_check_at,
@@ -124,6 +135,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
           next_dkim_private_key_sealed: null,
           return_path_verified: false,
           checks: null,
+          compliance: null,
           last_checked_at: null,
           verified_at: null,
           next_check_at: domain.nextCheckAt,
@@ -275,6 +287,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
           return_path_verified: write.returnPathVerified,
           receiving_verified: write.receivingVerified,
           checks: JSON.stringify(write.checks),
+          compliance: write.compliance === null ? null : JSON.stringify(write.compliance),
           last_checked_at: write.checkedAt,
           verified_at: write.verifiedAt,
           next_check_at: write.nextCheckAt,

@@ -59,6 +59,32 @@ export const DomainRecordView = Type.Object(
 );
 export type DomainRecordViewType = Static<typeof DomainRecordView>;
 
+export const ComplianceCheckView = Type.Object(
+  {
+    check: Type.Union(
+      [
+        'spf',
+        'spf_lookups',
+        'spf_sending_host',
+        'dkim_key',
+        'dmarc',
+        'dmarc_reports',
+        'reverse_dns',
+        'helo',
+        'tls',
+        'list_unsubscribe',
+      ].map((id) => Type.Literal(id)),
+      {
+        description:
+          'What is checked: `spf` (one SPF record at the envelope domain), `spf_lookups` (its DNS lookups, through includes, at most 10), `spf_sending_host` (it authorizes the addresses of MAIL_HOSTNAME, direct mode), `dkim_key` (the signing key is 2048 bits or more), `dmarc` (a policy, and which), `dmarc_reports` (its `rua` names `dmarc@<BOUNCE_DOMAIN>`), `reverse_dns` and `helo` (direct mode: each address of MAIL_HOSTNAME has a PTR resolving back to it, and HELO is that name), `tls` (how mail leaves), `list_unsubscribe` (one-click unsubscribe on bulk mail).',
+      },
+    ),
+    status: Type.Union([Type.Literal('pass'), Type.Literal('warn'), Type.Literal('fail')]),
+    reason: Type.String({ description: 'Why, in one sentence.' }),
+  },
+  { title: 'DomainComplianceCheck' },
+);
+
 export const Domain = Type.Object(
   {
     object: Type.Literal('domain'),
@@ -92,6 +118,10 @@ export const Domain = Type.Object(
     records: Type.Array(DomainRecordView, {
       description: 'The DNS records to publish, with what was found.',
     }),
+    compliance: nullable(
+      Type.Array(ComplianceCheckView),
+      'What the large receivers check of a sender, as the last check found it (a preflight before the first send): each check with `pass`, `warn` or `fail` and why. Null before the first check, and for a domain whose records count as published without DNS.',
+    ),
     last_checked_at: nullable(timestamp('When its records were last looked up.')),
     verified_at: nullable(timestamp('When it last became verified.')),
     created_at: timestamp('When it was added.'),

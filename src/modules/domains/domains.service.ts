@@ -10,7 +10,7 @@ import { isId, newId } from '../../lib/ids.ts';
 import type { EventService } from '../events/events.service.ts';
 import { type DkimKeyPair, generateDkimKey } from './dkim-key.ts';
 import { createDomainCheck } from './domain-check.ts';
-import { normalizeDomainName } from './domain-name.ts';
+import { normalizeDomainName, selfAndParents } from './domain-name.ts';
 import type { DomainSettings } from './domain-settings.ts';
 import { type DomainState, withStates as statesOf } from './domain-state.ts';
 import { createDomainViews } from './domain-view.ts';
@@ -32,7 +32,7 @@ export interface DomainServiceDeps {
   repo: DomainRepo;
   clock: Clock;
   secretBox: SecretBox;
-  dns: Pick<Dns, 'resolveTxt' | 'resolveMx'>;
+  dns: Pick<Dns, 'resolveTxt' | 'resolveMx' | 'resolveAddresses' | 'resolve'>;
   events: Pick<EventService, 'emitIn'>;
   settings: DomainSettings;
 }
@@ -172,6 +172,15 @@ export function createDomainService(deps: DomainServiceDeps) {
 
     /** For the background check: looks a leased domain's records up and writes the result. */
     check,
+
+    /**
+     * The verified domain a DMARC report about `name` belongs to: the name itself, else its nearest verified
+     * parent (one verified holder per name, whichever project).
+     */
+    async holderOf(name: string) {
+      const holders = await repo.verifiedAmong(selfAndParents(name));
+      return holders.sort((a, b) => b.name.length - a.name.length)[0];
+    },
 
     /**
      * Starts a key rotation: a new selector and key, listed as a `pending` record next to the current one

@@ -197,7 +197,7 @@ export function createInboundQueueSource(deps: {
             subject: outcome.subject,
             status: outcome.status ?? 'applied',
             detail: outcome.detail,
-            projectId: first?.email.projectId ?? null,
+            projectId: first?.email.projectId ?? outcome.projectId ?? null,
             emailId: first?.email.id ?? null,
             recipient: first?.address ?? null,
           };

@@ -23,8 +23,8 @@ export const InboundMessage = Type.Object(
     size: Type.Integer({ description: 'Its size in bytes.' }),
     kind: nullable(
       literals(
-        ['delivery_status', 'feedback', 'auto_reply', 'unsubscribe', 'unreadable'],
-        "What it was read as: a delivery status notification (RFC 3464), a feedback report (RFC 5965), an auto-reply (RFC 3834), a mail to List-Unsubscribe's mailto, or nothing readable. Null until read.",
+        ['delivery_status', 'feedback', 'auto_reply', 'unsubscribe', 'dmarc_aggregate', 'unreadable'],
+        "What it was read as: a delivery status notification (RFC 3464), a feedback report (RFC 5965), an auto-reply (RFC 3834), a mail to List-Unsubscribe's mailto, a DMARC aggregate report (RFC 7489, to `dmarc@<BOUNCE_DOMAIN>`), or nothing readable. Null until read.",
       ),
     ),
     status: literals(

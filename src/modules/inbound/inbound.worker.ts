@@ -10,6 +10,9 @@ import { createInboundQueueSource, type InboundJob, type InboundOutcome } from '
 import type { FeedbackLoops, ReportAuthenticator } from './report-authentication.ts';
 import { createReportMatcher } from './report-matching.ts';
 import { createReportReader, type ReportReaderOptions } from './report-reader.ts';
+import type { AggregateReport } from '../dmarc/aggregate-xml.ts';
+import type { StoredReport } from '../dmarc/dmarc.service.ts';
+import { createDmarcReader } from './dmarc-reader.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import type { ReceivedAuthenticator } from './received-authentication.ts';
 import { createReceivedIntake } from './received-intake.ts';
@@ -45,6 +48,11 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   reportParsing?: ReportReaderOptions | undefined;
   /** SPF, DKIM, DMARC and ARC of received mail (DNS_SERVERS); absent, they are not computed. */
   receivedAuthenticator?: (ReceivedAuthenticator & { close(): Promise<void> }) | undefined;
+  /**
+   * DMARC aggregate reports: mail to `address` (dmarc@BOUNCE_DOMAIN) is read on the DMARC reader's threads
+   * and stored for the domain holding the reported name (the dmarc module).
+   */
+  dmarcReports?: { address: string; store(report: AggregateReport): Promise<StoredReport> } | undefined;
   /** Counts the reports read, by verdict (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'inboundReportRead'> | undefined;
 }
@@ -68,6 +76,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
   // Every stored message is hostile: it is read on the reader's threads, never on this event loop.
   const reader = createReportReader(deps.reportParsing);
   const receivedReader = createReceivedReader(deps.reportParsing);
+  const dmarcReader = deps.dmarcReports ? createDmarcReader(deps.reportParsing) : undefined;
   const intake = createReceivedIntake({
     reader: receivedReader,
     authenticator: deps.receivedAuthenticator,
@@ -147,6 +156,16 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
       };
     }
     if (job.message.routing.length > 0) return attemptReceived(job, raw);
+    const dmarc = deps.dmarcReports;
+    if (dmarc && dmarcReader && job.message.rcptTo.includes(dmarc.address)) {
+      // Stored in a transaction of its own (like an unsubscribe): a second read writes no record twice.
+      const read = await dmarcReader.read(raw);
+      const stored =
+        'report' in read
+          ? await dmarc.store(read.report)
+          : { status: 'unreadable' as const, projectId: null, detail: `a DMARC report ${read.unreadable}` };
+      return { kind: 'dmarc_aggregate', subject: null, effects: [], ...stored };
+    }
     const read = await reader.read(raw);
     // A mail to List-Unsubscribe's mailto is no report: it unsubscribes (in a transaction of its own, which
     // a second read finds already done).
@@ -202,7 +221,12 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     deadAfterMs,
     // The parse threads end with the worker, once the attempts that used them have finished.
     close: async () => {
-      await Promise.all([reader.close(), receivedReader.close(), deps.receivedAuthenticator?.close()]);
+      await Promise.all([
+        reader.close(),
+        receivedReader.close(),
+        dmarcReader?.close(),
+        deps.receivedAuthenticator?.close(),
+      ]);
     },
   });
 }

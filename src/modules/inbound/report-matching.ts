@@ -23,9 +23,12 @@ export interface Interpretation {
   subject: string | null;
   /**
    * Set when there is nothing to apply (ignored, unmatched, unverified, unreadable) or it was applied already
-   * (a List-Unsubscribe mail); else decided when the effects are applied.
+   * (a List-Unsubscribe mail; a DMARC report, `no_change` when stored before); else decided when the
+   * effects are applied.
    */
-  status?: Exclude<InboundStatus, 'pending' | 'no_change'>;
+  status?: Exclude<InboundStatus, 'pending'>;
+  /** The project it concerns when it names no recipient (a DMARC report). */
+  projectId?: string | null;
   /** An unverified report's recipient: shown to its project, changed in nothing. */
   about?: ReportedRecipient;
   detail: string;

@@ -79,26 +79,41 @@ export function createParsePool<Request, Answer>(
   return { pool, budgetReason };
 }
 
-export function createReportReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReportReader {
-  const { pool, budgetReason } = createParsePool<Uint8Array[], ReadMessage>(
-    'report read',
-    new URL('./report-read-worker.ts', import.meta.url),
-    options,
-    'received messages',
-  );
+/**
+ * A reader on parse threads (`script`) with the REPORT_PARSE_* budget: what a thread answers, or, when the
+ * budget stopped it, `stopped(why)`. Every reader of received mail is one (reports, DMARC reports).
+ */
+export function createBudgetedReader<Answer>(
+  name: string,
+  script: URL,
+  options: ReportReaderOptions,
+  waiting: string,
+  stopped: (reason: string) => Answer,
+) {
+  const { pool, budgetReason } = createParsePool<Uint8Array[], Answer>(name, script, options, waiting);
   return {
-    async read(raw) {
+    async read(raw: Buffer | ByteChunks): Promise<Answer> {
       try {
         const transfer: ArrayBuffer[] = [];
         return await pool.run(await copiedForTransfer(chunksOf(raw), HANDOVER_BYTES, transfer), transfer);
       } catch (error) {
         const reason = budgetReason(error);
         if (reason === undefined) throw error;
-        return unreadable(reason);
+        return stopped(reason);
       }
     },
     close: () => pool.close(),
   };
+}
+
+export function createReportReader(options: ReportReaderOptions = DEFAULTS.reportParsing): ReportReader {
+  return createBudgetedReader<ReadMessage>(
+    'report read',
+    new URL('./report-read-worker.ts', import.meta.url),
+    options,
+    'received messages',
+    unreadable,
+  );
 }
 
 const unreadable = (reason: string): ReadMessage => ({

@@ -3,10 +3,10 @@ import type { PruneTarget } from '../../db/prune.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 
-// RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows and received reports older
-// than the retention are deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their
-// recipients, suppressions, templates, contacts and contact properties, segments and topics (and who is in
-// them, who chose what), and the daily numbers are kept.
+// RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows, received reports and DMARC
+// aggregate records older than the retention are deleted, a batch at a time, by the workers (and `postwire
+// prune`). Emails and their recipients, suppressions, templates, contacts and contact properties, segments and
+// topics (and who is in them, who chose what), and the daily numbers are kept.
 
 export interface PrunedTable {
   table: string;
@@ -15,7 +15,7 @@ export interface PrunedTable {
 
 /** The repositories whose old rows go, each naming its own (the process's, from services.ts). */
 export type PrunedRepositories = Record<
-  'deliveries' | 'events' | 'emails' | 'tracking' | 'engagement' | 'received' | 'inbound',
+  'deliveries' | 'events' | 'emails' | 'tracking' | 'engagement' | 'received' | 'inbound' | 'dmarc',
   { pruneTargets(cutoff: Date): PruneTarget[] }
 >;
 
@@ -58,6 +58,7 @@ export function createRetention(deps: RetentionDeps) {
       ...repositories.engagement.pruneTargets(cutoff),
       ...repositories.received.pruneTargets(cutoff),
       ...repositories.inbound.pruneTargets(cutoff),
+      ...repositories.dmarc.pruneTargets(cutoff),
     ];
   };
 
