@@ -20,3 +20,17 @@ export const timeFilter = (description: string) =>
 /** `schema` or null. */
 export const nullable = <T extends TSchema>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description ? { description } : {});
+
+/**
+ * A string or a number in an answer: a JSON type list, not a union, so the answer is written by the value's
+ * own type with no validator to compile (src/http/serialization.ts). Requests take a union (with its limits).
+ */
+export const answeredStringOrNumber = (description?: string) =>
+  Type.Unsafe<string | number>({ type: ['string', 'number'], ...(description ? { description } : {}) });
+
+/** `answeredStringOrNumber`, or null. */
+export const answeredStringOrNumberOrNull = (description?: string) =>
+  Type.Unsafe<string | number | null>({
+    type: ['string', 'number', 'null'],
+    ...(description ? { description } : {}),
+  });

@@ -1,6 +1,11 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import {
+  answeredStringOrNumber,
+  answeredStringOrNumberOrNull,
+  nullable,
+  timestamp,
+} from '../../http/schema-helpers.ts';
 
 /** The most properties a project declares: every contact read and write looks them all up. */
 export const MAX_CONTACT_PROPERTIES = 100;
@@ -27,14 +32,6 @@ const unsubscribed = Type.Boolean({
 const propertyValue = Type.Union([Type.String({ maxLength: MAX_PROPERTY_STRING }), Type.Number()], {
   description: 'A string or a number, as the property is declared.',
 });
-/**
- * A value as answered: a JSON type list, not a union, so the answer is written by the value's own type with
- * no validator to compile (src/http/serialization.ts).
- */
-const answeredValue = (description: string) =>
-  Type.Unsafe<string | number>({ type: ['string', 'number'], description });
-const answeredValueOrNull = (description: string) =>
-  Type.Unsafe<string | number | null>({ type: ['string', 'number', 'null'], description });
 const propertyValues = (nulls: string) =>
   Type.Record(Type.String(), nullable(propertyValue), {
     description: `Values of declared properties (POST /v1/contact-properties), by key; each of the declared type. An undeclared key is refused (422). ${nulls}`,
@@ -48,7 +45,7 @@ export const Contact = Type.Object(
     first_name: nullable(Type.String(), 'First name, or null.'),
     last_name: nullable(Type.String(), 'Last name, or null.'),
     unsubscribed,
-    properties: Type.Record(Type.String(), answeredValue('A string or a number, as declared.'), {
+    properties: Type.Record(Type.String(), answeredStringOrNumber('A string or a number, as declared.'), {
       description:
         'The values set, by property key (a property without a value is absent: its fallback applies).',
     }),
@@ -148,7 +145,7 @@ export const ContactProperty = Type.Object(
     id: Type.String({ description: 'Property identifier (`cprop_…`).' }),
     key: Type.String({ description: 'Its key in contacts’ `properties` and in personalization.' }),
     type: propertyType,
-    fallback_value: answeredValueOrNull(fallbackDescription),
+    fallback_value: answeredStringOrNumberOrNull(fallbackDescription),
     created_at: timestamp('When it was declared.'),
     updated_at: timestamp('When its fallback last changed.'),
   },

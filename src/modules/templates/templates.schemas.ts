@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import { answeredStringOrNumber, nullable, timestamp } from '../../http/schema-helpers.ts';
 
 export const MAX_NAME_LENGTH = 200;
 export const MAX_SUBJECT_LENGTH = 1000;
@@ -59,7 +59,7 @@ export const Template = Type.Object(
     html: nullable(Type.String(), 'Draft HTML body (Liquid), or null.'),
     text: nullable(Type.String(), 'Draft plain-text body (Liquid), or null.'),
     variables: Type.Array(Type.String(), { description: 'Declared variable names.' }),
-    variable_defaults: Type.Record(Type.String(), variableDefault, {
+    variable_defaults: Type.Record(Type.String(), answeredStringOrNumber(), {
       description: 'Defaults of declared variables, by name; `{}` when none has one.',
     }),
     created_at: timestamp('When the template was created.'),
@@ -87,7 +87,7 @@ export const TemplateVersion = Type.Object(
     html: nullable(Type.String()),
     text: nullable(Type.String()),
     variables: Type.Array(Type.String()),
-    variable_defaults: Type.Record(Type.String(), variableDefault),
+    variable_defaults: Type.Record(Type.String(), answeredStringOrNumber()),
     published_at: timestamp('When this version was published.'),
   },
   { title: 'TemplateVersion', description: 'An immutable published copy of a template.' },
