@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 export type PropertyType = 'string' | 'number';
 export type PropertyValue = string | number;
@@ -101,12 +102,7 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
       // Contacts' values of it stay in their rows, unread (keyed by this id), until each contact's next write.
-      const result = await (transaction?.db ?? db)
-        .deleteFrom('contact_properties')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction?.db ?? db, 'contact_properties', projectId, id);
     },
   };
 }

@@ -6,6 +6,7 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 export interface ContactRecord {
   id: string;
@@ -173,12 +174,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {
-      const result = await transaction.db
-        .deleteFrom('contacts')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction.db, 'contacts', projectId, id);
     },
   };
 }

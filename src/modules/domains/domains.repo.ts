@@ -7,6 +7,7 @@ import type { Transaction } from '../../db/transaction.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { ComplianceCheck } from './compliance.ts';
 import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 export interface DomainRecord {
   id: string;
@@ -270,12 +271,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .deleteFrom('domains')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction?.db ?? db, 'domains', projectId, id);
     },
 
     /** Writes a check's result, and hands back the lease the background check may hold on it. */

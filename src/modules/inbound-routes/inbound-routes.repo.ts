@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, RouteAction, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 // The inbound_routes table, written only here.
 
@@ -106,12 +107,7 @@ export function createInboundRouteRepo(db: Kysely<Database>) {
     },
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .deleteFrom('inbound_routes')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction?.db ?? db, 'inbound_routes', projectId, id);
     },
 
     /**

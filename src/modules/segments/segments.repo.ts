@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 export interface SegmentRecord {
   id: string;
@@ -98,12 +99,7 @@ export function createSegmentRepo(db: Kysely<Database>) {
 
     /** Its memberships go with it (the foreign key's cascade); the contacts stay. */
     async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {
-      const result = await transaction.db
-        .deleteFrom('segments')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction.db, 'segments', projectId, id);
     },
 
     /** False when the contact was in the segment already (nothing written). */

@@ -3,6 +3,7 @@ import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 /** Defaults of declared variables, by name (a send that does not give one renders its default). */
 export type VariableDefaults = Record<string, string | number>;
@@ -256,12 +257,7 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
       // Versions go with it (ON DELETE CASCADE).
-      const result = await (transaction?.db ?? db)
-        .deleteFrom('templates')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction?.db ?? db, 'templates', projectId, id);
     },
 
     /**

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 export type Subscription = 'opt_in' | 'opt_out';
 
@@ -122,12 +123,7 @@ export function createTopicRepo(db: Kysely<Database>) {
 
     /** Contacts' choices for it go with it (the foreign key's cascade). */
     async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {
-      const result = await transaction.db
-        .deleteFrom('topics')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction.db, 'topics', projectId, id);
     },
 
     /** A contact's own choices for these topics (a topic without one is absent), read in `transaction`. */

@@ -5,6 +5,7 @@ import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db
 import { prepareQuery } from '../../db/prepared-query.ts';
 import { createValidatedCache, type Stamps, type ThroughOptions } from '../../db/validated-cache.ts';
 import { createBoundedMemo, createIdentityMemo } from '../../lib/memo.ts';
+import { deleteProjectRow } from '../../db/project-rows.ts';
 
 export interface WebhookRecord {
   id: string;
@@ -282,12 +283,7 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
     },
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .deleteFrom('webhooks')
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
+      return deleteProjectRow(transaction?.db ?? db, 'webhooks', projectId, id);
     },
   };
 }
