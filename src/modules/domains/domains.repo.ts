@@ -114,6 +114,21 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
   const coverage =
     stamps &&
     createValidatedCache<DomainCoverage[]>(stamps, { scope: 'domains', maxEntries: CACHED_COVERAGE });
+  /** The project's domain whose `column` (its id or its name) is `value`. */
+  const findOne = async (
+    projectId: string,
+    column: 'id' | 'name',
+    value: string,
+    transaction?: Transaction,
+  ): Promise<DomainRecord | undefined> => {
+    const row = await (transaction?.db ?? db)
+      .selectFrom('domains')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where(column, '=', value)
+      .executeTakeFirst();
+    return row && toDomainRecord(row);
+  };
   return {
     /**
      * Adds a domain (pending); false when the project has that name already (another request added it since
@@ -164,13 +179,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     async find(projectId: string, id: string, transaction?: Transaction): Promise<DomainRecord | undefined> {
-      const row = await (transaction?.db ?? db)
-        .selectFrom('domains')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return row && toDomainRecord(row);
+      return findOne(projectId, 'id', id, transaction);
     },
 
     /** The project's domain of this name. */
@@ -179,13 +188,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       name: string,
       transaction?: Transaction,
     ): Promise<DomainRecord | undefined> {
-      const row = await (transaction?.db ?? db)
-        .selectFrom('domains')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('name', '=', name)
-        .executeTakeFirst();
-      return row && toDomainRecord(row);
+      return findOne(projectId, 'name', name, transaction);
     },
 
     /**
