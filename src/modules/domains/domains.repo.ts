@@ -7,7 +7,7 @@ import type { Transaction } from '../../db/transaction.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { ComplianceCheck } from './compliance.ts';
 import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export interface DomainRecord {
   id: string;
@@ -319,17 +319,11 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       now: string,
       transaction?: Transaction,
     ): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .updateTable('domains')
-        .set({
-          receiving,
-          updated_at: now,
-          ...(receiving ? { next_check_at: now } : { receiving_verified: false }),
-        })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction?.db ?? db, 'domains', projectId, id, {
+        receiving,
+        updated_at: now,
+        ...(receiving ? { next_check_at: now } : { receiving_verified: false }),
+      });
     },
 
     /** Stores a rotation's new key (pending until its record verifies), replacing a previous pending one. */
@@ -340,18 +334,12 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       now: string,
       transaction?: Transaction,
     ): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .updateTable('domains')
-        .set({
-          next_dkim_selector: key.selector,
-          next_dkim_public_key: key.publicKey,
-          next_dkim_private_key_sealed: key.privateKeySealed,
-          updated_at: now,
-        })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction?.db ?? db, 'domains', projectId, id, {
+        next_dkim_selector: key.selector,
+        next_dkim_public_key: key.publicKey,
+        next_dkim_private_key_sealed: key.privateKeySealed,
+        updated_at: now,
+      });
     },
   };
 }
