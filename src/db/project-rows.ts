@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Updateable } from 'kysely';
 import type { Database } from './schema.ts';
 
 // What the API's resources share in storage: a row that belongs to a project by `project_id` and is named by
@@ -15,6 +15,9 @@ export type ProjectTable =
   | 'templates'
   | 'inbound_routes';
 
+/** What every project table has, to write any of them by one statement. */
+type ProjectRowColumns = { project_id: string; id: string } & Record<string, unknown>;
+
 /** Deletes a project's row by id, through `db` (the root or a transaction's); false when there was none. */
 export async function deleteProjectRow(
   db: Kysely<Database>,
@@ -28,4 +31,26 @@ export async function deleteProjectRow(
     .where('id', '=', id)
     .executeTakeFirst();
   return Number(result.numDeletedRows) > 0;
+}
+
+/**
+ * Writes `changes` to a project's row by id, through `db` (the root or a transaction's); false when there was
+ * none.
+ */
+export async function updateProjectRow<T extends ProjectTable>(
+  db: Kysely<Database>,
+  table: T,
+  projectId: string,
+  id: string,
+  changes: Updateable<Database[T]>,
+): Promise<boolean> {
+  // Kysely cannot type `set` over a union of tables; the caller's `changes` are checked against its own table
+  // above, and every project table has `project_id` and `id`.
+  const result = await (db as unknown as Kysely<Record<string, ProjectRowColumns>>)
+    .updateTable(table as string)
+    .set(changes as ProjectRowColumns)
+    .where('project_id', '=', projectId)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
 }

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export type PropertyType = 'string' | 'number';
 export type PropertyValue = string | number;
@@ -91,13 +91,10 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
     },
 
     async update(record: ContactPropertyRecord, transaction?: Transaction): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .updateTable('contact_properties')
-        .set({ fallback_value: fallbackText(record.fallbackValue), updated_at: record.updatedAt })
-        .where('project_id', '=', record.projectId)
-        .where('id', '=', record.id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction?.db ?? db, 'contact_properties', record.projectId, record.id, {
+        fallback_value: fallbackText(record.fallbackValue),
+        updated_at: record.updatedAt,
+      });
     },
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {

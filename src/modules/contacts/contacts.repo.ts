@@ -6,7 +6,7 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export interface ContactRecord {
   id: string;
@@ -164,13 +164,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         created_at: _created,
         ...changes
       } = toRow(record);
-      const result = await transaction.db
-        .updateTable('contacts')
-        .set(changes)
-        .where('project_id', '=', record.projectId)
-        .where('id', '=', record.id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction.db, 'contacts', record.projectId, record.id, changes);
     },
 
     async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {

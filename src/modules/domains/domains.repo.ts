@@ -7,7 +7,7 @@ import type { Transaction } from '../../db/transaction.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { ComplianceCheck } from './compliance.ts';
 import { RETURN_PATH_LABEL, type RecordCheck } from './records.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export interface DomainRecord {
   id: string;
@@ -114,6 +114,21 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
   const coverage =
     stamps &&
     createValidatedCache<DomainCoverage[]>(stamps, { scope: 'domains', maxEntries: CACHED_COVERAGE });
+  /** The project's domain whose `column` (its id or its name) is `value`. */
+  const findOne = async (
+    projectId: string,
+    column: 'id' | 'name',
+    value: string,
+    transaction?: Transaction,
+  ): Promise<DomainRecord | undefined> => {
+    const row = await (transaction?.db ?? db)
+      .selectFrom('domains')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where(column, '=', value)
+      .executeTakeFirst();
+    return row && toDomainRecord(row);
+  };
   return {
     /**
      * Adds a domain (pending); false when the project has that name already (another request added it since
@@ -164,13 +179,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     async find(projectId: string, id: string, transaction?: Transaction): Promise<DomainRecord | undefined> {
-      const row = await (transaction?.db ?? db)
-        .selectFrom('domains')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return row && toDomainRecord(row);
+      return findOne(projectId, 'id', id, transaction);
     },
 
     /** The project's domain of this name. */
@@ -179,13 +188,7 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       name: string,
       transaction?: Transaction,
     ): Promise<DomainRecord | undefined> {
-      const row = await (transaction?.db ?? db)
-        .selectFrom('domains')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('name', '=', name)
-        .executeTakeFirst();
-      return row && toDomainRecord(row);
+      return findOne(projectId, 'name', name, transaction);
     },
 
     /**
@@ -316,17 +319,11 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       now: string,
       transaction?: Transaction,
     ): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .updateTable('domains')
-        .set({
-          receiving,
-          updated_at: now,
-          ...(receiving ? { next_check_at: now } : { receiving_verified: false }),
-        })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction?.db ?? db, 'domains', projectId, id, {
+        receiving,
+        updated_at: now,
+        ...(receiving ? { next_check_at: now } : { receiving_verified: false }),
+      });
     },
 
     /** Stores a rotation's new key (pending until its record verifies), replacing a previous pending one. */
@@ -337,18 +334,12 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
       now: string,
       transaction?: Transaction,
     ): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .updateTable('domains')
-        .set({
-          next_dkim_selector: key.selector,
-          next_dkim_public_key: key.publicKey,
-          next_dkim_private_key_sealed: key.privateKeySealed,
-          updated_at: now,
-        })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction?.db ?? db, 'domains', projectId, id, {
+        next_dkim_selector: key.selector,
+        next_dkim_public_key: key.publicKey,
+        next_dkim_private_key_sealed: key.privateKeySealed,
+        updated_at: now,
+      });
     },
   };
 }

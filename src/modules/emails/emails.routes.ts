@@ -1,5 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { DecodedFields } from '../../lib/base64.ts';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -19,7 +20,7 @@ import {
   SendEmailBatchBody,
   SendEmailBody,
 } from './emails.schemas.ts';
-import type { EmailService, SendPlan } from './emails.service.ts';
+import type { EmailService, KeySender, SendPlan } from './emails.service.ts';
 
 const tags = ['Emails'];
 
@@ -52,6 +53,18 @@ export function storeSend<T>(
   );
 }
 
+/**
+ * Prepares the send of an authenticated request's body with `prepare` (the service's prepareSend or
+ * prepareBatch): as its key's project and sender, with the files decoded with its body. For every route that
+ * sends (/v1 and /resend).
+ */
+export function prepareFrom<B>(
+  request: FastifyRequest & { body: B },
+  prepare: (projectId: string, body: B, sender: KeySender, decoded?: DecodedFields) => Promise<SendPlan>,
+): Promise<SendPlan> {
+  return prepare(projectOf(request), request.body, request.caller!, request.decodedFields);
+}
+
 export function registerEmailRoutes(server: FastifyInstance, { emails }: { emails: EmailService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -71,12 +84,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const plan = await emails.prepareSend(
-        projectOf(request),
-        request.body,
-        request.caller!,
-        request.decodedFields,
-      );
+      const plan = await prepareFrom(request, emails.prepareSend);
       reply.code(202);
       const [accepted] = emails.acceptedViews(plan);
       return storeSend(reply, emails, plan, accepted!);
@@ -99,12 +107,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       },
     },
     async (request, reply) => {
-      const plan = await emails.prepareBatch(
-        projectOf(request),
-        request.body,
-        request.caller!,
-        request.decodedFields,
-      );
+      const plan = await prepareFrom(request, emails.prepareBatch);
       reply.code(202);
       const accepted = list(emails.acceptedViews(plan), false);
       return storeSend(reply, emails, plan, accepted);

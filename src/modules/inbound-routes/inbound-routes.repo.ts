@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, RouteAction, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 // The inbound_routes table, written only here.
 
@@ -88,22 +88,16 @@ export function createInboundRouteRepo(db: Kysely<Database>) {
       now: string,
       transaction?: Transaction,
     ): Promise<boolean> {
-      const result = await (transaction?.db ?? db)
-        .updateTable('inbound_routes')
-        .set({
-          ...(changes.domain !== undefined ? { domain: changes.domain } : {}),
-          ...(changes.localPart !== undefined ? { local_part: changes.localPart } : {}),
-          ...(changes.priority !== undefined ? { priority: changes.priority } : {}),
-          ...(changes.action !== undefined ? { action: changes.action } : {}),
-          ...(changes.rejectMessage !== undefined ? { reject_message: changes.rejectMessage } : {}),
-          ...(changes.spamRejectScore !== undefined ? { spam_reject_score: changes.spamRejectScore } : {}),
-          ...(changes.enabled !== undefined ? { enabled: changes.enabled } : {}),
-          updated_at: now,
-        })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction?.db ?? db, 'inbound_routes', projectId, id, {
+        ...(changes.domain !== undefined ? { domain: changes.domain } : {}),
+        ...(changes.localPart !== undefined ? { local_part: changes.localPart } : {}),
+        ...(changes.priority !== undefined ? { priority: changes.priority } : {}),
+        ...(changes.action !== undefined ? { action: changes.action } : {}),
+        ...(changes.rejectMessage !== undefined ? { reject_message: changes.rejectMessage } : {}),
+        ...(changes.spamRejectScore !== undefined ? { spam_reject_score: changes.spamRejectScore } : {}),
+        ...(changes.enabled !== undefined ? { enabled: changes.enabled } : {}),
+        updated_at: now,
+      });
     },
 
     async delete(projectId: string, id: string, transaction?: Transaction): Promise<boolean> {

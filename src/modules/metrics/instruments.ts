@@ -52,6 +52,11 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
   // lag, heap and GC): what an operator's dashboards expect of a Node service (packaging/grafana-dashboard.json).
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  // Most families below count by one label and need nothing more: these two build them.
+  const counter = <L extends string>(name: string, help: string, label: L) =>
+    new Counter<L>({ name, help, labelNames: [label], registers });
+  const queueGauge = (name: string, help: string) =>
+    new Gauge<'queue'>({ name, help, labelNames: ['queue'], registers });
   const requestDuration = new Histogram({
     name: 'postwire_http_request_duration_seconds',
     help: 'HTTP requests answered, by method, route pattern and status, and how long each took',
@@ -59,30 +64,26 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
     buckets: [...options.latencyBuckets],
     registers,
   });
-  const emailsAccepted = new Counter({
-    name: 'postwire_emails_accepted_total',
-    help: 'Emails accepted and stored for sending, by source: the HTTP API (202) or SMTP submission (250)',
-    labelNames: ['source'],
-    registers,
-  });
-  const events = new Counter({
-    name: 'postwire_events_total',
-    help: 'Events emitted by this process, by type (email.sent, email.delivered, email.bounced, email.failed, …); email events count recipients',
-    labelNames: ['type'] as const,
-    registers,
-  });
-  const webhookAttempts = new Counter({
-    name: 'postwire_webhook_attempts_total',
-    help: 'Webhook delivery attempts made by this process, by result (succeeded: a 2xx in time; failed: anything else)',
-    labelNames: ['result'] as const,
-    registers,
-  });
-  const inboundReports = new Counter({
-    name: 'postwire_inbound_reports_total',
-    help: 'Received reports (bounces, delays, complaints, …) read by this process, by outcome',
-    labelNames: ['outcome'] as const,
-    registers,
-  });
+  const emailsAccepted = counter(
+    'postwire_emails_accepted_total',
+    'Emails accepted and stored for sending, by source: the HTTP API (202) or SMTP submission (250)',
+    'source',
+  );
+  const events = counter(
+    'postwire_events_total',
+    'Events emitted by this process, by type (email.sent, email.delivered, email.bounced, email.failed, …); email events count recipients',
+    'type',
+  );
+  const webhookAttempts = counter(
+    'postwire_webhook_attempts_total',
+    'Webhook delivery attempts made by this process, by result (succeeded: a 2xx in time; failed: anything else)',
+    'result',
+  );
+  const inboundReports = counter(
+    'postwire_inbound_reports_total',
+    'Received reports (bounces, delays, complaints, …) read by this process, by outcome',
+    'outcome',
+  );
   new Gauge({
     name: 'postwire_queue_attempts_in_flight',
     help: "Attempts running now in this process's workers, per queue",
@@ -137,18 +138,14 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
       inboundReports.inc({ outcome });
     },
     queueGauges: {
-      depth: new Gauge({
-        name: 'postwire_queue_depth',
-        help: 'Jobs due now per queue, in any process sharing the database (counted up to a bound, so a scrape stays cheap)',
-        labelNames: ['queue'] as const,
-        registers,
-      }),
-      oldestDueAge: new Gauge({
-        name: 'postwire_queue_oldest_due_age_seconds',
-        help: 'How long the oldest job due now has been due, per queue (0 when none is)',
-        labelNames: ['queue'] as const,
-        registers,
-      }),
+      depth: queueGauge(
+        'postwire_queue_depth',
+        'Jobs due now per queue, in any process sharing the database (counted up to a bound, so a scrape stays cheap)',
+      ),
+      oldestDueAge: queueGauge(
+        'postwire_queue_oldest_due_age_seconds',
+        'How long the oldest job due now has been due, per queue (0 when none is)',
+      ),
     },
   };
 }

@@ -12,7 +12,7 @@ import {
   SendEmailBatchBody,
   SendEmailBody,
 } from '../emails/emails.schemas.ts';
-import { storeSend } from '../emails/emails.routes.ts';
+import { prepareFrom, storeSend } from '../emails/emails.routes.ts';
 import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
 import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
@@ -114,12 +114,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           preValidation: translated((body) => toPostwireSend(body)),
         },
         async (request, reply) => {
-          const plan = await emails.prepareSend(
-            projectOf(request),
-            request.body,
-            request.caller!,
-            request.decodedFields,
-          );
+          const plan = await prepareFrom(request, emails.prepareSend);
           const [accepted] = emails.acceptedViews(plan);
           const answer = { id: accepted!.id };
           return storeSend(reply, emails, plan, answer);
@@ -137,12 +132,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           ),
         },
         async (request, reply) => {
-          const plan = await emails.prepareBatch(
-            projectOf(request),
-            request.body,
-            request.caller!,
-            request.decodedFields,
-          );
+          const plan = await prepareFrom(request, emails.prepareBatch);
           // Postwire's batch is all or nothing (Resend's `strict`); asked for `permissive`, an accepted
           // batch answers with no errors, as Resend's does.
           const permissive = request.headers['x-batch-validation'] === 'permissive';

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export interface SegmentRecord {
   id: string;
@@ -88,13 +88,7 @@ export function createSegmentRepo(db: Kysely<Database>) {
       updatedAt: string,
       transaction: Transaction,
     ): Promise<boolean> {
-      const result = await transaction.db
-        .updateTable('segments')
-        .set({ name, updated_at: updatedAt })
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction.db, 'segments', projectId, id, { name, updated_at: updatedAt });
     },
 
     /** Its memberships go with it (the foreign key's cascade); the contacts stay. */

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export type Subscription = 'opt_in' | 'opt_out';
 
@@ -112,13 +112,11 @@ export function createTopicRepo(db: Kysely<Database>) {
 
     /** Writes the fields that change (name, description); false when the topic is gone. */
     async update(record: TopicRecord, transaction: Transaction): Promise<boolean> {
-      const result = await transaction.db
-        .updateTable('topics')
-        .set({ name: record.name, description: record.description, updated_at: record.updatedAt })
-        .where('project_id', '=', record.projectId)
-        .where('id', '=', record.id)
-        .executeTakeFirst();
-      return Number(result.numUpdatedRows) > 0;
+      return updateProjectRow(transaction.db, 'topics', record.projectId, record.id, {
+        name: record.name,
+        description: record.description,
+        updated_at: record.updatedAt,
+      });
     },
 
     /** Contacts' choices for it go with it (the foreign key's cascade). */

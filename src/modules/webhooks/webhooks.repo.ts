@@ -5,7 +5,7 @@ import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db
 import { prepareQuery } from '../../db/prepared-query.ts';
 import { createValidatedCache, type Stamps, type ThroughOptions } from '../../db/validated-cache.ts';
 import { createBoundedMemo, createIdentityMemo } from '../../lib/memo.ts';
-import { deleteProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
 export interface WebhookRecord {
   id: string;
@@ -210,12 +210,13 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       const changes = Object.fromEntries(
         Object.entries(toRow(next)).filter(([column, value]) => before[column] !== value),
       ) as Partial<ReturnType<typeof toRow>>;
-      await (transaction?.db ?? db)
-        .updateTable('webhooks')
-        .set(options.reenabled ? { ...changes, failing_since: null } : changes)
-        .where('project_id', '=', next.projectId)
-        .where('id', '=', next.id)
-        .execute();
+      await updateProjectRow(
+        transaction?.db ?? db,
+        'webhooks',
+        next.projectId,
+        next.id,
+        options.reenabled ? { ...changes, failing_since: null } : changes,
+      );
     },
 
     /**
