@@ -740,6 +740,87 @@ for (const engine of ALL_ENGINES) {
       }
     });
 
+    test('webhooks: update moves the endpoint, events and status; rotateSigningSecret answers a new secret that signs', async () => {
+      const receiver = await startReceiver();
+      try {
+        const created = dataOf(
+          await resend.webhooks.create({
+            endpoint: `${api.baseUrl}/hooks/elsewhere`,
+            events: ['email.bounced'],
+          }),
+        );
+        dataOf(await resend.webhooks.update(created.id, { status: 'disabled' }));
+        assert.deepEqual(
+          dataOf(
+            await resend.webhooks.update(created.id, {
+              endpoint: receiver.url,
+              events: ['email.sent'],
+              status: 'enabled',
+            }),
+          ),
+          { object: 'webhook', id: created.id },
+        );
+        const got = dataOf(await resend.webhooks.get(created.id));
+        assert.deepEqual([got.endpoint, got.events, got.status], [receiver.url, ['email.sent'], 'enabled']);
+
+        const rotated = dataOf(await resend.webhooks.rotateSigningSecret(created.id));
+        assert.deepEqual(Object.keys(rotated).sort(), ['id', 'object', 'signing_secret']);
+        assert.deepEqual([rotated.object, rotated.id], ['webhook', created.id]);
+        assert.match(rotated.signing_secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+        assert.notEqual(rotated.signing_secret, created.signing_secret);
+        assert.ok(
+          !JSON.stringify(dataOf(await resend.webhooks.get(created.id))).includes(rotated.signing_secret),
+          'the new secret is answered once, by the rotation',
+        );
+
+        const sent = dataOf(
+          await resend.emails.send({ from, to: 'rotated@example.org', subject: 'Rotated', text: 'x' }),
+        );
+        const [delivery] = await receiver.waitFor(1);
+        const headers = {
+          id: String(delivery!.headers['webhook-id']),
+          timestamp: String(delivery!.headers['webhook-timestamp']),
+          signature: String(delivery!.headers['webhook-signature']),
+        };
+        const event = resend.webhooks.verify({
+          payload: delivery!.body,
+          headers,
+          webhookSecret: rotated.signing_secret,
+        }) as unknown as { type: string; data: { email_id: string } };
+        assert.deepEqual([event.type, event.data.email_id], ['email.sent', sent.id]);
+        // Within the rotation window the old secret signs too (two signatures), so receivers can switch over.
+        assert.equal(headers.signature.split(' ').length, 2);
+
+        assertError(
+          await resend.webhooks.update(created.id, { status: 'paused' as 'enabled' }),
+          422,
+          'validation_error',
+          /status/,
+        );
+        assertError(
+          await resend.webhooks.update(created.id, { endpoint: 'not a url' }),
+          422,
+          'validation_error',
+          /endpoint|url/,
+        );
+        assertError(
+          await resend.webhooks.update('wh_nope', { status: 'disabled' }),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        assertError(
+          await resend.webhooks.rotateSigningSecret('wh_nope'),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        dataOf(await resend.webhooks.remove(created.id));
+      } finally {
+        await receiver.close();
+      }
+    });
+
     test('apiKeys: create (the token works once), list, remove (the token stops working)', async () => {
       const created = dataOf(await resend.apiKeys.create({ name: 'ci' }));
       assert.deepEqual(Object.keys(created).sort(), ['id', 'token']);

@@ -46,8 +46,8 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   oauth: 'OAuth grants',
   usage: 'usage reports',
 };
-// Resources the adapter has, some of whose operations it does not (share, metrics, claims, signing-secret
-// rotation, webhook event logs, key renames…).
+// Resources the adapter has, some of whose operations it does not (share, metrics, claims, webhook event
+// logs, key renames…).
 const PARTLY: Record<string, string> = {
   emails: 'emails',
   domains: 'domains',
@@ -352,6 +352,18 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         async (request) => {
           const webhook = await webhooks.update(projectOf(request), request.params.id, request.body);
           return { object: 'webhook', id: webhook.id };
+        },
+      );
+
+      // Resend makes the new secret and answers it once. It is /v1's rotation (PATCH with `secret`): the old
+      // secret signs next to the new one until WEBHOOK_SECRET_ROTATION_WINDOW ends, then stops.
+      app.post(
+        '/webhooks/:id/signing-secret/rotate',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request) => {
+          const secret = newSigningSecret();
+          const webhook = await webhooks.update(projectOf(request), request.params.id, { secret });
+          return { object: 'webhook', id: webhook.id, signing_secret: secret };
         },
       );
 
