@@ -821,6 +821,94 @@ for (const engine of ALL_ENGINES) {
       }
     });
 
+    test("webhooks.events.list and events.attempts.list: the webhook's delivery log in Resend's shape", async () => {
+      const receiver = await startReceiver();
+      receiver.script({ status: 503, body: 'busy' });
+      try {
+        const { id } = dataOf(
+          await resend.webhooks.create({ endpoint: receiver.url, events: ['email.sent'] }),
+        );
+        dataOf(await resend.emails.send({ from, to: 'log@example.org', subject: 'Log', text: 'x' }));
+        // The first attempt is answered 503, the retry 200.
+        const events = await until(async () => {
+          const page = dataOf(await resend.webhooks.events.list({ webhookId: id }));
+          return page.data[0]?.status === 'success' && page;
+        });
+        const [event] = events.data;
+        assert.deepEqual(events, {
+          object: 'list',
+          has_more: false,
+          data: [{ id: event!.id, type: 'email.sent', created_at: event!.created_at, status: 'success' }],
+        });
+        assert.match(event!.id, /^dlv_/);
+
+        const attempts = dataOf(
+          await resend.webhooks.events.attempts.list({ webhookId: id, eventId: event!.id }),
+        );
+        const [first, second] = attempts.data;
+        assert.deepEqual(attempts, {
+          object: 'list',
+          has_more: false,
+          data: [
+            { id: first!.id, http_status_code: 503, response: 'busy', sent_at: first!.sent_at },
+            { id: second!.id, http_status_code: 200, response: 'ok', sent_at: second!.sent_at },
+          ],
+        });
+        const paged = dataOf(
+          await resend.webhooks.events.attempts.list({ webhookId: id, eventId: event!.id, limit: 1 }),
+        );
+        assert.deepEqual(paged, { object: 'list', has_more: true, data: [first] });
+        const next = dataOf(
+          await resend.webhooks.events.attempts.list({
+            webhookId: id,
+            eventId: event!.id,
+            limit: 1,
+            after: first!.id,
+          }),
+        );
+        assert.deepEqual(next, { object: 'list', has_more: false, data: [second] });
+
+        // Not mapped: a 501 that says so.
+        assertError(
+          await resend.webhooks.events.get({ webhookId: id, eventId: event!.id }),
+          501,
+          'application_error',
+          `Postwire does not implement GET /webhooks/${id}/events/${event!.id} of Resend's webhooks API (docs/api/resend.md says what /resend answers).`,
+        );
+        assertError(
+          await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id }),
+          501,
+          'application_error',
+          /^Postwire does not implement POST .*\/replay/,
+        );
+        assertError(
+          await resend.webhooks.events.list({ webhookId: 'wh_nope' }),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        assertError(
+          await resend.webhooks.events.attempts.list({ webhookId: id, eventId: 'dlv_nope' }),
+          404,
+          'not_found',
+          "No delivery with id 'dlv_nope'.",
+        );
+        assertError(
+          await resend.webhooks.events.attempts.list({
+            webhookId: id,
+            eventId: event!.id,
+            after: 'att_nope',
+          }),
+          422,
+          'validation_error',
+          'after must be an attempt id from this list.',
+        );
+        dataOf(await resend.webhooks.remove(id));
+      } finally {
+        await receiver.close();
+      }
+    });
+
     test('apiKeys: create (the token works once), list, remove (the token stops working)', async () => {
       const created = dataOf(await resend.apiKeys.create({ name: 'ci' }));
       assert.deepEqual(Object.keys(created).sort(), ['id', 'token']);
