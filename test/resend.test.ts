@@ -821,14 +821,16 @@ for (const engine of ALL_ENGINES) {
       }
     });
 
-    test("webhooks.events.list and events.attempts.list: the webhook's delivery log in Resend's shape", async () => {
+    test("webhooks.events.list, get, replay and events.attempts.list: the webhook's delivery log in Resend's shape", async () => {
       const receiver = await startReceiver();
       receiver.script({ status: 503, body: 'busy' });
       try {
         const { id } = dataOf(
           await resend.webhooks.create({ endpoint: receiver.url, events: ['email.sent'] }),
         );
-        dataOf(await resend.emails.send({ from, to: 'log@example.org', subject: 'Log', text: 'x' }));
+        const sent = dataOf(
+          await resend.emails.send({ from, to: 'log@example.org', subject: 'Log', text: 'x' }),
+        );
         // The first attempt is answered 503, the retry 200.
         const events = await until(async () => {
           const page = dataOf(await resend.webhooks.events.list({ webhookId: id }));
@@ -868,18 +870,51 @@ for (const engine of ALL_ENGINES) {
         );
         assert.deepEqual(next, { object: 'list', has_more: false, data: [second] });
 
-        // Not mapped: a 501 that says so.
-        assertError(
-          await resend.webhooks.events.get({ webhookId: id, eventId: event!.id }),
-          501,
-          'application_error',
-          `Postwire does not implement GET /webhooks/${id}/events/${event!.id} of Resend's webhooks API (docs/api/resend.md says what /resend answers).`,
+        const got = dataOf(await resend.webhooks.events.get({ webhookId: id, eventId: event!.id }));
+        assert.deepEqual(
+          { ...got, payload: undefined },
+          { object: 'webhook_event', ...event!, next_attempt_at: null, payload: undefined },
+        );
+        // The payload is what the receiver was sent.
+        assert.deepEqual(got.payload, JSON.parse(receiver.requests[1]!.body));
+        assert.equal(got.payload.type, 'email.sent');
+        assert.equal((got.payload.data as { email_id: string }).email_id, sent.id);
+
+        // A replay is a new delivery of the same event (the same webhook-id), due now.
+        const replayed = dataOf(await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id }));
+        assert.equal(replayed.object, 'webhook_event');
+        assert.match(replayed.id, /^dlv_/);
+        assert.notEqual(replayed.id, event!.id);
+        const [, , again] = await receiver.waitFor(3);
+        assert.equal(again!.headers['webhook-id'], receiver.requests[1]!.headers['webhook-id']);
+        assert.equal(again!.body, receiver.requests[1]!.body);
+        const after = await until(async () => {
+          const page = dataOf(await resend.webhooks.events.list({ webhookId: id }));
+          return page.data[0]?.status === 'success' && page;
+        });
+        assert.deepEqual(
+          after.data.map((item) => item.id),
+          [replayed.id, event!.id],
         );
         assertError(
-          await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id }),
-          501,
-          'application_error',
-          /^Postwire does not implement POST .*\/replay/,
+          await resend.webhooks.events.get({ webhookId: id, eventId: 'dlv_nope' }),
+          404,
+          'not_found',
+          "No delivery with id 'dlv_nope'.",
+        );
+        dataOf(await resend.webhooks.update(id, { status: 'disabled' }));
+        const refused = await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id });
+        assert.equal(
+          (refused.error as { statusCode: number } | null)?.statusCode,
+          409,
+          JSON.stringify(refused),
+        );
+        assert.match(refused.error!.message, /is disabled/);
+        assertError(
+          await resend.webhooks.events.replay({ webhookId: 'wh_nope', eventId: event!.id }),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
         );
         assertError(
           await resend.webhooks.events.list({ webhookId: 'wh_nope' }),

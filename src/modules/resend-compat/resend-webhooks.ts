@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { invalidParam } from '../../lib/errors.ts';
 import { EVENT_KIND_NAMES, type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
-import { resendEventType } from '../deliveries/resend-payload.ts';
+import { resendEventType, resendPayload } from '../deliveries/resend-payload.ts';
+import type { EventView } from '../events/events.schemas.ts';
 import type { DeliveryAttemptView, DeliveryView } from '../deliveries/deliveries.schemas.ts';
 import type { WebhookView } from '../webhooks/webhooks.schemas.ts';
 
@@ -105,4 +106,19 @@ export function pageOfAttempts(delivery: DeliveryView, query: { limit?: number; 
     throw invalidParam('after', 'after must be an attempt id from this list.');
   }
   return { items: attempts.slice(start, start + limit), hasMore: start + limit < attempts.length };
+}
+
+/** A delivery and its event as Resend's `webhooks.events.get` answers: the payload in Resend's shape. */
+export function toResendEventDetail(delivery: DeliveryView, event: EventView) {
+  const payload = resendPayload({
+    type: event.type,
+    createdAt: event.created_at,
+    data: JSON.stringify(event.data),
+  });
+  return {
+    object: 'webhook_event' as const,
+    ...toResendEventLog(delivery),
+    next_attempt_at: delivery.next_attempt_at,
+    payload: JSON.parse(payload) as unknown,
+  };
 }

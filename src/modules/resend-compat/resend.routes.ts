@@ -28,6 +28,7 @@ import {
   newSigningSecret,
   toPostwireWebhook,
   pageOfAttempts,
+  toResendEventDetail,
   toResendEventLog,
   toResendWebhook,
 } from './resend-webhooks.ts';
@@ -52,8 +53,7 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   oauth: 'OAuth grants',
   usage: 'usage reports',
 };
-// Resources the adapter has, some of whose operations it does not (share, metrics, claims, a webhook event
-// read or replayed, key renames…).
+// Resources the adapter has, some of whose operations it does not (share, metrics, claims, key renames…).
 const PARTLY: Record<string, string> = {
   emails: 'emails',
   domains: 'domains',
@@ -94,7 +94,7 @@ const CreateApiKeyBody = Type.Object(
  * message }` (see docs/api/resend.md). Hidden from the OpenAPI document, which describes /v1.
  */
 export async function registerResendRoutes(server: FastifyInstance, services: Services): Promise<void> {
-  const { emails, templates, webhooks, webhookOperations, projects } = services;
+  const { emails, templates, webhooks, webhookOperations, events, projects } = services;
   await server.register(
     async (scope) => {
       // Every error answered under /resend (validation, the auth hook's 401, rate limits, idempotency,
@@ -387,6 +387,32 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
             toPageRequest(request.query, 'dlv'),
           );
           return list(page.items.map(toResendEventLog), page.hasMore);
+        },
+      );
+
+      app.get(
+        '/webhooks/:id/events/:eventId',
+        { config: { permission: 'read_only' }, schema: { ...hide, params: WebhookEventParams } },
+        async (request) => {
+          const { id, eventId } = request.params;
+          const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
+          const event = await events.get(projectOf(request), delivery.event_id);
+          return toResendEventDetail(delivery, event);
+        },
+      );
+
+      // A replay is /v1's redelivery of the event to this webhook alone: a new delivery, due now.
+      app.post(
+        '/webhooks/:id/events/:eventId/replay',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: WebhookEventParams } },
+        async (request, reply) => {
+          const { id, eventId } = request.params;
+          const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
+          const plan = await events.prepareRedeliver(projectOf(request), delivery.event_id, {
+            webhookId: id,
+          });
+          const redelivery = await reply.transact((transaction) => events.redeliver(transaction, plan));
+          return { object: 'webhook_event', id: redelivery.delivery_ids[0]! };
         },
       );
 
