@@ -740,6 +740,210 @@ for (const engine of ALL_ENGINES) {
       }
     });
 
+    test('webhooks: update moves the endpoint, events and status; rotateSigningSecret answers a new secret that signs', async () => {
+      const receiver = await startReceiver();
+      try {
+        const created = dataOf(
+          await resend.webhooks.create({
+            endpoint: `${api.baseUrl}/hooks/elsewhere`,
+            events: ['email.bounced'],
+          }),
+        );
+        dataOf(await resend.webhooks.update(created.id, { status: 'disabled' }));
+        assert.deepEqual(
+          dataOf(
+            await resend.webhooks.update(created.id, {
+              endpoint: receiver.url,
+              events: ['email.sent'],
+              status: 'enabled',
+            }),
+          ),
+          { object: 'webhook', id: created.id },
+        );
+        const got = dataOf(await resend.webhooks.get(created.id));
+        assert.deepEqual([got.endpoint, got.events, got.status], [receiver.url, ['email.sent'], 'enabled']);
+
+        const rotated = dataOf(await resend.webhooks.rotateSigningSecret(created.id));
+        assert.deepEqual(Object.keys(rotated).sort(), ['id', 'object', 'signing_secret']);
+        assert.deepEqual([rotated.object, rotated.id], ['webhook', created.id]);
+        assert.match(rotated.signing_secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+        assert.notEqual(rotated.signing_secret, created.signing_secret);
+        assert.ok(
+          !JSON.stringify(dataOf(await resend.webhooks.get(created.id))).includes(rotated.signing_secret),
+          'the new secret is answered once, by the rotation',
+        );
+
+        const sent = dataOf(
+          await resend.emails.send({ from, to: 'rotated@example.org', subject: 'Rotated', text: 'x' }),
+        );
+        const [delivery] = await receiver.waitFor(1);
+        const headers = {
+          id: String(delivery!.headers['webhook-id']),
+          timestamp: String(delivery!.headers['webhook-timestamp']),
+          signature: String(delivery!.headers['webhook-signature']),
+        };
+        const event = resend.webhooks.verify({
+          payload: delivery!.body,
+          headers,
+          webhookSecret: rotated.signing_secret,
+        }) as unknown as { type: string; data: { email_id: string } };
+        assert.deepEqual([event.type, event.data.email_id], ['email.sent', sent.id]);
+        // Within the rotation window the old secret signs too (two signatures), so receivers can switch over.
+        assert.equal(headers.signature.split(' ').length, 2);
+
+        assertError(
+          await resend.webhooks.update(created.id, { status: 'paused' as 'enabled' }),
+          422,
+          'validation_error',
+          /status/,
+        );
+        assertError(
+          await resend.webhooks.update(created.id, { endpoint: 'not a url' }),
+          422,
+          'validation_error',
+          /endpoint|url/,
+        );
+        assertError(
+          await resend.webhooks.update('wh_nope', { status: 'disabled' }),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        assertError(
+          await resend.webhooks.rotateSigningSecret('wh_nope'),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        dataOf(await resend.webhooks.remove(created.id));
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    test("webhooks.events.list, get, replay and events.attempts.list: the webhook's delivery log in Resend's shape", async () => {
+      const receiver = await startReceiver();
+      receiver.script({ status: 503, body: 'busy' });
+      try {
+        const { id } = dataOf(
+          await resend.webhooks.create({ endpoint: receiver.url, events: ['email.sent'] }),
+        );
+        const sent = dataOf(
+          await resend.emails.send({ from, to: 'log@example.org', subject: 'Log', text: 'x' }),
+        );
+        // The first attempt is answered 503, the retry 200.
+        const events = await until(async () => {
+          const page = dataOf(await resend.webhooks.events.list({ webhookId: id }));
+          return page.data[0]?.status === 'success' && page;
+        });
+        const [event] = events.data;
+        assert.deepEqual(events, {
+          object: 'list',
+          has_more: false,
+          data: [{ id: event!.id, type: 'email.sent', created_at: event!.created_at, status: 'success' }],
+        });
+        assert.match(event!.id, /^dlv_/);
+
+        const attempts = dataOf(
+          await resend.webhooks.events.attempts.list({ webhookId: id, eventId: event!.id }),
+        );
+        const [first, second] = attempts.data;
+        assert.deepEqual(attempts, {
+          object: 'list',
+          has_more: false,
+          data: [
+            { id: first!.id, http_status_code: 503, response: 'busy', sent_at: first!.sent_at },
+            { id: second!.id, http_status_code: 200, response: 'ok', sent_at: second!.sent_at },
+          ],
+        });
+        const paged = dataOf(
+          await resend.webhooks.events.attempts.list({ webhookId: id, eventId: event!.id, limit: 1 }),
+        );
+        assert.deepEqual(paged, { object: 'list', has_more: true, data: [first] });
+        const next = dataOf(
+          await resend.webhooks.events.attempts.list({
+            webhookId: id,
+            eventId: event!.id,
+            limit: 1,
+            after: first!.id,
+          }),
+        );
+        assert.deepEqual(next, { object: 'list', has_more: false, data: [second] });
+
+        const got = dataOf(await resend.webhooks.events.get({ webhookId: id, eventId: event!.id }));
+        assert.deepEqual(
+          { ...got, payload: undefined },
+          { object: 'webhook_event', ...event!, next_attempt_at: null, payload: undefined },
+        );
+        // The payload is what the receiver was sent.
+        assert.deepEqual(got.payload, JSON.parse(receiver.requests[1]!.body));
+        assert.equal(got.payload.type, 'email.sent');
+        assert.equal((got.payload.data as { email_id: string }).email_id, sent.id);
+
+        // A replay is a new delivery of the same event (the same webhook-id), due now.
+        const replayed = dataOf(await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id }));
+        assert.equal(replayed.object, 'webhook_event');
+        assert.match(replayed.id, /^dlv_/);
+        assert.notEqual(replayed.id, event!.id);
+        const [, , again] = await receiver.waitFor(3);
+        assert.equal(again!.headers['webhook-id'], receiver.requests[1]!.headers['webhook-id']);
+        assert.equal(again!.body, receiver.requests[1]!.body);
+        const after = await until(async () => {
+          const page = dataOf(await resend.webhooks.events.list({ webhookId: id }));
+          return page.data[0]?.status === 'success' && page;
+        });
+        assert.deepEqual(
+          after.data.map((item) => item.id),
+          [replayed.id, event!.id],
+        );
+        assertError(
+          await resend.webhooks.events.get({ webhookId: id, eventId: 'dlv_nope' }),
+          404,
+          'not_found',
+          "No delivery with id 'dlv_nope'.",
+        );
+        dataOf(await resend.webhooks.update(id, { status: 'disabled' }));
+        const refused = await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id });
+        assert.equal(
+          (refused.error as { statusCode: number } | null)?.statusCode,
+          409,
+          JSON.stringify(refused),
+        );
+        assert.match(refused.error!.message, /is disabled/);
+        assertError(
+          await resend.webhooks.events.replay({ webhookId: 'wh_nope', eventId: event!.id }),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        assertError(
+          await resend.webhooks.events.list({ webhookId: 'wh_nope' }),
+          404,
+          'not_found',
+          "No webhook with id 'wh_nope'.",
+        );
+        assertError(
+          await resend.webhooks.events.attempts.list({ webhookId: id, eventId: 'dlv_nope' }),
+          404,
+          'not_found',
+          "No delivery with id 'dlv_nope'.",
+        );
+        assertError(
+          await resend.webhooks.events.attempts.list({
+            webhookId: id,
+            eventId: event!.id,
+            after: 'att_nope',
+          }),
+          422,
+          'validation_error',
+          'after must be an attempt id from this list.',
+        );
+        dataOf(await resend.webhooks.remove(id));
+      } finally {
+        await receiver.close();
+      }
+    });
+
     test('apiKeys: create (the token works once), list, remove (the token stops working)', async () => {
       const created = dataOf(await resend.apiKeys.create({ name: 'ci' }));
       assert.deepEqual(Object.keys(created).sort(), ['id', 'token']);

@@ -31,6 +31,16 @@ export interface RequeueRequest {
 // delivery log's reads and recovery's re-queue. The queue's claims and outcome writes are its adapter's
 // (deliveries.queue.ts).
 export function createDeliveryRepo(db: Kysely<Database>) {
+  /** A webhook's deliveries with their event's kind, as the delivery log reads them. */
+  const webhookDeliveries = (projectId: string, webhookId: string) =>
+    db
+      .selectFrom('deliveries as d')
+      .innerJoin('events as e', 'e.id', 'd.event_id')
+      .selectAll('d')
+      .select('e.type as event_type')
+      .where('d.project_id', '=', projectId)
+      .where('d.webhook_id', '=', webhookId);
+
   return {
     /** Retention: attempts made before `cutoff` (their deliveries go with their events). */
     pruneTargets: (cutoff: Date): PruneTarget[] => [
@@ -76,19 +86,22 @@ export function createDeliveryRepo(db: Kysely<Database>) {
       status?: DeliveryStatus,
     ): Promise<Page<DeliveryWithType>> {
       return pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db
-          .selectFrom('deliveries as d')
-          .innerJoin('events as e', 'e.id', 'd.event_id')
-          .selectAll('d')
-          .select('e.type as event_type')
-          .where('d.project_id', '=', projectId)
-          .where('d.webhook_id', '=', webhookId);
+        let query = webhookDeliveries(projectId, webhookId);
         // A literal rather than a parameter: SQLite uses the partial index on failed deliveries only when
         // the query names the same value.
         if (status !== undefined) query = query.where('d.status', '=', sql.lit(status));
         if (cursor) query = query.where('d.id', cursor.op, cursor.id);
         return query.orderBy('d.id', order).limit(limit).execute();
       });
+    },
+
+    /** One of a webhook's deliveries, with its event's kind. */
+    async findForWebhook(
+      projectId: string,
+      webhookId: string,
+      id: string,
+    ): Promise<DeliveryWithType | undefined> {
+      return webhookDeliveries(projectId, webhookId).where('d.id', '=', id).executeTakeFirst();
     },
 
     async find(projectId: string, id: string): Promise<DeliveryRecord | undefined> {

@@ -58,6 +58,11 @@ export function createDeliveryService({ repo, engine, notifier }: DeliveryServic
       return { items: await views(projectId, result.items), hasMore: result.hasMore };
     },
 
+    async getForWebhook(projectId: string, webhookId: string, id: string): Promise<DeliveryView | undefined> {
+      const row = await repo.findForWebhook(projectId, webhookId, id);
+      return row && (await views(projectId, [row]))[0];
+    },
+
     /**
      * Waits up to `waitMs` for the delivery's first attempt, made by whichever worker claims it (in this
      * process or another), by reading the delivery row. There is no cross-process signal for a recorded

@@ -8,6 +8,11 @@ import type { FastifyRequest } from 'fastify';
 export const hide = { hide: true } as const;
 
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1 }) });
+/** A webhook's event (Postwire's delivery) in Resend's paths. */
+export const WebhookEventParams = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  eventId: Type.String({ minLength: 1 }),
+});
 
 /** Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. */
 export const translated =

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { invalidParam } from '../../lib/errors.ts';
 import { EVENT_KIND_NAMES, type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
-import { resendEventType } from '../deliveries/resend-payload.ts';
+import { resendEventType, resendPayload } from '../deliveries/resend-payload.ts';
+import type { EventView } from '../events/events.schemas.ts';
+import type { DeliveryAttemptView, DeliveryView } from '../deliveries/deliveries.schemas.ts';
 import type { WebhookView } from '../webhooks/webhooks.schemas.ts';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -60,5 +62,63 @@ export function toResendWebhook(webhook: WebhookView) {
     status: webhook.enabled ? ('enabled' as const) : ('disabled' as const),
     endpoint: webhook.url,
     events: toResendEvents(webhook.events),
+  };
+}
+
+/**
+ * A delivery of Postwire's log as Resend's webhook event (one event at one webhook): its id is the delivery's
+ * (`dlv_…`; the event's own id is the `webhook-id` header). A pending delivery already tried is `attempting`.
+ */
+export function toResendEventLog(delivery: DeliveryView) {
+  const status =
+    delivery.status === 'succeeded'
+      ? ('success' as const)
+      : delivery.status === 'failed'
+        ? ('failed' as const)
+        : delivery.attempts > 0
+          ? ('attempting' as const)
+          : ('pending' as const);
+  return {
+    id: delivery.id,
+    type: resendEventType(delivery.event_type as EventKind),
+    created_at: delivery.created_at,
+    status,
+  };
+}
+
+/** An attempt as Resend lists it: no answer (a refused connection, a timeout) is status 0. */
+function toResendAttempt(attempt: DeliveryAttemptView) {
+  return {
+    id: attempt.id,
+    http_status_code: attempt.status_code ?? 0,
+    // What the receiver answered (the start of it); with no answer, why.
+    response: (attempt.status_code === null ? attempt.error : attempt.response_excerpt) ?? '',
+    sent_at: attempt.attempted_at,
+  };
+}
+
+/** A delivery's attempts, oldest first, paged here: they are few (the retry schedule bounds them). */
+export function pageOfAttempts(delivery: DeliveryView, query: { limit?: number; after?: string }) {
+  const attempts = delivery.attempt_log.map(toResendAttempt);
+  const { after, limit = attempts.length } = query;
+  const start = after === undefined ? 0 : attempts.findIndex((attempt) => attempt.id === after) + 1;
+  if (start === 0 && after !== undefined) {
+    throw invalidParam('after', 'after must be an attempt id from this list.');
+  }
+  return { items: attempts.slice(start, start + limit), hasMore: start + limit < attempts.length };
+}
+
+/** A delivery and its event as Resend's `webhooks.events.get` answers: the payload in Resend's shape. */
+export function toResendEventDetail(delivery: DeliveryView, event: EventView) {
+  const payload = resendPayload({
+    type: event.type,
+    createdAt: event.created_at,
+    data: JSON.stringify(event.data),
+  });
+  return {
+    object: 'webhook_event' as const,
+    ...toResendEventLog(delivery),
+    next_attempt_at: delivery.next_attempt_at,
+    payload: JSON.parse(payload) as unknown,
   };
 }

@@ -18,13 +18,20 @@ import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schem
 import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
 import { registerResendDomainRoutes } from './resend-domains.routes.ts';
-import { hide, IdParams, translated } from './resend-routing.ts';
+import { hide, IdParams, translated, WebhookEventParams } from './resend-routing.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
-import { newSigningSecret, toPostwireWebhook, toResendWebhook } from './resend-webhooks.ts';
+import {
+  newSigningSecret,
+  toPostwireWebhook,
+  pageOfAttempts,
+  toResendEventDetail,
+  toResendEventLog,
+  toResendWebhook,
+} from './resend-webhooks.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -46,8 +53,7 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   oauth: 'OAuth grants',
   usage: 'usage reports',
 };
-// Resources the adapter has, some of whose operations it does not (share, metrics, claims, signing-secret
-// rotation, webhook event logs, key renames…).
+// Resources the adapter has, some of whose operations it does not (share, metrics, claims, key renames…).
 const PARTLY: Record<string, string> = {
   emails: 'emails',
   domains: 'domains',
@@ -88,7 +94,7 @@ const CreateApiKeyBody = Type.Object(
  * message }` (see docs/api/resend.md). Hidden from the OpenAPI document, which describes /v1.
  */
 export async function registerResendRoutes(server: FastifyInstance, services: Services): Promise<void> {
-  const { emails, templates, webhooks, projects } = services;
+  const { emails, templates, webhooks, webhookOperations, events, projects } = services;
   await server.register(
     async (scope) => {
       // Every error answered under /resend (validation, the auth hook's 401, rate limits, idempotency,
@@ -342,6 +348,75 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         async (request) => {
           const webhook = await webhooks.update(projectOf(request), request.params.id, request.body);
           return { object: 'webhook', id: webhook.id };
+        },
+      );
+
+      // Resend makes the new secret and answers it once. It is /v1's rotation (PATCH with `secret`): the old
+      // secret signs next to the new one until WEBHOOK_SECRET_ROTATION_WINDOW ends, then stops.
+      app.post(
+        '/webhooks/:id/signing-secret/rotate',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
+        async (request) => {
+          const secret = newSigningSecret();
+          const webhook = await webhooks.update(projectOf(request), request.params.id, { secret });
+          return { object: 'webhook', id: webhook.id, signing_secret: secret };
+        },
+      );
+
+      // The event log: Postwire's delivery log of the webhook (GET /v1/webhooks/{id}/deliveries).
+      app.get(
+        '/webhooks/:id/events',
+        {
+          config: { permission: 'read_only' },
+          schema: { ...hide, params: IdParams, querystring: ListQuery },
+        },
+        async (request) => {
+          const page = await webhookOperations.listDeliveries(
+            projectOf(request),
+            request.params.id,
+            toPageRequest(request.query, 'dlv'),
+          );
+          return list(page.items.map(toResendEventLog), page.hasMore);
+        },
+      );
+
+      app.get(
+        '/webhooks/:id/events/:eventId',
+        { config: { permission: 'read_only' }, schema: { ...hide, params: WebhookEventParams } },
+        async (request) => {
+          const { id, eventId } = request.params;
+          const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
+          const event = await events.get(projectOf(request), delivery.event_id);
+          return toResendEventDetail(delivery, event);
+        },
+      );
+
+      // A replay is /v1's redelivery of the event to this webhook alone: a new delivery, due now.
+      app.post(
+        '/webhooks/:id/events/:eventId/replay',
+        { config: { permission: 'full_access' }, schema: { ...hide, params: WebhookEventParams } },
+        async (request, reply) => {
+          const { id, eventId } = request.params;
+          const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
+          const plan = await events.prepareRedeliver(projectOf(request), delivery.event_id, {
+            webhookId: id,
+          });
+          const redelivery = await reply.transact((transaction) => events.redeliver(transaction, plan));
+          return { object: 'webhook_event', id: redelivery.delivery_ids[0]! };
+        },
+      );
+
+      app.get(
+        '/webhooks/:id/events/:eventId/attempts',
+        {
+          config: { permission: 'read_only' },
+          schema: { ...hide, params: WebhookEventParams, querystring: ListQuery },
+        },
+        async (request) => {
+          const { id, eventId } = request.params;
+          const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
+          const page = pageOfAttempts(delivery, request.query);
+          return list(page.items, page.hasMore);
         },
       );
 

@@ -196,6 +196,14 @@ export function createWebhookOperations({
       return deliveries.listForWebhook(projectId, id, page, status);
     },
 
+    /** One delivery of the webhook's log, with its attempts. */
+    async getDelivery(projectId: string, id: string, deliveryId: string) {
+      await load(projectId, id);
+      const delivery = await deliveries.getForWebhook(projectId, id, deliveryId);
+      if (!delivery) throw notFound('delivery', deliveryId);
+      return delivery;
+    },
+
     /**
      * Sends a test event to this webhook alone, through the queue like any delivery (so a failed test is
      * retried on the schedule), and answers with the first attempt's outcome once a worker has made it.
