@@ -1079,6 +1079,26 @@ describe('dashboard in a browser', { skip }, () => {
     }
   });
 
+  test("an email's preview shows though its frame announced itself before the dashboard listened", async () => {
+    // The frame's loader says it is ready as soon as it runs; on a busy machine, with the frame in the cache,
+    // that can come before the dashboard listens for it (CI saw a blank preview for 30 s). Here the
+    // announcement never comes at all: the frame's load event alone must still bring the email in.
+    const email = (await api.request('GET', '/v1/emails')).body.data[0].id;
+    const { context: quiet, page: target } = await newPage(WIDTHS[0]);
+    await target.route('**/dashboard/assets/frame.js', async (route) => {
+      const loader = await (await route.fetch()).text();
+      assert.match(loader, /previewReady/);
+      await route.fulfill({
+        contentType: 'text/javascript',
+        body: loader.replace(/^window\.parent\.postMessage\(\{ previewReady: true \}, '\*'\);$/m, ''),
+      });
+    });
+    await signIn(target);
+    await target.goto(`/dashboard/emails/${email}`);
+    await target.frameLocator('iframe.preview').locator('body *').first().waitFor();
+    await quiet.close();
+  });
+
   test('signing out removes the key from storage', async () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { name: 'Sign in' }).waitFor();

@@ -1,17 +1,27 @@
 import { html, useEffect, useRef } from './html.js';
 
+/** The frames already given their html: each gets it once, whichever of its two signals comes first. */
+const given = new WeakSet();
+
 /**
  * Email html in a sandboxed frame. The frame (dashboard/frame.html) has an opaque origin and a policy of its
  * own (see src/modules/dashboard/dashboard.routes.ts); it announces itself, then gets the html by
- * postMessage — never through a URL, so nothing of the email lands in a log either.
+ * postMessage — never through a URL, so nothing of the email lands in a log either. The frame's
+ * announcement can come before this component's effect listens for it (a frame loaded from cache, on a busy
+ * machine), so its load event — after its loader has run — gives the html too.
  */
 export function HtmlPreview({ html: content, title = 'Email preview' }) {
   const frame = useRef(null);
+  const give = (element) => {
+    if (!element?.contentWindow || given.has(element)) return;
+    given.add(element);
+    // The frame's origin is opaque ("null"), so '*' is the only target origin that reaches it.
+    element.contentWindow.postMessage({ html: content ?? '' }, '*');
+  };
   useEffect(() => {
     const onMessage = (event) => {
       if (event.source !== frame.current?.contentWindow || !event.data?.previewReady) return;
-      // The frame's origin is opaque ("null"), so '*' is the only target origin that reaches it.
-      frame.current.contentWindow.postMessage({ html: content ?? '' }, '*');
+      give(frame.current);
     };
     window.addEventListener('message', onMessage);
     return () => window.removeEventListener('message', onMessage);
@@ -25,6 +35,7 @@ export function HtmlPreview({ html: content, title = 'Email preview' }) {
     sandbox="allow-scripts"
     referrerpolicy="no-referrer"
     src="/dashboard/frame.html"
+    onLoad=${(event) => give(event.currentTarget)}
   ></iframe>`;
 }
 
