@@ -9,7 +9,9 @@
 //
 // The pairs: reads (`GET /v1/webhooks`, 20 webhooks, auth), writes (`POST /v1/webhooks`) and emails
 // (`POST /v1/emails`, one recipient, accepted: validated and stored before the 202; no sending worker runs, so
-// this is acceptance alone), each against bare Fastify answering the same JSON (parsing the same body).
+// this is acceptance alone), each against bare Fastify answering the same JSON (parsing the same body); the
+// emails against bare Fastify storing each one with one durable INSERT on the same engine before the 202
+// (bench/insert-floor.ts: the floor issue 43 defines), with bare Fastify without the INSERT shown beside.
 //
 // Fairness: the server runs in a child process and autocannon in this one; with taskset and two or more
 // CPUs each is pinned to a CPU of its own, so the load generator never takes the server's CPU. Bare and real
@@ -275,10 +277,22 @@ async function round(profileDir?: string): Promise<Row[]> {
     );
   }
   if (doEmails) {
+    // No INSERT: what the HTTP side alone costs (shown, not a target's baseline).
     rows.push(
       await measure(bare, {
         name: 'bare  POST /v1/emails',
         path: '/v1/emails',
+        method: 'POST',
+        expect: 202,
+        headers: json,
+        body: emailBody,
+      }),
+    );
+    // The accepted send's floor (issue 43): the same with one durable INSERT on this engine before the 202.
+    rows.push(
+      await measure(bare, {
+        name: 'bare+insert POST /v1/emails',
+        path: '/floor/emails',
         method: 'POST',
         expect: 202,
         headers: json,
@@ -402,7 +416,8 @@ const ratio = (real: string, bare: string, of: (row: Row) => number) => {
 };
 const READ = ['real  GET  /v1/webhooks', 'bare  GET  /v1/webhooks'] as const;
 const WRITE = ['real  POST /v1/webhooks', 'bare  POST /v1/webhooks'] as const;
-const SEND = ['real  POST /v1/emails', 'bare  POST /v1/emails'] as const;
+const SEND = ['real  POST /v1/emails', 'bare+insert POST /v1/emails'] as const;
+const SEND_HTTP = ['real  POST /v1/emails', 'bare  POST /v1/emails'] as const;
 const readRatio = ratio(...READ, (r) => r.rps);
 const writeRatio = ratio(...WRITE, (r) => r.rps);
 const sendRatio = ratio(...SEND, (r) => r.rps);
@@ -419,6 +434,12 @@ log(
     `(aim ≥ ${READ_AIM} on reads${verdict(doReads, readRatio, READ_AIM)}, ` +
     `≥ ${ACCEPT_AIM} on emails accepted${verdict(doEmails, sendRatio, ACCEPT_AIM)})`,
 );
+if (doEmails) {
+  log(
+    `emails against bare+insert (Fastify + one durable INSERT on ${engine}: the target's floor) ` +
+      `${show(sendRatio)}; against bare Fastify with no INSERT ${show(ratio(...SEND_HTTP, (r) => r.rps))}`,
+  );
+}
 if (engine === 'sqlite') {
   log(
     `real/bare+sql reads ${show(ratio(READ[0], 'bare+sql GET /v1/webhooks', (r) => r.rps))}  ` +
