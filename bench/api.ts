@@ -51,6 +51,9 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '1' },
     rounds: { type: 'string', default: '1' },
     profile: { type: 'boolean', default: false },
+    // --statements <file>: every statement of each real server and its wall time (statement-tally.ts), start to
+    // end, each server's tally in a file of its own (`<file>.<n>`), with the requests it answered.
+    statements: { type: 'string' },
     // Some of reads, writes, emails (comma-separated): measure those pairs only, when iterating on one path.
     only: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
@@ -88,9 +91,19 @@ interface Server {
   stop(): Promise<void>;
 }
 
+let tallies = 0;
 async function startServer(mode: 'real' | 'bare', payloads?: ParentMessage) {
-  const nodeArgs = [path.join(here, 'server.ts'), mode];
-  const options = { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[] };
+  const tally =
+    args.statements && mode === 'real' ? `${path.resolve(args.statements)}.${tallies++}` : undefined;
+  const nodeArgs = [
+    ...(tally ? ['--import', path.join(here, 'statement-tally.ts')] : []),
+    path.join(here, 'server.ts'),
+    mode,
+  ];
+  const options = {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
+    ...(tally ? { env: { ...process.env, STATEMENT_TALLY_FILE: tally } } : {}),
+  };
   const child = pin
     ? spawn('taskset', ['-c', SERVER_CPU, process.execPath, ...nodeArgs], options)
     : spawn(process.execPath, nodeArgs, options);
@@ -172,7 +185,7 @@ async function measure(server: Server, target: Target, profileFile?: string): Pr
     connections,
     ...(target.body !== undefined ? { body: target.body } : {}),
   };
-  await autocannon({ ...options, duration: warmup });
+  const warm: Result = await autocannon({ ...options, duration: warmup });
   if (profileFile) await server.profile('start');
   const serverBefore = await server.cpuMicros();
   const clientBefore = process.cpuUsage();
@@ -190,6 +203,11 @@ async function measure(server: Server, target: Target, profileFile?: string): Pr
       ? ((machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)) * cpuCount
       : Number.NaN;
   const expected = result.statusCodeStats[target.expect]?.count ?? 0;
+  if (args.statements && target.name.startsWith('real')) {
+    log(
+      `${target.name}: ${warm.requests.total + result.requests.total} requests (warm-up included) in the tally`,
+    );
+  }
   return {
     name: target.name,
     rps: result.requests.total / result.duration,

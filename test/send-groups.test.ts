@@ -51,7 +51,8 @@ for (const engine of ALL_ENGINES) {
         sendDailyLimit: DAILY_LIMIT,
         sendGroups: DEFAULTS.sendGroups,
         observe(text) {
-          if (/^\s*insert into "?emails"? /i.test(text)) {
+          // Alone, or as the first part of one statement with the recipients and the count (PostgreSQL).
+          if (/^\s*(?:with part0 as \()?insert into "?emails"? /i.test(text)) {
             emailInserts += 1;
             if (text.includes('), (')) groupedInserts += 1;
           }
