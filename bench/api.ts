@@ -9,7 +9,9 @@
 //
 // The pairs: reads (`GET /v1/webhooks`, 20 webhooks, auth), writes (`POST /v1/webhooks`) and emails
 // (`POST /v1/emails`, one recipient, accepted: validated and stored before the 202; no sending worker runs, so
-// this is acceptance alone), each against bare Fastify answering the same JSON (parsing the same body).
+// this is acceptance alone), each against bare Fastify answering the same JSON (parsing the same body); the
+// emails against bare Fastify storing each one with one durable INSERT on the same engine before the 202
+// (bench/insert-floor.ts: the floor issue 43 defines), with bare Fastify without the INSERT shown beside.
 //
 // Fairness: the server runs in a child process and autocannon in this one; with taskset and two or more
 // CPUs each is pinned to a CPU of its own, so the load generator never takes the server's CPU. Bare and real
@@ -49,6 +51,9 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '1' },
     rounds: { type: 'string', default: '1' },
     profile: { type: 'boolean', default: false },
+    // --statements <file>: every statement of each real server and its wall time (statement-tally.ts), start to
+    // end, each server's tally in a file of its own (`<file>.<n>`), with the requests it answered.
+    statements: { type: 'string' },
     // Some of reads, writes, emails (comma-separated): measure those pairs only, when iterating on one path.
     only: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
@@ -86,9 +91,19 @@ interface Server {
   stop(): Promise<void>;
 }
 
+let tallies = 0;
 async function startServer(mode: 'real' | 'bare', payloads?: ParentMessage) {
-  const nodeArgs = [path.join(here, 'server.ts'), mode];
-  const options = { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[] };
+  const tally =
+    args.statements && mode === 'real' ? `${path.resolve(args.statements)}.${tallies++}` : undefined;
+  const nodeArgs = [
+    ...(tally ? ['--import', path.join(here, 'statement-tally.ts')] : []),
+    path.join(here, 'server.ts'),
+    mode,
+  ];
+  const options = {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[],
+    ...(tally ? { env: { ...process.env, STATEMENT_TALLY_FILE: tally } } : {}),
+  };
   const child = pin
     ? spawn('taskset', ['-c', SERVER_CPU, process.execPath, ...nodeArgs], options)
     : spawn(process.execPath, nodeArgs, options);
@@ -170,7 +185,7 @@ async function measure(server: Server, target: Target, profileFile?: string): Pr
     connections,
     ...(target.body !== undefined ? { body: target.body } : {}),
   };
-  await autocannon({ ...options, duration: warmup });
+  const warm: Result = await autocannon({ ...options, duration: warmup });
   if (profileFile) await server.profile('start');
   const serverBefore = await server.cpuMicros();
   const clientBefore = process.cpuUsage();
@@ -188,6 +203,11 @@ async function measure(server: Server, target: Target, profileFile?: string): Pr
       ? ((machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total)) * cpuCount
       : Number.NaN;
   const expected = result.statusCodeStats[target.expect]?.count ?? 0;
+  if (args.statements && target.name.startsWith('real')) {
+    log(
+      `${target.name}: ${warm.requests.total + result.requests.total} requests (warm-up included) in the tally`,
+    );
+  }
   return {
     name: target.name,
     rps: result.requests.total / result.duration,
@@ -275,10 +295,22 @@ async function round(profileDir?: string): Promise<Row[]> {
     );
   }
   if (doEmails) {
+    // No INSERT: what the HTTP side alone costs (shown, not a target's baseline).
     rows.push(
       await measure(bare, {
         name: 'bare  POST /v1/emails',
         path: '/v1/emails',
+        method: 'POST',
+        expect: 202,
+        headers: json,
+        body: emailBody,
+      }),
+    );
+    // The accepted send's floor (issue 43): the same with one durable INSERT on this engine before the 202.
+    rows.push(
+      await measure(bare, {
+        name: 'bare+insert POST /v1/emails',
+        path: '/floor/emails',
         method: 'POST',
         expect: 202,
         headers: json,
@@ -402,7 +434,8 @@ const ratio = (real: string, bare: string, of: (row: Row) => number) => {
 };
 const READ = ['real  GET  /v1/webhooks', 'bare  GET  /v1/webhooks'] as const;
 const WRITE = ['real  POST /v1/webhooks', 'bare  POST /v1/webhooks'] as const;
-const SEND = ['real  POST /v1/emails', 'bare  POST /v1/emails'] as const;
+const SEND = ['real  POST /v1/emails', 'bare+insert POST /v1/emails'] as const;
+const SEND_HTTP = ['real  POST /v1/emails', 'bare  POST /v1/emails'] as const;
 const readRatio = ratio(...READ, (r) => r.rps);
 const writeRatio = ratio(...WRITE, (r) => r.rps);
 const sendRatio = ratio(...SEND, (r) => r.rps);
@@ -419,6 +452,12 @@ log(
     `(aim ≥ ${READ_AIM} on reads${verdict(doReads, readRatio, READ_AIM)}, ` +
     `≥ ${ACCEPT_AIM} on emails accepted${verdict(doEmails, sendRatio, ACCEPT_AIM)})`,
 );
+if (doEmails) {
+  log(
+    `emails against bare+insert (Fastify + one durable INSERT on ${engine}: the target's floor) ` +
+      `${show(sendRatio)}; against bare Fastify with no INSERT ${show(ratio(...SEND_HTTP, (r) => r.rps))}`,
+  );
+}
 if (engine === 'sqlite') {
   log(
     `real/bare+sql reads ${show(ratio(READ[0], 'bare+sql GET /v1/webhooks', (r) => r.rps))}  ` +

@@ -1,10 +1,11 @@
 // The server side of bench/api.ts, in a child process of its own so the load generator never takes its CPU.
 // `node bench/server.ts real` builds the real app on a fresh SQLite file (or, with DATABASE_URL, a fresh
 // PostgreSQL schema); `node bench/server.ts bare` serves the same JSON from plain Fastify routes (no auth, no
-// database, no schemas) as the ceiling to compare with.
+// schemas) as the ceiling to compare with, and the accepted send's floor: one durable INSERT per request.
 import { DatabaseSync } from 'node:sqlite';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { startBenchApp } from './app.ts';
+import { openInsertFloor } from './insert-floor.ts';
 import {
   CREATE_BODY,
   type ChildMessage,
@@ -68,6 +69,13 @@ async function startBare(
   app.post('/v1/webhooks', async (_request, reply) => reply.code(201).send(created));
   // Fastify's own JSON body parser reads the email as the real route's does; nothing is validated or stored.
   app.post('/v1/emails', async (_request, reply) => reply.code(202).send(accepted));
+  // The accepted send's floor (issue 43): the same, with the email stored by one durable INSERT on the same
+  // engine before the 202 (bench/insert-floor.ts).
+  const floor = await openInsertFloor(process.env.DATABASE_URL);
+  app.post('/floor/emails', async (request, reply) => {
+    const id = await floor.insert(payloads.projectId, request.body as Record<string, unknown>);
+    return reply.code(202).send({ ...accepted, id });
+  });
 
   // The floor under any real read on SQLite: the same query on node:sqlite, prepared once, no auth, no Kysely.
   const sqlite =
@@ -93,7 +101,13 @@ async function startBare(
     });
   await app.listen({ port: 0, host: '127.0.0.1' });
   send({ type: 'ready', port: port(app) });
-  return { app, cleanup: async () => sqlite?.close() };
+  return {
+    app,
+    cleanup: async () => {
+      sqlite?.close();
+      await floor.close();
+    },
+  };
 }
 
 function port(app: FastifyInstance): number {

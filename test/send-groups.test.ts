@@ -35,27 +35,53 @@ interface Send {
   headers?: Record<string, string>;
 }
 
-for (const engine of ALL_ENGINES) {
-  describe(`send groups (${engine})`, { skip: engineSkip(engine) }, () => {
+/** A group's one statement on PostgreSQL, autocommitted when there is no daily limit (send-store.ts). */
+const GROUP_STATEMENT = /^\s*with part0 as \(insert into emails /i;
+
+// Each engine with a daily limit, and PostgreSQL without one: there a group is one autocommitted statement.
+const SUITES = [
+  ...ALL_ENGINES.map((engine) => ({ engine, dailyLimit: DAILY_LIMIT })),
+  { engine: 'postgres' as const, dailyLimit: 0 },
+];
+
+for (const { engine, dailyLimit } of SUITES) {
+  const name = dailyLimit > 0 ? engine : `${engine}, no daily limit: autocommitted groups`;
+  describe(`send groups (${name})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let other: Awaited<ReturnType<typeof openOtherConnection>>;
     let emailInserts = 0;
     /** INSERTs of more than one email: sends written together. */
     let groupedInserts = 0;
     let rollbacks = 0;
-    /** Set: the next COMMIT fails (as a full disk or a lost connection would make it). */
-    const failingCommit = commitFailure();
+    /**
+     * Set: the next COMMIT fails (as a full disk or a lost connection would make it), or without a daily
+     * limit on PostgreSQL the group's statement, which is its own commit.
+     */
+    const failingCommit = commitFailure(
+      dailyLimit > 0 ? undefined : new RegExp(`^\\s*commit|${GROUP_STATEMENT.source}`, 'i'),
+    );
+    /** Set: the next statement of many sends is refused by the database (as a serialization failure would be). */
+    let refuseNext = false;
 
     before(async () => {
       api = await startTestApp(engine, {
-        sendDailyLimit: DAILY_LIMIT,
+        sendDailyLimit: dailyLimit,
         sendGroups: DEFAULTS.sendGroups,
         observe(text) {
-          if (/^\s*insert into "?emails"? /i.test(text)) {
+          // Alone, or as the first part of one statement with the recipients and the count (PostgreSQL).
+          if (/^\s*(?:with part0 as \()?insert into "?emails"? /i.test(text)) {
             emailInserts += 1;
             if (text.includes('), (')) groupedInserts += 1;
           }
           if (/^\s*rollback/i.test(text)) rollbacks += 1;
+          if (refuseNext && GROUP_STATEMENT.test(text) && text.includes('), (')) {
+            refuseNext = false;
+            // As pg reports the database's refusal: a SQLSTATE and a severity.
+            throw Object.assign(new Error('could not serialize access (test)'), {
+              code: '40001',
+              severity: 'ERROR',
+            });
+          }
           failingCommit.check(text);
         },
       });
@@ -166,52 +192,79 @@ for (const engine of ALL_ENGINES) {
       assert.equal(subjects.length, answers.length - failed.length);
     });
 
-    test('a send over its daily limit among good ones is refused alone, the others stored', async () => {
-      const good = await api.createProject('Good');
-      const full = await api.createProject('Full');
-      const filled = await api.request('POST', '/v1/emails', {
-        key: full.key,
-        body: message(
-          0,
-          Array.from({ length: DAILY_LIMIT }, (_, j) => `fill${j}@example.org`),
-        ),
-      });
-      assert.equal(filled.status, 202);
-      const before = { groupedInserts, rollbacks };
-      const sends: Send[] = Array.from({ length: 8 }, (_, i) => ({ body: message(100 + i), key: good.key }));
-      sends.splice(3, 0, { body: message(99, 'over@example.org'), key: full.key });
-      const answers = await burst(sends, [good.projectId, full.projectId]);
-      const refused = answers[3]!;
-      assert.equal(refused.status, 429, JSON.stringify(refused.body));
-      assert.deepEqual(refused.body, {
-        error: {
-          code: 'daily_send_limit',
-          message: `This project may send to ${DAILY_LIMIT} recipients a day (UTC); ${DAILY_LIMIT} are used and this request has 1. The limit resets at midnight UTC.`,
-          request_id: refused.headers.get('x-request-id'),
-        },
-      });
-      const retryAfter = Number(refused.headers.get('retry-after'));
-      assert.ok(retryAfter >= 1 && retryAfter <= 86_400, String(retryAfter));
-      for (const answer of answers.filter((_, index) => index !== 3)) {
-        assert.equal(answer.status, 202, JSON.stringify(answer.body));
-        assert.equal(answer.durable, true);
-      }
-      const over = await other.db
-        .selectFrom('email_recipients')
-        .select('id')
-        .where('address', '=', 'over@example.org')
-        .execute();
-      assert.equal(over.length, 0, 'nothing of the refused send is stored');
-      const counted = await other.db
-        .selectFrom('send_quota')
-        .select((eb) => eb.fn.sum<number | string>('used').as('used'))
-        .where('project_id', '=', good.projectId)
-        .executeTakeFirstOrThrow();
-      assert.equal(Number(counted.used), 8, 'each good send counted once');
-      // The sends after the first were tried together, rolled back, and stored one by one.
-      assert.ok(groupedInserts > before.groupedInserts, 'the sends were written together first');
-      assert.ok(rollbacks > before.rollbacks, 'the group rolled back');
-    });
+    test(
+      'a group statement refused by the database stores each send alone',
+      { skip: dailyLimit > 0 && 'a group is autocommitted only without a daily limit' },
+      async () => {
+        const project = await api.createProject('Refused group');
+        refuseNext = true;
+        const answers = await burst(
+          Array.from({ length: 6 }, (_, i) => ({ body: message(500 + i), key: project.key })),
+          [project.projectId],
+        );
+        assert.equal(refuseNext, false, 'a group statement was refused');
+        for (const answer of answers) {
+          assert.equal(answer.status, 202, JSON.stringify(answer.body));
+          assert.equal(answer.durable, true);
+        }
+      },
+    );
+
+    test(
+      'a send over its daily limit among good ones is refused alone, the others stored',
+      {
+        skip: dailyLimit === 0 && 'no daily limit',
+      },
+      async () => {
+        const good = await api.createProject('Good');
+        const full = await api.createProject('Full');
+        const filled = await api.request('POST', '/v1/emails', {
+          key: full.key,
+          body: message(
+            0,
+            Array.from({ length: DAILY_LIMIT }, (_, j) => `fill${j}@example.org`),
+          ),
+        });
+        assert.equal(filled.status, 202);
+        const before = { groupedInserts, rollbacks };
+        const sends: Send[] = Array.from({ length: 8 }, (_, i) => ({
+          body: message(100 + i),
+          key: good.key,
+        }));
+        sends.splice(3, 0, { body: message(99, 'over@example.org'), key: full.key });
+        const answers = await burst(sends, [good.projectId, full.projectId]);
+        const refused = answers[3]!;
+        assert.equal(refused.status, 429, JSON.stringify(refused.body));
+        assert.deepEqual(refused.body, {
+          error: {
+            code: 'daily_send_limit',
+            message: `This project may send to ${DAILY_LIMIT} recipients a day (UTC); ${DAILY_LIMIT} are used and this request has 1. The limit resets at midnight UTC.`,
+            request_id: refused.headers.get('x-request-id'),
+          },
+        });
+        const retryAfter = Number(refused.headers.get('retry-after'));
+        assert.ok(retryAfter >= 1 && retryAfter <= 86_400, String(retryAfter));
+        for (const answer of answers.filter((_, index) => index !== 3)) {
+          assert.equal(answer.status, 202, JSON.stringify(answer.body));
+          assert.equal(answer.durable, true);
+        }
+        const over = await other.db
+          .selectFrom('email_recipients')
+          .select('id')
+          .where('address', '=', 'over@example.org')
+          .execute();
+        assert.equal(over.length, 0, 'nothing of the refused send is stored');
+        const counted = await other.db
+          .selectFrom('send_quota')
+          .select((eb) => eb.fn.sum<number | string>('used').as('used'))
+          .where('project_id', '=', good.projectId)
+          .executeTakeFirstOrThrow();
+        assert.equal(Number(counted.used), 8, 'each good send counted once');
+        // The sends after the first were tried together, rolled back, and stored one by one.
+        assert.ok(groupedInserts > before.groupedInserts, 'the sends were written together first');
+        assert.ok(rollbacks > before.rollbacks, 'the group rolled back');
+      },
+    );
 
     test('suppressed recipients in a group are stored suppressed, with their event', async () => {
       const project = await api.createProject('Suppressing');

@@ -96,3 +96,34 @@ export async function inChunks<T>(
   for (let start = 0; start < items.length; start += size)
     await each(items.slice(start, start + size), start === 0);
 }
+
+/**
+ * PostgreSQL: statements run as one, each of `parts` a data-modifying WITH of `last` (`WITH part1 AS (…), part2
+ * AS (…) last`), their `$n` placeholders renumbered in turn: one round trip, and one transaction of its own
+ * when autocommitted. Every part runs to completion with the same snapshot (none sees another's rows; foreign
+ * keys are checked at the statement's end, so a part may insert rows that name another part's). `shape` keys
+ * the joined text (the parts' texts must depend on nothing else).
+ */
+export function joinedStatements(): (
+  shape: string,
+  parts: CompiledQuery[],
+  last: CompiledQuery,
+) => CompiledQuery {
+  const texts = createBoundedMemo<string, string>(256);
+  return (shape, parts, last) => {
+    const text = texts(shape, () => {
+      let offset = 0;
+      const renumbered = [...parts, last].map((query) => {
+        const from = offset;
+        offset += query.parameters.length;
+        return query.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + from}`);
+      });
+      const lastText = renumbered.pop()!;
+      return `WITH ${renumbered.map((part, i) => `part${i} AS (${part})`).join(', ')} ${lastText}`;
+    });
+    return CompiledQuery.raw(
+      text,
+      [...parts, last].flatMap((query) => query.parameters),
+    );
+  };
+}

@@ -29,3 +29,31 @@ export async function inTransaction<T>(
   for (const callback of callbacks) callback();
   return result;
 }
+
+/**
+ * Work whose one write is a single statement, run autocommitted: the statement is its own transaction (all or
+ * nothing, committed before this resolves, with the same durability as a COMMIT), one round trip where BEGIN,
+ * the statement and COMMIT are three. `work` gets a Transaction on the database itself and must make exactly
+ * one statement through it; its afterCommit callbacks run once that statement has succeeded. When it fails,
+ * `refusedByTheDatabase` tells whether it certainly did not take effect.
+ */
+export async function autocommitted<T>(
+  db: Kysely<Database>,
+  work: (transaction: Transaction) => Promise<T>,
+): Promise<T> {
+  const callbacks: Array<() => void> = [];
+  const result = await work({ db, afterCommit: (callback) => callbacks.push(callback) });
+  for (const callback of callbacks) callback();
+  return result;
+}
+
+/**
+ * Whether an autocommitted statement's error came from the database as its answer (a SQLSTATE: the statement
+ * was refused and rolled back, nothing of it stored), as against a connection lost on the way, after which
+ * whether it committed is unknown.
+ */
+export function refusedByTheDatabase(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const { code, severity } = error as { code?: unknown; severity?: unknown };
+  return typeof severity === 'string' && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
+}

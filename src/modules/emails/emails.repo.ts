@@ -19,9 +19,16 @@ import {
   queued,
   toEmailRecord,
 } from './email-rows.ts';
-import { createQuotaCounter, overDailyLimit, type QuotaCount, quotaDay } from './fair-queue.repo.ts';
+import {
+  createQuotaCounter,
+  overDailyLimit,
+  type QuotaCount,
+  quotaDay,
+  type QuotaRow,
+  type QuotaTotal,
+} from './fair-queue.repo.ts';
 import type { RecipientRepo } from './recipients.repo.ts';
-import { inChunks, inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
+import { inChunks, inColumnOrder, joinedStatements, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
@@ -82,11 +89,58 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
   };
 }
 
+/**
+ * The emails' files and submitted messages, in `transaction`: one statement per file (a statement holding many
+ * files would hold them all in memory at once), a large one already in its pieces.
+ */
+async function insertFiles(emails: readonly NewEmail[], transaction: Transaction): Promise<void> {
+  const trx = transaction.db;
+  for (const email of emails) {
+    for (const [position, attachment] of email.attachments.entries()) {
+      const inPieces = attachment.piecesKey !== undefined;
+      await trx
+        .insertInto('email_attachments')
+        .values({
+          email_id: email.id,
+          position,
+          project_id: email.projectId,
+          filename: attachment.filename,
+          content_type: attachment.contentType,
+          content_id: attachment.contentId,
+          size: attachment.size,
+          content: inPieces ? new Uint8Array(0) : Buffer.concat(attachment.content),
+          pieces_key: attachment.piecesKey ?? null,
+        })
+        .execute();
+    }
+  }
+
+  // A submitted message per statement too, for the same reason; a large one is already in its pieces.
+  for (const email of emails) {
+    if (email.submitted === undefined) continue;
+    const inPieces = email.submittedPiecesKey !== undefined;
+    await trx
+      .insertInto('email_submissions')
+      .values({
+        email_id: email.id,
+        project_id: email.projectId,
+        message_id: email.messageId,
+        raw: inPieces ? new Uint8Array(0) : Buffer.concat(email.submitted),
+        pieces_key: email.submittedPiecesKey ?? null,
+        created_at: email.createdAt,
+      })
+      .execute();
+  }
+}
+
 /** `recipients`: the recipients' repository, which writes their rows in the same transaction as the email's. */
 export function createEmailRepo(
   db: Kysely<Database>,
   engine: Engine,
-  recipients: Pick<RecipientRepo, 'insertAccepted' | 'cancelWaiting' | 'rescheduleWaiting'>,
+  recipients: Pick<
+    RecipientRepo,
+    'insertAccepted' | 'acceptedInserts' | 'cancelWaiting' | 'rescheduleWaiting'
+  >,
 ) {
   const pieces = createMessagePieces(db);
   // The accepting INSERTs, written as SQL text once per number of rows (and, for recipients, which rows are
@@ -96,7 +150,20 @@ export function createEmailRepo(
     const row = () => `(${EMAIL_COLUMNS.map(slot).join(', ')})`;
     return `INSERT INTO emails (${EMAIL_COLUMNS.join(', ')}) VALUES ${Array.from({ length: Number(rows) }, row).join(', ')}`;
   });
-  const countAgainstQuota = createQuotaCounter(engine);
+  const quota = createQuotaCounter(engine);
+  const joined = joinedStatements();
+
+  /**
+   * PostgreSQL: whether `insert` writes these emails with one statement (the emails, their recipients and the
+   * daily count as the WITH parts of one INSERT): one round trip instead of three. Not for emails with files
+   * or a submitted message (a statement each, so as not to hold them all at once), nor more rows than one
+   * INSERT takes.
+   */
+  const inOneStatement = (emails: readonly NewEmail[]): boolean =>
+    engine === 'postgres' &&
+    emails.length <= INSERT_CHUNK &&
+    emails.every((email) => email.attachments.length === 0 && email.submitted === undefined) &&
+    emails.reduce((sum, email) => sum + email.recipients.length, 0) <= INSERT_CHUNK;
   // Sending workers in other processes, woken after the accepting commit (notifier.ts says why so).
   const wakeOtherProcesses = createDeferredWake(db, engine, QUEUE_CHANNELS.sending);
 
@@ -152,67 +219,47 @@ export function createEmailRepo(
       }
 
       const trx = transaction.db;
-      await inChunks(emails, INSERT_CHUNK, (chunk) =>
-        trx.executeQuery(
-          CompiledQuery.raw(
-            emailsInsert(String(chunk.length)),
-            chunk.flatMap((email) => inColumnOrder(EMAIL_COLUMNS, emailRow(email))),
-          ),
-        ),
-      );
-
-      // One statement per file: a statement holding many files would hold them all in memory at once. A large
-      // one is already in its pieces.
-      for (const email of emails) {
-        for (const [position, attachment] of email.attachments.entries()) {
-          const inPieces = attachment.piecesKey !== undefined;
-          await trx
-            .insertInto('email_attachments')
-            .values({
-              email_id: email.id,
-              position,
-              project_id: email.projectId,
-              filename: attachment.filename,
-              content_type: attachment.contentType,
-              content_id: attachment.contentId,
-              size: attachment.size,
-              content: inPieces ? new Uint8Array(0) : Buffer.concat(attachment.content),
-              pieces_key: attachment.piecesKey ?? null,
-            })
-            .execute();
-        }
-      }
-
-      // A submitted message per statement too, for the same reason; a large one is already in its pieces.
-      for (const email of emails) {
-        if (email.submitted === undefined) continue;
-        const inPieces = email.submittedPiecesKey !== undefined;
-        await trx
-          .insertInto('email_submissions')
-          .values({
-            email_id: email.id,
-            project_id: email.projectId,
-            message_id: email.messageId,
-            raw: inPieces ? new Uint8Array(0) : Buffer.concat(email.submitted),
-            pieces_key: email.submittedPiecesKey ?? null,
-            created_at: email.createdAt,
-          })
-          .execute();
-      }
-
-      await recipients.insertAccepted(emails, transaction);
-      // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
       const limited = options.dailyLimit > 0;
       // In one order everywhere: two processes' groups lock the same count rows (PostgreSQL) in the same
       // order, never each waiting for the other's.
       const ordered = [...counts.values()].sort((a, b) =>
         a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
       );
-      const totals = await countAgainstQuota(ordered, limited, transaction);
+      const emailsStatement = (chunk: NewEmail[]) =>
+        CompiledQuery.raw(
+          emailsInsert(String(chunk.length)),
+          chunk.flatMap((email) => inColumnOrder(EMAIL_COLUMNS, emailRow(email))),
+        );
+
+      let totals: QuotaTotal[];
+      if (inOneStatement(emails)) {
+        // The emails, their recipients, then the count (its rows locked only for the statement's end).
+        const [recipientsStatement] = [...recipients.acceptedInserts(emails)];
+        const parts = [emailsStatement(emails), ...(recipientsStatement ? [recipientsStatement] : [])];
+        const counting = quota.statement(ordered, limited);
+        const { rows } = await trx.executeQuery<QuotaRow>(
+          // The texts are the shape: each is kept once per shape by its repository, so the key is exact.
+          joined([...parts, counting].map((query) => query.sql).join('\n'), parts, counting),
+        );
+        totals = quota.totalsOf(ordered, rows);
+      } else {
+        await inChunks(emails, INSERT_CHUNK, (chunk) => trx.executeQuery(emailsStatement(chunk)));
+        await insertFiles(emails, transaction);
+        await recipients.insertAccepted(emails, transaction);
+        // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
+        totals = await quota.count(ordered, limited, transaction);
+      }
       const over = totals.find((counted) => overDailyLimit(counted.total, options.dailyLimit));
       if (over) throw new DailyLimitReached(over.total - over.recipients);
       if (due > 0) transaction.afterCommit(wakeOtherProcesses);
     },
+
+    /**
+     * PostgreSQL: whether `insert` writes these emails with a single statement, so that with nothing else to
+     * write and no daily limit to check (which may refuse them after the statement) it can run autocommitted,
+     * as a transaction of its own.
+     */
+    insertsInOneStatement: inOneStatement,
 
     /**
      * Writes the large content of emails — a submitted message, or a file, larger than one piece — to its

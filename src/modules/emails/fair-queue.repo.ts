@@ -75,30 +75,43 @@ export function createQuotaCounter(engine: Engine) {
           : ''
       }`;
   });
-  return async (
-    counts: readonly QuotaCount[],
-    totals: boolean,
-    transaction: Transaction,
-  ): Promise<QuotaTotal[]> => {
-    if (counts.length === 0) return [];
+  /** The statement counting `counts` (one shard for it), its placeholders numbered from the first. */
+  const statement = (counts: readonly QuotaCount[], totals: boolean): CompiledQuery => {
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);
     const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
-    const query = CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
-    const { rows } = await transaction.db.executeQuery<{
-      project_id: string;
-      day: string;
-      used: number | string;
-      others: number | string | null;
-    }>(query);
-    return rows.map((row) => ({
+    return CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
+  };
+  /** What the statement returns, as each count's total (when `totals` was asked for). */
+  const totalsOf = (counts: readonly QuotaCount[], rows: readonly QuotaRow[]): QuotaTotal[] =>
+    rows.map((row) => ({
       projectId: row.project_id,
       day: row.day,
       recipients: counts.find((count) => count.projectId === row.project_id && count.day === row.day)!
         .recipients,
       total: Number(row.used) + Number(row.others ?? 0),
     }));
+  return {
+    statement,
+    totalsOf,
+    async count(
+      counts: readonly QuotaCount[],
+      totals: boolean,
+      transaction: Transaction,
+    ): Promise<QuotaTotal[]> {
+      if (counts.length === 0) return [];
+      const { rows } = await transaction.db.executeQuery<QuotaRow>(statement(counts, totals));
+      return totalsOf(counts, rows);
+    },
   };
+}
+
+/** A count row as the counting statement returns it with totals. */
+export interface QuotaRow {
+  project_id: string;
+  day: string;
+  used: number | string;
+  others: number | string | null;
 }
 
 /** The quota day (YYYY-MM-DD, UTC) a send accepted at `createdAt` (ISO 8601) is counted on. */

@@ -11,7 +11,7 @@ import {
 } from './email-rows.ts';
 import { nextPositionText } from './fair-queue.repo.ts';
 import { summarizeStatus } from './status.ts';
-import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
+import { placeholders, textsByShape } from '../../db/sql-text.ts';
 
 // The email_recipients rows as the API and reports write them: their insert when the email is accepted,
 // cancelling and rescheduling a scheduled send, and what reports received later (DSNs, complaints) do to
@@ -128,6 +128,35 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     });
     return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
   });
+  /**
+   * The statements inserting the recipients of emails just accepted (insertAccepted's), INSERT_CHUNK rows each,
+   * their placeholders numbered from the first, each made when the one before has been taken: for a caller
+   * that runs them as part of a statement of its own (emails.repo.ts, on PostgreSQL).
+   */
+  function* acceptedInserts(emails: readonly NewEmail[]): Generator<CompiledQuery> {
+    const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
+    // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
+    for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
+      const taken = new Map<string, number>();
+      let shape = '';
+      const parameters: unknown[] = [];
+      for (const { email, recipient } of rows.slice(start, start + INSERT_CHUNK)) {
+        let position: QueuePosition | null = null;
+        if (!recipient.suppressed && email.scheduledAt === null) {
+          const place = (taken.get(email.projectId) ?? 0) + 1;
+          taken.set(email.projectId, place);
+          position = { projectId: email.projectId, place };
+        }
+        shape += position ? 'q' : 'v';
+        const row = recipientRow(email, recipient, position);
+        for (const column of RECIPIENT_COLUMNS) {
+          if (column === 'ready_seq' && position) parameters.push(position.projectId, position.place);
+          else parameters.push(row[column]);
+        }
+      }
+      yield CompiledQuery.raw(recipientsInsert(shape), parameters);
+    }
+  }
   /** Recipient rows with their emails (a report's event carries the email's fields). */
   async function withEmails(
     rows: ReadonlyArray<Pick<Row<'email_recipients'>, (typeof REPORTED_COLUMNS)[number]>>,
@@ -162,29 +191,10 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
      * scheduled ones wait; suppressed ones are stored as such, never queued.
      */
     async insertAccepted(emails: readonly NewEmail[], transaction: Transaction): Promise<void> {
-      const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
-      // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
-      await inChunks(rows, INSERT_CHUNK, (chunk) => {
-        const taken = new Map<string, number>();
-        let shape = '';
-        const parameters: unknown[] = [];
-        for (const { email, recipient } of chunk) {
-          let position: QueuePosition | null = null;
-          if (!recipient.suppressed && email.scheduledAt === null) {
-            const place = (taken.get(email.projectId) ?? 0) + 1;
-            taken.set(email.projectId, place);
-            position = { projectId: email.projectId, place };
-          }
-          shape += position ? 'q' : 'v';
-          const row = recipientRow(email, recipient, position);
-          for (const column of RECIPIENT_COLUMNS) {
-            if (column === 'ready_seq' && position) parameters.push(position.projectId, position.place);
-            else parameters.push(row[column]);
-          }
-        }
-        return transaction.db.executeQuery(CompiledQuery.raw(recipientsInsert(shape), parameters));
-      });
+      for (const insert of acceptedInserts(emails)) await transaction.db.executeQuery(insert);
     },
+
+    acceptedInserts,
 
     /**
      * Cancels, in `transaction`, the recipients of a scheduled email that are still waiting for its time (none of them

@@ -1,6 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
-import { inTransaction, type Transaction } from '../../db/transaction.ts';
+import {
+  autocommitted,
+  inTransaction,
+  refusedByTheDatabase,
+  type Transaction,
+} from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { RetryLaterError } from '../../lib/errors.ts';
 import type { Notifier } from '../../queue/notifier.ts';
@@ -117,6 +122,17 @@ export function createSendStore({
    */
   async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
     const suppressed = await markSuppressed(emails);
+    if (writtenByOneStatement(emails)) {
+      // Nothing but the emails' one statement to write and no limit that could refuse them after it: the
+      // statement is their transaction (PostgreSQL: one round trip instead of BEGIN, it and COMMIT).
+      try {
+        await autocommitted(db, (transaction) => repo.insert(emails, { dailyLimit }, transaction));
+      } catch (error) {
+        if (refusedByTheDatabase(error)) inside?.failed(error);
+        throw error;
+      }
+      return;
+    }
     await inTransaction(db, async (transaction) => {
       try {
         await writeIn(transaction, emails, suppressed);
@@ -126,6 +142,18 @@ export function createSendStore({
       }
     });
   }
+
+  /**
+   * Whether writeIn would make one statement only: the repository writes these emails with one, none of their
+   * recipients is suppressed (an event each) and none is tracked (its settings), and there is no daily limit
+   * (its count may refuse them once written, which needs a rollback).
+   */
+  const writtenByOneStatement = (emails: NewEmail[]): boolean =>
+    dailyLimit <= 0 &&
+    repo.insertsInOneStatement(emails) &&
+    emails.every(
+      (email) => email.tracking === undefined && email.recipients.every((recipient) => !recipient.suppressed),
+    );
 
   /** Wakes this process's sending worker when some of the emails stored are due now. */
   function stored(emails: NewEmail[]): void {
