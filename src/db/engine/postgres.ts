@@ -4,11 +4,12 @@ import { writesCachedRows } from '../cached-tables.ts';
 import type { Database } from '../schema.ts';
 import { observeStatements, type StatementObserver } from '../statement-observer.ts';
 import { createStamps, noteStatements } from '../validated-cache.ts';
+import { pipelineBegin } from './pipelined-begin.ts';
 import type { DatabaseHandle, DatabaseOptions, DialectWrapper, Listener } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
 
 // The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
-// statements, this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
+// statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
 
 /** A connection's settings for the tables in `schema` (the URL's search_path when none is given). */
 const inSchema = (schema: string | undefined) => (schema ? { options: `-c search_path=${schema}` } : {});
@@ -81,6 +82,8 @@ export async function openPostgres(
     Client: PreparingClient,
     connectionString: url,
     max: poolSize,
+    // Queries are written without waiting for the previous answer (pipelined-begin.ts sends BEGIN so).
+    pipeline: true,
     ...inSchema(schema),
   });
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
@@ -89,7 +92,7 @@ export async function openPostgres(
   // Told of this process's own commits of cached writes; bound once the stamps exist (they need `db`).
   let ownCommit = () => {};
   const tracked = observeStatements(
-    new PostgresDialect({ pool }),
+    pipelineBegin(new PostgresDialect({ pool })),
     stampedWrites(() => ownCommit()),
   );
   const db = new Kysely<Database>({ dialect: wrap(tracked), log: noteStatements });
