@@ -12,12 +12,16 @@ export type StatementObserver = (sql: string, connection: DatabaseConnection) =>
  * own transactions), so nothing escapes it.
  */
 export function observeStatements(dialect: Dialect, observe: StatementObserver): Dialect {
-  return withConnectionsRunning(dialect, (connection) => async (query) => {
-    const succeeded = observe(query.sql, connection);
-    const result = await connection.executeQuery(query);
-    succeeded?.();
-    return result;
-  });
+  return withConnectionsRunning(
+    dialect,
+    (connection) =>
+      async <R>(...[query, options]: Parameters<DatabaseConnection['executeQuery']>) => {
+        const succeeded = observe(query.sql, connection);
+        const result = await connection.executeQuery<R>(query, options);
+        succeeded?.();
+        return result;
+      },
+  );
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { Writable } from 'node:stream';
 import type { Dialect, QueryResult } from 'kysely';
 import { withConnectionsRunning } from '../statement-observer.ts';
 
@@ -9,19 +10,48 @@ import { withConnectionsRunning } from '../statement-observer.ts';
 // (or its COMMIT or ROLLBACK) follows it there, and that statement's result waits for both (an error of the
 // BEGIN is that statement's error). The transaction is the same one, statement for statement; what goes is a
 // round trip per transaction (a send group's, an outcome batch's), and with it a wake-up of this process and
-// of the database's backend. COMMIT stays a round trip of its own, sent only once the statements before it
+// of the database's backend. And each query's messages (parse, bind, describe, execute, sync: a socket write
+// each, every one a system call that can wake the backend) leave in one write, the BEGIN's with the next
+// query's (oneWritePerQuery). COMMIT stays a round trip of its own, sent only once the statements before it
 // have answered: a process that dies before then leaves nothing committed (test/send-crash.test.ts).
 
 const BEGIN = /^\s*begin\s*$/i;
+
+/**
+ * Runs a pipelining client's `send` of the query `text` with its socket corked, so that what it writes leaves
+ * in one write when it is uncorked; a BEGIN's stays corked until the next query has been written behind it
+ * (pipelineBegin has nothing wait for the BEGIN's answer, so the next query always comes). A pg client in
+ * pipeline mode writes a query within its query() call, when connected.
+ */
+export function oneWritePerQuery(stream: () => Writable) {
+  let beginHeld = false;
+  return <T>(text: unknown, send: () => T): T => {
+    const socket = stream();
+    const holdsBegin = !beginHeld && typeof text === 'string' && BEGIN.test(text);
+    socket.cork();
+    try {
+      return send();
+    } finally {
+      if (holdsBegin) beginHeld = true;
+      else {
+        if (beginHeld) socket.uncork();
+        beginHeld = false;
+        socket.uncork();
+      }
+    }
+  };
+}
 
 /** The dialect, with each connection's BEGIN sent with the statement after it (the client must pipeline). */
 export const pipelineBegin = (dialect: Dialect): Dialect =>
   withConnectionsRunning(dialect, (connection) => {
     /** The BEGIN on the wire whose answer the next statement waits for. */
     let begun: Promise<QueryResult<unknown>> | undefined;
-    return async <R>(query: Parameters<typeof connection.executeQuery>[0]): Promise<QueryResult<R>> => {
+    return async <R>(
+      ...[query, options]: Parameters<typeof connection.executeQuery>
+    ): Promise<QueryResult<R>> => {
       if (begun === undefined && BEGIN.test(query.sql)) {
-        begun = connection.executeQuery(query);
+        begun = connection.executeQuery(query, options);
         // Its failure is the next statement's to report.
         begun.catch(() => undefined);
         return { rows: [] };
@@ -29,7 +59,7 @@ export const pipelineBegin = (dialect: Dialect): Dialect =>
       const before = begun;
       begun = undefined;
       // Made now, so sent behind the BEGIN before either answer is read.
-      const result = connection.executeQuery<R>(query);
+      const result = connection.executeQuery<R>(query, options);
       if (before) {
         try {
           await before;

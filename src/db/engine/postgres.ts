@@ -1,10 +1,11 @@
 import { Kysely, PostgresDialect } from 'kysely';
+import type { Writable } from 'node:stream';
 import pg from 'pg';
 import { writesCachedRows } from '../cached-tables.ts';
 import type { Database } from '../schema.ts';
 import { observeStatements, type StatementObserver } from '../statement-observer.ts';
 import { createStamps, noteStatements } from '../validated-cache.ts';
-import { pipelineBegin } from './pipelined-begin.ts';
+import { oneWritePerQuery, pipelineBegin } from './pipelined-begin.ts';
 import type { DatabaseHandle, DatabaseOptions, DialectWrapper, Listener } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
 
@@ -34,7 +35,16 @@ const preparedNames = new Map<string, string>();
  * bounded number of texts, so that a connection never holds more than that many.
  */
 class PreparingClient extends pg.Client {
+  /** Each query's messages leave in one socket write, a BEGIN's with the next query's (pipelined-begin.ts). */
+  readonly #writes = oneWritePerQuery(
+    () => (this as unknown as { connection: { stream: Writable } }).connection.stream,
+  );
+
   override query(...args: unknown[]): never {
+    return this.#writes(args[0], () => this.#query(args));
+  }
+
+  #query(args: unknown[]): never {
     const [text, values] = args;
     // Only with parameters: a text without any goes by the simple protocol, which also runs several
     // statements at once (a named statement is one statement).
