@@ -28,7 +28,7 @@
 // part of the engine's cost and shows under "other cpu", with whatever else runs on the machine.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -584,6 +584,7 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
 
 const profiler = createWindowProfiler();
 const profiles: string[] = [];
+if (args.profile) mkdirSync(args.profile, { recursive: true });
 
 /**
  * One delivery worker on the filled outbox, timed until every delivery has succeeded in the database, or
