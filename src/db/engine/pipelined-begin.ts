@@ -20,22 +20,31 @@ const BEGIN = /^\s*begin\s*$/i;
 /**
  * Runs a pipelining client's `send` of the query `text` with its socket corked, so that what it writes leaves
  * in one write when it is uncorked; a BEGIN's stays corked until the next query has been written behind it
- * (pipelineBegin has nothing wait for the BEGIN's answer, so the next query always comes). A pg client in
- * pipeline mode writes a query within its query() call, when connected.
+ * (pipelineBegin has nothing wait for the BEGIN's answer, so the next query comes), or until the event loop's
+ * next turn at the latest, so that a BEGIN awaited by anyone else still goes out. A pg client in pipeline mode
+ * writes a query within its query() call, when connected.
  */
 export function oneWritePerQuery(stream: () => Writable) {
-  let beginHeld = false;
+  /** The BEGIN held corked, if one is: which one (a later one is not released by an earlier one's turn). */
+  let held: object | undefined;
   return <T>(text: unknown, send: () => T): T => {
     const socket = stream();
-    const holdsBegin = !beginHeld && typeof text === 'string' && BEGIN.test(text);
+    const holdsBegin = held === undefined && typeof text === 'string' && BEGIN.test(text);
     socket.cork();
     try {
       return send();
     } finally {
-      if (holdsBegin) beginHeld = true;
-      else {
-        if (beginHeld) socket.uncork();
-        beginHeld = false;
+      if (holdsBegin) {
+        const begin = {};
+        held = begin;
+        setImmediate(() => {
+          if (held !== begin) return;
+          held = undefined;
+          socket.uncork();
+        });
+      } else {
+        if (held !== undefined) socket.uncork();
+        held = undefined;
         socket.uncork();
       }
     }
