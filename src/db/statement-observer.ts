@@ -9,37 +9,55 @@ export type StatementObserver = (sql: string, connection: DatabaseConnection) =>
 /**
  * The dialect, with every statement its connections run reported to `observe`: how tests and benchmarks
  * count the statements and commits a request costs. It sits under everything else (the transaction watch, Kysely's
- * own transactions), so nothing escapes it. Connections are wrapped in proxies, one per connection, so a
- * driver comparing connections by identity still sees the same object.
+ * own transactions), so nothing escapes it.
  */
 export function observeStatements(dialect: Dialect, observe: StatementObserver): Dialect {
+  return withConnectionsRunning(
+    dialect,
+    (connection) =>
+      async <R>(...[query, options]: Parameters<DatabaseConnection['executeQuery']>) => {
+        const succeeded = observe(query.sql, connection);
+        const result = await connection.executeQuery<R>(query, options);
+        succeeded?.();
+        return result;
+      },
+  );
+}
+
+/**
+ * The dialect, with each connection's statements run by `executeOf(connection)` (which runs them on the
+ * connection, around whatever it adds). Connections are wrapped in proxies, one per connection, so a driver
+ * comparing connections by identity still sees the same object.
+ */
+export function withConnectionsRunning(
+  dialect: Dialect,
+  executeOf: (connection: DatabaseConnection) => DatabaseConnection['executeQuery'],
+): Dialect {
   return {
-    createDriver: () => observeDriver(dialect.createDriver(), observe),
+    createDriver: () => wrapDriver(dialect.createDriver(), executeOf),
     createQueryCompiler: () => dialect.createQueryCompiler(),
     createAdapter: () => dialect.createAdapter(),
     createIntrospector: (db) => dialect.createIntrospector(db),
   };
 }
 
-function observeDriver(inner: Driver, observe: StatementObserver): Driver {
+function wrapDriver(
+  inner: Driver,
+  executeOf: (connection: DatabaseConnection) => DatabaseConnection['executeQuery'],
+): Driver {
   const wrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
   const unwrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
   const wrap = (connection: DatabaseConnection): DatabaseConnection => {
     let proxy = wrapped.get(connection);
     if (!proxy) {
       // What others set on the connection (Kysely's log wraps executeQuery so) stays on the proxy, in front
-      // of the observer: theirs calls the executeQuery it read before, the observer, which calls the real one.
+      // of this one: theirs calls the executeQuery it read before, this one, which calls the real one.
       const overrides = new Map<PropertyKey, unknown>();
-      const observed = async (query: Parameters<DatabaseConnection['executeQuery']>[0]) => {
-        const succeeded = observe(query.sql, connection);
-        const result = await connection.executeQuery(query);
-        succeeded?.();
-        return result;
-      };
+      const execute = executeOf(connection);
       proxy = new Proxy(connection, {
         get(target, property) {
           if (overrides.has(property)) return overrides.get(property);
-          if (property === 'executeQuery') return observed;
+          if (property === 'executeQuery') return execute;
           // Methods run on the real connection: drivers keep private state on it.
           const value: unknown = Reflect.get(target, property, target);
           return typeof value === 'function'

@@ -1,14 +1,16 @@
 import { Kysely, PostgresDialect } from 'kysely';
+import { Socket } from 'node:net';
 import pg from 'pg';
 import { writesCachedRows } from '../cached-tables.ts';
 import type { Database } from '../schema.ts';
 import { observeStatements, type StatementObserver } from '../statement-observer.ts';
 import { createStamps, noteStatements } from '../validated-cache.ts';
+import { oneWritePerQuery, pipelineBegin } from './pipelined-begin.ts';
 import type { DatabaseHandle, DatabaseOptions, DialectWrapper, Listener } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
 
 // The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
-// statements, this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
+// statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
 
 /** A connection's settings for the tables in `schema` (the URL's search_path when none is given). */
 const inSchema = (schema: string | undefined) => (schema ? { options: `-c search_path=${schema}` } : {});
@@ -33,7 +35,21 @@ const preparedNames = new Map<string, string>();
  * bounded number of texts, so that a connection never holds more than that many.
  */
 class PreparingClient extends pg.Client {
+  /** Each query's messages leave in one socket write, a BEGIN's with the next query's (pipelined-begin.ts). */
+  readonly #writes: ReturnType<typeof oneWritePerQuery>;
+
+  constructor(config: pg.ClientConfig) {
+    // The socket is made here through pg's documented `stream` option, so that this client can cork it.
+    let socket: Socket | undefined;
+    super({ ...config, stream: () => (socket = new Socket()) });
+    this.#writes = oneWritePerQuery(() => socket);
+  }
+
   override query(...args: unknown[]): never {
+    return this.#writes(args[0], () => this.#query(args));
+  }
+
+  #query(args: unknown[]): never {
     const [text, values] = args;
     // Only with parameters: a text without any goes by the simple protocol, which also runs several
     // statements at once (a named statement is one statement).
@@ -81,6 +97,8 @@ export async function openPostgres(
     Client: PreparingClient,
     connectionString: url,
     max: poolSize,
+    // Queries are written without waiting for the previous answer (pipelined-begin.ts sends BEGIN so).
+    pipeline: true,
     ...inSchema(schema),
   });
   // An idle pooled client that loses its server (a PostgreSQL restart) emits 'error'; unhandled, it would
@@ -89,7 +107,7 @@ export async function openPostgres(
   // Told of this process's own commits of cached writes; bound once the stamps exist (they need `db`).
   let ownCommit = () => {};
   const tracked = observeStatements(
-    new PostgresDialect({ pool }),
+    pipelineBegin(new PostgresDialect({ pool })),
     stampedWrites(() => ownCommit()),
   );
   const db = new Kysely<Database>({ dialect: wrap(tracked), log: noteStatements });

@@ -117,6 +117,8 @@ export type SendingWorker = QueueWorker;
  * two outcomes; the wait delays only the write, never a send, and maxUnrecorded bounds what a crash resends.
  */
 const OUTCOME_WRITE_INTERVAL_MS = 10;
+/** Jobs held per slot through a relay (the attempts in flight and those ready to start when one ends). */
+const HELD_PER_SLOT = 2;
 
 const responseCode = (response: string | null): number | null => {
   const match = response ? /^([2-5]\d\d)[\s-]/.exec(response) : null;
@@ -158,8 +160,14 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     settings: {
       concurrency: settings.concurrency,
       laneConcurrency: transport.perDomain ? settings.concurrencyPerHost : settings.concurrency,
-      laneCapacity: transport.perDomain ? settings.concurrencyPerHost : settings.concurrency,
-      capacity: settings.concurrency,
+      // Through a relay (or captured), twice the slots held: the next job starts the moment an attempt ends.
+      // Held only as many as there are slots, a slot stood empty from its attempt's end until the outcomes'
+      // write (at most every OUTCOME_WRITE_INTERVAL_MS, and its commit) brought the next claim with it
+      // (recordAndClaim). The relay's pool bounds its connections. Delivering directly, one per slot: the
+      // next attempt to a host would open its connection while the last one's is still closing (a receiving
+      // server counted 3 at once against SEND_CONCURRENCY_PER_HOST 2, test/sending.test.ts).
+      laneCapacity: transport.perDomain ? settings.concurrencyPerHost : HELD_PER_SLOT * settings.concurrency,
+      capacity: (transport.perDomain ? 1 : HELD_PER_SLOT) * settings.concurrency,
       // Under load, claim in batches: wait until a quarter of the slots are free (each finished attempt
       // wakes the loop) instead of paying a claim and a load for every single slot.
       claimBatch: Math.max(1, Math.floor(settings.concurrency / 4)),
