@@ -38,7 +38,7 @@ class PreparingClient extends pg.Client {
   /** Each query's messages leave in one socket write, a BEGIN's with the next query's (pipelined-begin.ts). */
   readonly #writes: ReturnType<typeof oneWritePerQuery>;
 
-  constructor(config: pg.ClientConfig) {
+  constructor(config: pg.ClientConfig = {}) {
     // The socket is made here through pg's documented `stream` option, so that this client can cork it.
     let socket: Socket | undefined;
     super({ ...config, stream: () => (socket = new Socket()) });
