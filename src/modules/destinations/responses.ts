@@ -46,7 +46,7 @@ export const RESPONSE_RULES: readonly ResponseRule[] = [
   },
   {
     kind: 'connections',
-    pattern: /too many (?:concurrent |simultaneous |open )?connections|connection limit|too many sessions/i,
+    pattern: /too many (?:[a-z]+ ){0,2}connections|connection limit|too many sessions/i,
     backoffMs: 10_000,
     example: '421 4.7.0 Too many concurrent SMTP connections from this IP address; please try again later',
     source: 'Postfix, Exim, Microsoft (4.3.2), Comcast and others',
