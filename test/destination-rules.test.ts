@@ -84,7 +84,7 @@ test('operator overrides by provider, MX pattern or domain', () => {
 
 test('AIMD: a rate deferral halves what it took and suspends; a minute of deliveries adds back', () => {
   const shaping = createDestinationShaping();
-  const { destination } = shaping.learn('shop.example', ['mx.shop.example']);
+  const { destination } = shaping.learn('shop.example', ['mx.shop.example'], 0);
   let now = 0;
   for (let i = 0; i < 20; i++) {
     assert.equal(shaping.startAt(destination, now, 0), now, 'no limit before a deferral');
@@ -117,12 +117,13 @@ test('AIMD: a rate deferral halves what it took and suspends; a minute of delive
 
 test('shared state is written on a change, at most once a second per destination', () => {
   const shaping = createDestinationShaping();
-  shaping.learn('shop.example', ['mx.shop.example']);
-  assert.deepEqual(shaping.takeWrites(0), []);
-  shaping.observe('shop.example', RESPONSE_RULES[0]!.example, false, 0, 0);
-  assert.equal(shaping.takeWrites(0).length, 1);
-  shaping.observe('shop.example', RESPONSE_RULES[0]!.example, false, 500, 0);
-  assert.deepEqual(shaping.takeWrites(500), [], 'within the second');
-  assert.equal(shaping.takeWrites(1000).length, 1);
-  assert.deepEqual(shaping.takeWrites(5000), [], 'nothing changed');
+  shaping.learn('shop.example', ['mx.shop.example'], 0);
+  assert.equal(shaping.takeWrites(0).length, 1, 'a new destination');
+  assert.deepEqual(shaping.takeWrites(2000), []);
+  shaping.observe('shop.example', RESPONSE_RULES[0]!.example, false, 3000, 0);
+  assert.equal(shaping.takeWrites(3000).length, 1);
+  shaping.observe('shop.example', RESPONSE_RULES[0]!.example, false, 3500, 0);
+  assert.deepEqual(shaping.takeWrites(3500), [], 'within the second');
+  assert.equal(shaping.takeWrites(4000).length, 1);
+  assert.deepEqual(shaping.takeWrites(9000), [], 'nothing changed');
 });

@@ -66,6 +66,7 @@ interface LocalState extends SharedState {
 /** What a deferral or suspension was, for the metrics and the operator's event. */
 export interface Throttled {
   destination: string;
+  provider: string | null;
   rule: ResponseRule;
   reply: string;
   rate: number;
@@ -85,7 +86,7 @@ export interface DestinationShaping {
   startAt(lane: string, now: number, open: number): number;
   started(lane: string, now: number): void;
   /** The domain's MX hosts, as the transport found them: its destination from now on. */
-  learn(domain: string, mxHosts: readonly string[]): { destination: string; isNew: boolean };
+  learn(domain: string, mxHosts: readonly string[], now: number): { destination: string; isNew: boolean };
   /**
    * An attempt's reply to a domain: a throttle lowers its destination's limits and suspends it (returned, for
    * the caller to say so); an acceptance counts towards the next increase.
@@ -218,7 +219,7 @@ export function createDestinationShaping(
       while (state.recentStarts.length > 0 && state.recentStarts[0]! <= now - MINUTE)
         state.recentStarts.shift();
     },
-    learn(domain, mxHosts) {
+    learn(domain, mxHosts, now) {
       const destination = destinationOf(domain, mxHosts, overrides);
       const isNew = domainLane.get(domain) !== destination.key;
       domainLane.set(domain, destination.key);
@@ -227,7 +228,13 @@ export function createDestinationShaping(
       hosts.add(domain);
       lanesHosts.set(destination.key, hosts);
       if (!states.has(destination.key)) {
-        states.set(destination.key, fresh(destination, [...new Set(mxHosts)].sort().join(',')));
+        // Written once at least, so the operator sees every destination.
+        const state = fresh(
+          destination,
+          [...new Set(mxHosts.map((host) => host.toLowerCase()))].sort().join(','),
+        );
+        changed(state, now);
+        states.set(destination.key, state);
       }
       return { destination: destination.key, isNew };
     },
@@ -255,6 +262,7 @@ export function createDestinationShaping(
         changed(state, now);
         return {
           destination: state.key,
+          provider: state.provider,
           rule,
           reply: reply!,
           rate: state.rate,
@@ -282,6 +290,7 @@ export function createDestinationShaping(
       changed(state, now);
       return {
         destination: state.key,
+        provider: state.provider,
         rule,
         reply: reply!,
         rate: state.rate,

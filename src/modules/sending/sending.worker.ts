@@ -18,7 +18,7 @@ import type { EventService } from '../events/events.service.ts';
 import { personalize } from '../engagement/personalize.ts';
 import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
-import { createDestinationsRepo } from '../destinations/destinations.repo.ts';
+import { createDestinationsRepo, type DestinationsRepo } from '../destinations/destinations.repo.ts';
 import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
@@ -61,12 +61,24 @@ export function createSendingWorkerFromConfig(deps: {
   secretBox: SecretBox;
   /** The keys and return paths of the projects' verified sending domains. */
   domains?: SendingWorkerDeps['signing'];
+  /** Direct mode: where the destinations' shared state is kept (the services' repository). */
+  destinationsRepo?: DestinationsRepo | undefined;
+  onThrottle?: SendingWorkerDeps['onThrottle'];
 }): SendingWorker {
+  const transport = createTransportFromConfig(deps.config);
   return createSendingWorker({
     database: deps.database,
     clock: deps.clock,
     events: deps.events,
-    transport: createTransportFromConfig(deps.config),
+    transport,
+    destinations: transport.perDomain
+      ? createDestinationSync({
+          repo: deps.destinationsRepo ?? createDestinationsRepo(deps.database.db),
+          source: DEFAULT_SOURCE,
+          shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
+        })
+      : undefined,
+    onThrottle: deps.onThrottle,
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,
     logger: deps.logger,
@@ -252,7 +264,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     if (!destinations || !shaping) return undefined;
     const now = clock.now().getTime();
     if (result.mxHosts) {
-      const learned = shaping.learn(job.host, result.mxHosts);
+      const learned = shaping.learn(job.host, result.mxHosts, now);
       if (learned.isNew) await destinations.learned(job.host, learned.destination, now);
     }
     const accepted = result.outcomes.some((outcome) => outcome.result === 'accepted');
