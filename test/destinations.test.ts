@@ -4,7 +4,7 @@ import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { ownLoopbackAddress } from './helpers/smtp.ts';
 import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
@@ -51,22 +51,15 @@ for (const engine of ALL_ENGINES) {
         clock,
         events: app.events,
         transport: createDirectTransport({
-          timeoutMs: 3000,
+          timeoutMs: 15_000,
           resolveMx: resolver.resolveMx,
           lookup: resolver.resolveAddresses,
           allowPrivateTargets: true,
           port: 25,
         }),
         // Four connections per destination and eight overall: twice what the throttled one takes.
-        settings: {
-          schedule: [0, 1000, 1000],
-          jitter: 0,
-          concurrency: 8,
-          concurrencyPerHost: 4,
-          timeoutMs: 3000,
-          pollIntervalMs: 50,
-          stopGraceMs: 1000,
-        },
+        // The timeout only guards a hang: a loaded machine must not turn a slow delivery into a retry.
+        settings: { ...TEST_SENDING_SETTINGS, concurrency: 8, schedule: [0, 1000, 1000], timeoutMs: 15_000 },
         notifier: app.app.sendNotifier,
       });
       await worker.start();

@@ -260,15 +260,7 @@ export function createDestinationShaping(
         state.connections = Math.max(1, Math.min(state.connections, inFlight));
         state.connectionsCappedAt = now;
         changed(state, now);
-        return {
-          destination: state.key,
-          provider: state.provider,
-          rule,
-          reply: reply!,
-          rate: state.rate,
-          connections: state.connections,
-          suspendedUntil: Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0),
-        };
+        return throttledOf(state, rule, reply!, Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0));
       }
       if (!already) {
         // Multiplicative decrease, from what it actually took in the last minute when that was less.
@@ -288,15 +280,7 @@ export function createDestinationShaping(
         state.acceptedSinceChange = 0;
       }
       changed(state, now);
-      return {
-        destination: state.key,
-        provider: state.provider,
-        rule,
-        reply: reply!,
-        rate: state.rate,
-        connections: state.connections,
-        suspendedUntil: state.suspendedUntil!,
-      };
+      return throttledOf(state, rule, reply!, state.suspendedUntil!);
     },
     suspendedUntil(domain, now) {
       const until = stateOfDomain(domain)?.suspendedUntil;
@@ -334,6 +318,17 @@ export function createDestinationShaping(
     known: () => [...states.values()].map(shared),
   };
 }
+
+/** What a throttle did to a destination; its recipients wait until `until`. */
+const throttledOf = (state: LocalState, rule: ResponseRule, reply: string, until: number): Throttled => ({
+  destination: state.key,
+  provider: state.provider,
+  rule,
+  reply,
+  rate: state.rate,
+  connections: state.connections,
+  suspendedUntil: until,
+});
 
 function shared(state: LocalState): SharedState {
   return {
