@@ -18,6 +18,8 @@ import { createTopicService } from './modules/topics/topics.service.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
+import { createDestinationsRepo } from './modules/destinations/destinations.repo.ts';
+import { createDestinationsService } from './modules/destinations/destinations.service.ts';
 import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
@@ -113,6 +115,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
     dmarc: createDmarcRepo(db),
+    destinations: createDestinationsRepo(db),
     metrics: createMetricsRepo(db),
   };
 }
@@ -266,6 +269,11 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     }),
     stats: createStatsService({ repo: repositories.stats, clock }),
     dmarc: createDmarcService({ db, repo: repositories.dmarc, clock, domains }),
+    destinations: createDestinationsService({
+      repo: repositories.destinations,
+      clock,
+      overrides: config.destinationLimits,
+    }),
     health: createHealthService({
       db,
       clock,

@@ -47,6 +47,8 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     notifier: notifiers.send,
     logger,
     domains: services.domains,
+    destinationsRepo: repositories.destinations,
+    onThrottle: (throttled) => services.metrics.destinationThrottled(throttled.rule.kind, throttled.provider),
   });
   const domainChecks = createDomainCheckWorker({
     database,

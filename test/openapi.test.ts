@@ -32,6 +32,8 @@ const PUBLIC_PATHS = ['/healthz', '/readyz', '/v1/openapi.json', '/docs', '/', '
 const PUBLIC_OPERATIONS = ['GET /healthz', 'GET /readyz'];
 /** Public and hidden, behind a token of its own (METRICS_TOKEN; test/metrics.test.ts): Prometheus reads it. */
 const METRICS_PATH = '/metrics';
+/** Public and hidden, behind the same operator token (docs/api/destinations.md; test/destinations.test.ts). */
+const OPERATOR_PATH = '/v1/destinations';
 /** The engagement routes mail clients reach (images, redirects, pages): public, and not JSON API operations. */
 const MAIL_CLIENT_PATHS = ['/o', '/c', '/u'];
 
@@ -134,7 +136,7 @@ for (const engine of ALL_ENGINES) {
             // A hidden route is missing from the document, so it must be one a client needs no key for.
             assert.ok(route.config?.public, `${key} is hidden from the document but needs an API key`);
             assert.ok(
-              [...PUBLIC_PATHS, ...MAIL_CLIENT_PATHS, METRICS_PATH].some(
+              [...PUBLIC_PATHS, ...MAIL_CLIENT_PATHS, METRICS_PATH, OPERATOR_PATH].some(
                 (prefix) => route.url === prefix || route.url.startsWith(`${prefix}/`),
               ),
               `${key} is hidden but is not one of the public paths`,

@@ -14,6 +14,7 @@ import {
   text,
 } from '../lib/settings.ts';
 import { DOMAIN_NAME, pemSetting } from './readers.ts';
+import { type DestinationOverride, parseDestinationOverrides } from '../lib/destination-limits.ts';
 
 /** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
 export type DsnNotify = 'success' | 'failure' | 'delay';
@@ -93,6 +94,26 @@ export const SENDING_SETTINGS = section('Sending', {
     min: 1,
     max: 1000,
     description: 'SMTP transactions in flight per recipient domain per worker process (direct mode)',
+  }),
+  destinationLimits: custom('DESTINATION_LIMITS', {
+    default: 'the built-in table',
+    description:
+      "direct mode: overrides of destinations' limits, `pattern=connections/per-connection/per-minute/per-hour`",
+    details:
+      'entries separated by `;`; the pattern is a provider (`google`, `microsoft`, `yahoo`, `apple`, `gmx`, ' +
+      '`mailru`, `yandex`, `comcast`), an MX host or recipient domain (`mx.example.net`), or all under one ' +
+      '(`*.example.net`); an empty number keeps the default, 0 is no limit (`google=3//300;*.example.net=1`). ' +
+      'See docs/api/destinations.md',
+    read(context): DestinationOverride[] {
+      const raw = rawValue(context, 'DESTINATION_LIMITS');
+      if (raw === undefined) return [];
+      const parsed = parseDestinationOverrides(raw);
+      if (typeof parsed === 'string') {
+        context.problems.push(`DESTINATION_LIMITS: ${parsed}.`);
+        return [];
+      }
+      return parsed;
+    },
   }),
   sendTimeoutMs: duration('SEND_TIMEOUT', {
     default: '2m',

@@ -373,6 +373,36 @@ export interface DmarcRecordsTable {
   header_from: string;
 }
 
+/**
+ * What the sending workers share of a destination, per sending source (written by
+ * src/modules/destinations/destinations.repo.ts, on a change and at most once a second per destination).
+ */
+export interface DestinationsTable {
+  source: string;
+  /** The provider's name (`google`), or the destination's MX hosts sorted and joined with commas. */
+  key: string;
+  provider: string | null;
+  mx_hosts: string;
+  /** Messages a minute it takes now (adaptive); 0: no limit. */
+  rate: number;
+  /** Connections at once it takes now (adaptive). */
+  connections: number;
+  suspended_until: string | null;
+  backoff_ms: number;
+  last_deferral: string | null;
+  last_deferral_at: string | null;
+  deferrals: number;
+  suspensions: number;
+  updated_at: string;
+}
+
+/** Which destination a recipient domain's MX hosts roll up to (written by destinations.repo.ts). */
+export interface DestinationDomainsTable {
+  domain: string;
+  destination: string;
+  updated_at: string;
+}
+
 /** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
 export interface InboundMessagesTable {
   id: string;
@@ -656,6 +686,8 @@ export interface Database {
   message_pieces: MessagePiecesTable;
   domains: DomainsTable;
   dmarc_records: DmarcRecordsTable;
+  destinations: DestinationsTable;
+  destination_domains: DestinationDomainsTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;
   email_stats_daily: EmailStatsDailyTable;

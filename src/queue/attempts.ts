@@ -54,9 +54,17 @@ export async function accept<Job extends QueueJob, Outcome>(
   return { kept, excess };
 }
 
+/**
+ * A lane shaping holds this long or longer gives its waiting jobs back rather than keep them from the
+ * other lanes (they are claimed again when it may start); a shorter wait keeps them.
+ */
+export const SHAPED_GIVE_BACK_MS = 1000;
+
 /** Starts waiting jobs while their lane's slots and the overall limit allow. */
 export function startWaiting<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outcome>): void {
-  const { settings, clock } = state.options;
+  const { settings, clock, shaping } = state.options;
+  const now = clock.now().getTime();
+  if (shaping && state.nextShapedAt <= now) state.nextShapedAt = Infinity;
   for (const [key, lane] of state.lanes) {
     // Unrecorded outcomes are what a crash sends again: past maxUnrecorded, attempts wait for the writes.
     while (
@@ -65,19 +73,58 @@ export function startWaiting<Job extends QueueJob, Outcome>(state: WorkerState<J
       state.inFlight.size < settings.concurrency &&
       state.unrecorded < settings.maxUnrecorded
     ) {
+      if (shaping) {
+        const at = shaping.startAt(key, now);
+        if (at > now) {
+          holdLane(state, lane, at, now);
+          break;
+        }
+      }
       const { job, leaseEndsAt } = lane.waiting.shift()!;
       state.waitingCount -= 1;
       // An attempt must be able to end, and its outcome be written, while the lease still holds.
-      if (leaseEndsAt - clock.now().getTime() < settings.attemptTimeoutMs + LEASE_MARGIN_MS) {
+      if (leaseEndsAt - now < settings.attemptTimeoutMs + LEASE_MARGIN_MS) {
         forget(state, job);
         state.expiring.push(...job.rows);
         state.wake();
         continue;
       }
+      shaping?.started(key, now);
       dispatch(state, lane, job);
     }
-    if (held(lane) === 0 && !lane.backlogged) state.lanes.delete(key);
+    if (held(lane) === 0 && !lane.backlogged && !((lane.heldUntil ?? -Infinity) > now)) {
+      state.lanes.delete(key);
+    }
   }
+}
+
+/**
+ * A lane that may start its next attempt only at `at`: a short wait is slept (the round then starts it), a
+ * long one gives the lane's waiting jobs back and leaves the lane out of claims until then.
+ */
+function holdLane<Job extends QueueJob>(
+  state: WorkerState<Job, unknown>,
+  lane: Lane<Job>,
+  at: number,
+  now: number,
+): void {
+  // Until an attempt in flight ends: its end starts the next (dispatch).
+  if (at === Infinity) return;
+  if (at - now < SHAPED_GIVE_BACK_MS) {
+    state.nextShapedAt = Math.min(state.nextShapedAt, at);
+    return;
+  }
+  for (const { job } of lane.waiting) {
+    forget(state, job);
+    state.expiring.push(...job.rows);
+  }
+  state.waitingCount -= lane.waiting.length;
+  lane.waiting = [];
+  lane.backlogged = false;
+  lane.heldUntil = at;
+  // Look for the lane's jobs again once it may start.
+  state.nextDiscoveryAt = Math.min(state.nextDiscoveryAt, at);
+  state.wake();
 }
 
 /** The job's rows are no longer this worker's to hold. */

@@ -1,6 +1,6 @@
 // A round of the work loop: the heartbeat, giving back leases too short to use, then claims until every lane
 // with work holds what it may; idle, it works out how long to sleep.
-import { accept } from './attempts.ts';
+import { accept, startWaiting } from './attempts.ts';
 import type { ClaimRequest, QueueJob } from './contract.ts';
 import type { Lease } from './lease.ts';
 import {
@@ -28,6 +28,8 @@ export async function round<Job extends QueueJob, Outcome>(
     // They are due again at once: claim them afresh, with a lease long enough for an attempt.
     state.nextDiscoveryAt = -Infinity;
   }
+  // Lanes that shaping held for a moment may start now.
+  if (state.nextShapedAt <= clock.now().getTime()) startWaiting(state);
   await fill(state);
   const idle = heldCount(state) === 0 && state.unrecorded === 0;
   if (idle) {
@@ -44,7 +46,11 @@ export async function round<Job extends QueueJob, Outcome>(
       state.nextDiscoveryAt = -Infinity;
     }
   }
-  const until = Math.min(state.nextDiscoveryAt, state.options.heartbeats ? state.nextHeartbeatAt : Infinity);
+  const until = Math.min(
+    state.nextDiscoveryAt,
+    state.nextShapedAt,
+    state.options.heartbeats ? state.nextHeartbeatAt : Infinity,
+  );
   return Math.max(0, Math.min(settings.pollIntervalMs, until - clock.now().getTime()));
 }
 
@@ -134,7 +140,8 @@ function lookOver<Job extends QueueJob, Outcome>(
   for (const [key, lane] of state.lanes) {
     const full = held(lane) >= settings.laneCapacity;
     if (full) lane.backlogged = true;
-    if (full || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
+    const shaped = (lane.heldUntil ?? -Infinity) > now;
+    if (full || shaped || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
   }
   return { limit: Math.min(room, state.discoveryLimit), excludeLanes };
 }

@@ -92,6 +92,21 @@ export interface QueueSettings {
   maxUnrecorded: number;
 }
 
+/**
+ * Per-lane pacing a queue may ask for (the sending queue's destinations, src/modules/destinations): when a
+ * lane may start its next attempt. A lane that must wait long gives its jobs back and is left out of claims
+ * until then, so it holds no slot another lane could use.
+ */
+export interface LaneShaping {
+  /**
+   * When (epoch ms) the lane may start its next attempt: now or earlier means at once; Infinity when one of
+   * the attempts in flight ends (then the lane's jobs keep waiting).
+   */
+  startAt(lane: string, now: number): number;
+  /** An attempt of the lane starts now. */
+  started(lane: string, now: number): void;
+}
+
 export interface QueueWorkerOptions<Job extends QueueJob, Outcome> {
   /** How the worker names itself in logs: `webhook worker`, `sending worker`. */
   name: string;
@@ -116,6 +131,7 @@ export interface QueueWorkerOptions<Job extends QueueJob, Outcome> {
    */
   heartbeats?: HeartbeatStore | undefined;
   deadAfterMs?: number | undefined;
+  shaping?: LaneShaping | undefined;
 }
 
 /** What every queue worker is built from, besides the needs of its own policy. */

@@ -19,6 +19,7 @@ import { LEASE_MARGIN_MS, newWork, newWorkerState } from './worker-state.ts';
 export type {
   Attempted,
   ClaimRequest,
+  LaneShaping,
   QueueJob,
   QueueSettings,
   QueueSource,

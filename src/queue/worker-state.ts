@@ -18,6 +18,8 @@ export interface Lane<Job> {
   waiting: Array<HeldJob<Job>>;
   /** The lane may have more due jobs than this worker holds: top it up when it has room. */
   backlogged: boolean;
+  /** Shaping holds the lane until then (epoch ms): its jobs went back, and claims leave it out. */
+  heldUntil?: number;
 }
 
 export interface WorkerState<Job extends QueueJob, Outcome> {
@@ -38,6 +40,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   expiring: string[];
   running: boolean;
   unsubscribe: (() => void) | undefined;
+  /** When a lane that shaping holds for a moment may start its next attempt (epoch ms). */
+  nextShapedAt: number;
   /** When to look over the whole queue next; a wake-up from new work makes it now. */
   nextDiscoveryAt: number;
   lastDiscoveryAt: number;
@@ -85,6 +89,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     expiring: [],
     running: false,
     unsubscribe: undefined,
+    nextShapedAt: Infinity,
     nextDiscoveryAt: -Infinity,
     lastDiscoveryAt: -Infinity,
     discoveryLimit: settings.capacity,

@@ -58,6 +58,11 @@ export interface RecipientUpdate {
   status: RecipientStatus;
   /** When status is `delayed`: when the retry is due. */
   retryAt?: string | undefined;
+  /**
+   * False for a destination's throttle (a deferral that says "slow down", issue 38): the attempt is not
+   * counted in `attempts`, so it takes nothing from the retry schedule.
+   */
+  counted?: boolean | undefined;
   response: string | null;
   responseCode: number | null;
 }

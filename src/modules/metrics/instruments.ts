@@ -17,6 +17,8 @@ export interface MetricsRecorder {
   webhookAttempts(succeeded: number, failed: number): void;
   /** A received report was read, with its verdict (`applied`, `no_change`, `unmatched`, …). */
   inboundReportRead(outcome: string): void;
+  /** A destination asked this process's sending worker to slow down (issue 38): its provider, or `other`. */
+  destinationThrottled(kind: string, provider: string | null): void;
 }
 
 /** For code built without metrics (tests of a single service, the CLI): counts nothing. */
@@ -25,6 +27,7 @@ export const noMetrics: MetricsRecorder = {
   eventsEmitted() {},
   webhookAttempts() {},
   inboundReportRead() {},
+  destinationThrottled() {},
 };
 
 export interface ProcessMetrics extends MetricsRecorder {
@@ -84,6 +87,12 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
     'Received reports (bounces, delays, complaints, …) read by this process, by outcome',
     'outcome',
   );
+  const throttles = new Counter<'kind' | 'provider'>({
+    name: 'postwire_destination_throttles_total',
+    help: 'Replies that asked this process to slow down (direct mode), by kind (rate, connections, reputation) and provider (google, microsoft, …, other)',
+    labelNames: ['kind', 'provider'],
+    registers,
+  });
   new Gauge({
     name: 'postwire_queue_attempts_in_flight',
     help: "Attempts running now in this process's workers, per queue",
@@ -136,6 +145,9 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
     },
     inboundReportRead(outcome) {
       inboundReports.inc({ outcome });
+    },
+    destinationThrottled(kind, provider) {
+      throttles.inc({ kind, provider: provider ?? 'other' });
     },
     queueGauges: {
       depth: queueGauge(

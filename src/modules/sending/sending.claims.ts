@@ -3,6 +3,7 @@ import { skipLockedRows } from '../../db/engine/sql.ts';
 import type { RecipientStatus, Row } from '../../db/schema.ts';
 import { type Lease, storedLease } from '../../queue/lease.ts';
 import { LOADED_EMAIL_COLUMNS, type LoadedEmailRow } from '../emails/email-rows.ts';
+import { NOT_SUSPENDED } from '../destinations/destinations.repo.ts';
 
 // The sending queue's claims as SQL text (sql-text.ts), one spelling for both engines (building them was most
 // of the query builder's time in a sending worker), and the rows they return. sending.queue.ts runs them, alone
@@ -57,13 +58,22 @@ function claimText(engine: Engine, slot: () => string, which: (slot: () => strin
 }
 
 /**
- * The look over the queue: the lowest queue positions first, `excluded` hosts left out, `also` a further
+ * The look over the queue: the lowest queue positions first, `excluded` hosts left out, with `destinations`
+ * the recipients of suspended destinations too (their source's and now's parameters), `also` a further
  * condition; then the limit's parameter.
  */
-export function nextDueClaim(engine: Engine, slot: () => string, excluded: number, also = ''): string {
+export function nextDueClaim(
+  engine: Engine,
+  slot: () => string,
+  excluded: number,
+  also = '',
+  destinations = false,
+): string {
   return claimText(engine, slot, (slot) => {
     const hosts = Array.from({ length: excluded }, slot).join(', ');
-    return `${hosts ? ` AND host NOT IN (${hosts})` : ''}${also} ORDER BY ready_seq LIMIT ${slot()}`;
+    // Direct delivery: a suspended destination's recipients stay queued, out of the way (issue 38).
+    const held = destinations ? NOT_SUSPENDED(slot) : '';
+    return `${hosts ? ` AND host NOT IN (${hosts})` : ''}${held}${also} ORDER BY ready_seq LIMIT ${slot()}`;
   });
 }
 

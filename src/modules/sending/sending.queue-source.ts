@@ -9,6 +9,7 @@ import type { LoadedEmail } from '../emails/email-rows.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
 import { createTrackingRepo } from '../emails/tracking.repo.ts';
 import type { EventService } from '../events/events.service.ts';
+import type { DestinationSync } from '../destinations/destinations.sync.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import { type ClaimAlong, createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
 
@@ -33,6 +34,8 @@ export interface SendingQueueSourceDeps {
   recipientPerJob: boolean;
   /** How long the earliest waiting time, once read, is trusted (the worker's poll interval). */
   pollIntervalMs: number;
+  /** Direct delivery: lanes are destinations (issue 38), suspended ones left out of the claims. */
+  destinations?: DestinationSync | undefined;
 }
 
 /**
@@ -41,8 +44,10 @@ export interface SendingQueueSourceDeps {
  * their events. Its own function so the runtime's tests (test/queue.test.ts) hold the runtime to this SQL.
  */
 export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSource<SendJob, SendOutcome> {
-  const { db, engine, perDomain } = deps;
-  const queue = createSendingQueue(db, engine);
+  const { db, engine, perDomain, destinations } = deps;
+  const filter = destinations && { source: destinations.source };
+  const queue = createSendingQueue(db, engine, filter);
+  const laneOf = (host: string) => (destinations ? destinations.shaping.laneOf(host) : host);
   const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
   let lastPrune = -Infinity;
   // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
@@ -58,6 +63,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
 
   /** Before a look: the waiting rows now due moved into the queue, and now and then old daily counts dropped. */
   async function beforeLook(lease: Lease): Promise<void> {
+    await destinations?.sync(lease.now.getTime());
     const now = lease.now.toISOString();
     const waiting = await waitingAt(lease.now.getTime());
     if (waiting !== undefined && waiting <= now) {
@@ -87,10 +93,10 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     for (const row of [...claimed, ...(await queue.claimSiblings(lease, several))]) {
       const email = emails.get(row.emailId);
       if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
-      const lane = perDomain ? row.host : '';
+      const lane = perDomain ? laneOf(row.host) : '';
       // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
       const settings = tracking.get(row.emailId);
-      const key = deps.recipientPerJob || settings ? row.id : `${row.emailId} ${lane}`;
+      const key = deps.recipientPerJob || settings ? row.id : `${row.emailId} ${perDomain ? row.host : ''}`;
       const job = jobs.get(key) ?? {
         lane,
         rows: [],
@@ -114,7 +120,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
    */
   async function recordIn(outcomes: SendOutcome[], claim: ClaimAlong | undefined) {
     return inTransaction(db, async (transaction) => {
-      const recording = createSendingQueue(transaction.db, engine);
+      const recording = createSendingQueue(transaction.db, engine, filter);
       const along = claim && recording.recordingWithClaim(claim);
       const writer = along?.writer ?? recording;
       const now = deps.now();
@@ -139,7 +145,13 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     });
   }
 
-  const excludedHosts = (request: ClaimRequest) => (perDomain ? request.excludeLanes : []);
+  // Lanes are destinations with direct delivery: a lane left out is the recipient domains known to be its.
+  const excludedHosts = (request: ClaimRequest) =>
+    !perDomain
+      ? []
+      : destinations
+        ? [...new Set(request.excludeLanes.flatMap((lane) => destinations.shaping.hostsOf(lane)))]
+        : request.excludeLanes;
 
   return {
     async claim(lease, request) {

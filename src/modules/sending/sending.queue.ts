@@ -66,9 +66,13 @@ const RECIPIENT_OUTCOME_COLUMNS = [
   'response_code',
   'now',
   'completed_at',
+  'counted',
   'email_id',
   'email_status',
 ] as const;
+
+/** The outcome rows' typed columns (PostgreSQL reads a VALUES list's parameters as text otherwise). */
+const COUNTS = { response_code: 'integer', counted: 'integer' } as const;
 
 /** Statuses a recipient does not leave: every one but those still being worked on. */
 const FINAL: ReadonlySet<RecipientStatus> = new Set(
@@ -93,6 +97,7 @@ function outcomeValues(records: readonly AttemptRecord[]) {
         response_code: change.responseCode,
         now: record.now,
         completed_at: final ? record.now : null,
+        counted: change.counted === false ? 0 : 1,
         email_id: record.emailId,
         email_status: statusKnown(record) ? summarizeStatus([change.status]) : null,
       };
@@ -105,7 +110,7 @@ function outcomeValues(records: readonly AttemptRecord[]) {
  * fair-queue.repo.ts on SQLite lock upgrades). RETURNING names the rows whose lease still held.
  */
 const recordRecipients = (also = '') => `UPDATE email_recipients SET status = v.status,
-    attempts = email_recipients.attempts + 1, ready_seq = NULL, wait_until = v.retry_at,
+    attempts = email_recipients.attempts + v.counted, ready_seq = NULL, wait_until = v.retry_at,
     next_attempt_at = v.retry_at, locked_until = NULL, locked_by = NULL, last_attempt_at = v.attempted_at,
     last_response = v.response, last_response_code = v.response_code, updated_at = v.now,
     completed_at = v.completed_at
@@ -126,14 +131,14 @@ const RECORD_KNOWN_EMAILS = `emails_updated AS (UPDATE emails SET status = v.ema
 const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcomeValues>) => CompiledQuery> = {
   postgres(values) {
     const update = statement('postgres');
-    const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, { response_code: 'integer' });
+    const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, COUNTS);
     return update.compile(`WITH ${v}, updated AS (${RECORD_RECIPIENTS}), ${RECORD_KNOWN_EMAILS}
       SELECT id FROM updated`);
   },
   sqlite(values) {
     const update = statement('sqlite');
     const columns = RECIPIENT_OUTCOME_COLUMNS.slice(0, -2);
-    const v = valuesTable('v', columns, values, update.param, { response_code: 'integer' });
+    const v = valuesTable('v', columns, values, update.param, COUNTS);
     return update.compile(`WITH ${v} ${RECORD_RECIPIENTS}`);
   },
 };
@@ -158,21 +163,23 @@ function recordAllText(
   values: ReturnType<typeof outcomeValues>,
   alongside: EmitWith['writes'],
   claim: ClaimAlong | undefined,
+  destinations: DestinationsFilter | undefined,
 ) {
   const update = statement('postgres');
-  const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, { response_code: 'integer' });
+  const v = valuesTable('v', RECIPIENT_OUTCOME_COLUMNS, values, update.param, COUNTS);
   const count = values.length;
   const written = alongside(update.param, `(SELECT count(*) FROM updated) = ${count}`);
   let claimed = '';
   let result = 'SELECT count(*) AS written FROM updated';
   if (claim) {
-    const parameters = claimParameters(claim.lease, ...claim.excludeHosts, claim.limit).values();
+    const parameters = nextDueParameters(claim.lease, claim, destinations).values();
     const slot = () => update.param(parameters.next().value);
     const next = nextDueClaim(
       'postgres',
       slot,
       claim.excludeHosts.length,
       ' AND id NOT IN (SELECT id FROM v)',
+      destinations !== undefined,
     );
     claimed = `,\n      claimed AS (${next})`;
     result = `SELECT w.written, ${CLAIMED_WITH_EMAILS} FROM (SELECT count(*) AS written FROM updated) AS w
@@ -186,12 +193,27 @@ function recordAllText(
     ${result}`);
 }
 
+/** Direct delivery (issue 38): the claims leave out the recipients of this source's suspended destinations. */
+export interface DestinationsFilter {
+  source: string;
+}
+
+/** A look's parameters: the lease's, the hosts left out, the destinations' (source, now), the limit. */
+function nextDueParameters(
+  lease: Lease,
+  options: { limit: number; excludeHosts: readonly string[] },
+  destinations: DestinationsFilter | undefined,
+): unknown[] {
+  const held = destinations ? [destinations.source, lease.now.toISOString()] : [];
+  return claimParameters(lease, ...options.excludeHosts, ...held, options.limit);
+}
+
 /** The sending queue's statements on `db` (the database, or a transaction's for the outcome writes). */
-export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
+export function createSendingQueue(db: Kysely<Database>, engine: Engine, destinations?: DestinationsFilter) {
   const pieces = createMessagePieces(db);
   // The claims' texts (sending.claims.ts), written once per shape. Shape: how many hosts are excluded.
   const nextDueText = textsByShape((excluded) =>
-    nextDueClaim(engine, placeholders(engine), Number(excluded)),
+    nextDueClaim(engine, placeholders(engine), Number(excluded), '', destinations !== undefined),
   );
   // Shape: how many emails' recipients.
   const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));
@@ -238,7 +260,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
       const { rows } = await db.executeQuery<ClaimedRow>(
         CompiledQuery.raw(
           nextDueText(String(options.excludeHosts.length)),
-          claimParameters(lease, ...options.excludeHosts, options.limit),
+          nextDueParameters(lease, options, destinations),
         ),
       );
       return rows.map(toClaimed).sort((a, b) => a.seq - b.seq);
@@ -272,7 +294,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
       const { rows } = await db.executeQuery<ClaimedWithEmailRow>(
         CompiledQuery.raw(
           nextDueWithEmailsText(String(options.excludeHosts.length)),
-          claimParameters(lease, ...options.excludeHosts, options.limit),
+          nextDueParameters(lease, options, destinations),
         ),
       );
       return { recipients: claimedOf(rows), emails: await loadedEmails(db, rows) };
@@ -431,7 +453,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine) {
     const values = outcomeValues(records);
     // With a claim, one row per claimed recipient, or one with nulls when none was.
     const { rows } = await db.executeQuery<ClaimedWithEmailRow & { written: number | string }>(
-      recordAllText(values, alongside, claim),
+      recordAllText(values, alongside, claim, destinations),
     );
     return {
       written: Number(rows[0]?.written) === values.length,

@@ -18,6 +18,10 @@ import type { EventService } from '../events/events.service.ts';
 import { personalize } from '../engagement/personalize.ts';
 import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
+import { createDestinationsRepo, type DestinationsRepo } from '../destinations/destinations.repo.ts';
+import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
+import { classifyResponse } from '../destinations/responses.ts';
+import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
 export interface SendingSettings {
@@ -57,12 +61,24 @@ export function createSendingWorkerFromConfig(deps: {
   secretBox: SecretBox;
   /** The keys and return paths of the projects' verified sending domains. */
   domains?: SendingWorkerDeps['signing'];
+  /** Direct mode: where the destinations' shared state is kept (the services' repository). */
+  destinationsRepo?: DestinationsRepo | undefined;
+  onThrottle?: SendingWorkerDeps['onThrottle'];
 }): SendingWorker {
+  const transport = createTransportFromConfig(deps.config);
   return createSendingWorker({
     database: deps.database,
     clock: deps.clock,
     events: deps.events,
-    transport: createTransportFromConfig(deps.config),
+    transport,
+    destinations: transport.perDomain
+      ? createDestinationSync({
+          repo: deps.destinationsRepo ?? createDestinationsRepo(deps.database.db),
+          source: DEFAULT_SOURCE,
+          shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
+        })
+      : undefined,
+    onThrottle: deps.onThrottle,
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,
     logger: deps.logger,
@@ -107,6 +123,13 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
   transport: MailTransport;
   settings: SendingSettings;
+  /**
+   * Direct delivery's destinations (issue 38): lanes, limits and throttles shared through the database. A
+   * direct transport without it gets the built-in table's, as the source `default`.
+   */
+  destinations?: DestinationSync | undefined;
+  /** Told of each throttle (a deferral that slowed or suspended a destination): metrics and the operator's event. */
+  onThrottle?: ((throttled: Throttled) => void) | undefined;
 }
 
 export type SendingWorker = QueueWorker;
@@ -141,6 +164,22 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const jitter = settings.jitter ?? DEFAULTS.sendRetryJitter;
   const { db, engine } = deps.database;
   const queue = createSendingQueue(db, engine);
+  const destinations = transport.perDomain
+    ? (deps.destinations ??
+      createDestinationSync({
+        repo: createDestinationsRepo(db),
+        source: DEFAULT_SOURCE,
+        shaping: createDestinationShaping(),
+      }))
+    : undefined;
+  const shaping = destinations?.shaping;
+  /** The recipient domain of each attempt in flight: a destination's open connections are counted from it. */
+  const open = new Map<object, string>();
+  const openTo = (lane: string) => {
+    let count = 0;
+    for (const host of open.values()) if (shaping!.laneOf(host) === lane) count += 1;
+    return count;
+  };
   const source = createSendingQueueSource({
     db,
     engine,
@@ -149,6 +188,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     perDomain: transport.perDomain,
     recipientPerJob: Boolean(deps.returnPath),
     pollIntervalMs,
+    destinations,
   });
 
   const worker = createQueueWorker({
@@ -186,6 +226,16 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     channel: QUEUE_CHANNELS.sending,
     heartbeats,
     deadAfterMs,
+    shaping: shaping && {
+      // A lane named after a domain before its MX hosts were known is its destination's now: one count.
+      startAt(lane, now) {
+        const destination = shaping.laneOf(lane);
+        const connections = openTo(destination);
+        if (connections >= settings.concurrencyPerHost) return Infinity;
+        return shaping.startAt(destination, now, connections);
+      },
+      started: (lane, now) => shaping.started(shaping.laneOf(lane), now),
+    },
   });
   return {
     ...worker,
@@ -202,6 +252,49 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   };
 
   async function attempt(job: SendJob, stopping: AbortSignal): Promise<SendOutcome | undefined> {
+    // Counted open from the start (synchronously, before the runtime looks at the next job of its lane).
+    const token = {};
+    open.set(token, job.host);
+    /** The connection is over: called once its reply is in, before what the reply says is judged. */
+    const end = () => open.delete(token);
+    try {
+      return await attemptIn(job, stopping, end);
+    } finally {
+      end();
+    }
+  }
+
+  /**
+   * What an attempt's replies tell its destination (issue 38): the domain's MX hosts, an acceptance, or a
+   * throttle (which it returns: the recipients then wait for the destination, without using up an attempt).
+   */
+  async function observe(job: SendJob, result: SendResult): Promise<Throttled | undefined> {
+    if (!destinations || !shaping) return undefined;
+    const now = clock.now().getTime();
+    if (result.mxHosts) {
+      const learned = shaping.learn(job.host, result.mxHosts, now);
+      if (learned.isNew) await destinations.learned(job.host, learned.destination, now);
+    }
+    const accepted = result.outcomes.some((outcome) => outcome.result === 'accepted');
+    const deferred = result.outcomes.find((outcome) => outcome.result === 'deferred' && outcome.response);
+    const others = openTo(shaping.laneOf(job.host));
+    const throttled = shaping.observe(job.host, deferred?.response ?? null, accepted, now, others);
+    if (throttled) {
+      await destinations.flush(now);
+      deps.onThrottle?.(throttled);
+      logger.warn(
+        { destination: throttled.destination, reply: throttled.reply, rate: throttled.rate },
+        'sending worker: a destination asked to slow down; it is suspended for a back-off',
+      );
+    }
+    return throttled;
+  }
+
+  async function attemptIn(
+    job: SendJob,
+    stopping: AbortSignal,
+    end: () => unknown,
+  ): Promise<SendOutcome | undefined> {
     const attemptedAt = clock.now();
     const timeout = AbortSignal.timeout(settings.timeoutMs);
     const signal = AbortSignal.any([stopping, timeout]);
@@ -250,6 +343,12 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       );
     }
 
+    // Synchronously, so that attempts refused together each see the others that are still open.
+    end();
+    const throttled = await observe(job, result).catch((error: unknown) => {
+      logger.error({ err: error, email: job.email.id }, 'sending worker: recording a destination failed');
+      return undefined;
+    });
     const now = clock.now();
     return {
       workerId,
@@ -267,7 +366,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
             response: null,
             error: 'no result for this recipient',
           } as const);
-        return judge(job.email, row, outcome, now);
+        return judge(job.email, row, outcome, now, throttled);
       }),
       raw: result.raw,
       rawPiecesKey,
@@ -280,6 +379,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     row: ClaimedRecipient,
     outcome: RecipientOutcome,
     now: Date,
+    throttled?: Throttled,
   ): SendOutcome['updates'][number] {
     const reply = outcome.response;
     const said = {
@@ -315,6 +415,16 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       return { ...base, data: { ...said, bounce }, bounce, status: 'bounced', outcomes: ['bounced'] };
     }
 
+    // A destination's "slow down": the recipient waits for it, and the attempt is not counted against it.
+    if (throttled && outcome.response !== null && classifyResponse(outcome.response)) {
+      return {
+        ...base,
+        status: 'delayed',
+        counted: false,
+        retryAt: new Date(Math.max(throttled.suspendedUntil, now.getTime())).toISOString(),
+        outcomes: row.status === 'delayed' ? [] : ['delayed'],
+      };
+    }
     const delay = nextRetryDelay({
       attemptsMade: row.attempts + 1,
       schedule: settings.schedule,

@@ -134,22 +134,27 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       // Built and signed once for every MX tried.
       const options = mailOptions(job.email, addresses, job.envelopeFrom, job.dsn);
       const message = rawMailOptions(options, await builder.build(options, job.dkim));
+      const mxHosts = found.hosts.map((record) => record.exchange);
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;
         const attempt = await tryExchange(record, message, job.signal);
-        if ('info' in attempt) return { outcomes: outcomesFromInfo(attempt.info as object, addresses) };
+        if ('info' in attempt)
+          return { outcomes: outcomesFromInfo(attempt.info as object, addresses), mxHosts };
         if ('refused' in attempt) {
           failures.push(attempt.refused);
           continue;
         }
         // A server that answered decided; one that could not be reached leaves the next MX to try.
         if (!isConnectionFailure(attempt.error))
-          return { outcomes: outcomesFromError(attempt.error, addresses) };
+          return { outcomes: outcomesFromError(attempt.error, addresses), mxHosts };
         failures.push(`${record.exchange}: ${describeSmtpError(attempt.error)}`);
       }
       const tried = failures.join('; ') || 'aborted';
-      return { outcomes: all('deferred', `no mail server of ${job.host} could be reached (${tried})`) };
+      return {
+        outcomes: all('deferred', `no mail server of ${job.host} could be reached (${tried})`),
+        mxHosts,
+      };
     },
     close: () => builder.close(),
   };

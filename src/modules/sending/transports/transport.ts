@@ -28,6 +28,8 @@ export interface SendResult {
   outcomes: RecipientOutcome[];
   /** The capture transport's MIME, kept in the database. */
   raw?: Buffer;
+  /** Direct delivery: the MX hosts the recipients' domain resolved to (its destination, issue 38). */
+  mxHosts?: string[];
 }
 
 export interface MailTransport {

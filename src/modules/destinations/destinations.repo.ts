@@ -1,0 +1,142 @@
+import type { Kysely } from 'kysely';
+import type { Database, Row } from '../../db/schema.ts';
+import type { Transaction } from '../../db/transaction.ts';
+import type { SharedState } from './shaping.ts';
+
+// The destinations and destination_domains tables: what the sending workers share of each destination, and
+// which destination each recipient domain rolls up to; and the operator's view of them with their queues.
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const ms = (value: string | null) => (value === null ? null : Date.parse(value));
+
+const toShared = (row: Row<'destinations'>): SharedState => ({
+  key: row.key,
+  provider: row.provider,
+  mxHosts: row.mx_hosts,
+  rate: Number(row.rate),
+  connections: Number(row.connections),
+  suspendedUntil: ms(row.suspended_until),
+  backoffMs: Number(row.backoff_ms),
+  lastDeferral: row.last_deferral,
+  lastDeferralAt: ms(row.last_deferral_at),
+  deferrals: Number(row.deferrals),
+  suspensions: Number(row.suspensions),
+  updatedAt: Date.parse(row.updated_at),
+});
+
+/** A destination as the operator sees it: its shared state and the recipients waiting for it. */
+export interface DestinationRow extends SharedState {
+  source: string;
+  /** Recipients queued for it now, and waiting (a retry or a throttle's back-off). */
+  queued: number;
+  waiting: number;
+}
+
+export function createDestinationsRepo(db: Kysely<Database>) {
+  return {
+    /** Writes these destinations' shared state (one statement), as this worker last changed it. */
+    async saveStates(
+      source: string,
+      states: readonly SharedState[],
+      transaction?: Transaction,
+    ): Promise<void> {
+      if (states.length === 0) return;
+      await (transaction?.db ?? db)
+        .insertInto('destinations')
+        .values(
+          states.map((state) => ({
+            source,
+            key: state.key,
+            provider: state.provider,
+            mx_hosts: state.mxHosts,
+            rate: state.rate,
+            connections: state.connections,
+            suspended_until: iso(state.suspendedUntil),
+            backoff_ms: state.backoffMs,
+            last_deferral: state.lastDeferral,
+            last_deferral_at: iso(state.lastDeferralAt),
+            deferrals: state.deferrals,
+            suspensions: state.suspensions,
+            updated_at: new Date(state.updatedAt).toISOString(),
+          })),
+        )
+        .onConflict((conflict) =>
+          conflict.columns(['source', 'key']).doUpdateSet((eb) => ({
+            provider: eb.ref('excluded.provider'),
+            mx_hosts: eb.ref('excluded.mx_hosts'),
+            rate: eb.ref('excluded.rate'),
+            connections: eb.ref('excluded.connections'),
+            suspended_until: eb.ref('excluded.suspended_until'),
+            backoff_ms: eb.ref('excluded.backoff_ms'),
+            last_deferral: eb.ref('excluded.last_deferral'),
+            last_deferral_at: eb.ref('excluded.last_deferral_at'),
+            deferrals: eb.ref('excluded.deferrals'),
+            suspensions: eb.ref('excluded.suspensions'),
+            updated_at: eb.ref('excluded.updated_at'),
+          })),
+        )
+        .execute();
+    },
+
+    /** Records the destination a recipient domain's MX hosts roll up to. */
+    async saveDomain(
+      domain: string,
+      destination: string,
+      now: string,
+      transaction?: Transaction,
+    ): Promise<void> {
+      await (transaction?.db ?? db)
+        .insertInto('destination_domains')
+        .values({ domain, destination, updated_at: now })
+        .onConflict((conflict) => conflict.column('domain').doUpdateSet({ destination, updated_at: now }))
+        .execute();
+    },
+
+    /** Every destination's shared state of a source. */
+    async statesOf(source: string): Promise<SharedState[]> {
+      const rows = await db.selectFrom('destinations').selectAll().where('source', '=', source).execute();
+      return rows.map(toShared);
+    },
+
+    /** Every destination with the recipients queued and waiting for it, the busiest first. */
+    async list(): Promise<DestinationRow[]> {
+      const rows = await db.selectFrom('destinations').selectAll().orderBy('key').execute();
+      const depths = await db
+        .selectFrom('email_recipients')
+        .innerJoin('destination_domains', 'destination_domains.domain', 'email_recipients.host')
+        .select((eb) => [
+          'destination_domains.destination as destination',
+          eb.fn.count<string | number>('email_recipients.ready_seq').as('queued'),
+          eb.fn.count<string | number>('email_recipients.wait_until').as('waiting'),
+        ])
+        .where((eb) =>
+          eb.or([
+            eb('email_recipients.ready_seq', 'is not', null),
+            eb('email_recipients.wait_until', 'is not', null),
+          ]),
+        )
+        .groupBy('destination_domains.destination')
+        .execute();
+      const depth = new Map(depths.map((row) => [row.destination, row]));
+      return rows
+        .map((row) => ({
+          ...toShared(row),
+          source: row.source,
+          queued: Number(depth.get(row.key)?.queued ?? 0),
+          waiting: Number(depth.get(row.key)?.waiting ?? 0),
+        }))
+        .sort((a, b) => b.queued + b.waiting - (a.queued + a.waiting) || a.key.localeCompare(b.key));
+    },
+  };
+}
+
+export type DestinationsRepo = ReturnType<typeof createDestinationsRepo>;
+
+/**
+ * The sending queue's claim condition (sending.claims.ts): a recipient whose domain rolls up to a destination
+ * of `source` suspended past `now` stays where it is. Parameters: the source, then now.
+ */
+export const NOT_SUSPENDED = (slot: () => string) =>
+  ` AND host NOT IN (SELECT destination_domains.domain FROM destinations JOIN destination_domains
+      ON destination_domains.destination = destinations.key
+      WHERE destinations.source = ${slot()} AND destinations.suspended_until > ${slot()})`;

@@ -1,0 +1,42 @@
+import type { DestinationsRepo } from './destinations.repo.ts';
+import { type DestinationShaping, WRITE_EVERY_MS } from './shaping.ts';
+
+// A sending worker's destinations kept in step with the other workers' through the database: what this worker
+// changed is written (on a change, at most once a second per destination), what the others wrote is read (at
+// most once a second), and the domains it learns are recorded for the claim's filter.
+
+export interface DestinationSync {
+  readonly source: string;
+  readonly shaping: DestinationShaping;
+  /** Before a look over the queue: writes what changed and reads the others' states, each at most once a second. */
+  sync(now: number): Promise<void>;
+  /** After a deferral: writes the change now if its destination was not written in the last second. */
+  flush(now: number): Promise<void>;
+  /** Records a domain's destination (once per destination it moves to, per process). */
+  learned(domain: string, destination: string, now: number): Promise<void>;
+}
+
+export function createDestinationSync(deps: {
+  repo: DestinationsRepo;
+  source: string;
+  shaping: DestinationShaping;
+}): DestinationSync {
+  const { repo, source, shaping } = deps;
+  let readAt = -Infinity;
+  return {
+    source,
+    shaping,
+    async sync(now) {
+      await repo.saveStates(source, shaping.takeWrites(now));
+      if (now - readAt < WRITE_EVERY_MS) return;
+      readAt = now;
+      shaping.merge(await repo.statesOf(source));
+    },
+    async flush(now) {
+      await repo.saveStates(source, shaping.takeWrites(now));
+    },
+    async learned(domain, destination, now) {
+      await repo.saveDomain(domain, destination, new Date(now).toISOString());
+    },
+  };
+}

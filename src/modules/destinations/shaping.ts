@@ -1,0 +1,348 @@
+// A sending worker's view of its destinations (issue 38): which destination a recipient domain's mail goes
+// to, and whether that destination may take one more message now. The adaptive part is AIMD: a reply that
+// says "slow down" (responses.ts) halves the destination's rate (from what it actually took in the last
+// minute) and suspends it for a back-off that doubles while the deferrals go on; each minute of deliveries
+// without one adds a twentieth of its ceiling back, and a connection. What is shared with the other workers
+// (rate, connections, suspension, last deferral) is in the database (destinations.repo.ts), written on a
+// change and at most once a second per destination; the rest (connections in use, the pacing) is this
+// worker's own.
+import { classifyResponse, type ResponseRule } from './responses.ts';
+import {
+  type Destination,
+  type DestinationLimits,
+  type DestinationOverride,
+  destinationOf,
+} from './providers.ts';
+
+/** The sending source of a worker that names none: every worker of one machine sends from the same addresses. */
+export const DEFAULT_SOURCE = 'default';
+
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+/** A suspension's back-off doubles with each deferral in a row, up to this. */
+const MAX_BACKOFF_MS = HOUR;
+/** State shared through the database is written at most this often per destination. */
+export const WRITE_EVERY_MS = 1000;
+/** Domains named per lane when a lane is left out of a claim (the rest are found, and given back, by it). */
+const HOSTS_PER_LANE = 200;
+
+/** What the workers share of a destination (a row of `destinations`). */
+export interface SharedState {
+  key: string;
+  provider: string | null;
+  mxHosts: string;
+  /** Messages a minute it takes now; 0: no limit yet (none was ever needed). */
+  rate: number;
+  connections: number;
+  suspendedUntil: number | null;
+  backoffMs: number;
+  lastDeferral: string | null;
+  lastDeferralAt: number | null;
+  deferrals: number;
+  suspensions: number;
+  updatedAt: number;
+}
+
+interface LocalState extends SharedState {
+  limits: DestinationLimits;
+  /** Token bucket of the per-minute pace: tokens now, and when they were counted. */
+  tokens: number;
+  tokensAt: number;
+  /** Starts in the last minute (for the rate a deferral halves) and in this hour's window. */
+  recentStarts: number[];
+  hourStart: number;
+  hourCount: number;
+  /** The last change (a decrease or an increase), and deliveries since. */
+  changedAt: number;
+  acceptedSinceChange: number;
+  /** The highest rate that went without a deferral: where an unlimited destination's increases start. */
+  peak: number;
+  /** When a destination last refused a connection for too many: connections do not grow back for an hour. */
+  connectionsCappedAt: number;
+  dirty: boolean;
+  writtenAt: number;
+}
+
+/** What a deferral or suspension was, for the metrics and the operator's event. */
+export interface Throttled {
+  destination: string;
+  provider: string | null;
+  rule: ResponseRule;
+  reply: string;
+  rate: number;
+  connections: number;
+  suspendedUntil: number;
+}
+
+export interface DestinationShaping {
+  /** The lane (destination key, or the domain itself before its MX hosts are known) of a recipient domain. */
+  laneOf(domain: string): string;
+  /** Recipient domains of a lane, for a claim that leaves the lane out. */
+  hostsOf(lane: string): string[];
+  /**
+   * When the lane may start one more attempt (epoch ms) with `open` of its attempts in flight: now or earlier
+   * means at once; Infinity, when one of them ends (it has all the connections it may).
+   */
+  startAt(lane: string, now: number, open: number): number;
+  started(lane: string, now: number): void;
+  /** The domain's MX hosts, as the transport found them: its destination from now on. */
+  learn(domain: string, mxHosts: readonly string[], now: number): { destination: string; isNew: boolean };
+  /**
+   * An attempt's reply to a domain: a throttle lowers its destination's limits and suspends it (returned, for
+   * the caller to say so); an acceptance counts towards the next increase.
+   */
+  observe(
+    domain: string,
+    reply: string | null,
+    accepted: boolean,
+    now: number,
+    /** This destination's other attempts still in flight when the reply came. */
+    inFlight: number,
+  ): Throttled | undefined;
+  /** When the destination of a domain is suspended until (epoch ms), if it is. */
+  suspendedUntil(domain: string, now: number): number | undefined;
+  /** The states changed since their last write, due for one now (at most once a second each); marks them written. */
+  takeWrites(now: number): SharedState[];
+  /** Takes what other workers wrote (newer than what this worker knows). */
+  merge(rows: readonly SharedState[]): void;
+  /** Every destination this worker knows, for the metrics. */
+  known(): SharedState[];
+}
+
+export function createDestinationShaping(
+  options: { overrides?: readonly DestinationOverride[] } = {},
+): DestinationShaping {
+  const overrides = options.overrides ?? [];
+  const domainLane = new Map<string, string>();
+  const lanesHosts = new Map<string, Set<string>>();
+  const states = new Map<string, LocalState>();
+
+  function fresh(destination: Destination, mxHosts: string): LocalState {
+    const { limits } = destination;
+    return {
+      key: destination.key,
+      provider: destination.provider,
+      mxHosts,
+      limits,
+      rate: limits.perMinute,
+      connections: limits.connections,
+      suspendedUntil: null,
+      backoffMs: 0,
+      lastDeferral: null,
+      lastDeferralAt: null,
+      deferrals: 0,
+      suspensions: 0,
+      updatedAt: 0,
+      tokens: Math.max(1, limits.perMinute / 60),
+      tokensAt: 0,
+      recentStarts: [],
+      hourStart: 0,
+      hourCount: 0,
+      changedAt: 0,
+      acceptedSinceChange: 0,
+      peak: limits.perMinute,
+      connectionsCappedAt: -Infinity,
+      dirty: false,
+      writtenAt: -Infinity,
+    };
+  }
+
+  const stateOfLane = (lane: string) => states.get(lane);
+  const stateOfDomain = (domain: string) => states.get(domainLane.get(domain) ?? '');
+  const bucketSize = (state: LocalState) => Math.max(1, state.rate / 60);
+
+  function refill(state: LocalState, now: number): void {
+    if (state.rate <= 0) return;
+    const elapsed = Math.max(0, now - state.tokensAt);
+    state.tokens = Math.min(bucketSize(state), state.tokens + (elapsed * state.rate) / MINUTE);
+    state.tokensAt = now;
+  }
+
+  function changed(state: LocalState, now: number): void {
+    state.dirty = true;
+    state.updatedAt = now;
+  }
+
+  /** Additive increase: after a minute of deliveries without a deferral, a step towards (and past) the ceiling. */
+  function increase(state: LocalState, now: number): void {
+    if (now - state.changedAt < MINUTE || state.acceptedSinceChange === 0) return;
+    const ceiling = state.limits.perMinute;
+    const step = Math.max(1, Math.round((ceiling || state.peak) / 20));
+    const before = { rate: state.rate, connections: state.connections };
+    if (state.rate > 0) state.rate = ceiling > 0 ? Math.min(ceiling, state.rate + step) : state.rate + step;
+    if (now - state.connectionsCappedAt >= HOUR) {
+      state.connections = Math.min(state.limits.connections, state.connections + 1);
+    }
+    state.peak = Math.max(state.peak, state.rate);
+    state.backoffMs = 0;
+    state.changedAt = now;
+    state.acceptedSinceChange = 0;
+    if (before.rate !== state.rate || before.connections !== state.connections) changed(state, now);
+  }
+
+  return {
+    laneOf: (domain) => domainLane.get(domain) ?? domain,
+    hostsOf(lane) {
+      const hosts = lanesHosts.get(lane);
+      return hosts ? [...hosts].slice(-HOSTS_PER_LANE) : [lane];
+    },
+    startAt(lane, now, open) {
+      const state = stateOfLane(lane);
+      if (!state) return now;
+      if (state.suspendedUntil !== null && state.suspendedUntil > now) return state.suspendedUntil;
+      if (open >= state.connections) return Infinity;
+      if (
+        state.limits.perHour > 0 &&
+        now - state.hourStart < HOUR &&
+        state.hourCount >= state.limits.perHour
+      ) {
+        return state.hourStart + HOUR;
+      }
+      if (state.rate <= 0) return now;
+      refill(state, now);
+      if (state.tokens >= 1) return now;
+      return now + Math.ceil(((1 - state.tokens) * MINUTE) / state.rate);
+    },
+    started(lane, now) {
+      const state = stateOfLane(lane);
+      if (!state) return;
+      if (state.rate > 0) {
+        refill(state, now);
+        state.tokens -= 1;
+      }
+      if (now - state.hourStart >= HOUR) {
+        state.hourStart = now;
+        state.hourCount = 0;
+      }
+      state.hourCount += 1;
+      state.recentStarts.push(now);
+      while (state.recentStarts.length > 0 && state.recentStarts[0]! <= now - MINUTE)
+        state.recentStarts.shift();
+    },
+    learn(domain, mxHosts, now) {
+      const destination = destinationOf(domain, mxHosts, overrides);
+      const isNew = domainLane.get(domain) !== destination.key;
+      domainLane.set(domain, destination.key);
+      const hosts = lanesHosts.get(destination.key) ?? new Set<string>();
+      hosts.delete(domain);
+      hosts.add(domain);
+      lanesHosts.set(destination.key, hosts);
+      if (!states.has(destination.key)) {
+        // Written once at least, so the operator sees every destination.
+        const state = fresh(
+          destination,
+          [...new Set(mxHosts.map((host) => host.toLowerCase()))].sort().join(','),
+        );
+        changed(state, now);
+        states.set(destination.key, state);
+      }
+      return { destination: destination.key, isNew };
+    },
+    observe(domain, reply, accepted, now, inFlight) {
+      const state = stateOfDomain(domain);
+      if (!state) return undefined;
+      if (accepted) {
+        state.acceptedSinceChange += 1;
+        increase(state, now);
+        return undefined;
+      }
+      const rule = classifyResponse(reply);
+      if (!rule) return undefined;
+      // Already suspended for an earlier reply of the same burst (attempts that were in flight): no new cut.
+      const already = state.suspendedUntil !== null && state.suspendedUntil > now;
+      state.lastDeferral = reply;
+      state.lastDeferralAt = now;
+      state.deferrals += 1;
+      if (rule.kind === 'connections') {
+        // It says how many it takes: the others still open when it refused this one. Each refusal of a
+        // burst counts (each sees fewer open); no suspension (the open ones are being served), no increase
+        // of connections for an hour.
+        state.connections = Math.max(1, Math.min(state.connections, inFlight));
+        state.connectionsCappedAt = now;
+        changed(state, now);
+        return throttledOf(state, rule, reply!, Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0));
+      }
+      if (!already) {
+        // Multiplicative decrease, from what it actually took in the last minute when that was less.
+        const took = state.recentStarts.filter((at) => at > now - MINUTE).length;
+        const base = state.rate > 0 ? Math.min(state.rate, took) : took;
+        state.peak = Math.max(1, state.rate > 0 ? state.rate : took);
+        state.rate = Math.max(1, Math.floor(base / 2));
+        state.tokens = Math.min(state.tokens, 0);
+        state.tokensAt = now;
+        state.backoffMs = Math.min(
+          MAX_BACKOFF_MS,
+          state.backoffMs > 0 ? state.backoffMs * 2 : rule.backoffMs,
+        );
+        state.suspendedUntil = now + state.backoffMs;
+        state.suspensions += 1;
+        state.changedAt = now;
+        state.acceptedSinceChange = 0;
+      }
+      changed(state, now);
+      return throttledOf(state, rule, reply!, state.suspendedUntil!);
+    },
+    suspendedUntil(domain, now) {
+      const until = stateOfDomain(domain)?.suspendedUntil;
+      return until !== null && until !== undefined && until > now ? until : undefined;
+    },
+    takeWrites(now) {
+      const due: SharedState[] = [];
+      for (const state of states.values()) {
+        if (!state.dirty || now - state.writtenAt < WRITE_EVERY_MS) continue;
+        state.dirty = false;
+        state.writtenAt = now;
+        due.push(shared(state));
+      }
+      return due;
+    },
+    merge(rows) {
+      for (const row of rows) {
+        const state = states.get(row.key);
+        if (!state || state.dirty || row.updatedAt <= state.updatedAt) continue;
+        const rateChanged = row.rate !== state.rate;
+        Object.assign(state, {
+          rate: row.rate,
+          connections: row.connections,
+          suspendedUntil: row.suspendedUntil,
+          backoffMs: row.backoffMs,
+          lastDeferral: row.lastDeferral,
+          lastDeferralAt: row.lastDeferralAt,
+          deferrals: row.deferrals,
+          suspensions: row.suspensions,
+          updatedAt: row.updatedAt,
+        });
+        if (rateChanged) state.tokens = Math.min(state.tokens, bucketSize(state));
+      }
+    },
+    known: () => [...states.values()].map(shared),
+  };
+}
+
+/** What a throttle did to a destination; its recipients wait until `until`. */
+const throttledOf = (state: LocalState, rule: ResponseRule, reply: string, until: number): Throttled => ({
+  destination: state.key,
+  provider: state.provider,
+  rule,
+  reply,
+  rate: state.rate,
+  connections: state.connections,
+  suspendedUntil: until,
+});
+
+function shared(state: LocalState): SharedState {
+  return {
+    key: state.key,
+    provider: state.provider,
+    mxHosts: state.mxHosts,
+    rate: state.rate,
+    connections: state.connections,
+    suspendedUntil: state.suspendedUntil,
+    backoffMs: state.backoffMs,
+    lastDeferral: state.lastDeferral,
+    lastDeferralAt: state.lastDeferralAt,
+    deferrals: state.deferrals,
+    suspensions: state.suspensions,
+    updatedAt: state.updatedAt,
+  };
+}

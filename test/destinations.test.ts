@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createDns } from '../src/lib/dns.ts';
+import type { Clock } from '../src/lib/clock.ts';
+import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { ownLoopbackAddress } from './helpers/smtp.ts';
+import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
+import { until } from './helpers/until.ts';
+
+// Issue 38, destinations and adaptive shaping in direct mode, end to end: a throttling provider (two
+// connections at once, ten messages a minute, answering 421 4.7.28 past that) and an unthrottled one, each
+// the MX of its domain on a loopback address of its own, found through a real DNS server. Time is the test's
+// clock, moved by the test: the throttled destination needs minutes of it, the other none.
+
+const THROTTLED = { connections: 2, perMinute: 10 };
+const OPERATOR_TOKEN = 'operator-token-0123456789';
+
+for (const engine of ALL_ENGINES) {
+  describe(`destinations in direct mode (${engine})`, { skip: engineSkip(engine) }, () => {
+    let dns: TestDnsServer;
+    let app: TestApp;
+    let throttled: ThrottlingServer;
+    let open: ThrottlingServer;
+    let worker: SendingWorker;
+    // The test's clock: still unless the test moves it.
+    let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
+    const clock: Clock = { now: () => new Date(nowMs) };
+
+    before(async () => {
+      dns = await startDnsServer();
+      const throttledAddress = ownLoopbackAddress();
+      let openAddress = ownLoopbackAddress();
+      while (openAddress === throttledAddress) openAddress = ownLoopbackAddress();
+      dns.add('throttled.test', { type: 'MX', exchange: 'mx.throttled.test', priority: 10 });
+      dns.add('mx.throttled.test', { type: 'A', address: throttledAddress });
+      dns.add('open.test', { type: 'MX', exchange: 'mx.open.test', priority: 10 });
+      dns.add('mx.open.test', { type: 'A', address: openAddress });
+      throttled = await startThrottlingServer({ address: throttledAddress, now: () => nowMs, ...THROTTLED });
+      open = await startThrottlingServer({ address: openAddress, now: () => nowMs });
+      app = await startTestApp(engine, {
+        allowPrivateUrls: true,
+        clock,
+        config: { metricsToken: OPERATOR_TOKEN },
+      });
+      const resolver = createDns({ servers: [dns.address] });
+      worker = createSendingWorker({
+        database: app.database.handle,
+        clock,
+        events: app.events,
+        transport: createDirectTransport({
+          timeoutMs: 15_000,
+          resolveMx: resolver.resolveMx,
+          lookup: resolver.resolveAddresses,
+          allowPrivateTargets: true,
+          port: 25,
+        }),
+        // Four connections per destination and eight overall: twice what the throttled one takes.
+        // The timeout only guards a hang: a loaded machine must not turn a slow delivery into a retry.
+        settings: { ...TEST_SENDING_SETTINGS, concurrency: 8, schedule: [0, 1000, 1000], timeoutMs: 15_000 },
+        notifier: app.app.sendNotifier,
+      });
+      await worker.start();
+    });
+    after(async () => {
+      await worker?.stop();
+      await app?.close();
+      await throttled?.close();
+      await open?.close();
+      await dns?.close();
+    });
+
+    async function send(to: string[]): Promise<string[]> {
+      const response = await app.request('POST', '/v1/emails/batch', {
+        body: to.map((address) => ({ from: 'ada@example.com', to: address, subject: 's', text: 't' })),
+      });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      return response.body.data.map((entry: { id: string }) => entry.id);
+    }
+
+    const addresses = (domain: string, from: number, count: number) =>
+      Array.from({ length: count }, (_, i) => `u${from + i}@${domain}`);
+
+    test('a throttling destination is slowed to what it takes; the other is not held up at all', async () => {
+      // Without the throttled destination: all of it arrives with no time passing.
+      await send(addresses('open.test', 0, 20));
+      await until(
+        () => {
+          worker.wake();
+          return open.received.length === 20;
+        },
+        20_000,
+        'the unthrottled mail, alone',
+      );
+
+      // With it, and its mail first in the queue: the unthrottled mail still all arrives with no time
+      // passing, while the throttled destination has taken at most its minute's ten.
+      const startedAt = nowMs;
+      const throttledIds = await send(addresses('throttled.test', 0, 40));
+      await send(addresses('open.test', 20, 20));
+      // The clock stands still, so the worker's poll (a look over the queue each poll interval of the
+      // clock) never comes due: the test stands in for it.
+      await until(
+        () => {
+          worker.wake();
+          return open.received.length === 40;
+        },
+        20_000,
+        () =>
+          `the unthrottled mail beside the throttled: ${open.received.length - 20} of 20 arrived, the ` +
+          `throttled ${throttled.received.length}, refused ${throttled.refusedConnections.length} + ` +
+          `${throttled.refusedMessages.length}`,
+      );
+      assert.equal(nowMs, startedAt, 'no time passed');
+      assert.ok(throttled.received.length <= THROTTLED.perMinute, `${throttled.received.length} arrived`);
+
+      // The throttled mail arrives as time passes, each minute at most what it takes.
+      for (let step = 0; throttled.received.length < 40; step++) {
+        assert.ok(step < 200, `stuck at ${throttled.received.length} of 40`);
+        await worker.whenIdle();
+        nowMs += 10_000;
+        worker.wake();
+      }
+      assert.deepEqual(
+        [...new Set(throttled.received)].sort(),
+        addresses('throttled.test', 0, 40).sort(),
+        'every message once',
+      );
+      // The connection cap was found in the first burst and never hit again.
+      assert.ok(
+        throttled.refusedConnections.every((at) => at === startedAt),
+        'refusals only at first',
+      );
+      assert.ok(throttled.maxOpenAfterFirstRefusal <= THROTTLED.connections);
+      const deferrals = throttled.refusedConnections.length + throttled.refusedMessages.length;
+      assert.ok(deferrals <= 40 / 5, `${deferrals} deferrals for 40 messages`);
+      assert.ok(deferrals >= 1, 'the destination deferred');
+
+      // The operator sees both destinations: the throttled one with its deferrals and lowered rate.
+      const listed = await app.request('GET', '/v1/destinations', {
+        key: null,
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+      });
+      assert.equal(listed.status, 200, JSON.stringify(listed.body));
+      const byKey = new Map(listed.body.data.map((entry: any) => [entry.key, entry]));
+      const slowed: any = byKey.get('mx.throttled.test');
+      assert.equal(slowed.deferrals, deferrals);
+      assert.match(slowed.last_deferral, /^421 4\.7\./);
+      assert.deepEqual(slowed.mx_hosts, ['mx.throttled.test']);
+      assert.equal(slowed.provider, null);
+      assert.equal(slowed.queued + slowed.waiting, 0);
+      assert.ok(slowed.rate_per_minute === null || slowed.rate_per_minute <= 2 * THROTTLED.perMinute);
+      const fast: any = byKey.get('mx.open.test');
+      assert.equal(fast.deferrals, 0);
+      assert.equal(fast.rate_per_minute, null, 'never limited');
+      assert.equal(fast.suspended_until, null);
+      const noKey = await app.request('GET', '/v1/destinations', { key: null });
+      assert.equal(noKey.status, 401);
+      assert.equal((await app.request('GET', '/v1/destinations')).status, 401, 'an API key opens nothing');
+
+      // Throttles are not attempts: every recipient is delivered with attempts to spare.
+      for (const id of throttledIds) {
+        const email = (await app.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(email.status, 'delivered');
+        assert.equal(email.recipients[0].attempts, 1, JSON.stringify(email.recipients[0]));
+      }
+    });
+  });
+}

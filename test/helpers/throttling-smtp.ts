@@ -1,0 +1,96 @@
+import { SMTPServer } from 'smtp-server';
+
+/**
+ * A mail server on a loopback address of its own, port 25, behaving as a large provider does towards a
+ * sender that goes too fast: more than `connections` at once are refused at the greeting ("421 4.7.0 Too
+ * many concurrent SMTP connections"), and past `perMinute` messages in a minute of `now` (the test's clock)
+ * MAIL FROM is answered `421 4.7.28 … rate limited` (Gmail's text). Without either limit, it takes all.
+ */
+export interface ThrottlingServer {
+  address: string;
+  /** Message recipients accepted, in arrival order. */
+  received: string[];
+  /** Connections refused for the cap, and messages refused for the rate, each with the time it happened. */
+  refusedConnections: number[];
+  refusedMessages: number[];
+  /** The most connections open at once, overall and since the first refusal of any kind. */
+  maxOpen: number;
+  maxOpenAfterFirstRefusal: number;
+  close(): Promise<void>;
+}
+
+export async function startThrottlingServer(options: {
+  address: string;
+  now: () => number;
+  connections?: number;
+  perMinute?: number;
+}): Promise<ThrottlingServer> {
+  let open = 0;
+  const perMinute = new Map<number, number>();
+  const state: Omit<ThrottlingServer, 'close'> = {
+    address: options.address,
+    received: [],
+    refusedConnections: [],
+    refusedMessages: [],
+    maxOpen: 0,
+    maxOpenAfterFirstRefusal: 0,
+  };
+  const refused = () => state.refusedConnections.length + state.refusedMessages.length > 0;
+  const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
+  const server = new SMTPServer({
+    logger: false,
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    closeTimeout: 100,
+    onConnect(session, callback) {
+      if (options.connections !== undefined && open >= options.connections) {
+        state.refusedConnections.push(options.now());
+        callback(
+          reply(421, '4.7.0 Too many concurrent SMTP connections from this IP address; try again later'),
+        );
+        return;
+      }
+      (session as { counted?: boolean }).counted = true;
+      open += 1;
+      state.maxOpen = Math.max(state.maxOpen, open);
+      if (refused()) state.maxOpenAfterFirstRefusal = Math.max(state.maxOpenAfterFirstRefusal, open);
+      callback();
+    },
+    onClose(session) {
+      if ((session as { counted?: boolean }).counted) open -= 1;
+    },
+    onMailFrom(_address, _session, callback) {
+      const minute = Math.floor(options.now() / 60_000);
+      const count = perMinute.get(minute) ?? 0;
+      if (options.perMinute !== undefined && count >= options.perMinute) {
+        state.refusedMessages.push(options.now());
+        callback(
+          reply(
+            421,
+            '4.7.28 [127.0.0.1] Our system has detected an unusual rate of unsolicited mail originating from your IP address. To protect our users from spam, mail sent from your IP address has been temporarily rate limited.',
+          ),
+        );
+        return;
+      }
+      perMinute.set(minute, count + 1);
+      callback();
+    },
+    onData(stream, session, callback) {
+      stream.resume();
+      stream.on('end', () => {
+        state.received.push(...session.envelope.rcptTo.map((rcpt) => rcpt.address));
+        callback(null, 'Ok: queued');
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.server.once('error', reject);
+    server.listen(25, options.address, () => resolve());
+    server.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') throw error;
+    });
+  });
+  return Object.assign(state, {
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }) as ThrottlingServer;
+}
