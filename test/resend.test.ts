@@ -302,13 +302,7 @@ for (const engine of ALL_ENGINES) {
         await resend.broadcasts.list(),
         501,
         'application_error',
-        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).',
-      );
-      assertError(
-        await resend.suppressions.list(),
-        501,
-        'application_error',
-        'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
+        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics and suppressions (docs/api/resend.md).',
       );
       assertError(
         await resend.emails.metrics(),

@@ -20,6 +20,7 @@ import { registerResendContactRoutes } from './resend-contacts.ts';
 import { registerResendDomainRoutes } from './resend-domains.routes.ts';
 import { hide, IdParams, translated, WebhookEventParams } from './resend-routing.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
+import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
@@ -67,11 +68,6 @@ const PARTLY: Record<string, string> = {
   // The SDK's audiences are its segments (at /segments); only a contact created, read or changed through an
   // audience's path (the SDK's deprecated `audienceId`) comes here.
   audiences: 'audiences',
-};
-// Resend's resources that Postwire has under /v1 only, in its own shapes.
-const IN_V1_ONLY: Record<string, string> = {
-  suppressions:
-    'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
 };
 
 const notImplemented = (reply: FastifyReply, message: string): ResendError => {
@@ -442,6 +438,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendContactRoutes(scope, services);
       registerResendSegmentRoutes(scope, services);
       registerResendTopicRoutes(scope, services);
+      registerResendSuppressionRoutes(scope, services);
 
       // API keys.
       app.post(
@@ -479,11 +476,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics and suppressions (docs/api/resend.md).`,
             );
           }
-          const elsewhere = IN_V1_ONLY[resource];
-          if (elsewhere) return notImplemented(reply, elsewhere);
           const partly = PARTLY[resource];
           if (partly) {
             return notImplemented(
