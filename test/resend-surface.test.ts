@@ -155,6 +155,48 @@ for (const engine of ALL_ENGINES) {
           "'dee@example.org' is not on the suppression list.",
         );
       });
+
+      test('apiKeys.update renames a key; a revoked or unknown key is a 404; read_only cannot', async () => {
+        const made = dataOf(await resend.apiKeys.create({ name: 'ci' }));
+        assert.deepEqual(dataOf(await resend.apiKeys.update(made.id, { name: 'deploys' })), {
+          object: 'api_key',
+          id: made.id,
+        });
+        const listed = dataOf(await resend.apiKeys.list()).data.find((key) => key.id === made.id);
+        assert.equal(listed?.name, 'deploys');
+        // The key still works, with its permission.
+        const renamed = new Resend(made.token, { baseUrl: `${api.baseUrl}/resend` });
+        dataOf(await renamed.apiKeys.list());
+        assertError(
+          await resend.apiKeys.update(made.id, { name: '' }),
+          422,
+          'validation_error',
+          "The field 'name' must not be empty.",
+        );
+        const reader = await clientWith('read_only');
+        assertError(
+          await reader.apiKeys.update(made.id, { name: 'x' }),
+          403,
+          'restricted_api_key',
+          'This route needs a full_access key; this key is read_only.',
+        );
+        dataOf(await resend.apiKeys.remove(made.id));
+        assertError(
+          await resend.apiKeys.update(made.id, { name: 'again' }),
+          404,
+          'not_found',
+          `No API key with id '${made.id}'.`,
+        );
+        const other = await api.createProject('Keys elsewhere');
+        const stranger = new Resend(other.key, { baseUrl: `${api.baseUrl}/resend` });
+        const theirs = dataOf(await stranger.apiKeys.create({ name: 'theirs' }));
+        assertError(
+          await resend.apiKeys.update(theirs.id, { name: 'mine' }),
+          404,
+          'not_found',
+          `No API key with id '${theirs.id}'.`,
+        );
+      });
     },
   );
 }

@@ -311,10 +311,10 @@ for (const engine of ALL_ENGINES) {
         'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.',
       );
       assertError(
-        await resend.apiKeys.update('key_x', { name: 'x' }),
+        await resend.emails.share('msg_x'),
         501,
         'application_error',
-        "Postwire does not implement PATCH /api-keys/key_x of Resend's API keys API (docs/api/resend.md says what /resend answers).",
+        "Postwire does not implement POST /emails/msg_x/share of Resend's emails API (docs/api/resend.md says what /resend answers).",
       );
       const unknown = await fetch(`${api.baseUrl}/resend/nothing-here`, {
         headers: { authorization: `Bearer ${api.key}` },

@@ -1,5 +1,4 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -15,7 +14,7 @@ import {
 import { prepareFrom, storeSend } from '../emails/emails.routes.ts';
 import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
-import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
+import { registerResendApiKeyRoutes } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
 import { registerResendDomainRoutes } from './resend-domains.routes.ts';
 import { hide, IdParams, translated, WebhookEventParams } from './resend-routing.ts';
@@ -75,22 +74,13 @@ const notImplemented = (reply: FastifyReply, message: string): ResendError => {
   return { statusCode: 501, name: 'application_error', message };
 };
 
-const CreateApiKeyBody = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 200 }),
-    permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
-    domain_id: Type.Optional(Type.String({ minLength: 1 })),
-  },
-  { additionalProperties: false },
-);
-
 /**
  * A Resend-compatible API at /resend, for Resend's SDK (resend@6): its request and response shapes over the
  * same services as /v1, every rule theirs; Postwire's error bodies become Resend's `{ statusCode, name,
  * message }` (see docs/api/resend.md). Hidden from the OpenAPI document, which describes /v1.
  */
 export async function registerResendRoutes(server: FastifyInstance, services: Services): Promise<void> {
-  const { emails, templates, webhooks, webhookOperations, events, projects } = services;
+  const { emails, templates, webhooks, webhookOperations, events } = services;
   await server.register(
     async (scope) => {
       // Every error answered under /resend (validation, the auth hook's 401, rate limits, idempotency,
@@ -440,28 +430,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendTopicRoutes(scope, services);
       registerResendSuppressionRoutes(scope, services);
 
-      // API keys.
-      app.post(
-        '/api-keys',
-        {
-          // The projects service writes the key on its own (no transaction to join).
-          config: { permission: 'full_access', idempotencyOutsideTransaction: true },
-          schema: { ...hide, body: CreateApiKeyBody },
-        },
-        async (request) => createKey(projects, projectOf(request), request.body),
-      );
-
-      app.get(
-        '/api-keys',
-        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
-        async (request) => list(await listKeys(projects, projectOf(request)), false),
-      );
-
-      app.delete(
-        '/api-keys/:id',
-        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
-        async (request) => revokeKey(projects, projectOf(request), request.params.id),
-      );
+      registerResendApiKeyRoutes(scope, services);
 
       // Everything else: 501 for what Resend has and Postwire does not, 404 for what neither has.
       app.route({
