@@ -18,6 +18,8 @@ import { registerResendApiKeyRoutes } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
 import { registerResendDomainRoutes } from './resend-domains.routes.ts';
 import { hide, IdParams, translated, WebhookEventParams } from './resend-routing.ts';
+import { createDownloadLinks } from './resend-downloads.ts';
+import { registerResendReceivingRoutes } from './resend-receiving.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
@@ -145,17 +147,19 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
-      // Before /emails/:id, which would take `metrics` and `receiving` for ids.
-      for (const path of ['/emails/metrics', '/emails/receiving', '/emails/receiving/:id']) {
-        app.get(path, { config: { permission: 'read_only' }, schema: hide }, async (request, reply) =>
+      app.get(
+        '/emails/metrics',
+        { config: { permission: 'read_only' }, schema: hide },
+        async (_request, reply) =>
           notImplemented(
             reply,
-            path === '/emails/metrics'
-              ? 'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.'
-              : 'Postwire does not implement receiving at /resend; received emails are at GET /v1/received-emails.',
+            'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.',
           ),
-        );
-      }
+      );
+      registerResendReceivingRoutes(scope, {
+        ...services,
+        downloads: createDownloadLinks(services),
+      });
 
       app.get(
         '/emails/:id',
