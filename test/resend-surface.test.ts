@@ -197,6 +197,80 @@ for (const engine of ALL_ENGINES) {
           `No API key with id '${theirs.id}'.`,
         );
       });
+
+      test('domains.claims: create, get, verify over the takeover challenge; refusals', async () => {
+        const claim = dataOf(await resend.domains.claims.create({ name: 'Claimed.example' }));
+        const token = /^postwire-verification=([A-Za-z0-9_-]+)$/.exec(claim.record.value)?.[1];
+        assert.ok(token, claim.record.value);
+        // expires_at is null: the SDK types a string, Postwire's challenge does not expire.
+        assert.deepEqual(claim as unknown, {
+          object: 'domain_claim',
+          id: claim.id,
+          name: 'claimed.example',
+          status: 'pending',
+          domain_id: claim.id,
+          region: 'us-east-1',
+          record: {
+            type: 'TXT',
+            name: '_postwire-challenge.claimed.example',
+            value: `postwire-verification=${token}`,
+            ttl: 'Auto',
+          },
+          blocked_reason: null,
+          failure_reason: null,
+          created_at: claim.created_at,
+          expires_at: null,
+        });
+        assert.match(claim.id, /^dom_/);
+        // The claim is the project's domain of that name.
+        assert.equal(dataOf(await resend.domains.get(claim.id)).name, 'claimed.example');
+        assert.deepEqual(dataOf(await resend.domains.claims.get(claim.id)), claim);
+        const verified = dataOf(await resend.domains.claims.verify(claim.id));
+        assert.equal(verified.id, claim.id);
+        assert.ok(['pending', 'failed'].includes(verified.status), verified.status);
+
+        assertError(
+          await resend.domains.claims.create({ name: 'claimed.example' }),
+          409,
+          'invalid_parameter',
+          (await api.request('POST', '/v1/domains', { body: { name: 'claimed.example' } })).body.error
+            .message,
+        );
+        assertError(
+          await resend.domains.claims.create({ name: 'not a name' }),
+          422,
+          'validation_error',
+          (await api.request('POST', '/v1/domains', { body: { name: 'not a name' } })).body.error.message,
+        );
+        assertError(
+          await resend.domains.claims.get('dom_01kb0000000000000000000000'),
+          404,
+          'not_found',
+          "No domain with id 'dom_01kb0000000000000000000000'.",
+        );
+        const reader = await clientWith('read_only');
+        assert.equal(dataOf(await reader.domains.claims.get(claim.id)).id, claim.id);
+        assertError(
+          await reader.domains.claims.create({ name: 'other.example' }),
+          403,
+          'restricted_api_key',
+          'This route needs a full_access key; this key is read_only.',
+        );
+        assertError(
+          await reader.domains.claims.verify(claim.id),
+          403,
+          'restricted_api_key',
+          'This route needs a full_access key; this key is read_only.',
+        );
+        const other = await api.createProject('Claims elsewhere');
+        const stranger = new Resend(other.key, { baseUrl: `${api.baseUrl}/resend` });
+        assertError(
+          await stranger.domains.claims.get(claim.id),
+          404,
+          'not_found',
+          `No domain with id '${claim.id}'.`,
+        );
+      });
     },
   );
 }
