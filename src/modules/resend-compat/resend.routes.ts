@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
 import {
@@ -51,9 +52,13 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   automations: 'automations',
   events: 'custom events',
   inboxes: 'inboxes',
-  logs: 'request logs',
   oauth: 'OAuth grants',
-  usage: 'usage reports',
+};
+// Resources Postwire could answer and does not (yet), each with why, in one sentence.
+const NOT_YET: Record<string, string> = {
+  logs: 'Postwire does not record the API requests a key makes, so it has no request logs to list (its own log output has each request, without the key).',
+  usage:
+    'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
 };
 // Resources the adapter has, some of whose operations it does not (share, metrics, claims, key renames…).
 const PARTLY: Record<string, string> = {
@@ -153,7 +158,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         async (_request, reply) =>
           notImplemented(
             reply,
-            'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.',
+            "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
           ),
       );
       registerResendReceivingRoutes(scope, {
@@ -388,9 +393,19 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         async (request, reply) => {
           const { id, eventId } = request.params;
           const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
-          const plan = await events.prepareRedeliver(projectOf(request), delivery.event_id, {
-            webhookId: id,
-          });
+          const plan = await events
+            .prepareRedeliver(projectOf(request), delivery.event_id, { webhookId: id })
+            .catch((error: unknown) => {
+              // /v1's wording names /v1's field; a Resend client enables a webhook with its `status`.
+              if (error instanceof DomainError && error.code === 'webhook_disabled') {
+                throw conflict(
+                  error.code,
+                  `Webhook '${id}' is disabled; enable it (webhooks.update with status 'enabled') to replay events to it.`,
+                  'webhookId',
+                );
+              }
+              throw error;
+            });
           const redelivery = await reply.transact((transaction) => events.redeliver(transaction, plan));
           return { object: 'webhook_event', id: redelivery.delivery_ids[0]! };
         },
@@ -449,9 +464,11 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics and suppressions (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions and received emails (docs/api/resend.md).`,
             );
           }
+          const notYet = NOT_YET[resource];
+          if (notYet) return notImplemented(reply, notYet);
           const partly = PARTLY[resource];
           if (partly) {
             return notImplemented(
