@@ -301,6 +301,12 @@ for (const engine of ALL_ENGINES) {
         'recipient',
         'bounce',
       ]);
+      // The Message-ID the email was sent with, in both renderings.
+      const sentEmail = await api.request('GET', `/v1/emails/${bounced.data.email_id}`);
+      assert.match(sentEmail.body.message_id, /^<[^<>@]+@[^<>@]+>$/);
+      assert.equal(bounced.data.message_id, sentEmail.body.message_id);
+      const postwireBounce = postwireEvents().find((event) => event.type === 'email.bounced')!;
+      assert.equal(postwireBounce.data.message_id, sentEmail.body.message_id);
       const clicked = shapeOf('email.clicked');
       assert.deepEqual(clicked.data.click, {
         ipAddress: '',

@@ -302,25 +302,31 @@ for (const engine of ALL_ENGINES) {
         await resend.broadcasts.list(),
         501,
         'application_error',
-        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).',
-      );
-      assertError(
-        await resend.suppressions.list(),
-        501,
-        'application_error',
-        'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
+        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions and received emails (docs/api/resend.md).',
       );
       assertError(
         await resend.emails.metrics(),
         501,
         'application_error',
-        'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.',
+        "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
       );
       assertError(
-        await resend.apiKeys.update('key_x', { name: 'x' }),
+        await resend.emails.share('msg_x'),
         501,
         'application_error',
-        "Postwire does not implement PATCH /api-keys/key_x of Resend's API keys API (docs/api/resend.md says what /resend answers).",
+        "Postwire does not implement POST /emails/msg_x/share of Resend's emails API (docs/api/resend.md says what /resend answers).",
+      );
+      assertError(
+        await resend.logs.list(),
+        501,
+        'application_error',
+        'Postwire does not record the API requests a key makes, so it has no request logs to list (its own log output has each request, without the key).',
+      );
+      assertError(
+        await resend.usage.get(),
+        501,
+        'application_error',
+        'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
       );
       const unknown = await fetch(`${api.baseUrl}/resend/nothing-here`, {
         headers: { authorization: `Bearer ${api.key}` },
@@ -903,13 +909,12 @@ for (const engine of ALL_ENGINES) {
           "No delivery with id 'dlv_nope'.",
         );
         dataOf(await resend.webhooks.update(id, { status: 'disabled' }));
-        const refused = await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id });
-        assert.equal(
-          (refused.error as { statusCode: number } | null)?.statusCode,
+        assertError(
+          await resend.webhooks.events.replay({ webhookId: id, eventId: event!.id }),
           409,
-          JSON.stringify(refused),
+          'invalid_parameter',
+          `Webhook '${id}' is disabled; enable it (webhooks.update with status 'enabled') to replay events to it.`,
         );
-        assert.match(refused.error!.message, /is disabled/);
         assertError(
           await resend.webhooks.events.replay({ webhookId: 'wh_nope', eventId: event!.id }),
           404,

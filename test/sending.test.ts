@@ -206,12 +206,17 @@ for (const engine of ALL_ENGINES) {
         from: 'Shop <shop@example.com>',
         to: ['ada@example.org', 'bounced@example.test', 'delayed@example.test', 'complained@example.test'],
         subject: 'Your order',
+        message_id: bounce.data.message_id,
         tags: { kind: 'order' },
         recipient: 'bounced@example.test',
         smtp_response: bounce.data.smtp_response,
         bounce: { type: 'hard', status: '5.1.1', diagnostic: bounce.data.smtp_response, reporting_mta: null },
       });
       assert.match(bounce.data.smtp_response, /^550 5\.1\.1 /);
+      assert.equal(
+        bounce.data.message_id,
+        (await harness.api.request('GET', `/v1/emails/${id}`)).body.message_id,
+      );
 
       // The complaint and the hard bounce put their addresses on the project's suppression list.
       const suppressed = (await harness.api.request('GET', '/v1/suppressions')).body.data;
@@ -569,6 +574,7 @@ for (const engine of ALL_ENGINES) {
         from: 'shop@example.com',
         to: ['kept.away@example.org', 'ada@example.org'],
         subject: 'Hi',
+        message_id: suppressed.data.message_id,
         tags: {},
         recipient: 'kept.away@example.org',
         suppression: {

@@ -2593,6 +2593,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -2638,6 +2640,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -2684,6 +2688,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -2732,6 +2738,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -2783,6 +2791,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -2854,6 +2864,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -2896,6 +2908,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -3089,6 +3103,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -3177,6 +3193,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */
@@ -3224,6 +3242,8 @@ export interface components {
                 to: string[];
                 /** @description The subject as sent. */
                 subject: string;
+                /** @description The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried. */
+                message_id?: string;
                 /** @description The template sent (`tpl_…`), when one was. */
                 template_id?: string;
                 /** @description Its published version. */

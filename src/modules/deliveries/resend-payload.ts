@@ -32,14 +32,14 @@ const object = (value: unknown): Data =>
 
 /**
  * What every `email.*` event of Resend carries (`BaseEmailEventData`). Postwire's events are about one
- * recipient (`recipient`), kept beside Resend's fields; `created_at` is the event's time. Postwire's
- * events do not carry the Message-ID, so `message_id` is empty.
+ * recipient (`recipient`), kept beside Resend's fields; `created_at` is the event's time; `message_id` the
+ * email's Message-ID header (empty for an event stored before events carried it).
  */
 function emailData(data: Data, event: StoredEvent): Data {
   return {
     email_id: data.email_id,
     created_at: event.createdAt,
-    message_id: '',
+    message_id: text(data.message_id) ?? '',
     from: data.from,
     to: data.to,
     subject: data.subject,

@@ -128,12 +128,12 @@ export const INSERT_CHUNK = 500;
 
 /**
  * The attachments of these emails, in order, with their content or (for the API) without: read where a
- * message is built or shown, never with every email.
+ * message is built or shown, never with every email. `position`: only the one there.
  */
 export async function attachmentsOf(
   db: Kysely<Database>,
   emailIds: readonly string[],
-  options: { content: boolean },
+  options: { content: boolean; position?: number },
 ): Promise<Map<string, EmailAttachment[]>> {
   const found = new Map<string, EmailAttachment[]>();
   if (emailIds.length === 0) return found;
@@ -142,6 +142,7 @@ export async function attachmentsOf(
     .select(['email_id', 'filename', 'content_type', 'content_id', 'size'])
     .$if(options.content, (query) => query.select(['content', 'pieces_key']))
     .where('email_id', 'in', [...emailIds])
+    .$if(options.position !== undefined, (query) => query.where('position', '=', options.position!))
     .orderBy('email_id')
     .orderBy('position')
     .execute();

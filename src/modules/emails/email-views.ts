@@ -8,6 +8,7 @@ import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import { aligned } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { PENDING } from './status.ts';
+import type { EmailAttachment } from './email-rows.ts';
 import type { EmailRecord, EmailRepo, RecipientRow } from './emails.repo.ts';
 import type { EmailListFilters, EmailSummaryView, EmailView, RawEmailView } from './emails.schemas.ts';
 import { attachmentContentType } from './attachments.ts';
@@ -185,6 +186,19 @@ export function createEmailViews({ repo, clock, events: eventService, engagement
         );
       }
       return { head: { object: 'raw_email', id: email.id, content_type: 'message/rfc822' }, raw };
+    },
+
+    /** The email's attachments (without content), in order: the `index` of each is its place here. */
+    async attachments(projectId: string, id: string): Promise<EmailAttachment[]> {
+      return repo.attachments((await load(projectId, id)).id);
+    },
+
+    /** One attachment with its bytes; 404 for an index the email does not have. */
+    async attachment(projectId: string, id: string, index: number): Promise<Required<EmailAttachment>> {
+      const email = await load(projectId, id);
+      const attachment = await repo.attachmentAt(email.id, index);
+      if (!attachment) throw notFound('attachment', `${email.id}/attachments/${index}`);
+      return attachment;
     },
   };
 }

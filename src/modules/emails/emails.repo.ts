@@ -345,6 +345,12 @@ export function createEmailRepo(
       return (await attachmentsOf(transaction?.db ?? db, [emailId], { content: false })).get(emailId) ?? [];
     },
 
+    /** An email's attachment at `position`, with its content. */
+    async attachmentAt(emailId: string, position: number): Promise<Required<EmailAttachment> | undefined> {
+      const all = (await attachmentsOf(db, [emailId], { content: true, position })).get(emailId);
+      return all?.[0] as Required<EmailAttachment> | undefined;
+    },
+
     async list(
       projectId: string,
       page: PageRequest,

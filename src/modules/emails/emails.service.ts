@@ -113,6 +113,8 @@ export function createEmailService(deps: EmailServiceDeps) {
     get: views.get,
     list: views.list,
     raw: views.raw,
+    attachments: views.attachments,
+    attachment: views.attachment,
     ...createScheduledChanges({ ...deps, views }),
   };
 }

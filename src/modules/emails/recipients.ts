@@ -32,7 +32,7 @@ const EVENT_OF: Record<RecipientOutcomeKind, EventKind> = {
 /** The email fields every event of its recipients carries. */
 export type OutcomeEmail = Pick<
   EmailRecord,
-  'id' | 'projectId' | 'from' | 'to' | 'subject' | 'templateId' | 'templateVersion' | 'tags'
+  'id' | 'projectId' | 'from' | 'to' | 'subject' | 'templateId' | 'templateVersion' | 'tags' | 'messageId'
 >;
 
 /** What happened to one recipient: the events it makes and what the suppression list learns from it. */

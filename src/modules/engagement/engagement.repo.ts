@@ -20,6 +20,7 @@ export interface EngagementTarget {
     templateId: string | null;
     templateVersion: number | null;
     tags: Record<string, string>;
+    messageId: string;
   };
 }
 
@@ -59,6 +60,7 @@ export function createEngagementRepo(db: Kysely<Database>) {
           'e.template_id',
           'e.template_version',
           'e.tags',
+          'e.message_id',
         ])
         .where('r.id', '=', recipientId)
         .executeTakeFirst();
@@ -77,6 +79,7 @@ export function createEngagementRepo(db: Kysely<Database>) {
           templateId: row.template_id,
           templateVersion: row.template_version === null ? null : Number(row.template_version),
           tags: JSON.parse(row.tags) as Record<string, string>,
+          messageId: row.message_id,
         },
       };
     },

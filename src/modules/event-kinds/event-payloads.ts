@@ -23,6 +23,12 @@ const emailFields = {
   from: Type.String({ description: 'The From address as sent.' }),
   to: Type.Array(Type.String(), { description: 'The To addresses as sent.' }),
   subject: Type.String({ description: 'The subject as sent.' }),
+  message_id: Type.Optional(
+    Type.String({
+      description:
+        'The Message-ID header the email was sent with (`<…@…>`); absent from events stored before it was carried.',
+    }),
+  ),
   template_id: Type.Optional(Type.String({ description: 'The template sent (`tpl_…`), when one was.' })),
   template_version: Type.Optional(Type.Integer({ description: 'Its published version.' })),
   tags: Type.Record(Type.String(), Type.String(), { description: 'The tags given on send.' }),

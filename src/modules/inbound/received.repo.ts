@@ -131,15 +131,17 @@ export function createReceivedRepo(db: Kysely<Database>) {
       return new Set(rows.map((row) => row.id));
     },
 
+    /** `content`: with each one's parsed content (Resend's list shows addresses and attachments). */
     async list(
       projectId: string,
       page: PageRequest,
       filter: ReceivedFilter,
+      { content = false }: { content?: boolean } = {},
     ): Promise<Page<ReceivedEmailRecord>> {
       const result = await pageByIdDesc(page, (cursor, order, limit) => {
         let query = db
           .selectFrom('received_emails')
-          .select([...SUMMARY_COLUMNS])
+          .select([...SUMMARY_COLUMNS, ...(content ? (['content'] as const) : [])])
           .where('project_id', '=', projectId);
         if (filter.routeId !== undefined) query = query.where('route_id', '=', filter.routeId);
         if (filter.recipient !== undefined) query = query.where('recipient', '=', filter.recipient);

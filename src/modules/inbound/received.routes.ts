@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -12,7 +12,7 @@ import {
 } from './received.schemas.ts';
 import type { ReceivedService } from './received.service.ts';
 import { toReceivedSummary, toReceivedView } from './received-view.ts';
-import { streamOf, totalBytes } from '../../lib/byte-chunks.ts';
+import { type ByteChunks, streamOf, totalBytes } from '../../lib/byte-chunks.ts';
 
 const tags = ['Received emails'];
 
@@ -27,6 +27,37 @@ const INERT_TYPES = new Set([
   'text/csv',
   'application/zip',
 ]);
+
+/** Sends a received message's bytes, a chunk at a time: it may be 40 MiB, never joined here (lib/byte-chunks.ts). */
+export const sendRawMessage = (reply: FastifyReply, id: string, raw: ByteChunks): FastifyReply =>
+  reply
+    .type('message/rfc822')
+    .header('content-disposition', `attachment; filename="${id}.eml"`)
+    .header('content-length', totalBytes(raw))
+    .send(streamOf(raw));
+
+/**
+ * Sends a file as a download, never as a page: under a sandboxing Content-Security-Policy, and types that could
+ * run in a browser (html, svg, scripts) as `application/octet-stream`. Also /resend's signed download links.
+ */
+export function sendAttachment(
+  reply: FastifyReply,
+  contentType: string,
+  filename: string,
+  content: ByteChunks,
+): FastifyReply {
+  const declared = contentType.toLowerCase();
+  return reply
+    .type(INERT_TYPES.has(declared) ? declared : 'application/octet-stream')
+    .header(
+      'content-disposition',
+      `attachment; filename="${filename.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(filename)}`,
+    )
+    .header('content-security-policy', "default-src 'none'; sandbox")
+    .header('x-content-type-options', 'nosniff')
+    .header('content-length', totalBytes(content))
+    .send(streamOf(content));
+}
 
 const binary = (contentType: string, description: string) => ({
   description,
@@ -96,13 +127,11 @@ export function registerReceivedRoutes(
       },
     },
     async (request, reply) => {
-      const raw = await received.raw(projectOf(request), request.params.id);
-      // Streamed a chunk at a time: the message may be 40 MiB, never joined here (lib/byte-chunks.ts).
-      return reply
-        .type('message/rfc822')
-        .header('content-disposition', `attachment; filename="${request.params.id}.eml"`)
-        .header('content-length', totalBytes(raw))
-        .send(streamOf(raw));
+      return sendRawMessage(
+        reply,
+        request.params.id,
+        await received.raw(projectOf(request), request.params.id),
+      );
     },
   );
 
@@ -129,17 +158,8 @@ export function registerReceivedRoutes(
         request.params.id,
         request.params.index,
       );
-      const declared = attachment.content_type.toLowerCase();
       const filename = attachment.filename ?? `attachment-${request.params.index}`;
-      return reply
-        .type(INERT_TYPES.has(declared) ? declared : 'application/octet-stream')
-        .header(
-          'content-disposition',
-          `attachment; filename="${filename.replace(/[^\x20-\x7e]|["\\]/g, '_')}"; filename*=UTF-8''${encodeURIComponent(filename)}`,
-        )
-        .header('content-security-policy', "default-src 'none'; sandbox")
-        .header('x-content-type-options', 'nosniff')
-        .send(attachment.content);
+      return sendAttachment(reply, attachment.content_type, filename, [attachment.content]);
     },
   );
 }

@@ -30,11 +30,11 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
   }
 
   return {
-    list(projectId: string, page: PageRequest, filter: ReceivedFilter) {
+    list(projectId: string, page: PageRequest, filter: ReceivedFilter, options: { content?: boolean } = {}) {
       if (filter.routeId !== undefined && !isId('rte', filter.routeId)) {
         throw invalidParam('route_id', 'route_id must be an inbound route id (rte_…).');
       }
-      return repo.list(projectId, page, { ...filter, recipient: filter.recipient?.toLowerCase() });
+      return repo.list(projectId, page, { ...filter, recipient: filter.recipient?.toLowerCase() }, options);
     },
 
     get: load,

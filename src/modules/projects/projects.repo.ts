@@ -154,6 +154,23 @@ export function createProjectRepo(db: Kysely<Database>, stamps?: Stamps) {
         .executeTakeFirst();
     },
 
+    /** Renames a working key of the project; whether there was one. */
+    async renameKey(
+      projectId: string,
+      id: string,
+      name: string,
+      transaction?: Transaction,
+    ): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
+        .updateTable('api_keys')
+        .set({ name })
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) > 0;
+    },
+
     /** The key's project, whichever it is (the operator's CLI revokes by id alone). */
     async findKeyAnywhere(id: string): Promise<ApiKeyRecord | undefined> {
       const row = await db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();

@@ -105,6 +105,11 @@ export function createProjectService({
 
     getKey,
 
+    /** Renames a working key (its name only: its permission and domain stay); 404 for a revoked one. */
+    async renameKey(projectId: string, keyId: string, name: string): Promise<void> {
+      if (!(await repo.renameKey(projectId, keyId, name))) throw notFound('API key', keyId);
+    },
+
     /**
      * Revokes a key of the project: refused for its last working full_access key, which only the operator's
      * CLI may revoke (a project left with no key that can manage keys could not make another over the API).

@@ -4,7 +4,7 @@ import { projectOf } from '../../http/auth.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
 import type { DomainService } from '../domains/domains.service.ts';
-import { toPostwireDomain, toResendDomain, toResendDomainListItem } from './resend-domains.ts';
+import { toPostwireDomain, toResendClaim, toResendDomain, toResendDomainListItem } from './resend-domains.ts';
 import { hide, IdParams, translated } from './resend-routing.ts';
 
 /** Resend's domains (`resend.domains.*`) over the domains service, in Resend's shapes. */
@@ -66,6 +66,36 @@ export function registerResendDomainRoutes(
     '/domains/:id',
     { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
     async (request) => domains.remove(projectOf(request), request.params.id),
+  );
+
+  // Resend's domain claims are Postwire's takeover challenge (docs/api/domains.md): a claim is the project's
+  // domain of that name, with its challenge record; verifying the claim verifies the domain.
+  app.post(
+    '/domains/claim',
+    {
+      config: { permission: 'full_access' },
+      schema: { ...hide, body: CreateDomainBody },
+      preValidation: translated(toPostwireDomain),
+    },
+    async (request, reply) => {
+      const record = await domains.prepareCreate(projectOf(request), request.body);
+      return toResendClaim(await reply.transact((transaction) => domains.create(transaction, record)));
+    },
+  );
+
+  app.get(
+    '/domains/:id/claim',
+    { config: { permission: 'read_only' }, schema: { ...hide, params: IdParams } },
+    async (request) => toResendClaim(await domains.get(projectOf(request), request.params.id)),
+  );
+
+  app.post(
+    '/domains/:id/claim/verify',
+    {
+      config: { permission: 'full_access', idempotencyOutsideTransaction: true },
+      schema: { ...hide, params: IdParams },
+    },
+    async (request) => toResendClaim(await domains.verify(projectOf(request), request.params.id)),
   );
 
   app.post(

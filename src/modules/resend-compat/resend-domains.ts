@@ -1,4 +1,6 @@
+import type { DomainState } from '../domains/domain-state.ts';
 import type { DomainRecordViewType, DomainView } from '../domains/domains.schemas.ts';
+import { CHALLENGE_PREFIX, challengeName } from '../domains/records.ts';
 import { unsupportedField } from './resend-errors.ts';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -89,5 +91,39 @@ export function toResendDomain(domain: DomainView) {
     object: 'domain' as const,
     ...toResendDomainListItem(domain),
     records: domain.records.map(toResendRecord),
+  };
+}
+
+const CLAIM_STATUSES = { pending: 'pending', verified: 'completed', failed: 'failed' } as const;
+
+/**
+ * Resend's `DomainClaim` over a domain: its id is the domain's, its record the domain's challenge (needed only
+ * while another project holds the name; publishing it otherwise does no harm). A verified domain's claim is
+ * `completed`; a failed one `failed`, with why. Postwire's challenge does not expire: `expires_at` is null.
+ */
+export function toResendClaim(domain: DomainState) {
+  const status = CLAIM_STATUSES[domain.status as keyof typeof CLAIM_STATUSES] ?? 'pending';
+  return {
+    object: 'domain_claim' as const,
+    id: domain.id,
+    name: domain.name,
+    status,
+    domain_id: domain.id,
+    region: 'us-east-1' as const,
+    record: {
+      type: 'TXT' as const,
+      name: challengeName(domain.name),
+      value: `${CHALLENGE_PREFIX}${domain.challengeToken}`,
+      ttl: 'Auto' as const,
+    },
+    blocked_reason: null,
+    failure_reason:
+      status === 'failed'
+        ? domain.challengeRequired
+          ? 'Another project holds this name: publish the challenge record, then verify.'
+          : "The domain's records do not match what it asks for (GET /v1/domains/{id} shows each check)."
+        : null,
+    created_at: domain.createdAt,
+    expires_at: null,
   };
 }

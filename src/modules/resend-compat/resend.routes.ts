@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
 import {
@@ -15,11 +15,14 @@ import {
 import { prepareFrom, storeSend } from '../emails/emails.routes.ts';
 import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
-import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
+import { registerResendApiKeyRoutes } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
 import { registerResendDomainRoutes } from './resend-domains.routes.ts';
 import { hide, IdParams, translated, WebhookEventParams } from './resend-routing.ts';
+import { createDownloadLinks } from './resend-downloads.ts';
+import { registerResendReceivingRoutes } from './resend-receiving.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
+import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
@@ -49,9 +52,13 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   automations: 'automations',
   events: 'custom events',
   inboxes: 'inboxes',
-  logs: 'request logs',
   oauth: 'OAuth grants',
-  usage: 'usage reports',
+};
+// Resources Postwire could answer and does not (yet), each with why, in one sentence.
+const NOT_YET: Record<string, string> = {
+  logs: 'Postwire does not record the API requests a key makes, so it has no request logs to list (its own log output has each request, without the key).',
+  usage:
+    'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
 };
 // Resources the adapter has, some of whose operations it does not (share, metrics, claims, key renames…).
 const PARTLY: Record<string, string> = {
@@ -68,25 +75,11 @@ const PARTLY: Record<string, string> = {
   // audience's path (the SDK's deprecated `audienceId`) comes here.
   audiences: 'audiences',
 };
-// Resend's resources that Postwire has under /v1 only, in its own shapes.
-const IN_V1_ONLY: Record<string, string> = {
-  suppressions:
-    'Postwire does not implement suppressions at /resend; they are at /v1/suppressions (docs/api/suppressions.md).',
-};
 
 const notImplemented = (reply: FastifyReply, message: string): ResendError => {
   reply.code(501);
   return { statusCode: 501, name: 'application_error', message };
 };
-
-const CreateApiKeyBody = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 200 }),
-    permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
-    domain_id: Type.Optional(Type.String({ minLength: 1 })),
-  },
-  { additionalProperties: false },
-);
 
 /**
  * A Resend-compatible API at /resend, for Resend's SDK (resend@6): its request and response shapes over the
@@ -94,7 +87,7 @@ const CreateApiKeyBody = Type.Object(
  * message }` (see docs/api/resend.md). Hidden from the OpenAPI document, which describes /v1.
  */
 export async function registerResendRoutes(server: FastifyInstance, services: Services): Promise<void> {
-  const { emails, templates, webhooks, webhookOperations, events, projects } = services;
+  const { emails, templates, webhooks, webhookOperations, events } = services;
   await server.register(
     async (scope) => {
       // Every error answered under /resend (validation, the auth hook's 401, rate limits, idempotency,
@@ -159,17 +152,19 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
-      // Before /emails/:id, which would take `metrics` and `receiving` for ids.
-      for (const path of ['/emails/metrics', '/emails/receiving', '/emails/receiving/:id']) {
-        app.get(path, { config: { permission: 'read_only' }, schema: hide }, async (request, reply) =>
+      app.get(
+        '/emails/metrics',
+        { config: { permission: 'read_only' }, schema: hide },
+        async (_request, reply) =>
           notImplemented(
             reply,
-            path === '/emails/metrics'
-              ? 'Postwire does not implement email metrics at /resend; GET /v1/stats has the counts.'
-              : 'Postwire does not implement receiving at /resend; received emails are at GET /v1/received-emails.',
+            "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
           ),
-        );
-      }
+      );
+      registerResendReceivingRoutes(scope, {
+        ...services,
+        downloads: createDownloadLinks(services),
+      });
 
       app.get(
         '/emails/:id',
@@ -398,9 +393,19 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         async (request, reply) => {
           const { id, eventId } = request.params;
           const delivery = await webhookOperations.getDelivery(projectOf(request), id, eventId);
-          const plan = await events.prepareRedeliver(projectOf(request), delivery.event_id, {
-            webhookId: id,
-          });
+          const plan = await events
+            .prepareRedeliver(projectOf(request), delivery.event_id, { webhookId: id })
+            .catch((error: unknown) => {
+              // /v1's wording names /v1's field; a Resend client enables a webhook with its `status`.
+              if (error instanceof DomainError && error.code === 'webhook_disabled') {
+                throw conflict(
+                  error.code,
+                  `Webhook '${id}' is disabled; enable it (webhooks.update with status 'enabled') to replay events to it.`,
+                  'webhookId',
+                );
+              }
+              throw error;
+            });
           const redelivery = await reply.transact((transaction) => events.redeliver(transaction, plan));
           return { object: 'webhook_event', id: redelivery.delivery_ids[0]! };
         },
@@ -442,29 +447,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendContactRoutes(scope, services);
       registerResendSegmentRoutes(scope, services);
       registerResendTopicRoutes(scope, services);
+      registerResendSuppressionRoutes(scope, services);
 
-      // API keys.
-      app.post(
-        '/api-keys',
-        {
-          // The projects service writes the key on its own (no transaction to join).
-          config: { permission: 'full_access', idempotencyOutsideTransaction: true },
-          schema: { ...hide, body: CreateApiKeyBody },
-        },
-        async (request) => createKey(projects, projectOf(request), request.body),
-      );
-
-      app.get(
-        '/api-keys',
-        { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
-        async (request) => list(await listKeys(projects, projectOf(request)), false),
-      );
-
-      app.delete(
-        '/api-keys/:id',
-        { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
-        async (request) => revokeKey(projects, projectOf(request), request.params.id),
-      );
+      registerResendApiKeyRoutes(scope, services);
 
       // Everything else: 501 for what Resend has and Postwire does not, 404 for what neither has.
       app.route({
@@ -479,11 +464,11 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions and received emails (docs/api/resend.md).`,
             );
           }
-          const elsewhere = IN_V1_ONLY[resource];
-          if (elsewhere) return notImplemented(reply, elsewhere);
+          const notYet = NOT_YET[resource];
+          if (notYet) return notImplemented(reply, notYet);
           const partly = PARTLY[resource];
           if (partly) {
             return notImplemented(

@@ -96,6 +96,16 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
       return row && toRecord(row);
     },
 
+    async findById(projectId: string, id: string): Promise<SuppressionRecord | undefined> {
+      const row = await db
+        .selectFrom('suppressions')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row && toRecord(row);
+    },
+
     /** The entries among these addresses, by lowercased address; in `transaction` when given. */
     async matching(
       projectId: string,

@@ -2,7 +2,8 @@ import type { PageRequest } from '../../db/pagination.ts';
 import type { SuppressionReason } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
-import { DomainError, invalidParam } from '../../lib/errors.ts';
+import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
+import { isId } from '../../lib/ids.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { AddSuppressionsInput, SuppressionView } from './suppressions.schemas.ts';
 import {
@@ -45,6 +46,14 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
       // Only an address can be on the list: anything else (a NUL byte, text) is answered without a query.
       const record = isAddress(address) ? await repo.find(projectId, address) : undefined;
       if (!record) throw notSuppressed(address);
+      return record;
+    },
+
+    /** An entry by its id (`sup_…`) or its address (Resend's SDK takes either); 404 when there is none. */
+    async getByIdOrAddress(projectId: string, idOrAddress: string): Promise<SuppressionRecord> {
+      if (!isId('sup', idOrAddress)) return this.get(projectId, idOrAddress);
+      const record = await repo.findById(projectId, idOrAddress);
+      if (!record) throw notFound('suppression', idOrAddress);
       return record;
     },
 
