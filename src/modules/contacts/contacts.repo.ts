@@ -77,6 +77,29 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
     },
 
+    /** Inserts contacts whose addresses the project has not (an import's batch); answers the ids inserted. */
+    async insertMany(records: readonly ContactRecord[], transaction: Transaction): Promise<Set<string>> {
+      if (records.length === 0) return new Set();
+      const rows = await transaction.db
+        .insertInto('contacts')
+        .values(records.map(toRow))
+        .onConflict((conflict) => conflict.columns(['project_id', 'email']).doNothing())
+        .returning('id')
+        .execute();
+      return new Set(rows.map((row) => row.id));
+    },
+
+    /** The project's contacts with these (lowercased) addresses, read in `transaction`. */
+    async findByEmails(
+      projectId: string,
+      emails: readonly string[],
+      transaction: Transaction,
+    ): Promise<ContactRecord[]> {
+      if (emails.length === 0) return [];
+      const rows = await select(transaction.db, projectId).where('email', 'in', emails).execute();
+      return rows.map(toRecord);
+    },
+
     /** By id or by (lowercased) email; in `transaction` when given (one that writes it next). */
     async find(
       projectId: string,
