@@ -244,6 +244,64 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual(after, before, 'no job, no pieces, no contact');
     });
 
+    test('export: streamed CSV with properties, filtered by segment; imports back as it was', async () => {
+      const exported = await fetch(`${api.baseUrl}/v1/contacts/export?segment_id=${segmentId}`, {
+        headers: { authorization: `Bearer ${api.key}` },
+      });
+      assert.equal(exported.status, 200);
+      assert.equal(exported.headers.get('content-type'), 'text/csv; charset=utf-8');
+      const text = await exported.text();
+      const header = 'email,first_name,last_name,unsubscribed,plan,seats,id,created_at,updated_at';
+      const ada = await contact('ada@example.org');
+      const old = await contact('old@example.org');
+      const dave = await contact('dave@example.org');
+      const times = (each: { id: string; created_at: string; updated_at: string }) =>
+        `${each.id},${each.created_at},${each.updated_at}`;
+      const lineOf: Record<string, string> = {
+        [ada.id]: `ada@example.org,Ada Augusta,"Lovelace, Countess",false,pro,5,${times(ada)}`,
+        [old.id]: `old@example.org,Oldřich,,false,"multi\r\nline ""plan""",,${times(old)}`,
+        [dave.id]: `dave@example.org,Dave,,true,,,${times(dave)}`,
+      };
+      const rows = [old, ada, dave].sort((a, b) => (a.id < b.id ? -1 : 1));
+      assert.equal(
+        text,
+        [header, ...rows.map((each) => lineOf[each.id])].map((line) => `${line}\r\n`).join(''),
+      );
+
+      // Into another project with the same properties, without a map: the same contacts.
+      const other = await api.createProject('round trip');
+      await api.request('POST', '/v1/contact-properties', {
+        key: other.key,
+        body: { key: 'plan', type: 'string' },
+      });
+      await api.request('POST', '/v1/contact-properties', {
+        key: other.key,
+        body: { key: 'seats', type: 'number' },
+      });
+      const accepted = await upload(text, {}, other.key);
+      assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+      await worker.whenIdle();
+      const job = await api.request('GET', `/v1/contacts/imports/${accepted.body.id}`, { key: other.key });
+      assert.deepEqual(job.body.counts, { total: 3, read: 3, created: 3, updated: 0, skipped: 0, failed: 0 });
+      for (const each of rows) {
+        const copy = (await api.request('GET', `/v1/contacts/${each.email}`, { key: other.key })).body;
+        const strip = ({ id: _id, created_at: _c, updated_at: _u, ...rest }: typeof ada) => rest;
+        assert.deepEqual(strip(copy), strip(each));
+      }
+
+      const theirs = await fetch(`${api.baseUrl}/v1/contacts/export?segment_id=${segmentId}`, {
+        headers: { authorization: `Bearer ${other.key}` },
+      });
+      assert.equal(theirs.status, 404, 'another project’s segment');
+      const prefixed = await fetch(`${api.baseUrl}/v1/contacts/export?email_prefix=ERIN`, {
+        headers: { authorization: `Bearer ${api.key}` },
+      });
+      assert.match(
+        await prefixed.text(),
+        /^email,.*\r\nerin@example\.org,Erin,,false,basic,,con_[^\r]*\r\n$/,
+      );
+    });
+
     test('tenants and scoped keys: another project’s import is a 404; read_only reads, cannot import', async () => {
       const { accepted } = await imported('email\nfrank@example.org\n', {});
       const other = await api.createProject('another');
@@ -258,6 +316,11 @@ for (const engine of ALL_ENGINES) {
         (await api.request('GET', `/v1/contacts/imports/${accepted.id}`, { key: readOnly })).status,
         200,
       );
+      const exported = await fetch(`${api.baseUrl}/v1/contacts/export`, {
+        headers: { authorization: `Bearer ${readOnly}` },
+      });
+      assert.equal(exported.status, 200);
+      assert.match(await exported.text(), /\r\nfrank@example\.org,/);
       const refused = await upload('email\ngina@example.org\n', {}, readOnly);
       assert.equal(refused.status, 403);
       assert.equal(refused.body.error.code, 'insufficient_permission');

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
+import { binary } from '../../http/schema-helpers.ts';
 import {
   ReceivedAttachmentParams,
   ReceivedEmail,
@@ -27,11 +28,6 @@ const INERT_TYPES = new Set([
   'text/csv',
   'application/zip',
 ]);
-
-const binary = (contentType: string, description: string) => ({
-  description,
-  content: { [contentType]: { schema: { type: 'string', format: 'binary' } } },
-});
 
 export function registerReceivedRoutes(
   server: FastifyInstance,
