@@ -145,14 +145,22 @@ try {
   if (answer.status !== 202) throw new Error(`the upload was refused: ${answer.body}`);
   const uploaded = (performance.now() - started) / 1000;
   const afterUpload = memory(child.pid!);
+  console.log(
+    `  upload answered after ${uploaded.toFixed(1)} s; RSS ${afterUpload.rss} MB, peak ${afterUpload.peak} MB`,
+  );
 
   let job: { status: string; counts: Record<string, number> };
+  let polls = 0;
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, 1000));
     job = (await (
       await fetch(`${url}/v1/contacts/imports/${accepted.id}`, { headers })
     ).json()) as typeof job;
     if (job.status === 'completed' || job.status === 'failed') break;
+    const now = memory(child.pid!);
+    const seconds = Math.round((performance.now() - started) / 1000);
+    if (seconds % 30 === 0)
+      console.log(`  ${seconds} s: ${job.counts.read} rows read; RSS ${now.rss} MB, peak ${now.peak} MB`);
   }
   const total = (performance.now() - started) / 1000;
   const after = memory(child.pid!);

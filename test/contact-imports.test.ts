@@ -178,7 +178,7 @@ for (const engine of ALL_ENGINES) {
         await upload('email,name\n"ada@example.org,Ada\n', { column_map: { email: 'email' } }),
         400,
         'invalid_csv',
-        'The file is not CSV at line 2: a quoted field is not closed.',
+        'The file is not CSV at row 1: a quoted field is not closed.',
         'file',
       );
       assertError(

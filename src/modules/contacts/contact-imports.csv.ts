@@ -29,10 +29,10 @@ export const newCsvParser = (): Parser =>
     encoding: 'utf8',
   } satisfies Options);
 
-/** A parser's error as the 400 the upload answers (the line it stopped at, what was wrong). */
+/** A parser's error as the 400 the upload answers: the row it stopped in (the header is row 0), what was wrong. */
 export function csvError(error: unknown): DomainError {
-  const { code, lines, message } = error as { code?: string; lines?: number; message?: string };
-  const where = lines === undefined ? '' : ` at line ${lines}`;
+  const { code, records, message } = error as { code?: string; records?: number; message?: string };
+  const where = records === undefined ? '' : records === 0 ? ' in the header' : ` at row ${records}`;
   const what =
     code === 'CSV_QUOTE_NOT_CLOSED'
       ? 'a quoted field is not closed'

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
 import { inTransaction, type Transaction } from '../../db/transaction.ts';
+import { letOthersRun } from '../../lib/byte-chunks.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { newId } from '../../lib/ids.ts';
 import type { EventService } from '../events/events.service.ts';
@@ -223,6 +224,9 @@ export function createImportJob(deps: ImportJobDeps) {
           if (batch.rows.length + batch.failures.length >= IMPORT_BATCH_ROWS) {
             if (!(await flush())) return false;
             if (signal.aborted) return false;
+            // The parse and the statements may all settle as microtasks: the event loop gets its turn here,
+            // so the API answers while a long import runs.
+            await letOthersRun();
           }
         }
         if (batch.rows.length + batch.failures.length > 0 && !(await flush())) return false;
