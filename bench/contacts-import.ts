@@ -159,7 +159,7 @@ try {
     if (job.status === 'completed' || job.status === 'failed') break;
     const now = memory(child.pid!);
     const seconds = Math.round((performance.now() - started) / 1000);
-    if (seconds % 30 === 0)
+    if ((polls += 1) % 30 === 0)
       console.log(`  ${seconds} s: ${job.counts.read} rows read; RSS ${now.rss} MB, peak ${now.peak} MB`);
   }
   const total = (performance.now() - started) / 1000;
