@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, type ApiResponse, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { assertApiError } from './helpers/answers.ts';
 
 // Contact imports under /v1: a CSV uploaded as multipart/form-data (as Resend's SDK sends it), checked as it
 // arrives, then imported by the import worker; what GET shows of the job, row by row; bad files and bad maps
@@ -33,18 +34,6 @@ const ERRORS = [
   { row: 4, reason: 'The row has 2 columns; the header has 6.' },
   { row: 5, reason: "'seats' is a number property: 'many' is not a number." },
 ];
-
-function assertError(response: ApiResponse, status: number, code: string, message: string, param?: string) {
-  assert.equal(response.status, status, JSON.stringify(response.body));
-  assert.deepEqual(response.body, {
-    error: {
-      code,
-      message,
-      ...(param === undefined ? {} : { param }),
-      request_id: response.headers.get('x-request-id'),
-    },
-  });
-}
 
 for (const engine of ALL_ENGINES) {
   describe(`contact imports (${engine})`, { skip: engineSkip(engine) }, () => {
@@ -174,21 +163,21 @@ for (const engine of ALL_ENGINES) {
 
     test('a file that is not CSV, a bad map or a bad option: a clear 4xx, nothing stored', async () => {
       const before = await api.rowCounts();
-      assertError(
+      assertApiError(
         await upload('email,name\n"ada@example.org,Ada\n', { column_map: { email: 'email' } }),
         400,
         'invalid_csv',
         'The file is not CSV at row 1: a quoted field is not closed.',
         'file',
       );
-      assertError(
+      assertApiError(
         await upload('email,name\nada@example.org,Ada\n', { column_map: { email: 'Email' } }),
         422,
         'invalid_column_map',
         "The column map names 'Email' for email, which the header does not have. Header: email, name.",
         'column_map.email',
       );
-      assertError(
+      assertApiError(
         await upload('email,name\nada@example.org,Ada\n', {
           column_map: { email: 'email', properties: { tier: 'name' } },
         }),
@@ -197,22 +186,28 @@ for (const engine of ALL_ENGINES) {
         "'tier' is not a declared contact property; declare it first (POST /v1/contact-properties). Declared: plan, seats.",
         'column_map.properties.tier',
       );
-      assertError(
+      assertApiError(
         await upload('name\nAda\n'),
         422,
         'invalid_column_map',
         "The header has no 'email' column; name it so, or send a column_map. Header: name.",
         'column_map.email',
       );
-      assertError(
+      assertApiError(
         await upload('email,email\na@example.org,b@example.org\n'),
         422,
         'invalid_column_map',
         "The header names the column 'email' twice.",
         'file',
       );
-      assertError(await upload(''), 400, 'invalid_csv', 'The file is empty: it needs a header row.', 'file');
-      assertError(
+      assertApiError(
+        await upload(''),
+        400,
+        'invalid_csv',
+        'The file is empty: it needs a header row.',
+        'file',
+      );
+      assertApiError(
         await upload('email\na@example.org\n', { on_conflict: 'merge' }),
         422,
         'parameter_invalid',
@@ -221,14 +216,14 @@ for (const engine of ALL_ENGINES) {
       );
       const other = await api.createProject('other');
       const theirs = await api.request('POST', '/v1/segments', { key: other.key, body: { name: 'Theirs' } });
-      assertError(
+      assertApiError(
         await upload('email\na@example.org\n', { segments: [theirs.body.id] }),
         404,
         'resource_missing',
         `No segment with id '${theirs.body.id}'.`,
         'id',
       );
-      assertError(
+      assertApiError(
         await api.request('POST', '/v1/contacts/imports', { body: {} }),
         415,
         'unsupported_media_type',
@@ -306,7 +301,7 @@ for (const engine of ALL_ENGINES) {
       const { accepted } = await imported('email\nfrank@example.org\n', {});
       const other = await api.createProject('another');
       const theirs = await api.request('GET', `/v1/contacts/imports/${accepted.id}`, { key: other.key });
-      assertError(theirs, 404, 'resource_missing', `No contact import with id '${accepted.id}'.`, 'id');
+      assertApiError(theirs, 404, 'resource_missing', `No contact import with id '${accepted.id}'.`, 'id');
       const listed = await api.request('GET', '/v1/contacts/imports', { key: other.key });
       assert.deepEqual(listed.body.data, []);
       const readOnly = (

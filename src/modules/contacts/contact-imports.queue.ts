@@ -1,8 +1,8 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
-import type { Lease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases } from '../../queue/lease.ts';
 import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
 import { type ContactImportRecord, toImportRecord } from './contact-imports.repo.ts';
 
@@ -42,15 +42,12 @@ export function createContactImportQueue(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Gives back leases (these jobs, or all the worker holds); the jobs resume where they were. */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      let query = db
-        .updateTable('contact_imports')
-        .set({ locked_by: null, locked_until: null })
-        .where('locked_by', '=', workerId);
-      if (ids !== undefined) query = query.where('id', 'in', [...ids]);
-      await query.execute();
-    },
+    release: (workerId: string, ids?: readonly string[]) =>
+      releaseLeases(db, 'contact_imports', {
+        workerId,
+        rows: ids,
+        waiting: sql<boolean>`status in ('queued', 'in_progress')`,
+      }),
 
     /** When a leased job's lease runs out (a queued one is due now). */
     async nextDueAt(): Promise<string | undefined> {
