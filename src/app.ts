@@ -19,6 +19,7 @@ import { installOptionalBodies, installValidation, parseQueryString } from './ht
 import { newRequestId } from './lib/ids.ts';
 import type { Notifier } from './queue/notifier.ts';
 import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
+import { registerContactImportRoutes } from './modules/contacts/contact-imports.routes.ts';
 import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
@@ -231,6 +232,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerEmailRoutes(app, { emails: services.emails });
   registerSuppressionRoutes(app, { suppressions: services.suppressions });
   registerContactRoutes(app, { contacts: services.contacts, contactProperties: services.contactProperties });
+  registerContactImportRoutes(app, { contactImports: services.contactImports });
   registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
   registerTopicRoutes(app, { topics: services.topics });
   registerInboundRoutes(app, { inbound: services.inbound });

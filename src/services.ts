@@ -11,6 +11,9 @@ import { createContactPropertyRepo } from './modules/contacts/contact-properties
 import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
 import { createContactRepo } from './modules/contacts/contacts.repo.ts';
 import { createContactService } from './modules/contacts/contacts.service.ts';
+import { createContactImportRepo } from './modules/contacts/contact-imports.repo.ts';
+import { createContactImportService } from './modules/contacts/contact-imports.service.ts';
+import { createImportJob } from './modules/contacts/contact-imports.job.ts';
 import { createSegmentRepo } from './modules/segments/segments.repo.ts';
 import { createSegmentService } from './modules/segments/segments.service.ts';
 import { createTopicRepo } from './modules/topics/topics.repo.ts';
@@ -72,6 +75,8 @@ export interface Notifiers {
   send: Notifier;
   /** The inbound listener stored a message: it is due to be read. */
   inbound: Notifier;
+  /** A contact import was accepted: its job is due. */
+  contactImports: Notifier;
 }
 
 /** What a process brings besides the database and the configuration. */
@@ -112,6 +117,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     inboundRoutes: createInboundRouteRepo(db),
     contacts: createContactRepo(db, engine),
     contactProperties: createContactPropertyRepo(db),
+    contactImports: createContactImportRepo(db),
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
     dmarc: createDmarcRepo(db),
@@ -131,6 +137,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     delivery: infra.notifiers?.delivery ?? createNotifier(),
     send: infra.notifiers?.send ?? createNotifier(),
     inbound: infra.notifiers?.inbound ?? createNotifier(),
+    contactImports: infra.notifiers?.contactImports ?? createNotifier(),
   };
 
   // The queue workers this process runs (workers.ts adds them), and what it counts for /metrics: both per
@@ -256,6 +263,25 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     segments: createSegmentService({ repo: repositories.segments, contacts, clock }),
     topics: createTopicService({ repo: repositories.topics, contacts, events, clock }),
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
+    contactImports: createContactImportService({
+      repo: repositories.contactImports,
+      properties: repositories.contactProperties,
+      clock,
+      segments: repositories.segments,
+      topics: repositories.topics,
+      wake: () => notifiers.contactImports.notify(),
+    }),
+    /** What the contact import worker runs (workers.ts). */
+    importJob: createImportJob({
+      db,
+      repo: repositories.contactImports,
+      contacts: repositories.contacts,
+      properties: repositories.contactProperties,
+      segments: repositories.segments,
+      topics: repositories.topics,
+      events,
+      clock,
+    }),
     inbound: createInboundService({ db, repo: repositories.inbound }),
     received: createReceivedService({
       repo: repositories.received,

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
 import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
+import { createContactImportWorker } from './modules/contacts/contact-imports.worker.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createReceivedAuthenticator } from './modules/inbound/received-authentication.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
@@ -83,6 +84,14 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     logger,
     deadAfterMs,
   });
+  const contactImports = createContactImportWorker({
+    database,
+    clock,
+    job: services.importJob,
+    notifier: notifiers.contactImports,
+    logger,
+    deadAfterMs,
+  });
   const retention =
     config.retentionMs === undefined
       ? undefined
@@ -117,6 +126,9 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       // From now on /readyz expects its heartbeats and /metrics reads its attempts in flight.
       services.runningWorkers.add({ queue, worker });
     }
+    // Not a queue /readyz and /metrics watch (yet): an import is rare and long, and says its progress itself.
+    await contactImports.start();
+    started.push(contactImports);
     if (retention) {
       retention.start();
       started.push(retention);

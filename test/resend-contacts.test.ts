@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Resend } from 'resend';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 
 // Resend's SDK, unchanged, drives contacts (global, by id or by email) and contact properties at /resend:
 // what it answers, what it refuses (as Resend's errors), and contact events its webhooks.verify accepts.
@@ -276,11 +277,83 @@ for (const engine of ALL_ENGINES) {
       }
     });
 
-    test("contacts' imports, and contacts through an audience's path, still answer 501", async () => {
-      for (const result of [
-        await resend.contacts.imports.list(),
-        await resend.contacts.create({ audienceId: 'aud_1', email: 'a@example.org' }),
-      ]) {
+    test('contacts.imports: create with a column map, get, list; a file that is not CSV refused', async () => {
+      const worker = createContactImportWorker({
+        database: api.database.handle,
+        clock: api.services.clock,
+        job: api.services.importJob,
+        notifier: api.services.notifiers.contactImports,
+      });
+      await worker.start();
+      try {
+        const segment = dataOf(await resend.segments.create({ name: 'Imported by the SDK' }));
+        const topic = dataOf(await resend.topics.create({ name: 'Imports', defaultSubscription: 'opt_out' }));
+        const csv = '\uFEFFMail,Vorname,Tier\r\nhanna@example.org,Hanna,pro\r\nnot an address,X,free\r\n';
+        const created = dataOf(
+          await resend.contacts.imports.create({
+            file: new Blob([csv], { type: 'text/csv' }),
+            columnMap: {
+              email: 'Mail',
+              firstName: 'Vorname',
+              properties: { plan: { column: 'Tier', type: 'string' } },
+            },
+            onConflict: 'upsert',
+            segments: [{ id: segment.id }],
+            topics: [{ id: topic.id, subscription: 'opt_in' }],
+          }),
+        );
+        assert.deepEqual(Object.keys(created).sort(), ['id', 'object']);
+        assert.equal(created.object, 'contact_import');
+        await worker.whenIdle();
+        const got = dataOf(await resend.contacts.imports.get(created.id));
+        assert.deepEqual(got, {
+          object: 'contact_import',
+          id: created.id,
+          status: 'completed',
+          created_at: got.created_at,
+          completed_at: got.completed_at,
+          counts: { total: 2, created: 1, updated: 0, skipped: 0, failed: 1 },
+        });
+        const hanna = dataOf(await resend.contacts.get({ email: 'hanna@example.org' }));
+        assert.equal(hanna.first_name, 'Hanna');
+        assert.deepEqual(hanna.properties, { plan: { type: 'string', value: 'pro' } });
+        const inSegment = dataOf(await resend.contacts.list({ segmentId: segment.id }));
+        assert.deepEqual(
+          inSegment.data.map((each) => each.email),
+          ['hanna@example.org'],
+        );
+        const listed = dataOf(await resend.contacts.imports.list({ status: 'completed' }));
+        assert.ok(listed.data.some((each) => each.id === created.id));
+
+        const refused = await resend.contacts.imports.create({
+          file: new Blob(['email\r\n"open,quote\r\n'], { type: 'text/csv' }),
+        });
+        assert.equal(refused.data, null);
+        assert.equal(
+          (refused.error as { statusCode: number }).statusCode,
+          400,
+          JSON.stringify(refused.error),
+        );
+        assert.equal(
+          (refused.error as { message: string }).message,
+          'The file is not CSV at row 1: a quoted field is not closed.',
+        );
+        const unmapped = await resend.contacts.imports.create({
+          file: new Blob([csv], { type: 'text/csv' }),
+          columnMap: { email: 'Email' },
+        });
+        assert.equal(
+          (unmapped.error as { statusCode: number }).statusCode,
+          422,
+          JSON.stringify(unmapped.error),
+        );
+      } finally {
+        await worker.stop();
+      }
+    });
+
+    test("contacts through an audience's path still answer 501", async () => {
+      for (const result of [await resend.contacts.create({ audienceId: 'aud_1', email: 'a@example.org' })]) {
         assert.equal(result.data, null);
         assert.equal((result.error as { statusCode: number }).statusCode, 501, JSON.stringify(result.error));
         assert.equal((result.error as { name: string }).name, 'application_error');

@@ -25,6 +25,10 @@ export interface MessagePieces {
   write(owner: string, bytes: ByteChunks): Promise<void>;
   /** The bytes of `owner`'s pieces, read a statement each, as the pieces (never joined: lib/byte-chunks.ts). */
   read(owner: string): Promise<Buffer[]>;
+  /** Writes one piece, `seq` counted from 0: for bytes that arrive as a stream (a contact import's CSV). */
+  writePiece(owner: string, seq: number, bytes: Uint8Array): Promise<void>;
+  /** The piece `seq` of `owner`, or undefined past the last: for bytes read back as a stream. */
+  readPiece(owner: string, seq: number): Promise<Buffer | undefined>;
   /** Removes `owner`'s pieces (a row that was not stored after all). */
   remove(owner: string): Promise<void>;
   /**
@@ -35,6 +39,17 @@ export interface MessagePieces {
 }
 
 export function createMessagePieces(db: Kysely<Database>): MessagePieces {
+  async function readPiece(owner: string, seq: number): Promise<Buffer | undefined> {
+    const row = await db
+      .selectFrom('message_pieces')
+      .select('bytes')
+      .where('owner', '=', owner)
+      .where('seq', '=', seq)
+      .executeTakeFirst();
+    // node:sqlite gives a Uint8Array, pg a Buffer: a Buffer over the same memory either way.
+    return row ? bufferOver(row.bytes) : undefined;
+  }
+
   return {
     async write(owner, bytes) {
       let seq = 0;
@@ -45,19 +60,19 @@ export function createMessagePieces(db: Kysely<Database>): MessagePieces {
       }
     },
 
+    async writePiece(owner, seq, bytes) {
+      await db.insertInto('message_pieces').values({ owner, seq, bytes }).execute();
+    },
+
+    readPiece,
+
     async read(owner) {
       const pieces: Buffer[] = [];
       for (let seq = 0; ; seq += 1) {
         if (seq > 0) await letOthersRun();
-        const row = await db
-          .selectFrom('message_pieces')
-          .select('bytes')
-          .where('owner', '=', owner)
-          .where('seq', '=', seq)
-          .executeTakeFirst();
-        if (!row) break;
-        // node:sqlite gives a Uint8Array, pg a Buffer: a Buffer over the same memory either way.
-        pieces.push(bufferOver(row.bytes));
+        const piece = await readPiece(owner, seq);
+        if (!piece) break;
+        pieces.push(piece);
       }
       return pieces;
     },

@@ -34,6 +34,7 @@ import { migration as segmentsTopics } from './migrations/0031_segments_topics.t
 import { migration as domainCompliance } from './migrations/0032_domain_compliance.ts';
 import { migration as dmarcRecords } from './migrations/0033_dmarc_records.ts';
 import { migration as destinations } from './migrations/0034_destinations.ts';
+import { migration as contactImports } from './migrations/0035_contact_imports.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -73,6 +74,7 @@ const migrations: Record<string, Migration> = {
   '0032_domain_compliance': domainCompliance,
   '0033_dmarc_records': dmarcRecords,
   '0034_destinations': destinations,
+  '0035_contact_imports': contactImports,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

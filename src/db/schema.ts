@@ -661,6 +661,31 @@ export interface ContactTopicsTable {
   updated_at: string;
 }
 
+/** A CSV import of contacts: the job and its progress (written by src/modules/contacts, contact-imports.*). */
+export interface ContactImportsTable {
+  id: string;
+  project_id: string;
+  status: 'queued' | 'in_progress' | 'completed' | 'failed';
+  /** JSON text: what the job does with each row (contact-imports.service.ts ImportPlan). */
+  plan: string;
+  bytes: number;
+  rows_total: number;
+  rows_read: ColumnType<number, number | undefined, number>;
+  created_count: ColumnType<number, number | undefined, number>;
+  updated_count: ColumnType<number, number | undefined, number>;
+  skipped_count: ColumnType<number, number | undefined, number>;
+  failed_count: ColumnType<number, number | undefined, number>;
+  /** JSON text: `[{ row, reason }]`, the first failures. */
+  errors: ColumnType<string, string | undefined, string>;
+  /** Why the whole job failed, or null. */
+  failure: string | null;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+  locked_by: string | null;
+  locked_until: string | null;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -699,6 +724,7 @@ export interface Database {
   segment_contacts: SegmentContactsTable;
   topics: TopicsTable;
   contact_topics: ContactTopicsTable;
+  contact_imports: ContactImportsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

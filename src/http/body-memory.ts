@@ -3,6 +3,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { RetryLaterError } from '../lib/errors.ts';
 
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route reads its body as a stream, never whole (a contact import's CSV): it holds a piece at a time,
+     * so its body is not counted against HTTP_BODY_MEMORY_LIMIT.
+     */
+    streamsBody?: boolean;
+  }
   interface FastifyInstance {
     /** The request bodies this process holds now (HTTP_BODY_MEMORY_LIMIT). */
     bodyMemory: BodyMemory;
@@ -53,6 +60,7 @@ export function installBodyMemoryLimit(app: FastifyInstance, { limitBytes }: { l
   };
 
   app.addHook('preParsing', (request: FastifyRequest, reply, payload, done) => {
+    if (request.routeOptions.config.streamsBody === true) return done(null, payload);
     const length = request.headers['content-length'];
     if (length !== undefined) {
       const bytes = Number(length);

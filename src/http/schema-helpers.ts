@@ -34,3 +34,9 @@ export const answeredStringOrNumberOrNull = (description?: string) =>
     type: ['string', 'number', 'null'],
     ...(description ? { description } : {}),
   });
+
+/** A response of bytes (a message, an attachment, a CSV), not JSON: documented as such. */
+export const binary = (contentType: string, description: string) => ({
+  description,
+  content: { [contentType]: { schema: { type: 'string', format: 'binary' } } },
+});

@@ -7,6 +7,8 @@ export type ErrorKind =
   | 'not_found'
   | 'conflict'
   | 'validation'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
   | 'rate_limited'
   | 'unavailable';
 

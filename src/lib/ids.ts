@@ -20,6 +20,7 @@ export type IdPrefix =
   | 'rcv'
   | 'con'
   | 'cprop'
+  | 'cimp'
   | 'seg'
   | 'top';
 

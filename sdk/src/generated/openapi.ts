@@ -613,6 +613,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export contacts as CSV
+         * @description The project’s contacts (optionally filtered as the list is), oldest first, as `text/csv`: `email`, `first_name`, `last_name`, `unsubscribed`, a column per declared property (by key), `id`, `created_at`, `updated_at`. Streamed as it is read; imports back without a column map.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["exportContacts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contacts/{id}": {
         parameters: {
             query?: never;
@@ -701,6 +723,52 @@ export interface paths {
          *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["updateContactProperty"];
+        trace?: never;
+    };
+    "/v1/contacts/imports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List contact imports, newest first
+         * @description Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["listContactImports"];
+        put?: never;
+        /**
+         * Import contacts from a CSV
+         * @description A multipart/form-data upload: the CSV (`file`) and its options. The file is read as it arrives and checked (a file that is not CSV, or a column map that does not fit its header, is refused and nothing is kept); the rows are then imported by a job, in batches: follow it with GET /v1/contacts/imports/{id}. Rows that cannot be imported are counted and reported, the others imported.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        post: operations["createContactImport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contacts/imports/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Retrieve a contact import: its status, progress and failed rows
+         * @description Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getContactImport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/segments": {
@@ -1851,6 +1919,56 @@ export interface components {
                 /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
                 test?: boolean;
             };
+        };
+        /** ContactImport */
+        ContactImport: {
+            /** @enum {string} */
+            object: "contact_import";
+            /** @description Import identifier (`cimp_…`). */
+            id: string;
+            /** @description `queued`, `in_progress`, then `completed` (or `failed`: the file could not be read to its end). */
+            status: "queued" | "in_progress" | "completed" | "failed";
+            /**
+             * Format: date-time
+             * @description When the upload was accepted. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description When a worker first took the job up. */
+            started_at: string | null;
+            /** @description When it completed or failed. */
+            completed_at: string | null;
+            /** @description Progress: `read` reaches `total` when the job completes. */
+            counts: {
+                /** @description Data rows in the file (the header not counted). */
+                total: number;
+                /** @description Rows read so far. */
+                read: number;
+                /** @description Contacts created. */
+                created: number;
+                /** @description Existing contacts updated (on_conflict update). */
+                updated: number;
+                /** @description Rows whose address the project had (on_conflict skip). */
+                skipped: number;
+                /** @description Rows that could not be imported (see errors). */
+                failed: number;
+            };
+            /** @description The first 100 rows that failed, in file order (all are counted in counts.failed). */
+            errors: {
+                /** @description The data row, from 1 (the header not counted). */
+                row: number;
+                /** @description Why it was not imported. */
+                reason: string;
+            }[];
+            /** @description Why the job failed, or null. */
+            failure: string | null;
+        };
+        /** ContactImportList */
+        ContactImportList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ContactImport"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
         };
         /** ContactList */
         ContactList: {
@@ -8125,6 +8243,118 @@ export interface operations {
             };
         };
     };
+    exportContacts: {
+        parameters: {
+            query?: {
+                /** @description Only the contacts that are (or are not) unsubscribed. */
+                unsubscribed?: boolean;
+                /** @description Only the contacts whose address starts with this, in any case (`ada`, `ada@exa`). */
+                email_prefix?: string;
+                /** @description Only the contacts whose property has this value, as `key:value` (`plan:pro`, `seats:5`); the value is read as the property’s type. */
+                property?: string;
+                /** @description Only the contacts in this segment (`seg_…`). */
+                segment_id?: string;
+                /** @description Only the contacts subscribed to this topic (`top_…`): opted in, or without a choice when the topic’s default is `opt_in`. */
+                topic_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The CSV. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     getContact: {
         parameters: {
             query?: never;
@@ -8897,6 +9127,354 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ContactProperty"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listContactImports: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+                /** @description `queued`, `in_progress`, then `completed` (or `failed`: the file could not be read to its end). */
+                status?: "queued" | "in_progress" | "completed" | "failed";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactImportList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createContactImport: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The CSV: UTF-8 (a BOM is fine), a header row, up to 1,000,000 rows and 512 MiB.
+                     */
+                    file: string;
+                    /** @description JSON: which column holds each field, `{"email":"E-mail","first_name":"First","last_name":"Last","unsubscribed":"Opted out","properties":{"plan":"Plan"}}` (a property may also be `{"column":"Plan","type":"string"}`). Without it, columns named email, first_name, last_name, unsubscribed and the declared property keys are used. */
+                    column_map?: string;
+                    /**
+                     * @description An address the project has: `update` it (the default; `upsert` is the same) or `skip` the row.
+                     * @enum {string}
+                     */
+                    on_conflict?: "update" | "upsert" | "skip";
+                    /** @description JSON: segment ids (or `[{"id":"seg_…"}]`) to add every imported contact to, at most 10. */
+                    segments?: string;
+                    /** @description JSON: `[{"id":"top_…","subscription":"opt_in"}]`, the subscription set for every imported contact, at most 10. */
+                    topics?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Accepted for later processing. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactImport"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getContactImport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Import id (`cimp_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactImport"];
                 };
             };
             /** @description Malformed JSON. */

@@ -38,6 +38,16 @@ export const writesInWith = (engine: Engine): boolean => engine === 'postgres';
  * JSON text, as JSON.stringify wrote it. `key` must be a plain label (letters, digits, `_`): SQLite reads a
  * label with a `.` or `[` as a path.
  */
+/**
+ * `column` starts with `prefix`, as an index on the column can serve it: on SQLite a range (BINARY order is
+ * the UTF-8 bytes', so the range is exactly the prefix's strings), which the column's ordinary index reads;
+ * on PostgreSQL a LIKE, which an index with `text_pattern_ops` reads whatever the database's collation.
+ */
+export const textStartsWith = (engine: Engine, column: string, prefix: string): RawBuilder<boolean> =>
+  engine === 'postgres'
+    ? sql<boolean>`${sql.ref(column)} like ${`${prefix.replace(/[\\%_]/g, (char) => `\\${char}`)}%`} escape '\\'`
+    : sql<boolean>`(${sql.ref(column)} >= ${prefix} and ${sql.ref(column)} < ${`${prefix}\u{10FFFF}`})`;
+
 export const jsonMemberIs = (
   engine: Engine,
   column: string,

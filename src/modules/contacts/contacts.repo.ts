@@ -1,7 +1,6 @@
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { jsonMemberIs } from '../../db/engine/sql.ts';
+import { jsonMemberIs, textStartsWith } from '../../db/engine/sql.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
@@ -58,13 +57,49 @@ const toRow = (record: ContactRecord) => ({
   updated_at: record.updatedAt,
 });
 
-/** `%`, `_` and the escape itself taken literally in a LIKE pattern. */
-const likePrefix = (prefix: string): string => `${prefix.replace(/[\\%_]/g, (char) => `\\${char}`)}%`;
-
 /** The contacts table. Writes go through the caller's transaction: each emits its event in it. */
 export function createContactRepo(db: Kysely<Database>, engine: Engine) {
   const select = (via: Kysely<Database>, projectId: string) =>
     via.selectFrom('contacts').selectAll().where('project_id', '=', projectId);
+
+  /** The list's filters on a select of the project's contacts (each served by an index: migrations 0029–0034). */
+  function filtered(query: ReturnType<typeof select>, filter: ContactFilter): ReturnType<typeof select> {
+    if (filter.unsubscribed !== undefined) query = query.where('unsubscribed', '=', filter.unsubscribed);
+    if (filter.emailPrefix !== undefined) {
+      query = query.where(textStartsWith(engine, 'email', filter.emailPrefix));
+    }
+    if (filter.property) {
+      const { id, value } = filter.property;
+      query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
+    }
+    const { segmentId, topic } = filter;
+    if (segmentId !== undefined) {
+      query = query.where((eb) =>
+        eb.exists(
+          eb
+            .selectFrom('segment_contacts')
+            .select('segment_contacts.contact_id')
+            .whereRef('segment_contacts.contact_id', '=', 'contacts.id')
+            .where('segment_contacts.segment_id', '=', segmentId),
+        ),
+      );
+    }
+    if (topic) {
+      // Only the choices against the default are looked up: an opt-out where it is opt-in, and back.
+      const { id, defaultSubscription } = topic;
+      query = query.where((eb) => {
+        const choice = eb
+          .selectFrom('contact_topics')
+          .select('contact_topics.contact_id')
+          .whereRef('contact_topics.contact_id', '=', 'contacts.id')
+          .where('contact_topics.topic_id', '=', id);
+        return defaultSubscription === 'opt_in'
+          ? eb.not(eb.exists(choice.where('contact_topics.subscription', '=', 'opt_out')))
+          : eb.exists(choice.where('contact_topics.subscription', '=', 'opt_in'));
+      });
+    }
+    return query;
+  }
 
   return {
     /** False when the project already has a contact with this address (nothing written). */
@@ -75,6 +110,29 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         .onConflict((conflict) => conflict.columns(['project_id', 'email']).doNothing())
         .executeTakeFirst();
       return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+    },
+
+    /** Inserts contacts whose addresses the project has not (an import's batch); answers the ids inserted. */
+    async insertMany(records: readonly ContactRecord[], transaction: Transaction): Promise<Set<string>> {
+      if (records.length === 0) return new Set();
+      const rows = await transaction.db
+        .insertInto('contacts')
+        .values(records.map(toRow))
+        .onConflict((conflict) => conflict.columns(['project_id', 'email']).doNothing())
+        .returning('id')
+        .execute();
+      return new Set(rows.map((row) => row.id));
+    },
+
+    /** The project's contacts with these (lowercased) addresses, read in `transaction`. */
+    async findByEmails(
+      projectId: string,
+      emails: readonly string[],
+      transaction: Transaction,
+    ): Promise<ContactRecord[]> {
+      if (emails.length === 0) return [];
+      const rows = await select(transaction.db, projectId).where('email', 'in', emails).execute();
+      return rows.map(toRecord);
     },
 
     /** By id or by (lowercased) email; in `transaction` when given (one that writes it next). */
@@ -114,45 +172,24 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
 
     async list(projectId: string, page: PageRequest, filter: ContactFilter): Promise<Page<ContactRecord>> {
       const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = select(db, projectId);
-        if (filter.unsubscribed !== undefined) query = query.where('unsubscribed', '=', filter.unsubscribed);
-        if (filter.emailPrefix !== undefined) {
-          query = query.where(sql<boolean>`email like ${likePrefix(filter.emailPrefix)} escape '\\'`);
-        }
-        if (filter.property) {
-          const { id, value } = filter.property;
-          query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
-        }
-        const { segmentId, topic } = filter;
-        if (segmentId !== undefined) {
-          query = query.where((eb) =>
-            eb.exists(
-              eb
-                .selectFrom('segment_contacts')
-                .select('segment_contacts.contact_id')
-                .whereRef('segment_contacts.contact_id', '=', 'contacts.id')
-                .where('segment_contacts.segment_id', '=', segmentId),
-            ),
-          );
-        }
-        if (topic) {
-          // Only the choices against the default are looked up: an opt-out where it is opt-in, and back.
-          const { id, defaultSubscription } = topic;
-          query = query.where((eb) => {
-            const choice = eb
-              .selectFrom('contact_topics')
-              .select('contact_topics.contact_id')
-              .whereRef('contact_topics.contact_id', '=', 'contacts.id')
-              .where('contact_topics.topic_id', '=', id);
-            return defaultSubscription === 'opt_in'
-              ? eb.not(eb.exists(choice.where('contact_topics.subscription', '=', 'opt_out')))
-              : eb.exists(choice.where('contact_topics.subscription', '=', 'opt_in'));
-          });
-        }
+        let query = filtered(select(db, projectId), filter);
         if (cursor) query = query.where('id', cursor.op, cursor.id);
         return query.orderBy('id', order).limit(limit).execute();
       });
       return { items: result.items.map(toRecord), hasMore: result.hasMore };
+    },
+
+    /** Up to `limit` of the filter's contacts after `afterId`, oldest first: a keyset page of an export. */
+    async pageAfter(
+      projectId: string,
+      filter: ContactFilter,
+      afterId: string | undefined,
+      limit: number,
+    ): Promise<ContactRecord[]> {
+      let query = filtered(select(db, projectId), filter);
+      if (afterId !== undefined) query = query.where('id', '>', afterId);
+      const rows = await query.orderBy('id', 'asc').limit(limit).execute();
+      return rows.map(toRecord);
     },
 
     /** Writes every field but the id, project, email and creation time; false when the contact is gone. */

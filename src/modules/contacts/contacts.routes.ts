@@ -1,12 +1,15 @@
+import { Readable } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
+import { binary } from '../../http/schema-helpers.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { ContactPropertyService } from './contact-properties.service.ts';
 import {
   Contact,
   ContactList,
+  ContactExportQuery,
   ContactListQuery,
   ContactParams,
   ContactProperty,
@@ -71,6 +74,32 @@ export function registerContactRoutes(
         filter,
       );
       return list(page.items, page.hasMore);
+    },
+  );
+
+  app.get(
+    '/v1/contacts/export',
+    {
+      config: { permission: 'read_only' },
+      schema: {
+        tags,
+        operationId: 'exportContacts',
+        summary: 'Export contacts as CSV',
+        description:
+          'The project’s contacts (optionally filtered as the list is), oldest first, as `text/csv`: `email`, `first_name`, `last_name`, `unsubscribed`, a column per declared property (by key), `id`, `created_at`, `updated_at`. Streamed as it is read; imports back without a column map.',
+        querystring: ContactExportQuery,
+        response: {
+          200: binary('text/csv', 'The CSV.'),
+          ...errorResponses(),
+        },
+      },
+    },
+    async (request, reply) => {
+      const lines = await contacts.export(projectOf(request), request.query);
+      return reply
+        .type('text/csv; charset=utf-8')
+        .header('content-disposition', 'attachment; filename="contacts.csv"')
+        .send(Readable.from(lines));
     },
   );
 

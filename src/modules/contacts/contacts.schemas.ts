@@ -124,6 +124,9 @@ export const ContactListQuery = Type.Object(
 );
 export type ContactListFilter = Omit<Static<typeof ContactListQuery>, 'limit' | 'after' | 'before'>;
 
+const { limit: _limit, after: _after, before: _before, ...filters } = ContactListQuery.properties;
+export const ContactExportQuery = Type.Object(filters, { additionalProperties: false });
+
 export const ContactParams = Type.Object({
   id: Type.String({ description: 'Contact id (`con_…`) or email address (any case).' }),
 });

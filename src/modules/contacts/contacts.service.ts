@@ -8,7 +8,8 @@ import type { EventService } from '../events/events.service.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { ContactPropertyRecord, ContactPropertyRepo, PropertyValue } from './contact-properties.repo.ts';
 import { checkPropertyValues, parsePropertyFilter } from './contact-properties.service.ts';
-import type { ContactRecord, ContactRepo } from './contacts.repo.ts';
+import type { ContactFilter, ContactRecord, ContactRepo } from './contacts.repo.ts';
+import { csvLines, EXPORT_PAGE } from './contact-export.ts';
 import type {
   ContactListFilter,
   ContactView,
@@ -124,6 +125,30 @@ export function createContactService({
     await events.emitIn(transaction, [{ projectId, kind, data: contactEventData(contact, segmentIds) }]);
   }
 
+  /** The list's filters as the repository reads them: named segments and topics looked up in the project. */
+  async function filterOf(
+    projectId: string,
+    filter: ContactListFilter,
+    declared: readonly ContactPropertyRecord[],
+  ): Promise<ContactFilter> {
+    const { segment_id: segmentId, topic_id: topicId } = filter;
+    if (segmentId !== undefined && !(await segments.find(projectId, segmentId))) {
+      throw notFound('segment', segmentId);
+    }
+    const topic = topicId === undefined ? undefined : await topics.find(projectId, topicId);
+    if (topicId !== undefined && !topic) throw notFound('topic', topicId);
+    return {
+      unsubscribed: filter.unsubscribed,
+      emailPrefix: filter.email_prefix?.toLowerCase(),
+      property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
+      segmentId,
+      topic:
+        topic && topicId !== undefined
+          ? { id: topicId, defaultSubscription: topic.defaultSubscription }
+          : undefined,
+    };
+  }
+
   return {
     async prepareCreate(projectId: string, input: CreateContactInput) {
       const parsed = parseAddress(input.email);
@@ -191,26 +216,23 @@ export function createContactService({
 
     async list(projectId: string, page: PageRequest, filter: ContactListFilter) {
       const declared = await properties.all(projectId);
-      const { segment_id: segmentId, topic_id: topicId } = filter;
-      if (segmentId !== undefined && !(await segments.find(projectId, segmentId))) {
-        throw notFound('segment', segmentId);
-      }
-      const topic = topicId === undefined ? undefined : await topics.find(projectId, topicId);
-      if (topicId !== undefined && !topic) throw notFound('topic', topicId);
-      const result = await repo.list(projectId, page, {
-        unsubscribed: filter.unsubscribed,
-        emailPrefix: filter.email_prefix?.toLowerCase(),
-        property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
-        segmentId,
-        topic:
-          topic && topicId !== undefined
-            ? { id: topicId, defaultSubscription: topic.defaultSubscription }
-            : undefined,
-      });
+      const result = await repo.list(projectId, page, await filterOf(projectId, filter, declared));
       return {
         items: result.items.map((record) => toContactView(record, declared)),
         hasMore: result.hasMore,
       };
+    },
+
+    /**
+     * The filter's contacts as CSV lines, oldest first, read a keyset page at a time (never all at once): a
+     * header (`email`, `first_name`, `last_name`, `unsubscribed`, each declared property's key, `id`,
+     * `created_at`, `updated_at`), then a line per contact. Checked before the first line (a 404 for a
+     * segment or topic that is not the project's).
+     */
+    async export(projectId: string, filter: ContactListFilter): Promise<AsyncIterable<string>> {
+      const declared = await properties.all(projectId);
+      const resolved = await filterOf(projectId, filter, declared);
+      return csvLines(declared, (afterId) => repo.pageAfter(projectId, resolved, afterId, EXPORT_PAGE));
     },
 
     /** Checks an update before its transaction: something to change, declared properties of their types. */

@@ -1,8 +1,8 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
-import type { Lease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases } from '../../queue/lease.ts';
 import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
 import { type DomainRecord, toDomainRecord } from './domains.repo.ts';
 
@@ -39,15 +39,8 @@ export function createDomainQueue(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Gives back leases without a check (these rows, or all the worker holds). */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      let query = db
-        .updateTable('domains')
-        .set({ locked_by: null, locked_until: null })
-        .where('locked_by', '=', workerId);
-      if (ids !== undefined) query = query.where('id', 'in', [...ids]);
-      await query.execute();
-    },
+    release: (workerId: string, ids?: readonly string[]) =>
+      releaseLeases(db, 'domains', { workerId, rows: ids, waiting: sql<boolean>`1 = 1` }),
 
     /** When the next check falls due. */
     async nextDueAt(): Promise<string | undefined> {

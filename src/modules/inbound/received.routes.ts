@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
+import { binary } from '../../http/schema-helpers.ts';
 import {
   ReceivedAttachmentParams,
   ReceivedEmail,
@@ -58,11 +59,6 @@ export function sendAttachment(
     .header('content-length', totalBytes(content))
     .send(streamOf(content));
 }
-
-const binary = (contentType: string, description: string) => ({
-  description,
-  content: { [contentType]: { schema: { type: 'string', format: 'binary' } } },
-});
 
 export function registerReceivedRoutes(
   server: FastifyInstance,

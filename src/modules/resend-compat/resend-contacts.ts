@@ -66,7 +66,8 @@ const toResendProperty = (property: ContactPropertyView) => ({
 /**
  * Resend's contacts (global, by id or email) and contact properties over the /v1 services, inside the /resend
  * scope (resend.routes.ts), which turns errors into Resend's. Contacts' segments and topics are in
- * resend-segments.ts and resend-topics.ts; imports, and contacts through an audience's path, answer 501 there.
+ * resend-segments.ts and resend-topics.ts, imports in resend-contact-imports.ts; contacts through an audience's
+ * path answer 501 there.
  */
 export function registerResendContactRoutes(
   scope: FastifyInstance,

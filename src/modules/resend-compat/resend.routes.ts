@@ -4,6 +4,7 @@ import { projectOf } from '../../http/auth.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
+import { registerResendContactImportRoutes } from './resend-contact-imports.ts';
 import {
   BATCH_FILES,
   EMAIL_BODY_LIMIT_BYTES,
@@ -67,7 +68,6 @@ const PARTLY: Record<string, string> = {
   templates: 'templates',
   webhooks: 'webhooks',
   'api-keys': 'API keys',
-  // Their imports come with contact imports.
   contacts: 'contacts',
   segments: 'segments',
   topics: 'topics',
@@ -434,16 +434,8 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
-      // Contacts and contact properties; GET /contacts/imports before /contacts/:id, which would take it for one.
-      app.get(
-        '/contacts/imports',
-        { config: { permission: 'read_only' }, schema: hide },
-        async (request, reply) =>
-          notImplemented(
-            reply,
-            "Postwire does not implement GET /contacts/imports of Resend's contacts API (docs/api/resend.md says what /resend answers).",
-          ),
-      );
+      // Contacts and contact properties; /contacts/imports before /contacts/:id, which would take it for one.
+      registerResendContactImportRoutes(scope, services);
       registerResendContactRoutes(scope, services);
       registerResendSegmentRoutes(scope, services);
       registerResendTopicRoutes(scope, services);

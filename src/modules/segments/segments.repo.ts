@@ -96,6 +96,43 @@ export function createSegmentRepo(db: Kysely<Database>) {
       return deleteProjectRow(transaction.db, 'segments', projectId, id);
     },
 
+    /** The segments each of these contacts is in, oldest first, read in `transaction`. */
+    async idsOfMany(contactIds: readonly string[], transaction: Transaction): Promise<Map<string, string[]>> {
+      const found = new Map<string, string[]>(contactIds.map((id) => [id, []]));
+      if (contactIds.length === 0) return found;
+      const rows = await transaction.db
+        .selectFrom('segment_contacts')
+        .select(['contact_id', 'segment_id'])
+        .where('contact_id', 'in', contactIds)
+        .orderBy('segment_id', 'asc')
+        .execute();
+      for (const row of rows) found.get(row.contact_id)?.push(row.segment_id);
+      return found;
+    },
+
+    /** Adds each contact to each segment (those in one already stay as they are). */
+    async addContacts(
+      segmentIds: readonly string[],
+      contactIds: readonly string[],
+      createdAt: string,
+      transaction: Transaction,
+    ): Promise<void> {
+      if (segmentIds.length === 0 || contactIds.length === 0) return;
+      await transaction.db
+        .insertInto('segment_contacts')
+        .values(
+          segmentIds.flatMap((segmentId) =>
+            contactIds.map((contactId) => ({
+              segment_id: segmentId,
+              contact_id: contactId,
+              created_at: createdAt,
+            })),
+          ),
+        )
+        .onConflict((conflict) => conflict.columns(['segment_id', 'contact_id']).doNothing())
+        .execute();
+    },
+
     /** False when the contact was in the segment already (nothing written). */
     async addContact(
       segmentId: string,

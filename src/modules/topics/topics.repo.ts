@@ -39,6 +39,35 @@ export function createTopicRepo(db: Kysely<Database>) {
   const select = (projectId: string, via: Kysely<Database> = db) =>
     via.selectFrom('topics').selectAll().where('project_id', '=', projectId);
 
+  /** Writes the same choices for each of these contacts, each replacing the one it had for that topic. */
+  async function chooseFor(
+    contactIds: readonly string[],
+    choices: ReadonlyArray<{ topicId: string; subscription: Subscription }>,
+    updatedAt: string,
+    transaction: Transaction,
+  ): Promise<void> {
+    if (choices.length === 0 || contactIds.length === 0) return;
+    await transaction.db
+      .insertInto('contact_topics')
+      .values(
+        contactIds.flatMap((contactId) =>
+          choices.map((choice) => ({
+            contact_id: contactId,
+            topic_id: choice.topicId,
+            subscription: choice.subscription,
+            updated_at: updatedAt,
+          })),
+        ),
+      )
+      .onConflict((conflict) =>
+        conflict.columns(['contact_id', 'topic_id']).doUpdateSet((eb) => ({
+          subscription: eb.ref('excluded.subscription'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  }
+
   return {
     async insert(record: TopicRecord, transaction: Transaction): Promise<void> {
       await transaction.db
@@ -146,25 +175,10 @@ export function createTopicRepo(db: Kysely<Database>) {
       updatedAt: string,
       transaction: Transaction,
     ): Promise<void> {
-      if (choices.length === 0) return;
-      await transaction.db
-        .insertInto('contact_topics')
-        .values(
-          choices.map((choice) => ({
-            contact_id: contactId,
-            topic_id: choice.topicId,
-            subscription: choice.subscription,
-            updated_at: updatedAt,
-          })),
-        )
-        .onConflict((conflict) =>
-          conflict.columns(['contact_id', 'topic_id']).doUpdateSet((eb) => ({
-            subscription: eb.ref('excluded.subscription'),
-            updated_at: eb.ref('excluded.updated_at'),
-          })),
-        )
-        .execute();
+      await chooseFor([contactId], choices, updatedAt, transaction);
     },
+
+    chooseFor,
   };
 }
 
