@@ -23,6 +23,7 @@ import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
+import { registerReputationRoutes } from './modules/reputation/reputation.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerResendRoutes } from './modules/resend-compat/resend.routes.ts';
@@ -237,6 +238,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerReceivedRoutes(app, { received: services.received });
   registerDomainRoutes(app, { domains: services.domains });
   registerDmarcRoutes(app, { dmarc: services.dmarc });
+  registerReputationRoutes(app, { reputation: services.reputation });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
   await registerResendRoutes(app, services);

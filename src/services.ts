@@ -19,6 +19,8 @@ import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
 import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
+import { createReputationRepo } from './modules/reputation/reputation.repo.ts';
+import { createReputationService } from './modules/reputation/reputation.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
@@ -113,6 +115,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
     dmarc: createDmarcRepo(db),
+    reputation: createReputationRepo(db),
     metrics: createMetricsRepo(db),
   };
 }
@@ -169,6 +172,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
   });
 
   const projects = createProjectService({ db, repo: repositories.projects, clock });
+  const reputation = createReputationService({
+    db,
+    repo: repositories.reputation,
+    events,
+    clock,
+    settings: config.reputation,
+  });
   const emails = createEmailService({
     repo: repositories.emails,
     templates: repositories.templates,
@@ -183,6 +193,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     sendGroups:
       config.sendGroups === false ? undefined : { ...config.sendGroups, inFlight: GROUPS_IN_FLIGHT[engine] },
     senders: domains,
+    reputation,
     engagement: {
       publicUrl: config.publicUrl,
       defaults: config.engagement,
@@ -218,6 +229,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     deliveries,
     domains,
     projects,
+    reputation,
     webhooks: createWebhookService({
       repo: repositories.webhooks,
       clock,

@@ -631,6 +631,24 @@ export interface ContactTopicsTable {
   updated_at: string;
 }
 
+/** The reputation breaker's state of a project ('' domain) or one of its sending domains (migration 0034). */
+export interface ReputationStatesTable {
+  project_id: string;
+  domain: string;
+  state: 'ok' | 'warning' | 'paused';
+  reason: string | null;
+  hard_bounce_rate: number | null;
+  complaint_rate: number | null;
+  changed_at: string;
+  resumed_at: string | null;
+  baseline_day: string | null;
+  baseline_sent: ColumnType<number, number | undefined, number>;
+  baseline_bounced: ColumnType<number, number | undefined, number>;
+  baseline_bounced_hard: ColumnType<number, number | undefined, number>;
+  baseline_complained: ColumnType<number, number | undefined, number>;
+  pause_all_sending: Bool | null;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -656,6 +674,7 @@ export interface Database {
   message_pieces: MessagePiecesTable;
   domains: DomainsTable;
   dmarc_records: DmarcRecordsTable;
+  reputation_states: ReputationStatesTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;
   email_stats_daily: EmailStatsDailyTable;
