@@ -4020,6 +4020,11 @@ export interface components {
              */
             scheduled_at: string;
         };
+        /** ResumeSendingRequest */
+        ResumeSendingRequest: {
+            /** @description Resume only this From domain; absent: every paused scope of the project. */
+            domain?: string;
+        };
         /** Segment */
         Segment: {
             /** @enum {string} */
@@ -4438,6 +4443,11 @@ export interface components {
             reject_message?: string | null;
             spam_reject_score?: number | null;
             enabled?: boolean;
+        };
+        /** UpdateReputationSettingsRequest */
+        UpdateReputationSettingsRequest: {
+            /** @description Whether a pause holds every send (true) or only broadcasts (false); null: REPUTATION_PAUSE_ALL_SENDING. */
+            pause_all_sending: boolean | null;
         };
         /** UpdateSegmentRequest */
         UpdateSegmentRequest: {
@@ -13204,10 +13214,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Whether a pause holds every send (true) or only broadcasts (false); null: REPUTATION_PAUSE_ALL_SENDING. */
-                    pause_all_sending: boolean | null;
-                };
+                "application/json": components["schemas"]["UpdateReputationSettingsRequest"];
             };
         };
         responses: {
@@ -13315,10 +13322,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    /** @description Resume only this From domain; absent: every paused scope of the project. */
-                    domain?: string;
-                };
+                "application/json": components["schemas"]["ResumeSendingRequest"];
             };
         };
         responses: {

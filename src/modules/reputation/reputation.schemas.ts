@@ -74,7 +74,7 @@ export const ResumeBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { title: 'ResumeSendingRequest', additionalProperties: false },
 );
 
 export const Resumed = Type.Object(
@@ -94,7 +94,7 @@ export const ReputationSettingsBody = Type.Object(
       'Whether a pause holds every send (true) or only broadcasts (false); null: REPUTATION_PAUSE_ALL_SENDING.',
     ),
   },
-  { additionalProperties: false },
+  { title: 'UpdateReputationSettingsRequest', additionalProperties: false },
 );
 
 export type ReputationView = Static<typeof Reputation>;
