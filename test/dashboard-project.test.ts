@@ -529,15 +529,20 @@ describe('the dashboard runs a project', { skip }, () => {
     await banner.waitFor();
     const text = await banner.innerText();
     assert.match(text, /^Sending is paused/);
-    assert.match(text, /news\.acme\.example/);
-    assert.match(text, /hard bounces 9\.1\u00a0% \(limit 5\.0\u00a0%\)/);
-    assert.match(text, /Its broadcasts are refused; transactional mail still goes\./);
+    // The project (220 of its messages, with the ones the tests before sent) and the domain (220 exactly).
+    assert.match(
+      text,
+      /\nnews\.acme\.example paused: hard bounces 9\.1\u00a0% \(limit 5\.0\u00a0%\), complaints — \(limit 0\.30\u00a0%\) over the last 7 days\. Its broadcasts are refused; transactional mail still goes\.\n/,
+    );
+    assert.match(text, /\nThis project paused: hard bounces \d\.\d\u00a0% \(limit 5\.0\u00a0%\)/);
     assert.deepEqual(await seriousViolations(page), []);
     await screenshot(page, 'reputation-paused');
 
     // The domains list as GET /v1/domains answers it, with the compliance a DNS check would have found.
-    const created = await api.request('POST', '/v1/domains', { body: { name: 'checked.example' } });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
+    for (const name of ['checked.example', 'unchecked.example']) {
+      const created = await api.request('POST', '/v1/domains', { body: { name } });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+    }
     const compliance = [
       { check: 'spf', status: 'pass', reason: 'v=spf1 include:_spf.acme.example -all' },
       { check: 'dkim_key', status: 'pass', reason: 'a 2048-bit RSA key' },
@@ -564,10 +569,10 @@ describe('the dashboard runs a project', { skip }, () => {
       compliance.map((check) => [check.check, check.status]),
     );
     assert.match(await card.locator('tr[data-check="dmarc"]').innerText(), /DMARC policy\s+warn\s+p=none/);
-    // A domain checked without DNS says so instead of a table.
+    // A domain not checked yet says so instead of a table.
     assert.match(
-      await page.locator('[data-domain="rotate.example"] [data-testid="compliance"]').innerText(),
-      /Not checked: this server takes the records as published without DNS\./,
+      await page.locator('[data-domain="unchecked.example"] [data-testid="compliance"]').innerText(),
+      /Not checked yet: the next domain check \(Verify\) runs them\./,
     );
     assert.deepEqual(await seriousViolations(page), []);
     await screenshot(page, 'domain-compliance');

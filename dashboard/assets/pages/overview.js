@@ -186,6 +186,21 @@ async function loadReputation() {
   }
 }
 
+/** A scope's rates against the limits, and what its pause holds, in one sentence. */
+function rateLine(scope, thresholds) {
+  const holds =
+    scope.state !== 'paused'
+      ? ''
+      : scope.holds === 'all'
+        ? ' Every send from it is refused.'
+        : ' Its broadcasts are refused; transactional mail still goes.';
+  return (
+    `hard bounces ${percent(scope.hard_bounce_rate)} (limit ${percent(thresholds.hard_bounce_limit)}), ` +
+    `complaints ${percent(scope.complaint_rate)} (limit ${percent(thresholds.complaint_limit)}) ` +
+    `over the last ${thresholds.window_days} days.${holds}`
+  );
+}
+
 /**
  * The reputation breaker, when it has something to say: each project or domain past a warning threshold or
  * paused, with its rates, what a pause holds, and a Resume button (a full_access key).
@@ -221,17 +236,9 @@ function Reputation() {
       ${scopes.map(
         (scope) =>
           html`<li data-scope=${scope.domain ?? 'project'}>
-            <strong>${name(scope)}</strong> <${Chip} status=${scope.state} />: hard bounces
-            ${percent(scope.hard_bounce_rate)} (limit ${percent(body.thresholds.hard_bounce_limit)}),
-            complaints ${percent(scope.complaint_rate)} (limit ${percent(body.thresholds.complaint_limit)})
-            over the last ${body.thresholds.window_days} days.
-            ${
-              scope.state === 'paused'
-                ? scope.holds === 'all'
-                  ? ' Every send from it is refused.'
-                  : ' Its broadcasts are refused; transactional mail still goes.'
-                : ''
-            }
+            <strong>${name(scope)}</strong>${' '}<${Chip}
+              status=${scope.state}
+            />${`: ${rateLine(scope, body.thresholds)}`}
           </li>`,
       )}
     </ul>
