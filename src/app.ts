@@ -25,6 +25,7 @@ import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDestinationRoutes } from './modules/destinations/destinations.routes.ts';
+import { registerReputationRoutes } from './modules/reputation/reputation.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
 import { registerResendRoutes } from './modules/resend-compat/resend.routes.ts';
@@ -244,6 +245,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     destinations: services.destinations,
     metrics: services.metricsEndpoint,
   });
+  registerReputationRoutes(app, { reputation: services.reputation });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
   await registerResendRoutes(app, services);

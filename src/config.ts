@@ -8,6 +8,7 @@ import { HTTP_SETTINGS } from './config/http.ts';
 import { INBOUND_SETTINGS } from './config/inbound.ts';
 import { HEALTH_SETTINGS, LOGGING_SETTINGS, WORKER_SETTINGS } from './config/operations.ts';
 import { SENDING_DOMAIN_SETTINGS } from './config/sending-domains.ts';
+import { REPUTATION_SETTINGS } from './config/reputation.ts';
 import { SENDING_SETTINGS } from './config/sending.ts';
 import { STORAGE_SETTINGS } from './config/storage.ts';
 import { SUBMISSION_SETTINGS } from './config/submission.ts';
@@ -35,6 +36,7 @@ export const CONFIG_SCHEMA = {
   ...WEBHOOK_SETTINGS,
   ...SENDING_SETTINGS,
   ...SENDING_DOMAIN_SETTINGS,
+  ...REPUTATION_SETTINGS,
   ...INBOUND_SETTINGS,
   ...SUBMISSION_SETTINGS,
   ...ENGAGEMENT_SETTINGS,

@@ -24,6 +24,8 @@ import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
 import { createDestinationsRepo } from './modules/destinations/destinations.repo.ts';
 import { createDestinationsService } from './modules/destinations/destinations.service.ts';
 import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
+import { createReputationRepo } from './modules/reputation/reputation.repo.ts';
+import { createReputationService } from './modules/reputation/reputation.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
 import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
@@ -122,6 +124,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     topics: createTopicRepo(db),
     dmarc: createDmarcRepo(db),
     destinations: createDestinationsRepo(db),
+    reputation: createReputationRepo(db),
     metrics: createMetricsRepo(db),
   };
 }
@@ -179,6 +182,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
   });
 
   const projects = createProjectService({ db, repo: repositories.projects, clock });
+  const reputation = createReputationService({
+    db,
+    repo: repositories.reputation,
+    events,
+    clock,
+    settings: config.reputation,
+  });
   const emails = createEmailService({
     repo: repositories.emails,
     templates: repositories.templates,
@@ -193,6 +203,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     sendGroups:
       config.sendGroups === false ? undefined : { ...config.sendGroups, inFlight: GROUPS_IN_FLIGHT[engine] },
     senders: domains,
+    reputation,
     engagement: {
       publicUrl: config.publicUrl,
       defaults: config.engagement,
@@ -228,6 +239,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     deliveries,
     domains,
     projects,
+    reputation,
     webhooks: createWebhookService({
       repo: repositories.webhooks,
       clock,

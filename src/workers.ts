@@ -133,6 +133,8 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       retention.start();
       started.push(retention);
     }
+    // The reputation breaker's check of every project's rates (a read of the daily counts).
+    started.push(services.reputation.start(logger));
   } catch (error) {
     await stopAll();
     throw error;

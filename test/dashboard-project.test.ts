@@ -12,6 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
+import { inTransaction } from '../src/db/transaction.ts';
 import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
@@ -69,6 +70,24 @@ describe('the dashboard runs a project', { skip }, () => {
     await target.locator('main h1').first().waitFor();
     await target.locator('[aria-busy="true"]').first().waitFor({ state: 'detached' });
   };
+
+  /** axe-core's violations on the page as it is now. */
+  const axeViolations = async (target: Page) => {
+    await target.evaluate(AXE);
+    return target.evaluate(async () => {
+      const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
+      return result.violations.map((v: any) => ({
+        id: v.id as string,
+        impact: v.impact as string,
+        nodes: v.nodes.length as number,
+        where: v.nodes.map((node: any) => `${node.target.join(' ')} ${node.failureSummary}`).join('; '),
+      }));
+    });
+  };
+  const seriousViolations = async (target: Page) =>
+    (await axeViolations(target))
+      .filter((violation: { impact: string }) => ['serious', 'critical'].includes(violation.impact))
+      .map((violation: { id: string; where: string }) => `${violation.id} at ${violation.where}`);
 
   before(async () => {
     api = await startTestApp('sqlite', {
@@ -482,6 +501,91 @@ describe('the dashboard runs a project', { skip }, () => {
     assert.deepEqual(colours, ['rgb(255, 255, 255)', 'rgb(79, 70, 229)'], 'white on the brand colour');
   });
 
+  test('the breaker pauses: the overview says why and resumes; a domain shows its compliance checks; axe-clean', async () => {
+    // 200 sent and 20 hard bounces from news.acme.example: 9 % of 220, past the 5 % limit.
+    const outcome = (kind: 'email.sent' | 'email.bounced', n: number) =>
+      Array.from({ length: n }, (_, index) => ({
+        projectId: api.projectId,
+        kind,
+        data: {
+          email_id: `msg_${kind}_${index}`,
+          from: 'news@news.acme.example',
+          to: [`r${index}@example.org`],
+          subject: 'Spring',
+          tags: {},
+          recipient: `r${index}@example.org`,
+          ...(kind === 'email.bounced'
+            ? { bounce: { type: 'hard', status: '5.1.1', diagnostic: null, reporting_mta: null } }
+            : {}),
+        },
+      }));
+    await inTransaction(api.database.handle.db, (transaction) =>
+      api.events.emitIn(transaction, [...outcome('email.sent', 200), ...outcome('email.bounced', 20)]),
+    );
+    await api.services.reputation.evaluate();
+    await page.goto('/dashboard/');
+    await heading(page, 'Overview');
+    const banner = page.getByTestId('reputation');
+    await banner.waitFor();
+    const text = await banner.innerText();
+    assert.match(text, /^Sending is paused/);
+    // The project (220 of its messages, with the ones the tests before sent) and the domain (220 exactly).
+    assert.match(
+      text,
+      /\nnews\.acme\.example paused: hard bounces 9\.1\u00a0% \(limit 5\.0\u00a0%\), complaints — \(limit 0\.30\u00a0%\) over the last 7 days\. Its broadcasts are refused; transactional mail still goes\.\n/,
+    );
+    assert.match(text, /\nThis project paused: hard bounces \d\.\d\u00a0% \(limit 5\.0\u00a0%\)/);
+    assert.deepEqual(await seriousViolations(page), []);
+    await screenshot(page, 'reputation-paused');
+
+    // The domains list as GET /v1/domains answers it, with the compliance a DNS check would have found.
+    for (const name of ['checked.example', 'unchecked.example']) {
+      const created = await api.request('POST', '/v1/domains', { body: { name } });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+    }
+    const compliance = [
+      { check: 'spf', status: 'pass', reason: 'v=spf1 include:_spf.acme.example -all' },
+      { check: 'dkim_key', status: 'pass', reason: 'a 2048-bit RSA key' },
+      {
+        check: 'dmarc',
+        status: 'warn',
+        reason: 'p=none: receivers act on nothing, and BIMI needs quarantine or reject',
+      },
+      { check: 'reverse_dns', status: 'fail', reason: '192.0.2.10 has no PTR record' },
+    ];
+    await page.route('**/v1/domains?*', async (route) => {
+      const response = await route.fetch();
+      const body = await response.json();
+      for (const domain of body.data) if (domain.name === 'checked.example') domain.compliance = compliance;
+      await route.fulfill({ response, json: body });
+    });
+    await page.goto('/dashboard/domains');
+    await loaded(page);
+    const card = page.locator('[data-domain="checked.example"]');
+    const rows = card.locator('table.compliance-checks tbody tr');
+    await rows.first().waitFor();
+    assert.deepEqual(
+      await rows.evaluateAll((trs) => trs.map((tr) => [tr.dataset.check, tr.dataset.status])),
+      compliance.map((check) => [check.check, check.status]),
+    );
+    assert.match(await card.locator('tr[data-check="dmarc"]').innerText(), /DMARC policy\s+warn\s+p=none/);
+    // A domain not checked yet says so instead of a table.
+    assert.match(
+      await page.locator('[data-domain="unchecked.example"] [data-testid="compliance"]').innerText(),
+      /Not checked yet: the next domain check \(Verify\) runs them\./,
+    );
+    assert.deepEqual(await seriousViolations(page), []);
+    await screenshot(page, 'domain-compliance');
+    await page.unroute('**/v1/domains?*');
+
+    // Resumed from the overview: the banner goes, and the API says so.
+    await page.goto('/dashboard/');
+    await banner.getByRole('button', { name: 'Resume sending' }).click();
+    await banner.waitFor({ state: 'detached' });
+    const after = (await api.request('GET', '/v1/reputation')).body;
+    assert.equal(after.sending_paused, false);
+  });
+
   test('axe-core finds no serious or critical violation on any page', async () => {
     const email = (await api.request('GET', '/v1/emails')).body.data[0].id;
     // The rescheduled one above, still scheduled: its page has the reschedule form and the cancel button.
@@ -511,16 +615,7 @@ describe('the dashboard runs a project', { skip }, () => {
     const counts: Record<string, Record<string, number>> = {};
     const bad: string[] = [];
     const check = async (target: Page, name: string) => {
-      await target.evaluate(AXE);
-      const violations = await target.evaluate(async () => {
-        const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
-        return result.violations.map((v: any) => ({
-          id: v.id,
-          impact: v.impact,
-          nodes: v.nodes.length,
-          where: v.nodes.map((node: any) => `${node.target.join(' ')} ${node.failureSummary}`).join('; '),
-        }));
-      });
+      const violations = await axeViolations(target);
       const tally: Record<string, number> = { critical: 0, serious: 0, moderate: 0, minor: 0 };
       for (const violation of violations) tally[violation.impact] = (tally[violation.impact] ?? 0) + 1;
       counts[name] = tally;

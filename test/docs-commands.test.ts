@@ -101,6 +101,8 @@ const NOT_RUN: Record<string, string> = {
   'createdb --host=db.internal --username=postgres postwire_restored': 'a PostgreSQL host of the example',
   'pg_restore --no-owner --no-privileges --dbname="postgres://postwire@db.internal/postwire_restored" \\':
     'a PostgreSQL host of the example',
+  'curl -s -X POST "$POSTWIRE/reputation/resume" -H "Authorization: Bearer $KEY" \\':
+    'resumes a pause, and nothing is paused on the server here (test/reputation.test.ts pauses and resumes)',
   'rm -f "$POSTWIRE_DATA_DIR/postwire.db-wal" "$POSTWIRE_DATA_DIR/postwire.db-shm"':
     'a restore step: test/db-tools.test.ts restores a backup',
   'chmod 600 "$POSTWIRE_DATA_DIR/postwire.db" "$POSTWIRE_DATA_DIR/encryption.key"':

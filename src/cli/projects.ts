@@ -1,4 +1,5 @@
-// The commands on projects and their API keys: `projects create|list`, `keys create|list|revoke`.
+// The commands on projects and their API keys: `projects create|list`, `keys create|list|revoke`, and the
+// reputation breaker's `reputation show|resume`.
 import type { KeyPermission } from '../db/schema.ts';
 import { invalidParam } from '../lib/errors.ts';
 import { KEY_PERMISSIONS } from '../modules/projects/projects.service.ts';
@@ -100,6 +101,56 @@ export const projectCommands: Command[] = [
           empty: 'No keys in this project.',
         }),
       );
+      return 0;
+    },
+  },
+  {
+    words: ['reputation', 'show'],
+    options: { project: { type: 'string' }, ...json },
+    required: ['project'],
+    async run(context, values) {
+      const view = await (await context.services()).reputation.view(values.project as string);
+      const rate = (value: number | null) => (value === null ? '-' : `${(value * 100).toFixed(2)} %`);
+      context.io.stdout.write(
+        values.json === true
+          ? `${JSON.stringify(view, null, 2)}\n`
+          : listing(values, [view.project, ...view.domains], {
+              headers: [
+                'SCOPE',
+                'STATE',
+                'HOLDS',
+                'SENT',
+                'HARD BOUNCES',
+                'COMPLAINTS',
+                'BOUNCE RATE',
+                'COMPLAINT RATE',
+              ],
+              cells: (row) => [
+                row.domain ?? '(project)',
+                row.state,
+                row.holds,
+                String(row.sent),
+                String(row.bounced_hard),
+                String(row.complained),
+                rate(row.hard_bounce_rate),
+                rate(row.complaint_rate),
+              ],
+              empty: '',
+            }),
+      );
+      return 0;
+    },
+  },
+  {
+    words: ['reputation', 'resume'],
+    options: { project: { type: 'string' }, domain: { type: 'string' } },
+    required: ['project'],
+    async run(context, values) {
+      const resumed = await (
+        await context.services()
+      ).reputation.resumeAsOperator(values.project as string, values.domain as string | undefined);
+      const names = resumed.map((scope) => scope ?? 'the project');
+      context.io.stdout.write(`Resumed sending for ${names.join(', ')}.\n`);
       return 0;
     },
   },

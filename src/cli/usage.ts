@@ -20,6 +20,10 @@ Commands:
                                                It is shown only this once.
   keys list --project <id> [--json]            List a project's keys (never the keys themselves).
   keys revoke <key-id>                         Revoke a key; requests with it are refused at once.
+  reputation show --project <id> [--json]      A project's bounce and complaint rates, per From domain, and
+                                               whether sending is paused (the reputation breaker).
+  reputation resume --project <id> [--domain <name>]
+                                               Resume a paused project (or only one From domain).
   prune [--dry-run] [--json]                   Delete what is older than RETENTION now (the workers also do it,
                                                in small batches); --dry-run counts what would go.
   inbound list [--all] [--limit <n>] [--json]  Reports received that matched no email or could not be read,

@@ -35,6 +35,7 @@ import { migration as domainCompliance } from './migrations/0032_domain_complian
 import { migration as dmarcRecords } from './migrations/0033_dmarc_records.ts';
 import { migration as destinations } from './migrations/0034_destinations.ts';
 import { migration as contactImports } from './migrations/0035_contact_imports.ts';
+import { migration as reputationStates } from './migrations/0036_reputation_states.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -75,6 +76,7 @@ const migrations: Record<string, Migration> = {
   '0033_dmarc_records': dmarcRecords,
   '0034_destinations': destinations,
   '0035_contact_imports': contactImports,
+  '0036_reputation_states': reputationStates,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -686,6 +686,24 @@ export interface ContactImportsTable {
   locked_until: string | null;
 }
 
+/** The reputation breaker's state of a project ('' domain) or one of its sending domains (migration 0036). */
+export interface ReputationStatesTable {
+  project_id: string;
+  domain: string;
+  state: 'ok' | 'warning' | 'paused';
+  reason: string | null;
+  hard_bounce_rate: number | null;
+  complaint_rate: number | null;
+  changed_at: string;
+  resumed_at: string | null;
+  baseline_day: string | null;
+  baseline_sent: ColumnType<number, number | undefined, number>;
+  baseline_bounced: ColumnType<number, number | undefined, number>;
+  baseline_bounced_hard: ColumnType<number, number | undefined, number>;
+  baseline_complained: ColumnType<number, number | undefined, number>;
+  pause_all_sending: Bool | null;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -713,6 +731,7 @@ export interface Database {
   dmarc_records: DmarcRecordsTable;
   destinations: DestinationsTable;
   destination_domains: DestinationDomainsTable;
+  reputation_states: ReputationStatesTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;
   email_stats_daily: EmailStatsDailyTable;

@@ -175,6 +175,7 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       columns=${recordColumns(domain)}
       rowAttributes=${(record) => ({ 'data-purpose': record.purpose })}
     />
+    <${Compliance} domain=${domain} />
     <div class="actions">
       <button data-writes type="button" class="button-primary" onClick=${verify} disabled=${busy}>
         ${busy ? 'Checking DNS…' : 'Verify'}
@@ -183,6 +184,48 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       <button data-writes type="button" class="button-danger" onClick=${remove}>Delete</button>
     </div>
   </section>`;
+}
+
+/** What each compliance check is, in words (GET /v1/domains/{id}'s `compliance`). */
+const CHECK_NAMES = {
+  spf: 'SPF record',
+  spf_lookups: 'SPF DNS lookups',
+  spf_sending_host: 'SPF covers the sending host',
+  dkim_key: 'DKIM key size',
+  dmarc: 'DMARC policy',
+  dmarc_reports: 'DMARC reports (rua)',
+  reverse_dns: 'Reverse DNS of the sending host',
+  helo: 'HELO name',
+  tls: 'TLS on the way out',
+  list_unsubscribe: 'One-click unsubscribe',
+};
+
+/** The compliance checks the last domain check found: each pass, warn or fail, with why. */
+function Compliance({ domain }) {
+  const checks = domain.compliance;
+  return html`<div class="compliance" data-testid="compliance">
+    <h3>Compliance checks</h3>
+    ${
+      checks == null
+        ? html`<p class="small muted">
+            ${
+              domain.verified_without_dns
+                ? 'Not checked: this server takes the records as published without DNS.'
+                : 'Not checked yet: the next domain check (Verify) runs them.'
+            }
+          </p>`
+        : html`<${Table}
+            class="compliance-checks"
+            rows=${checks}
+            columns=${[
+              { label: 'Check', cell: (check) => CHECK_NAMES[check.check] ?? check.check },
+              { label: 'Result', cell: (check) => html`<${Chip} status=${check.status} />` },
+              { label: 'Why', class: 'small', cell: (check) => check.reason },
+            ]}
+            rowAttributes=${(check) => ({ 'data-check': check.check, 'data-status': check.status })}
+          />`
+    }
+  </div>`;
 }
 
 /** The columns of a domain's DNS records: each name and value with a button that copies it. */

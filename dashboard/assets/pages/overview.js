@@ -1,6 +1,6 @@
-import { html, useEffect, useRef } from '../html.js';
+import { html, useEffect, useRef, useState } from '../html.js';
 import { api, ApiError, query } from '../api.js';
-import { ErrorBanner, Loading, Table, useAsync } from '../ui.js';
+import { Chip, ErrorBanner, Loading, Table, useAsync } from '../ui.js';
 
 const DAYS = 7;
 const SERIES = [
@@ -176,11 +176,89 @@ async function loadOverview() {
 const percent = (rate) =>
   rate === null || rate === undefined ? '—' : `${(rate * 100).toFixed(rate < 0.01 ? 2 : 1)}\u00a0%`;
 
+/** GET /v1/reputation; null when this server has none (404). */
+async function loadReputation() {
+  try {
+    return await api('GET', '/reputation');
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+/** A scope's rates against the limits, and what its pause holds, in one sentence. */
+function rateLine(scope, thresholds) {
+  const holds =
+    scope.state !== 'paused'
+      ? ''
+      : scope.holds === 'all'
+        ? ' Every send from it is refused.'
+        : ' Its broadcasts are refused; transactional mail still goes.';
+  return (
+    `hard bounces ${percent(scope.hard_bounce_rate)} (limit ${percent(thresholds.hard_bounce_limit)}), ` +
+    `complaints ${percent(scope.complaint_rate)} (limit ${percent(thresholds.complaint_limit)}) ` +
+    `over the last ${thresholds.window_days} days.${holds}`
+  );
+}
+
+/**
+ * The reputation breaker, when it has something to say: each project or domain past a warning threshold or
+ * paused, with its rates, what a pause holds, and a Resume button (a full_access key).
+ */
+function Reputation() {
+  const reputation = useAsync(loadReputation, []);
+  const [error, setError] = useState(null);
+  const body = reputation.data;
+  if (!body) return html`<${ErrorBanner} error=${reputation.error} />`;
+  const scopes = [body.project, ...body.domains].filter((scope) => scope.state !== 'ok');
+  if (scopes.length === 0) return null;
+  const paused = scopes.some((scope) => scope.state === 'paused');
+  const resume = async () => {
+    setError(null);
+    try {
+      await api('POST', '/reputation/resume', {});
+      reputation.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const name = (scope) => (scope.domain === null ? 'This project' : scope.domain);
+  return html`<section
+    class=${`banner ${paused ? 'banner-error' : 'banner-info'}`}
+    aria-labelledby="reputation-title"
+    data-testid="reputation"
+  >
+    <h2 id="reputation-title">
+      ${paused ? 'Sending is paused' : 'Bounce or complaint rate above the warning threshold'}
+    </h2>
+    <${ErrorBanner} error=${error} />
+    <ul>
+      ${scopes.map(
+        (scope) =>
+          html`<li data-scope=${scope.domain ?? 'project'}>
+            <strong>${name(scope)}</strong>${' '}<${Chip}
+              status=${scope.state}
+            />${`: ${rateLine(scope, body.thresholds)}`}
+          </li>`,
+      )}
+    </ul>
+    ${
+      paused
+        ? html`<p class="small">
+              Find out why (the bounced and complained emails, the list they went to) before resuming.
+            </p>
+            <button data-writes type="button" onClick=${resume}>Resume sending</button>`
+        : null
+    }
+  </section>`;
+}
+
 export function OverviewPage() {
   const overview = useAsync(loadOverview, []);
   const model = overview.data;
   return html`<h1>Overview</h1>
     <p class="lead">The last ${DAYS} days (UTC).</p>
+    <${Reputation} />
     <${ErrorBanner} error=${overview.error}><button type="button" onClick=${overview.reload}>Retry</button></${ErrorBanner}>
     ${overview.loading && !model ? html`<${Loading} />` : null}
     ${

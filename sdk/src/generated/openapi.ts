@@ -1305,6 +1305,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/reputation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project's bounce and complaint rates, and whether sending is paused
+         * @description The reputation breaker: per project and per From domain, hard bounces and complaints over the window (REPUTATION_WINDOW_DAYS), counted now, and the state the last check left (`warning` past a warning threshold, `paused` past a limit until resumed).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getReputation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Choose what a pause holds
+         * @description `pause_all_sending`: true, a pause refuses every send from the paused scope; false, only broadcasts; null, what REPUTATION_PAUSE_ALL_SENDING says.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        patch: operations["updateReputationSettings"];
+        trace?: never;
+    };
+    "/v1/reputation/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused project or domain
+         * @description Resumes every paused scope of the project, or only `domain`; each gets a `project.sending_resumed` event, and its rates count again from now. 409 `not_paused` when nothing is paused.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        post: operations["resumeSending"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api-keys": {
         parameters: {
             query?: never;
@@ -1661,6 +1711,66 @@ export interface webhooks {
          * @description A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key. Sent to every enabled webhook subscribed to `domain.failed`, signed with its secret (Standard Webhooks).
          */
         post: operations["onDomainFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "project.warning": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * project.warning
+         * @description A rate of the project, or of one of its sending domains, passed its warning threshold over the reputation window (GET /v1/reputation): `data` has the rates, the counts and the thresholds. Sent to every enabled webhook subscribed to `project.warning`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onProjectWarning"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "project.sending_paused": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * project.sending_paused
+         * @description A rate of the project, or of one of its sending domains, passed its limit: its new broadcasts (and every send, with `pause_all_sending`) are refused with 403 `sending_paused` until a full_access key resumes it (POST /v1/reputation/resume) or the operator does (`postwire reputation resume`). Sent to every enabled webhook subscribed to `project.sending_paused`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onProjectSendingPaused"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "project.sending_resumed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * project.sending_resumed
+         * @description A paused project or sending domain was resumed; its rates count again from then. Sent to every enabled webhook subscribed to `project.sending_resumed`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onProjectSendingResumed"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3439,7 +3549,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "project.warning" | "project.sending_paused" | "project.sending_resumed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -3537,6 +3647,147 @@ export interface components {
              * @enum {string}
              */
             status: "ok";
+        };
+        /**
+         * ProjectSendingPausedEvent
+         * @description A rate of the project, or of one of its sending domains, passed its limit: its new broadcasts (and every send, with `pause_all_sending`) are refused with 403 `sending_paused` until a full_access key resumes it (POST /v1/reputation/resume) or the operator does (`postwire reputation resume`).
+         */
+        ProjectSendingPausedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "project.sending_paused";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The project or domain, its rates and state. */
+            data: {
+                /** @description The project. */
+                project_id: string;
+                /** @description The From domain judged; null: the project as a whole. */
+                domain: string | null;
+                /** @description Its state now. */
+                state: "ok" | "warning" | "paused";
+                /** @description Its state before. */
+                previous_state: "ok" | "warning" | "paused";
+                /** @description The rate that moved it (for a resume: the one that had paused it). */
+                reason: ("hard_bounce_rate" | "complaint_rate") | null;
+                /** @description Hard bounces per sent or bounced message over the window; null below the minimum volume. */
+                hard_bounce_rate: number | null;
+                /** @description Complaints per sent message over the window; null below the minimum volume. */
+                complaint_rate: number | null;
+                /** @description Messages sent over the window (since the last resume). */
+                sent: number;
+                /** @description Messages bounced, of any type. */
+                bounced: number;
+                /** @description Hard bounces. */
+                bounced_hard: number;
+                /** @description Complaints. */
+                complained: number;
+                /** @description What a send from it meets now: nothing refused, broadcasts refused, or every send. */
+                holds: "nothing" | "broadcasts" | "all";
+                thresholds: components["schemas"]["ReputationThresholds"];
+                /** @description In `project.sending_resumed`: a full_access key (`api`) or the CLI (`operator`). */
+                resumed_by?: "api" | "operator";
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
+        /**
+         * ProjectSendingResumedEvent
+         * @description A paused project or sending domain was resumed; its rates count again from then.
+         */
+        ProjectSendingResumedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "project.sending_resumed";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The project or domain, its rates and state. */
+            data: {
+                /** @description The project. */
+                project_id: string;
+                /** @description The From domain judged; null: the project as a whole. */
+                domain: string | null;
+                /** @description Its state now. */
+                state: "ok" | "warning" | "paused";
+                /** @description Its state before. */
+                previous_state: "ok" | "warning" | "paused";
+                /** @description The rate that moved it (for a resume: the one that had paused it). */
+                reason: ("hard_bounce_rate" | "complaint_rate") | null;
+                /** @description Hard bounces per sent or bounced message over the window; null below the minimum volume. */
+                hard_bounce_rate: number | null;
+                /** @description Complaints per sent message over the window; null below the minimum volume. */
+                complaint_rate: number | null;
+                /** @description Messages sent over the window (since the last resume). */
+                sent: number;
+                /** @description Messages bounced, of any type. */
+                bounced: number;
+                /** @description Hard bounces. */
+                bounced_hard: number;
+                /** @description Complaints. */
+                complained: number;
+                /** @description What a send from it meets now: nothing refused, broadcasts refused, or every send. */
+                holds: "nothing" | "broadcasts" | "all";
+                thresholds: components["schemas"]["ReputationThresholds"];
+                /** @description In `project.sending_resumed`: a full_access key (`api`) or the CLI (`operator`). */
+                resumed_by?: "api" | "operator";
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
+        /**
+         * ProjectWarningEvent
+         * @description A rate of the project, or of one of its sending domains, passed its warning threshold over the reputation window (GET /v1/reputation): `data` has the rates, the counts and the thresholds.
+         */
+        ProjectWarningEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "project.warning";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The project or domain, its rates and state. */
+            data: {
+                /** @description The project. */
+                project_id: string;
+                /** @description The From domain judged; null: the project as a whole. */
+                domain: string | null;
+                /** @description Its state now. */
+                state: "ok" | "warning" | "paused";
+                /** @description Its state before. */
+                previous_state: "ok" | "warning" | "paused";
+                /** @description The rate that moved it (for a resume: the one that had paused it). */
+                reason: ("hard_bounce_rate" | "complaint_rate") | null;
+                /** @description Hard bounces per sent or bounced message over the window; null below the minimum volume. */
+                hard_bounce_rate: number | null;
+                /** @description Complaints per sent message over the window; null below the minimum volume. */
+                complaint_rate: number | null;
+                /** @description Messages sent over the window (since the last resume). */
+                sent: number;
+                /** @description Messages bounced, of any type. */
+                bounced: number;
+                /** @description Hard bounces. */
+                bounced_hard: number;
+                /** @description Complaints. */
+                complained: number;
+                /** @description What a send from it meets now: nothing refused, broadcasts refused, or every send. */
+                holds: "nothing" | "broadcasts" | "all";
+                thresholds: components["schemas"]["ReputationThresholds"];
+                /** @description In `project.sending_resumed`: a full_access key (`api`) or the CLI (`operator`). */
+                resumed_by?: "api" | "operator";
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
         };
         /** PublishTemplateRequest */
         PublishTemplateRequest: {
@@ -3830,6 +4081,75 @@ export interface components {
             /** @description What a send with these variables would be refused for, while the preview still renders (200): each declared variable, and each one the template prints unconditionally, that `variables` lacks (`missing_variable`); it renders blank here. Empty when a send would render. */
             warnings: components["schemas"]["RenderWarning"][];
         };
+        /** Reputation */
+        Reputation: {
+            /** @enum {string} */
+            object: "reputation";
+            /** @description The window's first UTC day (YYYY-MM-DD); today is its last. */
+            since: string;
+            /** @description Whether the project or any of its domains is paused. */
+            sending_paused: boolean;
+            /** @description Whether a pause holds every send (true) or only broadcasts (false). */
+            pause_all_sending: boolean;
+            project: components["schemas"]["ReputationScope"];
+            /** @description Each From domain the project sent as in the window. */
+            domains: components["schemas"]["ReputationScope"][];
+            /** @description The configured window, thresholds and minimum volumes (REPUTATION_*). */
+            thresholds: {
+                window_days: number;
+                hard_bounce_warning: number;
+                hard_bounce_limit: number;
+                complaint_warning: number;
+                complaint_limit: number;
+                min_bounce_volume: number;
+                min_complaint_volume: number;
+            };
+        };
+        /** ReputationResume */
+        ReputationResume: {
+            /** @enum {string} */
+            object: "reputation_resume";
+            /** @description The scopes resumed: null for the project as a whole, else the domain. */
+            resumed: (string | null)[];
+        };
+        /** ReputationScope */
+        ReputationScope: {
+            /** @description The From domain; null: the project as a whole. */
+            domain: string | null;
+            /** @description `ok`, `warning` (past a warning threshold) or `paused` (past a limit, until resumed). */
+            state: "ok" | "warning" | "paused";
+            /** @description The rate that moved it to its state: `hard_bounce_rate` or `complaint_rate`. */
+            reason: string | null;
+            /** @description What a send from it meets now: nothing refused, broadcasts refused, or every send. */
+            holds: "nothing" | "broadcasts" | "all";
+            /** @description Messages sent over the window (since the last resume). */
+            sent: number;
+            /** @description Messages bounced, of any type. */
+            bounced: number;
+            /** @description Hard bounces. */
+            bounced_hard: number;
+            /** @description Complaints. */
+            complained: number;
+            /** @description Hard bounces per sent or bounced message, counted now; null below the minimum volume. */
+            hard_bounce_rate: number | null;
+            /** @description Complaints per sent message, counted now; null below the minimum volume. */
+            complaint_rate: number | null;
+            changed_at: string | null;
+            resumed_at: string | null;
+        };
+        /**
+         * ReputationThresholds
+         * @description The configured window, thresholds and minimum volumes.
+         */
+        ReputationThresholds: {
+            window_days: number;
+            hard_bounce_warning: number;
+            hard_bounce_limit: number;
+            complaint_warning: number;
+            complaint_limit: number;
+            min_bounce_volume: number;
+            min_complaint_volume: number;
+        };
         /** RescheduleEmail */
         RescheduleEmail: {
             /**
@@ -3837,6 +4157,11 @@ export interface components {
              * @description The new time to send at (ISO 8601, in the future, up to 30 days ahead).
              */
             scheduled_at: string;
+        };
+        /** ResumeSendingRequest */
+        ResumeSendingRequest: {
+            /** @description Resume only this From domain; absent: every paused scope of the project. */
+            domain?: string;
         };
         /** Segment */
         Segment: {
@@ -4179,7 +4504,7 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "project.warning" | "project.sending_paused" | "project.sending_resumed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated";
         };
         /** Topic */
         Topic: {
@@ -4256,6 +4581,11 @@ export interface components {
             reject_message?: string | null;
             spam_reject_score?: number | null;
             enabled?: boolean;
+        };
+        /** UpdateReputationSettingsRequest */
+        UpdateReputationSettingsRequest: {
+            /** @description Whether a pause holds every send (true) or only broadcasts (false); null: REPUTATION_PAUSE_ALL_SENDING. */
+            pause_all_sending: boolean | null;
         };
         /** UpdateSegmentRequest */
         UpdateSegmentRequest: {
@@ -13372,6 +13702,329 @@ export interface operations {
             };
         };
     };
+    getReputation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reputation"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateReputationSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateReputationSettingsRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reputation"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    resumeSending: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ResumeSendingRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReputationResume"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     listApiKeys: {
         parameters: {
             query?: never;
@@ -14633,6 +15286,156 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["DomainFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onProjectWarning: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProjectWarningEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onProjectSendingPaused: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProjectSendingPausedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onProjectSendingResumed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProjectSendingResumedEvent"];
             };
         };
         responses: {

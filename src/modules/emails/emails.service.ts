@@ -13,6 +13,7 @@ import type { DecodedFields } from '../../lib/base64.ts';
 import type { EngagementDefaults } from '../../config.ts';
 import type { MetricsRecorder } from '../metrics/instruments.ts';
 import type { TrackingRepo } from './tracking.repo.ts';
+import type { ReputationService } from '../reputation/reputation.service.ts';
 import { createSendPreparer, type KeySender, type SendPlan } from './send-prepare.ts';
 import { createSendStore } from './send-store.ts';
 import { createSubmissionPlanner } from './submission-plan.ts';
@@ -55,6 +56,8 @@ export interface EmailServiceDeps {
   senders?: Pick<DomainService, 'authorizeSender' | 'authorizeKeyDomain'> | undefined;
   /** Opens, clicks and one-click unsubscribe: PUBLIC_URL, the defaults, and where the settings are kept. */
   engagement: EmailEngagementDeps;
+  /** The reputation breaker: a send from a paused project or domain is refused (403 `sending_paused`). */
+  reputation?: Pick<ReputationService, 'assertSendingAllowed'> | undefined;
 }
 
 export interface EmailEngagementDeps {

@@ -28,6 +28,7 @@ import {
   resolveTracking,
 } from './send-checks.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import type { ReputationService } from '../reputation/reputation.service.ts';
 
 /*
  * A send made ready to store, before any transaction: its input checked (send-checks.ts), its template
@@ -57,6 +58,8 @@ export interface SendPreparerDeps {
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   /** PUBLIC_URL and the tracking defaults (unset PUBLIC_URL: a send asking for tracking is refused). */
   engagement: Parameters<typeof resolveTracking>[3];
+  /** The reputation breaker: a send from a paused project or domain is refused (403 `sending_paused`). */
+  reputation?: Pick<ReputationService, 'assertSendingAllowed'> | undefined;
 }
 
 const USED_VARIABLES_CACHE_SIZE = 1000;
@@ -68,6 +71,7 @@ export function createSendPreparer({
   senders,
   suppressions,
   engagement,
+  reputation,
 }: SendPreparerDeps) {
   // What each published version needs, read from its Liquid once: versions never change, and a batch of
   // sends of one template would otherwise parse it once per email. Bounded, oldest entries dropped first.
@@ -187,6 +191,7 @@ export function createSendPreparer({
     decided = new Map<string, SenderAuthentication>(),
   ): Promise<NewEmail> {
     const from = parseList(input.from, `${prefix}from`)[0]!;
+    await reputation?.assertSendingAllowed(projectId, from.domain, 'transactional', `${prefix}from`);
     const authentication = await authorizeSenderDomain(
       projectId,
       from.domain,

@@ -19,6 +19,12 @@ export const EVENT_KINDS = {
     "A sending domain's DNS records match: mail from it is signed with its own key. Also emitted when a verified domain's receiving MX starts matching: its inbound routes take mail from then on.",
   'domain.failed':
     "A sending domain's DNS records stopped matching (or hold another value), or another project proved control of the name and took it over: mail from it is no longer signed with its key.",
+  'project.warning':
+    'A rate of the project, or of one of its sending domains, passed its warning threshold over the reputation window (GET /v1/reputation): `data` has the rates, the counts and the thresholds.',
+  'project.sending_paused':
+    'A rate of the project, or of one of its sending domains, passed its limit: its new broadcasts (and every send, with `pause_all_sending`) are refused with 403 `sending_paused` until a full_access key resumes it (POST /v1/reputation/resume) or the operator does (`postwire reputation resume`).',
+  'project.sending_resumed':
+    'A paused project or sending domain was resumed; its rates count again from then.',
   'contact.created': 'A contact was created (POST /v1/contacts, or the Resend SDK).',
   'contact.updated':
     'A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now).',

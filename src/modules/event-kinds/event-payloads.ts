@@ -197,6 +197,57 @@ const domainFields = {
   test: emailFields.test,
 };
 
+// What `project.*` events carry (eventData in src/modules/reputation/reputation.service.ts).
+const reputationLevel = (description: string) =>
+  Type.Union(
+    ['ok', 'warning', 'paused'].map((value) => Type.Literal(value)),
+    { description },
+  );
+const reputationFields = {
+  project_id: Type.String({ description: 'The project.' }),
+  domain: nullable(Type.String(), 'The From domain judged; null: the project as a whole.'),
+  state: reputationLevel('Its state now.'),
+  previous_state: reputationLevel('Its state before.'),
+  reason: nullable(
+    Type.Union([Type.Literal('hard_bounce_rate'), Type.Literal('complaint_rate')]),
+    'The rate that moved it (for a resume: the one that had paused it).',
+  ),
+  hard_bounce_rate: nullable(
+    Type.Number(),
+    'Hard bounces per sent or bounced message over the window; null below the minimum volume.',
+  ),
+  complaint_rate: nullable(
+    Type.Number(),
+    'Complaints per sent message over the window; null below the minimum volume.',
+  ),
+  sent: Type.Integer({ description: 'Messages sent over the window (since the last resume).' }),
+  bounced: Type.Integer({ description: 'Messages bounced, of any type.' }),
+  bounced_hard: Type.Integer({ description: 'Hard bounces.' }),
+  complained: Type.Integer({ description: 'Complaints.' }),
+  holds: Type.Union(
+    ['nothing', 'broadcasts', 'all'].map((value) => Type.Literal(value)),
+    { description: 'What a send from it meets now: nothing refused, broadcasts refused, or every send.' },
+  ),
+  thresholds: Type.Object(
+    {
+      window_days: Type.Integer(),
+      hard_bounce_warning: Type.Number(),
+      hard_bounce_limit: Type.Number(),
+      complaint_warning: Type.Number(),
+      complaint_limit: Type.Number(),
+      min_bounce_volume: Type.Integer(),
+      min_complaint_volume: Type.Integer(),
+    },
+    { title: 'ReputationThresholds', description: 'The configured window, thresholds and minimum volumes.' },
+  ),
+  resumed_by: Type.Optional(
+    Type.Union([Type.Literal('api'), Type.Literal('operator')], {
+      description: 'In `project.sending_resumed`: a full_access key (`api`) or the CLI (`operator`).',
+    }),
+  ),
+  test: emailFields.test,
+};
+
 // What `contact.*` events carry (contactEventData in src/modules/contacts/contacts.service.ts): the fields of
 // Resend's contact events, and the contact's properties.
 const contactFields = {
@@ -277,7 +328,9 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
         ? Type.Object(contactTopicsFields, { description: 'The contact and its changed subscriptions.' })
         : kind.startsWith('contact.')
           ? Type.Object(contactFields, { description: 'The contact.' })
-          : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+          : kind.startsWith('project.')
+            ? Type.Object(reputationFields, { description: 'The project or domain, its rates and state.' })
+            : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return envelope(kind, data);
 }
 

@@ -50,7 +50,7 @@ export async function readDmarcMessage(raw: Buffer): Promise<DmarcRead> {
   }
   if (!attachment) return { unreadable: 'no zip, gzip or XML attachment' };
   try {
-    return { report: readAggregateXml(reportXml(attachment)) };
+    return { report: readAggregateXml(await reportXml(attachment)) };
   } catch (error) {
     if (error instanceof AggregateRefused) return { unreadable: `refused: ${error.message}` };
     return { unreadable: `not readable: ${(error as Error).message.slice(0, 200)}` };

@@ -164,6 +164,21 @@ export function metricsOfEvent(kind: string, data: Record<string, unknown>): Met
   }
 }
 
+/**
+ * The counts the reputation breaker judges a sending domain on are kept per From domain too, under the tag
+ * `@from:<domain>`: a name no tag of a send can have (TAG_PATTERN), which the stats route's filter never
+ * matches. Only these metrics, so an outcome adds one row per metric it counts, not one per metric there is.
+ */
+export const FROM_DOMAIN_TAG = '@from';
+export const REPUTATION_METRICS: readonly Metric[] = ['sent', 'bounced', 'bounced_hard', 'complained'];
+
+/** The domain of an event's `from` (`Name <a@b.example>` or `a@b.example`), lowercased; undefined if none. */
+export function fromDomainOf(from: unknown): string | undefined {
+  if (typeof from !== 'string') return undefined;
+  const match = /@([^@<>\s]+)>?\s*$/.exec(from);
+  return match ? match[1]!.toLowerCase() : undefined;
+}
+
 /** What the events add to the daily counts, on `at`'s day. */
 export function eventIncrements(
   events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
@@ -172,14 +187,15 @@ export function eventIncrements(
   const day = at.slice(0, 10);
   const increments: Increment[] = [];
   for (const event of events) {
-    const tags = event.data.tags;
+    const given = event.data.tags;
+    const tags = typeof given === 'object' && given !== null ? (given as Record<string, string>) : {};
+    let withDomain: Record<string, string> | undefined;
     for (const metric of metricsOfEvent(event.kind, event.data)) {
-      increments.push({
-        projectId: event.projectId,
-        day,
-        tags: typeof tags === 'object' && tags !== null ? (tags as Record<string, string>) : {},
-        metric,
-      });
+      if (REPUTATION_METRICS.includes(metric)) {
+        const domain = fromDomainOf(event.data.from);
+        withDomain ??= domain === undefined ? tags : { ...tags, [FROM_DOMAIN_TAG]: domain };
+        increments.push({ projectId: event.projectId, day, tags: withDomain, metric });
+      } else increments.push({ projectId: event.projectId, day, tags, metric });
     }
   }
   return increments;

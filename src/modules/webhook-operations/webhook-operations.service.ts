@@ -117,6 +117,28 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'email.received': {},
   'domain.verified': { status: 'verified', previous_status: 'pending' },
   'domain.failed': { status: 'failed', previous_status: 'verified' },
+  'project.warning': {
+    state: 'warning',
+    previous_state: 'ok',
+    reason: 'complaint_rate',
+    complaint_rate: 0.0015,
+    holds: 'nothing',
+  },
+  'project.sending_paused': {
+    state: 'paused',
+    previous_state: 'warning',
+    reason: 'complaint_rate',
+    complaint_rate: 0.0042,
+    holds: 'broadcasts',
+  },
+  'project.sending_resumed': {
+    state: 'ok',
+    previous_state: 'paused',
+    reason: 'complaint_rate',
+    complaint_rate: 0.0042,
+    holds: 'nothing',
+    resumed_by: 'api',
+  },
   'contact.created': {},
   'contact.updated': { first_name: 'Ada', updated_at: '2026-11-22T10:05:00.000Z' },
   'contact.deleted': {},
@@ -135,6 +157,29 @@ export function testEventData(kind: EventKind): Record<string, unknown> {
       receiving: false,
       receiving_verified: false,
       records: [],
+      ...SAMPLE_DETAILS[kind],
+    };
+  }
+  // Project events are about the reputation breaker's rates (reputation.service.ts's eventData).
+  if (kind.startsWith('project.')) {
+    return {
+      test: true,
+      project_id: 'prj_test',
+      domain: 'example.com',
+      hard_bounce_rate: 0.004,
+      sent: 12_000,
+      bounced: 60,
+      bounced_hard: 48,
+      complained: 50,
+      thresholds: {
+        window_days: 7,
+        hard_bounce_warning: 0.02,
+        hard_bounce_limit: 0.05,
+        complaint_warning: 0.001,
+        complaint_limit: 0.003,
+        min_bounce_volume: 200,
+        min_complaint_volume: 1000,
+      },
       ...SAMPLE_DETAILS[kind],
     };
   }
