@@ -20,6 +20,7 @@ const worker = createSendingWorker({
   database,
   clock: systemClock,
   events: app.events,
+  tracking: bench.services.repositories.tracking,
   transport: createRelayTransport({
     url: `smtp://127.0.0.1:${smtpPort}`,
     connections: concurrency,

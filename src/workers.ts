@@ -47,6 +47,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     notifier: notifiers.send,
     logger,
     domains: services.domains,
+    tracking: repositories.tracking,
   });
   const domainChecks = createDomainCheckWorker({
     database,

@@ -160,6 +160,7 @@ function sendingUnderTest(
     db: database.handle.db,
     engine,
     events: services.events,
+    tracking: services.repositories.tracking,
     now: () => clock.now().toISOString(),
     perDomain: true,
     recipientPerJob: false,

@@ -7,7 +7,7 @@ import type { Lease } from '../../queue/lease.ts';
 import type { ClaimRequest, QueueSource, RecordResult } from '../../queue/runtime.ts';
 import type { LoadedEmail } from '../emails/email-rows.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
-import { createTrackingRepo } from '../emails/tracking.repo.ts';
+import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import { type ClaimAlong, createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
@@ -25,6 +25,8 @@ export interface SendingQueueSourceDeps {
   engine: Engine;
   /** The event service; the events are emitted in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  /** What each email asked to track (the process's repository, createRepositories). */
+  tracking: Pick<TrackingRepo, 'settingsFor'>;
   /** When the suppressions an outcome makes are made. */
   now: () => string;
   /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
@@ -77,7 +79,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     { recipients: claimed, emails }: { recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> },
   ): Promise<SendJob[]> {
     if (claimed.length === 0) return [];
-    const tracking = await createTrackingRepo(db).settingsFor(
+    const tracking = await deps.tracking.settingsFor(
       [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
     );
     const several = [...emails.values()].filter((email) => email.recipientCount > 1).map((email) => email.id);

@@ -12,7 +12,7 @@ import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts'
 import type { SecretBox } from '../../lib/crypto.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import { createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
-import { createSendingQueueSource } from './sending.queue-source.ts';
+import { createSendingQueueSource, type SendingQueueSourceDeps } from './sending.queue-source.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { personalize } from '../engagement/personalize.ts';
@@ -57,11 +57,14 @@ export function createSendingWorkerFromConfig(deps: {
   secretBox: SecretBox;
   /** The keys and return paths of the projects' verified sending domains. */
   domains?: SendingWorkerDeps['signing'];
+  /** What each email asked to track (the process's repository). */
+  tracking: SendingWorkerDeps['tracking'];
 }): SendingWorker {
   return createSendingWorker({
     database: deps.database,
     clock: deps.clock,
     events: deps.events,
+    tracking: deps.tracking,
     transport: createTransportFromConfig(deps.config),
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,
@@ -105,6 +108,8 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  /** What each email asked to track: the process's repository (createRepositories, src/services.ts). */
+  tracking: SendingQueueSourceDeps['tracking'];
   transport: MailTransport;
   settings: SendingSettings;
 }
@@ -143,6 +148,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     db,
     engine,
     events: deps.events,
+    tracking: deps.tracking,
     now: () => clock.now().toISOString(),
     perDomain: transport.perDomain,
     recipientPerJob: Boolean(deps.returnPath),
