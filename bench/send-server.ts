@@ -20,7 +20,7 @@ const worker = createSendingWorker({
   database,
   clock: systemClock,
   events: app.events,
-  tracking: bench.services.repositories.tracking,
+  repositories: bench.services.repositories,
   transport: createRelayTransport({
     url: `smtp://127.0.0.1:${smtpPort}`,
     connections: concurrency,

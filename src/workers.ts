@@ -47,7 +47,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     notifier: notifiers.send,
     logger,
     domains: services.domains,
-    tracking: repositories.tracking,
+    repositories,
   });
   const domainChecks = createDomainCheckWorker({
     database,

@@ -112,7 +112,7 @@ for (const engine of ALL_ENGINES) {
           const worker = createSendingWorkerFromConfig({
             config,
             database: api.database.handle,
-            tracking: api.services.repositories.tracking,
+            repositories: api.services.repositories,
             clock: systemClock,
             events: api.events,
             notifier: api.app.sendNotifier,

@@ -76,7 +76,7 @@ for (const engine of ALL_ENGINES) {
       worker = createSendingWorkerFromConfig({
         config,
         database: api.database.handle,
-        tracking: api.services.repositories.tracking,
+        repositories: api.services.repositories,
         clock: { now: () => new Date() },
         events: api.events,
         notifier: api.app.sendNotifier,

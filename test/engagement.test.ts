@@ -574,6 +574,8 @@ for (const engine of ALL_ENGINES) {
         db: h.api.database.handle.db,
         repo: h.api.services.repositories.engagement,
         tracking: h.api.services.repositories.tracking,
+        stats: h.api.services.repositories.stats,
+        suppressions: h.api.services.repositories.suppressions,
         clock: h.clock,
         tokens: createEngagementTokens(secretBox),
         events: h.api.events,

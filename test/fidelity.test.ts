@@ -97,7 +97,7 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     const worker = createSendingWorkerFromConfig({
       config,
       database: api.database.handle,
-      tracking: api.services.repositories.tracking,
+      repositories: api.services.repositories,
       clock: { now: () => new Date() },
       events: api.events,
       notifier: api.app.sendNotifier,

@@ -57,7 +57,7 @@ for (const engine of ALL_ENGINES) {
       worker = createSendingWorkerFromConfig({
         config: loadConfig({}),
         database: api.database.handle,
-        tracking: api.services.repositories.tracking,
+        repositories: api.services.repositories,
         clock: systemClock,
         events: api.events,
         notifier: api.app.sendNotifier,

@@ -909,7 +909,7 @@ for (const engine of ALL_ENGINES) {
         database: api.database.handle,
         clock: systemClock,
         events: api.events,
-        tracking: api.services.repositories.tracking,
+        repositories: api.services.repositories,
         transport: recording,
         settings: { ...FAST, concurrency: 1 },
       });

@@ -52,7 +52,7 @@ export async function startSendingWorker(
     database: api.database.handle,
     clock: options.clock ?? systemClock,
     events: api.events,
-    tracking: api.services.repositories.tracking,
+    repositories: api.services.repositories,
     transport,
     settings: options.settings ?? TEST_SENDING_SETTINGS,
     notifier: api.app.sendNotifier,

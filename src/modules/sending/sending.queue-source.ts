@@ -8,6 +8,7 @@ import type { ClaimRequest, QueueSource, RecordResult } from '../../queue/runtim
 import type { LoadedEmail } from '../emails/email-rows.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { TrackingRepo } from '../emails/tracking.repo.ts';
+import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import { type ClaimAlong, createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
@@ -25,8 +26,8 @@ export interface SendingQueueSourceDeps {
   engine: Engine;
   /** The event service; the events are emitted in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
-  /** What each email asked to track (the process's repository, createRepositories). */
-  tracking: Pick<TrackingRepo, 'settingsFor'>;
+  /** The process's repositories (createRepositories): what each email asked to track, and the suppressions outcomes add. */
+  repositories: { tracking: Pick<TrackingRepo, 'settingsFor'>; suppressions: Pick<SuppressionRepo, 'add'> };
   /** When the suppressions an outcome makes are made. */
   now: () => string;
   /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
@@ -45,7 +46,10 @@ export interface SendingQueueSourceDeps {
 export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSource<SendJob, SendOutcome> {
   const { db, engine, perDomain } = deps;
   const queue = createSendingQueue(db, engine);
-  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  const recipientOutcomes = createRecipientOutcomes({
+    events: deps.events,
+    suppressions: deps.repositories.suppressions,
+  });
   let lastPrune = -Infinity;
   // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
   // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
@@ -79,7 +83,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     { recipients: claimed, emails }: { recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> },
   ): Promise<SendJob[]> {
     if (claimed.length === 0) return [];
-    const tracking = await deps.tracking.settingsFor(
+    const tracking = await deps.repositories.tracking.settingsFor(
       [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
     );
     const several = [...emails.values()].filter((email) => email.recipientCount > 1).map((email) => email.id);

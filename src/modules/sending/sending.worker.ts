@@ -57,14 +57,14 @@ export function createSendingWorkerFromConfig(deps: {
   secretBox: SecretBox;
   /** The keys and return paths of the projects' verified sending domains. */
   domains?: SendingWorkerDeps['signing'];
-  /** What each email asked to track (the process's repository). */
-  tracking: SendingWorkerDeps['tracking'];
+  /** The process's repositories: what each email asked to track, and the suppression list. */
+  repositories: SendingWorkerDeps['repositories'];
 }): SendingWorker {
   return createSendingWorker({
     database: deps.database,
     clock: deps.clock,
     events: deps.events,
-    tracking: deps.tracking,
+    repositories: deps.repositories,
     transport: createTransportFromConfig(deps.config),
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,
@@ -108,8 +108,8 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
-  /** What each email asked to track: the process's repository (createRepositories, src/services.ts). */
-  tracking: SendingQueueSourceDeps['tracking'];
+  /** The process's repositories (createRepositories, src/services.ts) the sending queue reads and writes through. */
+  repositories: SendingQueueSourceDeps['repositories'];
   transport: MailTransport;
   settings: SendingSettings;
 }
@@ -148,7 +148,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     db,
     engine,
     events: deps.events,
-    tracking: deps.tracking,
+    repositories: deps.repositories,
     now: () => clock.now().toISOString(),
     perDomain: transport.perDomain,
     recipientPerJob: Boolean(deps.returnPath),

@@ -72,6 +72,30 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /**
+     * Adds entries in `transaction`; an address already on the list keeps its first entry. The API's adds
+     * and the outcomes of sends, reports and unsubscribes (emails/recipients.ts) write through it.
+     */
+    async add(entries: readonly NewSuppression[], transaction: Transaction): Promise<void> {
+      await inChunks(entries, 200, (chunk) =>
+        transaction.db
+          .insertInto('suppressions')
+          .values(
+            chunk.map((entry) => ({
+              id: newId('sup'),
+              project_id: entry.projectId,
+              address: normalizeAddress(entry.address),
+              reason: entry.reason,
+              email_id: entry.emailId,
+              detail: entry.detail,
+              created_at: entry.createdAt,
+            })),
+          )
+          .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
+          .execute(),
+      );
+    },
+
     async list(
       projectId: string,
       page: PageRequest,
@@ -120,30 +144,3 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
 }
 
 export type SuppressionRepo = ReturnType<typeof createSuppressionRepo>;
-
-/**
- * Adds entries in `transaction`; an address already on the list keeps its first entry. A function of its
- * own (it needs no database but the transaction's): the outcomes of sends and reports add entries too.
- */
-export async function addSuppressions(
-  entries: readonly NewSuppression[],
-  transaction: Transaction,
-): Promise<void> {
-  await inChunks(entries, 200, (chunk) =>
-    transaction.db
-      .insertInto('suppressions')
-      .values(
-        chunk.map((entry) => ({
-          id: newId('sup'),
-          project_id: entry.projectId,
-          address: normalizeAddress(entry.address),
-          reason: entry.reason,
-          email_id: entry.emailId,
-          detail: entry.detail,
-          created_at: entry.createdAt,
-        })),
-      )
-      .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
-      .execute(),
-  );
-}
