@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { jsonMemberIs } from '../../db/engine/sql.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -113,46 +113,42 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     async list(projectId: string, page: PageRequest, filter: ContactFilter): Promise<Page<ContactRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = select(db, projectId);
-        if (filter.unsubscribed !== undefined) query = query.where('unsubscribed', '=', filter.unsubscribed);
-        if (filter.emailPrefix !== undefined) {
-          query = query.where(sql<boolean>`email like ${likePrefix(filter.emailPrefix)} escape '\\'`);
-        }
-        if (filter.property) {
-          const { id, value } = filter.property;
-          query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
-        }
-        const { segmentId, topic } = filter;
-        if (segmentId !== undefined) {
-          query = query.where((eb) =>
-            eb.exists(
-              eb
-                .selectFrom('segment_contacts')
-                .select('segment_contacts.contact_id')
-                .whereRef('segment_contacts.contact_id', '=', 'contacts.id')
-                .where('segment_contacts.segment_id', '=', segmentId),
-            ),
-          );
-        }
-        if (topic) {
-          // Only the choices against the default are looked up: an opt-out where it is opt-in, and back.
-          const { id, defaultSubscription } = topic;
-          query = query.where((eb) => {
-            const choice = eb
-              .selectFrom('contact_topics')
-              .select('contact_topics.contact_id')
-              .whereRef('contact_topics.contact_id', '=', 'contacts.id')
-              .where('contact_topics.topic_id', '=', id);
-            return defaultSubscription === 'opt_in'
-              ? eb.not(eb.exists(choice.where('contact_topics.subscription', '=', 'opt_out')))
-              : eb.exists(choice.where('contact_topics.subscription', '=', 'opt_in'));
-          });
-        }
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      let query = select(db, projectId);
+      if (filter.unsubscribed !== undefined) query = query.where('unsubscribed', '=', filter.unsubscribed);
+      if (filter.emailPrefix !== undefined) {
+        query = query.where(sql<boolean>`email like ${likePrefix(filter.emailPrefix)} escape '\\'`);
+      }
+      if (filter.property) {
+        const { id, value } = filter.property;
+        query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
+      }
+      const { segmentId, topic } = filter;
+      if (segmentId !== undefined) {
+        query = query.where((eb) =>
+          eb.exists(
+            eb
+              .selectFrom('segment_contacts')
+              .select('segment_contacts.contact_id')
+              .whereRef('segment_contacts.contact_id', '=', 'contacts.id')
+              .where('segment_contacts.segment_id', '=', segmentId),
+          ),
+        );
+      }
+      if (topic) {
+        // Only the choices against the default are looked up: an opt-out where it is opt-in, and back.
+        const { id, defaultSubscription } = topic;
+        query = query.where((eb) => {
+          const choice = eb
+            .selectFrom('contact_topics')
+            .select('contact_topics.contact_id')
+            .whereRef('contact_topics.contact_id', '=', 'contacts.id')
+            .where('contact_topics.topic_id', '=', id);
+          return defaultSubscription === 'opt_in'
+            ? eb.not(eb.exists(choice.where('contact_topics.subscription', '=', 'opt_out')))
+            : eb.exists(choice.where('contact_topics.subscription', '=', 'opt_in'));
+        });
+      }
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     /** Writes every field but the id, project, email and creation time; false when the contact is gone. */

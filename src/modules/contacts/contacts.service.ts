@@ -1,4 +1,4 @@
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
@@ -197,20 +197,20 @@ export function createContactService({
       }
       const topic = topicId === undefined ? undefined : await topics.find(projectId, topicId);
       if (topicId !== undefined && !topic) throw notFound('topic', topicId);
-      const result = await repo.list(projectId, page, {
-        unsubscribed: filter.unsubscribed,
-        emailPrefix: filter.email_prefix?.toLowerCase(),
-        property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
-        segmentId,
-        topic:
-          topic && topicId !== undefined
-            ? { id: topicId, defaultSubscription: topic.defaultSubscription }
-            : undefined,
-      });
-      return {
-        items: result.items.map((record) => toContactView(record, declared)),
-        hasMore: result.hasMore,
-      };
+      return mapPage(
+        await repo.list(projectId, page, {
+          unsubscribed: filter.unsubscribed,
+          emailPrefix: filter.email_prefix?.toLowerCase(),
+          property:
+            filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
+          segmentId,
+          topic:
+            topic && topicId !== undefined
+              ? { id: topicId, defaultSubscription: topic.defaultSubscription }
+              : undefined,
+        }),
+        (record) => toContactView(record, declared),
+      );
     },
 
     /** Checks an update before its transaction: something to change, declared properties of their types. */

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import { writesInWith } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -241,8 +241,7 @@ export function createEventService({
       if (type !== undefined && !isEventKind(type)) {
         throw invalidParam('type', `Unknown event kind '${type}'; GET /v1/event-kinds lists them.`);
       }
-      const result = await repo.list(projectId, page, type);
-      return { items: result.items.map(toView), hasMore: result.hasMore };
+      return mapPage(await repo.list(projectId, page, type), toView);
     },
 
     async get(projectId: string, id: string): Promise<EventWithDeliveriesView> {

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row, SuppressionReason } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
@@ -101,13 +101,9 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
       page: PageRequest,
       reason?: SuppressionReason,
     ): Promise<Page<SuppressionRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('suppressions').selectAll().where('project_id', '=', projectId);
-        if (reason) query = query.where('reason', '=', reason);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      let query = db.selectFrom('suppressions').selectAll().where('project_id', '=', projectId);
+      if (reason) query = query.where('reason', '=', reason);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     async find(projectId: string, address: string): Promise<SuppressionRecord | undefined> {
