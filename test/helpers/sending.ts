@@ -1,12 +1,15 @@
 // The sending worker as the suites start it beside a test app: on the app's database, services and send
 // notifier (so an accepted email goes out at once), with a relay to a test SMTP server or another transport.
-import type { DkimConfig } from '../../src/config.ts';
+import type { Config, DkimConfig } from '../../src/config.ts';
+import type { Dns } from '../../src/lib/dns.ts';
+import { createDomainService, domainSettingsFromConfig } from '../../src/modules/domains/domains.service.ts';
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
 import type { ReturnPath } from '../../src/modules/emails/return-path.ts';
 import { createEngagementLinks } from '../../src/modules/engagement/tokens.ts';
 import {
   createSendingWorker,
+  createSendingWorkerFromConfig,
   type SendingSettings,
   type SendingWorker,
 } from '../../src/modules/sending/sending.worker.ts';
@@ -64,6 +67,40 @@ export async function startSendingWorker(
             publicUrl: options.publicUrl,
             secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
           }),
+  });
+  await worker.start();
+  return worker;
+}
+
+/**
+ * The sending worker as a worker process builds it from `config` (src/workers.ts), on `api`; with `dns`, the
+ * projects' verified sending domains sign (a domain service on that resolver). The caller stops it.
+ */
+export async function startConfiguredSendingWorker(
+  api: TestApp,
+  config: Config,
+  dns?: Dns,
+): Promise<SendingWorker> {
+  const secretBox = createSecretBox(TEST_ENCRYPTION_KEY);
+  const worker = createSendingWorkerFromConfig({
+    config,
+    database: api.database.handle,
+    repositories: api.services.repositories,
+    clock: systemClock,
+    events: api.events,
+    notifier: api.app.sendNotifier,
+    secretBox,
+    domains:
+      dns &&
+      createDomainService({
+        db: api.database.handle.db,
+        repo: api.services.repositories.domains,
+        clock: systemClock,
+        secretBox,
+        dns,
+        events: api.events,
+        settings: domainSettingsFromConfig(config),
+      }),
   });
   await worker.start();
   return worker;
