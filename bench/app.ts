@@ -11,14 +11,14 @@ import { type DatabaseHandle, openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
-import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
-import { createProjectService } from '../src/modules/projects/projects.service.ts';
-import { createServices, type Infra } from '../src/services.ts';
+import { createServices, type Infra, type Services } from '../src/services.ts';
 import { benchSchemaName } from './shared.ts';
 
 export interface BenchApp {
   app: FastifyInstance;
   database: DatabaseHandle;
+  /** The app's services (and its repositories, for a worker started beside it). */
+  services: Services;
   /** The SQLite file, or undefined on PostgreSQL. */
   sqliteFile: string | undefined;
   projectId: string;
@@ -60,16 +60,13 @@ export async function startBenchApp(
   const app = await buildApp(services);
   await app.listen({ port: 0, host: '127.0.0.1' });
 
-  const projects = createProjectService({
-    db: database.db,
-    repo: createProjectRepo(database.db),
-    clock: systemClock,
-  });
+  const { projects } = services;
   const project = await projects.createProject('Bench');
   const { plaintext: key } = await projects.createKey(project.id, { name: 'bench' });
   return {
     app,
     database,
+    services,
     sqliteFile,
     projectId: project.id,
     key,

@@ -887,6 +887,7 @@ async function runEngine(engine: Engine, receiver: Receiver, url?: string) {
       deliveryRepo: repositories.deliveries,
       deliveries: createDeliveryService({ repo: repositories.deliveries, engine, notifier }),
       webhooks: repositories.webhooks,
+      stats: repositories.stats,
     }),
   };
   const per = DEFAULTS.concurrencyPerEndpoint;

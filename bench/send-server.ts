@@ -20,6 +20,7 @@ const worker = createSendingWorker({
   database,
   clock: systemClock,
   events: app.events,
+  repositories: bench.services.repositories,
   transport: createRelayTransport({
     url: `smtp://127.0.0.1:${smtpPort}`,
     connections: concurrency,

@@ -169,6 +169,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     deliveryRepo: repositories.deliveries,
     deliveries,
     webhooks: repositories.webhooks,
+    stats: repositories.stats,
     metrics,
   });
   const domains = createDomainService({
@@ -266,6 +267,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       db,
       repo: repositories.engagement,
       tracking: repositories.tracking,
+      stats: repositories.stats,
+      suppressions: repositories.suppressions,
       clock,
       tokens: createEngagementTokens(secretBox),
       events,

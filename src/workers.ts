@@ -48,7 +48,7 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     notifier: notifiers.send,
     logger,
     domains: services.domains,
-    destinationsRepo: repositories.destinations,
+    repositories,
     onThrottle: (throttled) => services.metrics.destinationThrottled(throttled.rule.kind, throttled.provider),
   });
   const domainChecks = createDomainCheckWorker({

@@ -3,16 +3,15 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
 import { Resend } from 'resend';
-import { systemClock } from '../src/lib/clock.ts';
 import { decodeBase64 } from '../src/lib/base64.ts';
 import { attachmentContentType, sanitizeFilename } from '../src/modules/emails/attachments.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { type ReceivedMessage, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 // Attachments arrive byte for byte at a real SMTP server (parsed back with mailparser), and the official
 // `resend` SDK, pointed at Postwire by RESEND_BASE_URL alone, sends, reads, batches and cancels.
@@ -53,19 +52,11 @@ for (const engine of ALL_ENGINES) {
         body: { url: receiver.url, events: EVENT_KIND_NAMES },
       });
       assert.equal(webhook.status, 201);
-      worker = createSendingWorker({
-        database: api.database.handle,
-        clock: systemClock,
-        events: api.events,
-        transport: createRelayTransport({
-          url: `smtp://127.0.0.1:${relay.port}`,
-          connections: 2,
-          timeoutMs: 10_000,
-        }),
+      worker = await startSendingWorker(api, {
+        relayPort: relay.port,
+        relayTimeoutMs: 10_000,
         settings: { schedule: [0, 50], concurrency: 4, concurrencyPerHost: 4, timeoutMs: 10_000, jitter: 0 },
-        notifier: api.app.sendNotifier,
       });
-      await worker.start();
     });
 
     after(async () => {

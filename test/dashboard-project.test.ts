@@ -11,15 +11,13 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { inTransaction } from '../src/db/transaction.ts';
-import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
-import { startTestApp, TEST_SENDING_SETTINGS, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const skip = existsSync(CHROMIUM)
@@ -97,19 +95,7 @@ describe('the dashboard runs a project', { skip }, () => {
       worker: { schedule: [0], clock },
     });
     failing = await startReceiver({ fallback: { status: 500, body: 'down' } });
-    sender = createSendingWorker({
-      database: api.database.handle,
-      clock,
-      events: api.events,
-      transport: createCaptureTransport(),
-      settings: TEST_SENDING_SETTINGS,
-      notifier: api.app.sendNotifier,
-      engagementLinks: createEngagementLinks({
-        publicUrl: PUBLIC_URL,
-        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-      }),
-    });
-    await sender.start();
+    sender = await startSendingWorker(api, { clock, publicUrl: PUBLIC_URL });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
     const context = await browser.newContext({
       viewport: { width: 1280, height: 900 },

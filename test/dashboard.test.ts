@@ -18,14 +18,14 @@ import { type RunningServer, startServer } from '../src/server.ts';
 import { systemClock } from '../src/lib/clock.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
-import { startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { reporterKey } from './helpers/reports.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const SCREENSHOT_DIR = fileURLToPath(new URL('./screenshots/', import.meta.url));
@@ -205,15 +205,7 @@ describe('dashboard in a browser', { skip }, () => {
       logger: { level: 'trace', stream: { write: (line: string) => logLines.push(line) } },
     });
     receiver = await startReceiver();
-    sender = createSendingWorker({
-      database: api.database.handle,
-      clock: systemClock,
-      events: api.events,
-      transport: createCaptureTransport(),
-      settings: TEST_SENDING_SETTINGS,
-      notifier: api.app.sendNotifier,
-    });
-    await sender.start();
+    sender = await startSendingWorker(api);
     browser = await launchBrowser();
     ({ context, page } = await newPage(WIDTHS[0]));
   });

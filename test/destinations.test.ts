@@ -50,6 +50,7 @@ for (const engine of ALL_ENGINES) {
         database: app.database.handle,
         clock,
         events: app.events,
+        repositories: app.services.repositories,
         transport: createDirectTransport({
           timeoutMs: 15_000,
           resolveMx: resolver.resolveMx,

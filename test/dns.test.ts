@@ -1,15 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
-import { systemClock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { createDns, parseDnsServer } from '../src/lib/dns.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { createSendingWorkerFromConfig } from '../src/modules/sending/sending.worker.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { ownLoopbackAddress, startSmtpServer } from './helpers/smtp.ts';
+import { startConfiguredSendingWorker } from './helpers/sending.ts';
 
 describe('the test DNS server and the resolver DNS_SERVERS configures', () => {
   let dns: TestDnsServer;
@@ -109,15 +107,7 @@ for (const engine of ALL_ENGINES) {
             POSTWIRE_ALLOW_PRIVATE_URLS: 'true',
             SEND_TIMEOUT: '3s',
           });
-          const worker = createSendingWorkerFromConfig({
-            config,
-            database: api.database.handle,
-            clock: systemClock,
-            events: api.events,
-            notifier: api.app.sendNotifier,
-            secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-          });
-          await worker.start();
+          const worker = await startConfiguredSendingWorker(api, config);
           try {
             const sent = await api.request('POST', '/v1/emails', {
               body: {

@@ -6,14 +6,14 @@ import { authenticate } from 'mailauth';
 import { type Config, loadConfig } from '../src/config.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createDns } from '../src/lib/dns.ts';
-import { createDomainService, domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
+import { domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
 import { createReturnPath } from '../src/modules/emails/return-path.ts';
-import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
-import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
+import { startConfiguredSendingWorker } from './helpers/sending.ts';
 
 // The operator's own key (DKIM_*): what signs mail from domains no project has verified.
 const operatorKeys = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -73,24 +73,7 @@ for (const engine of ALL_ENGINES) {
 
     // The sending worker as a worker process builds it (src/workers.ts), from the same configuration.
     const startSending = async () => {
-      worker = createSendingWorkerFromConfig({
-        config,
-        database: api.database.handle,
-        clock: { now: () => new Date() },
-        events: api.events,
-        notifier: api.app.sendNotifier,
-        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        domains: createDomainService({
-          db: api.database.handle.db,
-          repo: createDomainRepo(api.database.handle.db, engine),
-          clock: { now: () => new Date() },
-          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-          dns: resolver,
-          events: api.events,
-          settings: domainSettingsFromConfig(config),
-        }),
-      });
-      await worker.start();
+      worker = await startConfiguredSendingWorker(api, config, resolver);
     };
 
     before(async () => {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { testClock } from './helpers/deliveries.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 const EMAIL_ID = /^msg_[0-9a-z]{26}$/;
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -577,15 +577,7 @@ for (const engine of ALL_ENGINES) {
     const clock = testClock({ frozen: true });
     before(async () => {
       api = await startTestApp(engine, { clock });
-      worker = createSendingWorker({
-        database: api.database.handle,
-        clock,
-        events: api.events,
-        transport: createCaptureTransport(),
-        settings: TEST_SENDING_SETTINGS,
-        notifier: api.app.sendNotifier,
-      });
-      await worker.start();
+      worker = await startSendingWorker(api, { clock });
     });
     after(async () => {
       await worker.stop();

@@ -8,22 +8,19 @@ import type { Clock } from '../src/lib/clock.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createEngagementService } from '../src/modules/engagement/engagement.service.ts';
 import { createEngagementLinks, createEngagementTokens } from '../src/modules/engagement/tokens.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import {
   ALL_ENGINES,
   engineSkip,
   ENGINES,
   startTestApp,
-  TEST_SENDING_SETTINGS,
   TEST_ENCRYPTION_KEY,
   type TestApp,
 } from './helpers/app.ts';
 import { BROWSER, onServer, parseMail, receivedEvents, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
-import { createEngagementRepo } from '../src/modules/engagement/engagement.repo.ts';
-import { createTrackingRepo } from '../src/modules/emails/tracking.repo.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 const PUBLIC_URL = 'https://mail.acme.test';
 
@@ -62,24 +59,7 @@ async function startHarness(engine: (typeof ENGINES)[number], dkim?: DkimConfig)
     body: { url: receiver.url, events: EVENT_KIND_NAMES },
   });
   assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
-  const worker = createSendingWorker({
-    database: api.database.handle,
-    clock,
-    events: api.events,
-    transport: createRelayTransport({
-      url: `smtp://127.0.0.1:${smtp.port}`,
-      connections: 2,
-      timeoutMs: 3000,
-      dkim,
-    }),
-    settings: TEST_SENDING_SETTINGS,
-    notifier: api.app.sendNotifier,
-    engagementLinks: createEngagementLinks({
-      publicUrl: PUBLIC_URL,
-      secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-    }),
-  });
-  await worker.start();
+  const worker = await startSendingWorker(api, { relayPort: smtp.port, dkim, clock, publicUrl: PUBLIC_URL });
   return {
     api,
     smtp,
@@ -592,8 +572,10 @@ for (const engine of ALL_ENGINES) {
       const address = /^mailto:([^?]+)/.exec(mailto)![1]!;
       const service = createEngagementService({
         db: h.api.database.handle.db,
-        repo: createEngagementRepo(h.api.database.handle.db),
-        tracking: createTrackingRepo(h.api.database.handle.db),
+        repo: h.api.services.repositories.engagement,
+        tracking: h.api.services.repositories.tracking,
+        stats: h.api.services.repositories.stats,
+        suppressions: h.api.services.repositories.suppressions,
         clock: h.clock,
         tokens: createEngagementTokens(secretBox),
         events: h.api.events,

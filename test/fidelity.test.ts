@@ -2,11 +2,9 @@ import assert from 'node:assert/strict';
 import { Resolver } from 'node:dns/promises';
 import { after, before, describe, test } from 'node:test';
 import { type Config, loadConfig } from '../src/config.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { createDns } from '../src/lib/dns.ts';
-import { createDomainService, domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
-import { createSendingWorkerFromConfig } from '../src/modules/sending/sending.worker.ts';
-import { startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
+import { domainSettingsFromConfig } from '../src/modules/domains/domains.service.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
 import { dkimpyAvailable, dkimpyVerify } from './helpers/dkimpy.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { CORPUS_TEMPLATE, type CorpusMessage, fidelityCorpus } from './helpers/mail-corpus.ts';
@@ -14,7 +12,7 @@ import { postfixAvailable, startPostfix, type TestPostfix } from './helpers/post
 import { assertContent, assertWireLines, mailauthVerdict } from './helpers/received-mail.ts';
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
-import { createDomainRepo } from '../src/modules/domains/domains.repo.ts';
+import { startConfiguredSendingWorker } from './helpers/sending.ts';
 
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
@@ -93,25 +91,7 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
 
   /** Sends the whole corpus with a sending worker of this configuration; the emails' ids, in corpus order. */
   async function sendCorpus(config: Config): Promise<string[]> {
-    const secretBox = createSecretBox(TEST_ENCRYPTION_KEY);
-    const worker = createSendingWorkerFromConfig({
-      config,
-      database: api.database.handle,
-      clock: { now: () => new Date() },
-      events: api.events,
-      notifier: api.app.sendNotifier,
-      secretBox,
-      domains: createDomainService({
-        db: api.database.handle.db,
-        repo: createDomainRepo(api.database.handle.db, api.engine),
-        clock: { now: () => new Date() },
-        secretBox,
-        dns: createDns({ servers: config.dnsServers }),
-        events: api.events,
-        settings: domainSettingsFromConfig(config),
-      }),
-    });
-    await worker.start();
+    const worker = await startConfiguredSendingWorker(api, config, createDns({ servers: config.dnsServers }));
     try {
       const ids: string[] = [];
       for (const message of corpus) {

@@ -1,25 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Resend, type WebhookEvent, type WebhookEventPayload } from 'resend';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { resendEventType } from '../src/modules/deliveries/resend-payload.ts';
 import { EVENT_KIND_NAMES, type EventKind } from '../src/modules/event-kinds/event-kinds.ts';
-import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { testEventData } from '../src/modules/webhook-operations/webhook-operations.service.ts';
-import {
-  ALL_ENGINES,
-  engineSkip,
-  startTestApp,
-  TEST_ENCRYPTION_KEY,
-  TEST_SENDING_SETTINGS,
-  type TestApp,
-} from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
 import { type Receiver, type ReceivedRequest, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 const PUBLIC_URL = 'https://mail.acme.test';
 const from = 'Acme <shop@acme.test>';
@@ -143,23 +134,7 @@ for (const engine of ALL_ENGINES) {
       smtp = await startSmtpServer();
       postwireReceiver = await startReceiver();
       resendReceiver = await startReceiver();
-      worker = createSendingWorker({
-        database: api.database.handle,
-        clock: { now: () => new Date() },
-        events: api.events,
-        transport: createRelayTransport({
-          url: `smtp://127.0.0.1:${smtp.port}`,
-          connections: 2,
-          timeoutMs: 3000,
-        }),
-        settings: TEST_SENDING_SETTINGS,
-        notifier: api.app.sendNotifier,
-        engagementLinks: createEngagementLinks({
-          publicUrl: PUBLIC_URL,
-          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        }),
-      });
-      await worker.start();
+      worker = await startSendingWorker(api, { relayPort: smtp.port, publicUrl: PUBLIC_URL });
       resend = new Resend(api.key, { baseUrl: `${api.baseUrl}/resend` });
     });
     after(async () => {

@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Resend } from 'resend';
 import { createDns } from '../src/lib/dns.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 const EMAIL_ID = /^msg_[0-9a-z]{26}$/;
 const from = 'Acme <hello@acme.example>';
@@ -53,19 +53,7 @@ for (const engine of ALL_ENGINES) {
         dns: createDns({ servers: [dns.address] }),
       });
       // Sends leave through a relay to a test SMTP server: what the SDK sent is what arrives.
-      worker = createSendingWorker({
-        database: api.database.handle,
-        clock: { now: () => new Date() },
-        events: api.events,
-        transport: createRelayTransport({
-          url: `smtp://127.0.0.1:${smtp.port}`,
-          connections: 2,
-          timeoutMs: 3000,
-        }),
-        settings: TEST_SENDING_SETTINGS,
-        notifier: api.app.sendNotifier,
-      });
-      await worker.start();
+      worker = await startSendingWorker(api, { relayPort: smtp.port });
       resend = new Resend(api.key, { baseUrl: `${api.baseUrl}/resend` });
     });
     after(async () => {

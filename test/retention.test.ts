@@ -3,26 +3,18 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { runCli } from '../src/cli.ts';
 import { loadConfig } from '../src/config.ts';
-import { systemClock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { idAt, newId } from '../src/lib/ids.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { createReceivedRepo } from '../src/modules/inbound/received.repo.ts';
-import { createSendingWorkerFromConfig, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import {
-  ALL_ENGINES,
-  engineSkip,
-  ENGINES,
-  startTestApp,
-  TEST_ENCRYPTION_KEY,
-  type TestApp,
-} from './helpers/app.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { ALL_ENGINES, engineSkip, ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 import { attemptsIn } from './helpers/deliveries.ts';
 import { createProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 import { inTransaction } from '../src/db/transaction.ts';
+import { startConfiguredSendingWorker } from './helpers/sending.ts';
 
 // RETENTION: what is older goes (events with their deliveries and attempts, stored MIME, attachments, tracking
 // rows, received reports), a batch at a time; emails, recipients and suppressions stay. Time is the injected
@@ -54,15 +46,7 @@ for (const engine of ALL_ENGINES) {
       api = await startTestApp(engine, { allowPrivateUrls: true, worker: true });
       receiver = await startReceiver();
       await api.request('POST', '/v1/webhooks', { body: { url: receiver.url, events: EVENT_KIND_NAMES } });
-      worker = createSendingWorkerFromConfig({
-        config: loadConfig({}),
-        database: api.database.handle,
-        clock: systemClock,
-        events: api.events,
-        notifier: api.app.sendNotifier,
-        secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-      });
-      await worker.start();
+      worker = await startConfiguredSendingWorker(api, loadConfig({}));
       for (const to of ['ada@example.org', 'bob@example.org', 'eve@example.org']) {
         // Ada's receipt comes with a scan larger than a piece: kept in message_pieces, and its MIME too.
         const scan = to.startsWith('ada') ? [{ filename: 'scan.bin', content: LARGE_FILE }] : [];

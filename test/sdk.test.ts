@@ -4,9 +4,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { systemClock } from '../src/lib/clock.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createCaptureTransport } from '../src/modules/sending/transports/capture.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import {
   AuthenticationError,
   ConflictError,
@@ -23,11 +21,12 @@ import {
   WebhookVerificationError,
 } from '../sdk/src/index.ts';
 import { createDns } from '../src/lib/dns.ts';
-import { startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { startTestApp, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 // The SDK over real HTTP against the real server: a delivery worker posts to a real receiver, and a
 // sending worker with the capture transport turns sends into events, as `npm start` does without SMTP.
@@ -51,15 +50,7 @@ describe('sdk', () => {
       dns: createDns({ servers: [dns.address] }),
     });
     receiver = await startReceiver();
-    sender = createSendingWorker({
-      database: api.database.handle,
-      clock: systemClock,
-      events: api.events,
-      transport: createCaptureTransport(),
-      settings: TEST_SENDING_SETTINGS,
-      notifier: api.app.sendNotifier,
-    });
-    await sender.start();
+    sender = await startSendingWorker(api);
     postwire = new Postwire(api.key, { baseUrl: api.baseUrl });
   });
   after(async () => {

@@ -30,6 +30,7 @@ import { checkWebhookPayloads } from './helpers/contract.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 /** Fast settings: retries 100 ms apart, no jitter, a quick poll. */
 const FAST: SendingSettings = {
@@ -104,16 +105,12 @@ async function startHarness(
     body: { url: receiver.url, events: EVENT_KIND_NAMES },
   });
   assert.equal(webhook.status, 201, JSON.stringify(webhook.body));
-  const worker = createSendingWorker({
-    database: api.database.handle,
-    clock,
-    events: api.events,
+  const worker = await startSendingWorker(api, {
     transport,
+    clock,
     settings: { ...FAST, ...settings },
-    notifier: api.app.sendNotifier,
     returnPath,
   });
-  await worker.start();
   const events = (emailId: string) =>
     receiver.requests
       .map((request) => JSON.parse(request.body))
@@ -918,6 +915,7 @@ for (const engine of ALL_ENGINES) {
         database: api.database.handle,
         clock: systemClock,
         events: api.events,
+        repositories: api.services.repositories,
         transport: recording,
         settings: { ...FAST, concurrency: 1 },
       });

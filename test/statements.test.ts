@@ -112,6 +112,7 @@ for (const engine of ALL_ENGINES) {
           database: api.database.handle,
           clock: systemClock,
           events: api.events,
+          repositories: api.services.repositories,
           transport: createRelayTransport({
             url: `smtp://127.0.0.1:${smtp.port}`,
             connections: 4,

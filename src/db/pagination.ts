@@ -1,3 +1,5 @@
+import { type SelectQueryBuilder, sql } from 'kysely';
+
 export interface PageRequest {
   limit: number;
   /** Return items older than this id (the next page, newest first). */
@@ -10,6 +12,28 @@ export interface Page<T> {
   items: T[];
   hasMore: boolean;
 }
+
+/**
+ * A page of the rows `query` selects, by pageByIdDesc over its `id` column (`column`: that column's name in
+ * a join, `t.id`): the query with the cursor's condition, the order and the limit added. Where a list adds
+ * nothing to its filters, the keyset rule is this one function.
+ */
+export function pageOfQuery<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+  page: PageRequest,
+  column = 'id',
+): Promise<Page<O>> {
+  const id = sql.ref(column);
+  return pageByIdDesc(page, (cursor, order, limit) =>
+    (cursor ? query.where(id, cursor.op, cursor.id) : query).orderBy(id, order).limit(limit).execute(),
+  );
+}
+
+/** A page of `f(item)` for each item of `page`, in its order. */
+export const mapPage = <T, U>(page: Page<T>, f: (item: T) => U): Page<U> => ({
+  items: page.items.map(f),
+  hasMore: page.hasMore,
+});
 
 export type Cursor = { op: '<' | '>'; id: string } | undefined;
 

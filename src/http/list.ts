@@ -2,7 +2,7 @@ import { type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { invalidParam } from '../lib/errors.ts';
 import { type IdPrefix, isId } from '../lib/ids.ts';
-import type { PageRequest } from '../db/pagination.ts';
+import type { Page, PageRequest } from '../db/pagination.ts';
 
 export const DEFAULT_LIST_LIMIT = 100;
 
@@ -71,3 +71,6 @@ export const list = <T>(data: T[], hasMore: boolean) => ({
   data,
   has_more: hasMore,
 });
+
+/** A page of the service's items as the API's list, each item answered as `view(item)`. */
+export const listOf = <T, U>(page: Page<T>, view: (item: T) => U) => list(page.items.map(view), page.hasMore);

@@ -1,4 +1,4 @@
-import { type TSchema, Type } from '@sinclair/typebox';
+import { type TProperties, type TSchema, Type } from '@sinclair/typebox';
 
 /** A date-time string as the API writes them; `description` says what moment it is. */
 export const timestamp = (description: string) =>
@@ -40,3 +40,24 @@ export const binary = (contentType: string, description: string) => ({
   description,
   content: { [contentType]: { schema: { type: 'string', format: 'binary' } } },
 });
+
+/**
+ * An object of the API with a life of its own: `object` naming its kind, its `id`, its own fields, then when
+ * it was created and when it last changed, in that order; `described` says what the id and the two times are.
+ */
+export const apiObject = <K extends string, P extends TProperties>(
+  kind: K,
+  title: string,
+  described: { id: string; created: string; updated: string },
+  properties: P,
+) =>
+  Type.Object(
+    {
+      object: Type.Literal(kind),
+      id: Type.String({ description: described.id }),
+      ...properties,
+      created_at: timestamp(described.created),
+      updated_at: timestamp(described.updated),
+    },
+    { title },
+  );

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
@@ -82,12 +82,8 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<ContactPropertyRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = select(db, projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      const query = select(db, projectId);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     async update(record: ContactPropertyRecord, transaction?: Transaction): Promise<boolean> {

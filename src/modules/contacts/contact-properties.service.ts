@@ -1,4 +1,4 @@
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
@@ -146,8 +146,7 @@ export function createContactPropertyService({ repo, clock }: { repo: ContactPro
     },
 
     async list(projectId: string, page: PageRequest) {
-      const result = await repo.list(projectId, page);
-      return { items: result.items.map(toContactPropertyView), hasMore: result.hasMore };
+      return mapPage(await repo.list(projectId, page), toContactPropertyView);
     },
 
     async update(

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { jsonMemberIs, textStartsWith } from '../../db/engine/sql.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -171,12 +171,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
     },
 
     async list(projectId: string, page: PageRequest, filter: ContactFilter): Promise<Page<ContactRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = filtered(select(db, projectId), filter);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      return mapPage(await pageOfQuery(filtered(select(db, projectId), filter), page), toRecord);
     },
 
     /** Up to `limit` of the filter's contacts after `afterId`, oldest first: a keyset page of an export. */

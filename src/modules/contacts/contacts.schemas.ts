@@ -4,7 +4,7 @@ import {
   answeredStringOrNumber,
   answeredStringOrNumberOrNull,
   nullable,
-  timestamp,
+  apiObject,
 } from '../../http/schema-helpers.ts';
 
 /** The most properties a project declares: every contact read and write looks them all up. */
@@ -37,10 +37,15 @@ const propertyValues = (nulls: string) =>
     description: `Values of declared properties (POST /v1/contact-properties), by key; each of the declared type. An undeclared key is refused (422). ${nulls}`,
   });
 
-export const Contact = Type.Object(
+export const Contact = apiObject(
+  'contact',
+  'Contact',
   {
-    object: Type.Literal('contact'),
-    id: Type.String({ description: 'Contact identifier (`con_…`).' }),
+    id: 'Contact identifier (`con_…`).',
+    created: 'When the contact was created.',
+    updated: 'When the contact last changed.',
+  },
+  {
     email: Type.String({ description: 'The address, lowercased.' }),
     first_name: nullable(Type.String(), 'First name, or null.'),
     last_name: nullable(Type.String(), 'Last name, or null.'),
@@ -49,10 +54,7 @@ export const Contact = Type.Object(
       description:
         'The values set, by property key (a property without a value is absent: its fallback applies).',
     }),
-    created_at: timestamp('When the contact was created.'),
-    updated_at: timestamp('When the contact last changed.'),
   },
-  { title: 'Contact' },
 );
 export type ContactView = Static<typeof Contact>;
 export const ContactList = listEnvelope(Contact);
@@ -142,17 +144,19 @@ const propertyType = Type.Union([Type.Literal('string'), Type.Literal('number')]
 const fallbackDescription = 'What personalization uses for a contact without a value, or null.';
 const fallback = nullable(propertyValue, fallbackDescription);
 
-export const ContactProperty = Type.Object(
+export const ContactProperty = apiObject(
+  'contact_property',
+  'ContactProperty',
   {
-    object: Type.Literal('contact_property'),
-    id: Type.String({ description: 'Property identifier (`cprop_…`).' }),
+    id: 'Property identifier (`cprop_…`).',
+    created: 'When it was declared.',
+    updated: 'When its fallback last changed.',
+  },
+  {
     key: Type.String({ description: 'Its key in contacts’ `properties` and in personalization.' }),
     type: propertyType,
     fallback_value: answeredStringOrNumberOrNull(fallbackDescription),
-    created_at: timestamp('When it was declared.'),
-    updated_at: timestamp('When its fallback last changed.'),
   },
-  { title: 'ContactProperty' },
 );
 export type ContactPropertyView = Static<typeof ContactProperty>;
 export const ContactPropertyList = listEnvelope(ContactProperty);

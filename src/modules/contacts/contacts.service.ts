@@ -1,4 +1,4 @@
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
@@ -216,11 +216,10 @@ export function createContactService({
 
     async list(projectId: string, page: PageRequest, filter: ContactListFilter) {
       const declared = await properties.all(projectId);
-      const result = await repo.list(projectId, page, await filterOf(projectId, filter, declared));
-      return {
-        items: result.items.map((record) => toContactView(record, declared)),
-        hasMore: result.hasMore,
-      };
+      return mapPage(
+        await repo.list(projectId, page, await filterOf(projectId, filter, declared)),
+        (record) => toContactView(record, declared),
+      );
     },
 
     /**

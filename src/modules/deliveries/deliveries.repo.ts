@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, DeliveryStatus, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
@@ -85,14 +85,11 @@ export function createDeliveryRepo(db: Kysely<Database>) {
       page: PageRequest,
       status?: DeliveryStatus,
     ): Promise<Page<DeliveryWithType>> {
-      return pageByIdDesc(page, (cursor, order, limit) => {
-        let query = webhookDeliveries(projectId, webhookId);
-        // A literal rather than a parameter: SQLite uses the partial index on failed deliveries only when
-        // the query names the same value.
-        if (status !== undefined) query = query.where('d.status', '=', sql.lit(status));
-        if (cursor) query = query.where('d.id', cursor.op, cursor.id);
-        return query.orderBy('d.id', order).limit(limit).execute();
-      });
+      let query = webhookDeliveries(projectId, webhookId);
+      // A literal rather than a parameter: SQLite uses the partial index on failed deliveries only when
+      // the query names the same value.
+      if (status !== undefined) query = query.where('d.status', '=', sql.lit(status));
+      return pageOfQuery(query, page, 'd.id');
     },
 
     /** One of a webhook's deliveries, with its event's kind. */

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, DomainStatus, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { locksRows } from '../../db/engine/sql.ts';
@@ -170,12 +170,8 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<DomainRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('domains').selectAll().where('project_id', '=', projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toDomainRecord), hasMore: result.hasMore };
+      const query = db.selectFrom('domains').selectAll().where('project_id', '=', projectId);
+      return mapPage(await pageOfQuery(query, page), toDomainRecord);
     },
 
     async find(projectId: string, id: string, transaction?: Transaction): Promise<DomainRecord | undefined> {

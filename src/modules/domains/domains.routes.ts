@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import {
   CreateDomainBody,
   DeletedDomain,
@@ -63,7 +63,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
     },
     async (request) => {
       const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
-      return list(page.items.map(domains.toView), page.hasMore);
+      return listOf(page, domains.toView);
     },
   );
 

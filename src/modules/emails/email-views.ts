@@ -1,4 +1,4 @@
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { EmailStatus } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { DomainError, notFound } from '../../lib/errors.ts';
@@ -170,7 +170,7 @@ export function createEmailViews({ repo, clock, events: eventService, engagement
     async list(projectId: string, page: PageRequest, filters: EmailListFilters = {}) {
       const result = await repo.list(projectId, page, filters);
       const now = clock.now().toISOString();
-      return { items: result.items.map((email) => toEmailSummary(email, now)), hasMore: result.hasMore };
+      return mapPage(result, (email) => toEmailSummary(email, now));
     },
 
     /** The captured MIME: the view's fields, and the message as the chunks it is kept in (`raw`). */

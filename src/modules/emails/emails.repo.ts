@@ -6,7 +6,7 @@ import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
 import { type ByteChunks, totalBytes } from '../../lib/byte-chunks.ts';
 import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import {
   attachmentsOf,
@@ -358,32 +358,28 @@ export function createEmailRepo(
     ): Promise<Page<EmailRecord>> {
       // LIKE patterns: the user's text matches as itself, wildcards included.
       const literal = (text: string) => text.toLowerCase().replace(/[\\%_]/g, (char) => `\\${char}`);
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('emails').selectAll().where('project_id', '=', projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        if (filters.status) query = query.where('status', '=', filters.status);
-        if (filters.since) query = query.where('created_at', '>=', instantOf(filters.since).toISOString());
-        if (filters.until) query = query.where('created_at', '<', instantOf(filters.until).toISOString());
-        if (filters.tag) {
-          // Tags are stored as JSON of [A-Za-z0-9_-] names and values: `"name":"value"` is exact.
-          const [name, value] = filters.tag.split(':');
-          query = query.where('tags', 'like', `%"${name}":"${value}"%`);
-        }
-        if (filters.recipient) {
-          const pattern = `%${literal(filters.recipient)}%`;
-          query = query.where((eb) =>
-            eb.exists(
-              eb
-                .selectFrom('email_recipients')
-                .select(sql`1`.as('one'))
-                .whereRef('email_recipients.email_id', '=', 'emails.id')
-                .where(sql<boolean>`lower(email_recipients.address) LIKE ${pattern} ESCAPE '\\'`),
-            ),
-          );
-        }
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toEmailRecord), hasMore: result.hasMore };
+      let query = db.selectFrom('emails').selectAll().where('project_id', '=', projectId);
+      if (filters.status) query = query.where('status', '=', filters.status);
+      if (filters.since) query = query.where('created_at', '>=', instantOf(filters.since).toISOString());
+      if (filters.until) query = query.where('created_at', '<', instantOf(filters.until).toISOString());
+      if (filters.tag) {
+        // Tags are stored as JSON of [A-Za-z0-9_-] names and values: `"name":"value"` is exact.
+        const [name, value] = filters.tag.split(':');
+        query = query.where('tags', 'like', `%"${name}":"${value}"%`);
+      }
+      if (filters.recipient) {
+        const pattern = `%${literal(filters.recipient)}%`;
+        query = query.where((eb) =>
+          eb.exists(
+            eb
+              .selectFrom('email_recipients')
+              .select(sql`1`.as('one'))
+              .whereRef('email_recipients.email_id', '=', 'emails.id')
+              .where(sql<boolean>`lower(email_recipients.address) LIKE ${pattern} ESCAPE '\\'`),
+          ),
+        );
+      }
+      return mapPage(await pageOfQuery(query, page), toEmailRecord);
     },
 
     /** In `transaction` when given. */

@@ -172,6 +172,7 @@ export const SendEmailBody = Type.Object(
   },
   { additionalProperties: false, title: 'SendEmail' },
 );
+export type SendEmailInput = Static<typeof SendEmailBody>;
 
 export const SendEmailBatchBody = Type.Array(SendEmailBody, {
   minItems: 1,
@@ -187,6 +188,7 @@ export const AcceptedEmail = Type.Object(
   },
   { title: 'AcceptedEmail' },
 );
+export type AcceptedEmailView = Static<typeof AcceptedEmail>;
 
 export const AcceptedEmailList = listEnvelope(AcceptedEmail);
 
@@ -233,6 +235,7 @@ export const EmailRecipient = Type.Object(
   },
   { title: 'EmailRecipient' },
 );
+export type EmailRecipientView = Static<typeof EmailRecipient>;
 
 export const EmailEvent = Type.Object(
   {
@@ -256,6 +259,7 @@ export const EmailEvent = Type.Object(
   },
   { title: 'EmailEvent' },
 );
+export type EmailEventView = Static<typeof EmailEvent>;
 
 const summaryFields = {
   object: Type.Literal('email'),
@@ -284,6 +288,7 @@ const summaryFields = {
 };
 
 export const EmailSummary = Type.Object(summaryFields, { title: 'EmailSummary' });
+export type EmailSummaryView = Static<typeof EmailSummary>;
 
 const EmailAuthentication = Type.Object(
   {
@@ -340,6 +345,7 @@ export const Email = Type.Object(
   },
   { title: 'Email' },
 );
+export type EmailView = Static<typeof Email>;
 
 export const EmailList = listEnvelope(EmailSummary);
 
@@ -377,6 +383,7 @@ export const RawEmail = Type.Object(
   },
   { title: 'RawEmail' },
 );
+export type RawEmailView = Static<typeof RawEmail>;
 
 export const RescheduleEmailBody = Type.Object(
   {
@@ -387,14 +394,6 @@ export const RescheduleEmailBody = Type.Object(
   },
   { additionalProperties: false, title: 'RescheduleEmail' },
 );
+export type RescheduleEmailInput = Static<typeof RescheduleEmailBody>;
 
 export const EmailParams = Type.Object({ id: Type.String({ description: 'Email identifier (`msg_…`).' }) });
-
-export type SendEmailInput = Static<typeof SendEmailBody>;
-export type RescheduleEmailInput = Static<typeof RescheduleEmailBody>;
-export type AcceptedEmailView = Static<typeof AcceptedEmail>;
-export type EmailView = Static<typeof Email>;
-export type EmailSummaryView = Static<typeof EmailSummary>;
-export type EmailRecipientView = Static<typeof EmailRecipient>;
-export type EmailEventView = Static<typeof EmailEvent>;
-export type RawEmailView = Static<typeof RawEmail>;

@@ -1,8 +1,7 @@
 import type { Transaction } from '../../db/transaction.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { EmitWith, EventService, NewEvent } from '../events/events.service.ts';
-import type { NewSuppression } from '../suppressions/suppressions.repo.ts';
-import { addSuppressionsIn } from '../suppressions/suppressions.service.ts';
+import type { NewSuppression, SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { BounceClass } from './bounce.ts';
 import type { EmailRecord } from './emails.repo.ts';
 import { emailEventData } from './event-data.ts';
@@ -125,6 +124,8 @@ function suppressionOf(applied: AppliedOutcome): Pick<NewSuppression, 'reason' |
 export function createRecipientOutcomes(deps: {
   /** With emitWith (the sending worker's), attempts can be recorded in one statement (recordAttemptsAtOnce). */
   events: Pick<EventService, 'emitIn'> & Partial<Pick<EventService, 'emitWith'>>;
+  /** The suppression list's repository, which the rule below adds to. */
+  suppressions: Pick<SuppressionRepo, 'add'>;
 }) {
   /** The events and suppressions of outcomes whose state is written. */
   function effectsOf(applied: readonly AppliedOutcome[], createdAt: string) {
@@ -159,7 +160,7 @@ export function createRecipientOutcomes(deps: {
   ): Promise<void> {
     const { events, suppressions } = effectsOf(applied, createdAt);
     await deps.events.emitIn(transaction, events);
-    await addSuppressionsIn(suppressions, transaction);
+    await deps.suppressions.add(suppressions, transaction);
   }
 
   return {

@@ -6,7 +6,8 @@ import type { Clock } from '../../lib/clock.ts';
 import { emailEventData } from '../emails/event-data.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { EventService, NewEvent } from '../events/events.service.ts';
-import { addCounts, type Increment, type Metric } from '../stats/stats.repo.ts';
+import type { Increment, Metric, StatsRepo } from '../stats/stats.repo.ts';
+import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import { isAutomated } from './automation.ts';
 import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { EngagementRepo, EngagementTarget } from './engagement.repo.ts';
@@ -40,6 +41,8 @@ export function createEngagementService({
   db,
   repo,
   tracking,
+  stats,
+  suppressions,
   clock,
   tokens,
   events,
@@ -48,11 +51,15 @@ export function createEngagementService({
   repo: EngagementRepo;
   /** Where a click's stored URL is read (the emails module's table). */
   tracking: Pick<TrackingRepo, 'link'>;
+  /** The daily numbers opens and clicks add to. */
+  stats: Pick<StatsRepo, 'addCounts'>;
+  /** The suppression list an unsubscribe adds to. */
+  suppressions: Pick<SuppressionRepo, 'add'>;
   clock: Clock;
   tokens: EngagementTokens;
   events: Pick<EventService, 'emitIn'>;
 }) {
-  const recipientOutcomes = createRecipientOutcomes({ events });
+  const recipientOutcomes = createRecipientOutcomes({ events, suppressions });
 
   const userAgentOf = (meta: FetchMeta) =>
     meta.userAgent === undefined ? null : meta.userAgent.slice(0, MAX_USER_AGENT);
@@ -107,7 +114,7 @@ export function createEngagementService({
         ),
       });
     }
-    await addCounts(increments, transaction);
+    await stats.addCounts(increments, transaction);
     await events.emitIn(transaction, emitted);
   }
 

@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import { idAt } from '../../lib/ids.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import { valuesList } from '../../db/sql-text.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -127,13 +127,9 @@ export function createEventRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest, type?: string): Promise<Page<EventRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('events').selectAll().where('project_id', '=', projectId);
-        if (type !== undefined) query = query.where('type', '=', type);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      let query = db.selectFrom('events').selectAll().where('project_id', '=', projectId);
+      if (type !== undefined) query = query.where('type', '=', type);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
   };
 }

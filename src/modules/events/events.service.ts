@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import { writesInWith } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
@@ -11,7 +11,7 @@ import { type Notifier, notifyOtherProcesses, QUEUE_CHANNELS } from '../../queue
 import type { DeliveryRepo, NewDelivery } from '../deliveries/deliveries.repo.ts';
 import type { DeliveryService } from '../deliveries/deliveries.service.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
-import { addCountsWhere, countEventsIn, eventIncrements } from '../stats/stats.repo.ts';
+import { eventIncrements, type StatsRepo } from '../stats/stats.repo.ts';
 import type { WebhookRepo } from '../webhooks/webhooks.repo.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { type EventRecord, type EventRepo, insertEventsWhere } from './events.repo.ts';
@@ -28,6 +28,8 @@ export interface EventServiceDeps {
   deliveries: Pick<DeliveryService, 'listForEvent'>;
   /** Whom each event goes to (the process's webhook repository, which keeps them in memory). */
   webhooks: Pick<WebhookRepo, 'enabledWebhooks'>;
+  /** The daily counts (GET /v1/stats), written with the events they count. */
+  stats: Pick<StatsRepo, 'countEvents' | 'addCountsWhere'>;
   /** Counts the events once committed (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'eventsEmitted'> | undefined;
 }
@@ -86,6 +88,7 @@ export function createEventService({
   deliveryRepo,
   deliveries,
   webhooks: webhookRepo,
+  stats,
   metrics = noMetrics,
 }: EventServiceDeps) {
   /** Writes pending deliveries in the caller's transaction; workers here and elsewhere wake at its commit. */
@@ -171,10 +174,10 @@ export function createEventService({
     // On PostgreSQL the events are stored in the counts' statement (a round trip fewer for every outcome
     // batch of the workers).
     if (writesInWith(engine)) {
-      await countEventsIn(counted, now, transaction, repo.insertStatement(records, transaction));
+      await stats.countEvents(counted, now, transaction, repo.insertStatement(records, transaction));
     } else {
       await repo.insert(records, transaction);
-      await countEventsIn(counted, now, transaction);
+      await stats.countEvents(counted, now, transaction);
     }
     await enqueue(transaction, deliveries);
     return emitted;
@@ -196,7 +199,7 @@ export function createEventService({
       writes: (param, guard) =>
         [
           records.length > 0 ? insertEventsWhere('events_written', records, param, guard) : '',
-          addCountsWhere('counts_written', eventIncrements(counted, now), param, guard),
+          stats.addCountsWhere('counts_written', eventIncrements(counted, now), param, guard),
         ].filter((text) => text !== ''),
       committed,
     };
@@ -238,8 +241,7 @@ export function createEventService({
       if (type !== undefined && !isEventKind(type)) {
         throw invalidParam('type', `Unknown event kind '${type}'; GET /v1/event-kinds lists them.`);
       }
-      const result = await repo.list(projectId, page, type);
-      return { items: result.items.map(toView), hasMore: result.hasMore };
+      return mapPage(await repo.list(projectId, page, type), toView);
     },
 
     async get(projectId: string, id: string): Promise<EventWithDeliveriesView> {

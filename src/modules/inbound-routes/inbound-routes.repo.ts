@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, RouteAction, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
@@ -63,12 +63,8 @@ export function createInboundRouteRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<InboundRouteRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('inbound_routes').selectAll().where('project_id', '=', projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      const query = db.selectFrom('inbound_routes').selectAll().where('project_id', '=', projectId);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     async find(projectId: string, id: string): Promise<InboundRouteRecord | undefined> {

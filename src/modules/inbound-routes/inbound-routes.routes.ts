@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import {
   CreateInboundRouteBody,
   DeletedInboundRoute,
@@ -60,7 +60,7 @@ export function registerInboundRouteRoutes(
     },
     async (request) => {
       const page = await inboundRoutes.list(projectOf(request), toPageRequest(request.query, 'rte'));
-      return list(page.items.map(toInboundRouteView), page.hasMore);
+      return listOf(page, toInboundRouteView);
     },
   );
 

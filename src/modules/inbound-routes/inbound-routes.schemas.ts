@@ -1,7 +1,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { ROUTE_ACTIONS } from '../../db/schema.ts';
 import { listEnvelope } from '../../http/list.ts';
-import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import { apiObject, nullable } from '../../http/schema-helpers.ts';
 
 const action = Type.Union(
   ROUTE_ACTIONS.map((value) => Type.Literal(value)),
@@ -34,20 +34,22 @@ const spamRejectScore = Type.Number({
     'With SPAMD_URL set: a message SpamAssassin scores at or above this is refused at DATA (550), not stored. Null: never.',
 });
 
-export const InboundRoute = Type.Object(
+export const InboundRoute = apiObject(
+  'inbound_route',
+  'InboundRoute',
   {
-    object: Type.Literal('inbound_route'),
-    id: Type.String({ description: 'Identifier (`rte_…`).' }),
+    id: 'Identifier (`rte_…`).',
+    created: 'When the route was created.',
+    updated: 'When the route last changed.',
+  },
+  {
     match: Type.String({ description: 'The recipients it takes, as given (lowercased).' }),
     priority,
     action,
     reject_message: nullable(Type.String(), 'What a `reject` route answers; null for the others.'),
     spam_reject_score: nullable(Type.Number(), 'Refuse at or above this spam score; null: never.'),
     enabled: Type.Boolean({ description: 'A disabled route matches nothing.' }),
-    created_at: timestamp('When the route was created.'),
-    updated_at: timestamp('When the route last changed.'),
   },
-  { title: 'InboundRoute' },
 );
 export type InboundRouteView = Static<typeof InboundRoute>;
 

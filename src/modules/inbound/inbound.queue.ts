@@ -7,6 +7,7 @@ import { type Lease, releaseLeases, storedLease } from '../../queue/lease.ts';
 import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
 import type { RecipientRepo } from '../emails/recipients.repo.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
+import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { MetricsRecorder } from '../metrics/instruments.ts';
 import type { ClaimedInbound, RoutedRecipient, SpamVerdict } from './inbound.repo.ts';
@@ -160,12 +161,14 @@ export function createInboundQueueSource(deps: {
   events: Pick<EventService, 'emitIn'>;
   /** The recipients' repository, through which reports move them. */
   recipients: RecipientRepo;
+  /** The suppression list's repository: what reports say adds to it. */
+  suppressions: Pick<SuppressionRepo, 'add'>;
   intake: Pick<ReceivedIntake, 'write'>;
   metrics: Pick<MetricsRecorder, 'inboundReportRead'>;
 }): QueueSource<InboundJob, InboundOutcome> {
   const { db, engine, clock, workerId, intake, metrics } = deps;
   const repo = createInboundQueue(db, engine);
-  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  const recipientOutcomes = createRecipientOutcomes({ events: deps.events, suppressions: deps.suppressions });
   return {
     async claim(lease, request) {
       const messages = await repo.claim(lease, request.limit);

@@ -4,7 +4,7 @@ import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import { createMessagePieces } from '../../db/message-pieces.ts';
 import type { ByteChunks } from '../../lib/byte-chunks.ts';
 import type { Engine } from '../../db/connection.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, InboundKind, InboundStatus, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
@@ -231,15 +231,11 @@ export function createInboundRepo(db: Kysely<Database>, _engine?: Engine) {
 
     /** The messages matched to a project's email, newest first. */
     async listForProject(projectId: string, page: PageRequest): Promise<Page<InboundRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db
-          .selectFrom('inbound_messages')
-          .select([...SUMMARY_COLUMNS])
-          .where('project_id', '=', projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      const query = db
+        .selectFrom('inbound_messages')
+        .select([...SUMMARY_COLUMNS])
+        .where('project_id', '=', projectId);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     async findForProject(projectId: string, id: string): Promise<InboundRecord | undefined> {

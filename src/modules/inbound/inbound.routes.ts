@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import { InboundMessage, InboundMessageList, InboundMessageParams } from './inbound.schemas.ts';
 import { type InboundService, toInboundView } from './inbound.service.ts';
 
@@ -30,7 +30,7 @@ export function registerInboundRoutes(
     },
     async (request) => {
       const page = await inbound.list(projectOf(request), toPageRequest(request.query, 'inb'));
-      return list(page.items.map(toInboundView), page.hasMore);
+      return listOf(page, toInboundView);
     },
   );
 

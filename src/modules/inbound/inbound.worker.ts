@@ -17,6 +17,7 @@ import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import type { ReceivedAuthenticator } from './received-authentication.ts';
 import { createReceivedIntake } from './received-intake.ts';
 import type { ReceivedRepo } from './received.repo.ts';
+import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import { createReceivedReader } from './received-reader.ts';
 
 // Reads what the inbound listener stored, on the queue runtime like every other background job: a message
@@ -30,6 +31,7 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
     inbound: Pick<InboundRepo, 'raw'>;
     recipients: RecipientRepo;
     received: Pick<ReceivedRepo, 'insert'>;
+    suppressions: Pick<SuppressionRepo, 'add'>;
   };
   events: Pick<EventService, 'emitIn'>;
   /** How reports to our return paths are recognised (BOUNCE_DOMAIN); without it only Message-IDs match. */
@@ -99,6 +101,7 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     workerId,
     events: deps.events,
     recipients,
+    suppressions: deps.repositories.suppressions,
     intake,
     metrics: deps.metrics ?? noMetrics,
   });

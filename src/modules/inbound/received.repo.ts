@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, ReceivedStatus, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -138,20 +138,16 @@ export function createReceivedRepo(db: Kysely<Database>) {
       filter: ReceivedFilter,
       { content = false }: { content?: boolean } = {},
     ): Promise<Page<ReceivedEmailRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db
-          .selectFrom('received_emails')
-          .select([...SUMMARY_COLUMNS, ...(content ? (['content'] as const) : [])])
-          .where('project_id', '=', projectId);
-        if (filter.routeId !== undefined) query = query.where('route_id', '=', filter.routeId);
-        if (filter.recipient !== undefined) query = query.where('recipient', '=', filter.recipient);
-        // Ids are time-ordered: a time window is an id range, on the (project_id, id) index.
-        if (filter.since !== undefined) query = query.where('id', '>=', idAt('rcv', instantOf(filter.since)));
-        if (filter.until !== undefined) query = query.where('id', '<', idAt('rcv', instantOf(filter.until)));
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      let query = db
+        .selectFrom('received_emails')
+        .select([...SUMMARY_COLUMNS, ...(content ? (['content'] as const) : [])])
+        .where('project_id', '=', projectId);
+      if (filter.routeId !== undefined) query = query.where('route_id', '=', filter.routeId);
+      if (filter.recipient !== undefined) query = query.where('recipient', '=', filter.recipient);
+      // Ids are time-ordered: a time window is an id range, on the (project_id, id) index.
+      if (filter.since !== undefined) query = query.where('id', '>=', idAt('rcv', instantOf(filter.since)));
+      if (filter.until !== undefined) query = query.where('id', '<', idAt('rcv', instantOf(filter.until)));
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     /** One received email, with its parsed content. */

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, toPageRequest } from '../../http/list.ts';
+import { listOf, toPageRequest } from '../../http/list.ts';
 import { binary } from '../../http/schema-helpers.ts';
 import {
   ReceivedAttachmentParams,
@@ -88,7 +88,7 @@ export function registerReceivedRoutes(
         since,
         until,
       });
-      return list(page.items.map(toReceivedSummary), page.hasMore);
+      return listOf(page, toReceivedSummary);
     },
   );
 

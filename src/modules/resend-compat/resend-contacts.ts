@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactPropertyService } from '../contacts/contact-properties.service.ts';
 import {
   type ContactPropertyView,
@@ -110,7 +110,7 @@ export function registerResendContactRoutes(
     { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
     async (request) => {
       const page = await contacts.list(projectOf(request), toPageRequest(request.query, 'con'), {});
-      return list(page.items.map(toResendListContact), page.hasMore);
+      return listOf(page, toResendListContact);
     },
   );
 
@@ -161,7 +161,7 @@ export function registerResendContactRoutes(
     { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
     async (request) => {
       const page = await contactProperties.list(projectOf(request), toPageRequest(request.query, 'cprop'));
-      return list(page.items.map(toResendProperty), page.hasMore);
+      return listOf(page, toResendProperty);
     },
   );
 

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import { toPostwireDomain, toResendClaim, toResendDomain, toResendDomainListItem } from './resend-domains.ts';
@@ -35,10 +35,7 @@ export function registerResendDomainRoutes(
     { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
     async (request) => {
       const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
-      return list(
-        page.items.map((domain) => toResendDomainListItem(domains.toView(domain))),
-        page.hasMore,
-      );
+      return listOf(page, (domain) => toResendDomainListItem(domains.toView(domain)));
     },
   );
 

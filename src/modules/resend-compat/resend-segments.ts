@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import { CreateSegmentBody, type SegmentView, UpdateSegmentBody } from '../segments/segments.schemas.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
@@ -47,7 +47,7 @@ export function registerResendSegmentRoutes(
 
   app.get('/segments', { config: read, schema: { ...hide, querystring: ListQuery } }, async (request) => {
     const page = await segments.list(projectOf(request), toPageRequest(request.query, 'seg'));
-    return list(page.items.map(toResendSegment), page.hasMore);
+    return listOf(page, toResendSegment);
   });
 
   app.get('/segments/:id', { config: read, schema: { ...hide, params: IdParams } }, async (request) => ({
@@ -85,7 +85,7 @@ export function registerResendSegmentRoutes(
       const page = await contacts.list(projectOf(request), toPageRequest(request.query, 'con'), {
         segment_id: request.params.id,
       });
-      return list(page.items.map(toResendListContact), page.hasMore);
+      return listOf(page, toResendListContact);
     },
   );
 
@@ -98,7 +98,7 @@ export function registerResendSegmentRoutes(
         request.params.id,
         toPageRequest(request.query, 'seg'),
       );
-      return list(page.items.map(toResendSegment), page.hasMore);
+      return listOf(page, toResendSegment);
     },
   );
 

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import { CreateTopicBody, TopicChoices, type TopicView, UpdateTopicBody } from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
 import { hide, IdParams } from './resend-routing.ts';
@@ -37,7 +37,7 @@ export function registerResendTopicRoutes(
 
   app.get('/topics', { config: read, schema: { ...hide, querystring: ListQuery } }, async (request) => {
     const page = await topics.list(projectOf(request), toPageRequest(request.query, 'top'));
-    return list(page.items.map(toResendTopic), page.hasMore);
+    return listOf(page, toResendTopic);
   });
 
   app.get('/topics/:id', { config: read, schema: { ...hide, params: IdParams } }, async (request) => ({
@@ -81,15 +81,12 @@ export function registerResendTopicRoutes(
         request.params.id,
         toPageRequest(request.query, 'top'),
       );
-      return list(
-        page.items.map((each) => ({
-          id: each.topic_id,
-          name: each.name,
-          description: each.description,
-          subscription: each.subscription,
-        })),
-        page.hasMore,
-      );
+      return listOf(page, (each) => ({
+        id: each.topic_id,
+        name: each.name,
+        description: each.description,
+        subscription: each.subscription,
+      }));
     },
   );
 

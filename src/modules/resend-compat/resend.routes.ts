@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
 import { registerResendContactImportRoutes } from './resend-contact-imports.ts';
 import {
@@ -148,7 +148,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await emails.list(projectOf(request), toPageRequest(request.query, 'msg'));
-          return list(page.items.map(toResendListEmail), page.hasMore);
+          return listOf(page, toResendListEmail);
         },
       );
 
@@ -221,7 +221,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await templates.list(projectOf(request), toPageRequest(request.query, 'tpl'));
-          return list(page.items.map(toResendTemplateListItem), page.hasMore);
+          return listOf(page, toResendTemplateListItem);
         },
       );
 
@@ -317,13 +317,10 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         { config: { permission: 'read_only' }, schema: { ...hide, querystring: ListQuery } },
         async (request) => {
           const page = await webhooks.list(projectOf(request), toPageRequest(request.query, 'wh'));
-          return list(
-            page.items.map((webhook) => {
-              const { object: _object, ...item } = toResendWebhook(webhook);
-              return item;
-            }),
-            page.hasMore,
-          );
+          return listOf(page, (webhook) => {
+            const { object: _object, ...item } = toResendWebhook(webhook);
+            return item;
+          });
         },
       );
 
@@ -371,7 +368,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
             request.params.id,
             toPageRequest(request.query, 'dlv'),
           );
-          return list(page.items.map(toResendEventLog), page.hasMore);
+          return listOf(page, toResendEventLog);
         },
       );
 

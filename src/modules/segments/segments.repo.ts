@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
@@ -46,27 +46,19 @@ export function createSegmentRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<SegmentRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = select(projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      const query = select(projectId);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     /** The segments a contact is in, newest first. */
     async ofContact(projectId: string, contactId: string, page: PageRequest): Promise<Page<SegmentRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db
-          .selectFrom('segments')
-          .innerJoin('segment_contacts', 'segment_contacts.segment_id', 'segments.id')
-          .selectAll('segments')
-          .where('segments.project_id', '=', projectId)
-          .where('segment_contacts.contact_id', '=', contactId);
-        if (cursor) query = query.where('segments.id', cursor.op, cursor.id);
-        return query.orderBy('segments.id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      const query = db
+        .selectFrom('segments')
+        .innerJoin('segment_contacts', 'segment_contacts.segment_id', 'segments.id')
+        .selectAll('segments')
+        .where('segments.project_id', '=', projectId)
+        .where('segment_contacts.contact_id', '=', contactId);
+      return mapPage(await pageOfQuery(query, page, 'segments.id'), toRecord);
     },
 
     /** The segments a contact is in, oldest first, read in `transaction`. */

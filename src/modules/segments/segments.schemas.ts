@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { timestamp } from '../../http/schema-helpers.ts';
+import { apiObject } from '../../http/schema-helpers.ts';
 
 export const MAX_SEGMENT_NAME = 200;
 
@@ -10,15 +10,17 @@ const name = Type.String({
   description: 'What the segment is called (`Beta testers`); need not be unique.',
 });
 
-export const Segment = Type.Object(
+export const Segment = apiObject(
+  'segment',
+  'Segment',
   {
-    object: Type.Literal('segment'),
-    id: Type.String({ description: 'Segment identifier (`seg_…`).' }),
-    name: Type.String({ description: 'What the segment is called.' }),
-    created_at: timestamp('When the segment was created.'),
-    updated_at: timestamp('When its name last changed.'),
+    id: 'Segment identifier (`seg_…`).',
+    created: 'When the segment was created.',
+    updated: 'When its name last changed.',
   },
-  { title: 'Segment' },
+  {
+    name: Type.String({ description: 'What the segment is called.' }),
+  },
 );
 export type SegmentView = Static<typeof Segment>;
 export const SegmentList = listEnvelope(Segment);

@@ -1,4 +1,4 @@
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { DomainError, notFound } from '../../lib/errors.ts';
@@ -54,8 +54,7 @@ export function createSegmentService({ repo, contacts, clock }: SegmentServiceDe
     },
 
     async list(projectId: string, page: PageRequest) {
-      const result = await repo.list(projectId, page);
-      return { items: result.items.map(toSegmentView), hasMore: result.hasMore };
+      return mapPage(await repo.list(projectId, page), toSegmentView);
     },
 
     async rename(
@@ -79,8 +78,7 @@ export function createSegmentService({ repo, contacts, clock }: SegmentServiceDe
     /** The segments a contact (by id or email) is in, newest first. */
     async ofContact(projectId: string, idOrEmail: string, page: PageRequest) {
       const contact = await contacts.find(projectId, idOrEmail);
-      const result = await repo.ofContact(projectId, contact.id, page);
-      return { items: result.items.map(toSegmentView), hasMore: result.hasMore };
+      return mapPage(await repo.ofContact(projectId, contact.id, page), toSegmentView);
     },
 
     /** Adds a contact to a segment; adding one that is in it already changes nothing (`added: false`). */

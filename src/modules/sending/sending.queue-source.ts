@@ -7,7 +7,8 @@ import type { Lease } from '../../queue/lease.ts';
 import type { ClaimRequest, QueueSource, RecordResult } from '../../queue/runtime.ts';
 import type { LoadedEmail } from '../emails/email-rows.ts';
 import { createRecipientOutcomes } from '../emails/recipients.ts';
-import { createTrackingRepo } from '../emails/tracking.repo.ts';
+import type { TrackingRepo } from '../emails/tracking.repo.ts';
+import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { DestinationSync } from '../destinations/destinations.sync.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
@@ -26,6 +27,8 @@ export interface SendingQueueSourceDeps {
   engine: Engine;
   /** The event service; the events are emitted in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  /** The process's repositories (createRepositories): what each email asked to track, and the suppressions outcomes add. */
+  repositories: { tracking: Pick<TrackingRepo, 'settingsFor'>; suppressions: Pick<SuppressionRepo, 'add'> };
   /** When the suppressions an outcome makes are made. */
   now: () => string;
   /** Each recipient domain is its own lane (direct delivery); else one lane (a relay). */
@@ -48,7 +51,10 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
   const filter = destinations && { source: destinations.source };
   const queue = createSendingQueue(db, engine, filter);
   const laneOf = (host: string) => (destinations ? destinations.shaping.laneOf(host) : host);
-  const recipientOutcomes = createRecipientOutcomes({ events: deps.events });
+  const recipientOutcomes = createRecipientOutcomes({
+    events: deps.events,
+    suppressions: deps.repositories.suppressions,
+  });
   let lastPrune = -Infinity;
   // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
   // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
@@ -83,7 +89,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     { recipients: claimed, emails }: { recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> },
   ): Promise<SendJob[]> {
     if (claimed.length === 0) return [];
-    const tracking = await createTrackingRepo(db).settingsFor(
+    const tracking = await deps.repositories.tracking.settingsFor(
       [...emails.values()].filter((email) => email.tracked).map((email) => email.id),
     );
     const several = [...emails.values()].filter((email) => email.recipientCount > 1).map((email) => email.id);

@@ -12,13 +12,13 @@ import { returnPathFromConfig, type ReturnPath } from '../emails/return-path.ts'
 import type { SecretBox } from '../../lib/crypto.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import { createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
-import { createSendingQueueSource } from './sending.queue-source.ts';
+import { createSendingQueueSource, type SendingQueueSourceDeps } from './sending.queue-source.ts';
 import type { DomainService } from '../domains/domains.service.ts';
 import type { EventService } from '../events/events.service.ts';
 import { personalize } from '../engagement/personalize.ts';
 import { createEngagementLinks, type EngagementLinks } from '../engagement/tokens.ts';
 import { createTransportFromConfig } from './transports/from-config.ts';
-import { createDestinationsRepo, type DestinationsRepo } from '../destinations/destinations.repo.ts';
+import type { DestinationsRepo } from '../destinations/destinations.repo.ts';
 import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
@@ -61,8 +61,8 @@ export function createSendingWorkerFromConfig(deps: {
   secretBox: SecretBox;
   /** The keys and return paths of the projects' verified sending domains. */
   domains?: SendingWorkerDeps['signing'];
-  /** Direct mode: where the destinations' shared state is kept (the services' repository). */
-  destinationsRepo?: DestinationsRepo | undefined;
+  /** The process's repositories: what each email asked to track, the suppression list, the destinations' state. */
+  repositories: SendingWorkerDeps['repositories'];
   onThrottle?: SendingWorkerDeps['onThrottle'];
 }): SendingWorker {
   const transport = createTransportFromConfig(deps.config);
@@ -70,10 +70,11 @@ export function createSendingWorkerFromConfig(deps: {
     database: deps.database,
     clock: deps.clock,
     events: deps.events,
+    repositories: deps.repositories,
     transport,
     destinations: transport.perDomain
       ? createDestinationSync({
-          repo: deps.destinationsRepo ?? createDestinationsRepo(deps.database.db),
+          repo: deps.repositories.destinations,
           source: DEFAULT_SOURCE,
           shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
         })
@@ -121,6 +122,8 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  /** The process's repositories (createRepositories, src/services.ts) the sending queue reads and writes through. */
+  repositories: SendingQueueSourceDeps['repositories'] & { destinations: DestinationsRepo };
   transport: MailTransport;
   settings: SendingSettings;
   /**
@@ -167,7 +170,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const destinations = transport.perDomain
     ? (deps.destinations ??
       createDestinationSync({
-        repo: createDestinationsRepo(db),
+        repo: deps.repositories.destinations,
         source: DEFAULT_SOURCE,
         shaping: createDestinationShaping(),
       }))
@@ -184,6 +187,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     db,
     engine,
     events: deps.events,
+    repositories: deps.repositories,
     now: () => clock.now().toISOString(),
     perDomain: transport.perDomain,
     recipientPerJob: Boolean(deps.returnPath),

@@ -4,7 +4,7 @@ import { inChunks, valuesList } from '../../db/sql-text.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
 // email_stats_daily: one count per project, tag ('' for every email), UTC day and metric. Counts are added
-// in the transaction that records what they count (the event's, see countEventsIn), so they are exact; the
+// in the transaction that records what they count (the event's, see countEvents), so they are exact; the
 // stats route then reads at most days × metrics rows of a primary-key range instead of scanning events.
 
 export const METRICS = [
@@ -79,57 +79,6 @@ function countRows(increments: readonly Increment[]): CountRow[] {
   return [...sums.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, row]) => row);
 }
 
-/**
- * PostgreSQL: the counts' upsert as a data-modifying part of another statement's WITH, named `name`, adding
- * the counts only when `guard` (an SQL condition on that statement's other parts) holds; its placeholders
- * from `param`. Empty when there is nothing to count.
- */
-export function addCountsWhere(
-  name: string,
-  increments: readonly Increment[],
-  param: (value: unknown) => string,
-  guard: string,
-): string {
-  const rows = countRows(increments);
-  if (rows.length === 0) return '';
-  const columns = COUNT_COLUMNS.join(', ');
-  return `${name} AS (INSERT INTO email_stats_daily (${columns}) SELECT ${columns}
-    FROM (${valuesList(COUNT_COLUMNS, rows, param, { count: 'bigint' })}) AS c (${columns}) WHERE ${guard}
-    ON CONFLICT (project_id, tag, day, metric) DO UPDATE SET count = email_stats_daily.count + excluded.count)`;
-}
-
-/**
- * Adds the increments in `transaction` (the one that records what they count), summed per row first and
- * written in key order; with `alongside`, that write too. A function of its own, like countEventsIn: it needs
- * no database but the transaction's.
- */
-export async function addCounts<T extends keyof Database>(
-  increments: readonly Increment[],
-  transaction: Transaction,
-  alongside?: Alongside<T>,
-): Promise<void> {
-  const db = transaction.db;
-  if (increments.length === 0) {
-    await alongside?.execute();
-    return;
-  }
-  const rows = countRows(increments);
-  const upsert = (creator: Pick<QueryCreator<Database>, 'insertInto'>, chunk: typeof rows) =>
-    creator
-      .insertInto('email_stats_daily')
-      .values(chunk)
-      .onConflict((conflict) =>
-        conflict
-          .columns(['project_id', 'tag', 'day', 'metric'])
-          .doUpdateSet((eb) => ({ count: eb('email_stats_daily.count', '+', eb.ref('excluded.count')) })),
-      )
-      .execute();
-  // The other write rides with the first statement.
-  await inChunks(rows, 200, (chunk, first) =>
-    upsert(first && alongside ? db.with('alongside', () => alongside) : db, chunk),
-  );
-}
-
 /** The metrics an event adds to (the unique opens and clicks are counted by the engagement module). */
 export function metricsOfEvent(kind: string, data: Record<string, unknown>): Metric[] {
   switch (kind) {
@@ -201,19 +150,75 @@ export function eventIncrements(
   return increments;
 }
 
-/** The events' counts, in the transaction that stores them (`alongside`: as addCounts). */
-export function countEventsIn<T extends keyof Database>(
-  events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
-  at: string,
+/**
+ * PostgreSQL: the counts' upsert as a data-modifying part of another statement's WITH, named `name`, adding
+ * the counts only when `guard` (an SQL condition on that statement's other parts) holds; its placeholders
+ * from `param`. Empty when there is nothing to count.
+ */
+function addCountsWhere(
+  name: string,
+  increments: readonly Increment[],
+  param: (value: unknown) => string,
+  guard: string,
+): string {
+  const rows = countRows(increments);
+  if (rows.length === 0) return '';
+  const columns = COUNT_COLUMNS.join(', ');
+  return `${name} AS (INSERT INTO email_stats_daily (${columns}) SELECT ${columns}
+    FROM (${valuesList(COUNT_COLUMNS, rows, param, { count: 'bigint' })}) AS c (${columns}) WHERE ${guard}
+    ON CONFLICT (project_id, tag, day, metric) DO UPDATE SET count = email_stats_daily.count + excluded.count)`;
+}
+
+/**
+ * Adds the increments in `transaction` (the one that records what they count), summed per row first and
+ * written in key order; with `alongside`, that write too.
+ */
+async function addCounts<T extends keyof Database>(
+  increments: readonly Increment[],
   transaction: Transaction,
   alongside?: Alongside<T>,
 ): Promise<void> {
-  return addCounts(eventIncrements(events, at), transaction, alongside);
+  const db = transaction.db;
+  if (increments.length === 0) {
+    await alongside?.execute();
+    return;
+  }
+  const rows = countRows(increments);
+  const upsert = (creator: Pick<QueryCreator<Database>, 'insertInto'>, chunk: typeof rows) =>
+    creator
+      .insertInto('email_stats_daily')
+      .values(chunk)
+      .onConflict((conflict) =>
+        conflict
+          .columns(['project_id', 'tag', 'day', 'metric'])
+          .doUpdateSet((eb) => ({ count: eb('email_stats_daily.count', '+', eb.ref('excluded.count')) })),
+      )
+      .execute();
+  // The other write rides with the first statement.
+  await inChunks(rows, 200, (chunk, first) =>
+    upsert(first && alongside ? db.with('alongside', () => alongside) : db, chunk),
+  );
 }
 
-/** The stats route's reads of the counts. */
+/**
+ * The daily counts: written in the transactions that record what they count (addCounts, countEvents, and on
+ * PostgreSQL addCountsWhere as a part of the events' statement), read by the stats route.
+ */
 export function createStatsRepo(db: Kysely<Database>) {
   return {
+    addCounts,
+    addCountsWhere,
+
+    /** The events' counts, in the transaction that stores them (`alongside`: as addCounts). */
+    countEvents<T extends keyof Database>(
+      events: ReadonlyArray<{ projectId: string; kind: string; data: Record<string, unknown> }>,
+      at: string,
+      transaction: Transaction,
+      alongside?: Alongside<T>,
+    ): Promise<void> {
+      return addCounts(eventIncrements(events, at), transaction, alongside);
+    },
+
     /** Sums per day and metric for one tag ('' for all) between two days, inclusive. */
     async readCounts(query: {
       projectId: string;

@@ -1,7 +1,7 @@
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { inChunks, placeholders, textsByShape } from '../../db/sql-text.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row, SuppressionReason } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
@@ -72,18 +72,38 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /**
+     * Adds entries in `transaction`; an address already on the list keeps its first entry. The API's adds
+     * and the outcomes of sends, reports and unsubscribes (emails/recipients.ts) write through it.
+     */
+    async add(entries: readonly NewSuppression[], transaction: Transaction): Promise<void> {
+      await inChunks(entries, 200, (chunk) =>
+        transaction.db
+          .insertInto('suppressions')
+          .values(
+            chunk.map((entry) => ({
+              id: newId('sup'),
+              project_id: entry.projectId,
+              address: normalizeAddress(entry.address),
+              reason: entry.reason,
+              email_id: entry.emailId,
+              detail: entry.detail,
+              created_at: entry.createdAt,
+            })),
+          )
+          .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
+          .execute(),
+      );
+    },
+
     async list(
       projectId: string,
       page: PageRequest,
       reason?: SuppressionReason,
     ): Promise<Page<SuppressionRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db.selectFrom('suppressions').selectAll().where('project_id', '=', projectId);
-        if (reason) query = query.where('reason', '=', reason);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      let query = db.selectFrom('suppressions').selectAll().where('project_id', '=', projectId);
+      if (reason) query = query.where('reason', '=', reason);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     async find(projectId: string, address: string): Promise<SuppressionRecord | undefined> {
@@ -130,30 +150,3 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
 }
 
 export type SuppressionRepo = ReturnType<typeof createSuppressionRepo>;
-
-/**
- * Adds entries in `transaction`; an address already on the list keeps its first entry. A function of its
- * own (it needs no database but the transaction's): the outcomes of sends and reports add entries too.
- */
-export async function addSuppressions(
-  entries: readonly NewSuppression[],
-  transaction: Transaction,
-): Promise<void> {
-  await inChunks(entries, 200, (chunk) =>
-    transaction.db
-      .insertInto('suppressions')
-      .values(
-        chunk.map((entry) => ({
-          id: newId('sup'),
-          project_id: entry.projectId,
-          address: normalizeAddress(entry.address),
-          reason: entry.reason,
-          email_id: entry.emailId,
-          detail: entry.detail,
-          created_at: entry.createdAt,
-        })),
-      )
-      .onConflict((conflict) => conflict.columns(['project_id', 'address']).doNothing())
-      .execute(),
-  );
-}

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, toPageRequest } from '../../http/list.ts';
+import { list, toPageRequest, listOf } from '../../http/list.ts';
 import {
   AddSuppressionsBody,
   DeletedSuppression,
@@ -37,7 +37,7 @@ export function registerSuppressionRoutes(
     async (request) => {
       const { reason, ...query } = request.query;
       const page = await suppressions.list(projectOf(request), toPageRequest(query, 'sup'), reason);
-      return list(page.items.map(toSuppressionView), page.hasMore);
+      return listOf(page, toSuppressionView);
     },
   );
 

@@ -7,7 +7,6 @@ import { isId } from '../../lib/ids.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { AddSuppressionsInput, SuppressionView } from './suppressions.schemas.ts';
 import {
-  addSuppressions,
   type NewSuppression,
   normalizeAddress,
   type SuppressionRecord,
@@ -88,7 +87,7 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
     async add(transaction: Transaction, entries: NewSuppression[]): Promise<SuppressionRecord[]> {
       const [first] = entries;
       if (!first) return [];
-      await addSuppressions(entries, transaction);
+      await repo.add(entries, transaction);
       const addresses = entries.map((entry) => entry.address);
       const stored = await repo.matching(first.projectId, addresses, transaction);
       return [...new Set(addresses.map(normalizeAddress))].map((address) => stored.get(address)!);
@@ -103,11 +102,5 @@ export function createSuppressionService({ repo, clock }: { repo: SuppressionRep
     },
   };
 }
-
-/** Adds entries in the caller's transaction: a hard bounce or a complaint, with the outcome that says so. */
-export const addSuppressionsIn = (
-  entries: readonly NewSuppression[],
-  transaction: Transaction,
-): Promise<void> => (entries.length === 0 ? Promise.resolve() : addSuppressions(entries, transaction));
 
 export type SuppressionService = ReturnType<typeof createSuppressionService>;

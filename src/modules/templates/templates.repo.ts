@@ -1,7 +1,7 @@
 import type { Kysely, SqlBool } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageByIdDesc, pageOfQuery } from '../../db/pagination.ts';
 import { createValidatedCache, type Stamps } from '../../db/validated-cache.ts';
 import { deleteProjectRow } from '../../db/project-rows.ts';
 
@@ -235,12 +235,8 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
     findByAlias: (projectId: string, alias: string) => findBy(projectId, 'alias', alias),
 
     async list(projectId: string, page: PageRequest): Promise<Page<StoredTemplate>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = selectTemplates().where('t.project_id', '=', projectId);
-        if (cursor) query = query.where('t.id', cursor.op, cursor.id);
-        return query.orderBy('t.id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toStored), hasMore: result.hasMore };
+      const query = selectTemplates().where('t.project_id', '=', projectId);
+      return mapPage(await pageOfQuery(query, page, 't.id'), toStored);
     },
 
     async update(record: TemplateRecord, transaction?: Transaction): Promise<WriteResult> {
@@ -318,7 +314,7 @@ export function createTemplateRepo(db: Kysely<Database>, stamps?: Stamps) {
         if (cursor) query = query.where('version', cursor.op, Number(cursor.id));
         return query.orderBy('version', order).limit(limit).execute();
       });
-      return { items: result.items.map(toVersionRecord), hasMore: result.hasMore };
+      return mapPage(result, toVersionRecord);
     },
 
     async findVersion(

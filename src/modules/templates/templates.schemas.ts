@@ -48,6 +48,7 @@ const variableDefaults = Type.Record(Type.String(), variableDefault, {
   description:
     'Defaults of declared variables, by name (`{ "plan": "free", "seats": 1 }`): a send that does not give the variable renders the default. Each name must be in `variables`; a value is a string or a number.',
 });
+export type VariableDefaults = Static<typeof variableDefaults>;
 
 export const Template = Type.Object(
   {
@@ -76,6 +77,7 @@ export const Template = Type.Object(
   },
   { title: 'Template' },
 );
+export type TemplateView = Static<typeof Template>;
 
 export const TemplateVersion = Type.Object(
   {
@@ -92,6 +94,7 @@ export const TemplateVersion = Type.Object(
   },
   { title: 'TemplateVersion', description: 'An immutable published copy of a template.' },
 );
+export type TemplateVersionView = Static<typeof TemplateVersion>;
 
 export const CreateTemplateBody = Type.Object(
   {
@@ -105,6 +108,7 @@ export const CreateTemplateBody = Type.Object(
   },
   { additionalProperties: false, title: 'CreateTemplateRequest' },
 );
+export type CreateTemplateInput = Static<typeof CreateTemplateBody>;
 
 export const UpdateTemplateBody = Type.Object(
   {
@@ -124,6 +128,7 @@ export const UpdateTemplateBody = Type.Object(
   },
   { additionalProperties: false, title: 'UpdateTemplateRequest' },
 );
+export type UpdateTemplateInput = Static<typeof UpdateTemplateBody>;
 
 // The seed's publish body: each field optional; the ones sent replace the draft's before publishing.
 export const PublishTemplateBody = Type.Object(
@@ -135,6 +140,7 @@ export const PublishTemplateBody = Type.Object(
   },
   { additionalProperties: false, title: 'PublishTemplateRequest' },
 );
+export type PublishTemplateInput = Static<typeof PublishTemplateBody>;
 
 export const PublishedTemplate = Type.Object(
   {
@@ -145,6 +151,7 @@ export const PublishedTemplate = Type.Object(
   },
   { title: 'PublishedTemplate' },
 );
+export type PublishedTemplateView = Static<typeof PublishedTemplate>;
 
 export const RenderTemplateBody = Type.Object(
   {
@@ -162,6 +169,7 @@ export const RenderTemplateBody = Type.Object(
   },
   { additionalProperties: false, title: 'RenderTemplateRequest' },
 );
+export type RenderTemplateInput = Static<typeof RenderTemplateBody>;
 
 export const RenderWarning = Type.Object(
   {
@@ -187,6 +195,7 @@ export const RenderedTemplate = Type.Object(
   },
   { title: 'RenderedTemplate' },
 );
+export type RenderedTemplateView = Static<typeof RenderedTemplate>;
 
 export const TemplateParams = Type.Object({
   id: Type.String({ description: 'Template id (`tpl_…`) or alias.' }),
@@ -221,13 +230,3 @@ export const DeletedTemplate = Type.Object(
 );
 export const TemplateList = listEnvelope(Template);
 export const TemplateVersionList = listEnvelope(TemplateVersion);
-
-export type CreateTemplateInput = Static<typeof CreateTemplateBody>;
-export type UpdateTemplateInput = Static<typeof UpdateTemplateBody>;
-export type PublishTemplateInput = Static<typeof PublishTemplateBody>;
-export type RenderTemplateInput = Static<typeof RenderTemplateBody>;
-export type TemplateView = Static<typeof Template>;
-export type VariableDefaults = Static<typeof variableDefaults>;
-export type TemplateVersionView = Static<typeof TemplateVersion>;
-export type PublishedTemplateView = Static<typeof PublishedTemplate>;
-export type RenderedTemplateView = Static<typeof RenderedTemplate>;

@@ -1,7 +1,7 @@
 import { type Clock, nextUpdatedAt as laterUpdatedAt } from '../../lib/clock.ts';
 import { conflict, DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { missingVariables, type TemplateContent, type TemplateRenderer, withDefaults } from './render.ts';
 import type {
@@ -174,8 +174,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
     },
 
     async list(projectId: string, page: PageRequest) {
-      const result = await repo.list(projectId, page);
-      return { items: result.items.map(toTemplateView), hasMore: result.hasMore };
+      return mapPage(await repo.list(projectId, page), toTemplateView);
     },
 
     async update(projectId: string, idOrAlias: string, input: UpdateTemplateInput): Promise<TemplateView> {
@@ -266,8 +265,7 @@ export function createTemplateService({ repo, clock, renderer }: TemplateService
         throw invalidParam('before', 'Send either after or before, not both.');
       }
       const template = await load(projectId, idOrAlias);
-      const result = await repo.listVersions(projectId, template.id, page);
-      return { items: result.items.map(toTemplateVersionView), hasMore: result.hasMore };
+      return mapPage(await repo.listVersions(projectId, template.id, page), toTemplateVersionView);
     },
 
     async getVersion(projectId: string, idOrAlias: string, version: number): Promise<TemplateVersionView> {

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
@@ -102,12 +102,8 @@ export function createTopicRepo(db: Kysely<Database>) {
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<TopicRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = select(projectId);
-        if (cursor) query = query.where('id', cursor.op, cursor.id);
-        return query.orderBy('id', order).limit(limit).execute();
-      });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      const query = select(projectId);
+      return mapPage(await pageOfQuery(query, page), toRecord);
     },
 
     /** Every topic of the project, newest first, with the contact's subscription to each. */
@@ -116,27 +112,20 @@ export function createTopicRepo(db: Kysely<Database>) {
       contactId: string,
       page: PageRequest,
     ): Promise<Page<ContactTopicRecord>> {
-      const result = await pageByIdDesc(page, (cursor, order, limit) => {
-        let query = db
-          .selectFrom('topics')
-          .leftJoin('contact_topics', (join) =>
-            join
-              .onRef('contact_topics.topic_id', '=', 'topics.id')
-              .on('contact_topics.contact_id', '=', contactId),
-          )
-          .selectAll('topics')
-          .select('contact_topics.subscription as choice')
-          .where('topics.project_id', '=', projectId);
-        if (cursor) query = query.where('topics.id', cursor.op, cursor.id);
-        return query.orderBy('topics.id', order).limit(limit).execute();
+      const query = db
+        .selectFrom('topics')
+        .leftJoin('contact_topics', (join) =>
+          join
+            .onRef('contact_topics.topic_id', '=', 'topics.id')
+            .on('contact_topics.contact_id', '=', contactId),
+        )
+        .selectAll('topics')
+        .select('contact_topics.subscription as choice')
+        .where('topics.project_id', '=', projectId);
+      return mapPage(await pageOfQuery(query, page, 'topics.id'), ({ choice, ...row }) => {
+        const topic = toRecord(row);
+        return { topic, subscription: choice ?? topic.defaultSubscription, chosen: choice !== null };
       });
-      return {
-        items: result.items.map(({ choice, ...row }) => {
-          const topic = toRecord(row);
-          return { topic, subscription: choice ?? topic.defaultSubscription, chosen: choice !== null };
-        }),
-        hasMore: result.hasMore,
-      };
     },
 
     /** Writes the fields that change (name, description); false when the topic is gone. */

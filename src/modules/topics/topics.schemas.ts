@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope } from '../../http/list.ts';
-import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import { apiObject, nullable } from '../../http/schema-helpers.ts';
 
 export const MAX_TOPIC_NAME = 200;
 export const MAX_TOPIC_DESCRIPTION = 1000;
@@ -19,19 +19,21 @@ const description = nullable(
   'What the topic sends, as a person sees it, or null.',
 );
 
-export const Topic = Type.Object(
+export const Topic = apiObject(
+  'topic',
+  'Topic',
   {
-    object: Type.Literal('topic'),
-    id: Type.String({ description: 'Topic identifier (`top_…`).' }),
+    id: 'Topic identifier (`top_…`).',
+    created: 'When the topic was created.',
+    updated: 'When its name or description last changed.',
+  },
+  {
     name: Type.String({ description: 'What the topic is called.' }),
     description: nullable(Type.String(), 'What it sends, or null.'),
     default_subscription: subscription(
       'The subscription of a contact that has made no choice: `opt_in` (subscribed until they opt out) or `opt_out` (not until they opt in). Fixed once created.',
     ),
-    created_at: timestamp('When the topic was created.'),
-    updated_at: timestamp('When its name or description last changed.'),
   },
-  { title: 'Topic' },
 );
 export type TopicView = Static<typeof Topic>;
 export const TopicList = listEnvelope(Topic);

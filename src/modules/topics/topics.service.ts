@@ -1,4 +1,4 @@
-import type { PageRequest } from '../../db/pagination.ts';
+import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
@@ -76,8 +76,7 @@ export function createTopicService({ repo, contacts, events, clock }: TopicServi
     },
 
     async list(projectId: string, page: PageRequest) {
-      const result = await repo.list(projectId, page);
-      return { items: result.items.map(toTopicView), hasMore: result.hasMore };
+      return mapPage(await repo.list(projectId, page), toTopicView);
     },
 
     async update(
@@ -108,8 +107,7 @@ export function createTopicService({ repo, contacts, events, clock }: TopicServi
     /** Every topic of the project, newest first, with the contact's subscription to each. */
     async ofContact(projectId: string, idOrEmail: string, page: PageRequest) {
       const contact = await contacts.find(projectId, idOrEmail);
-      const result = await repo.ofContact(projectId, contact.id, page);
-      return { items: result.items.map(toContactTopicView), hasMore: result.hasMore };
+      return mapPage(await repo.ofContact(projectId, contact.id, page), toContactTopicView);
     },
 
     /**

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
+import { mapPage, type Cursor, type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { prepareQuery } from '../../db/prepared-query.ts';
 import { createValidatedCache, type Stamps, type ThroughOptions } from '../../db/validated-cache.ts';
 import { createBoundedMemo, createIdentityMemo } from '../../lib/memo.ts';
@@ -172,12 +172,14 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
           ),
         );
       }
-      const result = await pageByIdDesc(page, (cursor, order, limit) =>
-        cursor
-          ? pageQuery(cursor, order)(projectId, limit, cursor.id)
-          : pageQuery(cursor, order)(projectId, limit),
+      return mapPage(
+        await pageByIdDesc(page, (cursor, order, limit) =>
+          cursor
+            ? pageQuery(cursor, order)(projectId, limit, cursor.id)
+            : pageQuery(cursor, order)(projectId, limit),
+        ),
+        toRecord,
       );
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
     },
 
     /**
