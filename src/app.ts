@@ -21,6 +21,7 @@ import type { Notifier } from './queue/notifier.ts';
 import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
 import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
+import { registerBroadcastRoutes } from './modules/broadcasts/broadcasts.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
@@ -232,6 +233,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerContactRoutes(app, { contacts: services.contacts, contactProperties: services.contactProperties });
   registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
   registerTopicRoutes(app, { topics: services.topics });
+  registerBroadcastRoutes(app, { broadcasts: services.broadcasts });
   registerInboundRoutes(app, { inbound: services.inbound });
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });

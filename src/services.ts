@@ -15,6 +15,9 @@ import { createSegmentRepo } from './modules/segments/segments.repo.ts';
 import { createSegmentService } from './modules/segments/segments.service.ts';
 import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
+import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
+import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
+import { createFanOut } from './modules/broadcasts/fan-out.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -70,6 +73,8 @@ export interface Notifiers {
   send: Notifier;
   /** The inbound listener stored a message: it is due to be read. */
   inbound: Notifier;
+  /** A broadcast is to be sent now: its fan-out is due. */
+  broadcast: Notifier;
 }
 
 /** What a process brings besides the database and the configuration. */
@@ -112,6 +117,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     contactProperties: createContactPropertyRepo(db),
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
+    broadcasts: createBroadcastRepo(db),
     dmarc: createDmarcRepo(db),
     metrics: createMetricsRepo(db),
   };
@@ -128,6 +134,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     delivery: infra.notifiers?.delivery ?? createNotifier(),
     send: infra.notifiers?.send ?? createNotifier(),
     inbound: infra.notifiers?.inbound ?? createNotifier(),
+    broadcast: infra.notifiers?.broadcast ?? createNotifier(),
   };
 
   // The queue workers this process runs (workers.ts adds them), and what it counts for /metrics: both per
@@ -199,6 +206,39 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     topics: repositories.topics,
   });
 
+  const topics = createTopicService({ repo: repositories.topics, contacts, events, clock });
+  const broadcasts = createBroadcastService({
+    db,
+    engine,
+    repo: repositories.broadcasts,
+    segments: repositories.segments,
+    topics: repositories.topics,
+    templates: repositories.templates,
+    senders: domains,
+    contacts,
+    topicChoices: topics,
+    clock,
+    notifier: notifiers.broadcast,
+    engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
+  });
+  /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
+  const fanOut = createFanOut({
+    db,
+    repo: repositories.broadcasts,
+    segments: repositories.segments,
+    topics: repositories.topics,
+    suppressions: repositories.suppressions,
+    properties: repositories.contactProperties,
+    templates: repositories.templates,
+    renderer,
+    emails: repositories.emails,
+    tracking: repositories.tracking,
+    senders: domains,
+    events,
+    clock,
+    sendNotifier: notifiers.send,
+  });
+
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
 
@@ -247,11 +287,14 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
       tokens: createEngagementTokens(secretBox),
       events,
+      audience: broadcasts.audienceUnsubscribe,
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
     segments: createSegmentService({ repo: repositories.segments, contacts, clock }),
-    topics: createTopicService({ repo: repositories.topics, contacts, events, clock }),
+    topics,
+    broadcasts,
+    fanOut,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     inbound: createInboundService({ db, repo: repositories.inbound }),
     received: createReceivedService({

@@ -5,6 +5,7 @@ import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createReceivedAuthenticator } from './modules/inbound/received-authentication.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
+import { createBroadcastWorker } from './modules/broadcasts/broadcasts.worker.ts';
 import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
 import type { Services } from './services.ts';
@@ -53,6 +54,14 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     clock,
     domains: services.domains,
     settings: config.domainChecks,
+    logger,
+    deadAfterMs,
+  });
+  const broadcastFanOut = createBroadcastWorker({
+    database,
+    clock,
+    fanOut: services.fanOut,
+    notifier: notifiers.broadcast,
     logger,
     deadAfterMs,
   });
@@ -115,6 +124,10 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       // From now on /readyz expects its heartbeats and /metrics reads its attempts in flight.
       services.runningWorkers.add({ queue, worker });
     }
+    // Not among /readyz's and /metrics' queues (QUEUE_NAMES): a fan-out that stalls delays a broadcast, not
+    // the process's mail.
+    await broadcastFanOut.start();
+    started.push(broadcastFanOut);
     if (retention) {
       retention.start();
       started.push(retention);

@@ -33,6 +33,7 @@ import { migration as webhookFormat } from './migrations/0030_webhook_format.ts'
 import { migration as segmentsTopics } from './migrations/0031_segments_topics.ts';
 import { migration as domainCompliance } from './migrations/0032_domain_compliance.ts';
 import { migration as dmarcRecords } from './migrations/0033_dmarc_records.ts';
+import { migration as broadcasts } from './migrations/0034_broadcasts.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -71,6 +72,7 @@ const migrations: Record<string, Migration> = {
   '0031_segments_topics': segmentsTopics,
   '0032_domain_compliance': domainCompliance,
   '0033_dmarc_records': dmarcRecords,
+  '0034_broadcasts': broadcasts,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

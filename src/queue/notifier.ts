@@ -9,6 +9,7 @@ export const QUEUE_CHANNELS = {
   sending: 'postwire_sending',
   inbound: 'postwire_inbound',
   domains: 'postwire_domains',
+  broadcasts: 'postwire_broadcasts',
 } as const;
 
 export type QueueChannel = (typeof QUEUE_CHANNELS)[keyof typeof QUEUE_CHANNELS];

@@ -34,7 +34,8 @@ export interface ContactFilter {
   topic?: { id: string; defaultSubscription: 'opt_in' | 'opt_out' } | undefined;
 }
 
-const toRecord = (row: Row<'contacts'>): ContactRecord => ({
+/** A contacts row as a record (also read by the segments repository's members). */
+export const toContactRecord = (row: Row<'contacts'>): ContactRecord => ({
   id: row.id,
   projectId: row.project_id,
   email: row.email,
@@ -87,7 +88,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       const row = await select(transaction?.db ?? db, projectId)
         .where(column, '=', value)
         .executeTakeFirst();
-      return row && toRecord(row);
+      return row && toContactRecord(row);
     },
 
     /**
@@ -109,7 +110,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return undefined;
       const row = await select(via, projectId).where(column, '=', value).executeTakeFirst();
-      return row && toRecord(row);
+      return row && toContactRecord(row);
     },
 
     async list(projectId: string, page: PageRequest, filter: ContactFilter): Promise<Page<ContactRecord>> {
@@ -152,7 +153,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         if (cursor) query = query.where('id', cursor.op, cursor.id);
         return query.orderBy('id', order).limit(limit).execute();
       });
-      return { items: result.items.map(toRecord), hasMore: result.hasMore };
+      return { items: result.items.map(toContactRecord), hasMore: result.hasMore };
     },
 
     /** Writes every field but the id, project, email and creation time; false when the contact is gone. */

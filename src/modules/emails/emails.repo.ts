@@ -79,6 +79,8 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
     updated_at: email.createdAt,
     source: email.source,
     smtp_username: email.smtpUsername,
+    broadcast_id: email.broadcastId ?? null,
+    contact_id: email.contactId ?? null,
   };
 }
 
