@@ -299,10 +299,10 @@ for (const engine of ALL_ENGINES) {
       });
 
       assertError(
-        await resend.broadcasts.list(),
+        await resend.automations.list(),
         501,
         'application_error',
-        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).',
+        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics and broadcasts (docs/api/resend.md).',
       );
       assertError(
         await resend.suppressions.list(),

@@ -307,6 +307,9 @@ export function createBroadcastService(deps: BroadcastServiceDeps) {
       return { items: result.items.map(toBroadcastSummary), hasMore: result.hasMore };
     },
 
+    /** As stored (the /resend list). */
+    listRecords: (projectId: string, page: PageRequest) => repo.list(projectId, page),
+
     async prepareUpdate(projectId: string, id: string, input: UpdateBroadcastInput) {
       const current = await load(projectId, id);
       if (current.status !== 'draft') throw notDraft(current, 'changed');

@@ -1,6 +1,17 @@
+import { Type } from '@sinclair/typebox';
 import { notFound } from '../../lib/errors.ts';
 import type { ApiKeyRecord } from '../projects/projects.repo.ts';
 import type { ProjectService } from '../projects/projects.service.ts';
+
+/** The body of Resend's apiKeys.create. */
+export const CreateApiKeyBody = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 200 }),
+    permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
+    domain_id: Type.Optional(Type.String({ minLength: 1 })),
+  },
+  { additionalProperties: false },
+);
 
 export interface ResendCreateKey {
   name: string;

@@ -1,5 +1,4 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -15,12 +14,13 @@ import {
 import { prepareFrom, storeSend } from '../emails/emails.routes.ts';
 import { CreateTemplateBody, UpdateTemplateBody } from '../templates/templates.schemas.ts';
 import { CreateWebhookBody, UpdateWebhookBody } from '../webhooks/webhooks.schemas.ts';
-import { createKey, listKeys, revokeKey } from './resend-api-keys.ts';
+import { CreateApiKeyBody, createKey, listKeys, revokeKey } from './resend-api-keys.ts';
 import { registerResendContactRoutes } from './resend-contacts.ts';
 import { registerResendDomainRoutes } from './resend-domains.routes.ts';
 import { hide, IdParams, translated, WebhookEventParams } from './resend-routing.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
+import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
@@ -45,7 +45,6 @@ export const RESEND_PREFIX = '/resend';
 
 // Resend's resources that Postwire has no equivalent of, by the first segment of their path.
 const NOT_IN_POSTWIRE: Record<string, string> = {
-  broadcasts: 'broadcasts',
   automations: 'automations',
   events: 'custom events',
   inboxes: 'inboxes',
@@ -78,15 +77,6 @@ const notImplemented = (reply: FastifyReply, message: string): ResendError => {
   reply.code(501);
   return { statusCode: 501, name: 'application_error', message };
 };
-
-const CreateApiKeyBody = Type.Object(
-  {
-    name: Type.String({ minLength: 1, maxLength: 200 }),
-    permission: Type.Optional(Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')])),
-    domain_id: Type.Optional(Type.String({ minLength: 1 })),
-  },
-  { additionalProperties: false },
-);
 
 /**
  * A Resend-compatible API at /resend, for Resend's SDK (resend@6): its request and response shapes over the
@@ -442,6 +432,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendContactRoutes(scope, services);
       registerResendSegmentRoutes(scope, services);
       registerResendTopicRoutes(scope, services);
+      registerResendBroadcastRoutes(scope, services);
 
       // API keys.
       app.post(
@@ -479,7 +470,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments and topics (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics and broadcasts (docs/api/resend.md).`,
             );
           }
           const elsewhere = IN_V1_ONLY[resource];
