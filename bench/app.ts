@@ -13,12 +13,16 @@ import { systemClock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
 import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
-import { createServices, type Infra } from '../src/services.ts';
+import { createServices, type Infra, type Services } from '../src/services.ts';
 import { benchSchemaName } from './shared.ts';
 
 export interface BenchApp {
   app: FastifyInstance;
   database: DatabaseHandle;
+  /** Where it listens (`http://127.0.0.1:<port>`). */
+  baseUrl: string;
+  /** The services the app is built on (to run workers on them). */
+  services: Services;
   /** The SQLite file, or undefined on PostgreSQL. */
   sqliteFile: string | undefined;
   projectId: string;
@@ -67,9 +71,13 @@ export async function startBenchApp(
   });
   const project = await projects.createProject('Bench');
   const { plaintext: key } = await projects.createKey(project.id, { name: 'bench' });
+  const address = app.server.address();
+  const baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   return {
     app,
     database,
+    baseUrl,
+    services,
     sqliteFile,
     projectId: project.id,
     key,

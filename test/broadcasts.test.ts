@@ -106,6 +106,15 @@ for (const engine of ALL_ENGINES) {
     }
 
     const messagesTo = (address: string) => smtp.messages.filter((message) => message.to.includes(address));
+    /** Waits (on the SMTP server's own signal) until `address` has received `count` messages. */
+    async function received(address: string, count: number) {
+      const deadline = Date.now() + 30_000;
+      while (messagesTo(address).length < count) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`${address} received ${messagesTo(address).length} of ${count}`);
+        await smtp.waitFor(smtp.messages.length + 1, left).catch(() => undefined);
+      }
+    }
 
     test('to a segment: one personalized copy per eligible contact, each with its own unsubscribe', async () => {
       await created(api, '/v1/contact-properties', { key: 'plan', type: 'string', fallback_value: 'free' });
@@ -146,12 +155,14 @@ for (const engine of ALL_ENGINES) {
       const sent = await waitForEvent(
         receiver,
         (event) => event.type === 'broadcast.sent' && event.data.id === broadcast.id,
+        30_000,
       );
       assert.deepEqual(
         { copies: sent.data.copies, excluded: sent.data.excluded, segment_id: sent.data.segment_id },
         { copies: 2, excluded: 3, segment_id: segmentId },
       );
-      await smtp.waitFor(2);
+      await received('ada@news.test', 1);
+      await received('bob@news.test', 1);
       assert.equal(messagesTo('ada@news.test').length, 1);
       assert.equal(messagesTo('bob@news.test').length, 1);
       for (const nobody of ['carol@news.test', 'dan@news.test', 'eve@news.test', 'frank@news.test']) {
@@ -229,8 +240,12 @@ for (const engine of ALL_ENGINES) {
         segment_id: segmentId,
         send: true,
       });
-      await waitForEvent(receiver, (event) => event.type === 'broadcast.sent' && event.data.id === second.id);
-      await smtp.waitFor(4);
+      await waitForEvent(
+        receiver,
+        (event) => event.type === 'broadcast.sent' && event.data.id === second.id,
+        30_000,
+      );
+      await received('bob@news.test', 2);
       const bobAgain = await parseMail(messagesTo('bob@news.test')[1]!.raw);
       const bobPost = await fetch(onServer(bobAgain.unsubscribeUrl!, api.baseUrl), {
         method: 'POST',
@@ -307,7 +322,11 @@ for (const engine of ALL_ENGINES) {
       assert.equal(later.status, 'scheduled');
       clock.advance(120_000);
       fanOut.wake();
-      await waitForEvent(receiver, (event) => event.type === 'broadcast.sent' && event.data.id === later.id);
+      await waitForEvent(
+        receiver,
+        (event) => event.type === 'broadcast.sent' && event.data.id === later.id,
+        30_000,
+      );
       assertApiError(
         await api.request('POST', `/v1/broadcasts/${later.id}/cancel`),
         409,
@@ -383,7 +402,11 @@ for (const engine of ALL_ENGINES) {
       });
       const sent = await api.request('POST', `/v1/broadcasts/${own.id}/send`, { key: limited, body: {} });
       assert.equal(sent.status, 200, JSON.stringify(sent.body));
-      await waitForEvent(receiver, (event) => event.type === 'broadcast.sent' && event.data.id === own.id);
+      await waitForEvent(
+        receiver,
+        (event) => event.type === 'broadcast.sent' && event.data.id === own.id,
+        30_000,
+      );
     });
 
     test('a fan-out that fails half-way resumes from its cursor: no duplicate, no contact missed', async () => {
@@ -445,7 +468,11 @@ for (const engine of ALL_ENGINES) {
         settings: { pollIntervalMs: 50 },
       });
       await fanOut.start();
-      await waitForEvent(receiver, (event) => event.type === 'broadcast.sent' && event.data.id === draft.id);
+      await waitForEvent(
+        receiver,
+        (event) => event.type === 'broadcast.sent' && event.data.id === draft.id,
+        30_000,
+      );
       const deadline = Date.now() + 8000;
       while (contacts.some((contact) => messagesTo(contact.email).length === 0) && Date.now() < deadline) {
         await smtp

@@ -53,14 +53,37 @@ export function createBroadcastQueue(db: Kysely<Database>, engine: Engine) {
       await query.execute();
     },
 
-    /** When the next scheduled broadcast falls due (a sending one is due now). */
-    async nextDueAt(): Promise<string | undefined> {
-      const row = await db
+    /**
+     * When the next broadcast falls due: a sending one at once (when its lease is free) or when its lease
+     * runs out; a scheduled one at its time.
+     */
+    async nextDueAt(now: Date): Promise<string | undefined> {
+      const sending = await db
+        .selectFrom('broadcasts')
+        .select((eb) => [
+          eb.fn.countAll<number | string>().as('count'),
+          eb.fn.min('locked_until').as('earliest'),
+        ])
+        .where('status', '=', 'sending')
+        .executeTakeFirst();
+      const scheduled = await db
         .selectFrom('broadcasts')
         .select((eb) => eb.fn.min('scheduled_at').as('next'))
         .where('status', '=', 'scheduled')
         .executeTakeFirst();
-      return row?.next ?? undefined;
+      const times: string[] = [];
+      if (Number(sending?.count ?? 0) > 0) {
+        // One without a lease (count of leases < count) is due now; else the earliest lease's end.
+        const unleased = await db
+          .selectFrom('broadcasts')
+          .select('id')
+          .where('status', '=', 'sending')
+          .where('locked_until', 'is', null)
+          .executeTakeFirst();
+        times.push(unleased ? now.toISOString() : (sending?.earliest ?? now.toISOString()));
+      }
+      if (scheduled?.next) times.push(scheduled.next);
+      return times.sort()[0];
     },
   };
 }
@@ -73,8 +96,8 @@ export function createFanOutQueueSource(queue: BroadcastQueue): QueueSource<FanO
     claim: async (lease, request) =>
       (await queue.claimDue(lease, request.limit)).map((id) => ({ lane: '', rows: [id], broadcastId: id })),
     release: (workerId, rows) => queue.release(workerId, rows),
-    nextDueAt: async () => {
-      const next = await queue.nextDueAt();
+    nextDueAt: async (now) => {
+      const next = await queue.nextDueAt(now);
       return next === undefined ? undefined : Date.parse(next);
     },
     // The attempt wrote its batches and gave its lease back; one that failed is claimed again when the lease

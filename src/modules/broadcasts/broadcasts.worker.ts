@@ -45,9 +45,9 @@ export function createBroadcastWorker(deps: BroadcastWorkerDeps): QueueWorker {
         // Left leased: claimed again when the lease runs out, from its cursor.
         return { done: false };
       }
+      // More to go: due again at once (the queue's nextDueAt says so), claimed on the look after this outcome.
+      // Not woken from here: a look now would claim it again while the runtime still holds this attempt.
       await queue.release(workerId, [job.broadcastId]);
-      // More to go: claimed again on the next look, which this wakes.
-      if (!done) deps.notifier?.notify();
       return { done };
     },
     settings: {

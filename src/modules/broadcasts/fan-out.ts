@@ -27,6 +27,8 @@ import { type CopyContent, liquidVariables, resendCopy, withPreviewText } from '
 // unique (broadcast, contact) index refuses a second copy whatever happens).
 
 export const FAN_OUT_BATCH = 500;
+/** Copies rendered per call of the render pool (Liquid). */
+const RENDER_CHUNK = 25;
 
 export interface FanOutDeps {
   db: Kysely<Database>;
@@ -163,11 +165,18 @@ export function createFanOut(deps: FanOutDeps) {
     if (broadcast.personalization === 'resend') {
       made = contacts.map((contact) => resendCopy(content, contact, declared));
     } else {
-      const rendered = await deps.renderer.renderMany(
-        content,
-        contacts.map((contact) => liquidVariables(contact, declared, prepared.variables)),
-      );
-      made = rendered.map((each) => ({ subject: each.subject ?? '', html: each.html, text: each.text }));
+      // A few copies per render on the pool: each run is held to TEMPLATE_RENDER_TIMEOUT of CPU time.
+      made = [];
+      for (let start = 0; start < contacts.length; start += RENDER_CHUNK) {
+        const rendered = await deps.renderer.renderMany(
+          content,
+          contacts
+            .slice(start, start + RENDER_CHUNK)
+            .map((contact) => liquidVariables(contact, declared, prepared.variables)),
+        );
+        for (const each of rendered)
+          made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
+      }
     }
     return contacts.map((contact, index) => {
       const copy = made[index]!;
@@ -250,9 +259,9 @@ export function createFanOut(deps: FanOutDeps) {
         transaction,
       );
       if (!moved) throw new LostBroadcast(current.id);
-      // Broadcasts are counted against the daily numbers, never refused by the limit (0): a refusal half-way
-      // through would leave the audience half sent.
-      await deps.emails.insert(copies, { dailyLimit: 0 }, transaction);
+      // Not counted against SEND_DAILY_LIMIT: a refusal half-way through would leave the audience half sent,
+      // and a large broadcast would use up the day's sends for the project's transactional mail.
+      await deps.emails.insert(copies, { dailyLimit: 0, counted: false }, transaction);
       await deps.tracking.insertSettings(
         copies.map((copy) => ({
           emailId: copy.id,

@@ -137,7 +137,8 @@ export function createEmailRepo(
      */
     async insert(
       emails: NewEmail[],
-      options: { dailyLimit: number },
+      /** `counted: false`: not counted against the daily numbers (a broadcast's copies). */
+      options: { dailyLimit: number; counted?: boolean },
       transaction: Transaction,
     ): Promise<void> {
       if (emails.length === 0) return;
@@ -210,7 +211,7 @@ export function createEmailRepo(
       const ordered = [...counts.values()].sort((a, b) =>
         a.projectId === b.projectId ? a.day.localeCompare(b.day) : a.projectId < b.projectId ? -1 : 1,
       );
-      const totals = await countAgainstQuota(ordered, limited, transaction);
+      const totals = options.counted === false ? [] : await countAgainstQuota(ordered, limited, transaction);
       const over = totals.find((counted) => overDailyLimit(counted.total, options.dailyLimit));
       if (over) throw new DailyLimitReached(over.total - over.recipients);
       if (due > 0) transaction.afterCommit(wakeOtherProcesses);
