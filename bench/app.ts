@@ -17,6 +17,8 @@ import { benchSchemaName } from './shared.ts';
 export interface BenchApp {
   app: FastifyInstance;
   database: DatabaseHandle;
+  /** Where it listens (`http://127.0.0.1:<port>`). */
+  baseUrl: string;
   /** The app's services (and its repositories, for a worker started beside it). */
   services: Services;
   /** The SQLite file, or undefined on PostgreSQL. */
@@ -63,9 +65,12 @@ export async function startBenchApp(
   const { projects } = services;
   const project = await projects.createProject('Bench');
   const { plaintext: key } = await projects.createKey(project.id, { name: 'bench' });
+  const address = app.server.address();
+  const baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   return {
     app,
     database,
+    baseUrl,
     services,
     sqliteFile,
     projectId: project.id,

@@ -22,6 +22,7 @@ import { registerContactRoutes } from './modules/contacts/contacts.routes.ts';
 import { registerContactImportRoutes } from './modules/contacts/contact-imports.routes.ts';
 import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
+import { registerBroadcastRoutes } from './modules/broadcasts/broadcasts.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDestinationRoutes } from './modules/destinations/destinations.routes.ts';
@@ -236,6 +237,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerContactImportRoutes(app, { contactImports: services.contactImports });
   registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
   registerTopicRoutes(app, { topics: services.topics });
+  registerBroadcastRoutes(app, { broadcasts: services.broadcasts });
   registerInboundRoutes(app, { inbound: services.inbound });
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });

@@ -18,6 +18,9 @@ import { createSegmentRepo } from './modules/segments/segments.repo.ts';
 import { createSegmentService } from './modules/segments/segments.service.ts';
 import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
+import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
+import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
+import { createFanOut } from './modules/broadcasts/fan-out.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -79,6 +82,8 @@ export interface Notifiers {
   inbound: Notifier;
   /** A contact import was accepted: its job is due. */
   contactImports: Notifier;
+  /** A broadcast is to be sent now: its fan-out is due. */
+  broadcast: Notifier;
 }
 
 /** What a process brings besides the database and the configuration. */
@@ -122,6 +127,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     contactImports: createContactImportRepo(db),
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
+    broadcasts: createBroadcastRepo(db),
     dmarc: createDmarcRepo(db),
     destinations: createDestinationsRepo(db),
     reputation: createReputationRepo(db),
@@ -141,6 +147,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     send: infra.notifiers?.send ?? createNotifier(),
     inbound: infra.notifiers?.inbound ?? createNotifier(),
     contactImports: infra.notifiers?.contactImports ?? createNotifier(),
+    broadcast: infra.notifiers?.broadcast ?? createNotifier(),
   };
 
   // The queue workers this process runs (workers.ts adds them), and what it counts for /metrics: both per
@@ -221,6 +228,39 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     topics: repositories.topics,
   });
 
+  const topics = createTopicService({ repo: repositories.topics, contacts, events, clock });
+  const broadcasts = createBroadcastService({
+    db,
+    engine,
+    repo: repositories.broadcasts,
+    segments: repositories.segments,
+    topics: repositories.topics,
+    templates: repositories.templates,
+    senders: domains,
+    contacts,
+    topicChoices: topics,
+    clock,
+    notifier: notifiers.broadcast,
+    engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
+  });
+  /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
+  const fanOut = createFanOut({
+    db,
+    repo: repositories.broadcasts,
+    segments: repositories.segments,
+    topics: repositories.topics,
+    suppressions: repositories.suppressions,
+    properties: repositories.contactProperties,
+    templates: repositories.templates,
+    renderer,
+    emails: repositories.emails,
+    tracking: repositories.tracking,
+    senders: domains,
+    events,
+    clock,
+    sendNotifier: notifiers.send,
+  });
+
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
 
@@ -272,11 +312,14 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
       tokens: createEngagementTokens(secretBox),
       events,
+      audience: broadcasts.audienceUnsubscribe,
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
     segments: createSegmentService({ repo: repositories.segments, contacts, clock }),
-    topics: createTopicService({ repo: repositories.topics, contacts, events, clock }),
+    topics,
+    broadcasts,
+    fanOut,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,

@@ -6,6 +6,7 @@ import { createContactImportWorker } from './modules/contacts/contact-imports.wo
 import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
 import { createReceivedAuthenticator } from './modules/inbound/received-authentication.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
+import { createBroadcastWorker } from './modules/broadcasts/broadcasts.worker.ts';
 import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
 import type { Services } from './services.ts';
@@ -56,6 +57,14 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     clock,
     domains: services.domains,
     settings: config.domainChecks,
+    logger,
+    deadAfterMs,
+  });
+  const broadcastFanOut = createBroadcastWorker({
+    database,
+    clock,
+    fanOut: services.fanOut,
+    notifier: notifiers.broadcast,
     logger,
     deadAfterMs,
   });
@@ -129,6 +138,10 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     // Not a queue /readyz and /metrics watch (yet): an import is rare and long, and says its progress itself.
     await contactImports.start();
     started.push(contactImports);
+    // Not among /readyz's and /metrics' queues (QUEUE_NAMES): a fan-out that stalls delays a broadcast, not
+    // the process's mail.
+    await broadcastFanOut.start();
+    started.push(broadcastFanOut);
     if (retention) {
       retention.start();
       started.push(retention);

@@ -366,6 +366,7 @@ for (const engine of ALL_ENGINES) {
         'contact.updated',
         'contact.deleted',
         'contact.topics_updated',
+        'broadcast.sent',
       ]);
       for (const kind of response.body.data) {
         assert.equal(kind.object, 'event_kind');

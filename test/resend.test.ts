@@ -287,10 +287,10 @@ for (const engine of ALL_ENGINES) {
       });
 
       assertError(
-        await resend.broadcasts.list(),
+        await resend.automations.list(),
         501,
         'application_error',
-        'Postwire does not implement broadcasts; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions and received emails (docs/api/resend.md).',
+        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails and broadcasts (docs/api/resend.md).',
       );
       assertError(
         await resend.emails.metrics(),
@@ -672,7 +672,7 @@ for (const engine of ALL_ENGINES) {
         await resend.webhooks.create({ endpoint, events: ['topic.created'] }),
         422,
         'validation_error',
-        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.topics_updated, domain\.updated\.$/,
+        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.topics_updated, broadcast\.sent, domain\.updated\.$/,
       );
       assertError(
         await resend.webhooks.create({ endpoint: '', events: ['email.sent'] }),

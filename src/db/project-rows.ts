@@ -10,6 +10,7 @@ export type ProjectTable =
   | 'contact_properties'
   | 'segments'
   | 'topics'
+  | 'broadcasts'
   | 'domains'
   | 'webhooks'
   | 'templates'

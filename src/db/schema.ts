@@ -201,6 +201,9 @@ export interface EmailsTable {
   source: ColumnType<EmailSource, EmailSource | undefined, EmailSource>;
   /** The username an SMTP client gave in AUTH (free text, shown with the email). */
   smtp_username: ColumnType<string | null, string | null | undefined, string | null>;
+  /** A broadcast's copy: the broadcast (`bc_…`) and the contact it went to; null for any other email. */
+  broadcast_id: ColumnType<string | null, string | null | undefined, string | null>;
+  contact_id: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export type EmailSource = 'api' | 'smtp';
@@ -704,6 +707,58 @@ export interface ReputationStatesTable {
   pause_all_sending: Bool | null;
 }
 
+export type BroadcastStatus = 'draft' | 'scheduled' | 'sending' | 'sent' | 'canceled';
+
+/** A message to a segment's contacts; its copies are emails (written by src/modules/broadcasts). */
+export interface BroadcastsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  /** Null while a draft has none (checked when it is sent). */
+  from_address: string | null;
+  /** JSON array of addresses. */
+  reply_to: string;
+  subject: string | null;
+  preview_text: string | null;
+  html: string | null;
+  text: string | null;
+  template_id: string | null;
+  /** JSON object of template variables (a template's copies), or null. */
+  template_variables: string | null;
+  /** How its copies are personalized: Liquid (/v1) or Resend's triple braces (/resend). */
+  personalization: ColumnType<'liquid' | 'resend', 'liquid' | 'resend' | undefined, 'liquid' | 'resend'>;
+  segment_id: string | null;
+  topic_id: string | null;
+  status: BroadcastStatus;
+  scheduled_at: string | null;
+  /** When the fan-out began and ended. */
+  started_at: string | null;
+  sent_at: string | null;
+  /** The fan-out's place: the last contact id of the segment it has handled (keyset), null before the first. */
+  cursor: string | null;
+  /** Copies made, and contacts excluded, so far (written with each batch). */
+  copies: ColumnType<number, number | undefined, number>;
+  excluded: ColumnType<number, number | undefined, number>;
+  /** The key's one domain (api_keys.domain_id) that sent it, held to it for the From. */
+  key_domain_id: string | null;
+  /** Whether its copies track opens and clicks. */
+  track_opens: Bool;
+  track_clicks: Bool;
+  locked_by: string | null;
+  locked_until: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A contact a broadcast did not go to, and why (written by src/modules/broadcasts). */
+export interface BroadcastExclusionsTable {
+  broadcast_id: string;
+  contact_id: string;
+  email: string;
+  reason: 'unsubscribed' | 'topic_opt_out' | 'suppressed';
+  created_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -744,6 +799,8 @@ export interface Database {
   topics: TopicsTable;
   contact_topics: ContactTopicsTable;
   contact_imports: ContactImportsTable;
+  broadcasts: BroadcastsTable;
+  broadcast_exclusions: BroadcastExclusionsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

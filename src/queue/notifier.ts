@@ -10,6 +10,7 @@ export const QUEUE_CHANNELS = {
   inbound: 'postwire_inbound',
   domains: 'postwire_domains',
   contactImports: 'postwire_contact_imports',
+  broadcasts: 'postwire_broadcasts',
 } as const;
 
 export type QueueChannel = (typeof QUEUE_CHANNELS)[keyof typeof QUEUE_CHANNELS];

@@ -33,7 +33,8 @@ export interface ContactFilter {
   topic?: { id: string; defaultSubscription: 'opt_in' | 'opt_out' } | undefined;
 }
 
-const toRecord = (row: Row<'contacts'>): ContactRecord => ({
+/** A contacts row as a record (also read by the segments repository's members). */
+export const toContactRecord = (row: Row<'contacts'>): ContactRecord => ({
   id: row.id,
   projectId: row.project_id,
   email: row.email,
@@ -132,7 +133,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
     ): Promise<ContactRecord[]> {
       if (emails.length === 0) return [];
       const rows = await select(transaction.db, projectId).where('email', 'in', emails).execute();
-      return rows.map(toRecord);
+      return rows.map(toContactRecord);
     },
 
     /** By id or by (lowercased) email; in `transaction` when given (one that writes it next). */
@@ -145,7 +146,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       const row = await select(transaction?.db ?? db, projectId)
         .where(column, '=', value)
         .executeTakeFirst();
-      return row && toRecord(row);
+      return row && toContactRecord(row);
     },
 
     /**
@@ -167,11 +168,11 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         .executeTakeFirst();
       if (Number(result.numUpdatedRows) === 0) return undefined;
       const row = await select(via, projectId).where(column, '=', value).executeTakeFirst();
-      return row && toRecord(row);
+      return row && toContactRecord(row);
     },
 
     async list(projectId: string, page: PageRequest, filter: ContactFilter): Promise<Page<ContactRecord>> {
-      return mapPage(await pageOfQuery(filtered(select(db, projectId), filter), page), toRecord);
+      return mapPage(await pageOfQuery(filtered(select(db, projectId), filter), page), toContactRecord);
     },
 
     /** Up to `limit` of the filter's contacts after `afterId`, oldest first: a keyset page of an export. */
@@ -184,7 +185,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       let query = filtered(select(db, projectId), filter);
       if (afterId !== undefined) query = query.where('id', '>', afterId);
       const rows = await query.orderBy('id', 'asc').limit(limit).execute();
-      return rows.map(toRecord);
+      return rows.map(toContactRecord);
     },
 
     /** Writes every field but the id, project, email and creation time; false when the contact is gone. */

@@ -42,6 +42,9 @@ interface EmailContent {
   source: EmailSource;
   /** The username an SMTP client gave in AUTH; null for API sends. */
   smtpUsername: string | null;
+  /** A broadcast's copy: its broadcast (`bc_…`) and contact (`con_…`); null for any other email. */
+  broadcastId?: string | null | undefined;
+  contactId?: string | null | undefined;
 }
 
 /** A file sent with an email; `content` is loaded only where the message is built. */
@@ -113,6 +116,8 @@ export const toEmailRecord = (row: Row<'emails'>): EmailRecord => ({
   messageId: row.message_id,
   source: row.source,
   smtpUsername: row.smtp_username,
+  broadcastId: row.broadcast_id ?? null,
+  contactId: row.contact_id ?? null,
   attachments: [],
   dkimDomain: row.dkim_domain,
   returnPathDomain: row.return_path_domain,
@@ -197,6 +202,8 @@ export const EMAIL_COLUMNS = [
   'updated_at',
   'source',
   'smtp_username',
+  'broadcast_id',
+  'contact_id',
 ] as const;
 
 /** An email as the sending worker needs it: with its attachments, and whether it asked for tracking. */

@@ -40,6 +40,7 @@ export function toEmailSummary(email: EmailRecord, now: string): EmailSummaryVie
     message_id: email.messageId,
     source: email.source,
     smtp_username: email.smtpUsername,
+    broadcast_id: email.broadcastId ?? null,
     scheduled_at: email.scheduledAt,
     created_at: email.createdAt,
     updated_at: email.updatedAt,

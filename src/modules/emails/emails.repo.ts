@@ -86,6 +86,8 @@ function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unkno
     updated_at: email.createdAt,
     source: email.source,
     smtp_username: email.smtpUsername,
+    broadcast_id: email.broadcastId ?? null,
+    contact_id: email.contactId ?? null,
   };
 }
 
@@ -202,7 +204,8 @@ export function createEmailRepo(
      */
     async insert(
       emails: NewEmail[],
-      options: { dailyLimit: number },
+      /** `counted: false`: not counted against the daily numbers (a broadcast's copies). */
+      options: { dailyLimit: number; counted?: boolean },
       transaction: Transaction,
     ): Promise<void> {
       if (emails.length === 0) return;
@@ -232,7 +235,8 @@ export function createEmailRepo(
         );
 
       let totals: QuotaTotal[];
-      if (inOneStatement(emails)) {
+      // A broadcast's copies (not counted) go the usual way: the one statement ends with the count.
+      if (options.counted !== false && inOneStatement(emails)) {
         // The emails, their recipients, then the count (its rows locked only for the statement's end).
         const [recipientsStatement] = [...recipients.acceptedInserts(emails)];
         const parts = [emailsStatement(emails), ...(recipientsStatement ? [recipientsStatement] : [])];
@@ -247,7 +251,7 @@ export function createEmailRepo(
         await insertFiles(emails, transaction);
         await recipients.insertAccepted(emails, transaction);
         // Last, so the count rows are locked (PostgreSQL) only for the moment before the commit.
-        totals = await quota.count(ordered, limited, transaction);
+        totals = options.counted === false ? [] : await quota.count(ordered, limited, transaction);
       }
       const over = totals.find((counted) => overDailyLimit(counted.total, options.dailyLimit));
       if (over) throw new DailyLimitReached(over.total - over.recipients);

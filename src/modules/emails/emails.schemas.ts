@@ -282,6 +282,10 @@ const summaryFields = {
       '`api` (POST /v1/emails) or `smtp` (SMTP submission: the message travels as the application wrote it; `html` and `text` are null, GET …/raw shows it as sent).',
   }),
   smtp_username: nullable(Type.String(), 'The username the SMTP client gave in AUTH; null for API sends.'),
+  broadcast_id: nullable(
+    Type.String(),
+    'The broadcast (`bc_…`) this email is a copy of; null for any other email.',
+  ),
   scheduled_at: nullable(timestamp('When it is (was) scheduled to be sent.')),
   created_at: timestamp('When it was accepted.'),
   updated_at: timestamp('When its status last changed.'),

@@ -16,21 +16,44 @@ import type { Transaction } from '../../db/transaction.ts';
 // row is written by every send of the project and, on PostgreSQL, makes each send wait for the previous
 // one's commit. Two sends of one project at the same moment may get the same positions; ties are harmless.
 
-/** The queue's head: the lowest position of a row in it (the sending queue promotes after it too). */
-export const QUEUE_HEAD_TEXT = '(SELECT MIN(ready_seq) FROM email_recipients WHERE ready_seq IS NOT NULL)';
+// Two bands. A broadcast's copies (bulk) are numbered from BULK_BAND up, every other email's (transactional)
+// below it: a claim takes the lowest positions first, so a password reset queued while a 100 000-copy
+// broadcast goes out is claimed before the broadcast's next copy, whatever the project. Within each band the
+// fairness above holds; each band's head and each project's last row are read within the band.
+
+/** Where the bulk band's positions start (2^52: every position stays an exact JavaScript number). */
+export const BULK_BAND = 2 ** 52;
+
+/** Which band a row is numbered in. */
+export type QueueBand = 'transactional' | 'bulk';
+
+const inBand = (band: QueueBand) =>
+  band === 'bulk' ? `ready_seq >= ${BULK_BAND}` : `ready_seq IS NOT NULL AND ready_seq < ${BULK_BAND}`;
+
+/** A band's head: the lowest position of a row in it (the sending queue promotes after it too). */
+export const queueHeadText = (band: QueueBand): string =>
+  `(SELECT MIN(ready_seq) FROM email_recipients WHERE ${inBand(band)})`;
+
+/** The transactional band's head. */
+export const QUEUE_HEAD_TEXT = queueHeadText('transactional');
 
 /**
  * The queue position of a project's newly accepted due row, as SQL text for an INSERT's values, with two
  * parameters (`slot` makes their placeholders): the project's id, then the row's place among the project's
- * due rows in the statement, from 1. The positions are read in the INSERT itself rather than by a SELECT
- * before it. Both engines evaluate the subqueries once for the statement, before inserting (they are not
- * correlated, and SQLite computes the values of an INSERT that reads its own table before writing any), so
- * the rows of one INSERT are consecutive.
+ * due rows of its band in the statement, from 1. The positions are read in the INSERT itself rather than by a
+ * SELECT before it. Both engines evaluate the subqueries once for the statement, before inserting (they are
+ * not correlated, and SQLite computes the values of an INSERT that reads its own table before writing any),
+ * so the rows of one INSERT are consecutive.
  */
-export function nextPositionText(engine: Engine, slot: () => string): string {
+export function nextPositionText(
+  engine: Engine,
+  slot: () => string,
+  band: QueueBand = 'transactional',
+): string {
+  const base = band === 'bulk' ? BULK_BAND : 0;
   const projectLast = `COALESCE((SELECT MAX(ready_seq) FROM email_recipients
-    WHERE project_id = ${slot()} AND ready_seq IS NOT NULL), 0)`;
-  return `(${greatestOf(engine, `COALESCE(${QUEUE_HEAD_TEXT}, 0)`, projectLast)} + ${slot()})`;
+    WHERE project_id = ${slot()} AND ${inBand(band)}), ${base})`;
+  return `(${greatestOf(engine, `COALESCE(${queueHeadText(band)}, ${base})`, projectLast)} + ${slot()})`;
 }
 
 // Sends of one project spread their counting over this many rows, so they rarely wait on each other.

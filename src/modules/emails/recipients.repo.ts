@@ -116,13 +116,16 @@ function updateStillWaiting(projectId: string, emailId: string, now: string, tra
 }
 
 export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
-  // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, the others `v`): built
+  // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, due in the bulk band
+  // `b` (a broadcast's copies), the others `v`): built
   // with the query builder it cost more CPU than running.
   const recipientsInsert = textsByShape((shape) => {
     const slot = placeholders(engine);
     const rows = [...shape].map((kind) => {
       const values = RECIPIENT_COLUMNS.map((column) =>
-        column === 'ready_seq' && kind === 'q' ? nextPositionText(engine, slot) : slot(),
+        column === 'ready_seq' && kind !== 'v'
+          ? nextPositionText(engine, slot, kind === 'b' ? 'bulk' : 'transactional')
+          : slot(),
       );
       return `(${values.join(', ')})`;
     });
@@ -137,17 +140,20 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
     // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
     for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
+      // Places by project and band (a broadcast's copies are numbered in the bulk band).
       const taken = new Map<string, number>();
       let shape = '';
       const parameters: unknown[] = [];
       for (const { email, recipient } of rows.slice(start, start + INSERT_CHUNK)) {
         let position: QueuePosition | null = null;
+        const bulk = Boolean(email.broadcastId);
         if (!recipient.suppressed && email.scheduledAt === null) {
-          const place = (taken.get(email.projectId) ?? 0) + 1;
-          taken.set(email.projectId, place);
+          const key = `${bulk ? 'b' : 'q'} ${email.projectId}`;
+          const place = (taken.get(key) ?? 0) + 1;
+          taken.set(key, place);
           position = { projectId: email.projectId, place };
         }
-        shape += position ? 'q' : 'v';
+        shape += position ? (bulk ? 'b' : 'q') : 'v';
         const row = recipientRow(email, recipient, position);
         for (const column of RECIPIENT_COLUMNS) {
           if (column === 'ready_seq' && position) parameters.push(position.projectId, position.place);

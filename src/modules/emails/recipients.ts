@@ -49,6 +49,11 @@ export interface AppliedOutcome {
   bounce?: BounceClass | undefined;
   /** What the suppression entry of a complaint or an unsubscribe says (null when nothing). */
   detail?: string | null | undefined;
+  /**
+   * An unsubscribe from a broadcast's copy: the contact leaves the broadcasts (or the topic), and the address
+   * stays off the suppression list (its transactional mail still goes).
+   */
+  unsuppressed?: boolean | undefined;
 }
 
 /** The new state of one recipient after an attempt. */
@@ -110,6 +115,7 @@ export interface ReportedEffect extends Omit<AppliedOutcome, 'email' | 'address'
  * the server's words); nothing else does.
  */
 function suppressionOf(applied: AppliedOutcome): Pick<NewSuppression, 'reason' | 'detail'> | undefined {
+  if (applied.unsuppressed) return undefined;
   if (applied.outcomes.includes('complained')) return { reason: 'complaint', detail: applied.detail ?? null };
   if (applied.outcomes.includes('unsubscribed')) {
     return { reason: 'unsubscribe', detail: applied.detail ?? null };

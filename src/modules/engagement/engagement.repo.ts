@@ -12,6 +12,9 @@ export interface EngagementTarget {
   address: string;
   /** When its server accepted the message (null while still being sent). */
   completedAt: string | null;
+  /** A broadcast's copy: the broadcast and the contact it went to (null for any other email). */
+  broadcastId: string | null;
+  contactId: string | null;
   email: {
     id: string;
     from: string;
@@ -61,6 +64,8 @@ export function createEngagementRepo(db: Kysely<Database>) {
           'e.template_version',
           'e.tags',
           'e.message_id',
+          'e.broadcast_id',
+          'e.contact_id',
         ])
         .where('r.id', '=', recipientId)
         .executeTakeFirst();
@@ -71,6 +76,8 @@ export function createEngagementRepo(db: Kysely<Database>) {
         emailId: row.email_id,
         address: row.address,
         completedAt: row.completed_at,
+        broadcastId: row.broadcast_id,
+        contactId: row.contact_id,
         email: {
           id: row.email_id,
           from: row.from_address,

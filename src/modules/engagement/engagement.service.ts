@@ -13,6 +13,13 @@ import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { EngagementRepo, EngagementTarget } from './engagement.repo.ts';
 import { type EngagementTokens, unsubscribeAddressRecipient } from './tokens.ts';
 
+/** Unsubscribes a broadcast copy's contact: prepared outside the transaction, applied in it. */
+export type AudienceUnsubscribe = (target: {
+  projectId: string;
+  broadcastId: string;
+  contactId: string;
+}) => Promise<((transaction: Transaction) => Promise<void>) | undefined>;
+
 /** What the public routes know about a fetch. */
 export interface FetchMeta {
   userAgent: string | undefined;
@@ -46,6 +53,7 @@ export function createEngagementService({
   clock,
   tokens,
   events,
+  audience,
 }: {
   db: Kysely<Database>;
   repo: EngagementRepo;
@@ -58,6 +66,11 @@ export function createEngagementService({
   clock: Clock;
   tokens: EngagementTokens;
   events: Pick<EventService, 'emitIn'>;
+  /**
+   * A broadcast copy's unsubscribe (the broadcasts module): made ready before the transaction, then run in it,
+   * it unsubscribes the contact from the broadcast's topic or from every broadcast, with its contact event.
+   */
+  audience?: AudienceUnsubscribe | undefined;
 }) {
   const recipientOutcomes = createRecipientOutcomes({ events, suppressions });
 
@@ -212,9 +225,16 @@ export function createEngagementService({
     if (!found) return false;
     const { target } = found;
     const at = clock.now().toISOString();
+    // A broadcast's copy: its contact leaves the topic or the broadcasts, and the address stays sendable.
+    const { broadcastId, contactId } = target;
+    const leave =
+      audience && broadcastId !== null && contactId !== null
+        ? await audience({ projectId: target.projectId, broadcastId, contactId })
+        : undefined;
     await inTransaction(db, async (transaction) => {
       const times = await repo.countUnsubscribe(target, at, transaction);
       if (times !== 1) return;
+      if (leave) await leave(transaction);
       await recipientOutcomes.record(
         transaction,
         [
@@ -223,6 +243,7 @@ export function createEngagementService({
             address: target.address,
             outcomes: ['unsubscribed'],
             data: { unsubscribe: { method } },
+            unsuppressed: broadcastId !== null,
             detail: `${method === 'mailto' ? 'mailto' : 'one-click'} unsubscribe from ${target.emailId}`,
           },
         ],

@@ -12,7 +12,7 @@ export const EVENT_KINDS = {
   'email.clicked':
     'The recipient clicked a tracked link; `data.click` has the URL and whether a machine (a link scanner) followed it.',
   'email.unsubscribed':
-    'The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`).',
+    "The recipient unsubscribed with one click (RFC 8058): the address is on the suppression list (reason `unsubscribe`); for a broadcast's copy, the contact is unsubscribed from the broadcast's topic or from all broadcasts instead (with its `contact.*` event).",
   'email.received':
     'A message arrived for an address of an inbound route whose action is `webhook`: its parsed fields, authentication results and bodies (up to 256 KiB; `truncated` says when they were left out). Attachments are listed, never carried: fetch them from the API.',
   'domain.verified':
@@ -31,6 +31,8 @@ export const EVENT_KINDS = {
   'contact.deleted': 'A contact was deleted (`data` is the contact as it was).',
   'contact.topics_updated':
     "A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, or the Resend SDK): `data.topics` has each topic whose subscription changed, with the subscription before.",
+  'broadcast.sent':
+    'Every copy of a broadcast was made (its fan-out ended): `data` has the broadcast, the copies made and the contacts excluded. Each copy then has its own `email.*` events.',
 } as const;
 
 export type EventKind = keyof typeof EVENT_KINDS;

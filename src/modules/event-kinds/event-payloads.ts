@@ -284,6 +284,18 @@ const contactTopicsFields = {
   test: emailFields.test,
 };
 
+// What `broadcast.sent` carries (broadcastSentData in src/modules/broadcasts/fan-out.ts).
+const broadcastFields = {
+  id: Type.String({ description: 'The broadcast (`bc_…`).' }),
+  name: Type.String(),
+  segment_id: nullable(Type.String()),
+  topic_id: nullable(Type.String()),
+  copies: Type.Integer({ description: 'Copies made (one email per contact it went to).' }),
+  excluded: Type.Integer({ description: 'Contacts of the segment it did not go to.' }),
+  sent_at: timestamp('When its last copy was made.'),
+  test: emailFields.test,
+};
+
 /** The component name of a kind's webhook payload: `email.delivery_delayed` → `EmailDeliveryDelayedEvent`. */
 export function eventSchemaName(kind: string): string {
   const words = kind.split(/[._]/).map((word) => word.charAt(0).toUpperCase() + word.slice(1));
@@ -330,7 +342,9 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
           ? Type.Object(contactFields, { description: 'The contact.' })
           : kind.startsWith('project.')
             ? Type.Object(reputationFields, { description: 'The project or domain, its rates and state.' })
-            : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+            : kind === 'broadcast.sent'
+              ? Type.Object(broadcastFields, { description: 'The broadcast and what its fan-out made.' })
+              : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return envelope(kind, data);
 }
 

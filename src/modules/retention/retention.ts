@@ -6,7 +6,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 // RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows, received reports and DMARC
 // aggregate records older than the retention are deleted, a batch at a time, by the workers (and `postwire
 // prune`). Emails and their recipients, suppressions, templates, contacts and contact properties, segments and
-// topics (and who is in them, who chose what), and the daily numbers are kept.
+// topics (and who is in them, who chose what), broadcasts and their exclusions, and the daily numbers are kept.
 
 export interface PrunedTable {
   table: string;

@@ -3,6 +3,7 @@ import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagi
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
+import { type ContactRecord, toContactRecord } from '../contacts/contacts.repo.ts';
 
 export interface SegmentRecord {
   id: string;
@@ -70,6 +71,28 @@ export function createSegmentRepo(db: Kysely<Database>) {
         .orderBy('segment_id', 'asc')
         .execute();
       return rows.map((row) => row.segment_id);
+    },
+
+    /**
+     * The members of a segment, by contact id ascending, after `afterContactId` (keyset; null from the first),
+     * at most `limit`: how a broadcast reads its audience a batch at a time, never the whole segment at once.
+     * The one read of "who is in a segment" a send makes, so a segment of another kind (a filter) answers here.
+     */
+    async membersAfter(
+      projectId: string,
+      segmentId: string,
+      afterContactId: string | null,
+      limit: number,
+    ): Promise<ContactRecord[]> {
+      let query = db
+        .selectFrom('segment_contacts')
+        .innerJoin('contacts', 'contacts.id', 'segment_contacts.contact_id')
+        .selectAll('contacts')
+        .where('segment_contacts.segment_id', '=', segmentId)
+        .where('contacts.project_id', '=', projectId);
+      if (afterContactId !== null) query = query.where('segment_contacts.contact_id', '>', afterContactId);
+      const rows = await query.orderBy('segment_contacts.contact_id').limit(limit).execute();
+      return rows.map(toContactRecord);
     },
 
     /** False when the segment is gone. */

@@ -26,7 +26,7 @@ import {
   siblingsClaim,
   toClaimed,
 } from './sending.claims.ts';
-import { QUEUE_HEAD_TEXT } from '../emails/fair-queue.repo.ts';
+import { BULK_BAND, type QueueBand, queueHeadText } from '../emails/fair-queue.repo.ts';
 import type { AttemptOutcome, AttemptRecord } from '../emails/recipients.ts';
 import { PENDING, summarizeStatus } from '../emails/status.ts';
 import type { TrackingSettings } from '../emails/tracking.ts';
@@ -228,23 +228,26 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
     return `SELECT ${LOADED_EMAIL_COLUMNS} FROM emails WHERE id IN (${ids})`;
   });
   /**
-   * The position after which a project's promoted rows go: its last queued row's, or the head's if later
-   * (fair-queue.repo.ts).
+   * The position after which a project's promoted rows of a band go: its last queued row's in the band, or
+   * the band's head if later (fair-queue.repo.ts).
    */
-  async function basePositions(projectIds: readonly string[]): Promise<Map<string, number>> {
+  async function basePositions(projectIds: readonly string[], band: QueueBand): Promise<Map<string, number>> {
+    const base = band === 'bulk' ? BULK_BAND : 0;
     const head = await db
-      .selectNoFrom(sql<number | string | null>`${sql.raw(QUEUE_HEAD_TEXT)}`.as('head'))
+      .selectNoFrom(sql<number | string | null>`${sql.raw(queueHeadText(band))}`.as('head'))
       .executeTakeFirstOrThrow()
-      .then((row) => Number(row.head ?? 0));
-    const rows = await db
+      .then((row) => Number(row.head ?? base));
+    let rows = db
       .selectFrom('email_recipients')
       .select((eb) => ['project_id', eb.fn.max('ready_seq').as('last')])
-      .where('ready_seq', 'is not', null)
-      .where('project_id', 'in', [...projectIds])
-      .groupBy('project_id')
-      .execute();
-    const last = new Map(rows.map((row) => [row.project_id, Number(row.last ?? 0)]));
-    return new Map(projectIds.map((id) => [id, Math.max(head, last.get(id) ?? 0)]));
+      .where('project_id', 'in', [...projectIds]);
+    rows =
+      band === 'bulk'
+        ? rows.where('ready_seq', '>=', BULK_BAND)
+        : rows.where('ready_seq', 'is not', null).where('ready_seq', '<', BULK_BAND);
+    const found = await rows.groupBy('project_id').execute();
+    const last = new Map(found.map((row) => [row.project_id, Number(row.last ?? base)]));
+    return new Map(projectIds.map((id) => [id, Math.max(head, last.get(id) ?? base)]));
   }
 
   const queue = {
@@ -340,17 +343,27 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
     async promoteDue(now: string, limit: number): Promise<number> {
       const due = await db
         .selectFrom('email_recipients')
-        .select(['id', 'project_id'])
-        .where('wait_until', 'is not', null)
-        .where('wait_until', '<=', now)
-        .orderBy('wait_until')
+        .innerJoin('emails', 'emails.id', 'email_recipients.email_id')
+        .select(['email_recipients.id', 'email_recipients.project_id', 'emails.broadcast_id'])
+        .where('email_recipients.wait_until', 'is not', null)
+        .where('email_recipients.wait_until', '<=', now)
+        .orderBy('email_recipients.wait_until')
         .limit(limit)
         .execute();
       if (due.length === 0) return 0;
-      const next = await basePositions([...new Set(due.map((row) => row.project_id))]);
+      // A broadcast's copy goes back into the bulk band, any other email's into the transactional one.
+      const bandOf = (row: (typeof due)[number]): QueueBand => (row.broadcast_id ? 'bulk' : 'transactional');
+      const next = new Map<string, number>();
+      for (const band of ['transactional', 'bulk'] as const) {
+        const projects = [...new Set(due.filter((row) => bandOf(row) === band).map((row) => row.project_id))];
+        if (projects.length === 0) continue;
+        for (const [project, base] of await basePositions(projects, band))
+          next.set(`${band} ${project}`, base);
+      }
       const cases = due.map((row) => {
-        const position = next.get(row.project_id)! + 1;
-        next.set(row.project_id, position);
+        const key = `${bandOf(row)} ${row.project_id}`;
+        const position = next.get(key)! + 1;
+        next.set(key, position);
         // Typed, or PostgreSQL reads the parameters of a CASE as text.
         return sql`WHEN ${row.id} THEN CAST(${position} AS BIGINT)`;
       });

@@ -53,15 +53,26 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
       new RetryLaterError('render_queue_full', 'Too many template renders are waiting; retry in 1 s.', 1),
   });
 
+  async function run(request: RenderRequest): Promise<RenderedContent | RenderedContent[]> {
+    const outcome = await pool.run(request);
+    if ('rendered' in outcome) return outcome.rendered;
+    const { kind, code, message, param } = outcome.refused;
+    throw new DomainError(kind, code, message, param);
+  }
+
   return {
     check: (content) => parser.check(content),
     requiredVariables: (content) => parser.requiredVariables(content),
 
     async render(content: TemplateContent, variables: Record<string, unknown>): Promise<RenderedContent> {
-      const outcome = await pool.run({ content, variables });
-      if ('rendered' in outcome) return outcome.rendered;
-      const { kind, code, message, param } = outcome.refused;
-      throw new DomainError(kind, code, message, param);
+      return (await run({ content, variables })) as RenderedContent;
+    },
+
+    async renderMany(
+      content: TemplateContent,
+      variablesList: ReadonlyArray<Record<string, unknown>>,
+    ): Promise<RenderedContent[]> {
+      return (await run({ content, variables: [...variablesList] })) as RenderedContent[];
     },
 
     close: () => pool.close(),

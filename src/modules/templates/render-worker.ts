@@ -7,19 +7,25 @@ import { createTemplateRenderer, type RenderedContent, type TemplateContent } fr
 
 export interface RenderRequest {
   content: TemplateContent;
-  variables: Record<string, unknown>;
+  /** One set of variables (a render), or many (renderMany: each field parsed once). */
+  variables: Record<string, unknown> | Array<Record<string, unknown>>;
 }
 
 /** A render's outcome as the thread sends it: the content, or a domain error's parts (another error fails). */
 export type RenderOutcome =
-  | { rendered: RenderedContent }
+  | { rendered: RenderedContent | RenderedContent[] }
   | { refused: { kind: DomainError['kind']; code: string; message: string; param?: string } };
 
 const renderer = createTemplateRenderer();
 
 serveThreadRequests<RenderRequest, RenderOutcome>(async (request) => {
   try {
-    return { rendered: await renderer.render(request.content, request.variables) };
+    const { content, variables } = request;
+    return {
+      rendered: Array.isArray(variables)
+        ? await renderer.renderMany(content, variables)
+        : await renderer.render(content, variables),
+    };
   } catch (error) {
     if (!(error instanceof DomainError)) throw error;
     const { kind, code, message, param } = error;

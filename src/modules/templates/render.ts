@@ -135,21 +135,6 @@ export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
     }
   }
 
-  async function renderField(
-    field: TemplateField,
-    source: string | null,
-    variables: Record<string, unknown>,
-  ): Promise<string | null> {
-    if (source === null) return null;
-    const parsed = parseField(field, source);
-    try {
-      return String(await engineFor(field).render(parsed, variables));
-    } catch (error) {
-      if (error instanceof LiquidError) throw templateRenderError(field, error.message);
-      throw error;
-    }
-  }
-
   return {
     /**
      * The variables a template cannot render without, read from the template itself: each variable that a
@@ -195,15 +180,43 @@ export function createTemplateRenderer(options: TemplateRendererOptions = {}) {
      * `template_render_error` naming the field at fault.
      */
     async render(content: TemplateContent, variables: Record<string, unknown>): Promise<RenderedContent> {
-      if (isBlank(content.html) && isBlank(content.text)) throw templateEmpty();
-      const subject = await renderField('subject', content.subject, variables);
-      const html = await renderField('html', content.html, variables);
-      let text = await renderField('text', content.text, variables);
+      return (await renderMany(content, [variables]))[0]!;
+    },
+
+    /** Renders the content once per set of variables (a broadcast's copies), each field parsed once. */
+    renderMany,
+  };
+
+  async function renderMany(
+    content: TemplateContent,
+    variablesList: ReadonlyArray<Record<string, unknown>>,
+  ): Promise<RenderedContent[]> {
+    if (isBlank(content.html) && isBlank(content.text)) throw templateEmpty();
+    const parsed = FIELDS.map((field) => {
+      const source = content[field];
+      return source === null ? null : parseField(field, source);
+    });
+    const renderOne = async (field: TemplateField, index: number, variables: Record<string, unknown>) => {
+      const templates = parsed[index];
+      if (!templates) return null;
+      try {
+        return String(await engineFor(field).render(templates, variables));
+      } catch (error) {
+        if (error instanceof LiquidError) throw templateRenderError(field, error.message);
+        throw error;
+      }
+    };
+    const results: RenderedContent[] = [];
+    for (const variables of variablesList) {
+      const subject = await renderOne('subject', 0, variables);
+      const html = await renderOne('html', 1, variables);
+      let text = await renderOne('text', 2, variables);
       // 78 columns: the line length RFC 5322 recommends for message bodies.
       if (text === null && html !== null) text = htmlToText(html, { wordwrap: 78 });
-      return { subject, html, text };
-    },
-  };
+      results.push({ subject, html, text });
+    }
+    return results;
+  }
 }
 
 export type TemplateRenderer = ReturnType<typeof createTemplateRenderer>;

@@ -157,6 +157,18 @@ export function createTopicRepo(db: Kysely<Database>) {
       return new Map(rows.map((row) => [row.topic_id, row.subscription]));
     },
 
+    /** Of these contacts, the ones that made a choice for the topic, with it (a broadcast's batch). */
+    async choicesFor(topicId: string, contactIds: readonly string[]): Promise<Map<string, Subscription>> {
+      if (contactIds.length === 0) return new Map();
+      const rows = await db
+        .selectFrom('contact_topics')
+        .select(['contact_id', 'subscription'])
+        .where('topic_id', '=', topicId)
+        .where('contact_id', 'in', [...contactIds])
+        .execute();
+      return new Map(rows.map((row) => [row.contact_id, row.subscription]));
+    },
+
     /** Writes a contact's choices, each replacing the one it had for that topic. */
     async choose(
       contactId: string,

@@ -143,6 +143,7 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'contact.updated': { first_name: 'Ada', updated_at: '2026-11-22T10:05:00.000Z' },
   'contact.deleted': {},
   'contact.topics_updated': {},
+  'broadcast.sent': {},
 };
 
 /** The data of a test event: shaped like a real email event of that kind, marked `test: true`. */
@@ -181,6 +182,18 @@ export function testEventData(kind: EventKind): Record<string, unknown> {
         min_complaint_volume: 1000,
       },
       ...SAMPLE_DETAILS[kind],
+    };
+  }
+  if (kind === 'broadcast.sent') {
+    return {
+      test: true,
+      id: 'bc_test',
+      name: 'November newsletter',
+      segment_id: 'seg_test',
+      topic_id: null,
+      copies: 2,
+      excluded: 1,
+      sent_at: '2026-11-22T10:00:00.000Z',
     };
   }
   if (kind === 'contact.topics_updated') {

@@ -1,0 +1,248 @@
+// A broadcast to a large segment, in one run (issue 37 item 5): how fast its fan-out enqueues the copies
+// (goal: 100 000 contacts within 10 s on SQLite) and with how much memory, the p99 of an unrelated
+// POST /v1/emails while it runs (against the same requests before it), and the delivery rate of its copies to a
+// local SMTP server against the single-send path's (the same number of POST /v1/emails sends).
+//
+//   npm run bench:broadcast -- [--postgres] [--contacts 100000] [--deliver 3000] [--dialect liquid|resend]
+import { parseArgs } from 'node:util';
+import { SMTPServer } from 'smtp-server';
+import { systemClock } from '../src/lib/clock.ts';
+import { createSecretBox } from '../src/lib/crypto.ts';
+import { newId } from '../src/lib/ids.ts';
+import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
+import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
+import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import { startBenchApp } from './app.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    postgres: { type: 'boolean', default: false },
+    contacts: { type: 'string', default: '100000' },
+    deliver: { type: 'string', default: '3000' },
+    dialect: { type: 'string', default: 'liquid' },
+  },
+});
+const CONTACTS = Number(args.contacts);
+const DELIVER = Number(args.deliver);
+const PUBLIC_URL = 'https://mail.bench.test';
+const databaseUrl = args.postgres
+  ? (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
+  : undefined;
+
+const bench = await startBenchApp({
+  databaseUrl,
+  config: { publicUrl: PUBLIC_URL, allowPrivateUrls: true, sendDailyLimit: 0 },
+});
+const { db } = bench.database;
+const headers = { authorization: `Bearer ${bench.key}`, 'content-type': 'application/json' };
+const api = async (method: string, path: string, body?: unknown) => {
+  const response = await fetch(`${bench.baseUrl}${path}`, {
+    method,
+    headers,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const answer = (await response.json()) as Record<string, any>;
+  if (response.status >= 300)
+    throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(answer)}`);
+  return answer;
+};
+
+// The audience, written straight to the tables in one transaction (what an import would leave).
+process.stdout.write(`Seeding ${CONTACTS} contacts in one segment (${bench.database.engine})…\n`);
+const segment = await api('POST', '/v1/segments', { name: 'Everyone' });
+const now = new Date().toISOString();
+await db.transaction().execute(async (trx) => {
+  for (let start = 0; start < CONTACTS; start += 500) {
+    const rows = Array.from({ length: Math.min(500, CONTACTS - start) }, (_, offset) => ({
+      id: newId('con'),
+      project_id: bench.projectId,
+      email: `reader${start + offset}@bench.test`,
+      first_name: `Reader${start + offset}`,
+      last_name: null,
+      unsubscribed: false,
+      properties: '{}',
+      created_at: now,
+      updated_at: now,
+    }));
+    await trx.insertInto('contacts').values(rows).execute();
+    await trx
+      .insertInto('segment_contacts')
+      .values(rows.map((row) => ({ segment_id: segment.id, contact_id: row.id, created_at: now })))
+      .execute();
+  }
+});
+
+const liquid = args.dialect === 'liquid';
+const broadcast = await api('POST', '/v1/broadcasts', {
+  from: 'news@bench.test',
+  subject: liquid ? 'Hello {{ contact.first_name }}' : 'Hello',
+  html: liquid
+    ? '<p>Hi {{ contact.first_name }},</p><p>news.</p><p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p>'
+    : '<p>Hi,</p><p>news.</p><p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p>',
+  text: liquid
+    ? 'Hi {{ contact.first_name }}, news. {{ unsubscribe_url }}'
+    : 'Hi, news. {{ unsubscribe_url }}',
+  segment_id: segment.id,
+});
+
+/**
+ * POST /v1/emails as an application sends them: one every 20 ms (at most 50 a second, one at a time), `count`
+ * of them or until `until` says stop; each's latency in ms.
+ */
+async function probe(count: number, until?: () => boolean): Promise<number[]> {
+  const latencies: number[] = [];
+  for (let sent = 1; sent <= count && !(until?.() ?? false); sent += 1) {
+    const started = performance.now();
+    await api('POST', '/v1/emails', {
+      from: 'app@bench.test',
+      to: `user${sent}@app.test`,
+      subject: 'Your code',
+      text: '123456',
+    });
+    const took = performance.now() - started;
+    latencies.push(took);
+    if (took < 20) await new Promise((resolve) => setTimeout(resolve, 20 - took));
+  }
+  return latencies;
+}
+const p = (values: number[], q: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+};
+
+let mark = performance.now();
+const lap = (what: string) => {
+  process.stderr.write(`${what}: ${((performance.now() - mark) / 1000).toFixed(1)} s\n`);
+  mark = performance.now();
+};
+lap('seeded');
+const before = await probe(200);
+lap('probes before');
+
+// The fan-out, with probes beside it and memory sampled.
+const fanOut = createBroadcastWorker({
+  database: bench.database,
+  clock: systemClock,
+  fanOut: bench.services.fanOut,
+  notifier: bench.services.notifiers.broadcast,
+  logger: {
+    info: () => undefined,
+    warn: () => undefined,
+    error: (fields: unknown, message: string) =>
+      process.stderr.write(`${message}: ${String((fields as { err?: unknown }).err)}\n`),
+  } as never,
+});
+let peakRss = 0;
+let peakHeap = 0;
+const baseRss = process.memoryUsage().rss;
+const sampler = setInterval(() => {
+  const usage = process.memoryUsage();
+  peakRss = Math.max(peakRss, usage.rss);
+  peakHeap = Math.max(peakHeap, usage.heapUsed);
+}, 50);
+await fanOut.start();
+const started = performance.now();
+await api('POST', `/v1/broadcasts/${broadcast.id}/send`, {});
+let done = false;
+const watching = (async () => {
+  while (!done) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const row = await db
+      .selectFrom('broadcasts')
+      .select('status')
+      .where('id', '=', broadcast.id)
+      .executeTakeFirst();
+    if (row?.status === 'sent') done = true;
+  }
+})();
+const during = await probe(Number.MAX_SAFE_INTEGER, () => done);
+await watching;
+const enqueueSeconds = (performance.now() - started) / 1000;
+lap('fan-out');
+clearInterval(sampler);
+await fanOut.stop();
+const copies = await db
+  .selectFrom('emails')
+  .select((eb) => eb.fn.countAll<number>().as('count'))
+  .where('broadcast_id', '=', broadcast.id)
+  .executeTakeFirstOrThrow();
+
+// Delivery: the copies at the head of the bulk band, then as many single sends (the transactional band, claimed
+// first), each to a local SMTP server that accepts everything.
+let received = 0;
+let target = Infinity;
+let reached: (() => void) | undefined;
+const sink = new SMTPServer({
+  logger: false,
+  authOptional: true,
+  disabledCommands: ['STARTTLS'],
+  onData(stream, _session, callback) {
+    stream.on('data', () => {});
+    stream.on('end', () => {
+      received += 1;
+      callback(null, 'Ok');
+      if (received >= target) reached?.();
+    });
+  },
+});
+await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+const sinkAddress = sink.server.address();
+const sinkPort = typeof sinkAddress === 'object' && sinkAddress ? sinkAddress.port : 0;
+const sending = createSendingWorker({
+  database: bench.database,
+  clock: systemClock,
+  events: bench.services.events,
+  repositories: bench.services.repositories,
+  transport: createRelayTransport({ url: `smtp://127.0.0.1:${sinkPort}`, connections: 8, timeoutMs: 10_000 }),
+  settings: { schedule: [0, 1000], concurrency: 16, concurrencyPerHost: 16, timeoutMs: 10_000 },
+  notifier: bench.services.notifiers.send,
+  engagementLinks: createEngagementLinks({
+    publicUrl: PUBLIC_URL,
+    secretBox: createSecretBox(Buffer.alloc(32, 1)),
+  }),
+});
+const until = (count: number) =>
+  new Promise<void>((resolve) => {
+    target = count;
+    reached = resolve;
+    if (received >= count) resolve();
+  });
+
+// The probes' emails go first (the transactional band): they are counted before the broadcast's copies.
+const probes = before.length + during.length;
+await sending.start();
+await until(probes);
+const copiesFrom = performance.now();
+const copiesStart = received;
+await until(copiesStart + DELIVER);
+const copiesRate = DELIVER / ((performance.now() - copiesFrom) / 1000);
+const singles = Array.from({ length: DELIVER / 100 }, (_, batch) =>
+  Array.from({ length: 100 }, (_, index) => ({
+    from: 'app@bench.test',
+    to: `single${batch * 100 + index}@app.test`,
+    subject: 'Single',
+    text: 'one',
+  })),
+);
+const singleFrom = performance.now();
+const singleStart = received;
+for (const batch of singles) await api('POST', '/v1/emails/batch', batch);
+await until(singleStart + DELIVER);
+const singleRate = DELIVER / ((performance.now() - singleFrom) / 1000);
+await sending.stop();
+await new Promise<void>((resolve) => sink.close(() => resolve()));
+
+const mb = (bytes: number) => (bytes / 1048576).toFixed(0);
+process.stdout.write(
+  [
+    `engine ${bench.database.engine}, dialect ${args.dialect}, ${CONTACTS} contacts`,
+    `fan-out: ${copies.count} copies enqueued in ${enqueueSeconds.toFixed(1)} s (${Math.round(Number(copies.count) / enqueueSeconds)}/s)`,
+    `memory during the fan-out: peak RSS ${mb(peakRss)} MB (${mb(baseRss)} MB before), peak heap ${mb(peakHeap)} MB`,
+    `POST /v1/emails p50/p99: before ${p(before, 0.5).toFixed(1)}/${p(before, 0.99).toFixed(1)} ms; during the fan-out ${p(during, 0.5).toFixed(1)}/${p(during, 0.99).toFixed(1)} ms (${during.length} requests)`,
+    `delivery to a local SMTP server: broadcast copies ${copiesRate.toFixed(0)}/s, single sends ${singleRate.toFixed(0)}/s (${DELIVER} each)`,
+    '',
+  ].join('\n'),
+);
+await bench.close();
+await bench.remove();

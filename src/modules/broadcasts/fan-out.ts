@@ -1,0 +1,325 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Clock } from '../../lib/clock.ts';
+import { newId } from '../../lib/ids.ts';
+import { parseAddress } from '../../lib/addresses.ts';
+import type { Notifier } from '../../queue/notifier.ts';
+import type { ContactPropertyRecord, ContactPropertyRepo } from '../contacts/contact-properties.repo.ts';
+import type { ContactRecord } from '../contacts/contacts.repo.ts';
+import type { DomainService, SenderAuthentication } from '../domains/domains.service.ts';
+import type { EmailRepo, NewEmail } from '../emails/emails.repo.ts';
+import { trackedLinks } from '../emails/tracked-html.ts';
+import type { TrackingRepo } from '../emails/tracking.repo.ts';
+import type { EventService } from '../events/events.service.ts';
+import type { SegmentRepo } from '../segments/segments.repo.ts';
+import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
+import type { TemplateRenderer } from '../templates/render.ts';
+import type { TemplateRepo } from '../templates/templates.repo.ts';
+import type { TopicRepo } from '../topics/topics.repo.ts';
+import type { BroadcastRecord, BroadcastRepo, ExclusionRecord, ExclusionReason } from './broadcasts.repo.ts';
+import { type CopyContent, liquidVariables, resendCopy, withPreviewText } from './personalization.ts';
+
+// A broadcast's fan-out, a batch at a time: the next contacts of its segment after its cursor (keyset, never
+// the whole segment), each excluded with its reason or given its own personalized copy, and the copies, the
+// exclusions and the cursor moved past them written in one short transaction. Nothing is held across batches:
+// a crash loses at most the batch in flight, which the next attempt makes again from the cursor (the copies'
+// unique (broadcast, contact) index refuses a second copy whatever happens).
+
+export const FAN_OUT_BATCH = 500;
+/** Copies rendered per call of the render pool (Liquid). */
+const RENDER_CHUNK = 25;
+
+export interface FanOutDeps {
+  db: Kysely<Database>;
+  repo: BroadcastRepo;
+  segments: Pick<SegmentRepo, 'membersAfter'>;
+  topics: Pick<TopicRepo, 'find' | 'choicesFor'>;
+  suppressions: Pick<SuppressionRepo, 'matchingIn'>;
+  properties: Pick<ContactPropertyRepo, 'all'>;
+  templates: Pick<TemplateRepo, 'find' | 'findVersion'>;
+  renderer: Pick<TemplateRenderer, 'renderMany'>;
+  emails: Pick<EmailRepo, 'insert'>;
+  tracking: Pick<TrackingRepo, 'insertSettings'>;
+  senders?: Pick<DomainService, 'authorizeSender' | 'authorizeKeyDomain'> | undefined;
+  events: Pick<EventService, 'emitIn'>;
+  clock: Clock;
+  /** Wakes this process's sending worker once copies are committed. */
+  sendNotifier: Notifier;
+  batchSize?: number | undefined;
+}
+
+/** What one attempt works with, read once: the broadcast's content, sender and the project's properties. */
+interface Prepared {
+  broadcast: BroadcastRecord;
+  content: CopyContent;
+  /** A template's own variables (Liquid). */
+  variables: Record<string, unknown> | null;
+  templateVersion: number | null;
+  authentication: SenderAuthentication | undefined;
+  fromDomain: string;
+  declared: ContactPropertyRecord[];
+  topicDefault: 'opt_in' | 'opt_out' | null;
+}
+
+/** The event a finished broadcast emits. */
+export const broadcastSentData = (
+  broadcast: BroadcastRecord,
+  copies: number,
+  excluded: number,
+  at: string,
+) => ({
+  id: broadcast.id,
+  name: broadcast.name,
+  segment_id: broadcast.segmentId,
+  topic_id: broadcast.topicId,
+  copies,
+  excluded,
+  sent_at: at,
+});
+
+export function createFanOut(deps: FanOutDeps) {
+  const { repo, clock } = deps;
+  const batchSize = deps.batchSize ?? FAN_OUT_BATCH;
+
+  async function prepare(broadcast: BroadcastRecord): Promise<Prepared> {
+    const from = parseAddress(broadcast.from ?? '');
+    if (!from.ok) throw new Error(`broadcast ${broadcast.id} has no valid From`);
+    const fromDomain = from.value.domain;
+    if (broadcast.keyDomainId !== null && deps.senders) {
+      await deps.senders.authorizeKeyDomain(broadcast.projectId, broadcast.keyDomainId, fromDomain, 'from');
+    }
+    const authentication =
+      deps.senders && (await deps.senders.authorizeSender(broadcast.projectId, fromDomain, 'from'));
+    let content: CopyContent = {
+      subject: broadcast.subject ?? '',
+      html: broadcast.html,
+      text: broadcast.text,
+    };
+    let templateVersion: number | null = null;
+    if (broadcast.templateId !== null) {
+      const template = await deps.templates.find(broadcast.projectId, broadcast.templateId);
+      const number = template?.publishedVersion ?? null;
+      const version =
+        number === null
+          ? undefined
+          : await deps.templates.findVersion(broadcast.projectId, broadcast.templateId, number);
+      if (!version) throw new Error(`broadcast ${broadcast.id}: its template has no published version`);
+      templateVersion = version.version;
+      content = {
+        subject: broadcast.subject ?? version.subject ?? '',
+        html: version.html,
+        text: version.text,
+      };
+    }
+    const topic =
+      broadcast.topicId === null ? undefined : await deps.topics.find(broadcast.projectId, broadcast.topicId);
+    return {
+      broadcast,
+      content,
+      variables: broadcast.templateVariables,
+      templateVersion,
+      authentication,
+      fromDomain,
+      declared: await deps.properties.all(broadcast.projectId),
+      // A topic deleted since: nobody is opted in any more.
+      topicDefault: broadcast.topicId === null ? null : (topic?.defaultSubscription ?? 'opt_out'),
+    };
+  }
+
+  /** The contacts of a batch a broadcast goes to, and the others with why not. */
+  async function sortOut(prepared: Prepared, members: ContactRecord[], now: string) {
+    const { broadcast } = prepared;
+    const choices =
+      broadcast.topicId === null
+        ? new Map<string, string>()
+        : await deps.topics.choicesFor(
+            broadcast.topicId,
+            members.map((contact) => contact.id),
+          );
+    const suppressed = await deps.suppressions.matchingIn(
+      [broadcast.projectId],
+      members.map((contact) => contact.email),
+    );
+    const eligible: ContactRecord[] = [];
+    const excluded: ExclusionRecord[] = [];
+    for (const contact of members) {
+      let reason: ExclusionReason | undefined;
+      if (contact.unsubscribed) reason = 'unsubscribed';
+      else if (
+        prepared.topicDefault !== null &&
+        (choices.get(contact.id) ?? prepared.topicDefault) === 'opt_out'
+      ) {
+        reason = 'topic_opt_out';
+      } else if (suppressed.has(suppressionKey(broadcast.projectId, contact.email))) reason = 'suppressed';
+      if (reason) excluded.push({ contactId: contact.id, email: contact.email, reason, createdAt: now });
+      else eligible.push(contact);
+    }
+    return { eligible, excluded };
+  }
+
+  /** Each eligible contact's copy, personalized. */
+  async function copiesOf(prepared: Prepared, contacts: ContactRecord[], now: string): Promise<NewEmail[]> {
+    const { broadcast, content, declared } = prepared;
+    let made: CopyContent[];
+    if (broadcast.personalization === 'resend') {
+      made = contacts.map((contact) => resendCopy(content, contact, declared));
+    } else {
+      // A few copies per render on the pool: each run is held to TEMPLATE_RENDER_TIMEOUT of CPU time.
+      made = [];
+      for (let start = 0; start < contacts.length; start += RENDER_CHUNK) {
+        const rendered = await deps.renderer.renderMany(
+          content,
+          contacts
+            .slice(start, start + RENDER_CHUNK)
+            .map((contact) => liquidVariables(contact, declared, prepared.variables)),
+        );
+        for (const each of rendered)
+          made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
+      }
+    }
+    return contacts.map((contact, index) => {
+      const copy = made[index]!;
+      const html = copy.html === null ? null : withPreviewText(copy.html, broadcast.previewText);
+      const id = newId('msg');
+      return {
+        id,
+        projectId: broadcast.projectId,
+        from: broadcast.from!,
+        to: [contact.email],
+        cc: [],
+        bcc: [],
+        replyTo: broadcast.replyTo,
+        subject: copy.subject.replace(/[\r\n]+/g, ' '),
+        html,
+        text: copy.text,
+        headers: {},
+        tags: {},
+        attachments: [],
+        templateId: broadcast.templateId,
+        templateVersion: prepared.templateVersion,
+        messageId: `<${id}@${prepared.fromDomain}>`,
+        source: 'api',
+        smtpUsername: null,
+        dkimDomain: prepared.authentication?.dkimDomain ?? null,
+        returnPathDomain: prepared.authentication?.returnPathDomain ?? null,
+        scheduledAt: null,
+        createdAt: now,
+        broadcastId: broadcast.id,
+        contactId: contact.id,
+        recipients: [
+          {
+            id: newId('rcpt'),
+            position: 0,
+            type: 'to',
+            address: contact.email,
+            host: contact.email.split('@')[1]!,
+          },
+        ],
+        // Every copy carries its own one-click unsubscribe (and, when asked, opens and clicks).
+        tracking: {
+          opens: broadcast.trackOpens,
+          clicks: broadcast.trackClicks,
+          unsubscribe: true,
+          links: broadcast.trackClicks && html !== null ? trackedLinks(html) : [],
+        },
+      };
+    });
+  }
+
+  /**
+   * One batch: false when the broadcast has more to go. Throws LostBroadcast when this worker no longer holds
+   * it (its lease ran out, another worker took it): nothing of the batch is kept.
+   */
+  async function batch(prepared: Prepared, workerId: string): Promise<boolean> {
+    const current = await repo.findById(prepared.broadcast.id);
+    if (!current || current.status !== 'sending') return true;
+    const now = clock.now().toISOString();
+    const members = await deps.segments.membersAfter(
+      current.projectId,
+      current.segmentId ?? '',
+      current.cursor,
+      batchSize,
+    );
+    const done = members.length < batchSize;
+    const { eligible, excluded } = await sortOut(prepared, members, now);
+    const copies = await copiesOf(prepared, eligible, now);
+    await inTransaction(deps.db, async (transaction) => {
+      const moved = await repo.advance(
+        current.id,
+        {
+          workerId,
+          previous: current.cursor,
+          next: members.at(-1)?.id ?? current.cursor,
+          copies: copies.length,
+          excluded: excluded.length,
+          done,
+          now,
+        },
+        transaction,
+      );
+      if (!moved) throw new LostBroadcast(current.id);
+      // Not counted against SEND_DAILY_LIMIT: a refusal half-way through would leave the audience half sent,
+      // and a large broadcast would use up the day's sends for the project's transactional mail.
+      await deps.emails.insert(copies, { dailyLimit: 0, counted: false }, transaction);
+      await deps.tracking.insertSettings(
+        copies.map((copy) => ({
+          emailId: copy.id,
+          projectId: copy.projectId,
+          settings: copy.tracking!,
+          createdAt: copy.createdAt,
+        })),
+        transaction,
+      );
+      await repo.insertExclusions(current.id, excluded, transaction);
+      if (done) {
+        await deps.events.emitIn(transaction, [
+          {
+            projectId: current.projectId,
+            kind: 'broadcast.sent',
+            data: broadcastSentData(
+              current,
+              current.copies + copies.length,
+              current.excluded + excluded.length,
+              now,
+            ),
+          },
+        ]);
+      }
+      if (copies.length > 0) transaction.afterCommit(() => deps.sendNotifier.notify());
+    });
+    return done;
+  }
+
+  return {
+    /**
+     * Fans a broadcast this worker holds out, a batch at a time, for about `budgetMs`; true once it is all
+     * sent (or no longer sending), false when the time is up (or `signal`, stopping, says so) with more to go:
+     * the caller gives it back to be claimed again.
+     */
+    async run(
+      broadcastId: string,
+      workerId: string,
+      budgetMs: number,
+      signal?: AbortSignal,
+    ): Promise<boolean> {
+      const broadcast = await repo.findById(broadcastId);
+      if (!broadcast || broadcast.status !== 'sending') return true;
+      const prepared = await prepare(broadcast);
+      const until = Date.now() + budgetMs;
+      for (;;) {
+        if (await batch(prepared, workerId)) return true;
+        if (Date.now() >= until || signal?.aborted) return false;
+      }
+    },
+  };
+}
+
+/** The broadcast is no longer this worker's: the batch's transaction rolls back. */
+export class LostBroadcast extends Error {
+  constructor(id: string) {
+    super(`broadcast ${id} is no longer held by this worker`);
+  }
+}
+
+export type FanOut = ReturnType<typeof createFanOut>;
