@@ -21,9 +21,11 @@ import {
 } from './email-rows.ts';
 import {
   createQuotaCounter,
+  FIRST_PART_COUNTS,
   overDailyLimit,
   type QuotaCount,
   quotaDay,
+  quotaUsed,
   type QuotaRow,
   type QuotaTotal,
 } from './fair-queue.repo.ts';
@@ -138,20 +140,6 @@ async function insertFiles(emails: readonly NewEmail[], transaction: Transaction
       })
       .execute();
   }
-}
-
-/** The counts a limited group's statement made (its first part's), as its result. */
-const COUNTS_MADE = CompiledQuery.raw('SELECT project_id, day, used, others FROM part0', []);
-
-/** Recipients counted against a project's daily limit on `day` (YYYY-MM-DD) so far, through `db`. */
-async function usedIn(db: Kysely<Database>, projectId: string, day: string): Promise<number> {
-  const row = await db
-    .selectFrom('send_quota')
-    .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
-    .where('project_id', '=', projectId)
-    .where('day', '=', day)
-    .executeTakeFirst();
-  return Number(row?.used ?? 0);
 }
 
 /** The project and day an email is counted on, as one key. */
@@ -273,13 +261,13 @@ export function createEmailRepo(
           ...recipients.acceptedInserts(emails, condition),
         ];
         const { rows } = await trx.executeQuery<QuotaRow>(
-          joined(parts.map((query) => query.sql).join('\n'), parts, COUNTS_MADE),
+          joined(parts.map((query) => query.sql).join('\n'), parts, FIRST_PART_COUNTS),
         );
         totals = quota.totalsOf(ordered, rows);
         const refused = ordered.find(
           (count) => !rows.some((row) => row.project_id === count.projectId && row.day === count.day),
         );
-        if (refused) throw new DailyLimitReached(await usedIn(trx, refused.projectId, refused.day));
+        if (refused) throw new DailyLimitReached(await quotaUsed(trx, refused.projectId, refused.day));
       } else if (inOneStatement(emails)) {
         // The emails, their recipients, then the count (its rows locked only for the statement's end).
         const [recipientsStatement] = [...recipients.acceptedInserts(emails)];
@@ -366,7 +354,7 @@ export function createEmailRepo(
     },
 
     /** Recipients counted against the project's daily limit on `day` (YYYY-MM-DD) so far. */
-    usedOn: (projectId: string, day: string): Promise<number> => usedIn(db, projectId, day),
+    usedOn: (projectId: string, day: string): Promise<number> => quotaUsed(db, projectId, day),
 
     /**
      * The email an SMTP client submitted with this Message-ID since `since`, if any: a client that retries

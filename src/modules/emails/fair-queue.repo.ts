@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { CompiledQuery } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
 import { greatestOf } from '../../db/engine/sql.ts';
 import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
@@ -145,3 +146,17 @@ export const quotaDay = (createdAt: string): string => createdAt.slice(0, 10);
 
 /** The daily limit's rule: a day's total (this send included) past `limit` is refused; 0 is no limit. */
 export const overDailyLimit = (total: number, limit: number): boolean => limit > 0 && total > limit;
+
+/** The counts a within-limit counting statement made, when it is the first part of a joined statement. */
+export const FIRST_PART_COUNTS = CompiledQuery.raw('SELECT project_id, day, used, others FROM part0', []);
+
+/** Recipients counted against a project's daily limit on `day` (YYYY-MM-DD) so far, through `db`. */
+export async function quotaUsed(db: Kysely<Database>, projectId: string, day: string): Promise<number> {
+  const row = await db
+    .selectFrom('send_quota')
+    .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
+    .where('project_id', '=', projectId)
+    .where('day', '=', day)
+    .executeTakeFirst();
+  return Number(row?.used ?? 0);
+}
