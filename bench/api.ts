@@ -399,7 +399,7 @@ log(
 );
 log(
   `GET lists ${WEBHOOK_COUNT} webhooks with a valid key (rate limit off); POST /v1/webhooks creates one ` +
-    '(https URL, secret); POST /v1/emails sends one email to one recipient (no daily limit, no worker).',
+    '(https URL, secret); POST /v1/emails sends one email to one recipient (a daily limit never reached, no worker).',
 );
 
 const profileDir = args.profile ? mkdtempSync(path.join(os.tmpdir(), 'postwire-profile-')) : undefined;

@@ -127,3 +127,29 @@ export function joinedStatements(): (
     );
   };
 }
+
+/**
+ * PostgreSQL: an `INSERT INTO t (columns) VALUES …` (as `insert` gives it) that inserts its rows only when
+ * `condition` holds, as `INSERT INTO t (columns) SELECT … FROM (VALUES …) AS v (columns) WHERE condition`: a
+ * part of joinedStatements that writes only if an earlier part (named in `condition`) let it. A VALUES list in
+ * a FROM types its untyped parameters as text, so `casts` gives the type of each column that is not text.
+ * Texts are kept by the text and condition they were made from.
+ */
+export function insertedOnlyWhen(
+  casts: Readonly<Record<string, string>>,
+): (insert: CompiledQuery, condition: string) => CompiledQuery {
+  const texts = createBoundedMemo<string, string>(256);
+  return (insert, condition) => {
+    const text = texts(`${condition}\n${insert.sql}`, () => {
+      const match = /^\s*INSERT INTO (\w+) \(([^)]*)\) VALUES ([\s\S]*)$/i.exec(insert.sql);
+      if (!match) throw new Error(`not an INSERT … VALUES: ${insert.sql.slice(0, 60)}`);
+      const [, table, columnList, values] = match as unknown as [string, string, string, string];
+      const columns = columnList.split(',').map((column) => column.trim());
+      const select = columns.map((column) =>
+        casts[column] ? `CAST(v.${column} AS ${casts[column]})` : `v.${column}`,
+      );
+      return `INSERT INTO ${table} (${columnList}) SELECT ${select.join(', ')} FROM (VALUES ${values}) AS v (${columnList}) WHERE ${condition}`;
+    });
+    return CompiledQuery.raw(text, [...insert.parameters]);
+  };
+}

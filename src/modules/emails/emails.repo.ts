@@ -21,14 +21,23 @@ import {
 } from './email-rows.ts';
 import {
   createQuotaCounter,
+  FIRST_PART_COUNTS,
   overDailyLimit,
   type QuotaCount,
   quotaDay,
+  quotaUsed,
   type QuotaRow,
   type QuotaTotal,
 } from './fair-queue.repo.ts';
 import type { RecipientRepo } from './recipients.repo.ts';
-import { inChunks, inColumnOrder, joinedStatements, placeholders, textsByShape } from '../../db/sql-text.ts';
+import {
+  inChunks,
+  inColumnOrder,
+  insertedOnlyWhen,
+  joinedStatements,
+  placeholders,
+  textsByShape,
+} from '../../db/sql-text.ts';
 import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
@@ -135,6 +144,9 @@ async function insertFiles(emails: readonly NewEmail[], transaction: Transaction
   }
 }
 
+/** The project and day an email is counted on, as one key. */
+const countKey = (email: NewEmail): string => `${email.projectId} ${quotaDay(email.createdAt)}`;
+
 /** `recipients`: the recipients' repository, which writes their rows in the same transaction as the email's. */
 export function createEmailRepo(
   db: Kysely<Database>,
@@ -153,6 +165,7 @@ export function createEmailRepo(
     return `INSERT INTO emails (${EMAIL_COLUMNS.join(', ')}) VALUES ${Array.from({ length: Number(rows) }, row).join(', ')}`;
   });
   const quota = createQuotaCounter(engine);
+  const emailsOnlyWhen = insertedOnlyWhen({ recipient_count: 'integer', template_version: 'integer' });
   const joined = joinedStatements();
 
   /**
@@ -214,11 +227,14 @@ export function createEmailRepo(
       for (const email of emails) {
         const recipients = queued(email.recipients).length;
         if (email.scheduledAt === null) due += recipients;
-        const day = quotaDay(email.createdAt);
-        const key = `${email.projectId} ${day}`;
-        const count = counts.get(key);
+        const count = counts.get(countKey(email));
         if (count) count.recipients += recipients;
-        else counts.set(key, { projectId: email.projectId, day, recipients });
+        else
+          counts.set(countKey(email), {
+            projectId: email.projectId,
+            day: quotaDay(email.createdAt),
+            recipients,
+          });
       }
 
       const trx = transaction.db;
@@ -235,8 +251,29 @@ export function createEmailRepo(
         );
 
       let totals: QuotaTotal[];
-      // A broadcast's copies (not counted) go the usual way: the one statement ends with the count.
-      if (options.counted !== false && inOneStatement(emails)) {
+      // A broadcast's copies (not counted) go the usual way: the one statement holds a count.
+      const oneStatement = options.counted !== false && inOneStatement(emails);
+      if (limited && oneStatement) {
+        // The count first, made only within the limit; the emails and their recipients inserted only when
+        // every count was made (the statement's parts see what the others return). With one count, a refused
+        // group writes nothing, so the statement may be a transaction of its own (insertsInOneStatement);
+        // with more, a count made beside one refused is undone by the rollback DailyLimitReached brings.
+        const counting = quota.statement(ordered, true, options.dailyLimit);
+        const condition = `(SELECT COUNT(*) FROM part0) = ${ordered.length}`;
+        const parts = [
+          counting,
+          emailsOnlyWhen(emailsStatement(emails), condition),
+          ...recipients.acceptedInserts(emails, condition),
+        ];
+        const { rows } = await trx.executeQuery<QuotaRow>(
+          joined(parts.map((query) => query.sql).join('\n'), parts, FIRST_PART_COUNTS),
+        );
+        totals = quota.totalsOf(ordered, rows);
+        const refused = ordered.find(
+          (count) => !rows.some((row) => row.project_id === count.projectId && row.day === count.day),
+        );
+        if (refused) throw new DailyLimitReached(await quotaUsed(trx, refused.projectId, refused.day));
+      } else if (oneStatement) {
         // The emails, their recipients, then the count (its rows locked only for the statement's end).
         const [recipientsStatement] = [...recipients.acceptedInserts(emails)];
         const parts = [emailsStatement(emails), ...(recipientsStatement ? [recipientsStatement] : [])];
@@ -259,11 +296,14 @@ export function createEmailRepo(
     },
 
     /**
-     * PostgreSQL: whether `insert` writes these emails with a single statement, so that with nothing else to
-     * write and no daily limit to check (which may refuse them after the statement) it can run autocommitted,
-     * as a transaction of its own.
+     * PostgreSQL: whether `insert` writes these emails with a single statement (which a daily limit refuses
+     * whole, writing nothing), so that with nothing else to write it can run autocommitted, as a transaction
+     * of its own.
      */
-    insertsInOneStatement: inOneStatement,
+    insertsInOneStatement: (emails: readonly NewEmail[], options: { dailyLimit: number }): boolean =>
+      inOneStatement(emails) &&
+      // One count at most: a statement may make one count and refuse another, which only a rollback undoes.
+      (options.dailyLimit <= 0 || new Set(emails.map(countKey)).size === 1),
 
     /**
      * Writes the large content of emails — a submitted message, or a file, larger than one piece — to its
@@ -319,15 +359,7 @@ export function createEmailRepo(
     },
 
     /** Recipients counted against the project's daily limit on `day` (YYYY-MM-DD) so far. */
-    async usedOn(projectId: string, day: string): Promise<number> {
-      const row = await db
-        .selectFrom('send_quota')
-        .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
-        .where('project_id', '=', projectId)
-        .where('day', '=', day)
-        .executeTakeFirst();
-      return Number(row?.used ?? 0);
-    },
+    usedOn: (projectId: string, day: string): Promise<number> => quotaUsed(db, projectId, day),
 
     /**
      * The email an SMTP client submitted with this Message-ID since `since`, if any: a client that retries

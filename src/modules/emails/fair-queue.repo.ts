@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
-import { CompiledQuery } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
+import type { Database } from '../../db/schema.ts';
 import { greatestOf } from '../../db/engine/sql.ts';
 import { placeholders, textsByShape } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
@@ -78,6 +79,11 @@ export interface QuotaTotal extends QuotaCount {
  * the count rows stay locked only until the commit right after. Concurrent sends there do not see each
  * other's uncommitted counts, so the limit can be passed by what is in flight at the moment it is reached.
  */
+/** The day's count in a count row's other shards (0 when it has none), as SQL text on `send_quota`. */
+const OTHER_SHARDS = `COALESCE((SELECT SUM(others.used) FROM send_quota AS others
+  WHERE others.project_id = send_quota.project_id AND others.day = send_quota.day
+    AND others.shard <> send_quota.shard), 0)`;
+
 /** Counts sends against the daily quota, in `transaction`: the accepting write's. */
 export function createQuotaCounter(engine: Engine) {
   // The day's total in the same statement: this shard's new count plus the other shards', which this
@@ -91,18 +97,39 @@ export function createQuotaCounter(engine: Engine) {
     ).join(', ');
     return `INSERT INTO send_quota (project_id, day, shard, used) VALUES ${values}
       ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
-        totals === 'totals'
-          ? ` RETURNING project_id, day, used, (SELECT SUM(others.used) FROM send_quota AS others
-      WHERE others.project_id = send_quota.project_id AND others.day = send_quota.day
-        AND others.shard <> send_quota.shard) AS others`
-          : ''
+        totals === 'totals' ? ` RETURNING project_id, day, used, ${OTHER_SHARDS} AS others` : ''
       }`;
   });
-  /** The statement counting `counts` (one shard for it), its placeholders numbered from the first. */
-  const statement = (counts: readonly QuotaCount[], totals: boolean): CompiledQuery => {
+  // PostgreSQL: the count made only where it keeps the day's total within the limit (the last parameter), so
+  // that a statement can refuse it with nothing written: a new shard row only if the day's total so far (as
+  // the statement sees it) leaves room, an existing one only if its newest version (locked, waited for if
+  // another transaction holds it) with the other shards leaves room. Only the counts made are returned.
+  const withinLimitText = textsByShape((rows) => {
+    const slot = placeholders(engine);
+    const values = Array.from(
+      { length: Number(rows) },
+      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
+    ).join(', ');
+    const limit = `CAST(${slot()} AS integer)`;
+    return `INSERT INTO send_quota (project_id, day, shard, used)
+      SELECT v.project_id, v.day, CAST(v.shard AS integer), CAST(v.used AS integer)
+      FROM (VALUES ${values}) AS v (project_id, day, shard, used)
+      WHERE CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
+        WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}
+      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used
+      WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}
+      RETURNING project_id, day, used, ${OTHER_SHARDS} AS others`;
+  });
+  /**
+   * The statement counting `counts` (one shard for it), its placeholders numbered from the first; with
+   * `withinLimit` (PostgreSQL), one that counts only what stays within it and returns the counts made.
+   */
+  const statement = (counts: readonly QuotaCount[], totals: boolean, withinLimit?: number): CompiledQuery => {
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);
     const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
+    if (withinLimit !== undefined)
+      return CompiledQuery.raw(withinLimitText(String(counts.length)), [...parameters, withinLimit]);
     return CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
   };
   /** What the statement returns, as each count's total (when `totals` was asked for). */
@@ -142,3 +169,17 @@ export const quotaDay = (createdAt: string): string => createdAt.slice(0, 10);
 
 /** The daily limit's rule: a day's total (this send included) past `limit` is refused; 0 is no limit. */
 export const overDailyLimit = (total: number, limit: number): boolean => limit > 0 && total > limit;
+
+/** The counts a within-limit counting statement made, when it is the first part of a joined statement. */
+export const FIRST_PART_COUNTS = CompiledQuery.raw('SELECT project_id, day, used, others FROM part0', []);
+
+/** Recipients counted against a project's daily limit on `day` (YYYY-MM-DD) so far, through `db`. */
+export async function quotaUsed(db: Kysely<Database>, projectId: string, day: string): Promise<number> {
+  const row = await db
+    .selectFrom('send_quota')
+    .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
+    .where('project_id', '=', projectId)
+    .where('day', '=', day)
+    .executeTakeFirst();
+  return Number(row?.used ?? 0);
+}

@@ -11,7 +11,7 @@ import {
 } from './email-rows.ts';
 import { nextPositionText } from './fair-queue.repo.ts';
 import { summarizeStatus } from './status.ts';
-import { placeholders, textsByShape } from '../../db/sql-text.ts';
+import { insertedOnlyWhen, placeholders, textsByShape } from '../../db/sql-text.ts';
 
 // The email_recipients rows as the API and reports write them: their insert when the email is accepted,
 // cancelling and rescheduling a scheduled send, and what reports received later (DSNs, complaints) do to
@@ -131,12 +131,14 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     });
     return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
   });
+  const onlyWhen = insertedOnlyWhen({ position: 'integer', ready_seq: 'bigint' });
   /**
    * The statements inserting the recipients of emails just accepted (insertAccepted's), INSERT_CHUNK rows each,
    * their placeholders numbered from the first, each made when the one before has been taken: for a caller
-   * that runs them as part of a statement of its own (emails.repo.ts, on PostgreSQL).
+   * that runs them as part of a statement of its own (emails.repo.ts, on PostgreSQL), inserting their rows
+   * only when `condition` holds when it is given (insertedOnlyWhen).
    */
-  function* acceptedInserts(emails: readonly NewEmail[]): Generator<CompiledQuery> {
+  function* acceptedInserts(emails: readonly NewEmail[], condition?: string): Generator<CompiledQuery> {
     const rows = emails.flatMap((email) => email.recipients.map((recipient) => ({ email, recipient })));
     // Each statement's due rows take the queue positions after their project's last (read in the INSERT).
     for (let start = 0; start < rows.length; start += INSERT_CHUNK) {
@@ -160,7 +162,8 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
           else parameters.push(row[column]);
         }
       }
-      yield CompiledQuery.raw(recipientsInsert(shape), parameters);
+      const insert = CompiledQuery.raw(recipientsInsert(shape), parameters);
+      yield condition === undefined ? insert : onlyWhen(insert, condition);
     }
   }
   /** Recipient rows with their emails (a report's event carries the email's fields). */

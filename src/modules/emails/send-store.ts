@@ -123,12 +123,14 @@ export function createSendStore({
   async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
     const suppressed = await markSuppressed(emails);
     if (writtenByOneStatement(emails)) {
-      // Nothing but the emails' one statement to write and no limit that could refuse them after it: the
-      // statement is their transaction (PostgreSQL: one round trip instead of BEGIN, it and COMMIT).
+      // Nothing but the emails' one statement to write (which the daily limit refuses whole, writing
+      // nothing): the statement is their transaction (PostgreSQL: one round trip instead of BEGIN, it and
+      // COMMIT).
       try {
         await autocommitted(db, (transaction) => repo.insert(emails, { dailyLimit }, transaction));
       } catch (error) {
-        if (refusedByTheDatabase(error)) inside?.failed(error);
+        // Refused by the database, or by the daily limit in the statement itself: nothing was stored.
+        if (refusedByTheDatabase(error) || error instanceof DailyLimitReached) inside?.failed(error);
         throw error;
       }
       return;
@@ -145,12 +147,11 @@ export function createSendStore({
 
   /**
    * Whether writeIn would make one statement only: the repository writes these emails with one, none of their
-   * recipients is suppressed (an event each) and none is tracked (its settings), and there is no daily limit
-   * (its count may refuse them once written, which needs a rollback).
+   * recipients is suppressed (an event each) and none is tracked (its settings). With a daily limit, one
+   * project's emails only (emails.repo.ts says why).
    */
   const writtenByOneStatement = (emails: NewEmail[]): boolean =>
-    dailyLimit <= 0 &&
-    repo.insertsInOneStatement(emails) &&
+    repo.insertsInOneStatement(emails, { dailyLimit }) &&
     emails.every(
       (email) => email.tracking === undefined && email.recipients.every((recipient) => !recipient.suppressed),
     );
