@@ -242,6 +242,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     clock,
     notifier: notifiers.broadcast,
     engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
+    reputation,
   });
   /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
   const fanOut = createFanOut({
@@ -259,6 +260,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     events,
     clock,
     sendNotifier: notifiers.send,
+    reputation,
   });
 
   // Attachments are read out of received messages on parse threads, never on the API's event loop.

@@ -40,6 +40,8 @@ for (const engine of ALL_ENGINES) {
         clock,
         worker: true,
         allowPrivateUrls: true,
+        // Broadcasts need one: every copy carries its own unsubscribe link.
+        publicUrl: 'https://mail.example.test',
         config: {
           reputation: SETTINGS,
           submission: {
@@ -191,11 +193,26 @@ for (const engine of ALL_ENGINES) {
         ['broadcasts', 'broadcasts'],
       );
 
-      // A broadcast (the broadcasts' service calls this) is refused; a transactional send still goes.
-      await assert.rejects(
-        t.services.reputation.assertSendingAllowed(t.projectId, 'news.example', 'broadcast'),
-        (error: { code?: string }) => error.code === 'sending_paused',
-      );
+      // A broadcast is refused, sent through the API; a transactional send still goes.
+      const segment = await t.request('POST', '/v1/segments', { body: { name: 'Readers' } });
+      assert.equal(segment.status, 201, JSON.stringify(segment.body));
+      const contact = await t.request('POST', '/v1/contacts', { body: { email: 'ada@example.org' } });
+      assert.equal(contact.status, 201, JSON.stringify(contact.body));
+      const added = await t.request('POST', `/v1/contacts/${contact.body.id}/segments/${segment.body.id}`);
+      assert.equal(added.status, 200, JSON.stringify(added.body));
+      const broadcast = await t.request('POST', '/v1/broadcasts', {
+        body: {
+          from: 'News <news@news.example>',
+          subject: 'November',
+          text: 'What happened this month.',
+          segment_id: segment.body.id,
+          send: true,
+        },
+      });
+      assert.equal(broadcast.status, 403, JSON.stringify(broadcast.body));
+      assert.equal(broadcast.body.error.code, 'sending_paused');
+      assert.equal(broadcast.body.error.param, 'from');
+      assert.match(broadcast.body.error.message, /^Sending is paused for the project since /);
       assert.equal((await send(undefined, 'news.example')).status, 202);
 
       const setting = await t.request('PATCH', '/v1/reputation', { body: { pause_all_sending: true } });

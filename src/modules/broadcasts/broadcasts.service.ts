@@ -15,6 +15,7 @@ import { formatAddress } from '../../lib/addresses.ts';
 import type { SegmentRepo } from '../segments/segments.repo.ts';
 import type { TemplateRepo } from '../templates/templates.repo.ts';
 import type { TopicRepo } from '../topics/topics.repo.ts';
+import type { ReputationService } from '../reputation/reputation.service.ts';
 import type { TopicService } from '../topics/topics.service.ts';
 import type { AudienceUnsubscribe } from '../engagement/engagement.service.ts';
 import type {
@@ -46,6 +47,8 @@ export interface BroadcastServiceDeps {
   /** Wakes this process's broadcast worker. */
   notifier: Notifier;
   engagement: { publicUrl: string | undefined; defaults: EngagementDefaults };
+  /** The reputation breaker: a paused project or From domain sends no broadcast (403 `sending_paused`). */
+  reputation?: Pick<ReputationService, 'assertSendingAllowed'> | undefined;
 }
 
 /** What sending asks of the key: its project's, and the one domain it may send from (null: any). */
@@ -170,6 +173,7 @@ export function createBroadcastService(deps: BroadcastServiceDeps) {
       await deps.senders.authorizeKeyDomain(record.projectId, sender.domainId, domain, 'from');
     }
     if (deps.senders) await deps.senders.authorizeSender(record.projectId, domain, 'from');
+    await deps.reputation?.assertSendingAllowed(record.projectId, domain, 'broadcast', 'from');
     if (record.segmentId === null)
       throw invalidParam('segment_id', 'The broadcast has no segment.', 'parameter_missing');
     if (record.templateId !== null) {

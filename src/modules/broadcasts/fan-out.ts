@@ -7,6 +7,8 @@ import { parseAddress } from '../../lib/addresses.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import type { ContactPropertyRecord, ContactPropertyRepo } from '../contacts/contact-properties.repo.ts';
 import type { ContactRecord } from '../contacts/contacts.repo.ts';
+import type { ReputationService } from '../reputation/reputation.service.ts';
+import { DomainError } from '../../lib/errors.ts';
 import type { DomainService, SenderAuthentication } from '../domains/domains.service.ts';
 import type { EmailRepo, NewEmail } from '../emails/emails.repo.ts';
 import { trackedLinks } from '../emails/tracked-html.ts';
@@ -47,6 +49,8 @@ export interface FanOutDeps {
   /** Wakes this process's sending worker once copies are committed. */
   sendNotifier: Notifier;
   batchSize?: number | undefined;
+  /** The reputation breaker: while the project or the From domain is paused, the fan-out holds. */
+  reputation?: Pick<ReputationService, 'assertSendingAllowed'> | undefined;
 }
 
 /** What one attempt works with, read once: the broadcast's content, sender and the project's properties. */
@@ -81,6 +85,16 @@ export const broadcastSentData = (
 export function createFanOut(deps: FanOutDeps) {
   const { repo, clock } = deps;
   const batchSize = deps.batchSize ?? FAN_OUT_BATCH;
+
+  async function pausedFor(projectId: string, fromDomain: string): Promise<boolean> {
+    try {
+      await deps.reputation?.assertSendingAllowed(projectId, fromDomain, 'broadcast');
+      return false;
+    } catch (error) {
+      if (error instanceof DomainError) return true;
+      throw error;
+    }
+  }
 
   async function prepare(broadcast: BroadcastRecord): Promise<Prepared> {
     const from = parseAddress(broadcast.from ?? '');
@@ -306,6 +320,8 @@ export function createFanOut(deps: FanOutDeps) {
       const broadcast = await repo.findById(broadcastId);
       if (!broadcast || broadcast.status !== 'sending') return true;
       const prepared = await prepare(broadcast);
+      // Paused after it was sent (scheduled, or mid-way): it holds, its cursor kept, until a resume.
+      if (await pausedFor(broadcast.projectId, prepared.fromDomain)) return false;
       const until = Date.now() + budgetMs;
       for (;;) {
         if (await batch(prepared, workerId)) return true;
