@@ -11,6 +11,7 @@ import type { Database, Row } from '../../db/schema.ts';
 import {
   attachmentsOf,
   EMAIL_COLUMNS,
+  emailRow,
   type EmailAttachment,
   type EmailRecord,
   INSERT_CHUNK,
@@ -61,43 +62,6 @@ export class DailyLimitReached extends Error {
     super('daily send limit reached');
     this.usedBefore = usedBefore;
   }
-}
-
-/** An email's row as the INSERT writes it, by column. */
-function emailRow(email: NewEmail): Record<(typeof EMAIL_COLUMNS)[number], unknown> {
-  return {
-    id: email.id,
-    project_id: email.projectId,
-    from_address: email.from,
-    to_addresses: JSON.stringify(email.to),
-    cc_addresses: JSON.stringify(email.cc),
-    bcc_addresses: JSON.stringify(email.bcc),
-    reply_to: JSON.stringify(email.replyTo),
-    subject: email.subject,
-    html: email.html,
-    text: email.text,
-    headers: JSON.stringify(email.headers),
-    tags: JSON.stringify(email.tags),
-    template_id: email.templateId,
-    template_version: email.templateVersion,
-    message_id: email.messageId,
-    dkim_domain: email.dkimDomain ?? null,
-    return_path_domain: email.returnPathDomain ?? null,
-    status:
-      queued(email.recipients).length === 0
-        ? 'suppressed'
-        : email.scheduledAt === null
-          ? 'queued'
-          : 'scheduled',
-    recipient_count: email.recipients.length,
-    scheduled_at: email.scheduledAt,
-    created_at: email.createdAt,
-    updated_at: email.createdAt,
-    source: email.source,
-    smtp_username: email.smtpUsername,
-    broadcast_id: email.broadcastId ?? null,
-    contact_id: email.contactId ?? null,
-  };
 }
 
 /**
