@@ -6,6 +6,7 @@ import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
 import { type ByteChunks, totalBytes } from '../../lib/byte-chunks.ts';
 import type { EmailListFilters } from './emails.schemas.ts';
 import type { Engine } from '../../db/connection.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import {
@@ -139,7 +140,7 @@ export function createEmailRepo(
    * INSERT takes.
    */
   const inOneStatement = (emails: readonly NewEmail[]): boolean =>
-    engine === 'postgres' &&
+    writesInWith(engine) &&
     emails.length <= INSERT_CHUNK &&
     emails.every((email) => email.attachments.length === 0 && email.submitted === undefined) &&
     emails.reduce((sum, email) => sum + email.recipients.length, 0) <= INSERT_CHUNK;

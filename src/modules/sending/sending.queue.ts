@@ -3,8 +3,7 @@ import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { writesInWith } from '../../db/engine/sql.ts';
 import { createMessagePieces, keptInPieces } from '../../db/message-pieces.ts';
-import { RECIPIENT_STATUSES, type Database, type EmailStatus } from '../../db/schema.ts';
-import type { RecipientStatus } from '../../db/schema.ts';
+import type { Database, EmailStatus } from '../../db/schema.ts';
 import { placeholders, statement, textsByShape, valuesTable } from '../../db/sql-text.ts';
 import { type Lease, releaseLeases } from '../../queue/lease.ts';
 import type { QueueJob } from '../../queue/runtime.ts';
@@ -28,7 +27,8 @@ import {
 } from './sending.claims.ts';
 import { BULK_BAND, type QueueBand, queueHeadText } from '../emails/fair-queue.repo.ts';
 import type { AttemptOutcome, AttemptRecord } from '../emails/recipients.ts';
-import { PENDING, summarizeStatus } from '../emails/status.ts';
+import { summarizeStatus } from '../emails/status.ts';
+import { COUNTS, outcomeValues, RECIPIENT_OUTCOME_COLUMNS, statusKnown } from './sending.outcome-rows.ts';
 import type { TrackingSettings } from '../emails/tracking.ts';
 import type { EmitWith } from '../events/events.service.ts';
 
@@ -51,59 +51,6 @@ export interface SendJob extends QueueJob {
 
 /** What an attempt wrote down: each recipient's new state, and what it says (emails/recipients.ts). */
 export type SendOutcome = AttemptOutcome;
-
-/**
- * A recipient's attempt as the row of values its statement reads (`v`), by column; the last two (PostgreSQL
- * only) move its email's status in the same statement.
- */
-const RECIPIENT_OUTCOME_COLUMNS = [
-  'id',
-  'worker',
-  'status',
-  'retry_at',
-  'attempted_at',
-  'response',
-  'response_code',
-  'now',
-  'completed_at',
-  'counted',
-  'email_id',
-  'email_status',
-] as const;
-
-/** The outcome rows' typed columns (PostgreSQL reads a VALUES list's parameters as text otherwise). */
-const COUNTS = { response_code: 'integer', counted: 'integer' } as const;
-
-/** Statuses a recipient does not leave: every one but those still being worked on. */
-const FINAL: ReadonlySet<RecipientStatus> = new Set(
-  RECIPIENT_STATUSES.filter((status) => !PENDING.has(status)),
-);
-
-/** An email with one recipient has that recipient's status: known before the write. */
-const statusKnown = (record: AttemptRecord) => record.recipientCount === 1 && record.updates.length === 1;
-
-/** The recipients' outcome rows (`v`), by column, for the statements that record attempts. */
-function outcomeValues(records: readonly AttemptRecord[]) {
-  return records.flatMap((record) =>
-    record.updates.map((change) => {
-      const final = FINAL.has(change.status);
-      return {
-        id: change.id,
-        worker: record.workerId,
-        status: change.status,
-        retry_at: final ? null : (change.retryAt ?? null),
-        attempted_at: record.attemptedAt,
-        response: change.response,
-        response_code: change.responseCode,
-        now: record.now,
-        completed_at: final ? record.now : null,
-        counted: change.counted === false ? 0 : 1,
-        email_id: record.emailId,
-        email_status: statusKnown(record) ? summarizeStatus([change.status]) : null,
-      };
-    }),
-  );
-}
 
 /**
  * Every recipient's new state in one UPDATE, however many attempts finished together; first a write (see
