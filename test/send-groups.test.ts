@@ -267,9 +267,11 @@ for (const { engine, dailyLimit } of SUITES) {
           .where('project_id', '=', good.projectId)
           .executeTakeFirstOrThrow();
         assert.equal(Number(counted.used), 8, 'each good send counted once');
-        // The sends after the first were tried together, rolled back, and stored one by one.
+        // The sends after the first were tried together, refused, and stored one by one. A group is refused
+        // by a rollback, or on PostgreSQL, when the sends that met in it were of one project (a loaded
+        // machine groups them so), by its one statement writing nothing: both store nothing (asserted above).
         assert.ok(groupedInserts > before.groupedInserts, 'the sends were written together first');
-        assert.ok(rollbacks > before.rollbacks, 'the group rolled back');
+        if (engine === 'sqlite') assert.ok(rollbacks > before.rollbacks, 'the group rolled back');
       },
     );
 
