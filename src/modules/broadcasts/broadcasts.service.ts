@@ -116,38 +116,15 @@ export function createBroadcastService(deps: BroadcastServiceDeps) {
 
   /** The references a draft makes, checked in the project: its segment, topic and template. */
   async function checkRefs(projectId: string, content: BroadcastContent): Promise<void> {
-    if (
-      content.segmentId !== null &&
-      !(isId('seg', content.segmentId) && (await deps.segments.find(projectId, content.segmentId)))
-    ) {
-      throw new DomainError(
-        'not_found',
-        'resource_missing',
-        `No segment with id '${content.segmentId}'.`,
-        'segment_id',
-      );
-    }
-    if (
-      content.topicId !== null &&
-      !(isId('top', content.topicId) && (await deps.topics.find(projectId, content.topicId)))
-    ) {
-      throw new DomainError(
-        'not_found',
-        'resource_missing',
-        `No topic with id '${content.topicId}'.`,
-        'topic_id',
-      );
-    }
-    if (
-      content.templateId !== null &&
-      !(isId('tpl', content.templateId) && (await deps.templates.find(projectId, content.templateId)))
-    ) {
-      throw new DomainError(
-        'not_found',
-        'resource_missing',
-        `No template with id '${content.templateId}'.`,
-        'template.id',
-      );
+    const references = [
+      { id: content.segmentId, prefix: 'seg', kind: 'segment', param: 'segment_id', repo: deps.segments },
+      { id: content.topicId, prefix: 'top', kind: 'topic', param: 'topic_id', repo: deps.topics },
+      { id: content.templateId, prefix: 'tpl', kind: 'template', param: 'template.id', repo: deps.templates },
+    ] as const;
+    for (const { id, prefix, kind, param, repo } of references) {
+      if (id !== null && !(isId(prefix, id) && (await repo.find(projectId, id)))) {
+        throw new DomainError('not_found', 'resource_missing', `No ${kind} with id '${id}'.`, param);
+      }
     }
     if (content.subject !== null && hasLineBreak(content.subject)) {
       throw invalidParam('subject', 'The subject contains a line break.');
