@@ -1,26 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { createBroadcastQueue } from '../src/modules/broadcasts/broadcasts.queue.ts';
 import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import { createFanOut } from '../src/modules/broadcasts/fan-out.ts';
-import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import {
-  ALL_ENGINES,
-  engineSkip,
-  startTestApp,
-  TEST_ENCRYPTION_KEY,
-  TEST_SENDING_SETTINGS,
-  type TestApp,
-} from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { assertApiError, created } from './helpers/answers.ts';
 import { onServer, parseMail, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
 // Broadcasts under /v1: a broadcast to a segment arrives at a real SMTP server once per eligible contact,
@@ -58,24 +49,7 @@ for (const engine of ALL_ENGINES) {
       smtp = await startSmtpServer();
       receiver = await startReceiver();
       await created(api, '/v1/webhooks', { url: receiver.url, events: EVENT_KIND_NAMES });
-      sending = createSendingWorker({
-        database: api.database.handle,
-        clock,
-        events: api.events,
-        repositories: api.services.repositories,
-        transport: createRelayTransport({
-          url: `smtp://127.0.0.1:${smtp.port}`,
-          connections: 2,
-          timeoutMs: 3000,
-        }),
-        settings: TEST_SENDING_SETTINGS,
-        notifier: api.app.sendNotifier,
-        engagementLinks: createEngagementLinks({
-          publicUrl: PUBLIC_URL,
-          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        }),
-      });
-      await sending.start();
+      sending = await startSendingWorker(api, { relayPort: smtp.port, clock, publicUrl: PUBLIC_URL });
       fanOut = createBroadcastWorker({
         database: api.database.handle,
         clock,

@@ -1,21 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Resend } from 'resend';
-import { createSecretBox } from '../src/lib/crypto.ts';
 import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
-import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import {
-  ALL_ENGINES,
-  engineSkip,
-  startTestApp,
-  TEST_ENCRYPTION_KEY,
-  TEST_SENDING_SETTINGS,
-  type TestApp,
-} from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { parseMail } from './helpers/engagement.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
 // Resend's SDK, unchanged, drives broadcasts at /resend: create (draft, or with send and scheduledAt), get,
@@ -50,24 +41,7 @@ for (const engine of ALL_ENGINES) {
       api = await startTestApp(engine, { publicUrl: PUBLIC_URL });
       resend = new Resend(api.key, { baseUrl: `${api.baseUrl}/resend` });
       smtp = await startSmtpServer();
-      sending = createSendingWorker({
-        database: api.database.handle,
-        events: api.events,
-        repositories: api.services.repositories,
-        clock: { now: () => new Date() },
-        transport: createRelayTransport({
-          url: `smtp://127.0.0.1:${smtp.port}`,
-          connections: 2,
-          timeoutMs: 3000,
-        }),
-        settings: TEST_SENDING_SETTINGS,
-        notifier: api.app.sendNotifier,
-        engagementLinks: createEngagementLinks({
-          publicUrl: PUBLIC_URL,
-          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        }),
-      });
-      await sending.start();
+      sending = await startSendingWorker(api, { relayPort: smtp.port, publicUrl: PUBLIC_URL });
       fanOut = createBroadcastWorker({
         database: api.database.handle,
         clock: { now: () => new Date() },
