@@ -149,6 +149,9 @@ export interface QueueWorkerDeps {
   deadAfterMs?: number | undefined;
 }
 
+/** What withQueueDefaults gives a worker: its id, logger, poll and heartbeats. */
+export type QueueDefaults = ReturnType<typeof withQueueDefaults>;
+
 /** The optional parts of QueueWorkerDeps, filled in: silent logs, Math.random, a fresh id, the default poll. */
 export function withQueueDefaults(deps: QueueWorkerDeps, settings: { pollIntervalMs?: number | undefined }) {
   return {

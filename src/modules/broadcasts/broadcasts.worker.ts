@@ -1,5 +1,6 @@
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import { createLongJobWorker } from '../../queue/long-job-worker.ts';
+import { withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { createBroadcastQueue, createFanOutQueueSource } from './broadcasts.queue.ts';
 import type { FanOut } from './fan-out.ts';
@@ -27,15 +28,20 @@ export function createBroadcastWorker(deps: BroadcastWorkerDeps): QueueWorker {
   const settings = deps.settings ?? {};
   const concurrency = settings.concurrency ?? 2;
   const sliceMs = settings.sliceMs ?? 2000;
-  const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, settings);
+  const defaults = withQueueDefaults(deps, settings);
+  const { logger, workerId } = defaults;
   const queue = createBroadcastQueue(deps.database.db, deps.database.engine);
   // A batch may take a while on a loaded machine: the lease covers the slice, a batch after it, and a margin.
   const attemptTimeoutMs = sliceMs + 30_000;
 
-  return createQueueWorker({
+  return createLongJobWorker(deps, defaults, {
     name: 'broadcast worker',
-    workerId,
+    channel: QUEUE_CHANNELS.broadcasts,
     source: createFanOutQueueSource(queue),
+    concurrency,
+    attemptTimeoutMs,
+    leaseMs: 2 * attemptTimeoutMs,
+    stopGraceMs: sliceMs + 5000,
     async attempt(job, signal) {
       let done = false;
       try {
@@ -50,25 +56,5 @@ export function createBroadcastWorker(deps: BroadcastWorkerDeps): QueueWorker {
       await queue.release(workerId, [job.broadcastId]);
       return { done };
     },
-    settings: {
-      concurrency,
-      laneConcurrency: concurrency,
-      laneCapacity: concurrency,
-      capacity: concurrency,
-      claimBatch: 1,
-      attemptTimeoutMs,
-      leaseMs: 2 * attemptTimeoutMs,
-      pollIntervalMs,
-      stopGraceMs: sliceMs + 5000,
-      outcomeWriteIntervalMs: 0,
-      maxUnrecorded: concurrency,
-    },
-    clock: deps.clock,
-    logger,
-    notifier: deps.notifier,
-    database: deps.database,
-    channel: QUEUE_CHANNELS.broadcasts,
-    heartbeats,
-    deadAfterMs,
   });
 }

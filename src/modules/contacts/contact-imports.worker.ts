@@ -1,5 +1,6 @@
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import { createLongJobWorker } from '../../queue/long-job-worker.ts';
+import { withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import type { ImportJobRunner } from './contact-imports.job.ts';
 import { createContactImportQueue, createContactImportQueueSource } from './contact-imports.queue.ts';
@@ -22,14 +23,19 @@ export interface ContactImportWorkerDeps extends QueueWorkerDeps {
  */
 export function createContactImportWorker(deps: ContactImportWorkerDeps): QueueWorker {
   const concurrency = deps.concurrency ?? 1;
-  const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, deps);
+  const defaults = withQueueDefaults(deps, deps);
+  const { logger, workerId } = defaults;
   const leaseMs = 2 * BATCH_TIMEOUT_MS + 2000;
   const queue = createContactImportQueue(deps.database.db, deps.database.engine);
 
-  return createQueueWorker({
+  return createLongJobWorker(deps, defaults, {
     name: 'contact import worker',
-    workerId,
+    channel: QUEUE_CHANNELS.contactImports,
     source: createContactImportQueueSource(queue),
+    concurrency,
+    attemptTimeoutMs: BATCH_TIMEOUT_MS,
+    leaseMs,
+    stopGraceMs: BATCH_TIMEOUT_MS,
     async attempt({ job }, signal) {
       try {
         // A job cut short (stopping, or its lease lost) is given back to resume where its batches got.
@@ -39,25 +45,5 @@ export function createContactImportWorker(deps: ContactImportWorkerDeps): QueueW
       }
       return { done: true };
     },
-    settings: {
-      concurrency,
-      laneConcurrency: concurrency,
-      laneCapacity: concurrency,
-      capacity: concurrency,
-      claimBatch: 1,
-      attemptTimeoutMs: BATCH_TIMEOUT_MS,
-      leaseMs,
-      pollIntervalMs,
-      stopGraceMs: BATCH_TIMEOUT_MS,
-      outcomeWriteIntervalMs: 0,
-      maxUnrecorded: concurrency,
-    },
-    clock: deps.clock,
-    logger,
-    notifier: deps.notifier,
-    database: deps.database,
-    channel: QUEUE_CHANNELS.contactImports,
-    heartbeats,
-    deadAfterMs,
   });
 }

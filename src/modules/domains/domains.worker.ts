@@ -1,6 +1,7 @@
 import { DEFAULTS } from '../../config.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import { createLongJobWorker } from '../../queue/long-job-worker.ts';
+import { withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import { createDomainCheckQueueSource, createDomainQueue } from './domains.queue.ts';
 import type { DomainService } from './domains.service.ts';
@@ -31,41 +32,25 @@ export function createDomainCheckWorker(deps: DomainCheckWorkerDeps): QueueWorke
   const settings = deps.settings ?? {};
   const concurrency = settings.concurrency ?? DEFAULTS.domainChecks.concurrency;
   const timeoutMs = settings.timeoutMs ?? DEFAULTS.domainChecks.timeoutMs;
-  const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, settings);
+  const defaults = withQueueDefaults(deps, settings);
 
   const source = createDomainCheckQueueSource(createDomainQueue(deps.database.db, deps.database.engine));
 
-  return createQueueWorker({
+  return createLongJobWorker(deps, defaults, {
     name: 'domain check worker',
-    workerId,
+    channel: QUEUE_CHANNELS.domains,
     source,
+    concurrency,
+    attemptTimeoutMs: timeoutMs,
+    leaseMs: 2 * timeoutMs + 2000,
+    stopGraceMs: timeoutMs,
     async attempt(job) {
       try {
         await deps.domains.check(job.domain);
       } catch (error) {
-        logger.error({ err: error, domain: job.domain.id }, 'domain check worker: the check failed');
+        defaults.logger.error({ err: error, domain: job.domain.id }, 'domain check worker: the check failed');
       }
       return { checked: true };
     },
-    settings: {
-      concurrency,
-      laneConcurrency: concurrency,
-      laneCapacity: concurrency,
-      capacity: concurrency,
-      claimBatch: 1,
-      attemptTimeoutMs: timeoutMs,
-      leaseMs: 2 * timeoutMs + 2000,
-      pollIntervalMs,
-      stopGraceMs: timeoutMs,
-      outcomeWriteIntervalMs: 0,
-      maxUnrecorded: concurrency,
-    },
-    clock: deps.clock,
-    logger,
-    notifier: deps.notifier,
-    database: deps.database,
-    channel: QUEUE_CHANNELS.domains,
-    heartbeats,
-    deadAfterMs,
   });
 }
