@@ -51,6 +51,37 @@ export interface BroadcastServiceDeps {
   reputation?: Pick<ReputationService, 'assertSendingAllowed'> | undefined;
 }
 
+/**
+ * A draft as it starts, created or duplicated alike: not scheduled, not started, no copies, and no sending key's
+ * domain (the key that sends it sets one). One rule, so a new field of the send's progress is reset in both.
+ */
+const newDraft = (
+  now: string,
+): Pick<
+  BroadcastRecord,
+  | 'status'
+  | 'scheduledAt'
+  | 'startedAt'
+  | 'sentAt'
+  | 'cursor'
+  | 'copies'
+  | 'excluded'
+  | 'keyDomainId'
+  | 'createdAt'
+  | 'updatedAt'
+> => ({
+  status: 'draft',
+  scheduledAt: null,
+  startedAt: null,
+  sentAt: null,
+  cursor: null,
+  copies: 0,
+  excluded: 0,
+  keyDomainId: null,
+  createdAt: now,
+  updatedAt: now,
+});
+
 /** What sending asks of the key: its project's, and the one domain it may send from (null: any). */
 export interface BroadcastSender {
   domainId: string | null;
@@ -230,18 +261,9 @@ export function createBroadcastService(deps: BroadcastServiceDeps) {
         personalization,
         segmentId: input.segment_id,
         topicId: input.topic_id ?? null,
-        status: 'draft',
-        scheduledAt: null,
-        startedAt: null,
-        sentAt: null,
-        cursor: null,
-        copies: 0,
-        excluded: 0,
-        keyDomainId: null,
         trackOpens: input.tracking?.opens ?? defaults.trackOpens,
         trackClicks: input.tracking?.clicks ?? defaults.trackClicks,
-        createdAt: now,
-        updatedAt: now,
+        ...newDraft(now),
       };
       await checkRefs(projectId, record);
       if (input.send) await checkSendable(record, sender);
@@ -358,21 +380,7 @@ export function createBroadcastService(deps: BroadcastServiceDeps) {
     /** A new draft with the content of another broadcast. */
     async duplicate(transaction: Transaction, projectId: string, id: string): Promise<BroadcastRecord> {
       const source = await load(projectId, id, transaction);
-      const now = clock.now().toISOString();
-      const copy: BroadcastRecord = {
-        ...source,
-        id: newId('bc'),
-        status: 'draft',
-        scheduledAt: null,
-        startedAt: null,
-        sentAt: null,
-        cursor: null,
-        copies: 0,
-        excluded: 0,
-        keyDomainId: null,
-        createdAt: now,
-        updatedAt: now,
-      };
+      const copy: BroadcastRecord = { ...source, id: newId('bc'), ...newDraft(clock.now().toISOString()) };
       await repo.insert(copy, transaction);
       return copy;
     },
