@@ -3,6 +3,7 @@ import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.t
 import { deleteProjectRow } from '../../db/project-rows.ts';
 import type { BroadcastExclusionsTable, BroadcastStatus, Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import type { RECIPIENT_FILTERS } from './broadcasts.schemas.ts';
 
 export type ExclusionReason = BroadcastExclusionsTable['reason'];
 export type Personalization = 'liquid' | 'resend';
@@ -109,16 +110,7 @@ const contentRow = (record: BroadcastContent) => ({
 });
 
 /** What happened to the copies of a broadcast, by recipient. */
-export type RecipientFilter =
-  | 'sent'
-  | 'delivered'
-  | 'opened'
-  | 'clicked'
-  | 'bounced'
-  | 'complained'
-  | 'unsubscribed'
-  | 'failed'
-  | 'queued';
+export type RecipientFilter = (typeof RECIPIENT_FILTERS)[number];
 
 export interface BroadcastRecipientRow {
   emailId: string;

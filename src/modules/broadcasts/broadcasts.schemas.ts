@@ -176,8 +176,11 @@ export const DeletedBroadcast = Type.Object(
   { title: 'DeletedBroadcast' },
 );
 
-export const RECIPIENT_FILTERS = [
-  'queued',
+/**
+ * What can happen to a broadcast's copy once it is sent: the recipients' filters of this API and of the Resend
+ * API (src/modules/resend-compat) both read them.
+ */
+export const SENT_COPY_OUTCOMES = [
   'sent',
   'delivered',
   'opened',
@@ -185,8 +188,10 @@ export const RECIPIENT_FILTERS = [
   'bounced',
   'complained',
   'unsubscribed',
-  'failed',
 ] as const;
+
+/** A copy not sent yet, what happened to it once it was, or given up on. */
+export const RECIPIENT_FILTERS = ['queued', ...SENT_COPY_OUTCOMES, 'failed'] as const;
 
 export const RecipientsQuery = Type.Composite([
   ListQuery,

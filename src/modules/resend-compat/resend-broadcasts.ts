@@ -8,6 +8,7 @@ import type { BroadcastRecord, RecipientFilter } from '../broadcasts/broadcasts.
 import {
   CreateBroadcastBody,
   SendBroadcastBody,
+  SENT_COPY_OUTCOMES,
   UpdateBroadcastBody,
 } from '../broadcasts/broadcasts.schemas.ts';
 import type { BroadcastService } from '../broadcasts/broadcasts.service.ts';
@@ -80,16 +81,8 @@ function fromResend(body: unknown, keepNull: readonly string[] = []): Record<str
   return out;
 }
 
-const RESEND_RECIPIENT_TYPES = [
-  'sent',
-  'delivered',
-  'opened',
-  'clicked',
-  'bounced',
-  'complained',
-  'unsubscribed',
-  'suppressed',
-] as const;
+// Resend's recipient types are the outcomes of a sent copy, and the contacts left out for the suppression list.
+const RESEND_RECIPIENT_TYPES = [...SENT_COPY_OUTCOMES, 'suppressed'] as const;
 const RecipientsQuery = Type.Composite([
   ListQuery,
   Type.Object({
