@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list } from '../../http/list.ts';
 import type { ProjectService } from '../projects/projects.service.ts';
@@ -14,7 +15,7 @@ import {
   toApiKeyView,
 } from './api-keys.schemas.ts';
 
-const tags = ['API keys'];
+const routes = routeOptions(['API keys']);
 
 // The project's own keys over HTTP; the service and the api_keys table stay the projects module's (the CLI
 // makes keys through the same service).
@@ -26,18 +27,14 @@ export function registerApiKeyRoutes(
 
   app.post(
     '/v1/api-keys',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'createApiKey',
-        summary: 'Create an API key',
-        description:
-          'A key of this project with a permission (and, for a sending key, optionally one domain). The key itself (`token`) is in this answer only: store it now.',
-        body: CreateApiKeyBody,
-        response: { 201: CreatedApiKey, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createApiKey',
+      summary: 'Create an API key',
+      description:
+        'A key of this project with a permission (and, for a sending key, optionally one domain). The key itself (`token`) is in this answer only: store it now.',
+      body: CreateApiKeyBody,
+      response: { 201: CreatedApiKey, ...errorResponses() },
+    }),
     async (request, reply) => {
       const { key, plaintext } = await projects.createKey(projectOf(request), {
         name: request.body.name,
@@ -51,65 +48,49 @@ export function registerApiKeyRoutes(
 
   app.get(
     '/v1/api-keys',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listApiKeys',
-        summary: 'List API keys',
-        description: "This project's keys, revoked ones too, oldest first; never the keys themselves.",
-        response: { 200: ApiKeyList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listApiKeys',
+      summary: 'List API keys',
+      description: "This project's keys, revoked ones too, oldest first; never the keys themselves.",
+      response: { 200: ApiKeyList, ...errorResponses() },
+    }),
     async (request) => list((await projects.listKeys(projectOf(request))).map(toApiKeyView), false),
   );
 
   app.get(
     '/v1/api-keys/current',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getCurrentApiKey',
-        summary: 'Retrieve the key making this request',
-        description:
-          'What the calling key may do (the dashboard reads it to hide what the key cannot do). A sending_access key gets 403, as for every read.',
-        response: { 200: ApiKey, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getCurrentApiKey',
+      summary: 'Retrieve the key making this request',
+      description:
+        'What the calling key may do (the dashboard reads it to hide what the key cannot do). A sending_access key gets 403, as for every read.',
+      response: { 200: ApiKey, ...errorResponses() },
+    }),
     async (request) => toApiKeyView(await projects.getKey(projectOf(request), request.caller!.keyId)),
   );
 
   app.get(
     '/v1/api-keys/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getApiKey',
-        summary: 'Retrieve an API key',
-        description: 'One key of this project (never the key itself); 404 for any other.',
-        params: ApiKeyParams,
-        response: { 200: ApiKey, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getApiKey',
+      summary: 'Retrieve an API key',
+      description: 'One key of this project (never the key itself); 404 for any other.',
+      params: ApiKeyParams,
+      response: { 200: ApiKey, ...errorResponses() },
+    }),
     async (request) => toApiKeyView(await projects.getKey(projectOf(request), request.params.id)),
   );
 
   app.delete(
     '/v1/api-keys/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'deleteApiKey',
-        summary: 'Revoke an API key',
-        description:
-          "Every process refuses it (401) from the next request on; it stays listed with `revoked_at`. A key may revoke itself. The project's last working full_access key cannot be revoked here (409 `last_full_access_key`): only with the CLI.",
-        params: ApiKeyParams,
-        response: { 200: DeletedApiKey, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteApiKey',
+      summary: 'Revoke an API key',
+      description:
+        "Every process refuses it (401) from the next request on; it stays listed with `revoked_at`. A key may revoke itself. The project's last working full_access key cannot be revoked here (409 `last_full_access_key`): only with the CLI.",
+      params: ApiKeyParams,
+      response: { 200: DeletedApiKey, ...errorResponses(409) },
+    }),
     async (request) => {
       const key = await projects.revokeKey(projectOf(request), request.params.id);
       return { object: 'api_key' as const, id: key.id, deleted: true as const };

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { type BroadcastService, toBroadcastSummary } from './broadcasts.service.ts';
@@ -28,24 +29,18 @@ export function registerBroadcastRoutes(
   { broadcasts }: { broadcasts: BroadcastService },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['Broadcasts'];
-  const write = { permission: 'full_access' } as const;
-  const read = { permission: 'read_only' } as const;
+  const routes = routeOptions(['Broadcasts']);
 
   app.post(
     '/v1/broadcasts',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'createBroadcast',
-        summary: 'Create a broadcast',
-        description:
-          'A draft to a segment (and, optionally, only to the contacts subscribed to a topic); with `send: true` it is sent at once, or at `scheduled_at`.',
-        body: CreateBroadcastBody,
-        response: { 201: BroadcastSummary, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createBroadcast',
+      summary: 'Create a broadcast',
+      description:
+        'A draft to a segment (and, optionally, only to the contacts subscribed to a topic); with `send: true` it is sent at once, or at `scheduled_at`.',
+      body: CreateBroadcastBody,
+      response: { 201: BroadcastSummary, ...errorResponses() },
+    }),
     async (request, reply) => {
       const plan = await broadcasts.prepareCreate(
         projectOf(request),
@@ -62,16 +57,12 @@ export function registerBroadcastRoutes(
 
   app.get(
     '/v1/broadcasts',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listBroadcasts',
-        summary: 'List broadcasts, newest first',
-        querystring: ListQuery,
-        response: { 200: BroadcastList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listBroadcasts',
+      summary: 'List broadcasts, newest first',
+      querystring: ListQuery,
+      response: { 200: BroadcastList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await broadcasts.list(projectOf(request), toPageRequest(request.query, 'bc'));
       return list(page.items, page.hasMore);
@@ -80,33 +71,25 @@ export function registerBroadcastRoutes(
 
   app.get(
     '/v1/broadcasts/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'getBroadcast',
-        summary: 'Retrieve a broadcast, with its counts',
-        params: BroadcastParams,
-        response: { 200: Broadcast, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getBroadcast',
+      summary: 'Retrieve a broadcast, with its counts',
+      params: BroadcastParams,
+      response: { 200: Broadcast, ...errorResponses() },
+    }),
     async (request) => broadcasts.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/broadcasts/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'updateBroadcast',
-        summary: 'Update a draft',
-        description: 'Only a draft changes (409 `broadcast_not_draft` otherwise); null clears a field.',
-        params: BroadcastParams,
-        body: UpdateBroadcastBody,
-        response: { 200: BroadcastSummary, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateBroadcast',
+      summary: 'Update a draft',
+      description: 'Only a draft changes (409 `broadcast_not_draft` otherwise); null clears a field.',
+      params: BroadcastParams,
+      body: UpdateBroadcastBody,
+      response: { 200: BroadcastSummary, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const next = await broadcasts.prepareUpdate(projectOf(request), request.params.id, request.body);
       return reply.transact(async (transaction) =>
@@ -117,35 +100,27 @@ export function registerBroadcastRoutes(
 
   app.delete(
     '/v1/broadcasts/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'deleteBroadcast',
-        summary: 'Delete a draft (or a canceled broadcast)',
-        params: BroadcastParams,
-        response: { 200: DeletedBroadcast, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteBroadcast',
+      summary: 'Delete a draft (or a canceled broadcast)',
+      params: BroadcastParams,
+      response: { 200: DeletedBroadcast, ...errorResponses(409) },
+    }),
     async (request, reply) =>
       reply.transact((transaction) => broadcasts.delete(transaction, projectOf(request), request.params.id)),
   );
 
   app.post(
     '/v1/broadcasts/:id/send',
-    {
-      config: { permission: 'sending_access' },
-      schema: {
-        tags,
-        operationId: 'sendBroadcast',
-        summary: 'Send a draft, now or at a time',
-        description:
-          'Needs a sending_access or full_access key; a key limited to a domain sends only a broadcast from that domain. Every copy carries its own one-click unsubscribe, so PUBLIC_URL must be set.',
-        params: BroadcastParams,
-        body: SendBroadcastBody,
-        response: { 200: BroadcastSummary, ...errorResponses(409) },
-      },
-    },
+    routes.sendingAccess({
+      operationId: 'sendBroadcast',
+      summary: 'Send a draft, now or at a time',
+      description:
+        'Needs a sending_access or full_access key; a key limited to a domain sends only a broadcast from that domain. Every copy carries its own one-click unsubscribe, so PUBLIC_URL must be set.',
+      params: BroadcastParams,
+      body: SendBroadcastBody,
+      response: { 200: BroadcastSummary, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const plan = await broadcasts.prepareSend(
         projectOf(request),
@@ -161,32 +136,24 @@ export function registerBroadcastRoutes(
 
   app.post(
     '/v1/broadcasts/:id/cancel',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'cancelBroadcast',
-        summary: 'Cancel a scheduled broadcast before it starts',
-        params: BroadcastParams,
-        response: { 200: BroadcastRef, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'cancelBroadcast',
+      summary: 'Cancel a scheduled broadcast before it starts',
+      params: BroadcastParams,
+      response: { 200: BroadcastRef, ...errorResponses(409) },
+    }),
     async (request, reply) =>
       reply.transact((transaction) => broadcasts.cancel(transaction, projectOf(request), request.params.id)),
   );
 
   app.post(
     '/v1/broadcasts/:id/duplicate',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'duplicateBroadcast',
-        summary: 'Duplicate a broadcast as a new draft',
-        params: BroadcastParams,
-        response: { 201: BroadcastSummary, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'duplicateBroadcast',
+      summary: 'Duplicate a broadcast as a new draft',
+      params: BroadcastParams,
+      response: { 201: BroadcastSummary, ...errorResponses() },
+    }),
     async (request, reply) => {
       reply.code(201);
       return reply.transact(async (transaction) =>
@@ -197,17 +164,13 @@ export function registerBroadcastRoutes(
 
   app.get(
     '/v1/broadcasts/:id/recipients',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listBroadcastRecipients',
-        summary: 'List the recipients of a broadcast’s copies, newest first',
-        params: BroadcastParams,
-        querystring: RecipientsQuery,
-        response: { 200: BroadcastRecipientList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listBroadcastRecipients',
+      summary: 'List the recipients of a broadcast’s copies, newest first',
+      params: BroadcastParams,
+      querystring: RecipientsQuery,
+      response: { 200: BroadcastRecipientList, ...errorResponses() },
+    }),
     async (request) => {
       const { status, email } = request.query;
       const page = await broadcasts.recipients(
@@ -235,18 +198,14 @@ export function registerBroadcastRoutes(
 
   app.get(
     '/v1/broadcasts/:id/exclusions',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listBroadcastExclusions',
-        summary: 'List the contacts a broadcast did not go to, and why',
-        description: 'By contact id; `after` takes the last contact id of the page before.',
-        params: BroadcastParams,
-        querystring: ListQuery,
-        response: { 200: BroadcastExclusionList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listBroadcastExclusions',
+      summary: 'List the contacts a broadcast did not go to, and why',
+      description: 'By contact id; `after` takes the last contact id of the page before.',
+      params: BroadcastParams,
+      querystring: ListQuery,
+      response: { 200: BroadcastExclusionList, ...errorResponses() },
+    }),
     async (request) => {
       const { limit, after } = toPageRequest(request.query, 'con');
       const page = await broadcasts.exclusions(projectOf(request), request.params.id, after, limit);
@@ -265,16 +224,12 @@ export function registerBroadcastRoutes(
 
   app.get(
     '/v1/broadcasts/:id/clicked-links',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listBroadcastClickedLinks',
-        summary: 'List the links clicked in a broadcast’s copies, most clicked first',
-        params: BroadcastParams,
-        response: { 200: ClickedLinkList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listBroadcastClickedLinks',
+      summary: 'List the links clicked in a broadcast’s copies, most clicked first',
+      params: BroadcastParams,
+      response: { 200: ClickedLinkList, ...errorResponses() },
+    }),
     async (request) => {
       const links = await broadcasts.clickedLinks(projectOf(request), request.params.id);
       return list(

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
 import { DomainError } from '../../lib/errors.ts';
@@ -42,7 +43,7 @@ export function registerContactImportRoutes(
   server: FastifyInstance,
   { contactImports }: { contactImports: ContactImportService },
 ): void {
-  const tags = ['Contacts'];
+  const routes = routeOptions(['Contacts']);
   server.register(async (scope) => {
     streamMultipart(scope);
     const app = scope.withTypeProvider<TypeBoxTypeProvider>();
@@ -50,19 +51,20 @@ export function registerContactImportRoutes(
     app.post(
       '/v1/contacts/imports',
       {
-        config: { permission: 'full_access', streamsBody: true },
+        ...routes.fullAccess(
+          {
+            operationId: 'createContactImport',
+            summary: 'Import contacts from a CSV',
+            description:
+              'A multipart/form-data upload: the CSV (`file`) and its options. The file is read as it arrives and checked (a file that is not CSV, or a column map that does not fit its header, is refused and nothing is kept); the rows are then imported by a job, in batches: follow it with GET /v1/contacts/imports/{id}. Rows that cannot be imported are counted and reported, the others imported.',
+            consumes: ['multipart/form-data'],
+            body: CONTACT_IMPORT_FORM,
+            response: { 202: ContactImport, ...errorResponses() },
+          },
+          { streamsBody: true },
+        ),
         // The form is read as a stream by the handler (and checked there): its schema is for the document.
         validatorCompiler: () => () => true,
-        schema: {
-          tags,
-          operationId: 'createContactImport',
-          summary: 'Import contacts from a CSV',
-          description:
-            'A multipart/form-data upload: the CSV (`file`) and its options. The file is read as it arrives and checked (a file that is not CSV, or a column map that does not fit its header, is refused and nothing is kept); the rows are then imported by a job, in batches: follow it with GET /v1/contacts/imports/{id}. Rows that cannot be imported are counted and reported, the others imported.',
-          consumes: ['multipart/form-data'],
-          body: CONTACT_IMPORT_FORM,
-          response: { 202: ContactImport, ...errorResponses() },
-        },
       },
       async (request, reply) => {
         const record = await contactImports.prepare(projectOf(request), request.headers, bodyStream(request));
@@ -80,16 +82,12 @@ export function registerContactImportRoutes(
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
   app.get(
     '/v1/contacts/imports',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listContactImports',
-        summary: 'List contact imports, newest first',
-        querystring: ContactImportListQuery,
-        response: { 200: ContactImportList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listContactImports',
+      summary: 'List contact imports, newest first',
+      querystring: ContactImportListQuery,
+      response: { 200: ContactImportList, ...errorResponses() },
+    }),
     async (request) => {
       const { status, ...page } = request.query;
       const result = await contactImports.list(projectOf(request), toPageRequest(page, 'cimp'), status);
@@ -99,16 +97,12 @@ export function registerContactImportRoutes(
 
   app.get(
     '/v1/contacts/imports/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getContactImport',
-        summary: 'Retrieve a contact import: its status, progress and failed rows',
-        params: ContactImportParams,
-        response: { 200: ContactImport, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getContactImport',
+      summary: 'Retrieve a contact import: its status, progress and failed rows',
+      params: ContactImportParams,
+      response: { 200: ContactImport, ...errorResponses() },
+    }),
     async (request) => contactImports.get(projectOf(request), request.params.id),
   );
 }

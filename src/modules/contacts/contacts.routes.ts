@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { binary } from '../../http/schema-helpers.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -31,21 +32,17 @@ export function registerContactRoutes(
   { contacts, contactProperties }: { contacts: ContactService; contactProperties: ContactPropertyService },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['Contacts'];
+  const routes = routeOptions(['Contacts']);
 
   app.post(
     '/v1/contacts',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'createContact',
-        summary: 'Create a contact',
-        description: 'Emits `contact.created`. An address the project already has (in any case) is a 409.',
-        body: CreateContactBody,
-        response: { 201: Contact, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createContact',
+      summary: 'Create a contact',
+      description: 'Emits `contact.created`. An address the project already has (in any case) is a 409.',
+      body: CreateContactBody,
+      response: { 201: Contact, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const plan = await contacts.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -55,17 +52,13 @@ export function registerContactRoutes(
 
   app.get(
     '/v1/contacts',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listContacts',
-        summary: 'List contacts, newest first',
-        description: 'The project’s contacts, newest first, optionally filtered (the filters combine).',
-        querystring: ContactListQuery,
-        response: { 200: ContactList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listContacts',
+      summary: 'List contacts, newest first',
+      description: 'The project’s contacts, newest first, optionally filtered (the filters combine).',
+      querystring: ContactListQuery,
+      response: { 200: ContactList, ...errorResponses() },
+    }),
     async (request) => {
       const { limit, after, before, ...filter } = request.query;
       const page = await contacts.list(
@@ -79,21 +72,17 @@ export function registerContactRoutes(
 
   app.get(
     '/v1/contacts/export',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'exportContacts',
-        summary: 'Export contacts as CSV',
-        description:
-          'The project’s contacts (optionally filtered as the list is), oldest first, as `text/csv`: `email`, `first_name`, `last_name`, `unsubscribed`, a column per declared property (by key), `id`, `created_at`, `updated_at`. Streamed as it is read; imports back without a column map.',
-        querystring: ContactExportQuery,
-        response: {
-          200: binary('text/csv', 'The CSV.'),
-          ...errorResponses(),
-        },
+    routes.readOnly({
+      operationId: 'exportContacts',
+      summary: 'Export contacts as CSV',
+      description:
+        'The project’s contacts (optionally filtered as the list is), oldest first, as `text/csv`: `email`, `first_name`, `last_name`, `unsubscribed`, a column per declared property (by key), `id`, `created_at`, `updated_at`. Streamed as it is read; imports back without a column map.',
+      querystring: ContactExportQuery,
+      response: {
+        200: binary('text/csv', 'The CSV.'),
+        ...errorResponses(),
       },
-    },
+    }),
     async (request, reply) => {
       const lines = await contacts.export(projectOf(request), request.query);
       return reply
@@ -105,34 +94,26 @@ export function registerContactRoutes(
 
   app.get(
     '/v1/contacts/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getContact',
-        summary: 'Retrieve a contact by id or email',
-        params: ContactParams,
-        response: { 200: Contact, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getContact',
+      summary: 'Retrieve a contact by id or email',
+      params: ContactParams,
+      response: { 200: Contact, ...errorResponses() },
+    }),
     async (request) => contacts.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/contacts/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'updateContact',
-        summary: 'Update a contact by id or email',
-        description:
-          'Only the fields sent change (and, in `properties`, only the keys sent). Emits `contact.updated`.',
-        params: ContactParams,
-        body: UpdateContactBody,
-        response: { 200: Contact, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateContact',
+      summary: 'Update a contact by id or email',
+      description:
+        'Only the fields sent change (and, in `properties`, only the keys sent). Emits `contact.updated`.',
+      params: ContactParams,
+      body: UpdateContactBody,
+      response: { 200: Contact, ...errorResponses() },
+    }),
     async (request, reply) => {
       const plan = await contacts.prepareUpdate(projectOf(request), request.params.id, request.body);
       return reply.transact((transaction) => contacts.update(transaction, plan));
@@ -141,39 +122,31 @@ export function registerContactRoutes(
 
   app.delete(
     '/v1/contacts/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'deleteContact',
-        summary: 'Delete a contact by id or email',
-        description: 'Emits `contact.deleted` with the contact as it was.',
-        params: ContactParams,
-        response: { 200: DeletedContact, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteContact',
+      summary: 'Delete a contact by id or email',
+      description: 'Emits `contact.deleted` with the contact as it was.',
+      params: ContactParams,
+      response: { 200: DeletedContact, ...errorResponses() },
+    }),
     async (request, reply) => {
       const plan = await contacts.prepareDelete(projectOf(request), request.params.id);
       return reply.transact((transaction) => contacts.delete(transaction, plan));
     },
   );
 
-  const propertyTags = ['Contact properties'];
+  const propertyRoutes = routeOptions(['Contact properties']);
 
   app.post(
     '/v1/contact-properties',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags: propertyTags,
-        operationId: 'createContactProperty',
-        summary: 'Declare a contact property',
-        description:
-          'A key contacts may have a value for, its type and an optional fallback. A key the project has is a 409.',
-        body: CreateContactPropertyBody,
-        response: { 201: ContactProperty, ...errorResponses(409) },
-      },
-    },
+    propertyRoutes.fullAccess({
+      operationId: 'createContactProperty',
+      summary: 'Declare a contact property',
+      description:
+        'A key contacts may have a value for, its type and an optional fallback. A key the project has is a 409.',
+      body: CreateContactPropertyBody,
+      response: { 201: ContactProperty, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const record = contactProperties.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -183,16 +156,12 @@ export function registerContactRoutes(
 
   app.get(
     '/v1/contact-properties',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags: propertyTags,
-        operationId: 'listContactProperties',
-        summary: 'List contact properties, newest first',
-        querystring: ListQuery,
-        response: { 200: ContactPropertyList, ...errorResponses() },
-      },
-    },
+    propertyRoutes.readOnly({
+      operationId: 'listContactProperties',
+      summary: 'List contact properties, newest first',
+      querystring: ListQuery,
+      response: { 200: ContactPropertyList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await contactProperties.list(projectOf(request), toPageRequest(request.query, 'cprop'));
       return list(page.items, page.hasMore);
@@ -201,50 +170,38 @@ export function registerContactRoutes(
 
   app.get(
     '/v1/contact-properties/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags: propertyTags,
-        operationId: 'getContactProperty',
-        summary: 'Retrieve a contact property by id or key',
-        params: ContactPropertyParams,
-        response: { 200: ContactProperty, ...errorResponses() },
-      },
-    },
+    propertyRoutes.readOnly({
+      operationId: 'getContactProperty',
+      summary: 'Retrieve a contact property by id or key',
+      params: ContactPropertyParams,
+      response: { 200: ContactProperty, ...errorResponses() },
+    }),
     async (request) => contactProperties.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/contact-properties/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags: propertyTags,
-        operationId: 'updateContactProperty',
-        summary: 'Change a contact property’s fallback',
-        description: 'The key and the type stay as declared; only the fallback changes.',
-        params: ContactPropertyParams,
-        body: UpdateContactPropertyBody,
-        response: { 200: ContactProperty, ...errorResponses() },
-      },
-    },
+    propertyRoutes.fullAccess({
+      operationId: 'updateContactProperty',
+      summary: 'Change a contact property’s fallback',
+      description: 'The key and the type stay as declared; only the fallback changes.',
+      params: ContactPropertyParams,
+      body: UpdateContactPropertyBody,
+      response: { 200: ContactProperty, ...errorResponses() },
+    }),
     async (request) => contactProperties.update(projectOf(request), request.params.id, request.body),
   );
 
   app.delete(
     '/v1/contact-properties/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags: propertyTags,
-        operationId: 'deleteContactProperty',
-        summary: 'Delete a contact property',
-        description:
-          'Contacts’ values of it are no longer shown, filtered on or sent; declaring the key again starts without them.',
-        params: ContactPropertyParams,
-        response: { 200: DeletedContactProperty, ...errorResponses() },
-      },
-    },
+    propertyRoutes.fullAccess({
+      operationId: 'deleteContactProperty',
+      summary: 'Delete a contact property',
+      description:
+        'Contacts’ values of it are no longer shown, filtered on or sent; declaring the key again starts without them.',
+      params: ContactPropertyParams,
+      response: { 200: DeletedContactProperty, ...errorResponses() },
+    }),
     async (request) => contactProperties.delete(projectOf(request), request.params.id),
   );
 }

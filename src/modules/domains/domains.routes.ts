@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import {
@@ -14,7 +15,7 @@ import {
 import type { DkimKeyPair } from './dkim-key.ts';
 import type { DomainService } from './domains.service.ts';
 
-const tags = ['Domains'];
+const routes = routeOptions(['Domains']);
 
 export function registerDomainRoutes(server: FastifyInstance, { domains }: { domains: DomainService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
@@ -29,16 +30,14 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.post(
     '/v1/domains',
     {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
+      ...routes.fullAccess({
         operationId: 'createDomain',
         summary: 'Add a sending domain',
         description:
           "Generates its DKIM key (RSA 2048; the private key never leaves the server) and answers the DNS records to publish. Another project's domain of the same name does not stand in the way: the first to verify a name holds it, and while another project holds it (or a domain it is under) the records include this project's `challenge`. The same name twice in one project is a 409 `domain_exists`.",
         body: CreateDomainBody,
         response: { 201: Domain, ...errorResponses(409) },
-      },
+      }),
       preHandler: generateKey,
     },
     async (request, reply) => {
@@ -50,17 +49,13 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
 
   app.get(
     '/v1/domains',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listDomains',
-        summary: 'List sending domains, newest first',
-        description: 'The sending domains of this project, newest first, with their records and status.',
-        querystring: ListQuery,
-        response: { 200: DomainList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listDomains',
+      summary: 'List sending domains, newest first',
+      description: 'The sending domains of this project, newest first, with their records and status.',
+      querystring: ListQuery,
+      response: { 200: DomainList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await domains.list(projectOf(request), toPageRequest(request.query, 'dom'));
       return listOf(page, domains.toView);
@@ -69,61 +64,49 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
 
   app.get(
     '/v1/domains/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getDomain',
-        summary: 'Retrieve a sending domain by id or name',
-        description: 'One sending domain, by `dom_…` id or by name.',
-        params: DomainParams,
-        response: { 200: Domain, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getDomain',
+      summary: 'Retrieve a sending domain by id or name',
+      description: 'One sending domain, by `dom_…` id or by name.',
+      params: DomainParams,
+      response: { 200: Domain, ...errorResponses() },
+    }),
     async (request) => domains.toView(await domains.get(projectOf(request), request.params.id)),
   );
 
   app.patch(
     '/v1/domains/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'updateDomain',
-        summary: 'Update a domain',
-        description:
-          'Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.',
-        params: DomainParams,
-        body: UpdateDomainBody,
-        response: { 200: Domain, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateDomain',
+      summary: 'Update a domain',
+      description:
+        'Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.',
+      params: DomainParams,
+      body: UpdateDomainBody,
+      response: { 200: Domain, ...errorResponses() },
+    }),
     async (request) =>
       domains.toView(await domains.update(projectOf(request), request.params.id, request.body)),
   );
 
   app.delete(
     '/v1/domains/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'deleteDomain',
-        summary: 'Remove a sending domain',
-        description:
-          'Mail from it is no longer signed with its key; if it held the name, the next project to verify the name holds it without a challenge.',
-        params: DomainParams,
-        response: { 200: DeletedDomain, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteDomain',
+      summary: 'Remove a sending domain',
+      description:
+        'Mail from it is no longer signed with its key; if it held the name, the next project to verify the name holds it without a challenge.',
+      params: DomainParams,
+      response: { 200: DeletedDomain, ...errorResponses() },
+    }),
     async (request) => domains.remove(projectOf(request), request.params.id),
   );
 
   app.post(
     '/v1/domains/:id/verify',
-    {
-      schema: {
-        tags,
+    // The lookups take up to seconds: no transaction is held open for them. Verifying again is harmless.
+    routes.fullAccess(
+      {
         operationId: 'verifyDomain',
         summary: "Look up a domain's DNS records now",
         description:
@@ -131,25 +114,22 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
         params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
       },
-      // The lookups take up to seconds: no transaction is held open for them. Verifying again is harmless.
-      config: { permission: 'full_access', idempotencyOutsideTransaction: true },
-    },
+      { idempotencyOutsideTransaction: true },
+    ),
     async (request) => domains.toView(await domains.verify(projectOf(request), request.params.id)),
   );
 
   app.post(
     '/v1/domains/:id/dkim/rotate',
     {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
+      ...routes.fullAccess({
         operationId: 'rotateDomainKey',
         summary: "Start a rotation of a domain's DKIM key",
         description:
           'Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.',
         params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
-      },
+      }),
       preHandler: generateKey,
     },
     async (request, reply) => {

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DecodedFields } from '../../lib/base64.ts';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
 import { jsonWithTextOf } from '../../lib/byte-chunks.ts';
@@ -22,7 +23,7 @@ import {
 } from './emails.schemas.ts';
 import type { EmailService, KeySender, SendPlan } from './emails.service.ts';
 
-const tags = ['Emails'];
+const routes = routeOptions(['Emails']);
 
 /**
  * Stores a prepared send and answers `answer`: with an Idempotency-Key, in the key's transaction (the emails
@@ -71,17 +72,18 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails',
     {
-      config: { permission: 'sending_access', base64Fields: SEND_FILES },
+      ...routes.sendingAccess(
+        {
+          operationId: 'sendEmail',
+          summary: 'Send an email',
+          description:
+            'Stores the email, then answers 202: it is sent in the background (or at `scheduled_at`). What happens to it arrives on webhooks as `email.*` events and shows in `GET /v1/emails/{id}`.',
+          body: SendEmailBody,
+          response: { 202: AcceptedEmail, ...errorResponses() },
+        },
+        { base64Fields: SEND_FILES },
+      ),
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
-      schema: {
-        tags,
-        operationId: 'sendEmail',
-        summary: 'Send an email',
-        description:
-          'Stores the email, then answers 202: it is sent in the background (or at `scheduled_at`). What happens to it arrives on webhooks as `email.*` events and shows in `GET /v1/emails/{id}`.',
-        body: SendEmailBody,
-        response: { 202: AcceptedEmail, ...errorResponses() },
-      },
     },
     async (request, reply) => {
       const plan = await prepareFrom(request, emails.prepareSend);
@@ -94,17 +96,18 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
   app.post(
     '/v1/emails/batch',
     {
-      config: { permission: 'sending_access', base64Fields: BATCH_FILES },
+      ...routes.sendingAccess(
+        {
+          operationId: 'sendEmailBatch',
+          summary: 'Send up to 100 emails at once',
+          description:
+            'All or nothing: when one email is refused, none is stored (`param` starts with its index).',
+          body: SendEmailBatchBody,
+          response: { 202: AcceptedEmailList, ...errorResponses() },
+        },
+        { base64Fields: BATCH_FILES },
+      ),
       bodyLimit: EMAIL_BODY_LIMIT_BYTES,
-      schema: {
-        tags,
-        operationId: 'sendEmailBatch',
-        summary: 'Send up to 100 emails at once',
-        description:
-          'All or nothing: when one email is refused, none is stored (`param` starts with its index).',
-        body: SendEmailBatchBody,
-        response: { 202: AcceptedEmailList, ...errorResponses() },
-      },
     },
     async (request, reply) => {
       const plan = await prepareFrom(request, emails.prepareBatch);
@@ -116,18 +119,14 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
 
   app.get(
     '/v1/emails',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listEmails',
-        summary: 'List emails, newest first',
-        description:
-          "The project's emails, newest first, each with its overall status; filtered by status, recipient, tag and time when asked.",
-        querystring: EmailListQuery,
-        response: { 200: EmailList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listEmails',
+      summary: 'List emails, newest first',
+      description:
+        "The project's emails, newest first, each with its overall status; filtered by status, recipient, tag and time when asked.",
+      querystring: EmailListQuery,
+      response: { 200: EmailList, ...errorResponses() },
+    }),
     async (request) => {
       const { limit, after, before, ...filters } = request.query;
       const page = await emails.list(
@@ -141,34 +140,26 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
 
   app.get(
     '/v1/emails/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getEmail',
-        summary: 'Retrieve an email with its recipients and events',
-        description: "An email with each recipient's status and the events that happened to it.",
-        params: EmailParams,
-        response: { 200: Email, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getEmail',
+      summary: 'Retrieve an email with its recipients and events',
+      description: "An email with each recipient's status and the events that happened to it.",
+      params: EmailParams,
+      response: { 200: Email, ...errorResponses() },
+    }),
     async (request) => emails.get(projectOf(request), request.params.id),
   );
 
   app.get(
     '/v1/emails/:id/raw',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getRawEmail',
-        summary: 'Retrieve the captured MIME of an email (capture transport)',
-        description:
-          'With the capture transport (no SMTP_URL, no direct delivery) messages are kept instead of sent; this returns one as it would have left the machine.',
-        params: EmailParams,
-        response: { 200: RawEmail, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getRawEmail',
+      summary: 'Retrieve the captured MIME of an email (capture transport)',
+      description:
+        'With the capture transport (no SMTP_URL, no direct delivery) messages are kept instead of sent; this returns one as it would have left the machine.',
+      params: EmailParams,
+      response: { 200: RawEmail, ...errorResponses() },
+    }),
     async (request, reply) => {
       const { head, raw } = await emails.raw(projectOf(request), request.params.id);
       // Streamed: the message may be 40 MiB, never made one string here (lib/byte-chunks.ts). The schema above
@@ -180,19 +171,15 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
 
   app.patch(
     '/v1/emails/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'rescheduleEmail',
-        summary: 'Reschedule a scheduled email',
-        description:
-          'Moves `scheduled_at` (in the future, up to 30 days ahead), only before the current `scheduled_at`; 409 afterwards.',
-        params: EmailParams,
-        body: RescheduleEmailBody,
-        response: { 200: Email, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'rescheduleEmail',
+      summary: 'Reschedule a scheduled email',
+      description:
+        'Moves `scheduled_at` (in the future, up to 30 days ahead), only before the current `scheduled_at`; 409 afterwards.',
+      params: EmailParams,
+      body: RescheduleEmailBody,
+      response: { 200: Email, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const plan = await emails.prepareReschedule(projectOf(request), request.params.id, request.body);
       return reply.transact((transaction) => emails.reschedule(transaction, plan));
@@ -201,17 +188,13 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
 
   app.post(
     '/v1/emails/:id/cancel',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'cancelEmail',
-        summary: 'Cancel a scheduled email',
-        description: 'Only before its `scheduled_at`; 409 afterwards.',
-        params: EmailParams,
-        response: { 200: Email, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'cancelEmail',
+      summary: 'Cancel a scheduled email',
+      description: 'Only before its `scheduled_at`; 409 afterwards.',
+      params: EmailParams,
+      response: { 200: Email, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const plan = await emails.prepareCancel(projectOf(request), request.params.id);
       return reply.transact((transaction) => emails.cancel(transaction, plan));

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { errorResponses } from '../../http/error-schema.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { listEnvelope } from '../../http/list.ts';
 import { EventType } from './event-payloads.ts';
 import { EVENT_KIND_NAMES, EVENT_KINDS } from './event-kinds.ts';
@@ -23,20 +24,16 @@ const catalogue = {
 export function registerEventKindRoutes(app: FastifyInstance): void {
   app.get(
     '/v1/event-kinds',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags: ['Events'],
-        operationId: 'listEventKinds',
-        summary: 'List the event kinds a webhook can subscribe to',
-        description:
-          "Every event kind a webhook can subscribe to, with what it means. The same list is the `EventType` enum of this document, and each kind's payload is in its `webhooks` section.",
-        response: {
-          200: listEnvelope(EventKindSchema),
-          ...errorResponses(),
-        },
+    routeOptions(['Events']).readOnly({
+      operationId: 'listEventKinds',
+      summary: 'List the event kinds a webhook can subscribe to',
+      description:
+        "Every event kind a webhook can subscribe to, with what it means. The same list is the `EventType` enum of this document, and each kind's payload is in its `webhooks` section.",
+      response: {
+        200: listEnvelope(EventKindSchema),
+        ...errorResponses(),
       },
-    },
+    }),
     async () => catalogue,
   );
 }

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
 import {
@@ -13,24 +14,20 @@ import {
 } from './events.schemas.ts';
 import type { EventService } from './events.service.ts';
 
-const tags = ['Events'];
+const routes = routeOptions(['Events']);
 
 export function registerEventRoutes(server: FastifyInstance, { events }: { events: EventService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get(
     '/v1/events',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listEvents',
-        summary: 'List events, newest first',
-        description: 'Every event of the project, newest first, optionally of one kind (`type`).',
-        querystring: EventListQuery,
-        response: { 200: EventList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listEvents',
+      summary: 'List events, newest first',
+      description: 'Every event of the project, newest first, optionally of one kind (`type`).',
+      querystring: EventListQuery,
+      response: { 200: EventList, ...errorResponses() },
+    }),
     async (request) => {
       const { type, ...query } = request.query;
       const page = await events.list(projectOf(request), toPageRequest(query, 'evt'), type);
@@ -40,27 +37,21 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
 
   app.get(
     '/v1/events/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getEvent',
-        summary: 'Retrieve an event with its deliveries',
-        description: 'The event as webhooks receive it, plus one delivery per webhook it was sent to.',
-        params: EventParams,
-        response: { 200: EventWithDeliveries, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getEvent',
+      summary: 'Retrieve an event with its deliveries',
+      description: 'The event as webhooks receive it, plus one delivery per webhook it was sent to.',
+      params: EventParams,
+      response: { 200: EventWithDeliveries, ...errorResponses() },
+    }),
     async (request) => events.get(projectOf(request), request.params.id),
   );
 
   app.post(
     '/v1/events/:id/redeliver',
-    {
-      // The body is optional: without one, the event goes again to every webhook it was delivered to.
-      config: { permission: 'full_access', optionalBody: true },
-      schema: {
-        tags,
+    // The body is optional: without one, the event goes again to every webhook it was delivered to.
+    routes.fullAccess(
+      {
         operationId: 'redeliverEvent',
         summary: 'Redeliver an event',
         description:
@@ -69,7 +60,8 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
         body: RedeliverBody,
         response: { 200: Redelivery, ...errorResponses(409) },
       },
-    },
+      { optionalBody: true },
+    ),
     async (request, reply) => {
       const webhookId = request.body.webhook_id;
       const plan = await events.prepareRedeliver(

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { listOf, toPageRequest } from '../../http/list.ts';
 import { binary } from '../../http/schema-helpers.ts';
@@ -15,7 +16,7 @@ import type { ReceivedService } from './received.service.ts';
 import { toReceivedSummary, toReceivedView } from './received-view.ts';
 import { type ByteChunks, streamOf, totalBytes } from '../../lib/byte-chunks.ts';
 
-const tags = ['Received emails'];
+const routes = routeOptions(['Received emails']);
 
 /** Content types served as they are; anything else (html, scripts, svg) is served as bytes to download. */
 const INERT_TYPES = new Set([
@@ -68,18 +69,14 @@ export function registerReceivedRoutes(
 
   app.get(
     '/v1/received-emails',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listReceivedEmails',
-        summary: 'List received emails, newest first',
-        description:
-          'What inbound routes took, one item per accepted recipient, without bodies and headers (GET one for them). Filters: `route_id`, `recipient`, `since`, `until`.',
-        querystring: ReceivedEmailListQuery,
-        response: { 200: ReceivedEmailList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listReceivedEmails',
+      summary: 'List received emails, newest first',
+      description:
+        'What inbound routes took, one item per accepted recipient, without bodies and headers (GET one for them). Filters: `route_id`, `recipient`, `since`, `until`.',
+      querystring: ReceivedEmailListQuery,
+      response: { 200: ReceivedEmailList, ...errorResponses() },
+    }),
     async (request) => {
       const { route_id, recipient, since, until, ...query } = request.query;
       const page = await received.list(projectOf(request), toPageRequest(query, 'rcv'), {
@@ -94,34 +91,26 @@ export function registerReceivedRoutes(
 
   app.get(
     '/v1/received-emails/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getReceivedEmail',
-        summary: 'Retrieve a received email',
-        description:
-          'Its parsed fields, bodies, headers, attachments (metadata), authentication results, spam verdict and the email it replies to.',
-        params: ReceivedEmailParams,
-        response: { 200: ReceivedEmail, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getReceivedEmail',
+      summary: 'Retrieve a received email',
+      description:
+        'Its parsed fields, bodies, headers, attachments (metadata), authentication results, spam verdict and the email it replies to.',
+      params: ReceivedEmailParams,
+      response: { 200: ReceivedEmail, ...errorResponses() },
+    }),
     async (request) => toReceivedView(await received.get(projectOf(request), request.params.id)),
   );
 
   app.get(
     '/v1/received-emails/:id/raw',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getReceivedEmailRaw',
-        summary: 'The bytes of a received email, as received',
-        description: 'The message exactly as the listener stored it (`message/rfc822`).',
-        params: ReceivedEmailParams,
-        response: { 200: binary('message/rfc822', 'The message.'), ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getReceivedEmailRaw',
+      summary: 'The bytes of a received email, as received',
+      description: 'The message exactly as the listener stored it (`message/rfc822`).',
+      params: ReceivedEmailParams,
+      response: { 200: binary('message/rfc822', 'The message.'), ...errorResponses() },
+    }),
     async (request, reply) => {
       return sendRawMessage(
         reply,
@@ -133,21 +122,17 @@ export function registerReceivedRoutes(
 
   app.get(
     '/v1/received-emails/:id/attachments/:index',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getReceivedEmailAttachment',
-        summary: 'The bytes of a received attachment',
-        description:
-          'Decoded. Served as a download (`content-disposition: attachment`) under a sandboxing Content-Security-Policy; types that could run in a browser (html, svg, scripts) as `application/octet-stream`.',
-        params: ReceivedAttachmentParams,
-        response: {
-          200: binary('application/octet-stream', 'The attachment.'),
-          ...errorResponses(),
-        },
+    routes.readOnly({
+      operationId: 'getReceivedEmailAttachment',
+      summary: 'The bytes of a received attachment',
+      description:
+        'Decoded. Served as a download (`content-disposition: attachment`) under a sandboxing Content-Security-Policy; types that could run in a browser (html, svg, scripts) as `application/octet-stream`.',
+      params: ReceivedAttachmentParams,
+      response: {
+        200: binary('application/octet-stream', 'The attachment.'),
+        ...errorResponses(),
       },
-    },
+    }),
     async (request, reply) => {
       const attachment = await received.attachment(
         projectOf(request),

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { ContactList, ContactParams } from '../contacts/contacts.schemas.ts';
@@ -25,23 +26,17 @@ export function registerSegmentRoutes(
   { segments, contacts }: { segments: SegmentService; contacts: ContactService },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['Segments'];
-  const write = { permission: 'full_access' } as const;
-  const read = { permission: 'read_only' } as const;
+  const routes = routeOptions(['Segments']);
 
   app.post(
     '/v1/segments',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'createSegment',
-        summary: 'Create a segment',
-        description: 'A named list of contacts, empty until contacts are added to it.',
-        body: CreateSegmentBody,
-        response: { 201: Segment, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createSegment',
+      summary: 'Create a segment',
+      description: 'A named list of contacts, empty until contacts are added to it.',
+      body: CreateSegmentBody,
+      response: { 201: Segment, ...errorResponses() },
+    }),
     async (request, reply) => {
       const record = segments.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -51,16 +46,12 @@ export function registerSegmentRoutes(
 
   app.get(
     '/v1/segments',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listSegments',
-        summary: 'List segments, newest first',
-        querystring: ListQuery,
-        response: { 200: SegmentList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listSegments',
+      summary: 'List segments, newest first',
+      querystring: ListQuery,
+      response: { 200: SegmentList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await segments.list(projectOf(request), toPageRequest(request.query, 'seg'));
       return list(page.items, page.hasMore);
@@ -69,32 +60,24 @@ export function registerSegmentRoutes(
 
   app.get(
     '/v1/segments/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'getSegment',
-        summary: 'Retrieve a segment',
-        params: SegmentParams,
-        response: { 200: Segment, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getSegment',
+      summary: 'Retrieve a segment',
+      params: SegmentParams,
+      response: { 200: Segment, ...errorResponses() },
+    }),
     async (request) => segments.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/segments/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'updateSegment',
-        summary: 'Rename a segment',
-        params: SegmentParams,
-        body: UpdateSegmentBody,
-        response: { 200: Segment, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateSegment',
+      summary: 'Rename a segment',
+      params: SegmentParams,
+      body: UpdateSegmentBody,
+      response: { 200: Segment, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) =>
         segments.rename(transaction, projectOf(request), request.params.id, request.body.name),
@@ -103,35 +86,27 @@ export function registerSegmentRoutes(
 
   app.delete(
     '/v1/segments/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'deleteSegment',
-        summary: 'Delete a segment',
-        description: 'The segment and its list go; its contacts stay.',
-        params: SegmentParams,
-        response: { 200: DeletedSegment, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteSegment',
+      summary: 'Delete a segment',
+      description: 'The segment and its list go; its contacts stay.',
+      params: SegmentParams,
+      response: { 200: DeletedSegment, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
   );
 
   app.get(
     '/v1/segments/:id/contacts',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listSegmentContacts',
-        summary: 'List a segment’s contacts, newest first',
-        description: 'The same as GET /v1/contacts?segment_id={id}.',
-        params: SegmentParams,
-        querystring: ListQuery,
-        response: { 200: ContactList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listSegmentContacts',
+      summary: 'List a segment’s contacts, newest first',
+      description: 'The same as GET /v1/contacts?segment_id={id}.',
+      params: SegmentParams,
+      querystring: ListQuery,
+      response: { 200: ContactList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await contacts.list(projectOf(request), toPageRequest(request.query, 'con'), {
         segment_id: request.params.id,
@@ -142,17 +117,13 @@ export function registerSegmentRoutes(
 
   app.get(
     '/v1/contacts/:id/segments',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listContactSegments',
-        summary: 'List the segments a contact is in, newest first',
-        params: ContactParams,
-        querystring: ListQuery,
-        response: { 200: SegmentList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listContactSegments',
+      summary: 'List the segments a contact is in, newest first',
+      params: ContactParams,
+      querystring: ListQuery,
+      response: { 200: SegmentList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await segments.ofContact(
         projectOf(request),
@@ -165,17 +136,13 @@ export function registerSegmentRoutes(
 
   app.post(
     '/v1/contacts/:id/segments/:segment_id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'addContactToSegment',
-        summary: 'Add a contact to a segment',
-        description: 'Adding a contact the segment has already changes nothing (`added: false`).',
-        params: MembershipParams,
-        response: { 200: SegmentMembership, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'addContactToSegment',
+      summary: 'Add a contact to a segment',
+      description: 'Adding a contact the segment has already changes nothing (`added: false`).',
+      params: MembershipParams,
+      response: { 200: SegmentMembership, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) =>
         segments.addContact(transaction, projectOf(request), request.params.id, request.params.segment_id),
@@ -184,17 +151,13 @@ export function registerSegmentRoutes(
 
   app.delete(
     '/v1/contacts/:id/segments/:segment_id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'removeContactFromSegment',
-        summary: 'Remove a contact from a segment',
-        description: 'A contact that is not in the segment is a 404.',
-        params: MembershipParams,
-        response: { 200: RemovedSegmentMembership, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'removeContactFromSegment',
+      summary: 'Remove a contact from a segment',
+      description: 'A contact that is not in the segment is a 404.',
+      params: MembershipParams,
+      response: { 200: RemovedSegmentMembership, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) =>
         segments.removeContact(transaction, projectOf(request), request.params.id, request.params.segment_id),

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { DEFAULT_LIST_LIMIT, list, ListQuery, toPageRequest } from '../../http/list.ts';
 import {
@@ -21,7 +22,7 @@ import {
 } from './templates.schemas.ts';
 import type { TemplateService } from './templates.service.ts';
 
-const tags = ['Templates'];
+const routes = routeOptions(['Templates']);
 
 export function registerTemplateRoutes(
   server: FastifyInstance,
@@ -31,17 +32,13 @@ export function registerTemplateRoutes(
 
   app.post(
     '/v1/templates',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'createTemplate',
-        summary: 'Create a template',
-        description: 'Creates a draft; it can be sent once published.',
-        body: CreateTemplateBody,
-        response: { 201: Template, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createTemplate',
+      summary: 'Create a template',
+      description: 'Creates a draft; it can be sent once published.',
+      body: CreateTemplateBody,
+      response: { 201: Template, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const record = templates.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -51,17 +48,13 @@ export function registerTemplateRoutes(
 
   app.get(
     '/v1/templates',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listTemplates',
-        summary: 'List templates, newest first',
-        description: "The project's templates with their drafts, newest first.",
-        querystring: ListQuery,
-        response: { 200: TemplateList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listTemplates',
+      summary: 'List templates, newest first',
+      description: "The project's templates with their drafts, newest first.",
+      querystring: ListQuery,
+      response: { 200: TemplateList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await templates.list(projectOf(request), toPageRequest(request.query, 'tpl'));
       return list(page.items, page.hasMore);
@@ -70,61 +63,47 @@ export function registerTemplateRoutes(
 
   app.get(
     '/v1/templates/:id',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getTemplate',
-        summary: 'Retrieve a template by id or alias',
-        description: 'A template and its draft, by id (`tpl_…`) or alias.',
-        params: TemplateParams,
-        response: { 200: Template, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getTemplate',
+      summary: 'Retrieve a template by id or alias',
+      description: 'A template and its draft, by id (`tpl_…`) or alias.',
+      params: TemplateParams,
+      response: { 200: Template, ...errorResponses() },
+    }),
     async (request) => templates.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/templates/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'updateTemplate',
-        summary: 'Update a template draft',
-        description:
-          'Only the fields sent change; `alias`, `subject`, `html` and `text` may be null to clear them. Published versions are not affected until the next publish.',
-        params: TemplateParams,
-        body: UpdateTemplateBody,
-        response: { 200: Template, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateTemplate',
+      summary: 'Update a template draft',
+      description:
+        'Only the fields sent change; `alias`, `subject`, `html` and `text` may be null to clear them. Published versions are not affected until the next publish.',
+      params: TemplateParams,
+      body: UpdateTemplateBody,
+      response: { 200: Template, ...errorResponses(409) },
+    }),
     async (request) => templates.update(projectOf(request), request.params.id, request.body),
   );
 
   app.delete(
     '/v1/templates/:id',
-    {
-      config: { permission: 'full_access' },
-      schema: {
-        tags,
-        operationId: 'deleteTemplate',
-        summary: 'Delete a template and its versions',
-        description: 'Deletes the template and every published version of it.',
-        params: TemplateParams,
-        response: { 200: DeletedTemplate, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteTemplate',
+      summary: 'Delete a template and its versions',
+      description: 'Deletes the template and every published version of it.',
+      params: TemplateParams,
+      response: { 200: DeletedTemplate, ...errorResponses() },
+    }),
     async (request) => templates.delete(projectOf(request), request.params.id),
   );
 
   app.post(
     '/v1/templates/:id/publish',
-    {
-      // The seed's body is optional: publishing the draft as it stands needs none.
-      config: { permission: 'full_access', optionalBody: true },
-      schema: {
-        tags,
+    // The seed's body is optional: publishing the draft as it stands needs none.
+    routes.fullAccess(
+      {
         operationId: 'publishTemplate',
         summary: 'Publish a template',
         description:
@@ -133,7 +112,8 @@ export function registerTemplateRoutes(
         body: PublishTemplateBody,
         response: { 200: PublishedTemplate, ...errorResponses(409) },
       },
-    },
+      { optionalBody: true },
+    ),
     async (request, reply) => {
       const plan = await templates.preparePublish(projectOf(request), request.params.id, request.body);
       return reply.transact((transaction) => templates.publish(transaction, plan));
@@ -142,18 +122,14 @@ export function registerTemplateRoutes(
 
   app.get(
     '/v1/templates/:id/versions',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listTemplateVersions',
-        summary: 'List the published versions of a template, newest first',
-        description: 'The immutable published versions, newest first; cursors are version numbers.',
-        params: TemplateParams,
-        querystring: VersionListQuery,
-        response: { 200: TemplateVersionList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listTemplateVersions',
+      summary: 'List the published versions of a template, newest first',
+      description: 'The immutable published versions, newest first; cursors are version numbers.',
+      params: TemplateParams,
+      querystring: VersionListQuery,
+      response: { 200: TemplateVersionList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await templates.listVersions(projectOf(request), request.params.id, {
         ...request.query,
@@ -165,27 +141,21 @@ export function registerTemplateRoutes(
 
   app.get(
     '/v1/templates/:id/versions/:version',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'getTemplateVersion',
-        summary: 'Retrieve one published version of a template',
-        description: 'One immutable published version, as sends of that version use it.',
-        params: TemplateVersionParams,
-        response: { 200: TemplateVersion, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getTemplateVersion',
+      summary: 'Retrieve one published version of a template',
+      description: 'One immutable published version, as sends of that version use it.',
+      params: TemplateVersionParams,
+      response: { 200: TemplateVersion, ...errorResponses() },
+    }),
     async (request) => templates.getVersion(projectOf(request), request.params.id, request.params.version),
   );
 
   app.post(
     '/v1/templates/:id/render',
-    {
-      // Writes nothing: no transaction to hold while it renders. Without a body, the draft renders with none.
-      config: { permission: 'read_only', idempotencyOutsideTransaction: true, optionalBody: true },
-      schema: {
-        tags,
+    // Writes nothing: no transaction to hold while it renders. Without a body, the draft renders with none.
+    routes.readOnly(
+      {
         operationId: 'renderTemplate',
         summary: 'Render a template with variables (preview)',
         description:
@@ -194,7 +164,8 @@ export function registerTemplateRoutes(
         body: RenderTemplateBody,
         response: { 200: RenderedTemplate, ...errorResponses() },
       },
-    },
+      { idempotencyOutsideTransaction: true, optionalBody: true },
+    ),
     async (request) => templates.render(projectOf(request), request.params.id, request.body),
   );
 }

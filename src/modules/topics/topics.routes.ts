@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { ContactParams } from '../contacts/contacts.schemas.ts';
@@ -20,23 +21,17 @@ import type { TopicService } from './topics.service.ts';
 // key; read_only keys read.
 export function registerTopicRoutes(server: FastifyInstance, { topics }: { topics: TopicService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['Topics'];
-  const write = { permission: 'full_access' } as const;
-  const read = { permission: 'read_only' } as const;
+  const routes = routeOptions(['Topics']);
 
   app.post(
     '/v1/topics',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'createTopic',
-        summary: 'Create a topic',
-        description: 'Every contact without a choice of their own follows its `default_subscription`.',
-        body: CreateTopicBody,
-        response: { 201: Topic, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createTopic',
+      summary: 'Create a topic',
+      description: 'Every contact without a choice of their own follows its `default_subscription`.',
+      body: CreateTopicBody,
+      response: { 201: Topic, ...errorResponses() },
+    }),
     async (request, reply) => {
       const record = topics.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -46,16 +41,12 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
 
   app.get(
     '/v1/topics',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listTopics',
-        summary: 'List topics, newest first',
-        querystring: ListQuery,
-        response: { 200: TopicList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listTopics',
+      summary: 'List topics, newest first',
+      querystring: ListQuery,
+      response: { 200: TopicList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await topics.list(projectOf(request), toPageRequest(request.query, 'top'));
       return list(page.items, page.hasMore);
@@ -64,34 +55,26 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
 
   app.get(
     '/v1/topics/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'getTopic',
-        summary: 'Retrieve a topic',
-        params: TopicParams,
-        response: { 200: Topic, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getTopic',
+      summary: 'Retrieve a topic',
+      params: TopicParams,
+      response: { 200: Topic, ...errorResponses() },
+    }),
     async (request) => topics.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/topics/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'updateTopic',
-        summary: 'Update a topic’s name or description',
-        description:
-          'The default subscription stays as created: changing it would move every contact without a choice at once.',
-        params: TopicParams,
-        body: UpdateTopicBody,
-        response: { 200: Topic, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateTopic',
+      summary: 'Update a topic’s name or description',
+      description:
+        'The default subscription stays as created: changing it would move every contact without a choice at once.',
+      params: TopicParams,
+      body: UpdateTopicBody,
+      response: { 200: Topic, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) =>
         topics.update(transaction, projectOf(request), request.params.id, request.body),
@@ -100,35 +83,27 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
 
   app.delete(
     '/v1/topics/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'deleteTopic',
-        summary: 'Delete a topic',
-        description: 'The topic and every contact’s choice for it go; the contacts stay.',
-        params: TopicParams,
-        response: { 200: DeletedTopic, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteTopic',
+      summary: 'Delete a topic',
+      description: 'The topic and every contact’s choice for it go; the contacts stay.',
+      params: TopicParams,
+      response: { 200: DeletedTopic, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) => topics.delete(transaction, projectOf(request), request.params.id)),
   );
 
   app.get(
     '/v1/contacts/:id/topics',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listContactTopics',
-        summary: 'A contact’s subscription to each topic, newest topic first',
-        description: 'Every topic of the project, with the contact’s choice or, without one, the default.',
-        params: ContactParams,
-        querystring: ListQuery,
-        response: { 200: ContactTopicList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listContactTopics',
+      summary: 'A contact’s subscription to each topic, newest topic first',
+      description: 'Every topic of the project, with the contact’s choice or, without one, the default.',
+      params: ContactParams,
+      querystring: ListQuery,
+      response: { 200: ContactTopicList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await topics.ofContact(
         projectOf(request),
@@ -141,19 +116,15 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
 
   app.patch(
     '/v1/contacts/:id/topics',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'updateContactTopics',
-        summary: 'Subscribe a contact to topics or unsubscribe it',
-        description:
-          'Each topic named once, each the project’s (otherwise nothing changes); answers the topics chosen for. Emits `contact.topics_updated` when a subscription changed.',
-        params: ContactParams,
-        body: UpdateContactTopicsBody,
-        response: { 200: ContactTopicList, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateContactTopics',
+      summary: 'Subscribe a contact to topics or unsubscribe it',
+      description:
+        'Each topic named once, each the project’s (otherwise nothing changes); answers the topics chosen for. Emits `contact.topics_updated` when a subscription changed.',
+      params: ContactParams,
+      body: UpdateContactTopicsBody,
+      response: { 200: ContactTopicList, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact(async (transaction) => {
         const chosen = await topics.choose(

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
 import { WebhookParams } from '../webhooks/webhooks.schemas.ts';
@@ -16,7 +17,7 @@ import type { WebhookOperations } from './webhook-operations.service.ts';
 
 // Under /v1/webhooks/{id} with the webhook routes, and in their tag: apart from them because these use the
 // event and delivery services, which depend on the webhooks module.
-const tags = ['Webhooks'];
+const routes = routeOptions(['Webhooks']);
 
 export function registerWebhookOperationRoutes(
   server: FastifyInstance,
@@ -26,19 +27,15 @@ export function registerWebhookOperationRoutes(
 
   app.get(
     '/v1/webhooks/:webhook_id/deliveries',
-    {
-      config: { permission: 'read_only' },
-      schema: {
-        tags,
-        operationId: 'listWebhookDeliveries',
-        summary: "List a webhook's deliveries, newest first",
-        description:
-          'One delivery per event sent to the webhook (a redelivery adds another), each with every attempt: when, the status code, how long it took, the error and the start of the response.',
-        params: WebhookParams,
-        querystring: DeliveryListQuery,
-        response: { 200: DeliveryList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listWebhookDeliveries',
+      summary: "List a webhook's deliveries, newest first",
+      description:
+        'One delivery per event sent to the webhook (a redelivery adds another), each with every attempt: when, the status code, how long it took, the error and the start of the response.',
+      params: WebhookParams,
+      querystring: DeliveryListQuery,
+      response: { 200: DeliveryList, ...errorResponses() },
+    }),
     async (request) => {
       const { status, ...query } = request.query;
       const page = await operations.listDeliveries(
@@ -53,12 +50,10 @@ export function registerWebhookOperationRoutes(
 
   app.post(
     '/v1/webhooks/:webhook_id/test',
-    {
-      // It waits for a worker to attempt the event it emits, which must be committed for the worker to see.
-      // The body is optional: without one, an `email.sent` test event is sent.
-      config: { permission: 'full_access', idempotencyOutsideTransaction: true, optionalBody: true },
-      schema: {
-        tags,
+    // It waits for a worker to attempt the event it emits, which must be committed for the worker to see.
+    // The body is optional: without one, an `email.sent` test event is sent.
+    routes.fullAccess(
+      {
         operationId: 'testWebhook',
         summary: 'Send a test event to a webhook',
         description:
@@ -67,17 +62,16 @@ export function registerWebhookOperationRoutes(
         body: TestWebhookBody,
         response: { 200: WebhookTest, ...errorResponses(409) },
       },
-    },
+      { idempotencyOutsideTransaction: true, optionalBody: true },
+    ),
     async (request) => operations.test(projectOf(request), request.params.webhook_id, request.body),
   );
 
   app.post(
     '/v1/webhooks/:webhook_id/recover',
-    {
-      // A missing body then reads as a missing `since` (422 naming it), not as a body of the wrong type.
-      config: { permission: 'full_access', optionalBody: true },
-      schema: {
-        tags,
+    // A missing body then reads as a missing `since` (422 naming it), not as a body of the wrong type.
+    routes.fullAccess(
+      {
         operationId: 'recoverWebhook',
         summary: "Re-queue a webhook's failed deliveries",
         description:
@@ -86,7 +80,8 @@ export function registerWebhookOperationRoutes(
         body: RecoverWebhookBody,
         response: { 200: WebhookRecovery, ...errorResponses(409) },
       },
-    },
+      { optionalBody: true },
+    ),
     async (request, reply) => {
       const plan = await operations.prepareRecover(
         projectOf(request),
