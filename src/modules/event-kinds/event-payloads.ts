@@ -2,6 +2,7 @@ import { type TSchema, Type } from '@sinclair/typebox';
 import { nullable, timestamp } from '../../http/schema-helpers.ts';
 import { EVENT_KIND_NAMES, EVENT_KINDS, type EventKind } from './event-kinds.ts';
 import { receivedContentFields, receivedSummaryFields } from './received-fields.ts';
+import { reputationThresholds } from './reputation-fields.ts';
 
 /**
  * An event kind, as an enum built from the one catalogue: a kind added there is named here (and in the
@@ -228,18 +229,10 @@ const reputationFields = {
     ['nothing', 'broadcasts', 'all'].map((value) => Type.Literal(value)),
     { description: 'What a send from it meets now: nothing refused, broadcasts refused, or every send.' },
   ),
-  thresholds: Type.Object(
-    {
-      window_days: Type.Integer(),
-      hard_bounce_warning: Type.Number(),
-      hard_bounce_limit: Type.Number(),
-      complaint_warning: Type.Number(),
-      complaint_limit: Type.Number(),
-      min_bounce_volume: Type.Integer(),
-      min_complaint_volume: Type.Integer(),
-    },
-    { title: 'ReputationThresholds', description: 'The configured window, thresholds and minimum volumes.' },
-  ),
+  thresholds: reputationThresholds({
+    title: 'ReputationThresholds',
+    description: 'The configured window, thresholds and minimum volumes.',
+  }),
   resumed_by: Type.Optional(
     Type.Union([Type.Literal('api'), Type.Literal('operator')], {
       description: 'In `project.sending_resumed`: a full_access key (`api`) or the CLI (`operator`).',

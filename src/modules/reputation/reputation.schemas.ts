@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { nullable, timestamp } from '../../http/schema-helpers.ts';
+import { reputationThresholds } from '../event-kinds/reputation-fields.ts';
 
 const level = Type.Union(
   ['ok', 'warning', 'paused'].map((value) => Type.Literal(value)),
@@ -48,18 +49,9 @@ export const Reputation = Type.Object(
     domains: Type.Array(ReputationScope, {
       description: 'Each From domain the project sent as in the window.',
     }),
-    thresholds: Type.Object(
-      {
-        window_days: Type.Integer(),
-        hard_bounce_warning: Type.Number(),
-        hard_bounce_limit: Type.Number(),
-        complaint_warning: Type.Number(),
-        complaint_limit: Type.Number(),
-        min_bounce_volume: Type.Integer(),
-        min_complaint_volume: Type.Integer(),
-      },
-      { description: 'The configured window, thresholds and minimum volumes (REPUTATION_*).' },
-    ),
+    thresholds: reputationThresholds({
+      description: 'The configured window, thresholds and minimum volumes (REPUTATION_*).',
+    }),
   },
   { title: 'Reputation' },
 );
