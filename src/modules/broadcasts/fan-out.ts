@@ -13,6 +13,7 @@ import type { DomainService, SenderAuthentication } from '../domains/domains.ser
 import type { EmailRepo, NewEmail } from '../emails/emails.repo.ts';
 import { trackedLinks } from '../emails/tracked-html.ts';
 import type { TrackingRepo } from '../emails/tracking.repo.ts';
+import { trackedEmails } from '../emails/tracking.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { SegmentRepo } from '../segments/segments.repo.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
@@ -276,15 +277,7 @@ export function createFanOut(deps: FanOutDeps) {
       // Not counted against SEND_DAILY_LIMIT: a refusal half-way through would leave the audience half sent,
       // and a large broadcast would use up the day's sends for the project's transactional mail.
       await deps.emails.insert(copies, { dailyLimit: 0, counted: false }, transaction);
-      await deps.tracking.insertSettings(
-        copies.map((copy) => ({
-          emailId: copy.id,
-          projectId: copy.projectId,
-          settings: copy.tracking!,
-          createdAt: copy.createdAt,
-        })),
-        transaction,
-      );
+      await deps.tracking.insertSettings(trackedEmails(copies), transaction);
       await repo.insertExclusions(current.id, excluded, transaction);
       if (done) {
         await deps.events.emitIn(transaction, [

@@ -17,6 +17,7 @@ import { createSendGroups } from './send-groups.ts';
 import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
 import type { TrackingRepo } from './tracking.repo.ts';
+import { trackedEmails } from './tracking.ts';
 import type { SendPlan, SendPreparer, SuppressedEntries } from './send-prepare.ts';
 
 /*
@@ -102,18 +103,8 @@ export function createSendStore({
         });
       }
     }
-    const tracked = emails.filter((email) => email.tracking !== undefined);
-    if (tracked.length > 0 && engagement) {
-      await engagement.repo.insertSettings(
-        tracked.map((email) => ({
-          emailId: email.id,
-          projectId: email.projectId,
-          settings: email.tracking!,
-          createdAt: email.createdAt,
-        })),
-        transaction,
-      );
-    }
+    const tracked = trackedEmails(emails);
+    if (tracked.length > 0 && engagement) await engagement.repo.insertSettings(tracked, transaction);
   }
 
   /**

@@ -18,6 +18,31 @@ export interface TrackedEmail {
   createdAt: string;
 }
 
+/**
+ * The settings to keep of the emails that asked for anything: what a send (src/modules/emails/send-store.ts)
+ * and a broadcast's copies (src/modules/broadcasts/fan-out.ts) write with the emails, in their transaction.
+ */
+export const trackedEmails = (
+  emails: ReadonlyArray<{
+    id: string;
+    projectId: string;
+    createdAt: string;
+    tracking?: TrackingSettings | undefined;
+  }>,
+): TrackedEmail[] =>
+  emails.flatMap((email) =>
+    email.tracking === undefined
+      ? []
+      : [
+          {
+            emailId: email.id,
+            projectId: email.projectId,
+            settings: email.tracking,
+            createdAt: email.createdAt,
+          },
+        ],
+  );
+
 /** A recipient's engagement as the email's view shows it. */
 export interface RecipientEngagement {
   recipientId: string;
