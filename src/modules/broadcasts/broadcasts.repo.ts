@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type Insertable, type Kysely, sql } from 'kysely';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import { deleteProjectRow } from '../../db/project-rows.ts';
 import type { BroadcastExclusionsTable, BroadcastStatus, Database, Row } from '../../db/schema.ts';
@@ -109,6 +109,24 @@ const contentRow = (record: BroadcastContent) => ({
   track_clicks: record.trackClicks,
 });
 
+/** The row an insert writes: toRecord the other way. */
+const toRow = (record: BroadcastRecord): Insertable<Database['broadcasts']> => ({
+  id: record.id,
+  project_id: record.projectId,
+  ...contentRow(record),
+  personalization: record.personalization,
+  status: record.status,
+  scheduled_at: record.scheduledAt,
+  started_at: record.startedAt,
+  sent_at: record.sentAt,
+  cursor: record.cursor,
+  copies: record.copies,
+  excluded: record.excluded,
+  key_domain_id: record.keyDomainId,
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
+});
+
 /** What happened to the copies of a broadcast, by recipient. */
 export type RecipientFilter = (typeof RECIPIENT_FILTERS)[number];
 
@@ -137,25 +155,7 @@ export function createBroadcastRepo(db: Kysely<Database>) {
 
   return {
     async insert(record: BroadcastRecord, transaction: Transaction): Promise<void> {
-      await transaction.db
-        .insertInto('broadcasts')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          ...contentRow(record),
-          personalization: record.personalization,
-          status: record.status,
-          scheduled_at: record.scheduledAt,
-          started_at: record.startedAt,
-          sent_at: record.sentAt,
-          cursor: record.cursor,
-          copies: record.copies,
-          excluded: record.excluded,
-          key_domain_id: record.keyDomainId,
-          created_at: record.createdAt,
-          updated_at: record.updatedAt,
-        })
-        .execute();
+      await transaction.db.insertInto('broadcasts').values(toRow(record)).execute();
     },
 
     /** In `transaction` when given. */

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import { createMessagePieces } from '../../db/message-pieces.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
@@ -69,6 +69,17 @@ export const toImportRecord = (row: Row<'contact_imports'>): ContactImportRecord
   completedAt: row.completed_at,
 });
 
+/** A new import's row: its counts, errors and times are the table's defaults until its job writes them. */
+const newRow = (record: ContactImportRecord): Insertable<Database['contact_imports']> => ({
+  id: record.id,
+  project_id: record.projectId,
+  status: record.status,
+  plan: JSON.stringify(record.plan),
+  bytes: record.bytes,
+  rows_total: record.total,
+  created_at: record.createdAt,
+});
+
 /** The contact_imports table (the API's side: the job's insert, reads, and the progress the job writes) and its CSV. */
 export function createContactImportRepo(db: Kysely<Database>) {
   const pieces = createMessagePieces(db);
@@ -84,18 +95,7 @@ export function createContactImportRepo(db: Kysely<Database>) {
     removePieces: (id: string) => pieces.remove(piecesOwner(id)),
 
     async insert(record: ContactImportRecord, transaction: Transaction): Promise<void> {
-      await transaction.db
-        .insertInto('contact_imports')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          status: record.status,
-          plan: JSON.stringify(record.plan),
-          bytes: record.bytes,
-          rows_total: record.total,
-          created_at: record.createdAt,
-        })
-        .execute();
+      await transaction.db.insertInto('contact_imports').values(newRow(record)).execute();
     },
 
     async find(projectId: string, id: string): Promise<ContactImportRecord | undefined> {

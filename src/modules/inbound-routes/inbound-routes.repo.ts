@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, RouteAction, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -41,25 +41,25 @@ const toRecord = (row: Row<'inbound_routes'>): InboundRouteRecord => ({
   updatedAt: row.updated_at,
 });
 
+/** The row an insert writes: toRecord the other way. */
+const toRow = (record: InboundRouteRecord): Insertable<Database['inbound_routes']> => ({
+  id: record.id,
+  project_id: record.projectId,
+  domain: record.domain,
+  local_part: record.localPart,
+  priority: record.priority,
+  action: record.action,
+  reject_message: record.rejectMessage,
+  spam_reject_score: record.spamRejectScore,
+  enabled: record.enabled,
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
+});
+
 export function createInboundRouteRepo(db: Kysely<Database>) {
   return {
     async insert(record: InboundRouteRecord, transaction: Transaction): Promise<void> {
-      await transaction.db
-        .insertInto('inbound_routes')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          domain: record.domain,
-          local_part: record.localPart,
-          priority: record.priority,
-          action: record.action,
-          reject_message: record.rejectMessage,
-          spam_reject_score: record.spamRejectScore,
-          enabled: record.enabled,
-          created_at: record.createdAt,
-          updated_at: record.updatedAt,
-        })
-        .execute();
+      await transaction.db.insertInto('inbound_routes').values(toRow(record)).execute();
     },
 
     async list(projectId: string, page: PageRequest): Promise<Page<InboundRouteRecord>> {

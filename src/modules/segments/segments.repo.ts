@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -21,6 +21,15 @@ const toRecord = (row: Row<'segments'>): SegmentRecord => ({
   updatedAt: row.updated_at,
 });
 
+/** The row an insert writes: toRecord the other way. */
+const toRow = (record: SegmentRecord): Insertable<Database['segments']> => ({
+  id: record.id,
+  project_id: record.projectId,
+  name: record.name,
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
+});
+
 /** The segments and segment_contacts tables: named lists and who is in them. Writes join the caller's transaction. */
 export function createSegmentRepo(db: Kysely<Database>) {
   const select = (projectId: string, via: Kysely<Database> = db) =>
@@ -28,16 +37,7 @@ export function createSegmentRepo(db: Kysely<Database>) {
 
   return {
     async insert(record: SegmentRecord, transaction: Transaction): Promise<void> {
-      await transaction.db
-        .insertInto('segments')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          name: record.name,
-          created_at: record.createdAt,
-          updated_at: record.updatedAt,
-        })
-        .execute();
+      await transaction.db.insertInto('segments').values(toRow(record)).execute();
     },
 
     /** In `transaction` when given (on SQLite a read beside an open transaction waits for it). */

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -32,6 +32,17 @@ const toRecord = (row: Row<'topics'>): TopicRecord => ({
   defaultSubscription: row.default_subscription,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
+});
+
+/** The row an insert writes: toRecord the other way. */
+const toRow = (record: TopicRecord): Insertable<Database['topics']> => ({
+  id: record.id,
+  project_id: record.projectId,
+  name: record.name,
+  description: record.description,
+  default_subscription: record.defaultSubscription,
+  created_at: record.createdAt,
+  updated_at: record.updatedAt,
 });
 
 /** The topics and contact_topics tables: what contacts subscribe to, and their choices. */
@@ -70,18 +81,7 @@ export function createTopicRepo(db: Kysely<Database>) {
 
   return {
     async insert(record: TopicRecord, transaction: Transaction): Promise<void> {
-      await transaction.db
-        .insertInto('topics')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          name: record.name,
-          description: record.description,
-          default_subscription: record.defaultSubscription,
-          created_at: record.createdAt,
-          updated_at: record.updatedAt,
-        })
-        .execute();
+      await transaction.db.insertInto('topics').values(toRow(record)).execute();
     },
 
     /** In `transaction` when given (on SQLite a read beside an open transaction waits for it). */
