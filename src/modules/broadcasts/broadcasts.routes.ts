@@ -1,9 +1,11 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Transaction } from '../../db/transaction.ts';
 import { projectOf } from '../../http/auth.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import type { BroadcastRecord } from './broadcasts.repo.ts';
 import { type BroadcastService, toBroadcastSummary } from './broadcasts.service.ts';
 import {
   Broadcast,
@@ -30,6 +32,10 @@ export function registerBroadcastRoutes(
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
   const routes = routeOptions(['Broadcasts']);
+  // Each write answers with the broadcast's summary, made in the request's transaction: with an
+  // Idempotency-Key, the summary is the answer saved with the write.
+  const summaryAfter = (reply: FastifyReply, write: (transaction: Transaction) => Promise<BroadcastRecord>) =>
+    reply.transact(async (transaction) => toBroadcastSummary(await write(transaction)));
 
   app.post(
     '/v1/broadcasts',
@@ -49,9 +55,7 @@ export function registerBroadcastRoutes(
         'liquid',
       );
       reply.code(201);
-      return reply.transact(async (transaction) =>
-        toBroadcastSummary(await broadcasts.create(transaction, plan)),
-      );
+      return summaryAfter(reply, (transaction) => broadcasts.create(transaction, plan));
     },
   );
 
@@ -92,9 +96,7 @@ export function registerBroadcastRoutes(
     }),
     async (request, reply) => {
       const next = await broadcasts.prepareUpdate(projectOf(request), request.params.id, request.body);
-      return reply.transact(async (transaction) =>
-        toBroadcastSummary(await broadcasts.update(transaction, next)),
-      );
+      return summaryAfter(reply, (transaction) => broadcasts.update(transaction, next));
     },
   );
 
@@ -128,9 +130,7 @@ export function registerBroadcastRoutes(
         request.body.scheduled_at,
         request.caller!,
       );
-      return reply.transact(async (transaction) =>
-        toBroadcastSummary(await broadcasts.send(transaction, plan)),
-      );
+      return summaryAfter(reply, (transaction) => broadcasts.send(transaction, plan));
     },
   );
 
@@ -156,8 +156,8 @@ export function registerBroadcastRoutes(
     }),
     async (request, reply) => {
       reply.code(201);
-      return reply.transact(async (transaction) =>
-        toBroadcastSummary(await broadcasts.duplicate(transaction, projectOf(request), request.params.id)),
+      return summaryAfter(reply, (transaction) =>
+        broadcasts.duplicate(transaction, projectOf(request), request.params.id),
       );
     },
   );
