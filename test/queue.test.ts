@@ -7,12 +7,11 @@ import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { createDeliveryQueue, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.queue.ts';
 import {
-  createDeliveryQueue,
   createDeliveryQueueSource,
   type DeliveryJob,
-  type DeliveryOutcome,
-} from '../src/modules/deliveries/deliveries.queue.ts';
+} from '../src/modules/deliveries/deliveries.queue-source.ts';
 import {
   createInboundQueueSource,
   type InboundJob,
