@@ -402,6 +402,26 @@ async function openQueue(
       const claimLanes = real.claimLanes.bind(real);
       source.claimLanes = (lease, lanes) => checkedClaim(lease, () => claimLanes(lease, lanes));
     }
+    if (real.recordAndClaim) {
+      // PostgreSQL's sending and deliveries queues: the look made by the outcomes' statement, checked as
+      // every claim is (it must never take a row it records, which this worker still holds).
+      const recordAndClaim = real.recordAndClaim.bind(real);
+      source.recordAndClaim = async (attempted, lease, next) => {
+        let written: Awaited<ReturnType<typeof recordAndClaim>> | undefined;
+        const rows = named(attempted.flatMap(({ job }) => job.rows));
+        const claimed = await checkedClaim(lease, async () => {
+          try {
+            written = await recordAndClaim(attempted, lease, next);
+          } catch (error) {
+            log.push(`record ${rows} failed`);
+            throw error;
+          }
+          log.push(`record ${rows}`);
+          return written.claimed ?? [];
+        });
+        return { results: written!.results, claimed: written!.claimed && claimed };
+      };
+    }
     return source;
   };
 

@@ -83,10 +83,18 @@ const IN_QUEUE_ORDER = 'ORDER BY d.next_attempt_at, d.id';
 /** The columns a claim's UPDATE returns, for CLAIMED_COLUMNS to read beside its event and webhook. */
 const LEASED_COLUMNS = 'id, project_id, event_id, webhook_id, attempts, last_attempt_id, next_attempt_at';
 
-/** The UPDATE that leases the deliveries `due` selects to the lease's worker. */
-const leaseText = (param: (value: unknown) => string, lease: StoredLease, due: string) =>
-  `UPDATE deliveries SET locked_until = ${param(lease.lockedUntil)}, locked_by = ${param(lease.workerId)}
-    WHERE id IN (${due})`;
+/**
+ * The UPDATE that leases the deliveries `due` selects to the lease's worker. `due` is written after the lease's
+ * values: SQLite's parameters are numbered in the order they are made.
+ */
+function leaseText(
+  param: (value: unknown) => string,
+  lease: StoredLease,
+  due: (param: (value: unknown) => string) => string,
+) {
+  const set = `locked_until = ${param(lease.lockedUntil)}, locked_by = ${param(lease.workerId)}`;
+  return `UPDATE deliveries SET ${set} WHERE id IN (${due(param)})`;
+}
 
 /** A claim's condition that leaves out these webhooks' deliveries (their lanes are full). */
 const excludedWebhooks = (param: (value: unknown) => string, excluded: readonly string[] | undefined) =>
@@ -206,7 +214,7 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     due: (param: (value: unknown) => string) => string,
   ): Promise<ClaimedDelivery[]> {
     const query = statement(engine);
-    const update = leaseText(query.param, options, due(query.param));
+    const update = leaseText(query.param, options, due);
     if (writesInWith(engine)) {
       const { rows } = await db.executeQuery<ClaimedRow>(
         query.compile(`WITH d AS (${update} RETURNING ${LEASED_COLUMNS})
@@ -291,9 +299,11 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       // two. It never takes a row being recorded (a statement updates a row once; a retry is recorded, and
       // due later, before any claim can see it). One row per claimed delivery, or one of nulls when none was.
       const stored = storedLease(claim.lease);
-      const due = `SELECT id FROM deliveries WHERE ${claimable(query.param, stored.now)}
-        AND id NOT IN (SELECT id FROM v)${excludedWebhooks(query.param, claim.excludeWebhookIds)}
-        ORDER BY next_attempt_at LIMIT ${query.param(claim.limit)}${lockRows}`;
+      const due = (
+        param: (value: unknown) => string,
+      ) => `SELECT id FROM deliveries WHERE ${claimable(param, stored.now)}
+        AND id NOT IN (SELECT id FROM v)${excludedWebhooks(param, claim.excludeWebhookIds)}
+        ORDER BY next_attempt_at LIMIT ${param(claim.limit)}${lockRows}`;
       const { rows } = await trx.executeQuery<
         ClaimedRow & { held: string[] | null; claimed_id: string | null }
       >(
