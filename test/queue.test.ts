@@ -7,12 +7,11 @@ import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { createDeliveryQueue, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.queue.ts';
 import {
-  createDeliveryQueue,
   createDeliveryQueueSource,
   type DeliveryJob,
-  type DeliveryOutcome,
-} from '../src/modules/deliveries/deliveries.queue.ts';
+} from '../src/modules/deliveries/deliveries.queue-source.ts';
 import {
   createInboundQueueSource,
   type InboundJob,
@@ -402,6 +401,26 @@ async function openQueue(
     if (options.claimLanes !== false && real.claimLanes) {
       const claimLanes = real.claimLanes.bind(real);
       source.claimLanes = (lease, lanes) => checkedClaim(lease, () => claimLanes(lease, lanes));
+    }
+    if (real.recordAndClaim) {
+      // PostgreSQL's sending and deliveries queues: the look made by the outcomes' statement, checked as
+      // every claim is (it must never take a row it records, which this worker still holds).
+      const recordAndClaim = real.recordAndClaim.bind(real);
+      source.recordAndClaim = async (attempted, lease, next) => {
+        let written: Awaited<ReturnType<typeof recordAndClaim>> | undefined;
+        const rows = named(attempted.flatMap(({ job }) => job.rows));
+        const claimed = await checkedClaim(lease, async () => {
+          try {
+            written = await recordAndClaim(attempted, lease, next);
+          } catch (error) {
+            log.push(`record ${rows} failed`);
+            throw error;
+          }
+          log.push(`record ${rows}`);
+          return written.claimed ?? [];
+        });
+        return { results: written!.results, claimed: written!.claimed && claimed };
+      };
     }
     return source;
   };
