@@ -3,12 +3,12 @@ import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { createBroadcastQueue } from '../src/modules/broadcasts/broadcasts.queue.ts';
 import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
-import { createFanOut } from '../src/modules/broadcasts/fan-out.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { assertApiError, created } from './helpers/answers.ts';
+import { fanOutOf } from './helpers/fan-out.ts';
 import { onServer, parseMail, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSendingWorker } from './helpers/sending.ts';
@@ -405,29 +405,16 @@ for (const engine of ALL_ENGINES) {
       );
       assert.deepEqual(claimed, [draft.id]);
       let batches = 0;
-      const services = api.services;
-      const crashing = createFanOut({
-        db: api.database.handle.db,
-        repo: services.repositories.broadcasts,
-        segments: services.repositories.segments,
-        topics: services.repositories.topics,
-        suppressions: services.repositories.suppressions,
-        properties: services.repositories.contactProperties,
-        templates: services.repositories.templates,
-        renderer: services.renderer,
+      const crashing = fanOutOf(api, {
         emails: {
           insert: async (emails, options, transaction) => {
             batches += 1;
             // The second batch dies inside its transaction: nothing of it may stay.
             if (batches === 2) throw new Error('the process died');
-            return services.repositories.emails.insert(emails, options, transaction);
+            return api.services.repositories.emails.insert(emails, options, transaction);
           },
         },
-        tracking: services.repositories.tracking,
-        senders: services.domains,
-        events: services.events,
         clock,
-        sendNotifier: services.notifiers.send,
         batchSize: 3,
       });
       await assert.rejects(crashing.run(draft.id, 'crashing', 60_000), /the process died/);

@@ -307,25 +307,25 @@ export function createFanOut(deps: FanOutDeps) {
 
   return {
     /**
-     * Fans a broadcast this worker holds out, a batch at a time, for about `budgetMs`; true once it is all
-     * sent (or no longer sending), false when the time is up (or `signal`, stopping, says so) with more to go:
-     * the caller gives it back to be claimed again.
+     * Fans a broadcast this worker holds out, a batch at a time, for about `budgetMs` (on the clock): `done`
+     * once it is all sent (or no longer sending); `more` when the time is up (or `signal`, stopping, says so)
+     * with more to go, for the caller to give back due at once; `paused` while the reputation breaker holds it.
      */
     async run(
       broadcastId: string,
       workerId: string,
       budgetMs: number,
       signal?: AbortSignal,
-    ): Promise<boolean> {
+    ): Promise<'done' | 'more' | 'paused'> {
       const broadcast = await repo.findById(broadcastId);
-      if (!broadcast || broadcast.status !== 'sending') return true;
+      if (!broadcast || broadcast.status !== 'sending') return 'done';
       const prepared = await prepare(broadcast);
       // Paused after it was sent (scheduled, or mid-way): it holds, its cursor kept, until a resume.
-      if (await pausedFor(broadcast.projectId, prepared.fromDomain)) return false;
-      const until = Date.now() + budgetMs;
+      if (await pausedFor(broadcast.projectId, prepared.fromDomain)) return 'paused';
+      const until = clock.now().getTime() + budgetMs;
       for (;;) {
-        if (await batch(prepared, workerId)) return true;
-        if (Date.now() >= until || signal?.aborted) return false;
+        if (await batch(prepared, workerId)) return 'done';
+        if (clock.now().getTime() >= until || signal?.aborted) return 'more';
       }
     },
   };
