@@ -70,6 +70,7 @@ for (const engine of ALL_ENGINES) {
       const fanOut = fanOutOf(api, {
         batchSize: 2,
         segments: {
+          ...api.services.repositories.segments,
           membersAfter: async (...args) => {
             clock.advance(1000);
             return api.services.repositories.segments.membersAfter(...args);
@@ -124,6 +125,7 @@ for (const engine of ALL_ENGINES) {
       const frozen = fanOutOf(api, {
         batchSize: 3,
         segments: {
+          ...api.services.repositories.segments,
           membersAfter: async (...args) => {
             const members = await api.services.repositories.segments.membersAfter(...args);
             reads += 1;
