@@ -9,6 +9,7 @@ import { createDns, type Dns } from './lib/dns.ts';
 import type { Resolver } from './lib/network-policy.ts';
 import { createContactPropertyRepo } from './modules/contacts/contact-properties.repo.ts';
 import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
+import { createContactActivity } from './modules/contacts/contact-activity.ts';
 import { createContactRepo } from './modules/contacts/contacts.repo.ts';
 import { createContactService } from './modules/contacts/contacts.service.ts';
 import { createContactImportRepo } from './modules/contacts/contact-imports.repo.ts';
@@ -329,6 +330,11 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     broadcasts,
     fanOut,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
+    contactActivity: createContactActivity({
+      contacts,
+      recipients: repositories.recipients,
+      events: repositories.events,
+    }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,
       properties: repositories.contactProperties,
