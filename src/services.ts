@@ -21,7 +21,7 @@ import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
 import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
 import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
-import { createFanOut } from './modules/broadcasts/fan-out.ts';
+import { createFanOut, type FanOutDeps } from './modules/broadcasts/fan-out.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -245,8 +245,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
     reputation,
   });
-  /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
-  const fanOut = createFanOut({
+  /** What the broadcast worker's fan-out is built on (tests build variants of it with a part replaced). */
+  const fanOutDeps: FanOutDeps = {
     db,
     repo: repositories.broadcasts,
     segments: repositories.segments,
@@ -262,7 +262,9 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     clock,
     sendNotifier: notifiers.send,
     reputation,
-  });
+  };
+  /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
+  const fanOut = createFanOut(fanOutDeps);
 
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
@@ -329,6 +331,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     topics,
     broadcasts,
     fanOut,
+    fanOutDeps,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactActivity: createContactActivity({
       contacts,

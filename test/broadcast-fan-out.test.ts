@@ -2,11 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { createBroadcastQueue } from '../src/modules/broadcasts/broadcasts.queue.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import type { FanOut } from '../src/modules/broadcasts/fan-out.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { created } from './helpers/answers.ts';
-import { fanOutOf } from './helpers/fan-out.ts';
+import { fanOutOf, startFanOutWorker } from './helpers/fan-out.ts';
 
 // The fan-out on the queue runtime, on the injected clock: a broadcast larger than one slice goes out slice
 // after slice without any slice waiting for a lease to run out (the clock stands still, so a lease never
@@ -85,14 +84,7 @@ for (const engine of ALL_ENGINES) {
           return step;
         },
       };
-      const worker = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: counted,
-        notifier: api.services.notifiers.broadcast,
-        settings: { sliceMs: 500, pollIntervalMs: 50 },
-      });
-      await worker.start();
+      const worker = await startFanOutWorker(api, { clock, fanOut: counted, settings: { sliceMs: 500 } });
       try {
         // Idle: nothing due that this worker can claim. The clock moved four seconds in all, far less than a
         // lease (a slice's 2 s plus 30 s, twice): a broadcast left under a lease would be idle and unsent.
@@ -143,14 +135,7 @@ for (const engine of ALL_ENGINES) {
 
       // Its lease runs out; a worker takes the broadcast and finishes it from the cursor.
       clock.advance(leaseMs + 1);
-      const worker = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: fanOutOf(api),
-        notifier: api.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await worker.start();
+      const worker = await startFanOutWorker(api, { clock });
       try {
         await worker.whenIdle();
       } finally {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { assertApiError, created } from './helpers/answers.ts';
+import { startFanOutWorker } from './helpers/fan-out.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
@@ -35,14 +35,7 @@ for (const engine of ALL_ENGINES) {
       api = await startTestApp(engine, { clock, publicUrl: PUBLIC_URL });
       smtp = await startSmtpServer();
       sending = await startSendingWorker(api, { relayPort: smtp.port, clock, publicUrl: PUBLIC_URL });
-      fanOut = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: api.services.fanOut,
-        notifier: api.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
+      fanOut = await startFanOutWorker(api, { clock });
 
       // The audience: a plan (string, fallback free), seats (number), a newsletter topic (opt-in by choice).
       await created(api, '/v1/contact-properties', { key: 'plan', type: 'string', fallback_value: 'free' });
