@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { assertApiError } from './helpers/answers.ts';
-import { uploadImport } from './helpers/contact-imports.ts';
+import { contactImportWorker, uploadImport } from './helpers/contact-imports.ts';
 
 // Contact imports under /v1: a CSV uploaded as multipart/form-data (as Resend's SDK sends it), checked as it
 // arrives, then imported by the import worker; what GET shows of the job, row by row; bad files and bad maps
@@ -45,12 +44,7 @@ for (const engine of ALL_ENGINES) {
 
     before(async () => {
       api = await startTestApp(engine);
-      worker = createContactImportWorker({
-        database: api.database.handle,
-        clock: api.services.clock,
-        job: api.services.importJob,
-        notifier: api.services.notifiers.contactImports,
-      });
+      worker = contactImportWorker(api);
       await worker.start();
       await api.request('POST', '/v1/contact-properties', { body: { key: 'plan', type: 'string' } });
       await api.request('POST', '/v1/contact-properties', { body: { key: 'seats', type: 'number' } });

@@ -6,11 +6,10 @@ import { loadConfig } from '../src/config.ts';
 import { idAt, newId } from '../src/lib/ids.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
-import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 import { createReceivedRepo } from '../src/modules/inbound/received.repo.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
-import { uploadImport } from './helpers/contact-imports.ts';
+import { contactImportWorker, uploadImport } from './helpers/contact-imports.ts';
 import { attemptsIn } from './helpers/deliveries.ts';
 import { createProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -219,12 +218,7 @@ for (const engine of ALL_ENGINES) {
     });
 
     test('a month later: finished contact imports go; one still queued stays, with its CSV', async () => {
-      const importer = createContactImportWorker({
-        database: api.database.handle,
-        clock: api.services.clock,
-        job: api.services.importJob,
-        notifier: api.services.notifiers.contactImports,
-      });
+      const importer = contactImportWorker(api);
       await importer.start();
       const done = await uploadImport(api, 'email,first_name\r\nzoe@example.org,Zoë\r\nnot-an-address,X\r\n');
       assert.equal(done.status, 202, JSON.stringify(done.body));

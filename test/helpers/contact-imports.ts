@@ -1,3 +1,5 @@
+import { createContactImportWorker } from '../../src/modules/contacts/contact-imports.worker.ts';
+import type { QueueWorker } from '../../src/queue/runtime.ts';
 import type { ApiResponse, TestApp } from './app.ts';
 
 /** POSTs a contact import as the SDKs do: multipart/form-data, the file first, then the options as text. */
@@ -19,3 +21,12 @@ export async function uploadImport(
   });
   return { status: response.status, headers: response.headers, body: await response.json() };
 }
+
+/** A contact-import worker on the test app (not started: the caller starts and stops it). */
+export const contactImportWorker = (api: TestApp): QueueWorker =>
+  createContactImportWorker({
+    database: api.database.handle,
+    clock: api.services.clock,
+    job: api.services.importJob,
+    notifier: api.services.notifiers.contactImports,
+  });
