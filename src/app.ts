@@ -233,7 +233,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerTemplateRoutes(app, { templates: services.templates });
   registerEmailRoutes(app, { emails: services.emails });
   registerSuppressionRoutes(app, { suppressions: services.suppressions });
-  registerContactRoutes(app, { contacts: services.contacts, contactProperties: services.contactProperties });
+  registerContactRoutes(app, {
+    contacts: services.contacts,
+    contactProperties: services.contactProperties,
+    activity: services.contactActivity,
+  });
   registerContactImportRoutes(app, { contactImports: services.contactImports });
   registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
   registerTopicRoutes(app, { topics: services.topics });

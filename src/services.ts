@@ -9,6 +9,7 @@ import { createDns, type Dns } from './lib/dns.ts';
 import type { Resolver } from './lib/network-policy.ts';
 import { createContactPropertyRepo } from './modules/contacts/contact-properties.repo.ts';
 import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
+import { createContactActivity } from './modules/contacts/contact-activity.ts';
 import { createContactRepo } from './modules/contacts/contacts.repo.ts';
 import { createContactService } from './modules/contacts/contacts.service.ts';
 import { createContactImportRepo } from './modules/contacts/contact-imports.repo.ts';
@@ -20,7 +21,7 @@ import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
 import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
 import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
-import { createFanOut } from './modules/broadcasts/fan-out.ts';
+import { createFanOut, type FanOutDeps } from './modules/broadcasts/fan-out.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -125,7 +126,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     contacts: createContactRepo(db, engine),
     contactProperties: createContactPropertyRepo(db),
     contactImports: createContactImportRepo(db),
-    segments: createSegmentRepo(db),
+    segments: createSegmentRepo(db, engine),
     topics: createTopicRepo(db),
     broadcasts: createBroadcastRepo(db),
     dmarc: createDmarcRepo(db),
@@ -244,8 +245,8 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
     reputation,
   });
-  /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
-  const fanOut = createFanOut({
+  /** What the broadcast worker's fan-out is built on (tests build variants of it with a part replaced). */
+  const fanOutDeps: FanOutDeps = {
     db,
     repo: repositories.broadcasts,
     segments: repositories.segments,
@@ -261,7 +262,9 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     clock,
     sendNotifier: notifiers.send,
     reputation,
-  });
+  };
+  /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
+  const fanOut = createFanOut(fanOutDeps);
 
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
@@ -318,11 +321,23 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
-    segments: createSegmentService({ repo: repositories.segments, contacts, clock }),
+    segments: createSegmentService({
+      repo: repositories.segments,
+      contacts,
+      properties: repositories.contactProperties,
+      topics: repositories.topics,
+      clock,
+    }),
     topics,
     broadcasts,
     fanOut,
+    fanOutDeps,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
+    contactActivity: createContactActivity({
+      contacts,
+      recipients: repositories.recipients,
+      events: repositories.events,
+    }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,
       properties: repositories.contactProperties,

@@ -128,6 +128,8 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       ['sending', sending],
       ['inbound', inbound],
       ['domain_checks', domainChecks],
+      ['broadcasts', broadcastFanOut],
+      ['contact_imports', contactImports],
     ];
     for (const [queue, worker] of queues) {
       await worker.start();
@@ -135,13 +137,6 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       // From now on /readyz expects its heartbeats and /metrics reads its attempts in flight.
       services.runningWorkers.add({ queue, worker });
     }
-    // Not a queue /readyz and /metrics watch (yet): an import is rare and long, and says its progress itself.
-    await contactImports.start();
-    started.push(contactImports);
-    // Not among /readyz's and /metrics' queues (QUEUE_NAMES): a fan-out that stalls delays a broadcast, not
-    // the process's mail.
-    await broadcastFanOut.start();
-    started.push(broadcastFanOut);
     if (retention) {
       retention.start();
       started.push(retention);

@@ -2,13 +2,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { createBroadcastQueue } from '../src/modules/broadcasts/broadcasts.queue.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
-import { createFanOut } from '../src/modules/broadcasts/fan-out.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { assertApiError, created } from './helpers/answers.ts';
+import { fanOutOf, startFanOutWorker } from './helpers/fan-out.ts';
 import { onServer, parseMail, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { startSendingWorker } from './helpers/sending.ts';
@@ -50,14 +49,7 @@ for (const engine of ALL_ENGINES) {
       receiver = await startReceiver();
       await created(api, '/v1/webhooks', { url: receiver.url, events: EVENT_KIND_NAMES });
       sending = await startSendingWorker(api, { relayPort: smtp.port, clock, publicUrl: PUBLIC_URL });
-      fanOut = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: api.services.fanOut,
-        notifier: api.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
+      fanOut = await startFanOutWorker(api, { clock });
     });
     after(async () => {
       await fanOut.stop();
@@ -405,29 +397,16 @@ for (const engine of ALL_ENGINES) {
       );
       assert.deepEqual(claimed, [draft.id]);
       let batches = 0;
-      const services = api.services;
-      const crashing = createFanOut({
-        db: api.database.handle.db,
-        repo: services.repositories.broadcasts,
-        segments: services.repositories.segments,
-        topics: services.repositories.topics,
-        suppressions: services.repositories.suppressions,
-        properties: services.repositories.contactProperties,
-        templates: services.repositories.templates,
-        renderer: services.renderer,
+      const crashing = fanOutOf(api, {
         emails: {
           insert: async (emails, options, transaction) => {
             batches += 1;
             // The second batch dies inside its transaction: nothing of it may stay.
             if (batches === 2) throw new Error('the process died');
-            return services.repositories.emails.insert(emails, options, transaction);
+            return api.services.repositories.emails.insert(emails, options, transaction);
           },
         },
-        tracking: services.repositories.tracking,
-        senders: services.domains,
-        events: services.events,
         clock,
-        sendNotifier: services.notifiers.send,
         batchSize: 3,
       });
       await assert.rejects(crashing.run(draft.id, 'crashing', 60_000), /the process died/);
@@ -435,14 +414,7 @@ for (const engine of ALL_ENGINES) {
 
       // Another worker takes it once the crashed one's lease has run out, and finishes from the cursor.
       clock.advance(120_000);
-      fanOut = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: api.services.fanOut,
-        notifier: api.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
+      fanOut = await startFanOutWorker(api, { clock });
       await waitForEvent(
         receiver,
         (event) => event.type === 'broadcast.sent' && event.data.id === draft.id,

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import { ALL_ENGINES, type ApiResponse, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { assertApiError } from './helpers/answers.ts';
+import { contactImportWorker, uploadImport } from './helpers/contact-imports.ts';
 
 // Contact imports under /v1: a CSV uploaded as multipart/form-data (as Resend's SDK sends it), checked as it
 // arrives, then imported by the import worker; what GET shows of the job, row by row; bad files and bad maps
@@ -44,12 +44,7 @@ for (const engine of ALL_ENGINES) {
 
     before(async () => {
       api = await startTestApp(engine);
-      worker = createContactImportWorker({
-        database: api.database.handle,
-        clock: api.services.clock,
-        job: api.services.importJob,
-        notifier: api.services.notifiers.contactImports,
-      });
+      worker = contactImportWorker(api);
       await worker.start();
       await api.request('POST', '/v1/contact-properties', { body: { key: 'plan', type: 'string' } });
       await api.request('POST', '/v1/contact-properties', { body: { key: 'seats', type: 'number' } });
@@ -65,24 +60,8 @@ for (const engine of ALL_ENGINES) {
       await api.close();
     });
 
-    /** POSTs an import as the SDKs do: multipart/form-data, the file first, then the options as text. */
-    async function upload(
-      csv: string,
-      fields: Record<string, unknown> = {},
-      key: string = api.key,
-    ): Promise<ApiResponse> {
-      const form = new FormData();
-      form.append('file', new Blob([csv], { type: 'text/csv' }), 'contacts.csv');
-      for (const [name, value] of Object.entries(fields)) {
-        form.append(name, typeof value === 'string' ? value : JSON.stringify(value));
-      }
-      const response = await fetch(`${api.baseUrl}/v1/contacts/imports`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}` },
-        body: form,
-      });
-      return { status: response.status, headers: response.headers, body: await response.json() };
-    }
+    const upload = (csv: string, fields: Record<string, unknown> = {}, key: string = api.key) =>
+      uploadImport(api, csv, fields, key);
 
     /** Uploads, waits for the worker to finish the job, and answers the job as GET shows it. */
     async function imported(csv: string, fields: Record<string, unknown>) {

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Resend } from 'resend';
+import { contactImportWorker } from './helpers/contact-imports.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 
 // Resend's SDK, unchanged, drives contacts (global, by id or by email) and contact properties at /resend:
 // what it answers, what it refuses (as Resend's errors), and contact events its webhooks.verify accepts.
@@ -278,12 +278,7 @@ for (const engine of ALL_ENGINES) {
     });
 
     test('contacts.imports: create with a column map, get, list; a file that is not CSV refused', async () => {
-      const worker = createContactImportWorker({
-        database: api.database.handle,
-        clock: api.services.clock,
-        job: api.services.importJob,
-        notifier: api.services.notifiers.contactImports,
-      });
+      const worker = contactImportWorker(api);
       await worker.start();
       try {
         const segment = dataOf(await resend.segments.create({ name: 'Imported by the SDK' }));

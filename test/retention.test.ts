@@ -9,6 +9,7 @@ import { createRetention } from '../src/modules/retention/retention.ts';
 import { createReceivedRepo } from '../src/modules/inbound/received.repo.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
+import { contactImportWorker, uploadImport } from './helpers/contact-imports.ts';
 import { attemptsIn } from './helpers/deliveries.ts';
 import { createProcessDatabase } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -214,6 +215,46 @@ for (const engine of ALL_ENGINES) {
           .executeTakeFirstOrThrow();
         assert.equal(Number(left.n), 0, table);
       }
+    });
+
+    test('a month later: finished contact imports go; one still queued stays, with its CSV', async () => {
+      const importer = contactImportWorker(api);
+      await importer.start();
+      const done = await uploadImport(api, 'email,first_name\r\nzoe@example.org,Zoë\r\nnot-an-address,X\r\n');
+      assert.equal(done.status, 202, JSON.stringify(done.body));
+      await importer.whenIdle();
+      await importer.stop();
+      const finished = await api.request('GET', `/v1/contacts/imports/${done.body.id}`);
+      assert.equal(finished.body.status, 'completed');
+      // No worker now: this one waits, its CSV in message_pieces.
+      const waiting = await uploadImport(api, 'email\r\nyann@example.org\r\n');
+      assert.equal(waiting.status, 202, JSON.stringify(waiting.body));
+
+      const retention = createRetention({
+        repositories: api.services.repositories,
+        clock: at(Date.now() + 31 * DAY),
+        retentionMs: 30 * DAY,
+      });
+      const counted = Object.fromEntries(
+        (await retention.dryRun()).map((entry) => [entry.table, entry.rows]),
+      );
+      assert.equal(counted.contact_imports, 1);
+      await retention.prune();
+      assert.equal((await api.request('GET', `/v1/contacts/imports/${done.body.id}`)).status, 404);
+      assert.equal(
+        (await api.request('GET', `/v1/contacts/imports/${waiting.body.id}`)).body.status,
+        'queued',
+      );
+      // The imported contact stays; the queued import still runs once a worker takes it.
+      assert.equal((await api.request('GET', '/v1/contacts/zoe@example.org')).status, 200);
+      await importer.start();
+      await importer.whenIdle();
+      await importer.stop();
+      assert.equal(
+        (await api.request('GET', `/v1/contacts/imports/${waiting.body.id}`)).body.status,
+        'completed',
+      );
+      assert.equal((await api.request('GET', '/v1/contacts/yann@example.org')).status, 200);
     });
   });
 }

@@ -27,6 +27,7 @@ for (const engine of ALL_ENGINES) {
         object: 'segment',
         id: beta.id,
         name: 'Beta testers',
+        filter: null,
         created_at: beta.created_at,
         updated_at: beta.created_at,
       });

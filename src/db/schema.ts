@@ -575,6 +575,7 @@ export interface RecipientEngagementTable {
   human_click_count: Counter;
   automated_click_count: Counter;
   first_clicked_at: string | null;
+  last_clicked_at: ColumnType<string | null, string | null | undefined, string | null>;
   unsubscribe_count: Counter;
   unsubscribed_at: string | null;
 }
@@ -634,6 +635,8 @@ export interface SegmentsTable {
   id: string;
   project_id: string;
   name: string;
+  /** A filter segment's conditions (JSON text, segment-filter.ts); null: a list contacts are added to. */
+  filter: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: string;
   updated_at: string;
 }

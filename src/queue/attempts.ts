@@ -31,6 +31,9 @@ export async function accept<Job extends QueueJob, Outcome>(
     // yet) were claimed again: the attempt under way stands for them; any others go back.
     if (job.rows.some((row) => state.heldRows.has(row))) {
       giveBack.push(...job.rows.filter((row) => !state.heldRows.has(row)));
+      // Claimed again after its outcome's write gave the lease back (a job due again at once, a fan-out's
+      // next slice), the fresh lease would hold it from everyone until it ran out: given back once written.
+      for (const row of job.rows) if (state.heldRows.has(row)) state.reclaimed.add(row);
       continue;
     }
     let lane = state.lanes.get(job.lane);
@@ -127,9 +130,14 @@ function holdLane<Job extends QueueJob>(
   state.wake();
 }
 
-/** The job's rows are no longer this worker's to hold. */
-export function forget(state: WorkerState<QueueJob, unknown>, job: QueueJob): void {
-  for (const row of job.rows) state.heldRows.delete(row);
+/** The job's rows are no longer this worker's to hold; returns those a claim took again meanwhile. */
+export function forget(state: WorkerState<QueueJob, unknown>, job: QueueJob): string[] {
+  const reclaimed: string[] = [];
+  for (const row of job.rows) {
+    state.heldRows.delete(row);
+    if (state.reclaimed.delete(row)) reclaimed.push(row);
+  }
+  return reclaimed;
 }
 
 function dispatch<Job extends QueueJob, Outcome>(
@@ -201,7 +209,12 @@ export async function writeOutcomes<Job extends QueueJob, Outcome>(
   }
   for (const [index, item] of batch.entries()) {
     state.unrecorded -= 1;
-    forget(state, item.job);
+    const reclaimed = forget(state, item.job);
+    if (reclaimed.length > 0) {
+      // The next round gives their lease back (a no-op for rows the outcome finished) and looks again.
+      state.expiring.push(...reclaimed);
+      state.wake();
+    }
     const result = results[index];
     if (!result) continue;
     if (!result.held) {

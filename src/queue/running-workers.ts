@@ -1,7 +1,14 @@
 import type { QueueWorker } from './runtime.ts';
 
 /** The queues a process can work, as /metrics labels them. */
-export const QUEUE_NAMES = ['sending', 'deliveries', 'inbound', 'domain_checks'] as const;
+export const QUEUE_NAMES = [
+  'sending',
+  'deliveries',
+  'inbound',
+  'domain_checks',
+  'broadcasts',
+  'contact_imports',
+] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 export interface RunningQueueWorker {

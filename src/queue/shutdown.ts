@@ -52,6 +52,7 @@ export async function stopWorker<Job extends QueueJob, Outcome>(
   await settlesWithin(outcomes.drain(), settings.stopGraceMs);
   state.lanes.clear();
   state.expiring = [];
+  state.reclaimed.clear();
   await source.release(workerId).catch((error: unknown) => {
     logger.error({ err: error }, `${name}: could not give back its leases; they expire`);
   });

@@ -34,6 +34,11 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   waitingCount: number;
   /** Rows of jobs this worker holds: waiting, in flight, or attempted and not yet written. */
   readonly heldRows: Set<string>;
+  /**
+   * Held rows a claim took again before this worker let go of them (their attempt or its outcome's write
+   * under way): the attempt stands for them, and their new lease goes back once the outcome is written.
+   */
+  readonly reclaimed: Set<string>;
   /** Attempted jobs whose outcome is queued or being written: still leased to this worker. */
   unrecorded: number;
   /** Rows whose lease ran too short to start an attempt; given back at the next round. */
@@ -85,6 +90,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     inFlight: new Set(),
     waitingCount: 0,
     heldRows: new Set(),
+    reclaimed: new Set(),
     unrecorded: 0,
     expiring: [],
     running: false,

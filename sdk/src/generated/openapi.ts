@@ -613,6 +613,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contacts/{id}/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a contact’s activity, newest first
+         * @description The emails sent to the contact’s address (transactional sends and broadcast copies alike, from before the contact existed too), each with its status and events at that address.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["listContactActivity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contacts/export": {
         parameters: {
             query?: never;
@@ -786,7 +808,7 @@ export interface paths {
         put?: never;
         /**
          * Create a segment
-         * @description A named list of contacts, empty until contacts are added to it.
+         * @description A named list of contacts, empty until contacts are added to it; or, with `filter`, the contacts that match its conditions whenever it is read.
          *
          *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
@@ -821,8 +843,10 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Rename a segment
-         * @description Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         * Update a segment
+         * @description Its name, or a filter segment’s filter (a list stays a list).
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
         patch: operations["updateSegment"];
         trace?: never;
@@ -2352,6 +2376,46 @@ export interface components {
              */
             updated_at: string;
         };
+        /** ContactActivity */
+        ContactActivity: {
+            /** @enum {string} */
+            object: "contact_activity";
+            /** @description The email (`msg_…`): GET /v1/emails/{id} shows all of it. */
+            id: string;
+            /** @description Its From. */
+            from: string;
+            /** @description Its subject, as sent. */
+            subject: string;
+            /** @description The broadcast it is a copy of (`bc_…`), or null for any other email. */
+            broadcast_id: string | null;
+            /** @description Where it stands at the contact’s address (`queued`, `delivered`, `bounced`, …). */
+            status: "queued" | "delayed" | "sent" | "delivered" | "bounced" | "failed" | "complained" | "cancelled" | "suppressed";
+            /**
+             * Format: date-time
+             * @description When the email was accepted. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description What happened to it at the contact’s address, newest first. */
+            events: {
+                /** @description The event (`evt_…`): GET /v1/events/{id} has its data. */
+                id: string;
+                /** @description What happened: `email.delivered`, `email.opened`, … */
+                type: string;
+                /**
+                 * Format: date-time
+                 * @description When. ISO 8601 UTC with milliseconds.
+                 */
+                created_at: string;
+            }[];
+        };
+        /** ContactActivityList */
+        ContactActivityList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ContactActivity"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
         /**
          * ContactCreatedEvent
          * @description A contact was created (POST /v1/contacts, or the Resend SDK).
@@ -2724,6 +2788,7 @@ export interface components {
         CreateSegmentRequest: {
             /** @description What the segment is called (`Beta testers`); need not be unique. */
             name: string;
+            filter?: components["schemas"]["SegmentFilter"];
         };
         /** CreateSuppressionsRequest */
         CreateSuppressionsRequest: {
@@ -4634,6 +4699,8 @@ export interface components {
             id: string;
             /** @description What the segment is called. */
             name: string;
+            /** @description A filter segment’s filter; null for a list, which contacts are added to. */
+            filter: components["schemas"]["SegmentFilter"] | null;
             /**
              * Format: date-time
              * @description When the segment was created. ISO 8601 UTC with milliseconds.
@@ -4641,9 +4708,40 @@ export interface components {
             created_at: string;
             /**
              * Format: date-time
-             * @description When its name last changed. ISO 8601 UTC with milliseconds.
+             * @description When its name or filter last changed. ISO 8601 UTC with milliseconds.
              */
             updated_at: string;
+        };
+        /**
+         * SegmentFilter
+         * @description A filter segment’s conditions, evaluated whenever its members are read: when a broadcast to it is sent, when its contacts are listed.
+         */
+        SegmentFilter: {
+            /** @description A contact matches every condition (`all`) or at least one (`any`). */
+            match: "all" | "any";
+            conditions: components["schemas"]["SegmentFilterCondition"][];
+        };
+        /** SegmentFilterCondition */
+        SegmentFilterCondition: {
+            /** @description What the condition looks at: `property` (a declared contact property: `key`, `operator`, `value`), `topic` (a subscription: `topic_id`, `subscribed`), `opened` or `clicked` (any mail to the address, within `within_days`), `created` (the contact created at `since` or later). */
+            type: "property" | "topic" | "opened" | "clicked" | "created";
+            /** @description `property`: the declared property’s key. */
+            key?: string;
+            /** @description `property`: `equals`, `not_equals`, `greater`, `less` (number properties) compare the contact’s value, or the property’s fallback when it has none; `exists`: the contact has a value of its own. */
+            operator?: "equals" | "not_equals" | "greater" | "less" | "exists";
+            /** @description `property`: what to compare with, of the property’s type (none for `exists`). */
+            value?: string | number;
+            /** @description `topic`: the topic (`top_…`). */
+            topic_id?: string;
+            /** @description `topic`: true, subscribed (by choice, or by an opt-in default); false, not. */
+            subscribed?: boolean;
+            /** @description `opened`, `clicked`: in the last this many days (1 to 3650), counted from when the segment is read (a broadcast: when its fan-out starts). */
+            within_days?: number;
+            /**
+             * Format: date-time
+             * @description `created`: the earliest creation time (ISO 8601).
+             */
+            since?: string;
         };
         /** SegmentList */
         SegmentList: {
@@ -5091,7 +5189,8 @@ export interface components {
         /** UpdateSegmentRequest */
         UpdateSegmentRequest: {
             /** @description What the segment is called (`Beta testers`); need not be unique. */
-            name: string;
+            name?: string;
+            filter?: components["schemas"]["SegmentFilter"];
         };
         /** UpdateTemplateRequest */
         UpdateTemplateRequest: {
@@ -9020,6 +9119,117 @@ export interface operations {
             };
             /** @description Conflicts with the current state. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listContactActivity: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Contact id (`con_…`) or email address (any case). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ContactActivityList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -57,3 +57,20 @@ export const jsonMemberIs = (
   engine === 'postgres'
     ? sql<boolean>`(${sql.ref(column)})::jsonb -> ${key} = ${json}::jsonb`
     : sql<boolean>`${sql.ref(column)} -> ${key} = ${json}`;
+
+/**
+ * The member `key` of a JSON text column as JSON (null when it has none), comparable with jsonValue(): jsonb on
+ * PostgreSQL, JSON text on SQLite (`->`, as JSON.stringify writes it). `key` as for jsonMemberIs.
+ */
+export const jsonMember = (engine: Engine, column: string, key: string): RawBuilder<unknown> =>
+  engine === 'postgres' ? sql`(${sql.ref(column)})::jsonb -> ${key}` : sql`${sql.ref(column)} -> ${key}`;
+
+/** A JSON value (JSON.stringify's text) as jsonMember() answers one; null stays SQL NULL. */
+export const jsonValue = (engine: Engine, json: string | null): RawBuilder<unknown> =>
+  engine === 'postgres' ? sql`${json}::jsonb` : sql`${json}`;
+
+/** The member `key` of a JSON text column read as a number (a member that holds one); null when it has none. */
+export const jsonMemberNumber = (engine: Engine, column: string, key: string): RawBuilder<number> =>
+  engine === 'postgres'
+    ? sql<number>`((${sql.ref(column)})::jsonb ->> ${key})::numeric`
+    : sql<number>`${sql.ref(column)} ->> ${key}`;

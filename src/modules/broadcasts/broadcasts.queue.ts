@@ -3,12 +3,14 @@ import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Lease } from '../../queue/lease.ts';
-import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { QueueJob, QueueSource, RecordResult } from '../../queue/runtime.ts';
 
 // The fan-out queue: broadcasts being sent (`sending`), or scheduled and due, claimed by the broadcast worker
 // under a lease. A claim moves a due scheduled broadcast to `sending` (from then on it cannot be canceled). Each
-// attempt writes its batches itself (broadcasts.repo.ts advance, in the batch's transaction) and gives the lease
-// back; a worker that dies leaves the broadcast to be claimed again when its lease runs out, resuming at its cursor.
+// attempt writes its batches itself (broadcasts.repo.ts advance, in the batch's transaction); its outcome's
+// write gives the lease back, due again at once for the next slice. A worker that dies leaves the broadcast to
+// be claimed again when its heartbeat stops or its lease runs out, resuming at its cursor.
 
 export interface FanOutJob extends QueueJob {
   broadcastId: string;
@@ -54,6 +56,20 @@ export function createBroadcastQueue(db: Kysely<Database>, engine: Engine) {
     },
 
     /**
+     * A broadcast this worker holds comes due again: at once (`until` null: its lease given back) or at
+     * `until` (held that long, unattempted). False when the worker no longer holds it.
+     */
+    async dueAgain(workerId: string, id: string, until: string | null): Promise<boolean> {
+      const result = await db
+        .updateTable('broadcasts')
+        .set({ locked_by: until === null ? null : workerId, locked_until: until })
+        .where('id', '=', id)
+        .where('locked_by', '=', workerId)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) === 1;
+    },
+
+    /**
      * When the next broadcast falls due: a sending one at once (when its lease is free) or when its lease
      * runs out; a scheduled one at its time.
      */
@@ -90,8 +106,17 @@ export function createBroadcastQueue(db: Kysely<Database>, engine: Engine) {
 
 export type BroadcastQueue = ReturnType<typeof createBroadcastQueue>;
 
+/**
+ * An attempt's outcome: the broadcast is done (sent, or no longer sending: its row's lease is off already), or
+ * due again at `dueAt` (epoch ms): at once for its next slice, later while paused or after a failed batch.
+ */
+export type FanOutOutcome = { done: true } | { done: false; dueAt: number };
+
 /** The broadcasts table as the runtime's queue: each due broadcast a job, in one lane. */
-export function createFanOutQueueSource(queue: BroadcastQueue): QueueSource<FanOutJob, { done: boolean }> {
+export function createFanOutQueueSource(
+  queue: BroadcastQueue,
+  { clock, workerId }: { clock: Clock; workerId: string },
+): QueueSource<FanOutJob, FanOutOutcome> {
   return {
     claim: async (lease, request) =>
       (await queue.claimDue(lease, request.limit)).map((id) => ({ lane: '', rows: [id], broadcastId: id })),
@@ -100,8 +125,25 @@ export function createFanOutQueueSource(queue: BroadcastQueue): QueueSource<FanO
       const next = await queue.nextDueAt(now);
       return next === undefined ? undefined : Date.parse(next);
     },
-    // The attempt wrote its batches and gave its lease back; one that failed is claimed again when the lease
-    // runs out.
-    record: async (attempted) => attempted.map(() => ({ held: true })),
+    // The outcome's write hands the lease back, not the attempt: given back by the attempt, the broadcast was
+    // claimed again by the look the attempt's end starts, while the runtime still held it, and so sat under
+    // that fresh lease, unattempted, until it ran out. retryAt makes the worker look for it at once.
+    record: async (attempted) => {
+      const now = clock.now().getTime();
+      const results: RecordResult[] = [];
+      for (const { job, outcome } of attempted) {
+        if (outcome.done) {
+          results.push({ held: true });
+          continue;
+        }
+        const held = await queue.dueAgain(
+          workerId,
+          job.broadcastId,
+          outcome.dueAt <= now ? null : new Date(outcome.dueAt).toISOString(),
+        );
+        results.push({ held, retryAt: outcome.dueAt });
+      }
+      return results;
+    },
   };
 }

@@ -6,6 +6,7 @@ import { newId } from '../../lib/ids.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import type { ContactPropertyRecord, ContactPropertyRepo } from '../contacts/contact-properties.repo.ts';
+import { resolveFilter } from '../contacts/contact-filter.ts';
 import type { ContactRecord } from '../contacts/contacts.repo.ts';
 import type { ReputationService } from '../reputation/reputation.service.ts';
 import { DomainError } from '../../lib/errors.ts';
@@ -15,7 +16,7 @@ import { trackedLinks } from '../emails/tracked-html.ts';
 import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import { trackedEmails } from '../emails/tracking.ts';
 import type { EventService } from '../events/events.service.ts';
-import type { SegmentRepo } from '../segments/segments.repo.ts';
+import type { Audience, SegmentRepo } from '../segments/segments.repo.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo } from '../templates/templates.repo.ts';
@@ -36,7 +37,7 @@ const RENDER_CHUNK = 25;
 export interface FanOutDeps {
   db: Kysely<Database>;
   repo: BroadcastRepo;
-  segments: Pick<SegmentRepo, 'membersAfter'>;
+  segments: Pick<SegmentRepo, 'membersAfter' | 'find'>;
   topics: Pick<TopicRepo, 'find' | 'choicesFor'>;
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   properties: Pick<ContactPropertyRepo, 'all'>;
@@ -65,6 +66,8 @@ interface Prepared {
   fromDomain: string;
   declared: ContactPropertyRecord[];
   topicDefault: 'opt_in' | 'opt_out' | null;
+  /** Who the segment's members are: its list, or its filter resolved once for the whole fan-out. */
+  audience: Audience;
 }
 
 /** The event a finished broadcast emits. */
@@ -129,6 +132,19 @@ export function createFanOut(deps: FanOutDeps) {
     }
     const topic =
       broadcast.topicId === null ? undefined : await deps.topics.find(broadcast.projectId, broadcast.topicId);
+    const declared = await deps.properties.all(broadcast.projectId);
+    const segmentId = broadcast.segmentId ?? '';
+    // A segment deleted since has no members; a filter's "last N days" count from the fan-out's start, the
+    // same for every batch.
+    const segment = await deps.segments.find(broadcast.projectId, segmentId);
+    const filter =
+      segment?.filter &&
+      (await resolveFilter(
+        segment.filter,
+        declared,
+        async (id) => (await deps.topics.find(broadcast.projectId, id))?.defaultSubscription,
+        new Date(broadcast.startedAt ?? clock.now().toISOString()),
+      ));
     return {
       broadcast,
       content,
@@ -136,7 +152,8 @@ export function createFanOut(deps: FanOutDeps) {
       templateVersion,
       authentication,
       fromDomain,
-      declared: await deps.properties.all(broadcast.projectId),
+      declared,
+      audience: { projectId: broadcast.projectId, segmentId, filter: filter ?? null },
       // A topic deleted since: nobody is opted in any more.
       topicDefault: broadcast.topicId === null ? null : (topic?.defaultSubscription ?? 'opt_out'),
     };
@@ -250,12 +267,7 @@ export function createFanOut(deps: FanOutDeps) {
     const current = await repo.findById(prepared.broadcast.id);
     if (!current || current.status !== 'sending') return true;
     const now = clock.now().toISOString();
-    const members = await deps.segments.membersAfter(
-      current.projectId,
-      current.segmentId ?? '',
-      current.cursor,
-      batchSize,
-    );
+    const members = await deps.segments.membersAfter(prepared.audience, current.cursor, batchSize);
     const done = members.length < batchSize;
     const { eligible, excluded } = await sortOut(prepared, members, now);
     const copies = await copiesOf(prepared, eligible, now);
@@ -300,25 +312,25 @@ export function createFanOut(deps: FanOutDeps) {
 
   return {
     /**
-     * Fans a broadcast this worker holds out, a batch at a time, for about `budgetMs`; true once it is all
-     * sent (or no longer sending), false when the time is up (or `signal`, stopping, says so) with more to go:
-     * the caller gives it back to be claimed again.
+     * Fans a broadcast this worker holds out, a batch at a time, for about `budgetMs` (on the clock): `done`
+     * once it is all sent (or no longer sending); `more` when the time is up (or `signal`, stopping, says so)
+     * with more to go, for the caller to give back due at once; `paused` while the reputation breaker holds it.
      */
     async run(
       broadcastId: string,
       workerId: string,
       budgetMs: number,
       signal?: AbortSignal,
-    ): Promise<boolean> {
+    ): Promise<'done' | 'more' | 'paused'> {
       const broadcast = await repo.findById(broadcastId);
-      if (!broadcast || broadcast.status !== 'sending') return true;
+      if (!broadcast || broadcast.status !== 'sending') return 'done';
       const prepared = await prepare(broadcast);
       // Paused after it was sent (scheduled, or mid-way): it holds, its cursor kept, until a resume.
-      if (await pausedFor(broadcast.projectId, prepared.fromDomain)) return false;
-      const until = Date.now() + budgetMs;
+      if (await pausedFor(broadcast.projectId, prepared.fromDomain)) return 'paused';
+      const until = clock.now().getTime() + budgetMs;
       for (;;) {
-        if (await batch(prepared, workerId)) return true;
-        if (Date.now() >= until || signal?.aborted) return false;
+        if (await batch(prepared, workerId)) return 'done';
+        if (clock.now().getTime() >= until || signal?.aborted) return 'more';
       }
     },
   };

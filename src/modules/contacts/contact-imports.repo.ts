@@ -1,5 +1,7 @@
-import type { Insertable, Kysely } from 'kysely';
+import { type Insertable, type Kysely, sql } from 'kysely';
 import { createMessagePieces } from '../../db/message-pieces.ts';
+import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
+import { idAt } from '../../lib/ids.ts';
 import { type Page, type PageRequest, pageByIdDesc } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -93,6 +95,25 @@ export function createContactImportRepo(db: Kysely<Database>) {
     readPiece: (id: string, seq: number) => pieces.readPiece(piecesOwner(id), seq),
     /** The CSV's pieces, once read (or an upload that was refused). */
     removePieces: (id: string) => pieces.remove(piecesOwner(id)),
+
+    /**
+     * Retention: finished imports (completed or failed) from before `cutoff`, with any pieces left of their
+     * CSV (an upload whose row was never stored leaves pieces no row names: they go too). One queued or under
+     * way stays, however old.
+     */
+    pruneTargets: (cutoff: Date): PruneTarget[] => {
+      const before = idAt('cimp', cutoff);
+      const finished = sql<boolean>`id < ${before} AND status IN ('completed', 'failed')`;
+      return [
+        pieces.pruneTarget(
+          'contact_import',
+          before,
+          sql<boolean>`substr(owner, 16) NOT IN (SELECT id FROM contact_imports
+            WHERE id < ${before} AND status IN ('queued', 'in_progress'))`,
+        ),
+        pruneTarget(db, 'contact_imports', 'id', finished),
+      ];
+    },
 
     async insert(record: ContactImportRecord, transaction: Transaction): Promise<void> {
       await transaction.db.insertInto('contact_imports').values(newRow(record)).execute();

@@ -46,7 +46,7 @@ export interface ContactImportServiceDeps {
   properties: Pick<ContactPropertyRepo, 'all'>;
   clock: Clock;
   /** The segments and topics an import names, looked up in the project (another project's is a 404). */
-  segments: { find(projectId: string, id: string): Promise<{ id: string } | undefined> };
+  segments: { find(projectId: string, id: string): Promise<{ id: string; filter: unknown } | undefined> };
   topics: { find(projectId: string, id: string): Promise<{ id: string } | undefined> };
   /** Wakes this process's import worker once a job is stored. */
   wake: () => void;
@@ -115,7 +115,15 @@ export function createContactImportService(deps: ContactImportServiceDeps) {
     const segmentIds = segmentIdsOf(parseJsonField('segments', fields.segments));
     const topics = topicsOf(parseJsonField('topics', fields.topics));
     for (const id of segmentIds) {
-      if (!isId('seg', id) || !(await deps.segments.find(projectId, id))) throw notFound('segment', id);
+      const segment = isId('seg', id) ? await deps.segments.find(projectId, id) : undefined;
+      if (!segment) throw notFound('segment', id);
+      if (segment.filter !== null) {
+        throw invalidParam(
+          'segments',
+          `The segment '${id}' is a filter: its members are the contacts that match it, not imported into it.`,
+          'segment_is_filter',
+        );
+      }
     }
     for (const { topicId } of topics) {
       if (!isId('top', topicId) || !(await deps.topics.find(projectId, topicId)))

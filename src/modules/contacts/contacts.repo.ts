@@ -4,6 +4,7 @@ import { jsonMemberIs, textStartsWith } from '../../db/engine/sql.ts';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { PropertyValue } from './contact-properties.repo.ts';
+import { type AudienceFilter, audienceWhere, subscribedTo } from './contact-filter.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
 
@@ -27,8 +28,8 @@ export interface ContactFilter {
   emailPrefix?: string | undefined;
   /** A property (by id) holding a value. */
   property?: { id: string; value: PropertyValue } | undefined;
-  /** In this segment. */
-  segmentId?: string | undefined;
+  /** In this segment: on its list, or matching its filter (resolved for this read). */
+  segment?: { id: string; filter: AudienceFilter | null } | undefined;
   /** Subscribed to this topic: by their own choice, or without one when the topic's default is opt-in. */
   topic?: { id: string; defaultSubscription: 'opt_in' | 'opt_out' } | undefined;
 }
@@ -73,8 +74,10 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       const { id, value } = filter.property;
       query = query.where(jsonMemberIs(engine, 'properties', id, JSON.stringify(value)));
     }
-    const { segmentId, topic } = filter;
-    if (segmentId !== undefined) {
+    const { segment, topic } = filter;
+    if (segment?.filter) query = query.where(audienceWhere(engine, segment.filter));
+    else if (segment) {
+      const segmentId = segment.id;
       query = query.where((eb) =>
         eb.exists(
           eb
@@ -85,20 +88,7 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
         ),
       );
     }
-    if (topic) {
-      // Only the choices against the default are looked up: an opt-out where it is opt-in, and back.
-      const { id, defaultSubscription } = topic;
-      query = query.where((eb) => {
-        const choice = eb
-          .selectFrom('contact_topics')
-          .select('contact_topics.contact_id')
-          .whereRef('contact_topics.contact_id', '=', 'contacts.id')
-          .where('contact_topics.topic_id', '=', id);
-        return defaultSubscription === 'opt_in'
-          ? eb.not(eb.exists(choice.where('contact_topics.subscription', '=', 'opt_out')))
-          : eb.exists(choice.where('contact_topics.subscription', '=', 'opt_in'));
-      });
-    }
+    if (topic) query = query.where((eb) => subscribedTo(eb, topic.id, topic.defaultSubscription));
     return query;
   }
 

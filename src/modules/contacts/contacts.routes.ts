@@ -7,8 +7,10 @@ import { errorResponses } from '../../http/error-schema.ts';
 import { binary } from '../../http/schema-helpers.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { ContactPropertyService } from './contact-properties.service.ts';
+import type { ContactActivity } from './contact-activity.ts';
 import {
   Contact,
+  ContactActivityList,
   ContactList,
   ContactExportQuery,
   ContactListQuery,
@@ -29,7 +31,11 @@ import type { ContactService } from './contacts.service.ts';
 // handed to an application that sends, cannot read or change the address book); read_only keys read.
 export function registerContactRoutes(
   server: FastifyInstance,
-  { contacts, contactProperties }: { contacts: ContactService; contactProperties: ContactPropertyService },
+  {
+    contacts,
+    contactProperties,
+    activity,
+  }: { contacts: ContactService; contactProperties: ContactPropertyService; activity: ContactActivity },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
   const routes = routeOptions(['Contacts']);
@@ -47,6 +53,27 @@ export function registerContactRoutes(
       const plan = await contacts.prepareCreate(projectOf(request), request.body);
       reply.code(201);
       return reply.transact((transaction) => contacts.create(transaction, plan));
+    },
+  );
+
+  app.get(
+    '/v1/contacts/:id/activity',
+    routes.readOnly({
+      operationId: 'listContactActivity',
+      summary: 'List a contact’s activity, newest first',
+      description:
+        'The emails sent to the contact’s address (transactional sends and broadcast copies alike, from before the contact existed too), each with its status and events at that address.',
+      params: ContactParams,
+      querystring: ListQuery,
+      response: { 200: ContactActivityList, ...errorResponses() },
+    }),
+    async (request) => {
+      const page = await activity.list(
+        projectOf(request),
+        request.params.id,
+        toPageRequest(request.query, 'msg'),
+      );
+      return list(page.items, page.hasMore);
     },
   );
 

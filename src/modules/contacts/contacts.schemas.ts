@@ -5,7 +5,9 @@ import {
   answeredStringOrNumberOrNull,
   nullable,
   apiObject,
+  timestamp,
 } from '../../http/schema-helpers.ts';
+import { RECIPIENT_STATUSES } from '../../db/schema.ts';
 
 /** The most properties a project declares: every contact read and write looks them all up. */
 export const MAX_CONTACT_PROPERTIES = 100;
@@ -189,3 +191,32 @@ export const DeletedContactProperty = Type.Object(
   { object: Type.Literal('contact_property'), id: Type.String(), deleted: Type.Literal(true) },
   { title: 'DeletedContactProperty' },
 );
+
+export const ContactActivity = Type.Object(
+  {
+    object: Type.Literal('contact_activity'),
+    id: Type.String({ description: 'The email (`msg_…`): GET /v1/emails/{id} shows all of it.' }),
+    from: Type.String({ description: 'Its From.' }),
+    subject: Type.String({ description: 'Its subject, as sent.' }),
+    broadcast_id: nullable(
+      Type.String(),
+      'The broadcast it is a copy of (`bc_…`), or null for any other email.',
+    ),
+    status: Type.Union(
+      RECIPIENT_STATUSES.map((status) => Type.Literal(status)),
+      { description: 'Where it stands at the contact’s address (`queued`, `delivered`, `bounced`, …).' },
+    ),
+    created_at: timestamp('When the email was accepted.'),
+    events: Type.Array(
+      Type.Object({
+        id: Type.String({ description: 'The event (`evt_…`): GET /v1/events/{id} has its data.' }),
+        type: Type.String({ description: 'What happened: `email.delivered`, `email.opened`, …' }),
+        created_at: timestamp('When.'),
+      }),
+      { description: 'What happened to it at the contact’s address, newest first.' },
+    ),
+  },
+  { title: 'ContactActivity' },
+);
+export type ContactActivityView = Static<typeof ContactActivity>;
+export const ContactActivityList = listEnvelope(ContactActivity);

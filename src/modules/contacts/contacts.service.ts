@@ -8,6 +8,7 @@ import type { EventService } from '../events/events.service.ts';
 import type { EventKind } from '../event-kinds/event-kinds.ts';
 import type { ContactPropertyRecord, ContactPropertyRepo, PropertyValue } from './contact-properties.repo.ts';
 import { checkPropertyValues, parsePropertyFilter } from './contact-properties.service.ts';
+import { resolveFilter, type SegmentFilter } from './contact-filter.ts';
 import type { ContactFilter, ContactRecord, ContactRepo } from './contacts.repo.ts';
 import { csvLines, EXPORT_PAGE } from './contact-export.ts';
 import type {
@@ -24,7 +25,7 @@ export interface ContactServiceDeps {
   clock: Clock;
   /** What the list's segment and topic filters name, looked up in the project (another project's is a 404). */
   segments: {
-    find(projectId: string, id: string): Promise<{ id: string } | undefined>;
+    find(projectId: string, id: string): Promise<{ id: string; filter: SegmentFilter | null } | undefined>;
     /** The segments a contact is in (read in the transaction that emits its event). */
     idsOf(contactId: string, transaction: Transaction): Promise<string[]>;
   };
@@ -132,16 +133,26 @@ export function createContactService({
     declared: readonly ContactPropertyRecord[],
   ): Promise<ContactFilter> {
     const { segment_id: segmentId, topic_id: topicId } = filter;
-    if (segmentId !== undefined && !(await segments.find(projectId, segmentId))) {
-      throw notFound('segment', segmentId);
-    }
+    const segment = segmentId === undefined ? undefined : await segments.find(projectId, segmentId);
+    if (segmentId !== undefined && !segment) throw notFound('segment', segmentId);
     const topic = topicId === undefined ? undefined : await topics.find(projectId, topicId);
     if (topicId !== undefined && !topic) throw notFound('topic', topicId);
     return {
       unsubscribed: filter.unsubscribed,
       emailPrefix: filter.email_prefix?.toLowerCase(),
       property: filter.property === undefined ? undefined : parsePropertyFilter(declared, filter.property),
-      segmentId,
+      segment: segment && {
+        id: segment.id,
+        // A filter segment's members: whoever matches it now.
+        filter:
+          segment.filter &&
+          (await resolveFilter(
+            segment.filter,
+            declared,
+            async (id) => (await topics.find(projectId, id))?.defaultSubscription,
+            clock.now(),
+          )),
+      },
       topic:
         topic && topicId !== undefined
           ? { id: topicId, defaultSubscription: topic.defaultSubscription }

@@ -1,4 +1,5 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { Engine } from '../../db/connection.ts';
 import type { Database, Row, RecipientStatus } from '../../db/schema.ts';
@@ -115,6 +116,17 @@ function updateStillWaiting(projectId: string, emailId: string, now: string, tra
     .where('wait_until', '>', now);
 }
 
+/** An email as a contact's activity lists it: sent to the address, with that recipient's status. */
+export interface AddressEmail {
+  id: string;
+  from: string;
+  subject: string;
+  broadcastId: string | null;
+  createdAt: string;
+  address: string;
+  status: RecipientStatus;
+}
+
 export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
   // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, due in the bulk band
   // `b` (a broadcast's copies), the others `v`): built
@@ -194,6 +206,28 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /**
+     * The emails sent to `address` (lowercased) in the project, newest first, with that recipient's status:
+     * a contact's activity (contact-activity.ts), on email_recipients_project_address (migration 0038).
+     */
+    async ofAddress(projectId: string, address: string, page: PageRequest): Promise<Page<AddressEmail>> {
+      const query = db
+        .selectFrom('email_recipients')
+        .innerJoin('emails', 'emails.id', 'email_recipients.email_id')
+        .select([
+          'emails.id as id',
+          'emails.from_address as from',
+          'emails.subject as subject',
+          'emails.broadcast_id as broadcastId',
+          'emails.created_at as createdAt',
+          'email_recipients.address as address',
+          'email_recipients.status as status',
+        ])
+        .where('email_recipients.project_id', '=', projectId)
+        .where(sql`lower(email_recipients.address)`, '=', address);
+      return pageOfQuery(query, page, 'emails.id');
+    },
+
     /**
      * The recipients of emails just accepted, in `transaction` (the accepting one, with their emails): due ones
      * take the queue positions after their project's last, read in the INSERT itself (fair-queue.repo.ts);

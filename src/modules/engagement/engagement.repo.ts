@@ -181,6 +181,7 @@ async function count(
       human_click_count: human,
       automated_click_count: machine,
       first_clicked_at: at,
+      last_clicked_at: at,
     })
     .onConflict((conflict) =>
       conflict.column('recipient_id').doUpdateSet((eb) => ({
@@ -191,6 +192,7 @@ async function count(
           'recipient_engagement.first_clicked_at',
           eb.ref('excluded.first_clicked_at'),
         ),
+        last_clicked_at: eb.ref('excluded.last_clicked_at'),
       })),
     )
     .returning(['click_count', 'human_click_count', 'automated_click_count'])

@@ -96,6 +96,19 @@ export function createEventRepo(db: Kysely<Database>) {
       return rows.map(toRecord);
     },
 
+    /** The events of these emails of the project, newest first (a contact's activity). */
+    async forEmails(projectId: string, emailIds: readonly string[]): Promise<EventRecord[]> {
+      if (emailIds.length === 0) return [];
+      const rows = await db
+        .selectFrom('events')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .where('email_id', 'in', emailIds)
+        .orderBy('id', 'desc')
+        .execute();
+      return rows.map(toRecord);
+    },
+
     /** These webhooks of the project (those that exist), with what a redelivery needs to know. */
     async webhooks(
       projectId: string,

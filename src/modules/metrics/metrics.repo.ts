@@ -81,6 +81,36 @@ export function createMetricsRepo(db: Kysely<Database>) {
     return { depth: await countUpTo(due, limit), oldestDueAt: oldest?.due_at ?? undefined };
   }
 
+  /**
+   * Broadcasts to fan out: those sending (due since they were sent: a fan-out's age is how long it has run)
+   * and scheduled ones whose time has come (the partial index broadcasts_due, migration 0037).
+   */
+  async function broadcasts(now: string, limit: number): Promise<QueueSnapshot> {
+    const due = db
+      .selectFrom('broadcasts')
+      .where((eb) =>
+        eb.or([
+          eb('status', '=', 'sending'),
+          eb.and([eb('status', '=', 'scheduled'), eb('scheduled_at', '<=', now)]),
+        ]),
+      );
+    const oldest = await due
+      .select((eb) =>
+        eb.fn.min<string | null>(eb.fn.coalesce('scheduled_at', 'started_at', 'updated_at')).as('due_at'),
+      )
+      .executeTakeFirst();
+    return { depth: await countUpTo(due, limit), oldestDueAt: oldest?.due_at ?? undefined };
+  }
+
+  /** Contact imports queued or under way: each is due from when it was uploaded. */
+  async function contactImports(limit: number): Promise<QueueSnapshot> {
+    const due = db.selectFrom('contact_imports').where('status', 'in', ['queued', 'in_progress']);
+    const oldest = await due
+      .select((eb) => eb.fn.min<string | null>('created_at').as('due_at'))
+      .executeTakeFirst();
+    return { depth: await countUpTo(due, limit), oldestDueAt: oldest?.due_at ?? undefined };
+  }
+
   return {
     /** Every queue at `now`, each count bounded by `limit`. */
     async queues(now: Date, limit: number): Promise<Record<QueueName, QueueSnapshot>> {
@@ -90,6 +120,8 @@ export function createMetricsRepo(db: Kysely<Database>) {
         deliveries: await deliveries(at, limit),
         inbound: await inbound(limit),
         domain_checks: await domainChecks(at, limit),
+        broadcasts: await broadcasts(at, limit),
+        contact_imports: await contactImports(limit),
       };
     },
   };

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
-import { CreateSegmentBody, type SegmentView, UpdateSegmentBody } from '../segments/segments.schemas.ts';
+import { SegmentNameBody, type SegmentView } from '../segments/segments.schemas.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
 import { toResendListContact } from './resend-contacts.ts';
 import { hide, IdParams } from './resend-routing.ts';
@@ -35,9 +35,9 @@ export function registerResendSegmentRoutes(
 
   app.post(
     '/segments',
-    { config: write, schema: { ...hide, body: CreateSegmentBody } },
+    { config: write, schema: { ...hide, body: SegmentNameBody } },
     async (request, reply) => {
-      const record = segments.prepareCreate(projectOf(request), request.body);
+      const record = await segments.prepareCreate(projectOf(request), request.body);
       return reply.transact(async (transaction) => {
         const segment = await segments.create(transaction, record);
         return { object: 'segment', id: segment.id, name: segment.name };
@@ -57,7 +57,7 @@ export function registerResendSegmentRoutes(
 
   app.patch(
     '/segments/:id',
-    { config: write, schema: { ...hide, params: IdParams, body: UpdateSegmentBody } },
+    { config: write, schema: { ...hide, params: IdParams, body: SegmentNameBody } },
     async (request, reply) =>
       reply.transact(async (transaction) => {
         const segment = await segments.rename(

@@ -4,9 +4,10 @@ import type { Clock } from '../../lib/clock.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 
 // RETENTION: events, webhook attempts, stored MIME and attachments, tracking rows, received reports and DMARC
-// aggregate records older than the retention are deleted, a batch at a time, by the workers (and `postwire
-// prune`). Emails and their recipients, suppressions, templates, contacts and contact properties, segments and
-// topics (and who is in them, who chose what), broadcasts and their exclusions, and the daily numbers are kept.
+// aggregate records older than the retention, and finished contact imports (with their error reports), are
+// deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their recipients, suppressions,
+// templates, contacts and contact properties, segments and topics (and who is in them, who chose what),
+// broadcasts and their exclusions, and the daily numbers are kept.
 
 export interface PrunedTable {
   table: string;
@@ -15,7 +16,15 @@ export interface PrunedTable {
 
 /** The repositories whose old rows go, each naming its own (the process's, from services.ts). */
 export type PrunedRepositories = Record<
-  'deliveries' | 'events' | 'emails' | 'tracking' | 'engagement' | 'received' | 'inbound' | 'dmarc',
+  | 'deliveries'
+  | 'events'
+  | 'emails'
+  | 'tracking'
+  | 'engagement'
+  | 'received'
+  | 'inbound'
+  | 'dmarc'
+  | 'contactImports',
   { pruneTargets(cutoff: Date): PruneTarget[] }
 >;
 
@@ -59,6 +68,7 @@ export function createRetention(deps: RetentionDeps) {
       ...repositories.received.pruneTargets(cutoff),
       ...repositories.inbound.pruneTargets(cutoff),
       ...repositories.dmarc.pruneTargets(cutoff),
+      ...repositories.contactImports.pruneTargets(cutoff),
     ];
   };
 

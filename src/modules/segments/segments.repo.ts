@@ -3,12 +3,16 @@ import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagi
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
+import type { Engine } from '../../db/connection.ts';
+import { type AudienceFilter, audienceWhere, type SegmentFilter } from '../contacts/contact-filter.ts';
 import { type ContactRecord, toContactRecord } from '../contacts/contacts.repo.ts';
 
 export interface SegmentRecord {
   id: string;
   projectId: string;
   name: string;
+  /** A filter segment's filter, as the API gave it; null: a list contacts are added to. */
+  filter: SegmentFilter | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -17,6 +21,7 @@ const toRecord = (row: Row<'segments'>): SegmentRecord => ({
   id: row.id,
   projectId: row.project_id,
   name: row.name,
+  filter: row.filter === null ? null : (JSON.parse(row.filter) as SegmentFilter),
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -26,12 +31,23 @@ const toRow = (record: SegmentRecord): Insertable<Database['segments']> => ({
   id: record.id,
   project_id: record.projectId,
   name: record.name,
+  filter: record.filter === null ? null : JSON.stringify(record.filter),
   created_at: record.createdAt,
   updated_at: record.updatedAt,
 });
 
-/** The segments and segment_contacts tables: named lists and who is in them. Writes join the caller's transaction. */
-export function createSegmentRepo(db: Kysely<Database>) {
+/** Whose members a read means: a segment's list, or (`filter`, resolved for this read) whoever matches. */
+export interface Audience {
+  projectId: string;
+  segmentId: string;
+  filter: AudienceFilter | null;
+}
+
+/**
+ * The segments and segment_contacts tables: named lists, filters, and who is on a list. Writes join the
+ * caller's transaction.
+ */
+export function createSegmentRepo(db: Kysely<Database>, engine: Engine) {
   const select = (projectId: string, via: Kysely<Database> = db) =>
     via.selectFrom('segments').selectAll().where('project_id', '=', projectId);
 
@@ -76,14 +92,25 @@ export function createSegmentRepo(db: Kysely<Database>) {
     /**
      * The members of a segment, by contact id ascending, after `afterContactId` (keyset; null from the first),
      * at most `limit`: how a broadcast reads its audience a batch at a time, never the whole segment at once.
-     * The one read of "who is in a segment" a send makes, so a segment of another kind (a filter) answers here.
+     * The one read of "who is in a segment" a send makes, for both kinds: a list's contacts (its rows in
+     * segment_contacts), a filter's (the project's contacts that match, on contacts_project_id).
      */
     async membersAfter(
-      projectId: string,
-      segmentId: string,
+      audience: Audience,
       afterContactId: string | null,
       limit: number,
     ): Promise<ContactRecord[]> {
+      const { projectId, segmentId, filter } = audience;
+      if (filter !== null) {
+        let query = db
+          .selectFrom('contacts')
+          .selectAll('contacts')
+          .where('contacts.project_id', '=', projectId)
+          .where(audienceWhere(engine, filter));
+        if (afterContactId !== null) query = query.where('contacts.id', '>', afterContactId);
+        const rows = await query.orderBy('contacts.id').limit(limit).execute();
+        return rows.map(toContactRecord);
+      }
       let query = db
         .selectFrom('segment_contacts')
         .innerJoin('contacts', 'contacts.id', 'segment_contacts.contact_id')
@@ -96,14 +123,17 @@ export function createSegmentRepo(db: Kysely<Database>) {
     },
 
     /** False when the segment is gone. */
-    async rename(
+    async update(
       projectId: string,
       id: string,
-      name: string,
-      updatedAt: string,
+      changes: { name: string; filter: SegmentFilter | null; updatedAt: string },
       transaction: Transaction,
     ): Promise<boolean> {
-      return updateProjectRow(transaction.db, 'segments', projectId, id, { name, updated_at: updatedAt });
+      return updateProjectRow(transaction.db, 'segments', projectId, id, {
+        name: changes.name,
+        filter: changes.filter === null ? null : JSON.stringify(changes.filter),
+        updated_at: changes.updatedAt,
+      });
     },
 
     /** Its memberships go with it (the foreign key's cascade); the contacts stay. */

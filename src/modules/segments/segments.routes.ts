@@ -33,12 +33,13 @@ export function registerSegmentRoutes(
     routes.fullAccess({
       operationId: 'createSegment',
       summary: 'Create a segment',
-      description: 'A named list of contacts, empty until contacts are added to it.',
+      description:
+        'A named list of contacts, empty until contacts are added to it; or, with `filter`, the contacts that match its conditions whenever it is read.',
       body: CreateSegmentBody,
       response: { 201: Segment, ...errorResponses() },
     }),
     async (request, reply) => {
-      const record = segments.prepareCreate(projectOf(request), request.body);
+      const record = await segments.prepareCreate(projectOf(request), request.body);
       reply.code(201);
       return reply.transact((transaction) => segments.create(transaction, record));
     },
@@ -73,15 +74,19 @@ export function registerSegmentRoutes(
     '/v1/segments/:id',
     routes.fullAccess({
       operationId: 'updateSegment',
-      summary: 'Rename a segment',
+      summary: 'Update a segment',
+      description: 'Its name, or a filter segment’s filter (a list stays a list).',
       params: SegmentParams,
       body: UpdateSegmentBody,
       response: { 200: Segment, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) =>
-        segments.rename(transaction, projectOf(request), request.params.id, request.body.name),
-      ),
+    async (request, reply) => {
+      const projectId = projectOf(request);
+      const input = await segments.prepareUpdate(projectId, request.body);
+      return reply.transact((transaction) =>
+        segments.update(transaction, projectId, request.params.id, input),
+      );
+    },
   );
 
   app.delete(
