@@ -1,6 +1,21 @@
 import { AssertionError } from 'node:assert';
+import { createHash } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import standaloneCode from 'ajv/dist/standalone/index.js';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
@@ -60,6 +75,109 @@ const OPENAPI_KEYWORDS = [
 const MEDIA_TYPE = 'application/json';
 const BODY_EXCERPT = 300;
 
+/**
+ * Each document compiled in this process, by its text: a test file starts many apps (a suite per engine,
+ * apps of their own in single tests), nearly always with the same document, and compiling it took 1–2 CPU-s
+ * each time, most of a small test file's CPU (api.test.ts: 5 compiles, 7.5 of its 10.6 CPU-s). An app whose
+ * options change its document gets that document compiled, as before.
+ */
+const compiledDocuments = new Map<string, Contract | Error>();
+
+/**
+ * Where a compiled document is kept between test processes, as the validators' code (Ajv's standalone code):
+ * each test file is a process of its own, and each compiled the same document again, 1–2 CPU-s of every file
+ * that starts an app. Named by a hash of the document, this file's code and Ajv's versions, so a changed
+ * document or check is compiled afresh; beside Node's compile caches, thrown away with node_modules.
+ */
+const CONTRACT_CACHE = fileURLToPath(new URL('../../node_modules/.cache/test-contracts/', import.meta.url));
+const requireHere = createRequire(import.meta.url);
+const CHECK_VERSION = [
+  readFileSync(fileURLToPath(import.meta.url), 'utf8'),
+  requireHere('ajv/package.json').version,
+  requireHere('ajv-formats/package.json').version,
+].join('\n');
+
+function compiledContract(document: OpenApiDocument): Contract | Error {
+  const text = JSON.stringify(document);
+  let compiled = compiledDocuments.get(text);
+  if (compiled === undefined) {
+    try {
+      compiled = cachedContract(document, text);
+    } catch (error) {
+      compiled = error instanceof Error ? error : new Error(String(error));
+    }
+    compiledDocuments.set(text, compiled);
+  }
+  return compiled;
+}
+
+/** The document's contract from the cache, or compiled and then cached. */
+function cachedContract(document: OpenApiDocument, text: string): Contract {
+  const key = createHash('sha256').update(CHECK_VERSION).update('\0').update(text).digest('hex');
+  const file = path.join(CONTRACT_CACHE, `${key.slice(0, 32)}.cjs`);
+  if (existsSync(file)) {
+    try {
+      return contractOf(requireHere(file) as CompiledModule);
+    } catch {
+      // Pruned by another test file a moment ago (or left unreadable): compiled and written again below.
+    }
+  }
+  const { plan, code } = compileDocument(document);
+  // Written under a name of its own and renamed: a test file beside this one may read it meanwhile.
+  mkdirSync(CONTRACT_CACHE, { recursive: true });
+  pruneContractCache();
+  const partial = `${file}.${process.pid}.partial`;
+  writeFileSync(partial, `${code}\nexports.plan = ${JSON.stringify(plan)};\n`);
+  renameSync(partial, file);
+  return contractOf(requireHere(file) as CompiledModule);
+}
+
+/**
+ * Each compiled document is a few MB, and every change to a route's schema makes another: those written more
+ * than a day ago go when a new one is written (one still in use is at worst compiled once more).
+ */
+const CONTRACT_CACHE_DAYS = 1;
+
+function pruneContractCache(): void {
+  const before = Date.now() - CONTRACT_CACHE_DAYS * 86_400_000;
+  for (const name of readdirSync(CONTRACT_CACHE)) {
+    const file = path.join(CONTRACT_CACHE, name);
+    // Another test file may have pruned it a moment ago.
+    const stat = statSync(file, { throwIfNoEntry: false });
+    if (stat && stat.mtimeMs < before) rmSync(file, { force: true });
+  }
+}
+
+/**
+ * What a compiled document's module exports: each validator by its name, and the plan that says which
+ * operation and status each checks (null: no body; `bytes`: a body that is not JSON).
+ */
+interface Plan {
+  operations: Array<[operation: string, responses: Array<[status: string, check: string | null]>]>;
+  error: string;
+}
+type CompiledModule = Record<string, ValidateFunction> & { plan: Plan };
+
+function contractOf(compiled: CompiledModule): Contract {
+  const validator = (name: string) => {
+    const validate = compiled[name];
+    if (typeof validate !== 'function') throw new Error(`the compiled document has no validator ${name}`);
+    return validate;
+  };
+  const operations = new Map<string, Operation>();
+  for (const [operation, responses] of compiled.plan.operations) {
+    operations.set(operation, {
+      responses: new Map(
+        responses.map(([status, check]) => [
+          status,
+          check === null ? null : check === BYTES ? BYTES : validator(check),
+        ]),
+      ),
+    });
+  }
+  return { operations, error: validator(compiled.plan.error) };
+}
+
 export function installContractCheck(app: FastifyInstance): ContractCheck {
   const found: Violation[] = [];
   let compiled: Contract | Error | undefined;
@@ -67,11 +185,9 @@ export function installContractCheck(app: FastifyInstance): ContractCheck {
   app.addHook('onSend', async (request, reply, payload) => {
     // Compiled on the first response, when every route is registered and the document is final.
     if (compiled === undefined) {
-      try {
-        compiled = compileDocument(app.swagger() as unknown as OpenApiDocument);
-      } catch (error) {
-        // Reported once: a document that cannot be compiled is one defect, not one per response.
-        compiled = error instanceof Error ? error : new Error(String(error));
+      compiled = compiledContract(app.swagger() as unknown as OpenApiDocument);
+      if (compiled instanceof Error) {
+        // Reported once per app: a document that cannot be compiled is one defect, not one per response.
         found.push({
           ...where(request, reply),
           operation: '-',
@@ -214,24 +330,38 @@ const BYTES = 'bytes' as const;
 
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
-function compileDocument(document: OpenApiDocument): Contract {
+/** The document's validators as standalone code, and which operation and status each checks. */
+function compileDocument(document: OpenApiDocument): { plan: Plan; code: string } {
   // A copy: closing objects below must not change the document the app serves.
   const doc = structuredClone(document) as OpenApiDocument;
   closeObjects(doc);
-  const ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false });
+  const ajv = new Ajv2020({
+    allErrors: true,
+    strict: true,
+    strictTypes: false,
+    strictRequired: false,
+    code: { source: true },
+  });
   addFormats.default(ajv);
   ajv.addVocabulary(OPENAPI_KEYWORDS);
   ajv.addSchema({ ...doc, $id: DOC_ID });
 
   const pointer = (...parts: string[]) =>
     `${DOC_ID}#/${parts.map((part) => encodeURIComponent(part.replaceAll('~', '~0').replaceAll('/', '~1'))).join('/')}`;
+  // Each checked schema under a name of its own, the name its validator is exported by.
+  const names: Record<string, string> = {};
+  const validatorOf = (...parts: string[]) => {
+    const name = `v${Object.keys(names).length}`;
+    ajv.addSchema({ $ref: pointer(...parts) }, name);
+    names[name] = name;
+    return name;
+  };
 
-  // Every schema is compiled now, not when a test first meets it, so a broken one fails the first test.
-  const operations = new Map<string, Operation>();
+  const operations: Plan['operations'] = [];
   for (const [path, item] of Object.entries(doc.paths ?? {})) {
     for (const [method, operation] of Object.entries(item)) {
       if (!HTTP_METHODS.has(method)) continue;
-      const responses = new Map<string, ValidateFunction | null | typeof BYTES>();
+      const responses: Array<[string, string | null]> = [];
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const media = response.content?.[MEDIA_TYPE];
         // Bytes (a message, an attachment) are documented as such: no JSON body to check.
@@ -242,24 +372,23 @@ function compileDocument(document: OpenApiDocument): Contract {
           throw new Error(`${method.toUpperCase()} ${path} ${status} is documented without ${MEDIA_TYPE}`);
         }
         if (response.content && !media) {
-          responses.set(status, BYTES);
+          responses.push([status, BYTES]);
           continue;
         }
-        responses.set(
+        responses.push([
           status,
           media?.schema === undefined
             ? null
-            : ajv.compile({
-                $ref: pointer('paths', path, method, 'responses', status, 'content', MEDIA_TYPE, 'schema'),
-              }),
-        );
+            : validatorOf('paths', path, method, 'responses', status, 'content', MEDIA_TYPE, 'schema'),
+        ]);
       }
-      operations.set(`${method.toUpperCase()} ${path}`, { responses });
+      operations.push([`${method.toUpperCase()} ${path}`, responses]);
     }
   }
   if (!doc.components?.schemas?.Error) throw new Error('the document has no Error component');
-  const error = ajv.compile({ $ref: pointer('components', 'schemas', 'Error') });
-  return { operations, error };
+  const error = validatorOf('components', 'schemas', 'Error');
+  // Every schema is compiled now, not when a test first meets it, so a broken one fails the first test.
+  return { plan: { operations, error }, code: standaloneCode.default(ajv, names) };
 }
 
 /**
