@@ -253,6 +253,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   await registerResendRoutes(app, services);
   await registerEngagementRoutes(app, {
     engagement: services.engagement,
+    preferences: services.preferences,
     clock,
     rateLimit: { limit: config.publicRateLimit, windowMs: config.publicRateLimitWindowMs },
   });

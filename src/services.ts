@@ -37,7 +37,12 @@ import { GROUPS_IN_FLIGHT } from './modules/emails/send-groups.ts';
 import { createTrackingRepo } from './modules/emails/tracking.repo.ts';
 import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
-import { createEngagementTokens } from './modules/engagement/tokens.ts';
+import {
+  createEngagementTokens,
+  createPreferenceTokens,
+  preferenceUrl,
+} from './modules/engagement/tokens.ts';
+import { createPreferenceService } from './modules/preferences/preferences.service.ts';
 import { createEventRepo } from './modules/events/events.repo.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
@@ -244,8 +249,14 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
     reputation,
   });
+  const preferenceTokens = createPreferenceTokens(secretBox);
+  const { publicUrl } = config;
   /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
   const fanOut = createFanOut({
+    preferenceUrl:
+      publicUrl === undefined
+        ? undefined
+        : (contactId) => preferenceUrl(publicUrl, preferenceTokens, contactId, clock.now()),
     db,
     repo: repositories.broadcasts,
     segments: repositories.segments,
@@ -322,6 +333,15 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     topics,
     broadcasts,
     fanOut,
+    preferences: createPreferenceService({
+      db,
+      tokens: preferenceTokens,
+      contactsRepo: repositories.contacts,
+      contacts,
+      topicsRepo: repositories.topics,
+      topics,
+      clock,
+    }),
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,

@@ -6,7 +6,8 @@ import { UNSUBSCRIBE_PLACEHOLDER } from '../emails/tracked-html.ts';
 // `{{ contact.properties.plan }}`, `{{ unsubscribe_url }}`), or Resend's triple braces (/resend:
 // `{{{FIRST_NAME|there}}}`, `{{{LAST_NAME}}}`, `{{{EMAIL}}}`, `{{{<property key>|fallback}}}`,
 // `{{{RESEND_UNSUBSCRIBE_URL}}}`). Either way the unsubscribe URL stays the placeholder the sending worker
-// fills with each recipient's own URL (engagement/personalize.ts).
+// fills with each recipient's own URL (engagement/personalize.ts). The contact's preference page URL
+// (`{{ preferences_url }}`, `{{{PREFERENCES_URL}}}`) is per contact, so it is written in here, at fan-out.
 
 export interface CopyContent {
   subject: string;
@@ -27,11 +28,15 @@ export function propertiesOf(
   return properties;
 }
 
-/** The Liquid variables of one contact's copy: `contact`, `unsubscribe_url`, and a template's own variables. */
+/**
+ * The Liquid variables of one contact's copy: `contact`, `unsubscribe_url`, `preferences_url` (empty without
+ * PUBLIC_URL), and a template's own variables.
+ */
 export function liquidVariables(
   contact: ContactRecord,
   declared: readonly ContactPropertyRecord[],
   variables: Record<string, unknown> | null,
+  preferencesUrl = '',
 ): Record<string, unknown> {
   return {
     ...variables,
@@ -43,6 +48,7 @@ export function liquidVariables(
       properties: propertiesOf(contact, declared),
     },
     unsubscribe_url: UNSUBSCRIBE_PLACEHOLDER,
+    preferences_url: preferencesUrl,
   };
 }
 
@@ -69,11 +75,13 @@ export function resendPersonalize(
   contact: ContactRecord,
   declared: readonly ContactPropertyRecord[],
   html: boolean,
+  preferencesUrl = '',
 ): string {
   if (!hasResendVariables(content)) return content;
   return content.replace(RESEND_VARIABLE, (_whole, name: string, fallback: string | undefined) => {
     const upper = name.toUpperCase();
     if (upper === 'RESEND_UNSUBSCRIBE_URL') return UNSUBSCRIBE_PLACEHOLDER;
+    if (upper === 'PREFERENCES_URL') return html ? escapeHtml(preferencesUrl) : preferencesUrl;
     let value: PropertyValue | null | undefined;
     if (upper === 'FIRST_NAME') value = contact.firstName;
     else if (upper === 'LAST_NAME') value = contact.lastName;
@@ -96,11 +104,14 @@ export function resendCopy(
   content: CopyContent,
   contact: ContactRecord,
   declared: readonly ContactPropertyRecord[],
+  preferencesUrl = '',
 ): CopyContent {
+  const fill = (field: string, html: boolean) =>
+    resendPersonalize(field, contact, declared, html, preferencesUrl);
   return {
-    subject: resendPersonalize(content.subject, contact, declared, false),
-    html: content.html === null ? null : resendPersonalize(content.html, contact, declared, true),
-    text: content.text === null ? null : resendPersonalize(content.text, contact, declared, false),
+    subject: fill(content.subject, false),
+    html: content.html === null ? null : fill(content.html, true),
+    text: content.text === null ? null : fill(content.text, false),
   };
 }
 

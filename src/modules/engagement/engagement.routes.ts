@@ -4,6 +4,8 @@ import type { Clock } from '../../lib/clock.ts';
 import type { EngagementService, FetchMeta } from './engagement.service.ts';
 import { RFC8058_BODY } from './personalize.ts';
 import { PUBLIC_PATHS } from './tokens.ts';
+import { registerPreferenceRoutes } from '../preferences/preferences.routes.ts';
+import type { PreferenceService } from '../preferences/preferences.service.ts';
 
 // The routes recipients' mail clients reach on PUBLIC_URL: no API key, hostile input assumed. A token is
 // checked (HMAC, no query) before anything else; whatever does not verify is a small 404 page, never a
@@ -46,7 +48,12 @@ function html(reply: FastifyReply, status: number, body: string): FastifyReply {
   return reply
     .code(status)
     .header('cache-control', NO_CACHE)
-    .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+    // Nothing may frame these pages: a framed unsubscribe button could be clicked for a person.
+    .header(
+      'content-security-policy',
+      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    )
+    .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
     .header('x-robots-tag', 'noindex')
     .type('text/html; charset=utf-8')
@@ -74,7 +81,14 @@ export async function registerEngagementRoutes(
     engagement,
     clock,
     rateLimit,
-  }: { engagement: EngagementService; clock: Clock; rateLimit: { limit: number; windowMs: number } },
+    preferences,
+  }: {
+    engagement: EngagementService;
+    clock: Clock;
+    rateLimit: { limit: number; windowMs: number };
+    /** The contacts' preference page (PREFERENCES_PATH), on the same public surface. */
+    preferences?: PreferenceService | undefined;
+  },
 ): Promise<void> {
   const limiter = createRateLimiter({ ...rateLimit, now: () => clock.now().getTime() });
   // Opens and clicks are written in batches: the database must outlive the last one.
@@ -107,6 +121,8 @@ export async function registerEngagementRoutes(
       if ((error as { validation?: unknown }).validation) return notFound(reply);
       throw error;
     });
+
+    if (preferences) registerPreferenceRoutes(scope, { preferences, html, schema });
 
     scope.get<{ Params: { token: string } }>(
       `${PUBLIC_PATHS.open}/:token`,
