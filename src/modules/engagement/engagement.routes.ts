@@ -45,19 +45,21 @@ const TokenParams = {
 } as const;
 
 function html(reply: FastifyReply, status: number, body: string): FastifyReply {
-  return reply
-    .code(status)
-    .header('cache-control', NO_CACHE)
-    // Nothing may frame these pages: a framed unsubscribe button could be clicked for a person.
-    .header(
-      'content-security-policy',
-      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-    )
-    .header('x-frame-options', 'DENY')
-    .header('referrer-policy', 'no-referrer')
-    .header('x-robots-tag', 'noindex')
-    .type('text/html; charset=utf-8')
-    .send(body);
+  return (
+    reply
+      .code(status)
+      .header('cache-control', NO_CACHE)
+      // Nothing may frame these pages: a framed unsubscribe button could be clicked for a person.
+      .header(
+        'content-security-policy',
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+      )
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'no-referrer')
+      .header('x-robots-tag', 'noindex')
+      .type('text/html; charset=utf-8')
+      .send(body)
+  );
 }
 
 const metaOf = (request: FastifyRequest): FetchMeta => {

@@ -40,8 +40,11 @@ const outcome = (change: PreferenceChange | undefined): string => {
   if (change.done === 'refused') return `<div class="banner bad" role="alert">${escape(change.reason)}</div>`;
   let text: string;
   if (change.done === 'unsubscribed') text = 'You are unsubscribed from all of these emails.';
-  else if (change.done === 'resubscribed') text = 'You are subscribed again: you get the topics ticked below.';
-  else text = change.changed === 0 ? 'Nothing changed: your choices were already saved.' : 'Your choices are saved.';
+  else if (change.done === 'resubscribed')
+    text = 'You are subscribed again: you get the topics ticked below.';
+  else
+    text =
+      change.changed === 0 ? 'Nothing changed: your choices were already saved.' : 'Your choices are saved.';
   return `<div class="banner ok" role="status">${escape(text)}</div>`;
 };
 

@@ -55,7 +55,8 @@ export function registerPreferenceRoutes(
       change = await preferences.change(found.contact, found.preferences, form);
     } catch (error) {
       // The contact or one of its topics was deleted between the read and the write.
-      if (error instanceof DomainError && error.kind === 'not_found') return html(reply, 409, CHANGED_MEANWHILE);
+      if (error instanceof DomainError && error.kind === 'not_found')
+        return html(reply, 409, CHANGED_MEANWHILE);
       throw error;
     }
     const now = await preferences.lookup(token);

@@ -18,13 +18,13 @@ export interface Preferences {
 
 /** What a token leads to: the contact's preferences, or why not. */
 export type PreferenceLookup =
-  | { found: 'contact'; contact: ContactRecord; preferences: Preferences }
-  | { found: 'nothing' | 'expired' };
+  { found: 'contact'; contact: ContactRecord; preferences: Preferences } | { found: 'nothing' | 'expired' };
 
 /** What a POST asked for and what came of it. */
 export type PreferenceChange =
   | { done: 'saved'; changed: number }
-  | { done: 'unsubscribed' | 'resubscribed' }
+  | { done: 'unsubscribed' }
+  | { done: 'resubscribed' }
   | { done: 'refused'; reason: string };
 
 export interface PreferenceServiceDeps {
@@ -77,7 +77,11 @@ export function createPreferenceService(deps: PreferenceServiceDeps) {
     lookup,
 
     /** Applies a POSTed form to the contact the token names (already looked up by the caller). */
-    async change(contact: ContactRecord, preferences: Preferences, form: URLSearchParams): Promise<PreferenceChange> {
+    async change(
+      contact: ContactRecord,
+      preferences: Preferences,
+      form: URLSearchParams,
+    ): Promise<PreferenceChange> {
       const action = form.get('action');
       if (action === 'unsubscribe_all' || action === 'resubscribe') {
         const unsubscribed = action === 'unsubscribe_all';
@@ -85,7 +89,7 @@ export function createPreferenceService(deps: PreferenceServiceDeps) {
           const plan = await deps.contacts.prepareUpdate(contact.projectId, contact.id, { unsubscribed });
           await inTransaction(deps.db, (transaction) => deps.contacts.update(transaction, plan));
         }
-        return { done: unsubscribed ? 'unsubscribed' : 'resubscribed' };
+        return unsubscribed ? { done: 'unsubscribed' } : { done: 'resubscribed' };
       }
       if (action !== 'save') return { done: 'refused', reason: 'The form asked for nothing this page does.' };
       const changes = topicChanges(form, preferences.topics);
