@@ -11,6 +11,9 @@ import { EventsPage } from './pages/events.js';
 import { InboundPage } from './pages/inbound.js';
 import { ReceivedEmailPage, ReceivedPage, RoutesPage } from './pages/received.js';
 import { KeysPage } from './pages/keys.js';
+import { BroadcastPage, BroadcastsPage } from './pages/broadcasts.js';
+import { ContactPage, ContactsPage } from './pages/contacts.js';
+import { SegmentsPage, TopicsPage } from './pages/segments.js';
 import { ReadOnlyBanner, unusableKeyMessage, useKeyPermission } from './permission.js';
 
 const NAV = [
@@ -18,6 +21,8 @@ const NAV = [
   ['/dashboard/emails', 'Emails'],
   ['/dashboard/webhooks', 'Webhooks'],
   ['/dashboard/templates', 'Templates'],
+  ['/dashboard/broadcasts', 'Broadcasts'],
+  ['/dashboard/contacts', 'Contacts'],
   ['/dashboard/events', 'Events'],
   ['/dashboard/suppressions', 'Suppressions'],
   ['/dashboard/domains', 'Domains'],
@@ -43,6 +48,15 @@ function route(path) {
       return { section: '/dashboard/webhooks', page: id ? WebhookPage : WebhooksPage, id };
     case 'templates':
       return { section: '/dashboard/templates', page: id ? TemplatePage : TemplatesPage, id };
+    case 'broadcasts':
+      return { section: '/dashboard/broadcasts', page: id ? BroadcastPage : BroadcastsPage, id };
+    case 'contacts':
+      return { section: '/dashboard/contacts', page: id ? ContactPage : ContactsPage, id };
+    // Segments and topics are reached from Contacts (its tabs): one section in the top bar for the three.
+    case 'segments':
+      return { section: '/dashboard/contacts', page: SegmentsPage };
+    case 'topics':
+      return { section: '/dashboard/contacts', page: TopicsPage };
     case 'events':
       return { section: '/dashboard/events', page: EventsPage };
     case 'suppressions':
