@@ -21,8 +21,7 @@ const NAV = [
   ['/dashboard/emails', 'Emails'],
   ['/dashboard/webhooks', 'Webhooks'],
   ['/dashboard/templates', 'Templates'],
-  ['/dashboard/broadcasts', 'Broadcasts'],
-  ['/dashboard/contacts', 'Contacts'],
+  ['/dashboard/contacts', 'Audience'],
   ['/dashboard/events', 'Events'],
   ['/dashboard/suppressions', 'Suppressions'],
   ['/dashboard/domains', 'Domains'],
@@ -48,11 +47,12 @@ function route(path) {
       return { section: '/dashboard/webhooks', page: id ? WebhookPage : WebhooksPage, id };
     case 'templates':
       return { section: '/dashboard/templates', page: id ? TemplatePage : TemplatesPage, id };
+    // Contacts, segments, topics and broadcasts are one section in the top bar (its tabs lead between them):
+    // two more sections would not fit the bar's one line at 1280 px.
     case 'broadcasts':
-      return { section: '/dashboard/broadcasts', page: id ? BroadcastPage : BroadcastsPage, id };
+      return { section: '/dashboard/contacts', page: id ? BroadcastPage : BroadcastsPage, id };
     case 'contacts':
       return { section: '/dashboard/contacts', page: id ? ContactPage : ContactsPage, id };
-    // Segments and topics are reached from Contacts (its tabs): one section in the top bar for the three.
     case 'segments':
       return { section: '/dashboard/contacts', page: SegmentsPage };
     case 'topics':

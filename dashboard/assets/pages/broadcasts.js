@@ -2,6 +2,7 @@ import { html, useState } from '../html.js';
 import { api } from '../api.js';
 import { FilterSelect, ListPage, useListFilters } from '../list.js';
 import { HtmlPreview } from '../preview.js';
+import { AudienceTabs } from './contacts.js';
 import {
   Chip,
   confirmAction,
@@ -58,6 +59,7 @@ const when = (broadcast) =>
 export function BroadcastsPage({ search }) {
   const [composing, setComposing] = useState(false);
   return html`<h1>Broadcasts</h1>
+    <${AudienceTabs} current="/dashboard/broadcasts" />
     <div class="toolbar">
       <p class="lead">Email to a segment's contacts: drafts, scheduled, sending and sent, newest first.</p>
       <button data-writes type="button" class="button-primary" aria-expanded=${composing} onClick=${() => setComposing(!composing)}>

@@ -18,12 +18,13 @@ import {
   useAsync,
 } from '../ui.js';
 
-/** Contacts, segments and topics are one section: these tabs lead between them. */
+/** Contacts, segments, topics and broadcasts are one section (Audience): these tabs lead between them. */
 export function AudienceTabs({ current }) {
   const tabs = [
     ['/dashboard/contacts', 'Contacts'],
     ['/dashboard/segments', 'Segments'],
     ['/dashboard/topics', 'Topics'],
+    ['/dashboard/broadcasts', 'Broadcasts'],
   ];
   return html`<nav class="actions audience-tabs" aria-label="Audience">
     ${tabs.map(
