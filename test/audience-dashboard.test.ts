@@ -106,7 +106,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     assert.ok(click, `no click link in: ${mail.html}`);
     offset = 60_000;
     for (let time = 0; time < 2; time++) {
-      const response = await fetch(onServer(click, api.baseUrl), {
+      const response: Response = await fetch(onServer(click, api.baseUrl), {
         headers: { 'user-agent': BROWSER },
         redirect: 'manual',
       });
@@ -138,7 +138,10 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
   test("a sent broadcast's results: its counts, the links clicked, the recipients by what happened", async () => {
     await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Audience' }).click();
     await heading(page, 'Contacts');
-    await page.getByRole('navigation', { name: 'Audience' }).getByRole('link', { name: 'Broadcasts' }).click();
+    await page
+      .getByRole('navigation', { name: 'Audience' })
+      .getByRole('link', { name: 'Broadcasts' })
+      .click();
     await heading(page, 'Broadcasts');
     await loaded(page);
     const row = page.locator(`tr[data-broadcast="${seed.broadcast}"]`);
@@ -175,7 +178,11 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
       },
     );
     const link = page.locator('tr[data-link="https://acme.example/blog/november"]');
-    assert.deepEqual(await link.locator('td').allInnerTexts(), ['https://acme.example/blog/november', '2', '1']);
+    assert.deepEqual(await link.locator('td').allInnerTexts(), [
+      'https://acme.example/blog/november',
+      '2',
+      '1',
+    ]);
     // Recipients, then only those who clicked.
     await page.locator('tr[data-recipient="bob@readers.example"]').waitFor();
     await page.getByLabel('What happened').selectOption('clicked');
@@ -249,7 +256,8 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
   test('import a CSV: its progress, its numbers, the rows it could not take', async () => {
     await page.goto('/dashboard/contacts');
     await loaded(page);
-    const csv = 'email,first_name\nnew.reader@readers.example,Zoë\nnot-an-address,X\nada@readers.example,Ada\n';
+    const csv =
+      'email,first_name\nnew.reader@readers.example,Zoë\nnot-an-address,X\nada@readers.example,Ada\n';
     await page.getByLabel(/CSV file/).setInputFiles({
       name: 'readers.csv',
       mimeType: 'text/csv',
@@ -271,7 +279,10 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     await page.getByRole('navigation', { name: 'Audience' }).getByRole('link', { name: 'Topics' }).click();
     await heading(page, 'Topics');
     await loaded(page);
-    assert.match(await page.locator('tr[data-topic="Product news"]').innerText(), /What shipped, once a month\.\s+opt in/);
+    assert.match(
+      await page.locator('tr[data-topic="Product news"]').innerText(),
+      /What shipped, once a month\.\s+opt in/,
+    );
     await page.getByLabel('Name').fill('Offers');
     await page.getByLabel('A contact that has not chosen').selectOption('opt_out');
     await page.getByRole('button', { name: 'Add topic' }).click();

@@ -266,10 +266,7 @@ describe('a broadcast copy carries its contact’s preference link', { skip: eng
   test('{{ preferences_url }}: the page of the contact, not click-tracked', async () => {
     const segment = await created(api, '/v1/segments', { name: 'Readers' });
     const ada = await created(api, '/v1/contacts', { email: 'ada@readers.test', first_name: 'Ada' });
-    assert.equal(
-      (await api.request('POST', `/v1/contacts/${ada.id}/segments/${segment.id}`)).status,
-      200,
-    );
+    assert.equal((await api.request('POST', `/v1/contacts/${ada.id}/segments/${segment.id}`)).status, 200);
     await created(api, '/v1/broadcasts', {
       from: 'Acme <news@acme.test>',
       subject: 'November',
@@ -306,7 +303,11 @@ test('{{{PREFERENCES_URL}}} in Resend’s dialect: the contact’s link, escaped
   };
   const url = 'https://mail.acme.test/p/abc?x=1&y=2';
   const copy = resendCopy(
-    { subject: 'Hi {{{FIRST_NAME}}}', html: '<a href="{{{PREFERENCES_URL}}}">Prefs</a>', text: 'Prefs: {{{ preferences_url }}}' },
+    {
+      subject: 'Hi {{{FIRST_NAME}}}',
+      html: '<a href="{{{PREFERENCES_URL}}}">Prefs</a>',
+      text: 'Prefs: {{{ preferences_url }}}',
+    },
     contact,
     [],
     url,

@@ -45,5 +45,8 @@ export const sidewaysScrolls = (target: Page): Promise<string[]> =>
   target.evaluate(() =>
     [document.documentElement, ...document.querySelectorAll('.table-wrap')]
       .filter((element) => element.scrollWidth > element.clientWidth)
-      .map((element) => `${element.className || element.tagName}: ${element.scrollWidth} > ${element.clientWidth}`),
+      .map(
+        (element) =>
+          `${element.className || element.tagName}: ${element.scrollWidth} > ${element.clientWidth}`,
+      ),
   );

@@ -111,7 +111,16 @@ function useAudience() {
 /** A new draft: what it says, who it goes to. Created with POST /v1/broadcasts; sending is on its page. */
 function ComposeForm() {
   const audience = useAudience();
-  const [form, setForm] = useState({ name: '', from: '', subject: '', preview_text: '', html: '', text: '', segment_id: '', topic_id: '' });
+  const [form, setForm] = useState({
+    name: '',
+    from: '',
+    subject: '',
+    preview_text: '',
+    html: '',
+    text: '',
+    segment_id: '',
+    topic_id: '',
+  });
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   const set = (name) => (event) => setForm({ ...form, [name]: event.currentTarget.value });
@@ -143,16 +152,18 @@ function ComposeForm() {
     ${text('subject', 'Subject')}
     ${text('preview_text', 'Preview text')}
     <${Field} label="Segment" name="segment_id" errors=${errors}>
-      ${(field) => html`<select ...${field} value=${form.segment_id} onChange=${set('segment_id')}>
-        <option value="">Choose a segment</option>
-        ${segments.data.map((segment) => html`<option value=${segment.id}>${segment.name}</option>`)}
-      </select>`}
+      ${(field) =>
+        html`<select ...${field} value=${form.segment_id} onChange=${set('segment_id')}>
+          <option value="">Choose a segment</option>
+          ${segments.data.map((segment) => html`<option value=${segment.id}>${segment.name}</option>`)}
+        </select>`}
     </${Field}>
     <${Field} label="Topic (optional)" name="topic_id" errors=${errors} hint="Contacts opted out of it are left out, and its unsubscribe link leaves only it.">
-      ${(field) => html`<select ...${field} value=${form.topic_id} onChange=${set('topic_id')}>
-        <option value="">No topic</option>
-        ${topics.data.map((topic) => html`<option value=${topic.id}>${topic.name}</option>`)}
-      </select>`}
+      ${(field) =>
+        html`<select ...${field} value=${form.topic_id} onChange=${set('topic_id')}>
+          <option value="">No topic</option>
+          ${topics.data.map((topic) => html`<option value=${topic.id}>${topic.name}</option>`)}
+        </select>`}
     </${Field}>
     <${Field} label="Html" name="html" errors=${errors} hint="Liquid: {{ contact.first_name }}, {{ contact.properties.plan }}, {{ unsubscribe_url }}, {{ preferences_url }}.">
       ${(field) => html`<textarea ...${field} rows="8" value=${form.html} onInput=${set('html')}></textarea>`}
@@ -167,8 +178,12 @@ function ComposeForm() {
 export function BroadcastPage({ id, search }) {
   const loaded = useAsync(() => api('GET', `/broadcasts/${id}`), [id]);
   const [message, setMessage] = useState(null);
-  if (loaded.error) return html`<h1>Broadcast</h1><${ErrorBanner} error=${loaded.error} />`;
-  if (!loaded.data) return html`<h1>Broadcast</h1><${Loading} />`;
+  if (loaded.error)
+    return html`<h1>Broadcast</h1>
+      <${ErrorBanner} error=${loaded.error} />`;
+  if (!loaded.data)
+    return html`<h1>Broadcast</h1>
+      <${Loading} />`;
   const broadcast = loaded.data;
   const done = (text) => (setMessage({ text }), loaded.reload());
   const failed = (error) => setMessage({ error });
@@ -190,15 +205,33 @@ export function BroadcastPage({ id, search }) {
         <dt>Topic</dt><dd>${broadcast.topic_id ?? 'none'}</dd>
         <dt>Tracking</dt><dd>opens ${broadcast.tracking.opens ? 'on' : 'off'}, clicks ${broadcast.tracking.clicks ? 'on' : 'off'}</dd>
         <dt>Created</dt><dd>${formatTime(broadcast.created_at)}</dd>
-        ${broadcast.scheduled_at ? html`<dt>Scheduled</dt><dd>${formatTime(broadcast.scheduled_at)}</dd>` : null}
-        ${broadcast.started_at ? html`<dt>Started</dt><dd>${formatTime(broadcast.started_at)}</dd>` : null}
-        ${broadcast.sent_at ? html`<dt>Sent</dt><dd>${formatTime(broadcast.sent_at)}</dd>` : null}
+        ${
+          broadcast.scheduled_at
+            ? html`<dt>Scheduled</dt>
+                <dd>${formatTime(broadcast.scheduled_at)}</dd>`
+            : null
+        }
+        ${
+          broadcast.started_at
+            ? html`<dt>Started</dt>
+                <dd>${formatTime(broadcast.started_at)}</dd>`
+            : null
+        }
+        ${
+          broadcast.sent_at
+            ? html`<dt>Sent</dt>
+                <dd>${formatTime(broadcast.sent_at)}</dd>`
+            : null
+        }
       </dl>
     </section>
     ${
       broadcast.status === 'draft'
         ? broadcast.html
-          ? html`<section class="card"><h2>Html as written</h2><${HtmlPreview} html=${broadcast.html} title="The broadcast's html" /></section>`
+          ? html`<section class="card">
+              <h2>Html as written</h2>
+              <${HtmlPreview} html=${broadcast.html} title="The broadcast's html" />
+            </section>`
           : null
         : html`<${Results} broadcast=${broadcast} search=${search} />`
     }`;
@@ -217,16 +250,30 @@ function Actions({ broadcast, onDone, onFailed }) {
   };
   const base = `/broadcasts/${broadcast.id}`;
   const send = async () => {
-    if (!(await confirmAction(`Send "${broadcast.name}" to its segment now?`, { confirmLabel: 'Send now', danger: false }))) return;
+    if (
+      !(await confirmAction(`Send "${broadcast.name}" to its segment now?`, {
+        confirmLabel: 'Send now',
+        danger: false,
+      }))
+    )
+      return;
     await run(() => api('POST', `${base}/send`, {}), 'Sending: its copies are being made.');
   };
   const schedule = (event) => {
     event.preventDefault();
     const scheduled_at = new Date(at).toISOString();
-    return run(() => api('POST', `${base}/send`, { scheduled_at }), `Scheduled for ${formatTime(scheduled_at)}.`);
+    return run(
+      () => api('POST', `${base}/send`, { scheduled_at }),
+      `Scheduled for ${formatTime(scheduled_at)}.`,
+    );
   };
   const cancel = async () => {
-    if (!(await confirmAction(`Cancel "${broadcast.name}"? It will not be sent.`, { confirmLabel: 'Cancel broadcast' }))) return;
+    if (
+      !(await confirmAction(`Cancel "${broadcast.name}"? It will not be sent.`, {
+        confirmLabel: 'Cancel broadcast',
+      }))
+    )
+      return;
     await run(() => api('POST', `${base}/cancel`, {}), 'Canceled: it will not be sent.');
   };
   const remove = async () => {
@@ -253,7 +300,12 @@ function Actions({ broadcast, onDone, onFailed }) {
         ? html`<form class="inline-form" onSubmit=${schedule}>
             <button data-writes type="button" class="button-primary" onClick=${send}>Send now</button>
             <label for="schedule-at">or at</label>
-            <input id="schedule-at" type="datetime-local" value=${at} onInput=${(event) => setAt(event.currentTarget.value)} />
+            <input
+              id="schedule-at"
+              type="datetime-local"
+              value=${at}
+              onInput=${(event) => setAt(event.currentTarget.value)}
+            />
             <button data-writes type="submit">Schedule</button>
           </form>`
         : null
@@ -268,15 +320,19 @@ function Actions({ broadcast, onDone, onFailed }) {
 
 /** A sent (or sending) broadcast's results: its numbers, the links clicked, the recipients. */
 function Results({ broadcast, search }) {
-  const links = useAsync(() => api('GET', `/broadcasts/${broadcast.id}/clicked-links`), [broadcast.id, broadcast.updated_at]);
+  const links = useAsync(
+    () => api('GET', `/broadcasts/${broadcast.id}/clicked-links`),
+    [broadcast.id, broadcast.updated_at],
+  );
   const { filters, setFilters } = useListFilters(search, `/dashboard/broadcasts/${broadcast.id}`, ['status']);
   return html`<h2>Results</h2>
     <div class="stats" data-testid="broadcast-counts">
       ${COUNTS.map(
-        ([key, label]) => html`<div class="stat" data-stat=${key}>
-          <span class="stat-label">${label}</span>
-          <strong class="stat-value">${broadcast.counts[key]}</strong>
-        </div>`,
+        ([key, label]) =>
+          html`<div class="stat" data-stat=${key}>
+            <span class="stat-label">${label}</span>
+            <strong class="stat-value">${broadcast.counts[key]}</strong>
+          </div>`,
       )}
     </div>
     <section class="card">
@@ -294,7 +350,9 @@ function Results({ broadcast, search }) {
               ]}
             />`
           : links.data
-            ? html`<p class="muted">No link clicked yet${broadcast.tracking.clicks ? '' : ' (click tracking is off)'}.</p>`
+            ? html`<p class="muted">
+                No link clicked yet${broadcast.tracking.clicks ? '' : ' (click tracking is off)'}.
+              </p>`
             : null
       }
     </section>
@@ -340,7 +398,8 @@ function Results({ broadcast, search }) {
               { label: 'Clicks', cell: (recipient) => recipient.clicks },
               {
                 label: 'Unsubscribed',
-                cell: (recipient) => (recipient.unsubscribed_at ? formatTime(recipient.unsubscribed_at) : '—'),
+                cell: (recipient) =>
+                  recipient.unsubscribed_at ? formatTime(recipient.unsubscribed_at) : '—',
               },
             ]}
           />`}
@@ -352,7 +411,10 @@ function Results({ broadcast, search }) {
 /** The contacts left out, with why (the first 100). */
 function Exclusions({ broadcast }) {
   const excluded = useAsync(
-    () => (broadcast.counts.excluded ? api('GET', `/broadcasts/${broadcast.id}/exclusions?limit=100`) : { data: [] }),
+    () =>
+      broadcast.counts.excluded
+        ? api('GET', `/broadcasts/${broadcast.id}/exclusions?limit=100`)
+        : { data: [] },
     [broadcast.id, broadcast.counts.excluded],
   );
   if (!broadcast.counts.excluded) return null;
@@ -362,17 +424,18 @@ function Exclusions({ broadcast }) {
     ${
       excluded.data
         ? html`<${Table}
-            rows=${excluded.data.data}
-            columns=${[
-              {
-                label: 'Contact',
-                class: 'break',
-                cell: (row) => html`<${Link} href=${`/dashboard/contacts/${row.contact_id}`}>${row.email}</${Link}>`,
-              },
-              { label: 'Why', cell: (row) => row.reason.replaceAll('_', ' ') },
-            ]}
-          />
-          ${excluded.data.has_more ? html`<p class="muted small">The first 100 of ${broadcast.counts.excluded}.</p>` : null}`
+              rows=${excluded.data.data}
+              columns=${[
+                {
+                  label: 'Contact',
+                  class: 'break',
+                  cell: (row) =>
+                    html`<${Link} href=${`/dashboard/contacts/${row.contact_id}`}>${row.email}</${Link}>`,
+                },
+                { label: 'Why', cell: (row) => row.reason.replaceAll('_', ' ') },
+              ]}
+            />
+            ${excluded.data.has_more ? html`<p class="muted small">The first 100 of ${broadcast.counts.excluded}.</p>` : null}`
         : html`<${Loading} />`
     }
   </section>`;

@@ -72,7 +72,10 @@ export function ContactsPage({ search }) {
         />
       </div>
       <div class="field">
-        <${FilterSelect} id="filter-unsubscribed" label="Unsubscribed" name="unsubscribed" filters=${filters} setFilters=${setFilters} options=${[['true', 'yes'], ['false', 'no']]} />
+        <${FilterSelect} id="filter-unsubscribed" label="Unsubscribed" name="unsubscribed" filters=${filters} setFilters=${setFilters} options=${[
+          ['true', 'yes'],
+          ['false', 'no'],
+        ]} />
       </div>
       <div class="field">
         <${FilterSelect} id="filter-segment" label="Segment" name="segment_id" filters=${filters} setFilters=${setFilters} options=${segments.data.map((segment) => [segment.id, segment.name])} />
@@ -109,9 +112,13 @@ export function ContactsPage({ search }) {
             {
               label: 'Address',
               class: 'break',
-              cell: (contact) => html`<${Link} href=${`/dashboard/contacts/${contact.id}`}>${contact.email}</${Link}>`,
+              cell: (contact) =>
+                html`<${Link} href=${`/dashboard/contacts/${contact.id}`}>${contact.email}</${Link}>`,
             },
-            { label: 'Name', cell: (contact) => [contact.first_name, contact.last_name].filter(Boolean).join(' ') || '—' },
+            {
+              label: 'Name',
+              cell: (contact) => [contact.first_name, contact.last_name].filter(Boolean).join(' ') || '—',
+            },
             { label: 'Unsubscribed', cell: (contact) => (contact.unsubscribed ? 'yes' : 'no') },
             { label: 'Created', cell: (contact) => formatTime(contact.created_at) },
           ]}
@@ -144,9 +151,11 @@ function AddContact({ onAdded }) {
     </${Field}>`;
   return html`<form class="form" onSubmit=${submit} novalidate>
     <${FormError} error=${error} fields=${['email', 'first_name', 'last_name']} />
-    ${done ? html`<${Notice} kind="ok">${done}</${Notice}>` : null}
-    ${input('email', 'Address', 'email')} ${input('first_name', 'First name')} ${input('last_name', 'Last name')}
-    <button data-writes type="submit" class="button-primary" disabled=${!form.email.trim()}>Add contact</button>
+    ${done ? html`<${Notice} kind="ok">${done}</${Notice}>` : null} ${input('email', 'Address', 'email')}
+    ${input('first_name', 'First name')} ${input('last_name', 'Last name')}
+    <button data-writes type="submit" class="button-primary" disabled=${!form.email.trim()}>
+      Add contact
+    </button>
   </form>`;
 }
 
@@ -193,24 +202,37 @@ function ImportForm({ onDone }) {
       ${(props) => html`<input ...${props} type="file" accept=".csv,text/csv" onChange=${(event) => setFile(event.currentTarget.files[0] ?? null)} />`}
     </${Field}>
     <${Field} label="An address already there" name="on_conflict" errors=${fieldErrors(error)}>
-      ${(props) => html`<select ...${props} value=${onConflict} onChange=${(event) => setOnConflict(event.currentTarget.value)}>
-        <option value="update">update it</option>
-        <option value="skip">skip the row</option>
-      </select>`}
+      ${(props) =>
+        html`<select
+          ...${props}
+          value=${onConflict}
+          onChange=${(event) => setOnConflict(event.currentTarget.value)}
+        >
+          <option value="update">update it</option>
+          <option value="skip">skip the row</option>
+        </select>`}
     </${Field}>
     <button data-writes type="submit" class="button-primary" disabled=${!file || busy || running}>Import</button>
     ${
       job
         ? html`<div class="import-progress" data-testid="import-progress">
             <p><${Chip} status=${job.status} /> ${counts.read} of ${counts.total} rows read</p>
-            <progress max=${Math.max(counts.total, 1)} value=${counts.read} aria-label="Rows read">${counts.read} of ${counts.total}</progress>
-            <p class="small">${counts.created} created · ${counts.updated} updated · ${counts.skipped} skipped · ${counts.failed} failed</p>
+            <progress max=${Math.max(counts.total, 1)} value=${counts.read} aria-label="Rows read">
+              ${counts.read} of ${counts.total}
+            </progress>
+            <p class="small">
+              ${counts.created} created · ${counts.updated} updated · ${counts.skipped} skipped ·
+              ${counts.failed} failed
+            </p>
             ${job.failure ? html`<p class="field-error">${job.failure}</p>` : null}
             ${
               job.errors.length
-                ? html`<details><summary>Rows not imported</summary><ul class="small">
-                    ${job.errors.map((row) => html`<li>Row ${row.row}: ${row.reason}</li>`)}
-                  </ul></details>`
+                ? html`<details>
+                    <summary>Rows not imported</summary>
+                    <ul class="small">
+                      ${job.errors.map((row) => html`<li>Row ${row.row}: ${row.reason}</li>`)}
+                    </ul>
+                  </details>`
                 : null
             }
           </div>`
@@ -222,8 +244,12 @@ function ImportForm({ onDone }) {
 export function ContactPage({ id }) {
   const contact = useAsync(() => api('GET', `/contacts/${encodeURIComponent(id)}`), [id]);
   const [message, setMessage] = useState(null);
-  if (contact.error) return html`<h1>Contact</h1><${ErrorBanner} error=${contact.error} />`;
-  if (!contact.data) return html`<h1>Contact</h1><${Loading} />`;
+  if (contact.error)
+    return html`<h1>Contact</h1>
+      <${ErrorBanner} error=${contact.error} />`;
+  if (!contact.data)
+    return html`<h1>Contact</h1>
+      <${Loading} />`;
   const person = contact.data;
   const act = async (work, text) => {
     setMessage(null);
@@ -241,7 +267,10 @@ export function ContactPage({ id }) {
       person.unsubscribed ? 'Subscribed to broadcasts again.' : 'Unsubscribed from all broadcasts.',
     );
   const remove = async () => {
-    if (!(await confirmAction(`Delete the contact ${person.email}? Its segments and topic choices go with it.`))) return;
+    if (
+      !(await confirmAction(`Delete the contact ${person.email}? Its segments and topic choices go with it.`))
+    )
+      return;
     try {
       await api('DELETE', `/contacts/${person.id}`);
       navigate('/dashboard/contacts');
@@ -259,7 +288,11 @@ export function ContactPage({ id }) {
         <dt>Id</dt><dd><code>${person.id}</code></dd>
         <dt>Name</dt><dd>${[person.first_name, person.last_name].filter(Boolean).join(' ') || '—'}</dd>
         <dt>Broadcasts</dt><dd>${person.unsubscribed ? 'unsubscribed from all' : 'subscribed'}</dd>
-        ${properties.map(([key, value]) => html`<dt><code>${key}</code></dt><dd>${String(value)}</dd>`)}
+        ${properties.map(
+          ([key, value]) =>
+            html`<dt><code>${key}</code></dt>
+              <dd>${String(value)}</dd>`,
+        )}
         <dt>Created</dt><dd>${formatTime(person.created_at)}</dd>
         <dt>Updated</dt><dd>${formatTime(person.updated_at)}</dd>
       </dl>
@@ -279,7 +312,9 @@ function ContactTopics({ contact, onChanged, onFailed }) {
   const topics = useAsync(() => api('GET', `/contacts/${contact.id}/topics?limit=100`), [contact.id]);
   const choose = async (topic, subscription) => {
     try {
-      await api('PATCH', `/contacts/${contact.id}/topics`, { topics: [{ id: topic.topic_id, subscription }] });
+      await api('PATCH', `/contacts/${contact.id}/topics`, {
+        topics: [{ id: topic.topic_id, subscription }],
+      });
       onChanged(`${subscription === 'opt_in' ? 'Subscribed to' : 'Unsubscribed from'} ${topic.name}.`);
       topics.reload();
     } catch (failure) {
@@ -301,14 +336,23 @@ function ContactTopics({ contact, onChanged, onFailed }) {
                 { label: 'Topic', cell: (topic) => topic.name },
                 {
                   label: 'Subscription',
-                  cell: (topic) => html`<${Chip} status=${topic.subscription} />${topic.chosen ? '' : html` <span class="muted small">default</span>`}`,
+                  cell: (topic) =>
+                    html`<${Chip}
+                        status=${topic.subscription}
+                      />${topic.chosen ? '' : html` <span class="muted small">default</span>`}`,
                 },
                 {
                   label: 'Actions',
                   hidden: true,
                   cell: (topic) => {
                     const next = topic.subscription === 'opt_in' ? 'opt_out' : 'opt_in';
-                    return html`<button data-writes type="button" class="button-small" onClick=${() => choose(topic, next)} aria-label=${`${next === 'opt_in' ? 'Subscribe to' : 'Unsubscribe from'} ${topic.name}`}>
+                    return html`<button
+                      data-writes
+                      type="button"
+                      class="button-small"
+                      onClick=${() => choose(topic, next)}
+                      aria-label=${`${next === 'opt_in' ? 'Subscribe to' : 'Unsubscribe from'} ${topic.name}`}
+                    >
                       ${next === 'opt_in' ? 'Subscribe' : 'Unsubscribe'}
                     </button>`;
                   },
@@ -354,7 +398,10 @@ function ContactSegments({ contact, onFailed }) {
  * contact's history until a contact activity endpoint exists.
  */
 function ContactHistory({ contact }) {
-  const emails = useAsync(() => api('GET', `/emails?recipient=${encodeURIComponent(contact.email)}&limit=20`), [contact.email]);
+  const emails = useAsync(
+    () => api('GET', `/emails?recipient=${encodeURIComponent(contact.email)}&limit=20`),
+    [contact.email],
+  );
   return html`<section class="card">
     <h2>Email to this address</h2>
     <${ErrorBanner} error=${emails.error} />
@@ -364,18 +411,19 @@ function ContactHistory({ contact }) {
         : emails.data.data.length === 0
           ? html`<p class="muted">Nothing sent to ${contact.email} yet.</p>`
           : html`<${Table}
-              rows=${emails.data.data}
-              columns=${[
-                {
-                  label: 'Subject',
-                  class: 'break',
-                  cell: (email) => html`<${Link} href=${`/dashboard/emails/${email.id}`}>${email.subject}</${Link}>`,
-                },
-                { label: 'Status', cell: (email) => html`<${Chip} status=${email.status} />` },
-                { label: 'Created', cell: (email) => formatTime(email.created_at) },
-              ]}
-            />
-            ${emails.data.has_more ? html`<p class="small"><${Link} href=${`/dashboard/emails?recipient=${encodeURIComponent(contact.email)}`}>All email to this address</${Link}></p>` : null}`
+                rows=${emails.data.data}
+                columns=${[
+                  {
+                    label: 'Subject',
+                    class: 'break',
+                    cell: (email) =>
+                      html`<${Link} href=${`/dashboard/emails/${email.id}`}>${email.subject}</${Link}>`,
+                  },
+                  { label: 'Status', cell: (email) => html`<${Chip} status=${email.status} />` },
+                  { label: 'Created', cell: (email) => formatTime(email.created_at) },
+                ]}
+              />
+              ${emails.data.has_more ? html`<p class="small"><${Link} href=${`/dashboard/emails?recipient=${encodeURIComponent(contact.email)}`}>All email to this address</${Link}></p>` : null}`
     }
   </section>`;
 }

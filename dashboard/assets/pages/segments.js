@@ -61,7 +61,15 @@ function NamedList({ search, kind, plural, lead, empty, columns, form: Form }) {
               label: 'Actions',
               hidden: true,
               cell: (item) =>
-                html`<button data-writes type="button" class="button-small button-danger" onClick=${() => remove(item)} aria-label=${`Delete ${item.name}`}>Delete</button>`,
+                html`<button
+                  data-writes
+                  type="button"
+                  class="button-small button-danger"
+                  onClick=${() => remove(item)}
+                  aria-label=${`Delete ${item.name}`}
+                >
+                  Delete
+                </button>`,
             },
           ]}
         />`}
@@ -98,7 +106,9 @@ function SegmentForm({ onAdded }) {
   return html`<form class="form" onSubmit=${create.submit} novalidate>
     <${FormError} error=${create.error} fields=${['name']} />
     ${nameField(create)}
-    <button data-writes type="submit" class="button-primary" disabled=${!create.form.name.trim()}>Add segment</button>
+    <button data-writes type="submit" class="button-primary" disabled=${!create.form.name.trim()}>
+      Add segment
+    </button>
   </form>`;
 }
 
@@ -112,10 +122,11 @@ function TopicForm({ onAdded }) {
       ${(props) => html`<input ...${props} value=${form.description} onInput=${set('description')} />`}
     </${Field}>
     <${Field} label="A contact that has not chosen" name="default_subscription" errors=${errors} hint="Fixed once the topic is created.">
-      ${(props) => html`<select ...${props} value=${form.default_subscription} onChange=${set('default_subscription')}>
-        <option value="opt_in">gets it until they opt out</option>
-        <option value="opt_out">does not get it until they opt in</option>
-      </select>`}
+      ${(props) =>
+        html`<select ...${props} value=${form.default_subscription} onChange=${set('default_subscription')}>
+          <option value="opt_in">gets it until they opt out</option>
+          <option value="opt_out">does not get it until they opt in</option>
+        </select>`}
     </${Field}>
     <button data-writes type="submit" class="button-primary" disabled=${!form.name.trim()}>Add topic</button>
   </form>`;
@@ -132,7 +143,8 @@ export function SegmentsPage({ search }) {
     columns=${[
       {
         label: 'Name',
-        cell: (segment) => html`<${Link} href=${`/dashboard/contacts?segment_id=${segment.id}`}>${segment.name}</${Link}>`,
+        cell: (segment) =>
+          html`<${Link} href=${`/dashboard/contacts?segment_id=${segment.id}`}>${segment.name}</${Link}>`,
       },
     ]}
   />`;
@@ -149,11 +161,11 @@ export function TopicsPage({ search }) {
     columns=${[
       {
         label: 'Name',
-        cell: (topic) => html`<${Link} href=${`/dashboard/contacts?topic_id=${topic.id}`}>${topic.name}</${Link}>`,
+        cell: (topic) =>
+          html`<${Link} href=${`/dashboard/contacts?topic_id=${topic.id}`}>${topic.name}</${Link}>`,
       },
       { label: 'Description', class: 'break', cell: (topic) => topic.description ?? '—' },
       { label: 'Default', cell: (topic) => (topic.default_subscription === 'opt_in' ? 'opt in' : 'opt out') },
     ]}
   />`;
 }
-

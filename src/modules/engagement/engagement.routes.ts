@@ -4,8 +4,6 @@ import type { Clock } from '../../lib/clock.ts';
 import type { EngagementService, FetchMeta } from './engagement.service.ts';
 import { RFC8058_BODY } from './personalize.ts';
 import { PUBLIC_PATHS } from './tokens.ts';
-import { registerPreferenceRoutes } from '../preferences/preferences.routes.ts';
-import type { PreferenceService } from '../preferences/preferences.service.ts';
 
 // The routes recipients' mail clients reach on PUBLIC_URL: no API key, hostile input assumed. A token is
 // checked (HMAC, no query) before anything else; whatever does not verify is a small 404 page, never a
@@ -77,6 +75,12 @@ export function isOneClickBody(body: unknown): boolean {
   return /name="?List-Unsubscribe"?\r?\n(?:[^\r\n]+\r?\n)*\r?\nOne-Click\r?\n/i.test(body);
 }
 
+/** Sends an html page with the public routes' headers (no cache, a strict policy, never framed). */
+export type HtmlReply = (reply: FastifyReply, status: number, body: string) => FastifyReply;
+
+/** Registers routes in the public scope, with its html answer and the token path's schema. */
+export type PublicRoutes = (scope: FastifyInstance, helpers: { html: HtmlReply; schema: object }) => void;
+
 export async function registerEngagementRoutes(
   app: FastifyInstance,
   {
@@ -88,8 +92,11 @@ export async function registerEngagementRoutes(
     engagement: EngagementService;
     clock: Clock;
     rateLimit: { limit: number; windowMs: number };
-    /** The contacts' preference page (PREFERENCES_PATH), on the same public surface. */
-    preferences?: PreferenceService | undefined;
+    /**
+     * More public routes in this scope (its rate limit, body parser and 404 pages): the contacts' preference
+     * page (preferences/preferences.routes.ts), given how these routes answer html.
+     */
+    preferences?: PublicRoutes | undefined;
   },
 ): Promise<void> {
   const limiter = createRateLimiter({ ...rateLimit, now: () => clock.now().getTime() });
@@ -124,7 +131,7 @@ export async function registerEngagementRoutes(
       throw error;
     });
 
-    if (preferences) registerPreferenceRoutes(scope, { preferences, html, schema });
+    preferences?.(scope, { html, schema });
 
     scope.get<{ Params: { token: string } }>(
       `${PUBLIC_PATHS.open}/:token`,

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError } from '../../lib/errors.ts';
+import type { HtmlReply, PublicRoutes } from '../engagement/engagement.routes.ts';
 import { PREFERENCES_PATH } from '../engagement/tokens.ts';
 import { preferencesPage, problemPage } from './preferences.page.ts';
 import type { PreferenceLookup, PreferenceService } from './preferences.service.ts';
@@ -8,9 +9,6 @@ import type { PreferenceLookup, PreferenceService } from './preferences.service.
 // its text body parser, no API key). GET shows it, POST changes it and shows it again: no redirect at all.
 // A POST is taken only with the page's own token in its form and, when the browser says where it came from
 // (Sec-Fetch-Site), only from the page itself: another site cannot submit it for a person.
-
-/** Sends an html page with the public routes' headers (engagement.routes.ts). */
-export type HtmlReply = (reply: FastifyReply, status: number, body: string) => FastifyReply;
 
 const NOT_FOUND = problemPage(
   'Link not found',
@@ -31,40 +29,40 @@ const CHANGED_MEANWHILE = problemPage(
 
 type Params = { Params: { token: string } };
 
-export function registerPreferenceRoutes(
-  scope: FastifyInstance,
-  { preferences, html, schema }: { preferences: PreferenceService; html: HtmlReply; schema: object },
-): void {
-  const answerMissing = (reply: FastifyReply, found: Exclude<PreferenceLookup['found'], 'contact'>) =>
-    found === 'expired' ? html(reply, 410, EXPIRED) : html(reply, 404, NOT_FOUND);
+/** The preference page's routes, for the engagement routes' public scope (`preferences` there). */
+export const preferenceRoutes =
+  (preferences: PreferenceService): PublicRoutes =>
+  (scope: FastifyInstance, { html, schema }: { html: HtmlReply; schema: object }) => {
+    const answerMissing = (reply: FastifyReply, found: Exclude<PreferenceLookup['found'], 'contact'>) =>
+      found === 'expired' ? html(reply, 410, EXPIRED) : html(reply, 404, NOT_FOUND);
 
-  scope.get<Params>(`${PREFERENCES_PATH}/:token`, { schema }, async (request, reply) => {
-    const found = await preferences.lookup(request.params.token);
-    if (found.found !== 'contact') return answerMissing(reply, found.found);
-    return html(reply, 200, preferencesPage(request.params.token, found.preferences));
-  });
+    scope.get<Params>(`${PREFERENCES_PATH}/:token`, { schema }, async (request, reply) => {
+      const found = await preferences.lookup(request.params.token);
+      if (found.found !== 'contact') return answerMissing(reply, found.found);
+      return html(reply, 200, preferencesPage(request.params.token, found.preferences));
+    });
 
-  scope.post<Params>(`${PREFERENCES_PATH}/:token`, { schema }, async (request, reply) => {
-    const { token } = request.params;
-    const found = await preferences.lookup(token);
-    if (found.found !== 'contact') return answerMissing(reply, found.found);
-    const form = new URLSearchParams(typeof request.body === 'string' ? request.body : '');
-    if (!fromThePage(request) || form.get('token') !== token) return html(reply, 403, CROSS_SITE);
-    let change;
-    try {
-      change = await preferences.change(found.contact, found.preferences, form);
-    } catch (error) {
-      // The contact or one of its topics was deleted between the read and the write.
-      if (error instanceof DomainError && error.kind === 'not_found')
-        return html(reply, 409, CHANGED_MEANWHILE);
-      throw error;
-    }
-    const now = await preferences.lookup(token);
-    if (now.found !== 'contact') return answerMissing(reply, now.found);
-    const status = change.done === 'refused' ? 400 : 200;
-    return html(reply, status, preferencesPage(token, now.preferences, change));
-  });
-}
+    scope.post<Params>(`${PREFERENCES_PATH}/:token`, { schema }, async (request, reply) => {
+      const { token } = request.params;
+      const found = await preferences.lookup(token);
+      if (found.found !== 'contact') return answerMissing(reply, found.found);
+      const form = new URLSearchParams(typeof request.body === 'string' ? request.body : '');
+      if (!fromThePage(request) || form.get('token') !== token) return html(reply, 403, CROSS_SITE);
+      let change;
+      try {
+        change = await preferences.change(found.contact, found.preferences, form);
+      } catch (error) {
+        // The contact or one of its topics was deleted between the read and the write.
+        if (error instanceof DomainError && error.kind === 'not_found')
+          return html(reply, 409, CHANGED_MEANWHILE);
+        throw error;
+      }
+      const now = await preferences.lookup(token);
+      if (now.found !== 'contact') return answerMissing(reply, now.found);
+      const status = change.done === 'refused' ? 400 : 200;
+      return html(reply, status, preferencesPage(token, now.preferences, change));
+    });
+  };
 
 /** False when the browser says the POST came from another site (a browser that says nothing is let through). */
 function fromThePage(request: FastifyRequest): boolean {
