@@ -8,16 +8,21 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
 import { createSecretBox } from '../src/lib/crypto.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import { createContactImportWorker } from '../src/modules/contacts/contact-imports.worker.ts';
 import { createPreferenceTokens } from '../src/modules/engagement/tokens.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { startTestApp, TEST_ENCRYPTION_KEY, type TestApp } from './helpers/app.ts';
 import { created } from './helpers/answers.ts';
-import { BROWSER_SKIP, launchBrowser, seriousViolations, sidewaysScrolls } from './helpers/browser.ts';
+import {
+  BROWSER_SKIP,
+  launchBrowser,
+  seriousViolations,
+  sidewaysScrolls,
+  signedInPage,
+} from './helpers/browser.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
-import { startSendingWorker } from './helpers/sending.ts';
+import { startBroadcastWorker, startSendingWorker } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
 const PUBLIC_URL = 'https://news.acme.example';
@@ -46,20 +51,14 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
   before(async () => {
     api = await startTestApp('sqlite', { allowPrivateUrls: true, publicUrl: PUBLIC_URL, clock });
     sender = await startSendingWorker(api, { clock, publicUrl: PUBLIC_URL });
-    fanOut = createBroadcastWorker({
-      database: api.database.handle,
-      clock,
-      fanOut: api.services.fanOut,
-      notifier: api.services.notifiers.broadcast,
-      settings: { pollIntervalMs: 50 },
-    });
+    fanOut = await startBroadcastWorker(api, clock);
     imports = createContactImportWorker({
       database: api.database.handle,
       clock,
       job: api.services.importJob,
       notifier: api.services.notifiers.contactImports,
     });
-    await Promise.all([fanOut.start(), imports.start()]);
+    await imports.start();
 
     // A segment of three readers (one unsubscribed), a topic, and a broadcast sent to them with a link.
     seed.segment = (await created(api, '/v1/segments', { name: 'Readers' })).id;
@@ -114,17 +113,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     }
 
     browser = await launchBrowser();
-    const context = await browser.newContext({
-      viewport: { width: 1280, height: 900 },
-      baseURL: api.baseUrl,
-      timezoneId: 'UTC',
-    });
-    page = await context.newPage();
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    await page.goto('/');
-    await page.getByLabel('API key').fill(api.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await heading(page, 'Overview');
+    page = await signedInPage(browser, { baseUrl: api.baseUrl, key: api.key, errors: pageErrors });
   });
 
   after(async () => {

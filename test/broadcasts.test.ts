@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { createBroadcastQueue } from '../src/modules/broadcasts/broadcasts.queue.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import { createFanOut } from '../src/modules/broadcasts/fan-out.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
@@ -11,7 +10,7 @@ import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/a
 import { assertApiError, created } from './helpers/answers.ts';
 import { onServer, parseMail, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { startSendingWorker } from './helpers/sending.ts';
+import { startBroadcastWorker, startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
 // Broadcasts under /v1: a broadcast to a segment arrives at a real SMTP server once per eligible contact,
@@ -50,14 +49,7 @@ for (const engine of ALL_ENGINES) {
       receiver = await startReceiver();
       await created(api, '/v1/webhooks', { url: receiver.url, events: EVENT_KIND_NAMES });
       sending = await startSendingWorker(api, { relayPort: smtp.port, clock, publicUrl: PUBLIC_URL });
-      fanOut = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: api.services.fanOut,
-        notifier: api.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
+      fanOut = await startBroadcastWorker(api, clock);
     });
     after(async () => {
       await fanOut.stop();
@@ -435,14 +427,7 @@ for (const engine of ALL_ENGINES) {
 
       // Another worker takes it once the crashed one's lease has run out, and finishes from the cursor.
       clock.advance(120_000);
-      fanOut = createBroadcastWorker({
-        database: api.database.handle,
-        clock,
-        fanOut: api.services.fanOut,
-        notifier: api.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
+      fanOut = await startBroadcastWorker(api, clock);
       await waitForEvent(
         receiver,
         (event) => event.type === 'broadcast.sent' && event.data.id === draft.id,

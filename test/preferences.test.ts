@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createSecretBox } from '../src/lib/crypto.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import { resendCopy } from '../src/modules/broadcasts/personalization.ts';
 import { createPreferenceTokens, PREFERENCE_LINK_DAYS } from '../src/modules/engagement/tokens.ts';
 import { EVENT_KIND_NAMES } from '../src/modules/event-kinds/event-kinds.ts';
@@ -11,7 +10,7 @@ import { ALL_ENGINES, engineSkip, startTestApp, TEST_ENCRYPTION_KEY, type TestAp
 import { created } from './helpers/answers.ts';
 import { onServer, parseMail, waitForEvent } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { startSendingWorker } from './helpers/sending.ts';
+import { startBroadcastWorker, startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
 // The preference page on PUBLIC_URL (issue 37, item 3): a signed per-contact link where a person sees the
@@ -247,14 +246,7 @@ describe('a broadcast copy carries its contact’s preference link', { skip: eng
     api = await startTestApp('sqlite', { allowPrivateUrls: true, worker: true, publicUrl: PUBLIC_URL });
     smtp = await startSmtpServer();
     sending = await startSendingWorker(api, { relayPort: smtp.port, publicUrl: PUBLIC_URL });
-    fanOut = createBroadcastWorker({
-      database: api.database.handle,
-      clock: api.services.clock,
-      fanOut: api.services.fanOut,
-      notifier: api.services.notifiers.broadcast,
-      settings: { pollIntervalMs: 50 },
-    });
-    await fanOut.start();
+    fanOut = await startBroadcastWorker(api);
   });
   after(async () => {
     await fanOut?.stop();

@@ -50,3 +50,25 @@ export const sidewaysScrolls = (target: Page): Promise<string[]> =>
           `${element.className || element.tagName}: ${element.scrollWidth} > ${element.clientWidth}`,
       ),
   );
+
+/**
+ * A page of the dashboard signed in with `key` through its form (at 1280 × 900, in UTC unless told), its
+ * page errors collected in `errors`.
+ */
+export async function signedInPage(
+  browser: Browser,
+  { baseUrl, key, errors, width = 1280 }: { baseUrl: string; key: string; errors: string[]; width?: number },
+): Promise<Page> {
+  const context = await browser.newContext({
+    viewport: { width, height: 900 },
+    baseURL: baseUrl,
+    timezoneId: 'UTC',
+  });
+  const page = await context.newPage();
+  page.on('pageerror', (error) => errors.push(error.message));
+  await page.goto('/');
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+  return page;
+}

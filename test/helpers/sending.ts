@@ -1,6 +1,8 @@
 // The sending worker as the suites start it beside a test app: on the app's database, services and send
 // notifier (so an accepted email goes out at once), with a relay to a test SMTP server or another transport.
 import type { Config, DkimConfig } from '../../src/config.ts';
+import { createBroadcastWorker } from '../../src/modules/broadcasts/broadcasts.worker.ts';
+import type { QueueWorker } from '../../src/queue/runtime.ts';
 import type { Dns } from '../../src/lib/dns.ts';
 import { createDomainService, domainSettingsFromConfig } from '../../src/modules/domains/domains.service.ts';
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
@@ -101,6 +103,19 @@ export async function startConfiguredSendingWorker(
         events: api.events,
         settings: domainSettingsFromConfig(config),
       }),
+  });
+  await worker.start();
+  return worker;
+}
+
+/** The broadcast worker (its fan-out) on `api`, polling every 50 ms, started; the caller stops it. */
+export async function startBroadcastWorker(api: TestApp, clock: Clock = systemClock): Promise<QueueWorker> {
+  const worker = createBroadcastWorker({
+    database: api.database.handle,
+    clock,
+    fanOut: api.services.fanOut,
+    notifier: api.services.notifiers.broadcast,
+    settings: { pollIntervalMs: 50 },
   });
   await worker.start();
   return worker;

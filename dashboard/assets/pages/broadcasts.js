@@ -36,18 +36,8 @@ const COUNTS = [
   ['failed', 'Failed'],
 ];
 
-/** What the recipients list can be narrowed to (the API's `status`). */
-const RECIPIENT_FILTERS = [
-  'queued',
-  'sent',
-  'delivered',
-  'opened',
-  'clicked',
-  'bounced',
-  'complained',
-  'unsubscribed',
-  'failed',
-];
+/** What the recipients list can be narrowed to (the API's `status`): each count a copy can have. */
+const RECIPIENT_FILTERS = COUNTS.map(([key]) => key).filter((key) => key !== 'copies' && key !== 'excluded');
 
 const when = (broadcast) =>
   broadcast.sent_at

@@ -1,3 +1,4 @@
+import { escapeHtml } from '../../lib/escape-html.ts';
 import type { ContactPropertyRecord, PropertyValue } from '../contacts/contact-properties.repo.ts';
 import type { ContactRecord } from '../contacts/contacts.repo.ts';
 import { UNSUBSCRIBE_PLACEHOLDER } from '../emails/tracked-html.ts';
@@ -53,14 +54,6 @@ export function liquidVariables(
 }
 
 const RESEND_VARIABLE = /\{\{\{\s*([A-Za-z0-9_]+)\s*(?:\|([^}]*))?\}\}\}/g;
-
-const escapeHtml = (value: string): string =>
-  value
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
 
 /** Whether content uses Resend's triple braces at all (most copies of a plain broadcast need no work). */
 export const hasResendVariables = (content: string): boolean => content.includes('{{{');

@@ -1,16 +1,9 @@
+import { escapeHtml as escape } from '../../lib/escape-html.ts';
 import type { Preferences, PreferenceChange } from './preferences.service.ts';
 
 // The preference page's html: one self-contained document (no script, no file from anywhere: its policy
 // allows inline styles only), in the dashboard's colours, type and focus outline (dashboard/assets/app.css).
 // Everything that comes from data (addresses, topic names and descriptions) is escaped here.
-
-const escape = (value: string): string =>
-  value
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
 
 const STYLE = `:root{--ink:#0f172a;--muted:#64748b;--line:#e2e8f0;--bg:#f8fafc;--brand:#4f46e5;--brand-ink:#3730a3;--ok:#15803d;--ok-bg:#dcfce7;--bad:#b91c1c;--bad-bg:#fee2e2;color-scheme:light}
 *{box-sizing:border-box}body{margin:0;font:15px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:var(--ink);background:var(--bg)}
