@@ -4,6 +4,9 @@
 // critical violation on any of them. One app, one browser, one signed-in page for every case (the browser
 // suites are what the CI's time goes to); Debian's chromium as in test/dashboard.test.ts.
 import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
@@ -26,6 +29,14 @@ import { startBroadcastWorker, startSendingWorker } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
 const PUBLIC_URL = 'https://news.acme.example';
+/** With SCREENSHOTS=1, pictures of what these tests look at go to test/screenshots/audience-*.png. */
+const SCREENSHOTS = process.env.SCREENSHOTS === '1';
+const SCREENSHOT_DIR = fileURLToPath(new URL('./screenshots/', import.meta.url));
+const screenshot = async (target: Page, name: string) => {
+  if (!SCREENSHOTS) return;
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  await target.screenshot({ path: path.join(SCREENSHOT_DIR, `audience-${name}.png`), fullPage: true });
+};
 
 describe('the audience in the dashboard, and the preference page', { skip: BROWSER_SKIP }, () => {
   let api: TestApp;
@@ -185,6 +196,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
       /carol@readers\.example\s+unsubscribed/,
     );
     await axeClean(page, "a broadcast's results");
+    await screenshot(page, 'broadcast-results-1280');
   });
 
   test('compose a draft, schedule it, cancel it; a refused field says why next to it', async () => {
@@ -197,6 +209,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     await page.getByLabel('Segment').selectOption(seed.segment);
     await page.getByLabel('Html').fill('<p>Hi {{ contact.first_name }}</p>');
     await axeClean(page, 'the compose form');
+    await screenshot(page, 'broadcast-compose-1280');
     await page.getByRole('button', { name: 'Save draft' }).click();
     assert.match(await page.locator('[data-param="from"]').innerText(), /not an address|from/i);
     await page.getByLabel('From').fill('Acme News <news@acme.example>');
@@ -231,15 +244,22 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     await heading(page, 'ada@readers.example');
     await loaded(page);
     const topic = page.locator('tr[data-topic="Product news"]');
-    assert.match(await topic.innerText(), /opt in\s+default/);
+    assert.match(await topic.innerText(), /subscribed \(the default\)/);
     await topic.getByRole('button', { name: 'Unsubscribe from Product news' }).click();
     await page.getByText('Unsubscribed from Product news.').waitFor();
     await topic.getByRole('button', { name: 'Subscribe to Product news' }).waitFor();
     const topics = await api.request('GET', `/v1/contacts/${seed.ada}/topics`);
     assert.equal(topics.body.data[0].subscription, 'opt_out');
-    await page.locator('li[data-segment="Readers"]').waitFor();
+    await page.locator('tr[data-segment="Readers"]').waitFor();
+    // Into another segment from here, and the broadcast it got.
+    await created(api, '/v1/segments', { name: 'Early readers' });
+    await page.reload();
+    await page.getByLabel('Add to').selectOption({ label: 'Early readers' });
+    await page.getByRole('button', { name: 'Add', exact: true }).click();
+    await page.locator('tr[data-segment="Early readers"]').waitFor();
     await page.getByRole('link', { name: 'What shipped in November, Ada' }).waitFor();
     await axeClean(page, "a contact's page");
+    await screenshot(page, 'contact-1280');
   });
 
   test('import a CSV: its progress, its numbers, the rows it could not take', async () => {
@@ -261,6 +281,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     assert.match(await progress.innerText(), /Row 2: /);
     await page.locator('tr[data-contact="new.reader@readers.example"]').waitFor();
     await axeClean(page, 'an import done');
+    await screenshot(page, 'contacts-import-1280');
   });
 
   test('segments and topics: listed, added, deleted', async () => {
@@ -277,6 +298,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
     await page.getByRole('button', { name: 'Add topic' }).click();
     await page.locator('tr[data-topic="Offers"]').waitFor();
     await axeClean(page, 'the topics');
+    await screenshot(page, 'topics-1280');
     await page.getByRole('navigation', { name: 'Audience' }).getByRole('link', { name: 'Segments' }).click();
     await heading(page, 'Segments');
     await loaded(page);
@@ -302,6 +324,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
       await heading(person, 'Your email preferences');
       assert.deepEqual(await sidewaysScrolls(person), [], `${width} px`);
       await axeClean(person, `the preference page (${width} px)`);
+      await screenshot(person, `preferences-${width}`);
       await context.close();
     }
     const context = await browser.newContext({ viewport: { width: 1280, height: 844 } });
@@ -359,6 +382,7 @@ describe('the audience in the dashboard, and the preference page', { skip: BROWS
       await loaded(phone);
       assert.deepEqual(await sidewaysScrolls(phone), [], `${url} at 390 px`);
       await axeClean(phone, `${url} at 390 px`);
+      await screenshot(phone, `${url.split('/')[2]}${url.split('/')[3] ? '-page' : ''}-390`);
     }
     await context.close();
   });

@@ -136,7 +136,6 @@ const CHIP_KINDS = {
   sending: 'pending',
   in_progress: 'pending',
   completed: 'ok',
-  opt_in: 'ok',
   delayed: 'warn',
   mixed: 'warn',
   disabled: 'warn',

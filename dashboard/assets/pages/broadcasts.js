@@ -165,6 +165,12 @@ function ComposeForm() {
   </form>`;
 }
 
+/** A segment's or topic's name, for a broadcast's page (its id while it loads, or if it is gone). */
+function NameOf({ kind, id }) {
+  const found = useAsync(() => api('GET', `/${kind}/${id}`), [kind, id]);
+  return found.data?.name ?? id;
+}
+
 export function BroadcastPage({ id, search }) {
   const loaded = useAsync(() => api('GET', `/broadcasts/${id}`), [id]);
   const [message, setMessage] = useState(null);
@@ -191,8 +197,8 @@ export function BroadcastPage({ id, search }) {
         <dt>Id</dt><dd><code>${broadcast.id}</code></dd>
         <dt>From</dt><dd>${broadcast.from ?? '—'}</dd>
         <dt>Subject</dt><dd class="break">${broadcast.subject ?? '—'}</dd>
-        <dt>Segment</dt><dd>${broadcast.segment_id ? html`<${Link} href=${`/dashboard/contacts?segment_id=${broadcast.segment_id}`}>${broadcast.segment_id}</${Link}>` : '—'}</dd>
-        <dt>Topic</dt><dd>${broadcast.topic_id ?? 'none'}</dd>
+        <dt>Segment</dt><dd>${broadcast.segment_id ? html`<${Link} href=${`/dashboard/contacts?segment_id=${broadcast.segment_id}`}><${NameOf} kind="segments" id=${broadcast.segment_id} /></${Link}>` : '—'}</dd>
+        <dt>Topic</dt><dd>${broadcast.topic_id ? html`<${NameOf} kind="topics" id=${broadcast.topic_id} />` : 'none'}</dd>
         <dt>Tracking</dt><dd>opens ${broadcast.tracking.opens ? 'on' : 'off'}, clicks ${broadcast.tracking.clicks ? 'on' : 'off'}</dd>
         <dt>Created</dt><dd>${formatTime(broadcast.created_at)}</dd>
         ${

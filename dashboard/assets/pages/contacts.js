@@ -159,6 +159,10 @@ function AddContact({ onAdded }) {
   </form>`;
 }
 
+/** An import's numbers, in one line (a string: htm would drop the spaces of a wrapped template). */
+const tally = (counts) =>
+  `${counts.created} created · ${counts.updated} updated · ${counts.skipped} skipped · ${counts.failed} failed`;
+
 /** Uploads a CSV (POST /v1/contacts/imports) and follows the job until it ends, with its numbers and errors. */
 function ImportForm({ onDone }) {
   const [file, setFile] = useState(null);
@@ -220,10 +224,7 @@ function ImportForm({ onDone }) {
             <progress max=${Math.max(counts.total, 1)} value=${counts.read} aria-label="Rows read">
               ${counts.read} of ${counts.total}
             </progress>
-            <p class="small">
-              ${counts.created} created · ${counts.updated} updated · ${counts.skipped} skipped ·
-              ${counts.failed} failed
-            </p>
+            <p class="small">${tally(counts)}</p>
             ${job.failure ? html`<p class="field-error">${job.failure}</p>` : null}
             ${
               job.errors.length
@@ -337,9 +338,9 @@ function ContactTopics({ contact, onChanged, onFailed }) {
                 {
                   label: 'Subscription',
                   cell: (topic) =>
-                    html`<${Chip}
-                        status=${topic.subscription}
-                      />${topic.chosen ? '' : html` <span class="muted small">default</span>`}`,
+                    html`<span class=${`chip chip-${topic.subscription === 'opt_in' ? 'ok' : 'muted'}`}
+                        >${topic.subscription === 'opt_in' ? 'subscribed' : 'not subscribed'}</span
+                      >${topic.chosen ? '' : ' (the default)'}`,
                 },
                 {
                   label: 'Actions',
@@ -365,30 +366,71 @@ function ContactTopics({ contact, onChanged, onFailed }) {
 
 function ContactSegments({ contact, onFailed }) {
   const segments = useAsync(() => api('GET', `/contacts/${contact.id}/segments?limit=100`), [contact.id]);
-  const remove = async (segment) => {
+  const all = useAsync(() => api('GET', '/segments?limit=100'), []);
+  const [chosen, setChosen] = useState('');
+  const change = async (method, segmentId) => {
     try {
-      await api('DELETE', `/contacts/${contact.id}/segments/${segment.id}`);
+      await api(method, `/contacts/${contact.id}/segments/${segmentId}`);
+      setChosen('');
       segments.reload();
     } catch (failure) {
       onFailed(failure);
     }
   };
+  const inThem = new Set((segments.data?.data ?? []).map((segment) => segment.id));
+  const others = (all.data?.data ?? []).filter((segment) => !inThem.has(segment.id));
   return html`<section class="card">
     <h2>Segments</h2>
-    <${ErrorBanner} error=${segments.error} />
+    <${ErrorBanner} error=${segments.error ?? all.error} />
     ${
       !segments.data
         ? html`<${Loading} />`
         : segments.data.data.length === 0
           ? html`<p class="muted">In no segment.</p>`
-          : html`<ul>
-              ${segments.data.data.map(
-                (segment) => html`<li data-segment=${segment.name}>
-                  <${Link} href=${`/dashboard/contacts?segment_id=${segment.id}`}>${segment.name}</${Link}>
-                  <button data-writes type="button" class="button-small" onClick=${() => remove(segment)} aria-label=${`Remove from ${segment.name}`}>Remove</button>
-                </li>`,
-              )}
-            </ul>`
+          : html`<${Table}
+              rows=${segments.data.data}
+              rowAttributes=${(segment) => ({ 'data-segment': segment.name })}
+              columns=${[
+                {
+                  label: 'Segment',
+                  cell: (segment) =>
+                    html`<${Link} href=${`/dashboard/contacts?segment_id=${segment.id}`}>${segment.name}</${Link}>`,
+                },
+                {
+                  label: 'Actions',
+                  hidden: true,
+                  cell: (segment) =>
+                    html`<button
+                      data-writes
+                      type="button"
+                      class="button-small"
+                      onClick=${() => change('DELETE', segment.id)}
+                      aria-label=${`Remove from ${segment.name}`}
+                    >
+                      Remove
+                    </button>`,
+                },
+              ]}
+            />`
+    }
+    ${
+      others.length
+        ? html`<form
+            class="inline-form actions"
+            onSubmit=${(event) => (event.preventDefault(), change('POST', chosen))}
+          >
+            <label for="add-segment">Add to</label>
+            <select
+              id="add-segment"
+              value=${chosen}
+              onChange=${(event) => setChosen(event.currentTarget.value)}
+            >
+              <option value="">a segment…</option>
+              ${others.map((segment) => html`<option value=${segment.id}>${segment.name}</option>`)}
+            </select>
+            <button data-writes type="submit" disabled=${!chosen}>Add</button>
+          </form>`
+        : null
     }
   </section>`;
 }
