@@ -326,6 +326,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       tokens: createEngagementTokens(secretBox),
       events,
       audience: broadcasts.audienceUnsubscribe,
+      preferenceToken: (contactId) => preferenceTokens.make(contactId, clock.now()),
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,

@@ -255,7 +255,7 @@ describe('a broadcast copy carries its contact’s preference link', { skip: eng
     await api?.close();
   });
 
-  test('{{ preferences_url }}: the page of the contact, not click-tracked', async () => {
+  test('{{ preferences_url }}: the page of the contact, not click-tracked; the unsubscribe page links it', async () => {
     const segment = await created(api, '/v1/segments', { name: 'Readers' });
     const ada = await created(api, '/v1/contacts', { email: 'ada@readers.test', first_name: 'Ada' });
     assert.equal((await api.request('POST', `/v1/contacts/${ada.id}/segments/${segment.id}`)).status, 200);
@@ -278,6 +278,18 @@ describe('a broadcast copy carries its contact’s preference link', { skip: eng
     const shown = await fetch(onServer(link!, api.baseUrl));
     assert.equal(shown.status, 200);
     assert.match(await shown.text(), /For <strong>ada@readers\.test<\/strong>/);
+
+    // The copy's one-click unsubscribe page leads there too (a copy that does not write the link still has it).
+    const confirm = await fetch(onServer(mail.unsubscribeUrl!, api.baseUrl));
+    assert.equal(confirm.status, 200);
+    const relative = /<a href="(\.\.\/p\/[0-9a-z]+)">Choose which emails you get<\/a>/.exec(
+      await confirm.text(),
+    )?.[1];
+    assert.ok(relative);
+    const resolved = new URL(relative, onServer(mail.unsubscribeUrl!, api.baseUrl)).href;
+    const fromUnsubscribe = await fetch(resolved);
+    assert.equal(fromUnsubscribe.status, 200);
+    assert.match(await fromUnsubscribe.text(), /For <strong>ada@readers\.test<\/strong>/);
   });
 });
 
