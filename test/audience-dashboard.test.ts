@@ -4,9 +4,6 @@
 // critical violation on any of them. One app, one browser, one signed-in page for every case (the browser
 // suites are what the CI's time goes to); Debian's chromium as in test/dashboard.test.ts.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
@@ -20,6 +17,7 @@ import { created } from './helpers/answers.ts';
 import {
   BROWSER_SKIP,
   launchBrowser,
+  screenshot as pictureOf,
   seriousViolations,
   sidewaysScrolls,
   signedInPage,
@@ -30,13 +28,7 @@ import { until } from './helpers/until.ts';
 
 const PUBLIC_URL = 'https://news.acme.example';
 /** With SCREENSHOTS=1, pictures of what these tests look at go to test/screenshots/audience-*.png. */
-const SCREENSHOTS = process.env.SCREENSHOTS === '1';
-const SCREENSHOT_DIR = fileURLToPath(new URL('./screenshots/', import.meta.url));
-const screenshot = async (target: Page, name: string) => {
-  if (!SCREENSHOTS) return;
-  mkdirSync(SCREENSHOT_DIR, { recursive: true });
-  await target.screenshot({ path: path.join(SCREENSHOT_DIR, `audience-${name}.png`), fullPage: true });
-};
+const screenshot = (target: Page, name: string) => pictureOf(target, `audience-${name}`);
 
 describe('the audience in the dashboard, and the preference page', { skip: BROWSER_SKIP }, () => {
   let api: TestApp;

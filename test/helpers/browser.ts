@@ -1,7 +1,9 @@
 // Debian's chromium through playwright-core, and axe-core run in a page: what the browser suites share. A
 // suite skips (with this message) on a machine without the browser.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -71,4 +73,13 @@ export async function signedInPage(
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
   return page;
+}
+
+const SCREENSHOT_DIR = fileURLToPath(new URL('../screenshots/', import.meta.url));
+
+/** With SCREENSHOTS=1, a full-page picture of `target` as test/screenshots/<name>.png; otherwise nothing. */
+export async function screenshot(target: Page, name: string): Promise<void> {
+  if (process.env.SCREENSHOTS !== '1') return;
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  await target.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
 }
