@@ -41,6 +41,7 @@ import { registerTemplateRoutes } from './modules/templates/templates.routes.ts'
 import { registerWebhookOperationRoutes } from './modules/webhook-operations/webhook-operations.routes.ts';
 import { registerWebhookRoutes } from './modules/webhooks/webhooks.routes.ts';
 import { registerEngagementRoutes } from './modules/engagement/engagement.routes.ts';
+import { preferenceRoutes } from './modules/preferences/preferences.routes.ts';
 import { registerStatsRoutes } from './modules/stats/stats.routes.ts';
 import { registerDashboardRoutes } from './modules/dashboard/dashboard.routes.ts';
 import { registerHealthRoutes } from './modules/health/health.routes.ts';
@@ -257,6 +258,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   await registerResendRoutes(app, services);
   await registerEngagementRoutes(app, {
     engagement: services.engagement,
+    preferences: preferenceRoutes(services.preferences),
     clock,
     rateLimit: { limit: config.publicRateLimit, windowMs: config.publicRateLimitWindowMs },
   });

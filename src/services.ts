@@ -38,7 +38,12 @@ import { GROUPS_IN_FLIGHT } from './modules/emails/send-groups.ts';
 import { createTrackingRepo } from './modules/emails/tracking.repo.ts';
 import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
-import { createEngagementTokens } from './modules/engagement/tokens.ts';
+import {
+  createEngagementTokens,
+  createPreferenceTokens,
+  preferenceUrl,
+} from './modules/engagement/tokens.ts';
+import { createPreferenceService } from './modules/preferences/preferences.service.ts';
 import { createEventRepo } from './modules/events/events.repo.ts';
 import { createEventService } from './modules/events/events.service.ts';
 import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
@@ -245,8 +250,14 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     engagement: { publicUrl: config.publicUrl, defaults: config.engagement },
     reputation,
   });
+  const preferenceTokens = createPreferenceTokens(secretBox);
+  const { publicUrl } = config;
   /** What the broadcast worker's fan-out is built on (tests build variants of it with a part replaced). */
   const fanOutDeps: FanOutDeps = {
+    preferenceUrl:
+      publicUrl === undefined
+        ? undefined
+        : (contactId) => preferenceUrl(publicUrl, preferenceTokens, contactId, clock.now()),
     db,
     repo: repositories.broadcasts,
     segments: repositories.segments,
@@ -318,6 +329,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       tokens: createEngagementTokens(secretBox),
       events,
       audience: broadcasts.audienceUnsubscribe,
+      preferenceToken: (contactId) => preferenceTokens.make(contactId, clock.now()),
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
@@ -332,6 +344,15 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     broadcasts,
     fanOut,
     fanOutDeps,
+    preferences: createPreferenceService({
+      db,
+      tokens: preferenceTokens,
+      contactsRepo: repositories.contacts,
+      contacts,
+      topicsRepo: repositories.topics,
+      topics,
+      clock,
+    }),
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactActivity: createContactActivity({
       contacts,

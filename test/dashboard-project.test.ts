@@ -419,7 +419,7 @@ describe('the dashboard runs a project', { skip }, () => {
           .evaluateAll((links) =>
             links.map((link) => `${link.textContent}: ${(link as HTMLElement).offsetTop}`),
           );
-        assert.equal(tops.length, 11, tops.join(', '));
+        assert.equal(tops.length, 12, tops.join(', '));
         assert.equal(
           new Set(tops.map((top) => top.split(': ')[1])).size,
           1,

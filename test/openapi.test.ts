@@ -34,8 +34,11 @@ const PUBLIC_OPERATIONS = ['GET /healthz', 'GET /readyz'];
 const METRICS_PATH = '/metrics';
 /** Public and hidden, behind the same operator token (docs/api/destinations.md; test/destinations.test.ts). */
 const OPERATOR_PATH = '/v1/destinations';
-/** The engagement routes mail clients reach (images, redirects, pages): public, and not JSON API operations. */
-const MAIL_CLIENT_PATHS = ['/o', '/c', '/u'];
+/**
+ * The engagement routes mail clients reach (images, redirects, pages) and the contacts' preference page:
+ * public, and not JSON API operations.
+ */
+const MAIL_CLIENT_PATHS = ['/o', '/c', '/u', '/p'];
 
 /** Every route the app registers, seen through Fastify's initialization channel before buildApp adds any. */
 async function startRecordingRoutes(engine: Parameters<typeof startTestApp>[0]) {

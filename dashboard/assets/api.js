@@ -39,13 +39,15 @@ export const onUnauthorized = (listener) => {
 export async function api(method, path, body, { key = session.key } = {}) {
   const headers = { accept: 'application/json' };
   if (key) headers.authorization = `Bearer ${key}`;
-  if (body !== undefined) headers['content-type'] = 'application/json';
+  // A FormData (a file upload) goes as multipart/form-data, its boundary set by the browser.
+  const form = typeof FormData !== 'undefined' && body instanceof FormData;
+  if (body !== undefined && !form) headers['content-type'] = 'application/json';
   let response;
   try {
     response = await fetch(`/v1${path}`, {
       method,
       headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: body === undefined ? undefined : form ? body : JSON.stringify(body),
       cache: 'no-store',
       credentials: 'omit',
     });

@@ -11,6 +11,9 @@ import { EventsPage } from './pages/events.js';
 import { InboundPage } from './pages/inbound.js';
 import { ReceivedEmailPage, ReceivedPage, RoutesPage } from './pages/received.js';
 import { KeysPage } from './pages/keys.js';
+import { BroadcastPage, BroadcastsPage } from './pages/broadcasts.js';
+import { ContactPage, ContactsPage } from './pages/contacts.js';
+import { SegmentsPage, TopicsPage } from './pages/segments.js';
 import { ReadOnlyBanner, unusableKeyMessage, useKeyPermission } from './permission.js';
 
 const NAV = [
@@ -18,6 +21,7 @@ const NAV = [
   ['/dashboard/emails', 'Emails'],
   ['/dashboard/webhooks', 'Webhooks'],
   ['/dashboard/templates', 'Templates'],
+  ['/dashboard/contacts', 'Audience'],
   ['/dashboard/events', 'Events'],
   ['/dashboard/suppressions', 'Suppressions'],
   ['/dashboard/domains', 'Domains'],
@@ -43,6 +47,16 @@ function route(path) {
       return { section: '/dashboard/webhooks', page: id ? WebhookPage : WebhooksPage, id };
     case 'templates':
       return { section: '/dashboard/templates', page: id ? TemplatePage : TemplatesPage, id };
+    // Contacts, segments, topics and broadcasts are one section in the top bar (its tabs lead between them):
+    // two more sections would not fit the bar's one line at 1280 px.
+    case 'broadcasts':
+      return { section: '/dashboard/contacts', page: id ? BroadcastPage : BroadcastsPage, id };
+    case 'contacts':
+      return { section: '/dashboard/contacts', page: id ? ContactPage : ContactsPage, id };
+    case 'segments':
+      return { section: '/dashboard/contacts', page: SegmentsPage };
+    case 'topics':
+      return { section: '/dashboard/contacts', page: TopicsPage };
     case 'events':
       return { section: '/dashboard/events', page: EventsPage };
     case 'suppressions':

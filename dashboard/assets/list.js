@@ -1,7 +1,7 @@
 // The dashboard's lists: one page of an API list (`{ object: "list", data, has_more }`, newest first), asked
 // for with `limit` and the API's keyset cursors, and the page's place kept in the URL's query
 // (`?status=failed&limit=20&after=wh_…`): a reload, a shared link and back/forward show the same page.
-import { html, useEffect } from './html.js';
+import { html, useEffect, useState } from './html.js';
 import { api, query } from './api.js';
 import { Empty, ErrorBanner, Link, Loading, navigate, useAsync } from './ui.js';
 
@@ -178,4 +178,21 @@ export function FilterSelect({ id, label, name, filters, setFilters, options, an
       <option value="">${anyText}</option>
       ${options.map(([value, text]) => html`<option value=${value}>${text}</option>`)}
     </select>`;
+}
+
+/**
+ * A text filter applied on Enter or leaving the field. What is typed is the field's own until then: the list
+ * re-rendering meanwhile (another filter's answer arriving) must not put the applied value back over it.
+ */
+export function FilterText({ id, value, placeholder, onCommit }) {
+  const [draft, setDraft] = useState(value);
+  useEffect(() => setDraft(value), [value]);
+  return html`<input
+    id=${id}
+    type="search"
+    value=${draft}
+    onInput=${(event) => setDraft(event.currentTarget.value)}
+    onChange=${onCommit}
+    placeholder=${placeholder}
+  />`;
 }

@@ -1,6 +1,6 @@
 import { html, useEffect, useState } from '../html.js';
 import { api, ApiError } from '../api.js';
-import { ListPage, useListFilters } from '../list.js';
+import { FilterText, ListPage, useListFilters } from '../list.js';
 import { HtmlPreview } from '../preview.js';
 import {
   Chip,
@@ -45,23 +45,6 @@ function apiFilters(filters) {
       ? new Date(Date.parse(`${filters.to}T00:00:00.000Z`) + 86_400_000).toISOString()
       : undefined,
   };
-}
-
-/**
- * A text filter applied on Enter or leaving the field. What is typed is the field's own until then: the list
- * re-rendering meanwhile (another filter's answer arriving) must not put the applied value back over it.
- */
-function FilterText({ id, value, placeholder, onCommit }) {
-  const [draft, setDraft] = useState(value);
-  useEffect(() => setDraft(value), [value]);
-  return html`<input
-    id=${id}
-    type="search"
-    value=${draft}
-    onInput=${(event) => setDraft(event.currentTarget.value)}
-    onChange=${onCommit}
-    placeholder=${placeholder}
-  />`;
 }
 
 const FILTERS = ['status', 'recipient', 'tag', 'from', 'to'];

@@ -2012,7 +2012,7 @@ export interface webhooks {
         put?: never;
         /**
          * contact.updated
-         * @description A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now). Sent to every enabled webhook subscribed to `contact.updated`, signed with its secret (Standard Webhooks).
+         * @description A contact changed: its names, `unsubscribed` or property values, by the API, an import, a broadcast copy’s unsubscribe or the person on their preference page (`data` is the contact as it is now). Sent to every enabled webhook subscribed to `contact.updated`, signed with its secret (Standard Webhooks).
          */
         post: operations["onContactUpdated"];
         delete?: never;
@@ -2052,7 +2052,7 @@ export interface webhooks {
         put?: never;
         /**
          * contact.topics_updated
-         * @description A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, or the Resend SDK): `data.topics` has each topic whose subscription changed, with the subscription before. Sent to every enabled webhook subscribed to `contact.topics_updated`, signed with its secret (Standard Webhooks).
+         * @description A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, the Resend SDK, a broadcast copy's unsubscribe, or the person on their preference page): `data.topics` has each topic whose subscription changed, with the subscription before. Sent to every enabled webhook subscribed to `contact.topics_updated`, signed with its secret (Standard Webhooks).
          */
         post: operations["onContactTopicsUpdated"];
         delete?: never;
@@ -2618,7 +2618,7 @@ export interface components {
         };
         /**
          * ContactTopicsUpdatedEvent
-         * @description A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, or the Resend SDK): `data.topics` has each topic whose subscription changed, with the subscription before.
+         * @description A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, the Resend SDK, a broadcast copy's unsubscribe, or the person on their preference page): `data.topics` has each topic whose subscription changed, with the subscription before.
          */
         ContactTopicsUpdatedEvent: {
             /** @description The event (`evt_…`); also the `webhook-id` header. */
@@ -2651,7 +2651,7 @@ export interface components {
         };
         /**
          * ContactUpdatedEvent
-         * @description A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now).
+         * @description A contact changed: its names, `unsubscribed` or property values, by the API, an import, a broadcast copy’s unsubscribe or the person on their preference page (`data` is the contact as it is now).
          */
         ContactUpdatedEvent: {
             /** @description The event (`evt_…`); also the `webhook-id` header. */

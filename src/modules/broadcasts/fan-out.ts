@@ -51,6 +51,8 @@ export interface FanOutDeps {
   /** Wakes this process's sending worker once copies are committed. */
   sendNotifier: Notifier;
   batchSize?: number | undefined;
+  /** A contact's preference page URL (PUBLIC_URL), for `{{ preferences_url }}` / `{{{PREFERENCES_URL}}}`. */
+  preferenceUrl?: ((contactId: string) => string) | undefined;
   /** The reputation breaker: while the project or the From domain is paused, the fan-out holds. */
   reputation?: Pick<ReputationService, 'assertSendingAllowed'> | undefined;
 }
@@ -193,9 +195,10 @@ export function createFanOut(deps: FanOutDeps) {
   /** Each eligible contact's copy, personalized. */
   async function copiesOf(prepared: Prepared, contacts: ContactRecord[], now: string): Promise<NewEmail[]> {
     const { broadcast, content, declared } = prepared;
+    const preferenceUrls = contacts.map((contact) => deps.preferenceUrl?.(contact.id) ?? '');
     let made: CopyContent[];
     if (broadcast.personalization === 'resend') {
-      made = contacts.map((contact) => resendCopy(content, contact, declared));
+      made = contacts.map((contact, index) => resendCopy(content, contact, declared, preferenceUrls[index]));
     } else {
       // A few copies per render on the pool: each run is held to TEMPLATE_RENDER_TIMEOUT of CPU time.
       made = [];
@@ -204,7 +207,9 @@ export function createFanOut(deps: FanOutDeps) {
           content,
           contacts
             .slice(start, start + RENDER_CHUNK)
-            .map((contact) => liquidVariables(contact, declared, prepared.variables)),
+            .map((contact, index) =>
+              liquidVariables(contact, declared, prepared.variables, preferenceUrls[start + index]),
+            ),
         );
         for (const each of rendered)
           made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
@@ -253,7 +258,11 @@ export function createFanOut(deps: FanOutDeps) {
           opens: broadcast.trackOpens,
           clicks: broadcast.trackClicks,
           unsubscribe: true,
-          links: broadcast.trackClicks && html !== null ? trackedLinks(html) : [],
+          // The preference link goes straight to its page: a click through the tracker would count it.
+          links:
+            broadcast.trackClicks && html !== null
+              ? trackedLinks(html).filter((url) => url !== preferenceUrls[index])
+              : [],
         },
       };
     });

@@ -1,3 +1,4 @@
+import { escapeHtml } from '../../lib/escape-html.ts';
 import type { ContactPropertyRecord, PropertyValue } from '../contacts/contact-properties.repo.ts';
 import type { ContactRecord } from '../contacts/contacts.repo.ts';
 import { UNSUBSCRIBE_PLACEHOLDER } from '../emails/tracked-html.ts';
@@ -6,7 +7,8 @@ import { UNSUBSCRIBE_PLACEHOLDER } from '../emails/tracked-html.ts';
 // `{{ contact.properties.plan }}`, `{{ unsubscribe_url }}`), or Resend's triple braces (/resend:
 // `{{{FIRST_NAME|there}}}`, `{{{LAST_NAME}}}`, `{{{EMAIL}}}`, `{{{<property key>|fallback}}}`,
 // `{{{RESEND_UNSUBSCRIBE_URL}}}`). Either way the unsubscribe URL stays the placeholder the sending worker
-// fills with each recipient's own URL (engagement/personalize.ts).
+// fills with each recipient's own URL (engagement/personalize.ts). The contact's preference page URL
+// (`{{ preferences_url }}`, `{{{PREFERENCES_URL}}}`) is per contact, so it is written in here, at fan-out.
 
 export interface CopyContent {
   subject: string;
@@ -27,11 +29,15 @@ export function propertiesOf(
   return properties;
 }
 
-/** The Liquid variables of one contact's copy: `contact`, `unsubscribe_url`, and a template's own variables. */
+/**
+ * The Liquid variables of one contact's copy: `contact`, `unsubscribe_url`, `preferences_url` (empty without
+ * PUBLIC_URL), and a template's own variables.
+ */
 export function liquidVariables(
   contact: ContactRecord,
   declared: readonly ContactPropertyRecord[],
   variables: Record<string, unknown> | null,
+  preferencesUrl = '',
 ): Record<string, unknown> {
   return {
     ...variables,
@@ -43,18 +49,11 @@ export function liquidVariables(
       properties: propertiesOf(contact, declared),
     },
     unsubscribe_url: UNSUBSCRIBE_PLACEHOLDER,
+    preferences_url: preferencesUrl,
   };
 }
 
 const RESEND_VARIABLE = /\{\{\{\s*([A-Za-z0-9_]+)\s*(?:\|([^}]*))?\}\}\}/g;
-
-const escapeHtml = (value: string): string =>
-  value
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
 
 /** Whether content uses Resend's triple braces at all (most copies of a plain broadcast need no work). */
 export const hasResendVariables = (content: string): boolean => content.includes('{{{');
@@ -69,11 +68,13 @@ export function resendPersonalize(
   contact: ContactRecord,
   declared: readonly ContactPropertyRecord[],
   html: boolean,
+  preferencesUrl = '',
 ): string {
   if (!hasResendVariables(content)) return content;
   return content.replace(RESEND_VARIABLE, (_whole, name: string, fallback: string | undefined) => {
     const upper = name.toUpperCase();
     if (upper === 'RESEND_UNSUBSCRIBE_URL') return UNSUBSCRIBE_PLACEHOLDER;
+    if (upper === 'PREFERENCES_URL') return html ? escapeHtml(preferencesUrl) : preferencesUrl;
     let value: PropertyValue | null | undefined;
     if (upper === 'FIRST_NAME') value = contact.firstName;
     else if (upper === 'LAST_NAME') value = contact.lastName;
@@ -96,11 +97,14 @@ export function resendCopy(
   content: CopyContent,
   contact: ContactRecord,
   declared: readonly ContactPropertyRecord[],
+  preferencesUrl = '',
 ): CopyContent {
+  const fill = (field: string, html: boolean) =>
+    resendPersonalize(field, contact, declared, html, preferencesUrl);
   return {
-    subject: resendPersonalize(content.subject, contact, declared, false),
-    html: content.html === null ? null : resendPersonalize(content.html, contact, declared, true),
-    text: content.text === null ? null : resendPersonalize(content.text, contact, declared, false),
+    subject: fill(content.subject, false),
+    html: content.html === null ? null : fill(content.html, true),
+    text: content.text === null ? null : fill(content.text, false),
   };
 }
 

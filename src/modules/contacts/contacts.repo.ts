@@ -139,6 +139,12 @@ export function createContactRepo(db: Kysely<Database>, engine: Engine) {
       return row && toContactRecord(row);
     },
 
+    /** A contact by id alone, whatever its project (the preference page's token names only the contact). */
+    async byId(id: string): Promise<ContactRecord | undefined> {
+      const row = await db.selectFrom('contacts').selectAll().where('id', '=', id).executeTakeFirst();
+      return row && toContactRecord(row);
+    },
+
     /**
      * Takes the contact's row lock for the rest of `transaction` (a write that changes nothing: the portable
      * way to lock a row) and reads it under the lock; undefined when there is none.

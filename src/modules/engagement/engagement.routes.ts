@@ -3,7 +3,7 @@ import { createRateLimiter } from '../../http/rate-limit.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { EngagementService, FetchMeta } from './engagement.service.ts';
 import { RFC8058_BODY } from './personalize.ts';
-import { PUBLIC_PATHS } from './tokens.ts';
+import { PREFERENCES_PATH, PUBLIC_PATHS } from './tokens.ts';
 
 // The routes recipients' mail clients reach on PUBLIC_URL: no API key, hostile input assumed. A token is
 // checked (HMAC, no query) before anything else; whatever does not verify is a small 404 page, never a
@@ -23,14 +23,24 @@ const page = (title: string, body: string) =>
   `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex"><title>${title}</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#222}button{font:inherit;padding:.5rem 1.25rem;cursor:pointer}</style></head><body>${body}</body></html>`;
 
 const NOT_FOUND_PAGE = page('Link not found', '<h1>Link not found</h1><p>This link is not valid.</p>');
-const CONFIRM_PAGE = page(
-  'Unsubscribe',
-  `<h1>Unsubscribe</h1><p>Stop receiving these emails at this address?</p><form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`,
-);
-const DONE_PAGE = page(
-  'Unsubscribed',
-  '<h1>You are unsubscribed</h1><p>This address will not receive these emails any more.</p>',
-);
+/**
+ * A line leading a broadcast copy's recipient to their preference page (relative: it is on the same public
+ * surface, whatever PUBLIC_URL's path), or nothing. The token is base32: nothing in it needs escaping.
+ */
+const preferencesLink = (token: string | undefined) =>
+  token === undefined
+    ? ''
+    : `<p><a href="../${PREFERENCES_PATH.slice(1)}/${token}">Choose which emails you get</a> on your preference page.</p>`;
+const confirmPage = (preferences: string | undefined) =>
+  page(
+    'Unsubscribe',
+    `<h1>Unsubscribe</h1><p>Stop receiving these emails at this address?</p><form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>${preferencesLink(preferences)}`,
+  );
+const donePage = (preferences: string | undefined) =>
+  page(
+    'Unsubscribed',
+    `<h1>You are unsubscribed</h1><p>This address will not receive these emails any more.</p>${preferencesLink(preferences)}`,
+  );
 const BAD_REQUEST_PAGE = page(
   'Unsubscribe',
   `<h1>Nothing changed</h1><p>An unsubscribe request must carry <code>${RFC8058_BODY}</code>.</p>`,
@@ -43,14 +53,21 @@ const TokenParams = {
 } as const;
 
 function html(reply: FastifyReply, status: number, body: string): FastifyReply {
-  return reply
-    .code(status)
-    .header('cache-control', NO_CACHE)
-    .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
-    .header('referrer-policy', 'no-referrer')
-    .header('x-robots-tag', 'noindex')
-    .type('text/html; charset=utf-8')
-    .send(body);
+  return (
+    reply
+      .code(status)
+      .header('cache-control', NO_CACHE)
+      // Nothing may frame these pages: a framed unsubscribe button could be clicked for a person.
+      .header(
+        'content-security-policy',
+        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+      )
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'no-referrer')
+      .header('x-robots-tag', 'noindex')
+      .type('text/html; charset=utf-8')
+      .send(body)
+  );
 }
 
 const metaOf = (request: FastifyRequest): FetchMeta => {
@@ -68,13 +85,29 @@ export function isOneClickBody(body: unknown): boolean {
   return /name="?List-Unsubscribe"?\r?\n(?:[^\r\n]+\r?\n)*\r?\nOne-Click\r?\n/i.test(body);
 }
 
+/** Sends an html page with the public routes' headers (no cache, a strict policy, never framed). */
+export type HtmlReply = (reply: FastifyReply, status: number, body: string) => FastifyReply;
+
+/** Registers routes in the public scope, with its html answer and the token path's schema. */
+export type PublicRoutes = (scope: FastifyInstance, helpers: { html: HtmlReply; schema: object }) => void;
+
 export async function registerEngagementRoutes(
   app: FastifyInstance,
   {
     engagement,
     clock,
     rateLimit,
-  }: { engagement: EngagementService; clock: Clock; rateLimit: { limit: number; windowMs: number } },
+    preferences,
+  }: {
+    engagement: EngagementService;
+    clock: Clock;
+    rateLimit: { limit: number; windowMs: number };
+    /**
+     * More public routes in this scope (its rate limit, body parser and 404 pages): the contacts' preference
+     * page (preferences/preferences.routes.ts), given how these routes answer html.
+     */
+    preferences?: PublicRoutes | undefined;
+  },
 ): Promise<void> {
   const limiter = createRateLimiter({ ...rateLimit, now: () => clock.now().getTime() });
   // Opens and clicks are written in batches: the database must outlive the last one.
@@ -107,6 +140,8 @@ export async function registerEngagementRoutes(
       if ((error as { validation?: unknown }).validation) return notFound(reply);
       throw error;
     });
+
+    preferences?.(scope, { html, schema });
 
     scope.get<{ Params: { token: string } }>(
       `${PUBLIC_PATHS.open}/:token`,
@@ -147,8 +182,9 @@ export async function registerEngagementRoutes(
       { schema },
       async (request, reply) => {
         // A page with a button: a link scanner following the URL unsubscribes nobody.
-        if (!(await engagement.known('unsubscribe', request.params.token))) return notFound(reply);
-        return html(reply, 200, CONFIRM_PAGE);
+        const shown = await engagement.unsubscribePage(request.params.token);
+        if (!shown) return notFound(reply);
+        return html(reply, 200, confirmPage(shown.preferences));
       },
     );
 
@@ -161,7 +197,8 @@ export async function registerEngagementRoutes(
           return html(reply, 400, BAD_REQUEST_PAGE);
         }
         if (!(await engagement.unsubscribe(request.params.token))) return notFound(reply);
-        return html(reply, 200, DONE_PAGE);
+        const shown = await engagement.unsubscribePage(request.params.token);
+        return html(reply, 200, donePage(shown?.preferences));
       },
     );
   });

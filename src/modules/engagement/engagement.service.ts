@@ -54,6 +54,7 @@ export function createEngagementService({
   tokens,
   events,
   audience,
+  preferenceToken,
 }: {
   db: Kysely<Database>;
   repo: EngagementRepo;
@@ -71,6 +72,8 @@ export function createEngagementService({
    * it unsubscribes the contact from the broadcast's topic or from every broadcast, with its contact event.
    */
   audience?: AudienceUnsubscribe | undefined;
+  /** A contact's preference page token (PUBLIC_URL), for the unsubscribe page of a broadcast's copy. */
+  preferenceToken?: ((contactId: string) => string) | undefined;
 }) {
   const recipientOutcomes = createRecipientOutcomes({ events, suppressions });
 
@@ -200,6 +203,18 @@ export function createEngagementService({
     /** Whether a token names a recipient (HEAD, the unsubscribe page): nothing is recorded. */
     async known(kind: 'open' | 'unsubscribe', token: string): Promise<boolean> {
       return (await targetOf(kind, token)) !== undefined;
+    },
+
+    /**
+     * What the unsubscribe page shows for a token: undefined when it names nobody; for a broadcast's copy, the
+     * contact's preference page token (its other topics are chosen there).
+     */
+    async unsubscribePage(token: string): Promise<{ preferences: string | undefined } | undefined> {
+      const found = await targetOf('unsubscribe', token);
+      if (!found) return undefined;
+      const { broadcastId, contactId } = found.target;
+      const fromBroadcast = broadcastId !== null && contactId !== null;
+      return { preferences: fromBroadcast ? preferenceToken?.(contactId) : undefined };
     },
 
     /** The one-click POST (RFC 8058); false when the token names nobody. */

@@ -63,6 +63,59 @@ export function createEngagementTokens(secretBox: SecretBox): EngagementTokens {
   };
 }
 
+/**
+ * How long a preference link works: it is made when a broadcast's copy is, so a link in an old newsletter
+ * stops working a year on (the page says so, and the newest email carries a fresh one). Each copy's own
+ * one-click unsubscribe works as long as its email is kept.
+ */
+export const PREFERENCE_LINK_DAYS = 365;
+const DAY_MS = 86_400_000;
+const DAY_LENGTH = 4;
+const PREFERENCE_SHAPE = new RegExp(`^[0-9a-hjkmnp-tv-z]{${ID_LENGTH + DAY_LENGTH + TAG_LENGTH}}$`);
+
+/** What a preference token names: a contact, or nobody (undefined), or a contact whose link ran out. */
+export type PreferenceRef = { contactId: string; expired: boolean } | undefined;
+
+export interface PreferenceTokens {
+  /** A contact's preference token, made on the day of `at`. */
+  make(contactId: string, at: Date): string;
+  read(token: string, now: Date): PreferenceRef;
+}
+
+/**
+ * Per-contact tokens for the preference page: the contact id's suffix, the day it was made (4 base32
+ * characters: days since 1970) and an 80-bit tag over both, under a purpose of its own (a recipient's
+ * token never verifies as one). The day is signed, so a link cannot be made younger.
+ */
+export function createPreferenceTokens(secretBox: SecretBox): PreferenceTokens {
+  const tagOf = (contactId: string, day: string) =>
+    base32(secretBox.mac('engagement preferences', `${contactId}:${day}`), TAG_LENGTH);
+  return {
+    make(contactId, at) {
+      const days = Math.floor(at.getTime() / DAY_MS);
+      const day = encodeIndex(days >> 10) + encodeIndex(days & 1023);
+      return `${contactId.slice('con_'.length)}${day}${tagOf(contactId, day)}`;
+    },
+    read(token, now) {
+      if (typeof token !== 'string' || !PREFERENCE_SHAPE.test(token)) return undefined;
+      const contactId = `con_${token.slice(0, ID_LENGTH)}`;
+      if (!isId('con', contactId)) return undefined;
+      const day = token.slice(ID_LENGTH, ID_LENGTH + DAY_LENGTH);
+      const expected = Buffer.from(tagOf(contactId, day));
+      if (!timingSafeEqual(expected, Buffer.from(token.slice(-TAG_LENGTH)))) return undefined;
+      const made = decodeIndex(day.slice(0, 2)) * 1024 + decodeIndex(day.slice(2));
+      return { contactId, expired: Math.floor(now.getTime() / DAY_MS) - made > PREFERENCE_LINK_DAYS };
+    },
+  };
+}
+
+/** Where the preference page lives under PUBLIC_URL (its token after it). */
+export const PREFERENCES_PATH = '/p';
+
+/** A contact's preference page URL, made now. */
+export const preferenceUrl = (publicUrl: string, tokens: PreferenceTokens, contactId: string, at: Date) =>
+  `${publicUrl}${PREFERENCES_PATH}/${tokens.make(contactId, at)}`;
+
 /** Where each public route lives under PUBLIC_URL. */
 export const PUBLIC_PATHS: Record<TokenKind, string> = { open: '/o', click: '/c', unsubscribe: '/u' };
 

@@ -27,10 +27,10 @@ export const EVENT_KINDS = {
     'A paused project or sending domain was resumed; its rates count again from then.',
   'contact.created': 'A contact was created (POST /v1/contacts, or the Resend SDK).',
   'contact.updated':
-    'A contact changed: its names, `unsubscribed` or property values (`data` is the contact as it is now).',
+    'A contact changed: its names, `unsubscribed` or property values, by the API, an import, a broadcast copy’s unsubscribe or the person on their preference page (`data` is the contact as it is now).',
   'contact.deleted': 'A contact was deleted (`data` is the contact as it was).',
   'contact.topics_updated':
-    "A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, or the Resend SDK): `data.topics` has each topic whose subscription changed, with the subscription before.",
+    "A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, the Resend SDK, a broadcast copy's unsubscribe, or the person on their preference page): `data.topics` has each topic whose subscription changed, with the subscription before.",
   'broadcast.sent':
     'Every copy of a broadcast was made (its fan-out ended): `data` has the broadcast, the copies made and the contacts excluded. Each copy then has its own `email.*` events.',
 } as const;
