@@ -26,6 +26,7 @@ import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
 import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
+import { registerResendLogRoutes } from './resend-logs.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
@@ -57,7 +58,6 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
 };
 // Resources Postwire could answer and does not (yet), each with why, in one sentence.
 const NOT_YET: Record<string, string> = {
-  logs: 'Postwire does not record the API requests a key makes, so it has no request logs to list (its own log output has each request, without the key).',
   usage:
     'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
 };
@@ -440,6 +440,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendBroadcastRoutes(scope, services);
 
       registerResendApiKeyRoutes(scope, services);
+      registerResendLogRoutes(scope, services);
 
       // Everything else: 501 for what Resend has and Postwire does not, 404 for what neither has.
       app.route({
