@@ -135,7 +135,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     destinations: createDestinationsRepo(db),
     reputation: createReputationRepo(db),
     metrics: createMetricsRepo(db),
-    apiLogs: createApiLogRepo(db),
+    apiLogs: createApiLogRepo(db, engine),
   };
 }
 

@@ -30,7 +30,7 @@ export const API_LOG_WRITING = {
   /** How long a log may wait in memory before its batch is written. */
   flushMs: 250,
   /** Logs per INSERT; a full batch is written at once. */
-  maxBatch: 500,
+  maxBatch: 100,
   /** Logs held while the database does not take them; past this, new ones are dropped (and counted). */
   maxPending: 20_000,
   /** Each body's excerpt, in bytes of JSON. */
