@@ -71,6 +71,8 @@ import { createRetention, type RetentionDeps } from './modules/retention/retenti
 import { createApiLogRecorder } from './modules/logs/log-recorder.ts';
 import { createApiLogRepo } from './modules/logs/logs.repo.ts';
 import { createApiLogService } from './modules/logs/logs.service.ts';
+import { createUsageRepo } from './modules/usage/usage.repo.ts';
+import { createUsageService } from './modules/usage/usage.service.ts';
 
 /**
  * Wake-ups within one process: what its API writes, its own workers pick up at once (other processes hear of
@@ -136,6 +138,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     reputation: createReputationRepo(db),
     metrics: createMetricsRepo(db),
     apiLogs: createApiLogRepo(db, engine),
+    usage: createUsageRepo(db),
   };
 }
 
@@ -384,6 +387,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       queueDepthLimit: config.metricsQueueDepthLimit,
     }),
     apiLogs: createApiLogService({ repo: repositories.apiLogs, recorder: apiLogRecorder }),
+    usage: createUsageService({
+      repo: repositories.usage,
+      clock,
+      dailyLimit: config.sendDailyLimit,
+      rateLimit: config.rateLimit,
+      rateLimitWindowMs: config.rateLimitWindowMs,
+    }),
     /** Retention over this process's repositories: the workers' pruner and `postwire prune`. */
     retention: (options: Omit<RetentionDeps, 'repositories' | 'clock' | 'apiLogs'>) =>
       createRetention({

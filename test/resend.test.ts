@@ -290,7 +290,7 @@ for (const engine of ALL_ENGINES) {
         await resend.automations.list(),
         501,
         'application_error',
-        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails and broadcasts (docs/api/resend.md).',
+        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).',
       );
       assertError(
         await resend.emails.metrics(),
@@ -303,12 +303,6 @@ for (const engine of ALL_ENGINES) {
         501,
         'application_error',
         "Postwire does not implement POST /emails/msg_x/share of Resend's emails API (docs/api/resend.md says what /resend answers).",
-      );
-      assertError(
-        await resend.usage.get(),
-        501,
-        'application_error',
-        'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
       );
       const unknown = await fetch(`${api.baseUrl}/resend/nothing-here`, {
         headers: { authorization: `Bearer ${api.key}` },

@@ -27,6 +27,7 @@ import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
 import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
 import { registerResendLogRoutes } from './resend-logs.ts';
+import { registerResendUsageRoutes } from './resend-usage.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
@@ -55,11 +56,6 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   events: 'custom events',
   inboxes: 'inboxes',
   oauth: 'OAuth grants',
-};
-// Resources Postwire could answer and does not (yet), each with why, in one sentence.
-const NOT_YET: Record<string, string> = {
-  usage:
-    'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
 };
 // Resources the adapter has, some of whose operations it does not (share, metrics, claims, key renames…).
 const PARTLY: Record<string, string> = {
@@ -441,6 +437,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
 
       registerResendApiKeyRoutes(scope, services);
       registerResendLogRoutes(scope, services);
+      registerResendUsageRoutes(scope, services);
 
       // Everything else: 501 for what Resend has and Postwire does not, 404 for what neither has.
       app.route({
@@ -455,11 +452,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails and broadcasts (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).`,
             );
           }
-          const notYet = NOT_YET[resource];
-          if (notYet) return notImplemented(reply, notYet);
           const partly = PARTLY[resource];
           if (partly) {
             return notImplemented(
