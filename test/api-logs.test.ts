@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Resend } from 'resend';
 import { loadConfig } from '../src/config.ts';
-import { createApiLogRecorder, type ApiLogEntry } from '../src/modules/logs/log-recorder.ts';
+import { createApiLogRecorder, type ApiLogEntry, Excerpt } from '../src/modules/logs/log-recorder.ts';
 import { excerptOf, excerptOfAnswer, REDACTED } from '../src/modules/logs/log-excerpt.ts';
 import type { ApiLogRow } from '../src/modules/logs/logs.repo.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
@@ -372,6 +372,20 @@ describe('API logs: settings, batches and excerpts', () => {
       inserts.at(-1)!.map((row) => row.path),
       ['/v1/emails/4'],
     );
+
+    // A body of megabytes is excerpted when it is logged: the batch holds 2 KiB, not the body, until written.
+    const html = '<p>Grüße ✓</p>\n'.repeat(40_000);
+    const large: ApiLogEntry = { ...entry(5), requestBody: { html }, requestBytes: html.length + 12 };
+    const answer = JSON.stringify({ data: Array.from({ length: 20_000 }, (_, i) => ({ id: `msg_${i}` })) });
+    large.responseBody = answer;
+    recorder.record(large);
+    const excerpted = (body: unknown) => body instanceof Excerpt;
+    assert.ok(excerpted(large.requestBody) && excerpted(large.responseBody));
+    await recorder.flush();
+    const [kept] = inserts.at(-1)!;
+    assert.ok(Buffer.byteLength(kept!.request_body!) <= 2048);
+    assert.match(JSON.parse(kept!.request_body!).html, /^<p>Grüße ✓<\/p>\n.*…\(\d+ more chars\)$/s);
+    assert.equal(kept!.response_body, `"…(${answer.length} chars)"`);
 
     // A database that does not take them: the batch is told of and dropped, later logs still go.
     const failing = createApiLogRecorder({

@@ -35,6 +35,7 @@ export function installApiLog(
         at: clock.now(),
         userAgent: request.headers['user-agent'],
         requestBody: request.clientBody ?? request.body,
+        requestBytes: Number(request.headers['content-length'] ?? 0),
         responseBody: typeof payload === 'string' ? payload : undefined,
       });
     }

@@ -14,8 +14,11 @@ export const REDACTED = '[redacted]';
 const MAX_STRING = 512;
 /** Nesting kept; deeper values become a marker. */
 const MAX_DEPTH = 8;
-/** An answer longer than this is not parsed at all: its excerpt says only how long it was. */
-const MAX_PARSED_CHARS = 256 * 1024;
+/**
+ * An answer longer than this is not parsed at all: its excerpt says only how long it was. Bodies this large
+ * are also excerpted as soon as they are logged rather than held until their batch (log-recorder.ts).
+ */
+export const LARGE_BODY_CHARS = 256 * 1024;
 
 interface Budget {
   left: number;
@@ -81,7 +84,7 @@ export function excerptOf(value: unknown, maxBytes: number): string | null {
 /** The excerpt of an answer as it was sent: JSON parsed and excerpted, other text excerpted as a string. */
 export function excerptOfAnswer(payload: string | undefined, maxBytes: number): string | null {
   if (payload === undefined || payload === '') return null;
-  if (payload.length > MAX_PARSED_CHARS) return JSON.stringify(omitted(`${payload.length} chars`));
+  if (payload.length > LARGE_BODY_CHARS) return JSON.stringify(omitted(`${payload.length} chars`));
   let parsed: unknown = payload;
   try {
     parsed = JSON.parse(payload);

@@ -1,6 +1,6 @@
 import { newId } from '../../lib/ids.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
-import { excerptOf, excerptOfAnswer } from './log-excerpt.ts';
+import { excerptOf, excerptOfAnswer, LARGE_BODY_CHARS } from './log-excerpt.ts';
 import type { ApiLogRepo, ApiLogRow } from './logs.repo.ts';
 
 // The API logs are written off the request path: a request's log is a small object pushed onto a buffer
@@ -8,6 +8,14 @@ import type { ApiLogRepo, ApiLogRow } from './logs.repo.ts';
 // MAX_BATCH logs, whichever comes first, and on close. A process that dies loses what it had not written yet
 // (at most FLUSH_MS of logs): logs are an account of the traffic, not a ledger, and a statement per request
 // inside the sends' transactions would cost every send a write (docs/api/logs.md).
+
+/** A body already excerpted when it was logged, so that the batch holds the excerpt, not the body. */
+export class Excerpt {
+  readonly text: string | null;
+  constructor(text: string | null) {
+    this.text = text;
+  }
+}
 
 /** What a request leaves for its log; excerpts and ids are made when the batch is written. */
 export interface ApiLogEntry {
@@ -22,8 +30,10 @@ export interface ApiLogEntry {
   userAgent: string | undefined;
   /** The parsed request body (undefined without one). */
   requestBody: unknown;
+  /** Its size as sent (`content-length`), when known. */
+  requestBytes?: number | undefined;
   /** The answer as sent, when it was text (undefined for a stream or bytes). */
-  responseBody: string | undefined;
+  responseBody: string | Excerpt | undefined;
 }
 
 export const API_LOG_WRITING = {
@@ -68,8 +78,14 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
     status: entry.status,
     duration_us: Math.round(entry.durationMs * 1000),
     user_agent: entry.userAgent === undefined ? null : cutText(entry.userAgent, writing.maxUserAgentChars),
-    request_body: excerptOf(entry.requestBody, writing.bodyBytes),
-    response_body: excerptOfAnswer(entry.responseBody, writing.bodyBytes),
+    request_body:
+      entry.requestBody instanceof Excerpt
+        ? entry.requestBody.text
+        : excerptOf(entry.requestBody, writing.bodyBytes),
+    response_body:
+      entry.responseBody instanceof Excerpt
+        ? entry.responseBody.text
+        : excerptOfAnswer(entry.responseBody, writing.bodyBytes),
     created_at: entry.at.toISOString(),
   });
 
@@ -120,6 +136,15 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
       if (pending.length >= writing.maxPending) {
         dropped += 1;
         return;
+      }
+      // A large body (a send of megabytes) is not held until the batch: its excerpt is made now, which costs
+      // what the excerpt's size allows, not the body's (long strings are sliced, the walk stops at the bound);
+      // an answer that large is not parsed at all.
+      if ((entry.requestBytes ?? 0) > LARGE_BODY_CHARS) {
+        entry.requestBody = new Excerpt(excerptOf(entry.requestBody, writing.bodyBytes));
+      }
+      if (typeof entry.responseBody === 'string' && entry.responseBody.length > LARGE_BODY_CHARS) {
+        entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.bodyBytes));
       }
       pending.push(entry);
       if (pending.length >= writing.maxBatch && inFlight === undefined) void flush();
