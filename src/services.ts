@@ -389,6 +389,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     apiLogs: createApiLogService({ repo: repositories.apiLogs, recorder: apiLogRecorder }),
     usage: createUsageService({
       repo: repositories.usage,
+      stats: repositories.stats,
       clock,
       dailyLimit: config.sendDailyLimit,
       rateLimit: config.rateLimit,

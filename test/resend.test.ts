@@ -293,12 +293,6 @@ for (const engine of ALL_ENGINES) {
         'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).',
       );
       assertError(
-        await resend.emails.metrics(),
-        501,
-        'application_error',
-        "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
-      );
-      assertError(
         await resend.emails.share('msg_x'),
         501,
         'application_error',

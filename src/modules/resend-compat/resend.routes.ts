@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest, listOf } from '../../http/list.ts';
@@ -28,8 +28,9 @@ import { registerResendTopicRoutes } from './resend-topics.ts';
 import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
 import { registerResendLogRoutes } from './resend-logs.ts';
 import { registerResendUsageRoutes } from './resend-usage.ts';
+import { registerResendMetricsRoutes } from './resend-metrics.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
-import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
+import { isPostwireErrorBody, notImplemented, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
 import {
   newSigningSecret,
@@ -70,11 +71,6 @@ const PARTLY: Record<string, string> = {
   // The SDK's audiences are its segments (at /segments); only a contact created, read or changed through an
   // audience's path (the SDK's deprecated `audienceId`) comes here.
   audiences: 'audiences',
-};
-
-const notImplemented = (reply: FastifyReply, message: string): ResendError => {
-  reply.code(501);
-  return { statusCode: 501, name: 'application_error', message };
 };
 
 /**
@@ -148,15 +144,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
-      app.get(
-        '/emails/metrics',
-        { config: { permission: 'read_only' }, schema: hide },
-        async (_request, reply) =>
-          notImplemented(
-            reply,
-            "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
-          ),
-      );
+      registerResendMetricsRoutes(scope, services);
       registerResendReceivingRoutes(scope, {
         ...services,
         downloads: createDownloadLinks(services),
