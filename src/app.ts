@@ -10,7 +10,7 @@ import { createDeferredSchemas } from './http/deferred-schemas.ts';
 import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
-import { installApiLog } from './http/api-log.ts';
+import { installApiLog } from './modules/logs/logs.hook.ts';
 import { registerApiLogRoutes } from './modules/logs/logs.routes.ts';
 import { swaggerOptions } from './http/openapi.ts';
 import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';

@@ -22,7 +22,7 @@ const parsed = (text: string | null): unknown => (text === null ? null : JSON.pa
 /** The API requests a project's keys made (GET /v1/logs, Resend's `logs`), newest first. */
 export function createApiLogService({ repo, recorder }: { repo: ApiLogRepo; recorder: ApiLogRecorder }) {
   return {
-    /** Takes each authenticated request's log, after its answer (src/http/api-log.ts). */
+    /** Takes each authenticated request's log, after its answer (src/modules/logs/logs.hook.ts). */
     recorder,
 
     /** Newest first. This process's logs not written yet are written first, so a client sees its last requests. */

@@ -16,7 +16,7 @@ export const WebhookEventParams = Type.Object({
 
 /**
  * Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. The API log
- * shows the body the client sent (`clientBody`, src/http/api-log.ts).
+ * shows the body the client sent (`clientBody`, src/modules/logs/logs.hook.ts).
  */
 export const translated =
   (translate: (body: unknown) => unknown) =>

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { Clock } from '../lib/clock.ts';
-import type { ApiLogRecorder } from '../modules/logs/log-recorder.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { ApiLogRecorder } from './log-recorder.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
