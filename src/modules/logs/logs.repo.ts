@@ -26,19 +26,10 @@ const LIST_COLUMNS = [
 ] as const;
 export type ApiLogSummaryRow = Pick<ApiLogRow, (typeof LIST_COLUMNS)[number]>;
 
-const COLUMNS = [
-  'id',
-  'project_id',
-  'api_key_id',
-  'method',
-  'path',
-  'status',
-  'duration_us',
-  'user_agent',
-  'request_body',
-  'response_body',
-  'created_at',
-] as const satisfies ReadonlyArray<keyof ApiLogRow>;
+/** Every column, in the order the batch INSERT names them. */
+const COLUMNS = [...LIST_COLUMNS, 'request_body', 'response_body'] as const satisfies ReadonlyArray<
+  keyof ApiLogRow
+>;
 
 export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
   // Written as SQL text once per number of rows: the query builder's work for a batch of a hundred rows was
