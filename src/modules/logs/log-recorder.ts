@@ -58,6 +58,9 @@ export interface ApiLogRecorderDeps {
   writing?: Partial<typeof API_LOG_WRITING>;
 }
 
+/** An answer longer than this is parsed in a turn of the event loop of its own. */
+const YIELD_AFTER_CHARS = 16 * 1024;
+
 const cutText = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 
 export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
@@ -95,7 +98,16 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
       const batch = pending.slice(0, writing.maxBatch);
       pending = pending.slice(batch.length);
       try {
-        await deps.repo.insertMany(batch.map(toRow));
+        const rows: ApiLogRow[] = [];
+        for (const entry of batch) {
+          rows.push(toRow(entry));
+          // Parsing a long answer (up to 256 KiB) takes milliseconds: a batch of them is not one turn of the
+          // event loop, which answers every other request meanwhile.
+          if (typeof entry.responseBody === 'string' && entry.responseBody.length > YIELD_AFTER_CHARS) {
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+        }
+        await deps.repo.insertMany(rows);
       } catch (error) {
         logger?.error({ err: error, logs: batch.length }, 'API logs: a batch could not be written');
       }
