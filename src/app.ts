@@ -10,6 +10,8 @@ import { createDeferredSchemas } from './http/deferred-schemas.ts';
 import { frameworkErrors, installErrorHandling } from './http/error-handler.ts';
 import { ErrorBody } from './http/error-schema.ts';
 import { installIdempotency } from './http/idempotency.ts';
+import { installApiLog } from './modules/logs/logs.hook.ts';
+import { registerApiLogRoutes } from './modules/logs/logs.routes.ts';
 import { swaggerOptions } from './http/openapi.ts';
 import { openApiWebhooks } from './modules/event-kinds/event-kinds.openapi.ts';
 import { createRateLimiter } from './http/rate-limit.ts';
@@ -205,6 +207,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
   installBodyMemoryLimit(app, { limitBytes: config.httpBodyMemoryBytes });
   installIdempotency(app, { database, clock });
+  installApiLog(app, { recorder: services.apiLogs.recorder, clock });
 
   app.addSchema(ErrorBody);
   await app.register(swagger, swaggerOptions(openApiWebhooks));
@@ -255,6 +258,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerReputationRoutes(app, { reputation: services.reputation });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });
+  registerApiLogRoutes(app, { logs: services.apiLogs });
   await registerResendRoutes(app, services);
   await registerEngagementRoutes(app, {
     engagement: services.engagement,

@@ -74,6 +74,11 @@ import { createProcessMetrics } from './modules/metrics/instruments.ts';
 import { createMetricsRepo } from './modules/metrics/metrics.repo.ts';
 import { createMetricsService } from './modules/metrics/metrics.service.ts';
 import { createRetention, type RetentionDeps } from './modules/retention/retention.ts';
+import { createApiLogRecorder } from './modules/logs/log-recorder.ts';
+import { createApiLogRepo } from './modules/logs/logs.repo.ts';
+import { createApiLogService } from './modules/logs/logs.service.ts';
+import { createUsageRepo } from './modules/usage/usage.repo.ts';
+import { createUsageService } from './modules/usage/usage.service.ts';
 
 /**
  * Wake-ups within one process: what its API writes, its own workers pick up at once (other processes hear of
@@ -138,6 +143,8 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     destinations: createDestinationsRepo(db),
     reputation: createReputationRepo(db),
     metrics: createMetricsRepo(db),
+    apiLogs: createApiLogRepo(db, engine),
+    usage: createUsageRepo(db),
   };
 }
 
@@ -279,6 +286,11 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
 
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
+  // The API's requests, logged in batches after their answers; what is still buffered is written on close.
+  const apiLogRecorder = createApiLogRecorder({
+    repo: repositories.apiLogs,
+    enabled: config.apiLogMaxRows > 0,
+  });
 
   return {
     config,
@@ -410,12 +422,29 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       token: config.metricsToken,
       queueDepthLimit: config.metricsQueueDepthLimit,
     }),
+    apiLogs: createApiLogService({ repo: repositories.apiLogs, recorder: apiLogRecorder }),
+    usage: createUsageService({
+      repo: repositories.usage,
+      stats: repositories.stats,
+      clock,
+      dailyLimit: config.sendDailyLimit,
+      rateLimit: config.rateLimit,
+      rateLimitWindowMs: config.rateLimitWindowMs,
+    }),
     /** Retention over this process's repositories: the workers' pruner and `postwire prune`. */
-    retention: (options: Omit<RetentionDeps, 'repositories' | 'clock'>) =>
-      createRetention({ repositories, clock, ...options }),
-    /** Ends what the services hold besides the database (the render threads); the database is the caller's. */
+    retention: (options: Omit<RetentionDeps, 'repositories' | 'clock' | 'apiLogs'>) =>
+      createRetention({
+        repositories,
+        clock,
+        apiLogs: { retentionMs: config.apiLogRetentionMs, maxRows: config.apiLogMaxRows },
+        ...options,
+      }),
+    /**
+     * Ends what the services hold besides the database (the render threads) and writes the API logs still
+     * buffered; the database is the caller's.
+     */
     close: async () => {
-      await Promise.all([renderer.close(), receivedReader.close()]);
+      await Promise.all([renderer.close(), receivedReader.close(), apiLogRecorder.flush()]);
     },
   };
 }

@@ -101,14 +101,12 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     logger,
     deadAfterMs,
   });
-  const retention =
-    config.retentionMs === undefined
-      ? undefined
-      : services.retention({
-          retentionMs: config.retentionMs,
-          logger,
-          ...config.retentionPruning,
-        });
+  // Even with RETENTION off: the API logs have limits of their own.
+  const retention = services.retention({
+    retentionMs: config.retentionMs,
+    logger,
+    ...config.retentionPruning,
+  });
   // Started in order, stopped in reverse: the producers of events stop before the delivery worker, so their
   // last outcomes' events are still picked up.
   const started: Array<{ stop(): Promise<void> }> = [];
@@ -137,10 +135,8 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       // From now on /readyz expects its heartbeats and /metrics reads its attempts in flight.
       services.runningWorkers.add({ queue, worker });
     }
-    if (retention) {
-      retention.start();
-      started.push(retention);
-    }
+    retention.start();
+    started.push(retention);
     // The reputation breaker's check of every project's rates (a read of the daily counts).
     started.push(services.reputation.start(logger));
   } catch (error) {

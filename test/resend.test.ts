@@ -290,31 +290,13 @@ for (const engine of ALL_ENGINES) {
         await resend.automations.list(),
         501,
         'application_error',
-        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails and broadcasts (docs/api/resend.md).',
-      );
-      assertError(
-        await resend.emails.metrics(),
-        501,
-        'application_error',
-        "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
+        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).',
       );
       assertError(
         await resend.emails.share('msg_x'),
         501,
         'application_error',
         "Postwire does not implement POST /emails/msg_x/share of Resend's emails API (docs/api/resend.md says what /resend answers).",
-      );
-      assertError(
-        await resend.logs.list(),
-        501,
-        'application_error',
-        'Postwire does not record the API requests a key makes, so it has no request logs to list (its own log output has each request, without the key).',
-      );
-      assertError(
-        await resend.usage.get(),
-        501,
-        'application_error',
-        'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
       );
       const unknown = await fetch(`${api.baseUrl}/resend/nothing-here`, {
         headers: { authorization: `Bearer ${api.key}` },

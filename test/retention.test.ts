@@ -90,6 +90,8 @@ for (const engine of ALL_ENGINES) {
         repositories: api.services.repositories,
         clock: at(Date.now() + 29 * DAY),
         retentionMs: 30 * DAY,
+        // The API logs' own retention (7 days by default) is API_LOG_RETENTION's test (api-logs.test.ts).
+        apiLogs: { retentionMs: 30 * DAY, maxRows: 10_000 },
       });
       for (const { table, rows } of await retention.dryRun()) assert.equal(rows, 0, table);
     });

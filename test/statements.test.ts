@@ -15,7 +15,8 @@ interface Tally {
   statements: number;
   /**
    * Without the timed ones (the throttled NOTIFY, worker heartbeats, the stamp reads a lease makes on
-   * PostgreSQL: one per lease, however many requests), whose number depends on timing; nor a claim that
+   * PostgreSQL: one per lease, however many requests; the API logs' batch INSERT, every 250 ms at most,
+   * however many requests), whose number depends on timing; nor a claim that
    * straight follows the same claim (a wake-up and the poll racing: the second round finds nothing).
    */
   core: number;
@@ -32,17 +33,25 @@ function createCounter() {
    */
   let inTransaction = false;
   let previous = '';
+  /** The API logs' INSERTs, whenever they run: never inside another write's transaction. */
+  const logWrites = { inTransaction: 0, alone: 0 };
   return {
+    logWrites,
     observe(sql: string) {
       const repeatedClaim = sql === previous && /locked_until/i.test(sql) && /^\s*(with|update)\b/i.test(sql);
       previous = sql;
       if (/^\s*begin/i.test(sql)) inTransaction = true;
+      if (/^\s*insert into "?api_logs"?/i.test(sql))
+        logWrites[inTransaction ? 'inTransaction' : 'alone'] += 1;
       const ends = /^\s*(commit|rollback)/i.test(sql);
       const commitsAlone = !inTransaction && /^\s*(insert|update|delete|with)\b/i.test(sql);
       if (ends) inTransaction = false;
       if (!tally) return;
       tally.statements += 1;
-      if (!repeatedClaim && !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"/i.test(sql)) {
+      if (
+        !repeatedClaim &&
+        !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"|insert into "?api_logs"?/i.test(sql)
+      ) {
         tally.core += 1;
       }
       if (/^\s*commit/i.test(sql) || commitsAlone) tally.commits += 1;
@@ -233,6 +242,14 @@ for (const engine of ALL_ENGINES) {
       const webhookBound = 5;
       assert.ok(deliveredAlone.core <= smtpBound, `${deliveredAlone.core} statements per SMTP outcome`);
       assert.ok(webhooksAlone.core <= webhookBound, `${webhooksAlone.core} statements per webhook outcome`);
+      // The API logs of all these requests: written in batches of their own (a read of the logs writes what is
+      // still buffered), never a statement inside a send's transaction. Only SQLite can tell: its one
+      // connection runs a transaction or a batch, never both at once, where PostgreSQL's pool runs them side
+      // by side and the flag above is one for every connection.
+      assert.equal((await api.request('GET', '/v1/logs?limit=1')).status, 200);
+      assert.ok(counter.logWrites.alone >= 1, JSON.stringify(counter.logWrites));
+      if (!postgres) assert.equal(counter.logWrites.inTransaction, 0);
+      t.diagnostic(`API log batches: ${counter.logWrites.alone + counter.logWrites.inTransaction}`);
       if (process.env.STATEMENTS_VERBOSE) {
         t.diagnostic(
           `one accepted email:\n${accepted.sql.slice(0, accepted.sql.length / EMAILS).join('\n')}`,

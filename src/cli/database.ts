@@ -25,10 +25,8 @@ export const databaseCommands: Command[] = [
     options: { 'dry-run': { type: 'boolean' }, ...json },
     async run(context, values) {
       const { config, io } = context;
-      if (config.retentionMs === undefined) {
-        io.stdout.write('RETENTION is off: nothing is pruned.\n');
-        return 0;
-      }
+      // With RETENTION off, only the API logs are pruned (API_LOG_RETENTION, API_LOG_MAX_ROWS).
+      if (config.retentionMs === undefined) io.stderr.write('RETENTION is off: only API logs are pruned.\n');
       const retention = (await context.services()).retention({ retentionMs: config.retentionMs });
       const dryRun = values['dry-run'] === true;
       const rows = dryRun ? await retention.dryRun() : await retention.prune();

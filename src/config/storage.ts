@@ -1,7 +1,7 @@
 // Where data lives and how long it stays: the database, the SQLite directory, the encryption key, retention.
 import path from 'node:path';
 import { parseDuration } from '../lib/duration.ts';
-import { custom, duration, fixed, rawValue, readDuration, section } from '../lib/settings.ts';
+import { custom, duration, fixed, integer, rawValue, readDuration, section } from '../lib/settings.ts';
 
 /** Given here rather than inline: the reference shows them inside other settings' text. */
 const RETENTION_DEFAULT = '30d';
@@ -13,6 +13,9 @@ const TRANSACTION_WARN_MS = 1000;
  * runs). Measured with bench/retention.ts: deliveries keep about 0.8 of their rate while the pruner runs.
  */
 const RETENTION_PRUNING = { batchSize: 200, intervalMs: 60_000, dutyCycle: 0.1 };
+/** The API logs' own limits (GET /v1/logs): shown in other settings' text too. */
+const API_LOG_RETENTION_DEFAULT = '7d';
+const API_LOG_MAX_ROWS_DEFAULT = 10_000;
 
 export const STORAGE_SETTINGS = section('Storage and keys', {
   databaseUrl: custom('DATABASE_URL', {
@@ -112,6 +115,25 @@ export const STORAGE_SETTINGS = section('Storage and keys', {
       }
       return ms;
     },
+  }),
+  apiLogRetentionMs: duration('API_LOG_RETENTION', {
+    default: API_LOG_RETENTION_DEFAULT,
+    min: '1h',
+    max: '3650d',
+    description: "API request logs (GET /v1/logs, Resend's `logs`) older than this are deleted",
+    details:
+      'by the same pruner as RETENTION, which prunes them even when RETENTION is `off`; each log is at most ' +
+      'about 6 KiB (excerpts of its bodies of at most 2 KiB each)',
+  }),
+  apiLogMaxRows: integer('API_LOG_MAX_ROWS', {
+    default: API_LOG_MAX_ROWS_DEFAULT,
+    min: 0,
+    max: 10_000_000,
+    description: 'API request logs kept per project, newest first; `0` records none',
+    details:
+      `the pruner deletes the older ones every ${RETENTION_PRUNING.intervalMs / 1000} s, so a project may be ` +
+      "a minute's requests past it in between. Logs are written in batches after the answers: a process " +
+      'that crashes loses its last quarter of a second of them',
   }),
 });
 

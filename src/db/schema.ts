@@ -376,6 +376,24 @@ export interface DmarcRecordsTable {
   header_from: string;
 }
 
+/** An API request a key made (written by src/modules/logs, in batches after the answers). */
+export interface ApiLogsTable {
+  /** `log_…`, made when the log is written. */
+  id: string;
+  project_id: string;
+  api_key_id: string;
+  method: string;
+  /** Without the query string. */
+  path: string;
+  status: number;
+  duration_us: number;
+  user_agent: string | null;
+  /** Excerpts (JSON text), secrets redacted: src/modules/logs/log-excerpt.ts. */
+  request_body: string | null;
+  response_body: string | null;
+  created_at: string;
+}
+
 /**
  * What the sending workers share of a destination, per sending source (written by
  * src/modules/destinations/destinations.repo.ts, on a change and at most once a second per destination).
@@ -787,6 +805,7 @@ export interface Database {
   message_pieces: MessagePiecesTable;
   domains: DomainsTable;
   dmarc_records: DmarcRecordsTable;
+  api_logs: ApiLogsTable;
   destinations: DestinationsTable;
   destination_domains: DestinationDomainsTable;
   reputation_states: ReputationStatesTable;

@@ -57,6 +57,11 @@ export const openApiInfo = {
         "A project's keys and what each may do: `full_access`, `sending_access` (optionally one domain) or `read_only`.",
     },
     {
+      name: 'Logs',
+      description:
+        'The API requests the project’s keys made: method, path, status, time, key and excerpts of the bodies.',
+    },
+    {
       name: 'Health',
       description: 'Liveness and readiness probes for load balancers and orchestrators; no API key.',
     },

@@ -1659,6 +1659,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the API requests the project's keys made, newest first
+         * @description Every request made with a key of this project (at `/v1` and `/resend`), newest first, without bodies. Kept `API_LOG_RETENTION` (7 days by default), at most `API_LOG_MAX_ROWS` per project (10,000 by default). Written in batches after the answers: a request may take a fraction of a second to show from another process.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["listLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/logs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an API request’s log, with excerpts of its bodies
+         * @description Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "email.sent": {
@@ -2126,6 +2168,64 @@ export interface components {
             /** @enum {string} */
             object: "list";
             data: components["schemas"]["ApiKey"][];
+            /** @description True when another page follows (pass the last id as `after`). */
+            has_more: boolean;
+        };
+        /** ApiLog */
+        ApiLog: {
+            /** @enum {string} */
+            object: "log";
+            /** @description Log identifier (`log_…`), the cursor of the list. */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the request was answered. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The HTTP method. */
+            method: string;
+            /** @description The path, without its query string (`/v1/emails`, `/resend/emails`); cut at 1,024 characters. */
+            path: string;
+            /** @description The status of the answer. */
+            status: number;
+            /** @description From the request’s arrival to its answer, in milliseconds. */
+            duration_ms: number;
+            /** @description The key that made the request (`key_…`). */
+            api_key_id: string;
+            user_agent: string | null;
+            /** @description An excerpt of the request body (JSON, at most 2 KiB): long strings, arrays and objects are cut with a marker saying what is left out, and the values of secret fields (`secret`, `signing_secret`, `token`, `password`, `api_key`, `authorization`, `download_url`) are `[redacted]`. Null when there was none. */
+            request_body: unknown;
+            /** @description An excerpt of the answer (JSON, at most 2 KiB): long strings, arrays and objects are cut with a marker saying what is left out, and the values of secret fields (`secret`, `signing_secret`, `token`, `password`, `api_key`, `authorization`, `download_url`) are `[redacted]`. Null when there was none. */
+            response_body: unknown;
+        };
+        /** ApiLogSummary */
+        ApiLogSummary: {
+            /** @enum {string} */
+            object: "log";
+            /** @description Log identifier (`log_…`), the cursor of the list. */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the request was answered. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The HTTP method. */
+            method: string;
+            /** @description The path, without its query string (`/v1/emails`, `/resend/emails`); cut at 1,024 characters. */
+            path: string;
+            /** @description The status of the answer. */
+            status: number;
+            /** @description From the request’s arrival to its answer, in milliseconds. */
+            duration_ms: number;
+            /** @description The key that made the request (`key_…`). */
+            api_key_id: string;
+            user_agent: string | null;
+        };
+        /** ApiLogSummaryList */
+        ApiLogSummaryList: {
+            /** @enum {string} */
+            object: "list";
+            data: components["schemas"]["ApiLogSummary"][];
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
@@ -16536,6 +16636,218 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Stats"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listLogs: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1–100. */
+                limit?: number;
+                /** @description An id: return the items that come after it (older). */
+                after?: string;
+                /** @description An id: return the items that come before it (newer). */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiLogSummaryList"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getLog: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Log identifier (`log_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiLog"];
                 };
             };
             /** @description Malformed JSON. */

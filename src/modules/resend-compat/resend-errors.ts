@@ -1,3 +1,4 @@
+import type { FastifyReply } from 'fastify';
 import { DomainError } from '../../lib/errors.ts';
 
 /** The error names Resend's SDK declares (RESEND_ERROR_CODE_KEY in resend@6): clients branch on them. */
@@ -25,6 +26,12 @@ export interface ResendError {
   name: ResendErrorName;
   message: string;
 }
+
+/** A 501 for what Resend has and Postwire does not, with why in `message`. */
+export const notImplemented = (reply: FastifyReply, message: string): ResendError => {
+  reply.code(501);
+  return { statusCode: 501, name: 'application_error', message };
+};
 
 // Postwire's codes whose Resend name is not the one of their status.
 const NAME_BY_CODE: Record<string, ResendErrorName> = {

@@ -14,9 +14,13 @@ export const WebhookEventParams = Type.Object({
   eventId: Type.String({ minLength: 1 }),
 });
 
-/** Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. */
+/**
+ * Replaces a request's body with what `translate` makes of it, before the /v1 schema checks it. The API log
+ * shows the body the client sent (`clientBody`, src/modules/logs/logs.hook.ts).
+ */
 export const translated =
   (translate: (body: unknown) => unknown) =>
   async (request: FastifyRequest): Promise<void> => {
+    request.clientBody = request.body;
     request.body = translate(request.body);
   };

@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest, listOf } from '../../http/list.ts';
@@ -26,8 +26,11 @@ import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
 import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
+import { registerResendLogRoutes } from './resend-logs.ts';
+import { registerResendUsageRoutes } from './resend-usage.ts';
+import { registerResendMetricsRoutes } from './resend-metrics.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
-import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
+import { isPostwireErrorBody, notImplemented, toResendError } from './resend-errors.ts';
 import { toPostwireTemplate, toResendTemplate, toResendTemplateListItem } from './resend-templates.ts';
 import {
   newSigningSecret,
@@ -55,12 +58,6 @@ const NOT_IN_POSTWIRE: Record<string, string> = {
   inboxes: 'inboxes',
   oauth: 'OAuth grants',
 };
-// Resources Postwire could answer and does not (yet), each with why, in one sentence.
-const NOT_YET: Record<string, string> = {
-  logs: 'Postwire does not record the API requests a key makes, so it has no request logs to list (its own log output has each request, without the key).',
-  usage:
-    'Postwire has no plans or quotas to report usage against; GET /v1/stats has the sending counts and SEND_DAILY_LIMIT is the one daily cap.',
-};
 // Resources the adapter has, some of whose operations it does not (share, metrics, claims, key renames…).
 const PARTLY: Record<string, string> = {
   emails: 'emails',
@@ -74,11 +71,6 @@ const PARTLY: Record<string, string> = {
   // The SDK's audiences are its segments (at /segments); only a contact created, read or changed through an
   // audience's path (the SDK's deprecated `audienceId`) comes here.
   audiences: 'audiences',
-};
-
-const notImplemented = (reply: FastifyReply, message: string): ResendError => {
-  reply.code(501);
-  return { statusCode: 501, name: 'application_error', message };
 };
 
 /**
@@ -152,15 +144,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
         },
       );
 
-      app.get(
-        '/emails/metrics',
-        { config: { permission: 'read_only' }, schema: hide },
-        async (_request, reply) =>
-          notImplemented(
-            reply,
-            "Postwire does not implement email metrics at /resend: its counts are per project, tag and UTC day at GET /v1/stats, not by Resend's dimensions.",
-          ),
-      );
+      registerResendMetricsRoutes(scope, services);
       registerResendReceivingRoutes(scope, {
         ...services,
         downloads: createDownloadLinks(services),
@@ -440,6 +424,8 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendBroadcastRoutes(scope, services);
 
       registerResendApiKeyRoutes(scope, services);
+      registerResendLogRoutes(scope, services);
+      registerResendUsageRoutes(scope, services);
 
       // Everything else: 501 for what Resend has and Postwire does not, 404 for what neither has.
       app.route({
@@ -454,11 +440,9 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails and broadcasts (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).`,
             );
           }
-          const notYet = NOT_YET[resource];
-          if (notYet) return notImplemented(reply, notYet);
           const partly = PARTLY[resource];
           if (partly) {
             return notImplemented(

@@ -8,6 +8,7 @@ import type { WorkerLogger } from '../../lib/worker-logger.ts';
 // deleted, a batch at a time, by the workers (and `postwire prune`). Emails and their recipients, suppressions,
 // templates, contacts and contact properties, segments and topics (and who is in them, who chose what),
 // broadcasts and their exclusions, and the daily numbers are kept.
+// The API logs have limits of their own (API_LOG_RETENTION, API_LOG_MAX_ROWS), applied even with RETENTION off.
 
 export interface PrunedTable {
   table: string;
@@ -26,13 +27,18 @@ export type PrunedRepositories = Record<
   | 'dmarc'
   | 'contactImports',
   { pruneTargets(cutoff: Date): PruneTarget[] }
->;
+> & { apiLogs: { pruneTargets(cutoff: Date, maxRows: number): PruneTarget[] } };
 
 export interface RetentionDeps {
   repositories: PrunedRepositories;
   clock: Clock;
-  /** Rows older than this go. */
-  retentionMs: number;
+  /** Rows older than this go; undefined (RETENTION=off): only the API logs are pruned, by their own limits. */
+  retentionMs: number | undefined;
+  /**
+   * The API logs: older than `retentionMs` go, and each project's past its newest `maxRows` (by default the
+   * configuration's defaults).
+   */
+  apiLogs?: { retentionMs: number; maxRows: number };
   /** Rows per DELETE: small, so no statement holds the write lock long beside sends and deliveries. */
   batchSize?: number;
   /** How often the workers prune. */
@@ -50,6 +56,10 @@ export const WORKER_DUTY_CYCLE = DEFAULTS.retentionPruning.dutyCycle;
 
 export function createRetention(deps: RetentionDeps) {
   const { repositories } = deps;
+  const apiLogLimits = deps.apiLogs ?? {
+    retentionMs: DEFAULTS.apiLogRetentionMs,
+    maxRows: DEFAULTS.apiLogMaxRows,
+  };
   const batchSize = deps.batchSize ?? DEFAULTS.retentionPruning.batchSize;
   const dutyCycle = deps.dutyCycle ?? WORKER_DUTY_CYCLE;
   let timer: NodeJS.Timeout | undefined;
@@ -58,7 +68,13 @@ export function createRetention(deps: RetentionDeps) {
 
   /** In dependency order: attempts, then events (their deliveries go with them), then per-email rows. */
   const targets = (): PruneTarget[] => {
-    const cutoff = new Date(deps.clock.now().getTime() - deps.retentionMs);
+    const now = deps.clock.now().getTime();
+    const apiLogs = repositories.apiLogs.pruneTargets(
+      new Date(now - apiLogLimits.retentionMs),
+      apiLogLimits.maxRows,
+    );
+    if (deps.retentionMs === undefined) return apiLogs;
+    const cutoff = new Date(now - deps.retentionMs);
     return [
       ...repositories.deliveries.pruneTargets(cutoff),
       ...repositories.events.pruneTargets(cutoff),
@@ -69,6 +85,7 @@ export function createRetention(deps: RetentionDeps) {
       ...repositories.inbound.pruneTargets(cutoff),
       ...repositories.dmarc.pruneTargets(cutoff),
       ...repositories.contactImports.pruneTargets(cutoff),
+      ...apiLogs,
     ];
   };
 

@@ -6,14 +6,15 @@ import type { StatsQueryInput, StatsView } from './stats.schemas.ts';
 const DAY_MS = 86_400_000;
 /** The range when none is given: the last 30 UTC days, today included. */
 const DEFAULT_DAYS = 30;
-const MAX_DAYS = 366;
+export const MAX_DAYS = 366;
 /** Gmail's published spam-rate limit for bulk senders, and its recommendation. */
 export const COMPLAINT_RATE_LIMIT = 0.003;
 export const COMPLAINT_RATE_RECOMMENDED = 0.001;
 
-type Counts = Record<Metric, number>;
+export type Counts = Record<Metric, number>;
 
-const zero = (): Counts => Object.fromEntries(METRICS.map((metric) => [metric, 0])) as Counts;
+/** Every metric at 0. */
+export const zero = (): Counts => Object.fromEntries(METRICS.map((metric) => [metric, 0])) as Counts;
 
 const withRates = (counts: Counts) => ({
   ...counts,
@@ -21,7 +22,8 @@ const withRates = (counts: Counts) => ({
   complaint_rate: counts.sent > 0 ? counts.complained / counts.sent : null,
 });
 
-const dayOf = (value: string, param: string): number => {
+/** The UTC midnight (ms) of the day of a time filter's value; 422 naming `param` when it is none. */
+export const dayOf = (value: string, param: string): number => {
   const time = instantOf(value).getTime();
   if (Number.isNaN(time))
     throw invalidParam(param, `${param} must be a date (YYYY-MM-DD) or an ISO 8601 date-time.`);

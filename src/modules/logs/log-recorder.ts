@@ -1,0 +1,173 @@
+import { newId } from '../../lib/ids.ts';
+import type { WorkerLogger } from '../../lib/worker-logger.ts';
+import { excerptOf, excerptOfAnswer, LARGE_BODY_CHARS } from './log-excerpt.ts';
+import type { ApiLogRepo, ApiLogRow } from './logs.repo.ts';
+
+// The API logs are written off the request path: a request's log is a small object pushed onto a buffer
+// after its answer is serialized; the buffer is written in one multi-row INSERT every FLUSH_MS or every
+// MAX_BATCH logs, whichever comes first, and on close. A process that dies loses what it had not written yet
+// (at most FLUSH_MS of logs): logs are an account of the traffic, not a ledger, and a statement per request
+// inside the sends' transactions would cost every send a write (docs/api/logs.md).
+
+/** A body already excerpted when it was logged, so that the batch holds the excerpt, not the body. */
+export class Excerpt {
+  readonly text: string | null;
+  constructor(text: string | null) {
+    this.text = text;
+  }
+}
+
+/** What a request leaves for its log; excerpts and ids are made when the batch is written. */
+export interface ApiLogEntry {
+  projectId: string;
+  keyId: string;
+  method: string;
+  /** The path without its query. */
+  path: string;
+  status: number;
+  durationMs: number;
+  at: Date;
+  userAgent: string | undefined;
+  /** The parsed request body (undefined without one). */
+  requestBody: unknown;
+  /** Its size as sent (`content-length`), when known. */
+  requestBytes?: number | undefined;
+  /** The answer as sent, when it was text (undefined for a stream or bytes). */
+  responseBody: string | Excerpt | undefined;
+}
+
+export const API_LOG_WRITING = {
+  /** How long a log may wait in memory before its batch is written. */
+  flushMs: 250,
+  /** Logs per INSERT; a full batch is written at once. */
+  maxBatch: 100,
+  /** Logs held while the database does not take them; past this, new ones are dropped (and counted). */
+  maxPending: 20_000,
+  /** Each body's excerpt, in bytes of JSON. */
+  bodyBytes: 2048,
+  /** A path or user agent longer than this is cut. */
+  maxPathChars: 1024,
+  maxUserAgentChars: 512,
+};
+
+export interface ApiLogRecorderDeps {
+  repo: Pick<ApiLogRepo, 'insertMany'>;
+  logger?: WorkerLogger;
+  /** False: nothing is recorded (API_LOG_MAX_ROWS=0). */
+  enabled?: boolean;
+  writing?: Partial<typeof API_LOG_WRITING>;
+}
+
+/** An answer longer than this is parsed in a turn of the event loop of its own. */
+const YIELD_AFTER_CHARS = 16 * 1024;
+
+const cutText = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
+
+export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
+  const writing = { ...API_LOG_WRITING, ...deps.writing };
+  const enabled = deps.enabled ?? true;
+  let logger = deps.logger;
+  let pending: ApiLogEntry[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let inFlight: Promise<void> | undefined;
+  let dropped = 0;
+
+  const toRow = (entry: ApiLogEntry): ApiLogRow => ({
+    id: newId('log'),
+    project_id: entry.projectId,
+    api_key_id: entry.keyId,
+    method: entry.method,
+    path: cutText(entry.path, writing.maxPathChars),
+    status: entry.status,
+    duration_us: Math.round(entry.durationMs * 1000),
+    user_agent: entry.userAgent === undefined ? null : cutText(entry.userAgent, writing.maxUserAgentChars),
+    request_body:
+      entry.requestBody instanceof Excerpt
+        ? entry.requestBody.text
+        : excerptOf(entry.requestBody, writing.bodyBytes),
+    response_body:
+      entry.responseBody instanceof Excerpt
+        ? entry.responseBody.text
+        : excerptOfAnswer(entry.responseBody, writing.bodyBytes),
+    created_at: entry.at.toISOString(),
+  });
+
+  /** Writes what is pending, a batch at a time; one write at a time. */
+  async function writeAll(): Promise<void> {
+    while (pending.length > 0) {
+      const batch = pending.slice(0, writing.maxBatch);
+      pending = pending.slice(batch.length);
+      try {
+        const rows: ApiLogRow[] = [];
+        for (const entry of batch) {
+          rows.push(toRow(entry));
+          // Parsing a long answer (up to 256 KiB) takes milliseconds: a batch of them is not one turn of the
+          // event loop, which answers every other request meanwhile.
+          if (typeof entry.responseBody === 'string' && entry.responseBody.length > YIELD_AFTER_CHARS) {
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+        }
+        await deps.repo.insertMany(rows);
+      } catch (error) {
+        logger?.error({ err: error, logs: batch.length }, 'API logs: a batch could not be written');
+      }
+    }
+    if (dropped > 0) {
+      logger?.warn({ dropped }, 'API logs: dropped logs while the database was behind');
+      dropped = 0;
+    }
+  }
+
+  function flush(): Promise<void> {
+    clearTimeout(timer);
+    timer = undefined;
+    inFlight ??= writeAll().finally(() => {
+      inFlight = undefined;
+      // Logs that arrived during the write wait for the next timer, as any other.
+      if (pending.length > 0) schedule();
+    });
+    return inFlight;
+  }
+
+  function schedule(): void {
+    if (timer !== undefined || inFlight !== undefined) return;
+    timer = setTimeout(flush, writing.flushMs).unref();
+  }
+
+  return {
+    enabled,
+
+    /** Where a batch that could not be written is told of (the app's logger). */
+    logTo(to: WorkerLogger): void {
+      logger = to;
+    },
+
+    /** Takes a request's log; written within FLUSH_MS (or with its batch, when the batch fills). */
+    record(entry: ApiLogEntry): void {
+      if (!enabled) return;
+      if (pending.length >= writing.maxPending) {
+        dropped += 1;
+        return;
+      }
+      // A large body (a send of megabytes) is not held until the batch: its excerpt is made now, which costs
+      // what the excerpt's size allows, not the body's (long strings are sliced, the walk stops at the bound);
+      // an answer that large is not parsed at all.
+      if ((entry.requestBytes ?? 0) > LARGE_BODY_CHARS) {
+        entry.requestBody = new Excerpt(excerptOf(entry.requestBody, writing.bodyBytes));
+      }
+      if (typeof entry.responseBody === 'string' && entry.responseBody.length > LARGE_BODY_CHARS) {
+        entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.bodyBytes));
+      }
+      pending.push(entry);
+      if (pending.length >= writing.maxBatch && inFlight === undefined) void flush();
+      else schedule();
+    },
+
+    /** Writes every log taken so far (a read of the logs, and close). */
+    async flush(): Promise<void> {
+      while (pending.length > 0 || inFlight !== undefined) await flush();
+    },
+  };
+}
+
+export type ApiLogRecorder = ReturnType<typeof createApiLogRecorder>;
