@@ -21,6 +21,8 @@ import { createTopicService } from './modules/topics/topics.service.ts';
 import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
 import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
 import { createFanOut } from './modules/broadcasts/fan-out.ts';
+import { createCustomEventRepo } from './modules/custom-events/custom-events.repo.ts';
+import { createCustomEventService } from './modules/custom-events/custom-events.service.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -128,6 +130,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     segments: createSegmentRepo(db),
     topics: createTopicRepo(db),
     broadcasts: createBroadcastRepo(db),
+    customEvents: createCustomEventRepo(db),
     dmarc: createDmarcRepo(db),
     destinations: createDestinationsRepo(db),
     reputation: createReputationRepo(db),
@@ -322,6 +325,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     topics,
     broadcasts,
     fanOut,
+    customEvents: createCustomEventService({ repo: repositories.customEvents, contacts, clock }),
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,
