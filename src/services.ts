@@ -23,6 +23,10 @@ import { createBroadcastService } from './modules/broadcasts/broadcasts.service.
 import { createFanOut } from './modules/broadcasts/fan-out.ts';
 import { createCustomEventRepo } from './modules/custom-events/custom-events.repo.ts';
 import { createCustomEventService } from './modules/custom-events/custom-events.service.ts';
+import { createAutomationRepo } from './modules/automations/automations.repo.ts';
+import { createAutomationService } from './modules/automations/automations.service.ts';
+import { createRunRepo } from './modules/automations/runs.repo.ts';
+import { createRunService } from './modules/automations/runs.service.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -86,6 +90,8 @@ export interface Notifiers {
   contactImports: Notifier;
   /** A broadcast is to be sent now: its fan-out is due. */
   broadcast: Notifier;
+  /** Automation runs were started or resumed: they are due. */
+  automationRuns: Notifier;
 }
 
 /** What a process brings besides the database and the configuration. */
@@ -131,6 +137,8 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     topics: createTopicRepo(db),
     broadcasts: createBroadcastRepo(db),
     customEvents: createCustomEventRepo(db),
+    automations: createAutomationRepo(db),
+    automationRuns: createRunRepo(db),
     dmarc: createDmarcRepo(db),
     destinations: createDestinationsRepo(db),
     reputation: createReputationRepo(db),
@@ -151,6 +159,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     inbound: infra.notifiers?.inbound ?? createNotifier(),
     contactImports: infra.notifiers?.contactImports ?? createNotifier(),
     broadcast: infra.notifiers?.broadcast ?? createNotifier(),
+    automationRuns: infra.notifiers?.automationRuns ?? createNotifier(),
   };
 
   // The queue workers this process runs (workers.ts adds them), and what it counts for /metrics: both per
@@ -266,6 +275,13 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     reputation,
   });
 
+  const automationRuns = createRunService({
+    automations: repositories.automations,
+    repo: repositories.automationRuns,
+    clock,
+    notifier: notifiers.automationRuns,
+  });
+
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
 
@@ -325,7 +341,21 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     topics,
     broadcasts,
     fanOut,
-    customEvents: createCustomEventService({ repo: repositories.customEvents, contacts, clock }),
+    customEvents: createCustomEventService({
+      repo: repositories.customEvents,
+      contacts,
+      clock,
+      triggers: automationRuns.triggers,
+    }),
+    automations: createAutomationService({
+      repo: repositories.automations,
+      runs: repositories.automationRuns,
+      templates: repositories.templates,
+      segments: repositories.segments,
+      topics: repositories.topics,
+      clock,
+    }),
+    automationRuns,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,
