@@ -27,6 +27,8 @@ import { createAutomationRepo } from './modules/automations/automations.repo.ts'
 import { createAutomationService } from './modules/automations/automations.service.ts';
 import { createRunRepo } from './modules/automations/runs.repo.ts';
 import { createRunService } from './modules/automations/runs.service.ts';
+import { createRunner } from './modules/automations/runner.ts';
+import { createStepPlanner } from './modules/automations/steps.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -275,6 +277,23 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     reputation,
   });
 
+  const segments = createSegmentService({ repo: repositories.segments, contacts, clock });
+  /** The automation runs worker's runner (workers.ts): each step written with what it does. */
+  const automationRunner = createRunner({
+    db,
+    runs: repositories.automationRuns,
+    automations: repositories.automations,
+    contacts: repositories.contacts,
+    properties: repositories.contactProperties,
+    planner: createStepPlanner({
+      contacts,
+      segments,
+      topics: repositories.topics,
+      suppressions: repositories.suppressions,
+      emails,
+    }),
+    clock,
+  });
   const automationRuns = createRunService({
     automations: repositories.automations,
     repo: repositories.automationRuns,
@@ -337,7 +356,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
-    segments: createSegmentService({ repo: repositories.segments, contacts, clock }),
+    segments,
     topics,
     broadcasts,
     fanOut,
@@ -356,6 +375,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
     }),
     automationRuns,
+    automationRunner,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactImports: createContactImportService({
       repo: repositories.contactImports,

@@ -49,7 +49,7 @@ const OPERATORS = [
 ];
 const NUMERIC = ['gt', 'gte', 'lt', 'lte'];
 const TEXTUAL = ['contains', 'starts_with', 'ends_with'];
-const FIELD = /^(contact\.[A-Za-z0-9_.-]+|event\.[A-Za-z0-9_.-]+|email\.(opened|clicked))$/;
+const FIELD = /^(contact|event)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
 const MAX_DEPTH = 5;
 
 const invalid = (param: string, message: string) =>
@@ -75,7 +75,7 @@ export function checkRule(rule: unknown, param: string, name: string, depth = 0)
   if (typeof value.field !== 'string' || !FIELD.test(value.field)) {
     throw invalid(
       `${param}.field`,
-      `${name}: field must be 'contact.<field or property>', 'event.<payload field>', 'email.opened' or 'email.clicked'.`,
+      `${name}: field must be 'contact.<field or property>' or 'event.<payload field>'.`,
     );
   }
   const operator = value.operator;
