@@ -811,6 +811,8 @@ export interface AutomationRunsTable {
   trigger_send_id: string | null;
   /** JSON object: the triggering event's payload. */
   trigger_payload: string;
+  /** JSON object: the latest awaited event's payload, once a wait received one; null before. */
+  event_payload: string | null;
   status: AutomationRunStatus;
   /** The key of the step the run is at (to run next, or waiting in). */
   current_step: string;

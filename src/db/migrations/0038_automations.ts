@@ -80,6 +80,8 @@ export const migration: Migration = {
       .addColumn('contact_id', 'text', (col) => col.notNull())
       .addColumn('trigger_send_id', 'text')
       .addColumn('trigger_payload', 'text', (col) => col.notNull())
+      // The latest event's payload, once a wait has received one (conditions and emails read `event.*` from it).
+      .addColumn('event_payload', 'text')
       .addColumn('status', 'text', (col) => col.notNull())
       .addColumn('current_step', 'text', (col) => col.notNull())
       // How the current step was reached again after a wait: `event_received` (with the event's payload).

@@ -14,6 +14,8 @@ export interface RunRecord {
   contactId: string;
   triggerSendId: string | null;
   triggerPayload: Record<string, unknown>;
+  /** The latest awaited event's payload (null until a wait receives one). */
+  eventPayload: Record<string, unknown> | null;
   status: AutomationRunStatus;
   currentStep: string;
   resumedBy: { event: string; payload: Record<string, unknown> } | null;
@@ -46,6 +48,8 @@ export interface RunMove {
   dueAt: string | null;
   reason: string | null;
   completedAt: string | null;
+  /** A wait received its event: what `event.*` reads from now on. */
+  eventPayload?: Record<string, unknown> | undefined;
 }
 
 const parse = <T>(text: string | null): T | null => (text === null ? null : (JSON.parse(text) as T));
@@ -57,6 +61,7 @@ const toRecord = (row: Row<'automation_runs'>): RunRecord => ({
   contactId: row.contact_id,
   triggerSendId: row.trigger_send_id,
   triggerPayload: JSON.parse(row.trigger_payload) as Record<string, unknown>,
+  eventPayload: parse(row.event_payload),
   status: row.status,
   currentStep: row.current_step,
   resumedBy: parse(row.resumed_by),
@@ -97,6 +102,7 @@ export function createRunRepo(db: Kysely<Database>) {
             contact_id: run.contactId,
             trigger_send_id: run.triggerSendId,
             trigger_payload: JSON.stringify(run.triggerPayload),
+            event_payload: null,
             status: run.status,
             current_step: run.currentStep,
             resumed_by: null,
@@ -193,6 +199,7 @@ export function createRunRepo(db: Kysely<Database>) {
           reason: move.reason,
           completed_at: move.completedAt,
           resumed_by: null,
+          ...(move.eventPayload === undefined ? {} : { event_payload: JSON.stringify(move.eventPayload) }),
           step_count: expect.stepCount + (step ? 1 : 0),
           updated_at: now,
         })

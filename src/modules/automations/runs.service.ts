@@ -74,6 +74,7 @@ export function createRunService({ automations, repo, clock, notifier }: RunServ
           contactId: sent.contact.id,
           triggerSendId: sent.sendId,
           triggerPayload: sent.payload,
+          eventPayload: null,
           status: 'running',
           currentStep: automation.graph.steps.find((step) => step.type === 'trigger')!.key,
           resumedBy: null,

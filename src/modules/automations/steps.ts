@@ -147,7 +147,10 @@ export function createStepPlanner(deps: StepDeps) {
         move: onward(context, step.key, 'default'),
       };
     }
-    const variables: Record<string, unknown> = { contact: contactView, event: run.triggerPayload };
+    const variables: Record<string, unknown> = {
+      contact: contactView,
+      event: run.eventPayload ?? run.triggerPayload,
+    };
     for (const [name, value] of Object.entries(config.template.variables ?? {}))
       variables[name] = resolve(value, valueOf);
     const plan = await deps.emails.prepareSend(
@@ -202,7 +205,7 @@ export function createStepPlanner(deps: StepDeps) {
             payload,
             branch: 'event_received',
           }),
-          move: onward(context, step.key, 'event_received'),
+          move: { ...onward(context, step.key, 'event_received'), eventPayload: payload },
         };
       }
     }
@@ -232,7 +235,7 @@ export function createStepPlanner(deps: StepDeps) {
   return {
     async plan(context: StepContext, step: Step): Promise<StepPlan> {
       const { run, contact, declared, now } = context;
-      const fields = fieldsOf(contact, declared, run.triggerPayload);
+      const fields = fieldsOf(contact, declared, run.eventPayload ?? run.triggerPayload);
       const { valueOf } = fields;
       switch (step.type) {
         case 'trigger':
