@@ -174,7 +174,7 @@ export function registerAutomationRoutes(
         projectOf(request),
         request.params.id,
         toPageRequest(query, 'arun'),
-        status,
+        status === undefined ? undefined : [status],
       );
       return list(page.items, page.hasMore);
     },

@@ -249,14 +249,14 @@ export function createRunRepo(db: Kysely<Database>) {
       projectId: string,
       automationId: string,
       page: PageRequest,
-      status: AutomationRunStatus | undefined,
+      statuses: readonly AutomationRunStatus[] | undefined,
     ): Promise<Page<RunRecord>> {
       let query = db
         .selectFrom('automation_runs')
         .selectAll()
         .where('project_id', '=', projectId)
         .where('automation_id', '=', automationId);
-      if (status !== undefined) query = query.where('status', '=', status);
+      if (statuses !== undefined) query = query.where('status', 'in', [...statuses]);
       return mapPage(await pageOfQuery(query, page), toRecord);
     },
 

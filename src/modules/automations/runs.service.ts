@@ -103,14 +103,15 @@ export function createRunService({ automations, repo, clock, notifier }: RunServ
   return {
     triggers,
 
+    /** An automation's runs, newest first, of these statuses (any when undefined). */
     async list(
       projectId: string,
       automationId: string,
       page: PageRequest,
-      status: AutomationRunStatus | undefined,
+      statuses: readonly AutomationRunStatus[] | undefined,
     ) {
       await loadAutomation(projectId, automationId);
-      const runs = await repo.list(projectId, automationId, page, status);
+      const runs = await repo.list(projectId, automationId, page, statuses);
       return { items: runs.items.map(toSummary), hasMore: runs.hasMore };
     },
 

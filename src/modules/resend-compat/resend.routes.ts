@@ -25,6 +25,7 @@ import { registerResendReceivingRoutes } from './resend-receiving.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
+import { registerResendAutomationRoutes } from './resend-automations.ts';
 import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
 import { toPostwireSend, toResendEmail, toResendListEmail } from './resend-emails.ts';
 import { isPostwireErrorBody, type ResendError, toResendError } from './resend-errors.ts';
@@ -50,8 +51,6 @@ export const RESEND_PREFIX = '/resend';
 
 // Resend's resources that Postwire has no equivalent of, by the first segment of their path.
 const NOT_IN_POSTWIRE: Record<string, string> = {
-  automations: 'automations',
-  events: 'custom events',
   inboxes: 'inboxes',
   oauth: 'OAuth grants',
 };
@@ -438,6 +437,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendTopicRoutes(scope, services);
       registerResendSuppressionRoutes(scope, services);
       registerResendBroadcastRoutes(scope, services);
+      registerResendAutomationRoutes(scope, services);
 
       registerResendApiKeyRoutes(scope, services);
 
@@ -454,7 +454,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails and broadcasts (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, automations and events (docs/api/resend.md).`,
             );
           }
           const notYet = NOT_YET[resource];
