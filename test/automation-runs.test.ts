@@ -1,15 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
-import type { Clock } from '../src/lib/clock.ts';
 import { createRunner } from '../src/modules/automations/runner.ts';
 import { createRunQueue } from '../src/modules/automations/runs.queue.ts';
-import { createRunWorker } from '../src/modules/automations/runs.worker.ts';
 import { createStepPlanner } from '../src/modules/automations/steps.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { testClock } from './helpers/deliveries.ts';
 import { created } from './helpers/answers.ts';
+import {
+  arrived as arrivedAt,
+  publishedTemplate,
+  startRunWorker,
+  subjectsTo as subjectsToIn,
+} from './helpers/automations.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
@@ -20,16 +25,6 @@ import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
 const DAY = 86_400_000;
 
-function movableClock(): Clock & { advance(ms: number): void } {
-  let offset = 0;
-  return {
-    now: () => new Date(Date.now() + offset),
-    advance(ms) {
-      offset += ms;
-    },
-  };
-}
-
 for (const engine of ALL_ENGINES) {
   describe(`automation runs (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
@@ -37,26 +32,13 @@ for (const engine of ALL_ENGINES) {
     let sending: SendingWorker;
     let runs: QueueWorker;
     let automationId: string;
-    const clock = movableClock();
+    const clock = testClock();
 
     const startRuns = async () => {
-      runs = createRunWorker({
-        database: api.database.handle,
-        clock,
-        runner: api.services.automationRunner,
-        notifier: api.services.notifiers.automationRuns,
-        settings: { pollIntervalMs: 50 },
-      });
-      await runs.start();
+      runs = await startRunWorker(api, clock);
     };
-
-    /** Publishes a template and answers its id. */
-    async function published(name: string, subject: string, html: string, text: string) {
-      const template = await created(api, '/v1/templates', { name, subject, html, text });
-      const publish = await api.request('POST', `/v1/templates/${template.id}/publish`, { body: {} });
-      assert.equal(publish.status, 200, JSON.stringify(publish.body));
-      return template.id as string;
-    }
+    const published = (name: string, subject: string, html: string, text: string) =>
+      publishedTemplate(api, { name, subject, html, text });
 
     before(async () => {
       api = await startTestApp(engine, { clock });
@@ -129,22 +111,8 @@ for (const engine of ALL_ENGINES) {
       await api.close();
     });
 
-    const subjectsTo = async (address: string) => {
-      const subjects: string[] = [];
-      for (const message of smtp.messages.filter((each) => each.to.includes(address))) {
-        subjects.push((await simpleParser(message.raw)).subject ?? '');
-      }
-      return subjects;
-    };
-    /** Waits (on the SMTP server's own signal) until the server has received `count` messages in all. */
-    async function arrived(count: number) {
-      const deadline = Date.now() + 30_000;
-      while (smtp.messages.length < count) {
-        const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`the SMTP server received ${smtp.messages.length} of ${count}`);
-        await smtp.waitFor(count, left).catch(() => undefined);
-      }
-    }
+    const subjectsTo = (address: string) => subjectsToIn(smtp, address);
+    const arrived = (count: number) => arrivedAt(smtp, count);
     /** The run of a contact, once it is in `status` (the worker moves it: waits on each notification). */
     async function runOf(contactId: string, status: string, step?: string) {
       const deadline = Date.now() + 30_000;

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Clock } from '../src/lib/clock.ts';
-import { createRunWorker } from '../src/modules/automations/runs.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { testClock } from './helpers/deliveries.ts';
 import { created } from './helpers/answers.ts';
+import { startRunWorker } from './helpers/automations.ts';
 
 // The steps that wait and the steps that change the contact, on the injected clock: a wait for an event ends
 // with its event (when its filter passes, else it waits on) or at its timeout, each branch taken and said; a
@@ -12,34 +12,17 @@ import { created } from './helpers/answers.ts';
 
 const DAY = 86_400_000;
 
-function movableClock(): Clock & { advance(ms: number): void } {
-  let offset = 0;
-  return {
-    now: () => new Date(Date.now() + offset),
-    advance(ms) {
-      offset += ms;
-    },
-  };
-}
-
 for (const engine of ALL_ENGINES) {
   describe(`automation steps (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let runs: QueueWorker;
     let automationId: string;
     let segmentId: string;
-    const clock = movableClock();
+    const clock = testClock();
 
     before(async () => {
       api = await startTestApp(engine, { clock });
-      runs = createRunWorker({
-        database: api.database.handle,
-        clock,
-        runner: api.services.automationRunner,
-        notifier: api.services.notifiers.automationRuns,
-        settings: { pollIntervalMs: 50 },
-      });
-      await runs.start();
+      runs = await startRunWorker(api, clock);
       await created(api, '/v1/contact-properties', { key: 'plan', type: 'string', fallback_value: 'free' });
       segmentId = (await created(api, '/v1/segments', { name: 'Customers' })).id;
       const automation = await created(api, '/v1/automations', {

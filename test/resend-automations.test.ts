@@ -1,14 +1,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { simpleParser } from 'mailparser';
 import { Resend } from 'resend';
-import type { Clock } from '../src/lib/clock.ts';
 import { createRunQueue } from '../src/modules/automations/runs.queue.ts';
-import { createRunWorker } from '../src/modules/automations/runs.worker.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { testClock } from './helpers/deliveries.ts';
 import { assertResendError, created, dataOf } from './helpers/answers.ts';
+import {
+  arrived as arrivedAt,
+  publishedTemplate,
+  startRunWorker,
+  subjectsTo as subjectsToIn,
+} from './helpers/automations.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
@@ -18,16 +22,6 @@ import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 // once each, also when the worker that claimed the run died; a stopped automation sends nothing more.
 
 const DAY = 86_400_000;
-
-function movableClock(): Clock & { advance(ms: number): void } {
-  let offset = 0;
-  return {
-    now: () => new Date(Date.now() + offset),
-    advance(ms) {
-      offset += ms;
-    },
-  };
-}
 
 for (const engine of ALL_ENGINES) {
   describe(
@@ -39,16 +33,9 @@ for (const engine of ALL_ENGINES) {
       let smtp: TestSmtpServer;
       let sending: SendingWorker;
       let runs: QueueWorker;
-      const clock = movableClock();
+      const clock = testClock();
       const startRuns = async () => {
-        runs = createRunWorker({
-          database: api.database.handle,
-          clock,
-          runner: api.services.automationRunner,
-          notifier: api.services.notifiers.automationRuns,
-          settings: { pollIntervalMs: 50 },
-        });
-        await runs.start();
+        runs = await startRunWorker(api, clock);
       };
 
       before(async () => {
@@ -65,29 +52,10 @@ for (const engine of ALL_ENGINES) {
         await api.close();
       });
 
-      async function published(name: string, subject: string, html: string) {
-        const template = await created(api, '/v1/templates', { name, subject, html });
-        assert.equal(
-          (await api.request('POST', `/v1/templates/${template.id}/publish`, { body: {} })).status,
-          200,
-        );
-        return template.id as string;
-      }
-      const subjectsTo = async (address: string) => {
-        const subjects: string[] = [];
-        for (const message of smtp.messages.filter((each) => each.to.includes(address))) {
-          subjects.push((await simpleParser(message.raw)).subject ?? '');
-        }
-        return subjects;
-      };
-      async function arrived(count: number) {
-        const deadline = Date.now() + 30_000;
-        while (smtp.messages.length < count) {
-          const left = deadline - Date.now();
-          if (left <= 0) throw new Error(`the SMTP server received ${smtp.messages.length} of ${count}`);
-          await smtp.waitFor(count, left).catch(() => undefined);
-        }
-      }
+      const published = (name: string, subject: string, html: string) =>
+        publishedTemplate(api, { name, subject, html });
+      const subjectsTo = (address: string) => subjectsToIn(smtp, address);
+      const arrived = (count: number) => arrivedAt(smtp, count);
       /** The contact's run as the SDK lists and gets it, once its current step is `step` (or it is `status`). */
       async function runOf(automationId: string, until: (run: any) => boolean) {
         const deadline = Date.now() + 30_000;
