@@ -291,6 +291,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       topics: repositories.topics,
       suppressions: repositories.suppressions,
       emails,
+      engagement: repositories.tracking,
     }),
     clock,
   });

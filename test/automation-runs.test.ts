@@ -258,6 +258,7 @@ for (const engine of ALL_ENGINES) {
         segments: services.segments,
         topics: services.repositories.topics,
         suppressions: services.repositories.suppressions,
+        engagement: services.repositories.tracking,
         emails: {
           prepareSend: services.emails.prepareSend,
           writeSend: async (transaction, plan) => {

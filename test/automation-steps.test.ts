@@ -4,7 +4,9 @@ import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { testClock } from './helpers/deliveries.ts';
 import { created } from './helpers/answers.ts';
-import { startRunWorker } from './helpers/automations.ts';
+import { publishedTemplate, startRunWorker } from './helpers/automations.ts';
+import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
+import { startSendingWorker } from './helpers/sending.ts';
 
 // The steps that wait and the steps that change the contact, on the injected clock: a wait for an event ends
 // with its event (when its filter passes, else it waits on) or at its timeout, each branch taken and said; a
@@ -151,6 +153,101 @@ for (const engine of ALL_ENGINES) {
       assert.equal((await api.request('GET', `/v1/contacts/${hal.id}`)).status, 404);
       const cancelled = await runOf(ivy.id, 'cancelled');
       assert.equal(cancelled.reason, 'contact_deleted');
+    });
+
+    test('a condition on the engagement of the email sent before it: opened, or not', async () => {
+      const PUBLIC_URL = 'https://mail.acme.test';
+      const tracked = await startTestApp(engine, {
+        clock,
+        publicUrl: PUBLIC_URL,
+        engagementDefaults: { trackOpens: true, trackClicks: false, listUnsubscribe: false },
+      });
+      const sending = await startSendingWorker(tracked, { clock, publicUrl: PUBLIC_URL });
+      const worker = await startRunWorker(tracked, clock);
+      try {
+        const news = await publishedTemplate(tracked, {
+          name: 'News',
+          subject: 'What shipped',
+          html: '<p>Three things shipped.</p>\n<p>Ünïcode too ✓</p>',
+        });
+        const automation = await created(tracked, '/v1/automations', {
+          name: 'Engaged?',
+          status: 'enabled',
+          steps: [
+            { key: 'start', type: 'trigger', config: { event_name: 'news.ready' } },
+            { key: 'news', type: 'send_email', config: { template: { id: news }, from: 'news@acme.test' } },
+            { key: 'later', type: 'delay', config: { duration: '1 day' } },
+            {
+              key: 'opened',
+              type: 'condition',
+              config: { type: 'rule', field: 'email.opened', operator: 'eq', value: true },
+            },
+          ],
+          connections: [
+            { from: 'start', to: 'news' },
+            { from: 'news', to: 'later' },
+            { from: 'later', to: 'opened' },
+          ],
+        });
+        const runs = async () =>
+          (await tracked.request('GET', `/v1/automations/${automation.id}/runs`)).body.data as any[];
+        for (const email of ['reader@steps.test', 'skimmer@steps.test']) {
+          const sent = await tracked.request('POST', '/v1/custom-events/send', {
+            body: { event: 'news.ready', email, create_contact: true },
+          });
+          assert.equal(sent.status, 201);
+        }
+        // Both emails sent (the delay reached), then the reader's pixel fetched as a mail client would.
+        const emailIds = new Map<string, string>();
+        const deadline = Date.now() + 20_000;
+        while (emailIds.size < 2) {
+          if (Date.now() > deadline)
+            throw new Error(`sent: ${JSON.stringify([...emailIds])} ${JSON.stringify(await runs())}`);
+          for (const run of await runs()) {
+            const detail = (await tracked.request('GET', `/v1/automations/${automation.id}/runs/${run.id}`))
+              .body;
+            const email = detail.steps[1]?.output?.email_id;
+            const status = email && (await tracked.request('GET', `/v1/emails/${email}`)).body.status;
+            if (status !== undefined && status !== 'queued') emailIds.set(detail.steps[1].output.to, email);
+          }
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        const raw = (await tracked.request('GET', `/v1/emails/${emailIds.get('reader@steps.test')}/raw`)).body
+          .raw;
+        const pixel = (await parseMail(raw)).pixel;
+        assert.ok(pixel, raw);
+        assert.equal(
+          (await fetch(onServer(pixel, tracked.baseUrl), { headers: { 'user-agent': BROWSER } })).status,
+          200,
+        );
+
+        clock.advance(DAY + 1000);
+        tracked.services.notifiers.automationRuns.notify();
+        const outcomes = new Map<string, unknown>();
+        while (outcomes.size < 2) {
+          for (const run of await runs()) {
+            if (run.status !== 'completed') continue;
+            const detail = (await tracked.request('GET', `/v1/automations/${automation.id}/runs/${run.id}`))
+              .body;
+            outcomes.set(detail.steps[1].output.to, detail.steps[3].output);
+          }
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        assert.deepEqual(outcomes.get('reader@steps.test'), {
+          result: true,
+          branch: 'condition_met',
+          values: { 'email.opened': true },
+        });
+        assert.deepEqual(outcomes.get('skimmer@steps.test'), {
+          result: false,
+          branch: 'condition_not_met',
+          values: { 'email.opened': false },
+        });
+      } finally {
+        await worker.stop();
+        await sending.stop();
+        await tracked.close();
+      }
     });
   });
 }

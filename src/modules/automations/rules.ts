@@ -49,7 +49,7 @@ const OPERATORS = [
 ];
 const NUMERIC = ['gt', 'gte', 'lt', 'lte'];
 const TEXTUAL = ['contains', 'starts_with', 'ends_with'];
-const FIELD = /^(contact|event)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+const FIELD = /^((contact|event)\.[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*|email\.(opened|clicked))$/;
 const MAX_DEPTH = 5;
 
 const invalid = (param: string, message: string) =>
@@ -75,7 +75,7 @@ export function checkRule(rule: unknown, param: string, name: string, depth = 0)
   if (typeof value.field !== 'string' || !FIELD.test(value.field)) {
     throw invalid(
       `${param}.field`,
-      `${name}: field must be 'contact.<field or property>' or 'event.<payload field>'.`,
+      `${name}: field must be 'contact.<field or property>', 'event.<payload field>', 'email.opened' or 'email.clicked'.`,
     );
   }
   const operator = value.operator;
@@ -106,6 +106,10 @@ export function checkRule(rule: unknown, param: string, name: string, depth = 0)
     );
   }
 }
+
+/** Whether a rule reads a field starting with `prefix`. */
+export const readsField = (rule: Rule, prefix: string): boolean =>
+  rule.type === 'rule' ? rule.field.startsWith(prefix) : rule.rules.some((each) => readsField(each, prefix));
 
 /** Evaluates a checked rule, each field's value given by `valueOf` (undefined: not there). */
 export function evaluateRule(rule: Rule, valueOf: (field: string) => unknown): boolean {

@@ -119,7 +119,7 @@ export function createRunner(deps: RunnerDeps) {
           contact,
           declared: await deps.properties.all(run.projectId),
           now,
-          lastStep: async () => (await runs.steps(run.id)).at(-1),
+          steps: () => runs.steps(run.id),
         },
         step,
       );

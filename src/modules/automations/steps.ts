@@ -7,9 +7,10 @@ import type { EmailService } from '../emails/emails.service.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
 import type { TopicRepo } from '../topics/topics.repo.ts';
+import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { AutomationRecord } from './automations.repo.ts';
 import { type ConnectionType, nextStep, type Step } from './graph.ts';
-import { evaluateRule, parseWait, type Rule, valueAt } from './rules.ts';
+import { evaluateRule, parseWait, readsField, type Rule, valueAt } from './rules.ts';
 import type { RunMove, RunRecord, RunStepRecord } from './runs.repo.ts';
 
 // What each step type does for one run: decided before the step's transaction (reads, rendering), written in
@@ -21,8 +22,8 @@ export interface StepContext {
   contact: ContactRecord;
   declared: ContactPropertyRecord[];
   now: Date;
-  /** The last step recorded for the run (a wait's own record, to find its timeout again). */
-  lastStep: () => Promise<RunStepRecord | undefined>;
+  /** The steps recorded for the run so far, oldest first (a wait's own record; the last email sent). */
+  steps: () => Promise<RunStepRecord[]>;
 }
 
 export interface StepPlan {
@@ -37,6 +38,8 @@ export interface StepDeps {
   topics: Pick<TopicRepo, 'find' | 'choicesFor'>;
   suppressions: Pick<SuppressionRepo, 'matchingIn'>;
   emails: Pick<EmailService, 'prepareSend' | 'writeSend'>;
+  /** What came of an email sent (opens, clicks), for conditions on `email.opened` and `email.clicked`. */
+  engagement: Pick<TrackingRepo, 'recipientEngagement'>;
 }
 
 /** What a run's fields are, for conditions and variables: the contact (and its properties) and the event. */
@@ -211,7 +214,7 @@ export function createStepPlanner(deps: StepDeps) {
     }
     // Waiting (again, after an event its filter did not pass): until the timeout set when it began.
     const began = resumed
-      ? ((await context.lastStep())?.output?.timeout_at as string | null | undefined)
+      ? ((await context.steps()).at(-1)?.output?.timeout_at as string | null | undefined)
       : undefined;
     const ms = config.timeout === undefined ? undefined : parseWait(config.timeout);
     const timeoutAt = began ?? (ms === undefined ? null : new Date(context.now.getTime() + ms).toISOString());
@@ -230,6 +233,25 @@ export function createStepPlanner(deps: StepDeps) {
         completedAt: null,
       },
     };
+  }
+
+  /**
+   * `valueOf` with `email.opened` and `email.clicked`: whether the run's last email sent was opened or clicked
+   * (false when it sent none, or did not track them).
+   */
+  async function withEngagement(context: StepContext, valueOf: (field: string) => unknown) {
+    const sent = (await context.steps()).findLast(
+      (each) => each.type === 'send_email' && each.status === 'completed',
+    );
+    const emailId = sent?.output?.email_id;
+    const counters =
+      typeof emailId === 'string'
+        ? [...(await deps.engagement.recipientEngagement(context.run.projectId, emailId)).values()]
+        : [];
+    const opened = counters.some((each) => each.openCount > 0);
+    const clicked = counters.some((each) => each.clickCount > 0);
+    return (field: string): unknown =>
+      field === 'email.opened' ? opened : field === 'email.clicked' ? clicked : valueOf(field);
   }
 
   return {
@@ -259,13 +281,14 @@ export function createStepPlanner(deps: StepDeps) {
           return waitForEvent(context, step, valueOf);
         case 'condition': {
           const rule = step.config as unknown as Rule;
-          const met = evaluateRule(rule, valueOf);
+          const read = readsField(rule, 'email.') ? await withEngagement(context, valueOf) : valueOf;
+          const met = evaluateRule(rule, read);
           const branch = met ? 'condition_met' : 'condition_not_met';
           return {
             step: record(context, step, 'completed', {
               result: met,
               branch,
-              values: valuesOf(rule, valueOf),
+              values: valuesOf(rule, read),
             }),
             move: onward(context, step.key, branch),
           };
