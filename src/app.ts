@@ -25,6 +25,8 @@ import { registerContactImportRoutes } from './modules/contacts/contact-imports.
 import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerBroadcastRoutes } from './modules/broadcasts/broadcasts.routes.ts';
+import { registerCustomEventRoutes } from './modules/custom-events/custom-events.routes.ts';
+import { registerAutomationRoutes } from './modules/automations/automations.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDestinationRoutes } from './modules/destinations/destinations.routes.ts';
@@ -246,6 +248,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
   registerTopicRoutes(app, { topics: services.topics });
   registerBroadcastRoutes(app, { broadcasts: services.broadcasts });
+  registerCustomEventRoutes(app, { customEvents: services.customEvents });
+  registerAutomationRoutes(app, {
+    automations: services.automations,
+    automationRuns: services.automationRuns,
+  });
   registerInboundRoutes(app, { inbound: services.inbound });
   registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
   registerReceivedRoutes(app, { received: services.received });

@@ -22,6 +22,14 @@ import { createTopicService } from './modules/topics/topics.service.ts';
 import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
 import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
 import { createFanOut, type FanOutDeps } from './modules/broadcasts/fan-out.ts';
+import { createCustomEventRepo } from './modules/custom-events/custom-events.repo.ts';
+import { createCustomEventService } from './modules/custom-events/custom-events.service.ts';
+import { createAutomationRepo } from './modules/automations/automations.repo.ts';
+import { createAutomationService } from './modules/automations/automations.service.ts';
+import { createRunRepo } from './modules/automations/runs.repo.ts';
+import { createRunService } from './modules/automations/runs.service.ts';
+import { createRunner } from './modules/automations/runner.ts';
+import { createStepPlanner } from './modules/automations/steps.ts';
 import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
@@ -95,6 +103,8 @@ export interface Notifiers {
   contactImports: Notifier;
   /** A broadcast is to be sent now: its fan-out is due. */
   broadcast: Notifier;
+  /** Automation runs were started or resumed: they are due. */
+  automationRuns: Notifier;
 }
 
 /** What a process brings besides the database and the configuration. */
@@ -139,6 +149,9 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     segments: createSegmentRepo(db, engine),
     topics: createTopicRepo(db),
     broadcasts: createBroadcastRepo(db),
+    customEvents: createCustomEventRepo(db),
+    automations: createAutomationRepo(db),
+    automationRuns: createRunRepo(db),
     dmarc: createDmarcRepo(db),
     destinations: createDestinationsRepo(db),
     reputation: createReputationRepo(db),
@@ -161,6 +174,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     inbound: infra.notifiers?.inbound ?? createNotifier(),
     contactImports: infra.notifiers?.contactImports ?? createNotifier(),
     broadcast: infra.notifiers?.broadcast ?? createNotifier(),
+    automationRuns: infra.notifiers?.automationRuns ?? createNotifier(),
   };
 
   // The queue workers this process runs (workers.ts adds them), and what it counts for /metrics: both per
@@ -284,6 +298,37 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
   /** The broadcast worker's fan-out (workers.ts): copies written as the emails module writes sends. */
   const fanOut = createFanOut(fanOutDeps);
 
+  const segments = createSegmentService({
+    repo: repositories.segments,
+    contacts,
+    properties: repositories.contactProperties,
+    topics: repositories.topics,
+    clock,
+  });
+  /** The automation runs worker's runner (workers.ts): each step written with what it does. */
+  const automationRunner = createRunner({
+    db,
+    runs: repositories.automationRuns,
+    automations: repositories.automations,
+    contacts: repositories.contacts,
+    properties: repositories.contactProperties,
+    planner: createStepPlanner({
+      contacts,
+      segments,
+      topics: repositories.topics,
+      suppressions: repositories.suppressions,
+      emails,
+      engagement: repositories.tracking,
+    }),
+    clock,
+  });
+  const automationRuns = createRunService({
+    automations: repositories.automations,
+    repo: repositories.automationRuns,
+    clock,
+    notifier: notifiers.automationRuns,
+  });
+
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
   // The API's requests, logged in batches after their answers; what is still buffered is written on close.
@@ -345,13 +390,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     }),
     suppressions: createSuppressionService({ repo: repositories.suppressions, clock }),
     contacts,
-    segments: createSegmentService({
-      repo: repositories.segments,
-      contacts,
-      properties: repositories.contactProperties,
-      topics: repositories.topics,
-      clock,
-    }),
+    segments,
     topics,
     broadcasts,
     fanOut,
@@ -365,6 +404,22 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       topics,
       clock,
     }),
+    customEvents: createCustomEventService({
+      repo: repositories.customEvents,
+      contacts,
+      clock,
+      triggers: automationRuns.triggers,
+    }),
+    automations: createAutomationService({
+      repo: repositories.automations,
+      runs: repositories.automationRuns,
+      templates: repositories.templates,
+      segments: repositories.segments,
+      topics: repositories.topics,
+      clock,
+    }),
+    automationRuns,
+    automationRunner,
     contactProperties: createContactPropertyService({ repo: repositories.contactProperties, clock }),
     contactActivity: createContactActivity({
       contacts,

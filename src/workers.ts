@@ -7,6 +7,7 @@ import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.
 import { createReceivedAuthenticator } from './modules/inbound/received-authentication.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { createBroadcastWorker } from './modules/broadcasts/broadcasts.worker.ts';
+import { createRunWorker } from './modules/automations/runs.worker.ts';
 import { createReportAuthenticator } from './modules/inbound/report-authentication.ts';
 import { returnPathFromConfig } from './modules/emails/return-path.ts';
 import type { Services } from './services.ts';
@@ -65,6 +66,14 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     clock,
     fanOut: services.fanOut,
     notifier: notifiers.broadcast,
+    logger,
+    deadAfterMs,
+  });
+  const automationRuns = createRunWorker({
+    database,
+    clock,
+    runner: services.automationRunner,
+    notifier: notifiers.automationRuns,
     logger,
     deadAfterMs,
   });
@@ -135,6 +144,9 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
       // From now on /readyz expects its heartbeats and /metrics reads its attempts in flight.
       services.runningWorkers.add({ queue, worker });
     }
+    // Not among /readyz's and /metrics' queues (QUEUE_NAMES): a run that waits is not work the process owes now.
+    await automationRuns.start();
+    started.push(automationRuns);
     retention.start();
     started.push(retention);
     // The reputation breaker's check of every project's rates (a read of the daily counts).

@@ -287,10 +287,10 @@ for (const engine of ALL_ENGINES) {
       });
 
       assertError(
-        await resend.automations.list(),
+        await resend.inboxes.list(),
         501,
         'application_error',
-        'Postwire does not implement automations; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).',
+        'Postwire does not implement inboxes; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, automations, events, logs and usage (docs/api/resend.md).',
       );
       assertError(
         await resend.emails.share('msg_x'),

@@ -39,6 +39,7 @@ import { migration as reputationStates } from './migrations/0036_reputation_stat
 import { migration as broadcasts } from './migrations/0037_broadcasts.ts';
 import { migration as segmentFilters } from './migrations/0038_segment_filters.ts';
 import { migration as apiLogs } from './migrations/0039_api_logs.ts';
+import { migration as automations } from './migrations/0040_automations.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -83,6 +84,7 @@ const migrations: Record<string, Migration> = {
   '0037_broadcasts': broadcasts,
   '0038_segment_filters': segmentFilters,
   '0039_api_logs': apiLogs,
+  '0040_automations': automations,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -11,6 +11,8 @@ export type ProjectTable =
   | 'segments'
   | 'topics'
   | 'broadcasts'
+  | 'custom_events'
+  | 'automations'
   | 'domains'
   | 'webhooks'
   | 'templates'

@@ -780,6 +780,96 @@ export interface BroadcastExclusionsTable {
   created_at: string;
 }
 
+/** A custom event's name, declared with an optional payload schema (written by src/modules/custom-events). */
+export interface CustomEventsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  /** JSON object: payload field → `string` | `number` | `boolean` | `date`; null for any payload. */
+  schema: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A custom event sent for a contact (written by src/modules/custom-events). */
+export interface CustomEventSendsTable {
+  id: string;
+  project_id: string;
+  event_name: string;
+  contact_id: string;
+  /** JSON object. */
+  payload: string;
+  /** Automation runs it started, and waiting runs it resumed. */
+  runs_started: ColumnType<number, number | undefined, number>;
+  runs_resumed: ColumnType<number, number | undefined, number>;
+  created_at: string;
+}
+
+export type AutomationStatus = 'enabled' | 'disabled';
+
+/** An event-triggered sequence of steps (written by src/modules/automations). */
+export interface AutomationsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  status: AutomationStatus;
+  /** The trigger step's event name, to find the automations an event starts. */
+  trigger_event: string;
+  /** JSON: `{ steps, connections }` as the API takes them. */
+  graph: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export type AutomationRunStatus = 'running' | 'waiting' | 'completed' | 'cancelled' | 'failed';
+
+/** One contact's way through an automation; the runs' queue (written by src/modules/automations). */
+export interface AutomationRunsTable {
+  id: string;
+  project_id: string;
+  automation_id: string;
+  contact_id: string;
+  trigger_send_id: string | null;
+  /** JSON object: the triggering event's payload. */
+  trigger_payload: string;
+  /** JSON object: the latest awaited event's payload, once a wait received one; null before. */
+  event_payload: string | null;
+  status: AutomationRunStatus;
+  /** The key of the step the run is at (to run next, or waiting in). */
+  current_step: string;
+  /** JSON `{ event, payload }` when a wait was ended by its event; null otherwise. */
+  resumed_by: string | null;
+  /** While `waiting`: the event name waited for. */
+  waiting_event: string | null;
+  /** Steps recorded so far: every step's write is guarded by it, so a step is written once. */
+  step_count: ColumnType<number, number | undefined, number>;
+  /** When the run is next due (null: waiting for an event without a timeout, or finished). */
+  due_at: string | null;
+  /** Why it was cancelled or failed. */
+  reason: string | null;
+  locked_by: string | null;
+  locked_until: string | null;
+  started_at: string | null;
+  completed_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A step a run took: when, what it did, why a branch was taken (written by src/modules/automations). */
+export interface AutomationRunStepsTable {
+  run_id: string;
+  seq: number;
+  key: string;
+  type: string;
+  status: 'completed' | 'skipped' | 'waiting' | 'failed';
+  /** JSON object, or null. */
+  output: string | null;
+  error: string | null;
+  started_at: string | null;
+  completed_at: string | null;
+  created_at: string;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -823,6 +913,11 @@ export interface Database {
   contact_imports: ContactImportsTable;
   broadcasts: BroadcastsTable;
   broadcast_exclusions: BroadcastExclusionsTable;
+  custom_events: CustomEventsTable;
+  custom_event_sends: CustomEventSendsTable;
+  automations: AutomationsTable;
+  automation_runs: AutomationRunsTable;
+  automation_run_steps: AutomationRunStepsTable;
 }
 
 export type Row<Table extends keyof Database> = Selectable<Database[Table]>;

@@ -24,7 +24,11 @@ export type IdPrefix =
   | 'seg'
   | 'top'
   | 'bc'
-  | 'log';
+  | 'log'
+  | 'cev'
+  | 'cevs'
+  | 'aut'
+  | 'arun';
 
 // UUIDv7 with a monotonic counter in the 12 `rand_a` bits: ids made in the same millisecond by one
 // process still sort in creation order, so "newest first" by id is exact for keyset pagination.

@@ -11,6 +11,7 @@ export const QUEUE_CHANNELS = {
   domains: 'postwire_domains',
   contactImports: 'postwire_contact_imports',
   broadcasts: 'postwire_broadcasts',
+  automationRuns: 'postwire_automation_runs',
 } as const;
 
 export type QueueChannel = (typeof QUEUE_CHANNELS)[keyof typeof QUEUE_CHANNELS];

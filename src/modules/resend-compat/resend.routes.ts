@@ -25,6 +25,7 @@ import { registerResendReceivingRoutes } from './resend-receiving.ts';
 import { registerResendSegmentRoutes } from './resend-segments.ts';
 import { registerResendSuppressionRoutes } from './resend-suppressions.ts';
 import { registerResendTopicRoutes } from './resend-topics.ts';
+import { registerResendAutomationRoutes } from './resend-automations.ts';
 import { registerResendBroadcastRoutes } from './resend-broadcasts.ts';
 import { registerResendLogRoutes } from './resend-logs.ts';
 import { registerResendUsageRoutes } from './resend-usage.ts';
@@ -53,8 +54,6 @@ export const RESEND_PREFIX = '/resend';
 
 // Resend's resources that Postwire has no equivalent of, by the first segment of their path.
 const NOT_IN_POSTWIRE: Record<string, string> = {
-  automations: 'automations',
-  events: 'custom events',
   inboxes: 'inboxes',
   oauth: 'OAuth grants',
 };
@@ -422,6 +421,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       registerResendTopicRoutes(scope, services);
       registerResendSuppressionRoutes(scope, services);
       registerResendBroadcastRoutes(scope, services);
+      registerResendAutomationRoutes(scope, services);
 
       registerResendApiKeyRoutes(scope, services);
       registerResendLogRoutes(scope, services);
@@ -440,7 +440,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           if (missing) {
             return notImplemented(
               reply,
-              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, logs and usage (docs/api/resend.md).`,
+              `Postwire does not implement ${missing}; at /resend it answers emails, batch, templates, domains, webhooks, API keys, contacts, contact properties, segments, topics, suppressions, received emails, broadcasts, automations, events, logs and usage (docs/api/resend.md).`,
             );
           }
           const partly = PARTLY[resource];
