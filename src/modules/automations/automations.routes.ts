@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
 import {
@@ -25,35 +26,26 @@ export function registerAutomationRoutes(
   { automations, automationRuns }: { automations: AutomationService; automationRuns: RunService },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['Automations'];
-  const write = { permission: 'full_access' } as const;
-  const read = { permission: 'read_only' } as const;
-  const action = (operationId: string, summary: string, description: string, status: 200 | 201) => ({
-    config: write,
-    schema: {
-      tags,
+  const routes = routeOptions(['Automations']);
+  const action = (operationId: string, summary: string, description: string, status: 200 | 201) =>
+    routes.fullAccess({
       operationId,
       summary,
       description,
       params: AutomationParams,
       response: { [status]: Automation, ...errorResponses() },
-    },
-  });
+    });
 
   app.post(
     '/v1/automations',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'createAutomation',
-        summary: 'Create an automation',
-        description:
-          'A graph of steps and connections, checked whole: one trigger, every step reachable, no cycle without a delay or a wait, every template published. A refusal (422 `invalid_automation`) names the step at fault. `status` defaults to `disabled`.',
-        body: CreateAutomationBody,
-        response: { 201: Automation, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createAutomation',
+      summary: 'Create an automation',
+      description:
+        'A graph of steps and connections, checked whole: one trigger, every step reachable, no cycle without a delay or a wait, every template published. A refusal (422 `invalid_automation`) names the step at fault. `status` defaults to `disabled`.',
+      body: CreateAutomationBody,
+      response: { 201: Automation, ...errorResponses() },
+    }),
     async (request, reply) => {
       const record = await automations.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -63,16 +55,12 @@ export function registerAutomationRoutes(
 
   app.get(
     '/v1/automations',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listAutomations',
-        summary: 'List automations, newest first',
-        querystring: AutomationListQuery,
-        response: { 200: AutomationList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listAutomations',
+      summary: 'List automations, newest first',
+      querystring: AutomationListQuery,
+      response: { 200: AutomationList, ...errorResponses() },
+    }),
     async (request) => {
       const { status, ...query } = request.query;
       const page = await automations.list(projectOf(request), toPageRequest(query, 'aut'), status);
@@ -82,34 +70,26 @@ export function registerAutomationRoutes(
 
   app.get(
     '/v1/automations/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'getAutomation',
-        summary: 'Retrieve an automation with its runs’ counts',
-        params: AutomationParams,
-        response: { 200: Automation, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getAutomation',
+      summary: 'Retrieve an automation with its runs’ counts',
+      params: AutomationParams,
+      response: { 200: Automation, ...errorResponses() },
+    }),
     async (request) => automations.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/automations/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'updateAutomation',
-        summary: 'Update an automation',
-        description:
-          'Any of name, status, and the graph (steps and connections together, checked as on create). Live runs go on from the step they are at, on the new graph; a run whose step is gone fails. Disabling it stops it (its live runs are cancelled).',
-        params: AutomationParams,
-        body: UpdateAutomationBody,
-        response: { 200: Automation, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateAutomation',
+      summary: 'Update an automation',
+      description:
+        'Any of name, status, and the graph (steps and connections together, checked as on create). Live runs go on from the step they are at, on the new graph; a run whose step is gone fails. Disabling it stops it (its live runs are cancelled).',
+      params: AutomationParams,
+      body: UpdateAutomationBody,
+      response: { 200: Automation, ...errorResponses() },
+    }),
     async (request, reply) => {
       const plan = await automations.prepareUpdate(projectOf(request), request.params.id, request.body);
       return reply.transact((transaction) => automations.update(transaction, plan));
@@ -141,33 +121,25 @@ export function registerAutomationRoutes(
 
   app.delete(
     '/v1/automations/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'deleteAutomation',
-        summary: 'Delete an automation and its runs',
-        params: AutomationParams,
-        response: { 200: DeletedAutomation, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteAutomation',
+      summary: 'Delete an automation and its runs',
+      params: AutomationParams,
+      response: { 200: DeletedAutomation, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) => automations.delete(transaction, projectOf(request), request.params.id)),
   );
 
   app.get(
     '/v1/automations/:id/runs',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listAutomationRuns',
-        summary: 'List an automation’s runs, newest first',
-        params: AutomationParams,
-        querystring: RunListQuery,
-        response: { 200: RunList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listAutomationRuns',
+      summary: 'List an automation’s runs, newest first',
+      params: AutomationParams,
+      querystring: RunListQuery,
+      response: { 200: RunList, ...errorResponses() },
+    }),
     async (request) => {
       const { status, ...query } = request.query;
       const page = await automationRuns.list(
@@ -182,17 +154,13 @@ export function registerAutomationRoutes(
 
   app.get(
     '/v1/automations/:id/runs/:runId',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'getAutomationRun',
-        summary: 'Retrieve a run with its steps',
-        description: 'Each step the run took: when, what it did, and why a branch was taken.',
-        params: RunParams,
-        response: { 200: Run, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getAutomationRun',
+      summary: 'Retrieve a run with its steps',
+      description: 'Each step the run took: when, what it did, and why a branch was taken.',
+      params: RunParams,
+      response: { 200: Run, ...errorResponses() },
+    }),
     async (request) => automationRuns.get(projectOf(request), request.params.id, request.params.runId),
   );
 }

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import {
@@ -22,24 +23,18 @@ export function registerCustomEventRoutes(
   { customEvents }: { customEvents: CustomEventService },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['Custom events'];
-  const write = { permission: 'full_access' } as const;
-  const read = { permission: 'read_only' } as const;
+  const routes = routeOptions(['Custom events']);
 
   app.post(
     '/v1/custom-events',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'createCustomEvent',
-        summary: 'Declare a custom event',
-        description:
-          'Names an event your application sends, optionally with the types of its payload’s fields.',
-        body: CreateCustomEventBody,
-        response: { 201: CustomEvent, ...errorResponses(409) },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'createCustomEvent',
+      summary: 'Declare a custom event',
+      description:
+        'Names an event your application sends, optionally with the types of its payload’s fields.',
+      body: CreateCustomEventBody,
+      response: { 201: CustomEvent, ...errorResponses(409) },
+    }),
     async (request, reply) => {
       const record = customEvents.prepareCreate(projectOf(request), request.body);
       reply.code(201);
@@ -49,18 +44,14 @@ export function registerCustomEventRoutes(
 
   app.post(
     '/v1/custom-events/send',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'sendCustomEvent',
-        summary: 'Send a custom event for a contact',
-        description:
-          'Records that the event happened to a contact (by `contact_id` or `email`; with `create_contact`, a contact is created for an unknown address). In the same transaction it starts a run of every enabled automation it triggers and resumes the contact’s runs waiting for it. Honours `Idempotency-Key`.',
-        body: SendCustomEventBody,
-        response: { 201: CustomEventSend, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'sendCustomEvent',
+      summary: 'Send a custom event for a contact',
+      description:
+        'Records that the event happened to a contact (by `contact_id` or `email`; with `create_contact`, a contact is created for an unknown address). In the same transaction it starts a run of every enabled automation it triggers and resumes the contact’s runs waiting for it. Honours `Idempotency-Key`.',
+      body: SendCustomEventBody,
+      response: { 201: CustomEventSend, ...errorResponses() },
+    }),
     async (request, reply) => {
       const plan = await customEvents.prepareSend(projectOf(request), request.body);
       reply.code(201);
@@ -70,16 +61,12 @@ export function registerCustomEventRoutes(
 
   app.get(
     '/v1/custom-events',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'listCustomEvents',
-        summary: 'List declared custom events, newest first',
-        querystring: ListQuery,
-        response: { 200: CustomEventList, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'listCustomEvents',
+      summary: 'List declared custom events, newest first',
+      querystring: ListQuery,
+      response: { 200: CustomEventList, ...errorResponses() },
+    }),
     async (request) => {
       const page = await customEvents.list(projectOf(request), toPageRequest(request.query, 'cev'));
       return list(page.items, page.hasMore);
@@ -88,32 +75,24 @@ export function registerCustomEventRoutes(
 
   app.get(
     '/v1/custom-events/:id',
-    {
-      config: read,
-      schema: {
-        tags,
-        operationId: 'getCustomEvent',
-        summary: 'Retrieve a custom event by id or name',
-        params: CustomEventParams,
-        response: { 200: CustomEvent, ...errorResponses() },
-      },
-    },
+    routes.readOnly({
+      operationId: 'getCustomEvent',
+      summary: 'Retrieve a custom event by id or name',
+      params: CustomEventParams,
+      response: { 200: CustomEvent, ...errorResponses() },
+    }),
     async (request) => customEvents.get(projectOf(request), request.params.id),
   );
 
   app.patch(
     '/v1/custom-events/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'updateCustomEvent',
-        summary: 'Change a custom event’s payload schema',
-        params: CustomEventParams,
-        body: UpdateCustomEventBody,
-        response: { 200: CustomEvent, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'updateCustomEvent',
+      summary: 'Change a custom event’s payload schema',
+      params: CustomEventParams,
+      body: UpdateCustomEventBody,
+      response: { 200: CustomEvent, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) =>
         customEvents.update(transaction, projectOf(request), request.params.id, request.body),
@@ -122,17 +101,13 @@ export function registerCustomEventRoutes(
 
   app.delete(
     '/v1/custom-events/:id',
-    {
-      config: write,
-      schema: {
-        tags,
-        operationId: 'deleteCustomEvent',
-        summary: 'Delete a custom event’s declaration',
-        description: 'The name may still be sent (unchecked); automations triggered by it keep running.',
-        params: CustomEventParams,
-        response: { 200: DeletedCustomEvent, ...errorResponses() },
-      },
-    },
+    routes.fullAccess({
+      operationId: 'deleteCustomEvent',
+      summary: 'Delete a custom event’s declaration',
+      description: 'The name may still be sent (unchecked); automations triggered by it keep running.',
+      params: CustomEventParams,
+      response: { 200: DeletedCustomEvent, ...errorResponses() },
+    }),
     async (request, reply) =>
       reply.transact((transaction) =>
         customEvents.delete(transaction, projectOf(request), request.params.id),
