@@ -77,6 +77,8 @@ export interface Throttled {
 export interface DestinationShaping {
   /** The lane (destination key, or the domain itself before its MX hosts are known) of a recipient domain. */
   laneOf(domain: string): string;
+  /** The built-in provider a lane's destination is (null: none), or undefined while the lane is not a known destination. */
+  providerOf(lane: string): string | null | undefined;
   /** Recipient domains of a lane, for a claim that leaves the lane out. */
   hostsOf(lane: string): string[];
   /**
@@ -182,6 +184,7 @@ export function createDestinationShaping(
 
   return {
     laneOf: (domain) => domainLane.get(domain) ?? domain,
+    providerOf: (lane) => states.get(lane)?.provider,
     hostsOf(lane) {
       const hosts = lanesHosts.get(lane);
       return hosts ? [...hosts].slice(-HOSTS_PER_LANE) : [lane];

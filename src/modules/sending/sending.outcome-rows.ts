@@ -20,6 +20,7 @@ export const RECIPIENT_OUTCOME_COLUMNS = [
   'now',
   'completed_at',
   'counted',
+  'wait_reason',
   'email_id',
   'email_status',
 ] as const;
@@ -52,6 +53,7 @@ export function outcomeValues(records: readonly AttemptRecord[]) {
         now: record.now,
         completed_at: final ? record.now : null,
         counted: change.counted === false ? 0 : 1,
+        wait_reason: final ? null : (change.waitReason ?? null),
         email_id: record.emailId,
         email_status: statusKnown(record) ? summarizeStatus([change.status]) : null,
       };

@@ -22,6 +22,8 @@ import type { DestinationsRepo } from '../destinations/destinations.repo.ts';
 import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
+import { createWarmupGate, type WarmupGate, type WarmupHold } from '../destinations/warmup.ts';
+import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
 export interface SendingSettings {
@@ -79,6 +81,13 @@ export function createSendingWorkerFromConfig(deps: {
           shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
         })
       : undefined,
+    warmup: transport.perDomain
+      ? createWarmupGate({
+          repo: deps.repositories.warmups,
+          source: DEFAULT_SOURCE,
+          defaultSchedule: deps.config.warmupSchedule,
+        })
+      : undefined,
     onThrottle: deps.onThrottle,
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,
@@ -123,7 +132,10 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
   /** The process's repositories (createRepositories, src/services.ts) the sending queue reads and writes through. */
-  repositories: SendingQueueSourceDeps['repositories'] & { destinations: DestinationsRepo };
+  repositories: SendingQueueSourceDeps['repositories'] & {
+    destinations: DestinationsRepo;
+    warmups: Pick<WarmupsRepo, 'enabled' | 'take' | 'pruneCounts'>;
+  };
   transport: MailTransport;
   settings: SendingSettings;
   /**
@@ -131,6 +143,11 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    * direct transport without it gets the built-in table's, as the source `default`.
    */
   destinations?: DestinationSync | undefined;
+  /**
+   * Direct delivery's warm-ups (issue 38): mail of a warming sending domain over its day's allowance waits. A
+   * direct transport without it gets WARMUP_SCHEDULE's default, as the source `default`.
+   */
+  warmup?: WarmupGate | undefined;
   /** Told of each throttle (a deferral that slowed or suspended a destination): metrics and the operator's event. */
   onThrottle?: ((throttled: Throttled) => void) | undefined;
 }
@@ -176,6 +193,14 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       }))
     : undefined;
   const shaping = destinations?.shaping;
+  const warmup =
+    destinations &&
+    (deps.warmup ??
+      createWarmupGate({
+        repo: deps.repositories.warmups,
+        source: destinations.source,
+        defaultSchedule: DEFAULTS.warmupSchedule,
+      }));
   /** The recipient domain of each attempt in flight: a destination's open connections are counted from it. */
   const open = new Map<object, string>();
   const openTo = (lane: string) => {
@@ -294,6 +319,53 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     return throttled;
   }
 
+  /**
+   * Whether a warm-up holds the job (issue 38): only mail of a warming domain asks, and its destination is
+   * found first when not yet known (an MX lookup the attempt would make anyway).
+   */
+  async function warmupHold(job: SendJob): Promise<WarmupHold | undefined> {
+    if (!warmup || !shaping || !destinations) return undefined;
+    const now = clock.now().getTime();
+    if (!(await warmup.applies(job.email, now))) return undefined;
+    let lane = shaping.laneOf(job.host);
+    if (shaping.providerOf(lane) === undefined && transport.mxHostsOf) {
+      const hosts = await transport.mxHostsOf(job.host);
+      if (hosts) {
+        const learned = shaping.learn(job.host, hosts, now);
+        if (learned.isNew) await destinations.learned(job.host, learned.destination, now);
+        lane = learned.destination;
+      }
+    }
+    const provider = shaping.providerOf(lane);
+    return warmup.admit(job.email, { key: lane, provider: provider ?? null }, now);
+  }
+
+  /** A job a warm-up holds: its recipients wait for the next day, the attempt not counted. */
+  function heldOutcome(job: SendJob, hold: WarmupHold, attemptedAt: Date): SendOutcome {
+    const now = clock.now();
+    return {
+      workerId,
+      emailId: job.email.id,
+      projectId: job.email.projectId,
+      recipientCount: job.email.recipientCount,
+      attemptedAt: attemptedAt.toISOString(),
+      now: now.toISOString(),
+      updates: job.recipients.map((row) => ({
+        id: row.id,
+        email: job.email,
+        address: row.address,
+        status: 'delayed',
+        counted: false,
+        waitReason: 'warmup',
+        retryAt: new Date(hold.until).toISOString(),
+        response: hold.reason,
+        responseCode: null,
+        data: {},
+        outcomes: row.status === 'delayed' ? [] : ['delayed'],
+      })),
+    };
+  }
+
   async function attemptIn(
     job: SendJob,
     stopping: AbortSignal,
@@ -310,6 +382,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
         );
       }
+      const hold = await warmupHold(job);
+      if (hold) return heldOutcome(job, hold, attemptedAt);
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email:
@@ -425,6 +499,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         ...base,
         status: 'delayed',
         counted: false,
+        waitReason: 'destination',
         retryAt: new Date(Math.max(throttled.suspendedUntil, now.getTime())).toISOString(),
         outcomes: row.status === 'delayed' ? [] : ['delayed'],
       };
