@@ -1,11 +1,23 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { createSecretBox } from '../src/lib/crypto.ts';
 import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { parseWarmupSchedule } from '../src/lib/warmup-schedule.ts';
+import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
+import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
 import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import type { QueueWorker } from '../src/queue/runtime.ts';
+import {
+  ALL_ENGINES,
+  engineSkip,
+  startTestApp,
+  TEST_ENCRYPTION_KEY,
+  TEST_SENDING_SETTINGS,
+  type TestApp,
+} from './helpers/app.ts';
+import { created } from './helpers/answers.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
@@ -16,6 +28,7 @@ import { until } from './helpers/until.ts';
 // on the test's clock. A destination that is not a large provider is not held.
 
 const SCHEDULE = [3, 5];
+const PUBLIC_URL = 'https://mail.example.com';
 
 test('WARMUP_SCHEDULE: growth or a list, and what is not a schedule', () => {
   assert.deepEqual(parseWarmupSchedule('50x1.5/5'), [50, 75, 113, 169, 253]);
@@ -33,6 +46,7 @@ for (const engine of ALL_ENGINES) {
     let google: TestSmtpServer;
     let other: TestSmtpServer;
     let worker: SendingWorker;
+    let fanOut: QueueWorker | undefined;
     let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
     const clock: Clock = { now: () => new Date(nowMs) };
 
@@ -47,7 +61,7 @@ for (const engine of ALL_ENGINES) {
       dns.add('mx.other.test', { type: 'A', address: otherAddress });
       google = await startSmtpServer({ host: googleAddress, port: 25 });
       other = await startSmtpServer({ host: otherAddress, port: 25 });
-      app = await startTestApp(engine, { allowPrivateUrls: true, clock });
+      app = await startTestApp(engine, { allowPrivateUrls: true, clock, publicUrl: PUBLIC_URL });
       const resolver = createDns({ servers: [dns.address] });
       worker = createSendingWorker({
         database: app.database.handle,
@@ -63,9 +77,15 @@ for (const engine of ALL_ENGINES) {
         }),
         settings: { ...TEST_SENDING_SETTINGS, concurrency: 4, timeoutMs: 15_000 },
         notifier: app.app.sendNotifier,
+        // A broadcast's copies carry their own unsubscribe link.
+        engagementLinks: createEngagementLinks({
+          publicUrl: PUBLIC_URL,
+          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
+        }),
       });
     });
     after(async () => {
+      await fanOut?.stop();
       await worker?.stop();
       await app?.close();
       await google?.close();
@@ -201,6 +221,103 @@ for (const engine of ALL_ENGINES) {
         { day: done.body.day, allowance: done.body.allowance_per_destination },
         { day: null, allowance: null },
       );
+    });
+
+    test('broadcast copies wait behind transactional mail for the allowance', async () => {
+      // Day 1 of a second domain (the clock is where the test above left it: 2026-03-04).
+      const domain = await created(app, '/v1/domains', { name: 'news.example.org' });
+      const on = await app.request('PUT', `/v1/domains/${domain.id}/warmup`, {
+        body: { enabled: true, schedule: [1, 3] },
+      });
+      assert.equal(on.status, 200, JSON.stringify(on.body));
+      nowMs += 1000; // the workers read warm-ups at most once a second
+      fanOut = createBroadcastWorker({
+        database: app.database.handle,
+        clock,
+        fanOut: app.services.fanOut,
+        notifier: app.services.notifiers.broadcast,
+        settings: { pollIntervalMs: 50 },
+      });
+      await fanOut.start();
+      const segment = await created(app, '/v1/segments', { name: 'Readers' });
+      const readers = Array.from({ length: 4 }, (_, i) => `fan${i}@warm.test`);
+      for (const email of readers) {
+        const contact = await created(app, '/v1/contacts', { email });
+        const added = await app.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
+        assert.equal(added.status, 200, JSON.stringify(added.body));
+      }
+      const before = google.messages.length;
+      await created(app, '/v1/broadcasts', {
+        name: 'März',
+        from: 'Die Redaktion <news@news.example.org>',
+        subject: 'Neuigkeiten für {{ contact.email }}',
+        html: '<p>Hallo!</p>\n<p>Was es Neues gibt: ✓</p>\n<a href="{{ unsubscribe_url }}">Abmelden</a>',
+        text: 'Hallo!\nWas es Neues gibt: ✓\nAbmelden: {{ unsubscribe_url }}',
+        segment_id: segment.id,
+        send: true,
+      });
+      // One copy goes (day 1: one message to Google); the other three wait.
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === before + 1;
+        },
+        20_000,
+        () => `day 1: ${google.messages.length - before} of 1`,
+      );
+      const waitingCopies = async () =>
+        (await app.request('GET', '/v1/emails?limit=100')).body.data.filter(
+          (email: any) => email.broadcast_id !== null && email.status === 'delayed',
+        ).length;
+      await until(async () => (await waitingCopies()) === 3, 20_000, 'three copies held');
+
+      // Two transactional emails of the same domain come after them, and wait too.
+      const response = await app.request('POST', '/v1/emails/batch', {
+        body: ['urgent0@warm.test', 'urgent1@warm.test'].map((to) => ({
+          from: 'Die Redaktion <news@news.example.org>',
+          to,
+          subject: 'Ihr Passwort — zurücksetzen',
+          text: 'Hallo,\nhier ist Ihr Link.\n✓',
+        })),
+      });
+      assert.equal(response.status, 202);
+      const urgent: string[] = response.body.data.map((entry: { id: string }) => entry.id);
+      worker.wake();
+      await worker.whenIdle();
+      for (const id of urgent) {
+        const view = (await app.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(view.recipients[0].throttled?.reason, 'warmup', JSON.stringify(view.recipients[0]));
+      }
+
+      // Day 2 allows three: both transactional emails leave first, then one copy; two copies wait on.
+      nowMs = Date.parse('2026-03-05T00:00:01.000Z');
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === before + 4;
+        },
+        20_000,
+        () => `day 2: ${google.messages.length - before} of 4`,
+      );
+      await worker.whenIdle();
+      const dayTwo = google.messages.slice(before + 1).flatMap((message) => message.to);
+      assert.deepEqual(dayTwo.slice(0, 2).sort(), ['urgent0@warm.test', 'urgent1@warm.test']);
+      for (const id of urgent)
+        assert.equal((await app.request('GET', `/v1/emails/${id}`)).body.status, 'delivered');
+      assert.equal(await waitingCopies(), 2);
+
+      // Past the schedule: the rest.
+      nowMs = Date.parse('2026-03-06T00:00:01.000Z');
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === before + 6;
+        },
+        20_000,
+        () => `day 3: ${google.messages.length - before} of 6`,
+      );
+      const copies = google.messages.slice(before).flatMap((message) => message.to);
+      assert.deepEqual(copies.filter((to) => to.startsWith('fan')).sort(), readers, 'every copy once');
     });
   });
 }

@@ -45,8 +45,15 @@ export function createWarmupGate(deps: {
 }): WarmupGate {
   let warmups: WarmupRecord[] = [];
   let readAt = -Infinity;
-  /** This worker's part of a day's allowance: what is left of its blocks, and whether the day's is gone. */
-  const blocks = new Map<string, { left: number; gone: boolean }>();
+  /** The read in flight: attempts that ask meanwhile wait for it, and go on in the order they asked. */
+  let reading: Promise<void> | undefined;
+  /**
+   * Admissions one at a time, in the order the attempts asked (the queue's order: transactional mail first),
+   * so a broadcast copy's take never overtakes a transactional one's.
+   */
+  let admitting: Promise<unknown> = Promise.resolve();
+  /** This worker's part of a day's allowance: what is left of its blocks, and the allowance found used up. */
+  const blocks = new Map<string, { left: number; usedUpAt: number }>();
   let blocksDay = '';
 
   async function warmupOf(
@@ -54,9 +61,17 @@ export function createWarmupGate(deps: {
     now: number,
   ) {
     if (now - readAt >= REFRESH_MS) {
-      warmups = await deps.repo.enabled();
       readAt = now;
+      reading ??= deps.repo
+        .enabled()
+        .then((rows) => {
+          warmups = rows;
+        })
+        .finally(() => {
+          reading = undefined;
+        });
     }
+    if (reading) await reading;
     if (warmups.length === 0) return undefined;
     const parsed = parseAddress(email.from);
     const from = parsed.ok ? parsed.value.domain.toLowerCase() : '';
@@ -75,44 +90,55 @@ export function createWarmupGate(deps: {
       if (!warmup) return false;
       return warmupDay(warmup.schedule ?? deps.defaultSchedule, warmup.startedAt, now).allowance !== null;
     },
-    async admit(email, destination, now) {
-      if (destination.provider === null) return undefined;
-      const warmup = await warmupOf(email, now);
-      if (!warmup) return undefined;
-      const { allowance, day } = warmupDay(warmup.schedule ?? deps.defaultSchedule, warmup.startedAt, now);
-      if (allowance === null) return undefined;
-      const today = dayOf(now);
-      if (today !== blocksDay) {
-        blocks.clear();
-        blocksDay = today;
-        // Read for today only; two days back covers workers whose clocks disagree about midnight.
-        await deps.repo.pruneCounts(dayOf(now - 2 * DAY_MS));
-      }
-      const key = `${warmup.domainId} ${destination.key}`;
-      const block = blocks.get(key) ?? { left: 0, gone: false };
-      blocks.set(key, block);
-      if (block.left === 0 && !block.gone) {
-        // A block of about a hundredth of the day's allowance: writes bounded by the allowance, and what one
-        // worker holds unused at most a hundredth of it.
-        const size = Math.min(50, Math.max(1, Math.ceil(allowance / 100)));
-        block.left = await deps.repo.take(
-          { source: deps.source, domainId: warmup.domainId, destination: destination.key, day: today },
-          size,
-          allowance,
-        );
-        block.gone = block.left === 0;
-      }
-      if (block.left > 0) {
-        block.left -= 1;
-        return undefined;
-      }
-      const until = Math.floor(now / DAY_MS) * DAY_MS + DAY_MS;
-      return {
-        until,
-        reason:
-          `throttled: warm-up day ${day} of ${warmup.domainName}: its ${allowance} messages to ` +
-          `${destination.key} for ${today} are used; it waits until ${new Date(until).toISOString()}`,
-      };
+    admit(email, destination, now) {
+      const decided = admitting.then(() => admitOne(email, destination, now));
+      admitting = decided.catch(() => undefined);
+      return decided;
     },
   };
+
+  async function admitOne(
+    email: { projectId: string; from: string; dkimDomain: string | null },
+    destination: { key: string; provider: string | null },
+    now: number,
+  ): Promise<WarmupHold | undefined> {
+    if (destination.provider === null) return undefined;
+    const warmup = await warmupOf(email, now);
+    if (!warmup) return undefined;
+    const { allowance, day } = warmupDay(warmup.schedule ?? deps.defaultSchedule, warmup.startedAt, now);
+    if (allowance === null) return undefined;
+    const today = dayOf(now);
+    if (today !== blocksDay) {
+      blocks.clear();
+      blocksDay = today;
+      // Read for today only; two days back covers workers whose clocks disagree about midnight.
+      await deps.repo.pruneCounts(dayOf(now - 2 * DAY_MS));
+    }
+    const key = `${warmup.domainId} ${destination.key}`;
+    const block = blocks.get(key) ?? { left: 0, usedUpAt: 0 };
+    blocks.set(key, block);
+    // Asked again when the allowance grew since it was found used up (a schedule changed today).
+    if (block.left === 0 && block.usedUpAt < allowance) {
+      // A block of about a hundredth of the day's allowance: writes bounded by the allowance, and what one
+      // worker holds unused at most a hundredth of it.
+      const size = Math.min(50, Math.max(1, Math.ceil(allowance / 100)));
+      block.left = await deps.repo.take(
+        { source: deps.source, domainId: warmup.domainId, destination: destination.key, day: today },
+        size,
+        allowance,
+      );
+      block.usedUpAt = block.left === 0 ? allowance : 0;
+    }
+    if (block.left > 0) {
+      block.left -= 1;
+      return undefined;
+    }
+    const until = Math.floor(now / DAY_MS) * DAY_MS + DAY_MS;
+    return {
+      until,
+      reason:
+        `throttled: warm-up day ${day} of ${warmup.domainName}: its ${allowance} messages to ` +
+        `${destination.key} for ${today} are used; it waits until ${new Date(until).toISOString()}`,
+    };
+  }
 }
