@@ -6,6 +6,9 @@ import { createSendingWorker, type SendingWorker } from '../src/modules/sending/
 import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { created } from './helpers/answers.ts';
+import { receivedEvents } from './helpers/engagement.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { ownLoopbackAddress } from './helpers/smtp.ts';
 import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
 import { until } from './helpers/until.ts';
@@ -25,6 +28,7 @@ for (const engine of ALL_ENGINES) {
     let throttled: ThrottlingServer;
     let open: ThrottlingServer;
     let worker: SendingWorker;
+    let receiver: Receiver;
     // The test's clock: still unless the test moves it.
     let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
     const clock: Clock = { now: () => new Date(nowMs) };
@@ -44,6 +48,13 @@ for (const engine of ALL_ENGINES) {
         allowPrivateUrls: true,
         clock,
         config: { metricsToken: OPERATOR_TOKEN },
+        worker: true,
+      });
+      // The operator's events, through a webhook of the project whose mail waits for the destination.
+      receiver = await startReceiver();
+      await created(app, '/v1/webhooks', {
+        url: receiver.url,
+        events: ['destination.suspended', 'destination.resumed'],
       });
       const resolver = createDns({ servers: [dns.address] });
       worker = createSendingWorker({
@@ -71,6 +82,7 @@ for (const engine of ALL_ENGINES) {
       await throttled?.close();
       await open?.close();
       await dns?.close();
+      await receiver?.close();
     });
 
     async function send(to: string[]): Promise<string[]> {
@@ -160,6 +172,38 @@ for (const engine of ALL_ENGINES) {
       const noKey = await app.request('GET', '/v1/destinations', { key: null });
       assert.equal(noKey.status, 401);
       assert.equal((await app.request('GET', '/v1/destinations')).status, 401, 'an API key opens nothing');
+
+      // Each suspension was an event, and so was its end, to the project whose mail waited; none for the other.
+      await until(
+        () => {
+          const kinds = receivedEvents(receiver).map((event) => event.type);
+          const suspended = kinds.filter((kind) => kind === 'destination.suspended').length;
+          return suspended > 0 && kinds.length === 2 * suspended;
+        },
+        20_000,
+        () => `events: ${JSON.stringify(receivedEvents(receiver).map((event) => event.type))}`,
+      );
+      const events = receivedEvents(receiver);
+      assert.ok(
+        events.every((event) => event.data.destination === 'mx.throttled.test'),
+        'only the throttled destination',
+      );
+      const byTime = (kind: string) =>
+        events
+          .filter((event) => event.type === kind)
+          .sort((x, y) => Date.parse(x.created_at) - Date.parse(y.created_at));
+      const [suspended] = byTime('destination.suspended');
+      assert.equal(suspended.data.source, 'default');
+      assert.equal(suspended.data.provider, null);
+      assert.match(suspended.data.last_deferral, /^421 4\.7\./);
+      assert.ok(Date.parse(suspended.data.suspended_until) > startedAt);
+      assert.ok(suspended.data.rate_per_minute >= 1);
+      const [resumed] = byTime('destination.resumed');
+      assert.equal(resumed.data.suspended_until, null);
+      assert.ok(
+        Date.parse(resumed.created_at) >= Date.parse(suspended.data.suspended_until),
+        'after it ended',
+      );
 
       // Throttles are not attempts: every recipient is delivered with attempts to spare.
       for (const id of throttledIds) {

@@ -98,6 +98,25 @@ export function createDestinationsRepo(db: Kysely<Database>) {
       return rows.map(toShared);
     },
 
+    /** The projects with mail queued or waiting for a destination (at most `limit`): who hears of its changes. */
+    async projectsWaitingFor(destination: string, limit: number): Promise<string[]> {
+      const rows = await db
+        .selectFrom('email_recipients')
+        .innerJoin('destination_domains', 'destination_domains.domain', 'email_recipients.host')
+        .select('email_recipients.project_id')
+        .distinct()
+        .where('destination_domains.destination', '=', destination)
+        .where((eb) =>
+          eb.or([
+            eb('email_recipients.ready_seq', 'is not', null),
+            eb('email_recipients.wait_until', 'is not', null),
+          ]),
+        )
+        .limit(limit)
+        .execute();
+      return rows.map((row) => row.project_id);
+    },
+
     /** Every destination with the recipients queued and waiting for it, the busiest first. */
     async list(): Promise<DestinationRow[]> {
       const rows = await db.selectFrom('destinations').selectAll().orderBy('key').execute();

@@ -72,6 +72,8 @@ export interface Throttled {
   rate: number;
   connections: number;
   suspendedUntil: number;
+  /** This reply began a suspension (the destination was not suspended before it): the operator's event. */
+  began: boolean;
 }
 
 export interface DestinationShaping {
@@ -107,6 +109,8 @@ export interface DestinationShaping {
   takeWrites(now: number): SharedState[];
   /** Takes what other workers wrote (newer than what this worker knows). */
   merge(rows: readonly SharedState[]): void;
+  /** A destination's state as this worker knows it (its own changes and what it merged). */
+  stateOf(lane: string): SharedState | undefined;
   /** Every destination this worker knows, for the metrics. */
   known(): SharedState[];
 }
@@ -263,7 +267,13 @@ export function createDestinationShaping(
         state.connections = Math.max(1, Math.min(state.connections, inFlight));
         state.connectionsCappedAt = now;
         changed(state, now);
-        return throttledOf(state, rule, reply!, Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0));
+        return throttledOf(
+          state,
+          rule,
+          reply!,
+          Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0),
+          false,
+        );
       }
       if (!already) {
         // Multiplicative decrease, from what it actually took in the last minute when that was less.
@@ -283,7 +293,7 @@ export function createDestinationShaping(
         state.acceptedSinceChange = 0;
       }
       changed(state, now);
-      return throttledOf(state, rule, reply!, state.suspendedUntil!);
+      return throttledOf(state, rule, reply!, state.suspendedUntil!, !already);
     },
     suspendedUntil(domain, now) {
       const until = stateOfDomain(domain)?.suspendedUntil;
@@ -318,12 +328,22 @@ export function createDestinationShaping(
         if (rateChanged) state.tokens = Math.min(state.tokens, bucketSize(state));
       }
     },
+    stateOf(lane) {
+      const state = states.get(lane);
+      return state && shared(state);
+    },
     known: () => [...states.values()].map(shared),
   };
 }
 
 /** What a throttle did to a destination; its recipients wait until `until`. */
-const throttledOf = (state: LocalState, rule: ResponseRule, reply: string, until: number): Throttled => ({
+const throttledOf = (
+  state: LocalState,
+  rule: ResponseRule,
+  reply: string,
+  until: number,
+  began: boolean,
+): Throttled => ({
   destination: state.key,
   provider: state.provider,
   rule,
@@ -331,6 +351,7 @@ const throttledOf = (state: LocalState, rule: ResponseRule, reply: string, until
   rate: state.rate,
   connections: state.connections,
   suspendedUntil: until,
+  began,
 });
 
 function shared(state: LocalState): SharedState {

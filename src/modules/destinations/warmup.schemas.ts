@@ -45,5 +45,5 @@ export const SetWarmupBody = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { title: 'SetWarmup', additionalProperties: false },
 );

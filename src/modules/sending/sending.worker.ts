@@ -20,6 +20,7 @@ import { createEngagementLinks, type EngagementLinks } from '../engagement/token
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { DestinationsRepo } from '../destinations/destinations.repo.ts';
 import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
+import { createDestinationEvents } from '../destinations/destination-events.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
 import { createWarmupGate, type WarmupGate, type WarmupHold } from '../destinations/warmup.ts';
@@ -193,6 +194,9 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       }))
     : undefined;
   const shaping = destinations?.shaping;
+  const destinationEvents =
+    destinations &&
+    createDestinationEvents({ db, events: deps.events, repo: deps.repositories.destinations });
   const warmup =
     destinations &&
     (deps.warmup ??
@@ -218,6 +222,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     recipientPerJob: Boolean(deps.returnPath),
     pollIntervalMs,
     destinations,
+    destinationEvents,
   });
 
   const worker = createQueueWorker({
@@ -310,6 +315,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const throttled = shaping.observe(job.host, deferred?.response ?? null, accepted, now, others);
     if (throttled) {
       await destinations.flush(now);
+      await destinationEvents?.suspended(throttled, destinations.source, job.email.projectId);
       deps.onThrottle?.(throttled);
       logger.warn(
         { destination: throttled.destination, reply: throttled.reply, rate: throttled.rate },
