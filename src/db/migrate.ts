@@ -37,7 +37,7 @@ import { migration as destinations } from './migrations/0034_destinations.ts';
 import { migration as contactImports } from './migrations/0035_contact_imports.ts';
 import { migration as reputationStates } from './migrations/0036_reputation_states.ts';
 import { migration as broadcasts } from './migrations/0037_broadcasts.ts';
-import { migration as warmups } from './migrations/0038_warmups.ts';
+import { migration as warmupsOverrides } from './migrations/0038_warmups_overrides.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -80,7 +80,7 @@ const migrations: Record<string, Migration> = {
   '0035_contact_imports': contactImports,
   '0036_reputation_states': reputationStates,
   '0037_broadcasts': broadcasts,
-  '0038_warmups': warmups,
+  '0038_warmups_overrides': warmupsOverrides,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

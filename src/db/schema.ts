@@ -411,6 +411,19 @@ export interface DestinationDomainsTable {
   updated_at: string;
 }
 
+/** An operator's override of destinations' limits, set through the API (written by destinations.repo.ts). */
+export interface DestinationOverridesTable {
+  /** `*.example.net`, `mx.example.net`, a recipient domain, or a provider's name (lowercase). */
+  pattern: string;
+  /** Null: the default (the table's, or DESTINATION_LIMITS's); 0 (but connections): no limit. */
+  connections: number | null;
+  messages_per_connection: number | null;
+  per_minute: number | null;
+  per_hour: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
 /** A sending domain's warm-up (written by src/modules/destinations/warmups.repo.ts). */
 export interface WarmupsTable {
   domain_id: string;
@@ -819,6 +832,7 @@ export interface Database {
   destinations: DestinationsTable;
   destination_domains: DestinationDomainsTable;
   warmups: WarmupsTable;
+  destination_overrides: DestinationOverridesTable;
   warmup_counts: WarmupCountsTable;
   reputation_states: ReputationStatesTable;
   email_tracking: EmailTrackingTable;

@@ -109,6 +109,11 @@ export interface DestinationShaping {
   takeWrites(now: number): SharedState[];
   /** Takes what other workers wrote (newer than what this worker knows). */
   merge(rows: readonly SharedState[]): void;
+  /**
+   * The overrides now (DESTINATION_LIMITS's, then the API's): every known destination's limits again, its
+   * rate and connections brought under new ceilings at once (a higher ceiling is reached by the increases).
+   */
+  setOverrides(overrides: readonly DestinationOverride[]): void;
   /** A destination's state as this worker knows it (its own changes and what it merged). */
   stateOf(lane: string): SharedState | undefined;
   /** Every destination this worker knows, for the metrics. */
@@ -118,7 +123,7 @@ export interface DestinationShaping {
 export function createDestinationShaping(
   options: { overrides?: readonly DestinationOverride[] } = {},
 ): DestinationShaping {
-  const overrides = options.overrides ?? [];
+  let overrides = options.overrides ?? [];
   const domainLane = new Map<string, string>();
   const lanesHosts = new Map<string, Set<string>>();
   const states = new Map<string, LocalState>();
@@ -326,6 +331,21 @@ export function createDestinationShaping(
           updatedAt: row.updatedAt,
         });
         if (rateChanged) state.tokens = Math.min(state.tokens, bucketSize(state));
+      }
+    },
+    setOverrides(next) {
+      overrides = next;
+      for (const state of states.values()) {
+        const hosts = state.mxHosts.split(',').filter(Boolean);
+        const domain = [...(lanesHosts.get(state.key) ?? [])][0] ?? hosts[0] ?? state.key;
+        const { limits } = destinationOf(domain, hosts, overrides);
+        if (JSON.stringify(limits) === JSON.stringify(state.limits)) continue;
+        state.limits = limits;
+        if (limits.perMinute > 0 && (state.rate === 0 || state.rate > limits.perMinute)) {
+          state.rate = limits.perMinute;
+          state.tokens = Math.min(state.tokens, bucketSize(state));
+        }
+        state.connections = Math.max(1, Math.min(state.connections, limits.connections));
       }
     },
     stateOf(lane) {

@@ -80,6 +80,7 @@ export function createSendingWorkerFromConfig(deps: {
           repo: deps.repositories.destinations,
           source: DEFAULT_SOURCE,
           shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
+          overrides: deps.config.destinationLimits,
         })
       : undefined,
     warmup: transport.perDomain

@@ -6,7 +6,9 @@ import type { Migration } from 'kysely/migration';
 // allowance (`warmup_counts`, per source, domain, destination and UTC day), shared by every sending worker:
 // a worker takes a block of the allowance at a time (`last_grant` says how much the last take got), so the
 // writes are bounded by the allowance, not the mail. `email_recipients.wait_reason`: why a waiting recipient
-// waits when it is not a retry (`warmup`, `destination`), shown on the email as `throttled`.
+// waits when it is not a retry (`warmup`, `destination`), shown on the email as `throttled`. And the operator's
+// destination overrides set through the API (`destination_overrides`, by MX pattern or recipient domain; a
+// null limit keeps the default), read by every sending worker at most once a second beside DESTINATION_LIMITS.
 export const migration: Migration = {
   async up(db: Kysely<unknown>) {
     await db.schema
@@ -29,6 +31,16 @@ export const migration: Migration = {
       .addColumn('used', 'integer', (col) => col.notNull())
       .addColumn('last_grant', 'integer', (col) => col.notNull())
       .addPrimaryKeyConstraint('warmup_counts_pk', ['source', 'domain_id', 'destination', 'day'])
+      .execute();
+    await db.schema
+      .createTable('destination_overrides')
+      .addColumn('pattern', 'text', (col) => col.primaryKey())
+      .addColumn('connections', 'integer')
+      .addColumn('messages_per_connection', 'integer')
+      .addColumn('per_minute', 'integer')
+      .addColumn('per_hour', 'integer')
+      .addColumn('created_at', 'text', (col) => col.notNull())
+      .addColumn('updated_at', 'text', (col) => col.notNull())
       .execute();
     await db.schema.alterTable('email_recipients').addColumn('wait_reason', 'text').execute();
   },
