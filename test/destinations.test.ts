@@ -129,6 +129,18 @@ for (const engine of ALL_ENGINES) {
       assert.equal(nowMs, startedAt, 'no time passed');
       assert.ok(throttled.received.length <= THROTTLED.perMinute, `${throttled.received.length} arrived`);
 
+      // The metrics show the destinations by provider, the rest as `other` (two here): the throttled mail waits.
+      const scrape = await app.request('GET', '/metrics', {
+        key: null,
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+      });
+      assert.equal(scrape.status, 200);
+      const gauge = (name: string) =>
+        Number(new RegExp(`^${name}\\{destination="other"\\} (\\d+)$`, 'm').exec(scrape.body)?.[1] ?? NaN);
+      assert.ok(gauge('postwire_destination_queue_depth') >= 40 - throttled.received.length, scrape.body);
+      assert.ok(gauge('postwire_destinations_suspended') <= 2);
+      assert.doesNotMatch(scrape.body, /postwire_destination_rate_per_minute\{destination="other"/);
+
       // The throttled mail arrives as time passes, each minute at most what it takes.
       for (let step = 0; throttled.received.length < 40; step++) {
         assert.ok(step < 200, `stuck at ${throttled.received.length} of 40`);
