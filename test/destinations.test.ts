@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { created } from './helpers/answers.ts';
@@ -11,6 +9,7 @@ import { receivedEvents } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { ownLoopbackAddress } from './helpers/smtp.ts';
 import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
+import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
 // Issue 38, destinations and adaptive shaping in direct mode, end to end: a throttling provider (two
@@ -56,25 +55,12 @@ for (const engine of ALL_ENGINES) {
         url: receiver.url,
         events: ['destination.suspended', 'destination.resumed'],
       });
-      const resolver = createDns({ servers: [dns.address] });
-      worker = createSendingWorker({
-        database: app.database.handle,
+      // Four connections per destination and eight overall: twice what the throttled one takes.
+      worker = await startSendingWorker(app, {
+        transport: testDirectTransport(dns.address),
         clock,
-        events: app.events,
-        repositories: app.services.repositories,
-        transport: createDirectTransport({
-          timeoutMs: 15_000,
-          resolveMx: resolver.resolveMx,
-          lookup: resolver.resolveAddresses,
-          allowPrivateTargets: true,
-          port: 25,
-        }),
-        // Four connections per destination and eight overall: twice what the throttled one takes.
-        // The timeout only guards a hang: a loaded machine must not turn a slow delivery into a retry.
         settings: { ...TEST_SENDING_SETTINGS, concurrency: 8, schedule: [0, 1000, 1000], timeoutMs: 15_000 },
-        notifier: app.app.sendNotifier,
       });
-      await worker.start();
     });
     after(async () => {
       await worker?.stop();

@@ -1,25 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createSecretBox } from '../src/lib/crypto.ts';
-import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { parseWarmupSchedule } from '../src/lib/warmup-schedule.ts';
 import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
-import { createEngagementLinks } from '../src/modules/engagement/tokens.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import {
-  ALL_ENGINES,
-  engineSkip,
-  startTestApp,
-  TEST_ENCRYPTION_KEY,
-  TEST_SENDING_SETTINGS,
-  type TestApp,
-} from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { created } from './helpers/answers.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
 // Issue 38, warm-up in direct mode, end to end: a warming sending domain may send its schedule's day's
@@ -62,27 +52,6 @@ for (const engine of ALL_ENGINES) {
       google = await startSmtpServer({ host: googleAddress, port: 25 });
       other = await startSmtpServer({ host: otherAddress, port: 25 });
       app = await startTestApp(engine, { allowPrivateUrls: true, clock, publicUrl: PUBLIC_URL });
-      const resolver = createDns({ servers: [dns.address] });
-      worker = createSendingWorker({
-        database: app.database.handle,
-        clock,
-        events: app.events,
-        repositories: app.services.repositories,
-        transport: createDirectTransport({
-          timeoutMs: 15_000,
-          resolveMx: resolver.resolveMx,
-          lookup: resolver.resolveAddresses,
-          allowPrivateTargets: true,
-          port: 25,
-        }),
-        settings: { ...TEST_SENDING_SETTINGS, concurrency: 4, timeoutMs: 15_000 },
-        notifier: app.app.sendNotifier,
-        // A broadcast's copies carry their own unsubscribe link.
-        engagementLinks: createEngagementLinks({
-          publicUrl: PUBLIC_URL,
-          secretBox: createSecretBox(TEST_ENCRYPTION_KEY),
-        }),
-      });
     });
     after(async () => {
       await fanOut?.stop();
@@ -136,7 +105,14 @@ for (const engine of ALL_ENGINES) {
         { day: 1, allowance: 3, started: '2026-03-02T10:00:01.000Z' },
       );
       assert.equal(on.body.ends_at, '2026-03-04T00:00:00.000Z');
-      await worker.start();
+      // Started once the warm-up is on (a worker reads the warm-ups at most once a second of the clock).
+      worker = await startSendingWorker(app, {
+        transport: testDirectTransport(dns.address),
+        clock,
+        settings: { ...TEST_SENDING_SETTINGS, concurrency: 4, timeoutMs: 15_000 },
+        // A broadcast's copies carry their own unsubscribe link.
+        publicUrl: PUBLIC_URL,
+      });
 
       const warm = Array.from({ length: 7 }, (_, i) => `reader${i}@warm.test`);
       const warmIds = await send(warm);

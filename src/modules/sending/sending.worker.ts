@@ -23,7 +23,9 @@ import { createDestinationSync, type DestinationSync } from '../destinations/des
 import { createDestinationEvents } from '../destinations/destination-events.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
-import { createWarmupGate, type WarmupGate, type WarmupHold } from '../destinations/warmup.ts';
+import { createWarmupGate, type WarmupGate } from '../destinations/warmup.ts';
+import { createWarmupStep } from './sending.warmup.ts';
+import { attemptOutcome } from './sending.outcome-rows.ts';
 import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
@@ -198,14 +200,20 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
   const destinationEvents =
     destinations &&
     createDestinationEvents({ db, events: deps.events, repo: deps.repositories.destinations });
-  const warmup =
+  const warmupStep =
     destinations &&
-    (deps.warmup ??
-      createWarmupGate({
-        repo: deps.repositories.warmups,
-        source: destinations.source,
-        defaultSchedule: DEFAULTS.warmupSchedule,
-      }));
+    createWarmupStep({
+      gate:
+        deps.warmup ??
+        createWarmupGate({
+          repo: deps.repositories.warmups,
+          source: destinations.source,
+          defaultSchedule: DEFAULTS.warmupSchedule,
+        }),
+      destinations,
+      transport,
+      clock,
+    });
   /** The recipient domain of each attempt in flight: a destination's open connections are counted from it. */
   const open = new Map<object, string>();
   const openTo = (lane: string) => {
@@ -326,53 +334,6 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     return throttled;
   }
 
-  /**
-   * Whether a warm-up holds the job (issue 38): only mail of a warming domain asks, and its destination is
-   * found first when not yet known (an MX lookup the attempt would make anyway).
-   */
-  async function warmupHold(job: SendJob): Promise<WarmupHold | undefined> {
-    if (!warmup || !shaping || !destinations) return undefined;
-    const now = clock.now().getTime();
-    if (!(await warmup.applies(job.email, now))) return undefined;
-    let lane = shaping.laneOf(job.host);
-    if (shaping.providerOf(lane) === undefined && transport.mxHostsOf) {
-      const hosts = await transport.mxHostsOf(job.host);
-      if (hosts) {
-        const learned = shaping.learn(job.host, hosts, now);
-        if (learned.isNew) await destinations.learned(job.host, learned.destination, now);
-        lane = learned.destination;
-      }
-    }
-    const provider = shaping.providerOf(lane);
-    return warmup.admit(job.email, { key: lane, provider: provider ?? null }, now);
-  }
-
-  /** A job a warm-up holds: its recipients wait for the next day, the attempt not counted. */
-  function heldOutcome(job: SendJob, hold: WarmupHold, attemptedAt: Date): SendOutcome {
-    const now = clock.now();
-    return {
-      workerId,
-      emailId: job.email.id,
-      projectId: job.email.projectId,
-      recipientCount: job.email.recipientCount,
-      attemptedAt: attemptedAt.toISOString(),
-      now: now.toISOString(),
-      updates: job.recipients.map((row) => ({
-        id: row.id,
-        email: job.email,
-        address: row.address,
-        status: 'delayed',
-        counted: false,
-        waitReason: 'warmup',
-        retryAt: new Date(hold.until).toISOString(),
-        response: hold.reason,
-        responseCode: null,
-        data: {},
-        outcomes: row.status === 'delayed' ? [] : ['delayed'],
-      })),
-    };
-  }
-
   async function attemptIn(
     job: SendJob,
     stopping: AbortSignal,
@@ -389,8 +350,9 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
         );
       }
-      const hold = await warmupHold(job);
-      if (hold) return heldOutcome(job, hold, attemptedAt);
+      const hold = await warmupStep?.holdOf(job);
+      if (hold)
+        return attemptOutcome(workerId, job.email, attemptedAt, clock.now(), warmupStep!.held(job, hold));
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email:
@@ -436,23 +398,23 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     });
     const now = clock.now();
     return {
-      workerId,
-      emailId: job.email.id,
-      projectId: job.email.projectId,
-      recipientCount: job.email.recipientCount,
-      attemptedAt: attemptedAt.toISOString(),
-      now: now.toISOString(),
-      updates: job.recipients.map((row) => {
-        const outcome =
-          result.outcomes.find((entry) => entry.address.toLowerCase() === row.address.toLowerCase()) ??
-          ({
-            address: row.address,
-            result: 'deferred',
-            response: null,
-            error: 'no result for this recipient',
-          } as const);
-        return judge(job.email, row, outcome, now, throttled);
-      }),
+      ...attemptOutcome(
+        workerId,
+        job.email,
+        attemptedAt,
+        now,
+        job.recipients.map((row) => {
+          const outcome =
+            result.outcomes.find((entry) => entry.address.toLowerCase() === row.address.toLowerCase()) ??
+            ({
+              address: row.address,
+              result: 'deferred',
+              response: null,
+              error: 'no result for this recipient',
+            } as const);
+          return judge(job.email, row, outcome, now, throttled);
+        }),
+      ),
       raw: result.raw,
       rawPiecesKey,
     };
