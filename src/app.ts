@@ -30,6 +30,7 @@ import { registerAutomationRoutes } from './modules/automations/automations.rout
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
 import { registerDmarcRoutes } from './modules/dmarc/dmarc.routes.ts';
 import { registerDestinationRoutes } from './modules/destinations/destinations.routes.ts';
+import { registerWarmupRoutes } from './modules/destinations/warmup.routes.ts';
 import { registerReputationRoutes } from './modules/reputation/reputation.routes.ts';
 import { registerDomainRoutes } from './modules/domains/domains.routes.ts';
 import { registerEmailRoutes } from './modules/emails/emails.routes.ts';
@@ -262,6 +263,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     destinations: services.destinations,
     metrics: services.metricsEndpoint,
   });
+  registerWarmupRoutes(app, { warmup: services.warmup });
   registerReputationRoutes(app, { reputation: services.reputation });
   registerApiKeyRoutes(app, { projects: services.projects });
   registerStatsRoutes(app, { stats: services.stats });

@@ -35,6 +35,8 @@ import { createDeliveryService } from './modules/deliveries/deliveries.service.t
 import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
 import { createDestinationsRepo } from './modules/destinations/destinations.repo.ts';
 import { createDestinationsService } from './modules/destinations/destinations.service.ts';
+import { createWarmupsRepo } from './modules/destinations/warmups.repo.ts';
+import { createWarmupService } from './modules/destinations/warmup.service.ts';
 import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
 import { createReputationRepo } from './modules/reputation/reputation.repo.ts';
 import { createReputationService } from './modules/reputation/reputation.service.ts';
@@ -154,6 +156,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     automationRuns: createRunRepo(db),
     dmarc: createDmarcRepo(db),
     destinations: createDestinationsRepo(db),
+    warmups: createWarmupsRepo(db),
     reputation: createReputationRepo(db),
     metrics: createMetricsRepo(db),
     apiLogs: createApiLogRepo(db, engine),
@@ -462,6 +465,12 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       repo: repositories.destinations,
       clock,
       overrides: config.destinationLimits,
+    }),
+    warmup: createWarmupService({
+      repo: repositories.warmups,
+      domains,
+      clock,
+      defaultSchedule: config.warmupSchedule,
     }),
     health: createHealthService({
       db,

@@ -370,6 +370,8 @@ for (const engine of ALL_ENGINES) {
         'contact.deleted',
         'contact.topics_updated',
         'broadcast.sent',
+        'destination.suspended',
+        'destination.resumed',
       ]);
       for (const kind of response.body.data) {
         assert.equal(kind.object, 'event_kind');

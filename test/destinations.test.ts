@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import { createSendingWorker, type SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { created } from './helpers/answers.ts';
+import { receivedEvents } from './helpers/engagement.ts';
+import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { ownLoopbackAddress } from './helpers/smtp.ts';
 import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
+import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
 // Issue 38, destinations and adaptive shaping in direct mode, end to end: a throttling provider (two
@@ -25,6 +27,7 @@ for (const engine of ALL_ENGINES) {
     let throttled: ThrottlingServer;
     let open: ThrottlingServer;
     let worker: SendingWorker;
+    let receiver: Receiver;
     // The test's clock: still unless the test moves it.
     let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
     const clock: Clock = { now: () => new Date(nowMs) };
@@ -44,26 +47,20 @@ for (const engine of ALL_ENGINES) {
         allowPrivateUrls: true,
         clock,
         config: { metricsToken: OPERATOR_TOKEN },
+        worker: true,
       });
-      const resolver = createDns({ servers: [dns.address] });
-      worker = createSendingWorker({
-        database: app.database.handle,
+      // The operator's events, through a webhook of the project whose mail waits for the destination.
+      receiver = await startReceiver();
+      await created(app, '/v1/webhooks', {
+        url: receiver.url,
+        events: ['destination.suspended', 'destination.resumed'],
+      });
+      // Four connections per destination and eight overall: twice what the throttled one takes.
+      worker = await startSendingWorker(app, {
+        transport: testDirectTransport(dns.address),
         clock,
-        events: app.events,
-        repositories: app.services.repositories,
-        transport: createDirectTransport({
-          timeoutMs: 15_000,
-          resolveMx: resolver.resolveMx,
-          lookup: resolver.resolveAddresses,
-          allowPrivateTargets: true,
-          port: 25,
-        }),
-        // Four connections per destination and eight overall: twice what the throttled one takes.
-        // The timeout only guards a hang: a loaded machine must not turn a slow delivery into a retry.
         settings: { ...TEST_SENDING_SETTINGS, concurrency: 8, schedule: [0, 1000, 1000], timeoutMs: 15_000 },
-        notifier: app.app.sendNotifier,
       });
-      await worker.start();
     });
     after(async () => {
       await worker?.stop();
@@ -71,6 +68,7 @@ for (const engine of ALL_ENGINES) {
       await throttled?.close();
       await open?.close();
       await dns?.close();
+      await receiver?.close();
     });
 
     async function send(to: string[]): Promise<string[]> {
@@ -117,6 +115,18 @@ for (const engine of ALL_ENGINES) {
       assert.equal(nowMs, startedAt, 'no time passed');
       assert.ok(throttled.received.length <= THROTTLED.perMinute, `${throttled.received.length} arrived`);
 
+      // The metrics show the destinations by provider, the rest as `other` (two here): the throttled mail waits.
+      const scrape = await app.request('GET', '/metrics', {
+        key: null,
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+      });
+      assert.equal(scrape.status, 200);
+      const gauge = (name: string) =>
+        Number(new RegExp(`^${name}\\{destination="other"\\} (\\d+)$`, 'm').exec(scrape.body)?.[1] ?? NaN);
+      assert.ok(gauge('postwire_destination_queue_depth') >= 40 - throttled.received.length, scrape.body);
+      assert.ok(gauge('postwire_destinations_suspended') <= 2);
+      assert.doesNotMatch(scrape.body, /postwire_destination_rate_per_minute\{destination="other"/);
+
       // The throttled mail arrives as time passes, each minute at most what it takes.
       for (let step = 0; throttled.received.length < 40; step++) {
         assert.ok(step < 200, `stuck at ${throttled.received.length} of 40`);
@@ -160,6 +170,38 @@ for (const engine of ALL_ENGINES) {
       const noKey = await app.request('GET', '/v1/destinations', { key: null });
       assert.equal(noKey.status, 401);
       assert.equal((await app.request('GET', '/v1/destinations')).status, 401, 'an API key opens nothing');
+
+      // Each suspension was an event, and so was its end, to the project whose mail waited; none for the other.
+      await until(
+        () => {
+          const kinds = receivedEvents(receiver).map((event) => event.type);
+          const suspended = kinds.filter((kind) => kind === 'destination.suspended').length;
+          return suspended > 0 && kinds.length === 2 * suspended;
+        },
+        20_000,
+        () => `events: ${JSON.stringify(receivedEvents(receiver).map((event) => event.type))}`,
+      );
+      const events = receivedEvents(receiver);
+      assert.ok(
+        events.every((event) => event.data.destination === 'mx.throttled.test'),
+        'only the throttled destination',
+      );
+      const byTime = (kind: string) =>
+        events
+          .filter((event) => event.type === kind)
+          .sort((x, y) => Date.parse(x.created_at) - Date.parse(y.created_at));
+      const [suspended] = byTime('destination.suspended');
+      assert.equal(suspended.data.source, 'default');
+      assert.equal(suspended.data.provider, null);
+      assert.match(suspended.data.last_deferral, /^421 4\.7\./);
+      assert.ok(Date.parse(suspended.data.suspended_until) > startedAt);
+      assert.ok(suspended.data.rate_per_minute >= 1);
+      const [resumed] = byTime('destination.resumed');
+      assert.equal(resumed.data.suspended_until, null);
+      assert.ok(
+        Date.parse(resumed.created_at) >= Date.parse(suspended.data.suspended_until),
+        'after it ended',
+      );
 
       // Throttles are not attempts: every recipient is delivered with attempts to spare.
       for (const id of throttledIds) {

@@ -103,6 +103,7 @@ for (const engine of ALL_ENGINES) {
         last_response: null,
         last_attempt_at: null,
         next_attempt_at: email.created_at,
+        throttled: null,
         completed_at: null,
       });
       assert.deepEqual(email.events, []);

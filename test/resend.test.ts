@@ -654,7 +654,7 @@ for (const engine of ALL_ENGINES) {
         await resend.webhooks.create({ endpoint, events: ['topic.created'] }),
         422,
         'validation_error',
-        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.topics_updated, broadcast\.sent, domain\.updated\.$/,
+        /^Postwire has no event 'topic\.created'; the events it sends are: email\.sent, .*contact\.topics_updated, broadcast\.sent, destination\.suspended, destination\.resumed, domain\.updated\.$/,
       );
       assertError(
         await resend.webhooks.create({ endpoint: '', events: ['email.sent'] }),

@@ -57,7 +57,7 @@ describe('validation error messages', () => {
       {
         code: 'parameter_invalid',
         message:
-          "The field 'events[1]' must be one of: email.sent, email.delivered, email.delivery_delayed, email.bounced, email.failed, email.complained, email.suppressed, email.opened, email.clicked, email.unsubscribed, email.received, domain.verified, domain.failed, project.warning, project.sending_paused, project.sending_resumed, contact.created, contact.updated, contact.deleted, contact.topics_updated, broadcast.sent.",
+          "The field 'events[1]' must be one of: email.sent, email.delivered, email.delivery_delayed, email.bounced, email.failed, email.complained, email.suppressed, email.opened, email.clicked, email.unsubscribed, email.received, domain.verified, domain.failed, project.warning, project.sending_paused, project.sending_resumed, contact.created, contact.updated, contact.deleted, contact.topics_updated, broadcast.sent, destination.suspended, destination.resumed.",
         param: 'events[1]',
       },
     );

@@ -15,6 +15,10 @@ import {
 } from '../lib/settings.ts';
 import { DOMAIN_NAME, pemSetting } from './readers.ts';
 import { type DestinationOverride, parseDestinationOverrides } from '../lib/destination-limits.ts';
+import { parseWarmupSchedule } from '../lib/warmup-schedule.ts';
+
+/** The built-in warm-up: 50 a day per large provider, ×1.5 a day, for 16 days (docs/guides/warm-up.md). */
+const WARMUP_DEFAULT = '50x1.5/16';
 
 /** The outcomes a DSN request asks to hear about (`NOTIFY=SUCCESS,FAILURE,DELAY`). */
 export type DsnNotify = 'success' | 'failure' | 'delay';
@@ -111,6 +115,22 @@ export const SENDING_SETTINGS = section('Sending', {
       if (typeof parsed === 'string') {
         context.problems.push(`DESTINATION_LIMITS: ${parsed}.`);
         return [];
+      }
+      return parsed;
+    },
+  }),
+  warmupSchedule: custom('WARMUP_SCHEDULE', {
+    default: WARMUP_DEFAULT,
+    description:
+      "direct mode: a sending domain's warm-up schedule when it names none, in messages per large-provider destination per UTC day",
+    details:
+      '`start x growth / days` (`50x1.5/16`: 50 on day 1, ×1.5 a day, for 16 days) or the days listed ' +
+      '(`50,100,200`); a domain uses it once its warm-up is on (PUT /v1/domains/{id}/warmup). See docs/guides/warm-up.md',
+    read(context): number[] {
+      const parsed = parseWarmupSchedule(rawValue(context, 'WARMUP_SCHEDULE') ?? WARMUP_DEFAULT);
+      if (typeof parsed === 'string') {
+        context.problems.push(`WARMUP_SCHEDULE: ${parsed}.`);
+        return parseWarmupSchedule(WARMUP_DEFAULT) as number[];
       }
       return parsed;
     },

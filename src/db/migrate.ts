@@ -40,6 +40,7 @@ import { migration as broadcasts } from './migrations/0037_broadcasts.ts';
 import { migration as segmentFilters } from './migrations/0038_segment_filters.ts';
 import { migration as apiLogs } from './migrations/0039_api_logs.ts';
 import { migration as automations } from './migrations/0040_automations.ts';
+import { migration as warmupsOverrides } from './migrations/0041_warmups_overrides.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -85,6 +86,7 @@ const migrations: Record<string, Migration> = {
   '0038_segment_filters': segmentFilters,
   '0039_api_logs': apiLogs,
   '0040_automations': automations,
+  '0041_warmups_overrides': warmupsOverrides,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -257,6 +257,11 @@ export interface EmailRecipientsTable {
   completed_at: string | null;
   /** When a report said delivery downstream is delayed; cleared when a later report settles it. */
   delay_reported_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /**
+   * Why it waits when that is not a retry: `warmup` (its sending domain's day's allowance is used) or
+   * `destination` (its destination asked to slow down); null otherwise. Set with each attempt's outcome.
+   */
+  wait_reason: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** A file sent with an email (written by the emails repository with the email). */
@@ -422,6 +427,46 @@ export interface DestinationDomainsTable {
   domain: string;
   destination: string;
   updated_at: string;
+}
+
+/** An operator's override of destinations' limits, set through the API (written by destinations.repo.ts). */
+export interface DestinationOverridesTable {
+  /** `*.example.net`, `mx.example.net`, a recipient domain, or a provider's name (lowercase). */
+  pattern: string;
+  /** Null: the default (the table's, or DESTINATION_LIMITS's); 0 (but connections): no limit. */
+  connections: number | null;
+  messages_per_connection: number | null;
+  per_minute: number | null;
+  per_hour: number | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A sending domain's warm-up (written by src/modules/destinations/warmups.repo.ts). */
+export interface WarmupsTable {
+  domain_id: string;
+  project_id: string;
+  /** The domain's name, for matching an email's From domain without reading `domains`. */
+  domain_name: string;
+  enabled: Bool;
+  /** JSON array of daily allowances per destination, day 1 first; null: WARMUP_SCHEDULE's. */
+  schedule: string | null;
+  /** Day 1 is the UTC day of this instant. */
+  started_at: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** What a destination took of a warming domain's day (written by warmups.repo.ts, a block at a time). */
+export interface WarmupCountsTable {
+  source: string;
+  domain_id: string;
+  destination: string;
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+  used: number;
+  /** How much the last take got: the take's answer (RETURNING sees only the row after it). */
+  last_grant: number;
 }
 
 /** A message received by the inbound SMTP listener (written by src/modules/inbound/inbound.repo.ts). */
@@ -898,6 +943,9 @@ export interface Database {
   api_logs: ApiLogsTable;
   destinations: DestinationsTable;
   destination_domains: DestinationDomainsTable;
+  warmups: WarmupsTable;
+  destination_overrides: DestinationOverridesTable;
+  warmup_counts: WarmupCountsTable;
   reputation_states: ReputationStatesTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;

@@ -15,6 +15,8 @@ import {
 } from '../../src/modules/sending/sending.worker.ts';
 import { createCaptureTransport } from '../../src/modules/sending/transports/capture.ts';
 import { createRelayTransport } from '../../src/modules/sending/transports/relay.ts';
+import { createDirectTransport } from '../../src/modules/sending/transports/direct.ts';
+import { createDns } from '../../src/lib/dns.ts';
 import type { MailTransport } from '../../src/modules/sending/transports/transport.ts';
 import { TEST_ENCRYPTION_KEY, TEST_SENDING_SETTINGS, type TestApp } from './app.ts';
 
@@ -34,6 +36,22 @@ export interface TestSendingOptions {
   /** Tracking and unsubscribe links on this PUBLIC_URL (signed with the test encryption key). */
   publicUrl?: string;
   returnPath?: ReturnPath;
+}
+
+/**
+ * Direct delivery as in production (MX lookups, port 25), through the test DNS server at `dnsAddress`, to mail
+ * servers on loopback addresses. The timeout only guards a hang: a loaded machine must not turn a slow
+ * delivery into a retry.
+ */
+export function testDirectTransport(dnsAddress: string): MailTransport {
+  const resolver = createDns({ servers: [dnsAddress] });
+  return createDirectTransport({
+    timeoutMs: 15_000,
+    resolveMx: resolver.resolveMx,
+    lookup: resolver.resolveAddresses,
+    allowPrivateTargets: true,
+    port: 25,
+  });
 }
 
 /** Builds the sending worker on `api` and starts it; the caller stops it. */

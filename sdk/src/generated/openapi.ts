@@ -1729,6 +1729,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/domains/{id}/warmup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A sending domain's warm-up
+         * @description Its schedule (messages per large-provider destination per UTC day), today's day and allowance, and what each destination took of it today. Direct delivery only (a relay shapes its own).
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        get: operations["getDomainWarmup"];
+        /**
+         * Turn a sending domain's warm-up on or off, or change its schedule
+         * @description On: mail from the domain to a large provider over the day's allowance waits (its recipients show `throttled` with reason `warmup` and until when) and leaves the next day, transactional mail before broadcast copies. Turning it on starts at day 1; `restart` starts over.
+         *
+         *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
+         */
+        put: operations["setDomainWarmup"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/reputation": {
         parameters: {
             query?: never;
@@ -2337,6 +2365,46 @@ export interface webhooks {
          * @description Every copy of a broadcast was made (its fan-out ended): `data` has the broadcast, the copies made and the contacts excluded. Each copy then has its own `email.*` events. Sent to every enabled webhook subscribed to `broadcast.sent`, signed with its secret (Standard Webhooks).
          */
         post: operations["onBroadcastSent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "destination.suspended": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * destination.suspended
+         * @description Direct delivery: a destination (a provider such as `google`, or a domain's own mail servers) answered "slow down" (a 421 or 4.7.x deferral, docs/api/destinations.md): its rate was lowered and its mail waits until `suspended_until`, without using attempts. Sent to every project with mail queued for it. Sent to every enabled webhook subscribed to `destination.suspended`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onDestinationSuspended"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "destination.resumed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * destination.resumed
+         * @description Direct delivery: a suspended destination's back-off ended and its mail goes again, at the lowered rate that then creeps back up. Sent to every project with mail queued for it. Sent to every enabled webhook subscribed to `destination.resumed`, signed with its secret (Standard Webhooks).
+         */
+        post: operations["onDestinationResumed"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3552,6 +3620,70 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /**
+         * DestinationResumedEvent
+         * @description Direct delivery: a suspended destination's back-off ended and its mail goes again, at the lowered rate that then creeps back up. Sent to every project with mail queued for it.
+         */
+        DestinationResumedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "destination.resumed";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The destination and its limits now. */
+            data: {
+                /** @description The destination's key: a provider's name (`google`), or its MX hosts sorted and joined with commas. */
+                destination: string;
+                /** @description The sending source (`default`: every worker of the machine). */
+                source: string;
+                /** @description The built-in provider it rolls up to; null: a domain's own servers. */
+                provider: string | null;
+                suspended_until: string | null;
+                rate_per_minute: number | null;
+                /** @description Connections at once it takes now. */
+                connections: number;
+                /** @description The reply that slowed it (in `destination.resumed`: the last one). */
+                last_deferral: string | null;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
+        /**
+         * DestinationSuspendedEvent
+         * @description Direct delivery: a destination (a provider such as `google`, or a domain's own mail servers) answered "slow down" (a 421 or 4.7.x deferral, docs/api/destinations.md): its rate was lowered and its mail waits until `suspended_until`, without using attempts. Sent to every project with mail queued for it.
+         */
+        DestinationSuspendedEvent: {
+            /** @description The event (`evt_…`); also the `webhook-id` header. */
+            id: string;
+            /** @constant */
+            type: "destination.suspended";
+            /**
+             * Format: date-time
+             * @description When the event happened. ISO 8601 UTC with milliseconds.
+             */
+            created_at: string;
+            /** @description The destination and its limits now. */
+            data: {
+                /** @description The destination's key: a provider's name (`google`), or its MX hosts sorted and joined with commas. */
+                destination: string;
+                /** @description The sending source (`default`: every worker of the machine). */
+                source: string;
+                /** @description The built-in provider it rolls up to; null: a domain's own servers. */
+                provider: string | null;
+                suspended_until: string | null;
+                rate_per_minute: number | null;
+                /** @description Connections at once it takes now. */
+                connections: number;
+                /** @description The reply that slowed it (in `destination.resumed`: the last one). */
+                last_deferral: string | null;
+                /** @description True on events sent by POST /v1/webhooks/{webhook_id}/test. */
+                test?: boolean;
+            };
+        };
         /** DmarcSource */
         DmarcSource: {
             /** @description The address that sent as the domain. */
@@ -4375,6 +4507,16 @@ export interface components {
             last_response: string | null;
             last_attempt_at: string | null;
             next_attempt_at: string | null;
+            /** @description Set while it waits for pacing rather than for a retry (issue 38); null otherwise. */
+            throttled: {
+                /** @description `warmup`: its sending domain used the day's warm-up allowance for its destination; `destination`: its destination asked to slow down (a deferral such as `421 4.7.28`). Neither takes an attempt. */
+                reason: "warmup" | "destination";
+                /**
+                 * Format: date-time
+                 * @description When it may leave (it then goes in queue order, transactional mail first). ISO 8601 UTC with milliseconds.
+                 */
+                until: string;
+            } | null;
             completed_at: string | null;
             first_opened_at?: string | null;
             /** @description How often its open pixel was fetched. */
@@ -4637,7 +4779,7 @@ export interface components {
          * @description An event kind (GET /v1/event-kinds describes each).
          * @enum {string}
          */
-        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "project.warning" | "project.sending_paused" | "project.sending_resumed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated" | "broadcast.sent";
+        EventType: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "project.warning" | "project.sending_paused" | "project.sending_resumed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated" | "broadcast.sent" | "destination.suspended" | "destination.resumed";
         /** EventWithDeliveries */
         EventWithDeliveries: {
             /** @enum {string} */
@@ -5416,6 +5558,15 @@ export interface components {
          * @description 1–100 emails, accepted (or refused) together.
          */
         SendEmailBatch: components["schemas"]["SendEmail"][];
+        /** SetWarmup */
+        SetWarmup: {
+            /** @description On: mail over the day's allowance waits. Off: nothing is held. */
+            enabled: boolean;
+            /** @description Null: the server's (`WARMUP_SCHEDULE`); absent: as it was. */
+            schedule?: number[] | null;
+            /** @description Day 1 again from today (turning it on from off always starts at day 1). */
+            restart?: boolean;
+        };
         /**
          * SpamVerdict
          * @description SpamAssassin's verdict (spamd, with SPAMD_URL set); null when the message was not scored.
@@ -5648,7 +5799,7 @@ export interface components {
              * @description The event kind to send (see GET /v1/event-kinds); default `email.sent`.
              * @enum {string}
              */
-            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "project.warning" | "project.sending_paused" | "project.sending_resumed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated" | "broadcast.sent";
+            type?: "email.sent" | "email.delivered" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "email.unsubscribed" | "email.received" | "domain.verified" | "domain.failed" | "project.warning" | "project.sending_paused" | "project.sending_resumed" | "contact.created" | "contact.updated" | "contact.deleted" | "contact.topics_updated" | "broadcast.sent" | "destination.suspended" | "destination.resumed";
         };
         /** Topic */
         Topic: {
@@ -5819,6 +5970,32 @@ export interface components {
             format?: components["schemas"]["WebhookFormat"];
             /** @description A new signing secret, or null to remove it. */
             secret?: string | null;
+        };
+        /** Warmup */
+        Warmup: {
+            /** @enum {string} */
+            object: "warmup";
+            domain_id: string;
+            /** @description The domain's name. */
+            domain: string;
+            enabled: boolean;
+            /** @description Messages per destination (a large provider: Google, Microsoft, Yahoo, …) per UTC day, day 1 first; past the last day the domain is warm and nothing is held. */
+            schedule: number[];
+            /** @description The schedule is the server's (`WARMUP_SCHEDULE`). */
+            default_schedule: boolean;
+            started_at: string | null;
+            day: number | null;
+            allowance_per_destination: number | null;
+            ends_at: string | null;
+            /** @description The UTC day the counts are of (YYYY-MM-DD). */
+            today: string;
+            used_today: {
+                /** @description A destination (docs/api/destinations.md). */
+                destination: string;
+                /** @description Messages it took of today's allowance. */
+                used: number;
+            }[];
+            updated_at: string | null;
         };
         /** Webhook */
         Webhook: {
@@ -17897,6 +18074,218 @@ export interface operations {
             };
         };
     };
+    getDomainWarmup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Warmup"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    setDomainWarmup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The domain id (`dom_…`) or its name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetWarmup"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Warmup"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     getReputation: {
         parameters: {
             query?: never;
@@ -20093,6 +20482,106 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["BroadcastSentEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDestinationSuspended: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DestinationSuspendedEvent"];
+            };
+        };
+        responses: {
+            /** @description Gone: the webhook is disabled and nothing more is sent to it. */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received. Any 2xx within the timeout (15 s) is a success. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule (429 and 503 may say `retry-after`). */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Failed: retried on the schedule. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onDestinationResumed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event id (`evt_…`): the same on every retry, so a receiver can drop duplicates. */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed; refuse ones far from now. */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures: HMAC-SHA256 with the webhook secret over `<webhook-id>.<webhook-timestamp>.<body>`. Two while a replaced secret is still in its rotation window. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DestinationResumedEvent"];
             };
         };
         responses: {

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import type { DestinationOverride } from '../../lib/destination-limits.ts';
 import type { SharedState } from './shaping.ts';
 
 // The destinations and destination_domains tables: what the sending workers share of each destination, and
@@ -92,10 +93,67 @@ export function createDestinationsRepo(db: Kysely<Database>) {
         .execute();
     },
 
+    /** The operator's overrides set through the API, oldest first (applied in that order, after the settings'). */
+    async overrides(): Promise<Array<DestinationOverride & { createdAt: string; updatedAt: string }>> {
+      const rows = await db.selectFrom('destination_overrides').selectAll().orderBy('created_at').execute();
+      return rows.map((row) => {
+        const limits: DestinationOverride['limits'] = {};
+        if (row.connections !== null) limits.connections = Number(row.connections);
+        if (row.messages_per_connection !== null)
+          limits.messagesPerConnection = Number(row.messages_per_connection);
+        if (row.per_minute !== null) limits.perMinute = Number(row.per_minute);
+        if (row.per_hour !== null) limits.perHour = Number(row.per_hour);
+        return { pattern: row.pattern, limits, createdAt: row.created_at, updatedAt: row.updated_at };
+      });
+    },
+
+    /** Sets an override (replacing one of the same pattern). */
+    async saveOverride(override: DestinationOverride, now: string, transaction?: Transaction): Promise<void> {
+      const limits = {
+        connections: override.limits.connections ?? null,
+        messages_per_connection: override.limits.messagesPerConnection ?? null,
+        per_minute: override.limits.perMinute ?? null,
+        per_hour: override.limits.perHour ?? null,
+      };
+      await (transaction?.db ?? db)
+        .insertInto('destination_overrides')
+        .values({ pattern: override.pattern, ...limits, created_at: now, updated_at: now })
+        .onConflict((conflict) => conflict.column('pattern').doUpdateSet({ ...limits, updated_at: now }))
+        .execute();
+    },
+
+    /** Removes an override; whether there was one. */
+    async removeOverride(pattern: string, transaction?: Transaction): Promise<boolean> {
+      const result = await (transaction?.db ?? db)
+        .deleteFrom('destination_overrides')
+        .where('pattern', '=', pattern)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    },
+
     /** Every destination's shared state of a source. */
     async statesOf(source: string): Promise<SharedState[]> {
       const rows = await db.selectFrom('destinations').selectAll().where('source', '=', source).execute();
       return rows.map(toShared);
+    },
+
+    /** The projects with mail queued or waiting for a destination (at most `limit`): who hears of its changes. */
+    async projectsWaitingFor(destination: string, limit: number): Promise<string[]> {
+      const rows = await db
+        .selectFrom('email_recipients')
+        .innerJoin('destination_domains', 'destination_domains.domain', 'email_recipients.host')
+        .select('email_recipients.project_id')
+        .distinct()
+        .where('destination_domains.destination', '=', destination)
+        .where((eb) =>
+          eb.or([
+            eb('email_recipients.ready_seq', 'is not', null),
+            eb('email_recipients.wait_until', 'is not', null),
+          ]),
+        )
+        .limit(limit)
+        .execute();
+      return rows.map((row) => row.project_id);
     },
 
     /** Every destination with the recipients queued and waiting for it, the busiest first. */

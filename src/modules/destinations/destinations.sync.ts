@@ -1,9 +1,11 @@
+import type { DestinationOverride } from '../../lib/destination-limits.ts';
 import type { DestinationsRepo } from './destinations.repo.ts';
 import { type DestinationShaping, WRITE_EVERY_MS } from './shaping.ts';
 
 // A sending worker's destinations kept in step with the other workers' through the database: what this worker
 // changed is written (on a change, at most once a second per destination), what the others wrote is read (at
-// most once a second), and the domains it learns are recorded for the claim's filter.
+// most once a second, with the operator's overrides set through the API), and the domains it learns are
+// recorded for the claim's filter.
 
 export interface DestinationSync {
   readonly source: string;
@@ -20,8 +22,12 @@ export function createDestinationSync(deps: {
   repo: DestinationsRepo;
   source: string;
   shaping: DestinationShaping;
+  /** DESTINATION_LIMITS: the API's overrides (read with the states) apply after these. */
+  overrides?: readonly DestinationOverride[];
 }): DestinationSync {
   const { repo, source, shaping } = deps;
+  const settings = deps.overrides ?? [];
+  let applied = '';
   let readAt = -Infinity;
   return {
     source,
@@ -30,6 +36,13 @@ export function createDestinationSync(deps: {
       await repo.saveStates(source, shaping.takeWrites(now));
       if (now - readAt < WRITE_EVERY_MS) return;
       readAt = now;
+      // The operator's overrides first, so the states merged are judged against the limits of now.
+      const overrides = [...settings, ...(await repo.overrides())];
+      const stamp = JSON.stringify(overrides.map(({ pattern, limits }) => [pattern, limits]));
+      if (stamp !== applied) {
+        applied = stamp;
+        shaping.setOverrides(overrides);
+      }
       shaping.merge(await repo.statesOf(source));
     },
     async flush(now) {

@@ -72,11 +72,15 @@ export interface Throttled {
   rate: number;
   connections: number;
   suspendedUntil: number;
+  /** This reply began a suspension (the destination was not suspended before it): the operator's event. */
+  began: boolean;
 }
 
 export interface DestinationShaping {
   /** The lane (destination key, or the domain itself before its MX hosts are known) of a recipient domain. */
   laneOf(domain: string): string;
+  /** The built-in provider a lane's destination is (null: none), or undefined while the lane is not a known destination. */
+  providerOf(lane: string): string | null | undefined;
   /** Recipient domains of a lane, for a claim that leaves the lane out. */
   hostsOf(lane: string): string[];
   /**
@@ -105,6 +109,13 @@ export interface DestinationShaping {
   takeWrites(now: number): SharedState[];
   /** Takes what other workers wrote (newer than what this worker knows). */
   merge(rows: readonly SharedState[]): void;
+  /**
+   * The overrides now (DESTINATION_LIMITS's, then the API's): every known destination's limits again, its
+   * rate and connections brought under new ceilings at once (a higher ceiling is reached by the increases).
+   */
+  setOverrides(overrides: readonly DestinationOverride[]): void;
+  /** A destination's state as this worker knows it (its own changes and what it merged). */
+  stateOf(lane: string): SharedState | undefined;
   /** Every destination this worker knows, for the metrics. */
   known(): SharedState[];
 }
@@ -112,7 +123,7 @@ export interface DestinationShaping {
 export function createDestinationShaping(
   options: { overrides?: readonly DestinationOverride[] } = {},
 ): DestinationShaping {
-  const overrides = options.overrides ?? [];
+  let overrides = options.overrides ?? [];
   const domainLane = new Map<string, string>();
   const lanesHosts = new Map<string, Set<string>>();
   const states = new Map<string, LocalState>();
@@ -182,6 +193,7 @@ export function createDestinationShaping(
 
   return {
     laneOf: (domain) => domainLane.get(domain) ?? domain,
+    providerOf: (lane) => states.get(lane)?.provider,
     hostsOf(lane) {
       const hosts = lanesHosts.get(lane);
       return hosts ? [...hosts].slice(-HOSTS_PER_LANE) : [lane];
@@ -260,7 +272,13 @@ export function createDestinationShaping(
         state.connections = Math.max(1, Math.min(state.connections, inFlight));
         state.connectionsCappedAt = now;
         changed(state, now);
-        return throttledOf(state, rule, reply!, Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0));
+        return throttledOf(
+          state,
+          rule,
+          reply!,
+          Math.max(now + rule.backoffMs, state.suspendedUntil ?? 0),
+          false,
+        );
       }
       if (!already) {
         // Multiplicative decrease, from what it actually took in the last minute when that was less.
@@ -280,7 +298,7 @@ export function createDestinationShaping(
         state.acceptedSinceChange = 0;
       }
       changed(state, now);
-      return throttledOf(state, rule, reply!, state.suspendedUntil!);
+      return throttledOf(state, rule, reply!, state.suspendedUntil!, !already);
     },
     suspendedUntil(domain, now) {
       const until = stateOfDomain(domain)?.suspendedUntil;
@@ -315,12 +333,37 @@ export function createDestinationShaping(
         if (rateChanged) state.tokens = Math.min(state.tokens, bucketSize(state));
       }
     },
+    setOverrides(next) {
+      overrides = next;
+      for (const state of states.values()) {
+        const hosts = state.mxHosts.split(',').filter(Boolean);
+        const domain = [...(lanesHosts.get(state.key) ?? [])][0] ?? hosts[0] ?? state.key;
+        const { limits } = destinationOf(domain, hosts, overrides);
+        if (JSON.stringify(limits) === JSON.stringify(state.limits)) continue;
+        state.limits = limits;
+        if (limits.perMinute > 0 && (state.rate === 0 || state.rate > limits.perMinute)) {
+          state.rate = limits.perMinute;
+          state.tokens = Math.min(state.tokens, bucketSize(state));
+        }
+        state.connections = Math.max(1, Math.min(state.connections, limits.connections));
+      }
+    },
+    stateOf(lane) {
+      const state = states.get(lane);
+      return state && shared(state);
+    },
     known: () => [...states.values()].map(shared),
   };
 }
 
 /** What a throttle did to a destination; its recipients wait until `until`. */
-const throttledOf = (state: LocalState, rule: ResponseRule, reply: string, until: number): Throttled => ({
+const throttledOf = (
+  state: LocalState,
+  rule: ResponseRule,
+  reply: string,
+  until: number,
+  began: boolean,
+): Throttled => ({
   destination: state.key,
   provider: state.provider,
   rule,
@@ -328,6 +371,7 @@ const throttledOf = (state: LocalState, rule: ResponseRule, reply: string, until
   rate: state.rate,
   connections: state.connections,
   suspendedUntil: until,
+  began,
 });
 
 function shared(state: LocalState): SharedState {

@@ -55,8 +55,17 @@ const toRecipientView = (row: RecipientRow) => ({
   last_response: row.last_response,
   last_attempt_at: row.last_attempt_at,
   next_attempt_at: PENDING.has(row.status) ? row.next_attempt_at : null,
+  throttled: throttledOf(row),
   completed_at: row.completed_at,
 });
+
+/** A recipient waiting for pacing (a warm-up's allowance, a destination's back-off) rather than a retry. */
+function throttledOf(row: RecipientRow) {
+  const reason = row.wait_reason;
+  if (!PENDING.has(row.status) || row.wait_until === null) return null;
+  if (reason !== 'warmup' && reason !== 'destination') return null;
+  return { reason, until: row.wait_until } as const;
+}
 
 /** How an email is authenticated, as decided when it was accepted (null and false for older emails). */
 function authenticationView(email: EmailRecord): EmailView['authentication'] {

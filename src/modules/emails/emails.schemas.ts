@@ -214,6 +214,16 @@ export const EmailRecipient = Type.Object(
     ),
     last_attempt_at: nullable(timestamp('When the last attempt started.')),
     next_attempt_at: nullable(timestamp('When the next attempt is due; null once done.')),
+    throttled: nullable(
+      Type.Object({
+        reason: Type.Union([Type.Literal('warmup'), Type.Literal('destination')], {
+          description:
+            "`warmup`: its sending domain used the day's warm-up allowance for its destination; `destination`: its destination asked to slow down (a deferral such as `421 4.7.28`). Neither takes an attempt.",
+        }),
+        until: timestamp('When it may leave (it then goes in queue order, transactional mail first).'),
+      }),
+      'Set while it waits for pacing rather than for a retry (issue 38); null otherwise.',
+    ),
     completed_at: nullable(timestamp('When the recipient reached its final status.')),
     first_opened_at: Type.Optional(
       nullable(timestamp('When its open pixel was first fetched (tracked opens).')),

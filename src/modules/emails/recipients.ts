@@ -67,6 +67,8 @@ export interface RecipientUpdate {
    * counted in `attempts`, so it takes nothing from the retry schedule.
    */
   counted?: boolean | undefined;
+  /** Why it waits when that is not a retry (issue 38): the email shows it as `throttled`. */
+  waitReason?: 'warmup' | 'destination' | undefined;
   response: string | null;
   responseCode: number | null;
 }

@@ -33,6 +33,10 @@ export const EVENT_KINDS = {
     "A contact's subscription to one or more topics changed (PATCH /v1/contacts/{id}/topics, the Resend SDK, a broadcast copy's unsubscribe, or the person on their preference page): `data.topics` has each topic whose subscription changed, with the subscription before.",
   'broadcast.sent':
     'Every copy of a broadcast was made (its fan-out ended): `data` has the broadcast, the copies made and the contacts excluded. Each copy then has its own `email.*` events.',
+  'destination.suspended':
+    'Direct delivery: a destination (a provider such as `google`, or a domain\'s own mail servers) answered "slow down" (a 421 or 4.7.x deferral, docs/api/destinations.md): its rate was lowered and its mail waits until `suspended_until`, without using attempts. Sent to every project with mail queued for it.',
+  'destination.resumed':
+    "Direct delivery: a suspended destination's back-off ended and its mail goes again, at the lowered rate that then creeps back up. Sent to every project with mail queued for it.",
 } as const;
 
 export type EventKind = keyof typeof EVENT_KINDS;

@@ -241,6 +241,24 @@ const reputationFields = {
   test: emailFields.test,
 };
 
+// What `destination.*` events carry (src/modules/destinations/destination-events.ts).
+const destinationFields = {
+  destination: Type.String({
+    description:
+      "The destination's key: a provider's name (`google`), or its MX hosts sorted and joined with commas.",
+  }),
+  source: Type.String({ description: 'The sending source (`default`: every worker of the machine).' }),
+  provider: nullable(Type.String(), "The built-in provider it rolls up to; null: a domain's own servers."),
+  suspended_until: nullable(timestamp('Until when its mail waits; null in `destination.resumed`.')),
+  rate_per_minute: nullable(Type.Integer({ description: 'Messages a minute it takes now; null: no limit.' })),
+  connections: Type.Integer({ description: 'Connections at once it takes now.' }),
+  last_deferral: nullable(
+    Type.String(),
+    'The reply that slowed it (in `destination.resumed`: the last one).',
+  ),
+  test: emailFields.test,
+};
+
 // What `contact.*` events carry (contactEventData in src/modules/contacts/contacts.service.ts): the fields of
 // Resend's contact events, and the contact's properties.
 const contactFields = {
@@ -337,7 +355,9 @@ export function eventPayloadSchema(kind: EventKind): TSchema {
             ? Type.Object(reputationFields, { description: 'The project or domain, its rates and state.' })
             : kind === 'broadcast.sent'
               ? Type.Object(broadcastFields, { description: 'The broadcast and what its fan-out made.' })
-              : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
+              : kind.startsWith('destination.')
+                ? Type.Object(destinationFields, { description: 'The destination and its limits now.' })
+                : Type.Object({ ...EXTRA_FIELDS[kind] }, { description: 'What the event is about.' });
   return envelope(kind, data);
 }
 

@@ -39,6 +39,15 @@ export interface ProcessMetrics extends MetricsRecorder {
     depth: Gauge<'queue'>;
     oldestDueAge: Gauge<'queue'>;
   };
+  /**
+   * Per destination of direct delivery, filled in by a scrape: a built-in provider by its name, every other
+   * destination summed up as `other` (bounded cardinality: the providers and one).
+   */
+  destinationGauges: {
+    rate: Gauge<'destination'>;
+    suspended: Gauge<'destination'>;
+    depth: Gauge<'destination'>;
+  };
 }
 
 export interface ProcessMetricsOptions {
@@ -128,8 +137,24 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
       },
     });
   }
+  const destinationGauge = (name: string, help: string) =>
+    new Gauge<'destination'>({ name, help, labelNames: ['destination'], registers });
   return {
     registry,
+    destinationGauges: {
+      rate: destinationGauge(
+        'postwire_destination_rate_per_minute',
+        'Direct mode: messages a minute a provider takes now (adaptive; summed over sources; 0: no limit yet)',
+      ),
+      suspended: destinationGauge(
+        'postwire_destinations_suspended',
+        'Direct mode: destinations suspended now (a provider: 0 or 1 per source; other: how many of the rest)',
+      ),
+      depth: destinationGauge(
+        'postwire_destination_queue_depth',
+        'Direct mode: recipients queued or waiting per destination (counted up to the queue-depth bound over all)',
+      ),
+    },
     observeRequest(method, route, status, seconds) {
       requestDuration.observe({ method, route, status }, seconds);
     },

@@ -112,6 +112,51 @@ export function createMetricsRepo(db: Kysely<Database>) {
   }
 
   return {
+    /**
+     * Direct delivery's destinations by label (a provider's name, or `other`): their rate summed, how many are
+     * suspended at `now`, and the recipients queued or waiting for them, up to `limit` recipients in all (the
+     * bound of the queues' counts): a scrape reads the destinations table (a row per destination and source)
+     * and at most `limit` recipients.
+     */
+    async destinations(
+      now: Date,
+      limit: number,
+    ): Promise<Map<string, { rate: number; suspended: number; depth: number }>> {
+      const rows = await db
+        .selectFrom('destinations')
+        .select(['key', 'provider', 'rate', 'suspended_until'])
+        .execute();
+      const labels = new Map<string, { rate: number; suspended: number; depth: number }>();
+      const entry = (label: string) => {
+        const found = labels.get(label) ?? { rate: 0, suspended: 0, depth: 0 };
+        labels.set(label, found);
+        return found;
+      };
+      const providers = new Set<string>();
+      const at = now.toISOString();
+      for (const row of rows) {
+        if (row.provider !== null) providers.add(row.key);
+        const found = entry(row.provider ?? 'other');
+        if (row.provider !== null) found.rate += Number(row.rate);
+        if (row.suspended_until !== null && row.suspended_until > at) found.suspended += 1;
+      }
+      const waiting = db
+        .selectFrom('email_recipients')
+        .select('host')
+        .where((eb) => eb.or([eb('ready_seq', 'is not', null), eb('wait_until', 'is not', null)]))
+        .limit(limit)
+        .as('waiting');
+      const depths = await db
+        .selectFrom(waiting)
+        .innerJoin('destination_domains', 'destination_domains.domain', 'waiting.host')
+        .select((eb) => ['destination_domains.destination', eb.fn.countAll<number | string>().as('count')])
+        .groupBy('destination_domains.destination')
+        .execute();
+      for (const row of depths)
+        entry(providers.has(row.destination) ? row.destination : 'other').depth += Number(row.count);
+      return labels;
+    },
+
     /** Every queue at `now`, each count bounded by `limit`. */
     async queues(now: Date, limit: number): Promise<Record<QueueName, QueueSnapshot>> {
       const at = now.toISOString();

@@ -41,6 +41,13 @@ export function createMetricsService({ metrics, repo, clock, token, queueDepthLi
           snapshot.oldestDueAt === undefined ? 0 : (now.getTime() - Date.parse(snapshot.oldestDueAt)) / 1000;
         oldestDueAge.set({ queue }, Math.max(0, dueFor));
       }
+      const { rate, suspended, depth: destinationDepth } = metrics.destinationGauges;
+      for (const gauge of [rate, suspended, destinationDepth]) gauge.reset();
+      for (const [destination, values] of await repo.destinations(now, queueDepthLimit)) {
+        if (destination !== 'other') rate.set({ destination }, values.rate);
+        suspended.set({ destination }, values.suspended);
+        destinationDepth.set({ destination }, values.depth);
+      }
       return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
     },
   };

@@ -1,5 +1,6 @@
 import { RECIPIENT_STATUSES, type RecipientStatus } from '../../db/schema.ts';
-import type { AttemptRecord } from '../emails/recipients.ts';
+import type { AttemptOutcome, AttemptRecord } from '../emails/recipients.ts';
+import type { EmailRecord } from '../emails/emails.repo.ts';
 import { PENDING, summarizeStatus } from '../emails/status.ts';
 
 // The rows of values (`v`) the sending queue's outcome statements read (sending.queue.ts): one per recipient
@@ -20,6 +21,7 @@ export const RECIPIENT_OUTCOME_COLUMNS = [
   'now',
   'completed_at',
   'counted',
+  'wait_reason',
   'email_id',
   'email_status',
 ] as const;
@@ -52,9 +54,29 @@ export function outcomeValues(records: readonly AttemptRecord[]) {
         now: record.now,
         completed_at: final ? record.now : null,
         counted: change.counted === false ? 0 : 1,
+        wait_reason: final ? null : (change.waitReason ?? null),
         email_id: record.emailId,
         email_status: statusKnown(record) ? summarizeStatus([change.status]) : null,
       };
     }),
   );
+}
+
+/** What an attempt of one of `email`'s jobs came to: each recipient's update. */
+export function attemptOutcome(
+  workerId: string,
+  email: Pick<EmailRecord, 'id' | 'projectId' | 'recipientCount'>,
+  attemptedAt: Date,
+  now: Date,
+  updates: AttemptOutcome['updates'],
+): AttemptOutcome {
+  return {
+    workerId,
+    emailId: email.id,
+    projectId: email.projectId,
+    recipientCount: email.recipientCount,
+    attemptedAt: attemptedAt.toISOString(),
+    now: now.toISOString(),
+    updates,
+  };
 }

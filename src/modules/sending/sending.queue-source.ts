@@ -11,6 +11,7 @@ import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { EventService } from '../events/events.service.ts';
 import type { DestinationSync } from '../destinations/destinations.sync.ts';
+import type { DestinationEvents } from '../destinations/destination-events.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import { type ClaimAlong, createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
 
@@ -39,6 +40,8 @@ export interface SendingQueueSourceDeps {
   pollIntervalMs: number;
   /** Direct delivery: lanes are destinations (issue 38), suspended ones left out of the claims. */
   destinations?: DestinationSync | undefined;
+  /** Direct delivery: the destinations' suspensions that ended are announced before a look. */
+  destinationEvents?: DestinationEvents | undefined;
 }
 
 /**
@@ -69,7 +72,10 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
 
   /** Before a look: the waiting rows now due moved into the queue, and now and then old daily counts dropped. */
   async function beforeLook(lease: Lease): Promise<void> {
-    await destinations?.sync(lease.now.getTime());
+    if (destinations) {
+      await destinations.sync(lease.now.getTime());
+      await deps.destinationEvents?.resumed(lease.now.getTime(), destinations.source, destinations.shaping);
+    }
     const now = lease.now.toISOString();
     const waiting = await waitingAt(lease.now.getTime());
     if (waiting !== undefined && waiting <= now) {

@@ -60,7 +60,7 @@ const recordRecipients = (also = '') => `UPDATE email_recipients SET status = v.
     attempts = email_recipients.attempts + v.counted, ready_seq = NULL, wait_until = v.retry_at,
     next_attempt_at = v.retry_at, locked_until = NULL, locked_by = NULL, last_attempt_at = v.attempted_at,
     last_response = v.response, last_response_code = v.response_code, updated_at = v.now,
-    completed_at = v.completed_at
+    completed_at = v.completed_at, wait_reason = v.wait_reason
   FROM v WHERE email_recipients.id = v.id AND email_recipients.locked_by = v.worker
     AND email_recipients.ready_seq IS NOT NULL${also}
   RETURNING email_recipients.id`;

@@ -20,8 +20,13 @@ import { createEngagementLinks, type EngagementLinks } from '../engagement/token
 import { createTransportFromConfig } from './transports/from-config.ts';
 import type { DestinationsRepo } from '../destinations/destinations.repo.ts';
 import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
+import { createDestinationEvents } from '../destinations/destination-events.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
+import { createWarmupGate, type WarmupGate } from '../destinations/warmup.ts';
+import { createWarmupStep } from './sending.warmup.ts';
+import { attemptOutcome } from './sending.outcome-rows.ts';
+import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
 
 export interface SendingSettings {
@@ -77,6 +82,14 @@ export function createSendingWorkerFromConfig(deps: {
           repo: deps.repositories.destinations,
           source: DEFAULT_SOURCE,
           shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
+          overrides: deps.config.destinationLimits,
+        })
+      : undefined,
+    warmup: transport.perDomain
+      ? createWarmupGate({
+          repo: deps.repositories.warmups,
+          source: DEFAULT_SOURCE,
+          defaultSchedule: deps.config.warmupSchedule,
         })
       : undefined,
     onThrottle: deps.onThrottle,
@@ -123,7 +136,10 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** The event service; the worker emits in the transaction that records the attempts. */
   events: Pick<EventService, 'emitIn' | 'emitWith'>;
   /** The process's repositories (createRepositories, src/services.ts) the sending queue reads and writes through. */
-  repositories: SendingQueueSourceDeps['repositories'] & { destinations: DestinationsRepo };
+  repositories: SendingQueueSourceDeps['repositories'] & {
+    destinations: DestinationsRepo;
+    warmups: Pick<WarmupsRepo, 'enabled' | 'take' | 'pruneCounts'>;
+  };
   transport: MailTransport;
   settings: SendingSettings;
   /**
@@ -131,6 +147,11 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    * direct transport without it gets the built-in table's, as the source `default`.
    */
   destinations?: DestinationSync | undefined;
+  /**
+   * Direct delivery's warm-ups (issue 38): mail of a warming sending domain over its day's allowance waits. A
+   * direct transport without it gets WARMUP_SCHEDULE's default, as the source `default`.
+   */
+  warmup?: WarmupGate | undefined;
   /** Told of each throttle (a deferral that slowed or suspended a destination): metrics and the operator's event. */
   onThrottle?: ((throttled: Throttled) => void) | undefined;
 }
@@ -176,6 +197,23 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       }))
     : undefined;
   const shaping = destinations?.shaping;
+  const destinationEvents =
+    destinations &&
+    createDestinationEvents({ db, events: deps.events, repo: deps.repositories.destinations });
+  const warmupStep =
+    destinations &&
+    createWarmupStep({
+      gate:
+        deps.warmup ??
+        createWarmupGate({
+          repo: deps.repositories.warmups,
+          source: destinations.source,
+          defaultSchedule: DEFAULTS.warmupSchedule,
+        }),
+      destinations,
+      transport,
+      clock,
+    });
   /** The recipient domain of each attempt in flight: a destination's open connections are counted from it. */
   const open = new Map<object, string>();
   const openTo = (lane: string) => {
@@ -193,6 +231,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     recipientPerJob: Boolean(deps.returnPath),
     pollIntervalMs,
     destinations,
+    destinationEvents,
   });
 
   const worker = createQueueWorker({
@@ -285,6 +324,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     const throttled = shaping.observe(job.host, deferred?.response ?? null, accepted, now, others);
     if (throttled) {
       await destinations.flush(now);
+      await destinationEvents?.suspended(throttled, destinations.source, job.email.projectId);
       deps.onThrottle?.(throttled);
       logger.warn(
         { destination: throttled.destination, reply: throttled.reply, rate: throttled.rate },
@@ -310,6 +350,9 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
         );
       }
+      const hold = await warmupStep?.holdOf(job);
+      if (hold)
+        return attemptOutcome(workerId, job.email, attemptedAt, clock.now(), warmupStep!.held(job, hold));
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email:
@@ -355,23 +398,23 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     });
     const now = clock.now();
     return {
-      workerId,
-      emailId: job.email.id,
-      projectId: job.email.projectId,
-      recipientCount: job.email.recipientCount,
-      attemptedAt: attemptedAt.toISOString(),
-      now: now.toISOString(),
-      updates: job.recipients.map((row) => {
-        const outcome =
-          result.outcomes.find((entry) => entry.address.toLowerCase() === row.address.toLowerCase()) ??
-          ({
-            address: row.address,
-            result: 'deferred',
-            response: null,
-            error: 'no result for this recipient',
-          } as const);
-        return judge(job.email, row, outcome, now, throttled);
-      }),
+      ...attemptOutcome(
+        workerId,
+        job.email,
+        attemptedAt,
+        now,
+        job.recipients.map((row) => {
+          const outcome =
+            result.outcomes.find((entry) => entry.address.toLowerCase() === row.address.toLowerCase()) ??
+            ({
+              address: row.address,
+              result: 'deferred',
+              response: null,
+              error: 'no result for this recipient',
+            } as const);
+          return judge(job.email, row, outcome, now, throttled);
+        }),
+      ),
       raw: result.raw,
       rawPiecesKey,
     };
@@ -425,6 +468,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         ...base,
         status: 'delayed',
         counted: false,
+        waitReason: 'destination',
         retryAt: new Date(Math.max(throttled.suspendedUntil, now.getTime())).toISOString(),
         outcomes: row.status === 'delayed' ? [] : ['delayed'],
       };

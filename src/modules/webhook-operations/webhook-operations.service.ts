@@ -144,6 +144,16 @@ const SAMPLE_DETAILS: Record<EventKind, Record<string, unknown>> = {
   'contact.deleted': {},
   'contact.topics_updated': {},
   'broadcast.sent': {},
+  'destination.suspended': {
+    suspended_until: '2026-11-22T10:05:00.000Z',
+    rate_per_minute: 150,
+    last_deferral: '421 4.7.28 [203.0.113.7] Our system has detected an unusual rate of unsolicited mail',
+  },
+  'destination.resumed': {
+    suspended_until: null,
+    rate_per_minute: 150,
+    last_deferral: '421 4.7.28 [203.0.113.7] Our system has detected an unusual rate of unsolicited mail',
+  },
 };
 
 /** The data of a test event: shaped like a real email event of that kind, marked `test: true`. */
@@ -181,6 +191,17 @@ export function testEventData(kind: EventKind): Record<string, unknown> {
         min_bounce_volume: 200,
         min_complaint_volume: 1000,
       },
+      ...SAMPLE_DETAILS[kind],
+    };
+  }
+  // Destination events are the operator's, about a destination of direct delivery (destination-events.ts).
+  if (kind.startsWith('destination.')) {
+    return {
+      test: true,
+      destination: 'google',
+      source: 'default',
+      provider: 'google',
+      connections: 3,
       ...SAMPLE_DETAILS[kind],
     };
   }

@@ -156,6 +156,10 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
         mxHosts,
       };
     },
+    async mxHostsOf(domain) {
+      const found = await route(domain, resolve);
+      return 'hosts' in found ? found.hosts.map((record) => record.exchange) : undefined;
+    },
     close: () => builder.close(),
   };
 }

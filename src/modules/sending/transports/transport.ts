@@ -41,5 +41,7 @@ export interface MailTransport {
   /** True when each recipient domain is its own destination (jobs per domain, concurrency per domain). */
   perDomain: boolean;
   send(job: SendJob): Promise<SendResult>;
+  /** Direct delivery: the MX hosts a domain's mail goes to (its destination), before an attempt; undefined when the lookup fails. */
+  mxHostsOf?(domain: string): Promise<string[] | undefined>;
   close(): Promise<void>;
 }

@@ -1,0 +1,299 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Clock } from '../src/lib/clock.ts';
+import { parseWarmupSchedule } from '../src/lib/warmup-schedule.ts';
+import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import type { QueueWorker } from '../src/queue/runtime.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { created } from './helpers/answers.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
+import { until } from './helpers/until.ts';
+
+// Issue 38, warm-up in direct mode, end to end: a warming sending domain may send its schedule's day's
+// allowance to a large provider (here Google: its MX host name, on a loopback address of the test's own,
+// found through a real DNS server); the rest waits, `throttled` with reason `warmup`, and leaves the next day,
+// on the test's clock. A destination that is not a large provider is not held.
+
+const SCHEDULE = [3, 5];
+const PUBLIC_URL = 'https://mail.example.com';
+
+test('WARMUP_SCHEDULE: growth or a list, and what is not a schedule', () => {
+  assert.deepEqual(parseWarmupSchedule('50x1.5/5'), [50, 75, 113, 169, 253]);
+  assert.deepEqual(parseWarmupSchedule('10, 20,40'), [10, 20, 40]);
+  assert.equal(parseWarmupSchedule('50x1.5/16').length, 16);
+  assert.match(String(parseWarmupSchedule('10,0')), /day 2's allowance/);
+  assert.match(String(parseWarmupSchedule('50x2/400')), /1 to 365 days/);
+  assert.match(String(parseWarmupSchedule('lots')), /day 1's allowance/);
+});
+
+for (const engine of ALL_ENGINES) {
+  describe(`warm-up in direct mode (${engine})`, { skip: engineSkip(engine) }, () => {
+    let dns: TestDnsServer;
+    let app: TestApp;
+    let google: TestSmtpServer;
+    let other: TestSmtpServer;
+    let worker: SendingWorker;
+    let fanOut: QueueWorker | undefined;
+    let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
+    const clock: Clock = { now: () => new Date(nowMs) };
+
+    before(async () => {
+      dns = await startDnsServer();
+      const googleAddress = ownLoopbackAddress();
+      let otherAddress = ownLoopbackAddress();
+      while (otherAddress === googleAddress) otherAddress = ownLoopbackAddress();
+      dns.add('warm.test', { type: 'MX', exchange: 'gmail-smtp-in.l.google.com', priority: 5 });
+      dns.add('gmail-smtp-in.l.google.com', { type: 'A', address: googleAddress });
+      dns.add('other.test', { type: 'MX', exchange: 'mx.other.test', priority: 10 });
+      dns.add('mx.other.test', { type: 'A', address: otherAddress });
+      google = await startSmtpServer({ host: googleAddress, port: 25 });
+      other = await startSmtpServer({ host: otherAddress, port: 25 });
+      app = await startTestApp(engine, { allowPrivateUrls: true, clock, publicUrl: PUBLIC_URL });
+    });
+    after(async () => {
+      await fanOut?.stop();
+      await worker?.stop();
+      await app?.close();
+      await google?.close();
+      await other?.close();
+      await dns?.close();
+    });
+
+    const message = (to: string, n: number) => ({
+      from: 'Ada Lovelace <ada@example.com>',
+      to,
+      subject: `Bestellbestätigung Nr. ${n} — größer als gestern`,
+      text: `Grüße, ${to}!\n\nIhre Bestellung Nr. ${n} ist unterwegs.\nZeile drei: ✓ 日本語\n`,
+      html: `<p>Grüße, <b>${to}</b>!</p>\n<p>Ihre Bestellung Nr. ${n} ist unterwegs.</p>\n<p>✓ 日本語</p>`,
+    });
+
+    async function send(to: string[]): Promise<string[]> {
+      const response = await app.request('POST', '/v1/emails/batch', {
+        body: to.map((address, n) => message(address, n)),
+      });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      return response.body.data.map((entry: { id: string }) => entry.id);
+    }
+
+    const arrived = (server: TestSmtpServer) => server.messages.flatMap((received) => received.to).sort();
+
+    test("the day's allowance holds, the next day's releases what waited, and other destinations are not held", async () => {
+      const created = await app.request('POST', '/v1/domains', { body: { name: 'example.com' } });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const path = `/v1/domains/${created.body.id}/warmup`;
+
+      const off = await app.request('GET', path);
+      assert.equal(off.status, 200, JSON.stringify(off.body));
+      assert.equal(off.body.enabled, false);
+      assert.deepEqual(off.body.schedule, parseWarmupSchedule('50x1.5/16'), 'the built-in schedule');
+      assert.equal(off.body.default_schedule, true);
+
+      const bad = await app.request('PUT', path, { body: { enabled: true, schedule: [3, 0] } });
+      assert.equal(bad.status, 422, JSON.stringify(bad.body));
+      assert.equal(
+        (await app.request('PUT', '/v1/domains/dom_nope/warmup', { body: { enabled: true } })).status,
+        404,
+      );
+
+      const on = await app.request('PUT', path, { body: { enabled: true, schedule: SCHEDULE } });
+      assert.equal(on.status, 200, JSON.stringify(on.body));
+      assert.deepEqual(
+        { day: on.body.day, allowance: on.body.allowance_per_destination, started: on.body.started_at },
+        { day: 1, allowance: 3, started: '2026-03-02T10:00:01.000Z' },
+      );
+      assert.equal(on.body.ends_at, '2026-03-04T00:00:00.000Z');
+      // Started once the warm-up is on (a worker reads the warm-ups at most once a second of the clock).
+      worker = await startSendingWorker(app, {
+        transport: testDirectTransport(dns.address),
+        clock,
+        settings: { ...TEST_SENDING_SETTINGS, concurrency: 4, timeoutMs: 15_000 },
+        // A broadcast's copies carry their own unsubscribe link.
+        publicUrl: PUBLIC_URL,
+      });
+
+      const warm = Array.from({ length: 7 }, (_, i) => `reader${i}@warm.test`);
+      const warmIds = await send(warm);
+      await send(['someone@other.test', 'another@other.test']);
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === 3 && other.messages.length === 2;
+        },
+        20_000,
+        () => `google ${google.messages.length} of 3, other ${other.messages.length} of 2`,
+      );
+      await worker.whenIdle();
+      assert.deepEqual(arrived(other), ['another@other.test', 'someone@other.test'], 'not a large provider');
+      // What arrived is the mail as sent.
+      const first = google.messages[0]!.raw;
+      assert.match(first, /Subject: =\?UTF-8\?/);
+      assert.match(first, /text\/html/);
+
+      // The other four wait for tomorrow, throttled by the warm-up, no attempt used.
+      const views = await Promise.all(
+        warmIds.map(async (id) => (await app.request('GET', `/v1/emails/${id}`)).body),
+      );
+      const waiting = views.filter((view) => view.status === 'delayed');
+      assert.equal(waiting.length, 4, JSON.stringify(views.map((view) => view.status)));
+      for (const view of waiting) {
+        const [recipient] = view.recipients;
+        assert.deepEqual(recipient.throttled, { reason: 'warmup', until: '2026-03-03T00:00:00.000Z' });
+        assert.equal(recipient.next_attempt_at, '2026-03-03T00:00:00.000Z');
+        assert.equal(recipient.attempts, 0);
+        assert.match(
+          recipient.last_response,
+          /^throttled: warm-up day 1 of example\.com: its 3 messages to google/,
+        );
+      }
+      for (const view of views.filter((entry) => entry.status === 'delivered'))
+        assert.equal(view.recipients[0].throttled, null);
+      const today = await app.request('GET', path);
+      assert.deepEqual(today.body.used_today, [{ destination: 'google', used: 3 }]);
+
+      // Later the same day: nothing more goes.
+      nowMs = Date.parse('2026-03-02T23:59:00.000Z');
+      worker.wake();
+      await worker.whenIdle();
+      assert.equal(google.messages.length, 3);
+
+      // The next day: its allowance of five releases the four that waited.
+      nowMs = Date.parse('2026-03-03T00:00:01.000Z');
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === 7;
+        },
+        20_000,
+        () => `day 2: ${google.messages.length} of 7`,
+      );
+      assert.deepEqual(arrived(google), [...warm].sort(), 'every message once');
+      for (const id of warmIds) {
+        const view = (await app.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(view.status, 'delivered');
+        assert.equal(view.recipients[0].attempts, 1);
+        assert.equal(view.recipients[0].throttled, null);
+      }
+      const dayTwo = await app.request('GET', path);
+      assert.equal(dayTwo.body.day, 2);
+      assert.deepEqual(dayTwo.body.used_today, [{ destination: 'google', used: 4 }]);
+
+      // Past the schedule the domain is warm: nothing is held.
+      nowMs = Date.parse('2026-03-04T00:00:01.000Z');
+      const warmAgain = Array.from({ length: 8 }, (_, i) => `later${i}@warm.test`);
+      await send(warmAgain);
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === 15;
+        },
+        20_000,
+        () => `warm: ${google.messages.length} of 15`,
+      );
+      const done = await app.request('GET', path);
+      assert.deepEqual(
+        { day: done.body.day, allowance: done.body.allowance_per_destination },
+        { day: null, allowance: null },
+      );
+    });
+
+    test('broadcast copies wait behind transactional mail for the allowance', async () => {
+      // Day 1 of a second domain (the clock is where the test above left it: 2026-03-04).
+      const domain = await created(app, '/v1/domains', { name: 'news.example.org' });
+      const on = await app.request('PUT', `/v1/domains/${domain.id}/warmup`, {
+        body: { enabled: true, schedule: [1, 3] },
+      });
+      assert.equal(on.status, 200, JSON.stringify(on.body));
+      nowMs += 1000; // the workers read warm-ups at most once a second
+      fanOut = createBroadcastWorker({
+        database: app.database.handle,
+        clock,
+        fanOut: app.services.fanOut,
+        notifier: app.services.notifiers.broadcast,
+        settings: { pollIntervalMs: 50 },
+      });
+      await fanOut.start();
+      const segment = await created(app, '/v1/segments', { name: 'Readers' });
+      const readers = Array.from({ length: 4 }, (_, i) => `fan${i}@warm.test`);
+      for (const email of readers) {
+        const contact = await created(app, '/v1/contacts', { email });
+        const added = await app.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
+        assert.equal(added.status, 200, JSON.stringify(added.body));
+      }
+      const before = google.messages.length;
+      await created(app, '/v1/broadcasts', {
+        name: 'März',
+        from: 'Die Redaktion <news@news.example.org>',
+        subject: 'Neuigkeiten für {{ contact.email }}',
+        html: '<p>Hallo!</p>\n<p>Was es Neues gibt: ✓</p>\n<a href="{{ unsubscribe_url }}">Abmelden</a>',
+        text: 'Hallo!\nWas es Neues gibt: ✓\nAbmelden: {{ unsubscribe_url }}',
+        segment_id: segment.id,
+        send: true,
+      });
+      // One copy goes (day 1: one message to Google); the other three wait.
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === before + 1;
+        },
+        20_000,
+        () => `day 1: ${google.messages.length - before} of 1`,
+      );
+      const waitingCopies = async () =>
+        (await app.request('GET', '/v1/emails?limit=100')).body.data.filter(
+          (email: any) => email.broadcast_id !== null && email.status === 'delayed',
+        ).length;
+      await until(async () => (await waitingCopies()) === 3, 20_000, 'three copies held');
+
+      // Two transactional emails of the same domain come after them, and wait too.
+      const response = await app.request('POST', '/v1/emails/batch', {
+        body: ['urgent0@warm.test', 'urgent1@warm.test'].map((to) => ({
+          from: 'Die Redaktion <news@news.example.org>',
+          to,
+          subject: 'Ihr Passwort — zurücksetzen',
+          text: 'Hallo,\nhier ist Ihr Link.\n✓',
+        })),
+      });
+      assert.equal(response.status, 202);
+      const urgent: string[] = response.body.data.map((entry: { id: string }) => entry.id);
+      worker.wake();
+      await worker.whenIdle();
+      for (const id of urgent) {
+        const view = (await app.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(view.recipients[0].throttled?.reason, 'warmup', JSON.stringify(view.recipients[0]));
+      }
+
+      // Day 2 allows three: both transactional emails leave first, then one copy; two copies wait on.
+      nowMs = Date.parse('2026-03-05T00:00:01.000Z');
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === before + 4;
+        },
+        20_000,
+        () => `day 2: ${google.messages.length - before} of 4`,
+      );
+      await worker.whenIdle();
+      const dayTwo = google.messages.slice(before + 1).flatMap((message) => message.to);
+      assert.deepEqual(dayTwo.slice(0, 2).sort(), ['urgent0@warm.test', 'urgent1@warm.test']);
+      for (const id of urgent)
+        assert.equal((await app.request('GET', `/v1/emails/${id}`)).body.status, 'delivered');
+      assert.equal(await waitingCopies(), 2);
+
+      // Past the schedule: the rest.
+      nowMs = Date.parse('2026-03-06T00:00:01.000Z');
+      await until(
+        () => {
+          worker.wake();
+          return google.messages.length === before + 6;
+        },
+        20_000,
+        () => `day 3: ${google.messages.length - before} of 6`,
+      );
+      const copies = google.messages.slice(before).flatMap((message) => message.to);
+      assert.deepEqual(copies.filter((to) => to.startsWith('fan')).sort(), readers, 'every copy once');
+    });
+  });
+}
