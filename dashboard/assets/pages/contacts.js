@@ -436,24 +436,21 @@ function ContactSegments({ contact, onFailed }) {
 }
 
 /**
- * The email sent to the contact's address (GET /v1/emails?recipient=), newest first: what the API has of a
- * contact's history until a contact activity endpoint exists.
+ * The contact's activity (GET /v1/contacts/{id}/activity): the email sent to its address, newest first, each
+ * with its status there and what happened to it (delivered, opened, clicked, …).
  */
 function ContactHistory({ contact }) {
-  const emails = useAsync(
-    () => api('GET', `/emails?recipient=${encodeURIComponent(contact.email)}&limit=20`),
-    [contact.email],
-  );
+  const activity = useAsync(() => api('GET', `/contacts/${contact.id}/activity?limit=20`), [contact.id]);
   return html`<section class="card">
     <h2>Email to this address</h2>
-    <${ErrorBanner} error=${emails.error} />
+    <${ErrorBanner} error=${activity.error} />
     ${
-      !emails.data
+      !activity.data
         ? html`<${Loading} />`
-        : emails.data.data.length === 0
+        : activity.data.data.length === 0
           ? html`<p class="muted">Nothing sent to ${contact.email} yet.</p>`
           : html`<${Table}
-                rows=${emails.data.data}
+                rows=${activity.data.data}
                 columns=${[
                   {
                     label: 'Subject',
@@ -462,10 +459,17 @@ function ContactHistory({ contact }) {
                       html`<${Link} href=${`/dashboard/emails/${email.id}`}>${email.subject}</${Link}>`,
                   },
                   { label: 'Status', cell: (email) => html`<${Chip} status=${email.status} />` },
+                  {
+                    label: 'What happened',
+                    cell: (email) =>
+                      email.events.length === 0
+                        ? html`<span class="muted">nothing yet</span>`
+                        : email.events.map((event) => event.type.replace(/^email\./, '')).join(', '),
+                  },
                   { label: 'Created', cell: (email) => formatTime(email.created_at) },
                 ]}
               />
-              ${emails.data.has_more ? html`<p class="small"><${Link} href=${`/dashboard/emails?recipient=${encodeURIComponent(contact.email)}`}>All email to this address</${Link}></p>` : null}`
+              ${activity.data.has_more ? html`<p class="small"><${Link} href=${`/dashboard/emails?recipient=${encodeURIComponent(contact.email)}`}>All email to this address</${Link}></p>` : null}`
     }
   </section>`;
 }
