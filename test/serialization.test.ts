@@ -65,10 +65,12 @@ function valueFor(schema: Schema, rng: ReturnType<typeof seeded>, depth = 0): un
       return schema.format === 'date-time'
         ? new Date(1.7e12 + rng.below(1e11)).toISOString()
         : rng.pick(TEXTS);
-    case 'array':
-      return depth > 4
-        ? []
-        : Array.from({ length: rng.below(3) }, () => valueFor(schema.items ?? {}, rng, depth + 1));
+    case 'array': {
+      // As many items as the schema allows: a union's validator (the reference's) checks minItems too.
+      const least = typeof schema.minItems === 'number' ? schema.minItems : 0;
+      const length = depth > 4 ? least : least + rng.below(3);
+      return Array.from({ length }, () => valueFor(schema.items ?? {}, rng, depth + 1));
+    }
     case 'object':
     case undefined: {
       const value: Record<string, unknown> = {};
@@ -131,5 +133,15 @@ describe('response serialization', () => {
         format: 'date-time',
       },
     );
+    // Bare types become a type list; a branch with a constraint of its own stays a union.
+    assert.deepEqual(
+      forSerialization({ description: 'v', anyOf: [{ type: 'string' }, { type: 'number' }] }),
+      {
+        description: 'v',
+        type: ['string', 'number'],
+      },
+    );
+    const boundedString = { anyOf: [{ type: 'string', maxLength: 2 }, { type: 'number' }] };
+    assert.deepEqual(forSerialization(boundedString), boundedString);
   });
 });

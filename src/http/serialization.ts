@@ -5,8 +5,9 @@ import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 // once per route and process, while every other tenant's request waits (issue 34); compiled with the route
 // instead, they made a start a third slower. Two shapes make nearly all of our unions and need no validator
 // to be written: a choice of constants (an enum, written as the string or number it is) and "this or null"
-// (a JSON type list, which fast-json-stringify writes by the value's own type). The response schemas are
-// given to fast-json-stringify with those two rewritten; the JSON written is the same
+// (a JSON type list, which fast-json-stringify writes by the value's own type); a choice of bare JSON types
+// (a string or a number, as a filter's value) is a type list too. The response schemas are
+// given to fast-json-stringify with those rewritten; the JSON written is the same
 // (test/serialization.test.ts holds the two equal on every route's schemas), and the OpenAPI document and
 // request validation keep the schemas as written.
 
@@ -46,10 +47,25 @@ const joinsNull = (schema: Schema): boolean =>
   !('oneOf' in schema) &&
   !('const' in schema);
 
+/** Branches that are each a bare JSON type (`{ type: 'string' }`, nothing else), of different types: the types. */
+function bareTypes(branches: Schema[]): string[] | undefined {
+  const types = branches.map((branch) =>
+    Object.keys(branch).length === 1 &&
+    typeof branch.type === 'string' &&
+    (PRIMITIVE_TYPES.has(branch.type) || branch.type === 'null')
+      ? branch.type
+      : undefined,
+  );
+  if (types.some((type) => type === undefined) || new Set(types).size !== types.length) return undefined;
+  return types as string[];
+}
+
 function rewriteUnion(schema: Schema, branches: Schema[]): Schema {
   const { anyOf: _anyOf, ...siblings } = schema;
   const choice = constantChoice(branches);
   if (choice) return { ...siblings, type: choice.type, enum: choice.values };
+  const types = bareTypes(branches);
+  if (types) return { ...siblings, type: types };
   if (branches.length === 2) {
     const nullAt = branches.findIndex((branch) => branch.type === 'null' && Object.keys(branch).length === 1);
     const other = branches[1 - nullAt];
