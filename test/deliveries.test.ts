@@ -7,11 +7,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { ConfigError, loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import {
-  type ClaimedDelivery,
-  createDeliveryQueue,
-  type DeliveryOutcome,
-} from '../src/modules/deliveries/deliveries.queue.ts';
+import { type ClaimedDelivery, createDeliveryQueue } from '../src/modules/deliveries/deliveries.queue.ts';
 import { webhookPayload } from '../src/modules/deliveries/deliveries.worker.ts';
 import { nextRetryDelay, parseRetryAfter } from '../src/queue/retry.ts';
 import { createSender } from '../src/modules/deliveries/sender.ts';
@@ -749,88 +745,6 @@ for (const engine of ALL_ENGINES) {
       assert.equal(row.attempts, 0);
       assert.equal((await attemptsOf(t, claimed.id)).length, 1);
       assert.equal(Boolean((await webhookRow(t, claimed.webhookId)).enabled), true);
-    });
-
-    test('an outcomes write makes the next claim in its statement (PostgreSQL), never taking a row it records', async () => {
-      const t = await h.app(engine, { worker: false });
-      const receiver = await h.receiver();
-      await createWebhook(t, { url: receiver.url, events: ['email.sent'] });
-      const events = [];
-      for (let index = 0; index < 3; index += 1)
-        events.push(await t.events.emit(t.projectId, 'email.sent', {}));
-      const repo = createDeliveryQueue(t.database.handle.db, engine, createWebhookRepo(t.database.handle.db));
-      if (engine === 'sqlite') {
-        assert.equal(repo.recordOutcomesAndClaim, undefined, 'SQLite has no round trip to save');
-        return;
-      }
-      const recordAlong = repo.recordOutcomesAndClaim!;
-      const now = new Date();
-      const lease = { workerId: 'worker-a', now, until: new Date(now.getTime() + 60_000) };
-      const along = (excludeWebhookIds: string[] = []) => ({ lease, limit: 10, excludeWebhookIds });
-      const outcomeOf = (claimed: ClaimedDelivery, outcome: Partial<DeliveryOutcome>): DeliveryOutcome => ({
-        delivery: claimed,
-        workerId: 'worker-a',
-        now: now.toISOString(),
-        attempt: {
-          attemptedAt: now.toISOString(),
-          statusCode: 200,
-          durationMs: 3,
-          error: null,
-          responseExcerpt: null,
-        },
-        status: 'succeeded',
-        lastError: null,
-        health: { ok: true },
-        ...outcome,
-      });
-
-      const [first] = await repo.claim(lease, { limit: 1 });
-      const written = await recordAlong([outcomeOf(first!, {})], along());
-      assert.deepEqual(
-        written,
-        { results: [{ held: true }], claimed: undefined },
-        "the webhook's first success is written with its health, in a transaction of its own",
-      );
-
-      // A retry due at once (no health write: made without one) is recorded; the claim in its statement takes
-      // the one other due delivery, not the row it records.
-      const [second] = await repo.claim(lease, { limit: 1 });
-      const retry = await recordAlong(
-        [
-          outcomeOf(second!, {
-            attempt: {
-              attemptedAt: now.toISOString(),
-              statusCode: 503,
-              durationMs: 3,
-              error: 'busy',
-              responseExcerpt: null,
-            },
-            status: 'pending',
-            nextAttemptAt: now.toISOString(),
-            lastError: 'busy',
-            health: undefined,
-          }),
-        ],
-        along(),
-      );
-      assert.deepEqual(retry.results, [{ held: true }]);
-      assert.deepEqual(
-        retry.claimed?.map((claimed) => [claimed.eventId, claimed.eventType, claimed.url, claimed.attempts]),
-        [[events[2]!.id, 'email.sent', receiver.url, 0]],
-      );
-      const retried = await t.database.handle.db
-        .selectFrom('deliveries')
-        .selectAll()
-        .where('id', '=', second!.id)
-        .executeTakeFirstOrThrow();
-      assert.deepEqual([retried.status, retried.attempts, retried.locked_by], ['pending', 1, null]);
-
-      // A full lane is left out of the claim: the retry, due, stays where it is.
-      const third = retry.claimed![0]!;
-      const last = await recordAlong([outcomeOf(third, {})], along([third.webhookId]));
-      assert.deepEqual(last, { results: [{ held: true }], claimed: [] });
-      const [again] = await repo.claim(lease, { limit: 10 });
-      assert.equal(again?.id, second!.id, 'the retry is claimed by the next look');
     });
 
     test('the row keeps the latest attempt; a retry moves the earlier one to the log, also past a lost lease', async () => {

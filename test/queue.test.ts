@@ -7,11 +7,12 @@ import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
-import { createDeliveryQueue, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.queue.ts';
 import {
+  createDeliveryQueue,
   createDeliveryQueueSource,
   type DeliveryJob,
-} from '../src/modules/deliveries/deliveries.queue-source.ts';
+  type DeliveryOutcome,
+} from '../src/modules/deliveries/deliveries.queue.ts';
 import {
   createInboundQueueSource,
   type InboundJob,
@@ -403,8 +404,8 @@ async function openQueue(
       source.claimLanes = (lease, lanes) => checkedClaim(lease, () => claimLanes(lease, lanes));
     }
     if (real.recordAndClaim) {
-      // PostgreSQL's sending and deliveries queues: the look made by the outcomes' statement, checked as
-      // every claim is (it must never take a row it records, which this worker still holds).
+      // PostgreSQL's sending queue: the look made by the outcomes' statement, checked as every claim is (it
+      // must never take a row it records, which this worker still holds).
       const recordAndClaim = real.recordAndClaim.bind(real);
       source.recordAndClaim = async (attempted, lease, next) => {
         let written: Awaited<ReturnType<typeof recordAndClaim>> | undefined;

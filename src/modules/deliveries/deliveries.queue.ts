@@ -5,7 +5,10 @@ import type { Database, DeliveryStatus } from '../../db/schema.ts';
 import { statement, valuesTable } from '../../db/sql-text.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
+import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Lease, releaseLeases, type StoredLease, storedLease } from '../../queue/lease.ts';
+import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
+import type { MetricsRecorder } from '../metrics/instruments.ts';
 import { type AttemptHealth, createWebhookHealth, type HealthWrites } from './webhook-health.ts';
 
 // The webhook deliveries queue: pending deliveries rows, claimed by the delivery worker under a lease with
@@ -79,33 +82,6 @@ const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempt
  * an UPDATE's RETURNING nor a read by id promises any order (PostgreSQL returned a claim's rows backwards).
  */
 const IN_QUEUE_ORDER = 'ORDER BY d.next_attempt_at, d.id';
-
-/** The columns a claim's UPDATE returns, for CLAIMED_COLUMNS to read beside its event and webhook. */
-const LEASED_COLUMNS = 'id, project_id, event_id, webhook_id, attempts, last_attempt_id, next_attempt_at';
-
-/**
- * The UPDATE that leases the deliveries `due` selects to the lease's worker. `due` is written after the lease's
- * values: SQLite's parameters are numbered in the order they are made.
- */
-function leaseText(
-  param: (value: unknown) => string,
-  lease: StoredLease,
-  due: (param: (value: unknown) => string) => string,
-) {
-  const set = `locked_until = ${param(lease.lockedUntil)}, locked_by = ${param(lease.workerId)}`;
-  return `UPDATE deliveries SET ${set} WHERE id IN (${due(param)})`;
-}
-
-/** A claim's condition that leaves out these webhooks' deliveries (their lanes are full). */
-const excludedWebhooks = (param: (value: unknown) => string, excluded: readonly string[] | undefined) =>
-  excluded && excluded.length > 0 ? ` AND webhook_id NOT IN (${excluded.map(param).join(', ')})` : '';
-
-/** A look over the queue made by the statement that records outcomes (PostgreSQL only). */
-export interface ClaimAlong {
-  lease: Lease;
-  limit: number;
-  excludeWebhookIds: readonly string[];
-}
 
 interface ClaimedRow {
   id: string;
@@ -199,12 +175,6 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
   const lockRows = skipLockedRows(engine);
   const health = createWebhookHealth(webhooks);
 
-  /** Due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
-  const claimable = (param: (value: unknown) => string, now: string) => {
-    const at = param(now);
-    return `status = 'pending' AND next_attempt_at <= ${at} AND (locked_until IS NULL OR locked_until < ${param(now)})`;
-  };
-
   /**
    * Leases the rows `due` selects and returns them with their event and webhook. PostgreSQL does both in
    * one statement; SQLite (in process, no round trip) reads them back after the update.
@@ -214,10 +184,12 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     due: (param: (value: unknown) => string) => string,
   ): Promise<ClaimedDelivery[]> {
     const query = statement(engine);
-    const update = leaseText(query.param, options, due);
+    const update = `UPDATE deliveries SET locked_until = ${query.param(options.lockedUntil)},
+      locked_by = ${query.param(options.workerId)} WHERE id IN (${due(query.param)})`;
     if (writesInWith(engine)) {
       const { rows } = await db.executeQuery<ClaimedRow>(
-        query.compile(`WITH d AS (${update} RETURNING ${LEASED_COLUMNS})
+        query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts, last_attempt_id,
+            next_attempt_at)
           SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK} ${IN_QUEUE_ORDER}`),
       );
       return rows.map(toClaimed);
@@ -244,8 +216,7 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     trx: Kysely<Database>,
     outcomes: readonly DeliveryOutcome[],
     attemptIds: ReadonlyArray<string | undefined>,
-    claim?: ClaimAlong,
-  ): Promise<{ held: Set<string>; claimed?: ClaimedDelivery[] }> {
+  ): Promise<Set<string>> {
     const query = statement(engine);
     const values = outcomes.map((outcome, index) => {
       const attempt = outcome.attempt;
@@ -289,35 +260,10 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       WHERE v.attempted = 1 AND deliveries.last_attempt_id IS NOT NULL AND ${held}
       ON CONFLICT (id) DO NOTHING`;
     if (writesInWith(engine)) {
-      if (!claim) {
-        const { rows } = await trx.executeQuery<{ id: string }>(
-          query.compile(`${withValues}, moved AS (${move}), updated AS (${update}) SELECT id FROM updated`),
-        );
-        return { held: new Set(rows.map((row) => row.id)) };
-      }
-      // The next look over the queue in the same statement: one round trip and one commit where there were
-      // two. It never takes a row being recorded (a statement updates a row once; a retry is recorded, and
-      // due later, before any claim can see it). One row per claimed delivery, or one of nulls when none was.
-      const stored = storedLease(claim.lease);
-      const due = (
-        param: (value: unknown) => string,
-      ) => `SELECT id FROM deliveries WHERE ${claimable(param, stored.now)}
-        AND id NOT IN (SELECT id FROM v)${excludedWebhooks(param, claim.excludeWebhookIds)}
-        ORDER BY next_attempt_at LIMIT ${param(claim.limit)}${lockRows}`;
-      const { rows } = await trx.executeQuery<
-        ClaimedRow & { held: string[] | null; claimed_id: string | null }
-      >(
-        query.compile(`${withValues}, moved AS (${move}), updated AS (${update}),
-          claimed AS (${leaseText(query.param, stored, due)} RETURNING ${LEASED_COLUMNS})
-          SELECT h.held, c.* FROM (SELECT array_agg(id) AS held FROM updated) AS h
-          LEFT JOIN (SELECT d.id AS claimed_id, d.next_attempt_at AS claimed_due, ${CLAIMED_COLUMNS}
-            FROM claimed d ${WITH_EVENT_AND_WEBHOOK}) AS c ON true
-          ORDER BY c.claimed_due, c.claimed_id`),
+      const { rows } = await trx.executeQuery<{ id: string }>(
+        query.compile(`${withValues}, moved AS (${move}), updated AS (${update}) SELECT id FROM updated`),
       );
-      return {
-        held: new Set(rows[0]?.held ?? []),
-        claimed: rows.filter((row) => row.claimed_id !== null).map(toClaimed),
-      };
+      return new Set(rows.map((row) => row.id));
     }
     // Only a delivery attempted before holds an attempt to move (as claimed: another worker's attempt since
     // then would mean the lease, and with it this outcome, was lost).
@@ -325,51 +271,14 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       await trx.executeQuery(query.compile(`${withValues} ${move}`));
     }
     const { rows } = await trx.executeQuery<{ id: string }>(query.compile(`${withValues} ${update}`));
-    return { held: new Set(rows.map((row) => row.id)) };
+    return new Set(rows.map((row) => row.id));
   }
 
-  /** recordOutcomes, and the claim along on PostgreSQL when the outcomes' statement runs on its own. */
-  async function record(
-    outcomes: readonly DeliveryOutcome[],
-    claim?: ClaimAlong,
-  ): Promise<{ results: OutcomeResult[]; claimed?: ClaimedDelivery[] | undefined }> {
-    if (outcomes.length === 0) return { results: [] };
-    const attemptIds = outcomes.map((outcome) => outcome.attempt && newId('att'));
-    const healthWrites = outcomes.some((outcome) => health.needsWrite(outcome));
-
-    const write = async (trx: Kysely<Database>, along?: ClaimAlong) => {
-      if (healthWrites && locksRows(engine)) await lockWebhooksFirst(trx, outcomes);
-      const { held, claimed } = await writeStatesAndAttempts(trx, outcomes, attemptIds, along);
-      const results = outcomes.map((outcome): OutcomeResult => ({ held: held.has(outcome.delivery.id) }));
-      return { results, claimed };
-    };
-    const { results, claimed } =
-      engine === 'postgres' && !healthWrites
-        ? await write(db, claim)
-        : await inTransaction(db, async (transaction) => {
-            const written = await write(transaction.db);
-            if (healthWrites) await health.write(outcomes, written.results, transaction);
-            return written;
-          });
-
-    for (const [index, result] of results.entries()) {
-      const attempt = outcomes[index]!.attempt;
-      if (result.held || !attempt) continue;
-      // Not ours any more; still keep the attempt in the log unless the delivery itself is gone.
-      const row = attemptRow(outcomes[index]!, attempt, attemptIds[index]!);
-      try {
-        const exists = await db
-          .selectFrom('deliveries')
-          .select('id')
-          .where('id', '=', row.delivery_id)
-          .executeTakeFirst();
-        if (exists) await db.insertInto('delivery_attempts').values(row).execute();
-      } catch {
-        // Deleted in between (its webhook was deleted): there is nothing left to attach the attempt to.
-      }
-    }
-    return { results, claimed };
-  }
+  /** Due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
+  const claimable = (param: (value: unknown) => string, now: string) => {
+    const at = param(now);
+    return `status = 'pending' AND next_attempt_at <= ${at} AND (locked_until IS NULL OR locked_until < ${param(now)})`;
+  };
 
   return {
     /**
@@ -381,11 +290,11 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       lease: Lease,
       options: { limit: number; excludeWebhookIds?: readonly string[] | undefined },
     ): Promise<ClaimedDelivery[]> {
-      const excluded = options.excludeWebhookIds;
+      const excluded = options.excludeWebhookIds ?? [];
       const stored = storedLease(lease);
       return claimRows(stored, (param) => {
         const where = claimable(param, stored.now);
-        const notIn = excludedWebhooks(param, excluded);
+        const notIn = excluded.length > 0 ? ` AND webhook_id NOT IN (${excluded.map(param).join(', ')})` : '';
         return `SELECT id FROM deliveries WHERE ${where}${notIn} ORDER BY next_attempt_at LIMIT ${param(options.limit)}${lockRows}`;
       });
     },
@@ -448,22 +357,42 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
      * second one (in process, so no round trips to save).
      */
     async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<OutcomeResult[]> {
-      return (await record(outcomes)).results;
-    },
+      if (outcomes.length === 0) return [];
+      const attemptIds = outcomes.map((outcome) => outcome.attempt && newId('att'));
+      const healthWrites = outcomes.some((outcome) => health.needsWrite(outcome));
 
-    /**
-     * PostgreSQL: recordOutcomes, and with it the next look over the queue (`claim`, as claim() makes it) in
-     * the same statement when no webhook's health needs a write. `claimed` is undefined when it made no claim;
-     * the worker then claims on its own. (SQLite has no round trip to save.)
-     */
-    ...(writesInWith(engine) && {
-      recordOutcomesAndClaim(
-        outcomes: readonly DeliveryOutcome[],
-        claim: ClaimAlong,
-      ): Promise<{ results: OutcomeResult[]; claimed?: ClaimedDelivery[] | undefined }> {
-        return record(outcomes, claim);
-      },
-    }),
+      const write = async (trx: Kysely<Database>): Promise<OutcomeResult[]> => {
+        if (healthWrites && locksRows(engine)) await lockWebhooksFirst(trx, outcomes);
+        const held = await writeStatesAndAttempts(trx, outcomes, attemptIds);
+        return outcomes.map((outcome): OutcomeResult => ({ held: held.has(outcome.delivery.id) }));
+      };
+      const results =
+        engine === 'postgres' && !healthWrites
+          ? await write(db)
+          : await inTransaction(db, async (transaction) => {
+              const written = await write(transaction.db);
+              if (healthWrites) await health.write(outcomes, written, transaction);
+              return written;
+            });
+
+      for (const [index, result] of results.entries()) {
+        const attempt = outcomes[index]!.attempt;
+        if (result.held || !attempt) continue;
+        // Not ours any more; still keep the attempt in the log unless the delivery itself is gone.
+        const row = attemptRow(outcomes[index]!, attempt, attemptIds[index]!);
+        try {
+          const exists = await db
+            .selectFrom('deliveries')
+            .select('id')
+            .where('id', '=', row.delivery_id)
+            .executeTakeFirst();
+          if (exists) await db.insertInto('delivery_attempts').values(row).execute();
+        } catch {
+          // Deleted in between (its webhook was deleted): there is nothing left to attach the attempt to.
+        }
+      }
+      return results;
+    },
   };
 }
 
@@ -485,3 +414,61 @@ async function lockWebhooksFirst(trx: Kysely<Database>, outcomes: readonly Deliv
 }
 
 export type DeliveryQueue = ReturnType<typeof createDeliveryQueue>;
+
+/** A delivery as the runtime holds it: one row, in its webhook's lane. */
+export type DeliveryJob = ClaimedDelivery & QueueJob;
+
+const toJob = (delivery: ClaimedDelivery): DeliveryJob => ({
+  ...delivery,
+  lane: delivery.webhookId,
+  rows: [delivery.id],
+});
+
+/**
+ * The deliveries table as the runtime's queue: each pending delivery a job in its webhook's lane, claimed,
+ * topped up, given back and recorded through the statements above. Its own function so the
+ * runtime's tests (test/queue.test.ts) hold the runtime to this SQL, not to a model of it.
+ */
+export function createDeliveryQueueSource(deps: {
+  queue: DeliveryQueue;
+  logger: WorkerLogger;
+  metrics: Pick<MetricsRecorder, 'webhookAttempts'>;
+}): QueueSource<DeliveryJob, DeliveryOutcome> {
+  const { queue: repo, logger, metrics } = deps;
+  return {
+    claim: async (lease, request) =>
+      (await repo.claim(lease, { limit: request.limit, excludeWebhookIds: request.excludeLanes })).map(toJob),
+    claimLanes: async (lease, lanes) =>
+      (
+        await repo.claimForWebhooks(
+          lease,
+          lanes.map(({ lane, limit }) => ({ webhookId: lane, limit })),
+        )
+      ).map(toJob),
+    release: (workerId, rows) => repo.release(workerId, rows),
+    nextDueAt: async () => {
+      const next = await repo.nextDueAt();
+      return next === undefined ? undefined : Date.parse(next);
+    },
+    async record(attempted) {
+      const results = await repo.recordOutcomes(attempted.map(({ outcome }) => outcome));
+      // Every attempt made counts, recorded as ours or not (a lost lease still recorded the attempt).
+      let succeeded = 0;
+      let failed = 0;
+      for (const { outcome } of attempted) {
+        if (!outcome.attempt) continue;
+        if (outcome.status === 'succeeded') succeeded += 1;
+        else failed += 1;
+      }
+      metrics.webhookAttempts(succeeded, failed);
+      return results.map((result, index) => {
+        if (result.disabledReason) {
+          const webhook = attempted[index]!.job.webhookId;
+          logger.warn({ webhook, reason: result.disabledReason }, 'webhook disabled');
+        }
+        const retryAt = attempted[index]!.outcome.nextAttemptAt;
+        return { held: result.held, retryAt: retryAt === undefined ? undefined : Date.parse(retryAt) };
+      });
+    },
+  };
+}
