@@ -2,7 +2,7 @@ import type { QueueDefaults, QueueJob, QueueSource, QueueWorker, QueueWorkerDeps
 import type { QueueChannel } from './notifier.ts';
 import { createQueueWorker } from './runtime.ts';
 
-/** A queue of few, long jobs: a broadcast's fan-out, a contact import, a domain's DNS check. */
+/** A queue of few, long jobs: a broadcast's fan-out, a contact import, a domain's DNS check, an automation run's steps. */
 export interface LongJobQueue<Job extends QueueJob, Outcome> {
   /** How the worker names itself in logs: `broadcast worker`. */
   name: string;

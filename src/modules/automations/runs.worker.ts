@@ -1,5 +1,6 @@
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
-import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
+import { createLongJobWorker } from '../../queue/long-job-worker.ts';
+import { withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
 import type { Runner } from './runner.ts';
 import { createRunQueue, createRunQueueSource } from './runs.queue.ts';
@@ -24,15 +25,20 @@ export interface RunWorkerDeps extends QueueWorkerDeps {
 export function createRunWorker(deps: RunWorkerDeps): QueueWorker {
   const settings = deps.settings ?? {};
   const concurrency = settings.concurrency ?? 4;
-  const { logger, workerId, pollIntervalMs, heartbeats, deadAfterMs } = withQueueDefaults(deps, settings);
+  const defaults = withQueueDefaults(deps, settings);
+  const { logger, workerId } = defaults;
   const queue = createRunQueue(deps.database.db, deps.database.engine);
   // A step renders an email at most: the lease covers a few slow ones and a margin.
   const attemptTimeoutMs = 60_000;
 
-  return createQueueWorker({
+  return createLongJobWorker(deps, defaults, {
     name: 'automation runs worker',
-    workerId,
+    channel: QUEUE_CHANNELS.automationRuns,
     source: createRunQueueSource(queue),
+    concurrency,
+    attemptTimeoutMs,
+    leaseMs: 2 * attemptTimeoutMs,
+    stopGraceMs: 5000,
     async attempt(job, signal) {
       try {
         await deps.runner.run(job.runId, workerId, signal);
@@ -45,25 +51,5 @@ export function createRunWorker(deps: RunWorkerDeps): QueueWorker {
       await queue.release(workerId, [job.runId]);
       return { done: true };
     },
-    settings: {
-      concurrency,
-      laneConcurrency: concurrency,
-      laneCapacity: concurrency,
-      capacity: concurrency,
-      claimBatch: 1,
-      attemptTimeoutMs,
-      leaseMs: 2 * attemptTimeoutMs,
-      pollIntervalMs,
-      stopGraceMs: 5000,
-      outcomeWriteIntervalMs: 0,
-      maxUnrecorded: concurrency,
-    },
-    clock: deps.clock,
-    logger,
-    notifier: deps.notifier,
-    database: deps.database,
-    channel: QUEUE_CHANNELS.automationRuns,
-    heartbeats,
-    deadAfterMs,
   });
 }
