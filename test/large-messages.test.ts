@@ -262,6 +262,10 @@ for (const engine of ALL_ENGINES) {
           INBOUND_MX_HOST: 'mx.acme.test',
           INBOUND_SMTP_PORT: '0',
           INBOUND_MAX_BYTES: String(40 * 1024 * 1024),
+          // On a busy shared machine reading the 40 MiB message again for its attachment can run past the
+          // default budget's wall limit (a 503 to try again: received-parser.test.ts holds that); this test
+          // measures the API's latency while the message flows, not the budget.
+          REPORT_PARSE_TIMEOUT: '20s',
         });
         t.after(() => server.kill());
         const inboundPort = await inboundSmtpPort(server);

@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import Fastify from 'fastify';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type Mail from 'nodemailer/lib/mailer';
+import { installErrorHandling } from '../src/http/error-handler.ts';
 import { RECEIVED_LIMITS, readReceived, replyText } from '../src/modules/inbound/received-parser.ts';
+import { createReceivedService } from '../src/modules/inbound/received.service.ts';
 import {
   createReceivedReader,
   type ParsedReceived,
@@ -227,7 +230,7 @@ describe('received messages, read on a parse thread', () => {
           sha256: sha256(want.bytes),
         });
         const content = await reader.attachment(raw, at);
-        assert.ok(content);
+        assert.ok(content && !('stopped' in content), `${want.filename}: read`);
         assert.ok(Buffer.isBuffer(content.content));
         assert.ok(content.content.equals(want.bytes), `${want.filename}: the bytes as sent`);
         assert.equal(content.filename, want.filename);
@@ -300,7 +303,7 @@ describe('received messages, read on a parse thread', () => {
       [{ size: big.length, hash: sha256(big) }],
     );
     const content = await reader.attachment(raw, 0);
-    assert.ok(content?.content.equals(big));
+    assert.ok(content && !('stopped' in content) && content.content.equals(big));
   });
 
   test('text past bodyChars is cut, not refused', async () => {
@@ -512,3 +515,68 @@ function junk(bytes: number): Buffer {
   }
   return out;
 }
+
+describe('an attachment the parse thread cannot read now', () => {
+  // A message read at receipt can run past the budget when its attachment is read again on a busy machine.
+  // The reader says so (not "no such attachment"), and the API answers 503 with when to try again. The
+  // pool's clocks are the test's, as in report-reader.test.ts, so the verdict does not depend on the load.
+  const bigAttachment = Buffer.from(`${'grüße aus der ferne, viele grüße '.repeat(2)}\r\n`.repeat(60_000));
+
+  test('the reader says the budget stopped it, with why; the service answers 503 with retry-after', async () => {
+    let cpuMs = 0;
+    let clockRead: (() => void) | undefined;
+    const reader = createReceivedReader({
+      threads: 1,
+      timeoutMs: 10,
+      memoryMb: 64,
+      threadCpuMs: async () => {
+        const shown = cpuMs;
+        clockRead?.();
+        return shown;
+      },
+      wallMs: () => 0,
+    });
+    const raw = await compose({
+      from: 'Ada <ada@example.org>',
+      to: 'reports@acme.test',
+      subject: 'Quarterly figures',
+      text: 'The figures, attached.\n',
+      attachments: [{ filename: 'figures.txt', content: bigAttachment }],
+    });
+    try {
+      const handedOver = new Promise<void>((resolve) => (clockRead = resolve));
+      const reading = reader.attachment(raw, 0);
+      await handedOver;
+      clockRead = undefined;
+      cpuMs = 10_000;
+      assert.deepEqual(await reading, {
+        stopped: 'reading it took more than 10 ms of CPU time (or 40 ms in all)',
+      });
+
+      const app = Fastify();
+      installErrorHandling(app);
+      const received = createReceivedService({
+        repo: {
+          find: async () => ({ inboundId: 'in_1', content: { readable: true, attachments: [{}] } }),
+        } as never,
+        inbound: { raw: async () => raw } as never,
+        reader: { attachment: async () => ({ stopped: 'reading it took more than 10 ms of CPU time' }) },
+      });
+      app.get('/attachment', () => received.attachment('proj_1', 'rcv_01m8jq1cywe00a3erb5gf86n2v', 0));
+      const answer = await app.inject({ method: 'GET', url: '/attachment' });
+      assert.equal(answer.statusCode, 503);
+      assert.equal(answer.headers['retry-after'], '5');
+      assert.deepEqual(answer.json(), {
+        error: {
+          code: 'attachment_unreadable_now',
+          message:
+            'The attachment could not be read now: reading it took more than 10 ms of CPU time. Try again shortly.',
+          request_id: 'req-1',
+        },
+      });
+      await app.close();
+    } finally {
+      await reader.close();
+    }
+  });
+});

@@ -22,6 +22,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   415: 'A body that is not application/json.',
   422: 'The body or a parameter breaks the schema or a rule.',
   429: 'Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after.',
+  503: 'The server could not do it now (a parse thread ran past its budget on a busy machine); see retry-after.',
 };
 
 /** Response schemas for the error statuses a route can answer, for serialization and the OpenAPI document. */

@@ -26,11 +26,19 @@ export class DomainError extends Error {
   }
 }
 
-/** A refusal that passes: the answer says when to try again (429 with `retry-after`). */
+/**
+ * A refusal that passes: the answer says when to try again (`retry-after`): 429 when the caller asked too
+ * much, 503 when the server could not do it now.
+ */
 export class RetryLaterError extends DomainError {
   readonly retryAfterSeconds: number;
-  constructor(code: string, message: string, retryAfterSeconds: number) {
-    super('rate_limited', code, message);
+  constructor(
+    code: string,
+    message: string,
+    retryAfterSeconds: number,
+    kind: 'rate_limited' | 'unavailable' = 'rate_limited',
+  ) {
+    super(kind, code, message);
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }

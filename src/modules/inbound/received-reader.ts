@@ -22,10 +22,14 @@ export interface ReceivedReader {
   /** The message, or its chunks (lib/byte-chunks.ts): handed to a parse thread, never joined here. */
   read(raw: Buffer | ByteChunks): Promise<ParsedReceived>;
   /**
-   * The decoded bytes of attachment `index` (0-based, in the order of `attachments`), or undefined when there
-   * is none (or the message is unreadable). Rejects only for a reason of ours.
+   * The decoded bytes of attachment `index` (0-based, in the order of `attachments`), undefined when there
+   * is none, or `{ stopped }` with why when the thread's budget stopped the reading (a busy machine can make a
+   * message read at receipt run past it now: the caller may try again). Rejects only for a reason of ours.
    */
-  attachment(raw: Buffer | ByteChunks, index: number): Promise<ReceivedAttachmentContent | undefined>;
+  attachment(
+    raw: Buffer | ByteChunks,
+    index: number,
+  ): Promise<ReceivedAttachmentContent | { stopped: string } | undefined>;
   close(): Promise<void>;
 }
 
@@ -55,8 +59,9 @@ export function createReceivedReader(options: ReportReaderOptions = DEFAULTS.rep
         const pieces = await copiedForTransfer(chunksOf(raw), HANDOVER_BYTES, transfer);
         found = (await pool.run({ raw: pieces, index }, transfer)) as ReceivedAttachmentContent | undefined;
       } catch (error) {
-        if (budgetReason(error) === undefined) throw error;
-        return undefined;
+        const reason = budgetReason(error);
+        if (reason === undefined) throw error;
+        return { stopped: reason };
       }
       if (!found) return undefined;
       // Posted back from the thread as a Uint8Array: a Buffer over the same bytes.

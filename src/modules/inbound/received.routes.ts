@@ -130,7 +130,7 @@ export function registerReceivedRoutes(
       params: ReceivedAttachmentParams,
       response: {
         200: binary('application/octet-stream', 'The attachment.'),
-        ...errorResponses(),
+        ...errorResponses(503),
       },
     }),
     async (request, reply) => {

@@ -1,6 +1,6 @@
 import type { PageRequest } from '../../db/pagination.ts';
 import type { ByteChunks } from '../../lib/byte-chunks.ts';
-import { invalidParam, notFound } from '../../lib/errors.ts';
+import { invalidParam, notFound, RetryLaterError } from '../../lib/errors.ts';
 import { isId } from '../../lib/ids.ts';
 import type { InboundRepo } from './inbound.repo.ts';
 import type { ReceivedEmailRecord, ReceivedFilter, ReceivedRepo } from './received.repo.ts';
@@ -8,6 +8,9 @@ import type { ReceivedAttachmentContent, ReceivedReader } from './received-reade
 
 // The received mail a project reads: its received emails, their bytes as received, and their attachments'
 // bytes (read again out of the message, on the parse threads, when asked for).
+
+/** When to ask again for an attachment the parse thread's budget stopped: a read's budget is seconds. */
+const ATTACHMENT_RETRY_SECONDS = 5;
 
 export interface ReceivedServiceDeps {
   repo: Pick<ReceivedRepo, 'list' | 'find' | 'latest'>;
@@ -47,7 +50,10 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
       return rawOf(await load(projectId, id));
     },
 
-    /** One attachment's decoded bytes; 404 for an index the message does not have. */
+    /**
+     * One attachment's decoded bytes; 404 for an index the message does not have, 503 (try again) when the
+     * parse thread's budget stopped reading it now although it was read at receipt.
+     */
     async attachment(projectId: string, id: string, index: number): Promise<ReceivedAttachmentContent> {
       const record = await load(projectId, id);
       const content = record.content as { readable: boolean; attachments?: unknown[] };
@@ -56,6 +62,14 @@ export function createReceivedService({ repo, inbound, reader }: ReceivedService
       }
       const attachment = await reader.attachment(await rawOf(record), index);
       if (!attachment) throw notFound('attachment', `${id}/attachments/${index}`);
+      if ('stopped' in attachment) {
+        throw new RetryLaterError(
+          'attachment_unreadable_now',
+          `The attachment could not be read now: ${attachment.stopped}. Try again shortly.`,
+          ATTACHMENT_RETRY_SECONDS,
+          'unavailable',
+        );
+      }
       return attachment;
     },
   };
