@@ -134,7 +134,7 @@ for (const engine of ALL_ENGINES) {
       assert.equal(refused.body.error.param, 'html');
     });
 
-    test("a test arrives once, marked, personalized as the contact, and is not counted in the broadcast", async () => {
+    test('a test arrives once, marked, personalized as the contact, and is not counted in the broadcast', async () => {
       const answer = await api.request('POST', `/v1/broadcasts/${seed.broadcast}/test`, {
         body: { to: 'Me <me@team.test>', contact: seed.ada },
       });
@@ -203,7 +203,10 @@ for (const engine of ALL_ENGINES) {
       const foreign = await api.request('POST', path, { body: { to: 'me@team.test', contact: theirs.id } });
       assert.equal(foreign.status, 404);
       assert.equal(foreign.body.error.param, 'contact');
-      assert.equal((await api.request('POST', path, { key: other.key, body: { to: 'me@team.test' } })).status, 404);
+      assert.equal(
+        (await api.request('POST', path, { key: other.key, body: { to: 'me@team.test' } })).status,
+        404,
+      );
       // Keys: read_only may not send; a key limited to another domain is held to the From's.
       const key = async (body: Record<string, unknown>) => (await created(api, '/v1/api-keys', body)).token;
       const reader = await key({ name: 'reader', permission: 'read_only' });

@@ -66,7 +66,8 @@ export async function personalizedCopies(
             liquidVariables(contact, declared, broadcast.templateVariables, preferenceUrls[start + index]),
           ),
       );
-      for (const each of rendered) made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
+      for (const each of rendered)
+        made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
     }
   }
   return made.map((copy) => ({

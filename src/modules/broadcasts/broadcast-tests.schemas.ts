@@ -51,7 +51,9 @@ export const BroadcastTest = Type.Object(
   {
     object: Type.Literal('broadcast_test'),
     broadcast_id: Type.String(),
-    email_id: Type.String({ description: 'The test email (`GET /v1/emails/{id}`), tagged `broadcast_test`.' }),
+    email_id: Type.String({
+      description: 'The test email (`GET /v1/emails/{id}`), tagged `broadcast_test`.',
+    }),
     to: Type.String(),
     contact_id: nullable(Type.String(), 'The contact it was personalized as; null: a stand-in.'),
   },

@@ -8,7 +8,11 @@ import { parseList } from '../emails/send-checks.ts';
 import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo } from '../templates/templates.repo.ts';
 import { broadcastContent, personalizedCopies } from './broadcast-copy.ts';
-import type { BroadcastPreviewView, BroadcastTestView, TestBroadcastInput } from './broadcast-tests.schemas.ts';
+import type {
+  BroadcastPreviewView,
+  BroadcastTestView,
+  TestBroadcastInput,
+} from './broadcast-tests.schemas.ts';
 import type { BroadcastRecord } from './broadcasts.repo.ts';
 import type { BroadcastService } from './broadcasts.service.ts';
 
@@ -102,13 +106,15 @@ export function createBroadcastTests(deps: BroadcastTestsDeps) {
     ): Promise<{ plan: SendPlan; view: BroadcastTestView }> {
       const broadcast = await deps.broadcasts.find(projectId, id);
       const to = parseList(input.to, 'to')[0]!;
-      if (broadcast.from === null) throw invalidParam('from', 'The broadcast has no From.', 'parameter_missing');
+      if (broadcast.from === null)
+        throw invalidParam('from', 'The broadcast has no From.', 'parameter_missing');
       let contact: ContactRecord | undefined;
       if (input.contact !== undefined) contact = await contactOf(projectId, input.contact);
-      else contact = await deps.contacts.find(projectId, to.address).catch((error: unknown) => {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      });
+      else
+        contact = await deps.contacts.find(projectId, to.address).catch((error: unknown) => {
+          if (isNotFound(error)) return undefined;
+          throw error;
+        });
       const standIn: ContactRecord = {
         id: '',
         projectId,
