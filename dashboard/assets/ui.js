@@ -135,6 +135,8 @@ const CHIP_KINDS = {
   scheduled: 'pending',
   sending: 'pending',
   in_progress: 'pending',
+  running: 'pending',
+  waiting: 'pending',
   completed: 'ok',
   delayed: 'warn',
   mixed: 'warn',
@@ -152,6 +154,7 @@ const CHIP_KINDS = {
   failing: 'bad',
   suppressed: 'muted',
   cancelled: 'muted',
+  skipped: 'muted',
 };
 export function Chip({ status }) {
   const kind = CHIP_KINDS[String(status).replace(/^email\./, '')] ?? 'muted';
