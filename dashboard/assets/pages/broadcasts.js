@@ -3,6 +3,7 @@ import { api } from '../api.js';
 import { FilterSelect, ListPage, useListFilters } from '../list.js';
 import { HtmlPreview } from '../preview.js';
 import { AudienceTabs } from './contacts.js';
+import { PreviewAndTest } from './broadcast-preview.js';
 import {
   Chip,
   confirmAction,
@@ -221,6 +222,7 @@ export function BroadcastPage({ id, search }) {
         }
       </dl>
     </section>
+    ${broadcast.status === 'draft' || broadcast.status === 'scheduled' ? html`<${PreviewAndTest} broadcast=${broadcast} />` : null}
     ${
       broadcast.status === 'draft'
         ? broadcast.html
