@@ -6,7 +6,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { DEFAULTS } from '../src/config.ts';
-import { inTransaction } from '../src/db/transaction.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
@@ -21,6 +20,7 @@ import {
   signedInPage,
 } from './helpers/browser.ts';
 import { testClock } from './helpers/deliveries.ts';
+import { emitOutcomes } from './helpers/outcomes.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
@@ -470,21 +470,8 @@ for (const engine of ENGINES) {
       });
 
       /** Outcomes as the workers emit them: `n` events of `kind` for mail from `domain`. */
-      async function outcomes(domain: string, kind: 'email.sent' | 'email.complained', n: number) {
-        const events = Array.from({ length: n }, (_, index) => ({
-          projectId: api.projectId,
-          kind,
-          data: {
-            email_id: `msg_${index}`,
-            from: `News <news@${domain}>`,
-            to: [`r${index}@example.org`],
-            subject: 'Hello',
-            tags: {},
-            recipient: `r${index}@example.org`,
-          },
-        }));
-        await inTransaction(api.database.handle.db, (transaction) => api.events.emitIn(transaction, events));
-      }
+      const outcomes = (domain: string, kind: 'email.sent' | 'email.complained', n: number) =>
+        emitOutcomes(api, api.projectId, domain, kind, n);
 
       test('the new pages fit 390 px, axe-clean', async () => {
         const context = await browser.newContext({

@@ -92,6 +92,20 @@ export function ErrorBanner({ error, children }) {
   </div>`;
 }
 
+/**
+ * A page of one thing while `loaded` (useAsync) has none: its heading `title` with why it failed, or with
+ * Loading…; null once the thing is there. `const waiting = unloaded('Broadcast', loaded); if (waiting) return waiting;`
+ */
+export function unloaded(title, loaded) {
+  if (loaded.error)
+    return html`<h1>${title}</h1>
+      <${ErrorBanner} error=${loaded.error} />`;
+  if (!loaded.data)
+    return html`<h1>${title}</h1>
+      <${Loading} />`;
+  return null;
+}
+
 export function Notice({ children, kind = 'info' }) {
   return html`<div class=${`banner banner-${kind}`} role="status">${children}</div>`;
 }

@@ -10,9 +10,9 @@ import {
   formatTime,
   Json,
   Link,
-  Loading,
   Notice,
   Table,
+  unloaded,
   useAsync,
 } from '../ui.js';
 
@@ -161,12 +161,8 @@ export function AutomationsPage({ search }) {
 export function AutomationPage({ id, search }) {
   const loaded = useAsync(() => api('GET', `/automations/${id}`), [id]);
   const [message, setMessage] = useState(null);
-  if (loaded.error)
-    return html`<h1>Automation</h1>
-      <${ErrorBanner} error=${loaded.error} />`;
-  if (!loaded.data)
-    return html`<h1>Automation</h1>
-      <${Loading} />`;
+  const waiting = unloaded('Automation', loaded);
+  if (waiting) return waiting;
   const automation = loaded.data;
   const change = async (work, text) => {
     setMessage(null);
@@ -427,12 +423,8 @@ export function AutomationRunPage({ id, runId }) {
       ),
     [id, runId],
   );
-  if (loaded.error)
-    return html`<h1>Run</h1>
-      <${ErrorBanner} error=${loaded.error} />`;
-  if (!loaded.data)
-    return html`<h1>Run</h1>
-      <${Loading} />`;
+  const waiting = unloaded('Run', loaded);
+  if (waiting) return waiting;
   const { automation, run, contact } = loaded.data;
   const who = contact?.email ?? run.contact_id;
   return html`<p class="crumbs">

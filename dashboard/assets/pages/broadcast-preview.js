@@ -7,6 +7,9 @@ import { ErrorBanner, Field, fieldErrors, FormError, Link, Notice, useAsync } fr
 // and a test of it sent to one address (POST /v1/broadcasts/{id}/test). A preview is a read (a read_only key
 // may look); a test is a send, so its button is a write.
 
+const PLACEHOLDERS_NOTE =
+  "Exactly what this contact's copy will say. Its own unsubscribe and preference links are made when it is sent: here they show as {{ unsubscribe_url }} and {{ preferences_url }}.";
+
 /** Preview as a contact of the segment, and send a test to one address. */
 export function PreviewAndTest({ broadcast }) {
   // A few of the segment's contacts to choose from (any other can be typed: an address or an id).
@@ -85,11 +88,7 @@ export function PreviewAndTest({ broadcast }) {
               <dt>Subject</dt>
               <dd class="break">${preview.subject}</dd>
             </dl>
-            <p class="small muted">
-              Exactly what this contact's copy will say. Its own unsubscribe and preference links are made
-              when it is sent: here they show as <code>{{ unsubscribe_url }}</code> and
-              <code>{{ preferences_url }}</code>.
-            </p>
+            <p class="small muted">${PLACEHOLDERS_NOTE}</p>
             ${preview.html !== null ? html`<${HtmlPreview} html=${preview.html} title=${`The copy for ${preview.to}`} />` : null}
             ${
               preview.text !== null

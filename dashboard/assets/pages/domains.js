@@ -17,6 +17,7 @@ import {
   navigate,
   Notice,
   Table,
+  unloaded,
   useAsync,
 } from '../ui.js';
 
@@ -312,12 +313,8 @@ function AddDomain({ onAdded }) {
 export function DomainPage({ id }) {
   const loaded = useAsync(() => api('GET', `/domains/${id}`).then(unwrap), [id]);
   const [message, setMessage] = useState(null);
-  if (loaded.error)
-    return html`<h1>Domain</h1>
-      <${ErrorBanner} error=${loaded.error} />`;
-  if (!loaded.data)
-    return html`<h1>Domain</h1>
-      <${Loading} />`;
+  const waiting = unloaded('Domain', loaded);
+  if (waiting) return waiting;
   const domain = loaded.data;
   return html`<p class="crumbs"><${Link} href="/dashboard/domains">Domains</${Link}> /</p>
     <h1 class="break">${domain.name}</h1>
@@ -359,23 +356,19 @@ function Warmup({ domain }) {
   };
   let state = null;
   if (warmup) {
-    const days = warmup.schedule.length;
-    state = !warmup.enabled
-      ? html`<p data-testid="warmup-state">
-          <${Chip} status="off" /> Off: mail from ${domain.name} is not held. A new domain or IP should warm
-          up: a little mail to each large provider a day, more each day.
-        </p>`
+    // Sentences are built as strings: whitespace next to a line break in a template would be dropped.
+    const [chip, sentence] = !warmup.enabled
+      ? [
+          'off',
+          `Off: mail from ${domain.name} is not held. A new domain or IP should warm up: a little mail to each large provider a day, more each day.`,
+        ]
       : warmup.day === null
-        ? html`<p data-testid="warmup-state">
-            <${Chip} status="completed" /> Warm: the schedule ended ${formatTime(warmup.ends_at)}; nothing is
-            held.
-          </p>`
-        : html`<p data-testid="warmup-state">
-            <${Chip} status="in_progress" /> Day ${warmup.day} of ${days}: today each large provider
-            takes${' '} <strong>${warmup.allowance_per_destination}</strong> messages from ${domain.name};
-            mail over it waits (shown <code>throttled</code>) for the next UTC day, transactional mail first.
-            Warm from${' '} ${formatTime(warmup.ends_at)}.
-          </p>`;
+        ? ['completed', `Warm: the schedule ended ${formatTime(warmup.ends_at)}; nothing is held.`]
+        : [
+            'in_progress',
+            `Day ${warmup.day} of ${warmup.schedule.length}: today each large provider takes ${warmup.allowance_per_destination} messages from ${domain.name}; mail over it waits (its recipients show “throttled”) for the next UTC day, transactional mail first. Warm from ${formatTime(warmup.ends_at)}.`,
+          ];
+    state = html`<p data-testid="warmup-state"><${Chip} status=${chip} />${` ${sentence}`}</p>`;
   }
   return html`<section class="card" aria-labelledby="warmup-title" data-testid="warmup">
     <h2 id="warmup-title">Warm-up</h2>
@@ -411,8 +404,7 @@ function Warmup({ domain }) {
             }
             <details>
               <summary>
-                The schedule: ${warmup.schedule.length}
-                days${warmup.default_schedule ? " (the server's, WARMUP_SCHEDULE)" : ''}
+                ${`The schedule: ${warmup.schedule.length} days${warmup.default_schedule ? " (the server's, WARMUP_SCHEDULE)" : ''}`}
               </summary>
               <ol class="small warmup-schedule">
                 ${warmup.schedule.map((allowance, index) => html`<li data-day=${index + 1}>${allowance} a day per provider</li>`)}
@@ -462,14 +454,14 @@ function SendingHealth({ domain }) {
     }
   };
   const scope = body?.domains.find((each) => each.domain === domain.name);
-  const line = (label, each) =>
-    html`<li data-scope=${each.domain ?? 'project'}>
-      <strong>${label}</strong> <${Chip} status=${each.state} />${`: ${rateLine(each, body.thresholds)}`}
-      <span class="small muted">
-        ${' '}(${each.sent} sent, ${count(each.bounced_hard, 'hard bounce')},
-        ${count(each.complained, 'complaint')}${each.changed_at ? `; ${each.state} since ${formatTime(each.changed_at)}` : ''})</span
-      >
+  const line = (label, each) => {
+    const since = each.changed_at ? `; ${each.state} since ${formatTime(each.changed_at)}` : '';
+    const volume = `(${each.sent} sent, ${count(each.bounced_hard, 'hard bounce')}, ${count(each.complained, 'complaint')}${since})`;
+    return html`<li data-scope=${each.domain ?? 'project'}>
+      <strong>${label}</strong> <${Chip} status=${each.state} />${`: ${rateLine(each, body.thresholds)} `}
+      <span class="small muted">${volume}</span>
     </li>`;
+  };
   return html`<section class="card" aria-labelledby="health-title" data-testid="sending-health">
     <h2 id="health-title">Sending health</h2>
     <${ErrorBanner} error=${loaded.error ?? error} />
@@ -480,19 +472,10 @@ function SendingHealth({ domain }) {
               ${scope ? line(domain.name, scope) : html`<li data-scope=${domain.name}><strong>${domain.name}</strong>: no mail from it in the last ${body.thresholds.window_days} days, so no rates yet.</li>`}
               ${line('This project', body.project)}
             </ul>
-            <p class="small muted">
-              Warning from ${percent(body.thresholds.hard_bounce_warning)} hard bounces or${' '}
-              ${percent(body.thresholds.complaint_warning)} complaints; paused past the limits (counted
-              from${' '} ${body.thresholds.min_bounce_volume} messages for bounces,
-              ${body.thresholds.min_complaint_volume} for complaints).
-            </p>
+            <p class="small muted">${thresholdsLine(body.thresholds)}</p>
             ${
               scope?.state === 'paused'
-                ? html`<p>
-                      ${scope.holds === 'all' ? 'Every send from it is refused' : 'Its broadcasts are refused'}
-                      until it is resumed. Find out why (the bounced and complained emails, the list they went
-                      to) first.
-                    </p>
+                ? html`<p>${pausedLine(scope)}</p>
                     <button data-writes type="button" onClick=${resume}>
                       Resume sending from ${domain.name}
                     </button>`
@@ -502,6 +485,14 @@ function SendingHealth({ domain }) {
     }
   </section>`;
 }
+
+/** When the breaker warns and pauses, in one sentence. */
+const thresholdsLine = (thresholds) =>
+  `Warning from ${percent(thresholds.hard_bounce_warning)} hard bounces or ${percent(thresholds.complaint_warning)} complaints; paused past the limits (judged from ${thresholds.min_bounce_volume} messages for bounces, ${thresholds.min_complaint_volume} for complaints; "—" below that).`;
+
+/** What a paused domain's pause holds, and what to do first. */
+const pausedLine = (scope) =>
+  `${scope.holds === 'all' ? 'Every send from it is refused' : 'Its broadcasts are refused'} until it is resumed. Find out why (the bounced and complained emails, the list they went to) first.`;
 
 /** `1 complaint`, `2 complaints`. */
 const count = (n, noun) => `${n} ${noun}${n === 1 ? '' : 's'}`;
