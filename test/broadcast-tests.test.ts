@@ -89,6 +89,28 @@ for (const engine of ALL_ENGINES) {
       assert.equal(read.body.subject, 'Hello Ada');
     });
 
+    test("a broadcast written in Resend's dialect (under /resend) previews in it, with the same placeholders", async () => {
+      const made = await api.request('POST', '/resend/broadcasts', {
+        body: {
+          name: 'Launch',
+          segment_id: seed.segment,
+          from: 'Acme <news@acme.test>',
+          subject: 'Hi {{{FIRST_NAME|there}}}',
+          html: '<p>{{{FIRST_NAME|there}}} on {{{plan}}}</p><a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Leave</a><a href="{{{PREFERENCES_URL}}}">Choose</a>',
+        },
+      });
+      assert.equal(made.status, 200, JSON.stringify(made.body));
+      const preview = await api.request('POST', `/v1/broadcasts/${made.body.id}/preview`, {
+        body: { contact: 'ada@readers.test' },
+      });
+      assert.equal(preview.status, 200, JSON.stringify(preview.body));
+      assert.equal(preview.body.subject, 'Hi Ada');
+      assert.equal(
+        preview.body.html,
+        '<p>Ada on pro</p><a href="{{ unsubscribe_url }}">Leave</a><a href="{{ preferences_url }}">Choose</a>',
+      );
+    });
+
     test('a preview refused: an unknown contact, another project’s, a missing field, a broken Liquid', async () => {
       const path = `/v1/broadcasts/${seed.broadcast}/preview`;
       assertApiError(
