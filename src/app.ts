@@ -25,6 +25,7 @@ import { registerContactImportRoutes } from './modules/contacts/contact-imports.
 import { registerSegmentRoutes } from './modules/segments/segments.routes.ts';
 import { registerTopicRoutes } from './modules/topics/topics.routes.ts';
 import { registerBroadcastRoutes } from './modules/broadcasts/broadcasts.routes.ts';
+import { registerBroadcastTestRoutes } from './modules/broadcasts/broadcast-tests.routes.ts';
 import { registerCustomEventRoutes } from './modules/custom-events/custom-events.routes.ts';
 import { registerAutomationRoutes } from './modules/automations/automations.routes.ts';
 import { registerApiKeyRoutes } from './modules/api-keys/api-keys.routes.ts';
@@ -249,6 +250,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
   registerTopicRoutes(app, { topics: services.topics });
   registerBroadcastRoutes(app, { broadcasts: services.broadcasts });
+  registerBroadcastTestRoutes(app, { broadcastTests: services.broadcastTests, emails: services.emails });
   registerCustomEventRoutes(app, { customEvents: services.customEvents });
   registerAutomationRoutes(app, {
     automations: services.automations,

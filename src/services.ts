@@ -22,6 +22,7 @@ import { createTopicService } from './modules/topics/topics.service.ts';
 import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
 import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
 import { createFanOut, type FanOutDeps } from './modules/broadcasts/fan-out.ts';
+import { createBroadcastTests } from './modules/broadcasts/broadcast-tests.ts';
 import { createCustomEventRepo } from './modules/custom-events/custom-events.repo.ts';
 import { createCustomEventService } from './modules/custom-events/custom-events.service.ts';
 import { createAutomationRepo } from './modules/automations/automations.repo.ts';
@@ -396,6 +397,14 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     segments,
     topics,
     broadcasts,
+    broadcastTests: createBroadcastTests({
+      broadcasts,
+      contacts,
+      properties: repositories.contactProperties,
+      templates: repositories.templates,
+      renderer,
+      emails,
+    }),
     fanOut,
     fanOutDeps,
     preferences: createPreferenceService({

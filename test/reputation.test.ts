@@ -4,12 +4,12 @@ import nodemailer from 'nodemailer';
 import { Resend } from 'resend';
 import { startSubmission } from '../src/boot/listeners.ts';
 import { DEFAULTS } from '../src/config.ts';
-import { inTransaction } from '../src/db/transaction.ts';
 import { createSmtpBodyMemory } from '../src/lib/smtp-data.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
 import type { SubmissionListener } from '../src/modules/submission/submission.listener.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { testClock } from './helpers/deliveries.ts';
+import { emitOutcomes } from './helpers/outcomes.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 
 // The reputation breaker (issue 38 item 4): per project and per From domain, hard-bounce and complaint
@@ -72,37 +72,12 @@ for (const engine of ALL_ENGINES) {
     });
 
     /** Outcomes as the workers emit them: `n` events of `kind` for mail from `from`, in `projectId`. */
-    async function outcomes(
+    const outcomes = (
       projectId: string,
       from: string,
       kind: 'email.sent' | 'email.bounced' | 'email.complained',
       n: number,
-    ) {
-      const events = Array.from({ length: n }, (_, index) => ({
-        projectId,
-        kind,
-        data: {
-          email_id: `msg_${index}`,
-          from: `News <news@${from}>`,
-          to: [`r${index}@example.org`],
-          subject: 'Hello',
-          tags: { campaign: 'spring' },
-          recipient: `r${index}@example.org`,
-          ...(kind === 'email.bounced'
-            ? {
-                bounce: {
-                  type: 'hard',
-                  status: '5.1.1',
-                  diagnostic: '550 5.1.1 no such user',
-                  reporting_mta: null,
-                },
-              }
-            : {}),
-        },
-      }));
-      // In one transaction, as a worker writes a batch of outcomes.
-      await inTransaction(t.database.handle.db, (transaction) => t.events.emitIn(transaction, events));
-    }
+    ) => emitOutcomes(t, projectId, from, kind, n);
 
     const send = (key: string | undefined, from: string) =>
       t.request('POST', '/v1/emails', {

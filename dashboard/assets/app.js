@@ -6,7 +6,7 @@ import { EmailsPage, EmailPage } from './pages/emails.js';
 import { WebhooksPage, WebhookPage } from './pages/webhooks.js';
 import { TemplatesPage, TemplatePage } from './pages/templates.js';
 import { SuppressionsPage } from './pages/suppressions.js';
-import { DomainsPage } from './pages/domains.js';
+import { DomainPage, DomainsPage } from './pages/domains.js';
 import { EventsPage } from './pages/events.js';
 import { InboundPage } from './pages/inbound.js';
 import { ReceivedEmailPage, ReceivedPage, RoutesPage } from './pages/received.js';
@@ -14,6 +14,7 @@ import { KeysPage } from './pages/keys.js';
 import { BroadcastPage, BroadcastsPage } from './pages/broadcasts.js';
 import { ContactPage, ContactsPage } from './pages/contacts.js';
 import { SegmentsPage, TopicsPage } from './pages/segments.js';
+import { AutomationPage, AutomationRunPage, AutomationsPage } from './pages/automations.js';
 import { ReadOnlyBanner, unusableKeyMessage, useKeyPermission } from './permission.js';
 
 const NAV = [
@@ -37,7 +38,7 @@ function route(path) {
     .split('/')
     .filter(Boolean)
     .map(decodeURIComponent);
-  const [section = '', id] = parts;
+  const [section = '', id, sub, subId] = parts;
   switch (section) {
     case '':
       return { section: '/dashboard/', page: OverviewPage };
@@ -55,6 +56,11 @@ function route(path) {
       return { section: '/dashboard/contacts', page: id ? ContactPage : ContactsPage, id };
     case 'segments':
       return { section: '/dashboard/contacts', page: SegmentsPage };
+    // An automation mails contacts: it is a tab of Audience too; its run is `/automations/<id>/runs/<run>`.
+    case 'automations':
+      if (id && sub === 'runs' && subId)
+        return { section: '/dashboard/contacts', page: AutomationRunPage, id, runId: subId };
+      return { section: '/dashboard/contacts', page: id ? AutomationPage : AutomationsPage, id };
     case 'topics':
       return { section: '/dashboard/contacts', page: TopicsPage };
     case 'events':
@@ -62,7 +68,7 @@ function route(path) {
     case 'suppressions':
       return { section: '/dashboard/suppressions', page: SuppressionsPage };
     case 'domains':
-      return { section: '/dashboard/domains', page: DomainsPage };
+      return { section: '/dashboard/domains', page: id ? DomainPage : DomainsPage, id };
     case 'received':
       return { section: '/dashboard/received', page: id ? ReceivedEmailPage : ReceivedPage, id };
     case 'routes':
@@ -171,7 +177,7 @@ function Shell({ onSignOut, onUnusable }) {
     </header>
     <main id="main" tabindex="-1">
       ${permission === 'read_only' ? html`<${ReadOnlyBanner} />` : null}
-      <${Page} id=${current.id} search=${location.search} key=${location.path} />
+      <${Page} id=${current.id} runId=${current.runId} search=${location.search} key=${location.path} />
     </main>`;
 }
 

@@ -92,6 +92,20 @@ export function ErrorBanner({ error, children }) {
   </div>`;
 }
 
+/**
+ * A page of one thing while `loaded` (useAsync) has none: its heading `title` with why it failed, or with
+ * Loading…; null once the thing is there. `const waiting = unloaded('Broadcast', loaded); if (waiting) return waiting;`
+ */
+export function unloaded(title, loaded) {
+  if (loaded.error)
+    return html`<h1>${title}</h1>
+      <${ErrorBanner} error=${loaded.error} />`;
+  if (!loaded.data)
+    return html`<h1>${title}</h1>
+      <${Loading} />`;
+  return null;
+}
+
 export function Notice({ children, kind = 'info' }) {
   return html`<div class=${`banner banner-${kind}`} role="status">${children}</div>`;
 }
@@ -135,6 +149,8 @@ const CHIP_KINDS = {
   scheduled: 'pending',
   sending: 'pending',
   in_progress: 'pending',
+  running: 'pending',
+  waiting: 'pending',
   completed: 'ok',
   delayed: 'warn',
   mixed: 'warn',
@@ -152,6 +168,7 @@ const CHIP_KINDS = {
   failing: 'bad',
   suppressed: 'muted',
   cancelled: 'muted',
+  skipped: 'muted',
 };
 export function Chip({ status }) {
   const kind = CHIP_KINDS[String(status).replace(/^email\./, '')] ?? 'muted';

@@ -3,6 +3,7 @@ import { api } from '../api.js';
 import { FilterSelect, ListPage, useListFilters } from '../list.js';
 import { HtmlPreview } from '../preview.js';
 import { AudienceTabs } from './contacts.js';
+import { PreviewAndTest } from './broadcast-preview.js';
 import {
   Chip,
   confirmAction,
@@ -18,6 +19,7 @@ import {
   navigate,
   Notice,
   Table,
+  unloaded,
   useAsync,
 } from '../ui.js';
 
@@ -174,12 +176,8 @@ function NameOf({ kind, id }) {
 export function BroadcastPage({ id, search }) {
   const loaded = useAsync(() => api('GET', `/broadcasts/${id}`), [id]);
   const [message, setMessage] = useState(null);
-  if (loaded.error)
-    return html`<h1>Broadcast</h1>
-      <${ErrorBanner} error=${loaded.error} />`;
-  if (!loaded.data)
-    return html`<h1>Broadcast</h1>
-      <${Loading} />`;
+  const waiting = unloaded('Broadcast', loaded);
+  if (waiting) return waiting;
   const broadcast = loaded.data;
   const done = (text) => (setMessage({ text }), loaded.reload());
   const failed = (error) => setMessage({ error });
@@ -221,6 +219,7 @@ export function BroadcastPage({ id, search }) {
         }
       </dl>
     </section>
+    ${broadcast.status === 'draft' || broadcast.status === 'scheduled' ? html`<${PreviewAndTest} broadcast=${broadcast} />` : null}
     ${
       broadcast.status === 'draft'
         ? broadcast.html

@@ -25,6 +25,7 @@ export function AudienceTabs({ current }) {
     ['/dashboard/segments', 'Segments'],
     ['/dashboard/topics', 'Topics'],
     ['/dashboard/broadcasts', 'Broadcasts'],
+    ['/dashboard/automations', 'Automations'],
   ];
   return html`<nav class="actions audience-tabs" aria-label="Audience">
     ${tabs.map(

@@ -1,6 +1,7 @@
 import { html, useState } from '../html.js';
 import { api, ApiError } from '../api.js';
 import { ListPage, useListFilters } from '../list.js';
+import { loadReputation, percent, rateLine } from './overview.js';
 import {
   Chip,
   confirmAction,
@@ -11,8 +12,13 @@ import {
   fieldErrors,
   FormError,
   formatTime,
+  Link,
+  Loading,
+  navigate,
   Notice,
   Table,
+  unloaded,
+  useAsync,
 } from '../ui.js';
 
 /** GET /v1/domains…; `null` when this server has no domains API (404). */
@@ -70,7 +76,7 @@ export function DomainsPage({ search }) {
     </${ListPage}>`;
 }
 
-function DomainCard({ domain: initial, onChange, onMessage }) {
+function DomainCard({ domain: initial, onChange, onMessage, own = false }) {
   const [domain, setDomain] = useState(initial);
   const [busy, setBusy] = useState(false);
   const [rotated, setRotated] = useState(null);
@@ -125,7 +131,11 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
   };
   return html`<section class="card" data-domain=${domain.name}>
     <div class="section-head">
-      <h2 class="break">${domain.name}</h2>
+      ${
+        own
+          ? html`<h2>DNS records</h2>`
+          : html`<h2 class="break"><${Link} href=${`/dashboard/domains/${domain.id}`}>${domain.name}</${Link}></h2>`
+      }
       <${Chip} status=${domain.status} />
     </div>
     <p class="small muted">
@@ -176,6 +186,7 @@ function DomainCard({ domain: initial, onChange, onMessage }) {
       rowAttributes=${(record) => ({ 'data-purpose': record.purpose })}
     />
     <${Compliance} domain=${domain} />
+    ${own ? null : html`<p class="small"><${Link} href=${`/dashboard/domains/${domain.id}`}>Warm-up and sending health of ${domain.name}</${Link}></p>`}
     <div class="actions">
       <button data-writes type="button" class="button-primary" onClick=${verify} disabled=${busy}>
         ${busy ? 'Checking DNS…' : 'Verify'}
@@ -293,3 +304,195 @@ function AddDomain({ onAdded }) {
     <button data-writes type="submit" class="button-primary" disabled=${!name.trim()}>Add domain</button>
   </form>`;
 }
+
+/**
+ * A domain's own page: its records and compliance checks (the card of the list), its warm-up (the schedule,
+ * today's allowance and what each destination took of it) and its sending health (the reputation breaker's
+ * state for mail from it, with Resume when paused).
+ */
+export function DomainPage({ id }) {
+  const loaded = useAsync(() => api('GET', `/domains/${id}`).then(unwrap), [id]);
+  const [message, setMessage] = useState(null);
+  const waiting = unloaded('Domain', loaded);
+  if (waiting) return waiting;
+  const domain = loaded.data;
+  return html`<p class="crumbs"><${Link} href="/dashboard/domains">Domains</${Link}> /</p>
+    <h1 class="break">${domain.name}</h1>
+    ${message?.text ? html`<${Notice} kind="ok">${message.text}</${Notice}>` : null}
+    <${ErrorBanner} error=${message?.error} />
+    <${SendingHealth} domain=${domain} />
+    <${Warmup} domain=${domain} />
+    <${DomainCard}
+      domain=${domain}
+      own=${true}
+      onChange=${() => navigate('/dashboard/domains')}
+      onMessage=${setMessage}
+    />`;
+}
+
+/** GET /v1/domains/{id}/warmup, with the buttons that turn it on or off and start it over (PUT). */
+function Warmup({ domain }) {
+  const loaded = useAsync(() => api('GET', `/domains/${domain.id}/warmup`), [domain.id]);
+  const [error, setError] = useState(null);
+  const warmup = loaded.data;
+  const put = async (body) => {
+    setError(null);
+    try {
+      await api('PUT', `/domains/${domain.id}/warmup`, body);
+      loaded.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const restart = async () => {
+    if (
+      !(await confirmAction(
+        `Start the warm-up of ${domain.name} over? Today becomes day 1, with day 1's allowance.`,
+        { confirmLabel: 'Start over', danger: false },
+      ))
+    )
+      return;
+    await put({ enabled: true, restart: true });
+  };
+  let state = null;
+  if (warmup) {
+    // Sentences are built as strings: whitespace next to a line break in a template would be dropped.
+    const [chip, sentence] = !warmup.enabled
+      ? [
+          'off',
+          `Off: mail from ${domain.name} is not held. A new domain or IP should warm up: a little mail to each large provider a day, more each day.`,
+        ]
+      : warmup.day === null
+        ? ['completed', `Warm: the schedule ended ${formatTime(warmup.ends_at)}; nothing is held.`]
+        : [
+            'in_progress',
+            `Day ${warmup.day} of ${warmup.schedule.length}: today each large provider takes ${warmup.allowance_per_destination} messages from ${domain.name}; mail over it waits (its recipients show “throttled”) for the next UTC day, transactional mail first. Warm from ${formatTime(warmup.ends_at)}.`,
+          ];
+    state = html`<p data-testid="warmup-state"><${Chip} status=${chip} />${` ${sentence}`}</p>`;
+  }
+  return html`<section class="card" aria-labelledby="warmup-title" data-testid="warmup">
+    <h2 id="warmup-title">Warm-up</h2>
+    <${ErrorBanner} error=${loaded.error ?? error} />
+    ${!warmup && !loaded.error ? html`<${Loading} />` : null}
+    ${
+      warmup
+        ? html`${state}
+            ${
+              warmup.enabled && warmup.day !== null
+                ? warmup.used_today.length
+                  ? html`<${Table}
+                      class="warmup-used"
+                      rows=${warmup.used_today}
+                      rowAttributes=${(row) => ({ 'data-destination': row.destination })}
+                      columns=${[
+                        {
+                          label: `Destination (${warmup.today})`,
+                          class: 'break',
+                          cell: (row) => row.destination,
+                        },
+                        { label: 'Used today', cell: (row) => row.used },
+                        {
+                          label: 'Left today',
+                          cell: (row) => Math.max(0, warmup.allowance_per_destination - row.used),
+                        },
+                      ]}
+                    />`
+                  : html`<p class="small muted">
+                      Nothing sent from it to a large provider today (${warmup.today}, UTC).
+                    </p>`
+                : null
+            }
+            <details>
+              <summary>
+                ${`The schedule: ${warmup.schedule.length} days${warmup.default_schedule ? " (the server's, WARMUP_SCHEDULE)" : ''}`}
+              </summary>
+              <ol class="small warmup-schedule">
+                ${warmup.schedule.map((allowance, index) => html`<li data-day=${index + 1}>${allowance} a day per provider</li>`)}
+              </ol>
+            </details>
+            <p class="small muted">Direct delivery only: a relay paces its own mail.</p>
+            <div class="actions">
+              ${
+                warmup.enabled
+                  ? html`<button data-writes type="button" onClick=${() => put({ enabled: false })}>
+                        Turn warm-up off
+                      </button>
+                      <button data-writes type="button" onClick=${restart}>Start over</button>`
+                  : html`<button
+                      data-writes
+                      type="button"
+                      class="button-primary"
+                      onClick=${() => put({ enabled: true })}
+                    >
+                      Turn warm-up on
+                    </button>`
+              }
+            </div>`
+        : null
+    }
+  </section>`;
+}
+
+/**
+ * The reputation breaker for mail from the domain (GET /v1/reputation: its scope, when it sent in the window)
+ * and for the project as a whole, with Resume when the domain is paused (a full_access key).
+ */
+function SendingHealth({ domain }) {
+  const loaded = useAsync(loadReputation, [domain.name]);
+  const [error, setError] = useState(null);
+  const [resumed, setResumed] = useState(false);
+  const body = loaded.data;
+  if (body === null) return null;
+  const resume = async () => {
+    setError(null);
+    try {
+      await api('POST', '/reputation/resume', { domain: domain.name });
+      setResumed(true);
+      loaded.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+  const scope = body?.domains.find((each) => each.domain === domain.name);
+  const line = (label, each) => {
+    const since = each.changed_at ? `; ${each.state} since ${formatTime(each.changed_at)}` : '';
+    const volume = `(${each.sent} sent, ${count(each.bounced_hard, 'hard bounce')}, ${count(each.complained, 'complaint')}${since})`;
+    return html`<li data-scope=${each.domain ?? 'project'}>
+      <strong>${label}</strong> <${Chip} status=${each.state} />${`: ${rateLine(each, body.thresholds)} `}
+      <span class="small muted">${volume}</span>
+    </li>`;
+  };
+  return html`<section class="card" aria-labelledby="health-title" data-testid="sending-health">
+    <h2 id="health-title">Sending health</h2>
+    <${ErrorBanner} error=${loaded.error ?? error} />
+    ${resumed ? html`<${Notice} kind="ok">Resumed: mail from ${domain.name} goes again.</${Notice}>` : null}
+    ${
+      body
+        ? html`<ul class="health">
+              ${scope ? line(domain.name, scope) : html`<li data-scope=${domain.name}><strong>${domain.name}</strong>: no mail from it in the last ${body.thresholds.window_days} days, so no rates yet.</li>`}
+              ${line('This project', body.project)}
+            </ul>
+            <p class="small muted">${thresholdsLine(body.thresholds)}</p>
+            ${
+              scope?.state === 'paused'
+                ? html`<p>${pausedLine(scope)}</p>
+                    <button data-writes type="button" onClick=${resume}>
+                      Resume sending from ${domain.name}
+                    </button>`
+                : null
+            }`
+        : html`<${Loading} />`
+    }
+  </section>`;
+}
+
+/** When the breaker warns and pauses, in one sentence. */
+const thresholdsLine = (thresholds) =>
+  `Warning from ${percent(thresholds.hard_bounce_warning)} hard bounces or ${percent(thresholds.complaint_warning)} complaints; paused past the limits (judged from ${thresholds.min_bounce_volume} messages for bounces, ${thresholds.min_complaint_volume} for complaints; "—" below that).`;
+
+/** What a paused domain's pause holds, and what to do first. */
+const pausedLine = (scope) =>
+  `${scope.holds === 'all' ? 'Every send from it is refused' : 'Its broadcasts are refused'} until it is resumed. Find out why (the bounced and complained emails, the list they went to) first.`;
+
+/** `1 complaint`, `2 complaints`. */
+const count = (n, noun) => `${n} ${noun}${n === 1 ? '' : 's'}`;

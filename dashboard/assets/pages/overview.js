@@ -173,11 +173,11 @@ async function loadOverview() {
   }
 }
 
-const percent = (rate) =>
+export const percent = (rate) =>
   rate === null || rate === undefined ? '—' : `${(rate * 100).toFixed(rate < 0.01 ? 2 : 1)}\u00a0%`;
 
 /** GET /v1/reputation; null when this server has none (404). */
-async function loadReputation() {
+export async function loadReputation() {
   try {
     return await api('GET', '/reputation');
   } catch (error) {
@@ -187,7 +187,7 @@ async function loadReputation() {
 }
 
 /** A scope's rates against the limits, and what its pause holds, in one sentence. */
-function rateLine(scope, thresholds) {
+export function rateLine(scope, thresholds) {
   const holds =
     scope.state !== 'paused'
       ? ''

@@ -1187,6 +1187,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/broadcasts/{id}/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview a broadcast as one of its contacts
+         * @description The subject, html and text the contact’s copy would carry, personalized as the fan-out makes it (any status; a template’s published version). The per-contact links stay placeholders: `{{ unsubscribe_url }}` and `{{ preferences_url }}` (each copy gets its own when sent). Nothing is stored or sent.
+         *
+         *     Permission: `read_only` or `full_access` (a sending_access key gets 403 `insufficient_permission`).
+         */
+        post: operations["previewBroadcast"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/broadcasts/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test of a broadcast to one address
+         * @description An ordinary email (`GET /v1/emails/{id}`) from the broadcast’s From to `to`, personalized as `contact` (or the contact with that address, or a stand-in), its subject starting `[Test] ` and tagged `broadcast_test`: it is not a copy of the broadcast and never counts in its numbers. Sent under the rules of any send by the key (a domain-limited key only from its domain). Its unsubscribe link is the test address’s own; its preference link stays the `{{ preferences_url }}` placeholder.
+         *
+         *     Permission: `sending_access` or `full_access` (a read_only key gets 403 `insufficient_permission`).
+         */
+        post: operations["testBroadcast"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/custom-events": {
         parameters: {
             query?: never;
@@ -2759,6 +2803,25 @@ export interface components {
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
         };
+        /** BroadcastPreview */
+        BroadcastPreview: {
+            /** @enum {string} */
+            object: "broadcast_preview";
+            broadcast_id: string;
+            /** @description The contact it is personalized as. */
+            contact_id: string;
+            /** @description The contact's address: where its copy would go. */
+            to: string;
+            /** @description The From (null while the draft has none). */
+            from: string | null;
+            reply_to: string[];
+            /** @description The subject as the contact’s copy carries it. */
+            subject: string;
+            /** @description The html as the copy carries it (the preview text hidden at the top of the body). The two per-contact links stay placeholders: `{{ unsubscribe_url }}` and `{{ preferences_url }}`. */
+            html: string | null;
+            /** @description The text as the copy carries it, with the same placeholders. */
+            text: string | null;
+        };
         /** BroadcastRecipient */
         BroadcastRecipient: {
             /** @enum {string} */
@@ -2866,6 +2929,17 @@ export interface components {
             data: components["schemas"]["BroadcastSummary"][];
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
+        };
+        /** BroadcastTest */
+        BroadcastTest: {
+            /** @enum {string} */
+            object: "broadcast_test";
+            broadcast_id: string;
+            /** @description The test email (`GET /v1/emails/{id}`), tagged `broadcast_test`. */
+            email_id: string;
+            to: string;
+            /** @description The contact it was personalized as; null: a stand-in. */
+            contact_id: string | null;
         };
         /** ClickedLink */
         ClickedLink: {
@@ -4878,6 +4952,11 @@ export interface components {
              */
             status: "ok";
         };
+        /** PreviewBroadcastRequest */
+        PreviewBroadcastRequest: {
+            /** @description A contact of the project: its id (`con_…`) or its email address. */
+            contact: string;
+        };
         /**
          * ProjectSendingPausedEvent
          * @description A rate of the project, or of one of its sending domains, passed its limit: its new broadcasts (and every send, with `pause_all_sending`) are refused with 403 `sending_paused` until a full_access key resumes it (POST /v1/reputation/resume) or the operator does (`postwire reputation resume`).
@@ -5792,6 +5871,13 @@ export interface components {
             data: components["schemas"]["TemplateVersion"][];
             /** @description True when another page follows (pass the last id as `after`). */
             has_more: boolean;
+        };
+        /** TestBroadcastRequest */
+        TestBroadcastRequest: {
+            /** @description The one address the test goes to (`me@example.com` or `Me <me@example.com>`). */
+            to: string;
+            /** @description Whose copy it is (personalized as this contact); absent: the project's contact with the `to` address, else a stand-in with only that address (names empty, properties their fallbacks). */
+            contact?: string;
         };
         /** TestWebhookRequest */
         TestWebhookRequest: {
@@ -14303,6 +14389,246 @@ export interface operations {
             };
             /** @description No such resource in this project. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    previewBroadcast: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Broadcast id (`bc_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PreviewBroadcastRequest"];
+            };
+        };
+        responses: {
+            /** @description OK. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BroadcastPreview"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Body larger than the route takes (1 MiB; 56 MiB for sends, which carry attachments). */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A body that is not application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body or a parameter breaks the schema or a rule. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Too many requests: the rate limit, or the server is busy (request bodies in memory, template renders waiting); see retry-after. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Something failed on our side; the body says nothing more and the error is logged. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    testBroadcast: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Retry-safe POST: the same key and body within 24 h answer the first response again (`idempotent-replayed: true`). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description Broadcast id (`bc_…`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TestBroadcastRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted for later processing. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BroadcastTest"];
+                };
+            };
+            /** @description Malformed JSON. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing API key, not the Bearer scheme, or an unknown or revoked key (the message says which). */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's permission does not take this route (a sending_access or read_only key), or a domain-limited sending key sent from another domain. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource in this project. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflicts with the current state, or a request with this Idempotency-Key is in progress. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

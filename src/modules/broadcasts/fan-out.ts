@@ -22,7 +22,8 @@ import type { TemplateRenderer } from '../templates/render.ts';
 import type { TemplateRepo } from '../templates/templates.repo.ts';
 import type { TopicRepo } from '../topics/topics.repo.ts';
 import type { BroadcastRecord, BroadcastRepo, ExclusionRecord, ExclusionReason } from './broadcasts.repo.ts';
-import { type CopyContent, liquidVariables, resendCopy, withPreviewText } from './personalization.ts';
+import { broadcastContent, personalizedCopies } from './broadcast-copy.ts';
+import type { CopyContent } from './personalization.ts';
 
 // A broadcast's fan-out, a batch at a time: the next contacts of its segment after its cursor (keyset, never
 // the whole segment), each excluded with its reason or given its own personalized copy, and the copies, the
@@ -31,8 +32,6 @@ import { type CopyContent, liquidVariables, resendCopy, withPreviewText } from '
 // unique (broadcast, contact) index refuses a second copy whatever happens).
 
 export const FAN_OUT_BATCH = 500;
-/** Copies rendered per call of the render pool (Liquid). */
-const RENDER_CHUNK = 25;
 
 export interface FanOutDeps {
   db: Kysely<Database>;
@@ -61,8 +60,6 @@ export interface FanOutDeps {
 interface Prepared {
   broadcast: BroadcastRecord;
   content: CopyContent;
-  /** A template's own variables (Liquid). */
-  variables: Record<string, unknown> | null;
   templateVersion: number | null;
   authentication: SenderAuthentication | undefined;
   fromDomain: string;
@@ -111,27 +108,9 @@ export function createFanOut(deps: FanOutDeps) {
     }
     const authentication =
       deps.senders && (await deps.senders.authorizeSender(broadcast.projectId, fromDomain, 'from'));
-    let content: CopyContent = {
-      subject: broadcast.subject ?? '',
-      html: broadcast.html,
-      text: broadcast.text,
-    };
-    let templateVersion: number | null = null;
-    if (broadcast.templateId !== null) {
-      const template = await deps.templates.find(broadcast.projectId, broadcast.templateId);
-      const number = template?.publishedVersion ?? null;
-      const version =
-        number === null
-          ? undefined
-          : await deps.templates.findVersion(broadcast.projectId, broadcast.templateId, number);
-      if (!version) throw new Error(`broadcast ${broadcast.id}: its template has no published version`);
-      templateVersion = version.version;
-      content = {
-        subject: broadcast.subject ?? version.subject ?? '',
-        html: version.html,
-        text: version.text,
-      };
-    }
+    const made = await broadcastContent(deps.templates, broadcast);
+    if (!made) throw new Error(`broadcast ${broadcast.id}: its template has no published version`);
+    const { content, templateVersion } = made;
     const topic =
       broadcast.topicId === null ? undefined : await deps.topics.find(broadcast.projectId, broadcast.topicId);
     const declared = await deps.properties.all(broadcast.projectId);
@@ -150,7 +129,6 @@ export function createFanOut(deps: FanOutDeps) {
     return {
       broadcast,
       content,
-      variables: broadcast.templateVariables,
       templateVersion,
       authentication,
       fromDomain,
@@ -194,30 +172,19 @@ export function createFanOut(deps: FanOutDeps) {
 
   /** Each eligible contact's copy, personalized. */
   async function copiesOf(prepared: Prepared, contacts: ContactRecord[], now: string): Promise<NewEmail[]> {
-    const { broadcast, content, declared } = prepared;
+    const { broadcast } = prepared;
     const preferenceUrls = contacts.map((contact) => deps.preferenceUrl?.(contact.id) ?? '');
-    let made: CopyContent[];
-    if (broadcast.personalization === 'resend') {
-      made = contacts.map((contact, index) => resendCopy(content, contact, declared, preferenceUrls[index]));
-    } else {
-      // A few copies per render on the pool: each run is held to TEMPLATE_RENDER_TIMEOUT of CPU time.
-      made = [];
-      for (let start = 0; start < contacts.length; start += RENDER_CHUNK) {
-        const rendered = await deps.renderer.renderMany(
-          content,
-          contacts
-            .slice(start, start + RENDER_CHUNK)
-            .map((contact, index) =>
-              liquidVariables(contact, declared, prepared.variables, preferenceUrls[start + index]),
-            ),
-        );
-        for (const each of rendered)
-          made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
-      }
-    }
+    const made = await personalizedCopies(
+      deps.renderer,
+      broadcast,
+      prepared.content,
+      contacts,
+      prepared.declared,
+      preferenceUrls,
+    );
     return contacts.map((contact, index) => {
       const copy = made[index]!;
-      const html = copy.html === null ? null : withPreviewText(copy.html, broadcast.previewText);
+      const html = copy.html;
       const id = newId('msg');
       return {
         id,
@@ -227,7 +194,7 @@ export function createFanOut(deps: FanOutDeps) {
         cc: [],
         bcc: [],
         replyTo: broadcast.replyTo,
-        subject: copy.subject.replace(/[\r\n]+/g, ' '),
+        subject: copy.subject,
         html,
         text: copy.text,
         headers: {},
