@@ -13,6 +13,9 @@ import { assertContent, assertWireLines, mailauthVerdict } from './helpers/recei
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 import { startConfiguredSendingWorker } from './helpers/sending.ts';
+import { startFanOutWorker } from './helpers/fan-out.ts';
+import { onServer } from './helpers/engagement.ts';
+import { systemClock } from '../src/lib/clock.ts';
 
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
@@ -196,6 +199,96 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       });
     }
     await checkArrived(arrived);
+  });
+
+  test('relay: a broadcast copy, personalized, with its topic-scoped one-click unsubscribe', async () => {
+    // A copy as a newsletter writes one: Unicode in the subject, names and body, a paragraph longer than a
+    // line may be, html and text, the contact's name and property (and a fallback) filled in, RFC 8058's
+    // headers scoped to the broadcast's topic. It must verify and read back as any other send does.
+    const created = async (path: string, body: unknown) => {
+      const response = await api.request('POST', path, { body });
+      assert.equal(response.status, 201, `${path}: ${JSON.stringify(response.body)}`);
+      return response.body;
+    };
+    await created('/v1/contact-properties', { key: 'stadt', type: 'string', fallback_value: 'Überall' });
+    await created('/v1/contact-properties', { key: 'tier', type: 'string', fallback_value: 'Grün' });
+    const topic = await created('/v1/topics', { name: 'Neuigkeiten', default_subscription: 'opt_in' });
+    const segment = await created('/v1/segments', { name: 'Leser' });
+    const contact = await created('/v1/contacts', {
+      email: RECIPIENT,
+      first_name: 'Zoë',
+      last_name: 'Ångström',
+      properties: { stadt: 'Zürich' },
+    });
+    const added = await api.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    const long = `${'Ünïcödé wörds, 日本語の文, and emoji 🎉 in one paragraph with no break at all; '.repeat(30)}end.`;
+    const broadcast = await created('/v1/broadcasts', {
+      name: 'Fidelity',
+      from: `Acme Neuigkeiten <news@${DOMAIN}>`,
+      subject: 'Grüße, {{ contact.first_name }} — 日本語 🎉',
+      html: `<p>Hallo {{ contact.first_name }} {{ contact.last_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),</p>\n<p>${long}</p>\n<p><a href="{{ unsubscribe_url }}">Abmelden</a></p>\n`,
+      text: `Hallo {{ contact.first_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),\n\n${long}\n\nAbmelden: {{ unsubscribe_url }}\n`,
+      segment_id: segment.id,
+      topic_id: topic.id,
+      send: true,
+    });
+    const fanOut = await startFanOutWorker(api, { clock: systemClock });
+    const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
+    const sending = await startConfiguredSendingWorker(api, config, createDns({ servers: config.dnsServers }));
+    let emailId: string;
+    try {
+      const row = await until(
+        async () =>
+          (await api.request('GET', `/v1/broadcasts/${broadcast.id}/recipients`)).body.data?.[0] as
+            | { email_id: string }
+            | undefined,
+        10_000,
+        'the copy to be made',
+      );
+      emailId = row.email_id;
+      await untilSettled(emailId);
+    } finally {
+      await sending.stop();
+      await fanOut.stop();
+    }
+    // A copy is an ordinary email: GET /v1/emails/{id} shows it, naming its broadcast.
+    const email = await api.request('GET', `/v1/emails/${emailId}`);
+    assert.equal(email.body.broadcast_id, broadcast.id);
+    assert.equal(email.body.subject, 'Grüße, Zoë — 日本語 🎉');
+
+    const messageId = await messageIdOf(emailId);
+    const copy = relay.messages.find(
+      (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
+    );
+    assert.ok(copy, 'the copy arrived');
+    const { bytes } = copy;
+    const unsubscribe = /^List-Unsubscribe: <(https:[^>]+)>/im.exec(
+      bytes.toString('latin1').replace(/\r\n[ \t]/g, ' '),
+    )?.[1];
+    assert.ok(unsubscribe?.startsWith(`${PUBLIC_URL}/u/`), `List-Unsubscribe: ${unsubscribe}`);
+    const message: CorpusMessage = {
+      name: 'a broadcast copy',
+      body: {},
+      expect: {
+        subject: 'Grüße, Zoë — 日本語 🎉',
+        text: `Hallo Zoë aus Zürich (Grün),\n\n${long}\n\nAbmelden: ${unsubscribe}\n`,
+        html: `<p>Hallo Zoë Ångström aus Zürich (Grün),</p>\n<p>${long}</p>\n<p><a href="${unsubscribe}">Abmelden</a></p>\n`,
+        headers: { 'list-unsubscribe-post': 'List-Unsubscribe=One-Click' },
+      },
+    };
+    await checkArrived([{ message, bytes, sender: copy.from }]);
+
+    // The link works as a mailbox provider's one click uses it: out of the topic only, at once.
+    const post = await fetch(onServer(unsubscribe!, api.baseUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'List-Unsubscribe=One-Click',
+    });
+    assert.equal(post.status, 200);
+    const topics = await api.request('GET', `/v1/contacts/${contact.id}/topics`);
+    assert.equal(topics.body.data.find((row: any) => row.topic_id === topic.id).subscription, 'opt_out');
+    assert.equal((await api.request('GET', `/v1/contacts/${contact.id}`)).body.unsubscribed, false);
   });
 
   test('relay through a real Postfix into a mailbox', async () => {
