@@ -71,6 +71,11 @@ interface Prepared {
   topicDefault: 'opt_in' | 'opt_out' | null;
   /** Who the segment's members are: its list, or its filter resolved once for the whole fan-out. */
   audience: Audience;
+  /**
+   * Whether the content names the preference link (`preferences_url`, `PREFERENCES_URL`): each copy's is
+   * signed only then (an HMAC per copy otherwise spent on a link no copy shows).
+   */
+  usesPreferences: boolean;
   /** Its copies and exclusions so far, this attempt's written batches counted (for broadcast.sent). */
   totals: { copies: number; excluded: number };
 }
@@ -172,6 +177,7 @@ export function createFanOut(deps: FanOutDeps) {
       // A topic deleted since: nobody is opted in any more.
       topicDefault: broadcast.topicId === null ? null : (topic?.defaultSubscription ?? 'opt_out'),
       totals: { copies: broadcast.copies, excluded: broadcast.excluded },
+      usesPreferences: /preferences_url/i.test([content.subject, content.html, content.text].join('\n')),
     };
   }
 
@@ -209,7 +215,9 @@ export function createFanOut(deps: FanOutDeps) {
   /** Each eligible contact's copy, personalized. */
   async function copiesOf(prepared: Prepared, contacts: ContactRecord[], now: string): Promise<NewEmail[]> {
     const { broadcast, content, declared } = prepared;
-    const preferenceUrls = contacts.map((contact) => deps.preferenceUrl?.(contact.id) ?? '');
+    const preferenceUrls = contacts.map((contact) =>
+      prepared.usesPreferences ? (deps.preferenceUrl?.(contact.id) ?? '') : '',
+    );
     let made: CopyContent[];
     if (broadcast.personalization === 'resend') {
       made = contacts.map((contact, index) => resendCopy(content, contact, declared, preferenceUrls[index]));
