@@ -235,14 +235,17 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     });
     const fanOut = await startFanOutWorker(api, { clock: systemClock });
     const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
-    const sending = await startConfiguredSendingWorker(api, config, createDns({ servers: config.dnsServers }));
+    const sending = await startConfiguredSendingWorker(
+      api,
+      config,
+      createDns({ servers: config.dnsServers }),
+    );
     let emailId: string;
     try {
       const row = await until(
         async () =>
           (await api.request('GET', `/v1/broadcasts/${broadcast.id}/recipients`)).body.data?.[0] as
-            | { email_id: string }
-            | undefined,
+            { email_id: string } | undefined,
         10_000,
         'the copy to be made',
       );

@@ -373,7 +373,7 @@ export function createFanOut(deps: FanOutDeps) {
       const until = clock.now().getTime() + budgetMs;
       let next: Promise<Batch | undefined> | undefined = make(prepared, broadcast.cursor);
       for (;;) {
-        const made = await next;
+        const made: Batch | undefined = await next;
         if (made === undefined) return 'done';
         // The batch after it is read and rendered (on the render pool's thread) while this one is written:
         // the two overlap instead of the event loop waiting on each render. It starts from this batch's end,
