@@ -14,6 +14,7 @@ import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './help
 import { until } from './helpers/until.ts';
 import { startConfiguredSendingWorker } from './helpers/sending.ts';
 import { startFanOutWorker } from './helpers/fan-out.ts';
+import { publishedTemplate, startRunWorker } from './helpers/automations.ts';
 import { onServer } from './helpers/engagement.ts';
 import { systemClock } from '../src/lib/clock.ts';
 
@@ -292,6 +293,80 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     const topics = await api.request('GET', `/v1/contacts/${contact.id}/topics`);
     assert.equal(topics.body.data.find((row: any) => row.topic_id === topic.id).subscription, 'opt_out');
     assert.equal((await api.request('GET', `/v1/contacts/${contact.id}`)).body.unsubscribed, false);
+  });
+
+  test("relay: an automation's send_email, its template filled from the contact and the event", async () => {
+    const long = `${'Schöne Grüße aus Köln — ça va? 日本語 🎉 and a sentence with no line break in it; '.repeat(25)}fin.`;
+    const template = await publishedTemplate(api, {
+      name: 'Fidelity welcome',
+      subject: 'Willkommen, {{ contact.first_name }} ({{ event.plan }}) ✓',
+      html: `<p>Hallo {{ contact.first_name }}, Plan: <b>{{ event.plan }}</b>.</p>\n<p>${long}</p>\n`,
+      text: `Hallo {{ contact.first_name }}, Plan: {{ event.plan }}.\n\n${long}\n`,
+    });
+    const automation = await api.request('POST', '/v1/automations', {
+      body: {
+        name: 'Fidelity welcome',
+        status: 'enabled',
+        steps: [
+          { key: 'start', type: 'trigger', config: { event_name: 'fidelity.signed_up' } },
+          {
+            key: 'welcome',
+            type: 'send_email',
+            config: { template: { id: template }, from: `Acme <hello@${DOMAIN}>` },
+          },
+        ],
+        connections: [{ from: 'start', to: 'welcome' }],
+      },
+    });
+    assert.equal(automation.status, 201, JSON.stringify(automation.body));
+    const runs = await startRunWorker(api, systemClock);
+    const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
+    const sending = await startConfiguredSendingWorker(
+      api,
+      config,
+      createDns({ servers: config.dnsServers }),
+    );
+    let emailId: string;
+    try {
+      const contact = await api.request('POST', '/v1/contacts', {
+        body: { email: 'lin@receiver.test', first_name: 'Lín' },
+      });
+      assert.equal(contact.status, 201, JSON.stringify(contact.body));
+      const sent = await api.request('POST', '/v1/custom-events/send', {
+        body: { event: 'fidelity.signed_up', email: 'lin@receiver.test', payload: { plan: 'Größer' } },
+      });
+      assert.equal(sent.status, 201, JSON.stringify(sent.body));
+      emailId = await until(
+        async () => {
+          const list = await api.request('GET', `/v1/automations/${automation.body.id}/runs`);
+          const run = list.body.data?.[0];
+          if (!run) return undefined;
+          const got = await api.request('GET', `/v1/automations/${automation.body.id}/runs/${run.id}`);
+          return got.body.steps?.find((step: any) => step.key === 'welcome')?.output?.email_id as string;
+        },
+        10_000,
+        'the send_email step',
+      );
+      await untilSettled(emailId);
+    } finally {
+      await sending.stop();
+      await runs.stop();
+    }
+    const messageId = await messageIdOf(emailId);
+    const copy = relay.messages.find(
+      (received) => received.messageId === messageId && received.to[0] === 'lin@receiver.test',
+    );
+    assert.ok(copy, 'the email arrived');
+    const message: CorpusMessage = {
+      name: "an automation's send_email",
+      body: {},
+      expect: {
+        subject: 'Willkommen, Lín (Größer) ✓',
+        text: `Hallo Lín, Plan: Größer.\n\n${long}\n`,
+        html: `<p>Hallo Lín, Plan: <b>Größer</b>.</p>\n<p>${long}</p>\n`,
+      },
+    };
+    await checkArrived([{ message, bytes: copy.bytes, sender: copy.from }]);
   });
 
   test('relay through a real Postfix into a mailbox', async () => {
