@@ -17,6 +17,7 @@ import { startFanOutWorker } from './helpers/fan-out.ts';
 import { publishedTemplate, startRunWorker } from './helpers/automations.ts';
 import { onServer } from './helpers/engagement.ts';
 import { systemClock } from '../src/lib/clock.ts';
+import type { QueueWorker } from '../src/queue/runtime.ts';
 
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
@@ -135,6 +136,32 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     return `<${email.body.message_id.replace(/^<|>$/g, '')}>`;
   }
 
+  /**
+   * An email that `make` has a worker beside the app make (a broadcast's fan-out, an automation's runs),
+   * sent through the relay by a sending worker started beside it: its id once sent, and its copy as the relay
+   * received it. Both workers are stopped after.
+   */
+  async function madeAndRelayed(worker: QueueWorker, to: string, make: () => Promise<string>) {
+    const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
+    const sending = await startConfiguredSendingWorker(
+      api,
+      config,
+      createDns({ servers: config.dnsServers }),
+    );
+    let id: string;
+    try {
+      id = await make();
+      await untilSettled(id);
+    } finally {
+      await sending.stop();
+      await worker.stop();
+    }
+    const messageId = await messageIdOf(id);
+    const copy = relay.messages.find((received) => received.messageId === messageId && received.to[0] === to);
+    assert.ok(copy, `${id} arrived`);
+    return { id, copy };
+  }
+
   /** The recipient's copy of each email as an SMTP server received it, with its envelope sender. */
   async function copiesAt(server: TestSmtpServer, ids: string[]) {
     const arrived = [];
@@ -234,38 +261,24 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       topic_id: topic.id,
       send: true,
     });
-    const fanOut = await startFanOutWorker(api, { clock: systemClock });
-    const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
-    const sending = await startConfiguredSendingWorker(
-      api,
-      config,
-      createDns({ servers: config.dnsServers }),
+    const { id: emailId, copy } = await madeAndRelayed(
+      await startFanOutWorker(api, { clock: systemClock }),
+      RECIPIENT,
+      async () => {
+        const row = await until(
+          async () =>
+            (await api.request('GET', `/v1/broadcasts/${broadcast.id}/recipients`)).body.data?.[0] as
+              { email_id: string } | undefined,
+          10_000,
+          'the copy to be made',
+        );
+        return row.email_id;
+      },
     );
-    let emailId: string;
-    try {
-      const row = await until(
-        async () =>
-          (await api.request('GET', `/v1/broadcasts/${broadcast.id}/recipients`)).body.data?.[0] as
-            { email_id: string } | undefined,
-        10_000,
-        'the copy to be made',
-      );
-      emailId = row.email_id;
-      await untilSettled(emailId);
-    } finally {
-      await sending.stop();
-      await fanOut.stop();
-    }
     // A copy is an ordinary email: GET /v1/emails/{id} shows it, naming its broadcast.
     const email = await api.request('GET', `/v1/emails/${emailId}`);
     assert.equal(email.body.broadcast_id, broadcast.id);
     assert.equal(email.body.subject, 'Grüße, Zoë — 日本語 🎉');
-
-    const messageId = await messageIdOf(emailId);
-    const copy = relay.messages.find(
-      (received) => received.messageId === messageId && received.to[0] === RECIPIENT,
-    );
-    assert.ok(copy, 'the copy arrived');
     const { bytes } = copy;
     const unsubscribe = /^List-Unsubscribe: <(https:[^>]+)>/im.exec(
       bytes.toString('latin1').replace(/\r\n[ \t]/g, ' '),
@@ -319,44 +332,31 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       },
     });
     assert.equal(automation.status, 201, JSON.stringify(automation.body));
-    const runs = await startRunWorker(api, systemClock);
-    const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
-    const sending = await startConfiguredSendingWorker(
-      api,
-      config,
-      createDns({ servers: config.dnsServers }),
+    const { copy } = await madeAndRelayed(
+      await startRunWorker(api, systemClock),
+      'lin@receiver.test',
+      async () => {
+        const contact = await api.request('POST', '/v1/contacts', {
+          body: { email: 'lin@receiver.test', first_name: 'Lín' },
+        });
+        assert.equal(contact.status, 201, JSON.stringify(contact.body));
+        const sent = await api.request('POST', '/v1/custom-events/send', {
+          body: { event: 'fidelity.signed_up', email: 'lin@receiver.test', payload: { plan: 'Größer' } },
+        });
+        assert.equal(sent.status, 201, JSON.stringify(sent.body));
+        return until(
+          async () => {
+            const list = await api.request('GET', `/v1/automations/${automation.body.id}/runs`);
+            const run = list.body.data?.[0];
+            if (!run) return undefined;
+            const got = await api.request('GET', `/v1/automations/${automation.body.id}/runs/${run.id}`);
+            return got.body.steps?.find((step: any) => step.key === 'welcome')?.output?.email_id as string;
+          },
+          10_000,
+          'the send_email step',
+        );
+      },
     );
-    let emailId: string;
-    try {
-      const contact = await api.request('POST', '/v1/contacts', {
-        body: { email: 'lin@receiver.test', first_name: 'Lín' },
-      });
-      assert.equal(contact.status, 201, JSON.stringify(contact.body));
-      const sent = await api.request('POST', '/v1/custom-events/send', {
-        body: { event: 'fidelity.signed_up', email: 'lin@receiver.test', payload: { plan: 'Größer' } },
-      });
-      assert.equal(sent.status, 201, JSON.stringify(sent.body));
-      emailId = await until(
-        async () => {
-          const list = await api.request('GET', `/v1/automations/${automation.body.id}/runs`);
-          const run = list.body.data?.[0];
-          if (!run) return undefined;
-          const got = await api.request('GET', `/v1/automations/${automation.body.id}/runs/${run.id}`);
-          return got.body.steps?.find((step: any) => step.key === 'welcome')?.output?.email_id as string;
-        },
-        10_000,
-        'the send_email step',
-      );
-      await untilSettled(emailId);
-    } finally {
-      await sending.stop();
-      await runs.stop();
-    }
-    const messageId = await messageIdOf(emailId);
-    const copy = relay.messages.find(
-      (received) => received.messageId === messageId && received.to[0] === 'lin@receiver.test',
-    );
-    assert.ok(copy, 'the email arrived');
     const message: CorpusMessage = {
       name: "an automation's send_email",
       body: {},
