@@ -22,7 +22,8 @@ import type { QueueWorker } from '../src/queue/runtime.ts';
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
 // the aligned sending domain, the content read back by mailparser, CRLF-only lines of at most 998 octets, no
-// Bcc header. One path goes through a real Postfix into a mailbox.
+// Bcc header. One path goes through a real Postfix into a mailbox. A broadcast's copy and an automation's
+// send_email, made by their own workers from a contact, are checked the same way.
 
 const DOMAIN = 'acme.example';
 const RECIPIENT = 'ada@receiver.test';
