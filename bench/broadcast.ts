@@ -4,6 +4,7 @@
 // local SMTP server against the single-send path's (the same number of POST /v1/emails sends).
 //
 //   npm run bench:broadcast -- [--postgres] [--contacts 100000] [--deliver 3000] [--dialect liquid|resend]
+//                              [--probes on|off]
 import { parseArgs } from 'node:util';
 import { SMTPServer } from 'smtp-server';
 import { systemClock } from '../src/lib/clock.ts';
@@ -21,6 +22,8 @@ const { values: args } = parseArgs({
     contacts: { type: 'string', default: '100000' },
     deliver: { type: 'string', default: '3000' },
     dialect: { type: 'string', default: 'liquid' },
+    // `off`: no POST /v1/emails beside the fan-out, so its CPU time is the fan-out's own (a profile's too).
+    probes: { type: 'string', default: 'on' },
   },
 });
 const CONTACTS = Number(args.contacts);
@@ -143,6 +146,12 @@ const sampler = setInterval(() => {
 }, 50);
 await fanOut.start();
 const started = performance.now();
+// CPU time of the whole process (every thread: the render pool's too, and the probes' requests): on a loaded
+// machine the wall time says more about the other processes than about the fan-out.
+const cpuBefore = process.cpuUsage();
+// The event loop's thread alone: on an idle machine with a core for the render pool, the fan-out takes at
+// least this long (the pool's renders overlap it).
+const mainCpuBefore = process.threadCpuUsage();
 await api('POST', `/v1/broadcasts/${broadcast.id}/send`, {});
 let done = false;
 const watching = (async () => {
@@ -156,9 +165,13 @@ const watching = (async () => {
     if (row?.status === 'sent') done = true;
   }
 })();
-const during = await probe(Number.MAX_SAFE_INTEGER, () => done);
+const during = args.probes === 'off' ? [] : await probe(Number.MAX_SAFE_INTEGER, () => done);
 await watching;
 const enqueueSeconds = (performance.now() - started) / 1000;
+const cpuUsed = process.cpuUsage(cpuBefore);
+const cpuSeconds = (cpuUsed.user + cpuUsed.system) / 1e6;
+const mainCpuUsed = process.threadCpuUsage(mainCpuBefore);
+const mainCpuSeconds = (mainCpuUsed.user + mainCpuUsed.system) / 1e6;
 lap('fan-out');
 clearInterval(sampler);
 await fanOut.stop();
@@ -237,7 +250,7 @@ const mb = (bytes: number) => (bytes / 1048576).toFixed(0);
 process.stdout.write(
   [
     `engine ${bench.database.engine}, dialect ${args.dialect}, ${CONTACTS} contacts`,
-    `fan-out: ${copies.count} copies enqueued in ${enqueueSeconds.toFixed(1)} s (${Math.round(Number(copies.count) / enqueueSeconds)}/s)`,
+    `fan-out: ${copies.count} copies enqueued in ${enqueueSeconds.toFixed(1)} s (${Math.round(Number(copies.count) / enqueueSeconds)}/s), ${cpuSeconds.toFixed(1)} s of CPU (${mainCpuSeconds.toFixed(1)} s on the event loop's thread)`,
     `memory during the fan-out: peak RSS ${mb(peakRss)} MB (${mb(baseRss)} MB before), peak heap ${mb(peakHeap)} MB`,
     `POST /v1/emails p50/p99: before ${p(before, 0.5).toFixed(1)}/${p(before, 0.99).toFixed(1)} ms; during the fan-out ${p(during, 0.5).toFixed(1)}/${p(during, 0.99).toFixed(1)} ms (${during.length} requests)`,
     `delivery to a local SMTP server: broadcast copies ${copiesRate.toFixed(0)}/s, single sends ${singleRate.toFixed(0)}/s (${DELIVER} each)`,

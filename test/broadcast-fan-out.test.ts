@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { createBroadcastQueue } from '../src/modules/broadcasts/broadcasts.queue.ts';
 import type { FanOut } from '../src/modules/broadcasts/fan-out.ts';
+import { BULK_BAND } from '../src/modules/emails/fair-queue.repo.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 import { created } from './helpers/answers.ts';
 import { fanOutOf, startFanOutWorker } from './helpers/fan-out.ts';
@@ -99,6 +100,43 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual(await recipientsOf(id), [...addresses].sort());
     });
 
+    test('copies are queued in the bulk band in contact order, batch after batch, behind transactional mail', async () => {
+      const { id, addresses } = await sending('bands', 7);
+      const queue = createBroadcastQueue(api.database.handle.db, api.database.handle.engine);
+      const now = clock.now();
+      assert.deepEqual(
+        await queue.claimDue({ workerId: 'bands', now, until: new Date(now.getTime() + 60_000) }, 10),
+        [id],
+      );
+      // Three batches (the next made while one is written), each numbering its copies after the last.
+      assert.equal(await fanOutOf(api, { batchSize: 3 }).run(id, 'bands', 60_000), 'done');
+      const reset = await api.request('POST', '/v1/emails', {
+        body: { from: 'Acme <hello@acme.test>', to: 'reset@app.test', subject: 'Reset', text: 'code' },
+      });
+      assert.equal(reset.status, 202, JSON.stringify(reset.body));
+      const rows = await api.database.handle.db
+        .selectFrom('email_recipients')
+        .innerJoin('emails', 'emails.id', 'email_recipients.email_id')
+        .select(['email_recipients.address', 'email_recipients.ready_seq', 'emails.broadcast_id'])
+        .where((eb) => eb.or([eb('emails.broadcast_id', '=', id), eb('emails.id', '=', reset.body.id)]))
+        .execute();
+      const copies = rows
+        .filter((row) => row.broadcast_id === id)
+        .map((row) => ({ address: row.address, position: Number(row.ready_seq) }))
+        .sort((a, b) => a.position - b.position);
+      assert.deepEqual(
+        copies.map((copy) => copy.address),
+        addresses,
+      );
+      assert.ok(copies[0]!.position > BULK_BAND, String(copies[0]!.position));
+      copies.forEach((copy, index) =>
+        assert.equal(copy.position, copies[0]!.position + index, `${copy.address}: consecutive`),
+      );
+      // The password reset accepted after them is claimed first: its place is below the bulk band.
+      const transactional = rows.find((row) => row.broadcast_id === null);
+      assert.ok(Number(transactional?.ready_seq) < BULK_BAND, String(transactional?.ready_seq));
+    });
+
     test('a fan-out abandoned half-way is finished from its cursor by another worker, once', async () => {
       const { id, addresses } = await sending('frozen', 7);
       // The frozen process: it claimed the broadcast, wrote one batch of 3, and hangs reading the next.
@@ -114,8 +152,20 @@ for (const engine of ALL_ENGINES) {
       const thawed = new Promise<void>((resolve) => (thaw = resolve));
       let hung: () => void = () => undefined;
       const hanging = new Promise<void>((resolve) => (hung = resolve));
+      // The first batch's commit, told by the send notifier its write wakes (the next batch is read while
+      // one is written, so the hang can come before it).
+      let committed: () => void = () => undefined;
+      const firstCommitted = new Promise<void>((resolve) => (committed = resolve));
+      const notifier = api.services.fanOutDeps.sendNotifier;
       const frozen = fanOutOf(api, {
         batchSize: 3,
+        sendNotifier: {
+          ...notifier,
+          notify: (...args: Parameters<typeof notifier.notify>) => {
+            committed();
+            return notifier.notify(...args);
+          },
+        },
         segments: {
           ...api.services.repositories.segments,
           membersAfter: async (...args) => {
@@ -130,7 +180,7 @@ for (const engine of ALL_ENGINES) {
         },
       });
       const frozenRun = frozen.run(id, 'frozen', 60_000);
-      await hanging;
+      await Promise.all([hanging, firstCommitted]);
       assert.equal((await api.request('GET', `/v1/broadcasts/${id}`)).body.counts.copies, 3);
 
       // Its lease runs out; a worker takes the broadcast and finishes it from the cursor.

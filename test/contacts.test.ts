@@ -165,6 +165,46 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual(await api.rowCounts(), before, 'nothing stored');
     });
 
+    test('non-ASCII addresses: an IDN domain in any case or form is one contact; a non-ASCII local part is refused', async () => {
+      // Unique and found whatever the case on both engines: the address is normalized in JS before it is
+      // stored or looked up (the domain to its lowercase punycode, which folds case and Unicode form, the
+      // ASCII local part lowercased), never by the engine's lower(), which folds only ASCII on SQLite.
+      const ida = await created('/v1/contacts', { email: 'Ida@EXÄMPLE.org' });
+      assert.equal(ida.email, 'ida@xn--exmple-cua.org');
+      for (const form of [
+        'ida@exämple.org',
+        'IDA@Exämple.ORG',
+        'ida@exa\u0308mple.org',
+        'ida@xn--exmple-cua.org',
+      ]) {
+        const found = await api.request('GET', `/v1/contacts/${encodeURIComponent(form)}`);
+        assert.equal(found.status, 200, form);
+        assert.equal(found.body.id, ida.id, form);
+      }
+      const before = await api.rowCounts();
+      assertError(
+        await api.request('POST', '/v1/contacts', { body: { email: 'IDA@exa\u0308mple.ORG' } }),
+        409,
+        'contact_exists',
+        "The project already has a contact 'ida@xn--exmple-cua.org'.",
+        'email',
+      );
+      // No SMTPUTF8: a local part outside ASCII could not be sent to, so it is refused on both engines alike
+      // (and ÜSER / üser can never be two contacts).
+      for (const email of ['ÜSER@exämple.org', 'üser@exämple.org']) {
+        assertError(
+          await api.request('POST', '/v1/contacts', { body: { email } }),
+          422,
+          'invalid_address',
+          `'${email}' is not an email address such as ada@example.org: has an invalid local part '${email.split('@')[0]}'.`,
+          'email',
+        );
+      }
+      assert.deepEqual(await api.rowCounts(), before, 'nothing stored');
+      // Gone again: the list test after this one counts the project's contacts.
+      assert.equal((await api.request('DELETE', `/v1/contacts/${ida.id}`)).status, 200);
+    });
+
     test('updates by id or email: only what is sent, null removes a value; deletes by email', async () => {
       const bob = await created('/v1/contacts', {
         email: 'bob@example.org',

@@ -13,11 +13,17 @@ import { assertContent, assertWireLines, mailauthVerdict } from './helpers/recei
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { until } from './helpers/until.ts';
 import { startConfiguredSendingWorker } from './helpers/sending.ts';
+import { startFanOutWorker } from './helpers/fan-out.ts';
+import { publishedTemplate, startRunWorker } from './helpers/automations.ts';
+import { onServer } from './helpers/engagement.ts';
+import { systemClock } from '../src/lib/clock.ts';
+import type { QueueWorker } from '../src/queue/runtime.ts';
 
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
 // the aligned sending domain, the content read back by mailparser, CRLF-only lines of at most 998 octets, no
-// Bcc header. One path goes through a real Postfix into a mailbox.
+// Bcc header. One path goes through a real Postfix into a mailbox. A broadcast's copy and an automation's
+// send_email, made by their own workers from a contact, are checked the same way.
 
 const DOMAIN = 'acme.example';
 const RECIPIENT = 'ada@receiver.test';
@@ -131,6 +137,32 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     return `<${email.body.message_id.replace(/^<|>$/g, '')}>`;
   }
 
+  /**
+   * An email that `make` has a worker beside the app make (a broadcast's fan-out, an automation's runs),
+   * sent through the relay by a sending worker started beside it: its id once sent, and its copy as the relay
+   * received it. Both workers are stopped after.
+   */
+  async function madeAndRelayed(worker: QueueWorker, to: string, make: () => Promise<string>) {
+    const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
+    const sending = await startConfiguredSendingWorker(
+      api,
+      config,
+      createDns({ servers: config.dnsServers }),
+    );
+    let id: string;
+    try {
+      id = await make();
+      await untilSettled(id);
+    } finally {
+      await sending.stop();
+      await worker.stop();
+    }
+    const messageId = await messageIdOf(id);
+    const copy = relay.messages.find((received) => received.messageId === messageId && received.to[0] === to);
+    assert.ok(copy, `${id} arrived`);
+    return { id, copy };
+  }
+
   /** The recipient's copy of each email as an SMTP server received it, with its envelope sender. */
   async function copiesAt(server: TestSmtpServer, ids: string[]) {
     const arrived = [];
@@ -196,6 +228,146 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       });
     }
     await checkArrived(arrived);
+  });
+
+  test('relay: a broadcast copy, personalized, with its topic-scoped one-click unsubscribe', async () => {
+    // A copy as a newsletter writes one: Unicode in the subject, names and body, a paragraph longer than a
+    // line may be, html and text, the contact's name and property (and a fallback) filled in, RFC 8058's
+    // headers scoped to the broadcast's topic. It must verify and read back as any other send does.
+    const created = async (path: string, body: unknown) => {
+      const response = await api.request('POST', path, { body });
+      assert.equal(response.status, 201, `${path}: ${JSON.stringify(response.body)}`);
+      return response.body;
+    };
+    await created('/v1/contact-properties', { key: 'stadt', type: 'string', fallback_value: 'Überall' });
+    await created('/v1/contact-properties', { key: 'tier', type: 'string', fallback_value: 'Grün' });
+    const topic = await created('/v1/topics', { name: 'Neuigkeiten', default_subscription: 'opt_in' });
+    const segment = await created('/v1/segments', { name: 'Leser' });
+    const contact = await created('/v1/contacts', {
+      email: RECIPIENT,
+      first_name: 'Zoë',
+      last_name: 'Ångström',
+      properties: { stadt: 'Zürich' },
+    });
+    const added = await api.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
+    assert.equal(added.status, 200, JSON.stringify(added.body));
+    const long = `${'Ünïcödé wörds, 日本語の文, and emoji 🎉 in one paragraph with no break at all; '.repeat(30)}end.`;
+    const broadcast = await created('/v1/broadcasts', {
+      name: 'Fidelity',
+      from: `Acme Neuigkeiten <news@${DOMAIN}>`,
+      subject: 'Grüße, {{ contact.first_name }} — 日本語 🎉',
+      html: `<p>Hallo {{ contact.first_name }} {{ contact.last_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),</p>\n<p>${long}</p>\n<p><a href="{{ unsubscribe_url }}">Abmelden</a></p>\n`,
+      text: `Hallo {{ contact.first_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),\n\n${long}\n\nAbmelden: {{ unsubscribe_url }}\n`,
+      segment_id: segment.id,
+      topic_id: topic.id,
+      send: true,
+    });
+    const { id: emailId, copy } = await madeAndRelayed(
+      await startFanOutWorker(api, { clock: systemClock }),
+      RECIPIENT,
+      async () => {
+        const row = await until(
+          async () =>
+            (await api.request('GET', `/v1/broadcasts/${broadcast.id}/recipients`)).body.data?.[0] as
+              { email_id: string } | undefined,
+          10_000,
+          'the copy to be made',
+        );
+        return row.email_id;
+      },
+    );
+    // A copy is an ordinary email: GET /v1/emails/{id} shows it, naming its broadcast.
+    const email = await api.request('GET', `/v1/emails/${emailId}`);
+    assert.equal(email.body.broadcast_id, broadcast.id);
+    assert.equal(email.body.subject, 'Grüße, Zoë — 日本語 🎉');
+    const { bytes } = copy;
+    const unsubscribe = /^List-Unsubscribe: <(https:[^>]+)>/im.exec(
+      bytes.toString('latin1').replace(/\r\n[ \t]/g, ' '),
+    )?.[1];
+    assert.ok(unsubscribe?.startsWith(`${PUBLIC_URL}/u/`), `List-Unsubscribe: ${unsubscribe}`);
+    const message: CorpusMessage = {
+      name: 'a broadcast copy',
+      body: {},
+      expect: {
+        subject: 'Grüße, Zoë — 日本語 🎉',
+        text: `Hallo Zoë aus Zürich (Grün),\n\n${long}\n\nAbmelden: ${unsubscribe}\n`,
+        html: `<p>Hallo Zoë Ångström aus Zürich (Grün),</p>\n<p>${long}</p>\n<p><a href="${unsubscribe}">Abmelden</a></p>\n`,
+        headers: { 'list-unsubscribe-post': 'List-Unsubscribe=One-Click' },
+      },
+    };
+    await checkArrived([{ message, bytes, sender: copy.from }]);
+
+    // The link works as a mailbox provider's one click uses it: out of the topic only, at once.
+    const post = await fetch(onServer(unsubscribe!, api.baseUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'List-Unsubscribe=One-Click',
+    });
+    assert.equal(post.status, 200);
+    const topics = await api.request('GET', `/v1/contacts/${contact.id}/topics`);
+    assert.equal(topics.body.data.find((row: any) => row.topic_id === topic.id).subscription, 'opt_out');
+    assert.equal((await api.request('GET', `/v1/contacts/${contact.id}`)).body.unsubscribed, false);
+  });
+
+  test("relay: an automation's send_email, its template filled from the contact and the event", async () => {
+    const long = `${'Schöne Grüße aus Köln — ça va? 日本語 🎉 and a sentence with no line break in it; '.repeat(25)}fin.`;
+    const template = await publishedTemplate(api, {
+      name: 'Fidelity welcome',
+      subject: 'Willkommen, {{ contact.first_name }} ({{ event.plan }}) ✓',
+      html: `<p>Hallo {{ contact.first_name }}, Plan: <b>{{ event.plan }}</b>.</p>\n<p>${long}</p>\n`,
+      text: `Hallo {{ contact.first_name }}, Plan: {{ event.plan }}.\n\n${long}\n`,
+    });
+    const automation = await api.request('POST', '/v1/automations', {
+      body: {
+        name: 'Fidelity welcome',
+        status: 'enabled',
+        steps: [
+          { key: 'start', type: 'trigger', config: { event_name: 'fidelity.signed_up' } },
+          {
+            key: 'welcome',
+            type: 'send_email',
+            config: { template: { id: template }, from: `Acme <hello@${DOMAIN}>` },
+          },
+        ],
+        connections: [{ from: 'start', to: 'welcome' }],
+      },
+    });
+    assert.equal(automation.status, 201, JSON.stringify(automation.body));
+    const { copy } = await madeAndRelayed(
+      await startRunWorker(api, systemClock),
+      'lin@receiver.test',
+      async () => {
+        const contact = await api.request('POST', '/v1/contacts', {
+          body: { email: 'lin@receiver.test', first_name: 'Lín' },
+        });
+        assert.equal(contact.status, 201, JSON.stringify(contact.body));
+        const sent = await api.request('POST', '/v1/custom-events/send', {
+          body: { event: 'fidelity.signed_up', email: 'lin@receiver.test', payload: { plan: 'Größer' } },
+        });
+        assert.equal(sent.status, 201, JSON.stringify(sent.body));
+        return until(
+          async () => {
+            const list = await api.request('GET', `/v1/automations/${automation.body.id}/runs`);
+            const run = list.body.data?.[0];
+            if (!run) return undefined;
+            const got = await api.request('GET', `/v1/automations/${automation.body.id}/runs/${run.id}`);
+            return got.body.steps?.find((step: any) => step.key === 'welcome')?.output?.email_id as string;
+          },
+          10_000,
+          'the send_email step',
+        );
+      },
+    );
+    const message: CorpusMessage = {
+      name: "an automation's send_email",
+      body: {},
+      expect: {
+        subject: 'Willkommen, Lín (Größer) ✓',
+        text: `Hallo Lín, Plan: Größer.\n\n${long}\n`,
+        html: `<p>Hallo Lín, Plan: <b>Größer</b>.</p>\n<p>${long}</p>\n`,
+      },
+    };
+    await checkArrived([{ message, bytes: copy.bytes, sender: copy.from }]);
   });
 
   test('relay through a real Postfix into a mailbox', async () => {

@@ -29,7 +29,8 @@ import type { CopyContent } from './personalization.ts';
 // the whole segment), each excluded with its reason or given its own personalized copy, and the copies, the
 // exclusions and the cursor moved past them written in one short transaction. Nothing is held across batches:
 // a crash loses at most the batch in flight, which the next attempt makes again from the cursor (the copies'
-// unique (broadcast, contact) index refuses a second copy whatever happens).
+// unique (broadcast, contact) index refuses a second copy whatever happens). The next batch is made (read and
+// rendered) while one is written, never written before it.
 
 export const FAN_OUT_BATCH = 500;
 
@@ -67,6 +68,23 @@ interface Prepared {
   topicDefault: 'opt_in' | 'opt_out' | null;
   /** Who the segment's members are: its list, or its filter resolved once for the whole fan-out. */
   audience: Audience;
+  /**
+   * Whether the content names the preference link (`preferences_url`, `PREFERENCES_URL`): each copy's is
+   * signed only then (an HMAC per copy otherwise spent on a link no copy shows).
+   */
+  usesPreferences: boolean;
+  /** Its copies and exclusions so far, this attempt's written batches counted (for broadcast.sent). */
+  totals: { copies: number; excluded: number };
+}
+
+/** A batch made and not yet written: its copies and exclusions, and the cursor before and after it. */
+interface Batch {
+  previous: string | null;
+  next: string | null;
+  done: boolean;
+  copies: NewEmail[];
+  excluded: ExclusionRecord[];
+  now: string;
 }
 
 /** The event a finished broadcast emits. */
@@ -136,6 +154,8 @@ export function createFanOut(deps: FanOutDeps) {
       audience: { projectId: broadcast.projectId, segmentId, filter: filter ?? null },
       // A topic deleted since: nobody is opted in any more.
       topicDefault: broadcast.topicId === null ? null : (topic?.defaultSubscription ?? 'opt_out'),
+      totals: { copies: broadcast.copies, excluded: broadcast.excluded },
+      usesPreferences: /preferences_url/i.test([content.subject, content.html, content.text].join('\n')),
     };
   }
 
@@ -173,7 +193,9 @@ export function createFanOut(deps: FanOutDeps) {
   /** Each eligible contact's copy, personalized. */
   async function copiesOf(prepared: Prepared, contacts: ContactRecord[], now: string): Promise<NewEmail[]> {
     const { broadcast } = prepared;
-    const preferenceUrls = contacts.map((contact) => deps.preferenceUrl?.(contact.id) ?? '');
+    const preferenceUrls = contacts.map((contact) =>
+      prepared.usesPreferences ? (deps.preferenceUrl?.(contact.id) ?? '') : '',
+    );
     const made = await personalizedCopies(
       deps.renderer,
       broadcast,
@@ -236,24 +258,35 @@ export function createFanOut(deps: FanOutDeps) {
   }
 
   /**
-   * One batch: false when the broadcast has more to go. Throws LostBroadcast when this worker no longer holds
-   * it (its lease ran out, another worker took it): nothing of the batch is kept.
+   * The batch after `previous`: its contacts, read, sorted out and given their copies (rendered on the render
+   * pool); undefined when the broadcast is no longer sending. Nothing is written.
    */
-  async function batch(prepared: Prepared, workerId: string): Promise<boolean> {
+  async function make(prepared: Prepared, previous: string | null): Promise<Batch | undefined> {
     const current = await repo.findById(prepared.broadcast.id);
-    if (!current || current.status !== 'sending') return true;
+    if (!current || current.status !== 'sending') return undefined;
     const now = clock.now().toISOString();
-    const members = await deps.segments.membersAfter(prepared.audience, current.cursor, batchSize);
-    const done = members.length < batchSize;
+    const members = await deps.segments.membersAfter(prepared.audience, previous, batchSize);
     const { eligible, excluded } = await sortOut(prepared, members, now);
     const copies = await copiesOf(prepared, eligible, now);
+    const next = members.at(-1)?.id ?? previous;
+    return { previous, next, done: members.length < batchSize, copies, excluded, now };
+  }
+
+  /**
+   * Writes a batch: its copies, exclusions and the cursor moved past them, in one short transaction. Throws
+   * LostBroadcast when this worker no longer holds it (its lease ran out, another worker took it, the cursor
+   * moved, it is no longer sending): nothing of the batch is kept.
+   */
+  async function write(prepared: Prepared, made: Batch, workerId: string): Promise<void> {
+    const { copies, excluded, now, done } = made;
+    const current = prepared.broadcast;
     await inTransaction(deps.db, async (transaction) => {
       const moved = await repo.advance(
         current.id,
         {
           workerId,
-          previous: current.cursor,
-          next: members.at(-1)?.id ?? current.cursor,
+          previous: made.previous,
+          next: made.next,
           copies: copies.length,
           excluded: excluded.length,
           done,
@@ -274,8 +307,8 @@ export function createFanOut(deps: FanOutDeps) {
             kind: 'broadcast.sent',
             data: broadcastSentData(
               current,
-              current.copies + copies.length,
-              current.excluded + excluded.length,
+              prepared.totals.copies + copies.length,
+              prepared.totals.excluded + excluded.length,
               now,
             ),
           },
@@ -283,7 +316,8 @@ export function createFanOut(deps: FanOutDeps) {
       }
       if (copies.length > 0) transaction.afterCommit(() => deps.sendNotifier.notify());
     });
-    return done;
+    prepared.totals.copies += copies.length;
+    prepared.totals.excluded += excluded.length;
   }
 
   return {
@@ -304,9 +338,21 @@ export function createFanOut(deps: FanOutDeps) {
       // Paused after it was sent (scheduled, or mid-way): it holds, its cursor kept, until a resume.
       if (await pausedFor(broadcast.projectId, prepared.fromDomain)) return 'paused';
       const until = clock.now().getTime() + budgetMs;
+      let next: Promise<Batch | undefined> | undefined = make(prepared, broadcast.cursor);
       for (;;) {
-        if (await batch(prepared, workerId)) return 'done';
-        if (clock.now().getTime() >= until || signal?.aborted) return 'more';
+        const made: Batch | undefined = await next;
+        if (made === undefined) return 'done';
+        // The batch after it is read and rendered (on the render pool's thread) while this one is written:
+        // the two overlap instead of the event loop waiting on each render. It starts from this batch's end,
+        // which its own write checks is where the cursor is; dropped unwritten when this write fails.
+        next =
+          made.done || clock.now().getTime() >= until || signal?.aborted
+            ? undefined
+            : make(prepared, made.next);
+        next?.catch(() => undefined);
+        await write(prepared, made, workerId);
+        if (made.done) return 'done';
+        if (next === undefined) return 'more';
       }
     },
   };
