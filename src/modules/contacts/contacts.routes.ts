@@ -5,7 +5,7 @@ import { projectOf } from '../../http/auth.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { binary } from '../../http/schema-helpers.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest, listUnderPath } from '../../http/list.ts';
 import type { ContactPropertyService } from './contact-properties.service.ts';
 import type { ContactActivity } from './contact-activity.ts';
 import {
@@ -67,14 +67,7 @@ export function registerContactRoutes(
       querystring: ListQuery,
       response: { 200: ContactActivityList, ...errorResponses() },
     }),
-    async (request) => {
-      const page = await activity.list(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'msg'),
-      );
-      return list(page.items, page.hasMore);
-    },
+    listUnderPath('msg', activity.list),
   );
 
   app.get(

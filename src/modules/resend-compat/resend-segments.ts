@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf, listUnderPath } from '../../http/list.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import { SegmentNameBody, type SegmentView } from '../segments/segments.schemas.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
@@ -92,14 +92,7 @@ export function registerResendSegmentRoutes(
   app.get(
     '/contacts/:id/segments',
     { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
-    async (request) => {
-      const page = await segments.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'seg'),
-      );
-      return listOf(page, toResendSegment);
-    },
+    listUnderPath('seg', segments.ofContact, toResendSegment),
   );
 
   app.post(

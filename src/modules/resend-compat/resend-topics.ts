@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
+import { ListQuery, toPageRequest, listOf, listUnderPath } from '../../http/list.ts';
 import { CreateTopicBody, TopicChoices, type TopicView, UpdateTopicBody } from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
 import { hide, IdParams } from './resend-routing.ts';
@@ -75,19 +75,12 @@ export function registerResendTopicRoutes(
   app.get(
     '/contacts/:id/topics',
     { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
-    async (request) => {
-      const page = await topics.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'top'),
-      );
-      return listOf(page, (each) => ({
-        id: each.topic_id,
-        name: each.name,
-        description: each.description,
-        subscription: each.subscription,
-      }));
-    },
+    listUnderPath('top', topics.ofContact, (each) => ({
+      id: each.topic_id,
+      name: each.name,
+      description: each.description,
+      subscription: each.subscription,
+    })),
   );
 
   // contacts.topics.update sends the choices as the body itself, an array.

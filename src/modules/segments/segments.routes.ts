@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest, listUnderPath } from '../../http/list.ts';
 import { ContactList, ContactParams } from '../contacts/contacts.schemas.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import {
@@ -129,14 +129,7 @@ export function registerSegmentRoutes(
       querystring: ListQuery,
       response: { 200: SegmentList, ...errorResponses() },
     }),
-    async (request) => {
-      const page = await segments.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'seg'),
-      );
-      return list(page.items, page.hasMore);
-    },
+    listUnderPath('seg', segments.ofContact),
   );
 
   app.post(

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest, listUnderPath } from '../../http/list.ts';
 import { ContactParams } from '../contacts/contacts.schemas.ts';
 import {
   ContactTopicList,
@@ -104,14 +104,7 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
       querystring: ListQuery,
       response: { 200: ContactTopicList, ...errorResponses() },
     }),
-    async (request) => {
-      const page = await topics.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'top'),
-      );
-      return list(page.items, page.hasMore);
-    },
+    listUnderPath('top', topics.ofContact),
   );
 
   app.patch(
