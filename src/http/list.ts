@@ -1,9 +1,8 @@
 import { type TSchema, Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { invalidParam } from '../lib/errors.ts';
 import { type IdPrefix, isId } from '../lib/ids.ts';
 import type { Page, PageRequest } from '../db/pagination.ts';
-import { projectOf } from './auth.ts';
 
 export const DEFAULT_LIST_LIMIT = 100;
 
@@ -75,34 +74,3 @@ export const list = <T>(data: T[], hasMore: boolean) => ({
 
 /** A page of the service's items as the API's list, each item answered as `view(item)`. */
 export const listOf = <T, U>(page: Page<T>, view: (item: T) => U) => list(page.items.map(view), page.hasMore);
-
-/** What a list route's request holds: the resource named in the path (`:id`) and the page asked for. */
-type ListUnderPathRequest = FastifyRequest & {
-  params: { id: string };
-  query: { limit?: number | undefined; after?: string | undefined; before?: string | undefined };
-};
-
-/**
- * The handler of a list of what belongs to the resource named in the path (`:id`, the caller's project's):
- * `read` gets the project, that id and the page the query asks for (cursors of `prefix`); each item is
- * answered as `view(item)`, or as it is.
- */
-export function listUnderPath<T>(
-  prefix: IdPrefix,
-  read: (projectId: string, id: string, page: PageRequest) => Promise<Page<T>>,
-): (request: ListUnderPathRequest) => Promise<ReturnType<typeof list<T>>>;
-export function listUnderPath<T, U>(
-  prefix: IdPrefix,
-  read: (projectId: string, id: string, page: PageRequest) => Promise<Page<T>>,
-  view: (item: T) => U,
-): (request: ListUnderPathRequest) => Promise<ReturnType<typeof list<U>>>;
-export function listUnderPath<T, U>(
-  prefix: IdPrefix,
-  read: (projectId: string, id: string, page: PageRequest) => Promise<Page<T>>,
-  view?: (item: T) => U,
-) {
-  return async (request: ListUnderPathRequest) => {
-    const page = await read(projectOf(request), request.params.id, toPageRequest(request.query, prefix));
-    return view === undefined ? list(page.items, page.hasMore) : listOf(page, view);
-  };
-}

@@ -2,10 +2,11 @@ import { Readable } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { binary } from '../../http/schema-helpers.ts';
-import { list, ListQuery, toPageRequest, listUnderPath } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import type { ContactPropertyService } from './contact-properties.service.ts';
 import type { ContactActivity } from './contact-activity.ts';
 import {

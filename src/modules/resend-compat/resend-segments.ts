@@ -2,7 +2,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { ListQuery, toPageRequest, listOf, listUnderPath } from '../../http/list.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import { SegmentNameBody, type SegmentView } from '../segments/segments.schemas.ts';
 import type { SegmentService } from '../segments/segments.service.ts';
@@ -73,8 +74,7 @@ export function registerResendSegmentRoutes(
   app.delete(
     '/segments/:id',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(segments.delete),
   );
 
   // contacts.list({ segmentId }) (and { audienceId }).

@@ -1,7 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { ListQuery, toPageRequest, listOf, listUnderPath } from '../../http/list.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import { CreateTopicBody, TopicChoices, type TopicView, UpdateTopicBody } from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
 import { hide, IdParams } from './resend-routing.ts';
@@ -68,8 +69,7 @@ export function registerResendTopicRoutes(
   app.delete(
     '/topics/:id',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => topics.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(topics.delete),
   );
 
   app.get(

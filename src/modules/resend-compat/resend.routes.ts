@@ -1,8 +1,9 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath } from '../../http/path-handlers.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
-import { list, ListQuery, toPageRequest, listOf, listUnderPath } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
 import { registerResendContactImportRoutes } from './resend-contact-imports.ts';
 import {

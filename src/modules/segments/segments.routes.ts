@@ -1,9 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest, listUnderPath } from '../../http/list.ts';
+import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { ContactList, ContactParams } from '../contacts/contacts.schemas.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import {
@@ -98,8 +99,7 @@ export function registerSegmentRoutes(
       params: SegmentParams,
       response: { 200: DeletedSegment, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(segments.delete),
   );
 
   app.get(
