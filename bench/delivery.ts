@@ -71,7 +71,7 @@ import {
   type TargetResult,
   median,
 } from './shared.ts';
-import { createRepositories } from '../src/services.ts';
+import { createRepositories } from '../src/repositories.ts';
 import { createDeliveryService } from '../src/modules/deliveries/deliveries.service.ts';
 
 /** Deliveries per second, as a share of the bare client's, on both engines (issue 43: held at 0.7). */

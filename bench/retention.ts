@@ -14,7 +14,7 @@ import { createRetention, WORKER_DUTY_CYCLE } from '../src/modules/retention/ret
 import { startBenchApp } from './app.ts';
 import { seedEvents, seedInOneTransaction } from './seed.ts';
 import { createWebhookRepo } from '../src/modules/webhooks/webhooks.repo.ts';
-import { createRepositories } from '../src/services.ts';
+import { createRepositories } from '../src/repositories.ts';
 
 const { values: args } = parseArgs({
   options: {

@@ -115,7 +115,7 @@ export async function buildProbeApp(services: Services, options: AppOptions = {}
     frameworkErrors,
   });
   installErrorHandling(app);
-  registerHealthRoutes(app, { health: services.health });
+  registerHealthRoutes(app, services);
   registerMetricsRoutes(app, { metrics: services.metricsEndpoint });
   return app;
 }
@@ -228,47 +228,46 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     });
   });
 
-  registerHealthRoutes(app, { health: services.health });
+  // Each module's routes take the services they name (`{ templates }`) from the process's services; the few
+  // that call theirs by another name are handed them by name.
+  registerHealthRoutes(app, services);
   registerMetricsRoutes(app, { metrics: services.metricsEndpoint });
   app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () =>
     app.swagger(),
   );
   registerDashboardRoutes(app);
   registerEventKindRoutes(app);
-  registerWebhookRoutes(app, { webhooks: services.webhooks });
+  registerWebhookRoutes(app, services);
   registerWebhookOperationRoutes(app, { operations: services.webhookOperations });
-  registerEventRoutes(app, { events: services.events });
-  registerTemplateRoutes(app, { templates: services.templates });
-  registerEmailRoutes(app, { emails: services.emails });
-  registerSuppressionRoutes(app, { suppressions: services.suppressions });
+  registerEventRoutes(app, services);
+  registerTemplateRoutes(app, services);
+  registerEmailRoutes(app, services);
+  registerSuppressionRoutes(app, services);
   registerContactRoutes(app, {
     contacts: services.contacts,
     contactProperties: services.contactProperties,
     activity: services.contactActivity,
   });
-  registerContactImportRoutes(app, { contactImports: services.contactImports });
-  registerSegmentRoutes(app, { segments: services.segments, contacts: services.contacts });
-  registerTopicRoutes(app, { topics: services.topics });
-  registerBroadcastRoutes(app, { broadcasts: services.broadcasts });
-  registerBroadcastTestRoutes(app, { broadcastTests: services.broadcastTests, emails: services.emails });
-  registerCustomEventRoutes(app, { customEvents: services.customEvents });
-  registerAutomationRoutes(app, {
-    automations: services.automations,
-    automationRuns: services.automationRuns,
-  });
-  registerInboundRoutes(app, { inbound: services.inbound });
-  registerInboundRouteRoutes(app, { inboundRoutes: services.inboundRoutes });
-  registerReceivedRoutes(app, { received: services.received });
-  registerDomainRoutes(app, { domains: services.domains });
-  registerDmarcRoutes(app, { dmarc: services.dmarc });
+  registerContactImportRoutes(app, services);
+  registerSegmentRoutes(app, services);
+  registerTopicRoutes(app, services);
+  registerBroadcastRoutes(app, services);
+  registerBroadcastTestRoutes(app, services);
+  registerCustomEventRoutes(app, services);
+  registerAutomationRoutes(app, services);
+  registerInboundRoutes(app, services);
+  registerInboundRouteRoutes(app, services);
+  registerReceivedRoutes(app, services);
+  registerDomainRoutes(app, services);
+  registerDmarcRoutes(app, services);
   registerDestinationRoutes(app, {
     destinations: services.destinations,
     metrics: services.metricsEndpoint,
   });
-  registerWarmupRoutes(app, { warmup: services.warmup });
-  registerReputationRoutes(app, { reputation: services.reputation });
-  registerApiKeyRoutes(app, { projects: services.projects });
-  registerStatsRoutes(app, { stats: services.stats });
+  registerWarmupRoutes(app, services);
+  registerReputationRoutes(app, services);
+  registerApiKeyRoutes(app, services);
+  registerStatsRoutes(app, services);
   registerApiLogRoutes(app, { logs: services.apiLogs });
   await registerResendRoutes(app, services);
   await registerEngagementRoutes(app, {

@@ -7,47 +7,29 @@ import type { Clock } from './lib/clock.ts';
 import type { SecretBox } from './lib/crypto.ts';
 import { createDns, type Dns } from './lib/dns.ts';
 import type { Resolver } from './lib/network-policy.ts';
-import { createContactPropertyRepo } from './modules/contacts/contact-properties.repo.ts';
 import { createContactPropertyService } from './modules/contacts/contact-properties.service.ts';
 import { createContactActivity } from './modules/contacts/contact-activity.ts';
-import { createContactRepo } from './modules/contacts/contacts.repo.ts';
 import { createContactService } from './modules/contacts/contacts.service.ts';
-import { createContactImportRepo } from './modules/contacts/contact-imports.repo.ts';
 import { createContactImportService } from './modules/contacts/contact-imports.service.ts';
 import { createImportJob } from './modules/contacts/contact-imports.job.ts';
-import { createSegmentRepo } from './modules/segments/segments.repo.ts';
 import { createSegmentService } from './modules/segments/segments.service.ts';
-import { createTopicRepo } from './modules/topics/topics.repo.ts';
 import { createTopicService } from './modules/topics/topics.service.ts';
-import { createBroadcastRepo } from './modules/broadcasts/broadcasts.repo.ts';
 import { createBroadcastService } from './modules/broadcasts/broadcasts.service.ts';
 import { createFanOut, type FanOutDeps } from './modules/broadcasts/fan-out.ts';
 import { createBroadcastTests } from './modules/broadcasts/broadcast-tests.ts';
-import { createCustomEventRepo } from './modules/custom-events/custom-events.repo.ts';
 import { createCustomEventService } from './modules/custom-events/custom-events.service.ts';
-import { createAutomationRepo } from './modules/automations/automations.repo.ts';
 import { createAutomationService } from './modules/automations/automations.service.ts';
-import { createRunRepo } from './modules/automations/runs.repo.ts';
 import { createRunService } from './modules/automations/runs.service.ts';
 import { createRunner } from './modules/automations/runner.ts';
 import { createStepPlanner } from './modules/automations/steps.ts';
-import { createDeliveryRepo } from './modules/deliveries/deliveries.repo.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
-import { createDmarcRepo } from './modules/dmarc/dmarc.repo.ts';
-import { createDestinationsRepo } from './modules/destinations/destinations.repo.ts';
 import { createDestinationsService } from './modules/destinations/destinations.service.ts';
-import { createWarmupsRepo } from './modules/destinations/warmups.repo.ts';
 import { createWarmupService } from './modules/destinations/warmup.service.ts';
 import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
-import { createReputationRepo } from './modules/reputation/reputation.repo.ts';
 import { createReputationService } from './modules/reputation/reputation.service.ts';
 import { createDomainService, domainSettingsFromConfig } from './modules/domains/domains.service.ts';
-import { createEmailRepo } from './modules/emails/emails.repo.ts';
 import { createEmailService } from './modules/emails/emails.service.ts';
-import { createRecipientRepo } from './modules/emails/recipients.repo.ts';
 import { GROUPS_IN_FLIGHT } from './modules/emails/send-groups.ts';
-import { createTrackingRepo } from './modules/emails/tracking.repo.ts';
-import { createEngagementRepo } from './modules/engagement/engagement.repo.ts';
 import { createEngagementService } from './modules/engagement/engagement.service.ts';
 import {
   createEngagementTokens,
@@ -55,40 +37,28 @@ import {
   preferenceUrl,
 } from './modules/engagement/tokens.ts';
 import { createPreferenceService } from './modules/preferences/preferences.service.ts';
-import { createEventRepo } from './modules/events/events.repo.ts';
 import { createEventService } from './modules/events/events.service.ts';
-import { createInboundRepo } from './modules/inbound/inbound.repo.ts';
 import { createInboundService } from './modules/inbound/inbound.service.ts';
-import { createProjectRepo } from './modules/projects/projects.repo.ts';
 import { createProjectService } from './modules/projects/projects.service.ts';
-import { createStatsRepo } from './modules/stats/stats.repo.ts';
 import { createStatsService } from './modules/stats/stats.service.ts';
-import { createSuppressionRepo } from './modules/suppressions/suppressions.repo.ts';
-import { createReceivedRepo } from './modules/inbound/received.repo.ts';
 import { createReceivedService } from './modules/inbound/received.service.ts';
 import { createReceivedReader } from './modules/inbound/received-reader.ts';
-import { createInboundRouteRepo } from './modules/inbound-routes/inbound-routes.repo.ts';
 import { createInboundRouteService } from './modules/inbound-routes/inbound-routes.service.ts';
 import { createSubmissionService } from './modules/submission/submission.service.ts';
-import { createDomainRepo } from './modules/domains/domains.repo.ts';
 import { createSuppressionService } from './modules/suppressions/suppressions.service.ts';
 import { createRenderPool } from './modules/templates/render-pool.ts';
-import { createTemplateRepo } from './modules/templates/templates.repo.ts';
 import { createTemplateService } from './modules/templates/templates.service.ts';
 import { createWebhookOperations } from './modules/webhook-operations/webhook-operations.service.ts';
-import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
 import { createWebhookService } from './modules/webhooks/webhooks.service.ts';
 import { createNotifier, type Notifier } from './queue/notifier.ts';
 import { createRunningQueueWorkers } from './queue/running-workers.ts';
+import { createRepositories } from './repositories.ts';
 import { createHealthService } from './modules/health/health.service.ts';
 import { createProcessMetrics } from './modules/metrics/instruments.ts';
-import { createMetricsRepo } from './modules/metrics/metrics.repo.ts';
 import { createMetricsService } from './modules/metrics/metrics.service.ts';
 import { createRetention, type RetentionDeps } from './modules/retention/retention.ts';
 import { createApiLogRecorder } from './modules/logs/log-recorder.ts';
-import { createApiLogRepo } from './modules/logs/logs.repo.ts';
 import { createApiLogService } from './modules/logs/logs.service.ts';
-import { createUsageRepo } from './modules/usage/usage.repo.ts';
 import { createUsageService } from './modules/usage/usage.service.ts';
 
 /**
@@ -123,49 +93,6 @@ export interface Infra {
 }
 
 export type Services = ReturnType<typeof createServices>;
-
-/**
- * Every repository of a process, built once on the root database: the services get theirs from here, and so
- * do the workers (workers.ts). Routes, the CLI and src/ops never use them: they call services.
- */
-export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
-  const recipients = createRecipientRepo(db, engine);
-  return {
-    projects: createProjectRepo(db, stamps),
-    webhooks: createWebhookRepo(db, stamps),
-    templates: createTemplateRepo(db, stamps),
-    domains: createDomainRepo(db, engine, stamps),
-    suppressions: createSuppressionRepo(db, engine),
-    emails: createEmailRepo(db, engine, recipients),
-    recipients,
-    tracking: createTrackingRepo(db),
-    events: createEventRepo(db),
-    deliveries: createDeliveryRepo(db),
-    engagement: createEngagementRepo(db),
-    stats: createStatsRepo(db),
-    inbound: createInboundRepo(db, engine),
-    received: createReceivedRepo(db),
-    inboundRoutes: createInboundRouteRepo(db),
-    contacts: createContactRepo(db, engine),
-    contactProperties: createContactPropertyRepo(db),
-    contactImports: createContactImportRepo(db),
-    segments: createSegmentRepo(db, engine),
-    topics: createTopicRepo(db),
-    broadcasts: createBroadcastRepo(db),
-    customEvents: createCustomEventRepo(db),
-    automations: createAutomationRepo(db),
-    automationRuns: createRunRepo(db),
-    dmarc: createDmarcRepo(db),
-    destinations: createDestinationsRepo(db),
-    warmups: createWarmupsRepo(db),
-    reputation: createReputationRepo(db),
-    metrics: createMetricsRepo(db),
-    apiLogs: createApiLogRepo(db, engine),
-    usage: createUsageRepo(db),
-  };
-}
-
-export type Repositories = ReturnType<typeof createRepositories>;
 
 export function createServices(database: DatabaseHandle, config: Config, infra: Infra) {
   const { db, engine } = database;

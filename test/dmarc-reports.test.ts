@@ -10,7 +10,7 @@ import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { mailReport } from './helpers/reports.ts';
 import { until } from './helpers/until.ts';
-import { createRepositories } from '../src/services.ts';
+import { createRepositories } from '../src/repositories.ts';
 
 // DMARC aggregate reports mailed to dmarc@<BOUNCE_DOMAIN> at the inbound listener of a running server, read
 // by its inbound worker, stored for the verified domain, and summed at GET /v1/domains/{id}/dmarc.

@@ -9,7 +9,7 @@ import { createInboundQueue } from '../src/modules/inbound/inbound.queue.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { createTestDatabase, ALL_ENGINES, engineSkip } from './helpers/app.ts';
 import { createInboundService } from '../src/modules/inbound/inbound.service.ts';
-import { createRepositories } from '../src/services.ts';
+import { createRepositories } from '../src/repositories.ts';
 
 // A received message's bytes live in inbound_raw, apart from the queue row the inbound worker's claims and
 // verdicts update (so those updates never rewrite megabytes). Migration 0022 moves the bytes of messages

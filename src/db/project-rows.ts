@@ -1,4 +1,4 @@
-import type { Kysely, Updateable } from 'kysely';
+import type { Insertable, Kysely, Updateable } from 'kysely';
 import type { Database } from './schema.ts';
 
 // What the API's resources share in storage: a row that belongs to a project by `project_id` and is named by
@@ -56,4 +56,41 @@ export async function updateProjectRow<T extends ProjectTable>(
     .where('id', '=', id)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
+}
+
+/** What every project row is stamped with, as its record names it. */
+export interface ProjectRowRecord {
+  id: string;
+  projectId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/**
+ * Inserts a project's row, `record`'s id, project and times with the table's own `columns`, unless the
+ * project already has one with the same `nameColumn` (unique with `project_id`): false when it had one, and
+ * nothing was written. Through `db` (the root or a transaction's).
+ */
+export async function insertProjectRowUnlessNamed<T extends ProjectTable>(
+  db: Kysely<Database>,
+  table: T,
+  nameColumn: string & keyof Database[T],
+  record: ProjectRowRecord,
+  columns: Omit<Insertable<Database[T]>, 'id' | 'project_id' | 'created_at' | 'updated_at'>,
+): Promise<boolean> {
+  // As in updateProjectRow: Kysely cannot type `values` over a union of tables; the caller's `columns` are
+  // checked against its own table above.
+  const values = {
+    id: record.id,
+    project_id: record.projectId,
+    ...columns,
+    created_at: record.createdAt,
+    updated_at: record.updatedAt,
+  };
+  const result = await (db as unknown as Kysely<Record<string, ProjectRowColumns>>)
+    .insertInto(table as string)
+    .values(values)
+    .onConflict((conflict) => conflict.columns(['project_id', nameColumn]).doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
 }

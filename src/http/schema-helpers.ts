@@ -1,4 +1,4 @@
-import { type TProperties, type TSchema, Type } from '@sinclair/typebox';
+import { type TOptional, type TProperties, type TSchema, Type } from '@sinclair/typebox';
 
 /** A date-time string as the API writes them; `description` says what moment it is. */
 export const timestamp = (description: string) =>
@@ -60,4 +60,16 @@ export const apiObject = <K extends string, P extends TProperties>(
       updated_at: timestamp(described.updated),
     },
     { title },
+  );
+
+/**
+ * A request body that changes part of a resource: each of `properties` optional (the ones sent change), and
+ * nothing else accepted.
+ */
+export const partialBody = <P extends TProperties>(title: string, properties: P) =>
+  Type.Object(
+    Object.fromEntries(Object.entries(properties).map(([key, schema]) => [key, Type.Optional(schema)])) as {
+      [K in keyof P]: TOptional<P[K]>;
+    },
+    { additionalProperties: false, title },
   );

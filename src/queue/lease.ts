@@ -31,7 +31,13 @@ export const THIS_PROCESS = `${hostname()}/${process.pid}/`;
 
 /** The queue tables: each has `id`, `locked_by` and `locked_until`, leased only through its queue's adapter. */
 export type QueueTable =
-  'deliveries' | 'email_recipients' | 'inbound_messages' | 'domains' | 'contact_imports';
+  | 'deliveries'
+  | 'email_recipients'
+  | 'inbound_messages'
+  | 'domains'
+  | 'contact_imports'
+  | 'broadcasts'
+  | 'automation_runs';
 
 /**
  * Gives back leases without an attempt (more claimed than there are slots, or shutting down): these rows

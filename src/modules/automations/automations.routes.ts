@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -115,8 +116,7 @@ export function registerAutomationRoutes(
       'Disables it and cancels its live runs in one transaction: no step is taken after the answer, nothing more is sent.',
       200,
     ),
-    async (request, reply) =>
-      reply.transact((transaction) => automations.stop(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(automations.stop),
   );
 
   app.delete(
@@ -127,8 +127,7 @@ export function registerAutomationRoutes(
       params: AutomationParams,
       response: { 200: DeletedAutomation, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) => automations.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(automations.delete),
   );
 
   app.get(

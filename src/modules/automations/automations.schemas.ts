@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { apiObject, nullable, timestamp } from '../../http/schema-helpers.ts';
+import { apiObject, nullable, partialBody, timestamp } from '../../http/schema-helpers.ts';
 import { CONNECTION_TYPES, STEP_TYPES } from './graph.ts';
 
 export const MAX_STEPS = 100;
@@ -96,15 +96,12 @@ export const CreateAutomationBody = Type.Object(
 );
 export type CreateAutomationInput = Static<typeof CreateAutomationBody>;
 
-export const UpdateAutomationBody = Type.Object(
-  {
-    name: Type.Optional(name),
-    status: Type.Optional(status),
-    steps: Type.Optional(steps),
-    connections: Type.Optional(connections),
-  },
-  { additionalProperties: false, title: 'UpdateAutomationRequest' },
-);
+export const UpdateAutomationBody = partialBody('UpdateAutomationRequest', {
+  name,
+  status,
+  steps,
+  connections,
+});
 export type UpdateAutomationInput = Static<typeof UpdateAutomationBody>;
 
 export const AutomationListQuery = Type.Object(

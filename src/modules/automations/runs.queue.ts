@@ -1,8 +1,8 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
-import type { Lease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases } from '../../queue/lease.ts';
 import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
 
 // The runs' queue: live runs (running, or waiting with a timeout) whose `due_at` has come, claimed by the runs
@@ -39,15 +39,8 @@ export function createRunQueue(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Gives back leases (these runs, or all the worker holds). */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      let query = db
-        .updateTable('automation_runs')
-        .set({ locked_by: null, locked_until: null })
-        .where('locked_by', '=', workerId);
-      if (ids !== undefined) query = query.where('id', 'in', [...ids]);
-      await query.execute();
-    },
+    release: (workerId: string, ids?: readonly string[]) =>
+      releaseLeases(db, 'automation_runs', { workerId, rows: ids, waiting: sql<boolean>`1 = 1` }),
 
     /** When the next run falls due: the earliest `due_at` of those free to claim, or the earliest lease's end. */
     async nextDueAt(now: Date): Promise<number | undefined> {

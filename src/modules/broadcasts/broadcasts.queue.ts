@@ -1,8 +1,8 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
-import type { Lease } from '../../queue/lease.ts';
+import { type Lease, releaseLeases } from '../../queue/lease.ts';
 import type { Clock } from '../../lib/clock.ts';
 import type { QueueJob, QueueSource, RecordResult } from '../../queue/runtime.ts';
 
@@ -45,15 +45,8 @@ export function createBroadcastQueue(db: Kysely<Database>, engine: Engine) {
     },
 
     /** Gives back leases (these broadcasts, or all the worker holds). */
-    async release(workerId: string, ids?: readonly string[]): Promise<void> {
-      if (ids !== undefined && ids.length === 0) return;
-      let query = db
-        .updateTable('broadcasts')
-        .set({ locked_by: null, locked_until: null })
-        .where('locked_by', '=', workerId);
-      if (ids !== undefined) query = query.where('id', 'in', [...ids]);
-      await query.execute();
-    },
+    release: (workerId: string, ids?: readonly string[]) =>
+      releaseLeases(db, 'broadcasts', { workerId, rows: ids, waiting: sql<boolean>`1 = 1` }),
 
     /**
      * A broadcast this worker holds comes due again: at once (`until` null: its lease given back) or at

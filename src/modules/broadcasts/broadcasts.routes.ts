@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Transaction } from '../../db/transaction.ts';
 import { projectOf } from '../../http/auth.ts';
+import { writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -108,8 +109,7 @@ export function registerBroadcastRoutes(
       params: BroadcastParams,
       response: { 200: DeletedBroadcast, ...errorResponses(409) },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) => broadcasts.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(broadcasts.delete),
   );
 
   app.post(
@@ -142,8 +142,7 @@ export function registerBroadcastRoutes(
       params: BroadcastParams,
       response: { 200: BroadcastRef, ...errorResponses(409) },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) => broadcasts.cancel(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(broadcasts.cancel),
   );
 
   app.post(

@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
-import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, insertProjectRowUnlessNamed, updateProjectRow } from '../../db/project-rows.ts';
 
 export type PropertyType = 'string' | 'number';
 export type PropertyValue = string | number;
@@ -38,20 +38,11 @@ export function createContactPropertyRepo(db: Kysely<Database>) {
   return {
     /** False when the project already has a property with this key (nothing written). */
     async insert(record: ContactPropertyRecord, transaction: Transaction): Promise<boolean> {
-      const result = await transaction.db
-        .insertInto('contact_properties')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          key: record.key,
-          type: record.type,
-          fallback_value: fallbackText(record.fallbackValue),
-          created_at: record.createdAt,
-          updated_at: record.updatedAt,
-        })
-        .onConflict((conflict) => conflict.columns(['project_id', 'key']).doNothing())
-        .executeTakeFirst();
-      return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+      return insertProjectRowUnlessNamed(transaction.db, 'contact_properties', 'key', record, {
+        key: record.key,
+        type: record.type,
+        fallback_value: fallbackText(record.fallbackValue),
+      });
     },
 
     async find(

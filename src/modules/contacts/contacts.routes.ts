@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { binary } from '../../http/schema-helpers.ts';
@@ -67,14 +68,7 @@ export function registerContactRoutes(
       querystring: ListQuery,
       response: { 200: ContactActivityList, ...errorResponses() },
     }),
-    async (request) => {
-      const page = await activity.list(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'msg'),
-      );
-      return list(page.items, page.hasMore);
-    },
+    listUnderPath('msg', activity.list),
   );
 
   app.get(

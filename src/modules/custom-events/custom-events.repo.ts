@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
-import { deleteProjectRow, updateProjectRow } from '../../db/project-rows.ts';
+import { deleteProjectRow, insertProjectRowUnlessNamed, updateProjectRow } from '../../db/project-rows.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { EventSchemaMap } from './custom-events.schemas.ts';
@@ -42,19 +42,10 @@ export function createCustomEventRepo(db: Kysely<Database>) {
   return {
     /** False when the project already declares the name. */
     async insert(record: CustomEventRecord, transaction: Transaction): Promise<boolean> {
-      const result = await transaction.db
-        .insertInto('custom_events')
-        .values({
-          id: record.id,
-          project_id: record.projectId,
-          name: record.name,
-          schema: record.schema === null ? null : JSON.stringify(record.schema),
-          created_at: record.createdAt,
-          updated_at: record.updatedAt,
-        })
-        .onConflict((conflict) => conflict.columns(['project_id', 'name']).doNothing())
-        .executeTakeFirst();
-      return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+      return insertProjectRowUnlessNamed(transaction.db, 'custom_events', 'name', record, {
+        name: record.name,
+        schema: record.schema === null ? null : JSON.stringify(record.schema),
+      });
     },
 
     async find(

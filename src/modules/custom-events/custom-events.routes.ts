@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -108,9 +109,6 @@ export function registerCustomEventRoutes(
       params: CustomEventParams,
       response: { 200: DeletedCustomEvent, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) =>
-        customEvents.delete(transaction, projectOf(request), request.params.id),
-      ),
+    writeUnderPath(customEvents.delete),
   );
 }

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { writeUnderPath } from '../../http/path-handlers.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { invalidParam } from '../../lib/errors.ts';
 import type { AutomationRunStatus } from '../../db/schema.ts';
@@ -160,8 +161,7 @@ export function registerResendAutomationRoutes(
   app.delete(
     '/automations/:id',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => automations.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(automations.delete),
   );
 
   app.get(

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { writeUnderPath } from '../../http/path-handlers.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { invalidParam } from '../../lib/errors.ts';
 import type { BroadcastRecord, RecipientFilter } from '../broadcasts/broadcasts.repo.ts';
@@ -168,8 +169,7 @@ export function registerResendBroadcastRoutes(
   app.post(
     '/broadcasts/:id/cancel',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => broadcasts.cancel(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(broadcasts.cancel),
   );
 
   app.post(
@@ -185,8 +185,7 @@ export function registerResendBroadcastRoutes(
   app.delete(
     '/broadcasts/:id',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => broadcasts.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(broadcasts.delete),
   );
 
   app.get(

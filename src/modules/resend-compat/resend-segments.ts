@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import { SegmentNameBody, type SegmentView } from '../segments/segments.schemas.ts';
@@ -73,8 +74,7 @@ export function registerResendSegmentRoutes(
   app.delete(
     '/segments/:id',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(segments.delete),
   );
 
   // contacts.list({ segmentId }) (and { audienceId }).
@@ -92,14 +92,7 @@ export function registerResendSegmentRoutes(
   app.get(
     '/contacts/:id/segments',
     { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
-    async (request) => {
-      const page = await segments.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'seg'),
-      );
-      return listOf(page, toResendSegment);
-    },
+    listUnderPath('seg', segments.ofContact, toResendSegment),
   );
 
   app.post(

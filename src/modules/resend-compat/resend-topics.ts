@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import { CreateTopicBody, TopicChoices, type TopicView, UpdateTopicBody } from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
@@ -68,26 +69,18 @@ export function registerResendTopicRoutes(
   app.delete(
     '/topics/:id',
     { config: write, schema: { ...hide, params: IdParams } },
-    async (request, reply) =>
-      reply.transact((transaction) => topics.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(topics.delete),
   );
 
   app.get(
     '/contacts/:id/topics',
     { config: read, schema: { ...hide, params: IdParams, querystring: ListQuery } },
-    async (request) => {
-      const page = await topics.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'top'),
-      );
-      return listOf(page, (each) => ({
-        id: each.topic_id,
-        name: each.name,
-        description: each.description,
-        subscription: each.subscription,
-      }));
-    },
+    listUnderPath('top', topics.ofContact, (each) => ({
+      id: each.topic_id,
+      name: each.name,
+      description: each.description,
+      subscription: each.subscription,
+    })),
   );
 
   // contacts.topics.update sends the choices as the body itself, an array.

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath } from '../../http/path-handlers.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
@@ -345,14 +346,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
           config: { permission: 'read_only' },
           schema: { ...hide, params: IdParams, querystring: ListQuery },
         },
-        async (request) => {
-          const page = await webhookOperations.listDeliveries(
-            projectOf(request),
-            request.params.id,
-            toPageRequest(request.query, 'dlv'),
-          );
-          return listOf(page, toResendEventLog);
-        },
+        listUnderPath('dlv', webhookOperations.listDeliveries, toResendEventLog),
       );
 
       app.get(

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -98,8 +99,7 @@ export function registerSegmentRoutes(
       params: SegmentParams,
       response: { 200: DeletedSegment, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) => segments.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(segments.delete),
   );
 
   app.get(
@@ -129,14 +129,7 @@ export function registerSegmentRoutes(
       querystring: ListQuery,
       response: { 200: SegmentList, ...errorResponses() },
     }),
-    async (request) => {
-      const page = await segments.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'seg'),
-      );
-      return list(page.items, page.hasMore);
-    },
+    listUnderPath('seg', segments.ofContact),
   );
 
   app.post(

@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { listEnvelope, ListQuery } from '../../http/list.ts';
-import { answeredStringOrNumber, nullable, timestamp } from '../../http/schema-helpers.ts';
+import { answeredStringOrNumber, nullable, partialBody, timestamp } from '../../http/schema-helpers.ts';
 
 export const MAX_NAME_LENGTH = 200;
 export const MAX_SUBJECT_LENGTH = 1000;
@@ -131,15 +131,7 @@ export const UpdateTemplateBody = Type.Object(
 export type UpdateTemplateInput = Static<typeof UpdateTemplateBody>;
 
 // The seed's publish body: each field optional; the ones sent replace the draft's before publishing.
-export const PublishTemplateBody = Type.Object(
-  {
-    name: Type.Optional(name),
-    subject: Type.Optional(subject),
-    html: Type.Optional(html),
-    text: Type.Optional(text),
-  },
-  { additionalProperties: false, title: 'PublishTemplateRequest' },
-);
+export const PublishTemplateBody = partialBody('PublishTemplateRequest', { name, subject, html, text });
 export type PublishTemplateInput = Static<typeof PublishTemplateBody>;
 
 export const PublishedTemplate = Type.Object(

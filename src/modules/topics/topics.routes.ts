@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -90,8 +91,7 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
       params: TopicParams,
       response: { 200: DeletedTopic, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact((transaction) => topics.delete(transaction, projectOf(request), request.params.id)),
+    writeUnderPath(topics.delete),
   );
 
   app.get(
@@ -104,14 +104,7 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
       querystring: ListQuery,
       response: { 200: ContactTopicList, ...errorResponses() },
     }),
-    async (request) => {
-      const page = await topics.ofContact(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(request.query, 'top'),
-      );
-      return list(page.items, page.hasMore);
-    },
+    listUnderPath('top', topics.ofContact),
   );
 
   app.patch(
