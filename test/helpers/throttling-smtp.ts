@@ -13,9 +13,16 @@ export interface ThrottlingServer {
   /** Connections refused for the cap, and messages refused for the rate, each with the time it happened. */
   refusedConnections: number[];
   refusedMessages: number[];
-  /** The most connections open at once, overall and since the first refusal of any kind. */
+  /** The most connections open at once. */
   maxOpen: number;
-  maxOpenAfterFirstRefusal: number;
+  /**
+   * Every connection attempt: when (`now`), and how many were asked for at once counting it (the open ones
+   * and itself: above the cap, it was the one refused). What "never more than its cap after the first
+   * deferrals" is read from.
+   */
+  attempts: Array<{ at: number; atOnce: number }>;
+  /** Messages accepted on each connection that took any, in the order the connections closed. */
+  messagesPerConnection: number[];
   close(): Promise<void>;
 }
 
@@ -24,6 +31,8 @@ export async function startThrottlingServer(options: {
   now: () => number;
   connections?: number;
   perMinute?: number;
+  /** Called on each message accepted (a bench times arrivals with it). */
+  onReceived?: () => void;
 }): Promise<ThrottlingServer> {
   let open = 0;
   const perMinute = new Map<number, number>();
@@ -33,9 +42,10 @@ export async function startThrottlingServer(options: {
     refusedConnections: [],
     refusedMessages: [],
     maxOpen: 0,
-    maxOpenAfterFirstRefusal: 0,
+    attempts: [],
+    messagesPerConnection: [],
   };
-  const refused = () => state.refusedConnections.length + state.refusedMessages.length > 0;
+  const taken = new WeakMap<object, number>();
   const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
   const server = new SMTPServer({
     logger: false,
@@ -43,6 +53,7 @@ export async function startThrottlingServer(options: {
     disabledCommands: ['STARTTLS'],
     closeTimeout: 100,
     onConnect(session, callback) {
+      state.attempts.push({ at: options.now(), atOnce: open + 1 });
       if (options.connections !== undefined && open >= options.connections) {
         state.refusedConnections.push(options.now());
         callback(
@@ -53,11 +64,13 @@ export async function startThrottlingServer(options: {
       (session as { counted?: boolean }).counted = true;
       open += 1;
       state.maxOpen = Math.max(state.maxOpen, open);
-      if (refused()) state.maxOpenAfterFirstRefusal = Math.max(state.maxOpenAfterFirstRefusal, open);
       callback();
     },
     onClose(session) {
-      if ((session as { counted?: boolean }).counted) open -= 1;
+      if (!(session as { counted?: boolean }).counted) return;
+      open -= 1;
+      const messages = taken.get(session) ?? 0;
+      if (messages > 0) state.messagesPerConnection.push(messages);
     },
     onMailFrom(_address, _session, callback) {
       const minute = Math.floor(options.now() / 60_000);
@@ -79,7 +92,9 @@ export async function startThrottlingServer(options: {
       stream.resume();
       stream.on('end', () => {
         state.received.push(...session.envelope.rcptTo.map((rcpt) => rcpt.address));
+        taken.set(session, (taken.get(session) ?? 0) + 1);
         callback(null, 'Ok: queued');
+        options.onReceived?.();
       });
     },
   });
