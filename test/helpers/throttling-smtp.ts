@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { SMTPServer } from 'smtp-server';
 
 /**
@@ -23,6 +24,8 @@ export interface ThrottlingServer {
   attempts: Array<{ at: number; atOnce: number }>;
   /** Messages accepted on each connection that took any, in the order the connections closed. */
   messagesPerConnection: number[];
+  /** Connections dropped at a message after their first (`dropKept`). */
+  dropped: number;
   close(): Promise<void>;
 }
 
@@ -33,6 +36,11 @@ export async function startThrottlingServer(options: {
   perMinute?: number;
   /** Called on each message accepted (a bench times arrivals with it). */
   onReceived?: () => void;
+  /**
+   * Drops the connection, without a reply, when a message after its first begins on it (MAIL FROM): what a
+   * server that timed out an idle connection does to a client that hands it the next message at that moment.
+   */
+  dropKept?: boolean;
 }): Promise<ThrottlingServer> {
   let open = 0;
   const perMinute = new Map<number, number>();
@@ -44,6 +52,7 @@ export async function startThrottlingServer(options: {
     maxOpen: 0,
     attempts: [],
     messagesPerConnection: [],
+    dropped: 0,
   };
   const taken = new WeakMap<object, number>();
   const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
@@ -72,7 +81,17 @@ export async function startThrottlingServer(options: {
       const messages = taken.get(session) ?? 0;
       if (messages > 0) state.messagesPerConnection.push(messages);
     },
-    onMailFrom(_address, _session, callback) {
+    onMailFrom(_address, session, callback) {
+      if (options.dropKept && (session.transaction ?? 1) > 1) {
+        const connections = (server as unknown as { connections: Set<{ session: unknown; _socket: Socket }> })
+          .connections;
+        const connection = [...connections].find((entry) => entry.session === session);
+        if (connection) {
+          state.dropped += 1;
+          connection._socket.destroy();
+          return;
+        }
+      }
       const minute = Math.floor(options.now() / 60_000);
       const count = perMinute.get(minute) ?? 0;
       if (options.perMinute !== undefined && count >= options.perMinute) {
