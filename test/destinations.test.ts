@@ -7,8 +7,13 @@ import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { created } from './helpers/answers.ts';
 import { receivedEvents } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { ownLoopbackAddress } from './helpers/smtp.ts';
-import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
+import {
+  numberedAddresses,
+  publishOwnMx,
+  sendEach,
+  startThrottlingServer,
+  type ThrottlingServer,
+} from './helpers/throttling-smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
@@ -34,13 +39,7 @@ for (const engine of ALL_ENGINES) {
 
     before(async () => {
       dns = await startDnsServer();
-      const throttledAddress = ownLoopbackAddress();
-      let openAddress = ownLoopbackAddress();
-      while (openAddress === throttledAddress) openAddress = ownLoopbackAddress();
-      dns.add('throttled.test', { type: 'MX', exchange: 'mx.throttled.test', priority: 10 });
-      dns.add('mx.throttled.test', { type: 'A', address: throttledAddress });
-      dns.add('open.test', { type: 'MX', exchange: 'mx.open.test', priority: 10 });
-      dns.add('mx.open.test', { type: 'A', address: openAddress });
+      const [throttledAddress, openAddress] = publishOwnMx(dns, 'throttled.test', 'open.test');
       throttled = await startThrottlingServer({ address: throttledAddress, now: () => nowMs, ...THROTTLED });
       open = await startThrottlingServer({ address: openAddress, now: () => nowMs });
       app = await startTestApp(engine, {
@@ -71,16 +70,8 @@ for (const engine of ALL_ENGINES) {
       await receiver?.close();
     });
 
-    async function send(to: string[]): Promise<string[]> {
-      const response = await app.request('POST', '/v1/emails/batch', {
-        body: to.map((address) => ({ from: 'ada@example.com', to: address, subject: 's', text: 't' })),
-      });
-      assert.equal(response.status, 202, JSON.stringify(response.body));
-      return response.body.data.map((entry: { id: string }) => entry.id);
-    }
-
-    const addresses = (domain: string, from: number, count: number) =>
-      Array.from({ length: count }, (_, i) => `u${from + i}@${domain}`);
+    const send = (to: string[]) => sendEach(app, to);
+    const addresses = numberedAddresses;
 
     test('a throttling destination is slowed to what it takes; the other is not held up at all', async () => {
       // Without the throttled destination: all of it arrives with no time passing.

@@ -3,8 +3,13 @@ import { after, before, describe, test } from 'node:test';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
-import { ownLoopbackAddress } from './helpers/smtp.ts';
-import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
+import {
+  numberedAddresses,
+  publishOwnMx,
+  sendEach,
+  startThrottlingServer,
+  type ThrottlingServer,
+} from './helpers/throttling-smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
@@ -26,13 +31,7 @@ for (const engine of ALL_ENGINES) {
 
     before(async () => {
       dns = await startDnsServer();
-      const keptAddress = ownLoopbackAddress();
-      let droppingAddress = ownLoopbackAddress();
-      while (droppingAddress === keptAddress) droppingAddress = ownLoopbackAddress();
-      dns.add('kept.test', { type: 'MX', exchange: 'mx.kept.test', priority: 10 });
-      dns.add('mx.kept.test', { type: 'A', address: keptAddress });
-      dns.add('dropping.test', { type: 'MX', exchange: 'mx.dropping.test', priority: 10 });
-      dns.add('mx.dropping.test', { type: 'A', address: droppingAddress });
+      const [keptAddress, droppingAddress] = publishOwnMx(dns, 'kept.test', 'dropping.test');
       kept = await startThrottlingServer({ address: keptAddress, now: Date.now });
       dropping = await startThrottlingServer({ address: droppingAddress, now: Date.now, dropKept: true });
       app = await startTestApp(engine, { allowPrivateUrls: true, config: { metricsToken: OPERATOR_TOKEN } });
@@ -61,15 +60,8 @@ for (const engine of ALL_ENGINES) {
       await dns?.close();
     });
 
-    async function send(to: string[]): Promise<string[]> {
-      const response = await app.request('POST', '/v1/emails/batch', {
-        body: to.map((address) => ({ from: 'ada@example.com', to: address, subject: 's', text: 't' })),
-      });
-      assert.equal(response.status, 202, JSON.stringify(response.body));
-      return response.body.data.map((entry: { id: string }) => entry.id);
-    }
-    const addresses = (domain: string, count: number) =>
-      Array.from({ length: count }, (_, i) => `u${i}@${domain}`);
+    const send = (to: string[]) => sendEach(app, to);
+    const addresses = (domain: string, count: number) => numberedAddresses(domain, 0, count);
 
     test("messages to one server share connections, each carrying at most the destination's messages per connection", async () => {
       await send(addresses('kept.test', 40));

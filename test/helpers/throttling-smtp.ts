@@ -1,5 +1,9 @@
+import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { SMTPServer } from 'smtp-server';
+import type { TestApp } from './app.ts';
+import type { TestDnsServer } from './dns.ts';
+import { ownLoopbackAddress } from './smtp.ts';
 
 /**
  * A mail server on a loopback address of its own, port 25, behaving as a large provider does towards a
@@ -127,4 +131,36 @@ export async function startThrottlingServer(options: {
   return Object.assign(state, {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }) as ThrottlingServer;
+}
+
+/** `u<from>@domain` … `u<from + count - 1>@domain`: a batch of recipients at one destination. */
+export const numberedAddresses = (domain: string, from: number, count: number): string[] =>
+  Array.from({ length: count }, (_, i) => `u${from + i}@${domain}`);
+
+/** One short email to each address, accepted in one batch request; their ids. */
+export async function sendEach(app: TestApp, to: readonly string[]): Promise<string[]> {
+  const response = await app.request('POST', '/v1/emails/batch', {
+    body: to.map((address) => ({ from: 'ada@example.com', to: address, subject: 's', text: 't' })),
+  });
+  assert.equal(response.status, 202, JSON.stringify(response.body));
+  return response.body.data.map((entry: { id: string }) => entry.id);
+}
+
+/**
+ * Each domain's MX, `mx.<domain>`, on a loopback address of its own (distinct), published on the test DNS
+ * server; the addresses, in the domains' order, for the servers to listen on.
+ */
+export function publishOwnMx<const Domains extends string[]>(
+  dns: TestDnsServer,
+  ...domains: Domains
+): { [K in keyof Domains]: string } {
+  const addresses: string[] = [];
+  for (const domain of domains) {
+    let address = ownLoopbackAddress();
+    while (addresses.includes(address)) address = ownLoopbackAddress();
+    addresses.push(address);
+    dns.add(domain, { type: 'MX', exchange: `mx.${domain}`, priority: 10 });
+    dns.add(`mx.${domain}`, { type: 'A', address });
+  }
+  return addresses as { [K in keyof Domains]: string };
 }

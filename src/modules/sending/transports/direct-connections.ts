@@ -60,8 +60,6 @@ export interface DirectConnections {
     message: ConnectionMessage,
     signal: AbortSignal,
   ): Promise<SMTPConnection.SentMessageInfo>;
-  /** Connections open now, by server key (the metrics and tests read it). */
-  openCount(key: string): number;
   /** Closes the idle connections; those in use close when their message is done. */
   close(): void;
 }
@@ -113,7 +111,7 @@ export function createDirectConnections(): DirectConnections {
       kept.closing = true;
       kept.idle = false;
       set.delete(kept);
-      if (set.size === 0) servers.delete(key);
+      if (set.size === 0 && servers.get(key) === set) servers.delete(key);
       for (const wake of [...(ended.get(key) ?? [])]) wake();
     });
     return kept;
@@ -250,7 +248,6 @@ export function createDirectConnections(): DirectConnections {
       if ('info' in result) return result.info;
       throw result.error;
     },
-    openCount: (key) => keptOf(key).size,
     close() {
       closed = true;
       for (const set of servers.values()) for (const kept of set) if (kept.idle) quit(kept);
