@@ -1,13 +1,16 @@
 // The Postwire side of bench/send.ts: the real app and a sending worker in one process (as `npm start`
-// runs them), relaying to the sink with SMTP_URL, on a fresh SQLite file (or DATABASE_URL's PostgreSQL).
+// runs them), relaying to the sink with SMTP_URL, on a fresh SQLite file (or DATABASE_URL's PostgreSQL);
+// with `direct` as its third argument, delivering directly instead, the sink being every domain's MX.
 import { systemClock } from '../src/lib/clock.ts';
 import { createNotifier } from '../src/queue/notifier.ts';
 import { startBenchApp } from './app.ts';
 import { createWindowProfiler } from './shared.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createRelayTransport } from '../src/modules/sending/transports/relay.ts';
+import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
 
 const [smtpPort, concurrency] = process.argv.slice(2).map(Number) as [number, number];
+const direct = process.argv[4] === 'direct';
 const databaseUrl = process.env.DATABASE_URL;
 const sendNotifier = createNotifier();
 const bench = await startBenchApp({
@@ -21,11 +24,17 @@ const worker = createSendingWorker({
   clock: systemClock,
   events: app.events,
   repositories: bench.services.repositories,
-  transport: createRelayTransport({
-    url: `smtp://127.0.0.1:${smtpPort}`,
-    connections: concurrency,
-    timeoutMs: 30_000,
-  }),
+  transport: direct
+    ? createDirectTransport({
+        timeoutMs: 30_000,
+        resolveMx: async () => [{ exchange: '127.0.0.1', priority: 10, port: smtpPort }],
+        allowPrivateTargets: true,
+      })
+    : createRelayTransport({
+        url: `smtp://127.0.0.1:${smtpPort}`,
+        connections: concurrency,
+        timeoutMs: 30_000,
+      }),
   settings: { schedule: [0, 1000, 5000], concurrency, concurrencyPerHost: concurrency, timeoutMs: 30_000 },
   notifier: sendNotifier,
 });

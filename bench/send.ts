@@ -10,6 +10,7 @@
 //   npm run bench:send -- --json                      # the report on stderr, the target as JSON on stdout
 //   npm run bench:send -- --emails 100 --warmup 20      # a smoke run: shows it works, figures rough
 //   npm run bench:send -- --statements /tmp/tally.txt    # the Postwire process's statements (statement-tally.ts)
+//   npm run bench:send -- --direct                      # direct delivery (the sink as the MX) instead of the relay
 //
 // Both sides deliver to the same smtp-server, in a child process of its own; Postwire runs in another child
 // (API and worker in one process, as `npm start` does) and this process only sends requests.
@@ -44,6 +45,9 @@ const { values: args } = parseArgs({
     profile: { type: 'string' },
     statements: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
+    // Postwire delivers directly (the sink is the recipients' MX, SEND_CONCURRENCY_PER_HOST as --concurrency
+    // under the unknown destination's 10 connections) instead of through the relay's pool.
+    direct: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   },
 });
@@ -186,7 +190,7 @@ async function postwireRun(
   // tally in a file of its own (`<file>.<run>`).
   const server = start(
     'send-server.ts',
-    [String(port), String(CONCURRENCY)],
+    [String(port), String(CONCURRENCY), ...(args.direct ? ['direct'] : [])],
     args.statements
       ? {
           execArgv: ['--import', path.join(here, 'statement-tally.ts')],
@@ -260,6 +264,7 @@ const { port } = await sink.next<{ port: number }>('ready');
 const engine = process.env.DATABASE_URL ? 'postgres' : 'sqlite';
 log(
   `${EMAILS} emails, concurrency ${CONCURRENCY}${BATCH > 1 ? `, batches of ${BATCH}` : ''}, ${engine}, ` +
+    `${args.direct ? 'direct delivery' : 'through the relay'}, ` +
     `${ROUNDS} round(s); ${cpuCount} CPUs, ` +
     (pin
       ? `the sender measured pinned to CPU ${SENDER_CPU}, the sink and the request client to CPU ${SINK_CPU}`
@@ -321,7 +326,7 @@ if (args.json) {
     bench: 'send',
     targets: [
       {
-        target: `emails delivered over SMTP (${BATCH > 1 ? `${BATCH} per request` : '1 per request'})`,
+        target: `emails delivered over SMTP (${BATCH > 1 ? `${BATCH} per request` : '1 per request'}${args.direct ? ', direct' : ''})`,
         engine,
         postwire: sent,
         bare: nm,

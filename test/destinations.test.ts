@@ -7,8 +7,13 @@ import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { created } from './helpers/answers.ts';
 import { receivedEvents } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
-import { ownLoopbackAddress } from './helpers/smtp.ts';
-import { startThrottlingServer, type ThrottlingServer } from './helpers/throttling-smtp.ts';
+import {
+  numberedAddresses,
+  publishOwnMx,
+  sendEach,
+  startThrottlingServer,
+  type ThrottlingServer,
+} from './helpers/throttling-smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
 
@@ -34,13 +39,7 @@ for (const engine of ALL_ENGINES) {
 
     before(async () => {
       dns = await startDnsServer();
-      const throttledAddress = ownLoopbackAddress();
-      let openAddress = ownLoopbackAddress();
-      while (openAddress === throttledAddress) openAddress = ownLoopbackAddress();
-      dns.add('throttled.test', { type: 'MX', exchange: 'mx.throttled.test', priority: 10 });
-      dns.add('mx.throttled.test', { type: 'A', address: throttledAddress });
-      dns.add('open.test', { type: 'MX', exchange: 'mx.open.test', priority: 10 });
-      dns.add('mx.open.test', { type: 'A', address: openAddress });
+      const [throttledAddress, openAddress] = publishOwnMx(dns, 'throttled.test', 'open.test');
       throttled = await startThrottlingServer({ address: throttledAddress, now: () => nowMs, ...THROTTLED });
       open = await startThrottlingServer({ address: openAddress, now: () => nowMs });
       app = await startTestApp(engine, {
@@ -71,16 +70,8 @@ for (const engine of ALL_ENGINES) {
       await receiver?.close();
     });
 
-    async function send(to: string[]): Promise<string[]> {
-      const response = await app.request('POST', '/v1/emails/batch', {
-        body: to.map((address) => ({ from: 'ada@example.com', to: address, subject: 's', text: 't' })),
-      });
-      assert.equal(response.status, 202, JSON.stringify(response.body));
-      return response.body.data.map((entry: { id: string }) => entry.id);
-    }
-
-    const addresses = (domain: string, from: number, count: number) =>
-      Array.from({ length: count }, (_, i) => `u${from + i}@${domain}`);
+    const send = (to: string[]) => sendEach(app, to);
+    const addresses = numberedAddresses;
 
     test('a throttling destination is slowed to what it takes; the other is not held up at all', async () => {
       // Without the throttled destination: all of it arrives with no time passing.
@@ -115,15 +106,24 @@ for (const engine of ALL_ENGINES) {
       assert.equal(nowMs, startedAt, 'no time passed');
       assert.ok(throttled.received.length <= THROTTLED.perMinute, `${throttled.received.length} arrived`);
 
-      // The metrics show the destinations by provider, the rest as `other` (two here): the throttled mail waits.
-      const scrape = await app.request('GET', '/metrics', {
-        key: null,
-        headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
-      });
-      assert.equal(scrape.status, 200);
+      // The metrics show the destinations by provider, the rest as `other` (two here): the throttled mail waits
+      // (once the worker has given back what it held for the suspended destination: until then it is leased).
+      let scrape: { status: number; body: string } = { status: 0, body: '' };
       const gauge = (name: string) =>
         Number(new RegExp(`^${name}\\{destination="other"\\} (\\d+)$`, 'm').exec(scrape.body)?.[1] ?? NaN);
-      assert.ok(gauge('postwire_destination_queue_depth') >= 40 - throttled.received.length, scrape.body);
+      await until(
+        async () => {
+          worker.wake();
+          scrape = await app.request('GET', '/metrics', {
+            key: null,
+            headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+          });
+          assert.equal(scrape.status, 200);
+          return gauge('postwire_destination_queue_depth') >= 40 - throttled.received.length;
+        },
+        20_000,
+        () => scrape.body,
+      );
       assert.ok(gauge('postwire_destinations_suspended') <= 2);
       assert.doesNotMatch(scrape.body, /postwire_destination_rate_per_minute\{destination="other"/);
 
@@ -139,12 +139,12 @@ for (const engine of ALL_ENGINES) {
         addresses('throttled.test', 0, 40).sort(),
         'every message once',
       );
-      // The connection cap was found in the first burst and never hit again.
-      assert.ok(
-        throttled.refusedConnections.every((at) => at === startedAt),
-        'refusals only at first',
-      );
-      assert.ok(throttled.maxOpenAfterFirstRefusal <= THROTTLED.connections);
+      // The connection cap was found in the first burst (while the clock stood still): every connection
+      // asked for since, refused or not, came with at most the cap open counting itself.
+      const later = throttled.attempts.filter((attempt) => attempt.at > startedAt);
+      assert.ok(later.length > 0, 'connections after the first burst');
+      const overCap = later.filter((attempt) => attempt.atOnce > THROTTLED.connections);
+      assert.deepEqual(overCap, [], 'never more than the cap after the first deferrals');
       const deferrals = throttled.refusedConnections.length + throttled.refusedMessages.length;
       assert.ok(deferrals <= 40 / 5, `${deferrals} deferrals for 40 messages`);
       assert.ok(deferrals >= 1, 'the destination deferred');

@@ -1,4 +1,9 @@
+import assert from 'node:assert/strict';
+import type { Socket } from 'node:net';
 import { SMTPServer } from 'smtp-server';
+import type { TestApp } from './app.ts';
+import type { TestDnsServer } from './dns.ts';
+import { ownLoopbackAddress } from './smtp.ts';
 
 /**
  * A mail server on a loopback address of its own, port 25, behaving as a large provider does towards a
@@ -13,9 +18,18 @@ export interface ThrottlingServer {
   /** Connections refused for the cap, and messages refused for the rate, each with the time it happened. */
   refusedConnections: number[];
   refusedMessages: number[];
-  /** The most connections open at once, overall and since the first refusal of any kind. */
+  /** The most connections open at once. */
   maxOpen: number;
-  maxOpenAfterFirstRefusal: number;
+  /**
+   * Every connection attempt: when (`now`), and how many were asked for at once counting it (the open ones
+   * and itself: above the cap, it was the one refused). What "never more than its cap after the first
+   * deferrals" is read from.
+   */
+  attempts: Array<{ at: number; atOnce: number }>;
+  /** Messages accepted on each connection that took any, in the order the connections closed. */
+  messagesPerConnection: number[];
+  /** Connections dropped at a message after their first (`dropKept`). */
+  dropped: number;
   close(): Promise<void>;
 }
 
@@ -24,6 +38,13 @@ export async function startThrottlingServer(options: {
   now: () => number;
   connections?: number;
   perMinute?: number;
+  /** Called on each message accepted (a bench times arrivals with it). */
+  onReceived?: () => void;
+  /**
+   * Drops the connection, without a reply, when a message after its first begins on it (MAIL FROM): what a
+   * server that timed out an idle connection does to a client that hands it the next message at that moment.
+   */
+  dropKept?: boolean;
 }): Promise<ThrottlingServer> {
   let open = 0;
   const perMinute = new Map<number, number>();
@@ -33,9 +54,11 @@ export async function startThrottlingServer(options: {
     refusedConnections: [],
     refusedMessages: [],
     maxOpen: 0,
-    maxOpenAfterFirstRefusal: 0,
+    attempts: [],
+    messagesPerConnection: [],
+    dropped: 0,
   };
-  const refused = () => state.refusedConnections.length + state.refusedMessages.length > 0;
+  const taken = new WeakMap<object, number>();
   const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
   const server = new SMTPServer({
     logger: false,
@@ -43,6 +66,7 @@ export async function startThrottlingServer(options: {
     disabledCommands: ['STARTTLS'],
     closeTimeout: 100,
     onConnect(session, callback) {
+      state.attempts.push({ at: options.now(), atOnce: open + 1 });
       if (options.connections !== undefined && open >= options.connections) {
         state.refusedConnections.push(options.now());
         callback(
@@ -53,13 +77,25 @@ export async function startThrottlingServer(options: {
       (session as { counted?: boolean }).counted = true;
       open += 1;
       state.maxOpen = Math.max(state.maxOpen, open);
-      if (refused()) state.maxOpenAfterFirstRefusal = Math.max(state.maxOpenAfterFirstRefusal, open);
       callback();
     },
     onClose(session) {
-      if ((session as { counted?: boolean }).counted) open -= 1;
+      if (!(session as { counted?: boolean }).counted) return;
+      open -= 1;
+      const messages = taken.get(session) ?? 0;
+      if (messages > 0) state.messagesPerConnection.push(messages);
     },
-    onMailFrom(_address, _session, callback) {
+    onMailFrom(_address, session, callback) {
+      if (options.dropKept && (session.transaction ?? 1) > 1) {
+        const connections = (server as unknown as { connections: Set<{ session: unknown; _socket: Socket }> })
+          .connections;
+        const connection = [...connections].find((entry) => entry.session === session);
+        if (connection) {
+          state.dropped += 1;
+          connection._socket.destroy();
+          return;
+        }
+      }
       const minute = Math.floor(options.now() / 60_000);
       const count = perMinute.get(minute) ?? 0;
       if (options.perMinute !== undefined && count >= options.perMinute) {
@@ -79,7 +115,9 @@ export async function startThrottlingServer(options: {
       stream.resume();
       stream.on('end', () => {
         state.received.push(...session.envelope.rcptTo.map((rcpt) => rcpt.address));
+        taken.set(session, (taken.get(session) ?? 0) + 1);
         callback(null, 'Ok: queued');
+        options.onReceived?.();
       });
     },
   });
@@ -93,4 +131,36 @@ export async function startThrottlingServer(options: {
   return Object.assign(state, {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   }) as ThrottlingServer;
+}
+
+/** `u<from>@domain` … `u<from + count - 1>@domain`: a batch of recipients at one destination. */
+export const numberedAddresses = (domain: string, from: number, count: number): string[] =>
+  Array.from({ length: count }, (_, i) => `u${from + i}@${domain}`);
+
+/** One short email to each address, accepted in one batch request; their ids. */
+export async function sendEach(app: TestApp, to: readonly string[]): Promise<string[]> {
+  const response = await app.request('POST', '/v1/emails/batch', {
+    body: to.map((address) => ({ from: 'ada@example.com', to: address, subject: 's', text: 't' })),
+  });
+  assert.equal(response.status, 202, JSON.stringify(response.body));
+  return response.body.data.map((entry: { id: string }) => entry.id);
+}
+
+/**
+ * Each domain's MX, `mx.<domain>`, on a loopback address of its own (distinct), published on the test DNS
+ * server; the addresses, in the domains' order, for the servers to listen on.
+ */
+export function publishOwnMx<const Domains extends string[]>(
+  dns: TestDnsServer,
+  ...domains: Domains
+): { [K in keyof Domains]: string } {
+  const addresses: string[] = [];
+  for (const domain of domains) {
+    let address = ownLoopbackAddress();
+    while (addresses.includes(address)) address = ownLoopbackAddress();
+    addresses.push(address);
+    dns.add(domain, { type: 'MX', exchange: `mx.${domain}`, priority: 10 });
+    dns.add(`mx.${domain}`, { type: 'A', address });
+  }
+  return addresses as { [K in keyof Domains]: string };
 }

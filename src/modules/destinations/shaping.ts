@@ -105,6 +105,11 @@ export interface DestinationShaping {
   ): Throttled | undefined;
   /** When the destination of a domain is suspended until (epoch ms), if it is. */
   suspendedUntil(domain: string, now: number): number | undefined;
+  /**
+   * The connections at once a domain's destination takes now and its messages per connection: what bounds the
+   * connections the transport keeps open between messages. Undefined while the domain's destination is unknown.
+   */
+  connectionLimitsOf(domain: string): { connections: number; messagesPerConnection: number } | undefined;
   /** The states changed since their last write, due for one now (at most once a second each); marks them written. */
   takeWrites(now: number): SharedState[];
   /** Takes what other workers wrote (newer than what this worker knows). */
@@ -303,6 +308,12 @@ export function createDestinationShaping(
     suspendedUntil(domain, now) {
       const until = stateOfDomain(domain)?.suspendedUntil;
       return until !== null && until !== undefined && until > now ? until : undefined;
+    },
+    connectionLimitsOf(domain) {
+      const state = stateOfDomain(domain);
+      return (
+        state && { connections: state.connections, messagesPerConnection: state.limits.messagesPerConnection }
+      );
     },
     takeWrites(now) {
       const due: SharedState[] = [];

@@ -24,6 +24,7 @@ import { createDestinationEvents } from '../destinations/destination-events.ts';
 import { classifyResponse } from '../destinations/responses.ts';
 import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
 import { createWarmupGate, type WarmupGate } from '../destinations/warmup.ts';
+import { UNKNOWN_LIMITS } from '../destinations/providers.ts';
 import { createWarmupStep } from './sending.warmup.ts';
 import { attemptOutcome } from './sending.outcome-rows.ts';
 import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
@@ -221,6 +222,18 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     for (const host of open.values()) if (shaping!.laneOf(host) === lane) count += 1;
     return count;
   };
+  /**
+   * What bounds the connections a direct transport keeps between messages to a domain's destination: the
+   * connections it takes now (never more than SEND_CONCURRENCY_PER_HOST) and its messages per connection.
+   */
+  const connectionLimitsOf = (host: string) => {
+    if (!shaping) return undefined;
+    const limits = shaping.connectionLimitsOf(host);
+    return {
+      connections: Math.min(settings.concurrencyPerHost, limits?.connections ?? Infinity),
+      messagesPerConnection: limits?.messagesPerConnection ?? UNKNOWN_LIMITS.messagesPerConnection,
+    };
+  };
   const source = createSendingQueueSource({
     db,
     engine,
@@ -365,6 +378,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         dsn: settings.dsn,
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
+        limits: connectionLimitsOf(job.host),
       });
       if (result.raw !== undefined)
         rawPiecesKey = await queue.keepLargeCaptureInPieces(job.email.id, result.raw);

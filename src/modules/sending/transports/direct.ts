@@ -1,10 +1,16 @@
 import { resolveMx as dnsResolveMx } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import nodemailer, { type SendMailOptions } from 'nodemailer';
+import type { SendMailOptions } from 'nodemailer';
 import { DEFAULTS, type DkimConfig } from '../../../config.ts';
 import { isBlockedAddress, type Resolver, systemResolver } from '../../../lib/network-policy.ts';
 import { createMessageBuilder } from '../build-pool.ts';
+import { poolMessage } from '../fast-paths.ts';
 import { mailOptions, rawMailOptions } from '../mime.ts';
+import {
+  type ConnectionLimits,
+  type ConnectionMessage,
+  createDirectConnections,
+} from './direct-connections.ts';
 import {
   describeSmtpError,
   isConnectionFailure,
@@ -43,6 +49,9 @@ export interface DirectTransportOptions {
   lookup?: Resolver;
 }
 
+/** A job that names no limits (a transport used without the worker's destinations): the unknown destination's. */
+const NO_LIMITS: ConnectionLimits = { connections: Infinity, messagesPerConnection: 100 };
+
 type Route = { hosts: MxRecord[] } | { bounce: string } | { defer: string };
 
 /** The servers to try for a domain, in preference order: its MX records, else the domain itself (RFC 5321 §5.1). */
@@ -66,8 +75,9 @@ async function route(domain: string, resolve: MxResolver): Promise<Route> {
 
 /**
  * Straight to each recipient domain's mail servers (MX by preference, then the domain's own address), with
- * opportunistic STARTTLS. The recipient's server accepting is delivery: `email.sent` then `email.delivered`;
- * 5xx → bounced with the server's reply; 4xx, or no server reachable → retried.
+ * opportunistic STARTTLS, over connections kept between messages to the same server (direct-connections.ts).
+ * The recipient's server accepting is delivery: `email.sent` then `email.delivered`; 5xx → bounced with the
+ * server's reply; 4xx, or no server reachable → retried.
  */
 export function createDirectTransport(options: DirectTransportOptions): MailTransport {
   const builder = createMessageBuilder({ fallback: options.dkim, timeoutMs: options.timeoutMs });
@@ -89,32 +99,55 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
     return { address: allowed[0]! };
   }
 
+  const connections = createDirectConnections();
+
   async function tryExchange(
     record: MxRecord,
-    message: SendMailOptions,
+    message: ConnectionMessage,
+    limits: ConnectionLimits,
     signal: AbortSignal,
   ): Promise<{ info: unknown } | { error: SmtpError } | { refused: string }> {
     const target = await connectAddress(record.exchange);
     if ('refused' in target) return target;
-    const transporter = nodemailer.createTransport({
-      host: target.address,
-      port: record.port ?? options.port ?? DEFAULTS.directMxPort,
-      secure: false,
-      // Most MX certificates do not name the MX host; STARTTLS still encrypts against passive listeners,
-      // which is what opportunistic TLS between mail servers gives everywhere.
-      tls: { rejectUnauthorized: false, ...(isIP(record.exchange) ? {} : { servername: record.exchange }) },
-      connectionTimeout: stepMs,
-      greetingTimeout: stepMs,
-      socketTimeout: options.timeoutMs,
-      ...(options.hostname ? { name: options.hostname } : {}),
-    });
+    const port = record.port ?? options.port ?? DEFAULTS.directMxPort;
+    const servername = isIP(record.exchange) ? undefined : record.exchange;
     try {
-      return { info: await transporter.sendMail({ ...message, signal }) };
+      const info = await connections.send(
+        `${target.address}|${port}|${servername ?? ''}`,
+        {
+          host: target.address,
+          port,
+          secure: false,
+          // Most MX certificates do not name the MX host; STARTTLS still encrypts against passive listeners,
+          // which is what opportunistic TLS between mail servers gives everywhere.
+          tls: { rejectUnauthorized: false, ...(servername ? { servername } : {}) },
+          connectionTimeout: stepMs,
+          greetingTimeout: stepMs,
+          socketTimeout: options.timeoutMs,
+          ...(options.hostname ? { name: options.hostname } : {}),
+        },
+        limits,
+        message,
+        signal,
+      );
+      return { info };
     } catch (error) {
       return { error: error as SmtpError };
-    } finally {
-      transporter.close();
     }
+  }
+
+  /** The envelope (with the DSN request) and the bytes of a built message, as a connection sends them. */
+  function connectionMessage(
+    raw: SendMailOptions,
+    messageId: string,
+    signal: AbortSignal,
+  ): ConnectionMessage {
+    const mail = poolMessage(raw, messageId, signal);
+    const envelope = mail.message.getEnvelope() as ConnectionMessage['envelope'];
+    return {
+      envelope: mail.data.dsn ? { ...envelope, dsn: mail.data.dsn } : envelope,
+      stream: () => mail.message.createReadStream(),
+    };
   }
 
   return {
@@ -133,12 +166,17 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
 
       // Built and signed once for every MX tried.
       const options = mailOptions(job.email, addresses, job.envelopeFrom, job.dsn);
-      const message = rawMailOptions(options, await builder.build(options, job.dkim));
+      const message = connectionMessage(
+        rawMailOptions(options, await builder.build(options, job.dkim)),
+        job.email.messageId,
+        job.signal,
+      );
+      const limits = job.limits ?? NO_LIMITS;
       const mxHosts = found.hosts.map((record) => record.exchange);
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;
-        const attempt = await tryExchange(record, message, job.signal);
+        const attempt = await tryExchange(record, message, limits, job.signal);
         if ('info' in attempt)
           return { outcomes: outcomesFromInfo(attempt.info as object, addresses), mxHosts };
         if ('refused' in attempt) {
@@ -160,6 +198,9 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       const found = await route(domain, resolve);
       return 'hosts' in found ? found.hosts.map((record) => record.exchange) : undefined;
     },
-    close: () => builder.close(),
+    async close() {
+      connections.close();
+      await builder.close();
+    },
   };
 }

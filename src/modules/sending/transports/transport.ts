@@ -21,6 +21,11 @@ export interface SendJob {
   dkim?: DkimConfig | undefined;
   /** Aborted when the attempt times out or the worker stops. */
   signal: AbortSignal;
+  /**
+   * Direct delivery: the destination's connections at once and messages per connection now (its limits,
+   * issue 38), which bound the connections kept between messages; the unknown destination's when absent.
+   */
+  limits?: { connections: number; messagesPerConnection: number } | undefined;
 }
 
 export interface SendResult {
