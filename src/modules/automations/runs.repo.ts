@@ -88,52 +88,61 @@ const toStep = (row: Row<'automation_run_steps'>): RunStepRecord => ({
 
 const LIVE: AutomationRunStatus[] = ['running', 'waiting'];
 
+/** Rows of runs to one insert: 18 parameters each, under SQLite's 32 766. */
+const INSERT_ROWS = 500;
+
+async function insertRows(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
+  await transaction.db
+    .insertInto('automation_runs')
+    .values(
+      runs.map((run) => ({
+        id: run.id,
+        project_id: run.projectId,
+        automation_id: run.automationId,
+        contact_id: run.contactId,
+        trigger_send_id: run.triggerSendId,
+        trigger_payload: JSON.stringify(run.triggerPayload),
+        event_payload: null,
+        status: run.status,
+        current_step: run.currentStep,
+        resumed_by: null,
+        waiting_event: null,
+        step_count: 0,
+        due_at: run.dueAt,
+        reason: null,
+        started_at: run.startedAt,
+        completed_at: null,
+        created_at: run.createdAt,
+        updated_at: run.updatedAt,
+      })),
+    )
+    .execute();
+}
+
 export function createRunRepo(db: Kysely<Database>) {
   return {
+    /** Inserts runs, INSERT_ROWS to a statement (within both engines' limits on a statement's parameters). */
     async insertMany(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
-      if (runs.length === 0) return;
-      await transaction.db
-        .insertInto('automation_runs')
-        .values(
-          runs.map((run) => ({
-            id: run.id,
-            project_id: run.projectId,
-            automation_id: run.automationId,
-            contact_id: run.contactId,
-            trigger_send_id: run.triggerSendId,
-            trigger_payload: JSON.stringify(run.triggerPayload),
-            event_payload: null,
-            status: run.status,
-            current_step: run.currentStep,
-            resumed_by: null,
-            waiting_event: null,
-            step_count: 0,
-            due_at: run.dueAt,
-            reason: null,
-            started_at: run.startedAt,
-            completed_at: null,
-            created_at: run.createdAt,
-            updated_at: run.updatedAt,
-          })),
-        )
-        .execute();
+      for (let at = 0; at < runs.length; at += INSERT_ROWS) {
+        await insertRows(runs.slice(at, at + INSERT_ROWS), transaction);
+      }
     },
 
-    /** Of these automations, the ones with a live run of the contact (a second trigger starts none). */
+    /** Of these automations and contacts, the pairs with a live run (a second trigger starts none): `aut con`. */
     async liveFor(
       automationIds: readonly string[],
-      contactId: string,
+      contactIds: readonly string[],
       transaction: Transaction,
     ): Promise<Set<string>> {
-      if (automationIds.length === 0) return new Set();
+      if (automationIds.length === 0 || contactIds.length === 0) return new Set();
       const rows = await transaction.db
         .selectFrom('automation_runs')
-        .select('automation_id')
+        .select(['automation_id', 'contact_id'])
         .where('automation_id', 'in', [...automationIds])
-        .where('contact_id', '=', contactId)
+        .where('contact_id', 'in', [...contactIds])
         .where('status', 'in', LIVE)
         .execute();
-      return new Set(rows.map((row) => row.automation_id));
+      return new Set(rows.map((row) => `${row.automation_id} ${row.contact_id}`));
     },
 
     /**
@@ -158,9 +167,9 @@ export function createRunRepo(db: Kysely<Database>) {
       return Number(result.numUpdatedRows);
     },
 
-    /** Cancels an automation's live runs (stopped), or a contact's; answers how many. */
+    /** Cancels an automation's live runs (stopped), or these contacts'; answers how many. */
     async cancelLive(
-      of: { automationId: string } | { projectId: string; contactId: string },
+      of: { automationId: string } | { projectId: string; contactIds: readonly string[] },
       reason: string,
       now: string,
       transaction: Transaction,
@@ -172,7 +181,8 @@ export function createRunRepo(db: Kysely<Database>) {
       query =
         'automationId' in of
           ? query.where('automation_id', '=', of.automationId)
-          : query.where('project_id', '=', of.projectId).where('contact_id', '=', of.contactId);
+          : query.where('project_id', '=', of.projectId).where('contact_id', 'in', [...of.contactIds]);
+      if ('contactIds' in of && of.contactIds.length === 0) return 0;
       return Number((await query.executeTakeFirst()).numUpdatedRows);
     },
 

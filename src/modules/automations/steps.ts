@@ -262,10 +262,14 @@ export function createStepPlanner(deps: StepDeps) {
       switch (step.type) {
         case 'trigger':
           return {
-            step: record(context, step, 'completed', {
-              event: step.config.event_name,
-              send_id: run.triggerSendId,
-            }),
+            step: record(
+              context,
+              step,
+              'completed',
+              step.config.on === undefined
+                ? { event: step.config.event_name, send_id: run.triggerSendId }
+                : { on: step.config.on, ...run.triggerPayload },
+            ),
             move: onward(context, step.key, 'default'),
           };
         case 'delay': {
