@@ -214,9 +214,9 @@ for (const engine of ALL_ENGINES) {
       await arrived(before + 3);
       const waiting = await runsOf(
         id,
-        (list) => list.length === 3 && list.every((run) => run.status === 'waiting'),
+        (list) => list.length === 3 && list.every((run: any) => run.status === 'waiting'),
       );
-      assert.ok(waiting.every((run) => run.due_at === null));
+      assert.ok(waiting.every((run: any) => run.due_at === null));
       const byEmail = async (email: string) => (await api.request('GET', `/v1/contacts/${email}`)).body.id;
       const bea = await byEmail('bea@triggers.test');
       const cy = await byEmail('cy@triggers.test');
@@ -224,8 +224,11 @@ for (const engine of ALL_ENGINES) {
       assert.equal((await api.request('DELETE', `/v1/contacts/${bea}`)).status, 200);
       const unsubscribed = await api.request('PATCH', `/v1/contacts/${cy}`, { body: { unsubscribed: true } });
       assert.equal(unsubscribed.status, 200);
-      const ended = await runsOf(id, (list) => list.filter((run) => run.status === 'cancelled').length === 2);
-      const reasons = Object.fromEntries(ended.map((run) => [run.contact_id, [run.status, run.reason]]));
+      const ended = await runsOf(
+        id,
+        (list) => list.filter((run: any) => run.status === 'cancelled').length === 2,
+      );
+      const reasons = Object.fromEntries(ended.map((run: any) => [run.contact_id, [run.status, run.reason]]));
       assert.deepEqual(reasons[bea], ['cancelled', 'contact_deleted']);
       assert.deepEqual(reasons[cy], ['cancelled', 'contact_unsubscribed']);
 
@@ -236,7 +239,7 @@ for (const engine of ALL_ENGINES) {
         });
       }
       await arrived(before + 4);
-      await runsOf(id, (list) => list.some((run) => run.status === 'completed'));
+      await runsOf(id, (list) => list.some((run: any) => run.status === 'completed'));
       clock.advance(3 * DAY);
       wake();
       const queue = createRunQueue(api.database.handle.db, api.database.handle.engine);
@@ -274,6 +277,56 @@ for (const engine of ALL_ENGINES) {
       assert.equal(sent.status, 201);
       const [done] = await runsOf(made.id, (list) => list[0]?.status === 'completed');
       assert.equal((await runOf(made.id, done.id)).steps.length, 71);
+    });
+    test('a run follows the graph it started with; an update is for the runs started after it', async () => {
+      const later = await publishedTemplate(api, {
+        name: 'Later',
+        subject: 'The new email',
+        html: '<p>New</p>',
+      });
+      const graph = (template: string) => ({
+        steps: [
+          { key: 'start', type: 'trigger', config: { event_name: 'plan.chosen' } },
+          { key: 'wait', type: 'delay', config: { duration: '1 day' } },
+          {
+            key: 'mail',
+            type: 'send_email',
+            config: { template: { id: template }, from: 'hello@acme.test' },
+          },
+        ],
+        connections: [
+          { from: 'start', to: 'wait' },
+          { from: 'wait', to: 'mail' },
+        ],
+      });
+      const made = await created(api, '/v1/automations', {
+        name: 'Versions',
+        status: 'enabled',
+        ...graph(hello),
+      });
+      const before = smtp.messages.length;
+      const choose = async (email: string) => {
+        await created(api, '/v1/contacts', { email, first_name: email.split('@')[0] });
+        const sent = await api.request('POST', '/v1/custom-events/send', {
+          body: { event: 'plan.chosen', email },
+        });
+        assert.equal(sent.status, 201);
+      };
+      await choose('old@triggers.test');
+      await runsOf(made.id, (list) => list[0]?.current_step === 'mail');
+      const updated = await api.request('PATCH', `/v1/automations/${made.id}`, { body: graph(later) });
+      assert.equal(updated.status, 200);
+      await choose('new@triggers.test');
+      await runsOf(
+        made.id,
+        (list) => list.length === 2 && list.every((run: any) => run.current_step === 'mail'),
+      );
+      clock.advance(DAY + 1000);
+      wake();
+      await arrived(before + 2);
+      assert.deepEqual(await subjectsTo('old@triggers.test'), ['Hello old (new)']);
+      assert.deepEqual(await subjectsTo('new@triggers.test'), ['The new email']);
+      assert.equal((await api.request('POST', `/v1/automations/${made.id}/stop`)).status, 200);
     });
   });
 }

@@ -116,9 +116,9 @@ export function createAutomationService({
   }
 
   /** Writes a change of status: to disabled, the live runs are cancelled with it. */
-  async function write(transaction: Transaction, next: AutomationRecord, previous: AutomationStatus) {
-    if (!(await repo.update(next, transaction))) throw notFound('automation', next.id);
-    if (previous === 'enabled' && next.status === 'disabled') {
+  async function write(transaction: Transaction, next: AutomationRecord, previous: AutomationRecord) {
+    if (!(await repo.update(next, previous.graphVersion, transaction))) throw notFound('automation', next.id);
+    if (previous.status === 'enabled' && next.status === 'disabled') {
       await runs.cancelLive({ automationId: next.id }, 'automation_stopped', next.updatedAt, transaction);
     }
     return (await views([next], transaction))[0]!;
@@ -136,6 +136,7 @@ export function createAutomationService({
         status: input.status ?? 'disabled',
         triggerEvent: triggerKey(graph),
         graph,
+        graphVersion: 1,
         createdAt: now,
         updatedAt: now,
       };
@@ -189,9 +190,11 @@ export function createAutomationService({
         status: plan.input.status ?? current.status,
         graph,
         triggerEvent: triggerKey(graph),
+        // A new graph is a new version: runs under way keep following theirs.
+        graphVersion: plan.graph ? current.graphVersion + 1 : current.graphVersion,
         updatedAt: nextUpdatedAt(clock, current.updatedAt),
       };
-      return write(transaction, next, current.status);
+      return write(transaction, next, current);
     },
 
     /** A copy, disabled, named `<name> (copy)`; its runs are its own. */
@@ -203,6 +206,7 @@ export function createAutomationService({
         id: newId('aut'),
         name: `${current.name} (copy)`.slice(0, 200),
         status: 'disabled',
+        graphVersion: 1,
         createdAt: now,
         updatedAt: now,
       };
@@ -218,7 +222,7 @@ export function createAutomationService({
         status: 'disabled' as const,
         updatedAt: nextUpdatedAt(clock, current.updatedAt),
       };
-      return write(transaction, next, current.status);
+      return write(transaction, next, current);
     },
 
     async delete(transaction: Transaction, projectId: string, id: string) {

@@ -21,7 +21,7 @@ const STEPS_PER_ATTEMPT = 50;
 export interface RunnerDeps {
   db: Kysely<Database>;
   runs: RunRepo;
-  automations: Pick<AutomationRepo, 'findById'>;
+  automations: Pick<AutomationRepo, 'findById' | 'graphOf'>;
   contacts: Pick<ContactRepo, 'find'>;
   properties: Pick<ContactPropertyRepo, 'all'>;
   planner: StepPlanner;
@@ -109,13 +109,17 @@ export function createRunner(deps: RunnerDeps) {
     if (contact.unsubscribed) {
       return { step: undefined, move: ended('cancelled', run.currentStep, 'contact_unsubscribed', at) };
     }
-    const step = automation.graph.steps.find((each) => each.key === run.currentStep);
-    if (!step) return { step: undefined, move: ended('failed', run.currentStep, 'step_removed', at) };
+    // The graph the run started with: an update since is for the runs it starts.
+    const graph = await deps.automations.graphOf(automation.id, run.graphVersion);
+    const step = graph?.steps.find((each) => each.key === run.currentStep);
+    if (!graph || !step) {
+      return { step: undefined, move: ended('failed', run.currentStep, 'step_removed', at) };
+    }
     try {
       return await deps.planner.plan(
         {
           run,
-          automation,
+          automation: { ...automation, graph },
           contact,
           declared: await deps.properties.all(run.projectId),
           now,

@@ -13,6 +13,8 @@ export interface RunRecord {
   automationId: string;
   contactId: string;
   triggerSendId: string | null;
+  /** The automation's graph version the run follows, whatever updates came after it started. */
+  graphVersion: number;
   triggerPayload: Record<string, unknown>;
   /** The latest awaited event's payload (null until a wait receives one). */
   eventPayload: Record<string, unknown> | null;
@@ -60,6 +62,7 @@ const toRecord = (row: Row<'automation_runs'>): RunRecord => ({
   automationId: row.automation_id,
   contactId: row.contact_id,
   triggerSendId: row.trigger_send_id,
+  graphVersion: Number(row.graph_version),
   triggerPayload: JSON.parse(row.trigger_payload) as Record<string, unknown>,
   eventPayload: parse(row.event_payload),
   status: row.status,
@@ -88,7 +91,7 @@ const toStep = (row: Row<'automation_run_steps'>): RunStepRecord => ({
 
 const LIVE: AutomationRunStatus[] = ['running', 'waiting'];
 
-/** Rows of runs to one insert: 18 parameters each, under SQLite's 32 766. */
+/** Rows of runs to one insert: 19 parameters each, under SQLite's 32 766. */
 const INSERT_ROWS = 500;
 
 async function insertRows(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
@@ -101,6 +104,7 @@ async function insertRows(runs: readonly RunRecord[], transaction: Transaction):
         automation_id: run.automationId,
         contact_id: run.contactId,
         trigger_send_id: run.triggerSendId,
+        graph_version: run.graphVersion,
         trigger_payload: JSON.stringify(run.triggerPayload),
         event_payload: null,
         status: run.status,

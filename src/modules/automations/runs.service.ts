@@ -43,7 +43,7 @@ const START_SLICE = 500;
 
 const newRun = (
   projectId: string,
-  automationId: string,
+  automation: AutomationRecord,
   contactId: string,
   firstStep: string,
   from: { sendId: string | null; payload: Record<string, unknown> },
@@ -51,9 +51,10 @@ const newRun = (
 ): RunRecord => ({
   id: newId('arun'),
   projectId,
-  automationId,
+  automationId: automation.id,
   contactId,
   triggerSendId: from.sendId,
+  graphVersion: automation.graphVersion,
   triggerPayload: from.payload,
   eventPayload: null,
   status: 'running',
@@ -114,7 +115,7 @@ export function createRunService({ automations, repo, clock, notifier }: RunServ
         const first = automation.graph.steps.find((step) => step.type === 'trigger')!.key;
         for (const contactId of slice) {
           if (live.has(`${automation.id} ${contactId}`)) continue;
-          runs.push(newRun(projectId, automation.id, contactId, first, from, now));
+          runs.push(newRun(projectId, automation, contactId, first, from, now));
         }
       }
       await repo.insertMany(runs, transaction);
