@@ -12,6 +12,7 @@ import {
   startRunWorker,
   subjectsTo as subjectsToIn,
 } from './helpers/automations.ts';
+import { contactImportWorker, uploadImport } from './helpers/contact-imports.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 
@@ -327,6 +328,75 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual(await subjectsTo('old@triggers.test'), ['Hello old (new)']);
       assert.deepEqual(await subjectsTo('new@triggers.test'), ['The new email']);
       assert.equal((await api.request('POST', `/v1/automations/${made.id}/stop`)).status, 200);
+    });
+    test('an import: its new contacts, its additions and subscriptions start runs; its unsubscribes end them', async () => {
+      const imports = contactImportWorker(api);
+      await imports.start();
+      try {
+        const listId = (await created(api, '/v1/segments', { name: 'Imported' })).id;
+        const newsId = (await created(api, '/v1/topics', { name: 'Digest', default_subscription: 'opt_out' }))
+          .id;
+        const hold = [{ key: 'hold', type: 'wait_for_event', config: { event_name: 'never.sent' } }];
+        const onList = await automation(
+          'On list',
+          { on: 'contact.added_to_segment', segment_id: listId },
+          hold,
+        );
+        const onNews = await automation(
+          'On news',
+          { on: 'contact.topic_subscribed', topic_id: newsId },
+          hold,
+        );
+        const onCreated = await automation('Imported created', { on: 'contact.created' }, hold);
+        // Already in the list and subscribed: the import changes neither, so starts nothing for it.
+        const zed = await created(api, '/v1/contacts', { email: 'zed@imports.test' });
+        await api.request('POST', `/v1/contacts/${zed.id}/segments/${listId}`);
+        await api.request('PATCH', `/v1/contacts/${zed.id}/topics`, {
+          body: { topics: [{ id: newsId, subscription: 'opt_in' }] },
+        });
+        const yan = await created(api, '/v1/contacts', { email: 'yan@imports.test' });
+        const upload = async (csv: string) => {
+          const accepted = await uploadImport(api, csv, {
+            column_map: { email: 'email', unsubscribed: 'out' },
+            segments: [listId],
+            topics: [{ id: newsId, subscription: 'opt_in' }],
+          });
+          assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+          await imports.whenIdle();
+        };
+        await upload(
+          'email,out\nzed@imports.test,\nyan@imports.test,\nxia@imports.test,\nwu@imports.test,\n',
+        );
+        const contactsOf = async (id: string, count: number) =>
+          (
+            await runsOf(
+              id,
+              (list) => list.length === count && list.every((run: any) => run.status === 'waiting'),
+            )
+          )
+            .map((run: any) => run.contact_id)
+            .sort();
+        const xia = (await api.request('GET', '/v1/contacts/xia@imports.test')).body.id;
+        const wu = (await api.request('GET', '/v1/contacts/wu@imports.test')).body.id;
+        assert.deepEqual(await contactsOf(onList, 4), [zed.id, yan.id, xia, wu].sort());
+        assert.deepEqual(await contactsOf(onNews, 4), [zed.id, yan.id, xia, wu].sort());
+        // Created by the API (zed, yan: the earlier tests' automations are stopped) and by the import (xia, wu).
+        assert.deepEqual(await contactsOf(onCreated, 4), [zed.id, yan.id, xia, wu].sort());
+
+        await upload('email,out\nxia@imports.test,yes\n');
+        const ended = await runsOf(onList, (list) => list.some((run: any) => run.status === 'cancelled'));
+        assert.deepEqual(
+          ended
+            .filter((run: any) => run.status === 'cancelled')
+            .map((run: any) => [run.contact_id, run.reason]),
+          [[xia, 'contact_unsubscribed']],
+        );
+        for (const id of [onList, onNews, onCreated]) {
+          assert.equal((await api.request('POST', `/v1/automations/${id}/stop`)).status, 200);
+        }
+      } finally {
+        await imports.stop();
+      }
     });
   });
 }
