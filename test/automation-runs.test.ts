@@ -172,10 +172,14 @@ for (const engine of ALL_ENGINES) {
       assert.equal(welcome.text, 'Bienvenue, Ada 👋\nLine one.\nLigne deux — ça marche.\n');
       assert.match(String(welcome.html), /<h1>Bienvenue, Ada 👋<\/h1>/);
 
-      // Unsubscribed: cancelled before its first step. Suppressed: its emails skipped, never sent.
+      // Unsubscribed: cancelled before its first step after the trigger (recorded with the run, as the event
+      // started it). Suppressed: its emails skipped, never sent.
       const cancelled = await runOf(carol.id, 'cancelled');
       assert.equal(cancelled.reason, 'contact_unsubscribed');
-      assert.deepEqual(cancelled.steps, []);
+      assert.deepEqual(
+        cancelled.steps.map((step: any) => [step.key, step.status, step.output.event]),
+        [['start', 'completed', 'user.signed_up']],
+      );
       const skipped = await runOf(dan.contact_id, 'running', 'is_pro');
       assert.deepEqual(skipped.steps[1].output, { reason: 'suppressed', to: 'dan@runs.test' });
       assert.equal(skipped.steps[1].status, 'skipped');

@@ -104,6 +104,14 @@ export function triggerKey(graph: Graph): string {
   return contactTriggerKey(on, on === 'contact.created' ? undefined : (ref as string));
 }
 
+/** What a trigger step did, as its run's first step records it: the event sent, or the contact change. */
+export const triggerOutput = (
+  config: Record<string, unknown>,
+  sendId: string | null,
+  payload: Record<string, unknown>,
+): Record<string, unknown> =>
+  config.on === undefined ? { event: config.event_name, send_id: sendId } : { on: config.on, ...payload };
+
 /** The step a run goes to from `key` by `type`; undefined where the graph ends. */
 export function nextStep(graph: Graph, key: string, type: ConnectionType): Step | undefined {
   const connection = graph.connections.find((each) => each.from === key && each.type === type);

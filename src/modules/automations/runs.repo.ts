@@ -91,6 +91,19 @@ const toStep = (row: Row<'automation_run_steps'>): RunStepRecord => ({
 
 const LIVE: AutomationRunStatus[] = ['running', 'waiting'];
 
+const stepRow = (runId: string, seq: number, step: RunStepRecord) => ({
+  run_id: runId,
+  seq,
+  key: step.key,
+  type: step.type,
+  status: step.status,
+  output: step.output === null ? null : JSON.stringify(step.output),
+  error: step.error === null ? null : JSON.stringify(step.error),
+  started_at: step.startedAt,
+  completed_at: step.completedAt,
+  created_at: step.createdAt,
+});
+
 /** Rows of runs to one insert: 19 parameters each, under SQLite's 32 766. */
 const INSERT_ROWS = 500;
 
@@ -111,7 +124,7 @@ async function insertRows(runs: readonly RunRecord[], transaction: Transaction):
         current_step: run.currentStep,
         resumed_by: null,
         waiting_event: null,
-        step_count: 0,
+        step_count: run.stepCount,
         due_at: run.dueAt,
         reason: null,
         started_at: run.startedAt,
@@ -125,10 +138,24 @@ async function insertRows(runs: readonly RunRecord[], transaction: Transaction):
 
 export function createRunRepo(db: Kysely<Database>) {
   return {
-    /** Inserts runs, INSERT_ROWS to a statement (within both engines' limits on a statement's parameters). */
-    async insertMany(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
-      for (let at = 0; at < runs.length; at += INSERT_ROWS) {
-        await insertRows(runs.slice(at, at + INSERT_ROWS), transaction);
+    /**
+     * Inserts runs started, each with its first step's record (its trigger, seq 0), INSERT_ROWS to a statement
+     * (within both engines' limits on a statement's parameters).
+     */
+    async insertStarted(
+      started: ReadonlyArray<{ run: RunRecord; trigger: RunStepRecord }>,
+      transaction: Transaction,
+    ): Promise<void> {
+      for (let at = 0; at < started.length; at += INSERT_ROWS) {
+        const slice = started.slice(at, at + INSERT_ROWS);
+        await insertRows(
+          slice.map(({ run }) => run),
+          transaction,
+        );
+        await transaction.db
+          .insertInto('automation_run_steps')
+          .values(slice.map(({ run, trigger }) => stepRow(run.id, 0, trigger)))
+          .execute();
       }
     },
 
@@ -226,18 +253,7 @@ export function createRunRepo(db: Kysely<Database>) {
       if (step) {
         await transaction.db
           .insertInto('automation_run_steps')
-          .values({
-            run_id: runId,
-            seq: expect.stepCount,
-            key: step.key,
-            type: step.type,
-            status: step.status,
-            output: step.output === null ? null : JSON.stringify(step.output),
-            error: step.error === null ? null : JSON.stringify(step.error),
-            started_at: step.startedAt,
-            completed_at: step.completedAt,
-            created_at: step.createdAt,
-          })
+          .values(stepRow(runId, expect.stepCount, step))
           .execute();
       }
       return true;

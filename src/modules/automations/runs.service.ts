@@ -8,7 +8,7 @@ import type { Notifier } from '../../queue/notifier.ts';
 import type { EventTriggers } from '../custom-events/custom-events.service.ts';
 import type { ContactTriggers } from '../contacts/contact-triggers.ts';
 import type { AutomationRecord, AutomationRepo } from './automations.repo.ts';
-import { contactTriggerKey } from './graph.ts';
+import { contactTriggerKey, nextStep, triggerOutput } from './graph.ts';
 import type { RunSummaryView, RunView } from './automations.schemas.ts';
 import type { RunRecord, RunRepo, RunStepRecord } from './runs.repo.ts';
 
@@ -41,34 +41,54 @@ const toStepView = (step: RunStepRecord) => ({
 /** Contacts whose runs are written in one insert (its parameters stay within both engines' limits). */
 const START_SLICE = 500;
 
-const newRun = (
+/**
+ * A run of `automation` for a contact, started now with its trigger step taken (the trigger happened: recorded
+ * with the run, where the worker would spend a transaction on it): at the step after it, due at once, or
+ * completed where the graph ends there.
+ */
+function newRun(
   projectId: string,
   automation: AutomationRecord,
   contactId: string,
-  firstStep: string,
   from: { sendId: string | null; payload: Record<string, unknown> },
   now: string,
-): RunRecord => ({
-  id: newId('arun'),
-  projectId,
-  automationId: automation.id,
-  contactId,
-  triggerSendId: from.sendId,
-  graphVersion: automation.graphVersion,
-  triggerPayload: from.payload,
-  eventPayload: null,
-  status: 'running',
-  currentStep: firstStep,
-  resumedBy: null,
-  waitingEvent: null,
-  stepCount: 0,
-  dueAt: now,
-  reason: null,
-  startedAt: now,
-  completedAt: null,
-  createdAt: now,
-  updatedAt: now,
-});
+): { run: RunRecord; trigger: RunStepRecord } {
+  const trigger = automation.graph.steps.find((step) => step.type === 'trigger')!;
+  const next = nextStep(automation.graph, trigger.key, 'default');
+  return {
+    run: {
+      id: newId('arun'),
+      projectId,
+      automationId: automation.id,
+      contactId,
+      triggerSendId: from.sendId,
+      graphVersion: automation.graphVersion,
+      triggerPayload: from.payload,
+      eventPayload: null,
+      status: next ? 'running' : 'completed',
+      currentStep: next?.key ?? trigger.key,
+      resumedBy: null,
+      waitingEvent: null,
+      stepCount: 1,
+      dueAt: next ? now : null,
+      reason: null,
+      startedAt: now,
+      completedAt: next ? null : now,
+      createdAt: now,
+      updatedAt: now,
+    },
+    trigger: {
+      key: trigger.key,
+      type: 'trigger',
+      status: 'completed',
+      output: triggerOutput(trigger.config, from.sendId, from.payload),
+      error: null,
+      startedAt: now,
+      completedAt: now,
+      createdAt: now,
+    },
+  };
+}
 
 export interface RunServiceDeps {
   automations: Pick<AutomationRepo, 'find' | 'triggeredBy'>;
@@ -110,15 +130,14 @@ export function createRunService({ automations, repo, clock, notifier }: RunServ
         slice,
         transaction,
       );
-      const runs: RunRecord[] = [];
+      const runs: Array<ReturnType<typeof newRun>> = [];
       for (const automation of triggered) {
-        const first = automation.graph.steps.find((step) => step.type === 'trigger')!.key;
         for (const contactId of slice) {
           if (live.has(`${automation.id} ${contactId}`)) continue;
-          runs.push(newRun(projectId, automation, contactId, first, from, now));
+          runs.push(newRun(projectId, automation, contactId, from, now));
         }
       }
-      await repo.insertMany(runs, transaction);
+      await repo.insertStarted(runs, transaction);
       started += runs.length;
     }
     if (started > 0) transaction.afterCommit(() => notifier.notify());
