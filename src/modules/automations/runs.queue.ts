@@ -76,21 +76,30 @@ export function createRunQueue(db: Kysely<Database>, engine: Engine) {
       return Number(result.numUpdatedRows) === 1;
     },
 
-    /** When the next run falls due: the earliest `due_at` of those free to claim, or the earliest lease's end. */
+    /**
+     * When the next run falls due: the earliest `due_at` of those free to claim, or the earliest lease's end.
+     * Each a look along an index that stops at its first row (a MIN with the lease's condition beside it read
+     * every live run: 26 ms at 20,000 on SQLite, at every idle round).
+     */
     async nextDueAt(now: Date): Promise<number | undefined> {
       const at = now.toISOString();
-      const live = () =>
-        db
-          .selectFrom('automation_runs')
-          .where('status', 'in', ['running', 'waiting'])
-          .where('due_at', 'is not', null);
-      const free = await live()
-        .select((eb) => eb.fn.min('due_at').as('next'))
+      const free = await db
+        .selectFrom('automation_runs')
+        .select('due_at as next')
+        .where('status', 'in', ['running', 'waiting'])
+        .where('due_at', 'is not', null)
         .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', at)]))
+        .orderBy('due_at')
+        .limit(1)
         .executeTakeFirst();
-      const leased = await live()
-        .select((eb) => eb.fn.min('locked_until').as('next'))
+      const leased = await db
+        .selectFrom('automation_runs')
+        .select('locked_until as next')
+        .where('locked_until', 'is not', null)
         .where('locked_until', '>=', at)
+        .where('status', 'in', ['running', 'waiting'])
+        .orderBy('locked_until')
+        .limit(1)
         .executeTakeFirst();
       const times = [free?.next, leased?.next].filter((time): time is string => typeof time === 'string');
       return times.length === 0 ? undefined : Math.min(...times.map((time) => Date.parse(time)));
