@@ -1,20 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createRunQueue } from '../src/modules/automations/runs.queue.ts';
-import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, type TestApp } from './helpers/app.ts';
 import { testClock } from './helpers/deliveries.ts';
 import { created } from './helpers/answers.ts';
-import {
-  arrived as arrivedAt,
-  publishedTemplate,
-  startRunWorker,
-  subjectsTo as subjectsToIn,
-} from './helpers/automations.ts';
+import { publishedTemplate, startAutomationSuite } from './helpers/automations.ts';
 import { contactImportWorker, uploadImport } from './helpers/contact-imports.ts';
-import { startSendingWorker } from './helpers/sending.ts';
-import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import type { TestSmtpServer } from './helpers/smtp.ts';
 
 // Automations started by contacts rather than custom events (/v1 only): a contact created, added to a list
 // segment, subscribed to a topic each starts a run per contact, once (a second addition while the run lives
@@ -28,18 +21,16 @@ for (const engine of ALL_ENGINES) {
   describe(`automation triggers on contacts (${engine})`, { skip: engineSkip(engine) }, () => {
     let api: TestApp;
     let smtp: TestSmtpServer;
-    let sending: SendingWorker;
     let runs: QueueWorker;
+    let suite: Awaited<ReturnType<typeof startAutomationSuite>>;
     let hello: string;
     let segmentId: string;
     let topicId: string;
     const clock = testClock();
 
     before(async () => {
-      api = await startTestApp(engine, { clock });
-      smtp = await startSmtpServer();
-      sending = await startSendingWorker(api, { relayPort: smtp.port, clock });
-      runs = await startRunWorker(api, clock);
+      suite = await startAutomationSuite(engine, clock);
+      ({ api, smtp, runs } = suite);
       hello = await publishedTemplate(api, {
         name: 'Hello',
         subject:
@@ -50,15 +41,10 @@ for (const engine of ALL_ENGINES) {
       topicId = (await created(api, '/v1/topics', { name: 'Product news', default_subscription: 'opt_out' }))
         .id;
     });
-    after(async () => {
-      await runs.stop();
-      await sending.stop();
-      await smtp.close();
-      await api.close();
-    });
+    after(() => suite.close());
 
-    const subjectsTo = (address: string) => subjectsToIn(smtp, address);
-    const arrived = (count: number) => arrivedAt(smtp, count);
+    const subjectsTo = (address: string) => suite.subjectsTo(address);
+    const arrived = (count: number) => suite.arrived(count);
     const wake = () => api.services.notifiers.automationRuns.notify();
     /** An automation of `trigger` then `then` (steps after the trigger, in a line), enabled. */
     const automation = async (name: string, trigger: Record<string, unknown>, then: any[]) => {

@@ -9,7 +9,11 @@ import { createStepPlanner } from '../../src/modules/automations/steps.ts';
 import type { QueueWorker } from '../../src/queue/runtime.ts';
 import { created } from './answers.ts';
 import type { TestApp } from './app.ts';
-import type { TestSmtpServer } from './smtp.ts';
+import type { Engine } from '../../src/db/connection.ts';
+import { startTestApp } from './app.ts';
+import { startSendingWorker } from './sending.ts';
+import { startSmtpServer, type TestSmtpServer } from './smtp.ts';
+import type { SendingWorker } from '../../src/modules/sending/sending.worker.ts';
 
 /** The automation runs worker on `api`'s database, runner and notifier, started; the caller stops it. */
 export async function startRunWorker(api: TestApp, clock: Clock): Promise<QueueWorker> {
@@ -91,4 +95,25 @@ export function dyingRunner(
     },
     clock,
   });
+}
+
+/** A test app on `clock` with an SMTP receiver, its sending worker and its runs worker started. */
+export async function startAutomationSuite(engine: Engine, clock: Clock) {
+  const api = await startTestApp(engine, { clock });
+  const smtp = await startSmtpServer();
+  const sending: SendingWorker = await startSendingWorker(api, { relayPort: smtp.port, clock });
+  const runs = await startRunWorker(api, clock);
+  return {
+    api,
+    smtp,
+    runs,
+    subjectsTo: (address: string) => subjectsTo(smtp, address),
+    arrived: (count: number) => arrived(smtp, count),
+    async close() {
+      await runs.stop();
+      await sending.stop();
+      await smtp.close();
+      await api.close();
+    },
+  };
 }
