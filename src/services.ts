@@ -177,6 +177,15 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     },
   });
 
+  // Built before the audience's services: what their writes do to automations (runs started, runs ended) is
+  // written in their transactions through it, and it calls none of them back (only the runs' repositories).
+  const automationRuns = createRunService({
+    automations: repositories.automations,
+    repo: repositories.automationRuns,
+    clock,
+    notifier: notifiers.automationRuns,
+  });
+  const contactTriggers = automationRuns.contactTriggers;
   const contacts = createContactService({
     repo: repositories.contacts,
     properties: repositories.contactProperties,
@@ -184,9 +193,16 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     clock,
     segments: repositories.segments,
     topics: repositories.topics,
+    triggers: contactTriggers,
   });
 
-  const topics = createTopicService({ repo: repositories.topics, contacts, events, clock });
+  const topics = createTopicService({
+    repo: repositories.topics,
+    contacts,
+    events,
+    clock,
+    triggers: contactTriggers,
+  });
   const broadcasts = createBroadcastService({
     db,
     engine,
@@ -235,6 +251,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     properties: repositories.contactProperties,
     topics: repositories.topics,
     clock,
+    triggers: contactTriggers,
   });
   /** The automation runs worker's runner (workers.ts): each step written with what it does. */
   const automationRunner = createRunner({
@@ -253,13 +270,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
     }),
     clock,
   });
-  const automationRuns = createRunService({
-    automations: repositories.automations,
-    repo: repositories.automationRuns,
-    clock,
-    notifier: notifiers.automationRuns,
-  });
-
   // Attachments are read out of received messages on parse threads, never on the API's event loop.
   const receivedReader = createReceivedReader(config.reportParsing);
   // The API's requests, logged in batches after their answers; what is still buffered is written on close.
@@ -382,6 +392,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       segments: repositories.segments,
       topics: repositories.topics,
       events,
+      triggers: contactTriggers,
       clock,
     }),
     inbound: createInboundService({ db, repo: repositories.inbound }),

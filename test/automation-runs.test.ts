@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { simpleParser } from 'mailparser';
-import { createRunner } from '../src/modules/automations/runner.ts';
 import { createRunQueue } from '../src/modules/automations/runs.queue.ts';
-import { createStepPlanner } from '../src/modules/automations/steps.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
@@ -11,6 +9,7 @@ import { testClock } from './helpers/deliveries.ts';
 import { created } from './helpers/answers.ts';
 import {
   arrived as arrivedAt,
+  dyingRunner,
   publishedTemplate,
   startRunWorker,
   subjectsTo as subjectsToIn,
@@ -172,10 +171,14 @@ for (const engine of ALL_ENGINES) {
       assert.equal(welcome.text, 'Bienvenue, Ada 👋\nLine one.\nLigne deux — ça marche.\n');
       assert.match(String(welcome.html), /<h1>Bienvenue, Ada 👋<\/h1>/);
 
-      // Unsubscribed: cancelled before its first step. Suppressed: its emails skipped, never sent.
+      // Unsubscribed: cancelled before its first step after the trigger (recorded with the run, as the event
+      // started it). Suppressed: its emails skipped, never sent.
       const cancelled = await runOf(carol.id, 'cancelled');
       assert.equal(cancelled.reason, 'contact_unsubscribed');
-      assert.deepEqual(cancelled.steps, []);
+      assert.deepEqual(
+        cancelled.steps.map((step: any) => [step.key, step.status, step.output.event]),
+        [['start', 'completed', 'user.signed_up']],
+      );
       const skipped = await runOf(dan.contact_id, 'running', 'is_pro');
       assert.deepEqual(skipped.steps[1].output, { reason: 'suppressed', to: 'dan@runs.test' });
       assert.equal(skipped.steps[1].status, 'skipped');
@@ -252,35 +255,9 @@ for (const engine of ALL_ENGINES) {
       assert.equal(claimed.length, 1);
 
       // A worker whose first email dies inside its transaction, and that then dies after the welcome committed.
-      const services = api.services;
-      const planner = createStepPlanner({
-        contacts: services.contacts,
-        segments: services.segments,
-        topics: services.repositories.topics,
-        suppressions: services.repositories.suppressions,
-        engagement: services.repositories.tracking,
-        emails: {
-          prepareSend: services.emails.prepareSend,
-          writeSend: async (transaction, plan) => {
-            await services.emails.writeSend(transaction, plan);
-            if (writes++ === 0) throw new Error('the process died');
-          },
-        },
-      });
-      let writes = 0;
-      const doomed = createRunner({
-        db: api.database.handle.db,
-        runs: services.repositories.automationRuns,
-        automations: services.repositories.automations,
-        contacts: services.repositories.contacts,
-        properties: services.repositories.contactProperties,
-        planner: {
-          plan: async (context, step) => {
-            if (step.key === 'wait') throw new Error('the process died again');
-            return planner.plan(context, step);
-          },
-        },
-        clock,
+      const doomed = dyingRunner(api, clock, {
+        inEmail: (written) => written === 0,
+        beforeStep: (key) => key === 'wait',
       });
       await assert.rejects(doomed.run(claimed[0]!, 'doomed'), /the process died/);
       let run = await runOf(eve.id, 'running', 'welcome');

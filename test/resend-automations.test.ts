@@ -9,6 +9,7 @@ import { testClock } from './helpers/deliveries.ts';
 import { assertResendError, created, dataOf } from './helpers/answers.ts';
 import {
   arrived as arrivedAt,
+  dyingRunner,
   publishedTemplate,
   startRunWorker,
   subjectsTo as subjectsToIn,
@@ -19,7 +20,8 @@ import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 // Resend's SDK, unchanged, drives automations, their runs and custom events at /resend: an automation
 // (`user.signed_up` → welcome → two days → a condition on a property → one of two emails) created with it, an
 // event sent for a contact, and on the injected clock the right emails arrive at a real SMTP server, in order,
-// once each, also when the worker that claimed the run died; a stopped automation sends nothing more.
+// once each, also when the worker that held the runs was killed mid-run; a stopped automation sends nothing
+// more.
 
 const DAY = 86_400_000;
 
@@ -108,7 +110,7 @@ for (const engine of ALL_ENGINES) {
         );
       });
 
-      test('the welcome series: created with the SDK, driven by events.send, across a worker that died', async () => {
+      test('the welcome series: created with the SDK, driven by events.send, across a worker killed mid-run', async () => {
         await created(api, '/v1/contact-properties', { key: 'plan', type: 'string', fallback_value: 'free' });
         const welcome = await published(
           'Welcome',
@@ -191,16 +193,23 @@ for (const engine of ALL_ENGINES) {
         assert.deepEqual(await subjectsTo('bob@sdk.test'), ['Welcome, friend!']);
         await runOf(automationId, (run) => run.steps.length === 3);
 
-        // The worker dies holding the runs when they fall due: another takes them once its lease has run out.
+        // The worker is killed mid-run when the runs fall due: it takes each run's condition (committed) and
+        // dies inside its email's transaction (nothing of the email commits), holding both leases. Another
+        // worker takes them once the lease has run out, at the email: each arrives once.
         await runs.stop();
         clock.advance(2 * DAY + 1000);
         const queue = createRunQueue(api.database.handle.db, api.database.handle.engine);
         const now = clock.now();
-        assert.equal(
-          (await queue.claimDue({ workerId: 'dead', now, until: new Date(now.getTime() + 60_000) }, 10))
-            .length,
-          2,
+        const claimed = await queue.claimDue(
+          { workerId: 'dead', now, until: new Date(now.getTime() + 60_000) },
+          10,
         );
+        assert.equal(claimed.length, 2);
+        const dead = dyingRunner(api, clock, { inEmail: () => true });
+        for (const id of claimed) await assert.rejects(dead.run(id, 'dead'), /the process died/);
+        const cut = await runOf(automationId, (run) => run.steps.length === 4);
+        assert.equal(cut.steps.at(-1)?.key, 'is_pro');
+        assert.equal(smtp.messages.length, 2);
         await startRuns();
         clock.advance(120_000);
         api.services.notifiers.automationRuns.notify();

@@ -41,6 +41,7 @@ import { migration as segmentFilters } from './migrations/0038_segment_filters.t
 import { migration as apiLogs } from './migrations/0039_api_logs.ts';
 import { migration as automations } from './migrations/0040_automations.ts';
 import { migration as warmupsOverrides } from './migrations/0041_warmups_overrides.ts';
+import { migration as automationGraphs } from './migrations/0042_automation_graphs.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -87,6 +88,7 @@ const migrations: Record<string, Migration> = {
   '0039_api_logs': apiLogs,
   '0040_automations': automations,
   '0041_warmups_overrides': warmupsOverrides,
+  '0042_automation_graphs': automationGraphs,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

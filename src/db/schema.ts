@@ -858,12 +858,26 @@ export interface AutomationsTable {
   project_id: string;
   name: string;
   status: AutomationStatus;
-  /** The trigger step's event name, to find the automations an event starts. */
+  /**
+   * What starts it, as one key to find the automations a change starts: the trigger's event name, or
+   * `@contact.created`, `@contact.added_to_segment:<segment id>`, `@contact.topic_subscribed:<topic id>`.
+   */
   trigger_event: string;
-  /** JSON: `{ steps, connections }` as the API takes them. */
+  /** JSON: `{ steps, connections }` as the API takes them (the current version's). */
   graph: string;
+  /** The current graph's version in automation_graphs; new runs follow it. */
+  graph_version: ColumnType<number, number | undefined, number>;
   created_at: string;
   updated_at: string;
+}
+
+/** Each graph an automation had, never changed once written; runs follow the one they started with. */
+export interface AutomationGraphsTable {
+  automation_id: string;
+  version: number;
+  /** JSON: `{ steps, connections }`. */
+  graph: string;
+  created_at: string;
 }
 
 export type AutomationRunStatus = 'running' | 'waiting' | 'completed' | 'cancelled' | 'failed';
@@ -875,6 +889,8 @@ export interface AutomationRunsTable {
   automation_id: string;
   contact_id: string;
   trigger_send_id: string | null;
+  /** The automation's graph version the run follows (automation_graphs). */
+  graph_version: ColumnType<number, number | undefined, number>;
   /** JSON object: the triggering event's payload. */
   trigger_payload: string;
   /** JSON object: the latest awaited event's payload, once a wait received one; null before. */
@@ -964,6 +980,7 @@ export interface Database {
   custom_events: CustomEventsTable;
   custom_event_sends: CustomEventSendsTable;
   automations: AutomationsTable;
+  automation_graphs: AutomationGraphsTable;
   automation_runs: AutomationRunsTable;
   automation_run_steps: AutomationRunStepsTable;
 }

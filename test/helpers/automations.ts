@@ -3,11 +3,17 @@
 import assert from 'node:assert/strict';
 import { simpleParser } from 'mailparser';
 import type { Clock } from '../../src/lib/clock.ts';
+import { createRunner, type Runner } from '../../src/modules/automations/runner.ts';
 import { createRunWorker } from '../../src/modules/automations/runs.worker.ts';
+import { createStepPlanner } from '../../src/modules/automations/steps.ts';
 import type { QueueWorker } from '../../src/queue/runtime.ts';
 import { created } from './answers.ts';
 import type { TestApp } from './app.ts';
-import type { TestSmtpServer } from './smtp.ts';
+import type { Engine } from '../../src/db/connection.ts';
+import { startTestApp } from './app.ts';
+import { startSendingWorker } from './sending.ts';
+import { startSmtpServer, type TestSmtpServer } from './smtp.ts';
+import type { SendingWorker } from '../../src/modules/sending/sending.worker.ts';
 
 /** The automation runs worker on `api`'s database, runner and notifier, started; the caller stops it. */
 export async function startRunWorker(api: TestApp, clock: Clock): Promise<QueueWorker> {
@@ -47,4 +53,67 @@ export async function arrived(smtp: TestSmtpServer, count: number): Promise<void
     if (left <= 0) throw new Error(`the SMTP server received ${smtp.messages.length} of ${count}`);
     await smtp.waitFor(count, left).catch(() => undefined);
   }
+}
+
+/**
+ * A runner on `api`'s parts, as the process's, whose process "dies" where `dies` says: inside an email step's
+ * transaction once the email is written (`inEmail`, given how many were written before: nothing of it commits),
+ * or before it takes the step `beforeStep` names. What a worker killed mid-run leaves behind.
+ */
+export function dyingRunner(
+  api: TestApp,
+  clock: Clock,
+  dies: { inEmail?: (written: number) => boolean; beforeStep?: (key: string) => boolean },
+): Runner {
+  const services = api.services;
+  let written = 0;
+  const planner = createStepPlanner({
+    contacts: services.contacts,
+    segments: services.segments,
+    topics: services.repositories.topics,
+    suppressions: services.repositories.suppressions,
+    engagement: services.repositories.tracking,
+    emails: {
+      prepareSend: services.emails.prepareSend,
+      writeSend: async (transaction, plan) => {
+        await services.emails.writeSend(transaction, plan);
+        if (dies.inEmail?.(written++)) throw new Error('the process died');
+      },
+    },
+  });
+  return createRunner({
+    db: api.database.handle.db,
+    runs: services.repositories.automationRuns,
+    automations: services.repositories.automations,
+    contacts: services.repositories.contacts,
+    properties: services.repositories.contactProperties,
+    planner: {
+      plan: async (context, step) => {
+        if (dies.beforeStep?.(step.key)) throw new Error('the process died again');
+        return planner.plan(context, step);
+      },
+    },
+    clock,
+  });
+}
+
+/** A test app on `clock` with an SMTP receiver, its sending worker and its runs worker started. */
+export async function startAutomationSuite(engine: Engine, clock: Clock) {
+  const api = await startTestApp(engine, { clock });
+  const smtp = await startSmtpServer();
+  const sending: SendingWorker = await startSendingWorker(api, { relayPort: smtp.port, clock });
+  const runs = await startRunWorker(api, clock);
+  return {
+    api,
+    smtp,
+    runs,
+    subjectsTo: (address: string) => subjectsTo(smtp, address),
+    arrived: (count: number) => arrived(smtp, count),
+    async close() {
+      await runs.stop();
+      await sending.stop();
+      await smtp.close();
+      await api.close();
+    },
+  };
 }

@@ -12,6 +12,8 @@ export interface AutomationRecord {
   status: AutomationStatus;
   triggerEvent: string;
   graph: Graph;
+  /** The graph's version (automation_graphs): a new graph saved is the next. */
+  graphVersion: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -25,6 +27,7 @@ const toRecord = (row: Row<'automations'>): AutomationRecord => ({
   status: row.status,
   triggerEvent: row.trigger_event,
   graph: JSON.parse(row.graph) as Graph,
+  graphVersion: Number(row.graph_version),
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -36,9 +39,13 @@ const toRow = (record: AutomationRecord) => ({
   status: record.status,
   trigger_event: record.triggerEvent,
   graph: JSON.stringify(record.graph),
+  graph_version: record.graphVersion,
   created_at: record.createdAt,
   updated_at: record.updatedAt,
 });
+
+/** Graph versions kept in memory by a process: they never change once written. */
+const GRAPHS_KEPT = 1000;
 
 export const noRuns = (): RunCounts => ({ running: 0, waiting: 0, completed: 0, cancelled: 0, failed: 0 });
 
@@ -47,9 +54,43 @@ export function createAutomationRepo(db: Kysely<Database>) {
   const select = (projectId: string, via: Kysely<Database> = db) =>
     via.selectFrom('automations').selectAll().where('project_id', '=', projectId);
 
+  const graphs = new Map<string, Graph>();
+
+  /** Writes the record's graph as its version (a new automation's first, an update's next). */
+  async function insertGraph(record: AutomationRecord, transaction: Transaction): Promise<void> {
+    await transaction.db
+      .insertInto('automation_graphs')
+      .values({
+        automation_id: record.id,
+        version: record.graphVersion,
+        graph: JSON.stringify(record.graph),
+        created_at: record.updatedAt,
+      })
+      .execute();
+  }
+
   return {
     async insert(record: AutomationRecord, transaction: Transaction): Promise<void> {
       await transaction.db.insertInto('automations').values(toRow(record)).execute();
+      await insertGraph(record, transaction);
+    },
+
+    /** An automation's graph as it was at `version` (what a run follows), read once per process. */
+    async graphOf(automationId: string, version: number): Promise<Graph | undefined> {
+      const key = `${automationId} ${version}`;
+      const kept = graphs.get(key);
+      if (kept) return kept;
+      const row = await db
+        .selectFrom('automation_graphs')
+        .select('graph')
+        .where('automation_id', '=', automationId)
+        .where('version', '=', version)
+        .executeTakeFirst();
+      if (!row) return undefined;
+      const graph = JSON.parse(row.graph) as Graph;
+      if (graphs.size >= GRAPHS_KEPT) graphs.delete(graphs.keys().next().value!);
+      graphs.set(key, graph);
+      return graph;
     },
 
     async find(
@@ -95,9 +136,18 @@ export function createAutomationRepo(db: Kysely<Database>) {
       return rows.map(toRecord);
     },
 
-    async update(record: AutomationRecord, transaction: Transaction): Promise<boolean> {
+    /** Writes the record; its graph too when it is a new version (`graphVersion` moved on). */
+    async update(
+      record: AutomationRecord,
+      previousVersion: number,
+      transaction: Transaction,
+    ): Promise<boolean> {
       const { id: _id, project_id: _project, created_at: _created, ...changes } = toRow(record);
-      return updateProjectRow(transaction.db, 'automations', record.projectId, record.id, changes);
+      if (!(await updateProjectRow(transaction.db, 'automations', record.projectId, record.id, changes))) {
+        return false;
+      }
+      if (record.graphVersion !== previousVersion) await insertGraph(record, transaction);
+      return true;
     },
 
     async delete(projectId: string, id: string, transaction: Transaction): Promise<boolean> {

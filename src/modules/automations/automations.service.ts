@@ -9,7 +9,7 @@ import type { TemplateRepo } from '../templates/templates.repo.ts';
 import type { TopicRepo } from '../topics/topics.repo.ts';
 import { type AutomationRecord, type AutomationRepo, noRuns, type RunCounts } from './automations.repo.ts';
 import type { AutomationView, CreateAutomationInput, UpdateAutomationInput } from './automations.schemas.ts';
-import { checkGraph, type Graph, type References, triggerEvent } from './graph.ts';
+import { checkGraph, type Graph, type References, triggerKey } from './graph.ts';
 import type { RunRepo } from './runs.repo.ts';
 
 export const toAutomationView = (record: AutomationRecord, runs: RunCounts = noRuns()): AutomationView => ({
@@ -88,13 +88,16 @@ export function createAutomationService({
       }
     }
     for (const ref of refs.segments) {
-      if (!isId('seg', ref.id) || !(await segments.find(projectId, ref.id))) {
-        throw refused(ref.param, `Step '${ref.step}': no segment '${ref.id}'.`);
+      const segment = isId('seg', ref.id) ? await segments.find(projectId, ref.id) : undefined;
+      if (!segment) throw refused(ref.param, `Step '${ref.step}': no segment '${ref.id}'.`);
+      // A filter's members are whoever matches it: nobody is added to it (nor removed, nor triggers by it).
+      if (segment.filter !== null) {
+        throw refused(ref.param, `Step '${ref.step}': the segment '${ref.id}' is a filter, not a list.`);
       }
     }
     for (const ref of refs.topics) {
       if (!isId('top', ref.id) || !(await topics.find(projectId, ref.id))) {
-        throw refused(ref.param, `Step '${ref.step}' (send_email): no topic '${ref.id}'.`);
+        throw refused(ref.param, `Step '${ref.step}': no topic '${ref.id}'.`);
       }
     }
   }
@@ -113,9 +116,9 @@ export function createAutomationService({
   }
 
   /** Writes a change of status: to disabled, the live runs are cancelled with it. */
-  async function write(transaction: Transaction, next: AutomationRecord, previous: AutomationStatus) {
-    if (!(await repo.update(next, transaction))) throw notFound('automation', next.id);
-    if (previous === 'enabled' && next.status === 'disabled') {
+  async function write(transaction: Transaction, next: AutomationRecord, previous: AutomationRecord) {
+    if (!(await repo.update(next, previous.graphVersion, transaction))) throw notFound('automation', next.id);
+    if (previous.status === 'enabled' && next.status === 'disabled') {
       await runs.cancelLive({ automationId: next.id }, 'automation_stopped', next.updatedAt, transaction);
     }
     return (await views([next], transaction))[0]!;
@@ -131,8 +134,9 @@ export function createAutomationService({
         name: input.name,
         // Disabled until asked: an automation saved half-way starts no runs.
         status: input.status ?? 'disabled',
-        triggerEvent: triggerEvent(graph),
+        triggerEvent: triggerKey(graph),
         graph,
+        graphVersion: 1,
         createdAt: now,
         updatedAt: now,
       };
@@ -185,10 +189,12 @@ export function createAutomationService({
         name: plan.input.name ?? current.name,
         status: plan.input.status ?? current.status,
         graph,
-        triggerEvent: triggerEvent(graph),
+        triggerEvent: triggerKey(graph),
+        // A new graph is a new version: runs under way keep following theirs.
+        graphVersion: plan.graph ? current.graphVersion + 1 : current.graphVersion,
         updatedAt: nextUpdatedAt(clock, current.updatedAt),
       };
-      return write(transaction, next, current.status);
+      return write(transaction, next, current);
     },
 
     /** A copy, disabled, named `<name> (copy)`; its runs are its own. */
@@ -200,6 +206,7 @@ export function createAutomationService({
         id: newId('aut'),
         name: `${current.name} (copy)`.slice(0, 200),
         status: 'disabled',
+        graphVersion: 1,
         createdAt: now,
         updatedAt: now,
       };
@@ -215,7 +222,7 @@ export function createAutomationService({
         status: 'disabled' as const,
         updatedAt: nextUpdatedAt(clock, current.updatedAt),
       };
-      return write(transaction, next, current.status);
+      return write(transaction, next, current);
     },
 
     async delete(transaction: Transaction, projectId: string, id: string) {

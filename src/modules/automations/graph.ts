@@ -75,9 +75,42 @@ const invalid = (param: string, message: string) =>
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** The trigger's event name of a checked graph. */
-export const triggerEvent = (graph: Graph): string =>
-  graph.steps.find((step) => step.type === 'trigger')!.config.event_name as string;
+/**
+ * What else than a custom event may start a run (a trigger's `on`, under /v1 only: Resend's triggers are events):
+ * a contact created, added to a (list) segment, subscribed to a topic.
+ */
+export const CONTACT_TRIGGERS = [
+  'contact.created',
+  'contact.added_to_segment',
+  'contact.topic_subscribed',
+] as const;
+export type ContactTrigger = (typeof CONTACT_TRIGGERS)[number];
+
+/**
+ * A trigger as one indexed key (automations.trigger_event): an event's name, or `@` and the contact trigger
+ * (`@contact.created`, `@contact.added_to_segment:seg_…`, `@contact.topic_subscribed:top_…`). No event name
+ * starts with `@` (EVENT_NAME_PATTERN), so an event sent can never start a contact trigger's automations.
+ */
+export function contactTriggerKey(on: ContactTrigger, ref?: string): string {
+  return ref === undefined ? `@${on}` : `@${on}:${ref}`;
+}
+
+/** The trigger's key of a checked graph (contactTriggerKey). */
+export function triggerKey(graph: Graph): string {
+  const config = graph.steps.find((step) => step.type === 'trigger')!.config;
+  if (typeof config.event_name === 'string') return config.event_name;
+  const on = config.on as ContactTrigger;
+  const ref = on === 'contact.added_to_segment' ? config.segment_id : config.topic_id;
+  return contactTriggerKey(on, on === 'contact.created' ? undefined : (ref as string));
+}
+
+/** What a trigger step did, as its run's first step records it: the event sent, or the contact change. */
+export const triggerOutput = (
+  config: Record<string, unknown>,
+  sendId: string | null,
+  payload: Record<string, unknown>,
+): Record<string, unknown> =>
+  config.on === undefined ? { event: config.event_name, send_id: sendId } : { on: config.on, ...payload };
 
 /** The step a run goes to from `key` by `type`; undefined where the graph ends. */
 export function nextStep(graph: Graph, key: string, type: ConnectionType): Step | undefined {
@@ -120,8 +153,7 @@ function checkConfig(step: Step, index: number, refs: References): void {
   };
   switch (step.type) {
     case 'trigger':
-      allowOnly('event_name');
-      eventName('event_name');
+      checkTrigger(config, at, name, refs, step.key);
       return;
     case 'delay':
       allowOnly('duration');
@@ -175,6 +207,59 @@ function checkConfig(step: Step, index: number, refs: References): void {
       refs.segments.push({ step: step.key, param: `${at}.segment_id`, id: string('segment_id', true)! });
       return;
   }
+}
+
+/** A trigger: `event_name` (a custom event), or `on` a contact trigger with the segment or topic it names. */
+function checkTrigger(
+  config: Record<string, unknown>,
+  at: string,
+  name: string,
+  refs: References,
+  key: string,
+): void {
+  const on = config.on;
+  if (on === undefined) {
+    for (const field of Object.keys(config)) {
+      if (field !== 'event_name') throw invalid(`${at}.${field}`, `${name}: config.${field} is not known.`);
+    }
+    const value = config.event_name;
+    if (typeof value !== 'string' || value.length === 0) {
+      throw invalid(
+        `${at}.event_name`,
+        `${name}: config.event_name must name an event, or config.on one of ${CONTACT_TRIGGERS.map((each) => `'${each}'`).join(', ')}.`,
+      );
+    }
+    if (!new RegExp(EVENT_NAME_PATTERN).test(value) || value.length > 100) {
+      throw invalid(`${at}.event_name`, `${name}: config.event_name '${value}' is not an event name.`);
+    }
+    return;
+  }
+  if (typeof on !== 'string' || !(CONTACT_TRIGGERS as readonly string[]).includes(on)) {
+    throw invalid(
+      `${at}.on`,
+      `${name}: config.on must be one of ${CONTACT_TRIGGERS.map((each) => `'${each}'`).join(', ')}.`,
+    );
+  }
+  const needs =
+    on === 'contact.added_to_segment'
+      ? 'segment_id'
+      : on === 'contact.topic_subscribed'
+        ? 'topic_id'
+        : undefined;
+  for (const field of Object.keys(config)) {
+    if (field !== 'on' && field !== needs) {
+      throw invalid(`${at}.${field}`, `${name}: config.${field} is not known with on '${on}'.`);
+    }
+  }
+  if (needs === undefined) return;
+  const id = config[needs];
+  if (typeof id !== 'string' || id.length === 0) {
+    throw invalid(
+      `${at}.${needs}`,
+      `${name}: config.${needs} must name the ${needs.slice(0, -3)} of on '${on}'.`,
+    );
+  }
+  (needs === 'segment_id' ? refs.segments : refs.topics).push({ step: key, param: `${at}.${needs}`, id });
 }
 
 /**

@@ -21,7 +21,7 @@ const STEPS_PER_ATTEMPT = 50;
 export interface RunnerDeps {
   db: Kysely<Database>;
   runs: RunRepo;
-  automations: Pick<AutomationRepo, 'findById'>;
+  automations: Pick<AutomationRepo, 'findById' | 'graphOf'>;
   contacts: Pick<ContactRepo, 'find'>;
   properties: Pick<ContactPropertyRepo, 'all'>;
   planner: StepPlanner;
@@ -109,13 +109,17 @@ export function createRunner(deps: RunnerDeps) {
     if (contact.unsubscribed) {
       return { step: undefined, move: ended('cancelled', run.currentStep, 'contact_unsubscribed', at) };
     }
-    const step = automation.graph.steps.find((each) => each.key === run.currentStep);
-    if (!step) return { step: undefined, move: ended('failed', run.currentStep, 'step_removed', at) };
+    // The graph the run started with: an update since is for the runs it starts.
+    const graph = await deps.automations.graphOf(automation.id, run.graphVersion);
+    const step = graph?.steps.find((each) => each.key === run.currentStep);
+    if (!graph || !step) {
+      return { step: undefined, move: ended('failed', run.currentStep, 'step_removed', at) };
+    }
     try {
       return await deps.planner.plan(
         {
           run,
-          automation,
+          automation: { ...automation, graph },
           contact,
           declared: await deps.properties.all(run.projectId),
           now,
@@ -131,29 +135,36 @@ export function createRunner(deps: RunnerDeps) {
   return {
     /**
      * Takes the steps of a run this worker holds that are due, until it waits, ends, or has taken
-     * STEPS_PER_ATTEMPT (then it is due again at once). Throws on a failure to retry later (the lease runs out).
+     * STEPS_PER_ATTEMPT (then it is due again at once). Answers when the run is due next as written (epoch ms),
+     * or null when nothing will bring it back on its own (ended, waiting for an event without a timeout, or no
+     * longer this worker's). Throws on a failure to retry later.
      */
-    async run(runId: string, workerId: string, signal?: AbortSignal): Promise<void> {
-      for (let taken = 0; taken < STEPS_PER_ATTEMPT && !signal?.aborted; taken++) {
+    async run(runId: string, workerId: string, signal?: AbortSignal): Promise<number | null> {
+      for (let taken = 0; ; taken++) {
         const run = await runs.findById(runId);
         const now = clock.now();
-        if (!run || (run.status !== 'running' && run.status !== 'waiting')) return;
-        if (run.dueAt === null || Date.parse(run.dueAt) > now.getTime()) return;
+        if (!run || (run.status !== 'running' && run.status !== 'waiting')) return null;
+        if (run.dueAt === null) return null;
+        // Not due yet, or this attempt's share is taken: back to the queue, due at its time.
+        if (Date.parse(run.dueAt) > now.getTime() || taken >= STEPS_PER_ATTEMPT || signal?.aborted) {
+          return Date.parse(run.dueAt);
+        }
         const automation = await deps.automations.findById(run.automationId);
         const contact = await deps.contacts.find(run.projectId, 'id', run.contactId);
         const plan = await planFor(run, automation, contact, now);
+        let taking = plan;
         let written: boolean;
         try {
           written = await write(run, workerId, plan);
         } catch (error) {
           // The step's write was refused (rolled back): the run fails at it, saying why.
-          written = await write(
-            run,
-            workerId,
-            failure(plan.step ?? { key: run.currentStep, type: 'unknown' }, error, now.toISOString()),
-          );
+          taking = failure(plan.step ?? { key: run.currentStep, type: 'unknown' }, error, now.toISOString());
+          written = await write(run, workerId, taking);
         }
-        if (!written) return;
+        if (!written) return null;
+        // Where the step left it, without reading it back: ended or waiting without a timeout, or due later.
+        const next = taking.move.dueAt === null ? null : Date.parse(taking.move.dueAt);
+        if (next === null || next > clock.now().getTime()) return next;
       }
     },
   };

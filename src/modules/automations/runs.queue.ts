@@ -3,13 +3,16 @@ import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database } from '../../db/schema.ts';
 import { type Lease, releaseLeases } from '../../queue/lease.ts';
-import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
+import type { Clock } from '../../lib/clock.ts';
+import type { QueueJob, QueueSource, RecordResult } from '../../queue/runtime.ts';
 
 // The runs' queue: live runs (running, or waiting with a timeout) whose `due_at` has come, claimed by the runs
-// worker under a lease. A run that waits (a delay, a wait for an event) is only a row with a later `due_at`,
-// found by the claim through its index when the time comes: nothing polls it meanwhile. Each attempt writes the
-// steps it takes itself (runs.repo.ts advance, a transaction per step) and gives the lease back; a worker that
-// dies leaves its runs to be claimed again when their lease runs out, at the step they had reached.
+// worker under a lease, many at a time. A run that waits (a delay, a wait for an event) is only a row with a
+// later `due_at`, found by the claim through its index when the time comes: nothing polls it meanwhile. Each
+// attempt writes the steps it takes itself (runs.repo.ts advance, a transaction per step); its outcome's write
+// gives the lease back (a batch of them in one statement), and tells the worker when the run is due next. A
+// worker that dies leaves its runs to be claimed again when its heartbeat stops or their lease runs out, at the
+// step they had reached.
 
 export interface RunJob extends QueueJob {
   runId: string;
@@ -42,21 +45,54 @@ export function createRunQueue(db: Kysely<Database>, engine: Engine) {
     release: (workerId: string, ids?: readonly string[]) =>
       releaseLeases(db, 'automation_runs', { workerId, rows: ids, waiting: sql<boolean>`1 = 1` }),
 
-    /** When the next run falls due: the earliest `due_at` of those free to claim, or the earliest lease's end. */
+    /** Gives back the leases of these runs this worker still holds; answers those it held. */
+    async giveBack(workerId: string, ids: readonly string[]): Promise<Set<string>> {
+      if (ids.length === 0) return new Set();
+      const rows = await db
+        .updateTable('automation_runs')
+        .set({ locked_by: null, locked_until: null })
+        .where('locked_by', '=', workerId)
+        .where('id', 'in', [...ids])
+        .returning('id')
+        .execute();
+      return new Set(rows.map((row) => row.id));
+    },
+
+    /** Keeps a run this worker holds leased until `until`, unattempted (a retry after a failure). */
+    async holdUntil(workerId: string, id: string, until: string): Promise<boolean> {
+      const result = await db
+        .updateTable('automation_runs')
+        .set({ locked_until: until })
+        .where('id', '=', id)
+        .where('locked_by', '=', workerId)
+        .executeTakeFirst();
+      return Number(result.numUpdatedRows) === 1;
+    },
+
+    /**
+     * When the next run falls due: the earliest `due_at` of those free to claim, or the earliest lease's end.
+     * Each a look along an index that stops at its first row (a MIN with the lease's condition beside it read
+     * every live run: 26 ms at 20,000 on SQLite, at every idle round).
+     */
     async nextDueAt(now: Date): Promise<number | undefined> {
       const at = now.toISOString();
-      const live = () =>
-        db
-          .selectFrom('automation_runs')
-          .where('status', 'in', ['running', 'waiting'])
-          .where('due_at', 'is not', null);
-      const free = await live()
-        .select((eb) => eb.fn.min('due_at').as('next'))
+      const free = await db
+        .selectFrom('automation_runs')
+        .select('due_at as next')
+        .where('status', 'in', ['running', 'waiting'])
+        .where('due_at', 'is not', null)
         .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', at)]))
+        .orderBy('due_at')
+        .limit(1)
         .executeTakeFirst();
-      const leased = await live()
-        .select((eb) => eb.fn.min('locked_until').as('next'))
+      const leased = await db
+        .selectFrom('automation_runs')
+        .select('locked_until as next')
+        .where('locked_until', 'is not', null)
         .where('locked_until', '>=', at)
+        .where('status', 'in', ['running', 'waiting'])
+        .orderBy('locked_until')
+        .limit(1)
         .executeTakeFirst();
       const times = [free?.next, leased?.next].filter((time): time is string => typeof time === 'string');
       return times.length === 0 ? undefined : Math.min(...times.map((time) => Date.parse(time)));
@@ -66,14 +102,42 @@ export function createRunQueue(db: Kysely<Database>, engine: Engine) {
 
 export type RunQueue = ReturnType<typeof createRunQueue>;
 
+/**
+ * An attempt's outcome: the run as its steps left it, due next at `dueAt` (epoch ms; null when nothing brings it
+ * back on its own: ended, or waiting for an event without a timeout), or `retryAt` after a failed step.
+ */
+export type RunOutcome = { dueAt: number | null } | { retryAt: number };
+
 /** The runs table as the runtime's queue: each due run a job, in one lane. */
-export function createRunQueueSource(queue: RunQueue): QueueSource<RunJob, { done: boolean }> {
+export function createRunQueueSource(
+  queue: RunQueue,
+  { clock, workerId }: { clock: Clock; workerId: string },
+): QueueSource<RunJob, RunOutcome> {
   return {
     claim: async (lease, request) =>
       (await queue.claimDue(lease, request.limit)).map((id) => ({ lane: '', rows: [id], runId: id })),
     release: (workerId, rows) => queue.release(workerId, rows),
     nextDueAt: (now) => queue.nextDueAt(now),
-    // The attempt wrote its steps and gave its lease back; one that failed is claimed again when the lease runs out.
-    record: async (attempted) => attempted.map(() => ({ held: true })),
+    // The outcome's write hands the lease back, not the attempt: given back by the attempt, a run due again at
+    // once was claimed again by the look the attempt's end starts while the runtime still held it, and sat under
+    // that fresh lease, unattempted, until it ran out (the broadcasts' stall). retryAt makes the worker look
+    // again when the run is due next; one that waits longer costs nothing meanwhile (nextDueAt finds it).
+    record: async (attempted) => {
+      const done = attempted.filter(({ outcome }) => !('retryAt' in outcome)).map(({ job }) => job.runId);
+      const held = await queue.giveBack(workerId, done);
+      const results: RecordResult[] = [];
+      for (const { job, outcome } of attempted) {
+        if ('retryAt' in outcome) {
+          const until = new Date(Math.max(outcome.retryAt, clock.now().getTime())).toISOString();
+          results.push({ held: await queue.holdUntil(workerId, job.runId, until), retryAt: outcome.retryAt });
+          continue;
+        }
+        results.push({
+          held: held.has(job.runId),
+          retryAt: outcome.dueAt === null ? undefined : outcome.dueAt,
+        });
+      }
+      return results;
+    },
   };
 }

@@ -13,6 +13,8 @@ export interface RunRecord {
   automationId: string;
   contactId: string;
   triggerSendId: string | null;
+  /** The automation's graph version the run follows, whatever updates came after it started. */
+  graphVersion: number;
   triggerPayload: Record<string, unknown>;
   /** The latest awaited event's payload (null until a wait receives one). */
   eventPayload: Record<string, unknown> | null;
@@ -60,6 +62,7 @@ const toRecord = (row: Row<'automation_runs'>): RunRecord => ({
   automationId: row.automation_id,
   contactId: row.contact_id,
   triggerSendId: row.trigger_send_id,
+  graphVersion: Number(row.graph_version),
   triggerPayload: JSON.parse(row.trigger_payload) as Record<string, unknown>,
   eventPayload: parse(row.event_payload),
   status: row.status,
@@ -88,52 +91,89 @@ const toStep = (row: Row<'automation_run_steps'>): RunStepRecord => ({
 
 const LIVE: AutomationRunStatus[] = ['running', 'waiting'];
 
+const stepRow = (runId: string, seq: number, step: RunStepRecord) => ({
+  run_id: runId,
+  seq,
+  key: step.key,
+  type: step.type,
+  status: step.status,
+  output: step.output === null ? null : JSON.stringify(step.output),
+  error: step.error === null ? null : JSON.stringify(step.error),
+  started_at: step.startedAt,
+  completed_at: step.completedAt,
+  created_at: step.createdAt,
+});
+
+/** Rows of runs to one insert: 19 parameters each, under SQLite's 32 766. */
+const INSERT_ROWS = 500;
+
+async function insertRows(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
+  await transaction.db
+    .insertInto('automation_runs')
+    .values(
+      runs.map((run) => ({
+        id: run.id,
+        project_id: run.projectId,
+        automation_id: run.automationId,
+        contact_id: run.contactId,
+        trigger_send_id: run.triggerSendId,
+        graph_version: run.graphVersion,
+        trigger_payload: JSON.stringify(run.triggerPayload),
+        event_payload: null,
+        status: run.status,
+        current_step: run.currentStep,
+        resumed_by: null,
+        waiting_event: null,
+        step_count: run.stepCount,
+        due_at: run.dueAt,
+        reason: null,
+        started_at: run.startedAt,
+        completed_at: null,
+        created_at: run.createdAt,
+        updated_at: run.updatedAt,
+      })),
+    )
+    .execute();
+}
+
 export function createRunRepo(db: Kysely<Database>) {
   return {
-    async insertMany(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
-      if (runs.length === 0) return;
-      await transaction.db
-        .insertInto('automation_runs')
-        .values(
-          runs.map((run) => ({
-            id: run.id,
-            project_id: run.projectId,
-            automation_id: run.automationId,
-            contact_id: run.contactId,
-            trigger_send_id: run.triggerSendId,
-            trigger_payload: JSON.stringify(run.triggerPayload),
-            event_payload: null,
-            status: run.status,
-            current_step: run.currentStep,
-            resumed_by: null,
-            waiting_event: null,
-            step_count: 0,
-            due_at: run.dueAt,
-            reason: null,
-            started_at: run.startedAt,
-            completed_at: null,
-            created_at: run.createdAt,
-            updated_at: run.updatedAt,
-          })),
-        )
-        .execute();
+    /**
+     * Inserts runs started, each with its first step's record (its trigger, seq 0), INSERT_ROWS to a statement
+     * (within both engines' limits on a statement's parameters).
+     */
+    async insertStarted(
+      started: ReadonlyArray<{ run: RunRecord; trigger: RunStepRecord }>,
+      transaction: Transaction,
+    ): Promise<void> {
+      for (let at = 0; at < started.length; at += INSERT_ROWS) {
+        const slice = started.slice(at, at + INSERT_ROWS);
+        await insertRows(
+          slice.map(({ run }) => run),
+          transaction,
+        );
+        await transaction.db
+          .insertInto('automation_run_steps')
+          .values(slice.map(({ run, trigger }) => stepRow(run.id, 0, trigger)))
+          .execute();
+      }
     },
 
-    /** Of these automations, the ones with a live run of the contact (a second trigger starts none). */
+    /** Of these automations and contacts, the pairs with a live run (a second trigger starts none): `aut con`. */
     async liveFor(
       automationIds: readonly string[],
-      contactId: string,
+      contactIds: readonly string[],
       transaction: Transaction,
     ): Promise<Set<string>> {
-      if (automationIds.length === 0) return new Set();
+      if (automationIds.length === 0 || contactIds.length === 0) return new Set();
       const rows = await transaction.db
         .selectFrom('automation_runs')
-        .select('automation_id')
+        .select(['automation_id', 'contact_id'])
         .where('automation_id', 'in', [...automationIds])
-        .where('contact_id', '=', contactId)
+        .where('contact_id', 'in', [...contactIds])
         .where('status', 'in', LIVE)
         .execute();
-      return new Set(rows.map((row) => row.automation_id));
+      return new Set(rows.map((row) => `${row.automation_id} ${row.contact_id}`));
     },
 
     /**
@@ -158,9 +198,9 @@ export function createRunRepo(db: Kysely<Database>) {
       return Number(result.numUpdatedRows);
     },
 
-    /** Cancels an automation's live runs (stopped), or a contact's; answers how many. */
+    /** Cancels an automation's live runs (stopped), or these contacts'; answers how many. */
     async cancelLive(
-      of: { automationId: string } | { projectId: string; contactId: string },
+      of: { automationId: string } | { projectId: string; contactIds: readonly string[] },
       reason: string,
       now: string,
       transaction: Transaction,
@@ -172,7 +212,8 @@ export function createRunRepo(db: Kysely<Database>) {
       query =
         'automationId' in of
           ? query.where('automation_id', '=', of.automationId)
-          : query.where('project_id', '=', of.projectId).where('contact_id', '=', of.contactId);
+          : query.where('project_id', '=', of.projectId).where('contact_id', 'in', [...of.contactIds]);
+      if ('contactIds' in of && of.contactIds.length === 0) return 0;
       return Number((await query.executeTakeFirst()).numUpdatedRows);
     },
 
@@ -212,18 +253,7 @@ export function createRunRepo(db: Kysely<Database>) {
       if (step) {
         await transaction.db
           .insertInto('automation_run_steps')
-          .values({
-            run_id: runId,
-            seq: expect.stepCount,
-            key: step.key,
-            type: step.type,
-            status: step.status,
-            output: step.output === null ? null : JSON.stringify(step.output),
-            error: step.error === null ? null : JSON.stringify(step.error),
-            started_at: step.startedAt,
-            completed_at: step.completedAt,
-            created_at: step.createdAt,
-          })
+          .values(stepRow(runId, expect.stepCount, step))
           .execute();
       }
       return true;

@@ -9,7 +9,7 @@ import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressio
 import type { TopicRepo } from '../topics/topics.repo.ts';
 import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { AutomationRecord } from './automations.repo.ts';
-import { type ConnectionType, nextStep, type Step } from './graph.ts';
+import { type ConnectionType, nextStep, type Step, triggerOutput } from './graph.ts';
 import { evaluateRule, parseWait, readsField, type Rule, valueAt } from './rules.ts';
 import type { RunMove, RunRecord, RunStepRecord } from './runs.repo.ts';
 
@@ -262,10 +262,13 @@ export function createStepPlanner(deps: StepDeps) {
       switch (step.type) {
         case 'trigger':
           return {
-            step: record(context, step, 'completed', {
-              event: step.config.event_name,
-              send_id: run.triggerSendId,
-            }),
+            // A run started before its trigger was recorded with it (runs.service.ts start).
+            step: record(
+              context,
+              step,
+              'completed',
+              triggerOutput(step.config, run.triggerSendId, run.triggerPayload),
+            ),
             move: onward(context, step.key, 'default'),
           };
         case 'delay': {

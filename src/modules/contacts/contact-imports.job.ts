@@ -16,6 +16,7 @@ import type {
 } from './contact-imports.repo.ts';
 import type { ContactRecord, ContactRepo } from './contacts.repo.ts';
 import { contactEventData, toContactView } from './contacts.service.ts';
+import { type ContactChange, type ContactTriggers, noContactTriggers } from './contact-triggers.ts';
 
 // An import's job: its CSV read back from its pieces as a stream (a piece at a time), parsed again, and its
 // rows written in batches, each batch in a short transaction of its own with the job's progress (so a job
@@ -42,6 +43,16 @@ export interface ImportJobDeps {
     idsOfMany(contactIds: readonly string[], transaction: Transaction): Promise<Map<string, string[]>>;
   };
   topics: {
+    findMany(
+      projectId: string,
+      ids: readonly string[],
+      transaction: Transaction,
+    ): Promise<Array<{ id: string; defaultSubscription: 'opt_in' | 'opt_out' }>>;
+    choicesFor(
+      topicId: string,
+      contactIds: readonly string[],
+      transaction: Transaction,
+    ): Promise<Map<string, 'opt_in' | 'opt_out'>>;
     chooseFor(
       contactIds: readonly string[],
       choices: ReadonlyArray<{ topicId: string; subscription: 'opt_in' | 'opt_out' }>,
@@ -51,6 +62,8 @@ export interface ImportJobDeps {
   };
   events: Pick<EventService, 'emitIn'>;
   clock: Clock;
+  /** What the batch's contacts created, added to segments, subscribed or unsubscribed do to automations. */
+  triggers?: ContactTriggers | undefined;
 }
 
 interface Batch {
@@ -87,6 +100,52 @@ function merged(current: ContactRecord, row: ImportedRow, kept: ReadonlySet<stri
 
 export function createImportJob(deps: ImportJobDeps) {
   const { repo, clock } = deps;
+  const triggers = deps.triggers ?? noContactTriggers;
+
+  /**
+   * What the batch will change for automations, read before it is written: the contacts created, those it adds
+   * to each segment (not in it before), subscribes to each topic (opted out before, by choice or by the
+   * topic's default), and unsubscribes.
+   */
+  async function changesOf(
+    projectId: string,
+    plan: ContactImportRecord['plan'],
+    created: ReadonlyMap<string, ContactRecord>,
+    updated: ReadonlyMap<string, ContactRecord>,
+    existing: ReadonlyMap<string, ContactRecord>,
+    transaction: Transaction,
+  ): Promise<Array<[ContactChange, string[]]>> {
+    const createdIds = [...created.values()].map((record) => record.id);
+    const updatedIds = [...updated.values()].map((record) => record.id);
+    const touched = [...createdIds, ...updatedIds];
+    const changes: Array<[ContactChange, string[]]> = [[{ kind: 'created' }, createdIds]];
+    const segmentsBefore =
+      plan.segmentIds.length === 0 ? new Map() : await deps.segments.idsOfMany(updatedIds, transaction);
+    for (const segmentId of plan.segmentIds) {
+      const added = updatedIds.filter((id) => !segmentsBefore.get(id)?.includes(segmentId));
+      changes.push([{ kind: 'added_to_segment', segmentId }, [...createdIds, ...added]]);
+    }
+    const optIns = plan.topics.filter((choice) => choice.subscription === 'opt_in');
+    const defaults = new Map(
+      (
+        await deps.topics.findMany(
+          projectId,
+          optIns.map((choice) => choice.topicId),
+          transaction,
+        )
+      ).map((topic) => [topic.id, topic.defaultSubscription]),
+    );
+    for (const { topicId } of optIns) {
+      const before = await deps.topics.choicesFor(topicId, touched, transaction);
+      const subscribed = touched.filter((id) => (before.get(id) ?? defaults.get(topicId)) !== 'opt_in');
+      changes.push([{ kind: 'topic_subscribed', topicId }, subscribed]);
+    }
+    const unsubscribed = [...updated.values()].filter(
+      (record) => record.unsubscribed && existing.get(record.email)?.unsubscribed === false,
+    );
+    changes.push([{ kind: 'unsubscribed' }, unsubscribed.map((record) => record.id)]);
+    return changes;
+  }
 
   /** Writes a batch and the job's progress in one transaction; false when the job is no longer ours. */
   async function writeBatch(
@@ -155,8 +214,10 @@ export function createImportJob(deps: ImportJobDeps) {
       }
       for (const record of updated.values()) await deps.contacts.update(record, transaction);
       const touched = [...created.values(), ...updated.values()].map((record) => record.id);
+      const changes = await changesOf(projectId, plan, created, updated, existing, transaction);
       await deps.segments.addContacts(plan.segmentIds, touched, now, transaction);
       await deps.topics.chooseFor(touched, plan.topics, now, transaction);
+      for (const [change, ids] of changes) await triggers.changedIn(transaction, projectId, change, ids);
       const segmentsOf = await deps.segments.idsOfMany(
         [...updated.values()].map((record) => record.id),
         transaction,

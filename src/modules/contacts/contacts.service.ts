@@ -10,6 +10,7 @@ import type { ContactPropertyRecord, ContactPropertyRepo, PropertyValue } from '
 import { checkPropertyValues, parsePropertyFilter } from './contact-properties.service.ts';
 import { resolveFilter, type SegmentFilter } from './contact-filter.ts';
 import type { ContactFilter, ContactRecord, ContactRepo } from './contacts.repo.ts';
+import { type ContactTriggers, noContactTriggers } from './contact-triggers.ts';
 import { csvLines, EXPORT_PAGE } from './contact-export.ts';
 import type {
   ContactListFilter,
@@ -32,6 +33,8 @@ export interface ContactServiceDeps {
   topics: {
     find(projectId: string, id: string): Promise<{ defaultSubscription: 'opt_in' | 'opt_out' } | undefined>;
   };
+  /** What a contact created, deleted or unsubscribed does to automations, in the write's transaction. */
+  triggers?: ContactTriggers | undefined;
 }
 
 /** A contact as the API shows it: its values by key, of the properties still declared. */
@@ -119,6 +122,7 @@ export function createContactService({
   clock,
   segments,
   topics,
+  triggers = noContactTriggers,
 }: ContactServiceDeps) {
   async function emitFor(transaction: Transaction, projectId: string, kind: EventKind, contact: ContactView) {
     // A new contact is in no segment yet.
@@ -196,6 +200,7 @@ export function createContactService({
       }
       const view = toContactView(record, declared);
       await emitFor(transaction, record.projectId, 'contact.created', view);
+      await triggers.changedIn(transaction, record.projectId, { kind: 'created' }, [record.id]);
       return view;
     },
 
@@ -286,6 +291,9 @@ export function createContactService({
       await repo.update(next, transaction);
       const view = toContactView(next, declared);
       await emitFor(transaction, projectId, 'contact.updated', view);
+      if (next.unsubscribed && !current.unsubscribed) {
+        await triggers.changedIn(transaction, projectId, { kind: 'unsubscribed' }, [current.id]);
+      }
       return view;
     },
 
@@ -305,6 +313,7 @@ export function createContactService({
       // that then fails rolls the event back with it).
       await emitFor(transaction, projectId, 'contact.deleted', toContactView(current, declared));
       if (!(await repo.delete(projectId, current.id, transaction))) throw missing(ref.given);
+      await triggers.changedIn(transaction, projectId, { kind: 'deleted' }, [current.id]);
       return { object: 'contact', id: current.id, deleted: true };
     },
   };

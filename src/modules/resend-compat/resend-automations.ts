@@ -59,6 +59,22 @@ function runStatuses(value: string | undefined): AutomationRunStatus[] | undefin
   });
 }
 
+/**
+ * Resend's triggers are custom events (`eventName`): a trigger `on` a contact change (created, added to a
+ * segment, subscribed to a topic) is Postwire's, taken under /v1 only.
+ */
+function eventTriggersOnly(
+  steps: ReadonlyArray<{ type: string; config: Record<string, unknown> }> | undefined,
+) {
+  const index = steps?.findIndex((step) => step.type === 'trigger' && step.config.on !== undefined) ?? -1;
+  if (index >= 0) {
+    throw invalidParam(
+      `steps[${index}].config.on`,
+      'A trigger here is a custom event (eventName); triggers on contacts are taken at /v1/automations.',
+    );
+  }
+}
+
 const summary = (automation: {
   id: string;
   name: string;
@@ -103,6 +119,7 @@ export function registerResendAutomationRoutes(
     '/automations',
     { config: write, schema: { ...hide, body: CreateAutomationBody } },
     async (request, reply) => {
+      eventTriggersOnly(request.body.steps);
       const record = await automations.prepareCreate(projectOf(request), request.body);
       return reply.transact(async (transaction) => ({
         object: 'automation',
@@ -130,6 +147,7 @@ export function registerResendAutomationRoutes(
     '/automations/:id',
     { config: write, schema: { ...hide, params: IdParams, body: UpdateAutomationBody } },
     async (request, reply) => {
+      eventTriggersOnly(request.body.steps);
       const plan = await automations.prepareUpdate(projectOf(request), request.params.id, request.body);
       return reply.transact(async (transaction) => ({
         object: 'automation',

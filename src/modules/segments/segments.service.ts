@@ -6,6 +6,7 @@ import { isId, newId } from '../../lib/ids.ts';
 import { checkFilter, type SegmentFilter } from '../contacts/contact-filter.ts';
 import type { ContactPropertyRepo } from '../contacts/contact-properties.repo.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
+import { type ContactTriggers, noContactTriggers } from '../contacts/contact-triggers.ts';
 import type { TopicRepo } from '../topics/topics.repo.ts';
 import type { SegmentRecord, SegmentRepo } from './segments.repo.ts';
 import type { CreateSegmentInput, SegmentView, UpdateSegmentInput } from './segments.schemas.ts';
@@ -26,6 +27,8 @@ export interface SegmentServiceDeps {
   properties: Pick<ContactPropertyRepo, 'all'>;
   topics: Pick<TopicRepo, 'find'>;
   clock: Clock;
+  /** What a contact added to a segment does to automations, in the addition's transaction. */
+  triggers?: ContactTriggers | undefined;
 }
 
 /**
@@ -33,7 +36,14 @@ export interface SegmentServiceDeps {
  * over contacts (properties, topic subscriptions, engagement recency, creation time), whose members are whoever
  * matches when they are read (contact-filter.ts). A segment keeps its kind: a list stays a list.
  */
-export function createSegmentService({ repo, contacts, properties, topics, clock }: SegmentServiceDeps) {
+export function createSegmentService({
+  repo,
+  contacts,
+  properties,
+  topics,
+  clock,
+  triggers = noContactTriggers,
+}: SegmentServiceDeps) {
   /** The segment, in the project (any other id, another project's included, is a 404). */
   async function load(projectId: string, id: string, transaction?: Transaction): Promise<SegmentRecord> {
     const record = isId('seg', id) ? await repo.find(projectId, id, transaction) : undefined;
@@ -148,6 +158,14 @@ export function createSegmentService({ repo, contacts, properties, topics, clock
       const segment = await load(projectId, segmentId, transaction);
       assertList(segment);
       const added = await repo.addContact(segment.id, contact.id, clock.now().toISOString(), transaction);
+      if (added) {
+        await triggers.changedIn(
+          transaction,
+          projectId,
+          { kind: 'added_to_segment', segmentId: segment.id },
+          [contact.id],
+        );
+      }
       return { object: 'segment_membership' as const, segment_id: segment.id, contact_id: contact.id, added };
     },
 

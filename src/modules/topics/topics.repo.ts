@@ -158,9 +158,13 @@ export function createTopicRepo(db: Kysely<Database>) {
     },
 
     /** Of these contacts, the ones that made a choice for the topic, with it (a broadcast's batch). */
-    async choicesFor(topicId: string, contactIds: readonly string[]): Promise<Map<string, Subscription>> {
+    async choicesFor(
+      topicId: string,
+      contactIds: readonly string[],
+      transaction?: Transaction,
+    ): Promise<Map<string, Subscription>> {
       if (contactIds.length === 0) return new Map();
-      const rows = await db
+      const rows = await (transaction?.db ?? db)
         .selectFrom('contact_topics')
         .select(['contact_id', 'subscription'])
         .where('topic_id', '=', topicId)

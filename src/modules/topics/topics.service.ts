@@ -5,6 +5,7 @@ import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import type { EventService } from '../events/events.service.ts';
+import { type ContactTriggers, noContactTriggers } from '../contacts/contact-triggers.ts';
 import type { ContactTopicRecord, Subscription, TopicRecord, TopicRepo } from './topics.repo.ts';
 import type {
   ContactTopicView,
@@ -38,6 +39,8 @@ export interface TopicServiceDeps {
   contacts: Pick<ContactService, 'find' | 'lock'>;
   events: Pick<EventService, 'emitIn'>;
   clock: Clock;
+  /** What a contact subscribed to a topic does to automations, in the choice's transaction. */
+  triggers?: ContactTriggers | undefined;
 }
 
 /**
@@ -45,7 +48,13 @@ export interface TopicServiceDeps {
  * has made no choice for a topic follows its default; a choice that changes a contact's subscription emits
  * `contact.topics_updated` in its transaction.
  */
-export function createTopicService({ repo, contacts, events, clock }: TopicServiceDeps) {
+export function createTopicService({
+  repo,
+  contacts,
+  events,
+  clock,
+  triggers = noContactTriggers,
+}: TopicServiceDeps) {
   async function load(projectId: string, id: string, transaction?: Transaction): Promise<TopicRecord> {
     const record = isId('top', id) ? await repo.find(projectId, id, transaction) : undefined;
     if (!record) throw notFound('topic', id);
@@ -158,6 +167,12 @@ export function createTopicService({ repo, contacts, events, clock }: TopicServi
             kind: 'contact.topics_updated',
             data: { id: contact.id, email: contact.email, topics: changed },
           },
+        ]);
+      }
+      for (const change of changed) {
+        if (change.subscription !== 'opt_in') continue;
+        await triggers.changedIn(transaction, projectId, { kind: 'topic_subscribed', topicId: change.id }, [
+          contact.id,
         ]);
       }
       return { contactId: contact.id, topics: answer };
