@@ -238,18 +238,18 @@ export function createEmailRepo(
       // A broadcast's copies (not counted) go the usual way: the one statement holds a count.
       const oneStatement = options.counted !== false && inOneStatement(emails);
       const guard = options.unlessFound;
-      if (guard && !(limited && oneStatement))
-        throw new Error('A guard is only run within the one accepting statement with a daily limit.');
-      if (limited && oneStatement) {
+      if (guard && !oneStatement) throw new Error('A guard is only run within the one accepting statement.');
+      if (oneStatement && (limited || guard)) {
         // The count first, made only within the limit; the emails and their recipients inserted only when
         // every count was made (the statement's parts see what the others return). With one count, a refused
         // group writes nothing, so the statement may be a transaction of its own (insertsInOneStatement);
         // with more, a count made beside one refused is undone by the rollback DailyLimitReached brings.
-        // A guard goes before the count, which is then made only when the guard finds nothing.
+        // A guard goes before the count, which is then made only when the guard finds nothing (and, with a
+        // limit, within it).
         const counting = quota.statement(
           ordered,
           true,
-          options.dailyLimit,
+          limited ? options.dailyLimit : undefined,
           guard ? 'NOT EXISTS (SELECT 1 FROM part0)' : undefined,
         );
         const condition = `(SELECT COUNT(*) FROM ${guard ? 'part1' : 'part0'}) = ${ordered.length}`;
@@ -306,10 +306,9 @@ export function createEmailRepo(
 
     /**
      * PostgreSQL: whether `insert` can run a guard (`unlessFound`) in the one statement that writes these
-     * emails: with a daily limit, whose count the guard holds back (and with it every row).
+     * emails: a part before the count, which it holds back (and with the count every row).
      */
-    guardsInOneStatement: (emails: readonly NewEmail[], options: { dailyLimit: number }): boolean =>
-      options.dailyLimit > 0 && inOneStatement(emails),
+    guardsInOneStatement: (emails: readonly NewEmail[]): boolean => inOneStatement(emails),
 
     /**
      * Writes the large content of emails — a submitted message, or a file, larger than one piece — to its

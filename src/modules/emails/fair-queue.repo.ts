@@ -100,6 +100,22 @@ export function createQuotaCounter(engine: Engine) {
         totals === 'totals' ? ` RETURNING project_id, day, used, ${OTHER_SHARDS} AS others` : ''
       }`;
   });
+  // PostgreSQL, without a limit: the count made only when `onlyWhen` holds (an earlier part's guard), returning
+  // the counts made (a guarded count is a part of a statement that must tell whether it was made).
+  const guardedText = textsByShape((shape) => {
+    const [rows, onlyWhen] = shape.split('\n');
+    const slot = placeholders(engine);
+    const values = Array.from(
+      { length: Number(rows) },
+      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
+    ).join(', ');
+    return `INSERT INTO send_quota (project_id, day, shard, used)
+      SELECT v.project_id, v.day, CAST(v.shard AS integer), CAST(v.used AS integer)
+      FROM (VALUES ${values}) AS v (project_id, day, shard, used)
+      WHERE ${onlyWhen}
+      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used
+      RETURNING project_id, day, used, 0 AS others`;
+  });
   // PostgreSQL: the count made only where it keeps the day's total within the limit (the last parameter), so
   // that a statement can refuse it with nothing written: a new shard row only if the day's total so far (as
   // the statement sees it) leaves room, an existing one only if its newest version (locked, waited for if
@@ -118,16 +134,17 @@ export function createQuotaCounter(engine: Engine) {
       FROM (VALUES ${values}) AS v (project_id, day, shard, used)
       WHERE CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
         WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}${
-        onlyWhen ? ` AND ${onlyWhen}` : ''
-      }
+          onlyWhen ? ` AND ${onlyWhen}` : ''
+        }
       ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used
       WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}
       RETURNING project_id, day, used, ${OTHER_SHARDS} AS others`;
   });
   /**
    * The statement counting `counts` (one shard for it), its placeholders numbered from the first; with
-   * `withinLimit` (PostgreSQL), one that counts only what stays within it and returns the counts made, and
-   * only when `onlyWhen` (SQL text without parameters: an earlier part's guard) holds too.
+   * `withinLimit` (PostgreSQL), one that counts only what stays within it and returns the counts made; with
+   * `onlyWhen` (PostgreSQL, SQL text without parameters: an earlier part's guard), one that counts only when
+   * it holds too and returns the counts made.
    */
   const statement = (
     counts: readonly QuotaCount[],
@@ -143,6 +160,8 @@ export function createQuotaCounter(engine: Engine) {
         ...parameters,
         withinLimit,
       ]);
+    if (onlyWhen !== undefined)
+      return CompiledQuery.raw(guardedText(`${counts.length}\n${onlyWhen}`), parameters);
     return CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
   };
   /** What the statement returns, as each count's total (when `totals` was asked for). */

@@ -115,7 +115,7 @@ export function createSendStore({
    * (rolled back, nothing stored), as against one of its COMMIT.
    */
   async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
-    // PostgreSQL with a daily limit: the suppression list is read by the statement that writes the emails, as
+    // PostgreSQL: the suppression list is read by the statement that writes the emails, as
     // a guard that has nothing written when it finds any of their recipients (one round trip instead of the
     // read and then the write). Found (rarely): the usual way below, which reads the list and writes each
     // suppressed recipient's event.
@@ -168,7 +168,7 @@ export function createSendStore({
    * written by one statement that can hold it, and not yet read: none of their recipients is marked yet.
    */
   function guardedStatement(emails: NewEmail[]): CompiledQuery | undefined {
-    if (!repo.guardsInOneStatement(emails, { dailyLimit }) || !writtenByOneStatement(emails)) return undefined;
+    if (!repo.guardsInOneStatement(emails) || !writtenByOneStatement(emails)) return undefined;
     return suppressions.matchingStatement(
       emails.map((email) => email.projectId),
       emails.flatMap((email) => email.recipients.map((recipient) => recipient.address)),

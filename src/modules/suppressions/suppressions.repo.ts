@@ -80,7 +80,10 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
      * part of its own (a guard: emails.repo.ts writes an accepted group only when it finds nothing, saving the
      * read before the write); undefined when more addresses than one statement reads.
      */
-    matchingStatement(projectIds: readonly string[], addresses: readonly string[]): CompiledQuery | undefined {
+    matchingStatement(
+      projectIds: readonly string[],
+      addresses: readonly string[],
+    ): CompiledQuery | undefined {
       const projects = [...new Set(projectIds)];
       const wanted = [...new Set(addresses.map(normalizeAddress))];
       if (wanted.length > LOOKUP_CHUNK) return undefined;
