@@ -86,58 +86,45 @@ const OTHER_SHARDS = `COALESCE((SELECT SUM(others.used) FROM send_quota AS other
 
 /** Counts sends against the daily quota, in `transaction`: the accepting write's. */
 export function createQuotaCounter(engine: Engine) {
+  /** A VALUES list's rows of counts (project, day, shard, recipients), their placeholders from `slot`. */
+  const countRows = (rows: number, slot: () => string) =>
+    Array.from({ length: rows }, () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`).join(', ');
   // The day's total in the same statement: this shard's new count plus the other shards', which this
   // statement does not touch (one statement instead of an upsert and a SUM).
   const text = textsByShape((shape) => {
     const [rows, totals] = shape.split(':');
-    const slot = placeholders(engine);
-    const values = Array.from(
-      { length: Number(rows) },
-      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
-    ).join(', ');
-    return `INSERT INTO send_quota (project_id, day, shard, used) VALUES ${values}
+    return `INSERT INTO send_quota (project_id, day, shard, used) VALUES ${countRows(Number(rows), placeholders(engine))}
       ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
         totals === 'totals' ? ` RETURNING project_id, day, used, ${OTHER_SHARDS} AS others` : ''
       }`;
   });
-  // PostgreSQL, without a limit: the count made only when `onlyWhen` holds (an earlier part's guard), returning
-  // the counts made (a guarded count is a part of a statement that must tell whether it was made).
-  const guardedText = textsByShape((shape) => {
-    const [rows, onlyWhen] = shape.split('\n');
-    const slot = placeholders(engine);
-    const values = Array.from(
-      { length: Number(rows) },
-      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
-    ).join(', ');
-    return `INSERT INTO send_quota (project_id, day, shard, used)
-      SELECT v.project_id, v.day, CAST(v.shard AS integer), CAST(v.used AS integer)
-      FROM (VALUES ${values}) AS v (project_id, day, shard, used)
-      WHERE ${onlyWhen}
-      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used
-      RETURNING project_id, day, used, 0 AS others`;
-  });
   // PostgreSQL: the count made only where it keeps the day's total within the limit (the last parameter), so
   // that a statement can refuse it with nothing written: a new shard row only if the day's total so far (as
   // the statement sees it) leaves room, an existing one only if its newest version (locked, waited for if
-  // another transaction holds it) with the other shards leaves room. Only the counts made are returned.
-  // `shape`: the number of rows, then a further condition of the count (an earlier part's guard), if any.
-  const withinLimitText = textsByShape((shape) => {
-    const [rows, onlyWhen] = shape.split('\n');
+  // another transaction holds it) with the other shards leaves room; and only when a further condition holds
+  // (an earlier part's guard), if one is given. Only the counts made are returned. `shape`: the number of
+  // rows, whether there is a limit, the further condition.
+  const countedOnlyText = textsByShape((shape) => {
+    const [rows, limited, onlyWhen] = shape.split('\n');
     const slot = placeholders(engine);
-    const values = Array.from(
-      { length: Number(rows) },
-      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
-    ).join(', ');
-    const limit = `CAST(${slot()} AS integer)`;
+    const values = countRows(Number(rows), slot);
+    const limit = limited === 'limit' ? `CAST(${slot()} AS integer)` : undefined;
+    const conditions = [
+      ...(limit
+        ? [
+            `CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
+        WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}`,
+          ]
+        : []),
+      ...(onlyWhen ? [onlyWhen] : []),
+    ];
     return `INSERT INTO send_quota (project_id, day, shard, used)
       SELECT v.project_id, v.day, CAST(v.shard AS integer), CAST(v.used AS integer)
       FROM (VALUES ${values}) AS v (project_id, day, shard, used)
-      WHERE CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
-        WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}${
-          onlyWhen ? ` AND ${onlyWhen}` : ''
-        }
-      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used
-      WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}
+      WHERE ${conditions.join(' AND ')}
+      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
+        limit ? `\n      WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}` : ''
+      }
       RETURNING project_id, day, used, ${OTHER_SHARDS} AS others`;
   });
   /**
@@ -155,13 +142,13 @@ export function createQuotaCounter(engine: Engine) {
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);
     const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
-    if (withinLimit !== undefined)
-      return CompiledQuery.raw(withinLimitText(`${counts.length}\n${onlyWhen ?? ''}`), [
+    if (withinLimit !== undefined || onlyWhen !== undefined) {
+      const shape = `${counts.length}\n${withinLimit !== undefined ? 'limit' : ''}\n${onlyWhen ?? ''}`;
+      return CompiledQuery.raw(countedOnlyText(shape), [
         ...parameters,
-        withinLimit,
+        ...(withinLimit !== undefined ? [withinLimit] : []),
       ]);
-    if (onlyWhen !== undefined)
-      return CompiledQuery.raw(guardedText(`${counts.length}\n${onlyWhen}`), parameters);
+    }
     return CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
   };
   /** What the statement returns, as each count's total (when `totals` was asked for). */
