@@ -37,10 +37,10 @@ interface Send {
 
 /**
  * A group's one statement on PostgreSQL, autocommitted (send-store.ts): its emails' INSERT is a part of it,
- * the first without a daily limit, after the count with one.
+ * the first without a daily limit, after the count with one (and the suppression list's guard before it).
  */
 const GROUP_STATEMENT =
-  /^\s*with (?:part0 as \(insert into send_quota [\s\S]*?\), )?part\d as \(insert into emails /i;
+  /^\s*with (?:part0 as \(select id from suppressions [\s\S]*?\), )?(?:part\d as \(insert into send_quota [\s\S]*?\), )?part\d as \(insert into emails /i;
 
 // Each engine with a daily limit, and PostgreSQL without one: on PostgreSQL a group of one project's sends is
 // one autocommitted statement either way.

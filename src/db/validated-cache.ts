@@ -146,11 +146,14 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
   };
 
   let inFlight: Promise<StampValues> | undefined;
+  /** When the read in flight was issued. */
+  let inFlightIssuedAt = -Infinity;
   let next: Promise<StampValues> | undefined;
   const start = (): Promise<StampValues> => {
     const issuedAt = now();
     const read = readThrough(db);
     inFlight = read;
+    inFlightIssuedAt = issuedAt;
     const settle = () => {
       if (inFlight === read) inFlight = undefined;
     };
@@ -188,6 +191,23 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
    */
   const vouchedFor = (seen: { issuedAt: number } | undefined): boolean =>
     seen !== undefined && seen.issuedAt > ownCommitAt && now() - seen.issuedAt < leaseMs;
+  /**
+   * With a lease, the read in flight (a renewal, or another caller's), when it was issued after this process's
+   * latest commit: once it answers, its value for `scope` if it is still within its lease, as `vouchedFor`
+   * holds a finished read (a write another process committed after it was issued is answered only once that
+   * lease has run out); undefined otherwise. One read instead of waiting for it and then making another.
+   */
+  const inFlightWithinLease = async (scope: StampScope): Promise<string | undefined> => {
+    const read = inFlight;
+    if (leaseMs === 0 || read === undefined || inFlightIssuedAt <= ownCommitAt) return undefined;
+    try {
+      await read;
+    } catch {
+      return undefined;
+    }
+    const seen = latest.get(scope);
+    return vouchedFor(seen) ? seen!.value : undefined;
+  };
   const outlastLeases = (since = ownCommitAt): Promise<void> | undefined => {
     const until = since + leaseMs;
     if (leaseMs === 0 || now() >= until) return undefined;
@@ -218,7 +238,7 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
       if (window?.open && seen && seen.issuedAt >= window.startedAt) return seen.value;
       const issuedAt = now();
       const direct = readDirectly?.();
-      if (!direct) return valueOf(await shared(), scope);
+      if (!direct) return (await inFlightWithinLease(scope)) ?? valueOf(await shared(), scope);
       for (const [each, value] of direct) remember(each, value, issuedAt);
       return valueOf(direct, scope);
     },

@@ -8,6 +8,7 @@ import { createStamps, noteStatements } from '../validated-cache.ts';
 import { oneWritePerQuery, pipelineBegin } from './pipelined-begin.ts';
 import type { DatabaseHandle, DatabaseOptions, DialectWrapper, Listener } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
+import { createBoundedMemo } from '../../lib/memo.ts';
 
 // The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
 // statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
@@ -140,6 +141,8 @@ export async function openPostgres(
  */
 function stampedWrites(committed: () => void): StatementObserver {
   const open = new WeakMap<object, { wrote: boolean }>();
+  // By text: the hot statements are the same few texts (kept by shape), and a WITH's is read whole.
+  const writesCached = createBoundedMemo<string, boolean>(PREPARED_STATEMENTS_MAX);
   return (text, connection) => {
     const transaction = open.get(connection);
     if (/^\s*(?:begin|start\s+transaction)\b/i.test(text)) {
@@ -149,7 +152,7 @@ function stampedWrites(committed: () => void): StatementObserver {
       if (transaction?.wrote) return committed;
     } else if (/^\s*rollback\s*$/i.test(text)) {
       open.delete(connection);
-    } else if (writesCachedRows(text)) {
+    } else if (writesCached(text, () => writesCachedRows(text))) {
       if (!transaction) return committed;
       transaction.wrote = true;
     }

@@ -24,6 +24,7 @@ import {
 import {
   createQuotaCounter,
   FIRST_PART_COUNTS,
+  GUARDED_COUNTS,
   overDailyLimit,
   type QuotaCount,
   quotaDay,
@@ -62,6 +63,16 @@ export class DailyLimitReached extends Error {
   constructor(usedBefore: number) {
     super('daily send limit reached');
     this.usedBefore = usedBefore;
+  }
+}
+
+/**
+ * Thrown by `insert` with nothing stored when its `unlessFound` query found a row (a recipient of the group may
+ * be suppressed): the caller writes the emails the way that reads the list first.
+ */
+export class GuardFound extends Error {
+  constructor() {
+    super('the guard of the accepting statement found a row');
   }
 }
 
@@ -182,8 +193,16 @@ export function createEmailRepo(
      */
     async insert(
       emails: NewEmail[],
-      /** `counted: false`: not counted against the daily numbers (a broadcast's copies). */
-      options: { dailyLimit: number; counted?: boolean },
+      options: {
+        dailyLimit: number;
+        /** `false`: not counted against the daily numbers (a broadcast's copies). */
+        counted?: boolean;
+        /**
+         * A query (without `*`) that, when it finds any row, has nothing stored (GuardFound thrown), run as
+         * part of the same statement; only where `guardsInOneStatement` says so.
+         */
+        unlessFound?: CompiledQuery | undefined;
+      },
       transaction: Transaction,
     ): Promise<void> {
       if (emails.length === 0) return;
@@ -218,21 +237,36 @@ export function createEmailRepo(
       let totals: QuotaTotal[];
       // A broadcast's copies (not counted) go the usual way: the one statement holds a count.
       const oneStatement = options.counted !== false && inOneStatement(emails);
-      if (limited && oneStatement) {
+      const guard = options.unlessFound;
+      if (guard && !oneStatement) throw new Error('A guard is only run within the one accepting statement.');
+      if (oneStatement && (limited || guard)) {
         // The count first, made only within the limit; the emails and their recipients inserted only when
         // every count was made (the statement's parts see what the others return). With one count, a refused
         // group writes nothing, so the statement may be a transaction of its own (insertsInOneStatement);
         // with more, a count made beside one refused is undone by the rollback DailyLimitReached brings.
-        const counting = quota.statement(ordered, true, options.dailyLimit);
-        const condition = `(SELECT COUNT(*) FROM part0) = ${ordered.length}`;
+        // A guard goes before the count, which is then made only when the guard finds nothing (and, with a
+        // limit, within it).
+        const counting = quota.statement(
+          ordered,
+          true,
+          limited ? options.dailyLimit : undefined,
+          guard ? 'NOT EXISTS (SELECT 1 FROM part0)' : undefined,
+        );
+        const condition = `(SELECT COUNT(*) FROM ${guard ? 'part1' : 'part0'}) = ${ordered.length}`;
         const parts = [
+          ...(guard ? [guard] : []),
           counting,
           emailsOnlyWhen(emailsStatement(emails), condition),
           ...recipients.acceptedInserts(emails, condition),
         ];
         const { rows } = await trx.executeQuery<QuotaRow>(
-          joined(parts.map((query) => query.sql).join('\n'), parts, FIRST_PART_COUNTS),
+          joined(
+            parts.map((query) => query.sql).join('\n'),
+            parts,
+            guard ? GUARDED_COUNTS : FIRST_PART_COUNTS,
+          ),
         );
+        if (rows.some((row) => row.project_id === null)) throw new GuardFound();
         totals = quota.totalsOf(ordered, rows);
         const refused = ordered.find(
           (count) => !rows.some((row) => row.project_id === count.projectId && row.day === count.day),
@@ -269,6 +303,12 @@ export function createEmailRepo(
       inOneStatement(emails) &&
       // One count at most: a statement may make one count and refuse another, which only a rollback undoes.
       (options.dailyLimit <= 0 || new Set(emails.map(countKey)).size === 1),
+
+    /**
+     * PostgreSQL: whether `insert` can run a guard (`unlessFound`) in the one statement that writes these
+     * emails: a part before the count, which it holds back (and with the count every row).
+     */
+    guardsInOneStatement: (emails: readonly NewEmail[]): boolean => inOneStatement(emails),
 
     /**
      * Writes the large content of emails — a submitted message, or a file, larger than one piece — to its

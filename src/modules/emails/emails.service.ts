@@ -46,8 +46,11 @@ export interface EmailServiceDeps {
   events: Pick<EventService, 'forEmail' | 'emit'>;
   /** Counts accepted emails (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'emailsAccepted'> | undefined;
-  /** The projects' suppression lists: read before a grouped send's transaction, in a keyed send's. */
-  suppressions: Pick<SuppressionRepo, 'matchingIn'>;
+  /**
+   * The projects' suppression lists: read before a grouped send's transaction (on PostgreSQL by its one
+   * statement, as a guard: send-store.ts), in a keyed send's.
+   */
+  suppressions: Pick<SuppressionRepo, 'matchingIn' | 'matchingStatement'>;
   /** Where sends outside an Idempotency-Key's transaction open their own. */
   db: Kysely<Database>;
   /** Concurrent sends written together, at most this many emails a group (send-groups.ts); unset: each alone. */

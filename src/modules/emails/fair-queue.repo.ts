@@ -86,16 +86,14 @@ const OTHER_SHARDS = `COALESCE((SELECT SUM(others.used) FROM send_quota AS other
 
 /** Counts sends against the daily quota, in `transaction`: the accepting write's. */
 export function createQuotaCounter(engine: Engine) {
+  /** A VALUES list's rows of counts (project, day, shard, recipients), their placeholders from `slot`. */
+  const countRows = (rows: number, slot: () => string) =>
+    Array.from({ length: rows }, () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`).join(', ');
   // The day's total in the same statement: this shard's new count plus the other shards', which this
   // statement does not touch (one statement instead of an upsert and a SUM).
   const text = textsByShape((shape) => {
     const [rows, totals] = shape.split(':');
-    const slot = placeholders(engine);
-    const values = Array.from(
-      { length: Number(rows) },
-      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
-    ).join(', ');
-    return `INSERT INTO send_quota (project_id, day, shard, used) VALUES ${values}
+    return `INSERT INTO send_quota (project_id, day, shard, used) VALUES ${countRows(Number(rows), placeholders(engine))}
       ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
         totals === 'totals' ? ` RETURNING project_id, day, used, ${OTHER_SHARDS} AS others` : ''
       }`;
@@ -103,39 +101,61 @@ export function createQuotaCounter(engine: Engine) {
   // PostgreSQL: the count made only where it keeps the day's total within the limit (the last parameter), so
   // that a statement can refuse it with nothing written: a new shard row only if the day's total so far (as
   // the statement sees it) leaves room, an existing one only if its newest version (locked, waited for if
-  // another transaction holds it) with the other shards leaves room. Only the counts made are returned.
-  const withinLimitText = textsByShape((rows) => {
+  // another transaction holds it) with the other shards leaves room; and only when a further condition holds
+  // (an earlier part's guard), if one is given. Only the counts made are returned. `shape`: the number of
+  // rows, whether there is a limit, the further condition.
+  const countedOnlyText = textsByShape((shape) => {
+    const [rows, limited, onlyWhen] = shape.split('\n');
     const slot = placeholders(engine);
-    const values = Array.from(
-      { length: Number(rows) },
-      () => `(${slot()}, ${slot()}, ${slot()}, ${slot()})`,
-    ).join(', ');
-    const limit = `CAST(${slot()} AS integer)`;
+    const values = countRows(Number(rows), slot);
+    const limit = limited === 'limit' ? `CAST(${slot()} AS integer)` : undefined;
+    const conditions = [
+      ...(limit
+        ? [
+            `CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
+        WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}`,
+          ]
+        : []),
+      ...(onlyWhen ? [onlyWhen] : []),
+    ];
     return `INSERT INTO send_quota (project_id, day, shard, used)
       SELECT v.project_id, v.day, CAST(v.shard AS integer), CAST(v.used AS integer)
       FROM (VALUES ${values}) AS v (project_id, day, shard, used)
-      WHERE CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
-        WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}
-      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used
-      WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}
+      WHERE ${conditions.join(' AND ')}
+      ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
+        limit ? `\n      WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}` : ''
+      }
       RETURNING project_id, day, used, ${OTHER_SHARDS} AS others`;
   });
   /**
    * The statement counting `counts` (one shard for it), its placeholders numbered from the first; with
-   * `withinLimit` (PostgreSQL), one that counts only what stays within it and returns the counts made.
+   * `withinLimit` (PostgreSQL), one that counts only what stays within it and returns the counts made; with
+   * `onlyWhen` (PostgreSQL, SQL text without parameters: an earlier part's guard), one that counts only when
+   * it holds too and returns the counts made.
    */
-  const statement = (counts: readonly QuotaCount[], totals: boolean, withinLimit?: number): CompiledQuery => {
+  const statement = (
+    counts: readonly QuotaCount[],
+    totals: boolean,
+    withinLimit?: number,
+    onlyWhen?: string,
+  ): CompiledQuery => {
     // One shard for the statement: a row is written once per statement (PostgreSQL refuses a second).
     const shard = randomInt(QUOTA_SHARDS);
     const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
-    if (withinLimit !== undefined)
-      return CompiledQuery.raw(withinLimitText(String(counts.length)), [...parameters, withinLimit]);
+    if (withinLimit !== undefined || onlyWhen !== undefined) {
+      const shape = `${counts.length}\n${withinLimit !== undefined ? 'limit' : ''}\n${onlyWhen ?? ''}`;
+      return CompiledQuery.raw(countedOnlyText(shape), [
+        ...parameters,
+        ...(withinLimit !== undefined ? [withinLimit] : []),
+      ]);
+    }
     return CompiledQuery.raw(text(`${counts.length}:${totals ? 'totals' : 'none'}`), parameters);
   };
   /** What the statement returns, as each count's total (when `totals` was asked for). */
   const totalsOf = (counts: readonly QuotaCount[], rows: readonly QuotaRow[]): QuotaTotal[] =>
     rows.map((row) => ({
-      projectId: row.project_id,
+      // Rows of counts made (a guard's row of nulls is the caller's to handle first).
+      projectId: row.project_id!,
       day: row.day,
       recipients: counts.find((count) => count.projectId === row.project_id && count.day === row.day)!
         .recipients,
@@ -158,7 +178,8 @@ export function createQuotaCounter(engine: Engine) {
 
 /** A count row as the counting statement returns it with totals. */
 export interface QuotaRow {
-  project_id: string;
+  /** Null in the row that says a guard found something (countsMadeIn). */
+  project_id: string | null;
   day: string;
   used: number | string;
   others: number | string | null;
@@ -170,8 +191,23 @@ export const quotaDay = (createdAt: string): string => createdAt.slice(0, 10);
 /** The daily limit's rule: a day's total (this send included) past `limit` is refused; 0 is no limit. */
 export const overDailyLimit = (total: number, limit: number): boolean => limit > 0 && total > limit;
 
+/**
+ * The counts a within-limit counting statement made, when it is the part `part` of a joined statement; with
+ * `guard` (an earlier part, a query the count was made only without an answer to), also one row of nulls when
+ * the guard found any row.
+ */
+export const countsMadeIn = (part: string, guard?: string): CompiledQuery =>
+  CompiledQuery.raw(
+    `SELECT project_id, day, used, others FROM ${part}${
+      guard ? ` UNION ALL (SELECT NULL, NULL, NULL, NULL FROM ${guard} LIMIT 1)` : ''
+    }`,
+    [],
+  );
+
 /** The counts a within-limit counting statement made, when it is the first part of a joined statement. */
-export const FIRST_PART_COUNTS = CompiledQuery.raw('SELECT project_id, day, used, others FROM part0', []);
+export const FIRST_PART_COUNTS = countsMadeIn('part0');
+/** The same when the first part is a guard (countsMadeIn) and the count the second. */
+export const GUARDED_COUNTS = countsMadeIn('part1', 'part0');
 
 /** Recipients counted against a project's daily limit on `day` (YYYY-MM-DD) so far, through `db`. */
 export async function quotaUsed(db: Kysely<Database>, projectId: string, day: string): Promise<number> {

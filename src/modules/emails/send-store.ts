@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { CompiledQuery, Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
 import {
   autocommitted,
@@ -12,7 +12,7 @@ import type { Notifier } from '../../queue/notifier.ts';
 import type { EventService } from '../events/events.service.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
 import { type SuppressionRepo, suppressionKey } from '../suppressions/suppressions.repo.ts';
-import { DailyLimitReached, type EmailRepo, type NewEmail } from './emails.repo.ts';
+import { DailyLimitReached, type EmailRepo, GuardFound, type NewEmail } from './emails.repo.ts';
 import { createSendGroups } from './send-groups.ts';
 import { overDailyLimit, quotaDay } from './fair-queue.repo.ts';
 import { emailEventData } from './event-data.ts';
@@ -49,8 +49,11 @@ export interface SendStoreDeps {
   events: Pick<EventService, 'emit'>;
   /** Counts accepted emails (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'emailsAccepted'> | undefined;
-  /** Read by the daily limit's early answer, at the limit only. */
-  suppressions: Pick<SuppressionRepo, 'matchingIn'>;
+  /**
+   * Read by the daily limit's early answer, at the limit only; and the guard of an accepting statement
+   * (`matchingStatement`).
+   */
+  suppressions: Pick<SuppressionRepo, 'matchingIn' | 'matchingStatement'>;
   /** Where sends outside an Idempotency-Key's transaction open their own. */
   db: Kysely<Database>;
   /**
@@ -112,17 +115,28 @@ export function createSendStore({
    * (rolled back, nothing stored), as against one of its COMMIT.
    */
   async function write(emails: NewEmail[], inside?: { failed(error: unknown): void }): Promise<void> {
+    // PostgreSQL: the suppression list is read by the statement that writes the emails, as
+    // a guard that has nothing written when it finds any of their recipients (one round trip instead of the
+    // read and then the write). Found (rarely): the usual way below, which reads the list and writes each
+    // suppressed recipient's event.
+    const guard = guardedStatement(emails);
+    if (guard !== undefined) {
+      try {
+        await autocommittedInsert(emails, guard);
+        return;
+      } catch (error) {
+        if (!(error instanceof GuardFound)) throw notedInside(error, inside);
+      }
+    }
     const suppressed = await markSuppressed(emails);
     if (writtenByOneStatement(emails)) {
       // Nothing but the emails' one statement to write (which the daily limit refuses whole, writing
       // nothing): the statement is their transaction (PostgreSQL: one round trip instead of BEGIN, it and
       // COMMIT).
       try {
-        await autocommitted(db, (transaction) => repo.insert(emails, { dailyLimit }, transaction));
+        await autocommittedInsert(emails);
       } catch (error) {
-        // Refused by the database, or by the daily limit in the statement itself: nothing was stored.
-        if (refusedByTheDatabase(error) || error instanceof DailyLimitReached) inside?.failed(error);
-        throw error;
+        throw notedInside(error, inside);
       }
       return;
     }
@@ -134,6 +148,31 @@ export function createSendStore({
         throw error;
       }
     });
+  }
+
+  /** The emails' one statement, autocommitted (writtenByOneStatement), with the guard when given. */
+  const autocommittedInsert = (emails: NewEmail[], unlessFound?: CompiledQuery) =>
+    autocommitted(db, (transaction) => repo.insert(emails, { dailyLimit, unlessFound }, transaction));
+
+  /**
+   * The error of an autocommitted statement, told to `inside` when nothing was stored: the database refused it,
+   * or the daily limit in the statement itself did.
+   */
+  function notedInside(error: unknown, inside: { failed(error: unknown): void } | undefined): unknown {
+    if (refusedByTheDatabase(error) || error instanceof DailyLimitReached) inside?.failed(error);
+    return error;
+  }
+
+  /**
+   * The suppression lookup to guard the emails' one statement with (`insert`'s `unlessFound`), when they are
+   * written by one statement that can hold it, and not yet read: none of their recipients is marked yet.
+   */
+  function guardedStatement(emails: NewEmail[]): CompiledQuery | undefined {
+    if (!repo.guardsInOneStatement(emails) || !writtenByOneStatement(emails)) return undefined;
+    return suppressions.matchingStatement(
+      emails.map((email) => email.projectId),
+      emails.flatMap((email) => email.recipients.map((recipient) => recipient.address)),
+    );
   }
 
   /**

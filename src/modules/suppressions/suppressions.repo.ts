@@ -48,6 +48,9 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
     return `SELECT * FROM suppressions WHERE project_id IN (${list(projects!)}) AND address IN (${list(addresses!)})`;
   });
 
+  // The same lookup naming no columns by `*` (as part of a prepared statement: postgres.ts says why).
+  const found = textsByShape((shape) => lookup(shape).replace(/^SELECT \* /, 'SELECT id '));
+
   /**
    * The entries among these addresses in any of these projects (sends of many projects accepted together
    * read them at once), by `suppressionKey`; an address listed in one of the projects only counts there.
@@ -72,6 +75,21 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /**
+     * The query `matchingIn` makes for these projects and addresses, as a statement for a caller to run as
+     * part of its own (a guard: emails.repo.ts writes an accepted group only when it finds nothing, saving the
+     * read before the write); undefined when more addresses than one statement reads.
+     */
+    matchingStatement(
+      projectIds: readonly string[],
+      addresses: readonly string[],
+    ): CompiledQuery | undefined {
+      const projects = [...new Set(projectIds)];
+      const wanted = [...new Set(addresses.map(normalizeAddress))];
+      if (wanted.length > LOOKUP_CHUNK) return undefined;
+      return CompiledQuery.raw(found(`${projects.length}:${wanted.length}`), [...projects, ...wanted]);
+    },
+
     /**
      * Adds entries in `transaction`; an address already on the list keeps its first entry. The API's adds
      * and the outcomes of sends, reports and unsubscribes (emails/recipients.ts) write through it.
