@@ -5,7 +5,8 @@ import type { ApiLogRepo, ApiLogRow } from './logs.repo.ts';
 
 // The API logs are written off the request path: a request's log is a small object pushed onto a buffer
 // after its answer is serialized; the buffer is written in one multi-row INSERT every FLUSH_MS or every
-// MAX_BATCH logs, whichever comes first, and on close. A process that dies loses what it had not written yet
+// MAX_BATCH logs, whichever comes first (in a turn of the event loop of its own, not the request's that
+// filled it), and on close. A process that dies loses what it had not written yet
 // (at most FLUSH_MS of logs): logs are an account of the traffic, not a ledger, and a statement per request
 // inside the sends' transactions would cost every send a write (docs/api/logs.md).
 
@@ -58,8 +59,11 @@ export interface ApiLogRecorderDeps {
   writing?: Partial<typeof API_LOG_WRITING>;
 }
 
-/** An answer longer than this is parsed in a turn of the event loop of its own. */
-const YIELD_AFTER_CHARS = 16 * 1024;
+/**
+ * After an answer longer than this, the batch's excerpts go on in a turn of the event loop of their own: the
+ * scan of an answer stops at the bound, but steps over a long secret or a long string to its end.
+ */
+const YIELD_AFTER_CHARS = 64 * 1024;
 
 const cutText = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 
@@ -69,8 +73,21 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   let logger = deps.logger;
   let pending: ApiLogEntry[] = [];
   let timer: NodeJS.Timeout | undefined;
+  let immediate: NodeJS.Immediate | undefined;
   let inFlight: Promise<void> | undefined;
   let dropped = 0;
+
+  // The last answer excerpted, and its excerpt: a page served again unchanged is the same text (the routes
+  // keep a page's serialized answer, src/http/list.ts), excerpted once.
+  let lastAnswer: string | undefined;
+  let lastExcerpt: string | null = null;
+  const excerptOfResponse = (body: string | undefined): string | null => {
+    if (body === undefined || body !== lastAnswer) {
+      lastExcerpt = excerptOfAnswer(body, writing.bodyBytes);
+      lastAnswer = body;
+    }
+    return lastExcerpt;
+  };
 
   const toRow = (entry: ApiLogEntry): ApiLogRow => ({
     id: newId('log'),
@@ -86,9 +103,7 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         ? entry.requestBody.text
         : excerptOf(entry.requestBody, writing.bodyBytes),
     response_body:
-      entry.responseBody instanceof Excerpt
-        ? entry.responseBody.text
-        : excerptOfAnswer(entry.responseBody, writing.bodyBytes),
+      entry.responseBody instanceof Excerpt ? entry.responseBody.text : excerptOfResponse(entry.responseBody),
     created_at: entry.at.toISOString(),
   });
 
@@ -101,8 +116,8 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         const rows: ApiLogRow[] = [];
         for (const entry of batch) {
           rows.push(toRow(entry));
-          // Parsing a long answer (up to 256 KiB) takes milliseconds: a batch of them is not one turn of the
-          // event loop, which answers every other request meanwhile.
+          // A batch of long answers is not one turn of the event loop, which answers every other request
+          // meanwhile.
           if (typeof entry.responseBody === 'string' && entry.responseBody.length > YIELD_AFTER_CHARS) {
             await new Promise((resolve) => setImmediate(resolve));
           }
@@ -121,6 +136,8 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   function flush(): Promise<void> {
     clearTimeout(timer);
     timer = undefined;
+    clearImmediate(immediate);
+    immediate = undefined;
     inFlight ??= writeAll().finally(() => {
       inFlight = undefined;
       // Logs that arrived during the write wait for the next timer, as any other.
@@ -132,6 +149,12 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   function schedule(): void {
     if (timer !== undefined || inFlight !== undefined) return;
     timer = setTimeout(flush, writing.flushMs).unref();
+  }
+
+  /** A full batch: written as soon as the request that filled it is answered. */
+  function scheduleNow(): void {
+    if (immediate !== undefined || inFlight !== undefined) return;
+    immediate = setImmediate(flush);
   }
 
   return {
@@ -149,9 +172,9 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         dropped += 1;
         return;
       }
-      // A large body (a send of megabytes) is not held until the batch: its excerpt is made now, which costs
-      // what the excerpt's size allows, not the body's (long strings are sliced, the walk stops at the bound);
-      // an answer that large is not parsed at all.
+      // A large body (a send of megabytes, a long answer) is not held until the batch: its excerpt is made
+      // now, which costs what the excerpt's size allows, not the body's (long strings are sliced, the walk and
+      // the scan stop at the bound).
       if ((entry.requestBytes ?? 0) > LARGE_BODY_CHARS) {
         entry.requestBody = new Excerpt(excerptOf(entry.requestBody, writing.bodyBytes));
       }
@@ -159,7 +182,7 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.bodyBytes));
       }
       pending.push(entry);
-      if (pending.length >= writing.maxBatch && inFlight === undefined) void flush();
+      if (pending.length >= writing.maxBatch) scheduleNow();
       else schedule();
     },
 
