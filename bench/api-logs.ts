@@ -21,10 +21,16 @@ const { values: args } = parseArgs({
     requests: { type: 'string', default: '20000' },
     rounds: { type: 'string', default: '3' },
     excerpts: { type: 'boolean', default: false },
+    // The bound of an answer's excerpt, in bytes (default API_LOG_WRITING.answerBytes): what a row's size costs.
+    'answer-bytes': { type: 'string' },
   },
 });
 const REQUESTS = Number(args.requests);
 const ROUNDS = Number(args.rounds);
+// (A checkout from before answerBytes excerpted answers to bodyBytes: the same bench runs on it, for before/after.)
+const ANSWER_BYTES = Number(
+  args['answer-bytes'] ?? (API_LOG_WRITING as { answerBytes?: number }).answerBytes ?? API_LOG_WRITING.bodyBytes,
+);
 
 // The real app makes the list's answer as `GET /v1/webhooks` sends it; its own logs are not measured.
 const bench = await startBenchApp({
@@ -54,6 +60,15 @@ try {
     durationMs: 0.4,
     userAgent: 'autocannon',
   };
+  const listEntry = (answer: string): ApiLogEntry => ({
+    ...base,
+    method: 'GET',
+    path: '/v1/webhooks',
+    status: 200,
+    at: new Date(),
+    requestBody: undefined,
+    responseBody: answer,
+  });
   const kinds: Record<string, (i: number) => ApiLogEntry> = {
     // What the accepted-send bench's requests leave: its body, and the 202's answer as serialized.
     send: (i) => ({
@@ -71,15 +86,10 @@ try {
       }),
     }),
     // What the read bench's requests leave: no body, the same serialized page each time.
-    [`list of ${WEBHOOK_COUNT} webhooks (${list.length} chars)`]: () => ({
-      ...base,
-      method: 'GET',
-      path: '/v1/webhooks',
-      status: 200,
-      at: new Date(),
-      requestBody: undefined,
-      responseBody: list,
-    }),
+    [`list of ${WEBHOOK_COUNT} webhooks (${list.length} chars), the same page`]: () => listEntry(list),
+    // The same, a page of other text each time (no two answers alike, as a list whose items change would be).
+    [`list of ${WEBHOOK_COUNT} webhooks, a page of its own each time`]: (i) =>
+      listEntry(list.replace('"object":"list"', `"object":"list","n":${i}`)),
   };
   const perRequest = (usage: NodeJS.CpuUsage, n = REQUESTS) => (usage.user + usage.system) / n;
 
@@ -91,7 +101,7 @@ try {
         let bytes = 0;
         for (const one of entries) {
           bytes += excerptOf(one.requestBody, API_LOG_WRITING.bodyBytes)?.length ?? 0;
-          bytes += excerptOfAnswer(one.responseBody as string, API_LOG_WRITING.bodyBytes)?.length ?? 0;
+          bytes += excerptOfAnswer(one.responseBody as string, ANSWER_BYTES)?.length ?? 0;
         }
         console.log(
           `round ${round}, ${kind}: excerpts ${perRequest(process.cpuUsage(start)).toFixed(2)} µs CPU a ` +
@@ -99,7 +109,7 @@ try {
         );
         continue;
       }
-      const recorder = createApiLogRecorder({ repo });
+      const recorder = createApiLogRecorder({ repo, writing: { answerBytes: ANSWER_BYTES } });
       const pushStart = process.cpuUsage();
       for (const one of entries) recorder.record(one);
       const push = process.cpuUsage(pushStart);
@@ -108,7 +118,7 @@ try {
       await recorder.flush();
       const write = process.cpuUsage(writeStart);
       console.log(
-        `round ${round}, ${bench.database.engine}, ${kind}: ${REQUESTS} logs; push ${perRequest(push).toFixed(2)} ` +
+        `round ${round}, ${bench.database.engine}, ${kind}, answers' excerpts ${ANSWER_BYTES} B: ${REQUESTS} logs; push ${perRequest(push).toFixed(2)} ` +
           `µs CPU a request, excerpts and INSERT ${perRequest(write).toFixed(1)} µs CPU a request (batches of ` +
           `${API_LOG_WRITING.maxBatch}; ${((performance.now() - wall) / (REQUESTS / API_LOG_WRITING.maxBatch)).toFixed(1)} ms wall a batch)`,
       );

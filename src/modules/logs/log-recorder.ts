@@ -44,8 +44,15 @@ export const API_LOG_WRITING = {
   maxBatch: 100,
   /** Logs held while the database does not take them; past this, new ones are dropped (and counted). */
   maxPending: 20_000,
-  /** Each body's excerpt, in bytes of JSON. */
+  /** A request body's excerpt, in bytes of JSON. */
   bodyBytes: 2048,
+  /**
+   * An answer's excerpt, in bytes of JSON. Less than a body's so that a read's log (an answer, no body, ~200
+   * bytes of the rest) fits in half of SQLite's 4 KiB page, two logs a page, and under PostgreSQL's 2 KB
+   * threshold for compressing a row (TOAST): a 2 KiB excerpt made each row a page of its own, and the INSERT
+   * of a read's log cost 20-31 µs of CPU against 14-21 µs at 1.5 KiB (bench/api-logs.ts, bench/README.md).
+   */
+  answerBytes: 1536,
   /** A path or user agent longer than this is cut. */
   maxPathChars: 1024,
   maxUserAgentChars: 512,
@@ -83,7 +90,7 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   let lastExcerpt: string | null = null;
   const excerptOfResponse = (body: string | undefined): string | null => {
     if (body === undefined || body !== lastAnswer) {
-      lastExcerpt = excerptOfAnswer(body, writing.bodyBytes);
+      lastExcerpt = excerptOfAnswer(body, writing.answerBytes);
       lastAnswer = body;
     }
     return lastExcerpt;
@@ -179,7 +186,7 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         entry.requestBody = new Excerpt(excerptOf(entry.requestBody, writing.bodyBytes));
       }
       if (typeof entry.responseBody === 'string' && entry.responseBody.length > LARGE_BODY_CHARS) {
-        entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.bodyBytes));
+        entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.answerBytes));
       }
       pending.push(entry);
       if (pending.length >= writing.maxBatch) scheduleNow();
