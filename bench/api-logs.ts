@@ -29,7 +29,9 @@ const REQUESTS = Number(args.requests);
 const ROUNDS = Number(args.rounds);
 // (A checkout from before answerBytes excerpted answers to bodyBytes: the same bench runs on it, for before/after.)
 const ANSWER_BYTES = Number(
-  args['answer-bytes'] ?? (API_LOG_WRITING as { answerBytes?: number }).answerBytes ?? API_LOG_WRITING.bodyBytes,
+  args['answer-bytes'] ??
+    (API_LOG_WRITING as { answerBytes?: number }).answerBytes ??
+    API_LOG_WRITING.bodyBytes,
 );
 
 // The real app makes the list's answer as `GET /v1/webhooks` sends it; its own logs are not measured.

@@ -23,7 +23,10 @@ async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promi
   const bench = await startBenchApp({
     databaseUrl: process.env.DATABASE_URL,
     // BENCH_API_LOG=off (bench/api.ts --no-api-log): the API request log off, to measure what it costs.
-    config: { sendDailyLimit: 1_000_000_000, ...(process.env.BENCH_API_LOG === 'off' ? { apiLogMaxRows: 0 } : {}) },
+    config: {
+      sendDailyLimit: 1_000_000_000,
+      ...(process.env.BENCH_API_LOG === 'off' ? { apiLogMaxRows: 0 } : {}),
+    },
   });
   const { app, key } = bench;
   const headers = { authorization: `Bearer ${key}` };

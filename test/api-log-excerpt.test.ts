@@ -14,7 +14,15 @@ import { excerptOf, excerptOfAnswer, REDACTED } from '../src/modules/logs/log-ex
 const MAX = 2048;
 /** Only secret values carry this character: an excerpt that holds it (or its escape) kept a secret. */
 const MARK = '§';
-const SECRET_NAMES = ['secret', 'signing_secret', 'token', 'password', 'api_key', 'authorization', 'download_url'];
+const SECRET_NAMES = [
+  'secret',
+  'signing_secret',
+  'token',
+  'password',
+  'api_key',
+  'authorization',
+  'download_url',
+];
 
 function assertNoSecret(excerpt: string, what: string) {
   assert.ok(!excerpt.includes(MARK) && !/\\u00a7/i.test(excerpt), `a secret is kept (${what}): ${excerpt}`);
@@ -64,7 +72,9 @@ function isPrefix(kept: unknown, full: unknown): boolean {
   if (kept !== null && typeof kept === 'object') {
     if (full === null || typeof full !== 'object' || Array.isArray(full)) return false;
     return Object.entries(kept).every(([key, item]) =>
-      key === '…' ? typeof item === 'string' && REST.test(item) : key in full && isPrefix(item, (full as never)[key]),
+      key === '…'
+        ? typeof item === 'string' && REST.test(item)
+        : key in full && isPrefix(item, (full as never)[key]),
     );
   }
   return kept === full;
@@ -88,7 +98,20 @@ function random(seed: number) {
 type Random = ReturnType<typeof random>;
 
 const PIECES = ['a', 'b', 'z', '0', ' ', '"', '\\', '/', '\n', '\t', '\u0001', 'é', '✓', '😀', '€', 'x'];
-const KEYS = ['id', 'url', 'data', 'name', 'html', 'to', 'items', 'a"b', 'ünï', 'x\\y', 'object', 'has_secret'];
+const KEYS = [
+  'id',
+  'url',
+  'data',
+  'name',
+  'html',
+  'to',
+  'items',
+  'a"b',
+  'ünï',
+  'x\\y',
+  'object',
+  'has_secret',
+];
 
 function text(rng: Random, long: boolean, secret = false): string {
   const length = long ? 400 + rng.int(2600) : rng.int(24);
@@ -159,8 +182,11 @@ function serialize(rng: Random, data: unknown, spaced: boolean): string {
   const write = (v: unknown): string => {
     if (typeof v === 'string') return string(v);
     if (v === null || typeof v !== 'object') return JSON.stringify(v);
-    if (Array.isArray(v)) return `[${space()}${v.map((item) => write(item)).join(`${space()},${space()}`)}${space()}]`;
-    const fields = Object.entries(v).map(([key, item]) => `${string(key)}${space()}:${space()}${write(item)}`);
+    if (Array.isArray(v))
+      return `[${space()}${v.map((item) => write(item)).join(`${space()},${space()}`)}${space()}]`;
+    const fields = Object.entries(v).map(
+      ([key, item]) => `${string(key)}${space()}:${space()}${write(item)}`,
+    );
     return `{${space()}${fields.join(`${space()},${space()}`)}${space()}}`;
   };
   return `${space()}${write(data)}${space()}`;
@@ -169,9 +195,14 @@ function serialize(rng: Random, data: unknown, spaced: boolean): string {
 /** A bound the excerpt's scan is sure of: surrogate pairs counted 6 bytes, each secret's value as `"[redacted]"`. */
 function fitsWhole(answer: string, data: unknown): boolean {
   const pairs = answer.match(/[\ud800-\udbff][\udc00-\udfff]/g)?.length ?? 0;
-  const secrets = JSON.stringify(data).match(/"(?:secret|signing_secret|token|password|api_key|authorization|download_url)":/gi)?.length ?? 0;
+  const secrets =
+    JSON.stringify(data).match(
+      /"(?:secret|signing_secret|token|password|api_key|authorization|download_url)":/gi,
+    )?.length ?? 0;
   // Room for a container nested too deep, made a marker.
-  return answer.length <= MAX && Buffer.byteLength(answer) + 2 * pairs + REDACTED.length * 2 * secrets <= MAX - 60;
+  return (
+    answer.length <= MAX && Buffer.byteLength(answer) + 2 * pairs + REDACTED.length * 2 * secrets <= MAX - 60
+  );
 }
 
 describe('API log excerpts of answers: a scan of the text, held to the parse-redact reference', () => {
@@ -196,10 +227,25 @@ describe('API log excerpts of answers: a scan of the text, held to the parse-red
     for (let pad = 1850; pad <= 2100; pad += 1) {
       const secret = MARK.repeat(40 + (pad % 7));
       for (const answer of [
-        JSON.stringify({ pad: 'p'.repeat(pad % 500), more: 'q'.repeat(pad - (pad % 500)), token: secret, after: 1 }),
-        JSON.stringify([{ a: 'p'.repeat(400) }, { a: 'p'.repeat(400) }, { a: 'p'.repeat(400) }, { a: 'p'.repeat(pad - 1600), password: secret }]),
-        JSON.stringify({ list: Array.from({ length: 30 }, (_, i) => ({ id: `wh_${i}${'x'.repeat(pad % 40)}`, secret })) }),
-        JSON.stringify({ pad: 'p'.repeat(pad - 300), deep: { er: [{ api_key: { value: secret, more: [secret] } }] } }),
+        JSON.stringify({
+          pad: 'p'.repeat(pad % 500),
+          more: 'q'.repeat(pad - (pad % 500)),
+          token: secret,
+          after: 1,
+        }),
+        JSON.stringify([
+          { a: 'p'.repeat(400) },
+          { a: 'p'.repeat(400) },
+          { a: 'p'.repeat(400) },
+          { a: 'p'.repeat(pad - 1600), password: secret },
+        ]),
+        JSON.stringify({
+          list: Array.from({ length: 30 }, (_, i) => ({ id: `wh_${i}${'x'.repeat(pad % 40)}`, secret })),
+        }),
+        JSON.stringify({
+          pad: 'p'.repeat(pad - 300),
+          deep: { er: [{ api_key: { value: secret, more: [secret] } }] },
+        }),
       ]) {
         const kept = assertExcerpt(answer);
         assert.ok(isPrefix(kept, redacted(JSON.parse(answer))), JSON.stringify(kept));
@@ -231,7 +277,10 @@ describe('API log excerpts of answers: a scan of the text, held to the parse-red
   });
 
   test('text that is not JSON: kept as a string, or, when it starts like JSON, as its length only', () => {
-    assert.equal(excerptOfAnswer('From: a@example.org\r\n\r\nHi', MAX), '"From: a@example.org\\r\\n\\r\\nHi"');
+    assert.equal(
+      excerptOfAnswer('From: a@example.org\r\n\r\nHi', MAX),
+      '"From: a@example.org\\r\\n\\r\\nHi"',
+    );
     assert.equal(excerptOfAnswer('{"token":"§', MAX), '"…(11 chars, not JSON)"');
     assert.equal(excerptOfAnswer('[1,2,]', MAX), '"…(6 chars, not JSON)"');
     assert.equal(excerptOfAnswer('{"a":1} x', MAX), '"…(9 chars, not JSON)"');
@@ -270,6 +319,9 @@ describe('API log excerpts of answers: a scan of the text, held to the parse-red
       }
     }
     // The corpus holds both kinds, and answers the reference keeps whole.
-    assert.ok(whole > 200 && cut > 200 && sameAsReference > 100, `${whole} whole, ${cut} cut, ${sameAsReference}`);
+    assert.ok(
+      whole > 200 && cut > 200 && sameAsReference > 100,
+      `${whole} whole, ${cut} cut, ${sameAsReference}`,
+    );
   });
 });

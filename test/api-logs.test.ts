@@ -447,6 +447,9 @@ describe('API logs: settings, batches and excerpts', () => {
       '"From: a@example.org\\r\\n\\r\\nHi"',
     );
     // An answer is cut from its text: a long string keeps its first 512 characters.
-    assert.equal(excerptOfAnswer(`"${'x'.repeat(300_000)}"`, 2048), `"${'x'.repeat(512)}…(299488 more chars)"`);
+    assert.equal(
+      excerptOfAnswer(`"${'x'.repeat(300_000)}"`, 2048),
+      `"${'x'.repeat(512)}…(299488 more chars)"`,
+    );
   });
 });

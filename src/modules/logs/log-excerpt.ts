@@ -9,7 +9,15 @@
  * `signing_secret` (create, rotate), a new key's `token`, a download link (it works without a key for an hour),
  * and what a send's custom headers or any other body could carry under these names.
  */
-const SECRET_NAMES = ['secret', 'signing_secret', 'token', 'password', 'api_key', 'authorization', 'download_url'];
+const SECRET_NAMES = [
+  'secret',
+  'signing_secret',
+  'token',
+  'password',
+  'api_key',
+  'authorization',
+  'download_url',
+];
 const SECRET_FIELD = new RegExp(`^(${SECRET_NAMES.join('|')})$`, 'i');
 /** Their lengths: most fields' names are told apart by their length alone, before the pattern is tried. */
 const SECRET_LENGTHS = new Set(SECRET_NAMES.map((name) => name.length));
@@ -89,7 +97,6 @@ export function excerptOf(value: unknown, maxBytes: number): string | null {
   }
   return JSON.stringify(omitted('too large to excerpt'));
 }
-
 
 // An answer is excerpted from its text, as it was sent, without parsing it whole: one pass from its start that
 // checks each token and copies the text as it is, and stops where the bound falls, so a list of a hundred
@@ -195,7 +202,7 @@ function stringRun(text: string, maxChars: number, maxBytes: number): boolean {
 
 /** Past the closing quote of the string that `from` is inside of (at a character, not inside an escape). */
 function stringEnd(text: string, from: number): number {
-  for (let j = from; ; ) {
+  for (let j = from; ;) {
     const quote = text.indexOf('"', j);
     if (quote < 0) throw NOT_JSON;
     let b = quote - 1;
@@ -469,8 +476,7 @@ function scan(text: string, max: number, cutting: boolean): string | undefined {
   const left = n - restAt;
   if (depth > 0 && left > depth) {
     const marker = JSON.stringify(omitted(`${left} more chars`));
-    out +=
-      (items[depth - 1]! > 0 ? ',' : '') + (open[depth - 1] === OPEN_OBJECT ? `"…":${marker}` : marker);
+    out += (items[depth - 1]! > 0 ? ',' : '') + (open[depth - 1] === OPEN_OBJECT ? `"…":${marker}` : marker);
   }
   for (let k = depth - 1; k >= 0; k -= 1) out += open[k] === OPEN_OBJECT ? '}' : ']';
   // Not even a number fitted (one of 2,000 digits).
