@@ -135,6 +135,18 @@ for (const engine of ALL_ENGINES) {
       assert.ok(!everything.includes('c2VjcmV0LXNpZ25pbmcta2V5'), 'the secret is not stored');
     });
 
+    test('a list of webhooks, sent as bytes kept from its first answer, is logged with its answer', async () => {
+      const first = await api.request('GET', '/v1/webhooks');
+      const again = await api.request('GET', '/v1/webhooks');
+      assert.equal(again.status, 200);
+      assert.deepEqual(again.body, first.body);
+      const [newest, before] = await stored();
+      for (const row of [newest!, before!]) {
+        assert.equal(row.path, '/v1/webhooks');
+        assert.deepEqual(JSON.parse(row.response_body!), first.body);
+      }
+    });
+
     test('a large body leaves an excerpt of at most 2 KiB, valid JSON, saying what it left out', async () => {
       const lines = Array.from({ length: 2000 }, (_, i) => `<p>Zeile ${i}: Grüße, ✓ "quoted" \\ ok</p>`);
       const body = { ...receipt, html: lines.join('\n'), tags: [{ name: 'kind', value: 'receipt' }] };

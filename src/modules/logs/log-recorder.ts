@@ -33,8 +33,8 @@ export interface ApiLogEntry {
   requestBody: unknown;
   /** Its size as sent (`content-length`), when known. */
   requestBytes?: number | undefined;
-  /** The answer as sent, when it was text (undefined for a stream or bytes). */
-  responseBody: string | Excerpt | undefined;
+  /** The answer as sent, when it was text or bytes of JSON (undefined for a stream or other bytes). */
+  responseBody: string | Buffer | Excerpt | undefined;
 }
 
 export const API_LOG_WRITING = {
@@ -74,6 +74,8 @@ const YIELD_AFTER_CHARS = 64 * 1024;
 
 const cutText = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 
+const textOf = (body: string | Buffer | undefined) => (Buffer.isBuffer(body) ? body.toString() : body);
+
 export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   const writing = { ...API_LOG_WRITING, ...deps.writing };
   const enabled = deps.enabled ?? true;
@@ -86,11 +88,11 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
 
   // The last answer excerpted, and its excerpt: a page served again unchanged is the same text (the routes
   // keep a page's serialized answer, src/http/list.ts), excerpted once.
-  let lastAnswer: string | undefined;
+  let lastAnswer: string | Buffer | undefined;
   let lastExcerpt: string | null = null;
-  const excerptOfResponse = (body: string | undefined): string | null => {
+  const excerptOfResponse = (body: string | Buffer | undefined): string | null => {
     if (body === undefined || body !== lastAnswer) {
-      lastExcerpt = excerptOfAnswer(body, writing.answerBytes);
+      lastExcerpt = excerptOfAnswer(textOf(body), writing.answerBytes);
       lastAnswer = body;
     }
     return lastExcerpt;
@@ -125,7 +127,10 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
           rows.push(toRow(entry));
           // A batch of long answers is not one turn of the event loop, which answers every other request
           // meanwhile.
-          if (typeof entry.responseBody === 'string' && entry.responseBody.length > YIELD_AFTER_CHARS) {
+          if (
+            !(entry.responseBody instanceof Excerpt) &&
+            (entry.responseBody?.length ?? 0) > YIELD_AFTER_CHARS
+          ) {
             await new Promise((resolve) => setImmediate(resolve));
           }
         }
@@ -185,8 +190,9 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
       if ((entry.requestBytes ?? 0) > LARGE_BODY_CHARS) {
         entry.requestBody = new Excerpt(excerptOf(entry.requestBody, writing.bodyBytes));
       }
-      if (typeof entry.responseBody === 'string' && entry.responseBody.length > LARGE_BODY_CHARS) {
-        entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.answerBytes));
+      const answer = entry.responseBody;
+      if (answer !== undefined && !(answer instanceof Excerpt) && answer.length > LARGE_BODY_CHARS) {
+        entry.responseBody = new Excerpt(excerptOfAnswer(textOf(answer), writing.answerBytes));
       }
       pending.push(entry);
       if (pending.length >= writing.maxBatch) scheduleNow();
