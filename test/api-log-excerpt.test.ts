@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { excerptOf, excerptOfAnswer, REDACTED } from '../src/modules/logs/log-excerpt.ts';
+import { excerptOf, excerptOfAnswer, REDACTED, SECRET_FIELD_NAMES } from '../src/modules/logs/log-excerpt.ts';
+import { seeded32 } from './helpers/random.ts';
 
 // An API log's excerpt of an answer is made from the answer's text by a scan that stops at the bound
 // (issue 43), not by parsing the answer whole (the parse-redact reference: excerptOf(JSON.parse(answer))).
@@ -14,15 +15,6 @@ import { excerptOf, excerptOfAnswer, REDACTED } from '../src/modules/logs/log-ex
 const MAX = 2048;
 /** Only secret values carry this character: an excerpt that holds it (or its escape) kept a secret. */
 const MARK = '§';
-const SECRET_NAMES = [
-  'secret',
-  'signing_secret',
-  'token',
-  'password',
-  'api_key',
-  'authorization',
-  'download_url',
-];
 
 function assertNoSecret(excerpt: string, what: string) {
   assert.ok(!excerpt.includes(MARK) && !/\\u00a7/i.test(excerpt), `a secret is kept (${what}): ${excerpt}`);
@@ -35,7 +27,7 @@ function assertExcerpt(text: string): unknown {
   return JSON.parse(excerpt);
 }
 
-const isSecretName = (name: string) => SECRET_NAMES.includes(name.toLowerCase());
+const isSecretName = (name: string) => SECRET_FIELD_NAMES.includes(name.toLowerCase());
 
 /** The answer as the reference redacts it, nothing cut (nesting past 8 is a marker in both). */
 function redacted(value: unknown, depth = 0): unknown {
@@ -83,16 +75,7 @@ function isPrefix(kept: unknown, full: unknown): boolean {
 // ---- Random answers: seeded, so a failure is the same on every run.
 
 function random(seed: number) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  const pick = <T>(items: readonly T[]): T => items[int(items.length)]!;
+  const { random: next, below: int, pick } = seeded32(seed);
   return { next, int, pick };
 }
 type Random = ReturnType<typeof random>;
@@ -134,7 +117,7 @@ function secretValue(rng: Random, depth: number): unknown {
 }
 
 function secretName(rng: Random): string {
-  const name = rng.pick(SECRET_NAMES);
+  const name = rng.pick(SECRET_FIELD_NAMES);
   return [...name].map((c) => (rng.int(3) === 0 ? c.toUpperCase() : c)).join('');
 }
 

@@ -9,7 +9,7 @@
  * `signing_secret` (create, rotate), a new key's `token`, a download link (it works without a key for an hour),
  * and what a send's custom headers or any other body could carry under these names.
  */
-const SECRET_NAMES = [
+export const SECRET_FIELD_NAMES = [
   'secret',
   'signing_secret',
   'token',
@@ -18,9 +18,9 @@ const SECRET_NAMES = [
   'authorization',
   'download_url',
 ];
-const SECRET_FIELD = new RegExp(`^(${SECRET_NAMES.join('|')})$`, 'i');
+const SECRET_FIELD = new RegExp(`^(${SECRET_FIELD_NAMES.join('|')})$`, 'i');
 /** Their lengths: most fields' names are told apart by their length alone, before the pattern is tried. */
-const SECRET_LENGTHS = new Set(SECRET_NAMES.map((name) => name.length));
+const SECRET_LENGTHS = new Set(SECRET_FIELD_NAMES.map((name) => name.length));
 export const REDACTED = '[redacted]';
 
 /** True for a field whose value is a secret, in any case (`Authorization`, `Token`). */
@@ -268,6 +268,8 @@ const VALUE = 0;
 const ITEM = 1;
 const MEMBER = 2;
 const AFTER = 3;
+/** A value stepped over and replaced: a secret's, or a container nested too deep. */
+const REPLACE = 4;
 
 /**
  * The answer's excerpt, or undefined when `cutting` is off and it does not fit whole. The output is the text
@@ -294,6 +296,8 @@ function scan(text: string, max: number, cutting: boolean): string | undefined {
   let cutAt = -1;
   let restAt = -1;
   let state = VALUE;
+  /** What stands for the value stepped over (REPLACE). */
+  let replacement = '';
   scanning: for (;;) {
     const room = max - bytes - open.length - reserve;
     switch (state) {
@@ -323,23 +327,24 @@ function scan(text: string, max: number, cutting: boolean): string | undefined {
           cutAt = restAt = itemAt;
           break scanning;
         }
-        if (!secret) {
-          state = VALUE;
-          continue;
-        }
-        // Stepped over, never copied: the value is read only to find where it ends.
+        // A secret's value is stepped over, never copied: it is read only to find where it ends.
+        replacement = REDACTED_JSON;
+        state = secret ? REPLACE : VALUE;
+        continue;
+      }
+      case REPLACE: {
         const end = skipValue(text, i);
-        const isNull = end - i === 4 && text.startsWith('null', i);
-        const shown = isNull ? 4 : REDACTED_JSON.length;
-        if (shown > left) {
+        const isNull = replacement === REDACTED_JSON && end - i === 4 && text.startsWith('null', i);
+        const size = isNull ? 4 : replacement === NESTED ? NESTED_BYTES : replacement.length;
+        if (size > room) {
           cutAt = restAt = itemAt;
           break scanning;
         }
         if (!isNull) {
-          out += text.slice(from, i) + REDACTED_JSON;
+          out += text.slice(from, i) + replacement;
           from = end;
         }
-        bytes += shown;
+        bytes += size;
         i = end;
         state = AFTER;
         continue;
@@ -419,16 +424,8 @@ function scan(text: string, max: number, cutting: boolean): string | undefined {
     }
     if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
       if (open.length >= MAX_DEPTH) {
-        if (NESTED_BYTES > room) {
-          cutAt = restAt = itemAt;
-          break;
-        }
-        const end = skipValue(text, i);
-        out += text.slice(from, i) + NESTED;
-        from = end;
-        bytes += NESTED_BYTES;
-        i = end;
-        state = AFTER;
+        replacement = NESTED;
+        state = REPLACE;
         continue;
       }
       if (room < 2) {
@@ -441,14 +438,9 @@ function scan(text: string, max: number, cutting: boolean): string | undefined {
       const next = spaceEnd(text, i + 1);
       bytes += 1 + next - (i + 1);
       i = next;
-      if (text.charCodeAt(i) === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) {
-        open.pop();
-        items.pop();
-        openedAt.pop();
-        bytes += 1;
-        i += 1;
-        state = AFTER;
-      } else {
+      // Empty: closed as after an item (the count of an item that is not there goes with the container).
+      if (text.charCodeAt(i) === (c === OPEN_OBJECT ? CLOSE_OBJECT : CLOSE_ARRAY)) state = AFTER;
+      else {
         itemAt = i;
         state = c === OPEN_OBJECT ? MEMBER : ITEM;
       }
