@@ -4,6 +4,7 @@
 //   npm run bench:api -- --rounds 3       # repeat and report medians (when other work shares the machine)
 //   npm run bench:api -- --profile        # also CPU-profile the real server and summarise the profiles
 //   npm run bench:api -- --only reads     # some pairs only (reads, writes, emails; comma-separated)
+//   npm run bench:api -- --no-api-log     # the real servers with the API request log off (what it costs)
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:api   # a fresh PostgreSQL schema
 //   npm run bench:api -- --json           # the report on stderr, the targets as JSON on stdout
 //
@@ -57,6 +58,8 @@ const { values: args } = parseArgs({
     // Some of reads, writes, emails (comma-separated): measure those pairs only, when iterating on one path.
     only: { type: 'string' },
     'no-pin': { type: 'boolean', default: false },
+    // The real servers without the API request log (API_LOG_MAX_ROWS=0): what the log costs a request.
+    'no-api-log': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   },
 });
@@ -70,6 +73,7 @@ for (const pair of only) {
   if (!(PAIRS as readonly string[]).includes(pair))
     throw new Error(`--only takes ${PAIRS.join(', ')}, not ${pair}`);
 }
+if (args['no-api-log']) process.env.BENCH_API_LOG = 'off';
 const doReads = only.has('reads');
 const doWrites = only.has('writes');
 const doEmails = only.has('emails');

@@ -135,6 +135,18 @@ for (const engine of ALL_ENGINES) {
       assert.ok(!everything.includes('c2VjcmV0LXNpZ25pbmcta2V5'), 'the secret is not stored');
     });
 
+    test('a list of webhooks, sent as bytes kept from its first answer, is logged with its answer', async () => {
+      const first = await api.request('GET', '/v1/webhooks');
+      const again = await api.request('GET', '/v1/webhooks');
+      assert.equal(again.status, 200);
+      assert.deepEqual(again.body, first.body);
+      const [newest, before] = await stored();
+      for (const row of [newest!, before!]) {
+        assert.equal(row.path, '/v1/webhooks');
+        assert.deepEqual(JSON.parse(row.response_body!), first.body);
+      }
+    });
+
     test('a large body leaves an excerpt of at most 2 KiB, valid JSON, saying what it left out', async () => {
       const lines = Array.from({ length: 2000 }, (_, i) => `<p>Zeile ${i}: Grüße, ✓ "quoted" \\ ok</p>`);
       const body = { ...receipt, html: lines.join('\n'), tags: [{ name: 'kind', value: 'receipt' }] };
@@ -385,7 +397,12 @@ describe('API logs: settings, batches and excerpts', () => {
     const [kept] = inserts.at(-1)!;
     assert.ok(Buffer.byteLength(kept!.request_body!) <= 2048);
     assert.match(JSON.parse(kept!.request_body!).html, /^<p>Grüße ✓<\/p>\n.*…\(\d+ more chars\)$/s);
-    assert.equal(kept!.response_body, `"…(${answer.length} chars)"`);
+    // The answer's first 1.5 KiB, as sent, and how much of it is left out.
+    const answerBytes = Buffer.byteLength(kept!.response_body!);
+    assert.ok(answerBytes <= 1536 && answerBytes > 1400, String(answerBytes));
+    const { data } = JSON.parse(kept!.response_body!) as { data: unknown[] };
+    assert.deepEqual(data.slice(0, 3), [{ id: 'msg_0' }, { id: 'msg_1' }, { id: 'msg_2' }]);
+    assert.match(String(data.at(-1)), /^…\(\d+ more chars\)$/);
 
     // A database that does not take them: the batch is told of and dropped, later logs still go.
     const failing = createApiLogRecorder({
@@ -441,6 +458,10 @@ describe('API logs: settings, batches and excerpts', () => {
       excerptOfAnswer('From: a@example.org\r\n\r\nHi', 2048),
       '"From: a@example.org\\r\\n\\r\\nHi"',
     );
-    assert.equal(excerptOfAnswer(`"${'x'.repeat(300_000)}"`, 2048), '"…(300002 chars)"');
+    // An answer is cut from its text: a long string keeps its first 512 characters.
+    assert.equal(
+      excerptOfAnswer(`"${'x'.repeat(300_000)}"`, 2048),
+      `"${'x'.repeat(512)}…(299488 more chars)"`,
+    );
   });
 });

@@ -9,6 +9,7 @@ import yazl from 'yazl';
 import { AggregateRefused } from '../src/modules/dmarc/aggregate-xml.ts';
 import { firstXmlOfZip } from '../src/modules/inbound/dmarc-archive.ts';
 import { dmarcFixture, zipOf } from './helpers/dmarc-mail.ts';
+import { seeded32 } from './helpers/random.ts';
 
 // The DMARC reader's zip boundary (src/modules/inbound/dmarc-archive.ts, firstXmlOfZip) held equal to yauzl,
 // the reference: on a corpus of zips made by yazl and by Info-ZIP's `zip` (stored and deflated, several
@@ -173,21 +174,6 @@ async function corpus(): Promise<Array<{ name: string; zip: Buffer }>> {
   return cases;
 }
 
-/** mulberry32: a seeded generator whose every step stays within 32-bit integers, so it does not degenerate. */
-function seeded(seed: number) {
-  let state = seed >>> 0;
-  const random = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let value = state;
-    value = Math.imul(value ^ (value >>> 15), value | 1);
-    value ^= value + Math.imul(value ^ (value >>> 7), value | 61);
-    return ((value ^ (value >>> 14)) >>> 0) / 2 ** 32;
-  };
-  const below = (n: number) => Math.floor(random() * n);
-  const pick = <T>(items: readonly T[]): T => items[below(items.length)]!;
-  return { random, below, pick };
-}
-
 describe('DMARC zip reader against yauzl', () => {
   test('the corpus: every zip reads to the bytes yauzl reads, or is refused where yauzl refuses', async () => {
     const cases = await corpus();
@@ -202,7 +188,7 @@ describe('DMARC zip reader against yauzl', () => {
   });
 
   test('random input: bytes, and valid zips mutated, truncated and extended', async () => {
-    const { random, below, pick } = seeded(38);
+    const { random, below, pick } = seeded32(38);
     const bases = (await corpus()).map((item) => item.zip).filter((zip) => zip.length < 16 * 1024);
     const differences: string[] = [];
     let readByBoth = 0;

@@ -60,9 +60,11 @@ export function toPageRequest(
 
 /**
  * Sends a body the route's own response schema has already serialized (`reply.serialize`): a page served
- * again unchanged is serialized once. As JSON, so Fastify sends the string as it is.
+ * again unchanged is serialized once, and encoded once when kept as bytes (a string is measured and encoded
+ * to UTF-8 for every answer: 6.5 KB of a 20-webhook page, in both passes). As JSON, so Fastify sends it as
+ * it is.
  */
-export function sendSerialized(reply: FastifyReply, body: string): FastifyReply {
+export function sendSerialized(reply: FastifyReply, body: string | Buffer): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(body);
 }
 

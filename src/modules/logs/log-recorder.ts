@@ -5,7 +5,8 @@ import type { ApiLogRepo, ApiLogRow } from './logs.repo.ts';
 
 // The API logs are written off the request path: a request's log is a small object pushed onto a buffer
 // after its answer is serialized; the buffer is written in one multi-row INSERT every FLUSH_MS or every
-// MAX_BATCH logs, whichever comes first, and on close. A process that dies loses what it had not written yet
+// MAX_BATCH logs, whichever comes first (in a turn of the event loop of its own, not the request's that
+// filled it), and on close. A process that dies loses what it had not written yet
 // (at most FLUSH_MS of logs): logs are an account of the traffic, not a ledger, and a statement per request
 // inside the sends' transactions would cost every send a write (docs/api/logs.md).
 
@@ -32,8 +33,8 @@ export interface ApiLogEntry {
   requestBody: unknown;
   /** Its size as sent (`content-length`), when known. */
   requestBytes?: number | undefined;
-  /** The answer as sent, when it was text (undefined for a stream or bytes). */
-  responseBody: string | Excerpt | undefined;
+  /** The answer as sent, when it was text or bytes of JSON (undefined for a stream or other bytes). */
+  responseBody: string | Buffer | Excerpt | undefined;
 }
 
 export const API_LOG_WRITING = {
@@ -43,8 +44,15 @@ export const API_LOG_WRITING = {
   maxBatch: 100,
   /** Logs held while the database does not take them; past this, new ones are dropped (and counted). */
   maxPending: 20_000,
-  /** Each body's excerpt, in bytes of JSON. */
+  /** A request body's excerpt, in bytes of JSON. */
   bodyBytes: 2048,
+  /**
+   * An answer's excerpt, in bytes of JSON. Less than a body's so that a read's log (an answer, no body, ~200
+   * bytes of the rest) fits in half of SQLite's 4 KiB page, two logs a page, and under PostgreSQL's 2 KB
+   * threshold for compressing a row (TOAST): a 2 KiB excerpt made each row a page of its own, and the INSERT
+   * of a read's log cost 20-31 µs of CPU against 14-21 µs at 1.5 KiB (bench/api-logs.ts, bench/README.md).
+   */
+  answerBytes: 1536,
   /** A path or user agent longer than this is cut. */
   maxPathChars: 1024,
   maxUserAgentChars: 512,
@@ -58,10 +66,15 @@ export interface ApiLogRecorderDeps {
   writing?: Partial<typeof API_LOG_WRITING>;
 }
 
-/** An answer longer than this is parsed in a turn of the event loop of its own. */
-const YIELD_AFTER_CHARS = 16 * 1024;
+/**
+ * After an answer longer than this, the batch's excerpts go on in a turn of the event loop of their own: the
+ * scan of an answer stops at the bound, but steps over a long secret or a long string to its end.
+ */
+const YIELD_AFTER_CHARS = 64 * 1024;
 
 const cutText = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
+
+const textOf = (body: string | Buffer | undefined) => (Buffer.isBuffer(body) ? body.toString() : body);
 
 export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   const writing = { ...API_LOG_WRITING, ...deps.writing };
@@ -69,8 +82,21 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   let logger = deps.logger;
   let pending: ApiLogEntry[] = [];
   let timer: NodeJS.Timeout | undefined;
+  let immediate: NodeJS.Immediate | undefined;
   let inFlight: Promise<void> | undefined;
   let dropped = 0;
+
+  // The last answer excerpted, and its excerpt: a page served again unchanged is the same text (the routes
+  // keep a page's serialized answer, src/http/list.ts), excerpted once.
+  let lastAnswer: string | Buffer | undefined;
+  let lastExcerpt: string | null = null;
+  const excerptOfResponse = (body: string | Buffer | undefined): string | null => {
+    if (body === undefined || body !== lastAnswer) {
+      lastExcerpt = excerptOfAnswer(textOf(body), writing.answerBytes);
+      lastAnswer = body;
+    }
+    return lastExcerpt;
+  };
 
   const toRow = (entry: ApiLogEntry): ApiLogRow => ({
     id: newId('log'),
@@ -86,9 +112,7 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         ? entry.requestBody.text
         : excerptOf(entry.requestBody, writing.bodyBytes),
     response_body:
-      entry.responseBody instanceof Excerpt
-        ? entry.responseBody.text
-        : excerptOfAnswer(entry.responseBody, writing.bodyBytes),
+      entry.responseBody instanceof Excerpt ? entry.responseBody.text : excerptOfResponse(entry.responseBody),
     created_at: entry.at.toISOString(),
   });
 
@@ -101,9 +125,12 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         const rows: ApiLogRow[] = [];
         for (const entry of batch) {
           rows.push(toRow(entry));
-          // Parsing a long answer (up to 256 KiB) takes milliseconds: a batch of them is not one turn of the
-          // event loop, which answers every other request meanwhile.
-          if (typeof entry.responseBody === 'string' && entry.responseBody.length > YIELD_AFTER_CHARS) {
+          // A batch of long answers is not one turn of the event loop, which answers every other request
+          // meanwhile.
+          if (
+            !(entry.responseBody instanceof Excerpt) &&
+            (entry.responseBody?.length ?? 0) > YIELD_AFTER_CHARS
+          ) {
             await new Promise((resolve) => setImmediate(resolve));
           }
         }
@@ -121,6 +148,8 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   function flush(): Promise<void> {
     clearTimeout(timer);
     timer = undefined;
+    clearImmediate(immediate);
+    immediate = undefined;
     inFlight ??= writeAll().finally(() => {
       inFlight = undefined;
       // Logs that arrived during the write wait for the next timer, as any other.
@@ -132,6 +161,12 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   function schedule(): void {
     if (timer !== undefined || inFlight !== undefined) return;
     timer = setTimeout(flush, writing.flushMs).unref();
+  }
+
+  /** A full batch: written as soon as the request that filled it is answered. */
+  function scheduleNow(): void {
+    if (immediate !== undefined || inFlight !== undefined) return;
+    immediate = setImmediate(flush);
   }
 
   return {
@@ -149,17 +184,18 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
         dropped += 1;
         return;
       }
-      // A large body (a send of megabytes) is not held until the batch: its excerpt is made now, which costs
-      // what the excerpt's size allows, not the body's (long strings are sliced, the walk stops at the bound);
-      // an answer that large is not parsed at all.
+      // A large body (a send of megabytes, a long answer) is not held until the batch: its excerpt is made
+      // now, which costs what the excerpt's size allows, not the body's (long strings are sliced, the walk and
+      // the scan stop at the bound).
       if ((entry.requestBytes ?? 0) > LARGE_BODY_CHARS) {
         entry.requestBody = new Excerpt(excerptOf(entry.requestBody, writing.bodyBytes));
       }
-      if (typeof entry.responseBody === 'string' && entry.responseBody.length > LARGE_BODY_CHARS) {
-        entry.responseBody = new Excerpt(excerptOfAnswer(entry.responseBody, writing.bodyBytes));
+      const answer = entry.responseBody;
+      if (answer !== undefined && !(answer instanceof Excerpt) && answer.length > LARGE_BODY_CHARS) {
+        entry.responseBody = new Excerpt(excerptOfAnswer(textOf(answer), writing.answerBytes));
       }
       pending.push(entry);
-      if (pending.length >= writing.maxBatch && inFlight === undefined) void flush();
+      if (pending.length >= writing.maxBatch) scheduleNow();
       else schedule();
     },
 

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Clock } from '../../lib/clock.ts';
 import type { ApiLogRecorder } from './log-recorder.ts';
 
@@ -7,6 +7,17 @@ declare module 'fastify' {
     /** The body as the client sent it, when a route replaced it before validation (/resend's translation). */
     clientBody?: unknown;
   }
+}
+
+/**
+ * The answer as sent, for its excerpt: its text, or bytes of JSON (a page kept encoded, src/http/list.ts);
+ * other bytes (a file) and streams are not excerpted.
+ */
+function answerOf(reply: FastifyReply, payload: unknown): string | Buffer | undefined {
+  if (typeof payload === 'string') return payload;
+  if (!Buffer.isBuffer(payload)) return undefined;
+  const type = reply.getHeader('content-type');
+  return typeof type === 'string' && type.startsWith('application/json') ? payload : undefined;
 }
 
 /**
@@ -36,7 +47,7 @@ export function installApiLog(
         userAgent: request.headers['user-agent'],
         requestBody: request.clientBody ?? request.body,
         requestBytes: Number(request.headers['content-length'] ?? 0),
-        responseBody: typeof payload === 'string' ? payload : undefined,
+        responseBody: answerOf(reply, payload),
       });
     }
     done(null, payload);

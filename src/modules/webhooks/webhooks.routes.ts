@@ -24,8 +24,8 @@ export function registerWebhookRoutes(
   { webhooks }: { webhooks: WebhookService },
 ): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  /** The list body of each page of views the service serves again unchanged. */
-  const serializedPages = createIdentityMemo<Page<WebhookView>, string>();
+  /** The list body of each page of views the service serves again unchanged, as the bytes sent. */
+  const serializedPages = createIdentityMemo<Page<WebhookView>, Buffer>();
 
   app.post(
     '/v1/webhooks',
@@ -57,7 +57,9 @@ export function registerWebhookRoutes(
     async (request, reply) => {
       const page = await webhooks.list(projectOf(request), toPageRequest(request.query, 'wh'));
       // The same page (unchanged webhooks, from memory) is the same body: serialized once.
-      const body = serializedPages(page, () => String(reply.serialize(list(page.items, page.hasMore))));
+      const body = serializedPages(page, () =>
+        Buffer.from(String(reply.serialize(list(page.items, page.hasMore)))),
+      );
       return sendSerialized(reply, body);
     },
   );
