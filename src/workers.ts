@@ -3,7 +3,7 @@ import type { WorkerLogger } from './lib/worker-logger.ts';
 import { createDeliveryWorker, deliverySettingsFromConfig } from './modules/deliveries/deliveries.worker.ts';
 import { createDomainCheckWorker } from './modules/domains/domains.worker.ts';
 import { createContactImportWorker } from './modules/contacts/contact-imports.worker.ts';
-import { createSendingWorkerFromConfig } from './modules/sending/sending.worker.ts';
+import { createSendingWorkerFromConfig } from './modules/sending/sending.from-config.ts';
 import { createReceivedAuthenticator } from './modules/inbound/received-authentication.ts';
 import { createInboundWorker } from './modules/inbound/inbound.worker.ts';
 import { createBroadcastWorker } from './modules/broadcasts/broadcasts.worker.ts';

@@ -7,9 +7,9 @@ import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
 import type { ReturnPath } from '../../src/modules/emails/return-path.ts';
 import { createEngagementLinks } from '../../src/modules/engagement/tokens.ts';
+import { createSendingWorkerFromConfig } from '../../src/modules/sending/sending.from-config.ts';
 import {
   createSendingWorker,
-  createSendingWorkerFromConfig,
   type SendingSettings,
   type SendingWorker,
 } from '../../src/modules/sending/sending.worker.ts';

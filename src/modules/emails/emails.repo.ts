@@ -43,6 +43,7 @@ import {
 } from '../../db/sql-text.ts';
 import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { CancelRefused, DailyLimitReached, GuardFound, RescheduleRefused } from './write-refusals.ts';
 
 // Re-exported: callers know an email's shapes as the emails repository's.
 export {
@@ -56,25 +57,6 @@ export {
 } from './email-rows.ts';
 
 export type RecipientRow = Row<'email_recipients'>;
-
-/** Thrown inside the accept transaction (so nothing is stored) when the daily limit would be passed. */
-export class DailyLimitReached extends Error {
-  readonly usedBefore: number;
-  constructor(usedBefore: number) {
-    super('daily send limit reached');
-    this.usedBefore = usedBefore;
-  }
-}
-
-/**
- * Thrown by `insert` with nothing stored when its `unlessFound` query found a row (a recipient of the group may
- * be suppressed): the caller writes the emails the way that reads the list first.
- */
-export class GuardFound extends Error {
-  constructor() {
-    super('the guard of the accepting statement found a row');
-  }
-}
 
 /**
  * The emails' files and submitted messages, in `transaction`: one statement per file (a statement holding many
@@ -503,10 +485,4 @@ export function createEmailRepo(
   };
 }
 
-/** The email can no longer be cancelled; thrown so that the cancelling transaction rolls back. */
-export class CancelRefused extends Error {}
-
 export type EmailRepo = ReturnType<typeof createEmailRepo>;
-
-/** The email can no longer be rescheduled; thrown so that the rescheduling transaction rolls back. */
-export class RescheduleRefused extends Error {}
