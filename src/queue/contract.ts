@@ -42,8 +42,11 @@ export interface QueueSource<Job extends QueueJob, Outcome> {
    * without a look over the whole queue. A queue without it is only ever claimed from as a whole.
    */
   claimLanes?(lease: Lease, lanes: ReadonlyArray<{ lane: string; limit: number }>): Promise<Job[]>;
-  /** Gives back these rows (or every row) the worker holds, unattempted. */
-  release(workerId: string, rows?: readonly string[]): Promise<void>;
+  /**
+   * Gives back these rows (or every row) the worker holds, unattempted. What it answers (releaseLeases: the
+   * ids it gave back) is the adapter's; the runtime does not read it.
+   */
+  release(workerId: string, rows?: readonly string[]): Promise<unknown>;
   /** When the next job not due yet becomes due (epoch ms), so an idle worker sleeps until then. */
   nextDueAt(now: Date): Promise<number | undefined>;
   /** Writes the outcomes in one transaction; one result per outcome, in order. */

@@ -42,16 +42,20 @@ export type QueueTable =
 /**
  * Gives back leases without an attempt (more claimed than there are slots, or shutting down): these rows
  * (or all) that `workerId` holds and that are still waiting (`waiting`: the table's own test), so a row
- * finished meanwhile keeps its outcome. Called by the table's queue adapter (`<name>.queue.ts`).
+ * finished meanwhile keeps its outcome. Called by the table's queue adapter (`<name>.queue.ts`). Answers the
+ * ids of the rows given back: those `workerId` still held.
  */
 export async function releaseLeases(
   db: Kysely<Database>,
   table: QueueTable,
   request: { workerId: string; rows?: readonly string[] | undefined; waiting: Expression<SqlBool> },
-): Promise<void> {
+): Promise<string[]> {
   const { workerId, rows, waiting } = request;
-  if (rows !== undefined && rows.length === 0) return;
+  if (rows !== undefined && rows.length === 0) return [];
   const only = rows === undefined ? sql`` : sql`AND id IN (${sql.join(rows)})`;
-  await sql`UPDATE ${sql.table(table)} SET locked_until = NULL, locked_by = NULL
-    WHERE locked_by = ${workerId} AND ${waiting} ${only}`.execute(db);
+  const released = await sql<{
+    id: string;
+  }>`UPDATE ${sql.table(table)} SET locked_until = NULL, locked_by = NULL
+    WHERE locked_by = ${workerId} AND ${waiting} ${only} RETURNING id`.execute(db);
+  return released.rows.map((row) => row.id);
 }

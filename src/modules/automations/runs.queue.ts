@@ -41,22 +41,9 @@ export function createRunQueue(db: Kysely<Database>, engine: Engine) {
       return rows.map((row) => row.id);
     },
 
-    /** Gives back leases (these runs, or all the worker holds). */
+    /** Gives back leases (these runs, or all the worker holds); answers the runs it still held. */
     release: (workerId: string, ids?: readonly string[]) =>
       releaseLeases(db, 'automation_runs', { workerId, rows: ids, waiting: sql<boolean>`1 = 1` }),
-
-    /** Gives back the leases of these runs this worker still holds; answers those it held. */
-    async giveBack(workerId: string, ids: readonly string[]): Promise<Set<string>> {
-      if (ids.length === 0) return new Set();
-      const rows = await db
-        .updateTable('automation_runs')
-        .set({ locked_by: null, locked_until: null })
-        .where('locked_by', '=', workerId)
-        .where('id', 'in', [...ids])
-        .returning('id')
-        .execute();
-      return new Set(rows.map((row) => row.id));
-    },
 
     /** Keeps a run this worker holds leased until `until`, unattempted (a retry after a failure). */
     async holdUntil(workerId: string, id: string, until: string): Promise<boolean> {
@@ -124,7 +111,7 @@ export function createRunQueueSource(
     // again when the run is due next; one that waits longer costs nothing meanwhile (nextDueAt finds it).
     record: async (attempted) => {
       const done = attempted.filter(({ outcome }) => !('retryAt' in outcome)).map(({ job }) => job.runId);
-      const held = await queue.giveBack(workerId, done);
+      const held = new Set(await queue.release(workerId, done));
       const results: RecordResult[] = [];
       for (const { job, outcome } of attempted) {
         if ('retryAt' in outcome) {

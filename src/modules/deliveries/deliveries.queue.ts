@@ -322,7 +322,7 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     },
 
     /** Gives leases back without an attempt (more claimed than a webhook's free slots, or shutting down). */
-    release(workerId: string, rows?: readonly string[]): Promise<void> {
+    release(workerId: string, rows?: readonly string[]): Promise<string[]> {
       return releaseLeases(db, 'deliveries', { workerId, rows, waiting: sql<boolean>`status = 'pending'` });
     },
 

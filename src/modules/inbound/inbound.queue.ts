@@ -108,7 +108,7 @@ export function createInboundQueue(db: Kysely<Database>, engine: Engine) {
         .sort((a, b) => (a.id < b.id ? -1 : 1));
     },
 
-    release(workerId: string, rows?: readonly string[]): Promise<void> {
+    release(workerId: string, rows?: readonly string[]): Promise<string[]> {
       return releaseLeases(db, 'inbound_messages', {
         workerId,
         rows,

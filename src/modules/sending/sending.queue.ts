@@ -263,7 +263,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
     },
 
     /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */
-    release(workerId: string, rows?: readonly string[]): Promise<void> {
+    release(workerId: string, rows?: readonly string[]): Promise<string[]> {
       return releaseLeases(db, 'email_recipients', {
         workerId,
         rows,
