@@ -20,6 +20,7 @@ import {
   processMemory,
 } from './helpers/bombs.ts';
 import { sha256 } from './helpers/mail-corpus.ts';
+import { steppedThreadClock } from './helpers/stepped-thread-clock.ts';
 
 // What an application receiving email gets from a message: every field equal to what the sender composed
 // (nodemailer's MailComposer writes the MIME: RFC 2047 words, quoted-printable and base64, folded lines), the
@@ -519,23 +520,12 @@ function junk(bytes: number): Buffer {
 describe('an attachment the parse thread cannot read now', () => {
   // A message read at receipt can run past the budget when its attachment is read again on a busy machine.
   // The reader says so (not "no such attachment"), and the API answers 503 with when to try again. The
-  // pool's clocks are the test's, as in report-reader.test.ts, so the verdict does not depend on the load.
+  // pool's clocks are the test's (steppedThreadClock), so the verdict does not depend on the load.
   const bigAttachment = Buffer.from(`${'grüße aus der ferne, viele grüße '.repeat(2)}\r\n`.repeat(60_000));
 
   test('the reader says the budget stopped it, with why; the service answers 503 with retry-after', async () => {
-    let cpuMs = 0;
-    let clockRead: (() => void) | undefined;
-    const reader = createReceivedReader({
-      threads: 1,
-      timeoutMs: 10,
-      memoryMb: 64,
-      threadCpuMs: async () => {
-        const shown = cpuMs;
-        clockRead?.();
-        return shown;
-      },
-      wallMs: () => 0,
-    });
+    const clock = steppedThreadClock();
+    const reader = createReceivedReader({ threads: 1, timeoutMs: 10, memoryMb: 64, ...clock.clocks });
     const raw = await compose({
       from: 'Ada <ada@example.org>',
       to: 'reports@acme.test',
@@ -544,12 +534,7 @@ describe('an attachment the parse thread cannot read now', () => {
       attachments: [{ filename: 'figures.txt', content: bigAttachment }],
     });
     try {
-      const handedOver = new Promise<void>((resolve) => (clockRead = resolve));
-      const reading = reader.attachment(raw, 0);
-      await handedOver;
-      clockRead = undefined;
-      cpuMs = 10_000;
-      assert.deepEqual(await reading, {
+      assert.deepEqual(await clock.step(() => reader.attachment(raw, 0)), {
         stopped: 'reading it took more than 10 ms of CPU time (or 40 ms in all)',
       });
 

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { DEFAULTS, loadConfig } from '../src/config.ts';
 import { createReportReader } from '../src/modules/inbound/report-reader.ts';
+import { steppedThreadClock } from './helpers/stepped-thread-clock.ts';
 
 // Received messages are read on parse threads: a message that runs past the CPU budget, or past a thread's
 // heap, is unreadable with why, and the thread it ended is replaced for the next one.
@@ -21,35 +22,15 @@ const bigText = Buffer.from(
 );
 
 test('a message read past the CPU budget is unreadable, and the next is read on a new thread', async () => {
-  // The pool's clocks are the test's, so the verdict is the same however loaded the machine is: a real
-  // message cannot be made to need the whole budget (the parser's caps stop it first), so the thread's CPU
-  // clock shows 10 s more from the moment the big one is handed over, and stands still otherwise; the wall
-  // clock stands still throughout, so no read is stopped as starved, however slowly the machine runs it.
-  // The budget is checked every 10 ms; reading bigText takes hundreds, more the busier the machine.
-  let cpuMs = 0;
-  let clockRead: (() => void) | undefined;
-  const reader = createReportReader({
-    threads: 1,
-    timeoutMs: 10,
-    memoryMb: 64,
-    threadCpuMs: async () => {
-      const shown = cpuMs;
-      clockRead?.();
-      return shown;
-    },
-    wallMs: () => 0,
-  });
+  // The pool's clocks are the test's (steppedThreadClock), so the verdict is the same however loaded the machine
+  // is. The budget is checked every 10 ms; reading bigText takes hundreds, more the busier the machine.
+  const clock = steppedThreadClock();
+  const reader = createReportReader({ threads: 1, timeoutMs: 10, memoryMb: 64, ...clock.clocks });
   try {
     const postfix = await reader.read(fixture('postfix-bounce-unknown-user.eml'));
     assert.equal(postfix.report.kind, 'delivery-status');
     assert.equal(postfix.subject, 'Undelivered Mail Returned to Sender');
-    // The pool reads the thread's clock as it hands a message over: from that read on, 10 s more.
-    const handedOver = new Promise<void>((resolve) => (clockRead = resolve));
-    const reading = reader.read(bigText);
-    await handedOver;
-    clockRead = undefined;
-    cpuMs = 10_000;
-    assert.deepEqual(await reading, {
+    assert.deepEqual(await clock.step(() => reader.read(bigText)), {
       report: {
         kind: 'unreadable',
         reason: 'reading it took more than 10 ms of CPU time (or 40 ms in all)',
