@@ -13,6 +13,7 @@ import {
   publishedTemplate,
   startRunWorker,
   subjectsTo as subjectsToIn,
+  welcomeSeries,
 } from './helpers/automations.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 import { startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
@@ -63,44 +64,18 @@ for (const engine of ALL_ENGINES) {
         '<p>Still on {{ contact.properties.plan }}? Upgrade — 20 % off.</p>',
         'Still on {{ contact.properties.plan }}? Upgrade — 20 % off.\n',
       );
-      const automation = await created(api, '/v1/automations', {
-        name: 'Welcome series',
-        status: 'enabled',
-        steps: [
-          { key: 'start', type: 'trigger', config: { event_name: 'user.signed_up' } },
-          {
-            key: 'welcome',
-            type: 'send_email',
-            config: { template: { id: welcome }, from: 'Acme <hello@acme.test>' },
+      const automation = await created(
+        api,
+        '/v1/automations',
+        welcomeSeries({
+          welcome: { template: { id: welcome }, from: 'Acme <hello@acme.test>' },
+          proTips: {
+            template: { id: pro, variables: { team: { var: 'event.team' } } },
+            from: 'Acme <hello@acme.test>',
           },
-          { key: 'wait', type: 'delay', config: { duration: '2 days' } },
-          {
-            key: 'is_pro',
-            type: 'condition',
-            config: { type: 'rule', field: 'contact.properties.plan', operator: 'eq', value: 'pro' },
-          },
-          {
-            key: 'pro_tips',
-            type: 'send_email',
-            config: {
-              template: { id: pro, variables: { team: { var: 'event.team' } } },
-              from: 'Acme <hello@acme.test>',
-            },
-          },
-          {
-            key: 'upgrade',
-            type: 'send_email',
-            config: { template: { id: upgrade }, from: 'hello@acme.test' },
-          },
-        ],
-        connections: [
-          { from: 'start', to: 'welcome' },
-          { from: 'welcome', to: 'wait' },
-          { from: 'wait', to: 'is_pro' },
-          { from: 'is_pro', to: 'pro_tips', type: 'condition_met' },
-          { from: 'is_pro', to: 'upgrade', type: 'condition_not_met' },
-        ],
-      });
+          upgrade: { template: { id: upgrade }, from: 'hello@acme.test' },
+        }),
+      );
       automationId = automation.id;
     });
     after(async () => {

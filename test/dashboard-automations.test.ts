@@ -10,7 +10,13 @@ import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ENGINES, startTestApp, type TestApp } from './helpers/app.ts';
 import { created } from './helpers/answers.ts';
-import { arrived, publishedTemplate, startRunWorker, subjectsTo } from './helpers/automations.ts';
+import {
+  arrived,
+  publishedTemplate,
+  startRunWorker,
+  subjectsTo,
+  welcomeSeries,
+} from './helpers/automations.ts';
 import {
   BROWSER_SKIP,
   launchBrowser,
@@ -84,29 +90,15 @@ for (const engine of ENGINES) {
         const upgrade = await template('Upgrade', 'Upgrade to Pro');
         const from = 'Acme <hello@acme.test>';
         seed.welcome = (
-          await created(api, '/v1/automations', {
-            name: 'Welcome series',
-            status: 'enabled',
-            steps: [
-              { key: 'start', type: 'trigger', config: { event_name: 'user.signed_up' } },
-              { key: 'welcome', type: 'send_email', config: { template: { id: welcome }, from } },
-              { key: 'wait', type: 'delay', config: { duration: '2 days' } },
-              {
-                key: 'is_pro',
-                type: 'condition',
-                config: { type: 'rule', field: 'contact.properties.plan', operator: 'eq', value: 'pro' },
-              },
-              { key: 'pro_tips', type: 'send_email', config: { template: { id: tips }, from } },
-              { key: 'upgrade', type: 'send_email', config: { template: { id: upgrade }, from } },
-            ],
-            connections: [
-              { from: 'start', to: 'welcome' },
-              { from: 'welcome', to: 'wait' },
-              { from: 'wait', to: 'is_pro' },
-              { from: 'is_pro', to: 'pro_tips', type: 'condition_met' },
-              { from: 'is_pro', to: 'upgrade', type: 'condition_not_met' },
-            ],
-          })
+          await created(
+            api,
+            '/v1/automations',
+            welcomeSeries({
+              welcome: { template: { id: welcome }, from },
+              proTips: { template: { id: tips }, from },
+              upgrade: { template: { id: upgrade }, from },
+            }),
+          )
         ).id;
         seed.winback = (
           await created(api, '/v1/automations', {

@@ -117,3 +117,39 @@ export async function startAutomationSuite(engine: Engine, clock: Clock) {
     },
   };
 }
+
+/** What a `send_email` step of an automation's body says: its template (id, variables) and From. */
+type SendEmailConfig = Record<string, unknown>;
+
+/**
+ * The welcome series of issue 40, as `POST /v1/automations` takes it, enabled: `user.signed_up` → `welcome`
+ * → two days → `is_pro` (the contact's `plan` property is `pro`) → `pro_tips`, or else `upgrade`. Each email
+ * step sends as `emails` says.
+ */
+export const welcomeSeries = (emails: {
+  welcome: SendEmailConfig;
+  proTips: SendEmailConfig;
+  upgrade: SendEmailConfig;
+}) => ({
+  name: 'Welcome series',
+  status: 'enabled',
+  steps: [
+    { key: 'start', type: 'trigger', config: { event_name: 'user.signed_up' } },
+    { key: 'welcome', type: 'send_email', config: emails.welcome },
+    { key: 'wait', type: 'delay', config: { duration: '2 days' } },
+    {
+      key: 'is_pro',
+      type: 'condition',
+      config: { type: 'rule', field: 'contact.properties.plan', operator: 'eq', value: 'pro' },
+    },
+    { key: 'pro_tips', type: 'send_email', config: emails.proTips },
+    { key: 'upgrade', type: 'send_email', config: emails.upgrade },
+  ],
+  connections: [
+    { from: 'start', to: 'welcome' },
+    { from: 'welcome', to: 'wait' },
+    { from: 'wait', to: 'is_pro' },
+    { from: 'is_pro', to: 'pro_tips', type: 'condition_met' },
+    { from: 'is_pro', to: 'upgrade', type: 'condition_not_met' },
+  ],
+});
