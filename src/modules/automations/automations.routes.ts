@@ -1,7 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { writeUnderPath } from '../../http/path-handlers.ts';
+import type { AutomationRunStatus } from '../../db/schema.ts';
+import { callUnderPath, filteredListUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -77,7 +78,7 @@ export function registerAutomationRoutes(
       params: AutomationParams,
       response: { 200: Automation, ...errorResponses() },
     }),
-    async (request) => automations.get(projectOf(request), request.params.id),
+    callUnderPath(automations.get),
   );
 
   app.patch(
@@ -139,16 +140,11 @@ export function registerAutomationRoutes(
       querystring: RunListQuery,
       response: { 200: RunList, ...errorResponses() },
     }),
-    async (request) => {
-      const { status, ...query } = request.query;
-      const page = await automationRuns.list(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(query, 'arun'),
-        status === undefined ? undefined : [status],
-      );
-      return list(page.items, page.hasMore);
-    },
+    filteredListUnderPath(
+      'arun',
+      (projectId, id, page, { status }: { status?: AutomationRunStatus | undefined }) =>
+        automationRuns.list(projectId, id, page, status === undefined ? undefined : [status]),
+    ),
   );
 
   app.get(

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -103,6 +104,6 @@ export function registerContactImportRoutes(
       params: ContactImportParams,
       response: { 200: ContactImport, ...errorResponses() },
     }),
-    async (request) => contactImports.get(projectOf(request), request.params.id),
+    callUnderPath(contactImports.get),
   );
 }

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { listUnderPath } from '../../http/path-handlers.ts';
+import { callUnderPath, callUnderPathWith, listUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { binary } from '../../http/schema-helpers.ts';
@@ -121,7 +121,7 @@ export function registerContactRoutes(
       params: ContactParams,
       response: { 200: Contact, ...errorResponses() },
     }),
-    async (request) => contacts.get(projectOf(request), request.params.id),
+    callUnderPath(contacts.get),
   );
 
   app.patch(
@@ -197,7 +197,7 @@ export function registerContactRoutes(
       params: ContactPropertyParams,
       response: { 200: ContactProperty, ...errorResponses() },
     }),
-    async (request) => contactProperties.get(projectOf(request), request.params.id),
+    callUnderPath(contactProperties.get),
   );
 
   app.patch(
@@ -210,7 +210,7 @@ export function registerContactRoutes(
       body: UpdateContactPropertyBody,
       response: { 200: ContactProperty, ...errorResponses() },
     }),
-    async (request) => contactProperties.update(projectOf(request), request.params.id, request.body),
+    callUnderPathWith('body', contactProperties.update),
   );
 
   app.delete(
@@ -223,6 +223,6 @@ export function registerContactRoutes(
       params: ContactPropertyParams,
       response: { 200: DeletedContactProperty, ...errorResponses() },
     }),
-    async (request) => contactProperties.delete(projectOf(request), request.params.id),
+    callUnderPath(contactProperties.delete),
   );
 }

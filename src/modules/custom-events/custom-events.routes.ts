@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { writeUnderPath } from '../../http/path-handlers.ts';
+import { callUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -82,7 +82,7 @@ export function registerCustomEventRoutes(
       params: CustomEventParams,
       response: { 200: CustomEvent, ...errorResponses() },
     }),
-    async (request) => customEvents.get(projectOf(request), request.params.id),
+    callUnderPath(customEvents.get),
   );
 
   app.patch(

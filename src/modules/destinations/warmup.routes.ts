@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import { projectOf } from '../../http/auth.ts';
+import { callUnderPath, callUnderPathWith } from '../../http/path-handlers.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { DomainParams } from '../domains/domains.schemas.ts';
@@ -21,7 +21,7 @@ export function registerWarmupRoutes(server: FastifyInstance, { warmup }: { warm
       params: DomainParams,
       response: { 200: Warmup, ...errorResponses() },
     }),
-    async (request) => warmup.get(projectOf(request), request.params.id),
+    callUnderPath(warmup.get),
   );
 
   app.put(
@@ -35,6 +35,6 @@ export function registerWarmupRoutes(server: FastifyInstance, { warmup }: { warm
       body: SetWarmupBody,
       response: { 200: Warmup, ...errorResponses(422) },
     }),
-    async (request) => warmup.set(projectOf(request), request.params.id, request.body),
+    callUnderPathWith('body', warmup.set),
   );
 }

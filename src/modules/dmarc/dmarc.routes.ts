@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
-import { projectOf } from '../../http/auth.ts';
+import { callUnderPathWith } from '../../http/path-handlers.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { DomainParams } from '../domains/domains.schemas.ts';
@@ -19,6 +19,6 @@ export function registerDmarcRoutes(server: FastifyInstance, { dmarc }: { dmarc:
       querystring: DmarcSummaryQuery,
       response: { 200: DmarcSummary, ...errorResponses(422) },
     }),
-    async (request) => dmarc.summary(projectOf(request), request.params.id, request.query),
+    callUnderPathWith('query', dmarc.summary),
   );
 }

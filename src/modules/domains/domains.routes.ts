@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
@@ -99,7 +100,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
       params: DomainParams,
       response: { 200: DeletedDomain, ...errorResponses() },
     }),
-    async (request) => domains.remove(projectOf(request), request.params.id),
+    callUnderPath(domains.remove),
   );
 
   app.post(

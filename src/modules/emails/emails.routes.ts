@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DecodedFields } from '../../lib/base64.ts';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -147,7 +148,7 @@ export function registerEmailRoutes(server: FastifyInstance, { emails }: { email
       params: EmailParams,
       response: { 200: Email, ...errorResponses() },
     }),
-    async (request) => emails.get(projectOf(request), request.params.id),
+    callUnderPath(emails.get),
   );
 
   app.get(

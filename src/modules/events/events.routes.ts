@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -44,7 +45,7 @@ export function registerEventRoutes(server: FastifyInstance, { events }: { event
       params: EventParams,
       response: { 200: EventWithDeliveries, ...errorResponses() },
     }),
-    async (request) => events.get(projectOf(request), request.params.id),
+    callUnderPath(events.get),
   );
 
   app.post(

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
@@ -92,6 +93,6 @@ export function registerInboundRouteRoutes(
       params: InboundRouteParams,
       response: { 200: DeletedInboundRoute, ...errorResponses() },
     }),
-    async (request) => inboundRoutes.remove(projectOf(request), request.params.id),
+    callUnderPath(inboundRoutes.remove),
   );
 }

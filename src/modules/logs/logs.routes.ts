@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -39,6 +40,6 @@ export function registerApiLogRoutes(server: FastifyInstance, { logs }: { logs: 
       params: Type.Object({ id: Type.String({ description: 'Log identifier (`log_…`).' }) }),
       response: { 200: ApiLog, ...errorResponses(404) },
     }),
-    async (request) => logs.get(projectOf(request), request.params.id),
+    callUnderPath(logs.get),
   );
 }

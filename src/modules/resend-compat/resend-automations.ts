@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { writeUnderPath } from '../../http/path-handlers.ts';
+import { filteredListUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
 import { invalidParam } from '../../lib/errors.ts';
 import type { AutomationRunStatus } from '../../db/schema.ts';
@@ -185,25 +185,18 @@ export function registerResendAutomationRoutes(
   app.get(
     '/automations/:id/runs',
     { config: read, schema: { ...hide, params: IdParams, querystring: RunQuery } },
-    async (request) => {
-      const { status, ...query } = request.query;
-      const page = await automationRuns.list(
-        projectOf(request),
-        request.params.id,
-        toPageRequest(query, 'arun'),
-        runStatuses(status),
-      );
-      return list(
-        page.items.map((run) => ({
-          id: run.id,
-          status: RESEND_RUN_STATUS[run.status],
-          started_at: run.started_at,
-          completed_at: run.completed_at,
-          created_at: run.created_at,
-        })),
-        page.hasMore,
-      );
-    },
+    filteredListUnderPath(
+      'arun',
+      (projectId, id, page, { status }: { status?: string | undefined }) =>
+        automationRuns.list(projectId, id, page, runStatuses(status)),
+      (run) => ({
+        id: run.id,
+        status: RESEND_RUN_STATUS[run.status],
+        started_at: run.started_at,
+        completed_at: run.completed_at,
+        created_at: run.created_at,
+      }),
+    ),
   );
 
   app.get(

@@ -2,6 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactPropertyService } from '../contacts/contact-properties.service.ts';
 import {
@@ -189,6 +190,6 @@ export function registerResendContactRoutes(
   app.delete(
     '/contact-properties/:id',
     { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
-    async (request) => contactProperties.delete(projectOf(request), request.params.id),
+    callUnderPath(contactProperties.delete),
   );
 }

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath } from '../../http/path-handlers.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import { CreateDomainBody, UpdateDomainBody } from '../domains/domains.schemas.ts';
 import type { DomainService } from '../domains/domains.service.ts';
@@ -62,7 +63,7 @@ export function registerResendDomainRoutes(
   app.delete(
     '/domains/:id',
     { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
-    async (request) => domains.remove(projectOf(request), request.params.id),
+    callUnderPath(domains.remove),
   );
 
   // Resend's domain claims are Postwire's takeover challenge (docs/api/domains.md): a claim is the project's

@@ -2,7 +2,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import { listUnderPath, writeUnderPath, writeUnderPathWithBody } from '../../http/path-handlers.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { ContactService } from '../contacts/contacts.service.ts';
 import { SegmentNameBody, type SegmentView } from '../segments/segments.schemas.ts';
@@ -59,16 +59,10 @@ export function registerResendSegmentRoutes(
   app.patch(
     '/segments/:id',
     { config: write, schema: { ...hide, params: IdParams, body: SegmentNameBody } },
-    async (request, reply) =>
-      reply.transact(async (transaction) => {
-        const segment = await segments.rename(
-          transaction,
-          projectOf(request),
-          request.params.id,
-          request.body.name,
-        );
-        return { object: 'segment', id: segment.id };
-      }),
+    writeUnderPathWithBody(async (transaction, projectId, id, body: { name: string }) => ({
+      object: 'segment',
+      id: (await segments.rename(transaction, projectId, id, body.name)).id,
+    })),
   );
 
   app.delete(

@@ -1,9 +1,15 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import { listUnderPath, writeUnderPath, writeUnderPathWithBody } from '../../http/path-handlers.ts';
 import { ListQuery, toPageRequest, listOf } from '../../http/list.ts';
-import { CreateTopicBody, TopicChoices, type TopicView, UpdateTopicBody } from '../topics/topics.schemas.ts';
+import {
+  CreateTopicBody,
+  type TopicChoiceInput,
+  TopicChoices,
+  type TopicView,
+  UpdateTopicBody,
+} from '../topics/topics.schemas.ts';
 import type { TopicService } from '../topics/topics.service.ts';
 import { hide, IdParams } from './resend-routing.ts';
 
@@ -87,10 +93,8 @@ export function registerResendTopicRoutes(
   app.patch(
     '/contacts/:id/topics',
     { config: write, schema: { ...hide, params: IdParams, body: TopicChoices } },
-    async (request, reply) =>
-      reply.transact(async (transaction) => {
-        const chosen = await topics.choose(transaction, projectOf(request), request.params.id, request.body);
-        return { id: chosen.contactId };
-      }),
+    writeUnderPathWithBody(async (transaction, projectId, id, body: readonly TopicChoiceInput[]) => ({
+      id: (await topics.choose(transaction, projectId, id, body)).contactId,
+    })),
   );
 }

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { listUnderPath } from '../../http/path-handlers.ts';
+import { callUnderPath, listUnderPath } from '../../http/path-handlers.ts';
 import { conflict, DomainError } from '../../lib/errors.ts';
 import { list, ListQuery, toPageRequest, listOf } from '../../http/list.ts';
 import type { Services } from '../../services.ts';
@@ -231,7 +231,7 @@ export async function registerResendRoutes(server: FastifyInstance, services: Se
       app.delete(
         '/templates/:id',
         { config: { permission: 'full_access' }, schema: { ...hide, params: IdParams } },
-        async (request) => templates.delete(projectOf(request), request.params.id),
+        callUnderPath(templates.delete),
       );
 
       app.post(

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import { callUnderPath, listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -68,7 +68,7 @@ export function registerSegmentRoutes(
       params: SegmentParams,
       response: { 200: Segment, ...errorResponses() },
     }),
-    async (request) => segments.get(projectOf(request), request.params.id),
+    callUnderPath(segments.get),
   );
 
   app.patch(

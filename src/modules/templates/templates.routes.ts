@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
+import { callUnderPath, callUnderPathWith } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { DEFAULT_LIST_LIMIT, list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -70,7 +71,7 @@ export function registerTemplateRoutes(
       params: TemplateParams,
       response: { 200: Template, ...errorResponses() },
     }),
-    async (request) => templates.get(projectOf(request), request.params.id),
+    callUnderPath(templates.get),
   );
 
   app.patch(
@@ -84,7 +85,7 @@ export function registerTemplateRoutes(
       body: UpdateTemplateBody,
       response: { 200: Template, ...errorResponses(409) },
     }),
-    async (request) => templates.update(projectOf(request), request.params.id, request.body),
+    callUnderPathWith('body', templates.update),
   );
 
   app.delete(
@@ -96,7 +97,7 @@ export function registerTemplateRoutes(
       params: TemplateParams,
       response: { 200: DeletedTemplate, ...errorResponses() },
     }),
-    async (request) => templates.delete(projectOf(request), request.params.id),
+    callUnderPath(templates.delete),
   );
 
   app.post(
@@ -166,6 +167,6 @@ export function registerTemplateRoutes(
       },
       { idempotencyOutsideTransaction: true, optionalBody: true },
     ),
-    async (request) => templates.render(projectOf(request), request.params.id, request.body),
+    callUnderPathWith('body', templates.render),
   );
 }

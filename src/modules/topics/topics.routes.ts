@@ -1,7 +1,12 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { listUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import {
+  callUnderPath,
+  listUnderPath,
+  writeUnderPath,
+  writeUnderPathWithBody,
+} from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -11,6 +16,7 @@ import {
   CreateTopicBody,
   DeletedTopic,
   Topic,
+  type TopicChoiceInput,
   TopicList,
   TopicParams,
   UpdateContactTopicsBody,
@@ -62,7 +68,7 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
       params: TopicParams,
       response: { 200: Topic, ...errorResponses() },
     }),
-    async (request) => topics.get(projectOf(request), request.params.id),
+    callUnderPath(topics.get),
   );
 
   app.patch(
@@ -118,15 +124,9 @@ export function registerTopicRoutes(server: FastifyInstance, { topics }: { topic
       body: UpdateContactTopicsBody,
       response: { 200: ContactTopicList, ...errorResponses() },
     }),
-    async (request, reply) =>
-      reply.transact(async (transaction) => {
-        const chosen = await topics.choose(
-          transaction,
-          projectOf(request),
-          request.params.id,
-          request.body.topics,
-        );
-        return list(chosen.topics, false);
-      }),
+    writeUnderPathWithBody(
+      async (transaction, projectId, id, body: { topics: readonly TopicChoiceInput[] }) =>
+        list((await topics.choose(transaction, projectId, id, body.topics)).topics, false),
+    ),
   );
 }
