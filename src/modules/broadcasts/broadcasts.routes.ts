@@ -1,12 +1,17 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Transaction } from '../../db/transaction.ts';
 import { projectOf } from '../../http/auth.ts';
-import { writeUnderPath } from '../../http/path-handlers.ts';
+import { callUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { list, ListQuery, toPageRequest } from '../../http/list.ts';
-import type { BroadcastRecord } from './broadcasts.repo.ts';
+import { list, listOf, ListQuery, toPageRequest } from '../../http/list.ts';
+import type {
+  BroadcastRecipientRow,
+  BroadcastRecord,
+  ExclusionRecord,
+  Personalization,
+} from './broadcasts.repo.ts';
 import { type BroadcastService, toBroadcastSummary } from './broadcasts.service.ts';
 import {
   Broadcast,
@@ -18,11 +23,74 @@ import {
   BroadcastSummary,
   ClickedLinkList,
   CreateBroadcastBody,
+  type CreateBroadcastInput,
   DeletedBroadcast,
   RecipientsQuery,
   SendBroadcastBody,
   UpdateBroadcastBody,
+  type UpdateBroadcastInput,
 } from './broadcasts.schemas.ts';
+
+/**
+ * The handlers of a broadcast's create, update and send, for /v1 and Resend's API alike: each checked and
+ * prepared before the transaction (rendering, the sender), written in the request's (`reply.transact`: with an
+ * Idempotency-Key, the answer is saved with the write), and answered as the API answers a written broadcast
+ * (`answer`). A create reads its template in `personalization`'s dialect and answers with `status`.
+ */
+export function broadcastWriteHandlers<A>(
+  broadcasts: BroadcastService,
+  answer: (record: BroadcastRecord) => A,
+) {
+  const written = (reply: FastifyReply, write: (transaction: Transaction) => Promise<BroadcastRecord>) =>
+    reply.transact(async (transaction) => answer(await write(transaction)));
+  type OnBroadcast = FastifyRequest & { params: { id: string } };
+  return {
+    create:
+      (personalization: Personalization, status: 200 | 201) =>
+      async (request: FastifyRequest & { body: CreateBroadcastInput }, reply: FastifyReply) => {
+        const plan = await broadcasts.prepareCreate(
+          projectOf(request),
+          request.body,
+          request.caller!,
+          personalization,
+        );
+        reply.code(status);
+        return written(reply, (transaction) => broadcasts.create(transaction, plan));
+      },
+    async update(request: OnBroadcast & { body: UpdateBroadcastInput }, reply: FastifyReply) {
+      const next = await broadcasts.prepareUpdate(projectOf(request), request.params.id, request.body);
+      return written(reply, (transaction) => broadcasts.update(transaction, next));
+    },
+    async send(request: OnBroadcast & { body: { scheduled_at?: string | undefined } }, reply: FastifyReply) {
+      const plan = await broadcasts.prepareSend(
+        projectOf(request),
+        request.params.id,
+        request.body.scheduled_at,
+        request.caller!,
+      );
+      return written(reply, (transaction) => broadcasts.send(transaction, plan));
+    },
+  };
+}
+
+const toRecipientView = (row: BroadcastRecipientRow) => ({
+  object: 'broadcast_recipient' as const,
+  email_id: row.emailId,
+  contact_id: row.contactId,
+  email: row.address,
+  status: row.status,
+  opens: row.openCount,
+  clicks: row.clickCount,
+  unsubscribed_at: row.unsubscribedAt,
+});
+
+const toExclusionView = (row: ExclusionRecord) => ({
+  object: 'broadcast_exclusion' as const,
+  contact_id: row.contactId,
+  email: row.email,
+  reason: row.reason,
+  created_at: row.createdAt,
+});
 
 // Broadcasts are the audience's data: writing one (create, update, duplicate, cancel, delete) needs a
 // full_access key; sending a draft needs sending_access (or full_access), and a key limited to a domain sends
@@ -37,6 +105,7 @@ export function registerBroadcastRoutes(
   // Idempotency-Key, the summary is the answer saved with the write.
   const summaryAfter = (reply: FastifyReply, write: (transaction: Transaction) => Promise<BroadcastRecord>) =>
     reply.transact(async (transaction) => toBroadcastSummary(await write(transaction)));
+  const writes = broadcastWriteHandlers(broadcasts, toBroadcastSummary);
 
   app.post(
     '/v1/broadcasts',
@@ -48,16 +117,7 @@ export function registerBroadcastRoutes(
       body: CreateBroadcastBody,
       response: { 201: BroadcastSummary, ...errorResponses() },
     }),
-    async (request, reply) => {
-      const plan = await broadcasts.prepareCreate(
-        projectOf(request),
-        request.body,
-        request.caller!,
-        'liquid',
-      );
-      reply.code(201);
-      return summaryAfter(reply, (transaction) => broadcasts.create(transaction, plan));
-    },
+    writes.create('liquid', 201),
   );
 
   app.get(
@@ -82,7 +142,7 @@ export function registerBroadcastRoutes(
       params: BroadcastParams,
       response: { 200: Broadcast, ...errorResponses() },
     }),
-    async (request) => broadcasts.get(projectOf(request), request.params.id),
+    callUnderPath(broadcasts.get),
   );
 
   app.patch(
@@ -95,10 +155,7 @@ export function registerBroadcastRoutes(
       body: UpdateBroadcastBody,
       response: { 200: BroadcastSummary, ...errorResponses(409) },
     }),
-    async (request, reply) => {
-      const next = await broadcasts.prepareUpdate(projectOf(request), request.params.id, request.body);
-      return summaryAfter(reply, (transaction) => broadcasts.update(transaction, next));
-    },
+    writes.update,
   );
 
   app.delete(
@@ -123,15 +180,7 @@ export function registerBroadcastRoutes(
       body: SendBroadcastBody,
       response: { 200: BroadcastSummary, ...errorResponses(409) },
     }),
-    async (request, reply) => {
-      const plan = await broadcasts.prepareSend(
-        projectOf(request),
-        request.params.id,
-        request.body.scheduled_at,
-        request.caller!,
-      );
-      return summaryAfter(reply, (transaction) => broadcasts.send(transaction, plan));
-    },
+    writes.send,
   );
 
   app.post(
@@ -179,19 +228,7 @@ export function registerBroadcastRoutes(
         email,
         toPageRequest(request.query, 'msg'),
       );
-      return list(
-        page.items.map((row) => ({
-          object: 'broadcast_recipient' as const,
-          email_id: row.emailId,
-          contact_id: row.contactId,
-          email: row.address,
-          status: row.status,
-          opens: row.openCount,
-          clicks: row.clickCount,
-          unsubscribed_at: row.unsubscribedAt,
-        })),
-        page.hasMore,
-      );
+      return listOf(page, toRecipientView);
     },
   );
 
@@ -208,16 +245,7 @@ export function registerBroadcastRoutes(
     async (request) => {
       const { limit, after } = toPageRequest(request.query, 'con');
       const page = await broadcasts.exclusions(projectOf(request), request.params.id, after, limit);
-      return list(
-        page.items.map((row) => ({
-          object: 'broadcast_exclusion' as const,
-          contact_id: row.contactId,
-          email: row.email,
-          reason: row.reason,
-          created_at: row.createdAt,
-        })),
-        page.hasMore,
-      );
+      return listOf(page, toExclusionView);
     },
   );
 

@@ -12,6 +12,7 @@ import {
   SENT_COPY_OUTCOMES,
   UpdateBroadcastBody,
 } from '../broadcasts/broadcasts.schemas.ts';
+import { broadcastWriteHandlers } from '../broadcasts/broadcasts.routes.ts';
 import type { BroadcastService } from '../broadcasts/broadcasts.service.ts';
 import { hide, IdParams, translated } from './resend-routing.ts';
 
@@ -100,6 +101,8 @@ export function registerResendBroadcastRoutes(
   const app = scope.withTypeProvider<TypeBoxTypeProvider>();
   const write = { permission: 'full_access' } as const;
   const read = { permission: 'read_only' } as const;
+  // Resend answers a written broadcast with its id alone.
+  const writes = broadcastWriteHandlers(broadcasts, (record) => ({ id: record.id }));
   const withSchedule = (body: unknown) => {
     const out = fromResend(body);
     const at = scheduledAt(out.scheduled_at, clock.now());
@@ -115,15 +118,7 @@ export function registerResendBroadcastRoutes(
       schema: { ...hide, body: CreateBroadcastBody },
       preValidation: translated(withSchedule),
     },
-    async (request, reply) => {
-      const plan = await broadcasts.prepareCreate(
-        projectOf(request),
-        request.body,
-        request.caller!,
-        'resend',
-      );
-      return reply.transact(async (transaction) => ({ id: (await broadcasts.create(transaction, plan)).id }));
-    },
+    writes.create('resend', 200),
   );
 
   app.get('/broadcasts', { config: read, schema: { ...hide, querystring: ListQuery } }, async (request) => {
@@ -142,10 +137,7 @@ export function registerResendBroadcastRoutes(
       schema: { ...hide, params: IdParams, body: UpdateBroadcastBody },
       preValidation: translated((body) => fromResend(body, ['topic_id'])),
     },
-    async (request, reply) => {
-      const next = await broadcasts.prepareUpdate(projectOf(request), request.params.id, request.body);
-      return reply.transact(async (transaction) => ({ id: (await broadcasts.update(transaction, next)).id }));
-    },
+    writes.update,
   );
 
   app.post(
@@ -155,15 +147,7 @@ export function registerResendBroadcastRoutes(
       schema: { ...hide, params: IdParams, body: SendBroadcastBody },
       preValidation: translated(withSchedule),
     },
-    async (request, reply) => {
-      const plan = await broadcasts.prepareSend(
-        projectOf(request),
-        request.params.id,
-        request.body.scheduled_at,
-        request.caller!,
-      );
-      return reply.transact(async (transaction) => ({ id: (await broadcasts.send(transaction, plan)).id }));
-    },
+    writes.send,
   );
 
   app.post(
