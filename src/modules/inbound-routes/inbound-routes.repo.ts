@@ -41,12 +41,11 @@ const toRecord = (row: Row<'inbound_routes'>): InboundRouteRecord => ({
   updatedAt: row.updated_at,
 });
 
-/** The row an insert writes: toRecord the other way. */
-const toRow = (record: InboundRouteRecord): Insertable<Database['inbound_routes']> => ({
-  id: record.id,
-  project_id: record.projectId,
-  domain: record.domain,
-  local_part: record.localPart,
+/**
+ * A route's settings and times under their snake_case names: the table's columns, which the API answers under
+ * the same names (toInboundRouteView).
+ */
+export const snakeCaseSettings = (record: InboundRouteRecord) => ({
   priority: record.priority,
   action: record.action,
   reject_message: record.rejectMessage,
@@ -54,6 +53,15 @@ const toRow = (record: InboundRouteRecord): Insertable<Database['inbound_routes'
   enabled: record.enabled,
   created_at: record.createdAt,
   updated_at: record.updatedAt,
+});
+
+/** The row an insert writes: toRecord the other way. */
+const toRow = (record: InboundRouteRecord): Insertable<Database['inbound_routes']> => ({
+  id: record.id,
+  project_id: record.projectId,
+  domain: record.domain,
+  local_part: record.localPart,
+  ...snakeCaseSettings(record),
 });
 
 export function createInboundRouteRepo(db: Kysely<Database>) {

@@ -5,7 +5,12 @@ import { invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import type { Transaction } from '../../db/transaction.ts';
 import type { DomainRepo } from '../domains/domains.repo.ts';
-import type { InboundRouteRecord, InboundRouteRepo, RouteChanges } from './inbound-routes.repo.ts';
+import {
+  type InboundRouteRecord,
+  type InboundRouteRepo,
+  type RouteChanges,
+  snakeCaseSettings,
+} from './inbound-routes.repo.ts';
 import type {
   CreateInboundRouteInput,
   InboundRouteView,
@@ -23,13 +28,7 @@ export const toInboundRouteView = (record: InboundRouteRecord): InboundRouteView
   object: 'inbound_route',
   id: record.id,
   match: formatRoutePattern(record),
-  priority: record.priority,
-  action: record.action,
-  reject_message: record.rejectMessage,
-  spam_reject_score: record.spamRejectScore,
-  enabled: record.enabled,
-  created_at: record.createdAt,
-  updated_at: record.updatedAt,
+  ...snakeCaseSettings(record),
 });
 
 /** What the listener does with a recipient at RCPT: take it for a project's route, or refuse it. */
