@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Updateable } from 'kysely';
 import type { Database } from './schema.ts';
+import type { Transaction } from './transaction.ts';
 
 // What the API's resources share in storage: a row that belongs to a project by `project_id` and is named by
 // `id`, and that is only ever touched with both (another project's id is simply not there).
@@ -94,3 +95,14 @@ export async function insertProjectRowUnlessNamed<T extends ProjectTable>(
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
 }
+
+/**
+ * A resource's create when the insert is all it writes: the record prepared before the transaction (checks,
+ * ids, times) is inserted in it, and answered as `view` shows it.
+ */
+export const insertThenView =
+  <R, V>(repo: { insert(record: R, transaction: Transaction): Promise<unknown> }, view: (record: R) => V) =>
+  async (transaction: Transaction, record: R): Promise<V> => {
+    await repo.insert(record, transaction);
+    return view(record);
+  };

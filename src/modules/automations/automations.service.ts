@@ -1,6 +1,7 @@
 import { type PageRequest } from '../../db/pagination.ts';
 import type { AutomationStatus } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { insertThenView } from '../../db/project-rows.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { DomainError, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -32,12 +33,16 @@ export interface UpdatePlan {
   graph: Graph | undefined;
 }
 
-export interface AutomationServiceDeps {
-  repo: AutomationRepo;
-  runs: Pick<RunRepo, 'cancelLive'>;
+/** Where checkReferences looks up what a graph names outside itself. */
+export interface ReferenceLookups {
   templates: Pick<TemplateRepo, 'find' | 'findByAlias'>;
   segments: Pick<SegmentRepo, 'find'>;
   topics: Pick<TopicRepo, 'find'>;
+}
+
+export interface AutomationServiceDeps extends ReferenceLookups {
+  repo: AutomationRepo;
+  runs: Pick<RunRepo, 'cancelLive'>;
   clock: Clock;
 }
 
@@ -54,56 +59,53 @@ const graphOf = (input: {
   })),
 });
 
+const refused = (param: string, message: string) =>
+  new DomainError('validation', 'invalid_automation', message, param);
+
+/** What the graph names outside itself, each the project's (a template published). */
+async function checkReferences(
+  { templates, segments, topics }: ReferenceLookups,
+  projectId: string,
+  refs: References,
+): Promise<void> {
+  for (const ref of refs.templates) {
+    const template = isId('tpl', ref.id)
+      ? await templates.find(projectId, ref.id)
+      : await templates.findByAlias(projectId, ref.id);
+    if (!template) throw refused(ref.param, `Step '${ref.step}' (send_email): no template '${ref.id}'.`);
+    if (template.publishedVersion === null) {
+      throw refused(ref.param, `Step '${ref.step}' (send_email): template '${ref.id}' is not published.`);
+    }
+  }
+  for (const ref of refs.segments) {
+    const segment = isId('seg', ref.id) ? await segments.find(projectId, ref.id) : undefined;
+    if (!segment) throw refused(ref.param, `Step '${ref.step}': no segment '${ref.id}'.`);
+    // A filter's members are whoever matches it: nobody is added to it (nor removed, nor triggers by it).
+    if (segment.filter !== null) {
+      throw refused(ref.param, `Step '${ref.step}': the segment '${ref.id}' is a filter, not a list.`);
+    }
+  }
+  for (const ref of refs.topics) {
+    if (!isId('top', ref.id) || !(await topics.find(projectId, ref.id))) {
+      throw refused(ref.param, `Step '${ref.step}': no topic '${ref.id}'.`);
+    }
+  }
+}
+
 /**
  * Automations: an event-triggered graph of steps, checked whole on every save (graph.ts) and against the
  * project (published templates, its segments and topics). Stopping one (or disabling it) cancels its live runs
  * in the same transaction; a run's worker finds its run cancelled and writes nothing more.
  */
-export function createAutomationService({
-  repo,
-  runs,
-  templates,
-  segments,
-  topics,
-  clock,
-}: AutomationServiceDeps) {
+export function createAutomationService({ repo, runs, clock, ...references }: AutomationServiceDeps) {
   async function load(projectId: string, id: string, transaction?: Transaction): Promise<AutomationRecord> {
     const record = isId('aut', id) ? await repo.find(projectId, id, transaction) : undefined;
     if (!record) throw notFound('automation', id);
     return record;
   }
 
-  const refused = (param: string, message: string) =>
-    new DomainError('validation', 'invalid_automation', message, param);
-
-  /** What the graph names outside itself, each the project's (a template published). */
-  async function checkReferences(projectId: string, refs: References): Promise<void> {
-    for (const ref of refs.templates) {
-      const template = isId('tpl', ref.id)
-        ? await templates.find(projectId, ref.id)
-        : await templates.findByAlias(projectId, ref.id);
-      if (!template) throw refused(ref.param, `Step '${ref.step}' (send_email): no template '${ref.id}'.`);
-      if (template.publishedVersion === null) {
-        throw refused(ref.param, `Step '${ref.step}' (send_email): template '${ref.id}' is not published.`);
-      }
-    }
-    for (const ref of refs.segments) {
-      const segment = isId('seg', ref.id) ? await segments.find(projectId, ref.id) : undefined;
-      if (!segment) throw refused(ref.param, `Step '${ref.step}': no segment '${ref.id}'.`);
-      // A filter's members are whoever matches it: nobody is added to it (nor removed, nor triggers by it).
-      if (segment.filter !== null) {
-        throw refused(ref.param, `Step '${ref.step}': the segment '${ref.id}' is a filter, not a list.`);
-      }
-    }
-    for (const ref of refs.topics) {
-      if (!isId('top', ref.id) || !(await topics.find(projectId, ref.id))) {
-        throw refused(ref.param, `Step '${ref.step}': no topic '${ref.id}'.`);
-      }
-    }
-  }
-
   async function checked(projectId: string, graph: Graph): Promise<Graph> {
-    await checkReferences(projectId, checkGraph(graph));
+    await checkReferences(references, projectId, checkGraph(graph));
     return graph;
   }
 
@@ -142,10 +144,7 @@ export function createAutomationService({
       };
     },
 
-    async create(transaction: Transaction, record: AutomationRecord): Promise<AutomationView> {
-      await repo.insert(record, transaction);
-      return toAutomationView(record);
-    },
+    create: insertThenView(repo, toAutomationView),
 
     async get(projectId: string, id: string): Promise<AutomationView> {
       return (await views([await load(projectId, id)]))[0]!;

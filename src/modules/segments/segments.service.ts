@@ -1,5 +1,6 @@
 import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { insertThenView } from '../../db/project-rows.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -104,10 +105,7 @@ export function createSegmentService({
       return { id: newId('seg'), projectId, name: input.name, filter, createdAt: now, updatedAt: now };
     },
 
-    async create(transaction: Transaction, record: SegmentRecord): Promise<SegmentView> {
-      await repo.insert(record, transaction);
-      return toSegmentView(record);
-    },
+    create: insertThenView(repo, toSegmentView),
 
     async get(projectId: string, id: string): Promise<SegmentView> {
       return toSegmentView(await load(projectId, id));

@@ -1,5 +1,6 @@
 import { mapPage, type PageRequest } from '../../db/pagination.ts';
 import type { Transaction } from '../../db/transaction.ts';
+import { insertThenView } from '../../db/project-rows.ts';
 import { type Clock, nextUpdatedAt } from '../../lib/clock.ts';
 import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
@@ -75,10 +76,7 @@ export function createTopicService({
       };
     },
 
-    async create(transaction: Transaction, record: TopicRecord): Promise<TopicView> {
-      await repo.insert(record, transaction);
-      return toTopicView(record);
-    },
+    create: insertThenView(repo, toTopicView),
 
     async get(projectId: string, id: string): Promise<TopicView> {
       return toTopicView(await load(projectId, id));

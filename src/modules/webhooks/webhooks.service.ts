@@ -4,7 +4,7 @@ import { DomainError, invalidParam, notFound } from '../../lib/errors.ts';
 import { isId, newId } from '../../lib/ids.ts';
 import { privateTargetReason, type Resolver } from '../../lib/network-policy.ts';
 import type { Page, PageRequest } from '../../db/pagination.ts';
-import type { Transaction } from '../../db/transaction.ts';
+import { insertThenView } from '../../db/project-rows.ts';
 import { createIdentityMemo } from '../../lib/memo.ts';
 import { type EventKind, isEventKind } from '../event-kinds/event-kinds.ts';
 import type { WebhookRecord, WebhookRepo } from './webhooks.repo.ts';
@@ -243,10 +243,7 @@ export function createWebhookService({
       return record;
     },
 
-    async create(transaction: Transaction, record: WebhookRecord): Promise<WebhookView> {
-      await repo.insert(record, transaction);
-      return toWebhookView(record);
-    },
+    create: insertThenView(repo, toWebhookView),
 
     async get(projectId: string, id: string): Promise<WebhookView> {
       const [record, failing] = await Promise.all([load(projectId, id), failingSince(projectId)]);
