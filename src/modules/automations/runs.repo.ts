@@ -104,36 +104,34 @@ const stepRow = (runId: string, seq: number, step: RunStepRecord) => ({
   created_at: step.createdAt,
 });
 
+/** The row a new run's insert writes. */
+const runRow = (run: RunRecord) => ({
+  id: run.id,
+  project_id: run.projectId,
+  automation_id: run.automationId,
+  contact_id: run.contactId,
+  trigger_send_id: run.triggerSendId,
+  graph_version: run.graphVersion,
+  trigger_payload: JSON.stringify(run.triggerPayload),
+  event_payload: null,
+  status: run.status,
+  current_step: run.currentStep,
+  resumed_by: null,
+  waiting_event: null,
+  step_count: run.stepCount,
+  due_at: run.dueAt,
+  reason: null,
+  started_at: run.startedAt,
+  completed_at: null,
+  created_at: run.createdAt,
+  updated_at: run.updatedAt,
+});
+
 /** Rows of runs to one insert: 19 parameters each, under SQLite's 32 766. */
 const INSERT_ROWS = 500;
 
 async function insertRows(runs: readonly RunRecord[], transaction: Transaction): Promise<void> {
-  await transaction.db
-    .insertInto('automation_runs')
-    .values(
-      runs.map((run) => ({
-        id: run.id,
-        project_id: run.projectId,
-        automation_id: run.automationId,
-        contact_id: run.contactId,
-        trigger_send_id: run.triggerSendId,
-        graph_version: run.graphVersion,
-        trigger_payload: JSON.stringify(run.triggerPayload),
-        event_payload: null,
-        status: run.status,
-        current_step: run.currentStep,
-        resumed_by: null,
-        waiting_event: null,
-        step_count: run.stepCount,
-        due_at: run.dueAt,
-        reason: null,
-        started_at: run.startedAt,
-        completed_at: null,
-        created_at: run.createdAt,
-        updated_at: run.updatedAt,
-      })),
-    )
-    .execute();
+  await transaction.db.insertInto('automation_runs').values(runs.map(runRow)).execute();
 }
 
 export function createRunRepo(db: Kysely<Database>) {
