@@ -1,4 +1,4 @@
-import type { Insertable, Kysely } from 'kysely';
+import { type Insertable, type Kysely, type SelectQueryBuilder, sql } from 'kysely';
 import { mapPage, type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -47,6 +47,22 @@ export interface Audience {
  * The segments and segment_contacts tables: named lists, filters, and who is on a list. Writes join the
  * caller's transaction.
  */
+/**
+ * A batch of the contacts `query` selects, by `key` (their id, as the query names it) ascending after
+ * `afterContactId` (keyset; null from the first), at most `limit`.
+ */
+async function contactsAfter<DB, TB extends keyof DB>(
+  query: SelectQueryBuilder<DB, TB, Row<'contacts'>>,
+  key: string,
+  afterContactId: string | null,
+  limit: number,
+): Promise<ContactRecord[]> {
+  const column = sql.ref(key);
+  const after = afterContactId === null ? query : query.where(column, '>', afterContactId);
+  const rows = await after.orderBy(column).limit(limit).execute();
+  return rows.map(toContactRecord);
+}
+
 export function createSegmentRepo(db: Kysely<Database>, engine: Engine) {
   const select = (projectId: string, via: Kysely<Database> = db) =>
     via.selectFrom('segments').selectAll().where('project_id', '=', projectId);
@@ -102,24 +118,21 @@ export function createSegmentRepo(db: Kysely<Database>, engine: Engine) {
     ): Promise<ContactRecord[]> {
       const { projectId, segmentId, filter } = audience;
       if (filter !== null) {
-        let query = db
+        const matching = db
           .selectFrom('contacts')
           .selectAll('contacts')
           .where('contacts.project_id', '=', projectId)
           .where(audienceWhere(engine, filter));
-        if (afterContactId !== null) query = query.where('contacts.id', '>', afterContactId);
-        const rows = await query.orderBy('contacts.id').limit(limit).execute();
-        return rows.map(toContactRecord);
+        return contactsAfter(matching, 'contacts.id', afterContactId, limit);
       }
-      let query = db
+      const listed = db
         .selectFrom('segment_contacts')
         .innerJoin('contacts', 'contacts.id', 'segment_contacts.contact_id')
         .selectAll('contacts')
         .where('segment_contacts.segment_id', '=', segmentId)
         .where('contacts.project_id', '=', projectId);
-      if (afterContactId !== null) query = query.where('segment_contacts.contact_id', '>', afterContactId);
-      const rows = await query.orderBy('segment_contacts.contact_id').limit(limit).execute();
-      return rows.map(toContactRecord);
+      // By the list's own column: its primary key (segment_id, contact_id) gives the order without a sort.
+      return contactsAfter(listed, 'segment_contacts.contact_id', afterContactId, limit);
     },
 
     /** False when the segment is gone. */
