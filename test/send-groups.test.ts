@@ -48,13 +48,14 @@ const GROUP_STATEMENT =
  * ids of more than one email among them.
  */
 const ofManyEmails = (text: string, parameters: readonly unknown[]): boolean =>
-  text.includes('), (') ||
-  parameters.some(
-    (value) =>
-      Array.isArray(value) &&
-      value.every((id) => typeof id === 'string' && id.startsWith('msg_')) &&
-      new Set(value).size > 1,
-  );
+  parameters.some(Array.isArray)
+    ? parameters.some(
+        (value) =>
+          Array.isArray(value) &&
+          value.every((id) => typeof id === 'string' && id.startsWith('msg_')) &&
+          new Set(value).size > 1,
+      )
+    : text.includes('), (');
 
 // Each engine with a daily limit, and PostgreSQL without one: on PostgreSQL a group of one project's sends is
 // one autocommitted statement either way.
