@@ -288,8 +288,7 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         );
         bulkBases.set(projectId, Number(rows[0]!.base));
       }
-      for (const insert of acceptedInserts(emails, bulkBases))
-        await transaction.db.executeQuery(insert);
+      for (const insert of acceptedInserts(emails, bulkBases)) await transaction.db.executeQuery(insert);
     },
 
     acceptedInserts,

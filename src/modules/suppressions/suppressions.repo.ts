@@ -51,7 +51,8 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
   // PostgreSQL: the same lookup as part of another statement (a prepared one: naming no columns by `*`,
   // postgres.ts says why), the projects and addresses as two arrays, so that its text is the same for any
   // number of them.
-  const FOUND = 'SELECT id FROM suppressions WHERE project_id = ANY($1::text[]) AND address = ANY($2::text[])';
+  const FOUND =
+    'SELECT id FROM suppressions WHERE project_id = ANY($1::text[]) AND address = ANY($2::text[])';
 
   /**
    * The entries among these addresses in any of these projects (sends of many projects accepted together
