@@ -1,10 +1,15 @@
 import type { DatabaseConnection, Dialect, Driver } from 'kysely';
 
 /**
- * Told the SQL of every statement sent to the database, transaction control (begin, commit) included, and
- * the connection it runs on; what it returns, if anything, is called once the statement has succeeded.
+ * Told the SQL of every statement sent to the database, transaction control (begin, commit) included, the
+ * connection it runs on and its parameters; what it returns, if anything, is called once the statement has
+ * succeeded.
  */
-export type StatementObserver = (sql: string, connection: DatabaseConnection) => void | (() => void);
+export type StatementObserver = (
+  sql: string,
+  connection: DatabaseConnection,
+  parameters: readonly unknown[],
+) => void | (() => void);
 
 /**
  * The dialect, with every statement its connections run reported to `observe`: how tests and benchmarks
@@ -16,7 +21,7 @@ export function observeStatements(dialect: Dialect, observe: StatementObserver):
     dialect,
     (connection) =>
       async <R>(...[query, options]: Parameters<DatabaseConnection['executeQuery']>) => {
-        const succeeded = observe(query.sql, connection);
+        const succeeded = observe(query.sql, connection, query.parameters);
         const result = await connection.executeQuery<R>(query, options);
         succeeded?.();
         return result;

@@ -34,12 +34,13 @@ import {
 } from './fair-queue.repo.ts';
 import type { RecipientRepo } from './recipients.repo.ts';
 import {
+  columnArrays,
   inChunks,
   inColumnOrder,
-  insertedOnlyWhen,
   joinedStatements,
   placeholders,
   textsByShape,
+  unnestedRows,
 } from '../../db/sql-text.ts';
 import { createDeferredWake, QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import type { Transaction } from '../../db/transaction.ts';
@@ -111,7 +112,7 @@ export function createEmailRepo(
   engine: Engine,
   recipients: Pick<
     RecipientRepo,
-    'insertAccepted' | 'acceptedInserts' | 'cancelWaiting' | 'rescheduleWaiting'
+    'insertAccepted' | 'acceptedInserts' | 'acceptedInsert' | 'cancelWaiting' | 'rescheduleWaiting'
   >,
 ) {
   const pieces = createMessagePieces(db);
@@ -123,7 +124,17 @@ export function createEmailRepo(
     return `INSERT INTO emails (${EMAIL_COLUMNS.join(', ')}) VALUES ${Array.from({ length: Number(rows) }, row).join(', ')}`;
   });
   const quota = createQuotaCounter(engine);
-  const emailsOnlyWhen = insertedOnlyWhen({ recipient_count: 'integer', template_version: 'integer' });
+  // PostgreSQL: the accepting INSERT inserting its rows only when `condition` holds (an earlier part of the
+  // statement let it), its rows as one array per column (unnestedRows): one text per condition.
+  const emailsOnlyWhenText = textsByShape(
+    (condition) =>
+      `INSERT INTO emails (${EMAIL_COLUMNS.join(', ')}) SELECT ${EMAIL_COLUMNS.map((column) => `v.${column}`).join(', ')} FROM ${unnestedRows(
+        EMAIL_COLUMNS,
+        { recipient_count: 'integer', template_version: 'integer' },
+      )} WHERE ${condition}`,
+  );
+  const emailsOnlyWhen = (emails: readonly NewEmail[], condition: string) =>
+    CompiledQuery.raw(emailsOnlyWhenText(condition), columnArrays(EMAIL_COLUMNS, emails.map(emailRow)));
   const joined = joinedStatements();
 
   /**
@@ -238,8 +249,8 @@ export function createEmailRepo(
         const parts = [
           ...(guard ? [guard] : []),
           counting,
-          emailsOnlyWhen(emailsStatement(emails), condition),
-          ...recipients.acceptedInserts(emails, condition),
+          emailsOnlyWhen(emails, condition),
+          recipients.acceptedInsert(emails, condition),
         ];
         const { rows } = await trx.executeQuery<QuotaRow>(
           joined(

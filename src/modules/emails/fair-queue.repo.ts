@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.ts';
 import { greatestOf } from '../../db/engine/sql.ts';
-import { placeholders, textsByShape } from '../../db/sql-text.ts';
+import { columnArrays, placeholders, textsByShape, unnestedRows } from '../../db/sql-text.ts';
 import type { Engine } from '../../db/connection.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
@@ -60,6 +60,9 @@ export function nextPositionText(
 // Sends of one project spread their counting over this many rows, so they rarely wait on each other.
 const QUOTA_SHARDS = 8;
 
+/** A count row's columns as the counting statement takes them. */
+const COUNT_COLUMNS = ['project_id', 'day', 'shard', 'used'] as const;
+
 /** Recipients to count against a project's quota for a day (YYYY-MM-DD). */
 export interface QuotaCount {
   projectId: string;
@@ -102,25 +105,24 @@ export function createQuotaCounter(engine: Engine) {
   // that a statement can refuse it with nothing written: a new shard row only if the day's total so far (as
   // the statement sees it) leaves room, an existing one only if its newest version (locked, waited for if
   // another transaction holds it) with the other shards leaves room; and only when a further condition holds
-  // (an earlier part's guard), if one is given. Only the counts made are returned. `shape`: the number of
-  // rows, whether there is a limit, the further condition.
+  // (an earlier part's guard), if one is given. Only the counts made are returned. The counts come as one
+  // array per column (unnestedRows), so the text is the same for any number of them. `shape`: whether there
+  // is a limit, the further condition.
   const countedOnlyText = textsByShape((shape) => {
-    const [rows, limited, onlyWhen] = shape.split('\n');
-    const slot = placeholders(engine);
-    const values = countRows(Number(rows), slot);
-    const limit = limited === 'limit' ? `CAST(${slot()} AS integer)` : undefined;
+    const [limited, onlyWhen] = shape.split('\n');
+    const limit = limited === 'limit' ? `CAST($${COUNT_COLUMNS.length + 1} AS integer)` : undefined;
     const conditions = [
       ...(limit
         ? [
-            `CAST(v.used AS integer) + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
+            `v.used + COALESCE((SELECT SUM(counted.used) FROM send_quota AS counted
         WHERE counted.project_id = v.project_id AND counted.day = v.day), 0) <= ${limit}`,
           ]
         : []),
       ...(onlyWhen ? [onlyWhen] : []),
     ];
     return `INSERT INTO send_quota (project_id, day, shard, used)
-      SELECT v.project_id, v.day, CAST(v.shard AS integer), CAST(v.used AS integer)
-      FROM (VALUES ${values}) AS v (project_id, day, shard, used)
+      SELECT v.project_id, v.day, v.shard, v.used
+      FROM ${unnestedRows(COUNT_COLUMNS, { shard: 'integer', used: 'integer' })}
       WHERE ${conditions.join(' AND ')}
       ON CONFLICT (project_id, day, shard) DO UPDATE SET used = send_quota.used + excluded.used${
         limit ? `\n      WHERE send_quota.used + excluded.used + ${OTHER_SHARDS} <= ${limit}` : ''
@@ -143,9 +145,15 @@ export function createQuotaCounter(engine: Engine) {
     const shard = randomInt(QUOTA_SHARDS);
     const parameters = counts.flatMap((count) => [count.projectId, count.day, shard, count.recipients]);
     if (withinLimit !== undefined || onlyWhen !== undefined) {
-      const shape = `${counts.length}\n${withinLimit !== undefined ? 'limit' : ''}\n${onlyWhen ?? ''}`;
+      const shape = `${withinLimit !== undefined ? 'limit' : ''}\n${onlyWhen ?? ''}`;
+      const rows = counts.map((count) => ({
+        project_id: count.projectId,
+        day: count.day,
+        shard,
+        used: count.recipients,
+      }));
       return CompiledQuery.raw(countedOnlyText(shape), [
-        ...parameters,
+        ...columnArrays(COUNT_COLUMNS, rows),
         ...(withinLimit !== undefined ? [withinLimit] : []),
       ]);
     }

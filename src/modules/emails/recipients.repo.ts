@@ -12,7 +12,7 @@ import {
 } from './email-rows.ts';
 import { nextPositionText } from './fair-queue.repo.ts';
 import { summarizeStatus } from './status.ts';
-import { insertedOnlyWhen, placeholders, textsByShape } from '../../db/sql-text.ts';
+import { columnArrays, placeholders, textsByShape, unnestedRows } from '../../db/sql-text.ts';
 
 // The email_recipients rows as the API and reports write them: their insert when the email is accepted,
 // cancelling and rescheduling a scheduled send, and what reports received later (DSNs, complaints) do to
@@ -143,18 +143,30 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
     });
     return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
   });
-  const onlyWhen = insertedOnlyWhen({ position: 'integer', ready_seq: 'bigint' });
+  // PostgreSQL: the same INSERT taking its rows as one array per column (unnestedRows), one text per
+  // condition whatever the number of rows: a due row's `ready_seq` parameter is its place among its project's
+  // due rows, made its queue position in the statement (nextPositionText, reading the project from the row;
+  // the statement does not see its own rows, so every row's project last is read as it was before it).
+  const acceptedRowsText = textsByShape((condition) => {
+    const fromRow = ['v.project_id', 'v.ready_seq'];
+    const queuePosition = nextPositionText(engine, () => fromRow.shift()!);
+    const values = RECIPIENT_COLUMNS.map((column) =>
+      column === 'ready_seq'
+        ? `CASE WHEN v.ready_seq IS NULL THEN NULL ELSE ${queuePosition} END`
+        : `v.${column}`,
+    );
+    const rows = unnestedRows(RECIPIENT_COLUMNS, { position: 'integer', ready_seq: 'bigint' });
+    return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) SELECT ${values.join(', ')} FROM ${rows} WHERE ${condition}`;
+  });
   /** A project's last position in the bulk band (the next row's is one after it), with a place of 0. */
   const bulkBaseText = `SELECT ${nextPositionText(engine, placeholders(engine), 'bulk')} AS base`;
   /**
    * The statements inserting the recipients of emails just accepted (insertAccepted's), INSERT_CHUNK rows each,
    * their placeholders numbered from the first, each made when the one before has been taken: for a caller
-   * that runs them as part of a statement of its own (emails.repo.ts, on PostgreSQL), inserting their rows
-   * only when `condition` holds when it is given (insertedOnlyWhen).
+   * that runs them as part of a statement of its own (emails.repo.ts, on PostgreSQL).
    */
   function* acceptedInserts(
     emails: readonly NewEmail[],
-    condition?: string,
     /** The bulk band's last position of each project, read before (bulkBases): its rows numbered after it. */
     bulkBases?: ReadonlyMap<string, number>,
   ): Generator<CompiledQuery> {
@@ -183,10 +195,30 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
           else parameters.push(position.projectId, position.place);
         }
       }
-      const insert = CompiledQuery.raw(recipientsInsert(shape), parameters);
-      yield condition === undefined ? insert : onlyWhen(insert, condition);
+      yield CompiledQuery.raw(recipientsInsert(shape), parameters);
     }
   }
+  /**
+   * PostgreSQL: the recipients of emails just accepted, of the transactional band (no broadcast's copies), as
+   * one statement whose text depends on `condition` only (acceptedRowsText), inserting its rows only when
+   * `condition` holds: for a caller that runs it as part of a statement of its own (emails.repo.ts).
+   */
+  function acceptedInsert(emails: readonly NewEmail[], condition: string): CompiledQuery {
+    const taken = new Map<string, number>();
+    const rows = emails.flatMap((email) => {
+      if (email.broadcastId) throw new Error("A broadcast's copies are numbered in the bulk band.");
+      return email.recipients.map((recipient) => {
+        let place: number | null = null;
+        if (!recipient.suppressed && email.scheduledAt === null) {
+          place = (taken.get(email.projectId) ?? 0) + 1;
+          taken.set(email.projectId, place);
+        }
+        return { ...recipientRow(email, recipient, null), ready_seq: place };
+      });
+    });
+    return CompiledQuery.raw(acceptedRowsText(condition), columnArrays(RECIPIENT_COLUMNS, rows));
+  }
+
   /** Recipient rows with their emails (a report's event carries the email's fields). */
   async function withEmails(
     rows: ReadonlyArray<Pick<Row<'email_recipients'>, (typeof REPORTED_COLUMNS)[number]>>,
@@ -256,11 +288,11 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         );
         bulkBases.set(projectId, Number(rows[0]!.base));
       }
-      for (const insert of acceptedInserts(emails, undefined, bulkBases))
-        await transaction.db.executeQuery(insert);
+      for (const insert of acceptedInserts(emails, bulkBases)) await transaction.db.executeQuery(insert);
     },
 
     acceptedInserts,
+    acceptedInsert,
 
     /**
      * Cancels, in `transaction`, the recipients of a scheduled email that are still waiting for its time (none of them

@@ -48,8 +48,11 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
     return `SELECT * FROM suppressions WHERE project_id IN (${list(projects!)}) AND address IN (${list(addresses!)})`;
   });
 
-  // The same lookup naming no columns by `*` (as part of a prepared statement: postgres.ts says why).
-  const found = textsByShape((shape) => lookup(shape).replace(/^SELECT \* /, 'SELECT id '));
+  // PostgreSQL: the same lookup as part of another statement (a prepared one: naming no columns by `*`,
+  // postgres.ts says why), the projects and addresses as two arrays, so that its text is the same for any
+  // number of them.
+  const FOUND =
+    'SELECT id FROM suppressions WHERE project_id = ANY($1::text[]) AND address = ANY($2::text[])';
 
   /**
    * The entries among these addresses in any of these projects (sends of many projects accepted together
@@ -76,8 +79,8 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
 
   return {
     /**
-     * The query `matchingIn` makes for these projects and addresses, as a statement for a caller to run as
-     * part of its own (a guard: emails.repo.ts writes an accepted group only when it finds nothing, saving the
+     * PostgreSQL: the query `matchingIn` makes for these projects and addresses, as a statement for a caller
+     * to run as part of its own (a guard: emails.repo.ts writes an accepted group only when it finds nothing, saving the
      * read before the write); undefined when more addresses than one statement reads.
      */
     matchingStatement(
@@ -87,7 +90,7 @@ export function createSuppressionRepo(db: Kysely<Database>, engine: Engine) {
       const projects = [...new Set(projectIds)];
       const wanted = [...new Set(addresses.map(normalizeAddress))];
       if (wanted.length > LOOKUP_CHUNK) return undefined;
-      return CompiledQuery.raw(found(`${projects.length}:${wanted.length}`), [...projects, ...wanted]);
+      return CompiledQuery.raw(FOUND, [projects, wanted]);
     },
 
     /**
