@@ -7,6 +7,7 @@ import { excerptOf, excerptOfAnswer, REDACTED } from '../src/modules/logs/log-ex
 import type { ApiLogRow } from '../src/modules/logs/logs.repo.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { systemClock } from '../src/lib/clock.ts';
+import { newId } from '../src/lib/ids.ts';
 import { assertApiError, assertResendError, dataOf } from './helpers/answers.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
@@ -144,6 +145,44 @@ for (const engine of ALL_ENGINES) {
       for (const row of [newest!, before!]) {
         assert.equal(row.path, '/v1/webhooks');
         assert.deepEqual(JSON.parse(row.response_body!), first.body);
+      }
+    });
+
+    test('a batch stores each log as given: one answer repeated, bodies absent, escapes, text beyond ASCII', async () => {
+      const { apiLogs } = api.services.repositories;
+      const page = JSON.stringify({ object: 'list', data: [{ url: 'https://example.com/"quoted"\\path' }] });
+      const body = JSON.stringify({ subject: 'Grüße — \u2713 😀 "q" \\ \n\t', html: '<p>\u0001</p>' });
+      const row = (n: number, fields: Partial<ApiLogRow>): ApiLogRow => ({
+        id: newId('log'),
+        project_id: api.projectId,
+        api_key_id: 'key_batch',
+        method: 'GET',
+        path: '/v1/webhooks',
+        status: 200,
+        duration_us: 1234 + n,
+        user_agent: 'bench/1',
+        created_at: new Date(Date.UTC(2026, 10, 29, 7, 0, n)).toISOString(),
+        request_body: null,
+        response_body: page,
+        ...fields,
+      });
+      const rows = [
+        row(1, {}),
+        // The same answer again, and an equal one made apart (another string).
+        row(2, { status: 304 }),
+        row(3, { response_body: JSON.parse(JSON.stringify({ page })).page }),
+        row(4, { method: 'POST', path: '/v1/emails', request_body: body, response_body: '{"id":"msg_1"}' }),
+        row(5, { request_body: body, response_body: null, user_agent: null }),
+        // A lone surrogate is stored as U+FFFD, as a text parameter always took it.
+        row(6, { user_agent: 'odd \ud800 agent', response_body: page }),
+      ];
+      await apiLogs.insertMany(rows);
+      for (const expected of rows) {
+        const got = await apiLogs.get(api.projectId, expected.id);
+        assert.deepEqual(
+          { ...got, status: Number(got?.status), duration_us: Number(got?.duration_us) },
+          { ...expected, user_agent: expected.user_agent?.replace('\ud800', '\ufffd') ?? null },
+        );
       }
     });
 

@@ -1,6 +1,6 @@
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
+import { bulkInsert } from '../../db/bulk-insert.ts';
 import type { Engine } from '../../db/connection.ts';
-import { inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, Row } from '../../db/schema.ts';
@@ -32,14 +32,10 @@ const COLUMNS = [...LIST_COLUMNS, 'request_body', 'response_body'] as const sati
 >;
 
 export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
-  // Written as SQL text once per number of rows: the query builder's work for a batch of a hundred rows was
-  // most of what the logs cost a request (bench/api-logs.ts).
-  const insertText = textsByShape((shape) => {
-    const slot = placeholders(engine);
-    const row = () => `(${COLUMNS.map(slot).join(', ')})`;
-    const values = Array.from({ length: Number(shape) }, row).join(', ');
-    return `INSERT INTO api_logs (${COLUMNS.join(', ')}) VALUES ${values}`;
-  });
+  // Written as SQL text, not built: the query builder's work for a batch of a hundred rows was most of what
+  // the logs cost a request (bench/api-logs.ts). The bodies' excerpts are shared: a page served again is the
+  // same answer in every row, sent to PostgreSQL once a batch.
+  const insert = bulkInsert(engine, 'api_logs', COLUMNS, ['request_body', 'response_body']);
 
   /**
    * The rows of each project past its newest `maxRows`, deleted a project at a time. The projects over the
@@ -101,10 +97,7 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
     /** Writes a batch of logs in one statement (it may run alone: nothing else is written with it). */
     async insertMany(rows: readonly ApiLogRow[], transaction?: Transaction): Promise<void> {
       if (rows.length === 0) return;
-      const parameters = rows.flatMap((row) => inColumnOrder(COLUMNS, row));
-      await (transaction?.db ?? db).executeQuery(
-        CompiledQuery.raw(insertText(String(rows.length)), parameters),
-      );
+      await (transaction?.db ?? db).executeQuery(insert(rows));
     },
 
     /** A project's logs, newest first, without their bodies. */
