@@ -53,13 +53,22 @@ for (const engine of ALL_ENGINES) {
     /** The logs as stored, newest first, read without a request (which would add one). */
     const stored = async (projectId = api.projectId) => {
       await api.services.apiLogs.recorder.flush();
-      return api.database.handle.db
+      const ids = await api.database.handle.db
         .selectFrom('api_logs')
-        .selectAll()
+        .select('id')
         .where('project_id', '=', projectId)
         .orderBy('id', 'desc')
         .execute();
+      // Through the repository: an answer several logs share is stored once, and read into each.
+      const { apiLogs } = api.services.repositories;
+      return Promise.all(ids.map(async ({ id }) => (await apiLogs.get(projectId, id))!));
     };
+    const answersStored = (projectId = api.projectId) =>
+      api.database.handle.db
+        .selectFrom('api_log_answers')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .execute();
 
     test('GET /v1/logs lists each request of a key, newest first; a log has excerpts of both bodies', async () => {
       const agent = { 'user-agent': 'billing-service/2.1 (+https://acme.example)' };
@@ -145,7 +154,28 @@ for (const engine of ALL_ENGINES) {
       for (const row of [newest!, before!]) {
         assert.equal(row.path, '/v1/webhooks');
         assert.deepEqual(JSON.parse(row.response_body!), first.body);
+        const shown = await api.request('GET', `/v1/logs/${row.id}`);
+        assert.deepEqual(shown.body.response_body, first.body);
       }
+      // The same answer in a batch is stored once, and once again for a later batch's (not a copy per log).
+      for (let i = 0; i < 3; i += 1) assert.equal((await api.request('GET', '/v1/webhooks')).status, 200);
+      const reads = (await stored()).filter((row) => row.method === 'GET' && row.path === '/v1/webhooks');
+      assert.equal(reads.length, 5);
+      for (const row of reads) assert.deepEqual(JSON.parse(row.response_body!), first.body);
+      const answers = await answersStored();
+      assert.equal(answers.length, 1);
+      assert.deepEqual(JSON.parse(answers[0]!.body), first.body);
+      const naming = await api.database.handle.db
+        .selectFrom('api_logs')
+        .select(['response_body', 'response_answer_id'])
+        .where('project_id', '=', api.projectId)
+        .where('path', '=', '/v1/webhooks')
+        .where('method', '=', 'GET')
+        .execute();
+      assert.deepEqual(
+        naming.map((row) => [row.response_body, row.response_answer_id]),
+        naming.map(() => [null, answers[0]!.id]),
+      );
     });
 
     test('a batch stores each log as given: one answer repeated, bodies absent, escapes, text beyond ASCII', async () => {
@@ -164,6 +194,7 @@ for (const engine of ALL_ENGINES) {
         created_at: new Date(Date.UTC(2026, 10, 29, 7, 0, n)).toISOString(),
         request_body: null,
         response_body: page,
+        response_answer_id: null,
         ...fields,
       });
       const rows = [
@@ -177,7 +208,7 @@ for (const engine of ALL_ENGINES) {
         row(6, { user_agent: 'odd \ud800 agent', response_body: page }),
       ];
       await apiLogs.insertMany(rows);
-      for (const expected of rows) {
+      for (const { response_answer_id: _, ...expected } of rows) {
         const got = await apiLogs.get(api.projectId, expected.id);
         assert.deepEqual(
           { ...got, status: Number(got?.status), duration_us: Number(got?.duration_us) },
@@ -338,6 +369,8 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual(await capped.dryRun(), [
         { table: 'api_logs', rows: 0 },
         { table: 'api_logs (over API_LOG_MAX_ROWS)', rows: over },
+        // The answers logs share stay while a log names them, and for a while after.
+        { table: 'api_log_answers', rows: 0 },
       ]);
       await capped.prune();
       assert.deepEqual(
@@ -355,9 +388,11 @@ for (const engine of ALL_ENGINES) {
         retentionMs: undefined,
         apiLogs: { retentionMs: 7 * DAY, maxRows: 10_000 },
       });
+      assert.equal((await answersStored()).length, 1);
       await aged.prune();
       assert.deepEqual(await stored(), []);
       assert.deepEqual(await stored(other.projectId), []);
+      assert.deepEqual(await answersStored(), []);
     });
   });
 }
@@ -415,6 +450,7 @@ describe('API logs: settings, batches and excerpts', () => {
         request_body: '{"i":1}',
         response_body: '{"id":"msg_1"}',
         created_at: '2026-11-28T12:00:01.000Z',
+        response_answer_id: null,
       },
     );
     recorder.record(entry(4));

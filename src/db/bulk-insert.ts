@@ -7,7 +7,8 @@ import { inColumnOrder, placeholders, textsByShape } from './sql-text.ts';
 type Rows<C extends string> = ReadonlyArray<Readonly<Record<C, unknown>>>;
 
 /**
- * A multi-row INSERT of `columns` into `table`, in one statement whatever the number of rows.
+ * A multi-row INSERT of `columns` into `table`, in one statement whatever the number of rows, followed by
+ * `onConflict` (an `ON CONFLICT …` clause, which both engines spell alike).
  *
  * SQLite: a `VALUES` list of placeholders (its text kept per number of rows), bound in this process.
  *
@@ -23,14 +24,15 @@ export function bulkInsert<C extends string>(
   engine: Engine,
   table: string,
   columns: readonly C[],
-  shared: readonly C[] = [],
+  { shared = [], onConflict = '' }: { shared?: readonly C[]; onConflict?: string } = {},
 ): (rows: Rows<C>) => CompiledQuery {
+  const after = onConflict === '' ? '' : ` ${onConflict}`;
   if (engine !== 'postgres') {
     const texts = textsByShape((shape) => {
       const slot = placeholders(engine);
       const row = () => `(${columns.map(slot).join(', ')})`;
       const values = Array.from({ length: Number(shape) }, row).join(', ');
-      return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${values}`;
+      return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${values}${after}`;
     });
     return (rows) =>
       CompiledQuery.raw(
@@ -49,7 +51,7 @@ export function bulkInsert<C extends string>(
   const text =
     `WITH texts AS MATERIALIZED (SELECT text, n FROM json_array_elements_text($2::json) WITH ORDINALITY AS t (text, n)) ` +
     `INSERT INTO ${table} (${columns.join(', ')}) SELECT ${selected.join(', ')} ` +
-    `FROM json_populate_recordset(NULL::${table}, $1::json) AS r${joins.join('')}`;
+    `FROM json_populate_recordset(NULL::${table}, $1::json) AS r${joins.join('')}${after}`;
 
   return (rows) => {
     const texts: unknown[] = [];
