@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import { bulkInsert } from '../../db/bulk-insert.ts';
 import type { Engine } from '../../db/connection.ts';
+import { multiRowInsert } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, Row } from '../../db/schema.ts';
@@ -50,12 +50,15 @@ export type ApiLogView = Omit<ApiLogRow, 'response_answer_id'>;
 
 export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
   // Written as SQL text, not built: the query builder's work for a batch of a hundred rows was most of what
-  // the logs cost a request (bench/api-logs.ts). The bodies' excerpts are shared: a page served again is the
-  // same answer in every row, sent to PostgreSQL once a batch.
-  const insert = bulkInsert(engine, 'api_logs', COLUMNS, { shared: ['request_body', 'response_body'] });
-  const insertAnswers = bulkInsert(engine, 'api_log_answers', ANSWER_COLUMNS, {
-    onConflict: 'ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at',
-  });
+  // the logs cost a request (bench/api-logs.ts).
+  const insert = multiRowInsert(engine, 'api_logs', COLUMNS);
+  // An answer already stored (the same page, read again in a later batch) is kept, its use noted.
+  const insertAnswers = multiRowInsert(
+    engine,
+    'api_log_answers',
+    ANSWER_COLUMNS,
+    'ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at',
+  );
 
   /**
    * The rows of each project past its newest `maxRows`, deleted a project at a time. The projects over the
