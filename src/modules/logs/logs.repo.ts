@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { multiRowInsert } from '../../db/sql-text.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
+import { joinedStatements, multiRowInsert } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, Row } from '../../db/schema.ts';
@@ -59,6 +60,8 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
     ANSWER_COLUMNS,
     'ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at',
   );
+  // PostgreSQL: the answers and the logs as one statement (one round trip, one commit), as parts of a WITH.
+  const joined = writesInWith(engine) ? joinedStatements() : undefined;
 
   /**
    * The rows of each project past its newest `maxRows`, deleted a project at a time. The projects over the
@@ -119,8 +122,8 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
   return {
     /**
      * Writes a batch of logs in one statement (it may run alone: nothing else is written with it), after the
-     * answers they share, in one statement: an answer already stored (the same page, read again in a later
-     * batch) is kept, its `used_at` moved.
+     * answers they share, in one statement (on PostgreSQL the two are one): an answer already stored (the same
+     * page, read again in a later batch) is kept, its `used_at` moved.
      */
     async insertMany(
       rows: readonly ApiLogRow[],
@@ -128,6 +131,11 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
       transaction?: Transaction,
     ): Promise<void> {
       const executor = transaction?.db ?? db;
+      if (answers.length > 0 && rows.length > 0 && joined) {
+        const shape = `${answers.length} ${rows.length}`;
+        await executor.executeQuery(joined(shape, [insertAnswers(answers)], insert(rows)));
+        return;
+      }
       if (answers.length > 0) await executor.executeQuery(insertAnswers(answers));
       if (rows.length === 0) return;
       await executor.executeQuery(insert(rows));
