@@ -50,7 +50,9 @@ function createCounter() {
       tally.statements += 1;
       if (
         !repeatedClaim &&
-        !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"|insert into "?api_log(?:s|_answers)"?/i.test(sql)
+        !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"|insert into "?api_log(?:s|_answers)"?/i.test(
+          sql,
+        )
       ) {
         tally.core += 1;
       }
