@@ -7,6 +7,7 @@ import { excerptOf, excerptOfAnswer, REDACTED } from '../src/modules/logs/log-ex
 import type { ApiLogRow } from '../src/modules/logs/logs.repo.ts';
 import { createRetention } from '../src/modules/retention/retention.ts';
 import { systemClock } from '../src/lib/clock.ts';
+import { newId } from '../src/lib/ids.ts';
 import { assertApiError, assertResendError, dataOf } from './helpers/answers.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
@@ -52,13 +53,22 @@ for (const engine of ALL_ENGINES) {
     /** The logs as stored, newest first, read without a request (which would add one). */
     const stored = async (projectId = api.projectId) => {
       await api.services.apiLogs.recorder.flush();
-      return api.database.handle.db
+      const ids = await api.database.handle.db
         .selectFrom('api_logs')
-        .selectAll()
+        .select('id')
         .where('project_id', '=', projectId)
         .orderBy('id', 'desc')
         .execute();
+      // Through the repository: an answer several logs share is stored once, and read into each.
+      const { apiLogs } = api.services.repositories;
+      return Promise.all(ids.map(async ({ id }) => (await apiLogs.get(projectId, id))!));
     };
+    const answersStored = (projectId = api.projectId) =>
+      api.database.handle.db
+        .selectFrom('api_log_answers')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .execute();
 
     test('GET /v1/logs lists each request of a key, newest first; a log has excerpts of both bodies', async () => {
       const agent = { 'user-agent': 'billing-service/2.1 (+https://acme.example)' };
@@ -144,6 +154,66 @@ for (const engine of ALL_ENGINES) {
       for (const row of [newest!, before!]) {
         assert.equal(row.path, '/v1/webhooks');
         assert.deepEqual(JSON.parse(row.response_body!), first.body);
+        const shown = await api.request('GET', `/v1/logs/${row.id}`);
+        assert.deepEqual(shown.body.response_body, first.body);
+      }
+      // The same answer in a batch is stored once, and once again for a later batch's (not a copy per log).
+      for (let i = 0; i < 3; i += 1) assert.equal((await api.request('GET', '/v1/webhooks')).status, 200);
+      const reads = (await stored()).filter((row) => row.method === 'GET' && row.path === '/v1/webhooks');
+      assert.equal(reads.length, 5);
+      for (const row of reads) assert.deepEqual(JSON.parse(row.response_body!), first.body);
+      const answers = await answersStored();
+      assert.equal(answers.length, 1);
+      assert.deepEqual(JSON.parse(answers[0]!.body), first.body);
+      const naming = await api.database.handle.db
+        .selectFrom('api_logs')
+        .select(['response_body', 'response_answer_id'])
+        .where('project_id', '=', api.projectId)
+        .where('path', '=', '/v1/webhooks')
+        .where('method', '=', 'GET')
+        .execute();
+      assert.deepEqual(
+        naming.map((row) => [row.response_body, row.response_answer_id]),
+        naming.map(() => [null, answers[0]!.id]),
+      );
+    });
+
+    test('a batch stores each log as given: one answer repeated, bodies absent, escapes, text beyond ASCII', async () => {
+      const { apiLogs } = api.services.repositories;
+      const page = JSON.stringify({ object: 'list', data: [{ url: 'https://example.com/"quoted"\\path' }] });
+      const body = JSON.stringify({ subject: 'Grüße — \u2713 😀 "q" \\ \n\t', html: '<p>\u0001</p>' });
+      const row = (n: number, fields: Partial<ApiLogRow>): ApiLogRow => ({
+        id: newId('log'),
+        project_id: api.projectId,
+        api_key_id: 'key_batch',
+        method: 'GET',
+        path: '/v1/webhooks',
+        status: 200,
+        duration_us: 1234 + n,
+        user_agent: 'bench/1',
+        created_at: new Date(Date.UTC(2026, 10, 29, 7, 0, n)).toISOString(),
+        request_body: null,
+        response_body: page,
+        response_answer_id: null,
+        ...fields,
+      });
+      const rows = [
+        row(1, {}),
+        // The same answer again, and an equal one made apart (another string).
+        row(2, { status: 304 }),
+        row(3, { response_body: JSON.parse(JSON.stringify({ page })).page }),
+        row(4, { method: 'POST', path: '/v1/emails', request_body: body, response_body: '{"id":"msg_1"}' }),
+        row(5, { request_body: body, response_body: null, user_agent: null }),
+        // A lone surrogate is stored as U+FFFD, as a text parameter always took it.
+        row(6, { user_agent: 'odd \ud800 agent', response_body: page }),
+      ];
+      await apiLogs.insertMany(rows);
+      for (const { response_answer_id: _, ...expected } of rows) {
+        const got = await apiLogs.get(api.projectId, expected.id);
+        assert.deepEqual(
+          { ...got, status: Number(got?.status), duration_us: Number(got?.duration_us) },
+          { ...expected, user_agent: expected.user_agent?.replace('\ud800', '\ufffd') ?? null },
+        );
       }
     });
 
@@ -299,6 +369,8 @@ for (const engine of ALL_ENGINES) {
       assert.deepEqual(await capped.dryRun(), [
         { table: 'api_logs', rows: 0 },
         { table: 'api_logs (over API_LOG_MAX_ROWS)', rows: over },
+        // The answers logs share stay while a log names them, and for a while after.
+        { table: 'api_log_answers', rows: 0 },
       ]);
       await capped.prune();
       assert.deepEqual(
@@ -316,9 +388,11 @@ for (const engine of ALL_ENGINES) {
         retentionMs: undefined,
         apiLogs: { retentionMs: 7 * DAY, maxRows: 10_000 },
       });
+      assert.equal((await answersStored()).length, 1);
       await aged.prune();
       assert.deepEqual(await stored(), []);
       assert.deepEqual(await stored(other.projectId), []);
+      assert.deepEqual(await answersStored(), []);
     });
   });
 }
@@ -376,6 +450,7 @@ describe('API logs: settings, batches and excerpts', () => {
         request_body: '{"i":1}',
         response_body: '{"id":"msg_1"}',
         created_at: '2026-11-28T12:00:01.000Z',
+        response_answer_id: null,
       },
     );
     recorder.record(entry(4));

@@ -41,7 +41,7 @@ function createCounter() {
       const repeatedClaim = sql === previous && /locked_until/i.test(sql) && /^\s*(with|update)\b/i.test(sql);
       previous = sql;
       if (/^\s*begin/i.test(sql)) inTransaction = true;
-      if (/^\s*insert into "?api_logs"?/i.test(sql))
+      if (/^\s*insert into "?api_log(?:s|_answers)"?/i.test(sql))
         logWrites[inTransaction ? 'inTransaction' : 'alone'] += 1;
       const ends = /^\s*(commit|rollback)/i.test(sql);
       const commitsAlone = !inTransaction && /^\s*(insert|update|delete|with)\b/i.test(sql);
@@ -50,7 +50,9 @@ function createCounter() {
       tally.statements += 1;
       if (
         !repeatedClaim &&
-        !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"|insert into "?api_logs"?/i.test(sql)
+        !/^\s*notify|pg_notify|"queue_workers"|from "cache_stamps"|insert into "?api_log(?:s|_answers)"?/i.test(
+          sql,
+        )
       ) {
         tally.core += 1;
       }

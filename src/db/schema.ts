@@ -395,8 +395,22 @@ export interface ApiLogsTable {
   user_agent: string | null;
   /** Excerpts (JSON text), secrets redacted: src/modules/logs/log-excerpt.ts. */
   request_body: string | null;
+  /** Null when the log names a shared answer instead (`response_answer_id`), or when it had no JSON answer. */
   response_body: string | null;
   created_at: string;
+  /** The answer several logs share (api_log_answers), when this log's is one. */
+  response_answer_id: string | null;
+}
+
+/** An answer shared by API logs of one project (src/modules/logs), stored once; migration 0043. */
+export interface ApiLogAnswersTable {
+  /** A digest of the project and the answer's excerpt. */
+  id: string;
+  project_id: string;
+  /** The excerpt, as `api_logs.response_body` would hold it. */
+  body: string;
+  /** When a batch last named it: the pruner leaves it for a while after. */
+  used_at: string;
 }
 
 /**
@@ -957,6 +971,7 @@ export interface Database {
   domains: DomainsTable;
   dmarc_records: DmarcRecordsTable;
   api_logs: ApiLogsTable;
+  api_log_answers: ApiLogAnswersTable;
   destinations: DestinationsTable;
   destination_domains: DestinationDomainsTable;
   warmups: WarmupsTable;

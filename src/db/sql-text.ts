@@ -84,6 +84,29 @@ export function textsByShape(write: (shape: string) => string, limit = 256): (sh
 }
 
 /**
+ * A multi-row INSERT of `columns` into `table` (then `suffix`, such as an `ON CONFLICT …` clause, which both
+ * engines spell alike): its text written once per number of rows, its rows given by column name.
+ */
+export function multiRowInsert<C extends string>(
+  engine: Engine,
+  table: string,
+  columns: readonly C[],
+  suffix = '',
+): (rows: ReadonlyArray<Readonly<Record<C, unknown>>>) => CompiledQuery {
+  const texts = textsByShape((shape) => {
+    const slot = placeholders(engine);
+    const row = () => `(${columns.map(slot).join(', ')})`;
+    const values = Array.from({ length: Number(shape) }, row).join(', ');
+    return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${values}${suffix ? ` ${suffix}` : ''}`;
+  });
+  return (rows) =>
+    CompiledQuery.raw(
+      texts(String(rows.length)),
+      rows.flatMap((row) => inColumnOrder(columns, row)),
+    );
+}
+
+/**
  * Runs `each` on consecutive slices of `items`, at most `size` long, one after another (`first` tells the
  * first slice): statements that stay far below the engines' bind-parameter limits and never hold every row's
  * values at once.

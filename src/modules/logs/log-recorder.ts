@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { newId } from '../../lib/ids.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { excerptOf, excerptOfAnswer, LARGE_BODY_CHARS } from './log-excerpt.ts';
-import type { ApiLogRepo, ApiLogRow } from './logs.repo.ts';
+import type { ApiLogAnswerRow, ApiLogRepo, ApiLogRow } from './logs.repo.ts';
 
 // The API logs are written off the request path: a request's log is a small object pushed onto a buffer
 // after its answer is serialized; the buffer is written in one multi-row INSERT every FLUSH_MS or every
@@ -53,6 +54,12 @@ export const API_LOG_WRITING = {
    * of a read's log cost 20-31 µs of CPU against 14-21 µs at 1.5 KiB (bench/api-logs.ts, bench/README.md).
    */
   answerBytes: 1536,
+  /**
+   * An answer's excerpt at least this long that more than one log of a batch holds (a page read again) is
+   * stored once for them (api_log_answers): the logs of a read of 20 webhooks were each 1.5 KiB of the same
+   * answer, most of what writing them cost (bench/README.md, issue 43, third session).
+   */
+  sharedAnswerChars: 256,
   /** A path or user agent longer than this is cut. */
   maxPathChars: 1024,
   maxUserAgentChars: 512,
@@ -114,7 +121,40 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
     response_body:
       entry.responseBody instanceof Excerpt ? entry.responseBody.text : excerptOfResponse(entry.responseBody),
     created_at: entry.at.toISOString(),
+    response_answer_id: null,
   });
+
+  /**
+   * The answers the batch's logs hold more than once (the same excerpt of the same project, long enough to be
+   * worth a row of its own), taken out of those logs, which name them instead.
+   */
+  const sharedAnswers = (rows: ApiLogRow[]): ApiLogAnswerRow[] => {
+    const byProject = new Map<string, Map<string, ApiLogRow[]>>();
+    for (const row of rows) {
+      const body = row.response_body;
+      if (body === null || body.length < writing.sharedAnswerChars) continue;
+      let bodies = byProject.get(row.project_id);
+      if (!bodies) byProject.set(row.project_id, (bodies = new Map()));
+      const holders = bodies.get(body);
+      if (holders) holders.push(row);
+      else bodies.set(body, [row]);
+    }
+    const answers: ApiLogAnswerRow[] = [];
+    for (const [projectId, bodies] of byProject) {
+      for (const [body, holders] of bodies) {
+        if (holders.length < 2) continue;
+        const id = createHash('sha256').update(`${projectId}\n${body}`).digest('base64url');
+        let usedAt = '';
+        for (const row of holders) {
+          row.response_body = null;
+          row.response_answer_id = id;
+          if (row.created_at > usedAt) usedAt = row.created_at;
+        }
+        answers.push({ id, project_id: projectId, body, used_at: usedAt });
+      }
+    }
+    return answers;
+  };
 
   /** Writes what is pending, a batch at a time; one write at a time. */
   async function writeAll(): Promise<void> {
@@ -134,7 +174,7 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
             await new Promise((resolve) => setImmediate(resolve));
           }
         }
-        await deps.repo.insertMany(rows);
+        await deps.repo.insertMany(rows, sharedAnswers(rows));
       } catch (error) {
         logger?.error({ err: error, logs: batch.length }, 'API logs: a batch could not be written');
       }

@@ -1,6 +1,7 @@
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { inColumnOrder, placeholders, textsByShape } from '../../db/sql-text.ts';
+import { writesInWith } from '../../db/engine/sql.ts';
+import { joinedStatements, multiRowInsert } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
 import type { Database, Row } from '../../db/schema.ts';
@@ -11,6 +12,14 @@ import { idAt } from '../../lib/ids.ts';
 // (log-recorder.ts), read by GET /v1/logs and Resend's `logs`, and pruned by age and by count per project.
 
 export type ApiLogRow = Row<'api_logs'>;
+/** An answer several logs of a batch share, stored once (api_log_answers). */
+export type ApiLogAnswerRow = Row<'api_log_answers'>;
+
+/**
+ * An answer no log names any more stays this long after a batch last named it: a batch writes its answers
+ * first and its logs after, in two statements, and the pruner must not take an answer in between.
+ */
+export const ANSWER_KEPT_UNUSED_MS = 10 * 60_000;
 
 /** The columns a list shows: no bodies, which only the log itself answers. */
 const LIST_COLUMNS = [
@@ -27,19 +36,32 @@ const LIST_COLUMNS = [
 export type ApiLogSummaryRow = Pick<ApiLogRow, (typeof LIST_COLUMNS)[number]>;
 
 /** Every column, in the order the batch INSERT names them. */
-const COLUMNS = [...LIST_COLUMNS, 'request_body', 'response_body'] as const satisfies ReadonlyArray<
-  keyof ApiLogRow
+const COLUMNS = [
+  ...LIST_COLUMNS,
+  'request_body',
+  'response_body',
+  'response_answer_id',
+] as const satisfies ReadonlyArray<keyof ApiLogRow>;
+const ANSWER_COLUMNS = ['id', 'project_id', 'body', 'used_at'] as const satisfies ReadonlyArray<
+  keyof ApiLogAnswerRow
 >;
 
+/** A log as it is read: its answer's excerpt in `response_body`, whether its own or shared. */
+export type ApiLogView = Omit<ApiLogRow, 'response_answer_id'>;
+
 export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
-  // Written as SQL text once per number of rows: the query builder's work for a batch of a hundred rows was
-  // most of what the logs cost a request (bench/api-logs.ts).
-  const insertText = textsByShape((shape) => {
-    const slot = placeholders(engine);
-    const row = () => `(${COLUMNS.map(slot).join(', ')})`;
-    const values = Array.from({ length: Number(shape) }, row).join(', ');
-    return `INSERT INTO api_logs (${COLUMNS.join(', ')}) VALUES ${values}`;
-  });
+  // Written as SQL text, not built: the query builder's work for a batch of a hundred rows was most of what
+  // the logs cost a request (bench/api-logs.ts).
+  const insert = multiRowInsert(engine, 'api_logs', COLUMNS);
+  // An answer already stored (the same page, read again in a later batch) is kept, its use noted.
+  const insertAnswers = multiRowInsert(
+    engine,
+    'api_log_answers',
+    ANSWER_COLUMNS,
+    'ON CONFLICT (id) DO UPDATE SET used_at = excluded.used_at',
+  );
+  // PostgreSQL: the answers and the logs as one statement (one round trip, one commit), as parts of a WITH.
+  const joined = writesInWith(engine) ? joinedStatements() : undefined;
 
   /**
    * The rows of each project past its newest `maxRows`, deleted a project at a time. The projects over the
@@ -98,13 +120,25 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
-    /** Writes a batch of logs in one statement (it may run alone: nothing else is written with it). */
-    async insertMany(rows: readonly ApiLogRow[], transaction?: Transaction): Promise<void> {
+    /**
+     * Writes a batch of logs in one statement (it may run alone: nothing else is written with it), after the
+     * answers they share, in one statement (on PostgreSQL the two are one): an answer already stored (the same
+     * page, read again in a later batch) is kept, its `used_at` moved.
+     */
+    async insertMany(
+      rows: readonly ApiLogRow[],
+      answers: readonly ApiLogAnswerRow[] = [],
+      transaction?: Transaction,
+    ): Promise<void> {
+      const executor = transaction?.db ?? db;
+      if (answers.length > 0 && rows.length > 0 && joined) {
+        const shape = `${answers.length} ${rows.length}`;
+        await executor.executeQuery(joined(shape, [insertAnswers(answers)], insert(rows)));
+        return;
+      }
+      if (answers.length > 0) await executor.executeQuery(insertAnswers(answers));
       if (rows.length === 0) return;
-      const parameters = rows.flatMap((row) => inColumnOrder(COLUMNS, row));
-      await (transaction?.db ?? db).executeQuery(
-        CompiledQuery.raw(insertText(String(rows.length)), parameters),
-      );
+      await executor.executeQuery(insert(rows));
     },
 
     /** A project's logs, newest first, without their bodies. */
@@ -115,13 +149,23 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
       );
     },
 
-    /** One log of a project, bodies included; undefined for another project's. */
-    get(projectId: string, id: string): Promise<ApiLogRow | undefined> {
+    /** One log of a project, bodies included (its answer, its own or shared); undefined for another project's. */
+    get(projectId: string, id: string): Promise<ApiLogView | undefined> {
       return db
-        .selectFrom('api_logs')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('id', '=', id)
+        .selectFrom('api_logs as log')
+        .leftJoin('api_log_answers as answer', (join) =>
+          join
+            .onRef('answer.id', '=', 'log.response_answer_id')
+            .onRef('answer.project_id', '=', 'log.project_id'),
+        )
+        .select(
+          COLUMNS.filter((column) => column !== 'response_answer_id' && column !== 'response_body').map(
+            (column) => `log.${column}` as const,
+          ),
+        )
+        .select((eb) => eb.fn.coalesce('log.response_body', 'answer.body').as('response_body'))
+        .where('log.project_id', '=', projectId)
+        .where('log.id', '=', id)
         .executeTakeFirst();
     },
 
@@ -129,9 +173,17 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
      * API_LOG_RETENTION and API_LOG_MAX_ROWS: logs older than the cutoff (their ids are made when they are
      * written), then each project's past its newest `maxRows`.
      */
-    pruneTargets: (cutoff: Date, maxRows: number): PruneTarget[] => [
+    pruneTargets: (cutoff: Date, maxRows: number, now: Date): PruneTarget[] => [
       pruneTarget(db, 'api_logs', 'id', sql<boolean>`id < ${idAt('log', cutoff)}`),
       overCap(maxRows),
+      // After the logs: the answers they shared that no log names any more.
+      pruneTarget(
+        db,
+        'api_log_answers',
+        'id',
+        sql<boolean>`used_at < ${new Date(now.getTime() - ANSWER_KEPT_UNUSED_MS).toISOString()}
+          AND NOT EXISTS (SELECT 1 FROM api_logs WHERE api_logs.response_answer_id = api_log_answers.id)`,
+      ),
     ],
   };
 }

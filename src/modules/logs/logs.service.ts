@@ -2,7 +2,7 @@ import { mapPage, type Page, type PageRequest } from '../../db/pagination.ts';
 import { notFound } from '../../lib/errors.ts';
 import { isId } from '../../lib/ids.ts';
 import type { ApiLogRecorder } from './log-recorder.ts';
-import type { ApiLogRepo, ApiLogRow, ApiLogSummaryRow } from './logs.repo.ts';
+import type { ApiLogRepo, ApiLogSummaryRow, ApiLogView as ApiLogStored } from './logs.repo.ts';
 import type { ApiLogSummaryView, ApiLogView } from './logs.schemas.ts';
 
 const toSummary = (row: ApiLogSummaryRow): ApiLogSummaryView => ({
@@ -33,7 +33,7 @@ export function createApiLogService({ repo, recorder }: { repo: ApiLogRepo; reco
 
     async get(projectId: string, id: string): Promise<ApiLogView> {
       await recorder.flush();
-      const row: ApiLogRow | undefined = isId('log', id) ? await repo.get(projectId, id) : undefined;
+      const row: ApiLogStored | undefined = isId('log', id) ? await repo.get(projectId, id) : undefined;
       if (!row) throw notFound('log', id);
       return {
         ...toSummary(row),

@@ -27,7 +27,7 @@ export type PrunedRepositories = Record<
   | 'dmarc'
   | 'contactImports',
   { pruneTargets(cutoff: Date): PruneTarget[] }
-> & { apiLogs: { pruneTargets(cutoff: Date, maxRows: number): PruneTarget[] } };
+> & { apiLogs: { pruneTargets(cutoff: Date, maxRows: number, now: Date): PruneTarget[] } };
 
 export interface RetentionDeps {
   repositories: PrunedRepositories;
@@ -72,6 +72,7 @@ export function createRetention(deps: RetentionDeps) {
     const apiLogs = repositories.apiLogs.pruneTargets(
       new Date(now - apiLogLimits.retentionMs),
       apiLogLimits.maxRows,
+      new Date(now),
     );
     if (deps.retentionMs === undefined) return apiLogs;
     const cutoff = new Date(now - deps.retentionMs);
