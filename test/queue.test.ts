@@ -719,6 +719,43 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
       );
 
       test(
+        'a look takes of a paced lane only what it can start, and the rest of the queue around it',
+        {
+          ...HANG_GUARD,
+          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
+        },
+        async () => {
+          // Five jobs of a paced lane queued first, then three of another, and three of a third left out.
+          const queued = [
+            ...jobs(5, ['a']),
+            ...jobs(3, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
+            ...jobs(3, ['c']).map((job, index) => ({ ...job, id: `job20${index}` })),
+          ];
+          const queue = await queueOf(engine, queued);
+          const now = queue.clock.now();
+          const lease = { workerId: 'ghost', now, until: new Date(now.getTime() + 60_000) };
+          const claimed = await queue.source.claim(lease, {
+            limit: 10,
+            excludeLanes: ['lane-c.example'],
+            laneLimits: [{ lane: 'lane-a.example', limit: 2 }],
+          });
+          const names = claimed.flatMap((job) => job.rows.map((row) => queue.name(row))).sort();
+          assert.deepEqual(names, ['job000', 'job001', 'job100', 'job101', 'job102']);
+          assert.deepEqual(await queue.heldBy('ghost'), names, "the paced lane's other jobs stay unleased");
+          // Its next look takes the next two, in queue order.
+          const next = await queue.source.claim(lease, {
+            limit: 10,
+            excludeLanes: ['lane-b.example', 'lane-c.example'],
+            laneLimits: [{ lane: 'lane-a.example', limit: 2 }],
+          });
+          assert.deepEqual(next.flatMap((job) => job.rows.map((row) => queue.name(row))).sort(), [
+            'job002',
+            'job003',
+          ]);
+        },
+      );
+
+      test(
         'a worker whose heartbeat stopped has its jobs given back before its lease runs out',
         HANG_GUARD,
         async () => {

@@ -42,6 +42,7 @@ import { migration as apiLogs } from './migrations/0039_api_logs.ts';
 import { migration as automations } from './migrations/0040_automations.ts';
 import { migration as warmupsOverrides } from './migrations/0041_warmups_overrides.ts';
 import { migration as automationGraphs } from './migrations/0042_automation_graphs.ts';
+import { migration as recipientsHostReady } from './migrations/0043_recipients_host_ready.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -89,6 +90,7 @@ const migrations: Record<string, Migration> = {
   '0040_automations': automations,
   '0041_warmups_overrides': warmupsOverrides,
   '0042_automation_graphs': automationGraphs,
+  '0043_recipients_host_ready': recipientsHostReady,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */
