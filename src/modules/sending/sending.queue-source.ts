@@ -182,10 +182,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
   return {
     async claim(lease, request) {
       await beforeLook(lease);
-      return jobsOf(
-        lease,
-        await queue.claimWithEmails(lease, lookOf(request)),
-      );
+      return jobsOf(lease, await queue.claimWithEmails(lease, lookOf(request)));
     },
     release: (releasing, rows) => queue.release(releasing, rows),
     async nextDueAt(now) {
