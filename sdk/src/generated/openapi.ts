@@ -1700,7 +1700,7 @@ export interface paths {
         head?: never;
         /**
          * Update a domain
-         * @description Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.
+         * @description Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on. `dmarc_reports` turns on or off reading the DMARC aggregate reports mailed to `dmarc@<name>` into this project (docs/api/domains.md).
          *
          *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
