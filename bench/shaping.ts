@@ -60,6 +60,11 @@ const clockStart = Date.parse('2026-03-02T10:00:00.000Z');
 const nowMs = () => clockStart + (performance.now() - wallStart) * SPEED;
 const clock: Clock = { now: () => new Date(nowMs()) };
 
+// With bench/statement-tally.ts preloaded, each phase's statements are tallied apart (warm-up, alone, beside,
+// drain, alone-after): `<STATEMENT_TALLY_FILE>.<phase>`.
+const mark = (phase: string) =>
+  (globalThis as { statementTallyMark?: (phase: string) => void }).statementTallyMark?.(phase);
+
 // Arrivals wake whoever waits for a count at a server (no polling in the timed part).
 const waiters = new Set<() => void>();
 const arrived = () => {
@@ -176,10 +181,12 @@ console.log(
 // Warm the process (JIT, schemas, the destinations learned) before anything is timed.
 await send('open.test', 1_000_000, 200);
 await whenReceived(open, 200, 120_000);
+mark('warm-up');
 
 const alone: number[] = [];
 const beside: number[] = [];
 for (let round = 0; round < ROUNDS; round += 1) alone.push(await openRound());
+mark('alone');
 
 // The throttled traffic: all of it queued first, then the unthrottled rounds beside it while it drains.
 const throttledStartedAt = nowMs();
@@ -191,10 +198,13 @@ for (let round = 0; round < ROUNDS; round += 1) {
   }
 }
 const besideEndedAt = nowMs();
+mark('beside');
 const received = throttled.received.length;
 await whenReceived(throttled, THROTTLED, 30 * MINUTE);
 const drainedAt = nowMs();
+mark('drain');
 for (let round = 0; round < ROUNDS; round += 1) alone.push(await openRound());
+mark('alone-after');
 
 // The figures.
 const unique = new Set(throttled.received);

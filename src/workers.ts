@@ -93,9 +93,11 @@ export async function startWorkers(services: Services, logger: WorkerLogger): Pr
     unsubscribeByMail: bounceDomain
       ? (address) => services.engagement.unsubscribeByMail(address, bounceDomain)
       : undefined,
-    dmarcReports: bounceDomain
-      ? { address: `dmarc@${bounceDomain}`, store: services.dmarc.store }
-      : undefined,
+    dmarcReports: {
+      address: bounceDomain ? `dmarc@${bounceDomain}` : undefined,
+      readerOf: (address) => services.domains.dmarcReportsReader(address),
+      store: services.dmarc.store,
+    },
     notifier: notifiers.inbound,
     reportParsing: config.reportParsing,
     metrics: services.metrics,

@@ -30,8 +30,8 @@ for (const engine of ALL_ENGINES) {
       requestJson(`${server.url}${path}`, KEY, method, body);
 
     /** Mails a report to the listener; resolves to its inbound message once read. */
-    const report = async (raw: Buffer) => {
-      const reply = await mailReport(server.inboundPort!, RUA, raw);
+    const report = async (raw: Buffer, to = RUA) => {
+      const reply = await mailReport(server.inboundPort!, to, raw);
       const id = /queued as (inb_[0-9a-z]+)/.exec(reply)?.[1];
       assert.ok(id, reply);
       // Read from the table: an unmatched report belongs to no project, so no key sees it.
@@ -186,6 +186,95 @@ for (const engine of ALL_ENGINES) {
       await retention.prune();
       const summary = await api('GET', `/v1/domains/${domainId}/dmarc?since=2026-11-20&until=2026-11-28`);
       assert.deepEqual([summary.status, summary.body.messages, summary.body.sources], [200, 0, []]);
+    });
+
+    test("a verified domain's own dmarc@ address is refused until its project reads it; then what arrives is that project's", async () => {
+      const own = 'dmarc@acme.test';
+      /** Google's report about `about`, with a report id of its own, mailed to the domain's address. */
+      const google = (about: string, reportId: string) =>
+        dmarcMail({
+          from: 'noreply-dmarc-support@google.com',
+          to: own,
+          subject: `Report domain: ${about} Submitter: google.com Report-ID: ${reportId}`,
+          filename: `google.com!${about}!1764201600!1764287999.zip`,
+          contentType: 'application/zip',
+          attachment: zipOf(
+            'r.xml',
+            Buffer.from(
+              dmarcFixture('google').replaceAll('acme.test', about).replace('13847596142384752196', reportId),
+            ),
+          ),
+        });
+      // Off (the default): no route takes the address, so the listener refuses it at RCPT.
+      await assert.rejects(mailReport(server.inboundPort!, own, google('acme.test', '900001')), /550/);
+
+      const on = await api('PATCH', `/v1/domains/${domainId}`, { dmarc_reports: true });
+      assert.deepEqual([on.status, on.body.dmarc_reports], [200, true], JSON.stringify(on.body));
+      const mine = await report(google('acme.test', '900001'), own);
+      assert.deepEqual(
+        [mine.kind, mine.status, mine.detail],
+        [
+          'dmarc_aggregate',
+          'applied',
+          `a DMARC aggregate report from google.com (900001) about acme.test: 2 records stored for acme.test (${domainId})`,
+        ],
+      );
+      const summary = await api('GET', `/v1/domains/${domainId}/dmarc?since=2026-11-20&until=2026-11-28`);
+      assert.deepEqual([summary.body.reports, summary.body.messages], [1, 1342 + 12]);
+
+      // A report about another project's verified domain, mailed to this domain's address, is not stored for
+      // that project, and this one is not told that another holds the name.
+      const repositories = createRepositories(database.database.handle);
+      const now = new Date().toISOString();
+      await repositories.projects.insertProject({
+        id: 'prj_other',
+        name: 'Other',
+        isDefault: false,
+        createdAt: now,
+      });
+      const created = await api('POST', '/v1/domains', { name: 'other.test' });
+      const template = await database.database.handle.db
+        .selectFrom('domains')
+        .selectAll()
+        .where('id', '=', created.body.id)
+        .executeTakeFirstOrThrow();
+      await database.database.handle.db
+        .insertInto('domains')
+        .values({
+          ...template,
+          id: 'dom_other',
+          project_id: 'prj_other',
+          status: 'verified',
+          verified_at: now,
+          return_path_verified: false,
+          receiving: false,
+          receiving_verified: false,
+          dmarc_reports: false,
+        })
+        .execute();
+      await api('DELETE', `/v1/domains/${created.body.id}`);
+      const theirs = await report(google('other.test', '900002'), own);
+      assert.deepEqual(
+        [theirs.kind, theirs.status, theirs.detail],
+        [
+          'dmarc_aggregate',
+          'unmatched',
+          'a DMARC aggregate report from google.com (900002) about other.test: this project holds no verified domain of that name',
+        ],
+      );
+      const stored = await database.database.handle.db
+        .selectFrom('dmarc_records')
+        .select('domain_id')
+        .where('domain_id', '=', 'dom_other')
+        .execute();
+      assert.deepEqual(stored, []);
+      // The same report to dmarc@<BOUNCE_DOMAIN> is the holder's, as before.
+      assert.equal((await report(google('other.test', '900002'), RUA)).status, 'applied');
+
+      // Off again: refused again.
+      const off = await api('PATCH', `/v1/domains/${domainId}`, { dmarc_reports: false });
+      assert.equal(off.body.dmarc_reports, false);
+      await assert.rejects(mailReport(server.inboundPort!, own, google('acme.test', '900003')), /550/);
     });
   });
 }

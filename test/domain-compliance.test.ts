@@ -216,6 +216,40 @@ describe('compliance of the sending host and the transport', () => {
     assert.equal((await run({ transport: 'capture' })).tls, 'warn');
   });
 
+  test('a domain whose project reads its own dmarc@ address passes dmarc_reports with that address in rua', async () => {
+    server.set('_dmarc.own.test', 'TXT', [
+      { type: 'TXT', text: 'v=DMARC1; p=reject; rua=mailto:dmarc@own.test' },
+    ]);
+    const reports = async (dmarcReports: boolean, settings: Partial<ComplianceSettings> = {}) =>
+      (
+        await checkCompliance(
+          dns,
+          { name: 'own.test', dkimSelector: 'pw1', dmarcReports },
+          { ...COMPLIANCE, returnPath: false, ...settings },
+        )
+      ).find((check) => check.check === 'dmarc_reports');
+    assert.deepEqual(await reports(true), {
+      check: 'dmarc_reports',
+      status: 'pass',
+      reason:
+        'Aggregate reports go to dmarc@own.test, where this server reads them (GET /v1/domains/{id}/dmarc).',
+    });
+    // Not read there (PATCH dmarc_reports off): the address the server reads is the one to name.
+    assert.deepEqual(await reports(false), {
+      check: 'dmarc_reports',
+      status: 'warn',
+      reason:
+        'Add rua=mailto:dmarc@bounces.postwire.test to the policy so this server reads the aggregate reports.',
+    });
+    // Without BOUNCE_DOMAIN, and not read at the domain's address: nothing to advise.
+    assert.equal(await reports(false, { bounceDomain: undefined }), undefined);
+    server.set('_dmarc.own.test', 'TXT', [{ type: 'TXT', text: 'v=DMARC1; p=reject' }]);
+    assert.equal(
+      (await reports(true, { bounceDomain: undefined }))?.reason,
+      'Add rua=mailto:dmarc@own.test to the policy so this server reads the aggregate reports.',
+    );
+  });
+
   test('reverse names of IPv4 and IPv6 addresses', () => {
     assert.equal(reverseName('192.0.2.25'), '25.2.0.192.in-addr.arpa');
     assert.equal(

@@ -26,6 +26,7 @@ import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
 import { type Notifier, type QueueChannel, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import {
   createQueueWorker,
+  type LaneShaping,
   type QueueJob,
   type QueueSettings,
   type QueueSource,
@@ -545,6 +546,7 @@ function worker(options: {
   workerId?: string;
   settings?: Partial<QueueSettings>;
   deadAfterMs?: number;
+  shaping?: LaneShaping;
 }): QueueWorker {
   const { queue } = options;
   const workerId = options.workerId ?? 'worker-a';
@@ -561,6 +563,7 @@ function worker(options: {
     notifier: queue.notifier,
     heartbeats: createHeartbeatRepo(queue.database.handle.db),
     deadAfterMs: options.deadAfterMs,
+    shaping: options.shaping,
   });
   queue.workers.push(created);
   return { ...created, whenIdle: () => queue.watch(created.whenIdle()) };
@@ -715,6 +718,83 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           await w.whenIdle();
           assert.equal(attempts.count, 1);
           assert.deepEqual(await queue.done(), ['job000']);
+        },
+      );
+
+      test(
+        'a look takes of a paced lane only what it can start, and the rest of the queue around it',
+        {
+          ...HANG_GUARD,
+          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
+        },
+        async () => {
+          // Five jobs of a paced lane queued first, then three of another, and three of a third left out.
+          const queued = [
+            ...jobs(5, ['a']),
+            ...jobs(3, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
+            ...jobs(3, ['c']).map((job, index) => ({ ...job, id: `job20${index}` })),
+          ];
+          const queue = await queueOf(engine, queued);
+          const now = queue.clock.now();
+          const lease = { workerId: 'ghost', now, until: new Date(now.getTime() + 60_000) };
+          const claimed = await queue.source.claim(lease, {
+            limit: 10,
+            excludeLanes: ['lane-c.example'],
+            laneLimits: [{ lane: 'lane-a.example', limit: 2 }],
+          });
+          const names = claimed.flatMap((job) => job.rows.map((row) => queue.name(row))).sort();
+          assert.deepEqual(names, ['job000', 'job001', 'job100', 'job101', 'job102']);
+          assert.deepEqual(await queue.heldBy('ghost'), names, "the paced lane's other jobs stay unleased");
+          // Its next look takes the next two, in queue order.
+          const next = await queue.source.claim(lease, {
+            limit: 10,
+            excludeLanes: ['lane-b.example', 'lane-c.example'],
+            laneLimits: [{ lane: 'lane-a.example', limit: 2 }],
+          });
+          assert.deepEqual(next.flatMap((job) => job.rows.map((row) => queue.name(row))).sort(), [
+            'job002',
+            'job003',
+          ]);
+        },
+      );
+
+      test(
+        'a paced lane is claimed one start at a time: none of its jobs is claimed to be given back',
+        {
+          ...HANG_GUARD,
+          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
+        },
+        async () => {
+          const queue = await queueOf(engine, [
+            ...jobs(4, ['a']),
+            ...jobs(2, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
+          ]);
+          // Lane a may start an attempt every 2 s of the clock (a destination's pace), b at once.
+          const paced = 'lane-a.example';
+          let nextStart = queue.clock.now().getTime();
+          const shaping: LaneShaping = {
+            startAt: (lane, now) => (lane === paced ? nextStart : now),
+            started(lane, now) {
+              if (lane === paced) nextStart = now + 2000;
+            },
+            startable: (now, withinMs) => [[paced, nextStart - now < withinMs ? 1 : 0]],
+          };
+          const attempts = controlledAttempts(queue);
+          const w = worker({ queue, attempts, shaping });
+          await w.start();
+          await attempts.started(3);
+          attempts.finishAll();
+          for (let started = 4; started <= 6; started++) {
+            queue.clock.advance(2000);
+            w.wake();
+            await attempts.started(started);
+            attempts.finishAll();
+          }
+          await w.whenIdle();
+          assert.deepEqual(await queue.done(), ['job000', 'job001', 'job002', 'job003', 'job100', 'job101']);
+          const releases = queue.log.filter((line) => line.startsWith('release'));
+          assert.deepEqual(releases, [], 'nothing claimed was given back');
+          assert.equal(attempts.count, 6, 'each job attempted once');
         },
       );
 

@@ -72,6 +72,8 @@ async function decideRecipient(services: Services, address: string): Promise<Rec
   if (bounceDomain && (domain === bounceDomain || (await services.domains.isReturnPathDomain(domain)))) {
     return { take: 'report' };
   }
+  // A verified domain's own dmarc@ address, when its project reads the aggregate reports mailed there.
+  if (await services.domains.dmarcReportsReader(address)) return { take: 'report' };
   const decision = await services.inboundRoutes.resolve(address);
   if (!decision) return { take: 'refuse' };
   if (!decision.accept) return { take: 'refuse', message: `5.7.1 ${decision.message}` };

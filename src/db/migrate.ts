@@ -43,6 +43,8 @@ import { migration as automations } from './migrations/0040_automations.ts';
 import { migration as warmupsOverrides } from './migrations/0041_warmups_overrides.ts';
 import { migration as automationGraphs } from './migrations/0042_automation_graphs.ts';
 import { migration as apiLogAnswers } from './migrations/0043_api_log_answers.ts';
+import { migration as recipientsHostReady } from './migrations/0044_recipients_host_ready.ts';
+import { migration as domainDmarcReports } from './migrations/0045_domain_dmarc_reports.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -91,6 +93,8 @@ const migrations: Record<string, Migration> = {
   '0041_warmups_overrides': warmupsOverrides,
   '0042_automation_graphs': automationGraphs,
   '0043_api_log_answers': apiLogAnswers,
+  '0044_recipients_host_ready': recipientsHostReady,
+  '0045_domain_dmarc_reports': domainDmarcReports,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

@@ -622,6 +622,8 @@ export interface DomainsTable {
   receiving: ColumnType<boolean | number, boolean | undefined, boolean>;
   /** Its MX points at INBOUND_MX_HOST, as the last check found: only then does the listener take its mail. */
   receiving_verified: ColumnType<boolean | number, boolean | undefined, boolean>;
+  /** Its project reads DMARC aggregate reports mailed to `dmarc@<name>` (the inbound listener takes them). */
+  dmarc_reports: ColumnType<boolean | number, boolean | undefined, boolean>;
 }
 
 /** What a send asked for: opens, clicks, one-click unsubscribe, and its html's links (src/modules/engagement). */

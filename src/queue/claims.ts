@@ -1,6 +1,6 @@
 // A round of the work loop: the heartbeat, giving back leases too short to use, then claims until every lane
 // with work holds what it may; idle, it works out how long to sleep.
-import { accept, startWaiting } from './attempts.ts';
+import { accept, SHAPED_GIVE_BACK_MS, startWaiting } from './attempts.ts';
 import type { ClaimRequest, QueueJob } from './contract.ts';
 import type { Lease } from './lease.ts';
 import {
@@ -143,7 +143,41 @@ function lookOver<Job extends QueueJob, Outcome>(
     const shaped = (lane.heldUntil ?? -Infinity) > now;
     if (full || shaped || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
   }
-  return { limit: Math.min(room, state.discoveryLimit), excludeLanes };
+  const limit = Math.min(room, state.discoveryLimit);
+  return { limit, excludeLanes, laneLimits: pacedLimits(state, limit, now, excludeLanes) };
+}
+
+/**
+ * The paced lanes' limits in a look (LaneShaping.startable): what each can start before a wait long enough
+ * to give its jobs back (SHAPED_GIVE_BACK_MS), less what it holds; a lane that can start none is left out
+ * (added to `excludeLanes`).
+ */
+function pacedLimits<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  limit: number,
+  now: number,
+  excludeLanes: string[],
+): Array<{ lane: string; limit: number }> | undefined {
+  const { shaping, settings } = state.options;
+  if (!shaping?.startable) return undefined;
+  const limits: Array<{ lane: string; limit: number }> = [];
+  for (const [key, count] of shaping.startable(now, SHAPED_GIVE_BACK_MS)) {
+    if (excludeLanes.includes(key)) continue;
+    const lane = state.lanes.get(key);
+    const room = Math.min(settings.laneCapacity - (lane ? held(lane) : 0), limit);
+    const laneLimit = Math.min(count - (lane?.waiting.length ?? 0), room);
+    // A lane that may take all it has room for needs no limit of its own.
+    if (laneLimit >= room) continue;
+    if (laneLimit > 0) {
+      limits.push({ lane: key, limit: laneLimit });
+      continue;
+    }
+    excludeLanes.push(key);
+    // Look for its jobs again when it may start one.
+    const at = shaping.startAt(key, now);
+    if (at > now && at < Infinity) state.nextDiscoveryAt = Math.min(state.nextDiscoveryAt, at);
+  }
+  return limits.length > 0 ? limits : undefined;
 }
 
 /** Takes what a look claimed into the lanes; whether to look again at once. */

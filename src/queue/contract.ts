@@ -24,10 +24,15 @@ export interface RecordResult {
   retryAt?: number | undefined;
 }
 
-/** A look over the whole queue: due jobs of any lane but `excludeLanes`, about `limit` of them. */
+/**
+ * A look over the whole queue: due jobs of any lane but `excludeLanes`, about `limit` of them; of each lane
+ * in `laneLimits`, at most its `limit` (a source that cannot say so in its claim may take more: the runtime
+ * gives the excess back).
+ */
 export interface ClaimRequest {
   limit: number;
   excludeLanes: readonly string[];
+  laneLimits?: ReadonlyArray<{ lane: string; limit: number }> | undefined;
 }
 
 /** Where a queue's jobs come from and where their outcomes go: the queue's SQL, its adapter (`<name>.queue.ts`). */
@@ -108,6 +113,12 @@ export interface LaneShaping {
   startAt(lane: string, now: number): number;
   /** An attempt of the lane starts now. */
   started(lane: string, now: number): void;
+  /**
+   * The lanes whose pace lets them start only a few attempts within `withinMs` from now, and how many: a look
+   * claims no more of theirs than that, so it takes none it would give back for the wait (a paced lane's
+   * jobs claimed and given back at each of its starts were most of a worker's claim work beside it).
+   */
+  startable?(now: number, withinMs: number): Iterable<[lane: string, count: number]>;
 }
 
 export interface QueueWorkerOptions<Job extends QueueJob, Outcome> {

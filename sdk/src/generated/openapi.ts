@@ -1700,7 +1700,7 @@ export interface paths {
         head?: never;
         /**
          * Update a domain
-         * @description Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.
+         * @description Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on. `dmarc_reports` turns on or off reading the DMARC aggregate reports mailed to `dmarc@<name>` into this project (docs/api/domains.md).
          *
          *     Permission: `full_access` (a sending_access or read_only key gets 403 `insufficient_permission`).
          */
@@ -3865,6 +3865,8 @@ export interface components {
             receiving: boolean;
             /** @description Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail. */
             receiving_verified: boolean;
+            /** @description Whether DMARC aggregate reports mailed to `dmarc@<name>` are read into this project (besides `dmarc@<BOUNCE_DOMAIN>`). Change it with PATCH. */
+            dmarc_reports: boolean;
             /** @description Set when this server takes its records as published without looking DNS up, saying why: a server in capture mode (nothing leaves it) with TEST_DOMAINS_WITHOUT_DNS, and a name under `.test`, `.example` or `.localhost`. Null: DNS decides. */
             verified_without_dns: string | null;
             /** @description The DNS records to publish, with what was found. */
@@ -5996,6 +5998,8 @@ export interface components {
         UpdateDomainRequest: {
             /** @description Receive mail for this domain through inbound routes: its records then include an MX at the inbound listener (INBOUND_MX_HOST; 422 `receiving_unavailable` when the operator has not set one). Defaults to false. */
             receiving?: boolean;
+            /** @description Read the DMARC aggregate reports mailed to `dmarc@<name>`: the inbound listener takes that address (from an inbound route that would), and what arrives there is stored as reports about this project's domains (GET /v1/domains/{id}/dmarc). Name it in the policy's `rua=` (the `dmarc_reports` check passes with it). Its MX must point at the inbound listener. Defaults to false. */
+            dmarc_reports?: boolean;
         };
         /** UpdateInboundRouteRequest */
         UpdateInboundRouteRequest: {

@@ -89,6 +89,11 @@ export interface DestinationShaping {
    */
   startAt(lane: string, now: number, open: number): number;
   started(lane: string, now: number): void;
+  /**
+   * The destinations whose pace (suspension, hour's count, rate) lets them start fewer attempts within
+   * `withinMs` than a lane can hold, and how many they may start: the claims take no more of theirs.
+   */
+  startable(now: number, withinMs: number): Array<[lane: string, count: number]>;
   /** The domain's MX hosts, as the transport found them: its destination from now on. */
   learn(domain: string, mxHosts: readonly string[], now: number): { destination: string; isNew: boolean };
   /**
@@ -219,6 +224,22 @@ export function createDestinationShaping(
       refill(state, now);
       if (state.tokens >= 1) return now;
       return now + Math.ceil(((1 - state.tokens) * MINUTE) / state.rate);
+    },
+    startable(now, withinMs) {
+      const paced: Array<[string, number]> = [];
+      for (const state of states.values()) {
+        const hourFull =
+          state.limits.perHour > 0 && now - state.hourStart < HOUR && state.hourCount >= state.limits.perHour;
+        if ((state.suspendedUntil !== null && state.suspendedUntil > now) || hourFull) {
+          paced.push([state.key, 0]);
+        } else if (state.rate > 0) {
+          // The k-th start is at (k - tokens) minutes / rate from now: those before `withinMs` are held in
+          // memory, later ones would be given back (queue/attempts.ts holdLane).
+          refill(state, now);
+          paced.push([state.key, Math.ceil(state.tokens + (withinMs * state.rate) / MINUTE) - 1]);
+        }
+      }
+      return paced;
     },
     started(lane, now) {
       const state = stateOfLane(lane);

@@ -33,10 +33,22 @@ export function createDmarcService(deps: {
   const { repo } = deps;
 
   return {
-    /** Stores a report for the verified domain holding its name (each record once, however often read). */
-    async store(report: AggregateReport): Promise<StoredReport> {
+    /**
+     * Stores a report for the verified domain holding its name (each record once, however often read);
+     * with `onlyFor` (a report mailed to a domain's own address), only if that project holds it.
+     */
+    async store(report: AggregateReport, onlyFor?: string): Promise<StoredReport> {
       const about = `a DMARC aggregate report from ${report.orgName} (${report.reportId}) about ${report.domain}`;
       const holder = await deps.domains.holderOf(report.domain);
+      // Mailed to a domain's own address, it is its project's to read: whether another project holds the
+      // name is not said (tenants are isolated).
+      if (onlyFor !== undefined && holder?.projectId !== onlyFor) {
+        return {
+          status: 'unmatched',
+          projectId: onlyFor,
+          detail: `${about}: this project holds no verified domain of that name`,
+        };
+      }
       if (!holder) {
         return {
           status: 'unmatched',

@@ -26,6 +26,8 @@ export interface ComplianceCheck {
 export interface ComplianceSubject {
   name: string;
   dkimSelector: string;
+  /** Its project reads the DMARC reports mailed to `dmarc@<name>` (PATCH /v1/domains/{id}). */
+  dmarcReports?: boolean;
 }
 
 export type ComplianceDns = Pick<Dns, 'resolveTxt' | 'resolveMx' | 'resolveAddresses' | 'resolve'>;

@@ -165,23 +165,28 @@ async function dmarcChecks(dns: ComplianceDns, domain: ComplianceSubject, settin
           `DMARC is published with p=${policy ?? '(missing)'}: it only monitors, and BIMI logos need p=quarantine or p=reject.`,
         ),
   ];
-  if (settings.bounceDomain) {
-    const address = `dmarc@${settings.bounceDomain}`;
+  // Where this server reads reports: dmarc@<BOUNCE_DOMAIN>, and the domain's own address when it asked.
+  const addresses = [
+    ...(settings.bounceDomain ? [`dmarc@${settings.bounceDomain}`] : []),
+    ...(domain.dmarcReports ? [`dmarc@${domain.name}`] : []),
+  ];
+  if (addresses.length > 0) {
     const rua = (tags.get('rua') ?? '')
       .toLowerCase()
       .split(',')
       .map((uri) => uri.trim().replace(/!.*$/, ''));
+    const named = addresses.find((address) => rua.includes(`mailto:${address}`));
     checks.push(
-      rua.includes(`mailto:${address}`)
+      named
         ? result(
             'dmarc_reports',
             'pass',
-            `Aggregate reports go to ${address}, where this server reads them (GET /v1/domains/{id}/dmarc).`,
+            `Aggregate reports go to ${named}, where this server reads them (GET /v1/domains/{id}/dmarc).`,
           )
         : result(
             'dmarc_reports',
             'warn',
-            `Add rua=mailto:${address} to the policy so this server reads the aggregate reports.`,
+            `Add rua=mailto:${addresses[0]} to the policy so this server reads the aggregate reports.`,
           ),
     );
   }

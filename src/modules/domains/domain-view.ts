@@ -54,6 +54,7 @@ export function createDomainViews(settings: DomainSettings) {
       challenge_required: domain.challengeRequired,
       receiving: domain.receiving,
       receiving_verified: domain.receivingVerified,
+      dmarc_reports: domain.dmarcReports,
       verified_without_dns: verifiesWithoutDns(domain.name) ? WITHOUT_DNS_REASON : null,
       records,
       compliance: domain.compliance,

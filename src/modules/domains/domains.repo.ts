@@ -36,6 +36,8 @@ export interface DomainRecord {
   receiving: boolean;
   /** Its receiving MX matched at the last check. */
   receivingVerified: boolean;
+  /** Its project reads the DMARC aggregate reports mailed to `dmarc@<name>`. */
+  dmarcReports: boolean;
 }
 
 export type NewDomain = Omit<
@@ -47,6 +49,7 @@ export type NewDomain = Omit<
   | 'returnPathVerified'
   | 'status'
   | 'receivingVerified'
+  | 'dmarcReports'
 >;
 
 /** A check's result as written: the new status and what was found. */
@@ -85,6 +88,7 @@ export const toDomainRecord = (row: Row<'domains'>): DomainRecord => ({
   challengeToken: row.challenge_token,
   receiving: Boolean(row.receiving),
   receivingVerified: Boolean(row.receiving_verified),
+  dmarcReports: Boolean(row.dmarc_reports),
 });
 
 /** What decides who may send as a domain (`covering`). */
@@ -320,6 +324,36 @@ export function createDomainRepo(db: Kysely<Database>, engine: Engine, stamps?: 
         updated_at: now,
         ...(receiving ? { next_check_at: now } : { receiving_verified: false }),
       });
+    },
+
+    /**
+     * Turns reading the DMARC reports mailed to `dmarc@<name>` on or off; the next check (brought forward to
+     * now) says in the compliance report whether the policy's `rua` names the address.
+     */
+    async setDmarcReports(
+      projectId: string,
+      id: string,
+      on: boolean,
+      now: string,
+      transaction?: Transaction,
+    ): Promise<boolean> {
+      return updateProjectRow(transaction?.db ?? db, 'domains', projectId, id, {
+        dmarc_reports: on,
+        updated_at: now,
+        next_check_at: now,
+      });
+    },
+
+    /** The verified domain named `name` whose project reads the DMARC reports mailed to its own address. */
+    async dmarcReportsAt(name: string): Promise<DomainCoverage | undefined> {
+      const row = await db
+        .selectFrom('domains')
+        .select(COVERAGE_COLUMNS)
+        .where('name', '=', name)
+        .where('status', '=', 'verified')
+        .where('dmarc_reports', '=', true)
+        .executeTakeFirst();
+      return row && toCoverage(row);
     },
 
     /** Stores a rotation's new key (pending until its record verifies), replacing a previous pending one. */

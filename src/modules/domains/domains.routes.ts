@@ -81,7 +81,7 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
       operationId: 'updateDomain',
       summary: 'Update a domain',
       description:
-        'Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on.',
+        'Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on. `dmarc_reports` turns on or off reading the DMARC aggregate reports mailed to `dmarc@<name>` into this project (docs/api/domains.md).',
       params: DomainParams,
       body: UpdateDomainBody,
       response: { 200: Domain, ...errorResponses() },

@@ -111,6 +111,10 @@ export const Domain = Type.Object(
       description:
         'Whether its MX points at the inbound listener, as the last check found: only then, and with the domain verified, do its routes take mail.',
     }),
+    dmarc_reports: Type.Boolean({
+      description:
+        'Whether DMARC aggregate reports mailed to `dmarc@<name>` are read into this project (besides `dmarc@<BOUNCE_DOMAIN>`). Change it with PATCH.',
+    }),
     verified_without_dns: nullable(
       Type.String(),
       'Set when this server takes its records as published without looking DNS up, saying why: a server in capture mode (nothing leaves it) with TEST_DOMAINS_WITHOUT_DNS, and a name under `.test`, `.example` or `.localhost`. Null: DNS decides.',
@@ -152,8 +156,13 @@ export const CreateDomainBody = Type.Object(
 );
 export type CreateDomainInput = Static<typeof CreateDomainBody>;
 
+const dmarcReports = Type.Boolean({
+  description:
+    "Read the DMARC aggregate reports mailed to `dmarc@<name>`: the inbound listener takes that address (from an inbound route that would), and what arrives there is stored as reports about this project's domains (GET /v1/domains/{id}/dmarc). Name it in the policy's `rua=` (the `dmarc_reports` check passes with it). Its MX must point at the inbound listener. Defaults to false.",
+});
+
 export const UpdateDomainBody = Type.Object(
-  { receiving: Type.Optional(receiving) },
+  { receiving: Type.Optional(receiving), dmarc_reports: Type.Optional(dmarcReports) },
   { additionalProperties: false, title: 'UpdateDomainRequest' },
 );
 export type UpdateDomainInput = Static<typeof UpdateDomainBody>;

@@ -134,6 +134,9 @@ export function createDomainService(deps: DomainServiceDeps) {
         checkReceivingAvailable(input.receiving);
         await repo.setReceiving(projectId, domain.id, input.receiving, clock.now().toISOString());
       }
+      if (input.dmarc_reports !== undefined && input.dmarc_reports !== domain.dmarcReports) {
+        await repo.setDmarcReports(projectId, domain.id, input.dmarc_reports, clock.now().toISOString());
+      }
       return withState(await load(projectId, domain.id));
     },
 
@@ -177,6 +180,14 @@ export function createDomainService(deps: DomainServiceDeps) {
      * The verified domain a DMARC report about `name` belongs to: the name itself, else its nearest verified
      * parent (one verified holder per name, whichever project).
      */
+    /** The project reading the DMARC reports mailed to `address` (`dmarc@<its verified domain>`), if one does. */
+    async dmarcReportsReader(address: string): Promise<{ projectId: string } | undefined> {
+      const at = address.lastIndexOf('@');
+      if (address.slice(0, at).toLowerCase() !== 'dmarc') return undefined;
+      const domain = await repo.dmarcReportsAt(address.slice(at + 1).toLowerCase());
+      return domain && { projectId: domain.projectId };
+    },
+
     async holderOf(name: string) {
       const holders = await repo.verifiedAmong(selfAndParents(name));
       return holders.sort((a, b) => b.name.length - a.name.length)[0];

@@ -52,9 +52,16 @@ export interface InboundWorkerDeps extends QueueWorkerDeps {
   receivedAuthenticator?: (ReceivedAuthenticator & { close(): Promise<void> }) | undefined;
   /**
    * DMARC aggregate reports: mail to `address` (dmarc@BOUNCE_DOMAIN) is read on the DMARC reader's threads
-   * and stored for the domain holding the reported name (the dmarc module).
+   * and stored for the domain holding the reported name (the dmarc module); mail to a verified domain's own
+   * `dmarc@` address, when its project reads it (`readerOf`), for that project's domains only.
    */
-  dmarcReports?: { address: string; store(report: AggregateReport): Promise<StoredReport> } | undefined;
+  dmarcReports?:
+    | {
+        address?: string | undefined;
+        readerOf?(address: string): Promise<{ projectId: string } | undefined>;
+        store(report: AggregateReport, onlyFor?: string): Promise<StoredReport>;
+      }
+    | undefined;
   /** Counts the reports read, by verdict (/metrics); nothing is counted when absent. */
   metrics?: Pick<MetricsRecorder, 'inboundReportRead'> | undefined;
 }
@@ -105,6 +112,21 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     intake,
     metrics: deps.metrics ?? noMetrics,
   });
+
+  /**
+   * Whether a message is a DMARC report to read: mailed to dmarc@BOUNCE_DOMAIN (any project's domain), or to
+   * the own address of a domain whose project reads it (that project's only).
+   */
+  async function dmarcRecipient(rcptTo: readonly string[]): Promise<{ projectId?: string } | undefined> {
+    const dmarc = deps.dmarcReports!;
+    if (dmarc.address !== undefined && rcptTo.includes(dmarc.address)) return {};
+    for (const address of rcptTo) {
+      if (!address.startsWith('dmarc@') || !dmarc.readerOf) continue;
+      const reader = await dmarc.readerOf(address);
+      if (reader) return reader;
+    }
+    return undefined;
+  }
 
   /**
    * A message with routed recipients: its received emails, and, for any recipient that is one of our return
@@ -160,12 +182,13 @@ export function createInboundWorker(deps: InboundWorkerDeps): QueueWorker {
     }
     if (job.message.routing.length > 0) return attemptReceived(job, raw);
     const dmarc = deps.dmarcReports;
-    if (dmarc && dmarcReader && job.message.rcptTo.includes(dmarc.address)) {
+    const dmarcFor = dmarc && dmarcReader ? await dmarcRecipient(job.message.rcptTo) : undefined;
+    if (dmarc && dmarcReader && dmarcFor) {
       // Stored in a transaction of its own (like an unsubscribe): a second read writes no record twice.
       const read = await dmarcReader.read(raw);
       const stored =
         'report' in read
-          ? await dmarc.store(read.report)
+          ? await dmarc.store(read.report, dmarcFor.projectId)
           : { status: 'unreadable' as const, projectId: null, detail: `a DMARC report ${read.unreadable}` };
       return { kind: 'dmarc_aggregate', subject: null, effects: [], ...stored };
     }

@@ -48,38 +48,93 @@ export const toClaimed = (row: ClaimedRow): ClaimedRecipient => ({
 
 /**
  * A claim: leases the due rows its WHERE picks (not leased, or the lease ran out: its worker died) and returns
- * them. Its parameters, each from `slot` in turn: the lease's end and worker, now, then the WHERE's (`which`).
+ * them. Its parameters, each from `slot` in turn: the lease's end and worker, then the rows' (dueRows).
  */
-function claimText(engine: Engine, slot: () => string, which: (slot: () => string) => string): string {
+function claimText(engine: Engine, slot: () => string, rows: (slot: () => string) => string): string {
   const lease = `locked_until = ${slot()}, locked_by = ${slot()}`;
-  const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})${which(slot)}`;
-  const rows = `SELECT id FROM email_recipients WHERE ${due}${skipLockedRows(engine)}`;
-  return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
+  return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows(slot)}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
 }
+
+/** The due rows `which` picks (their `columns`); parameters: now, then the WHERE's (`which`). */
+function dueRows(
+  engine: Engine,
+  slot: () => string,
+  which: (slot: () => string) => string,
+  columns = 'id',
+): string {
+  const due = `ready_seq IS NOT NULL AND (locked_until IS NULL OR locked_until < ${slot()})${which(slot)}`;
+  return `SELECT ${columns} FROM email_recipients WHERE ${due}${skipLockedRows(engine)}`;
+}
+
+/**
+ * A look's shape: how many hosts it leaves out, and for each lane it takes at most a limit of (a paced
+ * destination: ClaimRequest.laneLimits), how many hosts that lane has.
+ */
+export interface LookShape {
+  excluded: number;
+  lanes: readonly number[];
+}
+
+/** The key of a look's shape, for textsByShape. */
+export const lookShapeKey = (shape: LookShape): string => [shape.excluded, ...shape.lanes].join(' ');
+export const lookShapeOf = (key: string): LookShape => {
+  const [excluded, ...lanes] = key.split(' ').map(Number);
+  return { excluded: excluded!, lanes };
+};
 
 /**
  * The look over the queue: the lowest queue positions first, `excluded` hosts left out, with `destinations`
  * the recipients of suspended destinations too (their source's and now's parameters), `also` a further
- * condition; then the limit's parameter.
+ * condition; then the limit's parameter. Each limited lane (`shape.lanes`) is left out of that part too,
+ * and has a part of its own: each of its hosts' rows, lowest positions first, up to the lane's limit (the
+ * parameters as the first part's, with the host for the hosts left out), and of those the lowest up to it
+ * (the limit again) when it has several hosts. So a paced destination's rows are never claimed past what it
+ * can start, to be given back (issue 38); and one host at a time, the part reads its rows from the
+ * (host, ready_seq) index, not the queue in order past every other destination's rows ahead of them.
  */
 export function nextDueClaim(
   engine: Engine,
   slot: () => string,
-  excluded: number,
+  shape: LookShape,
   also = '',
   destinations = false,
 ): string {
-  return claimText(engine, slot, (slot) => {
-    const hosts = Array.from({ length: excluded }, slot).join(', ');
-    // Direct delivery: a suspended destination's recipients stay queued, out of the way (issue 38).
-    const held = destinations ? NOT_SUSPENDED(slot) : '';
-    return `${hosts ? ` AND host NOT IN (${hosts})` : ''}${held}${also} ORDER BY ready_seq LIMIT ${slot()}`;
-  });
+  // Direct delivery: a suspended destination's recipients stay queued, out of the way (issue 38).
+  const held = (slot: () => string) => (destinations ? NOT_SUSPENDED(slot) : '');
+  const leftOut = shape.excluded + shape.lanes.reduce((sum, hosts) => sum + hosts, 0);
+  const first = (slot: () => string) =>
+    dueRows(engine, slot, (slot) => {
+      const list = Array.from({ length: leftOut }, slot).join(', ');
+      return `${list ? ` AND host NOT IN (${list})` : ''}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`;
+    });
+  if (shape.lanes.length === 0) return claimText(engine, slot, first);
+  const ofHost = (slot: () => string, columns?: string) =>
+    dueRows(
+      engine,
+      slot,
+      (slot) => ` AND host = ${slot()}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`,
+      columns,
+    );
+  const lane = (slot: () => string, hosts: number) => {
+    if (hosts === 1) return ofHost(slot);
+    const each = Array.from(
+      { length: hosts },
+      (_, index) => `SELECT id, ready_seq FROM (${ofHost(slot, 'id, ready_seq')}) AS host${index}`,
+    );
+    return `SELECT id FROM (${each.join(' UNION ALL ')}) AS hosts ORDER BY ready_seq LIMIT ${slot()}`;
+  };
+  return claimText(engine, slot, (slot) =>
+    [first(slot), ...shape.lanes.map((hosts) => lane(slot, hosts))]
+      .map((rows, index) => `SELECT id FROM (${rows}) AS part${index}`)
+      .join(' UNION ALL '),
+  );
 }
 
 /** The due recipients of `emails` emails. */
 export const siblingsClaim = (engine: Engine, slot: () => string, emails: number): string =>
-  claimText(engine, slot, (slot) => ` AND email_id IN (${Array.from({ length: emails }, slot).join(', ')})`);
+  claimText(engine, slot, (slot) =>
+    dueRows(engine, slot, (slot) => ` AND email_id IN (${Array.from({ length: emails }, slot).join(', ')})`),
+  );
 
 /** A claim's parameters, in the order of its text: the lease's, then the WHERE's. */
 export function claimParameters(lease: Lease, ...where: unknown[]): unknown[] {

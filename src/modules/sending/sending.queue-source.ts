@@ -13,13 +13,22 @@ import type { EventService } from '../events/events.service.ts';
 import type { DestinationSync } from '../destinations/destinations.sync.ts';
 import type { DestinationEvents } from '../destinations/destination-events.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
-import { type ClaimAlong, createSendingQueue, type SendJob, type SendOutcome } from './sending.queue.ts';
+import {
+  type ClaimAlong,
+  createSendingQueue,
+  type LookOptions,
+  type SendJob,
+  type SendOutcome,
+} from './sending.queue.ts';
 
 // The sending queue as the queue runtime sees it (src/queue/runtime.ts): the claims' rows grouped into SMTP
 // transactions, and the outcomes recorded with their events. The statements themselves are sending.queue.ts's.
 
 // Waiting recipients moved into the queue per claim; the next claim moves more.
 const PROMOTE_BATCH = 500;
+// The most recipient domains a paced destination's own part of a look reads (each one a probe of an index):
+// its rows of other domains are claimed with the rest, and the runtime gives back what it cannot hold.
+const LIMITED_LANE_HOSTS = 16;
 // How often the daily counts older than two days are forgotten.
 const PRUNE_INTERVAL_MS = 3_600_000;
 
@@ -158,20 +167,22 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
   }
 
   // Lanes are destinations with direct delivery: a lane left out is the recipient domains known to be its.
-  const excludedHosts = (request: ClaimRequest) =>
-    !perDomain
-      ? []
-      : destinations
-        ? [...new Set(request.excludeLanes.flatMap((lane) => destinations.shaping.hostsOf(lane)))]
-        : request.excludeLanes;
+  const hostsOf = (lane: string) => (destinations ? destinations.shaping.hostsOf(lane) : [lane]);
+  const lookOf = (request: ClaimRequest): LookOptions => {
+    if (!perDomain) return { limit: request.limit, excludeHosts: [] };
+    const lanes = (request.laneLimits ?? []).map(({ lane, limit }) => ({
+      hosts: hostsOf(lane).slice(-LIMITED_LANE_HOSTS),
+      limit,
+    }));
+    const limited = new Set(lanes.flatMap((lane) => lane.hosts));
+    const excludeHosts = [...new Set(request.excludeLanes.flatMap(hostsOf))].filter((h) => !limited.has(h));
+    return { limit: request.limit, excludeHosts, lanes };
+  };
 
   return {
     async claim(lease, request) {
       await beforeLook(lease);
-      return jobsOf(
-        lease,
-        await queue.claimWithEmails(lease, { limit: request.limit, excludeHosts: excludedHosts(request) }),
-      );
+      return jobsOf(lease, await queue.claimWithEmails(lease, lookOf(request)));
     },
     release: (releasing, rows) => queue.release(releasing, rows),
     async nextDueAt(now) {
@@ -187,7 +198,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
       async recordAndClaim(attempted, lease, next) {
         await beforeLook(lease);
         const outcomes = attempted.map(({ outcome }) => outcome);
-        const claim = { lease, limit: next.limit, excludeHosts: excludedHosts(next) };
+        const claim = { lease, ...lookOf(next) };
         const { held, claimed } = await recordIn(outcomes, claim);
         const results = resultsOf(outcomes, held);
         // Not in the statement (an outcome that suppresses, goes to a webhook, or sums up its email's status

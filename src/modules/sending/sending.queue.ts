@@ -21,6 +21,9 @@ import {
   type ClaimedWithEmailRow,
   claimedOf,
   claimParameters,
+  type LookShape,
+  lookShapeKey,
+  lookShapeOf,
   nextDueClaim,
   siblingsClaim,
   toClaimed,
@@ -90,12 +93,25 @@ const RECORD_RECIPIENT_STATES: Record<Engine, (values: ReturnType<typeof outcome
   },
 };
 
-/** A look over the queue made by the statement that records outcomes (PostgreSQL: recordAllText). */
-export interface ClaimAlong {
-  lease: Lease;
+/**
+ * A look over the queue: up to `limit` recipients of any host but `excludeHosts`, and of each of `lanes` (a
+ * paced destination's hosts) up to its own limit.
+ */
+export interface LookOptions {
   limit: number;
   excludeHosts: readonly string[];
+  lanes?: ReadonlyArray<{ hosts: readonly string[]; limit: number }> | undefined;
 }
+
+/** A look over the queue made by the statement that records outcomes (PostgreSQL: recordAllText). */
+export interface ClaimAlong extends LookOptions {
+  lease: Lease;
+}
+
+const shapeOf = (options: LookOptions): LookShape => ({
+  excluded: options.excludeHosts.length,
+  lanes: (options.lanes ?? []).map((lane) => lane.hosts.length),
+});
 
 /**
  * PostgreSQL: attempts whose emails' statuses are known before the write, recorded with `alongside`'s writes
@@ -124,7 +140,7 @@ function recordAllText(
     const next = nextDueClaim(
       'postgres',
       slot,
-      claim.excludeHosts.length,
+      shapeOf(claim),
       ' AND id NOT IN (SELECT id FROM v)',
       destinations !== undefined,
     );
@@ -145,22 +161,35 @@ export interface DestinationsFilter {
   source: string;
 }
 
-/** A look's parameters: the lease's, the hosts left out, the destinations' (source, now), the limit. */
+/**
+ * A look's parameters (nextDueClaim): the lease's, the hosts left out (the limited lanes' too), the
+ * destinations' (source, now), the limit; then each limited lane's: per host now, the host, the
+ * destinations', its limit; and its limit again when it has several hosts.
+ */
 function nextDueParameters(
   lease: Lease,
-  options: { limit: number; excludeHosts: readonly string[] },
+  options: LookOptions,
   destinations: DestinationsFilter | undefined,
 ): unknown[] {
-  const held = destinations ? [destinations.source, lease.now.toISOString()] : [];
-  return claimParameters(lease, ...options.excludeHosts, ...held, options.limit);
+  const now = lease.now.toISOString();
+  const held = destinations ? [destinations.source, now] : [];
+  const lanes = options.lanes ?? [];
+  const leftOut = [...options.excludeHosts, ...lanes.flatMap((lane) => lane.hosts)];
+  return [
+    ...claimParameters(lease, ...leftOut, ...held, options.limit),
+    ...lanes.flatMap((lane) => [
+      ...lane.hosts.flatMap((host) => [now, host, ...held, lane.limit]),
+      ...(lane.hosts.length > 1 ? [lane.limit] : []),
+    ]),
+  ];
 }
 
 /** The sending queue's statements on `db` (the database, or a transaction's for the outcome writes). */
 export function createSendingQueue(db: Kysely<Database>, engine: Engine, destinations?: DestinationsFilter) {
   const pieces = createMessagePieces(db);
-  // The claims' texts (sending.claims.ts), written once per shape. Shape: how many hosts are excluded.
-  const nextDueText = textsByShape((excluded) =>
-    nextDueClaim(engine, placeholders(engine), Number(excluded), '', destinations !== undefined),
+  // The claims' texts (sending.claims.ts), written once per shape (lookShapeKey).
+  const nextDueText = textsByShape((shape) =>
+    nextDueClaim(engine, placeholders(engine), lookShapeOf(shape), '', destinations !== undefined),
   );
   // Shape: how many emails' recipients.
   const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));
@@ -203,13 +232,10 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
      * `excludeHosts` (domains at this worker's per-host limit). One statement; PostgreSQL skips rows another
      * worker is claiming at the same moment, SQLite serializes writers.
      */
-    async claim(
-      lease: Lease,
-      options: { limit: number; excludeHosts: readonly string[] },
-    ): Promise<ClaimedRecipient[]> {
+    async claim(lease: Lease, options: LookOptions): Promise<ClaimedRecipient[]> {
       const { rows } = await db.executeQuery<ClaimedRow>(
         CompiledQuery.raw(
-          nextDueText(String(options.excludeHosts.length)),
+          nextDueText(lookShapeKey(shapeOf(options))),
           nextDueParameters(lease, options, destinations),
         ),
       );
@@ -232,7 +258,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
      */
     async claimWithEmails(
       lease: Lease,
-      options: { limit: number; excludeHosts: readonly string[] },
+      options: LookOptions,
     ): Promise<{ recipients: ClaimedRecipient[]; emails: Map<string, LoadedEmail> }> {
       if (!writesInWith(engine)) {
         const recipients = await queue.claim(lease, options);
@@ -243,7 +269,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
       }
       const { rows } = await db.executeQuery<ClaimedWithEmailRow>(
         CompiledQuery.raw(
-          nextDueWithEmailsText(String(options.excludeHosts.length)),
+          nextDueWithEmailsText(lookShapeKey(shapeOf(options))),
           nextDueParameters(lease, options, destinations),
         ),
       );

@@ -216,6 +216,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         return shaping.startAt(destination, now, connections);
       },
       started: (lane, now) => shaping.started(shaping.laneOf(lane), now),
+      startable: (now, withinMs) => shaping.startable(now, withinMs),
     },
   });
   return {
