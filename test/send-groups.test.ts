@@ -17,9 +17,9 @@ import { commitFailure } from './helpers/failing-commit.ts';
 // committed, a send over its project's daily limit among good ones is refused alone with the usual 429, and
 // suppressed recipients get their `email.suppressed` event with their email, and a failed COMMIT answers 500
 // to every send of its group, none of which is stored; a group the database refuses half-way (a trigger on
-// either engine) is rolled back whole, nothing of any send stored. A send with an Idempotency-Key is written in its key's
-// transaction, apart from the groups, and is replayed as usual. (Send groups are the one batching layer:
-// the transaction-level group commit they sat on is gone.)
+// either engine) is rolled back whole, nothing of any send stored. A send with an Idempotency-Key is written
+// in its key's transaction, apart from the groups, and is replayed as usual. (Send groups are the one
+// batching layer: the transaction-level group commit they sat on is gone.)
 
 const DAILY_LIMIT = 20;
 
