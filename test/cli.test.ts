@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { runCli as runCommand } from '../src/cli.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
+import { runCliInProcess as runInProcess } from './helpers/cli-in-process.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -15,18 +15,6 @@ import {
 } from './helpers/process.ts';
 
 const ENCRYPTION_KEY = 'ab'.repeat(32);
-
-/** Runs the command in this process, capturing its output: for cases that never reach a database. */
-async function runInProcess(args: string[], env: Record<string, string>) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCommand(args, {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-    env,
-  });
-  return { code, stdout, stderr };
-}
 
 describe('postwire usage', () => {
   const env = { POSTWIRE_DATA_DIR: '/nonexistent/never-created' };
@@ -47,11 +35,11 @@ describe('postwire usage', () => {
     const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
     const { code, stdout, stderr } = await runCli(['--version'], env, 'bin/postwire.js');
     assert.deepEqual({ code, stdout, stderr }, { code: 0, stdout: `postwire ${version}\n`, stderr: '' });
-    assert.deepEqual(await runInProcess(['-v'], env), {
-      code: 0,
-      stdout: `postwire ${version}\n`,
-      stderr: '',
-    });
+    const short = await runInProcess(['-v'], env);
+    assert.deepEqual(
+      { code: short.code, stdout: short.stdout, stderr: short.stderr },
+      { code: 0, stdout: `postwire ${version}\n`, stderr: '' },
+    );
   });
 
   test('openapi prints the document the server serves, with no configuration needed', async () => {
