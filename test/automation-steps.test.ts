@@ -132,7 +132,7 @@ for (const engine of ALL_ENGINES) {
       const ivy = await created(api, '/v1/contacts', { email: 'ivy@steps.test' });
       await send('trial.started', 'hal@steps.test');
       await send('trial.started', 'ivy@steps.test');
-      await runOf(hal.id, 'waiting');
+      assert.equal((await runOf(hal.id, 'waiting')).contact_email, 'hal@steps.test');
       await runOf(ivy.id, 'waiting');
       assert.equal((await api.request('DELETE', `/v1/contacts/${ivy.id}`)).status, 200);
 
@@ -153,6 +153,13 @@ for (const engine of ALL_ENGINES) {
       assert.equal((await api.request('GET', `/v1/contacts/${hal.id}`)).status, 404);
       const cancelled = await runOf(ivy.id, 'cancelled');
       assert.equal(cancelled.reason, 'contact_deleted');
+      // Its contact gone, a run still shows by the contact's id, without an address.
+      assert.deepEqual([cancelled.contact_id, cancelled.contact_email], [ivy.id, null]);
+      const listed = await api.request('GET', `/v1/automations/${automationId}/runs?status=cancelled`);
+      assert.deepEqual(
+        listed.body.data.map((each: any) => [each.contact_id, each.contact_email]),
+        [[ivy.id, null]],
+      );
     });
 
     test('a condition on the engagement of the email sent before it: opened, or not', async () => {

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { runCli as runCommand } from '../src/cli.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
+import { runCliInProcess as runInProcess } from './helpers/cli-in-process.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
@@ -15,18 +15,6 @@ import {
 } from './helpers/process.ts';
 
 const ENCRYPTION_KEY = 'ab'.repeat(32);
-
-/** Runs the command in this process, capturing its output: for cases that never reach a database. */
-async function runInProcess(args: string[], env: Record<string, string>) {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCommand(args, {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-    env,
-  });
-  return { code, stdout, stderr };
-}
 
 describe('postwire usage', () => {
   const env = { POSTWIRE_DATA_DIR: '/nonexistent/never-created' };
@@ -47,11 +35,11 @@ describe('postwire usage', () => {
     const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
     const { code, stdout, stderr } = await runCli(['--version'], env, 'bin/postwire.js');
     assert.deepEqual({ code, stdout, stderr }, { code: 0, stdout: `postwire ${version}\n`, stderr: '' });
-    assert.deepEqual(await runInProcess(['-v'], env), {
-      code: 0,
-      stdout: `postwire ${version}\n`,
-      stderr: '',
-    });
+    const short = await runInProcess(['-v'], env);
+    assert.deepEqual(
+      { code: short.code, stdout: short.stdout, stderr: short.stderr },
+      { code: 0, stdout: `postwire ${version}\n`, stderr: '' },
+    );
   });
 
   test('openapi prints the document the server serves, with no configuration needed', async () => {
@@ -188,14 +176,15 @@ for (const engine of ALL_ENGINES) {
 
     test('inbound received: says when nothing was received, as text and as JSON; --limit is checked', async () => {
       // The listing of real received mail is checked where mail is received (test/dashboard.test.ts).
-      const text = await runCli(['inbound', 'received'], db.env);
+      // In this process: the commands a process runs (above and below) exit as they answer.
+      const text = await runInProcess(['inbound', 'received'], db.env);
       assert.equal(text.code, 0, text.stderr);
       assert.equal(text.stdout, 'No email received.\n');
-      const json = await runCli(['inbound', 'received', '--json', '--limit', '5'], db.env);
+      const json = await runInProcess(['inbound', 'received', '--json', '--limit', '5'], db.env);
       assert.equal(json.code, 0, json.stderr);
       assert.deepEqual(JSON.parse(json.stdout), []);
       for (const limit of ['0', '1001', 'ten']) {
-        const bad = await runCli(['inbound', 'received', '--limit', limit], db.env);
+        const bad = await runInProcess(['inbound', 'received', '--limit', limit], db.env);
         assert.equal(bad.code, 2, limit);
         assert.match(bad.stderr, /inbound received: --limit takes a whole number from 1 to 1000/);
       }
@@ -206,15 +195,18 @@ for (const engine of ALL_ENGINES) {
         ['keys', 'create', '--project', 'proj_01m8000000e000000000000000'],
         ['keys', 'list', '--project', 'nope'],
       ]) {
-        const result = await runCli(args, db.env);
+        const result = await runInProcess(args, db.env);
         assert.equal(result.code, 1, result.stderr);
         assert.match(result.stderr, /No project with id/);
         assert.equal(result.stdout, '');
       }
-      const scoped = await runCli(['keys', 'create', '--project', 'proj_x', '--permission', 'admin'], db.env);
+      const scoped = await runInProcess(
+        ['keys', 'create', '--project', 'proj_x', '--permission', 'admin'],
+        db.env,
+      );
       assert.equal(scoped.code, 1);
       assert.match(scoped.stderr, /--permission must be one of: full_access, sending_access, read_only\./);
-      const revoke = await runCli(['keys', 'revoke', 'key_nope'], db.env);
+      const revoke = await runInProcess(['keys', 'revoke', 'key_nope'], db.env);
       assert.equal(revoke.code, 1);
       assert.match(revoke.stderr, /No key with id 'key_nope'/);
     });

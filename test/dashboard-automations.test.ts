@@ -241,7 +241,18 @@ for (const engine of ENGINES) {
             ),
           );
         assert.deepEqual(counts, ['running 0', 'waiting 0', 'completed 2', 'cancelled 0', 'failed 0']);
-        assert.equal(await page.locator('tr[data-run]').count(), 2);
+        // Each run by its contact's address, linking to the contact, as the run's own page shows it.
+        assert.deepEqual((await page.locator('tr[data-run] td:nth-child(2)').allInnerTexts()).sort(), [
+          'ada@runs.test',
+          'bob@runs.test',
+        ]);
+        assert.equal(
+          await page
+            .locator(`tr[data-run="${seed.adaRun}"]`)
+            .getByRole('link', { name: 'ada@runs.test', exact: true })
+            .getAttribute('href'),
+          `/dashboard/contacts/${seed.ada}`,
+        );
         await axeClean(page, "an automation's page");
         await screenshot(page, 'automation-1280');
 

@@ -4,8 +4,7 @@
 // the API's validation messages, and axe-core on every page (0 serious or critical violations). One app, one
 // browser, one signed-in page for all of them; Debian's chromium as in test/dashboard.test.ts.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
@@ -14,6 +13,7 @@ import type { Clock } from '../src/lib/clock.ts';
 import { inTransaction } from '../src/db/transaction.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { axeViolations, seriousViolations } from './helpers/browser.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
@@ -23,7 +23,6 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const skip = existsSync(CHROMIUM)
   ? false
   : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH`;
-const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const PUBLIC_URL = 'https://track.acme.example';
 /** With SCREENSHOTS=1, pictures of what these tests look at go to test/screenshots/project-*.png. */
 const SCREENSHOTS = process.env.SCREENSHOTS === '1';
@@ -68,24 +67,6 @@ describe('the dashboard runs a project', { skip }, () => {
     await target.locator('main h1').first().waitFor();
     await target.locator('[aria-busy="true"]').first().waitFor({ state: 'detached' });
   };
-
-  /** axe-core's violations on the page as it is now. */
-  const axeViolations = async (target: Page) => {
-    await target.evaluate(AXE);
-    return target.evaluate(async () => {
-      const result = await (window as any).axe.run(document, { resultTypes: ['violations'] });
-      return result.violations.map((v: any) => ({
-        id: v.id as string,
-        impact: v.impact as string,
-        nodes: v.nodes.length as number,
-        where: v.nodes.map((node: any) => `${node.target.join(' ')} ${node.failureSummary}`).join('; '),
-      }));
-    });
-  };
-  const seriousViolations = async (target: Page) =>
-    (await axeViolations(target))
-      .filter((violation: { impact: string }) => ['serious', 'critical'].includes(violation.impact))
-      .map((violation: { id: string; where: string }) => `${violation.id} at ${violation.where}`);
 
   before(async () => {
     api = await startTestApp('sqlite', {

@@ -13,6 +13,7 @@ import { openDatabase } from '../src/db/connection.ts';
 import { migrateToLatest } from '../src/db/migrate.ts';
 import { copySqliteToPostgres } from '../src/ops/copy-to.ts';
 import { engineSkip } from './helpers/app.ts';
+import { runCliInProcess } from './helpers/cli-in-process.ts';
 import { waitForEvent } from './helpers/engagement.ts';
 import {
   requestJson,
@@ -171,10 +172,11 @@ describe('postwire backup (SQLite)', () => {
 
   test('into a folder that does not exist: one line naming the folder, exit 1, no folder made', async (t) => {
     const dataDir = temporaryDir(t, 'postwire-backup-missing-');
-    const migrated = await runCli(['migrate'], { POSTWIRE_DATA_DIR: dataDir });
+    // Refusals in this process (the backup above is a process's, beside a server's): the same answers.
+    const migrated = await runCliInProcess(['migrate'], { POSTWIRE_DATA_DIR: dataDir });
     assert.equal(migrated.code, 0, migrated.stderr);
     const missing = path.join(dataDir, 'backups', 'nightly');
-    const result = await runCli(['backup', path.join(missing, 'postwire.db')], {
+    const result = await runCliInProcess(['backup', path.join(missing, 'postwire.db')], {
       POSTWIRE_DATA_DIR: dataDir,
     });
     assert.equal(result.code, 1);
@@ -188,7 +190,7 @@ describe('postwire backup (SQLite)', () => {
 
   test('refuses on PostgreSQL and names pg_dump', async (t) => {
     const dataDir = temporaryDir(t, 'postwire-backup-pg-');
-    const result = await runCli(['backup', path.join(dataDir, 'x.db')], {
+    const result = await runCliInProcess(['backup', path.join(dataDir, 'x.db')], {
       POSTWIRE_DATA_DIR: dataDir,
       DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
     });

@@ -18,10 +18,10 @@ import {
   createProcessDatabase,
   type ProcessDatabase,
   requestJson,
-  runCli,
   type ServerProcess,
   startServerProcess,
 } from './helpers/process.ts';
+import { runCliInProcess } from './helpers/cli-in-process.ts';
 import { until } from './helpers/until.ts';
 import { inTransaction } from '../src/db/transaction.ts';
 
@@ -81,15 +81,22 @@ for (const { engine, label, env: variantEnv, leaseMs } of VARIANTS) {
       await db.cleanup();
     });
 
+    /**
+     * The CLI as an operator runs it, with the deployment's settings (the stamps' lease among them: its write
+     * waits that out too), in this process: what it is about is another writer than A and B.
+     */
+    const cliEnv = () => ({ ...db.env, ...variantEnv });
+
     test('a key revoked by the CLI is refused by a server that has just accepted it', async () => {
-      const project = (await runCli(['projects', 'create', 'Caches'], db.env)).lastLine;
-      const key = (await runCli(['keys', 'create', '--project', project, '--name', 'soon revoked'], db.env))
-        .lastLine;
+      const project = (await runCliInProcess(['projects', 'create', 'Caches'], cliEnv())).lastLine;
+      const key = (
+        await runCliInProcess(['keys', 'create', '--project', project, '--name', 'soon revoked'], cliEnv())
+      ).lastLine;
       for (let i = 0; i < 3; i++)
         assert.equal((await inB('GET', '/v1/webhooks', undefined, key)).status, 200);
-      const listed = await runCli(['keys', 'list', '--project', project, '--json'], db.env);
+      const listed = await runCliInProcess(['keys', 'list', '--project', project, '--json'], cliEnv());
       const keyId = (JSON.parse(listed.stdout) as Array<{ id: string }>)[0]!.id;
-      assert.equal((await runCli(['keys', 'revoke', keyId], db.env)).code, 0);
+      assert.equal((await runCliInProcess(['keys', 'revoke', keyId], cliEnv())).code, 0);
 
       const refused = await inB('GET', '/v1/webhooks', undefined, key);
       assert.equal(refused.status, 401);
@@ -196,9 +203,10 @@ for (const { engine, label, env: variantEnv, leaseMs } of VARIANTS) {
     });
 
     test("a sending domain another project verifies refuses the other process's next send from it", async () => {
-      const holder = (await runCli(['projects', 'create', 'Holder'], db.env)).lastLine;
-      const holderKey = (await runCli(['keys', 'create', '--project', holder, '--name', 'holder'], db.env))
-        .lastLine;
+      const holder = (await runCliInProcess(['projects', 'create', 'Holder'], cliEnv())).lastLine;
+      const holderKey = (
+        await runCliInProcess(['keys', 'create', '--project', holder, '--name', 'holder'], cliEnv())
+      ).lastLine;
       const added = await inA('POST', '/v1/domains', { name: 'held.example' }, holderKey);
       assert.equal(added.status, 201, JSON.stringify(added.body));
       const sendInB = () =>

@@ -16,9 +16,10 @@ import { commitFailure } from './helpers/failing-commit.ts';
 // written together (fewer INSERTs than sends), each is answered 202 with its own id only once its email is
 // committed, a send over its project's daily limit among good ones is refused alone with the usual 429, and
 // suppressed recipients get their `email.suppressed` event with their email, and a failed COMMIT answers 500
-// to every send of its group, none of which is stored. A send with an Idempotency-Key is written in its key's
-// transaction, apart from the groups, and is replayed as usual. (Send groups are the one batching layer:
-// the transaction-level group commit they sat on is gone.)
+// to every send of its group, none of which is stored; a group the database refuses half-way (a trigger on
+// either engine) is rolled back whole, nothing of any send stored. A send with an Idempotency-Key is written
+// in its key's transaction, apart from the groups, and is replayed as usual. (Send groups are the one
+// batching layer: the transaction-level group commit they sat on is gone.)
 
 const DAILY_LIMIT = 20;
 
@@ -212,6 +213,79 @@ for (const { engine, dailyLimit } of SUITES) {
         .where('subject', 'like', 'Receipt #2__')
         .execute();
       assert.equal(subjects.length, answers.length - failed.length);
+    });
+
+    test('a group the database refuses half-way is rolled back whole, each send answered 500, none stored', async () => {
+      const project = await api.createProject('Refused half-way');
+      // The database itself refuses these recipients' rows: a trigger, as a constraint would, after the
+      // group's emails are written (on PostgreSQL by the same statement, on SQLite in the same transaction).
+      // Every send has such a recipient, so every one fails in its group and again alone.
+      const refusedDomain = 'refused.example.org';
+      if (engine === 'sqlite') {
+        await sql
+          .raw(
+            `CREATE TRIGGER refuse_test_recipients BEFORE INSERT ON email_recipients
+             WHEN NEW.address LIKE '%@${refusedDomain}'
+             BEGIN SELECT RAISE(ABORT, 'recipient refused (test)'); END`,
+          )
+          .execute(other.db);
+      } else {
+        await sql
+          .raw(
+            `CREATE FUNCTION refuse_test_recipients() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF NEW.address LIKE '%@${refusedDomain}' THEN RAISE EXCEPTION 'recipient refused (test)'; END IF;
+               RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_test_recipients BEFORE INSERT ON email_recipients
+               FOR EACH ROW EXECUTE FUNCTION refuse_test_recipients()`,
+          )
+          .execute(other.db);
+      }
+      try {
+        const before = { groupedInserts, rollbacks, rows: await api.rowCounts() };
+        const answers = await burst(
+          Array.from({ length: 6 }, (_, i) => ({
+            body: message(600 + i, [`user${i}@example.org`, `user${i}@${refusedDomain}`]),
+            key: project.key,
+          })),
+          [project.projectId],
+        );
+        for (const answer of answers) {
+          assert.deepEqual(answer.body, {
+            error: {
+              code: 'internal_error',
+              message: 'Something went wrong on our side; it has been logged.',
+              request_id: answer.headers.get('x-request-id'),
+            },
+          });
+          assert.equal(answer.status, 500);
+        }
+        assert.ok(groupedInserts > before.groupedInserts, 'the sends were written together first');
+        // SQLite rolls the group's transaction back; PostgreSQL its one statement, the emails it had written
+        // included: either way nothing of any send is stored, neither its email nor its other recipient.
+        if (engine === 'sqlite') assert.ok(rollbacks > before.rollbacks, 'the group rolled back');
+        const { send_quota: _quotaBefore, ...rowsBefore } = before.rows;
+        const { send_quota: _quotaAfter, ...rowsAfter } = await api.rowCounts();
+        assert.deepEqual(rowsAfter, rowsBefore, 'nothing stored');
+        const written = await other.db
+          .selectFrom('emails')
+          .select('id')
+          .where('subject', 'like', 'Receipt #6__')
+          .execute();
+        assert.deepEqual(written, []);
+        const counted = await other.db
+          .selectFrom('send_quota')
+          .select((eb) => eb.fn.sum<number | string | null>('used').as('used'))
+          .where('project_id', '=', project.projectId)
+          .executeTakeFirstOrThrow();
+        assert.equal(Number(counted.used ?? 0), 0, 'no send counted against the daily limit');
+      } finally {
+        await sql
+          .raw('DROP TRIGGER refuse_test_recipients' + (engine === 'sqlite' ? '' : ' ON email_recipients'))
+          .execute(other.db);
+        if (engine !== 'sqlite') await sql.raw('DROP FUNCTION refuse_test_recipients()').execute(other.db);
+      }
     });
 
     test(

@@ -300,6 +300,16 @@ function Graph({ automation }) {
 
 const RUN_FILTERS = RUN_STATES.map(([key]) => [key, key]);
 
+/**
+ * A run's contact: its address, linking to it; once the contact is deleted (a contact_delete step, or deleted
+ * since) the run still shows, by the contact's id.
+ */
+function RunContact({ run }) {
+  return run.contact_email === null
+    ? html`<code>${run.contact_id}</code> (deleted)`
+    : html`<${Link} href=${`/dashboard/contacts/${run.contact_id}`}>${run.contact_email}</${Link}>`;
+}
+
 function Runs({ automation, search }) {
   const base = `/dashboard/automations/${automation.id}`;
   const { filters, setFilters } = useListFilters(search, base, ['status']);
@@ -333,11 +343,7 @@ function Runs({ automation, search }) {
               label: 'Run',
               cell: (run) => html`<${Link} href=${`${base}/runs/${run.id}`}><code>${run.id}</code></${Link}>`,
             },
-            {
-              label: 'Contact',
-              cell: (run) =>
-                html`<${Link} href=${`/dashboard/contacts/${run.contact_id}`}><code>${run.contact_id}</code></${Link}>`,
-            },
+            { label: 'Contact', class: 'break', cell: (run) => html`<${RunContact} run=${run} />` },
             { label: 'State', cell: (run) => html`<${Chip} status=${run.status} />` },
             { label: 'At step', class: 'break', cell: (run) => run.current_step },
             { label: 'Started', cell: (run) => formatTime(run.started_at ?? run.created_at) },
@@ -415,18 +421,14 @@ export function AutomationRunPage({ id, runId }) {
   const loaded = useAsync(
     () =>
       Promise.all([api('GET', `/automations/${id}`), api('GET', `/automations/${id}/runs/${runId}`)]).then(
-        async ([automation, run]) => {
-          // The contact may be gone (a contact_delete step, or deleted since): the run still shows, by id.
-          const contact = await api('GET', `/contacts/${run.contact_id}`).catch(() => null);
-          return { automation, run, contact };
-        },
+        ([automation, run]) => ({ automation, run }),
       ),
     [id, runId],
   );
   const waiting = unloaded('Run', loaded);
   if (waiting) return waiting;
-  const { automation, run, contact } = loaded.data;
-  const who = contact?.email ?? run.contact_id;
+  const { automation, run } = loaded.data;
+  const who = run.contact_email ?? run.contact_id;
   return html`<p class="crumbs">
       <${Link} href="/dashboard/automations">Automations</${Link}> /${' '}
       <${Link} href=${`/dashboard/automations/${id}`}>${automation.name}</${Link}> /
@@ -440,7 +442,7 @@ export function AutomationRunPage({ id, runId }) {
       <dl class="facts">
         <dt>Id</dt><dd><code>${run.id}</code></dd>
         <dt>Contact</dt>
-        <dd>${contact ? html`<${Link} href=${`/dashboard/contacts/${contact.id}`}>${contact.email}</${Link}>` : html`<code>${run.contact_id}</code> (deleted)`}</dd>
+        <dd><${RunContact} run=${run} /></dd>
         <dt>At step</dt><dd>${run.current_step}</dd>
         ${
           run.reason

@@ -2627,6 +2627,8 @@ export interface components {
             id: string;
             automation_id: string;
             contact_id: string;
+            /** @description The contact’s address; null once the contact is deleted. */
+            contact_email: string | null;
             /** @description `running` (due to take its next step), `waiting` (for an event), `completed`, `cancelled` (the automation was stopped, the contact deleted or unsubscribed), `failed`. */
             status: "running" | "waiting" | "completed" | "cancelled" | "failed";
             /** @description The step it is at (to take next, or waiting in). */
@@ -2681,6 +2683,8 @@ export interface components {
             id: string;
             automation_id: string;
             contact_id: string;
+            /** @description The contact’s address; null once the contact is deleted. */
+            contact_email: string | null;
             /** @description `running` (due to take its next step), `waiting` (for an event), `completed`, `cancelled` (the automation was stopped, the contact deleted or unsubscribed), `failed`. */
             status: "running" | "waiting" | "completed" | "cancelled" | "failed";
             /** @description The step it is at (to take next, or waiting in). */

@@ -140,6 +140,7 @@ const runFields = {
   id: Type.String({ description: 'Run identifier (`arun_…`).' }),
   automation_id: Type.String(),
   contact_id: Type.String(),
+  contact_email: nullable(Type.String(), 'The contact’s address; null once the contact is deleted.'),
   status: runStatus,
   current_step: Type.String({ description: 'The step it is at (to take next, or waiting in).' }),
   due_at: nullable(Type.String(), 'When it next moves on its own (a delay’s end, a wait’s timeout).'),

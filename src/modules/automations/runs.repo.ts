@@ -78,6 +78,19 @@ const toRecord = (row: Row<'automation_runs'>): RunRecord => ({
   updatedAt: row.updated_at,
 });
 
+/** A run as the API shows it: with its contact's address, null once the contact is deleted. */
+export interface RunWithContact extends RunRecord {
+  contactEmail: string | null;
+}
+
+const toRunWithContact = ({
+  contact_email,
+  ...row
+}: Row<'automation_runs'> & { contact_email: string | null }): RunWithContact => ({
+  ...toRecord(row),
+  contactEmail: contact_email,
+});
+
 const toStep = (row: Row<'automation_run_steps'>): RunStepRecord => ({
   key: row.key,
   type: row.type,
@@ -135,6 +148,14 @@ async function insertRows(runs: readonly RunRecord[], transaction: Transaction):
 }
 
 export function createRunRepo(db: Kysely<Database>) {
+  /** Runs with their contact's address, read by the same statement (a page of runs: one query, not one a run). */
+  const runsWithContacts = () =>
+    db
+      .selectFrom('automation_runs')
+      .leftJoin('contacts', 'contacts.id', 'automation_runs.contact_id')
+      .selectAll('automation_runs')
+      .select('contacts.email as contact_email');
+
   return {
     /**
      * Inserts runs started, each with its first step's record (its trigger, seq 0), INSERT_ROWS to a statement
@@ -262,15 +283,13 @@ export function createRunRepo(db: Kysely<Database>) {
       return row && toRecord(row);
     },
 
-    async find(projectId: string, automationId: string, id: string): Promise<RunRecord | undefined> {
-      const row = await db
-        .selectFrom('automation_runs')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('automation_id', '=', automationId)
-        .where('id', '=', id)
+    async find(projectId: string, automationId: string, id: string): Promise<RunWithContact | undefined> {
+      const row = await runsWithContacts()
+        .where('automation_runs.project_id', '=', projectId)
+        .where('automation_runs.automation_id', '=', automationId)
+        .where('automation_runs.id', '=', id)
         .executeTakeFirst();
-      return row && toRecord(row);
+      return row && toRunWithContact(row);
     },
 
     async list(
@@ -278,14 +297,12 @@ export function createRunRepo(db: Kysely<Database>) {
       automationId: string,
       page: PageRequest,
       statuses: readonly AutomationRunStatus[] | undefined,
-    ): Promise<Page<RunRecord>> {
-      let query = db
-        .selectFrom('automation_runs')
-        .selectAll()
-        .where('project_id', '=', projectId)
-        .where('automation_id', '=', automationId);
-      if (statuses !== undefined) query = query.where('status', 'in', [...statuses]);
-      return mapPage(await pageOfQuery(query, page), toRecord);
+    ): Promise<Page<RunWithContact>> {
+      let query = runsWithContacts()
+        .where('automation_runs.project_id', '=', projectId)
+        .where('automation_runs.automation_id', '=', automationId);
+      if (statuses !== undefined) query = query.where('automation_runs.status', 'in', [...statuses]);
+      return mapPage(await pageOfQuery(query, page, 'automation_runs.id'), toRunWithContact);
     },
 
     async steps(runId: string): Promise<RunStepRecord[]> {

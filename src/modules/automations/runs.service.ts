@@ -10,13 +10,14 @@ import type { ContactTriggers } from '../contacts/contact-triggers.ts';
 import type { AutomationRecord, AutomationRepo } from './automations.repo.ts';
 import { contactTriggerKey, nextStep, triggerOutput } from './graph.ts';
 import type { RunSummaryView, RunView } from './automations.schemas.ts';
-import type { RunRecord, RunRepo, RunStepRecord } from './runs.repo.ts';
+import type { RunRecord, RunRepo, RunStepRecord, RunWithContact } from './runs.repo.ts';
 
-const toSummary = (run: RunRecord): RunSummaryView => ({
+const toSummary = (run: RunWithContact): RunSummaryView => ({
   object: 'automation_run',
   id: run.id,
   automation_id: run.automationId,
   contact_id: run.contactId,
+  contact_email: run.contactEmail,
   status: run.status,
   current_step: run.currentStep,
   due_at: run.dueAt,
