@@ -240,12 +240,17 @@ const cpuSince = (from: NodeJS.CpuUsage) => {
 const probes = before.length + during.length;
 await sending.start();
 await until('singles', probes);
-const copiesFrom = performance.now();
-const copiesCpu = process.cpuUsage();
-const copiesStart = received.copies;
-await until('copies', copiesStart + DELIVER);
-const copiesRate = DELIVER / ((performance.now() - copiesFrom) / 1000);
-const copiesCpuMs = (cpuSince(copiesCpu) * 1000) / DELIVER;
+/** The next DELIVER copies to arrive: their rate and CPU per copy. */
+async function copiesDelivered() {
+  const from = performance.now();
+  const cpu = process.cpuUsage();
+  await until('copies', received.copies + DELIVER);
+  return {
+    rate: DELIVER / ((performance.now() - from) / 1000),
+    cpuMs: (cpuSince(cpu) * 1000) / DELIVER,
+  };
+}
+const firstCopies = await copiesDelivered();
 /**
  * DELIVER single sends of `content` (POST /v1/emails/batch, 100 at a time) until all have arrived: their rate
  * and CPU per message (their acceptance included). The copies left go on beside them, behind them in the bulk
@@ -282,12 +287,7 @@ const copyLike = await singleSends({
 });
 // The copies again, after the single sends: against the first figure, what the time after the fan-out
 // (its log, its tables just written) had to do with their rate.
-const againFrom = performance.now();
-const againCpu = process.cpuUsage();
-const againStart = received.copies;
-await until('copies', againStart + DELIVER);
-const againRate = DELIVER / ((performance.now() - againFrom) / 1000);
-const againCpuMs = (cpuSince(againCpu) * 1000) / DELIVER;
+const againCopies = await copiesDelivered();
 await sending.stop();
 await new Promise<void>((resolve) => sink.close(() => resolve()));
 
@@ -299,10 +299,10 @@ process.stdout.write(
     `memory during the fan-out: peak RSS ${mb(peakRss)} MB (${mb(baseRss)} MB before), peak heap ${mb(peakHeap)} MB`,
     `POST /v1/emails p50/p99: before ${p(before, 0.5).toFixed(1)}/${p(before, 0.99).toFixed(1)} ms; during the fan-out ${p(during, 0.5).toFixed(1)}/${p(during, 0.99).toFixed(1)} ms (${during.length} requests)`,
     `delivery to a local SMTP server (${DELIVER} each), per second and CPU per message:`,
-    `  broadcast copies ${copiesRate.toFixed(0)}/s, ${copiesCpuMs.toFixed(2)} ms`,
+    `  broadcast copies ${firstCopies.rate.toFixed(0)}/s, ${firstCopies.cpuMs.toFixed(2)} ms`,
     `  single sends, text only ${plain.rate.toFixed(0)}/s, ${plain.cpuMs.toFixed(2)} ms (accepting them included; ${plain.beside} copies beside them)`,
     `  single sends as a copy is (html, text, one-click unsubscribe) ${copyLike.rate.toFixed(0)}/s, ${copyLike.cpuMs.toFixed(2)} ms (${copyLike.beside} copies beside them)`,
-    `  broadcast copies again, after the single sends ${againRate.toFixed(0)}/s, ${againCpuMs.toFixed(2)} ms`,
+    `  broadcast copies again, after the single sends ${againCopies.rate.toFixed(0)}/s, ${againCopies.cpuMs.toFixed(2)} ms`,
     '',
   ].join('\n'),
 );

@@ -264,6 +264,29 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     assert.ok(url !== undefined && url.startsWith(`${PUBLIC_URL}/u/`), `List-Unsubscribe: ${url}`);
     return url;
   };
+  /**
+   * Checks the newsletter as it arrived (`copy`) and as GET /v1/emails/{id} shows it (its broadcast, its
+   * subject); its one-click unsubscribe URL.
+   */
+  const newsletterArrived = async (
+    name: string,
+    emailId: string,
+    copy: { bytes: Buffer; from: string },
+    expected: { broadcastId: string | null; subject: string },
+  ): Promise<string> => {
+    const email = await api.request('GET', `/v1/emails/${emailId}`);
+    assert.equal(email.body.broadcast_id, expected.broadcastId);
+    assert.equal(email.body.subject, expected.subject);
+    const unsubscribe = listUnsubscribeOf(copy.bytes);
+    await checkArrived([
+      {
+        message: newsletterRead(name, expected.subject, unsubscribe),
+        bytes: copy.bytes,
+        sender: copy.from,
+      },
+    ]);
+    return unsubscribe;
+  };
   /** A one-click unsubscribe as a mailbox provider makes it. */
   const oneClick = async (url: string) => {
     const post = await fetch(onServer(url, api.baseUrl), {
@@ -291,6 +314,17 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       assert.equal(added.status, 200, JSON.stringify(added.body));
       return { contactId: contact.id, topicId: topic.id, segmentId: segment.id };
     })());
+  /** The newsletter as a broadcast to its readers' segment and topic (a draft unless `extra` sends it). */
+  const newsletterBroadcast = async (name: string, extra: Record<string, unknown> = {}) => {
+    const { topicId, segmentId } = await newsletterReaders();
+    return created('/v1/broadcasts', {
+      name,
+      ...NEWSLETTER,
+      segment_id: segmentId,
+      topic_id: topicId,
+      ...extra,
+    });
+  };
   const topicChoice = async (contactId: string, topicId: string) =>
     (await api.request('GET', `/v1/contacts/${contactId}/topics`)).body.data.find(
       (row: any) => row.topic_id === topicId,
@@ -299,14 +333,8 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
   test('relay: a broadcast copy, personalized, with its topic-scoped one-click unsubscribe', async () => {
     // A copy of the newsletter, with RFC 8058's headers scoped to the broadcast's topic. It must verify and
     // read back as any other send does.
-    const { contactId, topicId, segmentId } = await newsletterReaders();
-    const broadcast = await created('/v1/broadcasts', {
-      name: 'Fidelity',
-      ...NEWSLETTER,
-      segment_id: segmentId,
-      topic_id: topicId,
-      send: true,
-    });
+    const { contactId, topicId } = await newsletterReaders();
+    const broadcast = await newsletterBroadcast('Fidelity', { send: true });
     const { id: emailId, copy } = await madeAndRelayed(
       await startFanOutWorker(api, { clock: systemClock }),
       RECIPIENT,
@@ -322,17 +350,10 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       },
     );
     // A copy is an ordinary email: GET /v1/emails/{id} shows it, naming its broadcast.
-    const email = await api.request('GET', `/v1/emails/${emailId}`);
-    assert.equal(email.body.broadcast_id, broadcast.id);
-    assert.equal(email.body.subject, 'Grüße, Zoë — 日本語 🎉');
-    const unsubscribe = listUnsubscribeOf(copy.bytes);
-    await checkArrived([
-      {
-        message: newsletterRead('a broadcast copy', 'Grüße, Zoë — 日本語 🎉', unsubscribe),
-        bytes: copy.bytes,
-        sender: copy.from,
-      },
-    ]);
+    const unsubscribe = await newsletterArrived('a broadcast copy', emailId, copy, {
+      broadcastId: broadcast.id,
+      subject: 'Grüße, Zoë — 日本語 🎉',
+    });
 
     // The link works as a mailbox provider's one click uses it: out of the topic only, at once.
     await oneClick(unsubscribe);
@@ -344,13 +365,8 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     // POST /v1/broadcasts/{id}/test, of a draft, to an editor's address, personalized as the reader: an
     // ordinary email (no broadcast_id) whose subject says [Test], made by the fan-out's code, that must
     // verify and read back as a copy does.
-    const { contactId, topicId, segmentId } = await newsletterReaders();
-    const broadcast = await created('/v1/broadcasts', {
-      name: 'Fidelity test send',
-      ...NEWSLETTER,
-      segment_id: segmentId,
-      topic_id: topicId,
-    });
+    const { contactId, topicId } = await newsletterReaders();
+    const broadcast = await newsletterBroadcast('Fidelity test send');
     assert.equal(broadcast.status, 'draft');
     const editor = 'editor@receiver.test';
     const { id: emailId, copy } = await madeAndRelayed(undefined, editor, async () => {
@@ -361,17 +377,10 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       assert.equal(sent.body.contact_id, contactId);
       return sent.body.email_id;
     });
-    const email = await api.request('GET', `/v1/emails/${emailId}`);
-    assert.equal(email.body.broadcast_id, null);
-    assert.equal(email.body.subject, '[Test] Grüße, Zoë — 日本語 🎉');
-    const unsubscribe = listUnsubscribeOf(copy.bytes);
-    await checkArrived([
-      {
-        message: newsletterRead("a broadcast's test send", '[Test] Grüße, Zoë — 日本語 🎉', unsubscribe),
-        bytes: copy.bytes,
-        sender: copy.from,
-      },
-    ]);
+    const unsubscribe = await newsletterArrived("a broadcast's test send", emailId, copy, {
+      broadcastId: null,
+      subject: '[Test] Grüße, Zoë — 日本語 🎉',
+    });
 
     // Its link is the test address's own: a click there never unsubscribes the reader it was made as.
     const choice = await topicChoice(contactId, topicId);
