@@ -3,6 +3,7 @@ import type { Database } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { newId } from '../../lib/ids.ts';
+import { letOthersRun } from '../../lib/byte-chunks.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import type { ContactPropertyRecord, ContactPropertyRepo } from '../contacts/contact-properties.repo.ts';
@@ -285,6 +286,9 @@ export function createFanOut(deps: FanOutDeps) {
   async function write(prepared: Prepared, made: Batch, workerId: string): Promise<void> {
     const { excluded, now, done } = made;
     const copies = await made.copies;
+    // The copies were made in one stretch of the event loop (the render's answer, a batch in one run): the
+    // requests waiting meanwhile go before the transaction takes the connection, not after it.
+    await letOthersRun();
     const current = prepared.broadcast;
     await inTransaction(deps.db, async (transaction) => {
       const moved = await repo.advance(

@@ -25,10 +25,13 @@ export interface RenderPoolOptions {
   wallMs?: () => number;
 }
 
-/** The renders of a renderMany sent to a thread in its first run. */
-const FIRST_RUN_RENDERS = 25;
-/** The renders of one run at most (a broadcast's batch is 500). */
-const MOST_RUN_RENDERS = 500;
+/**
+ * The renders of a run of a renderMany at most, and of its first. Larger runs of a cheap template (one per
+ * broadcast batch of 500) saved the event loop its round trips, but on the loaded 2-core VM they raised a
+ * transactional send's p99 beside the fan-out (the render thread then busy all the time, taking the event loop's
+ * share of the CPU): measured in bench/README.md, "Broadcasts", and not kept.
+ */
+const MOST_RUN_RENDERS = 25;
 /**
  * The share of the budget a run of a renderMany is sized to use, at the CPU time per render of the run before:
  * every run is held to the whole budget, so a copy may take ten times longer than those before it did.
@@ -37,11 +40,11 @@ const RUN_SHARE_OF_BUDGET = 0.1;
 
 /**
  * How many renders the next run of a renderMany holds, the last run's having taken `cpuMsPerRender` each: as
- * many as fill RUN_SHARE_OF_BUDGET of `timeoutMs`, one at least. A cheap template's copies go in a few large
- * runs (each a round trip the event loop must be free to answer), a costly one's in runs small enough to fit.
+ * many as fill RUN_SHARE_OF_BUDGET of `timeoutMs`, from one to MOST_RUN_RENDERS. A costly template's copies go
+ * in runs small enough to fit the budget (25 of them need not).
  */
 function rendersPerRun(cpuMsPerRender: number, timeoutMs: number): number {
-  if (!Number.isFinite(cpuMsPerRender)) return FIRST_RUN_RENDERS;
+  if (!Number.isFinite(cpuMsPerRender)) return MOST_RUN_RENDERS;
   const fitting = Math.floor((timeoutMs * RUN_SHARE_OF_BUDGET) / Math.max(cpuMsPerRender, 0.001));
   return Math.min(MOST_RUN_RENDERS, Math.max(1, fitting));
 }
@@ -97,7 +100,7 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
 
     /**
      * In runs (each held to the budget), each sized by the CPU time per render the one before took
-     * (rendersPerRun), the first by the last run of the same content object, else FIRST_RUN_RENDERS.
+     * (rendersPerRun), the first by the last run of the same content object, else MOST_RUN_RENDERS.
      */
     async renderMany(
       content: TemplateContent,
@@ -106,7 +109,7 @@ export function createRenderPool(options: RenderPoolOptions): TemplateRenderer &
       const rendered: RenderedContent[] = [];
       for (let start = 0; start < variablesList.length;) {
         const known = cpuMsPerRender.get(content);
-        const size = known === undefined ? FIRST_RUN_RENDERS : rendersPerRun(known, options.timeoutMs);
+        const size = known === undefined ? MOST_RUN_RENDERS : rendersPerRun(known, options.timeoutMs);
         const variables = variablesList.slice(start, start + size);
         start += variables.length;
         const outcome = await run({ content, variables });
