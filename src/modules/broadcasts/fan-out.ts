@@ -286,7 +286,7 @@ export function createFanOut(deps: FanOutDeps) {
   async function write(prepared: Prepared, made: Batch, workerId: string): Promise<void> {
     const { excluded, now, done } = made;
     const copies = await made.copies;
-    // The copies were made in one stretch of the event loop (the render's answer, a batch in one run): the
+    // The batch's copies were made in one stretch of the event loop, after the render's last answer: the
     // requests waiting meanwhile go before the transaction takes the connection, not after it.
     await letOthersRun();
     const current = prepared.broadcast;
