@@ -39,13 +39,20 @@ export async function startBenchApp(
     infra?: Partial<Infra>;
     /** Names the PostgreSQL schema (`<prefix>_<random>`), so a bench's data is told apart from others'. */
     schemaPrefix?: string;
+    /**
+     * SQLite: the log checkpointed from a thread of its own, as `postwire serve` opens the database
+     * (src/boot/database.ts), instead of by the commit that passes 1,000 pages, on the event loop.
+     */
+    backgroundCheckpoints?: boolean;
   } = {},
 ): Promise<BenchApp> {
   const dir = mkdtempSync(path.join(tmpdir(), 'postwire-bench-'));
   const schema = benchSchemaName(options.schemaPrefix);
   const sqliteFile = options.databaseUrl ? undefined : path.join(dir, 'postwire.db');
   const database = await openDatabase(
-    options.databaseUrl ? { url: options.databaseUrl, schema, poolSize: 20 } : { sqlitePath: sqliteFile! },
+    options.databaseUrl
+      ? { url: options.databaseUrl, schema, poolSize: 20 }
+      : { sqlitePath: sqliteFile!, backgroundCheckpoints: options.backgroundCheckpoints ?? false },
   );
   await migrateToLatest(database.db);
   const services = createServices(

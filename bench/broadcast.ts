@@ -4,7 +4,7 @@
 // local SMTP server against the single-send path's (the same number of POST /v1/emails sends).
 //
 //   npm run bench:broadcast -- [--postgres] [--contacts 100000] [--deliver 3000] [--dialect liquid|resend]
-//                              [--probes on|off]
+//                              [--probes on|off] [--checkpoints thread|inline]
 import { parseArgs } from 'node:util';
 import { SMTPServer } from 'smtp-server';
 import { systemClock } from '../src/lib/clock.ts';
@@ -24,6 +24,9 @@ const { values: args } = parseArgs({
     dialect: { type: 'string', default: 'liquid' },
     // `off`: no POST /v1/emails beside the fan-out, so its CPU time is the fan-out's own (a profile's too).
     probes: { type: 'string', default: 'on' },
+    // `inline`: SQLite's log checkpointed by the commit that passes 1,000 pages, on the event loop (this
+    // bench's figures before 2026-11-29, 07:00); by default from a thread, as `postwire serve` does.
+    checkpoints: { type: 'string', default: 'thread' },
   },
 });
 const CONTACTS = Number(args.contacts);
@@ -36,6 +39,7 @@ const databaseUrl = args.postgres
 const bench = await startBenchApp({
   databaseUrl,
   config: { publicUrl: PUBLIC_URL, allowPrivateUrls: true, sendDailyLimit: 0 },
+  backgroundCheckpoints: args.checkpoints !== 'inline',
 });
 const { db } = bench.database;
 const headers = { authorization: `Bearer ${bench.key}`, 'content-type': 'application/json' };
@@ -183,19 +187,24 @@ const copies = await db
 
 // Delivery: the copies at the head of the bulk band, then as many single sends (the transactional band, claimed
 // first), each to a local SMTP server that accepts everything.
-let received = 0;
-let target = Infinity;
+// Counted apart by the recipient's domain: the copies go to bench.test, the probes and the single sends to
+// app.test. The copies not yet delivered keep going out while the single sends do (in the bulk band, behind
+// them): counted together, the single sends' rate would be the two's.
+const received = { copies: 0, singles: 0 };
+let target: { kind: keyof typeof received; count: number } | undefined;
 let reached: (() => void) | undefined;
+const kindOf = (address: string): keyof typeof received =>
+  address.endsWith('@bench.test') ? 'copies' : 'singles';
 const sink = new SMTPServer({
   logger: false,
   authOptional: true,
   disabledCommands: ['STARTTLS'],
-  onData(stream, _session, callback) {
+  onData(stream, session, callback) {
     stream.on('data', () => {});
     stream.on('end', () => {
-      received += 1;
+      received[kindOf(session.envelope.rcptTo[0]?.address ?? '')] += 1;
       callback(null, 'Ok');
-      if (received >= target) reached?.();
+      if (target && received[target.kind] >= target.count) reached?.();
     });
   },
 });
@@ -215,34 +224,70 @@ const sending = createSendingWorker({
     secretBox: createSecretBox(Buffer.alloc(32, 1)),
   }),
 });
-const until = (count: number) =>
+const until = (kind: keyof typeof received, count: number) =>
   new Promise<void>((resolve) => {
-    target = count;
+    target = { kind, count };
     reached = resolve;
-    if (received >= count) resolve();
+    if (received[kind] >= count) resolve();
   });
+/** The process's CPU seconds (every thread) since `from`. */
+const cpuSince = (from: NodeJS.CpuUsage) => {
+  const used = process.cpuUsage(from);
+  return (used.user + used.system) / 1e6;
+};
 
 // The probes' emails go first (the transactional band): they are counted before the broadcast's copies.
 const probes = before.length + during.length;
 await sending.start();
-await until(probes);
-const copiesFrom = performance.now();
-const copiesStart = received;
-await until(copiesStart + DELIVER);
-const copiesRate = DELIVER / ((performance.now() - copiesFrom) / 1000);
-const singles = Array.from({ length: DELIVER / 100 }, (_, batch) =>
-  Array.from({ length: 100 }, (_, index) => ({
-    from: 'app@bench.test',
-    to: `single${batch * 100 + index}@app.test`,
-    subject: 'Single',
-    text: 'one',
-  })),
-);
-const singleFrom = performance.now();
-const singleStart = received;
-for (const batch of singles) await api('POST', '/v1/emails/batch', batch);
-await until(singleStart + DELIVER);
-const singleRate = DELIVER / ((performance.now() - singleFrom) / 1000);
+await until('singles', probes);
+/** The next DELIVER copies to arrive: their rate and CPU per copy. */
+async function copiesDelivered() {
+  const from = performance.now();
+  const cpu = process.cpuUsage();
+  await until('copies', received.copies + DELIVER);
+  return {
+    rate: DELIVER / ((performance.now() - from) / 1000),
+    cpuMs: (cpuSince(cpu) * 1000) / DELIVER,
+  };
+}
+const firstCopies = await copiesDelivered();
+/**
+ * DELIVER single sends of `content` (POST /v1/emails/batch, 100 at a time) until all have arrived: their rate
+ * and CPU per message (their acceptance included). The copies left go on beside them, behind them in the bulk
+ * band: how many, and their CPU is in the figure too.
+ */
+let singlesSent = 0;
+async function singleSends(content: Record<string, unknown>) {
+  const from = performance.now();
+  const cpu = process.cpuUsage();
+  const copiesBefore = received.copies;
+  for (let batch = 0; batch < DELIVER / 100; batch += 1) {
+    await api(
+      'POST',
+      '/v1/emails/batch',
+      Array.from({ length: 100 }, () => {
+        singlesSent += 1;
+        return { from: 'app@bench.test', to: `single${singlesSent}@app.test`, ...content };
+      }),
+    );
+  }
+  await until('singles', probes + singlesSent);
+  const rate = DELIVER / ((performance.now() - from) / 1000);
+  const beside = received.copies - copiesBefore;
+  return { rate, beside, cpuMs: (cpuSince(cpu) * 1000) / (DELIVER + beside) };
+}
+// As an application's: short, text only. Then as a copy is: the html and text a copy has after its
+// personalization, with its one-click unsubscribe (the same per-recipient link and headers).
+const plain = await singleSends({ subject: 'Single', text: 'one' });
+const copyLike = await singleSends({
+  subject: 'Hello Reader1',
+  html: '<p>Hi Reader1,</p><p>news.</p><p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p>',
+  text: 'Hi Reader1, news. {{ unsubscribe_url }}',
+  unsubscribe: true,
+});
+// The copies again, after the single sends: against the first figure, what the time after the fan-out
+// (its log, its tables just written) had to do with their rate.
+const againCopies = await copiesDelivered();
 await sending.stop();
 await new Promise<void>((resolve) => sink.close(() => resolve()));
 
@@ -253,7 +298,11 @@ process.stdout.write(
     `fan-out: ${copies.count} copies enqueued in ${enqueueSeconds.toFixed(1)} s (${Math.round(Number(copies.count) / enqueueSeconds)}/s), ${cpuSeconds.toFixed(1)} s of CPU (${mainCpuSeconds.toFixed(1)} s on the event loop's thread)`,
     `memory during the fan-out: peak RSS ${mb(peakRss)} MB (${mb(baseRss)} MB before), peak heap ${mb(peakHeap)} MB`,
     `POST /v1/emails p50/p99: before ${p(before, 0.5).toFixed(1)}/${p(before, 0.99).toFixed(1)} ms; during the fan-out ${p(during, 0.5).toFixed(1)}/${p(during, 0.99).toFixed(1)} ms (${during.length} requests)`,
-    `delivery to a local SMTP server: broadcast copies ${copiesRate.toFixed(0)}/s, single sends ${singleRate.toFixed(0)}/s (${DELIVER} each)`,
+    `delivery to a local SMTP server (${DELIVER} each), per second and CPU per message:`,
+    `  broadcast copies ${firstCopies.rate.toFixed(0)}/s, ${firstCopies.cpuMs.toFixed(2)} ms`,
+    `  single sends, text only ${plain.rate.toFixed(0)}/s, ${plain.cpuMs.toFixed(2)} ms (accepting them included; ${plain.beside} copies beside them)`,
+    `  single sends as a copy is (html, text, one-click unsubscribe) ${copyLike.rate.toFixed(0)}/s, ${copyLike.cpuMs.toFixed(2)} ms (${copyLike.beside} copies beside them)`,
+    `  broadcast copies again, after the single sends ${againCopies.rate.toFixed(0)}/s, ${againCopies.cpuMs.toFixed(2)} ms`,
     '',
   ].join('\n'),
 );

@@ -47,7 +47,7 @@ export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
     suppressions: createSuppressionRepo(db, engine),
     emails: createEmailRepo(db, engine, recipients),
     recipients,
-    tracking: createTrackingRepo(db),
+    tracking: createTrackingRepo(db, engine),
     events: createEventRepo(db),
     deliveries: createDeliveryRepo(db),
     engagement: createEngagementRepo(db),

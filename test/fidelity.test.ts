@@ -22,8 +22,8 @@ import type { QueueWorker } from '../src/queue/runtime.ts';
 // Mail that verifies where it lands: the fidelity corpus (messages as senders write them) sent through every
 // transport, and what arrives checked as a receiving server would: DKIM by mailauth and by dkimpy, DMARC for
 // the aligned sending domain, the content read back by mailparser, CRLF-only lines of at most 998 octets, no
-// Bcc header. One path goes through a real Postfix into a mailbox. A broadcast's copy and an automation's
-// send_email, made by their own workers from a contact, are checked the same way.
+// Bcc header. One path goes through a real Postfix into a mailbox. A broadcast's copy, a broadcast's test send
+// and an automation's send_email, made from a contact, are checked the same way.
 
 const DOMAIN = 'acme.example';
 const RECIPIENT = 'ada@receiver.test';
@@ -138,11 +138,11 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
   }
 
   /**
-   * An email that `make` has a worker beside the app make (a broadcast's fan-out, an automation's runs),
+   * An email that `make` has made (by a `worker` beside the app: a broadcast's fan-out, an automation's runs),
    * sent through the relay by a sending worker started beside it: its id once sent, and its copy as the relay
    * received it. Both workers are stopped after.
    */
-  async function madeAndRelayed(worker: QueueWorker, to: string, make: () => Promise<string>) {
+  async function madeAndRelayed(worker: QueueWorker | undefined, to: string, make: () => Promise<string>) {
     const config = baseConfig({ MAIL_TRANSPORT: 'relay', SMTP_URL: `smtp://127.0.0.1:${relay.port}` });
     const sending = await startConfiguredSendingWorker(
       api,
@@ -155,7 +155,7 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       await untilSettled(id);
     } finally {
       await sending.stop();
-      await worker.stop();
+      await worker?.stop();
     }
     const messageId = await messageIdOf(id);
     const copy = relay.messages.find((received) => received.messageId === messageId && received.to[0] === to);
@@ -230,38 +230,111 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
     await checkArrived(arrived);
   });
 
+  const created = async (path: string, body: unknown) => {
+    const response = await api.request('POST', path, { body });
+    assert.equal(response.status, 201, `${path}: ${JSON.stringify(response.body)}`);
+    return response.body;
+  };
+
+  // A newsletter as one is written: Unicode in the subject, names and body, a paragraph longer than a line
+  // may be, html and text, the contact's name and property (and a fallback) filled in.
+  const NEWSLETTER_PARAGRAPH = `${'Ünïcödé wörds, 日本語の文, and emoji 🎉 in one paragraph with no break at all; '.repeat(30)}end.`;
+  const NEWSLETTER = {
+    from: `Acme Neuigkeiten <news@${DOMAIN}>`,
+    subject: 'Grüße, {{ contact.first_name }} — 日本語 🎉',
+    html: `<p>Hallo {{ contact.first_name }} {{ contact.last_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),</p>\n<p>${NEWSLETTER_PARAGRAPH}</p>\n<p><a href="{{ unsubscribe_url }}">Abmelden</a></p>\n`,
+    text: `Hallo {{ contact.first_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),\n\n${NEWSLETTER_PARAGRAPH}\n\nAbmelden: {{ unsubscribe_url }}\n`,
+  };
+  /** What the newsletter says once personalized as its reader, with the unsubscribe URL a copy carries. */
+  const newsletterRead = (name: string, subject: string, unsubscribe: string): CorpusMessage => ({
+    name,
+    body: {},
+    expect: {
+      subject,
+      text: `Hallo Zoë aus Zürich (Grün),\n\n${NEWSLETTER_PARAGRAPH}\n\nAbmelden: ${unsubscribe}\n`,
+      html: `<p>Hallo Zoë Ångström aus Zürich (Grün),</p>\n<p>${NEWSLETTER_PARAGRAPH}</p>\n<p><a href="${unsubscribe}">Abmelden</a></p>\n`,
+      headers: { 'list-unsubscribe-post': 'List-Unsubscribe=One-Click' },
+    },
+  });
+  /** The one-click unsubscribe URL of a message as it arrived (RFC 8058's List-Unsubscribe). */
+  const listUnsubscribeOf = (bytes: Buffer): string => {
+    const url = /^List-Unsubscribe: <(https:[^>]+)>/im.exec(
+      bytes.toString('latin1').replace(/\r\n[ \t]/g, ' '),
+    )?.[1];
+    assert.ok(url !== undefined && url.startsWith(`${PUBLIC_URL}/u/`), `List-Unsubscribe: ${url}`);
+    return url;
+  };
+  /**
+   * Checks the newsletter as it arrived (`copy`) and as GET /v1/emails/{id} shows it (its broadcast, its
+   * subject); its one-click unsubscribe URL.
+   */
+  const newsletterArrived = async (
+    name: string,
+    emailId: string,
+    copy: { bytes: Buffer; from: string },
+    expected: { broadcastId: string | null; subject: string },
+  ): Promise<string> => {
+    const email = await api.request('GET', `/v1/emails/${emailId}`);
+    assert.equal(email.body.broadcast_id, expected.broadcastId);
+    assert.equal(email.body.subject, expected.subject);
+    const unsubscribe = listUnsubscribeOf(copy.bytes);
+    await checkArrived([
+      {
+        message: newsletterRead(name, expected.subject, unsubscribe),
+        bytes: copy.bytes,
+        sender: copy.from,
+      },
+    ]);
+    return unsubscribe;
+  };
+  /** A one-click unsubscribe as a mailbox provider makes it. */
+  const oneClick = async (url: string) => {
+    const post = await fetch(onServer(url, api.baseUrl), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'List-Unsubscribe=One-Click',
+    });
+    assert.equal(post.status, 200);
+  };
+  /** The newsletter's reader (RECIPIENT) in a segment, with its properties and a topic: made once. */
+  let readers: Promise<{ contactId: string; topicId: string; segmentId: string }> | undefined;
+  const newsletterReaders = () =>
+    (readers ??= (async () => {
+      await created('/v1/contact-properties', { key: 'stadt', type: 'string', fallback_value: 'Überall' });
+      await created('/v1/contact-properties', { key: 'tier', type: 'string', fallback_value: 'Grün' });
+      const topic = await created('/v1/topics', { name: 'Neuigkeiten', default_subscription: 'opt_in' });
+      const segment = await created('/v1/segments', { name: 'Leser' });
+      const contact = await created('/v1/contacts', {
+        email: RECIPIENT,
+        first_name: 'Zoë',
+        last_name: 'Ångström',
+        properties: { stadt: 'Zürich' },
+      });
+      const added = await api.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
+      assert.equal(added.status, 200, JSON.stringify(added.body));
+      return { contactId: contact.id, topicId: topic.id, segmentId: segment.id };
+    })());
+  /** The newsletter as a broadcast to its readers' segment and topic (a draft unless `extra` sends it). */
+  const newsletterBroadcast = async (name: string, extra: Record<string, unknown> = {}) => {
+    const { topicId, segmentId } = await newsletterReaders();
+    return created('/v1/broadcasts', {
+      name,
+      ...NEWSLETTER,
+      segment_id: segmentId,
+      topic_id: topicId,
+      ...extra,
+    });
+  };
+  const topicChoice = async (contactId: string, topicId: string) =>
+    (await api.request('GET', `/v1/contacts/${contactId}/topics`)).body.data.find(
+      (row: any) => row.topic_id === topicId,
+    ).subscription;
+
   test('relay: a broadcast copy, personalized, with its topic-scoped one-click unsubscribe', async () => {
-    // A copy as a newsletter writes one: Unicode in the subject, names and body, a paragraph longer than a
-    // line may be, html and text, the contact's name and property (and a fallback) filled in, RFC 8058's
-    // headers scoped to the broadcast's topic. It must verify and read back as any other send does.
-    const created = async (path: string, body: unknown) => {
-      const response = await api.request('POST', path, { body });
-      assert.equal(response.status, 201, `${path}: ${JSON.stringify(response.body)}`);
-      return response.body;
-    };
-    await created('/v1/contact-properties', { key: 'stadt', type: 'string', fallback_value: 'Überall' });
-    await created('/v1/contact-properties', { key: 'tier', type: 'string', fallback_value: 'Grün' });
-    const topic = await created('/v1/topics', { name: 'Neuigkeiten', default_subscription: 'opt_in' });
-    const segment = await created('/v1/segments', { name: 'Leser' });
-    const contact = await created('/v1/contacts', {
-      email: RECIPIENT,
-      first_name: 'Zoë',
-      last_name: 'Ångström',
-      properties: { stadt: 'Zürich' },
-    });
-    const added = await api.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
-    assert.equal(added.status, 200, JSON.stringify(added.body));
-    const long = `${'Ünïcödé wörds, 日本語の文, and emoji 🎉 in one paragraph with no break at all; '.repeat(30)}end.`;
-    const broadcast = await created('/v1/broadcasts', {
-      name: 'Fidelity',
-      from: `Acme Neuigkeiten <news@${DOMAIN}>`,
-      subject: 'Grüße, {{ contact.first_name }} — 日本語 🎉',
-      html: `<p>Hallo {{ contact.first_name }} {{ contact.last_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),</p>\n<p>${long}</p>\n<p><a href="{{ unsubscribe_url }}">Abmelden</a></p>\n`,
-      text: `Hallo {{ contact.first_name }} aus {{ contact.properties.stadt }} ({{ contact.properties.tier }}),\n\n${long}\n\nAbmelden: {{ unsubscribe_url }}\n`,
-      segment_id: segment.id,
-      topic_id: topic.id,
-      send: true,
-    });
+    // A copy of the newsletter, with RFC 8058's headers scoped to the broadcast's topic. It must verify and
+    // read back as any other send does.
+    const { contactId, topicId } = await newsletterReaders();
+    const broadcast = await newsletterBroadcast('Fidelity', { send: true });
     const { id: emailId, copy } = await madeAndRelayed(
       await startFanOutWorker(api, { clock: systemClock }),
       RECIPIENT,
@@ -277,36 +350,43 @@ describe('the fidelity corpus lands DKIM- and DMARC-valid and intact on every tr
       },
     );
     // A copy is an ordinary email: GET /v1/emails/{id} shows it, naming its broadcast.
-    const email = await api.request('GET', `/v1/emails/${emailId}`);
-    assert.equal(email.body.broadcast_id, broadcast.id);
-    assert.equal(email.body.subject, 'Grüße, Zoë — 日本語 🎉');
-    const { bytes } = copy;
-    const unsubscribe = /^List-Unsubscribe: <(https:[^>]+)>/im.exec(
-      bytes.toString('latin1').replace(/\r\n[ \t]/g, ' '),
-    )?.[1];
-    assert.ok(unsubscribe?.startsWith(`${PUBLIC_URL}/u/`), `List-Unsubscribe: ${unsubscribe}`);
-    const message: CorpusMessage = {
-      name: 'a broadcast copy',
-      body: {},
-      expect: {
-        subject: 'Grüße, Zoë — 日本語 🎉',
-        text: `Hallo Zoë aus Zürich (Grün),\n\n${long}\n\nAbmelden: ${unsubscribe}\n`,
-        html: `<p>Hallo Zoë Ångström aus Zürich (Grün),</p>\n<p>${long}</p>\n<p><a href="${unsubscribe}">Abmelden</a></p>\n`,
-        headers: { 'list-unsubscribe-post': 'List-Unsubscribe=One-Click' },
-      },
-    };
-    await checkArrived([{ message, bytes, sender: copy.from }]);
+    const unsubscribe = await newsletterArrived('a broadcast copy', emailId, copy, {
+      broadcastId: broadcast.id,
+      subject: 'Grüße, Zoë — 日本語 🎉',
+    });
 
     // The link works as a mailbox provider's one click uses it: out of the topic only, at once.
-    const post = await fetch(onServer(unsubscribe!, api.baseUrl), {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: 'List-Unsubscribe=One-Click',
+    await oneClick(unsubscribe);
+    assert.equal(await topicChoice(contactId, topicId), 'opt_out');
+    assert.equal((await api.request('GET', `/v1/contacts/${contactId}`)).body.unsubscribed, false);
+  });
+
+  test("relay: a broadcast's test send, personalized as its reader, with the test address's own unsubscribe", async () => {
+    // POST /v1/broadcasts/{id}/test, of a draft, to an editor's address, personalized as the reader: an
+    // ordinary email (no broadcast_id) whose subject says [Test], made by the fan-out's code, that must
+    // verify and read back as a copy does.
+    const { contactId, topicId } = await newsletterReaders();
+    const broadcast = await newsletterBroadcast('Fidelity test send');
+    assert.equal(broadcast.status, 'draft');
+    const editor = 'editor@receiver.test';
+    const { id: emailId, copy } = await madeAndRelayed(undefined, editor, async () => {
+      const sent = await api.request('POST', `/v1/broadcasts/${broadcast.id}/test`, {
+        body: { to: `Ed Itor <${editor}>`, contact: contactId },
+      });
+      assert.equal(sent.status, 202, JSON.stringify(sent.body));
+      assert.equal(sent.body.contact_id, contactId);
+      return sent.body.email_id;
     });
-    assert.equal(post.status, 200);
-    const topics = await api.request('GET', `/v1/contacts/${contact.id}/topics`);
-    assert.equal(topics.body.data.find((row: any) => row.topic_id === topic.id).subscription, 'opt_out');
-    assert.equal((await api.request('GET', `/v1/contacts/${contact.id}`)).body.unsubscribed, false);
+    const unsubscribe = await newsletterArrived("a broadcast's test send", emailId, copy, {
+      broadcastId: null,
+      subject: '[Test] Grüße, Zoë — 日本語 🎉',
+    });
+
+    // Its link is the test address's own: a click there never unsubscribes the reader it was made as.
+    const choice = await topicChoice(contactId, topicId);
+    await oneClick(unsubscribe);
+    assert.equal(await topicChoice(contactId, topicId), choice);
+    assert.equal((await api.request('GET', `/v1/contacts/${contactId}`)).body.unsubscribed, false);
   });
 
   test("relay: an automation's send_email, its template filled from the contact and the event", async () => {

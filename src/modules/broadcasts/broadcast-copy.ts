@@ -8,9 +8,6 @@ import { type CopyContent, liquidVariables, resendCopy, withPreviewText } from '
 // What a broadcast's copies say, made once for the fan-out (fan-out.ts) and for a preview or a test
 // (broadcast-tests.ts): so a preview shows exactly what a contact's copy will contain.
 
-/** Copies rendered per call of the render pool (Liquid). */
-const RENDER_CHUNK = 25;
-
 /**
  * The content a broadcast's copies are made from: its own subject, html and text, or its template's
  * published version (its subject unless the broadcast has one). `undefined` when the template has no
@@ -55,20 +52,14 @@ export async function personalizedCopies(
   if (broadcast.personalization === 'resend') {
     made = contacts.map((contact, index) => resendCopy(content, contact, declared, preferenceUrls[index]));
   } else {
-    // A few copies per render on the pool: each run is held to TEMPLATE_RENDER_TIMEOUT of CPU time.
-    made = [];
-    for (let start = 0; start < contacts.length; start += RENDER_CHUNK) {
-      const rendered = await renderer.renderMany(
-        content,
-        contacts
-          .slice(start, start + RENDER_CHUNK)
-          .map((contact, index) =>
-            liquidVariables(contact, declared, broadcast.templateVariables, preferenceUrls[start + index]),
-          ),
-      );
-      for (const each of rendered)
-        made.push({ subject: each.subject ?? '', html: each.html, text: each.text });
-    }
+    // On the pool, in runs each held to TEMPLATE_RENDER_TIMEOUT of CPU time (render-pool.ts sizes them).
+    const rendered = await renderer.renderMany(
+      content,
+      contacts.map((contact, index) =>
+        liquidVariables(contact, declared, broadcast.templateVariables, preferenceUrls[index]),
+      ),
+    );
+    made = rendered.map((each) => ({ subject: each.subject ?? '', html: each.html, text: each.text }));
   }
   return made.map((copy) => ({
     subject: copy.subject.replace(/[\r\n]+/g, ' '),

@@ -3,6 +3,7 @@ import type { Database } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Clock } from '../../lib/clock.ts';
 import { newId } from '../../lib/ids.ts';
+import { letOthersRun } from '../../lib/byte-chunks.ts';
 import { parseAddress } from '../../lib/addresses.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import type { ContactPropertyRecord, ContactPropertyRepo } from '../contacts/contact-properties.repo.ts';
@@ -77,12 +78,15 @@ interface Prepared {
   totals: { copies: number; excluded: number };
 }
 
-/** A batch made and not yet written: its copies and exclusions, and the cursor before and after it. */
+/**
+ * A batch read and not yet written: its copies (being rendered on the render pool) and exclusions, and the
+ * cursor before and after it.
+ */
 interface Batch {
   previous: string | null;
   next: string | null;
   done: boolean;
-  copies: NewEmail[];
+  copies: Promise<NewEmail[]>;
   excluded: ExclusionRecord[];
   now: string;
 }
@@ -258,8 +262,8 @@ export function createFanOut(deps: FanOutDeps) {
   }
 
   /**
-   * The batch after `previous`: its contacts, read, sorted out and given their copies (rendered on the render
-   * pool); undefined when the broadcast is no longer sending. Nothing is written.
+   * The batch after `previous`: its contacts, read and sorted out, their copies being made (rendered on the
+   * render pool) when it returns; undefined when the broadcast is no longer sending. Nothing is written.
    */
   async function make(prepared: Prepared, previous: string | null): Promise<Batch | undefined> {
     const current = await repo.findById(prepared.broadcast.id);
@@ -267,7 +271,9 @@ export function createFanOut(deps: FanOutDeps) {
     const now = clock.now().toISOString();
     const members = await deps.segments.membersAfter(prepared.audience, previous, batchSize);
     const { eligible, excluded } = await sortOut(prepared, members, now);
-    const copies = await copiesOf(prepared, eligible, now);
+    const copies = copiesOf(prepared, eligible, now);
+    // Awaited by the write; a batch dropped unwritten (its write before it failed) never is.
+    copies.catch(() => undefined);
     const next = members.at(-1)?.id ?? previous;
     return { previous, next, done: members.length < batchSize, copies, excluded, now };
   }
@@ -278,7 +284,11 @@ export function createFanOut(deps: FanOutDeps) {
    * moved, it is no longer sending): nothing of the batch is kept.
    */
   async function write(prepared: Prepared, made: Batch, workerId: string): Promise<void> {
-    const { copies, excluded, now, done } = made;
+    const { excluded, now, done } = made;
+    const copies = await made.copies;
+    // The batch's copies were made in one stretch of the event loop, after the render's last answer: the
+    // requests waiting meanwhile go before the transaction takes the connection, not after it.
+    await letOthersRun();
     const current = prepared.broadcast;
     await inTransaction(deps.db, async (transaction) => {
       const moved = await repo.advance(
@@ -343,7 +353,10 @@ export function createFanOut(deps: FanOutDeps) {
         const made: Batch | undefined = await next;
         if (made === undefined) return 'done';
         // The batch after it is read and rendered (on the render pool's thread) while this one is written:
-        // the two overlap instead of the event loop waiting on each render. It starts from this batch's end,
+        // the two overlap instead of the event loop waiting on each render. Its reads go while this batch's
+        // copies are still being rendered, before the write takes the connection (SQLite's one connection
+        // serves them in turn: behind the write, they and so the render would wait for its commit); its render
+        // is then queued behind this batch's and runs while it is written. It starts from this batch's end,
         // which its own write checks is where the cursor is; dropped unwritten when this write fails.
         next =
           made.done || clock.now().getTime() >= until || signal?.aborted

@@ -11,9 +11,12 @@ export interface RenderRequest {
   variables: Record<string, unknown> | Array<Record<string, unknown>>;
 }
 
-/** A render's outcome as the thread sends it: the content, or a domain error's parts (another error fails). */
+/**
+ * A render's outcome as the thread sends it: the content and the CPU time its renders took, or a domain error's
+ * parts (another error fails).
+ */
 export type RenderOutcome =
-  | { rendered: RenderedContent | RenderedContent[] }
+  | { rendered: RenderedContent | RenderedContent[]; cpuMs: number }
   | { refused: { kind: DomainError['kind']; code: string; message: string; param?: string } };
 
 const renderer = createTemplateRenderer();
@@ -21,11 +24,12 @@ const renderer = createTemplateRenderer();
 serveThreadRequests<RenderRequest, RenderOutcome>(async (request) => {
   try {
     const { content, variables } = request;
-    return {
-      rendered: Array.isArray(variables)
-        ? await renderer.renderMany(content, variables)
-        : await renderer.render(content, variables),
-    };
+    const started = process.threadCpuUsage();
+    const rendered = Array.isArray(variables)
+      ? await renderer.renderMany(content, variables)
+      : await renderer.render(content, variables);
+    const spent = process.threadCpuUsage(started);
+    return { rendered, cpuMs: (spent.user + spent.system) / 1000 };
   } catch (error) {
     if (!(error instanceof DomainError)) throw error;
     const { kind, code, message, param } = error;
