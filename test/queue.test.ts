@@ -7,12 +7,11 @@ import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { createDeliveryQueue, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.queue.ts';
 import {
-  createDeliveryQueue,
   createDeliveryQueueSource,
   type DeliveryJob,
-  type DeliveryOutcome,
-} from '../src/modules/deliveries/deliveries.queue.ts';
+} from '../src/modules/deliveries/deliveries.queue-source.ts';
 import {
   createInboundQueueSource,
   type InboundJob,
@@ -413,6 +412,25 @@ async function openQueue(
         const claimed = await checkedClaim(lease, async () => {
           try {
             written = await recordAndClaim(attempted, lease, next);
+          } catch (error) {
+            log.push(`record ${rows} failed`);
+            throw error;
+          }
+          log.push(`record ${rows}`);
+          return written.claimed ?? [];
+        });
+        return { results: written!.results, claimed: written!.claimed && claimed };
+      };
+    }
+    if (options.claimLanes !== false && real.recordAndClaimLanes) {
+      // The deliveries queue: lanes topped up with the outcomes' write, checked as every claim is.
+      const recordAndClaimLanes = real.recordAndClaimLanes.bind(real);
+      source.recordAndClaimLanes = async (attempted, lease, lanes) => {
+        let written: Awaited<ReturnType<typeof recordAndClaimLanes>> | undefined;
+        const rows = named(attempted.flatMap(({ job }) => job.rows));
+        const claimed = await checkedClaim(lease, async () => {
+          try {
+            written = await recordAndClaimLanes(attempted, lease, lanes);
           } catch (error) {
             log.push(`record ${rows} failed`);
             throw error;

@@ -97,14 +97,14 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
     }
     if (source.claimLanes) {
       if (topUps.length > 0) {
-        const claimed = await source.claimLanes(lease, topUps);
-        const got = new Map<string, number>();
-        for (const job of claimed) got.set(job.lane, (got.get(job.lane) ?? 0) + 1);
-        for (const { lane, limit } of topUps) {
-          const laneState = lanes.get(lane);
-          if (laneState && (got.get(lane) ?? 0) < limit) laneState.backlogged = false;
+        state.claiming = true;
+        let claimed: Job[];
+        try {
+          claimed = await source.claimLanes(lease, topUps);
+        } finally {
+          state.claiming = false;
         }
-        await accept(state, claimed, lease);
+        await toppedUp(state, topUps, claimed, lease);
         continue;
       }
     }
@@ -120,6 +120,22 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
     }
     if (!(await looked(state, request, claimed, lease))) return;
   }
+}
+
+/** Takes what lanes' top-ups claimed into them; a lane that got less than it asked for has no more. */
+async function toppedUp<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  topUps: ReadonlyArray<{ lane: string; limit: number }>,
+  claimed: readonly Job[],
+  lease: Lease,
+): Promise<void> {
+  const got = new Map<string, number>();
+  for (const job of claimed) got.set(job.lane, (got.get(job.lane) ?? 0) + 1);
+  for (const { lane, limit } of topUps) {
+    const laneState = state.lanes.get(lane);
+    if (laneState && (got.get(lane) ?? 0) < limit) laneState.backlogged = false;
+  }
+  await accept(state, claimed, lease);
 }
 
 /**
@@ -173,7 +189,7 @@ async function looked<Job extends QueueJob, Outcome>(
 export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   writing: number,
-): OutcomesLook<Job> | undefined {
+): OutcomesLook<Job, Outcome> | undefined {
   const { settings, source, clock, workerId } = state.options;
   if (!source.recordAndClaim || !state.running || state.claiming) return undefined;
   const room = settings.capacity - heldCount(state);
@@ -189,13 +205,48 @@ export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   state.claiming = true;
   const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
   return {
-    lease,
-    request,
+    record: (batch) => source.recordAndClaim!(batch, lease, request),
     async claimed(jobs) {
       state.claiming = false;
       if (jobs === undefined) state.nextDiscoveryAt = -Infinity;
       // Looking again at once is the round's to do: the write's end wakes one.
       else if (await looked(state, request, jobs, lease)) state.nextDiscoveryAt = -Infinity;
+    },
+  };
+}
+
+/**
+ * The top-ups an outcomes' write of `writing` outcomes makes with them (recordAndClaimLanes): every lane
+ * with more work filled up to its capacity, as far as the worker's room goes; undefined when no lane wants
+ * any, or a claim is under way. The rounds still top a lane up on their own once half of it is free (fill):
+ * this only fills lanes as the writes pass, so that they have to less often. (A top-up left to the next write
+ * instead, every 10 ms or so, let a busy webhook's lane run dry before it came.)
+ */
+export function topUpsWithOutcomes<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  writing: number,
+): OutcomesLook<Job, Outcome> | undefined {
+  const { settings, source, clock, workerId } = state.options;
+  if (!source.recordAndClaimLanes || !state.running || state.claiming) return undefined;
+  let room = settings.capacity - heldCount(state);
+  if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
+  const topUps: Array<{ lane: string; limit: number }> = [];
+  for (const [key, lane] of state.lanes) {
+    const limit = Math.min(settings.laneCapacity - held(lane), room);
+    if (!lane.backlogged || limit <= 0) continue;
+    topUps.push({ lane: key, limit });
+    room -= limit;
+  }
+  if (topUps.length === 0) return undefined;
+  state.claiming = true;
+  const now = clock.now();
+  const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+  return {
+    record: (batch) => source.recordAndClaimLanes!(batch, lease, topUps),
+    async claimed(jobs) {
+      state.claiming = false;
+      // None made (the write went another way): the lanes are still backlogged, and a round tops them up.
+      if (jobs !== undefined) await toppedUp(state, topUps, jobs, lease);
     },
   };
 }
