@@ -72,15 +72,15 @@ async function heartbeat(state: WorkerState<QueueJob, unknown>): Promise<void> {
 
 /** Claims until every lane with work holds what it may, or nothing more is due. */
 async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outcome>): Promise<void> {
-  const { settings, source, clock, workerId } = state.options;
+  const { settings, source } = state.options;
   const { lanes } = state;
   while (state.running) {
     // The outcomes' write to come makes the look with them (recordAndClaim), and its end wakes a round.
     if (state.claiming || (source.recordAndClaim && state.unrecorded > 0)) return;
     let room = settings.capacity - heldCount(state);
     if (!mayClaim(state, room)) return;
-    const now = clock.now();
-    const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+    const lease = freshLease(state);
+    const { now } = lease;
 
     const topUps: Array<{ lane: string; limit: number }> = [];
     for (const [key, lane] of lanes) {
@@ -120,6 +120,13 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
     }
     if (!(await looked(state, request, claimed, lease))) return;
   }
+}
+
+/** A lease from now, for a claim made now. */
+function freshLease(state: WorkerState<QueueJob, unknown>): Lease {
+  const { clock, workerId, settings } = state.options;
+  const now = clock.now();
+  return { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
 }
 
 /** Takes what lanes' top-ups claimed into them; a lane that got less than it asked for has no more. */
@@ -190,7 +197,7 @@ export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   writing: number,
 ): OutcomesLook<Job, Outcome> | undefined {
-  const { settings, source, clock, workerId } = state.options;
+  const { settings, source } = state.options;
   if (!source.recordAndClaim || !state.running || state.claiming) return undefined;
   const room = settings.capacity - heldCount(state);
   if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
@@ -199,11 +206,10 @@ export function lookWithOutcomes<Job extends QueueJob, Outcome>(
     lane.backlogged = false;
     state.nextDiscoveryAt = -Infinity;
   }
-  const now = clock.now();
-  const request = lookOver(state, now.getTime(), room);
+  const lease = freshLease(state);
+  const request = lookOver(state, lease.now.getTime(), room);
   if (!request) return undefined;
   state.claiming = true;
-  const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
   return {
     record: (batch) => source.recordAndClaim!(batch, lease, request),
     async claimed(jobs) {
@@ -226,7 +232,7 @@ export function topUpsWithOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   writing: number,
 ): OutcomesLook<Job, Outcome> | undefined {
-  const { settings, source, clock, workerId } = state.options;
+  const { settings, source } = state.options;
   if (!source.recordAndClaimLanes || !state.running || state.claiming) return undefined;
   let room = settings.capacity - heldCount(state);
   if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
@@ -239,8 +245,7 @@ export function topUpsWithOutcomes<Job extends QueueJob, Outcome>(
   }
   if (topUps.length === 0) return undefined;
   state.claiming = true;
-  const now = clock.now();
-  const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+  const lease = freshLease(state);
   return {
     record: (batch) => source.recordAndClaimLanes!(batch, lease, topUps),
     async claimed(jobs) {
