@@ -639,6 +639,35 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
       }
 
       test(
+        "an outcomes' write tops up a lane with more work in the same write, and nothing is claimed twice",
+        { ...HANG_GUARD, skip: topsUp ? false : 'no per-lane top-ups' },
+        async () => {
+          const queue = await queueOf(engine, jobs(20, ['a']), { claimLanes: true });
+          const attempts = controlledAttempts(queue);
+          // The lane holds 8 (2 in flight): after 2 finish, 2 start and the lane has room for 2, under the
+          // half (4) at which a round tops it up on its own. The outcomes' write tops it up.
+          const w = worker({ queue, attempts, settings: { capacity: 32, laneCapacity: 8 } });
+          await w.start();
+          await attempts.started(2);
+          await queue.released();
+          const claims = queue.log.length;
+          const toppedUp = queue.nextClaim();
+          attempts.finishAll();
+          await toppedUp;
+          const [record, claim] = queue.log.slice(claims).filter((line) => !line.startsWith('release'));
+          assert.equal(record, 'record job000,job001', queue.log.join('\n'));
+          assert.equal(claim, 'claim worker-a job008,job009', queue.log.join('\n'));
+          for (let finished = 2; finished < 20; finished++) {
+            await attempts.started(finished + 1);
+            [...attempts.running.values()][0]!.finish();
+          }
+          await w.whenIdle();
+          assert.equal((await queue.done()).length, 20, 'every job done once');
+          assert.deepEqual(queue.violations, []);
+        },
+      );
+
+      test(
         'with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job',
         { ...HANG_GUARD, skip: hasLanes ? false : 'one lane' },
         async () => {
