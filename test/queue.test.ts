@@ -24,11 +24,13 @@ import { noMetrics } from '../src/modules/metrics/instruments.ts';
 import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
 import { type Notifier, type QueueChannel, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import {
+  type Attempted,
   createQueueWorker,
   type QueueJob,
   type QueueSettings,
   type QueueSource,
   type QueueWorker,
+  type RecordResult,
 } from '../src/queue/runtime.ts';
 import type { Services } from '../src/services.ts';
 import {
@@ -402,44 +404,38 @@ async function openQueue(
       const claimLanes = real.claimLanes.bind(real);
       source.claimLanes = (lease, lanes) => checkedClaim(lease, () => claimLanes(lease, lanes));
     }
+    /** An outcomes' write that claims too: logged as record() is, its claim checked as every claim is. */
+    const checkedWrite = async (
+      attempted: ReadonlyArray<Attempted<Job, Outcome>>,
+      lease: Lease,
+      write: () => Promise<{ results: RecordResult[]; claimed?: Job[] | undefined }>,
+    ) => {
+      let written: Awaited<ReturnType<typeof write>> | undefined;
+      const rows = named(attempted.flatMap(({ job }) => job.rows));
+      const claimed = await checkedClaim(lease, async () => {
+        try {
+          written = await write();
+        } catch (error) {
+          log.push(`record ${rows} failed`);
+          throw error;
+        }
+        log.push(`record ${rows}`);
+        return written.claimed ?? [];
+      });
+      return { results: written!.results, claimed: written!.claimed && claimed };
+    };
     if (real.recordAndClaim) {
-      // PostgreSQL's sending queue: the look made by the outcomes' statement, checked as every claim is (it
-      // must never take a row it records, which this worker still holds).
+      // PostgreSQL's sending queue: the look made by the outcomes' statement (it must never take a row it
+      // records, which this worker still holds).
       const recordAndClaim = real.recordAndClaim.bind(real);
-      source.recordAndClaim = async (attempted, lease, next) => {
-        let written: Awaited<ReturnType<typeof recordAndClaim>> | undefined;
-        const rows = named(attempted.flatMap(({ job }) => job.rows));
-        const claimed = await checkedClaim(lease, async () => {
-          try {
-            written = await recordAndClaim(attempted, lease, next);
-          } catch (error) {
-            log.push(`record ${rows} failed`);
-            throw error;
-          }
-          log.push(`record ${rows}`);
-          return written.claimed ?? [];
-        });
-        return { results: written!.results, claimed: written!.claimed && claimed };
-      };
+      source.recordAndClaim = (attempted, lease, next) =>
+        checkedWrite(attempted, lease, () => recordAndClaim(attempted, lease, next));
     }
     if (options.claimLanes !== false && real.recordAndClaimLanes) {
-      // The deliveries queue: lanes topped up with the outcomes' write, checked as every claim is.
+      // The deliveries queue: lanes topped up with the outcomes' write.
       const recordAndClaimLanes = real.recordAndClaimLanes.bind(real);
-      source.recordAndClaimLanes = async (attempted, lease, lanes) => {
-        let written: Awaited<ReturnType<typeof recordAndClaimLanes>> | undefined;
-        const rows = named(attempted.flatMap(({ job }) => job.rows));
-        const claimed = await checkedClaim(lease, async () => {
-          try {
-            written = await recordAndClaimLanes(attempted, lease, lanes);
-          } catch (error) {
-            log.push(`record ${rows} failed`);
-            throw error;
-          }
-          log.push(`record ${rows}`);
-          return written.claimed ?? [];
-        });
-        return { results: written!.results, claimed: written!.claimed && claimed };
-      };
+      source.recordAndClaimLanes = (attempted, lease, lanes) =>
+        checkedWrite(attempted, lease, () => recordAndClaimLanes(attempted, lease, lanes));
     }
     return source;
   };

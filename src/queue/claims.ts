@@ -190,6 +190,21 @@ async function looked<Job extends QueueJob, Outcome>(
 }
 
 /**
+ * The room an outcomes' write of `writing` outcomes may claim with them, through `claimWith` (the source's
+ * recordAndClaim or recordAndClaimLanes); undefined when the source has none, the worker is stopping, a claim
+ * is under way or none may be made.
+ */
+function roomWithOutcomes(
+  state: WorkerState<QueueJob, unknown>,
+  claimWith: unknown,
+  writing: number,
+): number | undefined {
+  if (!claimWith || !state.running || state.claiming) return undefined;
+  const room = state.options.settings.capacity - heldCount(state);
+  return mayClaim(state, room, state.unrecorded - writing) ? room : undefined;
+}
+
+/**
  * The look an outcomes' write of `writing` outcomes makes with them (recordAndClaim), as a round would make
  * it once they are written; undefined when none is due.
  */
@@ -197,10 +212,9 @@ export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   writing: number,
 ): OutcomesLook<Job, Outcome> | undefined {
-  const { settings, source } = state.options;
-  if (!source.recordAndClaim || !state.running || state.claiming) return undefined;
-  const room = settings.capacity - heldCount(state);
-  if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
+  const { source } = state.options;
+  const room = roomWithOutcomes(state, source.recordAndClaim, writing);
+  if (room === undefined) return undefined;
   for (const lane of state.lanes.values()) {
     if (topUpLimit(state, lane, room) === 0) continue;
     lane.backlogged = false;
@@ -233,9 +247,8 @@ export function topUpsWithOutcomes<Job extends QueueJob, Outcome>(
   writing: number,
 ): OutcomesLook<Job, Outcome> | undefined {
   const { settings, source } = state.options;
-  if (!source.recordAndClaimLanes || !state.running || state.claiming) return undefined;
-  let room = settings.capacity - heldCount(state);
-  if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
+  let room = roomWithOutcomes(state, source.recordAndClaimLanes, writing);
+  if (room === undefined) return undefined;
   const topUps: Array<{ lane: string; limit: number }> = [];
   for (const [key, lane] of state.lanes) {
     const limit = Math.min(settings.laneCapacity - held(lane), room);
