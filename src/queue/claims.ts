@@ -97,13 +97,7 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
     }
     if (source.claimLanes) {
       if (topUps.length > 0) {
-        state.claiming = true;
-        let claimed: Job[];
-        try {
-          claimed = await source.claimLanes(lease, topUps);
-        } finally {
-          state.claiming = false;
-        }
+        const claimed = await whileClaiming(state, () => source.claimLanes!(lease, topUps));
         await toppedUp(state, topUps, claimed, lease);
         continue;
       }
@@ -111,14 +105,18 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
 
     const request = lookOver(state, now.getTime(), room);
     if (!request) return;
-    state.claiming = true;
-    let claimed: Job[];
-    try {
-      claimed = await source.claim(lease, request);
-    } finally {
-      state.claiming = false;
-    }
+    const claimed = await whileClaiming(state, () => source.claim(lease, request));
     if (!(await looked(state, request, claimed, lease))) return;
+  }
+}
+
+/** Makes a claim with `claiming` set meanwhile: an outcomes' write then makes none at the same time. */
+async function whileClaiming<T>(state: WorkerState<QueueJob, unknown>, claim: () => Promise<T>): Promise<T> {
+  state.claiming = true;
+  try {
+    return await claim();
+  } finally {
+    state.claiming = false;
   }
 }
 
