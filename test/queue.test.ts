@@ -7,12 +7,11 @@ import { inTransaction } from '../src/db/transaction.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import type { Lease } from '../src/queue/lease.ts';
 import { silentWorkerLogger } from '../src/lib/worker-logger.ts';
+import { createDeliveryQueue, type DeliveryOutcome } from '../src/modules/deliveries/deliveries.queue.ts';
 import {
-  createDeliveryQueue,
   createDeliveryQueueSource,
   type DeliveryJob,
-  type DeliveryOutcome,
-} from '../src/modules/deliveries/deliveries.queue.ts';
+} from '../src/modules/deliveries/deliveries.queue-source.ts';
 import {
   createInboundQueueSource,
   type InboundJob,
@@ -25,12 +24,14 @@ import { noMetrics } from '../src/modules/metrics/instruments.ts';
 import { createHeartbeatRepo } from '../src/queue/heartbeats.repo.ts';
 import { type Notifier, type QueueChannel, QUEUE_CHANNELS } from '../src/queue/notifier.ts';
 import {
+  type Attempted,
   createQueueWorker,
   type LaneShaping,
   type QueueJob,
   type QueueSettings,
   type QueueSource,
   type QueueWorker,
+  type RecordResult,
 } from '../src/queue/runtime.ts';
 import type { Services } from '../src/services.ts';
 import {
@@ -404,25 +405,38 @@ async function openQueue(
       const claimLanes = real.claimLanes.bind(real);
       source.claimLanes = (lease, lanes) => checkedClaim(lease, () => claimLanes(lease, lanes));
     }
+    /** An outcomes' write that claims too: logged as record() is, its claim checked as every claim is. */
+    const checkedWrite = async (
+      attempted: ReadonlyArray<Attempted<Job, Outcome>>,
+      lease: Lease,
+      write: () => Promise<{ results: RecordResult[]; claimed?: Job[] | undefined }>,
+    ) => {
+      let written: Awaited<ReturnType<typeof write>> | undefined;
+      const rows = named(attempted.flatMap(({ job }) => job.rows));
+      const claimed = await checkedClaim(lease, async () => {
+        try {
+          written = await write();
+        } catch (error) {
+          log.push(`record ${rows} failed`);
+          throw error;
+        }
+        log.push(`record ${rows}`);
+        return written.claimed ?? [];
+      });
+      return { results: written!.results, claimed: written!.claimed && claimed };
+    };
     if (real.recordAndClaim) {
-      // PostgreSQL's sending queue: the look made by the outcomes' statement, checked as every claim is (it
-      // must never take a row it records, which this worker still holds).
+      // PostgreSQL's sending queue: the look made by the outcomes' statement (it must never take a row it
+      // records, which this worker still holds).
       const recordAndClaim = real.recordAndClaim.bind(real);
-      source.recordAndClaim = async (attempted, lease, next) => {
-        let written: Awaited<ReturnType<typeof recordAndClaim>> | undefined;
-        const rows = named(attempted.flatMap(({ job }) => job.rows));
-        const claimed = await checkedClaim(lease, async () => {
-          try {
-            written = await recordAndClaim(attempted, lease, next);
-          } catch (error) {
-            log.push(`record ${rows} failed`);
-            throw error;
-          }
-          log.push(`record ${rows}`);
-          return written.claimed ?? [];
-        });
-        return { results: written!.results, claimed: written!.claimed && claimed };
-      };
+      source.recordAndClaim = (attempted, lease, next) =>
+        checkedWrite(attempted, lease, () => recordAndClaim(attempted, lease, next));
+    }
+    if (options.claimLanes !== false && real.recordAndClaimLanes) {
+      // The deliveries queue: lanes topped up with the outcomes' write.
+      const recordAndClaimLanes = real.recordAndClaimLanes.bind(real);
+      source.recordAndClaimLanes = (attempted, lease, lanes) =>
+        checkedWrite(attempted, lease, () => recordAndClaimLanes(attempted, lease, lanes));
     }
     return source;
   };
@@ -622,6 +636,35 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           assert.equal(attempts.maxOverall, SETTINGS.concurrency, 'the slots are used');
         });
       }
+
+      test(
+        "an outcomes' write tops up a lane with more work in the same write, and nothing is claimed twice",
+        { ...HANG_GUARD, skip: topsUp ? false : 'no per-lane top-ups' },
+        async () => {
+          const queue = await queueOf(engine, jobs(20, ['a']), { claimLanes: true });
+          const attempts = controlledAttempts(queue);
+          // The lane holds 8 (2 in flight): after 2 finish, 2 start and the lane has room for 2, under the
+          // half (4) at which a round tops it up on its own. The outcomes' write tops it up.
+          const w = worker({ queue, attempts, settings: { capacity: 32, laneCapacity: 8 } });
+          await w.start();
+          await attempts.started(2);
+          await queue.released();
+          const claims = queue.log.length;
+          const toppedUp = queue.nextClaim();
+          attempts.finishAll();
+          await toppedUp;
+          const [record, claim] = queue.log.slice(claims).filter((line) => !line.startsWith('release'));
+          assert.equal(record, 'record job000,job001', queue.log.join('\n'));
+          assert.equal(claim, 'claim worker-a job008,job009', queue.log.join('\n'));
+          for (let finished = 2; finished < 20; finished++) {
+            await attempts.started(finished + 1);
+            [...attempts.running.values()][0]!.finish();
+          }
+          await w.whenIdle();
+          assert.equal((await queue.done()).length, 20, 'every job done once');
+          assert.deepEqual(queue.violations, []);
+        },
+      );
 
       test(
         'with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job',

@@ -23,6 +23,12 @@ export async function accept<Job extends QueueJob, Outcome>(
   lease: Lease,
 ): Promise<{ kept: number; excess: number }> {
   const { settings } = state.options;
+  if (!state.running) {
+    // Stopping: a claim that came back meanwhile (with an outcomes' write the stop waits for) is not started.
+    const rows = claimed.flatMap((job) => job.rows.filter((row) => !state.heldRows.has(row)));
+    if (rows.length > 0) await state.options.source.release(state.options.workerId, rows);
+    return { kept: 0, excess: 0 };
+  }
   const giveBack: string[] = [];
   let kept = 0;
   let excess = 0;
@@ -176,17 +182,18 @@ function dispatch<Job extends QueueJob, Outcome>(
 export async function writeOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   batch: Array<Attempted<Job, Outcome>>,
-  look?: OutcomesLook<Job>,
+  look?: OutcomesLook<Job, Outcome>,
 ): Promise<void> {
   const { source, logger, name, workerId } = state.options;
   let results: Array<RecordResult | undefined>;
   const report = (error: unknown, item: Attempted<Job, Outcome>) =>
     // The lease runs out and another claim retries it: at least once, never lost.
     logger.error({ err: error, rows: item.job.rows }, `${name}: recording an attempt failed`);
-  // With the outcomes, the look a round would make once they are written (claims.ts lookWithOutcomes).
+  // With the outcomes, the claim a round would make once they are written (claims.ts lookWithOutcomes,
+  // topUpsWithOutcomes).
   let claimed: Job[] | undefined;
   try {
-    if (look) ({ results, claimed } = await source.recordAndClaim!(batch, look.lease, look.request));
+    if (look) ({ results, claimed } = await look.record(batch));
     else results = await source.record(batch);
   } catch (error) {
     results = [];

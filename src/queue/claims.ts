@@ -72,15 +72,15 @@ async function heartbeat(state: WorkerState<QueueJob, unknown>): Promise<void> {
 
 /** Claims until every lane with work holds what it may, or nothing more is due. */
 async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outcome>): Promise<void> {
-  const { settings, source, clock, workerId } = state.options;
+  const { settings, source } = state.options;
   const { lanes } = state;
   while (state.running) {
     // The outcomes' write to come makes the look with them (recordAndClaim), and its end wakes a round.
     if (state.claiming || (source.recordAndClaim && state.unrecorded > 0)) return;
     let room = settings.capacity - heldCount(state);
     if (!mayClaim(state, room)) return;
-    const now = clock.now();
-    const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+    const lease = freshLease(state);
+    const { now } = lease;
 
     const topUps: Array<{ lane: string; limit: number }> = [];
     for (const [key, lane] of lanes) {
@@ -97,29 +97,50 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
     }
     if (source.claimLanes) {
       if (topUps.length > 0) {
-        const claimed = await source.claimLanes(lease, topUps);
-        const got = new Map<string, number>();
-        for (const job of claimed) got.set(job.lane, (got.get(job.lane) ?? 0) + 1);
-        for (const { lane, limit } of topUps) {
-          const laneState = lanes.get(lane);
-          if (laneState && (got.get(lane) ?? 0) < limit) laneState.backlogged = false;
-        }
-        await accept(state, claimed, lease);
+        const claimed = await whileClaiming(state, () => source.claimLanes!(lease, topUps));
+        await toppedUp(state, topUps, claimed, lease);
         continue;
       }
     }
 
     const request = lookOver(state, now.getTime(), room);
     if (!request) return;
-    state.claiming = true;
-    let claimed: Job[];
-    try {
-      claimed = await source.claim(lease, request);
-    } finally {
-      state.claiming = false;
-    }
+    const claimed = await whileClaiming(state, () => source.claim(lease, request));
     if (!(await looked(state, request, claimed, lease))) return;
   }
+}
+
+/** Makes a claim with `claiming` set meanwhile: an outcomes' write then makes none at the same time. */
+async function whileClaiming<T>(state: WorkerState<QueueJob, unknown>, claim: () => Promise<T>): Promise<T> {
+  state.claiming = true;
+  try {
+    return await claim();
+  } finally {
+    state.claiming = false;
+  }
+}
+
+/** A lease from now, for a claim made now. */
+function freshLease(state: WorkerState<QueueJob, unknown>): Lease {
+  const { clock, workerId, settings } = state.options;
+  const now = clock.now();
+  return { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
+}
+
+/** Takes what lanes' top-ups claimed into them; a lane that got less than it asked for has no more. */
+async function toppedUp<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  topUps: ReadonlyArray<{ lane: string; limit: number }>,
+  claimed: readonly Job[],
+  lease: Lease,
+): Promise<void> {
+  const got = new Map<string, number>();
+  for (const job of claimed) got.set(job.lane, (got.get(job.lane) ?? 0) + 1);
+  for (const { lane, limit } of topUps) {
+    const laneState = state.lanes.get(lane);
+    if (laneState && (got.get(lane) ?? 0) < limit) laneState.backlogged = false;
+  }
+  await accept(state, claimed, lease);
 }
 
 /**
@@ -201,35 +222,81 @@ async function looked<Job extends QueueJob, Outcome>(
 }
 
 /**
+ * The room an outcomes' write of `writing` outcomes may claim with them, through `claimWith` (the source's
+ * recordAndClaim or recordAndClaimLanes); undefined when the source has none, the worker is stopping, a claim
+ * is under way or none may be made.
+ */
+function roomWithOutcomes(
+  state: WorkerState<QueueJob, unknown>,
+  claimWith: unknown,
+  writing: number,
+): number | undefined {
+  if (!claimWith || !state.running || state.claiming) return undefined;
+  const room = state.options.settings.capacity - heldCount(state);
+  return mayClaim(state, room, state.unrecorded - writing) ? room : undefined;
+}
+
+/**
  * The look an outcomes' write of `writing` outcomes makes with them (recordAndClaim), as a round would make
  * it once they are written; undefined when none is due.
  */
 export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   writing: number,
-): OutcomesLook<Job> | undefined {
-  const { settings, source, clock, workerId } = state.options;
-  if (!source.recordAndClaim || !state.running || state.claiming) return undefined;
-  const room = settings.capacity - heldCount(state);
-  if (!mayClaim(state, room, state.unrecorded - writing)) return undefined;
+): OutcomesLook<Job, Outcome> | undefined {
+  const { source } = state.options;
+  const room = roomWithOutcomes(state, source.recordAndClaim, writing);
+  if (room === undefined) return undefined;
   for (const lane of state.lanes.values()) {
     if (topUpLimit(state, lane, room) === 0) continue;
     lane.backlogged = false;
     state.nextDiscoveryAt = -Infinity;
   }
-  const now = clock.now();
-  const request = lookOver(state, now.getTime(), room);
+  const lease = freshLease(state);
+  const request = lookOver(state, lease.now.getTime(), room);
   if (!request) return undefined;
   state.claiming = true;
-  const lease: Lease = { workerId, now, until: new Date(now.getTime() + settings.leaseMs) };
   return {
-    lease,
-    request,
+    record: (batch) => source.recordAndClaim!(batch, lease, request),
     async claimed(jobs) {
       state.claiming = false;
       if (jobs === undefined) state.nextDiscoveryAt = -Infinity;
       // Looking again at once is the round's to do: the write's end wakes one.
       else if (await looked(state, request, jobs, lease)) state.nextDiscoveryAt = -Infinity;
+    },
+  };
+}
+
+/**
+ * The top-ups an outcomes' write of `writing` outcomes makes with them (recordAndClaimLanes): every lane
+ * with more work filled up to its capacity, as far as the worker's room goes; undefined when no lane wants
+ * any, or a claim is under way. The rounds still top a lane up on their own once half of it is free (fill):
+ * this only fills lanes as the writes pass, so that they have to less often. (A top-up left to the next write
+ * instead, every 10 ms or so, let a busy webhook's lane run dry before it came.)
+ */
+export function topUpsWithOutcomes<Job extends QueueJob, Outcome>(
+  state: WorkerState<Job, Outcome>,
+  writing: number,
+): OutcomesLook<Job, Outcome> | undefined {
+  const { settings, source } = state.options;
+  let room = roomWithOutcomes(state, source.recordAndClaimLanes, writing);
+  if (room === undefined) return undefined;
+  const topUps: Array<{ lane: string; limit: number }> = [];
+  for (const [key, lane] of state.lanes) {
+    const limit = Math.min(settings.laneCapacity - held(lane), room);
+    if (!lane.backlogged || limit <= 0) continue;
+    topUps.push({ lane: key, limit });
+    room -= limit;
+  }
+  if (topUps.length === 0) return undefined;
+  state.claiming = true;
+  const lease = freshLease(state);
+  return {
+    record: (batch) => source.recordAndClaimLanes!(batch, lease, topUps),
+    async claimed(jobs) {
+      state.claiming = false;
+      // None made (the write went another way): the lanes are still backlogged, and a round tops them up.
+      if (jobs !== undefined) await toppedUp(state, topUps, jobs, lease);
     },
   };
 }

@@ -67,6 +67,18 @@ export interface QueueSource<Job extends QueueJob, Outcome> {
     lease: Lease,
     next: ClaimRequest,
   ): Promise<{ results: RecordResult[]; claimed?: Job[] | undefined }>;
+  /**
+   * Writes the outcomes as record() does and, in the same transaction, tops up `lanes` as claimLanes() would
+   * (the deliveries queue: one commit, and on PostgreSQL one statement, for both). `claimed` is undefined when
+   * it made no claim. Unlike recordAndClaim this takes nothing from the rounds: a lane half empty is still
+   * topped up at once on its own (claims.ts fill); the outcomes' writes fill the lanes up as they pass, so that
+   * is needed less often.
+   */
+  recordAndClaimLanes?(
+    outcomes: ReadonlyArray<Attempted<Job, Outcome>>,
+    lease: Lease,
+    lanes: ReadonlyArray<{ lane: string; limit: number }>,
+  ): Promise<{ results: RecordResult[]; claimed?: Job[] | undefined }>;
 }
 
 /** An attempt's outcome together with the job it was for. */

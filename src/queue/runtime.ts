@@ -1,7 +1,7 @@
 import { DEFAULTS } from '../config.ts';
 import { startWaiting, writeOutcomes } from './attempts.ts';
 import { createBatcher } from './batcher.ts';
-import { lookWithOutcomes, round } from './claims.ts';
+import { lookWithOutcomes, round, topUpsWithOutcomes } from './claims.ts';
 import type { Attempted, QueueJob, QueueWorker, QueueWorkerOptions } from './contract.ts';
 import { stopWorker } from './shutdown.ts';
 import { createWorkLoop } from './work-loop.ts';
@@ -57,7 +57,12 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
   const outcomes = createBatcher<Attempted<Job, Outcome>>({
     maxBatch: OUTCOME_BATCH,
     minIntervalMs: settings.outcomeWriteIntervalMs,
-    write: (batch) => writeOutcomes(state, batch, lookWithOutcomes(state, batch.length)),
+    write: (batch) =>
+      writeOutcomes(
+        state,
+        batch,
+        lookWithOutcomes(state, batch.length) ?? topUpsWithOutcomes(state, batch.length),
+      ),
     onWritten: () => {
       startWaiting(state);
       loop.wake();

@@ -1,8 +1,7 @@
 // What a queue worker knows at any moment, shared by its parts: the claims (claims.ts), the attempts and
 // their outcomes (attempts.ts) and the stop (shutdown.ts). Here too the rules that read it alone: how much a
 // lane holds, and whether a claim may be made.
-import type { Attempted, ClaimRequest, QueueJob, QueueWorkerOptions } from './contract.ts';
-import type { Lease } from './lease.ts';
+import type { Attempted, QueueJob, QueueWorkerOptions, RecordResult } from './contract.ts';
 
 /** An attempt starts only with at least the attempt timeout plus this much of its lease left. */
 export const LEASE_MARGIN_MS = 1000;
@@ -67,11 +66,16 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   queueOutcome(item: Attempted<Job, Outcome>): void;
 }
 
-/** A look over the queue made by an outcomes' write (claims.ts lookWithOutcomes). */
-export interface OutcomesLook<Job> {
-  lease: Lease;
-  request: ClaimRequest;
-  /** Takes in what the look found; undefined: it made none, and the next round makes it. */
+/**
+ * A claim made by an outcomes' write: a look over the queue (claims.ts lookWithOutcomes) or the lanes'
+ * top-ups (topUpsWithOutcomes).
+ */
+export interface OutcomesLook<Job, Outcome = unknown> {
+  /** Writes the outcomes and makes the claim (the source's recordAndClaim or recordAndClaimLanes). */
+  record(
+    batch: ReadonlyArray<Attempted<Job, Outcome>>,
+  ): Promise<{ results: RecordResult[]; claimed?: Job[] | undefined }>;
+  /** Takes in what the claim found; undefined: it made none, and the next round makes it. */
   claimed(jobs: readonly Job[] | undefined): Promise<void>;
 }
 

@@ -5,10 +5,7 @@ import type { Database, DeliveryStatus } from '../../db/schema.ts';
 import { statement, valuesTable } from '../../db/sql-text.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
-import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import { type Lease, releaseLeases, type StoredLease, storedLease } from '../../queue/lease.ts';
-import type { QueueJob, QueueSource } from '../../queue/runtime.ts';
-import type { MetricsRecorder } from '../metrics/instruments.ts';
 import { type AttemptHealth, createWebhookHealth, type HealthWrites } from './webhook-health.ts';
 
 // The webhook deliveries queue: pending deliveries rows, claimed by the delivery worker under a lease with
@@ -82,6 +79,31 @@ const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempt
  * an UPDATE's RETURNING nor a read by id promises any order (PostgreSQL returned a claim's rows backwards).
  */
 const IN_QUEUE_ORDER = 'ORDER BY d.next_attempt_at, d.id';
+
+/** The columns a claim's UPDATE returns, for CLAIMED_COLUMNS to read beside its event and webhook. */
+const LEASED_COLUMNS = 'id, project_id, event_id, webhook_id, attempts, last_attempt_id, next_attempt_at';
+
+/**
+ * The UPDATE that leases the deliveries `due` selects to the lease's worker; `due` takes its placeholders
+ * after the lease's (SQLite's `?` are positional).
+ */
+const leaseText = (
+  param: (value: unknown) => string,
+  lease: StoredLease,
+  due: (param: (value: unknown) => string) => string,
+) => {
+  const set = `UPDATE deliveries SET locked_until = ${param(lease.lockedUntil)}, locked_by = ${param(lease.workerId)}`;
+  return `${set} WHERE id IN (${due(param)})`;
+};
+
+/** Webhooks' lanes to top up: up to `limit` of each one's due deliveries (claimForWebhooks). */
+export type WebhookTopUps = ReadonlyArray<{ webhookId: string; limit: number }>;
+
+/** Top-ups made with an outcomes' write, under `lease`. */
+interface TopUpAlong {
+  lease: StoredLease;
+  webhooks: WebhookTopUps;
+}
 
 interface ClaimedRow {
   id: string;
@@ -175,6 +197,26 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
   const lockRows = skipLockedRows(engine);
   const health = createWebhookHealth(webhooks);
 
+  /** Due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
+  const claimable = (param: (value: unknown) => string, now: string) => {
+    const at = param(now);
+    return `status = 'pending' AND next_attempt_at <= ${at} AND (locked_until IS NULL OR locked_until < ${param(now)})`;
+  };
+
+  /**
+   * The ids of up to each webhook's `limit` of its due deliveries, oldest due first (`also`: a further
+   * condition). One index scan per webhook: the pending rows' (webhook_id, next_attempt_at) index finds each
+   * webhook's rows directly, however long other webhooks' backlogs are.
+   */
+  const webhooksDue = (param: (value: unknown) => string, now: string, webhooks: WebhookTopUps, also = '') =>
+    webhooks
+      .map(
+        ({ webhookId, limit }, index) =>
+          `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, now)}${also}
+            AND webhook_id = ${param(webhookId)} ORDER BY next_attempt_at LIMIT ${param(limit)}${lockRows}) AS w${index}`,
+      )
+      .join(' UNION ALL ');
+
   /**
    * Leases the rows `due` selects and returns them with their event and webhook. PostgreSQL does both in
    * one statement; SQLite (in process, no round trip) reads them back after the update.
@@ -182,23 +224,22 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
   async function claimRows(
     options: StoredLease,
     due: (param: (value: unknown) => string) => string,
+    via: Kysely<Database> = db,
   ): Promise<ClaimedDelivery[]> {
     const query = statement(engine);
-    const update = `UPDATE deliveries SET locked_until = ${query.param(options.lockedUntil)},
-      locked_by = ${query.param(options.workerId)} WHERE id IN (${due(query.param)})`;
+    const update = leaseText(query.param, options, due);
     if (writesInWith(engine)) {
-      const { rows } = await db.executeQuery<ClaimedRow>(
-        query.compile(`WITH d AS (${update} RETURNING id, project_id, event_id, webhook_id, attempts, last_attempt_id,
-            next_attempt_at)
+      const { rows } = await via.executeQuery<ClaimedRow>(
+        query.compile(`WITH d AS (${update} RETURNING ${LEASED_COLUMNS})
           SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK} ${IN_QUEUE_ORDER}`),
       );
       return rows.map(toClaimed);
     }
-    const { rows: claimed } = await db.executeQuery<{ id: string }>(query.compile(`${update} RETURNING id`));
+    const { rows: claimed } = await via.executeQuery<{ id: string }>(query.compile(`${update} RETURNING id`));
     if (claimed.length === 0) return [];
     const read = statement(engine);
     const ids = claimed.map((row) => read.param(row.id)).join(', ');
-    const { rows } = await db.executeQuery<ClaimedRow>(
+    const { rows } = await via.executeQuery<ClaimedRow>(
       read.compile(`SELECT ${CLAIMED_COLUMNS} FROM deliveries d ${WITH_EVENT_AND_WEBHOOK}
         WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)} ${IN_QUEUE_ORDER}`),
     );
@@ -210,13 +251,15 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
    * by outcome) kept in its delivery's row; the attempt a row held before goes to delivery_attempts. Returns
    * the ids of the deliveries it held. One statement on PostgreSQL (its parts read the rows as they were
    * before it); on SQLite the move, when a row holds an attempt, and then the update (in the caller's
-   * transaction).
+   * transaction). With `topUp` (PostgreSQL), the statement also tops up those webhooks' lanes and returns
+   * what it claimed.
    */
   async function writeStatesAndAttempts(
     trx: Kysely<Database>,
     outcomes: readonly DeliveryOutcome[],
     attemptIds: ReadonlyArray<string | undefined>,
-  ): Promise<Set<string>> {
+    topUp?: TopUpAlong,
+  ): Promise<{ held: Set<string>; claimed?: ClaimedDelivery[] }> {
     const query = statement(engine);
     const values = outcomes.map((outcome, index) => {
       const attempt = outcome.attempt;
@@ -259,11 +302,32 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       FROM deliveries JOIN v ON deliveries.id = v.id
       WHERE v.attempted = 1 AND deliveries.last_attempt_id IS NOT NULL AND ${held}
       ON CONFLICT (id) DO NOTHING`;
+    if (writesInWith(engine) && topUp) {
+      // The lanes' top-ups in the same statement: one round trip and one commit where there were two. They never
+      // take a row being recorded (one statement updates a row once; a retry is recorded, and due later, before
+      // any claim can see it). One row per claimed delivery, or one of nulls when none was.
+      const due = (param: (value: unknown) => string) =>
+        webhooksDue(param, topUp.lease.now, topUp.webhooks, ' AND id NOT IN (SELECT id FROM v)');
+      const { rows } = await trx.executeQuery<
+        ClaimedRow & { held: string[] | null; claimed_id: string | null }
+      >(
+        query.compile(`${withValues}, moved AS (${move}), updated AS (${update}),
+          claimed AS (${leaseText(query.param, topUp.lease, due)} RETURNING ${LEASED_COLUMNS})
+          SELECT h.held, c.* FROM (SELECT array_agg(id) AS held FROM updated) AS h
+          LEFT JOIN (SELECT d.id AS claimed_id, d.next_attempt_at AS claimed_due, ${CLAIMED_COLUMNS}
+            FROM claimed d ${WITH_EVENT_AND_WEBHOOK}) AS c ON true
+          ORDER BY c.claimed_due, c.claimed_id`),
+      );
+      return {
+        held: new Set(rows[0]?.held ?? []),
+        claimed: rows.filter((row) => row.claimed_id !== null).map(toClaimed),
+      };
+    }
     if (writesInWith(engine)) {
       const { rows } = await trx.executeQuery<{ id: string }>(
         query.compile(`${withValues}, moved AS (${move}), updated AS (${update}) SELECT id FROM updated`),
       );
-      return new Set(rows.map((row) => row.id));
+      return { held: new Set(rows.map((row) => row.id)) };
     }
     // Only a delivery attempted before holds an attempt to move (as claimed: another worker's attempt since
     // then would mean the lease, and with it this outcome, was lost).
@@ -271,14 +335,58 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       await trx.executeQuery(query.compile(`${withValues} ${move}`));
     }
     const { rows } = await trx.executeQuery<{ id: string }>(query.compile(`${withValues} ${update}`));
-    return new Set(rows.map((row) => row.id));
+    return { held: new Set(rows.map((row) => row.id)) };
   }
 
-  /** Due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
-  const claimable = (param: (value: unknown) => string, now: string) => {
-    const at = param(now);
-    return `status = 'pending' AND next_attempt_at <= ${at} AND (locked_until IS NULL OR locked_until < ${param(now)})`;
-  };
+  /**
+   * recordOutcomes, with the lanes' top-ups `topUp` when given: in the outcomes' statement on PostgreSQL
+   * when it runs on its own, else in their transaction after them (one commit for both). Returns what the
+   * top-ups claimed (none asked: undefined).
+   */
+  async function record(
+    outcomes: readonly DeliveryOutcome[],
+    topUp?: TopUpAlong,
+  ): Promise<{ results: OutcomeResult[]; claimed?: ClaimedDelivery[] | undefined }> {
+    if (outcomes.length === 0) return { results: [] };
+    const attemptIds = outcomes.map((outcome) => outcome.attempt && newId('att'));
+    const healthWrites = outcomes.some((outcome) => health.needsWrite(outcome));
+
+    const write = async (trx: Kysely<Database>, along?: TopUpAlong) => {
+      if (healthWrites && locksRows(engine)) await lockWebhooksFirst(trx, outcomes);
+      const { held, claimed } = await writeStatesAndAttempts(trx, outcomes, attemptIds, along);
+      const results = outcomes.map((outcome): OutcomeResult => ({ held: held.has(outcome.delivery.id) }));
+      return { results, claimed };
+    };
+    const { results, claimed } =
+      engine === 'postgres' && !healthWrites
+        ? await write(db, topUp)
+        : await inTransaction(db, async (transaction) => {
+            const written = await write(transaction.db);
+            if (healthWrites) await health.write(outcomes, written.results, transaction);
+            if (!topUp) return written;
+            const due = (param: (value: unknown) => string) =>
+              webhooksDue(param, topUp.lease.now, topUp.webhooks);
+            return { ...written, claimed: await claimRows(topUp.lease, due, transaction.db) };
+          });
+
+    for (const [index, result] of results.entries()) {
+      const attempt = outcomes[index]!.attempt;
+      if (result.held || !attempt) continue;
+      // Not ours any more; still keep the attempt in the log unless the delivery itself is gone.
+      const row = attemptRow(outcomes[index]!, attempt, attemptIds[index]!);
+      try {
+        const exists = await db
+          .selectFrom('deliveries')
+          .select('id')
+          .where('id', '=', row.delivery_id)
+          .executeTakeFirst();
+        if (exists) await db.insertInto('delivery_attempts').values(row).execute();
+      } catch {
+        // Deleted in between (its webhook was deleted): there is nothing left to attach the attempt to.
+      }
+    }
+    return { results, claimed };
+  }
 
   return {
     /**
@@ -304,21 +412,10 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
      * worker tops up the webhooks it knows have work. The pending rows' (webhook_id, next_attempt_at) index finds
      * each webhook's rows directly, however long other webhooks' backlogs are.
      */
-    async claimForWebhooks(
-      lease: Lease,
-      webhooks: ReadonlyArray<{ webhookId: string; limit: number }>,
-    ): Promise<ClaimedDelivery[]> {
+    async claimForWebhooks(lease: Lease, webhooks: WebhookTopUps): Promise<ClaimedDelivery[]> {
       if (webhooks.length === 0) return [];
       const stored = storedLease(lease);
-      return claimRows(stored, (param) =>
-        webhooks
-          .map(
-            ({ webhookId, limit }, index) =>
-              `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, stored.now)}
-                AND webhook_id = ${param(webhookId)} ORDER BY next_attempt_at LIMIT ${param(limit)}${lockRows}) AS w${index}`,
-          )
-          .join(' UNION ALL '),
-      );
+      return claimRows(stored, (param) => webhooksDue(param, stored.now, webhooks));
     },
 
     /** Gives leases back without an attempt (more claimed than a webhook's free slots, or shutting down). */
@@ -357,42 +454,20 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
      * second one (in process, so no round trips to save).
      */
     async recordOutcomes(outcomes: readonly DeliveryOutcome[]): Promise<OutcomeResult[]> {
-      if (outcomes.length === 0) return [];
-      const attemptIds = outcomes.map((outcome) => outcome.attempt && newId('att'));
-      const healthWrites = outcomes.some((outcome) => health.needsWrite(outcome));
-
-      const write = async (trx: Kysely<Database>): Promise<OutcomeResult[]> => {
-        if (healthWrites && locksRows(engine)) await lockWebhooksFirst(trx, outcomes);
-        const held = await writeStatesAndAttempts(trx, outcomes, attemptIds);
-        return outcomes.map((outcome): OutcomeResult => ({ held: held.has(outcome.delivery.id) }));
-      };
-      const results =
-        engine === 'postgres' && !healthWrites
-          ? await write(db)
-          : await inTransaction(db, async (transaction) => {
-              const written = await write(transaction.db);
-              if (healthWrites) await health.write(outcomes, written, transaction);
-              return written;
-            });
-
-      for (const [index, result] of results.entries()) {
-        const attempt = outcomes[index]!.attempt;
-        if (result.held || !attempt) continue;
-        // Not ours any more; still keep the attempt in the log unless the delivery itself is gone.
-        const row = attemptRow(outcomes[index]!, attempt, attemptIds[index]!);
-        try {
-          const exists = await db
-            .selectFrom('deliveries')
-            .select('id')
-            .where('id', '=', row.delivery_id)
-            .executeTakeFirst();
-          if (exists) await db.insertInto('delivery_attempts').values(row).execute();
-        } catch {
-          // Deleted in between (its webhook was deleted): there is nothing left to attach the attempt to.
-        }
-      }
-      return results;
+      return (await record(outcomes)).results;
     },
+
+    /**
+     * recordOutcomes, and with it the top-ups of these webhooks' lanes (claimForWebhooks) in the same
+     * transaction: one commit for both, and on PostgreSQL, when no webhook's health needs a write, one
+     * statement. The outcomes are written before any claim can take their deliveries again.
+     */
+    recordOutcomesAndTopUp: (
+      outcomes: readonly DeliveryOutcome[],
+      lease: Lease,
+      webhooks: WebhookTopUps,
+    ): Promise<{ results: OutcomeResult[]; claimed?: ClaimedDelivery[] | undefined }> =>
+      record(outcomes, { lease: storedLease(lease), webhooks }),
   };
 }
 
@@ -414,61 +489,3 @@ async function lockWebhooksFirst(trx: Kysely<Database>, outcomes: readonly Deliv
 }
 
 export type DeliveryQueue = ReturnType<typeof createDeliveryQueue>;
-
-/** A delivery as the runtime holds it: one row, in its webhook's lane. */
-export type DeliveryJob = ClaimedDelivery & QueueJob;
-
-const toJob = (delivery: ClaimedDelivery): DeliveryJob => ({
-  ...delivery,
-  lane: delivery.webhookId,
-  rows: [delivery.id],
-});
-
-/**
- * The deliveries table as the runtime's queue: each pending delivery a job in its webhook's lane, claimed,
- * topped up, given back and recorded through the statements above. Its own function so the
- * runtime's tests (test/queue.test.ts) hold the runtime to this SQL, not to a model of it.
- */
-export function createDeliveryQueueSource(deps: {
-  queue: DeliveryQueue;
-  logger: WorkerLogger;
-  metrics: Pick<MetricsRecorder, 'webhookAttempts'>;
-}): QueueSource<DeliveryJob, DeliveryOutcome> {
-  const { queue: repo, logger, metrics } = deps;
-  return {
-    claim: async (lease, request) =>
-      (await repo.claim(lease, { limit: request.limit, excludeWebhookIds: request.excludeLanes })).map(toJob),
-    claimLanes: async (lease, lanes) =>
-      (
-        await repo.claimForWebhooks(
-          lease,
-          lanes.map(({ lane, limit }) => ({ webhookId: lane, limit })),
-        )
-      ).map(toJob),
-    release: (workerId, rows) => repo.release(workerId, rows),
-    nextDueAt: async () => {
-      const next = await repo.nextDueAt();
-      return next === undefined ? undefined : Date.parse(next);
-    },
-    async record(attempted) {
-      const results = await repo.recordOutcomes(attempted.map(({ outcome }) => outcome));
-      // Every attempt made counts, recorded as ours or not (a lost lease still recorded the attempt).
-      let succeeded = 0;
-      let failed = 0;
-      for (const { outcome } of attempted) {
-        if (!outcome.attempt) continue;
-        if (outcome.status === 'succeeded') succeeded += 1;
-        else failed += 1;
-      }
-      metrics.webhookAttempts(succeeded, failed);
-      return results.map((result, index) => {
-        if (result.disabledReason) {
-          const webhook = attempted[index]!.job.webhookId;
-          logger.warn({ webhook, reason: result.disabledReason }, 'webhook disabled');
-        }
-        const retryAt = attempted[index]!.outcome.nextAttemptAt;
-        return { held: result.held, retryAt: retryAt === undefined ? undefined : Date.parse(retryAt) };
-      });
-    },
-  };
-}

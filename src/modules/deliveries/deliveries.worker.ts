@@ -6,13 +6,8 @@ import type { Resolver } from '../../lib/network-policy.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
-import {
-  type ClaimedDelivery,
-  createDeliveryQueue,
-  createDeliveryQueueSource,
-  type DeliveryJob,
-  type DeliveryOutcome,
-} from './deliveries.queue.ts';
+import { type ClaimedDelivery, createDeliveryQueue, type DeliveryOutcome } from './deliveries.queue.ts';
+import { createDeliveryQueueSource, type DeliveryJob } from './deliveries.queue-source.ts';
 import { nextRetryDelay, parseRetryAfter } from '../../queue/retry.ts';
 import { createSender, type SendResult } from './sender.ts';
 import { resendPayload } from './resend-payload.ts';

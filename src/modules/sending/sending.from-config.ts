@@ -30,7 +30,7 @@ export function createSendingWorkerFromConfig(deps: {
   config: Config;
   database: DatabaseHandle;
   clock: Clock;
-  events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith' | 'beforeEmitting'>;
   notifier?: Notifier | undefined;
   logger?: WorkerLogger | undefined;
   /** Signs the return paths when the configuration names a BOUNCE_DOMAIN. */

@@ -36,7 +36,7 @@ export interface SendingQueueSourceDeps {
   db: Kysely<Database>;
   engine: Engine;
   /** The event service; the events are emitted in the transaction that records the attempts. */
-  events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith' | 'beforeEmitting'>;
   /** The process's repositories (createRepositories): what each email asked to track, and the suppressions outcomes add. */
   repositories: { tracking: Pick<TrackingRepo, 'settingsFor'>; suppressions: Pick<SuppressionRepo, 'add'> };
   /** When the suppressions an outcome makes are made. */
@@ -140,6 +140,8 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
    * look claimed (undefined: it made none).
    */
   async function recordIn(outcomes: SendOutcome[], claim: ClaimAlong | undefined) {
+    // Outside the transaction, where concurrent reads share it (the API's): the webhooks' stamp its events read.
+    await deps.events.beforeEmitting();
     return inTransaction(db, async (transaction) => {
       const recording = createSendingQueue(transaction.db, engine, filter);
       const along = claim && recording.recordingWithClaim(claim);

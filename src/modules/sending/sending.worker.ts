@@ -60,7 +60,7 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    */
   engagementLinks?: EngagementLinks | undefined;
   /** The event service; the worker emits in the transaction that records the attempts. */
-  events: Pick<EventService, 'emitIn' | 'emitWith'>;
+  events: Pick<EventService, 'emitIn' | 'emitWith' | 'beforeEmitting'>;
   /** The process's repositories (createRepositories, src/repositories.ts) the sending queue reads and writes through. */
   repositories: SendingQueueSourceDeps['repositories'] & {
     destinations: DestinationsRepo;

@@ -144,6 +144,16 @@ export function createWebhookRepo(db: Kysely<Database>, stamps?: Stamps) {
       return rows.map(toRecord);
     },
 
+    /**
+     * Reads the webhooks' stamp now, outside any transaction, shared with the reads in flight: a transaction
+     * that reads enabledWebhooks (`unwritten`) within the stamp's lease then reads no stamp of its own. Only
+     * a saving, never a guarantee: the lease may run out first, and the transaction then reads it itself.
+     * Without a lease (SQLite's stamps: a read of a few microseconds on every use) there is nothing to save.
+     */
+    async readStamp(): Promise<void> {
+      if (stamps && stamps.leaseMs > 0) await stamps.current('webhooks');
+    },
+
     async insert(record: WebhookRecord, transaction: Transaction): Promise<void> {
       await transaction.db.insertInto('webhooks').values(toRow(record)).execute();
     },
