@@ -9,10 +9,10 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { reservePort } from '../src/boot/ports.ts';
 import { ALL_ENGINES, engineSkip } from './helpers/app.ts';
+import { runCliInProcess } from './helpers/cli-in-process.ts';
 import {
   createProcessDatabase,
   type ProcessDatabase,
-  runCli,
   runFailingServer,
   startOnFreePort,
   startServerProcess,
@@ -173,12 +173,13 @@ for (const engine of ALL_ENGINES) {
         assert.doesNotMatch(server.stdout(), /shown once/);
       }
 
-      const projects = await runCli(['projects', 'list', '--json'], env);
+      // What the starts stored is read by the CLI in the test's process: the starts are the subject, not it.
+      const projects = await runCliInProcess(['projects', 'list', '--json'], env);
       assert.equal(projects.code, 0, projects.stderr);
       const list = JSON.parse(projects.stdout);
       assert.equal(list.length, 1);
       assert.equal(list[0].default, true);
-      const keys = await runCli(['keys', 'list', '--project', list[0].id, '--json'], env);
+      const keys = await runCliInProcess(['keys', 'list', '--project', list[0].id, '--json'], env);
       assert.equal(keys.code, 0, keys.stderr);
       assert.deepEqual(
         JSON.parse(keys.stdout).map((key: any) => key.name),
@@ -386,8 +387,9 @@ for (const engine of ALL_ENGINES) {
       assert.equal(server.code, 1);
       assert.equal(server.stderr, `Postwire could not start: ${message}\n`);
       assert.equal(server.stdout, '');
+      // The server's refusal is a start's (a child above); the CLI's commands answer the same in the test's process.
       for (const command of [['migrate'], ['worker']]) {
-        const cli = await runCli(command, { ...own.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY });
+        const cli = await runCliInProcess(command, { ...own.env, POSTWIRE_ENCRYPTION_KEY: ENCRYPTION_KEY });
         assert.equal(cli.code, 1, command.join(' '));
         assert.equal(cli.stderr, `postwire: ${message}\n`, command.join(' '));
       }

@@ -11,11 +11,11 @@ import {
   processMemory,
   sendRawMessage,
 } from './helpers/bombs.ts';
+import { runCliInProcess } from './helpers/cli-in-process.ts';
 import { startLatencyProbe } from './helpers/latency-probe.ts';
 import {
   createProcessDatabase,
   inboundSmtpPort,
-  runCli,
   type ServerProcess,
   startServerProcess,
 } from './helpers/process.ts';
@@ -220,8 +220,9 @@ for (const engine of ALL_ENGINES) {
             bombs.sent.map(({ id, message }) => ({ id, bomb: message })),
           );
 
-          // Shown to the operator (`postwire inbound list`: messages that belong to no project) as unreadable, why.
-          const listed = await runCli(['inbound', 'list', '--json', '--limit', '1000'], env);
+          // Shown to the operator (`postwire inbound list`: messages that belong to no project) as unreadable, why;
+          // the command run in the test's process, as it answers in its own (the servers are the children here).
+          const listed = await runCliInProcess(['inbound', 'list', '--json', '--limit', '1000'], env);
           assert.equal(listed.code, 0, listed.stderr);
           const rows: Array<{ id: string; status: string; kind: string; detail: string }> = JSON.parse(
             listed.stdout,
