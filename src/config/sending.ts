@@ -16,6 +16,7 @@ import {
 import { DOMAIN_NAME, pemSetting } from './readers.ts';
 import { type DestinationOverride, parseDestinationOverrides } from '../lib/destination-limits.ts';
 import { parseWarmupSchedule } from '../lib/warmup-schedule.ts';
+import { parseSourceIps, type SourceIp } from '../lib/source-ips.ts';
 
 /** The built-in warm-up: 50 a day per large provider, ×1.5 a day, for 16 days (docs/guides/warm-up.md). */
 const WARMUP_DEFAULT = '50x1.5/16';
@@ -131,6 +132,27 @@ export const SENDING_SETTINGS = section('Sending', {
       if (typeof parsed === 'string') {
         context.problems.push(`WARMUP_SCHEDULE: ${parsed}.`);
         return parseWarmupSchedule(WARMUP_DEFAULT) as number[];
+      }
+      return parsed;
+    },
+  }),
+  sourceIps: custom('DIRECT_SOURCE_IPS', {
+    default: "unset: the machine's own choice of address",
+    description:
+      'direct mode: the local addresses mail leaves from, each with its EHLO name and, while new, its warm-up',
+    details:
+      'entries separated by `;`: an address, then optionally `helo=<its PTR name>` (else `MAIL_HOSTNAME`), ' +
+      '`warmup=<YYYY-MM-DD>` (its day 1) and `schedule=` (else `WARMUP_SCHEDULE`), e.g. ' +
+      '`192.0.2.10 helo=mx1.example.com; 192.0.2.11 helo=mx2.example.com warmup=2026-11-28`. A warming ' +
+      "address takes its day's allowance to each large provider first, the rest leaves from the warm ones. " +
+      'See docs/guides/warm-up.md',
+    read(context): SourceIp[] {
+      const raw = rawValue(context, 'DIRECT_SOURCE_IPS');
+      if (raw === undefined) return [];
+      const parsed = parseSourceIps(raw);
+      if (typeof parsed === 'string') {
+        context.problems.push(`DIRECT_SOURCE_IPS: ${parsed}.`);
+        return [];
       }
       return parsed;
     },

@@ -13,6 +13,10 @@ export interface ReceivedMessage {
   messageId: string | undefined;
   /** The user the client logged in as, if it did. */
   user: string | undefined;
+  /** The address the connection came from (the sender's source IP). */
+  remoteAddress: string;
+  /** The name the client gave in EHLO/HELO. */
+  helo: string;
   /** What the client asked to be told (RFC 3461), when the server offers DSN. */
   dsn: {
     ret?: string | null;
@@ -137,6 +141,8 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
           bytes,
           messageId: /^Message-ID:\s*(<[^>]+>)/im.exec(header)?.[1],
           user: typeof session.user === 'string' ? session.user : undefined,
+          remoteAddress: session.remoteAddress,
+          helo: session.hostNameAppearsAs,
           dsn: {
             ...(session.envelope.dsn ?? {}),
             recipients: session.envelope.rcptTo.map((rcpt) => ({ ...(rcpt.dsn ?? {}) })),

@@ -1,0 +1,218 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../src/config.ts';
+import type { Clock } from '../src/lib/clock.ts';
+import { createSourceChooser } from '../src/modules/destinations/source-ips.ts';
+import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
+import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
+import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
+import { until } from './helpers/until.ts';
+
+// Issue 38, warm-up per source IP (DIRECT_SOURCE_IPS), end to end in direct mode: mail leaves from the local
+// addresses listed (loopback addresses of the test's own, bound with nodemailer's localAddress), each saying
+// its own EHLO name; a warming address sends its day's allowance to a large provider (Google, found through a
+// real DNS server) first and the rest leaves from the warm ones; with none warm, the rest waits `throttled`
+// until the next UTC day on the test's clock. A destination that is not a large provider takes every address
+// in turn. The receiver records the address each connection came from.
+
+const config = (value: string) => loadConfig({ DIRECT_SOURCE_IPS: value }, { stdoutIsTTY: false }).sourceIps;
+
+test('DIRECT_SOURCE_IPS: addresses, EHLO names, warm-ups, and what is not a list', () => {
+  assert.deepEqual(
+    config('192.0.2.10 helo=MX1.example.com; 2001:db8::11 warmup=2026-11-28 schedule=10,20;'),
+    [
+      { address: '192.0.2.10', helo: 'mx1.example.com', warmupFrom: undefined, schedule: null },
+      {
+        address: '2001:db8::11',
+        helo: undefined,
+        warmupFrom: Date.parse('2026-11-28T00:00:00.000Z'),
+        schedule: [10, 20],
+      },
+    ],
+  );
+  assert.deepEqual(config('192.0.2.12 warmup=2026-11-28')[0]!.schedule, null, "WARMUP_SCHEDULE's");
+  const problem = (value: string, why: string) =>
+    assert.throws(() => config(value), {
+      name: 'ConfigError',
+      message: `Invalid configuration:\n  - DIRECT_SOURCE_IPS: ${why}.`,
+    });
+  problem('mx.example.com', 'mx.example.com is not an IP address');
+  problem('192.0.2.10; 192.0.2.10', '192.0.2.10 is listed twice');
+  problem('192.0.2.10 schedule=10,20', '192.0.2.10 has a schedule but no `warmup=<YYYY-MM-DD>` (its day 1)');
+  problem(
+    '192.0.2.10 warmup=2026-11-28 schedule=10,0',
+    "192.0.2.10's schedule: day 2's allowance is not a whole number from 1 to 10000000",
+  );
+  problem(
+    '192.0.2.10 helo=-bad-',
+    '192.0.2.10: `helo=-bad-` is not `helo=<host name>`, `warmup=<YYYY-MM-DD>` or `schedule=<schedule>`',
+  );
+  problem(
+    '192.0.2.10 warmup=yesterday',
+    '192.0.2.10: `warmup=yesterday` is not `helo=<host name>`, `warmup=<YYYY-MM-DD>` or `schedule=<schedule>`',
+  );
+});
+
+/** Distinct loopback addresses, none of them `taken`. */
+function loopbackAddresses(count: number, taken: string[]): string[] {
+  const chosen: string[] = [];
+  while (chosen.length < count) {
+    const address = ownLoopbackAddress();
+    if (!taken.includes(address) && !chosen.includes(address)) chosen.push(address);
+  }
+  return chosen;
+}
+
+for (const engine of ALL_ENGINES) {
+  describe(`warm-up per source IP in direct mode (${engine})`, { skip: engineSkip(engine) }, () => {
+    let dns: TestDnsServer;
+    let app: TestApp;
+    let google: TestSmtpServer;
+    let other: TestSmtpServer;
+    let worker: SendingWorker | undefined;
+    let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
+    const clock: Clock = { now: () => new Date(nowMs) };
+    let warmingA = '';
+    let warmingB = '';
+    let warmC = '';
+
+    before(async () => {
+      dns = await startDnsServer();
+      const [googleAddress, otherAddress] = loopbackAddresses(2, []);
+      [warmingA = '', warmingB = '', warmC = ''] = loopbackAddresses(3, [googleAddress!, otherAddress!]);
+      dns.add('warm.test', { type: 'MX', exchange: 'gmail-smtp-in.l.google.com', priority: 5 });
+      dns.add('gmail-smtp-in.l.google.com', { type: 'A', address: googleAddress! });
+      dns.add('other.test', { type: 'MX', exchange: 'mx.other.test', priority: 10 });
+      dns.add('mx.other.test', { type: 'A', address: otherAddress! });
+      google = await startSmtpServer({ host: googleAddress!, port: 25 });
+      other = await startSmtpServer({ host: otherAddress!, port: 25 });
+      app = await startTestApp(engine, { clock });
+    });
+    after(async () => {
+      await worker?.stop();
+      await app?.close();
+      await google?.close();
+      await other?.close();
+      await dns?.close();
+    });
+
+    /** A sending worker that sends from the addresses DIRECT_SOURCE_IPS lists as `value`. */
+    async function startWorker(value: string) {
+      await worker?.stop();
+      worker = await startSendingWorker(app, {
+        transport: testDirectTransport(dns.address),
+        clock,
+        settings: { ...TEST_SENDING_SETTINGS, concurrency: 4, timeoutMs: 15_000 },
+        sources: createSourceChooser({
+          sources: config(value),
+          repo: app.services.repositories.warmups,
+          defaultSchedule: [50],
+        }),
+      });
+    }
+
+    async function send(to: string[]): Promise<string[]> {
+      const response = await app.request('POST', '/v1/emails/batch', {
+        body: to.map((address, n) => ({
+          from: 'Ada Lovelace <ada@example.com>',
+          to: address,
+          subject: `Bestellbestätigung Nr. ${n} — größer als gestern`,
+          text: `Grüße, ${address}!\n\nIhre Bestellung Nr. ${n} ist unterwegs.\n✓ 日本語\n`,
+          html: `<p>Grüße, <b>${address}</b>!</p>\n<p>Ihre Bestellung Nr. ${n} ist unterwegs.</p>`,
+        })),
+      });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      return response.body.data.map((entry: { id: string }) => entry.id);
+    }
+
+    /** How many messages `server` got from each address, and the EHLO name each gave. */
+    const fromEach = (server: TestSmtpServer, since = 0) => {
+      const counts: Record<string, number> = {};
+      for (const message of server.messages.slice(since))
+        counts[`${message.remoteAddress} ${message.helo}`] =
+          (counts[`${message.remoteAddress} ${message.helo}`] ?? 0) + 1;
+      return counts;
+    };
+
+    async function deliveredTo(server: TestSmtpServer, count: number, what: string) {
+      await until(
+        () => {
+          worker!.wake();
+          return server.messages.length === count;
+        },
+        20_000,
+        () => `${what}: ${server.messages.length} of ${count}`,
+      );
+      await worker!.whenIdle();
+    }
+
+    test("warming addresses send their day's allowance each; the rest waits for the next day", async () => {
+      await startWorker(
+        `${warmingA} helo=a.mail.example.com warmup=2026-03-02 schedule=2,4; ` +
+          `${warmingB} helo=b.mail.example.com warmup=2026-03-02 schedule=1,3`,
+      );
+      const ids = await send(Array.from({ length: 6 }, (_, i) => `reader${i}@warm.test`));
+      await send(['someone@other.test', 'another@other.test', 'third@other.test', 'fourth@other.test']);
+      await deliveredTo(google, 3, 'day 1');
+      await deliveredTo(other, 4, 'other');
+      assert.deepEqual(fromEach(google), {
+        [`${warmingA} a.mail.example.com`]: 2,
+        [`${warmingB} b.mail.example.com`]: 1,
+      });
+      // Not a large provider: every address in turn, none held.
+      assert.deepEqual(fromEach(other), {
+        [`${warmingA} a.mail.example.com`]: 2,
+        [`${warmingB} b.mail.example.com`]: 2,
+      });
+
+      const views = await Promise.all(
+        ids.map(async (id) => (await app.request('GET', `/v1/emails/${id}`)).body),
+      );
+      const waiting = views.filter((view) => view.status === 'delayed');
+      assert.equal(waiting.length, 3, JSON.stringify(views.map((view) => view.status)));
+      for (const view of waiting) {
+        const [recipient] = view.recipients;
+        assert.deepEqual(recipient.throttled, { reason: 'warmup', until: '2026-03-03T00:00:00.000Z' });
+        assert.equal(recipient.attempts, 0);
+        assert.equal(
+          recipient.last_response,
+          'throttled: warm-up of the source IPs: the messages to google for 2026-03-02 of ' +
+            `${warmingA} (day 1: 2), ${warmingB} (day 1: 1) are used; it waits until 2026-03-03T00:00:00.000Z`,
+        );
+      }
+
+      // Later that day nothing more goes; the next day A's four take the three that waited.
+      nowMs = Date.parse('2026-03-02T23:59:00.000Z');
+      worker!.wake();
+      await worker!.whenIdle();
+      assert.equal(google.messages.length, 3);
+      nowMs = Date.parse('2026-03-03T00:00:01.000Z');
+      await deliveredTo(google, 6, 'day 2');
+      assert.deepEqual(fromEach(google, 3), { [`${warmingA} a.mail.example.com`]: 3 });
+      for (const id of ids)
+        assert.equal((await app.request('GET', `/v1/emails/${id}`)).body.status, 'delivered');
+    });
+
+    test('beside a warm address, a warming one takes its allowance and the warm one the rest', async () => {
+      // Day 3: A's allowance is 8 (what it took on days 1 and 2 is another day's); C is warm.
+      nowMs = Date.parse('2026-03-04T09:00:00.000Z');
+      await startWorker(
+        `${warmingA} helo=a.mail.example.com warmup=2026-03-02 schedule=2,4,8; ${warmC} helo=c.mail.example.com`,
+      );
+      const before = google.messages.length;
+      const ids = await send(Array.from({ length: 12 }, (_, i) => `day3reader${i}@warm.test`));
+      await deliveredTo(google, before + 12, 'day 3');
+      assert.deepEqual(fromEach(google, before), {
+        [`${warmingA} a.mail.example.com`]: 8,
+        [`${warmC} c.mail.example.com`]: 4,
+      });
+      for (const id of ids) {
+        const view = (await app.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(view.status, 'delivered');
+        assert.equal(view.recipients[0].throttled, null);
+      }
+    });
+  });
+}
