@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
+import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import { createSourceChooser } from '../src/modules/destinations/source-ips.ts';
+import type { QueueWorker } from '../src/queue/runtime.ts';
+import { created } from './helpers/answers.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
@@ -17,6 +20,7 @@ import { until } from './helpers/until.ts';
 // until the next UTC day on the test's clock. A destination that is not a large provider takes every address
 // in turn. The receiver records the address each connection came from.
 
+const PUBLIC_URL = 'https://mail.example.com';
 const config = (value: string) => loadConfig({ DIRECT_SOURCE_IPS: value }, { stdoutIsTTY: false }).sourceIps;
 
 test('DIRECT_SOURCE_IPS: addresses, EHLO names, warm-ups, and what is not a list', () => {
@@ -72,25 +76,31 @@ for (const engine of ALL_ENGINES) {
     let google: TestSmtpServer;
     let other: TestSmtpServer;
     let worker: SendingWorker | undefined;
+    let fanOut: QueueWorker | undefined;
     let nowMs = Date.parse('2026-03-02T10:00:01.000Z');
     const clock: Clock = { now: () => new Date(nowMs) };
     let warmingA = '';
     let warmingB = '';
     let warmC = '';
+    let warmingD = '';
 
     before(async () => {
       dns = await startDnsServer();
       const [googleAddress, otherAddress] = loopbackAddresses(2, []);
-      [warmingA = '', warmingB = '', warmC = ''] = loopbackAddresses(3, [googleAddress!, otherAddress!]);
+      [warmingA = '', warmingB = '', warmC = '', warmingD = ''] = loopbackAddresses(4, [
+        googleAddress!,
+        otherAddress!,
+      ]);
       dns.add('warm.test', { type: 'MX', exchange: 'gmail-smtp-in.l.google.com', priority: 5 });
       dns.add('gmail-smtp-in.l.google.com', { type: 'A', address: googleAddress! });
       dns.add('other.test', { type: 'MX', exchange: 'mx.other.test', priority: 10 });
       dns.add('mx.other.test', { type: 'A', address: otherAddress! });
       google = await startSmtpServer({ host: googleAddress!, port: 25 });
       other = await startSmtpServer({ host: otherAddress!, port: 25 });
-      app = await startTestApp(engine, { clock });
+      app = await startTestApp(engine, { allowPrivateUrls: true, clock, publicUrl: PUBLIC_URL });
     });
     after(async () => {
+      await fanOut?.stop();
       await worker?.stop();
       await app?.close();
       await google?.close();
@@ -105,6 +115,8 @@ for (const engine of ALL_ENGINES) {
         transport: testDirectTransport(dns.address),
         clock,
         settings: { ...TEST_SENDING_SETTINGS, concurrency: 4, timeoutMs: 15_000 },
+        // A broadcast's copies carry their own unsubscribe link.
+        publicUrl: PUBLIC_URL,
         sources: createSourceChooser({
           sources: config(value),
           repo: app.services.repositories.warmups,
@@ -113,10 +125,10 @@ for (const engine of ALL_ENGINES) {
       });
     }
 
-    async function send(to: string[]): Promise<string[]> {
+    async function send(to: string[], from = 'Ada Lovelace <ada@example.com>'): Promise<string[]> {
       const response = await app.request('POST', '/v1/emails/batch', {
         body: to.map((address, n) => ({
-          from: 'Ada Lovelace <ada@example.com>',
+          from,
           to: address,
           subject: `Bestellbestätigung Nr. ${n} — größer als gestern`,
           text: `Grüße, ${address}!\n\nIhre Bestellung Nr. ${n} ist unterwegs.\n✓ 日本語\n`,
@@ -213,6 +225,107 @@ for (const engine of ALL_ENGINES) {
         assert.equal(view.status, 'delivered');
         assert.equal(view.recipients[0].throttled, null);
       }
+    });
+
+    test("a message its domain's warm-up holds gives the address's allowance back", async () => {
+      nowMs = Date.parse('2026-03-06T09:00:00.000Z');
+      await startWorker(`${warmingD} helo=d.mail.example.com warmup=2026-03-06 schedule=2`);
+      const domain = await created(app, '/v1/domains', { name: 'ada.example' });
+      const on = await app.request('PUT', `/v1/domains/${domain.id}/warmup`, {
+        body: { enabled: true, schedule: [1] },
+      });
+      assert.equal(on.status, 200, JSON.stringify(on.body));
+      nowMs += 1000; // the workers read warm-ups at most once a second
+      const before = google.messages.length;
+      const held = await send(
+        ['ada0@warm.test', 'ada1@warm.test', 'ada2@warm.test'],
+        'Ada <ada@ada.example>',
+      );
+      await deliveredTo(google, before + 1, "the domain's one");
+      const reasons = [];
+      for (const id of held) {
+        const view = (await app.request('GET', `/v1/emails/${id}`)).body;
+        if (view.status === 'delayed') reasons.push(view.recipients[0].last_response);
+      }
+      assert.equal(reasons.length, 2);
+      for (const reason of reasons)
+        assert.match(reason, /^throttled: warm-up day 1 of ada\.example: its 1 messages/);
+      // D's second message was taken and given back twice: it is still there for mail of a warm domain.
+      await send(['warm0@warm.test']);
+      await deliveredTo(google, before + 2, "D's second");
+      assert.deepEqual(fromEach(google, before), { [`${warmingD} d.mail.example.com`]: 2 });
+      const [over] = await send(['warm1@warm.test']);
+      worker!.wake();
+      await worker!.whenIdle();
+      const view = (await app.request('GET', `/v1/emails/${over}`)).body;
+      assert.match(
+        view.recipients[0].last_response,
+        /^throttled: warm-up of the source IPs: the messages to google for 2026-03-06 of \S+ \(day 1: 2\) are used/,
+      );
+      assert.equal(google.messages.length, before + 2);
+
+      // The next day D is past its schedule (warm) and ada.example past its own: the three that waited leave.
+      nowMs = Date.parse('2026-03-07T00:00:01.000Z');
+      await deliveredTo(google, before + 5, 'day 2');
+      assert.deepEqual(fromEach(google, before), { [`${warmingD} d.mail.example.com`]: 5 });
+    });
+
+    test("transactional mail held by an address's allowance leaves before broadcast copies", async () => {
+      // Day 1 of D alone (again, from a later day 1): one message to Google; day 2: three.
+      nowMs = Date.parse('2026-03-10T09:00:00.000Z');
+      await startWorker(`${warmingD} helo=d.mail.example.com warmup=2026-03-10 schedule=1,3`);
+      fanOut = createBroadcastWorker({
+        database: app.database.handle,
+        clock,
+        fanOut: app.services.fanOut,
+        notifier: app.services.notifiers.broadcast,
+        settings: { pollIntervalMs: 50 },
+      });
+      await fanOut.start();
+      const segment = await created(app, '/v1/segments', { name: 'Leser' });
+      const readers = Array.from({ length: 3 }, (_, i) => `fan${i}@warm.test`);
+      for (const email of readers) {
+        const contact = await created(app, '/v1/contacts', { email });
+        const added = await app.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
+        assert.equal(added.status, 200, JSON.stringify(added.body));
+      }
+      const before = google.messages.length;
+      await created(app, '/v1/broadcasts', {
+        name: 'März',
+        from: 'Die Redaktion <news@example.com>',
+        subject: 'Neuigkeiten für {{ contact.email }}',
+        html: '<p>Hallo!</p>\n<p>Was es Neues gibt: ✓</p>\n<a href="{{ unsubscribe_url }}">Abmelden</a>',
+        text: 'Hallo!\nWas es Neues gibt: ✓\nAbmelden: {{ unsubscribe_url }}',
+        segment_id: segment.id,
+        send: true,
+      });
+      await deliveredTo(google, before + 1, 'day 1');
+      const waitingCopies = async () =>
+        (await app.request('GET', '/v1/emails?limit=100')).body.data.filter(
+          (email: any) => email.broadcast_id !== null && email.status === 'delayed',
+        ).length;
+      await until(async () => (await waitingCopies()) === 2, 20_000, 'two copies held');
+      const urgent = await send(
+        ['urgent0@warm.test', 'urgent1@warm.test'],
+        'Die Redaktion <news@example.com>',
+      );
+      worker!.wake();
+      await worker!.whenIdle();
+      for (const id of urgent) {
+        const view = (await app.request('GET', `/v1/emails/${id}`)).body;
+        assert.equal(view.recipients[0].throttled?.reason, 'warmup', JSON.stringify(view.recipients[0]));
+      }
+
+      nowMs = Date.parse('2026-03-11T00:00:01.000Z');
+      await deliveredTo(google, before + 4, 'day 2');
+      const dayTwo = google.messages.slice(before + 1).flatMap((message) => message.to);
+      // The allowance went to both transactional emails (their SMTP transactions run at once with the copy's, so
+      // the order they arrive in is not the order they were admitted in).
+      assert.deepEqual(dayTwo.filter((to) => to.startsWith('urgent')).sort(), [
+        'urgent0@warm.test',
+        'urgent1@warm.test',
+      ]);
+      assert.equal(await waitingCopies(), 1);
     });
   });
 }

@@ -17,6 +17,10 @@ export interface SourceChoice {
 }
 
 export interface SourceChooser {
+  /**
+   * Called one at a time (the warm-up step's decisions, in the order the attempts asked), so an allowance given
+   * back is there for the next message.
+   */
   choose(
     destination: { key: string; provider: string | null },
     now: number,
@@ -31,8 +35,6 @@ export function createSourceChooser(deps: {
 }): SourceChooser {
   const blocks = createAllowanceBlocks(deps.repo);
   let turn = 0;
-  /** Choices one at a time, in the order the attempts asked (transactional mail first, as the queue gives it). */
-  let choosing: Promise<unknown> = Promise.resolve();
   const kept = (source: SourceIp): SourceChoice => ({ source, giveBack: () => undefined });
   const inTurn = (among: readonly SourceIp[]) => kept(among[turn++ % among.length]!);
   const allowanceOf = (source: SourceIp, now: number) =>
@@ -69,11 +71,5 @@ export function createSourceChooser(deps: {
     };
   }
 
-  return {
-    choose(destination, now) {
-      const chosen = choosing.then(() => chooseOne(destination, now));
-      choosing = chosen.catch(() => undefined);
-      return chosen;
-    },
-  };
+  return { choose: chooseOne };
 }

@@ -46,21 +46,35 @@ export function createWarmupStep(deps: {
     return { key: lane, provider: shaping.providerOf(lane) ?? null };
   }
 
+  /** The choice of address and the domain's admission of one job, after its destination is known. */
+  async function admit(job: SendJob, destination: { key: string; provider: string | null }, now: number) {
+    const domainWarming = await gate.applies(job.email, now);
+    const chosen = sources && (await sources.choose(destination, now));
+    if (chosen && 'until' in chosen) return { hold: chosen };
+    const hold = domainWarming ? await gate.admit(job.email, destination, now) : undefined;
+    if (hold) {
+      // Not sent after all: the address's allowance goes to the next message.
+      chosen?.giveBack();
+      return { hold };
+    }
+    return { source: chosen?.source };
+  }
+
+  /**
+   * Admissions one at a time, in the order the attempts asked (the queue's order: transactional mail first), so
+   * a broadcast copy's allowance never overtakes a transactional one's, and an address's allowance given back
+   * is there for the next one.
+   */
+  let admitting: Promise<unknown> = Promise.resolve();
+
   return {
     async decide(job) {
       const now = clock.now().getTime();
-      const domainWarming = await gate.applies(job.email, now);
-      if (!domainWarming && !sources) return { source: undefined };
+      if (!sources && !(await gate.applies(job.email, now))) return { source: undefined };
       const destination = await destinationOf(job, now);
-      const chosen = sources && (await sources.choose(destination, now));
-      if (chosen && 'until' in chosen) return { hold: chosen };
-      const hold = domainWarming ? await gate.admit(job.email, destination, now) : undefined;
-      if (hold) {
-        // Not sent after all: the address's allowance goes to the next message.
-        chosen?.giveBack();
-        return { hold };
-      }
-      return { source: chosen?.source };
+      const decided = admitting.then(() => admit(job, destination, now));
+      admitting = decided.catch(() => undefined);
+      return decided;
     },
     held: (job, hold) =>
       job.recipients.map((row) => ({
