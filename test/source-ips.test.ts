@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import type { Clock } from '../src/lib/clock.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import { createSourceChooser } from '../src/modules/destinations/source-ips.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { created } from './helpers/answers.ts';
@@ -12,6 +11,7 @@ import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
+import { sendBroadcastToNewSegment, startFanOutWorker } from './helpers/fan-out.ts';
 
 // Issue 38, warm-up per source IP (DIRECT_SOURCE_IPS), end to end in direct mode: mail leaves from the local
 // addresses listed (loopback addresses of the test's own, bound with nodemailer's localAddress), each saying
@@ -274,31 +274,10 @@ for (const engine of ALL_ENGINES) {
       // Day 1 of D alone (again, from a later day 1): one message to Google; day 2: three.
       nowMs = Date.parse('2026-03-10T09:00:00.000Z');
       await startWorker(`${warmingD} helo=d.mail.example.com warmup=2026-03-10 schedule=1,3`);
-      fanOut = createBroadcastWorker({
-        database: app.database.handle,
-        clock,
-        fanOut: app.services.fanOut,
-        notifier: app.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
-      const segment = await created(app, '/v1/segments', { name: 'Leser' });
+      fanOut = await startFanOutWorker(app, { clock });
       const readers = Array.from({ length: 3 }, (_, i) => `fan${i}@warm.test`);
-      for (const email of readers) {
-        const contact = await created(app, '/v1/contacts', { email });
-        const added = await app.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
-        assert.equal(added.status, 200, JSON.stringify(added.body));
-      }
       const before = google.messages.length;
-      await created(app, '/v1/broadcasts', {
-        name: 'März',
-        from: 'Die Redaktion <news@example.com>',
-        subject: 'Neuigkeiten für {{ contact.email }}',
-        html: '<p>Hallo!</p>\n<p>Was es Neues gibt: ✓</p>\n<a href="{{ unsubscribe_url }}">Abmelden</a>',
-        text: 'Hallo!\nWas es Neues gibt: ✓\nAbmelden: {{ unsubscribe_url }}',
-        segment_id: segment.id,
-        send: true,
-      });
+      await sendBroadcastToNewSegment(app, { from: 'Die Redaktion <news@example.com>', addresses: readers });
       await deliveredTo(google, before + 1, 'day 1');
       const waitingCopies = async () =>
         (await app.request('GET', '/v1/emails?limit=100')).body.data.filter(
