@@ -6,11 +6,12 @@ import { createSourceChooser } from '../src/modules/destinations/source-ips.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { created } from './helpers/answers.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
-import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
-import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import { ALL_ENGINES, engineSkip, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import type { TestDnsServer } from './helpers/dns.ts';
+import { ownLoopbackAddresses, type TestSmtpServer } from './helpers/smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
+import { startWarmupWorld, type WarmupWorld } from './helpers/warmup.ts';
 import { sendBroadcastToNewSegment, startFanOutWorker } from './helpers/fan-out.ts';
 
 // Issue 38, warm-up per source IP (DIRECT_SOURCE_IPS), end to end in direct mode: mail leaves from the local
@@ -59,18 +60,9 @@ test('DIRECT_SOURCE_IPS: addresses, EHLO names, warm-ups, and what is not a list
   );
 });
 
-/** Distinct loopback addresses, none of them `taken`. */
-function loopbackAddresses(count: number, taken: string[]): string[] {
-  const chosen: string[] = [];
-  while (chosen.length < count) {
-    const address = ownLoopbackAddress();
-    if (!taken.includes(address) && !chosen.includes(address)) chosen.push(address);
-  }
-  return chosen;
-}
-
 for (const engine of ALL_ENGINES) {
   describe(`warm-up per source IP in direct mode (${engine})`, { skip: engineSkip(engine) }, () => {
+    let world: WarmupWorld | undefined;
     let dns: TestDnsServer;
     let app: TestApp;
     let google: TestSmtpServer;
@@ -85,27 +77,14 @@ for (const engine of ALL_ENGINES) {
     let warmingD = '';
 
     before(async () => {
-      dns = await startDnsServer();
-      const [googleAddress, otherAddress] = loopbackAddresses(2, []);
-      [warmingA = '', warmingB = '', warmC = '', warmingD = ''] = loopbackAddresses(4, [
-        googleAddress!,
-        otherAddress!,
-      ]);
-      dns.add('warm.test', { type: 'MX', exchange: 'gmail-smtp-in.l.google.com', priority: 5 });
-      dns.add('gmail-smtp-in.l.google.com', { type: 'A', address: googleAddress! });
-      dns.add('other.test', { type: 'MX', exchange: 'mx.other.test', priority: 10 });
-      dns.add('mx.other.test', { type: 'A', address: otherAddress! });
-      google = await startSmtpServer({ host: googleAddress!, port: 25 });
-      other = await startSmtpServer({ host: otherAddress!, port: 25 });
-      app = await startTestApp(engine, { allowPrivateUrls: true, clock, publicUrl: PUBLIC_URL });
+      world = await startWarmupWorld(engine, clock, PUBLIC_URL);
+      ({ dns, app, google, other } = world);
+      [warmingA = '', warmingB = '', warmC = '', warmingD = ''] = ownLoopbackAddresses(4, world.addresses);
     });
     after(async () => {
       await fanOut?.stop();
       await worker?.stop();
-      await app?.close();
-      await google?.close();
-      await other?.close();
-      await dns?.close();
+      await world?.close();
     });
 
     /** A sending worker that sends from the addresses DIRECT_SOURCE_IPS lists as `value`. */

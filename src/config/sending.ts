@@ -44,6 +44,16 @@ export function requestedTransport(env: Env): MailTransportKind {
   return env.SMTP_URL ? 'relay' : 'capture';
 }
 
+/** A list setting read by `parse` (the list, or why the value is not one: a problem); unset or bad, empty. */
+function listOrProblem<T>(context: ReadContext, name: string, parse: (raw: string) => T[] | string): T[] {
+  const raw = rawValue(context, name);
+  if (raw === undefined) return [];
+  const parsed = parse(raw);
+  if (typeof parsed !== 'string') return parsed;
+  context.problems.push(`${name}: ${parsed}.`);
+  return [];
+}
+
 export const SENDING_SETTINGS = section('Sending', {
   smtpUrl: custom('SMTP_URL', {
     default: 'unset',
@@ -109,16 +119,8 @@ export const SENDING_SETTINGS = section('Sending', {
       '`mailru`, `yandex`, `comcast`), an MX host or recipient domain (`mx.example.net`), or all under one ' +
       '(`*.example.net`); an empty number keeps the default, 0 is no limit (`google=3//300;*.example.net=1`). ' +
       'See docs/api/destinations.md',
-    read(context): DestinationOverride[] {
-      const raw = rawValue(context, 'DESTINATION_LIMITS');
-      if (raw === undefined) return [];
-      const parsed = parseDestinationOverrides(raw);
-      if (typeof parsed === 'string') {
-        context.problems.push(`DESTINATION_LIMITS: ${parsed}.`);
-        return [];
-      }
-      return parsed;
-    },
+    read: (context): DestinationOverride[] =>
+      listOrProblem(context, 'DESTINATION_LIMITS', parseDestinationOverrides),
   }),
   warmupSchedule: custom('WARMUP_SCHEDULE', {
     default: WARMUP_DEFAULT,
@@ -146,16 +148,7 @@ export const SENDING_SETTINGS = section('Sending', {
       '`192.0.2.10 helo=mx1.example.com; 192.0.2.11 helo=mx2.example.com warmup=2026-11-28`. A warming ' +
       "address takes its day's allowance to each large provider first, the rest leaves from the warm ones. " +
       'See docs/guides/warm-up.md',
-    read(context): SourceIp[] {
-      const raw = rawValue(context, 'DIRECT_SOURCE_IPS');
-      if (raw === undefined) return [];
-      const parsed = parseSourceIps(raw);
-      if (typeof parsed === 'string') {
-        context.problems.push(`DIRECT_SOURCE_IPS: ${parsed}.`);
-        return [];
-      }
-      return parsed;
-    },
+    read: (context): SourceIp[] => listOrProblem(context, 'DIRECT_SOURCE_IPS', parseSourceIps),
   }),
   sendTimeoutMs: duration('SEND_TIMEOUT', {
     default: '2m',

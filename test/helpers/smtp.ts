@@ -81,6 +81,16 @@ const replyError = (reply: SmtpReply) =>
 export const ownLoopbackAddress = (): string =>
   `127.${1 + Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
 
+/** `count` distinct loopback addresses of the test's own, none of them `taken`. */
+export function ownLoopbackAddresses(count: number, taken: readonly string[] = []): string[] {
+  const chosen: string[] = [];
+  while (chosen.length < count) {
+    const address = ownLoopbackAddress();
+    if (!taken.includes(address) && !chosen.includes(address)) chosen.push(address);
+  }
+  return chosen;
+}
+
 /** A real SMTP server (smtp-server) on 127.0.0.1 that records what it receives and answers as scripted. */
 export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<TestSmtpServer> {
   const messages: ReceivedMessage[] = [];
