@@ -285,5 +285,27 @@ for (const engine of ALL_ENGINES) {
       ]);
       assert.equal(await waitingCopies(), 1);
     });
+
+    test('a mail server only over IPv6 is not reachable from an IPv4 source: retried, saying why', async () => {
+      dns.add('v6only.test', { type: 'MX', exchange: 'mx.v6only.test', priority: 10 });
+      dns.add('mx.v6only.test', { type: 'AAAA', address: '::1' });
+      const [id] = await send(['someone@v6only.test']);
+      await until(
+        async () => {
+          worker!.wake();
+          return (await app.request('GET', `/v1/emails/${id}`)).body.status === 'delayed';
+        },
+        20_000,
+        'the attempt',
+      );
+      const [recipient] = (await app.request('GET', `/v1/emails/${id}`)).body.recipients;
+      assert.equal(recipient.attempts, 1);
+      assert.equal(recipient.throttled, null);
+      assert.equal(
+        recipient.last_response,
+        'no mail server of v6only.test could be reached ' +
+          `(mx.v6only.test does not resolve to an address reachable from ${warmingD})`,
+      );
+    });
   });
 }
