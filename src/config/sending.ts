@@ -139,15 +139,13 @@ export const SENDING_SETTINGS = section('Sending', {
     },
   }),
   sourceIps: custom('DIRECT_SOURCE_IPS', {
-    default: "unset: the machine's own choice of address",
+    default: "unset: the machine's choice",
     description:
       'direct mode: the local addresses mail leaves from, each with its EHLO name and, while new, its warm-up',
     details:
       'entries separated by `;`: an address, then optionally `helo=<its PTR name>` (else `MAIL_HOSTNAME`), ' +
-      '`warmup=<YYYY-MM-DD>` (its day 1) and `schedule=` (else `WARMUP_SCHEDULE`), e.g. ' +
-      '`192.0.2.10 helo=mx1.example.com; 192.0.2.11 helo=mx2.example.com warmup=2026-11-28`. A warming ' +
-      "address takes its day's allowance to each large provider first, the rest leaves from the warm ones. " +
-      'See docs/guides/warm-up.md',
+      '`warmup=<YYYY-MM-DD>` (its day 1), `schedule=` (else `WARMUP_SCHEDULE`): ' +
+      '`192.0.2.10 helo=mx1.example.com; 192.0.2.11 warmup=2026-11-28`. See docs/guides/warm-up.md',
     read: (context): SourceIp[] => listOrProblem(context, 'DIRECT_SOURCE_IPS', parseSourceIps),
   }),
   sendTimeoutMs: duration('SEND_TIMEOUT', {
