@@ -23,7 +23,9 @@ export interface WarmupHold {
 export interface WarmupGate {
   /**
    * Whether one more message of `email` may go to `destination` (a built-in provider's; others are not held)
-   * now: undefined when it may (counted), else until when it waits.
+   * now: undefined when it may (counted), else until when it waits. Asked one message at a time, in the
+   * order the attempts asked (sending.warmup.ts), so a broadcast copy's take never overtakes a transactional
+   * one's.
    */
   admit(
     email: { projectId: string; from: string; dkimDomain: string | null },
@@ -48,11 +50,6 @@ export function createWarmupGate(deps: {
   let readAt = -Infinity;
   /** The read in flight: attempts that ask meanwhile wait for it, and go on in the order they asked. */
   let reading: Promise<void> | undefined;
-  /**
-   * Admissions one at a time, in the order the attempts asked (the queue's order: transactional mail first),
-   * so a broadcast copy's take never overtakes a transactional one's.
-   */
-  let admitting: Promise<unknown> = Promise.resolve();
   /** This worker's part of each day's allowance. */
   const blocks = createAllowanceBlocks(deps.repo);
 
@@ -90,11 +87,7 @@ export function createWarmupGate(deps: {
       if (!warmup) return false;
       return warmupDay(warmup.schedule ?? deps.defaultSchedule, warmup.startedAt, now).allowance !== null;
     },
-    admit(email, destination, now) {
-      const decided = admitting.then(() => admitOne(email, destination, now));
-      admitting = decided.catch(() => undefined);
-      return decided;
-    },
+    admit: admitOne,
   };
 
   async function admitOne(
