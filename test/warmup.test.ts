@@ -2,15 +2,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { parseWarmupSchedule } from '../src/lib/warmup-schedule.ts';
-import { createBroadcastWorker } from '../src/modules/broadcasts/broadcasts.worker.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
 import { created } from './helpers/answers.ts';
-import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
-import { ownLoopbackAddress, startSmtpServer, type TestSmtpServer } from './helpers/smtp.ts';
+import type { TestDnsServer } from './helpers/dns.ts';
+import type { TestSmtpServer } from './helpers/smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
+import { startWarmupWorld, type WarmupWorld } from './helpers/warmup.ts';
+import { sendBroadcastToNewSegment, startFanOutWorker } from './helpers/fan-out.ts';
 
 // Issue 38, warm-up in direct mode, end to end: a warming sending domain may send its schedule's day's
 // allowance to a large provider (here Google: its MX host name, on a loopback address of the test's own,
@@ -31,6 +32,7 @@ test('WARMUP_SCHEDULE: growth or a list, and what is not a schedule', () => {
 
 for (const engine of ALL_ENGINES) {
   describe(`warm-up in direct mode (${engine})`, { skip: engineSkip(engine) }, () => {
+    let world: WarmupWorld | undefined;
     let dns: TestDnsServer;
     let app: TestApp;
     let google: TestSmtpServer;
@@ -41,25 +43,13 @@ for (const engine of ALL_ENGINES) {
     const clock: Clock = { now: () => new Date(nowMs) };
 
     before(async () => {
-      dns = await startDnsServer();
-      const googleAddress = ownLoopbackAddress();
-      let otherAddress = ownLoopbackAddress();
-      while (otherAddress === googleAddress) otherAddress = ownLoopbackAddress();
-      dns.add('warm.test', { type: 'MX', exchange: 'gmail-smtp-in.l.google.com', priority: 5 });
-      dns.add('gmail-smtp-in.l.google.com', { type: 'A', address: googleAddress });
-      dns.add('other.test', { type: 'MX', exchange: 'mx.other.test', priority: 10 });
-      dns.add('mx.other.test', { type: 'A', address: otherAddress });
-      google = await startSmtpServer({ host: googleAddress, port: 25 });
-      other = await startSmtpServer({ host: otherAddress, port: 25 });
-      app = await startTestApp(engine, { allowPrivateUrls: true, clock, publicUrl: PUBLIC_URL });
+      world = await startWarmupWorld(engine, clock, PUBLIC_URL);
+      ({ dns, app, google, other } = world);
     });
     after(async () => {
       await fanOut?.stop();
       await worker?.stop();
-      await app?.close();
-      await google?.close();
-      await other?.close();
-      await dns?.close();
+      await world?.close();
     });
 
     const message = (to: string, n: number) => ({
@@ -207,30 +197,12 @@ for (const engine of ALL_ENGINES) {
       });
       assert.equal(on.status, 200, JSON.stringify(on.body));
       nowMs += 1000; // the workers read warm-ups at most once a second
-      fanOut = createBroadcastWorker({
-        database: app.database.handle,
-        clock,
-        fanOut: app.services.fanOut,
-        notifier: app.services.notifiers.broadcast,
-        settings: { pollIntervalMs: 50 },
-      });
-      await fanOut.start();
-      const segment = await created(app, '/v1/segments', { name: 'Readers' });
+      fanOut = await startFanOutWorker(app, { clock });
       const readers = Array.from({ length: 4 }, (_, i) => `fan${i}@warm.test`);
-      for (const email of readers) {
-        const contact = await created(app, '/v1/contacts', { email });
-        const added = await app.request('POST', `/v1/contacts/${contact.id}/segments/${segment.id}`);
-        assert.equal(added.status, 200, JSON.stringify(added.body));
-      }
       const before = google.messages.length;
-      await created(app, '/v1/broadcasts', {
-        name: 'März',
+      await sendBroadcastToNewSegment(app, {
         from: 'Die Redaktion <news@news.example.org>',
-        subject: 'Neuigkeiten für {{ contact.email }}',
-        html: '<p>Hallo!</p>\n<p>Was es Neues gibt: ✓</p>\n<a href="{{ unsubscribe_url }}">Abmelden</a>',
-        text: 'Hallo!\nWas es Neues gibt: ✓\nAbmelden: {{ unsubscribe_url }}',
-        segment_id: segment.id,
-        send: true,
+        addresses: readers,
       });
       // One copy goes (day 1: one message to Google); the other three wait.
       await until(

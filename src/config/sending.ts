@@ -16,6 +16,7 @@ import {
 import { DOMAIN_NAME, pemSetting } from './readers.ts';
 import { type DestinationOverride, parseDestinationOverrides } from '../lib/destination-limits.ts';
 import { parseWarmupSchedule } from '../lib/warmup-schedule.ts';
+import { parseSourceIps, type SourceIp } from '../lib/source-ips.ts';
 
 /** The built-in warm-up: 50 a day per large provider, ×1.5 a day, for 16 days (docs/guides/warm-up.md). */
 const WARMUP_DEFAULT = '50x1.5/16';
@@ -41,6 +42,16 @@ export function requestedTransport(env: Env): MailTransportKind {
   const requested = env.MAIL_TRANSPORT?.toLowerCase();
   if (requested === 'relay' || requested === 'direct' || requested === 'capture') return requested;
   return env.SMTP_URL ? 'relay' : 'capture';
+}
+
+/** A list setting read by `parse` (the list, or why the value is not one: a problem); unset or bad, empty. */
+function listOrProblem<T>(context: ReadContext, name: string, parse: (raw: string) => T[] | string): T[] {
+  const raw = rawValue(context, name);
+  if (raw === undefined) return [];
+  const parsed = parse(raw);
+  if (typeof parsed !== 'string') return parsed;
+  context.problems.push(`${name}: ${parsed}.`);
+  return [];
 }
 
 export const SENDING_SETTINGS = section('Sending', {
@@ -108,16 +119,8 @@ export const SENDING_SETTINGS = section('Sending', {
       '`mailru`, `yandex`, `comcast`), an MX host or recipient domain (`mx.example.net`), or all under one ' +
       '(`*.example.net`); an empty number keeps the default, 0 is no limit (`google=3//300;*.example.net=1`). ' +
       'See docs/api/destinations.md',
-    read(context): DestinationOverride[] {
-      const raw = rawValue(context, 'DESTINATION_LIMITS');
-      if (raw === undefined) return [];
-      const parsed = parseDestinationOverrides(raw);
-      if (typeof parsed === 'string') {
-        context.problems.push(`DESTINATION_LIMITS: ${parsed}.`);
-        return [];
-      }
-      return parsed;
-    },
+    read: (context): DestinationOverride[] =>
+      listOrProblem(context, 'DESTINATION_LIMITS', parseDestinationOverrides),
   }),
   warmupSchedule: custom('WARMUP_SCHEDULE', {
     default: WARMUP_DEFAULT,
@@ -134,6 +137,16 @@ export const SENDING_SETTINGS = section('Sending', {
       }
       return parsed;
     },
+  }),
+  sourceIps: custom('DIRECT_SOURCE_IPS', {
+    default: "unset: the machine's choice",
+    description:
+      'direct mode: the local addresses mail leaves from, each with its EHLO name and, while new, its warm-up',
+    details:
+      'entries separated by `;`: an address, then optionally `helo=<its PTR name>` (else `MAIL_HOSTNAME`), ' +
+      '`warmup=<YYYY-MM-DD>` (its day 1), `schedule=` (else `WARMUP_SCHEDULE`): ' +
+      '`192.0.2.10 helo=mx1.example.com; 192.0.2.11 warmup=2026-11-28`. See docs/guides/warm-up.md',
+    read: (context): SourceIp[] => listOrProblem(context, 'DIRECT_SOURCE_IPS', parseSourceIps),
   }),
   sendTimeoutMs: duration('SEND_TIMEOUT', {
     default: '2m',

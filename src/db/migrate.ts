@@ -45,6 +45,7 @@ import { migration as automationGraphs } from './migrations/0042_automation_grap
 import { migration as apiLogAnswers } from './migrations/0043_api_log_answers.ts';
 import { migration as recipientsHostReady } from './migrations/0044_recipients_host_ready.ts';
 import { migration as domainDmarcReports } from './migrations/0045_domain_dmarc_reports.ts';
+import { migration as sourceWarmupCounts } from './migrations/0046_source_warmup_counts.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -95,6 +96,7 @@ const migrations: Record<string, Migration> = {
   '0043_api_log_answers': apiLogAnswers,
   '0044_recipients_host_ready': recipientsHostReady,
   '0045_domain_dmarc_reports': domainDmarcReports,
+  '0046_source_warmup_counts': sourceWarmupCounts,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

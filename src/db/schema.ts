@@ -472,6 +472,16 @@ export interface WarmupsTable {
 }
 
 /** What a destination took of a warming domain's day (written by warmups.repo.ts, a block at a time). */
+/** A warming source IP's count per large-provider destination and day (DIRECT_SOURCE_IPS). */
+export interface SourceWarmupCountsTable {
+  source: string;
+  destination: string;
+  /** The UTC day, YYYY-MM-DD. */
+  day: string;
+  used: number;
+  last_grant: number;
+}
+
 export interface WarmupCountsTable {
   source: string;
   domain_id: string;
@@ -979,6 +989,7 @@ export interface Database {
   warmups: WarmupsTable;
   destination_overrides: DestinationOverridesTable;
   warmup_counts: WarmupCountsTable;
+  source_warmup_counts: SourceWarmupCountsTable;
   reputation_states: ReputationStatesTable;
   email_tracking: EmailTrackingTable;
   recipient_engagement: RecipientEngagementTable;

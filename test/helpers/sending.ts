@@ -6,6 +6,7 @@ import { createDomainService, domainSettingsFromConfig } from '../../src/modules
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
 import type { ReturnPath } from '../../src/modules/emails/return-path.ts';
+import type { SourceChooser } from '../../src/modules/destinations/source-ips.ts';
 import { createEngagementLinks } from '../../src/modules/engagement/tokens.ts';
 import { createSendingWorkerFromConfig } from '../../src/modules/sending/sending.from-config.ts';
 import {
@@ -36,6 +37,8 @@ export interface TestSendingOptions {
   /** Tracking and unsubscribe links on this PUBLIC_URL (signed with the test encryption key). */
   publicUrl?: string;
   returnPath?: ReturnPath;
+  /** Direct delivery's source IPs (DIRECT_SOURCE_IPS's chooser). */
+  sources?: SourceChooser;
 }
 
 /**
@@ -78,6 +81,7 @@ export async function startSendingWorker(
     settings: options.settings ?? TEST_SENDING_SETTINGS,
     notifier: api.app.sendNotifier,
     returnPath: options.returnPath,
+    sources: options.sources,
     engagementLinks:
       options.publicUrl === undefined
         ? undefined

@@ -13,6 +13,10 @@ export interface ReceivedMessage {
   messageId: string | undefined;
   /** The user the client logged in as, if it did. */
   user: string | undefined;
+  /** The address the connection came from (the sender's source IP). */
+  remoteAddress: string;
+  /** The name the client gave in EHLO/HELO. */
+  helo: string;
   /** What the client asked to be told (RFC 3461), when the server offers DSN. */
   dsn: {
     ret?: string | null;
@@ -77,6 +81,16 @@ const replyError = (reply: SmtpReply) =>
 export const ownLoopbackAddress = (): string =>
   `127.${1 + Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
 
+/** `count` distinct loopback addresses of the test's own, none of them `taken`. */
+export function ownLoopbackAddresses(count: number, taken: readonly string[] = []): string[] {
+  const chosen: string[] = [];
+  while (chosen.length < count) {
+    const address = ownLoopbackAddress();
+    if (!taken.includes(address) && !chosen.includes(address)) chosen.push(address);
+  }
+  return chosen;
+}
+
 /** A real SMTP server (smtp-server) on 127.0.0.1 that records what it receives and answers as scripted. */
 export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<TestSmtpServer> {
   const messages: ReceivedMessage[] = [];
@@ -137,6 +151,8 @@ export async function startSmtpServer(options: TestSmtpOptions = {}): Promise<Te
           bytes,
           messageId: /^Message-ID:\s*(<[^>]+>)/im.exec(header)?.[1],
           user: typeof session.user === 'string' ? session.user : undefined,
+          remoteAddress: session.remoteAddress,
+          helo: session.hostNameAppearsAs,
           dsn: {
             ...(session.envelope.dsn ?? {}),
             recipients: session.envelope.rcptTo.map((rcpt) => ({ ...(rcpt.dsn ?? {}) })),

@@ -7,7 +7,8 @@
 // (warmups.repo.ts): a worker takes a block of the day's allowance at a time, so the writes are bounded by the
 // allowance (at most about a hundred per destination and day), never by the mail held.
 import { parseAddress } from '../../lib/addresses.ts';
-import { DAY_MS, dayOf, warmupDay } from '../../lib/warmup-schedule.ts';
+import { dayOf, warmupDay } from '../../lib/warmup-schedule.ts';
+import { createAllowanceBlocks, nextDayStart } from './allowance-blocks.ts';
 import type { WarmupsRepo, WarmupRecord } from './warmups.repo.ts';
 
 /** How often a worker reads the warm-ups again (an API change reaches every worker within this). */
@@ -22,7 +23,9 @@ export interface WarmupHold {
 export interface WarmupGate {
   /**
    * Whether one more message of `email` may go to `destination` (a built-in provider's; others are not held)
-   * now: undefined when it may (counted), else until when it waits.
+   * now: undefined when it may (counted), else until when it waits. Asked one message at a time, in the
+   * order the attempts asked (sending.warmup.ts), so a broadcast copy's take never overtakes a transactional
+   * one's.
    */
   admit(
     email: { projectId: string; from: string; dkimDomain: string | null },
@@ -47,14 +50,8 @@ export function createWarmupGate(deps: {
   let readAt = -Infinity;
   /** The read in flight: attempts that ask meanwhile wait for it, and go on in the order they asked. */
   let reading: Promise<void> | undefined;
-  /**
-   * Admissions one at a time, in the order the attempts asked (the queue's order: transactional mail first),
-   * so a broadcast copy's take never overtakes a transactional one's.
-   */
-  let admitting: Promise<unknown> = Promise.resolve();
-  /** This worker's part of a day's allowance: what is left of its blocks, and the allowance found used up. */
-  const blocks = new Map<string, { left: number; usedUpAt: number }>();
-  let blocksDay = '';
+  /** This worker's part of each day's allowance. */
+  const blocks = createAllowanceBlocks(deps.repo);
 
   async function warmupOf(
     email: { projectId: string; from: string; dkimDomain: string | null },
@@ -90,11 +87,7 @@ export function createWarmupGate(deps: {
       if (!warmup) return false;
       return warmupDay(warmup.schedule ?? deps.defaultSchedule, warmup.startedAt, now).allowance !== null;
     },
-    admit(email, destination, now) {
-      const decided = admitting.then(() => admitOne(email, destination, now));
-      admitting = decided.catch(() => undefined);
-      return decided;
-    },
+    admit: admitOne,
   };
 
   async function admitOne(
@@ -108,32 +101,15 @@ export function createWarmupGate(deps: {
     const { allowance, day } = warmupDay(warmup.schedule ?? deps.defaultSchedule, warmup.startedAt, now);
     if (allowance === null) return undefined;
     const today = dayOf(now);
-    if (today !== blocksDay) {
-      blocks.clear();
-      blocksDay = today;
-      // Read for today only; two days back covers workers whose clocks disagree about midnight.
-      await deps.repo.pruneCounts(dayOf(now - 2 * DAY_MS));
-    }
-    const key = `${warmup.domainId} ${destination.key}`;
-    const block = blocks.get(key) ?? { left: 0, usedUpAt: 0 };
-    blocks.set(key, block);
-    // Asked again when the allowance grew since it was found used up (a schedule changed today).
-    if (block.left === 0 && block.usedUpAt < allowance) {
-      // A block of about a hundredth of the day's allowance: writes bounded by the allowance, and what one
-      // worker holds unused at most a hundredth of it.
-      const size = Math.min(50, Math.max(1, Math.ceil(allowance / 100)));
-      block.left = await deps.repo.take(
+    const taken = await blocks.use(`${warmup.domainId} ${destination.key}`, allowance, now, (size) =>
+      deps.repo.take(
         { source: deps.source, domainId: warmup.domainId, destination: destination.key, day: today },
         size,
         allowance,
-      );
-      block.usedUpAt = block.left === 0 ? allowance : 0;
-    }
-    if (block.left > 0) {
-      block.left -= 1;
-      return undefined;
-    }
-    const until = Math.floor(now / DAY_MS) * DAY_MS + DAY_MS;
+      ),
+    );
+    if (taken) return undefined;
+    const until = nextDayStart(now);
     return {
       until,
       reason:

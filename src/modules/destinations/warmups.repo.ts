@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Database, Row } from '../../db/schema.ts';
 import type { Transaction } from '../../db/transaction.ts';
 
@@ -34,6 +34,16 @@ export interface WarmupCountKey {
   destination: string;
   /** YYYY-MM-DD (UTC). */
   day: string;
+}
+
+/**
+ * A take's update of a count row that exists: the grant is what is left of the allowance, at most `block`
+ * (`last_grant`), added to `used`; both read from the row as the write locked it.
+ */
+function grantFrom(table: 'warmup_counts' | 'source_warmup_counts', block: number, allowance: number) {
+  const used = sql.ref<number>(`${table}.used`);
+  const grant = sql<number>`case when ${allowance} - ${used} < ${block} then ${allowance} - ${used} else ${block} end`;
+  return { last_grant: grant, used: sql<number>`${used} + ${grant}` };
 }
 
 export function createWarmupsRepo(db: Kysely<Database>) {
@@ -80,9 +90,9 @@ export function createWarmupsRepo(db: Kysely<Database>) {
     },
 
     /**
-     * Takes up to `block` of a day's `allowance` (one statement, atomic on both engines: the row is locked
-     * by the write, and the amounts are read from the row as it is then). Answers how many it got: 0 when
-     * the day's allowance is used.
+     * Takes up to `block` of a domain's day's `allowance` (one statement, atomic on both engines: the row is
+     * locked by the write, and the amounts are read from the row as it is then). Answers how many it got: 0
+     * when the day's allowance is used.
      */
     async take(key: WarmupCountKey, block: number, allowance: number): Promise<number> {
       const first = Math.min(block, allowance);
@@ -99,17 +109,25 @@ export function createWarmupsRepo(db: Kysely<Database>) {
         .onConflict((conflict) =>
           conflict
             .columns(['source', 'domain_id', 'destination', 'day'])
-            .doUpdateSet((eb) => {
-              const left = eb(eb.val(allowance), '-', eb.ref('warmup_counts.used'));
-              const grant = eb
-                .case()
-                .when(left, '<', block)
-                .then(eb(eb.val(allowance), '-', eb.ref('warmup_counts.used')))
-                .else(eb.val(block))
-                .end();
-              return { last_grant: grant, used: eb(eb.ref('warmup_counts.used'), '+', grant) };
-            })
+            .doUpdateSet(grantFrom('warmup_counts', block, allowance))
             .where('warmup_counts.used', '<', allowance),
+        )
+        .returning('last_grant')
+        .executeTakeFirst();
+      return row ? Number(row.last_grant) : 0;
+    },
+
+    /** The same take from a warming source IP's day's allowance to a destination (DIRECT_SOURCE_IPS). */
+    async takeForSource(key: Omit<WarmupCountKey, 'domainId'>, block: number, allowance: number) {
+      const first = Math.min(block, allowance);
+      const row = await db
+        .insertInto('source_warmup_counts')
+        .values({ ...key, used: first, last_grant: first })
+        .onConflict((conflict) =>
+          conflict
+            .columns(['source', 'destination', 'day'])
+            .doUpdateSet(grantFrom('source_warmup_counts', block, allowance))
+            .where('source_warmup_counts.used', '<', allowance),
         )
         .returning('last_grant')
         .executeTakeFirst();
@@ -133,6 +151,7 @@ export function createWarmupsRepo(db: Kysely<Database>) {
     /** Forgets the counts of days before `beforeDay` (YYYY-MM-DD). */
     async pruneCounts(beforeDay: string): Promise<void> {
       await db.deleteFrom('warmup_counts').where('day', '<', beforeDay).execute();
+      await db.deleteFrom('source_warmup_counts').where('day', '<', beforeDay).execute();
     },
   };
 }

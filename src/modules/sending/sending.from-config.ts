@@ -7,6 +7,7 @@ import type { Notifier } from '../../queue/notifier.ts';
 import { createDestinationSync } from '../destinations/destinations.sync.ts';
 import { createDestinationShaping, DEFAULT_SOURCE } from '../destinations/shaping.ts';
 import { createWarmupGate } from '../destinations/warmup.ts';
+import { createSourceChooser } from '../destinations/source-ips.ts';
 import { returnPathFromConfig } from '../emails/return-path.ts';
 import { createEngagementLinks } from '../engagement/tokens.ts';
 import type { EventService } from '../events/events.service.ts';
@@ -63,6 +64,14 @@ export function createSendingWorkerFromConfig(deps: {
           defaultSchedule: deps.config.warmupSchedule,
         })
       : undefined,
+    sources:
+      transport.perDomain && deps.config.sourceIps.length > 0
+        ? createSourceChooser({
+            sources: deps.config.sourceIps,
+            repo: deps.repositories.warmups,
+            defaultSchedule: deps.config.warmupSchedule,
+          })
+        : undefined,
     onThrottle: deps.onThrottle,
     settings: sendingSettingsFromConfig(deps.config),
     notifier: deps.notifier,

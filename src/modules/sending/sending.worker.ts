@@ -21,6 +21,7 @@ import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../des
 import { createWarmupGate, type WarmupGate } from '../destinations/warmup.ts';
 import { UNKNOWN_LIMITS } from '../destinations/providers.ts';
 import { createWarmupStep } from './sending.warmup.ts';
+import type { SourceChooser } from '../destinations/source-ips.ts';
 import { attemptOutcome } from './sending.outcome-rows.ts';
 import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
 import type { MailTransport, RecipientOutcome, SendResult } from './transports/transport.ts';
@@ -64,7 +65,7 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
   /** The process's repositories (createRepositories, src/repositories.ts) the sending queue reads and writes through. */
   repositories: SendingQueueSourceDeps['repositories'] & {
     destinations: DestinationsRepo;
-    warmups: Pick<WarmupsRepo, 'enabled' | 'take' | 'pruneCounts'>;
+    warmups: Pick<WarmupsRepo, 'enabled' | 'take' | 'takeForSource' | 'pruneCounts'>;
   };
   transport: MailTransport;
   settings: SendingSettings;
@@ -78,6 +79,8 @@ export interface SendingWorkerDeps extends QueueWorkerDeps {
    * direct transport without it gets WARMUP_SCHEDULE's default, as the source `default`.
    */
   warmup?: WarmupGate | undefined;
+  /** Direct delivery's source IPs (DIRECT_SOURCE_IPS): which address each message leaves from. */
+  sources?: SourceChooser | undefined;
   /** Told of each throttle (a deferral that slowed or suspended a destination): metrics and the operator's event. */
   onThrottle?: ((throttled: Throttled) => void) | undefined;
 }
@@ -136,6 +139,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           source: destinations.source,
           defaultSchedule: DEFAULTS.warmupSchedule,
         }),
+      sources: deps.sources,
       destinations,
       transport,
       clock,
@@ -289,9 +293,15 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
         );
       }
-      const hold = await warmupStep?.holdOf(job);
-      if (hold)
-        return attemptOutcome(workerId, job.email, attemptedAt, clock.now(), warmupStep!.held(job, hold));
+      const decided = await warmupStep?.decide(job);
+      if (decided && 'hold' in decided)
+        return attemptOutcome(
+          workerId,
+          job.email,
+          attemptedAt,
+          clock.now(),
+          warmupStep!.held(job, decided.hold),
+        );
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email:
@@ -305,6 +315,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
         limits: connectionLimitsOf(job.host),
+        source: decided?.source,
       });
       if (result.raw !== undefined)
         rawPiecesKey = await queue.keepLargeCaptureInPieces(job.email.id, result.raw);

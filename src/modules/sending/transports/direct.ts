@@ -18,7 +18,7 @@ import {
   outcomesFromInfo,
   type SmtpError,
 } from './smtp-result.ts';
-import type { MailTransport, RecipientOutcome } from './transport.ts';
+import type { MailTransport, RecipientOutcome, SendJob } from './transport.ts';
 
 export interface MxRecord {
   exchange: string;
@@ -87,9 +87,17 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
   const lookup = options.lookup ?? systemResolver;
 
   /** The address to connect to, resolved here so the one checked is the one used (no DNS rebinding). */
-  async function connectAddress(exchange: string): Promise<{ address: string } | { refused: string }> {
-    const addresses = isIP(exchange) ? [exchange] : await lookup(exchange);
-    if (addresses.length === 0) return { refused: `${exchange} does not resolve` };
+  async function connectAddress(
+    exchange: string,
+    from: string | undefined,
+  ): Promise<{ address: string } | { refused: string }> {
+    const resolved = isIP(exchange) ? [exchange] : await lookup(exchange);
+    // From a source IP, only its own family can be reached.
+    const addresses = from ? resolved.filter((address) => isIP(address) === isIP(from)) : resolved;
+    if (addresses.length === 0)
+      return {
+        refused: `${exchange} does not resolve${from ? ` to an address reachable from ${from}` : ''}`,
+      };
     const allowed = options.allowPrivateTargets ? addresses : addresses.filter((a) => !isBlockedAddress(a));
     if (allowed.length === 0) {
       return {
@@ -105,15 +113,16 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
     record: MxRecord,
     message: ConnectionMessage,
     limits: ConnectionLimits,
+    source: SendJob['source'],
     signal: AbortSignal,
   ): Promise<{ info: unknown } | { error: SmtpError } | { refused: string }> {
-    const target = await connectAddress(record.exchange);
+    const target = await connectAddress(record.exchange, source?.address);
     if ('refused' in target) return target;
     const port = record.port ?? options.port ?? DEFAULTS.directMxPort;
     const servername = isIP(record.exchange) ? undefined : record.exchange;
     try {
       const info = await connections.send(
-        `${target.address}|${port}|${servername ?? ''}`,
+        `${target.address}|${port}|${servername ?? ''}|${source?.address ?? ''}`,
         {
           host: target.address,
           port,
@@ -124,7 +133,9 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
           connectionTimeout: stepMs,
           greetingTimeout: stepMs,
           socketTimeout: options.timeoutMs,
-          ...(options.hostname ? { name: options.hostname } : {}),
+          ...(source ? { localAddress: source.address } : {}),
+          // The name that goes with the address it leaves from (its PTR name), as receivers check.
+          ...((source?.helo ?? options.hostname) ? { name: source?.helo ?? options.hostname } : {}),
         },
         limits,
         message,
@@ -176,7 +187,7 @@ export function createDirectTransport(options: DirectTransportOptions): MailTran
       const failures: string[] = [];
       for (const record of found.hosts) {
         if (job.signal.aborted) break;
-        const attempt = await tryExchange(record, message, limits, job.signal);
+        const attempt = await tryExchange(record, message, limits, job.source, job.signal);
         if ('info' in attempt)
           return { outcomes: outcomesFromInfo(attempt.info as object, addresses), mxHosts };
         if ('refused' in attempt) {

@@ -26,6 +26,11 @@ export interface SendJob {
    * issue 38), which bound the connections kept between messages; the unknown destination's when absent.
    */
   limits?: { connections: number; messagesPerConnection: number } | undefined;
+  /**
+   * Direct delivery: the local address to send from and the EHLO name that goes with it (DIRECT_SOURCE_IPS);
+   * the machine's choice and the transport's name when absent.
+   */
+  source?: { address: string; helo: string | undefined } | undefined;
 }
 
 export interface SendResult {
