@@ -248,8 +248,15 @@ for (const engine of ALL_ENGINES) {
         () => `day 2: ${google.messages.length - before} of 4`,
       );
       await worker.whenIdle();
+      // Which mail the allowance went to, not the order it arrived in: the three admitted (in queue order,
+      // one at a time) go out over as many connections at once, and any of them may finish first.
       const dayTwo = google.messages.slice(before + 1).flatMap((message) => message.to);
-      assert.deepEqual(dayTwo.slice(0, 2).sort(), ['urgent0@warm.test', 'urgent1@warm.test']);
+      assert.deepEqual(
+        dayTwo.filter((to) => to.startsWith('urgent')).sort(),
+        ['urgent0@warm.test', 'urgent1@warm.test'],
+        `day 2 went to ${dayTwo.join(', ')}`,
+      );
+      assert.equal(dayTwo.filter((to) => to.startsWith('fan')).length, 1, `day 2 went to ${dayTwo.join(', ')}`);
       for (const id of urgent)
         assert.equal((await app.request('GET', `/v1/emails/${id}`)).body.status, 'delivered');
       assert.equal(await waitingCopies(), 2);
