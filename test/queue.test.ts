@@ -389,6 +389,7 @@ async function openQueue(
         return released;
       },
       nextDueAt: (now) => real.nextDueAt(now),
+      limitsLanes: real.limitsLanes,
       async record(attempted) {
         const rows = named(attempted.flatMap(({ job }) => job.rows));
         try {
@@ -838,6 +839,52 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           const releases = queue.log.filter((line) => line.startsWith('release'));
           assert.deepEqual(releases, [], 'nothing claimed was given back');
           assert.equal(attempts.count, 6, 'each job attempted once');
+        },
+      );
+
+      test(
+        'a look takes of a lane the worker holds only what the lane has room for, and finds other lanes past it',
+        {
+          ...HANG_GUARD,
+          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
+        },
+        async () => {
+          // Ten jobs of lane a queued first, then two of lane b; a lane holds only as many as it has slots
+          // (direct delivery's setting), the worker twice that.
+          const queue = await queueOf(engine, [
+            ...jobs(10, ['a']),
+            ...jobs(2, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
+          ]);
+          const attempts = controlledAttempts(queue);
+          const settings = { laneCapacity: 2, capacity: 4, concurrency: 4 };
+          const w = worker({ queue, attempts, settings });
+          await w.start();
+          // The first look knows no lane: it takes four of a, keeps two and gives two back; the next leaves a
+          // out and finds b behind a's backlog.
+          await attempts.started(4);
+          assert.deepEqual(
+            [...attempts.running.values()].map(({ job }) => queue.name(job.rows[0]!)).sort(),
+            ['job000', 'job001', 'job100', 'job101'],
+          );
+          await queue.released();
+          const first = queue.log.filter((line) => line.startsWith('release'));
+          assert.deepEqual(first, ['release worker-a job002,job003']);
+          // From then on each look asks a for what it has room for: one job as each attempt ends.
+          for (let finished = 0; finished < 12; ) {
+            await attempts.started(Math.min(12, finished + 1));
+            const running = [...attempts.running.values()];
+            for (const entry of running) entry.finish();
+            finished += running.length;
+          }
+          await w.whenIdle();
+          await queue.released();
+          assert.equal((await queue.done()).length, 12, 'every job done');
+          assert.equal(attempts.count, 12, 'each job attempted once');
+          assert.deepEqual(
+            queue.log.filter((line) => line.startsWith('release')),
+            first,
+            'nothing claimed after the first look was given back',
+          );
         },
       );
 

@@ -48,6 +48,11 @@ export interface QueueSource<Job extends QueueJob, Outcome> {
    */
   claimLanes?(lease: Lease, lanes: ReadonlyArray<{ lane: string; limit: number }>): Promise<Job[]>;
   /**
+   * Its claim takes no more of a lane in ClaimRequest.laneLimits than that lane's limit: a look then asks of
+   * each lane the worker holds jobs of only what that lane has room for (claims.ts startableLimits).
+   */
+  limitsLanes?: boolean;
+  /**
    * Gives back these rows (or every row) the worker holds, unattempted. What it answers (releaseLeases: the
    * ids it gave back) is the adapter's; the runtime does not read it.
    */

@@ -182,6 +182,8 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
   };
 
   return {
+    // Direct delivery: each lane's hosts have a part of the look of their own (sending.claims.ts).
+    limitsLanes: perDomain,
     async claim(lease, request) {
       await beforeLook(lease);
       return jobsOf(lease, await queue.claimWithEmails(lease, lookOf(request)));
