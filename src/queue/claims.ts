@@ -87,9 +87,10 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
       const limit = topUpLimit(state, lane, room);
       if (limit === 0) continue;
       if (!source.claimLanes) {
-        // A lane with more work has room again: only a look over the whole queue can find its jobs.
+        // A lane with more work has room again: a look finds its jobs (one over the whole queue, unless
+        // the source says lane limits: then a look at the lanes it holds).
         lane.backlogged = false;
-        state.nextDiscoveryAt = -Infinity;
+        lookForLanes(state);
         continue;
       }
       topUps.push({ lane: key, limit });
@@ -153,10 +154,14 @@ function lookOver<Job extends QueueJob, Outcome>(
   room: number,
 ): ClaimRequest | undefined {
   const { settings, source } = state.options;
-  if (now < state.nextDiscoveryAt) return undefined;
+  const discovering = now >= state.nextDiscoveryAt;
+  if (!discovering && !state.topUpDue) return undefined;
   if (state.inFlight.size > 0 && room < settings.claimBatch) return undefined;
-  state.lastDiscoveryAt = now;
-  state.nextDiscoveryAt = state.lastDiscoveryAt + settings.pollIntervalMs;
+  state.topUpDue = false;
+  if (discovering) {
+    state.lastDiscoveryAt = now;
+    state.nextDiscoveryAt = state.lastDiscoveryAt + settings.pollIntervalMs;
+  }
   const excludeLanes: string[] = [];
   for (const [key, lane] of state.lanes) {
     const full = held(lane) >= settings.laneCapacity;
@@ -165,11 +170,22 @@ function lookOver<Job extends QueueJob, Outcome>(
     if (full || shaped || (lane.backlogged && source.claimLanes)) excludeLanes.push(key);
   }
   const limit = Math.min(room, state.discoveryLimit);
-  const laneLimits = startableLimits(state, limit, now, excludeLanes);
-  if (!laneLimits) return { limit, excludeLanes };
-  // The rest of the worker's room is the look's over the lanes it holds none of.
+  const laneLimits = startableLimits(state, discovering ? limit : 0, room, now, excludeLanes);
+  if (!laneLimits) return discovering ? { limit, excludeLanes } : undefined;
+  // The rest of the worker's room is the look's over the lanes it holds none of; none in a look at the
+  // lanes it holds alone (its part over the queue would read past their rows, all of them when they are
+  // the queue's only ones, for nothing).
   const rest = Math.max(0, Math.min(limit, room - laneLimits.reduce((sum, lane) => sum + lane.limit, 0)));
-  return { limit: rest, excludeLanes, laneLimits };
+  return { limit: discovering ? rest : 0, excludeLanes, laneLimits };
+}
+
+/**
+ * A lane the worker holds has room for more: with a source that says lane limits, a look at the lanes it
+ * holds (their parts of the look alone: an index probe each), else a look over the whole queue.
+ */
+function lookForLanes(state: WorkerState<QueueJob, unknown>): void {
+  if (state.options.source.limitsLanes) state.topUpDue = true;
+  else state.nextDiscoveryAt = -Infinity;
 }
 
 /**
@@ -183,6 +199,7 @@ function lookOver<Job extends QueueJob, Outcome>(
 function startableLimits<Job extends QueueJob, Outcome>(
   state: WorkerState<Job, Outcome>,
   limit: number,
+  room: number,
   now: number,
   excludeLanes: string[],
 ): Array<{ lane: string; limit: number }> | undefined {
@@ -198,10 +215,10 @@ function startableLimits<Job extends QueueJob, Outcome>(
   for (const [key, count] of counts) {
     if (excludeLanes.includes(key)) continue;
     const lane = state.lanes.get(key);
-    const room = Math.min(settings.laneCapacity - (lane ? held(lane) : 0), limit);
-    const laneLimit = Math.min(count - (lane?.waiting.length ?? 0), room);
-    // A lane that may take all it has room for needs no limit of its own.
-    if (laneLimit >= limit) continue;
+    const laneRoom = Math.min(settings.laneCapacity - (lane ? held(lane) : 0), room);
+    const laneLimit = Math.min(count - (lane?.waiting.length ?? 0), laneRoom);
+    // A lane that may take all the look's part over the queue takes needs no limit of its own.
+    if (limit > 0 && laneLimit >= limit) continue;
     if (laneLimit > 0) {
       limits.push({ lane: key, limit: laneLimit });
       continue;
@@ -223,7 +240,8 @@ async function looked<Job extends QueueJob, Outcome>(
   lease: Lease,
 ): Promise<boolean> {
   const { settings } = state.options;
-  if (claimed.length === 0) state.foundNothing = true;
+  // (A look at the lanes it holds alone finds no more than theirs.)
+  if (claimed.length === 0 && request.limit > 0) state.foundNothing = true;
   const { kept, excess } = await accept(state, claimed, lease);
   // Ask next time for about as many as this look could use: giving rows back costs two writes each.
   state.discoveryLimit = excess > 0 ? Math.max(settings.laneCapacity, kept) : settings.capacity;
@@ -274,7 +292,7 @@ export function lookWithOutcomes<Job extends QueueJob, Outcome>(
   for (const lane of state.lanes.values()) {
     if (topUpLimit(state, lane, room) === 0) continue;
     lane.backlogged = false;
-    state.nextDiscoveryAt = -Infinity;
+    lookForLanes(state);
   }
   const lease = freshLease(state);
   const request = lookOver(state, lease.now.getTime(), room);

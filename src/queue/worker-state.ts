@@ -48,6 +48,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   nextShapedAt: number;
   /** When to look over the whole queue next; a wake-up from new work makes it now. */
   nextDiscoveryAt: number;
+  /** A lane the worker holds has room for more (QueueSource.limitsLanes): look at the lanes it holds. */
+  topUpDue: boolean;
   lastDiscoveryAt: number;
   /** The most jobs one look asks for; shrinks while looks return more than the lanes can hold. */
   discoveryLimit: number;
@@ -101,6 +103,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     unsubscribe: undefined,
     nextShapedAt: Infinity,
     nextDiscoveryAt: -Infinity,
+    topUpDue: false,
     lastDiscoveryAt: -Infinity,
     discoveryLimit: settings.capacity,
     rounds: 0,
