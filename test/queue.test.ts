@@ -862,15 +862,17 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           // The first look knows no lane: it takes four of a, keeps two and gives two back; the next leaves a
           // out and finds b behind a's backlog.
           await attempts.started(4);
-          assert.deepEqual(
-            [...attempts.running.values()].map(({ job }) => queue.name(job.rows[0]!)).sort(),
-            ['job000', 'job001', 'job100', 'job101'],
-          );
+          assert.deepEqual([...attempts.running.values()].map(({ job }) => queue.name(job.rows[0]!)).sort(), [
+            'job000',
+            'job001',
+            'job100',
+            'job101',
+          ]);
           await queue.released();
           const first = queue.log.filter((line) => line.startsWith('release'));
           assert.deepEqual(first, ['release worker-a job002,job003']);
           // From then on each look asks a for what it has room for: one job as each attempt ends.
-          for (let finished = 0; finished < 12; ) {
+          for (let finished = 0; finished < 12;) {
             await attempts.started(Math.min(12, finished + 1));
             const running = [...attempts.running.values()];
             for (const entry of running) entry.finish();

@@ -256,7 +256,11 @@ for (const engine of ALL_ENGINES) {
         ['urgent0@warm.test', 'urgent1@warm.test'],
         `day 2 went to ${dayTwo.join(', ')}`,
       );
-      assert.equal(dayTwo.filter((to) => to.startsWith('fan')).length, 1, `day 2 went to ${dayTwo.join(', ')}`);
+      assert.equal(
+        dayTwo.filter((to) => to.startsWith('fan')).length,
+        1,
+        `day 2 went to ${dayTwo.join(', ')}`,
+      );
       for (const id of urgent)
         assert.equal((await app.request('GET', `/v1/emails/${id}`)).body.status, 'delivered');
       assert.equal(await waitingCopies(), 2);

@@ -205,9 +205,7 @@ function startableLimits<Job extends QueueJob, Outcome>(
 ): Array<{ lane: string; limit: number }> | undefined {
   const { shaping, settings, source } = state.options;
   const counts = new Map<string, number>();
-  if (source.limitsLanes) {
-    for (const [key, lane] of state.lanes) counts.set(key, Infinity);
-  }
+  if (source.limitsLanes) for (const key of state.lanes.keys()) counts.set(key, Infinity);
   if (shaping?.startable) {
     for (const [key, count] of shaping.startable(now, SHAPED_GIVE_BACK_MS)) counts.set(key, count);
   }
