@@ -2,6 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { parseWarmupSchedule } from '../src/lib/warmup-schedule.ts';
+import type { DestinationShaping } from '../src/modules/destinations/shaping.ts';
+import type { SendJob } from '../src/modules/sending/sending.queue.ts';
+import { createWarmupStep } from '../src/modules/sending/sending.warmup.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import type { QueueWorker } from '../src/queue/runtime.ts';
 import { ALL_ENGINES, engineSkip, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
@@ -28,6 +31,53 @@ test('WARMUP_SCHEDULE: growth or a list, and what is not a schedule', () => {
   assert.match(String(parseWarmupSchedule('10,0')), /day 2's allowance/);
   assert.match(String(parseWarmupSchedule('50x2/400')), /1 to 365 days/);
   assert.match(String(parseWarmupSchedule('lots')), /day 1's allowance/);
+});
+
+test("admissions go in the order the attempts asked, however their destinations' lookups end", async () => {
+  // Two attempts to a domain whose destination is not known yet, in queue order (a transactional email, then
+  // a broadcast copy): each looks up its MX hosts first, and the copy's lookup ends first.
+  const lookups: Array<(hosts: string[]) => void> = [];
+  const admitted: string[] = [];
+  const shaping = {
+    laneOf: (host: string) => host,
+    providerOf: () => undefined,
+    learn: () => ({ destination: 'google', isNew: false }),
+  } as unknown as DestinationShaping;
+  const step = createWarmupStep({
+    gate: {
+      applies: async () => true,
+      async admit(email) {
+        admitted.push(email.from);
+        return undefined;
+      },
+    },
+    destinations: {
+      source: 'test',
+      shaping,
+      sync: async () => {},
+      flush: async () => {},
+      learned: async () => {},
+    },
+    transport: { mxHostsOf: () => new Promise((resolve) => lookups.push(resolve)) },
+    clock: { now: () => new Date('2026-03-05T00:00:01.000Z') },
+  });
+  const job = (from: string) =>
+    ({
+      lane: 'cold.example',
+      rows: [from],
+      host: 'cold.example',
+      email: { id: from, projectId: 'p', from, dkimDomain: null },
+      recipients: [],
+    }) as unknown as SendJob;
+  const urgent = step.decide(job('urgent@news.example.org'));
+  const copy = step.decide(job('copy@news.example.org'));
+  while (lookups.length < 2) await new Promise((resolve) => setImmediate(resolve));
+  lookups[1]!(['gmail-smtp-in.l.google.com']);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(admitted, [], 'the copy waits for the transactional email ahead of it');
+  lookups[0]!(['gmail-smtp-in.l.google.com']);
+  await Promise.all([urgent, copy]);
+  assert.deepEqual(admitted, ['urgent@news.example.org', 'copy@news.example.org']);
 });
 
 for (const engine of ALL_ENGINES) {

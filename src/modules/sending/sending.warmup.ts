@@ -63,18 +63,30 @@ export function createWarmupStep(deps: {
   /**
    * Admissions one at a time, in the order the attempts asked (the queue's order: transactional mail first), so
    * a broadcast copy's allowance never overtakes a transactional one's, and an address's allowance given back
-   * is there for the next one.
+   * is there for the next one. Each attempt takes its place in its lane's line before it awaits anything: a
+   * destination not known yet is looked up first, and the lookups end in any order. (A line per lane: one
+   * domain's slow lookup holds up no other destination's mail.)
    */
-  let admitting: Promise<unknown> = Promise.resolve();
+  const admitting = new Map<string, Promise<void>>();
 
   return {
     async decide(job) {
       const now = clock.now().getTime();
-      if (!sources && !(await gate.applies(job.email, now))) return { source: undefined };
-      const destination = await destinationOf(job, now);
-      const decided = admitting.then(() => admit(job, destination, now));
-      admitting = decided.catch(() => undefined);
-      return decided;
+      const turn = admitting.get(job.lane);
+      let done!: () => void;
+      const mine = new Promise<void>((resolve) => {
+        done = resolve;
+      });
+      admitting.set(job.lane, mine);
+      try {
+        if (!sources && !(await gate.applies(job.email, now))) return { source: undefined };
+        const destination = await destinationOf(job, now);
+        await turn;
+        return await admit(job, destination, now);
+      } finally {
+        done();
+        if (admitting.get(job.lane) === mine) admitting.delete(job.lane);
+      }
     },
     held: (job, hold) =>
       job.recipients.map((row) => ({
