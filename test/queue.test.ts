@@ -598,6 +598,22 @@ const jobs = (count: number, lanes: string[]) =>
     lane: lanes[index % lanes.length]!,
   }));
 
+/** Lets `total` attempts run: each batch that has started is finished, until all have. */
+async function finishAsTheyStart(attempts: ReturnType<typeof controlledAttempts>, total: number) {
+  for (let finished = 0; finished < total;) {
+    await attempts.started(Math.min(total, finished + 1));
+    const batch = [...attempts.running.values()];
+    for (const entry of batch) entry.finish();
+    finished += batch.length;
+  }
+}
+
+/** `a` jobs of lane a queued first (job000…), then `b` of lane b (job100…). */
+const twoLanes = (a: number, b: number) => [
+  ...jobs(a, ['a']),
+  ...jobs(b, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
+];
+
 /** Which queues have lanes of their own (the inbound queue has one), and which top lanes up. */
 const LANES: Record<QueueKind, { lanes: boolean; claimLanes: boolean }> = {
   deliveries: { lanes: true, claimLanes: true },
@@ -615,6 +631,11 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
       options: { claimLanes?: boolean } = {},
     ) => openQueue(kind, engine, jobs, options);
     describe(`queue runtime on the ${kind} queue (${engine})`, { skip: engineSkip(engine) }, () => {
+      // The cases of a queue that says lane limits in its claim (QueueSource.limitsLanes).
+      const laneLimitsCase = {
+        ...HANG_GUARD,
+        skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
+      };
       for (const claimLanes of hasLanes ? (topsUp ? [false, true] : [false]) : []) {
         const how = claimLanes ? 'topped up per lane' : 'claimed as a whole';
         test(`lanes never exceed their bound, nor the worker its own (${how})`, HANG_GUARD, async () => {
@@ -622,12 +643,7 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           const attempts = controlledAttempts(queue);
           const w = worker({ queue, attempts });
           await w.start();
-          for (let finished = 0; finished < 40;) {
-            await attempts.started(Math.min(40, finished + 1));
-            const batch = [...attempts.running.values()];
-            for (const entry of batch) entry.finish();
-            finished += batch.length;
-          }
+          await finishAsTheyStart(attempts, 40);
           await w.whenIdle();
           assert.equal((await queue.done()).length, 40, 'every job done');
           assert.ok(attempts.maxOverall <= SETTINGS.concurrency, `overall ${attempts.maxOverall}`);
@@ -767,10 +783,7 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
 
       test(
         'a look takes of a paced lane only what it can start, and the rest of the queue around it',
-        {
-          ...HANG_GUARD,
-          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
-        },
+        laneLimitsCase,
         async () => {
           // Five jobs of a paced lane queued first, then three of another, and three of a third left out.
           const queued = [
@@ -804,15 +817,9 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
 
       test(
         'a paced lane is claimed one start at a time: none of its jobs is claimed to be given back',
-        {
-          ...HANG_GUARD,
-          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
-        },
+        laneLimitsCase,
         async () => {
-          const queue = await queueOf(engine, [
-            ...jobs(4, ['a']),
-            ...jobs(2, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
-          ]);
+          const queue = await queueOf(engine, twoLanes(4, 2));
           // Lane a may start an attempt every 2 s of the clock (a destination's pace), b at once.
           const paced = 'lane-a.example';
           let nextStart = queue.clock.now().getTime();
@@ -844,17 +851,11 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
 
       test(
         'a look takes of a lane the worker holds only what the lane has room for, and finds other lanes past it',
-        {
-          ...HANG_GUARD,
-          skip: kind === 'sending' ? false : 'the sending queue says lane limits in its claim',
-        },
+        laneLimitsCase,
         async () => {
           // Ten jobs of lane a queued first, then two of lane b; a lane holds only as many as it has slots
           // (direct delivery's setting), the worker twice that.
-          const queue = await queueOf(engine, [
-            ...jobs(10, ['a']),
-            ...jobs(2, ['b']).map((job, index) => ({ ...job, id: `job10${index}` })),
-          ]);
+          const queue = await queueOf(engine, twoLanes(10, 2));
           const attempts = controlledAttempts(queue);
           const settings = { laneCapacity: 2, capacity: 4, concurrency: 4 };
           const w = worker({ queue, attempts, settings });
@@ -872,12 +873,7 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           const first = queue.log.filter((line) => line.startsWith('release'));
           assert.deepEqual(first, ['release worker-a job002,job003']);
           // From then on each look asks a for what it has room for: one job as each attempt ends.
-          for (let finished = 0; finished < 12;) {
-            await attempts.started(Math.min(12, finished + 1));
-            const running = [...attempts.running.values()];
-            for (const entry of running) entry.finish();
-            finished += running.length;
-          }
+          await finishAsTheyStart(attempts, 12);
           await w.whenIdle();
           await queue.released();
           assert.equal((await queue.done()).length, 12, 'every job done');

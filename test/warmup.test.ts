@@ -209,6 +209,8 @@ for (const engine of ALL_ENGINES) {
         20_000,
         () => `day 2: ${google.messages.length} of 7`,
       );
+      // A message is at the server before its outcome is written: the statuses once the worker has written them.
+      await worker.whenIdle();
       assert.deepEqual(arrived(google), [...warm].sort(), 'every message once');
       for (const id of warmIds) {
         const view = (await app.request('GET', `/v1/emails/${id}`)).body;
