@@ -140,9 +140,9 @@ for (const engine of ALL_ENGINES) {
         'every message once',
       );
       // The connection cap was found in the first burst (while the clock stood still): every connection
-      // asked for since, refused or not, came with at most the cap open counting itself.
+      // asked for since, refused or not, came with at most the cap open counting itself. (There may be none:
+      // the connections of the first burst are kept between messages, and may carry all the rest.)
       const later = throttled.attempts.filter((attempt) => attempt.at > startedAt);
-      assert.ok(later.length > 0, 'connections after the first burst');
       const overCap = later.filter((attempt) => attempt.atOnce > THROTTLED.connections);
       assert.deepEqual(overCap, [], 'never more than the cap after the first deferrals');
       const deferrals = throttled.refusedConnections.length + throttled.refusedMessages.length;
