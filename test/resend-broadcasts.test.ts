@@ -88,6 +88,8 @@ for (const engine of ALL_ENGINES) {
       );
       assert.match(created.id, /^bc_/);
       await smtp.waitFor(2);
+      // The receiver has both before the worker has written their outcomes: the recipients read below wait for it.
+      await sending.whenIdle();
       const to = (address: string) => smtp.messages.find((message) => message.to.includes(address))!;
       assert.equal(smtp.messages.filter((message) => message.to.includes('cy@sdk.test')).length, 0);
       const adaMail = await parseMail(to('ada@sdk.test').raw);
