@@ -11,7 +11,7 @@ import type { TestDnsServer } from './helpers/dns.ts';
 import { ownLoopbackAddresses, type TestSmtpServer } from './helpers/smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
-import { startWarmupWorld, type WarmupWorld } from './helpers/warmup.ts';
+import { assertWaitingForWarmup, startWarmupWorld, type WarmupWorld } from './helpers/warmup.ts';
 import { sendBroadcastToNewSegment, startFanOutWorker } from './helpers/fan-out.ts';
 
 // Issue 38, warm-up per source IP (DIRECT_SOURCE_IPS), end to end in direct mode: mail leaves from the local
@@ -158,15 +158,8 @@ for (const engine of ALL_ENGINES) {
         [`${warmingB} b.mail.example.com`]: 2,
       });
 
-      const views = await Promise.all(
-        ids.map(async (id) => (await app.request('GET', `/v1/emails/${id}`)).body),
-      );
-      const waiting = views.filter((view) => view.status === 'delayed');
-      assert.equal(waiting.length, 3, JSON.stringify(views.map((view) => view.status)));
-      for (const view of waiting) {
-        const [recipient] = view.recipients;
-        assert.deepEqual(recipient.throttled, { reason: 'warmup', until: '2026-03-03T00:00:00.000Z' });
-        assert.equal(recipient.attempts, 0);
+      const { waiting } = await assertWaitingForWarmup(app, ids, 3, '2026-03-03T00:00:00.000Z');
+      for (const recipient of waiting) {
         assert.equal(
           recipient.last_response,
           'throttled: warm-up of the source IPs: the messages to google for 2026-03-02 of ' +

@@ -13,7 +13,7 @@ import type { TestDnsServer } from './helpers/dns.ts';
 import type { TestSmtpServer } from './helpers/smtp.ts';
 import { startSendingWorker, testDirectTransport } from './helpers/sending.ts';
 import { until } from './helpers/until.ts';
-import { startWarmupWorld, type WarmupWorld } from './helpers/warmup.ts';
+import { assertWaitingForWarmup, startWarmupWorld, type WarmupWorld } from './helpers/warmup.ts';
 import { sendBroadcastToNewSegment, startFanOutWorker } from './helpers/fan-out.ts';
 
 // Issue 38, warm-up in direct mode, end to end: a warming sending domain may send its schedule's day's
@@ -173,16 +173,9 @@ for (const engine of ALL_ENGINES) {
       assert.match(first, /text\/html/);
 
       // The other four wait for tomorrow, throttled by the warm-up, no attempt used.
-      const views = await Promise.all(
-        warmIds.map(async (id) => (await app.request('GET', `/v1/emails/${id}`)).body),
-      );
-      const waiting = views.filter((view) => view.status === 'delayed');
-      assert.equal(waiting.length, 4, JSON.stringify(views.map((view) => view.status)));
-      for (const view of waiting) {
-        const [recipient] = view.recipients;
-        assert.deepEqual(recipient.throttled, { reason: 'warmup', until: '2026-03-03T00:00:00.000Z' });
+      const { views, waiting } = await assertWaitingForWarmup(app, warmIds, 4, '2026-03-03T00:00:00.000Z');
+      for (const recipient of waiting) {
         assert.equal(recipient.next_attempt_at, '2026-03-03T00:00:00.000Z');
-        assert.equal(recipient.attempts, 0);
         assert.match(
           recipient.last_response,
           /^throttled: warm-up day 1 of example\.com: its 3 messages to google/,

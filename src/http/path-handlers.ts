@@ -46,6 +46,15 @@ export const callUnderPathWith =
   async (request: UnderPathRequest & { [key in K]: I }) =>
     call(projectOf(request), request.params.id, request[from]);
 
+/**
+ * callUnderPath for one of the resource's own parts named further down the path (`/:id/runs/:runId`): the
+ * service also gets that part of the path, `request.params[key]`.
+ */
+export const callUnderPathAt =
+  <K extends string, P, T>(key: K, call: (projectId: string, id: string, part: P) => Promise<T>) =>
+  async (request: UnderPathRequest & { params: { [key in K]: P } }) =>
+    call(projectOf(request), request.params.id, request.params[key]);
+
 /** The page a list route's query asks for (toPageRequest reads these). */
 type PageQuery = { limit?: number | undefined; after?: string | undefined; before?: string | undefined };
 

@@ -7,14 +7,18 @@ type MoreConfig = Omit<FastifyContextConfig, 'permission'>;
 /**
  * The options of a module's /v1 routes, one function per key permission: the permission the route needs
  * (checked by src/http/auth.ts) in its `config`, the module's tags in its schema (its section of the OpenAPI
- * document). A route states what it needs in one word, and the tags are written once per module.
+ * document). A route states what it needs in one word, and the tags are written once per module. `shared`:
+ * schema every one of these routes has (the `params` of the resource they all sit on), written once too.
  */
-export function routeOptions(tags: string[]) {
+export function routeOptions<Shared extends FastifySchema = Record<never, never>>(
+  tags: string[],
+  shared?: Shared,
+) {
   const needing =
     (permission: KeyPermission) =>
     <S extends FastifySchema>(schema: S, config: MoreConfig = {}) => ({
       config: { permission, ...config },
-      schema: { tags, ...schema },
+      schema: { tags, ...(shared as Shared), ...schema },
     });
   return {
     readOnly: needing('read_only'),

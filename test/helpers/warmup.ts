@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import type { Clock } from '../../src/lib/clock.ts';
 import { startTestApp, type TestApp } from './app.ts';
 import { startDnsServer, type TestDnsServer } from './dns.ts';
@@ -49,4 +50,27 @@ export async function startWarmupWorld(
       await dns.close();
     },
   };
+}
+
+/**
+ * Reads the emails `ids` and asserts that `count` of them wait for the warm-up (`delayed`, their recipient
+ * `throttled` with reason `warmup` until `until`, no attempt used); answers every view read and the waiting
+ * recipients, for the caller to check why each waits.
+ */
+export async function assertWaitingForWarmup(
+  app: TestApp,
+  ids: string[],
+  count: number,
+  until: string,
+): Promise<{ views: any[]; waiting: any[] }> {
+  const views = await Promise.all(ids.map(async (id) => (await app.request('GET', `/v1/emails/${id}`)).body));
+  const waiting = views.filter((view) => view.status === 'delayed');
+  assert.equal(waiting.length, count, JSON.stringify(views.map((view) => view.status)));
+  const recipients = waiting.map((view) => {
+    const [recipient] = view.recipients;
+    assert.deepEqual(recipient.throttled, { reason: 'warmup', until });
+    assert.equal(recipient.attempts, 0);
+    return recipient;
+  });
+  return { views, waiting: recipients };
 }

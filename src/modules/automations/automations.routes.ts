@@ -2,7 +2,12 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
 import type { AutomationRunStatus } from '../../db/schema.ts';
-import { callUnderPath, filteredListUnderPath, writeUnderPath } from '../../http/path-handlers.ts';
+import {
+  callUnderPath,
+  callUnderPathAt,
+  filteredListUnderPath,
+  writeUnderPath,
+} from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { list, toPageRequest } from '../../http/list.ts';
@@ -156,6 +161,6 @@ export function registerAutomationRoutes(
       params: RunParams,
       response: { 200: Run, ...errorResponses() },
     }),
-    async (request) => automationRuns.get(projectOf(request), request.params.id, request.params.runId),
+    callUnderPathAt('runId', automationRuns.get),
   );
 }

@@ -2,23 +2,19 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { callUnderPath, callUnderPathWith } from '../../http/path-handlers.ts';
 import { errorResponses } from '../../http/error-schema.ts';
-import { routeOptions } from '../../http/route-options.ts';
-import { DomainParams } from '../domains/domains.schemas.ts';
+import { domainRoutes } from '../domains/domains.routes.ts';
 import { SetWarmupBody, Warmup } from './warmup.schemas.ts';
 import type { WarmupService } from './warmup.service.ts';
 
 export function registerWarmupRoutes(server: FastifyInstance, { warmup }: { warmup: WarmupService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
-  // A domain's warm-up is part of the domain: its routes sit in the Domains section.
-  const routes = routeOptions(['Domains']);
   app.get(
     '/v1/domains/:id/warmup',
-    routes.readOnly({
+    domainRoutes.readOnly({
       operationId: 'getDomainWarmup',
       summary: "A sending domain's warm-up",
       description:
         "Its schedule (messages per large-provider destination per UTC day), today's day and allowance, and what each destination took of it today. Direct delivery only (a relay shapes its own).",
-      params: DomainParams,
       response: { 200: Warmup, ...errorResponses() },
     }),
     callUnderPath(warmup.get),
@@ -26,12 +22,11 @@ export function registerWarmupRoutes(server: FastifyInstance, { warmup }: { warm
 
   app.put(
     '/v1/domains/:id/warmup',
-    routes.fullAccess({
+    domainRoutes.fullAccess({
       operationId: 'setDomainWarmup',
       summary: "Turn a sending domain's warm-up on or off, or change its schedule",
       description:
         "On: mail from the domain to a large provider over the day's allowance waits (its recipients show `throttled` with reason `warmup` and until when) and leaves the next day, transactional mail before broadcast copies. Turning it on starts at day 1; `restart` starts over.",
-      params: DomainParams,
       body: SetWarmupBody,
       response: { 200: Warmup, ...errorResponses(422) },
     }),

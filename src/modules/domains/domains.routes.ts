@@ -18,6 +18,12 @@ import type { DomainService } from './domains.service.ts';
 
 const routes = routeOptions(['Domains']);
 
+/**
+ * The options of a route on one sending domain (`/v1/domains/:id…`, by id or name): the Domains section, and
+ * the domain named in the path. A domain's warm-up and DMARC reports are routes on it too.
+ */
+export const domainRoutes = routeOptions(['Domains'], { params: DomainParams });
+
 export function registerDomainRoutes(server: FastifyInstance, { domains }: { domains: DomainService }): void {
   const app = server.withTypeProvider<TypeBoxTypeProvider>();
   // Key pairs are generated before the handler, outside the transaction an Idempotency-Key wraps it in:
@@ -65,11 +71,10 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
 
   app.get(
     '/v1/domains/:id',
-    routes.readOnly({
+    domainRoutes.readOnly({
       operationId: 'getDomain',
       summary: 'Retrieve a sending domain by id or name',
       description: 'One sending domain, by `dom_…` id or by name.',
-      params: DomainParams,
       response: { 200: Domain, ...errorResponses() },
     }),
     async (request) => domains.toView(await domains.get(projectOf(request), request.params.id)),
@@ -77,12 +82,11 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
 
   app.patch(
     '/v1/domains/:id',
-    routes.fullAccess({
+    domainRoutes.fullAccess({
       operationId: 'updateDomain',
       summary: 'Update a domain',
       description:
         'Turns receiving on or off. On: its records include the `receiving` MX, and the background check looks at once; its routes take mail once the domain is verified and the MX matches (`receiving_verified`, with a `domain.verified` event). Off: the listener refuses its addresses from the next RCPT on. `dmarc_reports` turns on or off reading the DMARC aggregate reports mailed to `dmarc@<name>` into this project (docs/api/domains.md).',
-      params: DomainParams,
       body: UpdateDomainBody,
       response: { 200: Domain, ...errorResponses() },
     }),
@@ -92,12 +96,11 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
 
   app.delete(
     '/v1/domains/:id',
-    routes.fullAccess({
+    domainRoutes.fullAccess({
       operationId: 'deleteDomain',
       summary: 'Remove a sending domain',
       description:
         'Mail from it is no longer signed with its key; if it held the name, the next project to verify the name holds it without a challenge.',
-      params: DomainParams,
       response: { 200: DeletedDomain, ...errorResponses() },
     }),
     callUnderPath(domains.remove),
@@ -106,13 +109,12 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.post(
     '/v1/domains/:id/verify',
     // The lookups take up to seconds: no transaction is held open for them. Verifying again is harmless.
-    routes.fullAccess(
+    domainRoutes.fullAccess(
       {
         operationId: 'verifyDomain',
         summary: "Look up a domain's DNS records now",
         description:
           "Answers the domain with what each lookup found and whether it matches; a change to `verified` or `failed` emits `domain.verified` or `domain.failed`. Verifying a name another project holds (with the `challenge` record published) takes it over: that project's domain becomes `failed` and its `domain.failed` says so.",
-        params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
       },
       { idempotencyOutsideTransaction: true },
@@ -123,12 +125,11 @@ export function registerDomainRoutes(server: FastifyInstance, { domains }: { dom
   app.post(
     '/v1/domains/:id/dkim/rotate',
     {
-      ...routes.fullAccess({
+      ...domainRoutes.fullAccess({
         operationId: 'rotateDomainKey',
         summary: "Start a rotation of a domain's DKIM key",
         description:
           'Adds a new selector and key as a `pending` record (`rotation: "next"`); the current key (`rotation: "retiring"`) keeps signing until the new record verifies.',
-        params: DomainParams,
         response: { 200: Domain, ...errorResponses() },
       }),
       preHandler: generateKey,

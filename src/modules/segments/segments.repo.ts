@@ -63,6 +63,45 @@ async function contactsAfter<DB, TB extends keyof DB>(
   return rows.map(toContactRecord);
 }
 
+/** Each side of a list's membership (a row of segment_contacts): its column there, and the other side's. */
+const MEMBERSHIP = {
+  segments: { own: 'segment_contacts.segment_id', other: 'segment_contacts.contact_id' },
+  contacts: { own: 'segment_contacts.contact_id', other: 'segment_contacts.segment_id' },
+} as const;
+
+/**
+ * Who is on a list, read from either side: the project's `segments` a contact (`otherId`) is listed on, or the
+ * project's `contacts` listed on a segment (`otherId`), each as its own row.
+ */
+function listed(
+  db: Kysely<Database>,
+  side: 'segments',
+  projectId: string,
+  otherId: string,
+): SelectQueryBuilder<Database, 'segment_contacts' | 'segments', Row<'segments'>>;
+function listed(
+  db: Kysely<Database>,
+  side: 'contacts',
+  projectId: string,
+  otherId: string,
+): SelectQueryBuilder<Database, 'segment_contacts' | 'contacts', Row<'contacts'>>;
+function listed(
+  db: Kysely<Database>,
+  side: keyof typeof MEMBERSHIP,
+  projectId: string,
+  otherId: string,
+): unknown {
+  const { own, other } = MEMBERSHIP[side];
+  // Kysely types a join one table at a time; both sides have the `id` and `project_id` this reads.
+  const table = side as 'contacts';
+  return db
+    .selectFrom('segment_contacts')
+    .innerJoin(table, `${table}.id`, own)
+    .selectAll(table)
+    .where(`${table}.project_id`, '=', projectId)
+    .where(other, '=', otherId);
+}
+
 export function createSegmentRepo(db: Kysely<Database>, engine: Engine) {
   const select = (projectId: string, via: Kysely<Database> = db) =>
     via.selectFrom('segments').selectAll().where('project_id', '=', projectId);
@@ -85,12 +124,7 @@ export function createSegmentRepo(db: Kysely<Database>, engine: Engine) {
 
     /** The segments a contact is in, newest first. */
     async ofContact(projectId: string, contactId: string, page: PageRequest): Promise<Page<SegmentRecord>> {
-      const query = db
-        .selectFrom('segments')
-        .innerJoin('segment_contacts', 'segment_contacts.segment_id', 'segments.id')
-        .selectAll('segments')
-        .where('segments.project_id', '=', projectId)
-        .where('segment_contacts.contact_id', '=', contactId);
+      const query = listed(db, 'segments', projectId, contactId);
       return mapPage(await pageOfQuery(query, page, 'segments.id'), toRecord);
     },
 
@@ -125,14 +159,9 @@ export function createSegmentRepo(db: Kysely<Database>, engine: Engine) {
           .where(audienceWhere(engine, filter));
         return contactsAfter(matching, 'contacts.id', afterContactId, limit);
       }
-      const listed = db
-        .selectFrom('segment_contacts')
-        .innerJoin('contacts', 'contacts.id', 'segment_contacts.contact_id')
-        .selectAll('contacts')
-        .where('segment_contacts.segment_id', '=', segmentId)
-        .where('contacts.project_id', '=', projectId);
       // By the list's own column: its primary key (segment_id, contact_id) gives the order without a sort.
-      return contactsAfter(listed, 'segment_contacts.contact_id', afterContactId, limit);
+      const members = listed(db, 'contacts', projectId, segmentId);
+      return contactsAfter(members, 'segment_contacts.contact_id', afterContactId, limit);
     },
 
     /** False when the segment is gone. */

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { projectOf } from '../../http/auth.ts';
-import { callUnderPath, callUnderPathWith } from '../../http/path-handlers.ts';
+import { callUnderPath, callUnderPathAt, callUnderPathWith } from '../../http/path-handlers.ts';
 import { routeOptions } from '../../http/route-options.ts';
 import { errorResponses } from '../../http/error-schema.ts';
 import { DEFAULT_LIST_LIMIT, list, ListQuery, toPageRequest } from '../../http/list.ts';
@@ -149,7 +149,7 @@ export function registerTemplateRoutes(
       params: TemplateVersionParams,
       response: { 200: TemplateVersion, ...errorResponses() },
     }),
-    async (request) => templates.getVersion(projectOf(request), request.params.id, request.params.version),
+    callUnderPathAt('version', templates.getVersion),
   );
 
   app.post(
