@@ -7,6 +7,7 @@ import { openConfiguredDatabase } from './boot/database.ts';
 import { loadCheckedEncryptionKey } from './boot/encryption-check.ts';
 import { startInbound, startSubmission } from './boot/listeners.ts';
 import { listenQuietly, listeningUrl, reservePort } from './boot/ports.ts';
+import { checkSourceAddresses } from './boot/source-addresses.ts';
 import { exitOnSignals, type ShutdownLogger } from './boot/signals.ts';
 import {
   bootstrapDefaultProject,
@@ -79,8 +80,12 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
   const http = options.kind === 'serve';
   // A worker answers HTTP only for its probes and metrics, and only when given a port for them.
   const probesOnly = options.kind === 'worker' && config.workerHttpPort !== undefined;
-  // First of all: a port in use must fail the start before it writes anything (a database file, a key file,
-  // the first start's API key, printed for nobody to use).
+  // First of all: a port in use, or a source address this machine does not have (a process that sends mail
+  // directly), must fail the start before it writes anything (a database file, a key file, the first start's
+  // API key, printed for nobody to use).
+  if (options.worker && config.mailTransport === 'direct') {
+    await checkSourceAddresses(config.sourceIps, 'DIRECT_SOURCE_IPS');
+  }
   const reservedPort = http
     ? await reservePort(config.host, config.port, 'PORT')
     : probesOnly
