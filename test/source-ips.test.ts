@@ -300,5 +300,59 @@ for (const engine of ALL_ENGINES) {
           `(mx.v6only.test does not resolve to an address reachable from ${warmingD})`,
       );
     });
+
+    test('an address whose warm-up starts on a later day sends nothing before it', async () => {
+      /** Each address's count of the messages `server` got for `recipients`, with its EHLO name. */
+      const fromEachTo = (server: TestSmtpServer, recipients: string[]) => {
+        const counts: Record<string, number> = {};
+        for (const message of server.messages)
+          if (message.to.some((to) => recipients.includes(to)))
+            counts[`${message.remoteAddress} ${message.helo}`] =
+              (counts[`${message.remoteAddress} ${message.helo}`] ?? 0) + 1;
+        return counts;
+      };
+      const delivered = (ids: string[], what: string) =>
+        until(
+          async () => {
+            worker!.wake();
+            const views = await Promise.all(ids.map((id) => app.request('GET', `/v1/emails/${id}`)));
+            return views.every((view) => view.body.status === 'delivered');
+          },
+          20_000,
+          what,
+        );
+
+      // Beside a warm address: every message leaves from the warm one, to a large provider and to the rest.
+      nowMs = Date.parse('2026-03-20T09:00:00.000Z');
+      const later = `${warmingB} helo=b.mail.example.com warmup=2026-03-22 schedule=1,2`;
+      await startWorker(`${later}; ${warmC} helo=c.mail.example.com`);
+      const readers = ['soon0@warm.test', 'soon1@warm.test', 'soon0@other.test', 'soon1@other.test'];
+      await delivered(await send(readers), 'from the warm address');
+      assert.deepEqual(fromEachTo(google, readers), { [`${warmC} c.mail.example.com`]: 2 });
+      assert.deepEqual(fromEachTo(other, readers), { [`${warmC} c.mail.example.com`]: 2 });
+
+      // Alone: mail to any destination waits for its day 1, no attempt used, and leaves from it that day.
+      await startWorker(later);
+      const early = ['early@warm.test', 'early@other.test'];
+      const ids = await send(early);
+      worker!.wake();
+      await worker!.whenIdle();
+      const { waiting } = await assertWaitingForWarmup(app, ids, 2, '2026-03-22T00:00:00.000Z');
+      for (const recipient of waiting) {
+        assert.equal(
+          recipient.last_response,
+          `throttled: warm-up of the source IPs: none sends yet (${warmingB} on 2026-03-22); ` +
+            'it waits until 2026-03-22T00:00:00.000Z',
+        );
+      }
+      nowMs = Date.parse('2026-03-21T23:59:00.000Z');
+      worker!.wake();
+      await worker!.whenIdle();
+      assert.deepEqual(fromEachTo(google, early), {});
+      nowMs = Date.parse('2026-03-22T00:00:01.000Z');
+      await delivered(ids, 'on day 1');
+      assert.deepEqual(fromEachTo(google, early), { [`${warmingB} b.mail.example.com`]: 1 });
+      assert.deepEqual(fromEachTo(other, early), { [`${warmingB} b.mail.example.com`]: 1 });
+    });
   });
 }

@@ -144,8 +144,9 @@ export const SENDING_SETTINGS = section('Sending', {
       'direct mode: the local addresses mail leaves from, each with its EHLO name and, while new, its warm-up',
     details:
       'entries separated by `;`: an address, then optionally `helo=<its PTR name>` (else `MAIL_HOSTNAME`), ' +
-      '`warmup=<YYYY-MM-DD>` (its day 1), `schedule=` (else `WARMUP_SCHEDULE`): ' +
-      '`192.0.2.10 helo=mx1.example.com; 192.0.2.11 warmup=2026-11-28`. See docs/guides/warm-up.md',
+      '`warmup=<YYYY-MM-DD>` (its day 1: nothing leaves from it before), `schedule=` (else `WARMUP_SCHEDULE`): ' +
+      "`192.0.2.10 helo=mx1.example.com; 192.0.2.11 warmup=2026-11-28`. Each must be one of the machine's " +
+      'addresses: a process that sends mail refuses to start otherwise. See docs/guides/warm-up.md',
     read: (context): SourceIp[] => listOrProblem(context, 'DIRECT_SOURCE_IPS', parseSourceIps),
   }),
   sendTimeoutMs: duration('SEND_TIMEOUT', {

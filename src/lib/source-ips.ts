@@ -14,6 +14,13 @@ export interface SourceIp {
   schedule: number[] | null;
 }
 
+/**
+ * Whether `source` sends at `now`. An address whose warm-up starts on a later day is listed ahead of it (its
+ * PTR and EHLO name set up, its warm-up to begin on a chosen day): until then no mail leaves from it.
+ */
+export const sendsAt = (source: SourceIp, now: number): boolean =>
+  source.warmupFrom === undefined || now >= source.warmupFrom;
+
 const HOST_NAME = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/i;
 
 /**

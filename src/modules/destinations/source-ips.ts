@@ -3,8 +3,9 @@
 // warming addresses in the order listed take what their allowance permits, and the rest leaves from the warm
 // ones in turn. Mail over every address's allowance (no warm one listed) waits for the next UTC day,
 // `throttled` like a domain's warm-up. Mail to any other destination leaves from every address in turn: those
-// judge a sender by its mail, not by a volume history. The counts are shared by every worker (warmups.repo.ts).
-import type { SourceIp } from '../../lib/source-ips.ts';
+// judge a sender by its mail, not by a volume history. An address whose warm-up starts on a later day is not
+// one of them before that day. The counts are shared by every worker (warmups.repo.ts).
+import { type SourceIp, sendsAt } from '../../lib/source-ips.ts';
 import { dayOf, warmupDay } from '../../lib/warmup-schedule.ts';
 import { createAllowanceBlocks, nextDayStart } from './allowance-blocks.ts';
 import type { WarmupHold } from './warmup.ts';
@@ -42,11 +43,25 @@ export function createSourceChooser(deps: {
       ? { allowance: null, day: 0 }
       : warmupDay(source.schedule ?? deps.defaultSchedule, source.warmupFrom, now);
 
+  /** None of the addresses sends yet (each one's warm-up starts on a later day): mail waits for the first. */
+  function notYet(now: number): WarmupHold {
+    const until = Math.min(...deps.sources.map((source) => source.warmupFrom ?? now));
+    const starts = deps.sources.map((source) => `${source.address} on ${dayOf(source.warmupFrom ?? now)}`);
+    return {
+      until,
+      reason:
+        `throttled: warm-up of the source IPs: none sends yet (${starts.join(', ')}); ` +
+        `it waits until ${new Date(until).toISOString()}`,
+    };
+  }
+
   async function chooseOne(destination: { key: string; provider: string | null }, now: number) {
-    if (destination.provider === null) return inTurn(deps.sources);
+    const sending = deps.sources.filter((source) => sendsAt(source, now));
+    if (sending.length === 0) return notYet(now);
+    if (destination.provider === null) return inTurn(sending);
     const today = dayOf(now);
     const warming: string[] = [];
-    for (const source of deps.sources) {
+    for (const source of sending) {
       const { allowance, day } = allowanceOf(source, now);
       if (allowance === null) continue;
       const key = `${source.address} ${destination.key}`;
@@ -60,7 +75,7 @@ export function createSourceChooser(deps: {
       if (taken) return { source, giveBack: () => blocks.giveBack(key) };
       warming.push(`${source.address} (day ${day}: ${allowance})`);
     }
-    const warm = deps.sources.filter((source) => allowanceOf(source, now).allowance === null);
+    const warm = sending.filter((source) => allowanceOf(source, now).allowance === null);
     if (warm.length > 0) return inTurn(warm);
     const until = nextDayStart(now);
     return {
