@@ -45,8 +45,10 @@ export function createSourceChooser(deps: {
 
   /** None of the addresses sends yet (each one's warm-up starts on a later day): mail waits for the first. */
   function notYet(now: number): WarmupHold {
-    const until = Math.min(...deps.sources.map((source) => source.warmupFrom ?? now));
-    const starts = deps.sources.map((source) => `${source.address} on ${dayOf(source.warmupFrom ?? now)}`);
+    // Each has a day 1 here (an address without `warmup=` always sends): `now` only satisfies the type.
+    const dayOne = (source: SourceIp) => source.warmupFrom ?? now;
+    const until = Math.min(...deps.sources.map(dayOne));
+    const starts = deps.sources.map((source) => `${source.address} on ${dayOf(dayOne(source))}`);
     return {
       until,
       reason:
