@@ -165,13 +165,16 @@ export function createApiLogRecorder(deps: ApiLogRecorderDeps) {
   };
 
   /**
-   * Writes what is pending, a batch at a time; one write at a time. `all`: down to the last log (the timer,
-   * flush), else full batches only (the rest waits for the timer, or for its batch to fill).
+   * Writes what is pending, a batch at a time; one write at a time. `all`: every log pending now (the timer,
+   * flush), else full batches only; the logs that arrive meanwhile wait for their batch to fill, or for the
+   * timer.
    */
   async function writeAll(all: boolean): Promise<void> {
-    while (pending.length >= (all ? 1 : writing.maxBatch)) {
+    let owed = all ? pending.length : 0;
+    while (owed > 0 || pending.length >= writing.maxBatch) {
       const batch = pending.slice(0, writing.maxBatch);
       pending = pending.slice(batch.length);
+      owed -= batch.length;
       try {
         const rows: ApiLogRow[] = [];
         for (const entry of batch) {
