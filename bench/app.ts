@@ -51,7 +51,15 @@ export async function startBenchApp(
   const sqliteFile = options.databaseUrl ? undefined : path.join(dir, 'postwire.db');
   const database = await openDatabase(
     options.databaseUrl
-      ? { url: options.databaseUrl, schema, poolSize: 20 }
+      ? {
+          url: options.databaseUrl,
+          schema,
+          poolSize: 20,
+          // The handle's lease is the deployment's (src/boot/database.ts passes CACHE_STAMP_LEASE so).
+          ...(options.config?.cacheStampLeaseMs !== undefined
+            ? { stampLeaseMs: options.config.cacheStampLeaseMs }
+            : {}),
+        }
       : { sqlitePath: sqliteFile!, backgroundCheckpoints: options.backgroundCheckpoints ?? false },
   );
   await migrateToLatest(database.db);

@@ -26,6 +26,8 @@ async function startReal(): Promise<{ app: FastifyInstance; cleanup: () => Promi
     config: {
       sendDailyLimit: 1_000_000_000,
       ...(process.env.BENCH_API_LOG === 'off' ? { apiLogMaxRows: 0 } : {}),
+      // BENCH_STAMP_LEASE=<ms> (PostgreSQL): another cache stamp lease, to measure what the stamp reads cost.
+      ...(process.env.BENCH_STAMP_LEASE ? { cacheStampLeaseMs: Number(process.env.BENCH_STAMP_LEASE) } : {}),
     },
   });
   const { app, key } = bench;

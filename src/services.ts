@@ -276,6 +276,7 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
   const apiLogRecorder = createApiLogRecorder({
     repo: repositories.apiLogs,
     enabled: config.apiLogMaxRows > 0,
+    writing: { maxBatch: repositories.apiLogs.rowsPerBatch },
   });
 
   return {

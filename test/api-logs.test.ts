@@ -495,6 +495,77 @@ describe('API logs: settings, batches and excerpts', () => {
     assert.deepEqual(told, ['API logs: a batch could not be written']);
   });
 
+  test('logs that arrive while a batch is written wait for their own batch to fill, not for the write to end', async () => {
+    const inserts: string[][] = [];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let first = true;
+    const recorder = createApiLogRecorder({
+      repo: {
+        insertMany: async (rows) => {
+          inserts.push(rows.map((row) => row.path));
+          if (first) {
+            first = false;
+            await held;
+          }
+        },
+      },
+      writing: { flushMs: 3_600_000, maxBatch: 3, maxPending: 50 },
+    });
+    for (const i of [1, 2, 3]) recorder.record(entry(i));
+    // The full batch goes in a turn of its own; two more logs come while it is written.
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(inserts, [['/v1/emails/1', '/v1/emails/2', '/v1/emails/3']]);
+    recorder.record(entry(4));
+    recorder.record(entry(5));
+    release();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(
+      inserts.length,
+      1,
+      'the two logs wait for their batch (or the timer), not one statement each',
+    );
+    recorder.record(entry(6));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(inserts.at(-1), ['/v1/emails/4', '/v1/emails/5', '/v1/emails/6']);
+    recorder.record(entry(7));
+    await recorder.flush();
+    assert.deepEqual(inserts.at(-1), ['/v1/emails/7'], 'flush writes what is left');
+    assert.equal(inserts.length, 3);
+  });
+
+  test('the timer writes the logs pending when it fires; those that arrive during that write wait for the next', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const inserts: string[][] = [];
+    let release = () => {};
+    const recorder = createApiLogRecorder({
+      repo: {
+        insertMany: async (rows) => {
+          inserts.push(rows.map((row) => row.path));
+          await new Promise<void>((resolve) => (release = resolve));
+        },
+      },
+      writing: { flushMs: 100, maxBatch: 3, maxPending: 50 },
+    });
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    recorder.record(entry(1));
+    t.mock.timers.tick(99);
+    await turn();
+    assert.equal(inserts.length, 0);
+    t.mock.timers.tick(1);
+    await turn();
+    assert.deepEqual(inserts, [['/v1/emails/1']]);
+    recorder.record(entry(2));
+    release();
+    await turn();
+    assert.equal(inserts.length, 1, 'the log that came during the write waits for the timer');
+    t.mock.timers.tick(100);
+    await turn();
+    assert.deepEqual(inserts.at(-1), ['/v1/emails/2']);
+    release();
+    await recorder.flush();
+    assert.equal(inserts.length, 2);
+  });
   test('excerpts: secrets redacted at any depth, long values cut with a marker, never over the bound', () => {
     assert.equal(excerptOf(undefined, 2048), null);
     assert.deepEqual(

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { writesInWith } from '../../db/engine/sql.ts';
+import { rowsPerBatchInsert, writesInWith } from '../../db/engine/sql.ts';
 import { joinedStatements, multiRowInsert } from '../../db/sql-text.ts';
 import { type Page, type PageRequest, pageOfQuery } from '../../db/pagination.ts';
 import { type PruneTarget, pruneTarget } from '../../db/prune.ts';
@@ -120,6 +120,9 @@ export function createApiLogRepo(db: Kysely<Database>, engine: Engine) {
   }
 
   return {
+    /** The logs a batch holds on this engine (log-recorder.ts). */
+    rowsPerBatch: rowsPerBatchInsert(engine),
+
     /**
      * Writes a batch of logs in one statement (it may run alone: nothing else is written with it), after the
      * answers they share, in one statement (on PostgreSQL the two are one): an answer already stored (the same
