@@ -6,18 +6,13 @@
 //   node bench/paced-lane-plan.ts --backlog 1000000
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node bench/paced-lane-plan.ts
 //
-// The rows are written by SQL with the foreign keys off (a plan needs rows, not emails): the backlog's in
-// queue order first, then the paced destination's behind it, all accepted for direct delivery (paced_host).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+// The rows are written by SQL (scratch-db.ts): the backlog's in queue order first, then the paced
+// destination's behind it, all accepted for direct delivery (paced_host).
 import { parseArgs } from 'node:util';
 import { sql } from 'kysely';
-import { openDatabase } from '../src/db/connection.ts';
-import { migrateToLatest } from '../src/db/migrate.ts';
 import { placeholders } from '../src/db/sql-text.ts';
 import { claimParameters, nextDueClaim } from '../src/modules/sending/sending.claims.ts';
-import { benchSchemaName } from './shared.ts';
+import { openScratchDatabase } from './scratch-db.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -27,17 +22,9 @@ const { values: args } = parseArgs({
 });
 const backlog = Number(args.backlog);
 const paced = Number(args.paced);
-const url = process.env.DATABASE_URL;
-const engine = url ? 'postgres' : 'sqlite';
-const dir = mkdtempSync(path.join(tmpdir(), 'postwire-paced-'));
-const schema = benchSchemaName('paced');
-const database = await openDatabase(
-  url ? { url, schema, poolSize: 2 } : { sqlitePath: path.join(dir, 'postwire.db') },
-);
-const { db } = database;
+const scratch = await openScratchDatabase('paced');
+const { db, engine } = scratch;
 try {
-  await migrateToLatest(db);
-  if (engine === 'sqlite') await sql`PRAGMA foreign_keys = OFF`.execute(db);
   const insert = (from: number, count: number, host: string) =>
     sql`INSERT INTO email_recipients (id, email_id, project_id, position, type, address, host, status,
         ready_seq, created_at, updated_at, paced_host)
@@ -46,7 +33,6 @@ try {
       FROM ${engine === 'postgres' ? sql`generate_series(${from}::bigint, ${from + count - 1}::bigint) AS n` : sql`(WITH RECURSIVE s(n) AS (SELECT ${from} UNION ALL SELECT n + 1 FROM s WHERE n < ${from + count - 1}) SELECT n FROM s)`}`;
   const started = performance.now();
   await db.transaction().execute(async (trx) => {
-    if (engine === 'postgres') await sql`SET LOCAL session_replication_role = replica`.execute(trx);
     await insert(1, backlog, 'big.test').execute(trx);
     await insert(backlog + 1, paced, 'paced.test').execute(trx);
   });
@@ -100,11 +86,5 @@ try {
   }
   console.log(`claim: ${claimed} rows of paced.test, best of 5 ${best.toFixed(2)} ms`);
 } finally {
-  await database.close();
-  if (url) {
-    const cleanup = await openDatabase({ url, poolSize: 1 });
-    await sql`DROP SCHEMA IF EXISTS ${sql.id(schema)} CASCADE`.execute(cleanup.db);
-    await cleanup.close();
-  }
-  rmSync(dir, { recursive: true, force: true });
+  await scratch.remove();
 }
