@@ -6,7 +6,7 @@
 //
 //   node bench/paced-index-cost.ts                     # SQLite (node:sqlite, prepared): CPU µs per row
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node bench/paced-index-cost.ts
-//                                                      # PostgreSQL: WAL bytes per row, and wall µs per row
+//                                                      # PostgreSQL: WAL bytes and server µs per row (EXPLAIN's)
 //
 // The rows are written by SQL (scratch-db.ts): the statement's own cost is what is measured, not the email's.
 import { DatabaseSync } from 'node:sqlite';
@@ -27,67 +27,69 @@ const rounds = Number(args.rounds);
 const scratch = await openScratchDatabase('pacedcost');
 const { db, engine } = scratch;
 let next = 0;
-const walLsn = async () =>
-  (await sql<{ lsn: string }>`SELECT pg_current_wal_lsn()::text AS lsn`.execute(db)).rows[0]!.lsn;
-const walBytes = async (from: string, to: string) =>
-  Number(
-    (
-      await sql<{
-        bytes: string;
-      }>`SELECT pg_wal_lsn_diff(${to}::pg_lsn, ${from}::pg_lsn)::text AS bytes`.execute(db)
-    ).rows[0]!.bytes,
-  );
+const INSERT = `INSERT INTO email_recipients (id, email_id, project_id, position, type, address, host, status,
+    ready_seq, created_at, updated_at, next_attempt_at, paced_host)
+  VALUES (?, 'msg_x', 'prj_x', 0, 'to', ?, ?, 'queued', ?, '2026-11-29T00:00:00.000Z',
+    '2026-11-29T00:00:00.000Z', '2026-11-29T00:00:00.000Z', ?)`;
+const OUTCOME = `UPDATE email_recipients SET ready_seq = NULL, status = 'sent' WHERE id = ?`;
+/** PostgreSQL: a statement's WAL bytes and execution time, as EXPLAIN (ANALYZE, WAL) tells them. */
+interface Cost {
+  bytes: number;
+  serverMs: number;
+}
+const add = (sum: Cost, cost: Cost | void) => {
+  if (!cost) return;
+  sum.bytes += cost.bytes;
+  sum.serverMs += cost.serverMs;
+};
+/**
+ * The two statements (SQLite: prepared once on node:sqlite in this process; PostgreSQL: each run by EXPLAIN
+ * (ANALYZE, WAL), which counts its own WAL, where the server's WAL position moves with every other client's).
+ */
+let write: {
+  insert(id: string, n: number, host: string, pacedHost: string | null): Promise<Cost | void> | void;
+  outcome(id: string): Promise<Cost | void> | void;
+};
 
 /** Inserts `count` queued rows one statement each (paced_host set or not), then clears their ready_seq. */
 async function pass(paced: boolean, count: number, measure: boolean) {
   const ids: string[] = [];
   const cpu0 = process.cpuUsage();
-  const wal0 = engine === 'postgres' && measure ? await walLsn() : '';
+  const insertWal = { bytes: 0, serverMs: 0 };
   let start = performance.now();
   for (let i = 0; i < count; i++) {
     const n = ++next;
     const host = `d${n % 50}.test`;
     const id = `rcpt_${n}`;
     ids.push(id);
-    await write.insert(id, n, host, paced ? host : null);
+    add(insertWal, await write.insert(id, n, host, paced ? host : null));
   }
   const insertWall = performance.now() - start;
   const insertCpu = process.cpuUsage(cpu0);
-  const wal1 = engine === 'postgres' && measure ? await walLsn() : '';
   const cpu1 = process.cpuUsage();
+  const outcomeWal = { bytes: 0, serverMs: 0 };
   start = performance.now();
-  for (const id of ids) {
-    await write.outcome(id);
-  }
+  for (const id of ids) add(outcomeWal, await write.outcome(id));
   const outcomeWall = performance.now() - start;
   const outcomeCpu = process.cpuUsage(cpu1);
-  const wal2 = engine === 'postgres' && measure ? await walLsn() : '';
   if (!measure) return undefined;
   const perRow = (value: number) => (value / count).toFixed(1);
+  // SQLite: this process's CPU (the engine runs in it); PostgreSQL: the server's execution time (EXPLAIN's).
+  const cpu = (usage: NodeJS.CpuUsage, cost: Cost) =>
+    perRow(engine === 'sqlite' ? usage.user + usage.system : cost.serverMs * 1000);
   return {
     insert: {
-      cpu: perRow(insertCpu.user + insertCpu.system),
+      cpu: cpu(insertCpu, insertWal),
       wall: perRow(insertWall * 1000),
-      wal: engine === 'postgres' ? perRow(await walBytes(wal0, wal1)) : '-',
+      wal: engine === 'postgres' ? perRow(insertWal.bytes) : '-',
     },
     outcome: {
-      cpu: perRow(outcomeCpu.user + outcomeCpu.system),
+      cpu: cpu(outcomeCpu, outcomeWal),
       wall: perRow(outcomeWall * 1000),
-      wal: engine === 'postgres' ? perRow(await walBytes(wal1, wal2)) : '-',
+      wal: engine === 'postgres' ? perRow(outcomeWal.bytes) : '-',
     },
   };
 }
-
-const INSERT = `INSERT INTO email_recipients (id, email_id, project_id, position, type, address, host, status,
-    ready_seq, created_at, updated_at, next_attempt_at, paced_host)
-  VALUES (?, 'msg_x', 'prj_x', 0, 'to', ?, ?, 'queued', ?, '2026-11-29T00:00:00.000Z',
-    '2026-11-29T00:00:00.000Z', '2026-11-29T00:00:00.000Z', ?)`;
-const OUTCOME = `UPDATE email_recipients SET ready_seq = NULL, status = 'sent' WHERE id = ?`;
-/** The two statements, prepared once (SQLite: node:sqlite in this process; PostgreSQL: through the pool). */
-let write: {
-  insert(id: string, n: number, host: string, pacedHost: string | null): Promise<void> | void;
-  outcome(id: string): Promise<void> | void;
-};
 
 try {
   if (engine === 'sqlite') {
@@ -105,20 +107,23 @@ try {
       let i = 0;
       return text.replace(/\?/g, () => `$${++i}`);
     };
-    const run = (text: string, parameters: unknown[]) =>
-      db.executeQuery({
-        sql: text,
+    const run = async (text: string, parameters: unknown[]): Promise<Cost> => {
+      const { rows } = await db.executeQuery<{ 'QUERY PLAN': unknown }>({
+        sql: `EXPLAIN (ANALYZE, WAL, FORMAT JSON) ${text}`,
         parameters,
         query: { kind: 'RawNode' } as never,
         queryId: { queryId: 'x' } as never,
       });
+      const raw = rows[0]!['QUERY PLAN'];
+      const [plan] = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{
+        Plan: { 'WAL Bytes': number };
+        'Execution Time': number;
+      }>;
+      return { bytes: plan!.Plan['WAL Bytes'], serverMs: plan!['Execution Time'] };
+    };
     write = {
-      insert: async (id, n, host, pacedHost) => {
-        await run(numbered(INSERT), [id, `r${n}@${host}`, host, n, pacedHost]);
-      },
-      outcome: async (id) => {
-        await run(numbered(OUTCOME), [id]);
-      },
+      insert: (id, n, host, pacedHost) => run(numbered(INSERT), [id, `r${n}@${host}`, host, n, pacedHost]),
+      outcome: (id) => run(numbered(OUTCOME), [id]),
     };
   }
   // The queue already there: rows of both kinds (they stay queued).
@@ -139,7 +144,8 @@ try {
   console.log(
     `${engine}: ${rows} rows per pass, one autocommitted statement each, behind ${queued} queued rows; per row:`,
   );
-  console.log('round  paced_host  INSERT cpu µs  wall µs  WAL B   outcome cpu µs  wall µs  WAL B');
+  const cpu = engine === 'sqlite' ? '    cpu µs' : ' server µs';
+  console.log(`round  paced_host  INSERT${cpu}  wall µs  WAL B   outcome${cpu}  wall µs  WAL B`);
   for (let round = 1; round <= rounds; round++) {
     for (const paced of round % 2 ? [false, true] : [true, false]) {
       const result = (await pass(paced, rows, true))!;
