@@ -111,7 +111,8 @@ const sendNotifier = createNotifier();
 const databaseUrl = process.env.DATABASE_URL;
 const bench = await startBenchApp({
   databaseUrl,
-  config: { sendDailyLimit: 0 },
+  // Accepted for direct delivery, as MAIL_TRANSPORT=direct accepts: the paced lanes' index (migration 0047).
+  config: { sendDailyLimit: 0, mailTransport: 'direct' },
   infra: { clock, notifiers: { send: sendNotifier } },
   schemaPrefix: 'shaping',
 });

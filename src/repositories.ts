@@ -37,8 +37,12 @@ import { createWebhookRepo } from './modules/webhooks/webhooks.repo.ts';
  * Every repository of a process, built once on the root database: the services get theirs from here, and so
  * do the workers (workers.ts). Routes, the CLI and src/ops never use them: they call services.
  */
-export function createRepositories({ db, engine, stamps }: DatabaseHandle) {
-  const recipients = createRecipientRepo(db, engine);
+export function createRepositories(
+  { db, engine, stamps }: DatabaseHandle,
+  /** The configured transport is direct (MAIL_TRANSPORT=direct): createRecipientRepo says what that writes. */
+  options: { directDelivery?: boolean } = {},
+) {
+  const recipients = createRecipientRepo(db, engine, options);
   return {
     projects: createProjectRepo(db, stamps),
     webhooks: createWebhookRepo(db, stamps),

@@ -96,7 +96,7 @@ export type Services = ReturnType<typeof createServices>;
 
 export function createServices(database: DatabaseHandle, config: Config, infra: Infra) {
   const { db, engine } = database;
-  const repositories = createRepositories(database);
+  const repositories = createRepositories(database, { directDelivery: config.mailTransport === 'direct' });
   const { clock, secretBox } = infra;
   const dns = infra.dns ?? createDns({ servers: config.dnsServers });
   const notifiers: Notifiers = {

@@ -51,7 +51,7 @@ for (const engine of ALL_ENGINES) {
       app = await startTestApp(engine, {
         allowPrivateUrls: true,
         clock,
-        config: { metricsToken: OPERATOR_TOKEN },
+        config: { metricsToken: OPERATOR_TOKEN, mailTransport: 'direct' },
         worker: true,
       });
       // The operator's events, through a webhook of the project whose mail waits for the destination.

@@ -34,7 +34,10 @@ for (const engine of ALL_ENGINES) {
       const [keptAddress, droppingAddress] = publishOwnMx(dns, 'kept.test', 'dropping.test');
       kept = await startThrottlingServer({ address: keptAddress, now: Date.now });
       dropping = await startThrottlingServer({ address: droppingAddress, now: Date.now, dropKept: true });
-      app = await startTestApp(engine, { allowPrivateUrls: true, config: { metricsToken: OPERATOR_TOKEN } });
+      app = await startTestApp(engine, {
+        allowPrivateUrls: true,
+        config: { metricsToken: OPERATOR_TOKEN, mailTransport: 'direct' },
+      });
       // The operator's limit, read by the worker at its first look over the queue.
       const override = await app.request('PUT', '/v1/destinations/overrides/mx.kept.test', {
         key: null,

@@ -262,6 +262,11 @@ export interface EmailRecipientsTable {
    * `destination` (its destination asked to slow down); null otherwise. Set with each attempt's outcome.
    */
   wait_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  /**
+   * The recipient's domain when it was accepted for direct delivery (each destination a lane whose look
+   * probes its rows by this index, sending.claims.ts), else null: relay and capture write no index entry.
+   */
+  paced_host: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** A file sent with an email (written by the emails repository with the email). */

@@ -64,6 +64,9 @@ const RECIPIENT_COLUMNS = [
   'next_attempt_at',
   'completed_at',
 ] as const;
+/** With direct delivery, last: the host again, for the paced lanes' index (migration 0047). */
+const DIRECT_RECIPIENT_COLUMNS = [...RECIPIENT_COLUMNS, 'paced_host'] as const;
+type RecipientColumn = (typeof DIRECT_RECIPIENT_COLUMNS)[number];
 
 /**
  * A due row's place in the queue, read in the INSERT itself (nextPositionText): its project, and its place
@@ -82,7 +85,7 @@ function recipientRow(
   email: NewEmail,
   recipient: NewRecipient,
   position: QueuePosition | null,
-): Record<(typeof RECIPIENT_COLUMNS)[number], unknown> {
+): Record<RecipientColumn, unknown> {
   const waiting = !recipient.suppressed && email.scheduledAt !== null;
   return {
     id: recipient.id,
@@ -99,6 +102,7 @@ function recipientRow(
     wait_until: waiting ? email.scheduledAt : null,
     next_attempt_at: recipient.suppressed ? null : (email.scheduledAt ?? email.createdAt),
     completed_at: recipient.suppressed ? email.createdAt : null,
+    paced_host: recipient.suppressed ? null : recipient.host,
   };
 }
 
@@ -127,21 +131,33 @@ export interface AddressEmail {
   status: RecipientStatus;
 }
 
-export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
+export function createRecipientRepo(
+  db: Kysely<Database>,
+  engine: Engine,
+  /**
+   * Recipients are sent in direct mode (MAIL_TRANSPORT=direct): each row is written with its `paced_host`,
+   * which the paced lanes' index holds while it is queued (migration 0047). Otherwise the INSERT leaves it
+   * out, and no index entry is written that no look of a relay or capture reads.
+   */
+  options: { directDelivery?: boolean } = {},
+) {
+  const columns: readonly RecipientColumn[] = options.directDelivery
+    ? DIRECT_RECIPIENT_COLUMNS
+    : RECIPIENT_COLUMNS;
   // The accepting INSERT, written as SQL text once per shape (which rows are due `q`, due in the bulk band
   // `b` (a broadcast's copies), the others `v`, or `p`: due at a position read before, a parameter): built
   // with the query builder it cost more CPU than running.
   const recipientsInsert = textsByShape((shape) => {
     const slot = placeholders(engine);
     const rows = [...shape].map((kind) => {
-      const values = RECIPIENT_COLUMNS.map((column) =>
+      const values = columns.map((column) =>
         column === 'ready_seq' && (kind === 'q' || kind === 'b')
           ? nextPositionText(engine, slot, kind === 'b' ? 'bulk' : 'transactional')
           : slot(),
       );
       return `(${values.join(', ')})`;
     });
-    return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`;
+    return `INSERT INTO email_recipients (${columns.join(', ')}) VALUES ${rows.join(', ')}`;
   });
   // PostgreSQL: the same INSERT taking its rows as one array per column (unnestedRows), one text per
   // condition whatever the number of rows: a due row's `ready_seq` parameter is its place among its project's
@@ -150,13 +166,13 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
   const acceptedRowsText = textsByShape((condition) => {
     const fromRow = ['v.project_id', 'v.ready_seq'];
     const queuePosition = nextPositionText(engine, () => fromRow.shift()!);
-    const values = RECIPIENT_COLUMNS.map((column) =>
+    const values = columns.map((column) =>
       column === 'ready_seq'
         ? `CASE WHEN v.ready_seq IS NULL THEN NULL ELSE ${queuePosition} END`
         : `v.${column}`,
     );
-    const rows = unnestedRows(RECIPIENT_COLUMNS, { position: 'integer', ready_seq: 'bigint' });
-    return `INSERT INTO email_recipients (${RECIPIENT_COLUMNS.join(', ')}) SELECT ${values.join(', ')} FROM ${rows} WHERE ${condition}`;
+    const rows = unnestedRows(columns, { position: 'integer', ready_seq: 'bigint' });
+    return `INSERT INTO email_recipients (${columns.join(', ')}) SELECT ${values.join(', ')} FROM ${rows} WHERE ${condition}`;
   });
   /** A project's last position in the bulk band (the next row's is one after it), with a place of 0. */
   const bulkBaseText = `SELECT ${nextPositionText(engine, placeholders(engine), 'bulk')} AS base`;
@@ -189,7 +205,7 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         const base = bulk && position ? bulkBases?.get(email.projectId) : undefined;
         shape += position ? (base !== undefined ? 'p' : bulk ? 'b' : 'q') : 'v';
         const row = recipientRow(email, recipient, position);
-        for (const column of RECIPIENT_COLUMNS) {
+        for (const column of columns) {
           if (column !== 'ready_seq' || !position) parameters.push(row[column]);
           else if (base !== undefined) parameters.push(base + position.place);
           else parameters.push(position.projectId, position.place);
@@ -216,7 +232,7 @@ export function createRecipientRepo(db: Kysely<Database>, engine: Engine) {
         return { ...recipientRow(email, recipient, null), ready_seq: place };
       });
     });
-    return CompiledQuery.raw(acceptedRowsText(condition), columnArrays(RECIPIENT_COLUMNS, rows));
+    return CompiledQuery.raw(acceptedRowsText(condition), columnArrays(columns, rows));
   }
 
   /** Recipient rows with their emails (a report's event carries the email's fields). */

@@ -90,7 +90,8 @@ export const lookShapeOf = (key: string): LookShape => {
  * parameters as the first part's, with the host for the hosts left out), and of those the lowest up to it
  * (the limit again) when it has several hosts. So a paced destination's rows are never claimed past what it
  * can start, to be given back (issue 38); and one host at a time, the part reads its rows from the
- * (host, ready_seq) index, not the queue in order past every other destination's rows ahead of them.
+ * (paced_host, ready_seq) index (migration 0047: the rows accepted for direct delivery), not the queue in
+ * order past every other destination's rows ahead of them.
  */
 export function nextDueClaim(
   engine: Engine,
@@ -101,18 +102,22 @@ export function nextDueClaim(
 ): string {
   // Direct delivery: a suspended destination's recipients stay queued, out of the way (issue 38).
   const held = (slot: () => string) => (destinations ? NOT_SUSPENDED(slot) : '');
-  const leftOut = shape.excluded + shape.lanes.reduce((sum, hosts) => sum + hosts, 0);
+  const laneHosts = shape.lanes.reduce((sum, hosts) => sum + hosts, 0);
   const first = (slot: () => string) =>
     dueRows(engine, slot, (slot) => {
-      const list = Array.from({ length: leftOut }, slot).join(', ');
-      return `${list ? ` AND host NOT IN (${list})` : ''}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`;
+      const list = (length: number) => Array.from({ length }, slot).join(', ');
+      const excluded = shape.excluded > 0 ? ` AND host NOT IN (${list(shape.excluded)})` : '';
+      // A limited lane's rows without `paced_host` (accepted while the transport was not direct, migration
+      // 0047) are not in its part's index: they stay in this part, and what the lane cannot hold is given back.
+      const lanes = laneHosts > 0 ? ` AND (paced_host IS NULL OR host NOT IN (${list(laneHosts)}))` : '';
+      return `${excluded}${lanes}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`;
     });
   if (shape.lanes.length === 0) return claimText(engine, slot, first);
   const ofHost = (slot: () => string, columns?: string) =>
     dueRows(
       engine,
       slot,
-      (slot) => ` AND host = ${slot()}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`,
+      (slot) => ` AND paced_host = ${slot()}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`,
       columns,
     );
   const lane = (slot: () => string, hosts: number) => {
@@ -129,6 +134,16 @@ export function nextDueClaim(
       .join(' UNION ALL '),
   );
 }
+
+/**
+ * Direct delivery: the rows queued (`ready_seq`) or waiting (`wait_until`) without a `paced_host` given theirs,
+ * so their lanes' parts of a look read them by the index (migration 0047): rows accepted while the transport
+ * was not direct, or before the upgrade. Rows another worker has locked are skipped (PostgreSQL): the look's
+ * part over the queue claims what is left without one.
+ */
+export const pacedHostsText = (engine: Engine, column: 'ready_seq' | 'wait_until'): string =>
+  `UPDATE email_recipients SET paced_host = host WHERE id IN (SELECT id FROM email_recipients
+    WHERE ${column} IS NOT NULL AND paced_host IS NULL${skipLockedRows(engine)})`;
 
 /** The due recipients of `emails` emails. */
 export const siblingsClaim = (engine: Engine, slot: () => string, emails: number): string =>

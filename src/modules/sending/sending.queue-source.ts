@@ -68,6 +68,8 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     suppressions: deps.repositories.suppressions,
   });
   let lastPrune = -Infinity;
+  // Direct delivery: the rows without a `paced_host` are given one before the first look (markPaced).
+  let pacedHostsMarked = false;
   // When the earliest waiting recipient becomes due, as last read, and when it was read: read again once
   // that time has come, a retry was recorded, or a poll interval has passed, not on every claim.
   let nextWaiting: { at: string | undefined; readAt: number } = { at: undefined, readAt: -Infinity };
@@ -81,6 +83,10 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
 
   /** Before a look: the waiting rows now due moved into the queue, and now and then old daily counts dropped. */
   async function beforeLook(lease: Lease): Promise<void> {
+    if (perDomain && !pacedHostsMarked) {
+      await queue.markPaced();
+      pacedHostsMarked = true;
+    }
     if (destinations) {
       await destinations.sync(lease.now.getTime());
       await deps.destinationEvents?.resumed(lease.now.getTime(), destinations.source, destinations.shaping);

@@ -25,6 +25,7 @@ import {
   lookShapeKey,
   lookShapeOf,
   nextDueClaim,
+  pacedHostsText,
   siblingsClaim,
   toClaimed,
 } from './sending.claims.ts';
@@ -286,6 +287,12 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
         CompiledQuery.raw(loadText(String(ids.length)), [...ids]),
       );
       return loadedEmails(db, rows);
+    },
+
+    /** Direct delivery, at a worker's start: the queued and waiting rows without a `paced_host` given one. */
+    async markPaced(): Promise<void> {
+      for (const column of ['ready_seq', 'wait_until'] as const)
+        await db.executeQuery(CompiledQuery.raw(pacedHostsText(engine, column), []));
     },
 
     /** Gives leases back without an attempt (more claimed than there are slots, or shutting down). */
