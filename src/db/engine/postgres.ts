@@ -28,6 +28,15 @@ const PREPARABLE = /^\s*(?:insert|update|delete|with)\b/i;
 const COLUMN_WILDCARD = /(?:\bselect|\breturning|,|\.)\s*\*/i;
 const preparedNames = new Map<string, string>();
 
+/** A new name for `text` when it is a write to prepare and names are left; undefined otherwise. */
+function nameOf(text: string): string | undefined {
+  if (!PREPARABLE.test(text) || COLUMN_WILDCARD.test(text)) return undefined;
+  if (preparedNames.size >= PREPARED_STATEMENTS_MAX) return undefined;
+  const name = `postwire_${preparedNames.size + 1}`;
+  preparedNames.set(text, name);
+  return name;
+}
+
 /**
  * PostgreSQL parses and plans an unnamed statement anew on every run; the hot writes are sent as named
  * statements instead, parsed and planned once per connection (node-postgres keeps which of them each
@@ -54,19 +63,10 @@ class PreparingClient extends pg.Client {
     const [text, values] = args;
     // Only with parameters: a text without any goes by the simple protocol, which also runs several
     // statements at once (a named statement is one statement).
-    if (
-      typeof text === 'string' &&
-      Array.isArray(values) &&
-      values.length > 0 &&
-      args.length === 2 &&
-      PREPARABLE.test(text) &&
-      !COLUMN_WILDCARD.test(text)
-    ) {
-      let name = preparedNames.get(text);
-      if (name === undefined && preparedNames.size < PREPARED_STATEMENTS_MAX) {
-        name = `postwire_${preparedNames.size + 1}`;
-        preparedNames.set(text, name);
-      }
+    if (typeof text === 'string' && Array.isArray(values) && values.length > 0 && args.length === 2) {
+      // A text named before is looked up, not read again: the two patterns cost 20–30 µs on a 4 KB accepting
+      // statement, on every run (bench/README.md, issue 43, fourth session).
+      const name = preparedNames.get(text) ?? nameOf(text);
       if (name !== undefined) return super.query({ name, text, values }) as never;
     }
     return (super.query as (...all: unknown[]) => never)(...args);
