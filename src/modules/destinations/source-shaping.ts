@@ -10,6 +10,7 @@
 // now (not suspended, under its connections, within its hour and its per-minute pace), the preferred ones
 // first in the order given (a warming address's allowance to a large provider: source-ips.ts), else the one
 // with the most room in its pace (an unpaced pair has all the room), the next in turn among equals.
+import { SHAPED_GIVE_BACK_MS } from '../../queue/attempts.ts';
 import type { DestinationOverride } from './providers.ts';
 import {
   createDestinationShaping,
@@ -46,6 +47,11 @@ export interface SourcedShaping {
     cap: number,
     preferred?: readonly string[],
   ): string | undefined;
+  /**
+   * When a domain's mail deferred by a throttle of one source may go again: the throttle's end, or sooner when
+   * another source's pair with its destination is not suspended (its mail leaves from that one meanwhile).
+   */
+  resumesAt(domain: string, throttled: { source: string; suspendedUntil: number }, now: number): number;
   /** The lanes every source paces, with how many starts they may make in all within `withinMs`. */
   startable(now: number, withinMs: number): Array<[lane: string, count: number]>;
   takeWrites(now: number): SharedState[];
@@ -86,8 +92,16 @@ export function createSourcedShaping(
     startAtFrom,
     startAt(lane, now, open, cap) {
       let at = Infinity;
-      for (const source of sources) at = Math.min(at, startAtFrom(source, lane, now, open(source), cap));
-      return at;
+      let busy = false;
+      for (const source of sources) {
+        const from = startAtFrom(source, lane, now, open(source), cap);
+        at = Math.min(at, from);
+        busy ||= from === Infinity;
+      }
+      // A source busy with all the connections it may have: the end of one of them starts the next attempt
+      // (the runtime keeps the lane's jobs), unless another source may start one within moments. Without it, a
+      // suspended source's end would have the lane's jobs given back while another address had room soon.
+      return busy && at - now >= SHAPED_GIVE_BACK_MS ? Infinity : at;
     },
     start(lane, now, open, cap, preferred = []) {
       const ready = sources.filter((source) => startAtFrom(source, lane, now, open(source), cap) <= now);
@@ -103,6 +117,14 @@ export function createSourcedShaping(
       }
       shapings.get(chosen)!.started(lane, now);
       return chosen;
+    },
+    resumesAt(domain, throttled, now) {
+      let at = throttled.suspendedUntil;
+      for (const source of sources) {
+        if (source !== throttled.source)
+          at = Math.min(at, shapings.get(source)!.suspendedUntil(domain, now) ?? now);
+      }
+      return Math.max(at, now);
     },
     startable(now, withinMs) {
       if (all.length === 1) return first.startable(now, withinMs);

@@ -20,8 +20,8 @@ import { classifyResponse } from '../destinations/responses.ts';
 import { DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
 import { createSourcedShaping } from '../destinations/source-shaping.ts';
 import { createWarmupGate, type WarmupGate } from '../destinations/warmup.ts';
-import { UNKNOWN_LIMITS } from '../destinations/providers.ts';
 import { createWarmupStep } from './sending.warmup.ts';
+import { createAttemptSources, type OpenAttempt } from './sending.sources.ts';
 import type { SourceChooser } from '../destinations/source-ips.ts';
 import { attemptOutcome } from './sending.outcome-rows.ts';
 import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
@@ -144,38 +144,15 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       transport,
       clock,
     });
-  /**
-   * The recipient domain and sending source of each attempt in flight: a destination's open connections from
-   * each source are counted from it.
-   */
-  const open = new Map<object, { host: string; source: string }>();
-  const openTo = (lane: string, source: string) => {
-    let count = 0;
-    for (const entry of open.values())
-      if (entry.source === source && shaping!.laneOf(entry.host) === lane) count += 1;
-    return count;
-  };
-  /** SEND_CONCURRENCY_PER_HOST: connections to one destination from each source address (providers count per IP). */
-  const cap = settings.concurrencyPerHost;
+  const sources =
+    shaping &&
+    createAttemptSources({
+      shaping,
+      chooser: deps.sources,
+      concurrencyPerHost: settings.concurrencyPerHost,
+      now: () => clock.now().getTime(),
+    });
   const sourceCount = shaping?.sources.length ?? 1;
-  /**
-   * The source the attempt the runtime starts next leaves from, chosen by started() just before it calls
-   * attempt() (synchronously: the runtime's startWaiting), with the destination it was counted against.
-   */
-  let starting: { destination: string; source: string } | undefined;
-  /**
-   * What bounds the connections a direct transport keeps between messages to a domain's destination from a
-   * source: the connections it takes now (never more than SEND_CONCURRENCY_PER_HOST) and its messages per
-   * connection.
-   */
-  const connectionLimitsOf = (host: string, source: string) => {
-    if (!shaping) return undefined;
-    const limits = shaping.of(source).connectionLimitsOf(host);
-    return {
-      connections: Math.min(settings.concurrencyPerHost, limits?.connections ?? Infinity),
-      messagesPerConnection: limits?.messagesPerConnection ?? UNKNOWN_LIMITS.messagesPerConnection,
-    };
-  };
   const source = createSendingQueueSource({
     db,
     engine,
@@ -227,21 +204,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     channel: QUEUE_CHANNELS.sending,
     heartbeats,
     deadAfterMs,
-    shaping: shaping && {
-      // A lane named after a domain before its MX hosts were known is its destination's now: one count.
-      startAt(lane, now) {
-        const destination = shaping.laneOf(lane);
-        return shaping.startAt(destination, now, (source) => openTo(destination, source), cap);
-      },
-      started(lane, now) {
-        const destination = shaping.laneOf(lane);
-        const provider = shaping.providerOf(destination) ?? null;
-        const preferred = deps.sources?.preferred({ key: destination, provider }, now);
-        const source = shaping.start(destination, now, (from) => openTo(destination, from), cap, preferred);
-        starting = { destination, source: source ?? shaping.sources[0]! };
-      },
-      startable: (now, withinMs) => shaping.startable(now, withinMs),
-    },
+    shaping: sources?.lanes,
   });
   return {
     ...worker,
@@ -259,15 +222,11 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
 
   async function attempt(job: SendJob, stopping: AbortSignal): Promise<SendOutcome | undefined> {
     // Counted open from the start (synchronously, before the runtime looks at the next job of its lane).
-    const token = {};
-    const pick = starting ?? { destination: job.lane, source: DEFAULT_SOURCE };
-    starting = undefined;
-    const entry = { host: job.host, source: pick.source };
-    open.set(token, entry);
+    const opened = sources?.open(job.host);
     /** The connection is over: called once its reply is in, before what the reply says is judged. */
-    const end = () => open.delete(token);
+    const end = () => opened && sources!.close(opened);
     try {
-      return await attemptIn(job, stopping, end, pick, entry);
+      return await attemptIn(job, stopping, end, opened);
     } finally {
       end();
     }
@@ -277,8 +236,12 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
    * What an attempt's replies tell its destination (issue 38): the domain's MX hosts, an acceptance, or a
    * throttle (which it returns: the recipients then wait for the destination, without using up an attempt).
    */
-  async function observe(job: SendJob, result: SendResult, source: string): Promise<Throttled | undefined> {
-    if (!destinations || !shaping) return undefined;
+  async function observe(
+    job: SendJob,
+    result: SendResult,
+    opened: OpenAttempt | undefined,
+  ): Promise<Throttled | undefined> {
+    if (!destinations || !shaping || !opened) return undefined;
     const now = clock.now().getTime();
     if (result.mxHosts) {
       const learned = shaping.learn(job.host, result.mxHosts, now);
@@ -286,9 +249,9 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     }
     const accepted = result.outcomes.some((outcome) => outcome.result === 'accepted');
     const deferred = result.outcomes.find((outcome) => outcome.result === 'deferred' && outcome.response);
-    const others = openTo(shaping.laneOf(job.host), source);
-    const from = shaping.of(source);
-    const throttled = from.observe(job.host, deferred?.response ?? null, accepted, now, others);
+    const throttled = shaping
+      .of(opened.source)
+      .observe(job.host, deferred?.response ?? null, accepted, now, sources!.others(opened));
     if (throttled) {
       await destinations.flush(now);
       await destinationEvents?.suspended(throttled, job.email.projectId);
@@ -310,8 +273,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     job: SendJob,
     stopping: AbortSignal,
     end: () => unknown,
-    pick: { destination: string; source: string },
-    entry: { source: string },
+    opened: OpenAttempt | undefined,
   ): Promise<SendOutcome | undefined> {
     const attemptedAt = clock.now();
     const timeout = AbortSignal.timeout(settings.timeoutMs);
@@ -324,32 +286,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
         );
       }
-      const decided = await warmupStep?.decide(
-        job,
-        shaping && {
-          picked: pick.source,
-          readyAt: (address) =>
-            shaping.startAtFrom(
-              address,
-              pick.destination,
-              clock.now().getTime(),
-              openTo(pick.destination, address),
-              cap,
-            ),
-        },
-      );
-      // The warm-up sent it from another address than the shaping chose: its start is that one's.
-      if (
-        shaping &&
-        decided &&
-        'source' in decided &&
-        decided.source &&
-        decided.source.address !== pick.source
-      ) {
-        shaping.of(pick.source).unstarted(pick.destination);
-        shaping.of(decided.source.address).started(pick.destination, clock.now().getTime());
-        entry.source = decided.source.address;
-      }
+      const decided = await warmupStep?.decide(job, opened && sources!.readiness(opened));
       if (decided && 'hold' in decided)
         return attemptOutcome(
           workerId,
@@ -358,6 +295,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           clock.now(),
           warmupStep!.held(job, decided.hold),
         );
+      // The warm-up chose another address than the shaping did: the start is that one's.
+      if (opened && decided?.source) sources!.moveTo(opened, decided.source.address, clock.now().getTime());
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email:
@@ -370,7 +309,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         dsn: settings.dsn,
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
-        limits: connectionLimitsOf(job.host, entry.source),
+        limits: opened && sources!.connectionLimitsOf(opened),
         source: decided?.source,
       });
       if (result.raw !== undefined)
@@ -399,7 +338,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
 
     // Synchronously, so that attempts refused together each see the others that are still open.
     end();
-    const throttled = await observe(job, result, entry.source).catch((error: unknown) => {
+    const throttled = await observe(job, result, opened).catch((error: unknown) => {
       logger.error({ err: error, email: job.email.id }, 'sending worker: recording a destination failed');
       return undefined;
     });
@@ -476,7 +415,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         status: 'delayed',
         counted: false,
         waitReason: 'destination',
-        retryAt: new Date(Math.max(throttled.suspendedUntil, now.getTime())).toISOString(),
+        retryAt: new Date(shaping!.resumesAt(row.host, throttled, now.getTime())).toISOString(),
         outcomes: row.status === 'delayed' ? [] : ['delayed'],
       };
     }
