@@ -166,6 +166,15 @@ for (const engine of ALL_ENGINES) {
       assert.equal(other.suspended_until, null);
       assert.equal(other.rate_per_minute, null, 'never limited');
       for (const pair of (await destinationsOf('mx.open.test')).values()) assert.equal(pair.deferrals, 0);
+      // The metrics say which address has destinations suspended.
+      const scrape = await app.request('GET', '/metrics', operator);
+      assert.equal(scrape.status, 200);
+      const suspendedFor = (source: string) =>
+        new RegExp(`^postwire_source_destinations_suspended\\{source="${source}"\\} (\\d+)$`, 'm').exec(
+          scrape.body,
+        )?.[1];
+      assert.equal(suspendedFor(slowed), '1', scrape.body);
+      assert.equal(suspendedFor(free), '0', scrape.body);
       const suspendedUntil = Date.parse(suspended.suspended_until);
 
       // While the first address is suspended for it, the destination's mail leaves from the second alone.
