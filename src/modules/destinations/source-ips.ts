@@ -4,6 +4,8 @@
 // ones in turn. Mail over every address's allowance (no warm one listed) waits for the next UTC day,
 // `throttled` like a domain's warm-up. Mail to any other destination leaves from every address in turn: those
 // judge a sender by its mail, not by a volume history. The counts are shared by every worker (warmups.repo.ts).
+// Only an address whose own state of the destination lets it start now takes part (source-shaping.ts: each
+// address is suspended and paced on its own); among the warm ones, the shaping's choice is kept.
 import type { SourceIp } from '../../lib/source-ips.ts';
 import { dayOf, warmupDay } from '../../lib/warmup-schedule.ts';
 import { createAllowanceBlocks, nextDayStart } from './allowance-blocks.ts';

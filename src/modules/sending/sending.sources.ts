@@ -1,6 +1,5 @@
 import type { LaneShaping } from '../../queue/contract.ts';
 import { UNKNOWN_LIMITS } from '../destinations/providers.ts';
-import { DEFAULT_SOURCE } from '../destinations/shaping.ts';
 import type { SourceChooser, SourceReadiness } from '../destinations/source-ips.ts';
 import type { SourcedShaping } from '../destinations/source-shaping.ts';
 
@@ -72,7 +71,7 @@ export function createAttemptSources(deps: {
     open(host) {
       const attempt = {
         host,
-        ...(starting ?? { destination: shaping.laneOf(host), source: DEFAULT_SOURCE }),
+        ...(starting ?? { destination: shaping.laneOf(host), source: shaping.sources[0]! }),
       };
       starting = undefined;
       inFlight.add(attempt);
