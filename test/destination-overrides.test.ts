@@ -103,7 +103,11 @@ for (const engine of ALL_ENGINES) {
       nowMs += 1000;
       for (const worker of workers) {
         await worker.sync(nowMs);
-        assert.equal(worker.shaping.of('default').startAt('google', nowMs, 1), Infinity, 'a second connection waits');
+        assert.equal(
+          worker.shaping.of('default').startAt('google', nowMs, 1),
+          Infinity,
+          'a second connection waits',
+        );
         assert.equal(worker.shaping.of('default').stateOf('google')?.rate, 30);
       }
       const destinations = await app.request('GET', '/v1/destinations', operator);
