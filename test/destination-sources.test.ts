@@ -5,11 +5,15 @@ import type { Clock } from '../src/lib/clock.ts';
 import { createSourceChooser } from '../src/modules/destinations/source-ips.ts';
 import { createSourcedShaping } from '../src/modules/destinations/source-shaping.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { created } from './helpers/answers.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, type TestApp } from './helpers/app.ts';
+import {
+  DESTINATIONS_WORKER_SETTINGS,
+  OPERATOR_TOKEN,
+  startDestinationsApp,
+} from './helpers/destinations.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { receivedEvents } from './helpers/engagement.ts';
-import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import { ownLoopbackAddresses } from './helpers/smtp.ts';
 import {
   numberedAddresses,
@@ -28,7 +32,6 @@ import { until } from './helpers/until.ts';
 // deferral slows and suspends only the (destination, first address) pair: the destination's mail keeps
 // leaving from the second address, with no time passing; the first keeps its back-off on the test's clock.
 
-const OPERATOR_TOKEN = 'operator-token-0123456789';
 const PER_MINUTE = 4;
 
 test('the address an attempt leaves from: one that may start now, preferred ones first, else in turn', () => {
@@ -94,17 +97,7 @@ for (const engine of ALL_ENGINES) {
         onlyFrom: slowed,
       });
       open = await startThrottlingServer({ address: openAddress, now: () => nowMs });
-      app = await startTestApp(engine, {
-        allowPrivateUrls: true,
-        clock,
-        config: { metricsToken: OPERATOR_TOKEN },
-        worker: true,
-      });
-      receiver = await startReceiver();
-      await created(app, '/v1/webhooks', {
-        url: receiver.url,
-        events: ['destination.suspended', 'destination.resumed'],
-      });
+      ({ app, receiver } = await startDestinationsApp(engine, clock));
       const sourceIps = loadConfig(
         { DIRECT_SOURCE_IPS: `${slowed} helo=a.mail.example.com; ${free} helo=b.mail.example.com` },
         { stdoutIsTTY: false },
@@ -112,7 +105,7 @@ for (const engine of ALL_ENGINES) {
       worker = await startSendingWorker(app, {
         transport: testDirectTransport(dns.address),
         clock,
-        settings: { ...TEST_SENDING_SETTINGS, concurrency: 8, schedule: [0, 1000, 1000], timeoutMs: 15_000 },
+        settings: DESTINATIONS_WORKER_SETTINGS,
         sources: createSourceChooser({
           sources: sourceIps,
           repo: app.services.repositories.warmups,
