@@ -42,7 +42,7 @@ try {
   );
 
   // A look whose part over the queue leaves the paced lane's host out, and whose lane part takes 2 of it.
-  const text = nextDueClaim(engine, placeholders(engine), { excluded: 0, lanes: [1] }, '', true);
+  const text = nextDueClaim(engine, placeholders(engine), { excluded: 0, lanes: [1] }, '', 1);
   const now = new Date('2026-11-29T12:00:00.000Z');
   const lease = { workerId: 'w1', now, until: new Date(now.getTime() + 60_000) };
   const parameters = [

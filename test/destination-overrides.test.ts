@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { createDestinationSync } from '../src/modules/destinations/destinations.sync.ts';
-import { createDestinationShaping } from '../src/modules/destinations/shaping.ts';
+import { createSourcedShaping } from '../src/modules/destinations/source-shaping.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
 // Issue 38: the operator's destination overrides through the API (PUT, GET, DELETE
@@ -37,8 +37,7 @@ for (const engine of ALL_ENGINES) {
       const workers = [0, 1].map(() =>
         createDestinationSync({
           repo: app.services.repositories.destinations,
-          source: 'default',
-          shaping: createDestinationShaping({ overrides: SETTINGS }),
+          shaping: createSourcedShaping({ overrides: SETTINGS }),
           overrides: SETTINGS,
         }),
       );
@@ -46,7 +45,7 @@ for (const engine of ALL_ENGINES) {
         worker.shaping.learn('gmail.com', GMAIL_MX, nowMs);
         await worker.sync(nowMs);
         // The table's five connections to Google: a second one may open.
-        assert.equal(worker.shaping.startAt('google', nowMs, 1), nowMs);
+        assert.equal(worker.shaping.of('default').startAt('google', nowMs, 1), nowMs);
       }
 
       // Only the operator, and only with a body that is one.
@@ -104,8 +103,12 @@ for (const engine of ALL_ENGINES) {
       nowMs += 1000;
       for (const worker of workers) {
         await worker.sync(nowMs);
-        assert.equal(worker.shaping.startAt('google', nowMs, 1), Infinity, 'a second connection waits');
-        assert.equal(worker.shaping.stateOf('google')?.rate, 30);
+        assert.equal(
+          worker.shaping.of('default').startAt('google', nowMs, 1),
+          Infinity,
+          'a second connection waits',
+        );
+        assert.equal(worker.shaping.of('default').stateOf('google')?.rate, 30);
       }
       const destinations = await app.request('GET', '/v1/destinations', operator);
       const google = destinations.body.data.find((entry: any) => entry.key === 'google');

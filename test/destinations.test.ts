@@ -2,11 +2,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
-import { ALL_ENGINES, engineSkip, startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './helpers/app.ts';
+import { ALL_ENGINES, engineSkip, type TestApp } from './helpers/app.ts';
+import {
+  DESTINATIONS_WORKER_SETTINGS,
+  OPERATOR_TOKEN,
+  startDestinationsApp,
+} from './helpers/destinations.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
-import { created } from './helpers/answers.ts';
 import { receivedEvents } from './helpers/engagement.ts';
-import { type Receiver, startReceiver } from './helpers/receiver.ts';
+import type { Receiver } from './helpers/receiver.ts';
 import {
   numberedAddresses,
   publishOwnMx,
@@ -24,7 +28,6 @@ import { until } from './helpers/until.ts';
 // clock, moved by the test: the throttled destination needs minutes of it, the other none.
 
 const THROTTLED = { connections: 2, perMinute: 10 };
-const OPERATOR_TOKEN = 'operator-token-0123456789';
 
 for (const engine of ALL_ENGINES) {
   describe(`destinations in direct mode (${engine})`, { skip: engineSkip(engine) }, () => {
@@ -48,23 +51,12 @@ for (const engine of ALL_ENGINES) {
         ...THROTTLED,
       });
       open = await startThrottlingServer({ address: openAddress, now: () => nowMs });
-      app = await startTestApp(engine, {
-        allowPrivateUrls: true,
-        clock,
-        config: { metricsToken: OPERATOR_TOKEN, mailTransport: 'direct' },
-        worker: true,
-      });
-      // The operator's events, through a webhook of the project whose mail waits for the destination.
-      receiver = await startReceiver();
-      await created(app, '/v1/webhooks', {
-        url: receiver.url,
-        events: ['destination.suspended', 'destination.resumed'],
-      });
+      ({ app, receiver } = await startDestinationsApp(engine, clock));
       // Four connections per destination and eight overall: twice what the throttled one takes.
       worker = await startSendingWorker(app, {
         transport: testDirectTransport(dns.address),
         clock,
-        settings: { ...TEST_SENDING_SETTINGS, concurrency: 8, schedule: [0, 1000, 1000], timeoutMs: 15_000 },
+        settings: DESTINATIONS_WORKER_SETTINGS,
       });
     });
     after(async () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Clock } from '../src/lib/clock.ts';
 import { parseWarmupSchedule } from '../src/lib/warmup-schedule.ts';
-import type { DestinationShaping } from '../src/modules/destinations/shaping.ts';
+import type { SourcedShaping } from '../src/modules/destinations/source-shaping.ts';
 import type { SendJob } from '../src/modules/sending/sending.queue.ts';
 import { createWarmupStep } from '../src/modules/sending/sending.warmup.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
@@ -42,7 +42,7 @@ test("admissions go in the order the attempts asked, however their destinations'
     laneOf: (host: string) => host,
     providerOf: () => undefined,
     learn: () => ({ destination: 'google', isNew: false }),
-  } as unknown as DestinationShaping;
+  } as unknown as SourcedShaping;
   const step = createWarmupStep({
     gate: {
       applies: async () => true,
@@ -52,7 +52,6 @@ test("admissions go in the order the attempts asked, however their destinations'
       },
     },
     destinations: {
-      source: 'test',
       shaping,
       sync: async () => {},
       flush: async () => {},

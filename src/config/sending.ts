@@ -108,7 +108,8 @@ export const SENDING_SETTINGS = section('Sending', {
     default: 4,
     min: 1,
     max: 1000,
-    description: 'SMTP transactions in flight per recipient domain per worker process (direct mode)',
+    description:
+      'SMTP transactions in flight per destination from each source address (`DIRECT_SOURCE_IPS`), per worker process (direct mode)',
   }),
   destinationLimits: custom('DESTINATION_LIMITS', {
     default: 'the built-in table',

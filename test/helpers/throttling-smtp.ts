@@ -15,6 +15,10 @@ export interface ThrottlingServer {
   address: string;
   /** Message recipients accepted, in arrival order. */
   received: string[];
+  /** The address each accepted message's connection came from, in the same order. */
+  receivedFrom: string[];
+  /** The address and time (`now`) of each message refused for the rate. */
+  refusedFrom: Array<{ from: string; at: number }>;
   /** Connections refused for the cap, and messages refused for the rate, each with the time it happened. */
   refusedConnections: number[];
   refusedMessages: number[];
@@ -25,7 +29,7 @@ export interface ThrottlingServer {
    * and itself: above the cap, it was the one refused). What "never more than its cap after the first
    * deferrals" is read from.
    */
-  attempts: Array<{ at: number; atOnce: number }>;
+  attempts: Array<{ at: number; atOnce: number; from: string }>;
   /** Messages accepted on each connection that took any, in the order the connections closed. */
   messagesPerConnection: number[];
   /** Connections dropped at a message after their first (`dropKept`). */
@@ -45,12 +49,21 @@ export async function startThrottlingServer(options: {
    * server that timed out an idle connection does to a client that hands it the next message at that moment.
    */
   dropKept?: boolean;
+  /**
+   * The limits apply only to connections from this address (a provider that throttles one sending IP): the
+   * others are taken at any pace (the connection cap still counts every connection open).
+   */
+  onlyFrom?: string;
 }): Promise<ThrottlingServer> {
+  const limited = (session: { remoteAddress: string }) =>
+    options.onlyFrom === undefined || session.remoteAddress === options.onlyFrom;
   let open = 0;
   const perMinute = new Map<number, number>();
   const state: Omit<ThrottlingServer, 'close'> = {
     address: options.address,
     received: [],
+    receivedFrom: [],
+    refusedFrom: [],
     refusedConnections: [],
     refusedMessages: [],
     maxOpen: 0,
@@ -66,8 +79,8 @@ export async function startThrottlingServer(options: {
     disabledCommands: ['STARTTLS'],
     closeTimeout: 100,
     onConnect(session, callback) {
-      state.attempts.push({ at: options.now(), atOnce: open + 1 });
-      if (options.connections !== undefined && open >= options.connections) {
+      state.attempts.push({ at: options.now(), atOnce: open + 1, from: session.remoteAddress });
+      if (options.connections !== undefined && open >= options.connections && limited(session)) {
         state.refusedConnections.push(options.now());
         callback(
           reply(421, '4.7.0 Too many concurrent SMTP connections from this IP address; try again later'),
@@ -98,8 +111,13 @@ export async function startThrottlingServer(options: {
       }
       const minute = Math.floor(options.now() / 60_000);
       const count = perMinute.get(minute) ?? 0;
+      if (!limited(session)) {
+        callback();
+        return;
+      }
       if (options.perMinute !== undefined && count >= options.perMinute) {
         state.refusedMessages.push(options.now());
+        state.refusedFrom.push({ from: session.remoteAddress, at: options.now() });
         callback(
           reply(
             421,
@@ -115,6 +133,7 @@ export async function startThrottlingServer(options: {
       stream.resume();
       stream.on('end', () => {
         state.received.push(...session.envelope.rcptTo.map((rcpt) => rcpt.address));
+        state.receivedFrom.push(...session.envelope.rcptTo.map(() => session.remoteAddress));
         taken.set(session, (taken.get(session) ?? 0) + 1);
         callback(null, 'Ok: queued');
         options.onReceived?.();

@@ -11,6 +11,8 @@ export interface AllowanceBlocks {
   use(key: string, allowance: number, now: number, take: (size: number) => Promise<number>): Promise<boolean>;
   /** Gives one back to this worker's block (used, then not sent: another check held the message). */
   giveBack(key: string): void;
+  /** Whether today's `allowance` of `key` was found used up (no database read: what the last take said). */
+  usedUp(key: string, allowance: number, now: number): boolean;
 }
 
 export function createAllowanceBlocks(deps: {
@@ -45,6 +47,10 @@ export function createAllowanceBlocks(deps: {
     giveBack(key) {
       const block = blocks.get(key);
       if (block) block.left += 1;
+    },
+    usedUp(key, allowance, now) {
+      const block = dayOf(now) === blocksDay ? blocks.get(key) : undefined;
+      return block !== undefined && block.left === 0 && block.usedUpAt >= allowance;
     },
   };
 }

@@ -12,6 +12,7 @@ const ms = (value: string | null) => (value === null ? null : Date.parse(value))
 
 const toShared = (row: Row<'destinations'>): SharedState => ({
   key: row.key,
+  source: row.source,
   provider: row.provider,
   mxHosts: row.mx_hosts,
   rate: Number(row.rate),
@@ -27,7 +28,6 @@ const toShared = (row: Row<'destinations'>): SharedState => ({
 
 /** A destination as the operator sees it: its shared state and the recipients waiting for it. */
 export interface DestinationRow extends SharedState {
-  source: string;
   /** Recipients queued for it now, and waiting (a retry or a throttle's back-off). */
   queued: number;
   waiting: number;
@@ -35,18 +35,14 @@ export interface DestinationRow extends SharedState {
 
 export function createDestinationsRepo(db: Kysely<Database>) {
   return {
-    /** Writes these destinations' shared state (one statement), as this worker last changed it. */
-    async saveStates(
-      source: string,
-      states: readonly SharedState[],
-      transaction?: Transaction,
-    ): Promise<void> {
+    /** Writes these (destination, source) states (one statement), as this worker last changed them. */
+    async saveStates(states: readonly SharedState[], transaction?: Transaction): Promise<void> {
       if (states.length === 0) return;
       await (transaction?.db ?? db)
         .insertInto('destinations')
         .values(
           states.map((state) => ({
-            source,
+            source: state.source,
             key: state.key,
             provider: state.provider,
             mx_hosts: state.mxHosts,
@@ -131,9 +127,13 @@ export function createDestinationsRepo(db: Kysely<Database>) {
       return Number(result.numDeletedRows) > 0;
     },
 
-    /** Every destination's shared state of a source. */
-    async statesOf(source: string): Promise<SharedState[]> {
-      const rows = await db.selectFrom('destinations').selectAll().where('source', '=', source).execute();
+    /** Every destination's shared state of these sources. */
+    async statesOf(sources: readonly string[]): Promise<SharedState[]> {
+      const rows = await db
+        .selectFrom('destinations')
+        .selectAll()
+        .where('source', 'in', [...sources])
+        .execute();
       return rows.map(toShared);
     },
 
@@ -179,11 +179,15 @@ export function createDestinationsRepo(db: Kysely<Database>) {
       return rows
         .map((row) => ({
           ...toShared(row),
-          source: row.source,
           queued: Number(depth.get(row.key)?.queued ?? 0),
           waiting: Number(depth.get(row.key)?.waiting ?? 0),
         }))
-        .sort((a, b) => b.queued + b.waiting - (a.queued + a.waiting) || a.key.localeCompare(b.key));
+        .sort(
+          (a, b) =>
+            b.queued + b.waiting - (a.queued + a.waiting) ||
+            a.key.localeCompare(b.key) ||
+            a.source.localeCompare(b.source),
+        );
     },
   };
 }
@@ -192,9 +196,19 @@ export type DestinationsRepo = ReturnType<typeof createDestinationsRepo>;
 
 /**
  * The sending queue's claim condition (sending.claims.ts): a recipient whose domain rolls up to a destination
- * of `source` suspended past `now` stays where it is. Parameters: the source, then now.
+ * suspended past `now` for every one of the worker's `sources` sending sources stays where it is (with one
+ * source left, its mail may leave from that one). Parameters: the sources, then now, then (several sources)
+ * their count.
  */
-export const NOT_SUSPENDED = (slot: () => string) =>
-  ` AND host NOT IN (SELECT destination_domains.domain FROM destinations JOIN destination_domains
-      ON destination_domains.destination = destinations.key
+export const NOT_SUSPENDED = (slot: () => string, sources = 1) => {
+  const suspended = `SELECT destination_domains.domain FROM destinations JOIN destination_domains
+      ON destination_domains.destination = destinations.key`;
+  if (sources === 1) {
+    return ` AND host NOT IN (${suspended}
       WHERE destinations.source = ${slot()} AND destinations.suspended_until > ${slot()})`;
+  }
+  const list = Array.from({ length: sources }, slot).join(', ');
+  return ` AND host NOT IN (${suspended}
+      WHERE destinations.source IN (${list}) AND destinations.suspended_until > ${slot()}
+      GROUP BY destination_domains.domain HAVING count(*) = ${slot()})`;
+};

@@ -1,15 +1,16 @@
 import type { DestinationOverride } from '../../lib/destination-limits.ts';
 import type { DestinationsRepo } from './destinations.repo.ts';
-import { type DestinationShaping, WRITE_EVERY_MS } from './shaping.ts';
+import { WRITE_EVERY_MS } from './shaping.ts';
+import type { SourcedShaping } from './source-shaping.ts';
 
 // A sending worker's destinations kept in step with the other workers' through the database: what this worker
 // changed is written (on a change, at most once a second per destination), what the others wrote is read (at
 // most once a second, with the operator's overrides set through the API), and the domains it learns are
-// recorded for the claim's filter.
+// recorded for the claim's filter. Every source's states (source-shaping.ts) are written in one statement and
+// read in one.
 
 export interface DestinationSync {
-  readonly source: string;
-  readonly shaping: DestinationShaping;
+  readonly shaping: SourcedShaping;
   /** Before a look over the queue: writes what changed and reads the others' states, each at most once a second. */
   sync(now: number): Promise<void>;
   /** After a deferral: writes the change now if its destination was not written in the last second. */
@@ -20,20 +21,18 @@ export interface DestinationSync {
 
 export function createDestinationSync(deps: {
   repo: DestinationsRepo;
-  source: string;
-  shaping: DestinationShaping;
+  shaping: SourcedShaping;
   /** DESTINATION_LIMITS: the API's overrides (read with the states) apply after these. */
   overrides?: readonly DestinationOverride[];
 }): DestinationSync {
-  const { repo, source, shaping } = deps;
+  const { repo, shaping } = deps;
   const settings = deps.overrides ?? [];
   let applied = '';
   let readAt = -Infinity;
   return {
-    source,
     shaping,
     async sync(now) {
-      await repo.saveStates(source, shaping.takeWrites(now));
+      await repo.saveStates(shaping.takeWrites(now));
       if (now - readAt < WRITE_EVERY_MS) return;
       readAt = now;
       // The operator's overrides first, so the states merged are judged against the limits of now.
@@ -43,10 +42,10 @@ export function createDestinationSync(deps: {
         applied = stamp;
         shaping.setOverrides(overrides);
       }
-      shaping.merge(await repo.statesOf(source));
+      shaping.merge(await repo.statesOf(shaping.sources));
     },
     async flush(now) {
-      await repo.saveStates(source, shaping.takeWrites(now));
+      await repo.saveStates(shaping.takeWrites(now));
     },
     async learned(domain, destination, now) {
       await repo.saveDomain(domain, destination, new Date(now).toISOString());

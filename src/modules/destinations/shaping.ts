@@ -5,7 +5,8 @@
 // without one adds a twentieth of its ceiling back, and a connection. What is shared with the other workers
 // (rate, connections, suspension, last deferral) is in the database (destinations.repo.ts), written on a
 // change and at most once a second per destination; the rest (connections in use, the pacing) is this
-// worker's own.
+// worker's own. One shaping is one sending source's view: with DIRECT_SOURCE_IPS, each address has its own
+// (source-shaping.ts), since providers count and throttle per connecting IP.
 import { classifyResponse, type ResponseRule } from './responses.ts';
 import {
   type Destination,
@@ -29,6 +30,8 @@ const HOSTS_PER_LANE = 200;
 /** What the workers share of a destination (a row of `destinations`). */
 export interface SharedState {
   key: string;
+  /** The sending source whose state it is: a DIRECT_SOURCE_IPS address, or DEFAULT_SOURCE (source-shaping.ts). */
+  source: string;
   provider: string | null;
   mxHosts: string;
   /** Messages a minute it takes now; 0: no limit yet (none was ever needed). */
@@ -66,6 +69,8 @@ interface LocalState extends SharedState {
 /** What a deferral or suspension was, for the metrics and the operator's event. */
 export interface Throttled {
   destination: string;
+  /** The sending source the reply was given to: only its state of the destination changed. */
+  source: string;
   provider: string | null;
   rule: ResponseRule;
   reply: string;
@@ -89,6 +94,10 @@ export interface DestinationShaping {
    */
   startAt(lane: string, now: number, open: number): number;
   started(lane: string, now: number): void;
+  /** A start taken back (the attempt left from another source after all): its token and counts returned. */
+  unstarted(lane: string): void;
+  /** How many starts the lane's pace allows now (its tokens); Infinity when it has no per-minute limit. */
+  headroom(lane: string, now: number): number;
   /**
    * The destinations whose pace (suspension, hour's count, rate) lets them start fewer attempts within
    * `withinMs` than a lane can hold, and how many they may start: the claims take no more of theirs.
@@ -131,9 +140,10 @@ export interface DestinationShaping {
 }
 
 export function createDestinationShaping(
-  options: { overrides?: readonly DestinationOverride[] } = {},
+  options: { overrides?: readonly DestinationOverride[]; source?: string } = {},
 ): DestinationShaping {
   let overrides = options.overrides ?? [];
+  const source = options.source ?? DEFAULT_SOURCE;
   const domainLane = new Map<string, string>();
   const lanesHosts = new Map<string, Set<string>>();
   const states = new Map<string, LocalState>();
@@ -142,6 +152,7 @@ export function createDestinationShaping(
     const { limits } = destination;
     return {
       key: destination.key,
+      source,
       provider: destination.provider,
       mxHosts,
       limits,
@@ -257,6 +268,19 @@ export function createDestinationShaping(
       while (state.recentStarts.length > 0 && state.recentStarts[0]! <= now - MINUTE)
         state.recentStarts.shift();
     },
+    unstarted(lane) {
+      const state = stateOfLane(lane);
+      if (!state) return;
+      if (state.rate > 0) state.tokens = Math.min(bucketSize(state), state.tokens + 1);
+      state.hourCount = Math.max(0, state.hourCount - 1);
+      state.recentStarts.pop();
+    },
+    headroom(lane, now) {
+      const state = stateOfLane(lane);
+      if (!state || state.rate <= 0) return Infinity;
+      refill(state, now);
+      return state.tokens;
+    },
     learn(domain, mxHosts, now) {
       const destination = destinationOf(domain, mxHosts, overrides);
       const isNew = domainLane.get(domain) !== destination.key;
@@ -348,7 +372,7 @@ export function createDestinationShaping(
     },
     merge(rows) {
       for (const row of rows) {
-        const state = states.get(row.key);
+        const state = row.source === source ? states.get(row.key) : undefined;
         if (!state || state.dirty || row.updatedAt <= state.updatedAt) continue;
         const rateChanged = row.rate !== state.rate;
         Object.assign(state, {
@@ -397,6 +421,7 @@ const throttledOf = (
   began: boolean,
 ): Throttled => ({
   destination: state.key,
+  source: state.source,
   provider: state.provider,
   rule,
   reply,
@@ -409,6 +434,7 @@ const throttledOf = (
 function shared(state: LocalState): SharedState {
   return {
     key: state.key,
+    source: state.source,
     provider: state.provider,
     mxHosts: state.mxHosts,
     rate: state.rate,

@@ -5,6 +5,8 @@
 // `throttled` like a domain's warm-up. Mail to any other destination leaves from every address in turn: those
 // judge a sender by its mail, not by a volume history. An address whose warm-up starts on a later day is not
 // one of them before that day. The counts are shared by every worker (warmups.repo.ts).
+// Only an address whose own state of the destination lets it start now takes part (source-shaping.ts: each
+// address is suspended and paced on its own); among the warm ones, the shaping's choice is kept.
 import { type SourceIp, sendsAt } from '../../lib/source-ips.ts';
 import { dayOf, warmupDay } from '../../lib/warmup-schedule.ts';
 import { createAllowanceBlocks, nextDayStart } from './allowance-blocks.ts';
@@ -17,14 +19,29 @@ export interface SourceChoice {
   giveBack(): void;
 }
 
+/** What the destinations' shaping says of each address (source-shaping.ts), for a message starting now. */
+export interface SourceReadiness {
+  /** The address the shaping chose as the attempt started (its start counted against it). */
+  picked: string;
+  /** When an address's pair with the destination may start an attempt (epoch ms; now or earlier: at once). */
+  readyAt(address: string): number;
+}
+
 export interface SourceChooser {
+  readonly sources: readonly SourceIp[];
+  /**
+   * The warming addresses whose day's allowance to a large provider's destination this worker has not found
+   * used up, in the order listed: the shaping prefers them (source-shaping.ts).
+   */
+  preferred(destination: { key: string; provider: string | null }, now: number): string[];
   /**
    * Called one at a time (the warm-up step's decisions, in the order the attempts asked), so an allowance given
-   * back is there for the next message.
+   * back is there for the next message. Without `readiness`, every address may be used, warm ones in turn.
    */
   choose(
     destination: { key: string; provider: string | null },
     now: number,
+    readiness?: SourceReadiness,
   ): Promise<SourceChoice | WarmupHold>;
 }
 
@@ -42,6 +59,7 @@ export function createSourceChooser(deps: {
     source.warmupFrom === undefined
       ? { allowance: null, day: 0 }
       : warmupDay(source.schedule ?? deps.defaultSchedule, source.warmupFrom, now);
+  const keyOf = (source: SourceIp, destination: { key: string }) => `${source.address} ${destination.key}`;
 
   /** None of the addresses sends yet (each one's warm-up starts on a later day): mail waits for the first. */
   function notYet(now: number): WarmupHold {
@@ -57,16 +75,26 @@ export function createSourceChooser(deps: {
     };
   }
 
-  async function chooseOne(destination: { key: string; provider: string | null }, now: number) {
+  async function chooseOne(
+    destination: { key: string; provider: string | null },
+    now: number,
+    readiness: SourceReadiness | undefined,
+  ) {
     const sending = deps.sources.filter((source) => sendsAt(source, now));
     if (sending.length === 0) return notYet(now);
-    if (destination.provider === null) return inTurn(sending);
+    const picked = sending.find((source) => source.address === readiness?.picked);
+    // An address the shaping did not pick may be used only if its own pair may start now.
+    const mayUse = (source: SourceIp) =>
+      !readiness || source === picked || readiness.readyAt(source.address) <= now;
+    if (destination.provider === null) return picked ? kept(picked) : inTurn(sending);
     const today = dayOf(now);
     const warming: string[] = [];
     for (const source of sending) {
       const { allowance, day } = allowanceOf(source, now);
       if (allowance === null) continue;
-      const key = `${source.address} ${destination.key}`;
+      warming.push(`${source.address} (day ${day}: ${allowance})`);
+      if (!mayUse(source)) continue;
+      const key = keyOf(source, destination);
       const taken = await blocks.use(key, allowance, now, (size) =>
         deps.repo.takeForSource(
           { source: source.address, destination: destination.key, day: today },
@@ -75,10 +103,24 @@ export function createSourceChooser(deps: {
         ),
       );
       if (taken) return { source, giveBack: () => blocks.giveBack(key) };
-      warming.push(`${source.address} (day ${day}: ${allowance})`);
     }
     const warm = sending.filter((source) => allowanceOf(source, now).allowance === null);
-    if (warm.length > 0) return inTurn(warm);
+    if (picked && warm.includes(picked)) return kept(picked);
+    const usable = warm.filter(mayUse);
+    if (usable.length > 0) return inTurn(usable);
+    // Addresses that may take it but not now (their pair with the destination suspended, or at its
+    // connections): the warm ones, and the warming ones with allowance left; it waits for the first of them.
+    const busy = sending.filter((source) => {
+      const { allowance } = allowanceOf(source, now);
+      return allowance === null || !blocks.usedUp(keyOf(source, destination), allowance, now);
+    });
+    if (readiness && busy.length > 0) {
+      const at = Math.min(...busy.map((source) => readiness.readyAt(source.address)));
+      return {
+        until: Math.max(now + 1000, at === Infinity ? now + 60_000 : at),
+        reason: `throttled: the source IPs that may send to ${destination.key} are suspended or busy; it waits for them`,
+      };
+    }
     const until = nextDayStart(now);
     return {
       until,
@@ -88,5 +130,18 @@ export function createSourceChooser(deps: {
     };
   }
 
-  return { choose: chooseOne };
+  return {
+    sources: deps.sources,
+    preferred(destination, now) {
+      if (destination.provider === null) return [];
+      return deps.sources
+        .filter((source) => {
+          if (!sendsAt(source, now)) return false;
+          const { allowance } = allowanceOf(source, now);
+          return allowance !== null && !blocks.usedUp(keyOf(source, destination), allowance, now);
+        })
+        .map((source) => source.address);
+    },
+    choose: (destination, now, readiness) => chooseOne(destination, now, readiness),
+  };
 }

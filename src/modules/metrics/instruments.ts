@@ -48,6 +48,11 @@ export interface ProcessMetrics extends MetricsRecorder {
     suspended: Gauge<'destination'>;
     depth: Gauge<'destination'>;
   };
+  /**
+   * Per sending source of direct delivery (a DIRECT_SOURCE_IPS address, or `default`), the destinations
+   * suspended for it now, filled in by a scrape (bounded cardinality: the addresses listed).
+   */
+  suspendedForSource: Gauge<'source'>;
 }
 
 export interface ProcessMetricsOptions {
@@ -155,6 +160,12 @@ export function createProcessMetrics(options: ProcessMetricsOptions): ProcessMet
         'Direct mode: recipients queued or waiting per destination (counted up to the queue-depth bound over all)',
       ),
     },
+    suspendedForSource: new Gauge<'source'>({
+      name: 'postwire_source_destinations_suspended',
+      help: 'Direct mode: destinations suspended now for each sending source (a DIRECT_SOURCE_IPS address, or default)',
+      labelNames: ['source'],
+      registers,
+    }),
     observeRequest(method, route, status, seconds) {
       requestDuration.observe({ method, route, status }, seconds);
     },

@@ -116,16 +116,20 @@ export function createMetricsRepo(db: Kysely<Database>) {
      * Direct delivery's destinations by label (a provider's name, or `other`): their rate summed, how many are
      * suspended at `now`, and the recipients queued or waiting for them, up to `limit` recipients in all (the
      * bound of the queues' counts): a scrape reads the destinations table (a row per destination and source)
-     * and at most `limit` recipients.
+     * and at most `limit` recipients. And per sending source, how many destinations are suspended for it.
      */
     async destinations(
       now: Date,
       limit: number,
-    ): Promise<Map<string, { rate: number; suspended: number; depth: number }>> {
+    ): Promise<{
+      labels: Map<string, { rate: number; suspended: number; depth: number }>;
+      suspendedBySource: Map<string, number>;
+    }> {
       const rows = await db
         .selectFrom('destinations')
-        .select(['key', 'provider', 'rate', 'suspended_until'])
+        .select(['key', 'source', 'provider', 'rate', 'suspended_until'])
         .execute();
+      const suspendedBySource = new Map<string, number>();
       const labels = new Map<string, { rate: number; suspended: number; depth: number }>();
       const entry = (label: string) => {
         const found = labels.get(label) ?? { rate: 0, suspended: 0, depth: 0 };
@@ -138,7 +142,9 @@ export function createMetricsRepo(db: Kysely<Database>) {
         if (row.provider !== null) providers.add(row.key);
         const found = entry(row.provider ?? 'other');
         if (row.provider !== null) found.rate += Number(row.rate);
-        if (row.suspended_until !== null && row.suspended_until > at) found.suspended += 1;
+        const suspended = row.suspended_until !== null && row.suspended_until > at;
+        if (suspended) found.suspended += 1;
+        suspendedBySource.set(row.source, (suspendedBySource.get(row.source) ?? 0) + (suspended ? 1 : 0));
       }
       const waiting = db
         .selectFrom('email_recipients')
@@ -154,7 +160,7 @@ export function createMetricsRepo(db: Kysely<Database>) {
         .execute();
       for (const row of depths)
         entry(providers.has(row.destination) ? row.destination : 'other').depth += Number(row.count);
-      return labels;
+      return { labels, suspendedBySource };
     },
 
     /** Every queue at `now`, each count bounded by `limit`. */

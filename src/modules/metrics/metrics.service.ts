@@ -42,12 +42,15 @@ export function createMetricsService({ metrics, repo, clock, token, queueDepthLi
         oldestDueAge.set({ queue }, Math.max(0, dueFor));
       }
       const { rate, suspended, depth: destinationDepth } = metrics.destinationGauges;
-      for (const gauge of [rate, suspended, destinationDepth]) gauge.reset();
-      for (const [destination, values] of await repo.destinations(now, queueDepthLimit)) {
+      const { suspendedForSource } = metrics;
+      for (const gauge of [rate, suspended, destinationDepth, suspendedForSource]) gauge.reset();
+      const destinations = await repo.destinations(now, queueDepthLimit);
+      for (const [destination, values] of destinations.labels) {
         if (destination !== 'other') rate.set({ destination }, values.rate);
         suspended.set({ destination }, values.suspended);
         destinationDepth.set({ destination }, values.depth);
       }
+      for (const [source, count] of destinations.suspendedBySource) suspendedForSource.set({ source }, count);
       return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
     },
   };

@@ -83,8 +83,8 @@ export const lookShapeOf = (key: string): LookShape => {
 };
 
 /**
- * The look over the queue: the lowest queue positions first, `excluded` hosts left out, with `destinations`
- * the recipients of suspended destinations too (their source's and now's parameters), `also` a further
+ * The look over the queue: the lowest queue positions first, `excluded` hosts left out, with `sources` the
+ * recipients of destinations suspended for all of them too (NOT_SUSPENDED's parameters), `also` a further
  * condition; then the limit's parameter. Each limited lane (`shape.lanes`) is left out of that part too,
  * and has a part of its own: each of its hosts' rows, lowest positions first, up to the lane's limit (the
  * parameters as the first part's, with the host for the hosts left out), and of those the lowest up to it
@@ -98,10 +98,11 @@ export function nextDueClaim(
   slot: () => string,
   shape: LookShape,
   also = '',
-  destinations = false,
+  /** Direct delivery: how many sending sources the suspensions are read for (0: none, not direct). */
+  sources = 0,
 ): string {
-  // Direct delivery: a suspended destination's recipients stay queued, out of the way (issue 38).
-  const held = (slot: () => string) => (destinations ? NOT_SUSPENDED(slot) : '');
+  // Direct delivery: a destination's recipients suspended for every source stay queued, out of the way (issue 38).
+  const held = (slot: () => string) => (sources > 0 ? NOT_SUSPENDED(slot, sources) : '');
   const laneHosts = shape.lanes.reduce((sum, hosts) => sum + hosts, 0);
   const first = (slot: () => string) =>
     dueRows(engine, slot, (slot) => {

@@ -5,7 +5,8 @@ import type { SecretBox } from '../../lib/crypto.ts';
 import type { WorkerLogger } from '../../lib/worker-logger.ts';
 import type { Notifier } from '../../queue/notifier.ts';
 import { createDestinationSync } from '../destinations/destinations.sync.ts';
-import { createDestinationShaping, DEFAULT_SOURCE } from '../destinations/shaping.ts';
+import { DEFAULT_SOURCE } from '../destinations/shaping.ts';
+import { createSourcedShaping } from '../destinations/source-shaping.ts';
 import { createWarmupGate } from '../destinations/warmup.ts';
 import { createSourceChooser } from '../destinations/source-ips.ts';
 import { returnPathFromConfig } from '../emails/return-path.ts';
@@ -52,8 +53,11 @@ export function createSendingWorkerFromConfig(deps: {
     destinations: transport.perDomain
       ? createDestinationSync({
           repo: deps.repositories.destinations,
-          source: DEFAULT_SOURCE,
-          shaping: createDestinationShaping({ overrides: deps.config.destinationLimits }),
+          // A state per (destination, source address) when DIRECT_SOURCE_IPS lists some (source-shaping.ts).
+          shaping: createSourcedShaping({
+            sources: deps.config.sourceIps.map((source) => source.address),
+            overrides: deps.config.destinationLimits,
+          }),
           overrides: deps.config.destinationLimits,
         })
       : undefined,

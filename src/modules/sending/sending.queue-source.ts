@@ -60,7 +60,7 @@ export interface SendingQueueSourceDeps {
  */
 export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSource<SendJob, SendOutcome> {
   const { db, engine, perDomain, destinations } = deps;
-  const filter = destinations && { source: destinations.source };
+  const filter = destinations && { sources: destinations.shaping.sources };
   const queue = createSendingQueue(db, engine, filter);
   const laneOf = (host: string) => (destinations ? destinations.shaping.laneOf(host) : host);
   const recipientOutcomes = createRecipientOutcomes({
@@ -89,7 +89,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     }
     if (destinations) {
       await destinations.sync(lease.now.getTime());
-      await deps.destinationEvents?.resumed(lease.now.getTime(), destinations.source, destinations.shaping);
+      await deps.destinationEvents?.resumed(lease.now.getTime(), destinations.shaping);
     }
     const now = lease.now.toISOString();
     const waiting = await waitingAt(lease.now.getTime());

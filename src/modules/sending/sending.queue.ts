@@ -143,7 +143,7 @@ function recordAllText(
       slot,
       shapeOf(claim),
       ' AND id NOT IN (SELECT id FROM v)',
-      destinations !== undefined,
+      destinations?.sources.length ?? 0,
     );
     claimed = `,\n      claimed AS (${next})`;
     result = `SELECT w.written, ${CLAIMED_WITH_EMAILS} FROM (SELECT count(*) AS written FROM updated) AS w
@@ -157,14 +157,17 @@ function recordAllText(
     ${result}`);
 }
 
-/** Direct delivery (issue 38): the claims leave out the recipients of this source's suspended destinations. */
+/**
+ * Direct delivery (issue 38): the claims leave out the recipients of destinations suspended for every one of
+ * the worker's sending sources.
+ */
 export interface DestinationsFilter {
-  source: string;
+  sources: readonly string[];
 }
 
 /**
  * A look's parameters (nextDueClaim): the lease's, the hosts left out (the limited lanes' too), the
- * destinations' (source, now), the limit; then each limited lane's: per host now, the host, the
+ * destinations' (NOT_SUSPENDED's: the sources, now, and their count when several), the limit; then each limited lane's: per host now, the host, the
  * destinations', its limit; and its limit again when it has several hosts.
  */
 function nextDueParameters(
@@ -173,7 +176,8 @@ function nextDueParameters(
   destinations: DestinationsFilter | undefined,
 ): unknown[] {
   const now = lease.now.toISOString();
-  const held = destinations ? [destinations.source, now] : [];
+  const sources = destinations?.sources ?? [];
+  const held = sources.length === 0 ? [] : [...sources, now, ...(sources.length > 1 ? [sources.length] : [])];
   const lanes = options.lanes ?? [];
   const leftOut = [...options.excludeHosts, ...lanes.flatMap((lane) => lane.hosts)];
   return [
@@ -190,7 +194,7 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
   const pieces = createMessagePieces(db);
   // The claims' texts (sending.claims.ts), written once per shape (lookShapeKey).
   const nextDueText = textsByShape((shape) =>
-    nextDueClaim(engine, placeholders(engine), lookShapeOf(shape), '', destinations !== undefined),
+    nextDueClaim(engine, placeholders(engine), lookShapeOf(shape), '', destinations?.sources.length ?? 0),
   );
   // Shape: how many emails' recipients.
   const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));

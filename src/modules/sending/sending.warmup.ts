@@ -1,7 +1,7 @@
 import type { Clock } from '../../lib/clock.ts';
 import type { SourceIp } from '../../lib/source-ips.ts';
 import type { DestinationSync } from '../destinations/destinations.sync.ts';
-import type { SourceChooser } from '../destinations/source-ips.ts';
+import type { SourceChooser, SourceReadiness } from '../destinations/source-ips.ts';
 import type { WarmupGate, WarmupHold } from '../destinations/warmup.ts';
 import type { SendJob, SendOutcome } from './sending.queue.ts';
 import type { MailTransport } from './transports/transport.ts';
@@ -14,9 +14,13 @@ import type { MailTransport } from './transports/transport.ts';
 export interface WarmupStep {
   /**
    * A hold: the job waits. Else the address it leaves from (undefined: the machine's choice). Only mail of a
-   * warming domain, or with source IPs listed, asks (and may look up its destination first).
+   * warming domain, or with source IPs listed, asks (and may look up its destination first). `readiness`:
+   * the address the destinations' shaping chose as the attempt started, and when each other may start.
    */
-  decide(job: SendJob): Promise<{ hold: WarmupHold } | { source: SourceIp | undefined }>;
+  decide(
+    job: SendJob,
+    readiness?: SourceReadiness,
+  ): Promise<{ hold: WarmupHold } | { source: SourceIp | undefined }>;
   /** The recipients of a held job: waiting until the hold's end, the attempt not counted. */
   held(job: SendJob, hold: WarmupHold): SendOutcome['updates'];
 }
@@ -47,9 +51,14 @@ export function createWarmupStep(deps: {
   }
 
   /** The choice of address and the domain's admission of one job, after its destination is known. */
-  async function admit(job: SendJob, destination: { key: string; provider: string | null }, now: number) {
+  async function admit(
+    job: SendJob,
+    destination: { key: string; provider: string | null },
+    now: number,
+    readiness: SourceReadiness | undefined,
+  ) {
     const domainWarming = await gate.applies(job.email, now);
-    const chosen = sources && (await sources.choose(destination, now));
+    const chosen = sources && (await sources.choose(destination, now, readiness));
     if (chosen && 'until' in chosen) return { hold: chosen };
     const hold = domainWarming ? await gate.admit(job.email, destination, now) : undefined;
     if (hold) {
@@ -70,7 +79,7 @@ export function createWarmupStep(deps: {
   const admitting = new Map<string, Promise<void>>();
 
   return {
-    async decide(job) {
+    async decide(job, readiness) {
       const now = clock.now().getTime();
       const turn = admitting.get(job.lane);
       let done!: () => void;
@@ -82,7 +91,7 @@ export function createWarmupStep(deps: {
         if (!sources && !(await gate.applies(job.email, now))) return { source: undefined };
         const destination = await destinationOf(job, now);
         await turn;
-        return await admit(job, destination, now);
+        return await admit(job, destination, now, readiness);
       } finally {
         done();
         if (admitting.get(job.lane) === mine) admitting.delete(job.lane);

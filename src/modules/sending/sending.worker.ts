@@ -17,10 +17,11 @@ import type { DestinationsRepo } from '../destinations/destinations.repo.ts';
 import { createDestinationSync, type DestinationSync } from '../destinations/destinations.sync.ts';
 import { createDestinationEvents } from '../destinations/destination-events.ts';
 import { classifyResponse } from '../destinations/responses.ts';
-import { createDestinationShaping, DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
+import { DEFAULT_SOURCE, type Throttled } from '../destinations/shaping.ts';
+import { createSourcedShaping } from '../destinations/source-shaping.ts';
 import { createWarmupGate, type WarmupGate } from '../destinations/warmup.ts';
-import { UNKNOWN_LIMITS } from '../destinations/providers.ts';
 import { createWarmupStep } from './sending.warmup.ts';
+import { createAttemptSources, type OpenAttempt } from './sending.sources.ts';
 import type { SourceChooser } from '../destinations/source-ips.ts';
 import { attemptOutcome } from './sending.outcome-rows.ts';
 import type { WarmupsRepo } from '../destinations/warmups.repo.ts';
@@ -121,8 +122,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     ? (deps.destinations ??
       createDestinationSync({
         repo: deps.repositories.destinations,
-        source: DEFAULT_SOURCE,
-        shaping: createDestinationShaping(),
+        shaping: createSourcedShaping({ sources: deps.sources?.sources.map((source) => source.address) }),
       }))
     : undefined;
   const shaping = destinations?.shaping;
@@ -136,7 +136,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         deps.warmup ??
         createWarmupGate({
           repo: deps.repositories.warmups,
-          source: destinations.source,
+          source: DEFAULT_SOURCE,
           defaultSchedule: DEFAULTS.warmupSchedule,
         }),
       sources: deps.sources,
@@ -144,25 +144,15 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
       transport,
       clock,
     });
-  /** The recipient domain of each attempt in flight: a destination's open connections are counted from it. */
-  const open = new Map<object, string>();
-  const openTo = (lane: string) => {
-    let count = 0;
-    for (const host of open.values()) if (shaping!.laneOf(host) === lane) count += 1;
-    return count;
-  };
-  /**
-   * What bounds the connections a direct transport keeps between messages to a domain's destination: the
-   * connections it takes now (never more than SEND_CONCURRENCY_PER_HOST) and its messages per connection.
-   */
-  const connectionLimitsOf = (host: string) => {
-    if (!shaping) return undefined;
-    const limits = shaping.connectionLimitsOf(host);
-    return {
-      connections: Math.min(settings.concurrencyPerHost, limits?.connections ?? Infinity),
-      messagesPerConnection: limits?.messagesPerConnection ?? UNKNOWN_LIMITS.messagesPerConnection,
-    };
-  };
+  const sources =
+    shaping &&
+    createAttemptSources({
+      shaping,
+      chooser: deps.sources,
+      concurrencyPerHost: settings.concurrencyPerHost,
+      now: () => clock.now().getTime(),
+    });
+  const sourceCount = shaping?.sources.length ?? 1;
   const source = createSendingQueueSource({
     db,
     engine,
@@ -184,14 +174,17 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     close: () => transport.close(),
     settings: {
       concurrency: settings.concurrency,
-      laneConcurrency: transport.perDomain ? settings.concurrencyPerHost : settings.concurrency,
+      // Direct: SEND_CONCURRENCY_PER_HOST per destination from each source address (the shaping holds each).
+      laneConcurrency: transport.perDomain ? sourceCount * settings.concurrencyPerHost : settings.concurrency,
       // Through a relay (or captured), twice the slots held: the next job starts the moment an attempt ends.
       // Held only as many as there are slots, a slot stood empty from its attempt's end until the outcomes'
       // write (at most every OUTCOME_WRITE_INTERVAL_MS, and its commit) brought the next claim with it
       // (recordAndClaim). The relay's pool bounds its connections. Delivering directly, one per slot: the
       // next attempt to a host would open its connection while the last one's is still closing (a receiving
       // server counted 3 at once against SEND_CONCURRENCY_PER_HOST 2, test/sending.test.ts).
-      laneCapacity: transport.perDomain ? settings.concurrencyPerHost : HELD_PER_SLOT * settings.concurrency,
+      laneCapacity: transport.perDomain
+        ? sourceCount * settings.concurrencyPerHost
+        : HELD_PER_SLOT * settings.concurrency,
       capacity: (transport.perDomain ? 1 : HELD_PER_SLOT) * settings.concurrency,
       // Under load, claim in batches: wait until a quarter of the slots are free (each finished attempt
       // wakes the loop) instead of paying a claim and a load for every single slot.
@@ -211,17 +204,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     channel: QUEUE_CHANNELS.sending,
     heartbeats,
     deadAfterMs,
-    shaping: shaping && {
-      // A lane named after a domain before its MX hosts were known is its destination's now: one count.
-      startAt(lane, now) {
-        const destination = shaping.laneOf(lane);
-        const connections = openTo(destination);
-        if (connections >= settings.concurrencyPerHost) return Infinity;
-        return shaping.startAt(destination, now, connections);
-      },
-      started: (lane, now) => shaping.started(shaping.laneOf(lane), now),
-      startable: (now, withinMs) => shaping.startable(now, withinMs),
-    },
+    shaping: sources?.lanes,
   });
   return {
     ...worker,
@@ -239,12 +222,11 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
 
   async function attempt(job: SendJob, stopping: AbortSignal): Promise<SendOutcome | undefined> {
     // Counted open from the start (synchronously, before the runtime looks at the next job of its lane).
-    const token = {};
-    open.set(token, job.host);
+    const opened = sources?.open(job.host);
     /** The connection is over: called once its reply is in, before what the reply says is judged. */
-    const end = () => open.delete(token);
+    const end = () => opened && sources!.close(opened);
     try {
-      return await attemptIn(job, stopping, end);
+      return await attemptIn(job, stopping, end, opened);
     } finally {
       end();
     }
@@ -254,8 +236,12 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
    * What an attempt's replies tell its destination (issue 38): the domain's MX hosts, an acceptance, or a
    * throttle (which it returns: the recipients then wait for the destination, without using up an attempt).
    */
-  async function observe(job: SendJob, result: SendResult): Promise<Throttled | undefined> {
-    if (!destinations || !shaping) return undefined;
+  async function observe(
+    job: SendJob,
+    result: SendResult,
+    opened: OpenAttempt | undefined,
+  ): Promise<Throttled | undefined> {
+    if (!destinations || !shaping || !opened) return undefined;
     const now = clock.now().getTime();
     if (result.mxHosts) {
       const learned = shaping.learn(job.host, result.mxHosts, now);
@@ -263,14 +249,20 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     }
     const accepted = result.outcomes.some((outcome) => outcome.result === 'accepted');
     const deferred = result.outcomes.find((outcome) => outcome.result === 'deferred' && outcome.response);
-    const others = openTo(shaping.laneOf(job.host));
-    const throttled = shaping.observe(job.host, deferred?.response ?? null, accepted, now, others);
+    const throttled = shaping
+      .of(opened.source)
+      .observe(job.host, deferred?.response ?? null, accepted, now, sources!.others(opened));
     if (throttled) {
       await destinations.flush(now);
-      await destinationEvents?.suspended(throttled, destinations.source, job.email.projectId);
+      await destinationEvents?.suspended(throttled, job.email.projectId);
       deps.onThrottle?.(throttled);
       logger.warn(
-        { destination: throttled.destination, reply: throttled.reply, rate: throttled.rate },
+        {
+          destination: throttled.destination,
+          source: throttled.source,
+          reply: throttled.reply,
+          rate: throttled.rate,
+        },
         'sending worker: a destination asked to slow down; it is suspended for a back-off',
       );
     }
@@ -281,6 +273,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     job: SendJob,
     stopping: AbortSignal,
     end: () => unknown,
+    opened: OpenAttempt | undefined,
   ): Promise<SendOutcome | undefined> {
     const attemptedAt = clock.now();
     const timeout = AbortSignal.timeout(settings.timeoutMs);
@@ -293,7 +286,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           'PUBLIC_URL is not set in this worker, so its tracking and unsubscribe URLs cannot be built',
         );
       }
-      const decided = await warmupStep?.decide(job);
+      const decided = await warmupStep?.decide(job, opened && sources!.readiness(opened));
       if (decided && 'hold' in decided)
         return attemptOutcome(
           workerId,
@@ -302,6 +295,8 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
           clock.now(),
           warmupStep!.held(job, decided.hold),
         );
+      // The warm-up chose another address than the shaping did: the start is that one's.
+      if (opened && decided?.source) sources!.moveTo(opened, decided.source.address, clock.now().getTime());
       const identity = deps.signing ? await deps.signing.signingFor(job.email.projectId, job.email) : {};
       result = await transport.send({
         email:
@@ -314,7 +309,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         dsn: settings.dsn,
         recipients: job.recipients.map((row) => ({ address: row.address, attempts: row.attempts })),
         signal,
-        limits: connectionLimitsOf(job.host),
+        limits: opened && sources!.connectionLimitsOf(opened),
         source: decided?.source,
       });
       if (result.raw !== undefined)
@@ -343,7 +338,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
 
     // Synchronously, so that attempts refused together each see the others that are still open.
     end();
-    const throttled = await observe(job, result).catch((error: unknown) => {
+    const throttled = await observe(job, result, opened).catch((error: unknown) => {
       logger.error({ err: error, email: job.email.id }, 'sending worker: recording a destination failed');
       return undefined;
     });
@@ -420,7 +415,7 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
         status: 'delayed',
         counted: false,
         waitReason: 'destination',
-        retryAt: new Date(Math.max(throttled.suspendedUntil, now.getTime())).toISOString(),
+        retryAt: new Date(shaping!.resumesAt(row.host, throttled, now.getTime())).toISOString(),
         outcomes: row.status === 'delayed' ? [] : ['delayed'],
       };
     }
