@@ -112,9 +112,17 @@ const webhooksDueText = (now: string, ids: string, limits: string, also = '') =>
     CROSS JOIN LATERAL (SELECT id FROM deliveries WHERE ${claimableAt(now)}${also} AND webhook_id = t.webhook_id
       ORDER BY next_attempt_at LIMIT t.lim FOR UPDATE SKIP LOCKED) AS due`;
 
+/**
+ * The rows `due` selects, as a condition on `deliveries`. As an array, not `id IN (…)`: the planner cannot
+ * know a limit read from an array (`LIMIT t.lim`) and took a tenth of the table as what `due` returns, then
+ * read the whole of deliveries and of events to join them by hash (5.8 ms for 16 rows of 3,000); an array
+ * it estimates at a few rows, found by primary key.
+ */
+const dueRows = (due: string) => `id = ANY (ARRAY(${due}))`;
+
 /** Leases the rows `due` selects (`$1` until, `$2` worker) and reads them with their event and webhook. */
 const claimText = (due: string) => `WITH d AS (UPDATE deliveries SET locked_until = $1, locked_by = $2
-    WHERE id IN (${due}) RETURNING ${LEASED_COLUMNS})
+    WHERE ${dueRows(due)} RETURNING ${LEASED_COLUMNS})
   SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK} ${IN_QUEUE_ORDER}`;
 
 /** Up to `$5` due deliveries of any webhook but `$4`'s, oldest due first. */
@@ -163,7 +171,7 @@ const OUTCOMES_AND_TOP_UPS_TEXT = (() => {
   const at = (offset: number) => `$${FIRST_AFTER_OUTCOMES + offset}`;
   const due = webhooksDueText(at(2), at(3), at(4), ' AND id NOT IN (SELECT id FROM v)');
   return `${OUTCOMES_WITH},
-    claimed AS (UPDATE deliveries SET locked_until = ${at(0)}, locked_by = ${at(1)} WHERE id IN (${due})
+    claimed AS (UPDATE deliveries SET locked_until = ${at(0)}, locked_by = ${at(1)} WHERE ${dueRows(due)}
       RETURNING ${LEASED_COLUMNS})
     SELECT h.held, c.claimed_id, ${CLAIMED_NAMES} FROM (SELECT array_agg(id) AS held FROM updated) AS h
     LEFT JOIN (SELECT d.id AS claimed_id, d.next_attempt_at AS claimed_due, ${CLAIMED_COLUMNS}
