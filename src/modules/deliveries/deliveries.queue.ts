@@ -1,8 +1,22 @@
 import { type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
-import { locksRows, skipLockedRows, writesInWith } from '../../db/engine/sql.ts';
+import { locksRows } from '../../db/engine/sql.ts';
 import type { Database, DeliveryStatus } from '../../db/schema.ts';
 import { statement, valuesTable } from '../../db/sql-text.ts';
+import {
+  CLAIMED_COLUMNS,
+  IN_QUEUE_ORDER,
+  MOVE_ATTEMPTS,
+  OUTCOME_CASTS,
+  OUTCOME_COLUMNS,
+  type OutcomeValues,
+  postgresClaim,
+  postgresClaimForWebhooks,
+  postgresOutcomes,
+  UPDATE_OUTCOMES,
+  WITH_EVENT_AND_WEBHOOK,
+  type WebhookTopUps,
+} from './deliveries.queue-sql.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { newId } from '../../lib/ids.ts';
 import { type Lease, releaseLeases, type StoredLease, storedLease } from '../../queue/lease.ts';
@@ -10,9 +24,10 @@ import { type AttemptHealth, createWebhookHealth, type HealthWrites } from './we
 
 // The webhook deliveries queue: pending deliveries rows, claimed by the delivery worker under a lease with
 // their event and webhook, given back, and moved on by each attempt's outcome (the attempt kept in the row,
-// the one it replaces moved to delivery_attempts, and the webhook's health). All of the queue's SQL is here,
-// the engines' statements side by side where they differ; the worker holds the policy (signing, POSTing,
-// what a response means). deliveries.repo.ts keeps the API's reads and the outbox's insert.
+// the one it replaces moved to delivery_attempts, and the webhook's health). The queue's SQL is here and in
+// deliveries.queue-sql.ts (the texts both engines share, and PostgreSQL's statements with array parameters);
+// SQLite's texts are written here per call. The worker holds the policy (signing, POSTing, what a response
+// means). deliveries.repo.ts keeps the API's reads and the outbox's insert.
 
 /** A delivery a worker holds the lease on, with what it needs to make the attempt. */
 export interface ClaimedDelivery {
@@ -67,22 +82,6 @@ export interface OutcomeResult {
   disabledReason?: string | undefined;
 }
 
-/** A claimed delivery `d` with its event and webhook. */
-const WITH_EVENT_AND_WEBHOOK = 'JOIN events e ON e.id = d.event_id JOIN webhooks w ON w.id = d.webhook_id';
-/** The columns a claim returns, read with the claim (PostgreSQL: in the same statement). */
-const CLAIMED_COLUMNS = `d.id, d.project_id, d.event_id, d.webhook_id, d.attempts, d.last_attempt_id, e.type, e.data,
-  e.created_at AS event_created_at, w.url, w.format, w.enabled, w.disabled_reason, w.secret_sealed,
-  w.previous_secret_sealed, w.previous_secret_expires_at`;
-
-/**
- * Claimed deliveries come back in the queue's order (QueueSource.claim): the worker starts them in it. Neither
- * an UPDATE's RETURNING nor a read by id promises any order (PostgreSQL returned a claim's rows backwards).
- */
-const IN_QUEUE_ORDER = 'ORDER BY d.next_attempt_at, d.id';
-
-/** The columns a claim's UPDATE returns, for CLAIMED_COLUMNS to read beside its event and webhook. */
-const LEASED_COLUMNS = 'id, project_id, event_id, webhook_id, attempts, last_attempt_id, next_attempt_at';
-
 /**
  * The UPDATE that leases the deliveries `due` selects to the lease's worker; `due` takes its placeholders
  * after the lease's (SQLite's `?` are positional).
@@ -95,9 +94,6 @@ const leaseText = (
   const set = `UPDATE deliveries SET locked_until = ${param(lease.lockedUntil)}, locked_by = ${param(lease.workerId)}`;
   return `${set} WHERE id IN (${due(param)})`;
 };
-
-/** Webhooks' lanes to top up: up to `limit` of each one's due deliveries (claimForWebhooks). */
-export type WebhookTopUps = ReadonlyArray<{ webhookId: string; limit: number }>;
 
 /** Top-ups made with an outcomes' write, under `lease`. */
 interface TopUpAlong {
@@ -143,38 +139,6 @@ const toClaimed = (row: ClaimedRow): ClaimedDelivery => ({
   previousSecretExpiresAt: row.previous_secret_expires_at,
 });
 
-/** An outcome as the row of values its statement reads (`v`), by column. */
-const OUTCOME_COLUMNS = [
-  'id',
-  'worker',
-  'status',
-  'attempted',
-  'attempted_at',
-  'status_code',
-  'last_error',
-  'next_attempt_at',
-  'now',
-  'completed_at',
-  'attempt_id',
-  'duration_ms',
-  'attempt_error',
-  'excerpt',
-] as const;
-const OUTCOME_CASTS = { attempted: 'integer', status_code: 'integer', duration_ms: 'integer' } as const;
-
-const ATTEMPT_COLUMNS = [
-  'id',
-  'delivery_id',
-  'project_id',
-  'webhook_id',
-  'event_id',
-  'attempted_at',
-  'status_code',
-  'duration_ms',
-  'error',
-  'response_excerpt',
-] as const;
-
 /** An attempt's row in delivery_attempts. */
 const attemptRow = (outcome: DeliveryOutcome, attempt: AttemptRecord, id: string) => ({
   id,
@@ -194,32 +158,33 @@ const attemptRow = (outcome: DeliveryOutcome, attempt: AttemptRecord, id: string
  * remembers recent successes).
  */
 export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhooks: HealthWrites) {
-  const lockRows = skipLockedRows(engine);
   const health = createWebhookHealth(webhooks);
+  /** PostgreSQL's statements take their rows as array parameters (deliveries.queue-sql.ts). */
+  const postgres = engine === 'postgres';
 
-  /** Due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
+  /** SQLite: due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
   const claimable = (param: (value: unknown) => string, now: string) => {
     const at = param(now);
     return `status = 'pending' AND next_attempt_at <= ${at} AND (locked_until IS NULL OR locked_until < ${param(now)})`;
   };
 
   /**
-   * The ids of up to each webhook's `limit` of its due deliveries, oldest due first (`also`: a further
-   * condition). One index scan per webhook: the pending rows' (webhook_id, next_attempt_at) index finds each
-   * webhook's rows directly, however long other webhooks' backlogs are.
+   * SQLite: the ids of up to each webhook's `limit` of its due deliveries, oldest due first. One index scan
+   * per webhook: the pending rows' (webhook_id, next_attempt_at) index finds each webhook's rows directly,
+   * however long other webhooks' backlogs are.
    */
-  const webhooksDue = (param: (value: unknown) => string, now: string, webhooks: WebhookTopUps, also = '') =>
+  const webhooksDue = (param: (value: unknown) => string, now: string, webhooks: WebhookTopUps) =>
     webhooks
       .map(
         ({ webhookId, limit }, index) =>
-          `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, now)}${also}
-            AND webhook_id = ${param(webhookId)} ORDER BY next_attempt_at LIMIT ${param(limit)}${lockRows}) AS w${index}`,
+          `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, now)}
+            AND webhook_id = ${param(webhookId)} ORDER BY next_attempt_at LIMIT ${param(limit)}) AS w${index}`,
       )
       .join(' UNION ALL ');
 
   /**
-   * Leases the rows `due` selects and returns them with their event and webhook. PostgreSQL does both in
-   * one statement; SQLite (in process, no round trip) reads them back after the update.
+   * SQLite: leases the rows `due` selects and reads them back with their event and webhook (in process, no
+   * round trip to save; PostgreSQL does both in one statement).
    */
   async function claimRows(
     options: StoredLease,
@@ -228,13 +193,6 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
   ): Promise<ClaimedDelivery[]> {
     const query = statement(engine);
     const update = leaseText(query.param, options, due);
-    if (writesInWith(engine)) {
-      const { rows } = await via.executeQuery<ClaimedRow>(
-        query.compile(`WITH d AS (${update} RETURNING ${LEASED_COLUMNS})
-          SELECT ${CLAIMED_COLUMNS} FROM d ${WITH_EVENT_AND_WEBHOOK} ${IN_QUEUE_ORDER}`),
-      );
-      return rows.map(toClaimed);
-    }
     const { rows: claimed } = await via.executeQuery<{ id: string }>(query.compile(`${update} RETURNING id`));
     if (claimed.length === 0) return [];
     const read = statement(engine);
@@ -243,6 +201,17 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       read.compile(`SELECT ${CLAIMED_COLUMNS} FROM deliveries d ${WITH_EVENT_AND_WEBHOOK}
         WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)} ${IN_QUEUE_ORDER}`),
     );
+    return rows.map(toClaimed);
+  }
+
+  /** Leases up to each of `webhooks`' limit of its due deliveries (claimForWebhooks). */
+  async function claimForWebhooks(
+    lease: StoredLease,
+    webhooks: WebhookTopUps,
+    via: Kysely<Database> = db,
+  ): Promise<ClaimedDelivery[]> {
+    if (!postgres) return claimRows(lease, (param) => webhooksDue(param, lease.now, webhooks), via);
+    const { rows } = await via.executeQuery<ClaimedRow>(postgresClaimForWebhooks(lease, webhooks));
     return rows.map(toClaimed);
   }
 
@@ -260,8 +229,7 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     attemptIds: ReadonlyArray<string | undefined>,
     topUp?: TopUpAlong,
   ): Promise<{ held: Set<string>; claimed?: ClaimedDelivery[] }> {
-    const query = statement(engine);
-    const values = outcomes.map((outcome, index) => {
+    const values = outcomes.map((outcome, index): OutcomeValues => {
       const attempt = outcome.attempt;
       return {
         id: outcome.delivery.id,
@@ -280,61 +248,29 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
         excerpt: attempt?.responseExcerpt ?? null,
       };
     });
-    const withValues = `WITH ${valuesTable('v', OUTCOME_COLUMNS, values, query.param, OUTCOME_CASTS)}`;
-    const held = `deliveries.locked_by = v.worker AND deliveries.status = 'pending'`;
-    const ifAttempted = (column: string, value: string) =>
-      `${column} = CASE WHEN v.attempted = 1 THEN ${value} ELSE deliveries.${column} END`;
-    const update = `UPDATE deliveries SET status = v.status, attempts = deliveries.attempts + v.attempted,
-        ${ifAttempted('last_attempt_at', 'v.attempted_at')}, ${ifAttempted('last_status_code', 'v.status_code')},
-        ${ifAttempted('last_attempt_id', 'v.attempt_id')}, ${ifAttempted('last_duration_ms', 'v.duration_ms')},
-        ${ifAttempted('last_attempt_error', 'v.attempt_error')}, ${ifAttempted('last_response_excerpt', 'v.excerpt')},
-        last_error = v.last_error, next_attempt_at = COALESCE(v.next_attempt_at, deliveries.next_attempt_at),
-        locked_until = NULL, locked_by = NULL, updated_at = v.now, completed_at = v.completed_at
-      FROM v WHERE deliveries.id = v.id AND ${held}
-      RETURNING deliveries.id`;
-    // The attempt a held row keeps goes to the log before a new one takes its place. Should the lease have
-    // been lost meanwhile (PostgreSQL reads the rows as they were), the holder moves the same attempt itself
-    // later, and the id keeps the log from having it twice.
-    const move = `INSERT INTO delivery_attempts (${ATTEMPT_COLUMNS.join(', ')})
-      SELECT deliveries.last_attempt_id, deliveries.id, deliveries.project_id, deliveries.webhook_id,
-        deliveries.event_id, deliveries.last_attempt_at, deliveries.last_status_code, deliveries.last_duration_ms,
-        deliveries.last_attempt_error, deliveries.last_response_excerpt
-      FROM deliveries JOIN v ON deliveries.id = v.id
-      WHERE v.attempted = 1 AND deliveries.last_attempt_id IS NOT NULL AND ${held}
-      ON CONFLICT (id) DO NOTHING`;
-    if (writesInWith(engine) && topUp) {
-      // The lanes' top-ups in the same statement: one round trip and one commit where there were two. They never
-      // take a row being recorded (one statement updates a row once; a retry is recorded, and due later, before
-      // any claim can see it). One row per claimed delivery, or one of nulls when none was.
-      const due = (param: (value: unknown) => string) =>
-        webhooksDue(param, topUp.lease.now, topUp.webhooks, ' AND id NOT IN (SELECT id FROM v)');
+    if (postgres && topUp) {
       const { rows } = await trx.executeQuery<
         ClaimedRow & { held: string[] | null; claimed_id: string | null }
-      >(
-        query.compile(`${withValues}, moved AS (${move}), updated AS (${update}),
-          claimed AS (${leaseText(query.param, topUp.lease, due)} RETURNING ${LEASED_COLUMNS})
-          SELECT h.held, c.* FROM (SELECT array_agg(id) AS held FROM updated) AS h
-          LEFT JOIN (SELECT d.id AS claimed_id, d.next_attempt_at AS claimed_due, ${CLAIMED_COLUMNS}
-            FROM claimed d ${WITH_EVENT_AND_WEBHOOK}) AS c ON true
-          ORDER BY c.claimed_due, c.claimed_id`),
-      );
+      >(postgresOutcomes(values, topUp));
       return {
         held: new Set(rows[0]?.held ?? []),
         claimed: rows.filter((row) => row.claimed_id !== null).map(toClaimed),
       };
     }
-    if (writesInWith(engine)) {
-      const { rows } = await trx.executeQuery<{ id: string }>(
-        query.compile(`${withValues}, moved AS (${move}), updated AS (${update}) SELECT id FROM updated`),
-      );
+    if (postgres) {
+      const { rows } = await trx.executeQuery<{ id: string }>(postgresOutcomes(values));
       return { held: new Set(rows.map((row) => row.id)) };
     }
+    const query = statement(engine);
+    const withValues = `WITH ${valuesTable('v', OUTCOME_COLUMNS, values, query.param, OUTCOME_CASTS)}`;
     // Only a delivery attempted before holds an attempt to move (as claimed: another worker's attempt since
     // then would mean the lease, and with it this outcome, was lost).
     if (outcomes.some((outcome) => outcome.attempt && outcome.delivery.holdsAttempt)) {
-      await trx.executeQuery(query.compile(`${withValues} ${move}`));
+      await trx.executeQuery(query.compile(`${withValues} ${MOVE_ATTEMPTS}`));
     }
-    const { rows } = await trx.executeQuery<{ id: string }>(query.compile(`${withValues} ${update}`));
+    const { rows } = await trx.executeQuery<{ id: string }>(
+      query.compile(`${withValues} ${UPDATE_OUTCOMES}`),
+    );
     return { held: new Set(rows.map((row) => row.id)) };
   }
 
@@ -358,15 +294,16 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       return { results, claimed };
     };
     const { results, claimed } =
-      engine === 'postgres' && !healthWrites
+      postgres && !healthWrites
         ? await write(db, topUp)
         : await inTransaction(db, async (transaction) => {
             const written = await write(transaction.db);
             if (healthWrites) await health.write(outcomes, written.results, transaction);
             if (!topUp) return written;
-            const due = (param: (value: unknown) => string) =>
-              webhooksDue(param, topUp.lease.now, topUp.webhooks);
-            return { ...written, claimed: await claimRows(topUp.lease, due, transaction.db) };
+            return {
+              ...written,
+              claimed: await claimForWebhooks(topUp.lease, topUp.webhooks, transaction.db),
+            };
           });
 
     for (const [index, result] of results.entries()) {
@@ -400,10 +337,14 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     ): Promise<ClaimedDelivery[]> {
       const excluded = options.excludeWebhookIds ?? [];
       const stored = storedLease(lease);
+      if (postgres) {
+        const { rows } = await db.executeQuery<ClaimedRow>(postgresClaim(stored, options.limit, excluded));
+        return rows.map(toClaimed);
+      }
       return claimRows(stored, (param) => {
         const where = claimable(param, stored.now);
         const notIn = excluded.length > 0 ? ` AND webhook_id NOT IN (${excluded.map(param).join(', ')})` : '';
-        return `SELECT id FROM deliveries WHERE ${where}${notIn} ORDER BY next_attempt_at LIMIT ${param(options.limit)}${lockRows}`;
+        return `SELECT id FROM deliveries WHERE ${where}${notIn} ORDER BY next_attempt_at LIMIT ${param(options.limit)}`;
       });
     },
 
@@ -414,8 +355,7 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
      */
     async claimForWebhooks(lease: Lease, webhooks: WebhookTopUps): Promise<ClaimedDelivery[]> {
       if (webhooks.length === 0) return [];
-      const stored = storedLease(lease);
-      return claimRows(stored, (param) => webhooksDue(param, stored.now, webhooks));
+      return claimForWebhooks(storedLease(lease), webhooks);
     },
 
     /** Gives leases back without an attempt (more claimed than a webhook's free slots, or shutting down). */
