@@ -10,9 +10,10 @@ import type { ApiLogAnswerRow, ApiLogRepo, ApiLogRow } from './logs.repo.ts';
 // filled it), and on close. Under load only full batches are written: the logs that arrive while one is
 // written wait for their batch to fill (or for the timer), not for the write to end. Writing whatever had
 // arrived at once made one statement per round trip, ~30 logs each on PostgreSQL at 2,000 reads a second,
-// and a statement's fixed cost (~1 ms of CPU on each side of the socket) was most of what a log cost. A process that dies loses what it had not written yet
-// (at most FLUSH_MS of logs): logs are an account of the traffic, not a ledger, and a statement per request
-// inside the sends' transactions would cost every send a write (docs/api/logs.md).
+// and a statement's fixed cost (~1 ms of CPU on each side of the socket) was most of what a log cost. A
+// process that dies loses what it had not written yet (at most FLUSH_MS of logs): logs are an account of
+// the traffic, not a ledger, and a statement per request inside the sends' transactions would cost every
+// send a write (docs/api/logs.md).
 
 /** A body already excerpted when it was logged, so that the batch holds the excerpt, not the body. */
 export class Excerpt {
