@@ -6,15 +6,14 @@ import type { Database } from '../schema.ts';
 import { observeStatements, type StatementObserver } from '../statement-observer.ts';
 import { createStamps, noteStatements } from '../validated-cache.ts';
 import { oneWritePerQuery, pipelineBegin } from './pipelined-begin.ts';
-import type { DatabaseHandle, DatabaseOptions, DialectWrapper, Listener } from '../handle.ts';
+import { inSchema, listenPostgres } from './postgres-listen.ts';
+import type { DatabaseHandle, DatabaseOptions, DialectWrapper } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
 import { createBoundedMemo } from '../../lib/memo.ts';
 
 // The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
-// statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own writes to cached tables noticed for the stamps' leases, and LISTEN.
-
-/** A connection's settings for the tables in `schema` (the URL's search_path when none is given). */
-const inSchema = (schema: string | undefined) => (schema ? { options: `-c search_path=${schema}` } : {});
+// statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own
+// writes to cached tables noticed for the stamps' leases, and LISTEN (postgres-listen.ts).
 
 /** Distinct statement texts sent as named (prepared) statements; past it, texts are sent unnamed. */
 const PREPARED_STATEMENTS_MAX = 200;
@@ -158,58 +157,4 @@ function stampedWrites(committed: () => void): StatementObserver {
     }
     return undefined;
   };
-}
-
-/**
- * Channels are shared by the whole database, and Postwire's tables live in one schema: the notifications
- * carry the schema they come from (notifyStatement, the stamps' trigger), and those of other schemas (another
- * deployment in the same database) are ignored. One without a schema (sent by an older version) is heard.
- */
-async function listenPostgres(
-  url: string,
-  schema: string | undefined,
-  channel: string,
-  onNotify: () => void,
-  onError: (error: Error) => void,
-): Promise<Listener> {
-  if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`Bad channel name '${channel}'.`);
-  const client = new pg.Client({
-    connectionString: url,
-    // Named, so that an operator (or a test) can tell this process's listeners apart in pg_stat_activity.
-    application_name: `postwire listen ${channel}${schema ? ` ${schema}` : ''}`,
-    ...inSchema(schema),
-  });
-  let closed = false;
-  const close = async () => {
-    if (closed) return;
-    closed = true;
-    await client.end().catch(() => undefined);
-  };
-  let ownSchema: string | null = null;
-  client.on('notification', (message) => {
-    if (message.channel !== channel) return;
-    if (message.payload && ownSchema !== null && message.payload !== ownSchema) return;
-    onNotify();
-  });
-  client.on('error', (error) => {
-    if (closed) return;
-    void close();
-    onError(error);
-  });
-  client.on('end', () => {
-    if (closed) return;
-    closed = true;
-    onError(new Error('The LISTEN connection ended.'));
-  });
-  try {
-    await client.connect();
-    // The schema the tables are found in: the one given, or the URL's search_path.
-    const result = await client.query<{ schema: string | null }>('select current_schema() as schema');
-    ownSchema = result.rows[0]?.schema ?? null;
-    await client.query(`LISTEN ${channel}`);
-  } catch (error) {
-    await close();
-    throw error;
-  }
-  return { close };
 }
