@@ -63,6 +63,8 @@ export async function startBenchApp(
       : { sqlitePath: sqliteFile!, backgroundCheckpoints: options.backgroundCheckpoints ?? false },
   );
   await migrateToLatest(database.db);
+  // As `postwire serve` does (src/server.ts).
+  await database.joinStampRegistry?.();
   const services = createServices(
     database,
     { ...defaultConfig(), rateLimit: 0, ...options.config },

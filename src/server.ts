@@ -116,6 +116,8 @@ export async function boot(config: Config, options: BootOptions): Promise<Runnin
   };
   try {
     const applied = await migrateToLatest(database.db);
+    // PostgreSQL: heard of every cached write from here on, so its stamp reads may vouch for their lease.
+    await database.joinStampRegistry?.();
     const encryption = await loadCheckedEncryptionKey(database.db, config, clock);
     const secretBox = createSecretBox(encryption.key);
     services = createServices(database, config, {

@@ -24,6 +24,8 @@ import {
 import { runCliInProcess } from './helpers/cli-in-process.ts';
 import { until } from './helpers/until.ts';
 import { inTransaction } from '../src/db/transaction.ts';
+import { sql } from 'kysely';
+import pg from 'pg';
 
 // Every process keeps keys, webhooks, templates and sending domains in memory while the database's version stamps say they
 // are current (src/db/validated-cache.ts). Two API processes share one database: whatever one of them (or
@@ -31,22 +33,18 @@ import { inTransaction } from '../src/db/transaction.ts';
 
 const KEY = 'pw_read_caches_bootstrap_key_0123456789';
 
-// On PostgreSQL a stamp read vouches for the reads for a lease, and a process waits it out before answering
-// after a write of its own. With a long lease B's last read is always within it when the client's next
-// request arrives: only A's waiting keeps B from serving what A's write replaced, so the checks below fail
-// without it, whatever the load.
-const LONG_LEASE_MS = 400;
+// On PostgreSQL a stamp read vouches for the reads for a lease (1 s by default) while its process is
+// registered as hearing of every cached write, and a process's answer after a write of its own waits for
+// every other registered process's acknowledgement, or the lease. B's last read is always within its lease
+// when the client's next request arrives: only A's waiting keeps B from serving what A's write replaced, so
+// the checks below fail without it, whatever the load. With CACHE_STAMP_LEASE=0 every use reads.
+const DEFAULT_LEASE_MS = 1000;
 const VARIANTS = ALL_ENGINES.flatMap(
   (engine): Array<{ engine: Engine; label: string; env: Record<string, string>; leaseMs?: number }> =>
     engine === 'postgres'
       ? [
           { engine, label: engine, env: {} },
-          {
-            engine,
-            label: `${engine}, CACHE_STAMP_LEASE=${LONG_LEASE_MS}ms`,
-            env: { CACHE_STAMP_LEASE: `${LONG_LEASE_MS}ms` },
-            leaseMs: LONG_LEASE_MS,
-          },
+          { engine, label: `${engine}, CACHE_STAMP_LEASE=0`, env: { CACHE_STAMP_LEASE: '0' }, leaseMs: 0 },
         ]
       : [{ engine, label: engine, env: {} }],
 );
@@ -201,6 +199,65 @@ for (const { engine, label, env: variantEnv, leaseMs } of VARIANTS) {
       assert.equal(missing.status, 404);
       assert.equal(missing.body.error.param, 'template.id');
     });
+
+    /** A key of the bootstrap project's, made in A, and accepted by B (so B holds it in memory). */
+    const keyAcceptedByB = async (name: string) => {
+      const created = await inA('POST', '/v1/api-keys', { name, permission: 'full_access' });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const key = created.body.token as string;
+      for (let i = 0; i < 3; i++)
+        assert.equal((await inB('GET', '/v1/webhooks', undefined, key)).status, 200);
+      return { key, id: created.body.id as string };
+    };
+    const refusedByB = async (key: string) => {
+      const refused = await inB('GET', '/v1/webhooks', undefined, key);
+      assert.equal(refused.status, 401);
+      assert.equal(refused.body.error.message, 'Unknown or revoked API key.');
+    };
+
+    test('a key revoked in one process is refused by the other at once', async () => {
+      const { key, id } = await keyAcceptedByB('revoked in A');
+      assert.equal((await inA('DELETE', `/v1/api-keys/${id}`)).status, 200);
+      await refusedByB(key);
+    });
+
+    test(
+      'a process that cannot acknowledge (stopped, its listener killed) holds the write for the lease, no longer',
+      { skip: engine !== 'postgres' || leaseMs === 0 },
+      async () => {
+        const { key, id } = await keyAcceptedByB('revoked while B is stopped');
+        const listeners = async () =>
+          (
+            await sql<{
+              listener_pid: number;
+            }>`select listener_pid from stamp_listeners where listener_pid in (select pid from pg_stat_activity)`.execute(
+              db.database.handle.db,
+            )
+          ).rows.map((row) => row.listener_pid);
+        assert.equal((await listeners()).length, 2, 'A and B are registered, listening');
+        b.child.kill('SIGSTOP');
+        let waitedMs: number;
+        try {
+          // Every listener's connection ends (A's and B's: which is whose is not told); B cannot see it yet.
+          await sql`select pg_terminate_backend(listener_pid) from stamp_listeners`.execute(
+            db.database.handle.db,
+          );
+          const started = performance.now();
+          assert.equal((await inA('DELETE', `/v1/api-keys/${id}`)).status, 200);
+          waitedMs = performance.now() - started;
+        } finally {
+          b.child.kill('SIGCONT');
+        }
+        assert.ok(waitedMs >= DEFAULT_LEASE_MS, `A answered after ${waitedMs} ms: B never acknowledged`);
+        await refusedByB(key);
+
+        // Both listen and register again, with new connections: B hears of the next write again.
+        await until(async () => (await listeners()).length === 2, 20_000, 'A and B registered again');
+        const next = await keyAcceptedByB('revoked once B listens again');
+        assert.equal((await inA('DELETE', `/v1/api-keys/${next.id}`)).status, 200);
+        await refusedByB(next.key);
+      },
+    );
 
     test("a sending domain another project verifies refuses the other process's next send from it", async () => {
       const holder = (await runCliInProcess(['projects', 'create', 'Holder'], cliEnv())).lastLine;
@@ -375,6 +432,9 @@ describe(
           receiving: false,
         });
 
+        // Registered after the setup's writes, as a process that serves is: its reads vouch from here on.
+        await worker.joinStampRegistry!();
+        now += 1;
         const before = await worker.stamps.current('webhooks');
         const readsBefore = stampReads;
         // What the delivery worker writes after a success and a failure (in its outcomes' transaction), and
@@ -402,9 +462,11 @@ describe(
           .set({ enabled: false, updated_at: written })
           .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2e')
           .execute();
-        assert.ok(worker.stamps.outlastLeases(), 'an answer after a cached write waits');
+        const waiting = worker.stamps.outlastLeases();
+        assert.ok(waiting, 'an answer after a cached write waits (for the acknowledgements: none here)');
         assert.notEqual(await worker.stamps.current('webhooks'), before);
         assert.equal(stampReads, readsBefore + 1);
+        await waiting;
         now += 50;
         assert.equal(worker.stamps.outlastLeases(), undefined);
       } finally {
@@ -415,7 +477,7 @@ describe(
       }
     });
 
-    test("only the request that wrote waits out the lease; another request's answer in that moment does not", async () => {
+    test("only the request that wrote waits for the other processes; another request's answer in that moment does not", async () => {
       // The stamps' clock stands still until the test moves it: a wait for the lease cannot end meanwhile.
       let now = 1000;
       const api = await startTestApp('postgres', {
@@ -423,18 +485,15 @@ describe(
         stampClock: () => now,
         allowPrivateUrls: true,
       });
+      const silent = await registerSilentProcess(api.database);
       try {
+        const create = (url: string) =>
+          api.request('POST', '/v1/webhooks', { body: { url, events: ['email.sent'] } });
         let created: { status: number; body: any } | undefined;
-        const creating = api
-          .request('POST', '/v1/webhooks', {
-            body: { url: 'http://127.0.0.1:9/hook', events: ['email.sent'] },
-          })
-          .then((response) => (created = response));
-        // Committed, and its answer held: it waits for the clock to pass the lease.
-        await until(
-          async () =>
-            (await api.database.handle.db.selectFrom('webhooks').select('id').execute()).length === 1,
-        );
+        const creating = create('http://127.0.0.1:9/hook').then((response) => (created = response));
+        // Committed and announced, and its answer held: the silent process does not acknowledge, and the lease
+        // stands still.
+        await silent.heardToken();
         const listed = await api.request('GET', '/v1/webhooks');
         assert.equal(listed.status, 200);
         assert.equal(listed.body.data.length, 1, "the process's own write is seen at once");
@@ -442,9 +501,167 @@ describe(
         now += 50;
         await creating;
         assert.equal(created!.status, 201);
+
+        // Once no other process is registered, a write's answer waits for nothing, the lease still standing.
+        await silent.leave();
+        assert.equal((await create('http://127.0.0.1:9/alone')).status, 201);
       } finally {
         now += 60_000;
+        await silent.leave();
         await api.close();
+      }
+    });
+
+    test("a write's answer waits for every registered process's acknowledgement, not the lease, and they heard of it", async () => {
+      const fixtures = await createTestDatabase('postgres');
+      // Both processes' clocks stand still unless the test moves them: their leases never run out by
+      // themselves.
+      let now = 1000;
+      let readerReads = 0;
+      const open = (observe?: () => void) =>
+        openDatabase({
+          url: fixtures.env.DATABASE_URL!,
+          stampLeaseMs: 1000,
+          stampClock: () => now,
+          ...(observe
+            ? {
+                observe: (text: string) => {
+                  if (/\bfrom "cache_stamps"/.test(text)) observe();
+                },
+              }
+            : {}),
+        });
+      const writer = await open();
+      const reader = await open(() => readerReads++);
+      try {
+        await writer.joinStampRegistry!();
+        const [{ pid: writerPid }] = (await listenerPids(fixtures)) as [{ pid: number }];
+        const written = new Date().toISOString();
+        await writer.db
+          .insertInto('projects')
+          .values({ id: 'proj_acks', name: 'Acks', is_default: false, created_at: written })
+          .execute();
+        await writer.db
+          .insertInto('webhooks')
+          .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2f', 'proj_acks', written))
+          .execute();
+        await settles(writer.stamps.outlastLeases(), 'alone, the writer waits for nobody');
+
+        await reader.joinStampRegistry!();
+        now += 1;
+        const before = await reader.stamps.current('webhooks');
+        const reads = readerReads;
+        now += 1;
+        assert.equal(await reader.stamps.current('webhooks'), before);
+        assert.equal(readerReads, reads, "registered: the reader's read vouches");
+
+        await writer.db
+          .updateTable('webhooks')
+          .set({ url: 'https://example.com/moved', updated_at: written })
+          .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2f')
+          .execute();
+        await settles(writer.stamps.outlastLeases(), "the reader's acknowledgement");
+        const after = await reader.stamps.current('webhooks');
+        assert.notEqual(after, before, 'it heard of the write before it acknowledged');
+        assert.equal(readerReads, reads + 1);
+        now += 1;
+        await reader.stamps.current('webhooks');
+        const vouched = readerReads;
+        now += 1;
+        await reader.stamps.current('webhooks');
+        assert.equal(readerReads, vouched, 'a read made after it heard vouches again');
+
+        // Its listener's connection lost: what it read before vouches no more, and it registers again with
+        // another listener, which acknowledges the next write.
+        const registered = (await listenerPids(fixtures)).find((row) => row.pid !== writerPid);
+        await sql`select pg_terminate_backend(${registered!.pid})`.execute(fixtures.handle.db);
+        await until(async () => {
+          const seen = readerReads;
+          await reader.stamps.current('webhooks');
+          return readerReads > seen;
+        });
+        await until(async () => (await listenerPids(fixtures)).every((row) => row.pid !== registered!.pid));
+        assert.equal((await listenerPids(fixtures)).length, 2);
+        await writer.db
+          .updateTable('webhooks')
+          .set({ url: 'https://example.com/moved-again', updated_at: written })
+          .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2f')
+          .execute();
+        await settles(writer.stamps.outlastLeases(), "the new listener's acknowledgement");
+        assert.notEqual(await reader.stamps.current('webhooks'), after);
+      } finally {
+        now += 60_000;
+        await reader.close();
+        await writer.close();
+        await fixtures.drop();
+      }
+    });
+
+    test("a registered process's acknowledgement counts from its listening connection only; without one the answer waits the lease; an expired registration, nothing", async () => {
+      const fixtures = await createTestDatabase('postgres');
+      let now = 1000;
+      const writer = await openDatabase({
+        url: fixtures.env.DATABASE_URL!,
+        stampLeaseMs: 1000,
+        stampClock: () => now,
+      });
+      const silent = await registerSilentProcess(fixtures);
+      try {
+        await writer.joinStampRegistry!();
+        const written = new Date().toISOString();
+        await writer.db
+          .insertInto('projects')
+          .values({ id: 'proj_silent', name: 'Silent', is_default: false, created_at: written })
+          .execute();
+        const writeWebhook = async (enabled: boolean) => {
+          if (enabled) {
+            await writer.db
+              .insertInto('webhooks')
+              .values(webhookRow('wh_01kfa6zp3wexd1ytbq1g4s8v2g', 'proj_silent', written))
+              .execute();
+          } else {
+            await writer.db
+              .updateTable('webhooks')
+              .set({ enabled, updated_at: written })
+              .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2g')
+              .execute();
+          }
+          let answered = false;
+          const waiting = writer.stamps.outlastLeases()!.then(() => (answered = true));
+          return { waiting, answered: () => answered };
+        };
+        /** Round trips after the announcement: an answer that waited for nothing has come by then. */
+        const roundTrips = async () => {
+          for (let i = 0; i < 3; i++) await writer.db.selectFrom('webhooks').select('id').execute();
+        };
+
+        const first = await writeWebhook(true);
+        const token = await silent.heardToken();
+        await silent.acknowledge(token, 'another');
+        await roundTrips();
+        assert.equal(
+          first.answered(),
+          false,
+          'acknowledged from a connection that is not the registered one',
+        );
+        await silent.acknowledge(token);
+        await settles(first.waiting, 'the acknowledgement from the registered connection');
+
+        const second = await writeWebhook(false);
+        await silent.heardToken();
+        await roundTrips();
+        assert.equal(second.answered(), false, 'never acknowledged, and the lease stands still');
+        now += 1000;
+        await second.waiting;
+
+        await silent.expire();
+        const third = await writeWebhook(false);
+        await settles(third.waiting, 'an expired registration is waited for by no one');
+      } finally {
+        now += 60_000;
+        await silent.leave();
+        await writer.close();
+        await fixtures.drop();
       }
     });
 
@@ -485,13 +702,68 @@ describe(
   },
 );
 
-test('CACHE_STAMP_LEASE: 10ms unless given, 0 reads on every use, at most a second', () => {
-  assert.equal(loadConfig({}).cacheStampLeaseMs, 10);
+test('CACHE_STAMP_LEASE: 1s unless given, 0 reads on every use, at most a second', () => {
+  assert.equal(loadConfig({}).cacheStampLeaseMs, 1000);
   assert.equal(loadConfig({ CACHE_STAMP_LEASE: '0' }).cacheStampLeaseMs, 0);
   assert.equal(loadConfig({ CACHE_STAMP_LEASE: '250ms' }).cacheStampLeaseMs, 250);
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: '5s' }), /CACHE_STAMP_LEASE must be at most 1000ms/);
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: 'sometimes' }), /CACHE_STAMP_LEASE/);
 });
+
+/** Resolves once `waiting` has, or at once when it is undefined; fails (in time) if it never does. */
+async function settles(waiting: Promise<unknown> | undefined, what: string): Promise<void> {
+  let settled = false;
+  void waiting?.then(() => (settled = true));
+  if (waiting) await until(() => settled, 8000, what);
+}
+
+/** The registered processes' listening connections, by their backend pid. */
+async function listenerPids(database: Awaited<ReturnType<typeof createTestDatabase>>) {
+  const { rows } = await sql<{ pid: number }>`select listener_pid as pid from stamp_listeners`.execute(
+    database.handle.db,
+  );
+  return rows;
+}
+
+/**
+ * A process registered as hearing of cached writes that acknowledges one only when the test says so, as one
+ * whose listener is stuck until then: its row names a connection of the test's, which listens on the stamps'
+ * channel and keeps the writers' tokens it hears.
+ */
+async function registerSilentProcess(database: Awaited<ReturnType<typeof createTestDatabase>>) {
+  const client = new pg.Client({ connectionString: database.env.DATABASE_URL });
+  await client.connect();
+  const tokens: string[] = [];
+  client.on('notification', (message) => {
+    const token = message.payload?.split(' ')[1];
+    if (token) tokens.push(token);
+  });
+  await client.query('LISTEN postwire_cache_stamps');
+  await client.query(
+    "insert into stamp_listeners (id, listener_pid, expires_at) values ('proc_silent', pg_backend_pid(), now() + interval '1 hour')",
+  );
+  let left = false;
+  return {
+    /** The next writer's token heard: its announcement has been committed. */
+    heardToken: () => until(() => tokens.shift(), 8000, "a writer's announcement"),
+    /** Acknowledges `token` from the registered connection, or from another one. */
+    async acknowledge(token: string, from: 'registered' | 'another' = 'registered') {
+      if (from === 'registered')
+        return void (await client.query("select pg_notify('postwire_cache_acks', $1)", [token]));
+      await sql`select pg_notify('postwire_cache_acks', ${token})`.execute(database.handle.db);
+    },
+    expire: () =>
+      client.query(
+        "update stamp_listeners set expires_at = now() - interval '1 second' where id = 'proc_silent'",
+      ),
+    async leave() {
+      if (left) return;
+      left = true;
+      await client.query("delete from stamp_listeners where id = 'proc_silent'");
+      await client.end();
+    },
+  };
+}
 
 /** An enabled webhook of `projectId`'s without a secret, as a test writes it straight into the table. */
 function webhookRow(id: string, projectId: string, at: string) {

@@ -32,13 +32,14 @@ export const STORAGE_SETTINGS = section('Storage and keys', {
     },
   }),
   cacheStampLeaseMs: duration('CACHE_STAMP_LEASE', {
-    default: '10ms',
-    // Every answer after a write to the in-memory reads' tables waits the lease: longer would stall writes.
+    default: '1s',
+    // A write's answer waits the lease when a process does not acknowledge it: longer would stall writes.
     max: '1s',
     description: 'PostgreSQL: how long a stamp read vouches for the in-memory reads; at most `1s`',
     details:
-      "the in-memory reads are keys, webhooks, templates and sending domains. A process's answers after a " +
-      "write of its own to those tables wait as long, so another process's older reads have run out before " +
+      "the in-memory reads are keys, webhooks, templates and sending domains. A process's answer after a " +
+      'write of its own to those tables waits until every other process has acknowledged hearing of it (a ' +
+      "round trip), or as long as the lease when one does not, so that no process's older reads stand when " +
       'the client hears of the write. The same in every process sharing the database; `0` reads the stamps ' +
       'on every use and never waits',
   }),

@@ -26,6 +26,13 @@ export interface DatabaseHandle {
    * queries). `onError` reports a lost connection; the listener is then closed and may be opened again.
    */
   listen?(channel: string, onNotify: () => void, onError: (error: Error) => void): Promise<Listener>;
+  /**
+   * PostgreSQL only: joins the registry of processes that hear of every cached write (engine/stamp-registry.ts,
+   * migration 0048), for as long as the handle is open: while registered, this process's stamp reads vouch for
+   * their lease, and writers wait for its acknowledgement. Until then (and whenever its listener is lost) it
+   * reads the stamps on every use. For processes that serve; a tool that only writes need not join.
+   */
+  joinStampRegistry?(): Promise<void>;
   /** PostgreSQL only: the connection pool's use now (SQLite has one connection and nothing to wait for). */
   poolUse?(): PoolUse;
 }

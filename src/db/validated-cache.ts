@@ -18,14 +18,15 @@ import type { Database } from './schema.ts';
 //
 // On SQLite a stamp read costs a few microseconds (db/engine/sqlite.ts) and is made on every use. On
 // PostgreSQL it is a round trip, whose socket write alone cost about as much CPU as the rest of a cached GET;
-// there a read vouches for the stamps for a short lease instead, and the lease is made safe by the writers:
-// the answers a process gives after a commit of its own cached write wait until the lease has run out for
-// every read that may have missed that commit (`outlastLeases`). A client that has its answer and asks
-// another process then finds that process's older reads expired, whatever the load: no notification is
-// awaited, so none can come late. Writes to these tables are rare and answer a lease later; reads make one
-// round trip per lease, however many requests they serve. (Until a LISTEN vouched for reads until a
-// notification came, and a notification can come after the writer's client has asked elsewhere. The triggers
-// still NOTIFY, migration 0017, for processes of that version during an upgrade.)
+// there a read vouches for the stamps for a lease instead, and the lease is made safe by the writers: the
+// answers a process gives after a commit of its own cached write wait until no other process can still serve
+// what it replaced (`outlastLeases`). With the registry of listening processes (`listeners`,
+// engine/stamp-registry.ts) that is once every registered process has acknowledged hearing of the write, or
+// the lease, whichever comes first; a process vouches for its reads only while it is registered, and stops
+// as soon as it hears of a write. A client that has its answer and asks another process then finds that
+// process's older reads dropped or expired, whatever the load. Writes to these tables are rare and answer a
+// round trip later (the lease, if a process does not acknowledge); reads make one round trip per lease,
+// however many requests they serve.
 
 export type { StampScope };
 
@@ -45,11 +46,17 @@ export interface Stamps {
    */
   noteOwnCommit(): void;
   /**
-   * Resolves once every stamp read another process may have made before a commit at `since` (by default this
-   * process's latest cached write) is past its lease, so that an answer given after it is seen by every
-   * process's next request; undefined when none can still be current (always, without a lease).
+   * Resolves once no stamp read another process may have made before a commit at `since` (by default this
+   * process's latest cached write) still vouches: every registered process has acknowledged hearing of it
+   * (`StampOptions.listeners`), or the lease is over. An answer given after it is seen by every process's
+   * next request. Undefined when no read can still vouch (always, without a lease).
    */
   outlastLeases(since?: number): Promise<void> | undefined;
+  /**
+   * A cached write was committed (heard of from the database, in any process): no read made before now
+   * vouches any more.
+   */
+  heardWrite(): void;
   /** How long a read vouches for the stamps (0: none does, and nothing ever waits). */
   readonly leaseMs: number;
   /** Waits out the leases (`outlastLeases`): a tool's write is seen everywhere once it has closed. */
@@ -79,6 +86,26 @@ export interface StampOptions {
   leaseMs?: number;
   /** Monotonic time in milliseconds (tests move it). */
   now?: () => number;
+  /**
+   * The processes that hear of every write (PostgreSQL: engine/stamp-registry.ts). With them, a read vouches
+   * only while this process is registered among them, and an answer after a write waits for their
+   * acknowledgements or the lease, whichever comes first. Without them every read vouches for its lease and
+   * such an answer waits the lease out.
+   */
+  listeners?: StampListeners;
+}
+
+export interface StampListeners {
+  /**
+   * Since when (the stamps' clock) this process has been registered and listening without a break;
+   * undefined while it is not: then no read vouches.
+   */
+  vouchingSince(): number | undefined;
+  /**
+   * Resolves once every other registered process has acknowledged hearing of the writes this process
+   * committed before the call. It may never (a process that does not answer): `signal` ends the wait.
+   */
+  acknowledged(signal: AbortSignal): Promise<void>;
 }
 
 /**
@@ -128,7 +155,7 @@ export const noteStatements = (event: LogEvent) => noteStatement(event.query.que
  * not wait for one at all.
  */
 export function createStamps(db: Kysely<Database>, options: StampOptions = {}): Stamps {
-  const { readDirectly, leaseMs = 0, now = () => performance.now() } = options;
+  const { readDirectly, leaseMs = 0, now = () => performance.now(), listeners } = options;
   const query: CompiledQuery = db.selectFrom('cache_stamps').select(['scope', 'version']).compile();
   const readThrough = async (via: Kysely<Database>): Promise<StampValues> => {
     const { rows } = await via.executeQuery<{ scope: string; version: number | string }>({
@@ -185,12 +212,21 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
 
   /** When this process last committed a write to a stamped table (as it learnt of the commit). */
   let ownCommitAt = -Infinity;
+  /** When this process last heard of a write committed anywhere (`heardWrite`). */
+  let heardAt = -Infinity;
   /**
-   * A read issued after this process's latest commit and within its lease still stands: a write another
-   * process committed after the read is not answered before the lease has run out (`outlastLeases`).
+   * A read issued after this process's latest commit and the latest write it heard of, while it has been
+   * registered (with `listeners`), and within its lease still stands: a write another process committed
+   * after the read is not answered before this process has heard of it or the lease has run out
+   * (`outlastLeases`).
    */
-  const vouchedFor = (seen: { issuedAt: number } | undefined): boolean =>
-    seen !== undefined && seen.issuedAt > ownCommitAt && now() - seen.issuedAt < leaseMs;
+  const vouchedFor = (seen: { issuedAt: number } | undefined): boolean => {
+    if (seen === undefined || seen.issuedAt <= ownCommitAt || seen.issuedAt <= heardAt) return false;
+    if (now() - seen.issuedAt >= leaseMs) return false;
+    if (!listeners) return true;
+    const since = listeners.vouchingSince();
+    return since !== undefined && seen.issuedAt >= since;
+  };
   /**
    * With a lease, the read in flight (a renewal, or another caller's), when it was issued after this process's
    * latest commit: once it answers, its value for `scope` if it is still within its lease, as `vouchedFor`
@@ -199,7 +235,8 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
    */
   const inFlightWithinLease = async (scope: StampScope): Promise<string | undefined> => {
     const read = inFlight;
-    if (leaseMs === 0 || read === undefined || inFlightIssuedAt <= ownCommitAt) return undefined;
+    if (leaseMs === 0 || read === undefined || inFlightIssuedAt <= Math.max(ownCommitAt, heardAt))
+      return undefined;
     try {
       await read;
     } catch {
@@ -212,8 +249,19 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
     const until = since + leaseMs;
     if (leaseMs === 0 || now() >= until) return undefined;
     return (async () => {
-      // Timers may fire a little early against the monotonic clock: wait again for what is left.
-      for (let left = until - now(); left > 0; left = until - now()) await sleep(Math.ceil(left));
+      const done = new AbortController();
+      const leaseOver = (async () => {
+        // Timers may fire a little early against the monotonic clock: wait again for what is left.
+        for (let left = until - now(); left > 0 && !done.signal.aborted; left = until - now())
+          await sleep(Math.ceil(left), undefined, { signal: done.signal }).catch(() => undefined);
+      })();
+      // A failed announcement (the database or the listener gone) leaves the lease to wait out.
+      const acknowledged = listeners?.acknowledged(done.signal).catch(() => leaseOver) ?? leaseOver;
+      try {
+        await Promise.race([leaseOver, acknowledged]);
+      } finally {
+        done.abort();
+      }
     })();
   };
 
@@ -250,6 +298,9 @@ export function createStamps(db: Kysely<Database>, options: StampOptions = {}): 
       if (window) window.cachedWriteAt = ownCommitAt;
     },
     outlastLeases,
+    heardWrite() {
+      heardAt = now();
+    },
     leaseMs,
     async close() {
       await outlastLeases();

@@ -9,11 +9,13 @@ import type pg from 'pg';
  *   both databases have the same ones applied);
  * - cache_stamps: version stamps for in-memory reads; on PostgreSQL their values come from a sequence, and
  *   the triggers that watch the copied tables give them new values as the rows arrive, which is all a stamp
- *   needs (a value it never had before).
+ *   needs (a value it never had before);
+ * - stamp_listeners: PostgreSQL's processes that hear of cached writes (migration 0048), its own processes',
+ *   none on SQLite.
  * Everything else is copied as is, the queues included: a pending job stays due, and a job leased by a worker
  * that stopped comes back at once, since its worker's row in queue_workers has a heartbeat long past.
  */
-export const NOT_COPIED = new Set(['postwire_migrations', 'cache_stamps']);
+export const NOT_COPIED = new Set(['postwire_migrations', 'cache_stamps', 'stamp_listeners']);
 
 /** Where an interrupted copy records how far each table got; dropped when the copy is complete. */
 export const PROGRESS_TABLE = 'postwire_copy_progress';

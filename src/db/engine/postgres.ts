@@ -7,13 +7,15 @@ import { observeStatements, type StatementObserver } from '../statement-observer
 import { createStamps, noteStatements } from '../validated-cache.ts';
 import { oneWritePerQuery, pipelineBegin } from './pipelined-begin.ts';
 import { inSchema, listenPostgres } from './postgres-listen.ts';
+import { createStampRegistry } from './stamp-registry.ts';
 import type { DatabaseHandle, DatabaseOptions, DialectWrapper } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
 import { createBoundedMemo } from '../../lib/memo.ts';
 
 // The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
 // statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own
-// writes to cached tables noticed for the stamps' leases, and LISTEN (postgres-listen.ts).
+// writes to cached tables noticed for the stamps' leases, the registry of processes that hear of them
+// (stamp-registry.ts), and LISTEN (postgres-listen.ts).
 
 /** Distinct statement texts sent as named (prepared) statements; past it, texts are sent unnamed. */
 const PREPARED_STATEMENTS_MAX = 200;
@@ -76,7 +78,7 @@ export async function openPostgres(
   {
     schema,
     stampLeaseMs = DEFAULTS.cacheStampLeaseMs,
-    stampClock,
+    stampClock = () => performance.now(),
   }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs' | 'stampClock'>,
   url: string,
   poolSize: number,
@@ -112,17 +114,27 @@ export async function openPostgres(
   );
   const db = new Kysely<Database>({ dialect: wrap(tracked), log: noteStatements });
   const listen: NonNullable<DatabaseHandle['listen']> = (...args) => listenPostgres(url, schema, ...args);
-  const stamps = createStamps(db, { leaseMs: stampLeaseMs, now: stampClock });
+  const registry = createStampRegistry({
+    url,
+    schema,
+    db,
+    now: stampClock,
+    heard: () => stamps.heardWrite(),
+  });
+  const stamps = createStamps(db, { leaseMs: stampLeaseMs, now: stampClock, listeners: registry });
   ownCommit = () => stamps.noteOwnCommit();
   return {
     db,
     engine: 'postgres',
     stamps,
     close: async () => {
+      // The tool's or process's own writes first: their acknowledgements come to the registry's listener.
       await stamps.close();
+      await registry.close();
       await db.destroy();
     },
     listen,
+    joinStampRegistry: () => registry.join(),
     poolUse: () => ({
       max: poolSize,
       total: pool.totalCount,
