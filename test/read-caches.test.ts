@@ -518,21 +518,12 @@ describe(
       // themselves.
       let now = 1000;
       let readerReads = 0;
-      const open = (observe?: () => void) =>
-        openDatabase({
-          url: fixtures.env.DATABASE_URL!,
-          stampLeaseMs: 1000,
-          stampClock: () => now,
-          ...(observe
-            ? {
-                observe: (text: string) => {
-                  if (/\bfrom "cache_stamps"/.test(text)) observe();
-                },
-              }
-            : {}),
-        });
-      const writer = await open();
-      const reader = await open(() => readerReads++);
+      const writer = await openProcess(fixtures, () => now);
+      const reader = await openProcess(
+        fixtures,
+        () => now,
+        () => readerReads++,
+      );
       try {
         await writer.joinStampRegistry!();
         const [{ pid: writerPid }] = (await listenerPids(fixtures)) as [{ pid: number }];
@@ -600,11 +591,7 @@ describe(
     test("a registered process's acknowledgement counts from its listening connection only; without one the answer waits the lease; an expired registration, nothing", async () => {
       const fixtures = await createTestDatabase('postgres');
       let now = 1000;
-      const writer = await openDatabase({
-        url: fixtures.env.DATABASE_URL!,
-        stampLeaseMs: 1000,
-        stampClock: () => now,
-      });
+      const writer = await openProcess(fixtures, () => now);
       const silent = await registerSilentProcess(fixtures);
       try {
         await writer.joinStampRegistry!();
@@ -709,6 +696,25 @@ test('CACHE_STAMP_LEASE: 1s unless given, 0 reads on every use, at most a second
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: '5s' }), /CACHE_STAMP_LEASE must be at most 1000ms/);
   assert.throws(() => loadConfig({ CACHE_STAMP_LEASE: 'sometimes' }), /CACHE_STAMP_LEASE/);
 });
+
+/**
+ * Another process's handle on `fixtures`' database, with a lease of a second by `clock`, which stands still
+ * unless the test moves it; `onStampRead` is told of each stamp read it makes.
+ */
+function openProcess(
+  fixtures: Awaited<ReturnType<typeof createTestDatabase>>,
+  clock: () => number,
+  onStampRead?: () => void,
+) {
+  return openDatabase({
+    url: fixtures.env.DATABASE_URL!,
+    stampLeaseMs: 1000,
+    stampClock: clock,
+    observe: (text) => {
+      if (onStampRead && /\bfrom "cache_stamps"/.test(text)) onStampRead();
+    },
+  });
+}
 
 /** Resolves once `waiting` has, or at once when it is undefined; fails (in time) if it never does. */
 async function settles(waiting: Promise<unknown> | undefined, what: string): Promise<void> {
