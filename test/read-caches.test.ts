@@ -546,12 +546,16 @@ describe(
         assert.equal(await reader.stamps.current('webhooks'), before);
         assert.equal(readerReads, reads, "registered: the reader's read vouches");
 
-        await writer.db
-          .updateTable('webhooks')
-          .set({ url: 'https://example.com/moved', updated_at: written })
-          .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2f')
-          .execute();
-        await settles(writer.stamps.outlastLeases(), "the reader's acknowledgement");
+        /** The writer moves the webhook, and its answer waits for the acknowledgements. */
+        const move = async (url: string, acknowledgedBy: string) => {
+          await writer.db
+            .updateTable('webhooks')
+            .set({ url, updated_at: written })
+            .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2f')
+            .execute();
+          await settles(writer.stamps.outlastLeases(), acknowledgedBy);
+        };
+        await move('https://example.com/moved', "the reader's acknowledgement");
         const after = await reader.stamps.current('webhooks');
         assert.notEqual(after, before, 'it heard of the write before it acknowledged');
         assert.equal(readerReads, reads + 1);
@@ -573,17 +577,11 @@ describe(
         });
         await until(async () => (await listenerPids(fixtures)).every((row) => row.pid !== registered!.pid));
         assert.equal((await listenerPids(fixtures)).length, 2);
-        await writer.db
-          .updateTable('webhooks')
-          .set({ url: 'https://example.com/moved-again', updated_at: written })
-          .where('id', '=', 'wh_01kfa6zp3wexd1ytbq1g4s8v2f')
-          .execute();
-        await settles(writer.stamps.outlastLeases(), "the new listener's acknowledgement");
+        await move('https://example.com/moved-again', "the new listener's acknowledgement");
         assert.notEqual(await reader.stamps.current('webhooks'), after);
       } finally {
         now += 60_000;
-        await reader.close();
-        await writer.close();
+        for (const handle of [reader, writer]) await handle.close();
         await fixtures.drop();
       }
     });
