@@ -4,25 +4,22 @@
 // the API's validation messages, and axe-core on every page (0 serious or critical violations). One app, one
 // browser, one signed-in page for all of them; Debian's chromium as in test/dashboard.test.ts.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import type { Clock } from '../src/lib/clock.ts';
 import { inTransaction } from '../src/db/transaction.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
-import { axeViolations, seriousViolations } from './helpers/browser.ts';
+import { axeViolations, BROWSER_SKIP, launchBrowser, seriousViolations } from './helpers/browser.ts';
 import { BROWSER, onServer, parseMail } from './helpers/engagement.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
 import { until } from './helpers/until.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH`;
+const skip = BROWSER_SKIP;
 const PUBLIC_URL = 'https://track.acme.example';
 /** With SCREENSHOTS=1, pictures of what these tests look at go to test/screenshots/project-*.png. */
 const SCREENSHOTS = process.env.SCREENSHOTS === '1';
@@ -77,7 +74,7 @@ describe('the dashboard runs a project', { skip }, () => {
     });
     failing = await startReceiver({ fallback: { status: 500, body: 'down' } });
     sender = await startSendingWorker(api, { clock, publicUrl: PUBLIC_URL });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+    browser = await launchBrowser();
     const context = await browser.newContext({
       viewport: { width: 1280, height: 900 },
       baseURL: api.baseUrl,

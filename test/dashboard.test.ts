@@ -4,7 +4,7 @@
 // docs/dashboard.md); without it the same pages are checked and nothing is written.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -20,6 +20,7 @@ import { createProjectRepo } from '../src/modules/projects/projects.repo.ts';
 import { createProjectService } from '../src/modules/projects/projects.service.ts';
 import type { SendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { BROWSER_SKIP, CHROMIUM } from './helpers/browser.ts';
 import { startDnsServer, type TestDnsServer } from './helpers/dns.ts';
 import { createProcessDatabase, type ProcessDatabase, requestJson } from './helpers/process.ts';
 import { type Receiver, startReceiver } from './helpers/receiver.ts';
@@ -27,7 +28,6 @@ import { reporterKey } from './helpers/reports.ts';
 import { until } from './helpers/until.ts';
 import { startSendingWorker } from './helpers/sending.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const SCREENSHOT_DIR = fileURLToPath(new URL('./screenshots/', import.meta.url));
 /** Pictures for a person to look at (no test reads them): written only when asked for. */
 const SCREENSHOTS = process.env.SCREENSHOTS === '1';
@@ -78,9 +78,7 @@ after(async () => {
   if (launched) await (await launched).close();
 });
 
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH to run the dashboard tests`;
+const skip = BROWSER_SKIP;
 
 // What the server does for the dashboard, checked over HTTP: runs with or without a browser.
 describe('dashboard files', () => {

@@ -2,16 +2,13 @@
 // Content-Security-Policy of its own, nothing may frame it, and Swagger UI runs under it without a single
 // violation (in Debian's chromium, when it is there).
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { DOCS_CSP } from '../src/modules/dashboard/docs-branding.ts';
 import { startTestApp, type TestApp } from './helpers/app.ts';
+import { BROWSER_SKIP, launchBrowser } from './helpers/browser.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH`;
+const skip = BROWSER_SKIP;
 
 /** The directives of a policy, by name. */
 const directives = (policy: string) =>
@@ -67,10 +64,7 @@ describe('the API reference at /docs', () => {
     async () => {
       let browser: Browser | undefined;
       try {
-        browser = await chromium.launch({
-          executablePath: CHROMIUM,
-          args: ['--no-sandbox', '--disable-gpu'],
-        });
+        browser = await launchBrowser();
         const page = await browser.newPage({ baseURL: api.baseUrl, viewport: { width: 1280, height: 900 } });
         const problems: string[] = [];
         page.on('console', (message) => {
