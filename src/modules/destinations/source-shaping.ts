@@ -58,6 +58,8 @@ export interface SourcedShaping {
   merge(rows: readonly SharedState[]): void;
   setOverrides(overrides: readonly DestinationOverride[]): void;
   known(): SharedState[];
+  /** The live sending workers, this one included: each pair's limits are shared among them (shaping.ts). */
+  shareAmong(workers: number): void;
 }
 
 export function createSourcedShaping(
@@ -150,5 +152,8 @@ export function createSourcedShaping(
       for (const shaping of all) shaping.setOverrides(overrides);
     },
     known: () => all.flatMap((shaping) => shaping.known()),
+    shareAmong(workers) {
+      for (const shaping of all) shaping.shareAmong(workers);
+    },
   };
 }
