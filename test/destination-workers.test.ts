@@ -192,7 +192,10 @@ for (const engine of ALL_ENGINES) {
       await firstRun.stop();
       workers.splice(workers.indexOf(firstRun), 1);
       await start(
-        createDestinationSync({ repo: app.services.repositories.destinations, shaping: createSourcedShaping() }),
+        createDestinationSync({
+          repo: app.services.repositories.destinations,
+          shaping: createSourcedShaping(),
+        }),
       );
       await sendEach(app, ['twice@shared.test']);
       await arrived(2, 'the second worker, alone');
@@ -222,11 +225,7 @@ for (const engine of ALL_ENGINES) {
       );
       assert.deepEqual(server.refusedConnections, []);
       assert.equal(server.received.length, 42, 'each message once');
-      assert.deepEqual(
-        server.received.slice(2).sort(),
-        [...to].sort(),
-        'every message of the burst arrived',
-      );
+      assert.deepEqual(server.received.slice(2).sort(), [...to].sort(), 'every message of the burst arrived');
       assert.equal(workers.length, 2);
     });
   });

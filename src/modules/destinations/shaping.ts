@@ -372,7 +372,10 @@ export function createDestinationShaping(
     connectionLimitsOf(domain) {
       const state = stateOfDomain(domain);
       return (
-        state && { connections: connectionsOf(state), messagesPerConnection: state.limits.messagesPerConnection }
+        state && {
+          connections: connectionsOf(state),
+          messagesPerConnection: state.limits.messagesPerConnection,
+        }
       );
     },
     takeWrites(now) {
