@@ -8,6 +8,7 @@
 //   npm run bench:shaping -- --open 1000 --throttled 600 --rounds 5 --speed 10
 //   npm run bench:shaping -- --open 100 --throttled 100 --rounds 1     # a smoke run
 //   npm run bench:shaping -- --workers 2    # two sending workers on the database, sharing the destinations
+//   npm run bench:shaping -- --workers 2 --known    # the operator set the throttled server's caps as its limits
 //
 // It prints: whether every message to both arrived (once); the throttled server's connections asked for at
 // once after the first deferrals, against its cap; the deferrals as a share of its messages; the messages it
@@ -42,6 +43,7 @@ const { values: args } = parseArgs({
     throttled: { type: 'string', default: '600' },
     rounds: { type: 'string', default: '3' },
     workers: { type: 'string', default: '1' },
+    known: { type: 'boolean', default: false },
     speed: { type: 'string', default: '10' },
     connections: { type: 'string', default: '2' },
     'per-minute': { type: 'string', default: '100' },
@@ -120,6 +122,14 @@ const bench = await startBenchApp({
   infra: { clock, notifiers: { send: sendNotifier } },
   schemaPrefix: 'shaping',
 });
+// The operator knows the throttled destination's caps (an override, as PUT /v1/destinations/overrides sets):
+// its limits from the start, so no refusal has to teach them.
+if (args.known) {
+  await bench.services.repositories.destinations.saveOverride(
+    { pattern: 'mx.throttled.test', limits: { connections: CAP.connections, perMinute: CAP.perMinute } },
+    clock.now().toISOString(),
+  );
+}
 const resolver = createDns({ servers: [dns.address] });
 const newWorker = () =>
   createSendingWorker({
@@ -187,7 +197,7 @@ const engine = databaseUrl ? 'postgres' : 'sqlite';
 console.log(
   `${engine}: ${ROUNDS} round(s) of ${OPEN} emails to the unthrottled destination, alone and beside ` +
     `${THROTTLED} to one capped at ${CAP.connections} connections and ${CAP.perMinute}/min; clock ×${SPEED}; ` +
-    `${WORKERS} sending worker(s)`,
+    `${WORKERS} sending worker(s)${args.known ? ', its caps set as its limits' : ''}`,
 );
 
 // Warm the process (JIT, schemas, the destinations learned) before anything is timed.
