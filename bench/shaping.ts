@@ -7,6 +7,8 @@
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:shaping
 //   npm run bench:shaping -- --open 1000 --throttled 600 --rounds 5 --speed 10
 //   npm run bench:shaping -- --open 100 --throttled 100 --rounds 1     # a smoke run
+//   npm run bench:shaping -- --workers 2    # two sending workers on the database, sharing the destinations
+//   npm run bench:shaping -- --workers 2 --known    # the operator set the throttled server's caps as its limits
 //
 // It prints: whether every message to both arrived (once); the throttled server's connections asked for at
 // once after the first deferrals, against its cap; the deferrals as a share of its messages; the messages it
@@ -18,12 +20,13 @@
 // back-offs and increases happen while the unthrottled rounds run beside them. The unthrottled delivery
 // times are wall time. The attempt timeout is on the wall (AbortSignal), so leases are made long on the
 // clock (30 min) and the worker's poll short (100 ms), which stand in for the defaults a faster clock would
-// shorten.
+// shorten; with several workers, WORKER_DEAD_AFTER long (×speed) too.
 //
 // Everything runs in this one process (the app, the worker, both mail servers, the DNS server): the same in
 // every round, so the comparison holds; its absolute rates are lower than bench:send's, which has the sink
 // in a process of its own.
 import { parseArgs } from 'node:util';
+import { DEFAULTS } from '../src/config.ts';
 import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { createNotifier } from '../src/queue/notifier.ts';
@@ -39,6 +42,8 @@ const { values: args } = parseArgs({
     open: { type: 'string', default: '500' },
     throttled: { type: 'string', default: '600' },
     rounds: { type: 'string', default: '3' },
+    workers: { type: 'string', default: '1' },
+    known: { type: 'boolean', default: false },
     speed: { type: 'string', default: '10' },
     connections: { type: 'string', default: '2' },
     'per-minute': { type: 'string', default: '100' },
@@ -49,6 +54,7 @@ const { values: args } = parseArgs({
 const OPEN = Number(args.open);
 const THROTTLED = Number(args.throttled);
 const ROUNDS = Number(args.rounds);
+const WORKERS = Number(args.workers);
 const SPEED = Number(args.speed);
 const CAP = { connections: Number(args.connections), perMinute: Number(args['per-minute']) };
 const BATCH = 100;
@@ -116,31 +122,45 @@ const bench = await startBenchApp({
   infra: { clock, notifiers: { send: sendNotifier } },
   schemaPrefix: 'shaping',
 });
+// The operator knows the throttled destination's caps (an override, as PUT /v1/destinations/overrides sets):
+// its limits from the start, so no refusal has to teach them.
+if (args.known) {
+  await bench.services.repositories.destinations.saveOverride(
+    { pattern: 'mx.throttled.test', limits: { connections: CAP.connections, perMinute: CAP.perMinute } },
+    clock.now().toISOString(),
+  );
+}
 const resolver = createDns({ servers: [dns.address] });
-const worker = createSendingWorker({
-  database: bench.database,
-  clock,
-  events: bench.app.events,
-  repositories: bench.services.repositories,
-  transport: createDirectTransport({
-    timeoutMs: 15_000,
-    resolveMx: resolver.resolveMx,
-    lookup: resolver.resolveAddresses,
-    allowPrivateTargets: true,
-    port: 25,
-  }),
-  // SEND_CONCURRENCY and SEND_CONCURRENCY_PER_HOST at their defaults (16, 4): twice the throttled cap.
-  settings: {
-    schedule: [0, 60_000, 300_000, 900_000],
-    concurrency: 16,
-    concurrencyPerHost: 4,
-    timeoutMs: 15_000,
-    leaseMs: 30 * MINUTE,
-    pollIntervalMs: 100,
-  },
-  notifier: sendNotifier,
-});
-await worker.start();
+const newWorker = () =>
+  createSendingWorker({
+    database: bench.database,
+    clock,
+    events: bench.app.events,
+    repositories: bench.services.repositories,
+    transport: createDirectTransport({
+      timeoutMs: 15_000,
+      resolveMx: resolver.resolveMx,
+      lookup: resolver.resolveAddresses,
+      allowPrivateTargets: true,
+      port: 25,
+    }),
+    // SEND_CONCURRENCY and SEND_CONCURRENCY_PER_HOST at their defaults (16, 4): twice the throttled cap.
+    settings: {
+      schedule: [0, 60_000, 300_000, 900_000],
+      concurrency: 16,
+      concurrencyPerHost: 4,
+      timeoutMs: 15_000,
+      leaseMs: 30 * MINUTE,
+      pollIntervalMs: 100,
+    },
+    notifier: sendNotifier,
+    // Several: WORKER_DEAD_AFTER's default on the wall, as the leases, so that a worker busy for a moment is
+    // not taken for dead by the other (one alone: as before, the default on the clock).
+    deadAfterMs: WORKERS > 1 ? SPEED * DEFAULTS.workerDeadAfterMs : undefined,
+  });
+// Each with its own transport (its own connections), as worker processes have.
+const workers = Array.from({ length: WORKERS }, newWorker);
+for (const worker of workers) await worker.start();
 
 const headers = { authorization: `Bearer ${bench.key}`, 'content-type': 'application/json' };
 async function send(domain: string, from: number, count: number): Promise<void> {
@@ -176,7 +196,8 @@ async function openRound(): Promise<number> {
 const engine = databaseUrl ? 'postgres' : 'sqlite';
 console.log(
   `${engine}: ${ROUNDS} round(s) of ${OPEN} emails to the unthrottled destination, alone and beside ` +
-    `${THROTTLED} to one capped at ${CAP.connections} connections and ${CAP.perMinute}/min; clock ×${SPEED}`,
+    `${THROTTLED} to one capped at ${CAP.connections} connections and ${CAP.perMinute}/min; clock ×${SPEED}; ` +
+    `${WORKERS} sending worker(s)${args.known ? ', its caps set as its limits' : ''}`,
 );
 
 // Warm the process (JIT, schemas, the destinations learned) before anything is timed.
@@ -254,7 +275,7 @@ console.log(
     `ratio beside ÷ alone ${(median(beside) / median(alone)).toFixed(2)}`,
 );
 
-await worker.stop();
+for (const worker of workers) await worker.stop();
 await bench.close();
 await bench.remove();
 await throttled.close();

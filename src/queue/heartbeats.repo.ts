@@ -2,6 +2,12 @@ import { type Kysely, sql } from 'kysely';
 import { THIS_PROCESS } from './lease.ts';
 import type { Database } from '../db/schema.ts';
 
+/**
+ * A worker silent this long is dead (WORKER_DEAD_AFTER `deadAfterMs`): it beats three times per period, so a
+ * live one is never silent for more than a third of it, and one silent for two thirds is dead.
+ */
+export const silentWhenDead = (deadAfterMs: number) => (deadAfterMs * 2) / 3;
+
 /** Where workers say they are alive, and find the ones that stopped saying it. */
 export interface HeartbeatStore {
   /** Records that `workerId`, a worker of `queue`, is alive at `now`. */
@@ -10,6 +16,8 @@ export interface HeartbeatStore {
   dead(queue: string, before: Date): Promise<string[]>;
   /** Forgets these workers (they stopped, or their jobs were given back). */
   forget(workerIds: readonly string[]): Promise<void>;
+  /** How many workers of `queue` are alive: `workerId` itself and the others heard from since `since`. */
+  alive(workerId: string, queue: string, since: Date): Promise<number>;
 }
 
 /**
@@ -55,6 +63,17 @@ export function createHeartbeatRepo(db: Kysely<Database>): HeartbeatStore {
         .deleteFrom('queue_workers')
         .where('id', 'in', [...workerIds])
         .execute();
+    },
+
+    async alive(workerId, queue, since) {
+      const row = await db
+        .selectFrom('queue_workers')
+        .select((eb) => eb.fn.countAll<string | number>().as('others'))
+        .where('queue', '=', queue)
+        .where('heartbeat_at', '>=', since.toISOString())
+        .where('id', '<>', workerId)
+        .executeTakeFirst();
+      return 1 + Number(row?.others ?? 0);
     },
   };
 }

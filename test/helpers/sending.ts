@@ -6,6 +6,7 @@ import { createDomainService, domainSettingsFromConfig } from '../../src/modules
 import { type Clock, systemClock } from '../../src/lib/clock.ts';
 import { createSecretBox } from '../../src/lib/crypto.ts';
 import type { ReturnPath } from '../../src/modules/emails/return-path.ts';
+import type { DestinationSync } from '../../src/modules/destinations/destinations.sync.ts';
 import type { SourceChooser } from '../../src/modules/destinations/source-ips.ts';
 import { createEngagementLinks } from '../../src/modules/engagement/tokens.ts';
 import { createSendingWorkerFromConfig } from '../../src/modules/sending/sending.from-config.ts';
@@ -39,6 +40,8 @@ export interface TestSendingOptions {
   returnPath?: ReturnPath;
   /** Direct delivery's source IPs (DIRECT_SOURCE_IPS's chooser). */
   sources?: SourceChooser;
+  /** Direct delivery's destinations: a worker started again with the same one knows what it learned. */
+  destinations?: DestinationSync;
 }
 
 /**
@@ -82,6 +85,7 @@ export async function startSendingWorker(
     notifier: api.app.sendNotifier,
     returnPath: options.returnPath,
     sources: options.sources,
+    destinations: options.destinations,
     engagementLinks:
       options.publicUrl === undefined
         ? undefined

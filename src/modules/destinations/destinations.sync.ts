@@ -7,12 +7,19 @@ import type { SourcedShaping } from './source-shaping.ts';
 // changed is written (on a change, at most once a second per destination), what the others wrote is read (at
 // most once a second, with the operator's overrides set through the API), and the domains it learns are
 // recorded for the claim's filter. Every source's states (source-shaping.ts) are written in one statement and
-// read in one.
+// read in one; with them, how many sending workers are alive (their heartbeats), among whom each pair's limits
+// are shared.
+
+/** How many sending workers are alive at `now` (epoch ms), the caller included. */
+export type AliveWorkers = (now: number) => Promise<number>;
 
 export interface DestinationSync {
   readonly shaping: SourcedShaping;
-  /** Before a look over the queue: writes what changed and reads the others' states, each at most once a second. */
-  sync(now: number): Promise<void>;
+  /**
+   * Before a look over the queue: writes what changed and reads the others' states, each at most once a
+   * second; and, with `alive`, how many workers share the destinations.
+   */
+  sync(now: number, alive?: AliveWorkers): Promise<void>;
   /** After a deferral: writes the change now if its destination was not written in the last second. */
   flush(now: number): Promise<void>;
   /** Records a domain's destination (once per destination it moves to, per process). */
@@ -31,7 +38,7 @@ export function createDestinationSync(deps: {
   let readAt = -Infinity;
   return {
     shaping,
-    async sync(now) {
+    async sync(now, alive) {
       await repo.saveStates(shaping.takeWrites(now));
       if (now - readAt < WRITE_EVERY_MS) return;
       readAt = now;
@@ -43,6 +50,7 @@ export function createDestinationSync(deps: {
         shaping.setOverrides(overrides);
       }
       shaping.merge(await repo.statesOf(shaping.sources));
+      if (alive) shaping.shareAmong(await alive(now));
     },
     async flush(now) {
       await repo.saveStates(shaping.takeWrites(now));

@@ -5,8 +5,10 @@
 // without one adds a twentieth of its ceiling back, and a connection. What is shared with the other workers
 // (rate, connections, suspension, last deferral) is in the database (destinations.repo.ts), written on a
 // change and at most once a second per destination; the rest (connections in use, the pacing) is this
-// worker's own. One shaping is one sending source's view: with DIRECT_SOURCE_IPS, each address has its own
-// (source-shaping.ts), since providers count and throttle per connecting IP.
+// worker's own. Its limits are the destination's divided among the live sending workers (`shareAmong`), so
+// that N workers together keep to the destination's pace and connections, not N times them. One shaping is
+// one sending source's view: with DIRECT_SOURCE_IPS, each address has its own (source-shaping.ts), since
+// providers count and throttle per connecting IP.
 import { classifyResponse, type ResponseRule } from './responses.ts';
 import {
   type Destination,
@@ -26,6 +28,12 @@ const MAX_BACKOFF_MS = HOUR;
 export const WRITE_EVERY_MS = 1000;
 /** Domains named per lane when a lane is left out of a claim (the rest are found, and given back, by it). */
 const HOSTS_PER_LANE = 200;
+/**
+ * A worker's share of a destination's pace never falls below this many messages a minute, however many
+ * workers share it: each one's mail still leaves (more workers than the rate: they together go faster, and
+ * the destination's deferrals slow them).
+ */
+export const MIN_RATE_SHARE = 1;
 
 /** What the workers share of a destination (a row of `destinations`). */
 export interface SharedState {
@@ -137,6 +145,11 @@ export interface DestinationShaping {
   stateOf(lane: string): SharedState | undefined;
   /** Every destination this worker knows, for the metrics. */
   known(): SharedState[];
+  /**
+   * How many sending workers are alive now, this one included: each takes this share of every destination's
+   * pace (its per-minute rate, at least MIN_RATE_SHARE, and its hour), and of its connections (at least one).
+   */
+  shareAmong(workers: number): void;
 }
 
 export function createDestinationShaping(
@@ -147,6 +160,7 @@ export function createDestinationShaping(
   const domainLane = new Map<string, string>();
   const lanesHosts = new Map<string, Set<string>>();
   const states = new Map<string, LocalState>();
+  let workers = 1;
 
   function fresh(destination: Destination, mxHosts: string): LocalState {
     const { limits } = destination;
@@ -165,7 +179,7 @@ export function createDestinationShaping(
       deferrals: 0,
       suspensions: 0,
       updatedAt: 0,
-      tokens: Math.max(1, limits.perMinute / 60),
+      tokens: Math.max(1, shareOfRate(limits.perMinute) / 60),
       tokensAt: 0,
       recentStarts: [],
       hourStart: 0,
@@ -181,12 +195,20 @@ export function createDestinationShaping(
 
   const stateOfLane = (lane: string) => states.get(lane);
   const stateOfDomain = (domain: string) => states.get(domainLane.get(domain) ?? '');
-  const bucketSize = (state: LocalState) => Math.max(1, state.rate / 60);
+  /** This worker's share of the live workers' (0: no limit). */
+  const shareOfRate = (rate: number) => (rate > 0 ? Math.max(MIN_RATE_SHARE, rate / workers) : 0);
+  const pace = (state: LocalState) => shareOfRate(state.rate);
+  const connectionsOf = (state: LocalState) => Math.max(1, Math.floor(state.connections / workers));
+  const hourFull = (state: LocalState, now: number) =>
+    state.limits.perHour > 0 &&
+    now - state.hourStart < HOUR &&
+    state.hourCount >= Math.max(1, Math.floor(state.limits.perHour / workers));
+  const bucketSize = (state: LocalState) => Math.max(1, pace(state) / 60);
 
   function refill(state: LocalState, now: number): void {
     if (state.rate <= 0) return;
     const elapsed = Math.max(0, now - state.tokensAt);
-    state.tokens = Math.min(bucketSize(state), state.tokens + (elapsed * state.rate) / MINUTE);
+    state.tokens = Math.min(bucketSize(state), state.tokens + (elapsed * pace(state)) / MINUTE);
     state.tokensAt = now;
   }
 
@@ -223,31 +245,23 @@ export function createDestinationShaping(
       const state = stateOfLane(lane);
       if (!state) return now;
       if (state.suspendedUntil !== null && state.suspendedUntil > now) return state.suspendedUntil;
-      if (open >= state.connections) return Infinity;
-      if (
-        state.limits.perHour > 0 &&
-        now - state.hourStart < HOUR &&
-        state.hourCount >= state.limits.perHour
-      ) {
-        return state.hourStart + HOUR;
-      }
+      if (open >= connectionsOf(state)) return Infinity;
+      if (hourFull(state, now)) return state.hourStart + HOUR;
       if (state.rate <= 0) return now;
       refill(state, now);
       if (state.tokens >= 1) return now;
-      return now + Math.ceil(((1 - state.tokens) * MINUTE) / state.rate);
+      return now + Math.ceil(((1 - state.tokens) * MINUTE) / pace(state));
     },
     startable(now, withinMs) {
       const paced: Array<[string, number]> = [];
       for (const state of states.values()) {
-        const hourFull =
-          state.limits.perHour > 0 && now - state.hourStart < HOUR && state.hourCount >= state.limits.perHour;
-        if ((state.suspendedUntil !== null && state.suspendedUntil > now) || hourFull) {
+        if ((state.suspendedUntil !== null && state.suspendedUntil > now) || hourFull(state, now)) {
           paced.push([state.key, 0]);
         } else if (state.rate > 0) {
           // The k-th start is at (k - tokens) minutes / rate from now: those before `withinMs` are held in
           // memory, later ones would be given back (queue/attempts.ts holdLane).
           refill(state, now);
-          paced.push([state.key, Math.ceil(state.tokens + (withinMs * state.rate) / MINUTE) - 1]);
+          paced.push([state.key, Math.ceil(state.tokens + (withinMs * pace(state)) / MINUTE) - 1]);
         }
       }
       return paced;
@@ -318,8 +332,8 @@ export function createDestinationShaping(
       if (rule.kind === 'connections') {
         // It says how many it takes: the others still open when it refused this one. Each refusal of a
         // burst counts (each sees fewer open); no suspension (the open ones are being served), no increase
-        // of connections for an hour.
-        state.connections = Math.max(1, Math.min(state.connections, inFlight));
+        // of connections for an hour. The other workers had as many open as this one, as far as it knows.
+        state.connections = Math.max(1, Math.min(state.connections, inFlight * workers));
         state.connectionsCappedAt = now;
         changed(state, now);
         return throttledOf(
@@ -331,8 +345,9 @@ export function createDestinationShaping(
         );
       }
       if (!already) {
-        // Multiplicative decrease, from what it actually took in the last minute when that was less.
-        const took = state.recentStarts.filter((at) => at > now - MINUTE).length;
+        // Multiplicative decrease, from what it actually took in the last minute when that was less (from
+        // every worker: this one's starts, as many times as there are workers sharing it).
+        const took = state.recentStarts.filter((at) => at > now - MINUTE).length * workers;
         const base = state.rate > 0 ? Math.min(state.rate, took) : took;
         state.peak = Math.max(1, state.rate > 0 ? state.rate : took);
         state.rate = Math.max(1, Math.floor(base / 2));
@@ -357,7 +372,10 @@ export function createDestinationShaping(
     connectionLimitsOf(domain) {
       const state = stateOfDomain(domain);
       return (
-        state && { connections: state.connections, messagesPerConnection: state.limits.messagesPerConnection }
+        state && {
+          connections: connectionsOf(state),
+          messagesPerConnection: state.limits.messagesPerConnection,
+        }
       );
     },
     takeWrites(now) {
@@ -409,6 +427,10 @@ export function createDestinationShaping(
       return state && shared(state);
     },
     known: () => [...states.values()].map(shared),
+    shareAmong(count) {
+      workers = Math.max(1, count);
+      for (const state of states.values()) state.tokens = Math.min(state.tokens, bucketSize(state));
+    },
   };
 }
 

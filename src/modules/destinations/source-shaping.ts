@@ -19,6 +19,10 @@ import {
   type SharedState,
 } from './shaping.ts';
 
+/** The sending sources a configuration names: the DIRECT_SOURCE_IPS addresses, or DEFAULT_SOURCE alone. */
+export const sendingSources = (addresses: readonly string[] = []): string[] =>
+  addresses.length > 0 ? [...addresses] : [DEFAULT_SOURCE];
+
 export interface SourcedShaping {
   /** The sources, in the order listed (DIRECT_SOURCE_IPS), or DEFAULT_SOURCE alone. */
   readonly sources: readonly string[];
@@ -58,12 +62,14 @@ export interface SourcedShaping {
   merge(rows: readonly SharedState[]): void;
   setOverrides(overrides: readonly DestinationOverride[]): void;
   known(): SharedState[];
+  /** The live sending workers, this one included: each pair's limits are shared among them (shaping.ts). */
+  shareAmong(workers: number): void;
 }
 
 export function createSourcedShaping(
   options: { sources?: readonly string[]; overrides?: readonly DestinationOverride[] } = {},
 ): SourcedShaping {
-  const sources = options.sources && options.sources.length > 0 ? [...options.sources] : [DEFAULT_SOURCE];
+  const sources = sendingSources(options.sources);
   const shapings = new Map(
     sources.map((source) => [source, createDestinationShaping({ source, overrides: options.overrides })]),
   );
@@ -150,5 +156,8 @@ export function createSourcedShaping(
       for (const shaping of all) shaping.setOverrides(overrides);
     },
     known: () => all.flatMap((shaping) => shaping.known()),
+    shareAmong(workers) {
+      for (const shaping of all) shaping.shareAmong(workers);
+    },
   };
 }

@@ -2,6 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { migrationStatus } from '../../db/migrate.ts';
 import type { Database } from '../../db/schema.ts';
 import type { Clock } from '../../lib/clock.ts';
+import { silentWhenDead } from '../../queue/heartbeats.repo.ts';
 import type { RunningQueueWorkers } from '../../queue/running-workers.ts';
 import type { ReadinessCheck, ReadinessView } from './health.schemas.ts';
 
@@ -22,7 +23,7 @@ class TimedOut extends Error {}
 export function createHealthService({ db, clock, workers, timeoutMs, workerDeadAfterMs }: HealthServiceDeps) {
   // The point at which the other workers count a silent worker dead and take its jobs (queue/runtime.ts):
   // a worker whose last heartbeat is older does no work anyone can rely on.
-  const staleAfterMs = (workerDeadAfterMs * 2) / 3;
+  const staleAfterMs = silentWhenDead(workerDeadAfterMs);
 
   async function database(): Promise<ReadinessCheck> {
     try {

@@ -12,11 +12,14 @@ export interface MetricsServiceDeps {
   token: string | undefined;
   /** Each queue's depth is counted up to this many rows. */
   queueDepthLimit: number;
+  /** Direct delivery's sending sources (sendingSources): the destinations' rows that count. */
+  sources: readonly string[];
 }
 
 export type MetricsAccess = 'off' | 'denied' | 'allowed';
 
-export function createMetricsService({ metrics, repo, clock, token, queueDepthLimit }: MetricsServiceDeps) {
+export function createMetricsService(deps: MetricsServiceDeps) {
+  const { metrics, repo, clock, token, queueDepthLimit } = deps;
   // Compared as digests of equal length, so neither the comparison's time nor an early length check tells
   // a guesser how much of the token it has right.
   const expected = token === undefined ? undefined : digest(token);
@@ -44,7 +47,7 @@ export function createMetricsService({ metrics, repo, clock, token, queueDepthLi
       const { rate, suspended, depth: destinationDepth } = metrics.destinationGauges;
       const { suspendedForSource } = metrics;
       for (const gauge of [rate, suspended, destinationDepth, suspendedForSource]) gauge.reset();
-      const destinations = await repo.destinations(now, queueDepthLimit);
+      const destinations = await repo.destinations(now, queueDepthLimit, deps.sources);
       for (const [destination, values] of destinations.labels) {
         if (destination !== 'other') rate.set({ destination }, values.rate);
         suspended.set({ destination }, values.suspended);

@@ -10,7 +10,7 @@ import { createRecipientOutcomes } from '../emails/recipients.ts';
 import type { TrackingRepo } from '../emails/tracking.repo.ts';
 import type { SuppressionRepo } from '../suppressions/suppressions.repo.ts';
 import type { EventService } from '../events/events.service.ts';
-import type { DestinationSync } from '../destinations/destinations.sync.ts';
+import type { AliveWorkers, DestinationSync } from '../destinations/destinations.sync.ts';
 import type { DestinationEvents } from '../destinations/destination-events.ts';
 import type { ClaimedRecipient } from './sending.claims.ts';
 import {
@@ -51,6 +51,8 @@ export interface SendingQueueSourceDeps {
   destinations?: DestinationSync | undefined;
   /** Direct delivery: the destinations' suspensions that ended are announced before a look. */
   destinationEvents?: DestinationEvents | undefined;
+  /** Direct delivery: the sending workers alive, who share each destination's limits. */
+  aliveWorkers?: AliveWorkers | undefined;
 }
 
 /**
@@ -88,7 +90,7 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
       pacedHostsMarked = true;
     }
     if (destinations) {
-      await destinations.sync(lease.now.getTime());
+      await destinations.sync(lease.now.getTime(), deps.aliveWorkers);
       await deps.destinationEvents?.resumed(lease.now.getTime(), destinations.shaping);
     }
     const now = lease.now.toISOString();

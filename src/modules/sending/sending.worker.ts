@@ -1,4 +1,5 @@
 import { DEFAULTS, type DsnNotify } from '../../config.ts';
+import { silentWhenDead } from '../../queue/heartbeats.repo.ts';
 import { QUEUE_CHANNELS } from '../../queue/notifier.ts';
 import { createQueueWorker, withQueueDefaults } from '../../queue/runtime.ts';
 import type { QueueWorker, QueueWorkerDeps } from '../../queue/runtime.ts';
@@ -164,6 +165,9 @@ export function createSendingWorker(deps: SendingWorkerDeps): SendingWorker {
     pollIntervalMs,
     destinations,
     destinationEvents,
+    // The sending workers heard from lately (this one too): each takes its share of every destination.
+    aliveWorkers: (now) =>
+      heartbeats.alive(workerId, QUEUE_CHANNELS.sending, new Date(now - silentWhenDead(deadAfterMs))),
   });
 
   const worker = createQueueWorker({
