@@ -24,7 +24,6 @@ import { createRunner } from './modules/automations/runner.ts';
 import { createStepPlanner } from './modules/automations/steps.ts';
 import { createDeliveryService } from './modules/deliveries/deliveries.service.ts';
 import { createDestinationsService } from './modules/destinations/destinations.service.ts';
-import { sendingSources } from './modules/destinations/source-shaping.ts';
 import { createWarmupService } from './modules/destinations/warmup.service.ts';
 import { createDmarcService } from './modules/dmarc/dmarc.service.ts';
 import { createReputationService } from './modules/reputation/reputation.service.ts';
@@ -99,8 +98,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
   const { db, engine } = database;
   const repositories = createRepositories(database, { directDelivery: config.mailTransport === 'direct' });
   const { clock, secretBox } = infra;
-  // Direct delivery's sending sources: the destinations' rows the operator's views show.
-  const sendingSourcesOfConfig = sendingSources(config.sourceIps.map((source) => source.address));
   const dns = infra.dns ?? createDns({ servers: config.dnsServers });
   const notifiers: Notifiers = {
     delivery: infra.notifiers?.delivery ?? createNotifier(),
@@ -416,7 +413,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       repo: repositories.destinations,
       clock,
       overrides: config.destinationLimits,
-      sources: sendingSourcesOfConfig,
     }),
     warmup: createWarmupService({
       repo: repositories.warmups,
@@ -437,7 +433,6 @@ export function createServices(database: DatabaseHandle, config: Config, infra: 
       clock,
       token: config.metricsToken,
       queueDepthLimit: config.metricsQueueDepthLimit,
-      sources: sendingSourcesOfConfig,
     }),
     apiLogs: createApiLogService({ repo: repositories.apiLogs, recorder: apiLogRecorder }),
     usage: createUsageService({

@@ -97,30 +97,11 @@ for (const engine of ALL_ENGINES) {
         onlyFrom: slowed,
       });
       open = await startThrottlingServer({ address: openAddress, now: () => nowMs });
+      ({ app, receiver } = await startDestinationsApp(engine, clock));
       const sourceIps = loadConfig(
         { DIRECT_SOURCE_IPS: `${slowed} helo=a.mail.example.com; ${free} helo=b.mail.example.com` },
         { stdoutIsTTY: false },
       ).sourceIps;
-      ({ app, receiver } = await startDestinationsApp(engine, clock, { sourceIps }));
-      // The destination's state from before the addresses were listed (the source `default`), suspended then:
-      // no address uses it, so the operator's views leave it out.
-      await app.services.repositories.destinations.saveStates([
-        {
-          key: 'mx.throttled.test',
-          source: 'default',
-          provider: null,
-          mxHosts: 'mx.throttled.test',
-          rate: 2,
-          connections: 1,
-          suspendedUntil: nowMs + 3_600_000,
-          backoffMs: 3_600_000,
-          lastDeferral: '421 4.7.28 rate limited',
-          lastDeferralAt: nowMs - 60_000,
-          deferrals: 7,
-          suspensions: 3,
-          updatedAt: nowMs - 60_000,
-        },
-      ]);
       worker = await startSendingWorker(app, {
         transport: testDirectTransport(dns.address),
         clock,
@@ -227,8 +208,6 @@ for (const engine of ALL_ENGINES) {
         )?.[1];
       assert.equal(suspendedFor(slowed), '1', scrape.body);
       assert.equal(suspendedFor(free), '0', scrape.body);
-      assert.equal(suspendedFor('default'), undefined, 'no address uses the state of before');
-      assert.match(scrape.body, /^postwire_destinations_suspended\{destination="other"\} 1$/m);
       const suspendedUntil = Date.parse(suspended.suspended_until);
 
       // While the first address is suspended for it, the destination's mail leaves from the second alone.

@@ -1,7 +1,6 @@
 // The destinations' end-to-end tests' app (test/destinations.test.ts, test/destination-sources.test.ts): the
 // operator's token, the delivery worker and a webhook receiver of the destinations' events.
 import type { Clock } from '../../src/lib/clock.ts';
-import type { Config } from '../../src/config.ts';
 import type { Engine } from '../../src/db/connection.ts';
 import { created } from './answers.ts';
 import { startTestApp, TEST_SENDING_SETTINGS, type TestApp } from './app.ts';
@@ -25,12 +24,11 @@ export const DESTINATIONS_WORKER_SETTINGS = {
 export async function startDestinationsApp(
   engine: Engine,
   clock: Clock,
-  config: Partial<Config> = {},
 ): Promise<{ app: TestApp; receiver: Receiver }> {
   const app = await startTestApp(engine, {
     allowPrivateUrls: true,
     clock,
-    config: { metricsToken: OPERATOR_TOKEN, mailTransport: 'direct', ...config },
+    config: { metricsToken: OPERATOR_TOKEN, mailTransport: 'direct' },
     worker: true,
   });
   const receiver = await startReceiver();

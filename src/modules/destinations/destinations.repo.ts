@@ -156,14 +156,9 @@ export function createDestinationsRepo(db: Kysely<Database>) {
       return rows.map((row) => row.project_id);
     },
 
-    /** Every destination of these sources with the recipients queued and waiting for it, the busiest first. */
-    async list(sources: readonly string[]): Promise<DestinationRow[]> {
-      const rows = await db
-        .selectFrom('destinations')
-        .selectAll()
-        .where('source', 'in', [...sources])
-        .orderBy('key')
-        .execute();
+    /** Every destination with the recipients queued and waiting for it, the busiest first. */
+    async list(): Promise<DestinationRow[]> {
+      const rows = await db.selectFrom('destinations').selectAll().orderBy('key').execute();
       const depths = await db
         .selectFrom('email_recipients')
         .innerJoin('destination_domains', 'destination_domains.domain', 'email_recipients.host')

@@ -34,11 +34,6 @@ export function createDestinationsService(deps: {
   clock: Clock;
   /** DESTINATION_LIMITS. */
   overrides: readonly DestinationOverride[];
-  /**
-   * The sending sources of the configuration (sendingSources): only their rows mean anything now (a row of
-   * `default` from before DIRECT_SOURCE_IPS was set, or of an address no longer listed, is not used).
-   */
-  sources: readonly string[];
 }) {
   function patternOf(raw: string): string {
     const pattern = raw.trim().toLowerCase().replace(/\.$/, '');
@@ -55,7 +50,7 @@ export function createDestinationsService(deps: {
     async list() {
       const now = deps.clock.now().getTime();
       const overrides = [...deps.overrides, ...(await deps.repo.overrides())];
-      const rows = await deps.repo.list(deps.sources);
+      const rows = await deps.repo.list();
       return rows.map((row) => {
         const hosts = row.mxHosts.split(',').filter(Boolean);
         const { limits } = destinationOf(hosts[0] ?? row.key, hosts, overrides);

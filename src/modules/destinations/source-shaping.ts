@@ -19,10 +19,6 @@ import {
   type SharedState,
 } from './shaping.ts';
 
-/** The sending sources a configuration names: the DIRECT_SOURCE_IPS addresses, or DEFAULT_SOURCE alone. */
-export const sendingSources = (addresses: readonly string[] = []): string[] =>
-  addresses.length > 0 ? [...addresses] : [DEFAULT_SOURCE];
-
 export interface SourcedShaping {
   /** The sources, in the order listed (DIRECT_SOURCE_IPS), or DEFAULT_SOURCE alone. */
   readonly sources: readonly string[];
@@ -69,7 +65,7 @@ export interface SourcedShaping {
 export function createSourcedShaping(
   options: { sources?: readonly string[]; overrides?: readonly DestinationOverride[] } = {},
 ): SourcedShaping {
-  const sources = sendingSources(options.sources);
+  const sources = options.sources && options.sources.length > 0 ? [...options.sources] : [DEFAULT_SOURCE];
   const shapings = new Map(
     sources.map((source) => [source, createDestinationShaping({ source, overrides: options.overrides })]),
   );

@@ -116,13 +116,11 @@ export function createMetricsRepo(db: Kysely<Database>) {
      * Direct delivery's destinations by label (a provider's name, or `other`): their rate summed, how many are
      * suspended at `now`, and the recipients queued or waiting for them, up to `limit` recipients in all (the
      * bound of the queues' counts): a scrape reads the destinations table (a row per destination and source)
-     * and at most `limit` recipients. And per sending source, how many destinations are suspended for it. Only
-     * the rows of `sources` count (the configuration's: another source's rows are left from before).
+     * and at most `limit` recipients. And per sending source, how many destinations are suspended for it.
      */
     async destinations(
       now: Date,
       limit: number,
-      sources: readonly string[],
     ): Promise<{
       labels: Map<string, { rate: number; suspended: number; depth: number }>;
       suspendedBySource: Map<string, number>;
@@ -130,7 +128,6 @@ export function createMetricsRepo(db: Kysely<Database>) {
       const rows = await db
         .selectFrom('destinations')
         .select(['key', 'source', 'provider', 'rate', 'suspended_until'])
-        .where('source', 'in', [...sources])
         .execute();
       const suspendedBySource = new Map<string, number>();
       const labels = new Map<string, { rate: number; suspended: number; depth: number }>();

@@ -12,14 +12,11 @@ export interface MetricsServiceDeps {
   token: string | undefined;
   /** Each queue's depth is counted up to this many rows. */
   queueDepthLimit: number;
-  /** Direct delivery's sending sources (sendingSources): the destinations' rows that count. */
-  sources: readonly string[];
 }
 
 export type MetricsAccess = 'off' | 'denied' | 'allowed';
 
-export function createMetricsService(deps: MetricsServiceDeps) {
-  const { metrics, repo, clock, token, queueDepthLimit } = deps;
+export function createMetricsService({ metrics, repo, clock, token, queueDepthLimit }: MetricsServiceDeps) {
   // Compared as digests of equal length, so neither the comparison's time nor an early length check tells
   // a guesser how much of the token it has right.
   const expected = token === undefined ? undefined : digest(token);
@@ -47,7 +44,7 @@ export function createMetricsService(deps: MetricsServiceDeps) {
       const { rate, suspended, depth: destinationDepth } = metrics.destinationGauges;
       const { suspendedForSource } = metrics;
       for (const gauge of [rate, suspended, destinationDepth, suspendedForSource]) gauge.reset();
-      const destinations = await repo.destinations(now, queueDepthLimit, deps.sources);
+      const destinations = await repo.destinations(now, queueDepthLimit);
       for (const [destination, values] of destinations.labels) {
         if (destination !== 'other') rate.set({ destination }, values.rate);
         suspended.set({ destination }, values.suspended);
