@@ -91,12 +91,20 @@ const SECRET_CACHE_SIZE = 1000;
  * (slots free up when attempts end), and maxUnrecorded still bounds what a crash sends again.
  */
 const OUTCOME_WRITE_INTERVAL_MS = 10;
+/**
+ * A webhook's lane holds this many times its slots, topped up once half of that is free, so a busy webhook's
+ * claims carry 8× its slots (32 rows with the default 4). At 8× they carried 16–20, and a claim's fixed cost
+ * (its statement and, on its own, its commit) was much of the queue's share of a delivery's CPU (issue 43,
+ * fifth session: a third fewer claims). A slow receiver's rows that cannot start while their lease holds are
+ * given back (attempts.ts startWaiting), as before, only more of them.
+ */
+const LANE_HOLD_PER_SLOT = 16;
 
 /**
  * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
  * webhook's lane, so a webhook that hangs occupies only its own slots while the others' deliveries flow.
- * Each webhook may hold 8× its slots (topped up by half of that at a time), so its next attempt starts the
- * moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
+ * Each webhook may hold LANE_HOLD_PER_SLOT times its slots (topped up by half of that at a time), so its
+ * next attempt starts the moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
  * a response means for the delivery and its webhook.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
@@ -130,7 +138,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     settings: {
       concurrency: settings.concurrency,
       laneConcurrency: settings.concurrencyPerEndpoint,
-      laneCapacity: 8 * settings.concurrencyPerEndpoint,
+      laneCapacity: LANE_HOLD_PER_SLOT * settings.concurrencyPerEndpoint,
       capacity: 4 * settings.concurrency,
       claimBatch: 1,
       attemptTimeoutMs: settings.timeoutMs,
