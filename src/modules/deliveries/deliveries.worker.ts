@@ -14,7 +14,6 @@ import { resendPayload } from './resend-payload.ts';
 import { signingKeyObject, signWithKeys } from './signing.ts';
 import type { HealthWrites } from './webhook-health.ts';
 import { type MetricsRecorder, noMetrics } from '../metrics/instruments.ts';
-import { createBoundedMemo } from '../../lib/memo.ts';
 
 export interface DeliverySettings {
   /** An attempt must answer 2xx within this (connect and response). */
@@ -87,7 +86,10 @@ export function webhookPayload(
 const SECRET_CACHE_SIZE = 1000;
 /**
  * Bodies kept by event, per format: an event's deliveries to its webhooks are claimed and attempted at about
- * the same time, so a few events' bodies serve a fan-out (an event never changes once emitted).
+ * the same time, so a few events' bodies serve a fan-out (an event never changes once emitted). Forgotten
+ * all at once, like the keys: a bounded memo dropping its oldest entry on every miss (one webhook's
+ * deliveries, each of its own event) walked the Map's deleted entries from its start each time, 3.5 % of
+ * the worker's busy time.
  */
 const BODY_CACHE_SIZE = 1000;
 /**
@@ -128,8 +130,25 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   });
   /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
   const keys = new Map<string, KeyObject>();
-  const postwireBodies = createBoundedMemo<string, string>(BODY_CACHE_SIZE);
-  const resendBodies = createBoundedMemo<string, string>(BODY_CACHE_SIZE);
+  /** Bodies by format and event id (BODY_CACHE_SIZE). */
+  const bodies = { postwire: new Map<string, string>(), resend: new Map<string, string>() };
+  function bodyOf(delivery: ClaimedDelivery): string {
+    const resend = delivery.webhookFormat === 'resend';
+    const cached = resend ? bodies.resend : bodies.postwire;
+    let body = cached.get(delivery.eventId);
+    if (body === undefined) {
+      body = resend
+        ? resendPayload({
+            type: delivery.eventType,
+            createdAt: delivery.eventCreatedAt,
+            data: delivery.eventData,
+          })
+        : webhookPayload(delivery);
+      if (cached.size >= BODY_CACHE_SIZE) cached.clear();
+      cached.set(delivery.eventId, body);
+    }
+    return body;
+  }
 
   const source = createDeliveryQueueSource({
     queue: createDeliveryQueue(deps.database.db, deps.database.engine, deps.webhooks),
@@ -211,16 +230,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       result = { statusCode: null, headers: {}, responseExcerpt: null, durationMs: 0, error };
     }
     if (signing) {
-      const body =
-        delivery.webhookFormat === 'resend'
-          ? resendBodies(delivery.eventId, () =>
-              resendPayload({
-                type: delivery.eventType,
-                createdAt: delivery.eventCreatedAt,
-                data: delivery.eventData,
-              }),
-            )
-          : postwireBodies(delivery.eventId, () => webhookPayload(delivery));
+      const body = bodyOf(delivery);
       const timestamp = Math.floor(attemptedAt.getTime() / 1000);
       const headers: Record<string, string> = {
         'content-type': 'application/json',
