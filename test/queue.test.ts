@@ -685,6 +685,41 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
       );
 
       test(
+        'a lane due a top-up while outcomes wait for their write takes it with that write, started at once',
+        { ...HANG_GUARD, skip: topsUp ? false : 'no per-lane top-ups' },
+        async () => {
+          const queue = await queueOf(engine, jobs(20, ['a']), { claimLanes: true });
+          const attempts = controlledAttempts(queue);
+          // Writes a minute apart: after the first, outcomes wait for the next unless something starts it.
+          const settings = { capacity: 32, laneCapacity: 8, outcomeWriteIntervalMs: 60_000, stopGraceMs: 0 };
+          const w = worker({ queue, attempts, settings });
+          await w.start();
+          await attempts.started(2);
+          await queue.released();
+          const first = queue.nextClaim();
+          attempts.finishAll(); // job000, job001: the first write, at once, tops the lane up (job008, job009)
+          await first;
+          await attempts.started(4);
+          attempts.finishAll(); // job002, job003: the lane holds 6, room for 2, under its half: no top-up
+          await attempts.started(6);
+          const since = queue.log.length;
+          const topUp = queue.nextClaim();
+          attempts.finishAll(); // job004, job005: the lane holds 4, half of it free
+          await topUp;
+          const lines = queue.log.slice(since).filter((line) => !line.startsWith('release'));
+          // Not a claim of its own: the four waiting outcomes' write, with the top-up in it.
+          assert.deepEqual(
+            lines,
+            ['record job002,job003,job004,job005', 'claim worker-a job010,job011,job012,job013'],
+            queue.log.join('\n'),
+          );
+          await w.stop();
+          assert.ok((await queue.done()).length >= 6, 'the finished jobs written');
+          assert.deepEqual(queue.violations, []);
+        },
+      );
+
+      test(
         'with a backlog past its capacity, a worker claims an eighth of the capacity at a time, not one job',
         { ...HANG_GUARD, skip: hasLanes ? false : 'one lane' },
         async () => {

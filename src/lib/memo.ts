@@ -21,7 +21,9 @@ export function createIdentityMemo<K extends object, V>(): (key: K, make: () => 
 export function createBoundedMemo<K, V>(limit: number): (key: K, make: () => V) => V {
   const made = new Map<K, V>();
   return (key, make) => {
-    if (made.has(key)) return made.get(key)!;
+    // One lookup for a hit (the common case: a sender's few URLs, a process's statements), not two.
+    const hit = made.get(key);
+    if (hit !== undefined || made.has(key)) return hit!;
     const value = make();
     if (made.size >= limit) made.delete(made.keys().next().value!);
     made.set(key, value);

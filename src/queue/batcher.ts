@@ -19,6 +19,11 @@ export interface Batcher<T> {
   readonly pending: number;
   /** Resolves once everything added so far is written. */
   drain(): Promise<void>;
+  /**
+   * Starts the write of the items waiting now, without waiting out `minIntervalMs`; false (and nothing
+   * done) when none wait or a write is under way.
+   */
+  writeNow(): boolean;
 }
 
 /**
@@ -30,7 +35,8 @@ export interface Batcher<T> {
 export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
   let queue: T[] = [];
   let writing = 0;
-  let scheduled = false;
+  /** The scheduled write, while one is: a timer, or an immediate when no wait is due. */
+  let scheduled: { timer: NodeJS.Timeout } | { immediate: NodeJS.Immediate } | undefined;
   let lastWriteAt = -Infinity;
   const minIntervalMs = options.minIntervalMs ?? 0;
   let idle: Promise<void> = Promise.resolve();
@@ -38,14 +44,12 @@ export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
 
   function schedule(): void {
     if (scheduled || writing > 0 || queue.length === 0) return;
-    scheduled = true;
     const run = () => {
-      scheduled = false;
+      scheduled = undefined;
       void flush();
     };
     const wait = lastWriteAt + minIntervalMs - performance.now();
-    if (wait > 0) setTimeout(run, wait);
-    else setImmediate(run);
+    scheduled = wait > 0 ? { timer: setTimeout(run, wait) } : { immediate: setImmediate(run) };
   }
 
   async function flush(): Promise<void> {
@@ -81,5 +85,13 @@ export function createBatcher<T>(options: BatcherOptions<T>): Batcher<T> {
       return queue.length + writing;
     },
     drain: () => idle,
+    writeNow() {
+      if (writing > 0 || queue.length === 0) return false;
+      if (scheduled && 'timer' in scheduled) clearTimeout(scheduled.timer);
+      else if (scheduled) clearImmediate(scheduled.immediate);
+      scheduled = undefined;
+      void flush();
+      return true;
+    },
   };
 }

@@ -98,6 +98,9 @@ async function fill<Job extends QueueJob, Outcome>(state: WorkerState<Job, Outco
     }
     if (source.claimLanes) {
       if (topUps.length > 0) {
+        // Outcomes wait to be written: their write, started now, takes the top-ups with it (one commit for
+        // both, topUpsWithOutcomes) where a claim of their own was a commit more, and its end wakes a round.
+        if (source.recordAndClaimLanes && state.writeOutcomesNow()) return;
         const claimed = await whileClaiming(state, () => source.claimLanes!(lease, topUps));
         await toppedUp(state, topUps, claimed, lease);
         continue;

@@ -89,6 +89,7 @@ export function createQueueWorker<Job extends QueueJob, Outcome>(
   });
   state.wake = () => loop.wake();
   state.queueOutcome = (item) => outcomes.add(item);
+  state.writeOutcomesNow = () => outcomes.writeNow();
 
   return {
     id: workerId,

@@ -48,7 +48,9 @@ export async function stopWorker<Job extends QueueJob, Outcome>(
     // Aborted attempts return at once; only a database that does not answer keeps one longer.
     await settlesWithin(settled, 1000);
   }
-  // The outcomes go in before the leases go back: released first, a finished job would run again.
+  // The outcomes go in before the leases go back: released first, a finished job would run again. Those
+  // waiting out the interval between writes are written now.
+  outcomes.writeNow();
   await settlesWithin(outcomes.drain(), settings.stopGraceMs);
   state.lanes.clear();
   state.expiring = [];

@@ -66,6 +66,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   wake(): void;
   /** Queues an attempt's outcome for the next write. */
   queueOutcome(item: Attempted<Job, Outcome>): void;
+  /** Starts the write of the outcomes waiting now (Batcher.writeNow); false when none wait or one is under way. */
+  writeOutcomesNow(): boolean;
 }
 
 /**
@@ -117,6 +119,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     lastHeartbeatAt: undefined,
     wake: () => {},
     queueOutcome: () => {},
+    writeOutcomesNow: () => false,
   };
 }
 

@@ -160,12 +160,17 @@ const CLAIMED_NAMES = CLAIMED_COLUMNS.split(',')
 // No `*` column lists: the engine leaves a text with one unprepared (src/db/engine/postgres.ts).
 const OUTCOMES_WITH = `WITH v AS (SELECT ${OUTCOME_COLUMNS.join(', ')} FROM ${unnestedRows(OUTCOME_COLUMNS, OUTCOME_CASTS)}),
   moved AS (${MOVE_ATTEMPTS}), updated AS (${UPDATE_OUTCOMES})`;
-const OUTCOMES_TEXT = `${OUTCOMES_WITH} SELECT id FROM updated`;
+/**
+ * The outcomes whose rows the write did not move (the lease was lost): almost always none, so the answer is
+ * empty where the ids of the rows it moved were a row (or an array element) per outcome for the driver to parse.
+ */
+const NOT_HELD = 'SELECT v.id FROM v WHERE v.id NOT IN (SELECT id FROM updated)';
+const OUTCOMES_TEXT = `${OUTCOMES_WITH} ${NOT_HELD}`;
 const FIRST_AFTER_OUTCOMES = OUTCOME_COLUMNS.length + 1;
 /**
  * The outcomes' write with the lanes' top-ups: they never take a row being recorded (one statement updates a
  * row once; a retry is recorded, and due later, before any claim can see it). One row per claimed delivery,
- * or one of nulls when none was; each carries the ids the write held.
+ * or one of nulls when none was; each carries the ids of the outcomes the write did not hold (NOT_HELD).
  */
 const OUTCOMES_AND_TOP_UPS_TEXT = (() => {
   const at = (offset: number) => `$${FIRST_AFTER_OUTCOMES + offset}`;
@@ -173,7 +178,7 @@ const OUTCOMES_AND_TOP_UPS_TEXT = (() => {
   return `${OUTCOMES_WITH},
     claimed AS (UPDATE deliveries SET locked_until = ${at(0)}, locked_by = ${at(1)} WHERE ${dueRows(due)}
       RETURNING ${LEASED_COLUMNS})
-    SELECT h.held, c.claimed_id, ${CLAIMED_NAMES} FROM (SELECT array_agg(id) AS held FROM updated) AS h
+    SELECT h.not_held, c.claimed_id, ${CLAIMED_NAMES} FROM (SELECT array_agg(id) AS not_held FROM (${NOT_HELD}) AS n) AS h
     LEFT JOIN (SELECT d.id AS claimed_id, d.next_attempt_at AS claimed_due, ${CLAIMED_COLUMNS}
       FROM claimed d ${WITH_EVENT_AND_WEBHOOK}) AS c ON true
     ORDER BY c.claimed_due, c.claimed_id`;

@@ -248,18 +248,21 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
         excerpt: attempt?.responseExcerpt ?? null,
       };
     });
+    // PostgreSQL answers with the outcomes it did not hold (none, almost always).
+    const heldBut = (notHeld: readonly string[]) =>
+      new Set(outcomes.map((outcome) => outcome.delivery.id).filter((id) => !notHeld.includes(id)));
     if (postgres && topUp) {
       const { rows } = await trx.executeQuery<
-        ClaimedRow & { held: string[] | null; claimed_id: string | null }
+        ClaimedRow & { not_held: string[] | null; claimed_id: string | null }
       >(postgresOutcomes(values, topUp));
       return {
-        held: new Set(rows[0]?.held ?? []),
+        held: heldBut(rows[0]?.not_held ?? []),
         claimed: rows.filter((row) => row.claimed_id !== null).map(toClaimed),
       };
     }
     if (postgres) {
       const { rows } = await trx.executeQuery<{ id: string }>(postgresOutcomes(values));
-      return { held: new Set(rows.map((row) => row.id)) };
+      return { held: heldBut(rows.map((row) => row.id)) };
     }
     const query = statement(engine);
     const withValues = `WITH ${valuesTable('v', OUTCOME_COLUMNS, values, query.param, OUTCOME_CASTS)}`;

@@ -85,18 +85,34 @@ export function webhookPayload(
 /** Past this many, decrypted secrets are forgotten (all at once: it is a cache of a few webhooks' keys). */
 const SECRET_CACHE_SIZE = 1000;
 /**
+ * Bodies kept by event, per format: an event's deliveries to its webhooks are claimed and attempted at about
+ * the same time, so a few events' bodies serve a fan-out (an event never changes once emitted). Forgotten
+ * all at once, like the keys: a bounded memo dropping its oldest entry on every miss (one webhook's
+ * deliveries, each of its own event) walked the Map's deleted entries from its start each time, 3.5 % of
+ * the worker's busy time.
+ */
+const BODY_CACHE_SIZE = 1000;
+/**
  * Outcomes are written at most this often (each write is one transaction for all of them). A write's cost is
  * mostly fixed (its statements and commit): on SQLite 8 outcomes a write cost about 65 µs each, 32 about
  * 40 µs; at 3 ms a busy webhook's batches held about 7. The wait delays only the write, never an attempt
  * (slots free up when attempts end), and maxUnrecorded still bounds what a crash sends again.
  */
 const OUTCOME_WRITE_INTERVAL_MS = 10;
+/**
+ * A webhook's lane holds this many times its slots, topped up once half of that is free, so a busy webhook's
+ * claims carry 8× its slots (32 rows with the default 4). At 8× they carried 16–20, and a claim's fixed cost
+ * (its statement and, on its own, its commit) was much of the queue's share of a delivery's CPU (issue 43,
+ * fifth session: a third fewer claims). A slow receiver's rows that cannot start while their lease holds are
+ * given back (attempts.ts startWaiting), as before, only more of them.
+ */
+const LANE_HOLD_PER_SLOT = 16;
 
 /**
  * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
  * webhook's lane, so a webhook that hangs occupies only its own slots while the others' deliveries flow.
- * Each webhook may hold 8× its slots (topped up by half of that at a time), so its next attempt starts the
- * moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
+ * Each webhook may hold LANE_HOLD_PER_SLOT times its slots (topped up by half of that at a time), so its
+ * next attempt starts the moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
  * a response means for the delivery and its webhook.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
@@ -114,6 +130,25 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   });
   /** HMAC keys by sealed secret: a PATCHed or rotated secret is a new sealed value, so it takes effect. */
   const keys = new Map<string, KeyObject>();
+  /** Bodies by format and event id (BODY_CACHE_SIZE). */
+  const bodies = { postwire: new Map<string, string>(), resend: new Map<string, string>() };
+  function bodyOf(delivery: ClaimedDelivery): string {
+    const resend = delivery.webhookFormat === 'resend';
+    const cached = resend ? bodies.resend : bodies.postwire;
+    let body = cached.get(delivery.eventId);
+    if (body === undefined) {
+      body = resend
+        ? resendPayload({
+            type: delivery.eventType,
+            createdAt: delivery.eventCreatedAt,
+            data: delivery.eventData,
+          })
+        : webhookPayload(delivery);
+      if (cached.size >= BODY_CACHE_SIZE) cached.clear();
+      cached.set(delivery.eventId, body);
+    }
+    return body;
+  }
 
   const source = createDeliveryQueueSource({
     queue: createDeliveryQueue(deps.database.db, deps.database.engine, deps.webhooks),
@@ -130,7 +165,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
     settings: {
       concurrency: settings.concurrency,
       laneConcurrency: settings.concurrencyPerEndpoint,
-      laneCapacity: 8 * settings.concurrencyPerEndpoint,
+      laneCapacity: LANE_HOLD_PER_SLOT * settings.concurrencyPerEndpoint,
       capacity: 4 * settings.concurrency,
       claimBatch: 1,
       attemptTimeoutMs: settings.timeoutMs,
@@ -195,14 +230,7 @@ export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
       result = { statusCode: null, headers: {}, responseExcerpt: null, durationMs: 0, error };
     }
     if (signing) {
-      const body =
-        delivery.webhookFormat === 'resend'
-          ? resendPayload({
-              type: delivery.eventType,
-              createdAt: delivery.eventCreatedAt,
-              data: delivery.eventData,
-            })
-          : webhookPayload(delivery);
+      const body = bodyOf(delivery);
       const timestamp = Math.floor(attemptedAt.getTime() / 1000);
       const headers: Record<string, string> = {
         'content-type': 'application/json',
