@@ -121,6 +121,55 @@ for (const engine of ALL_ENGINES) {
     });
   });
 
+  describe(`a destination another worker recorded (${engine})`, { skip: engineSkip(engine) }, () => {
+    let app: TestApp;
+    const nowMs = Date.parse('2026-03-02T10:00:00.000Z');
+    before(async () => {
+      app = await startTestApp(engine, { clock: { now: () => new Date(nowMs) } });
+    });
+    after(async () => {
+      await app?.close();
+    });
+
+    test('a worker that learns it, or claims a domain mapped to it, starts from its shared state', async () => {
+      const worker = () =>
+        createDestinationSync({
+          repo: app.services.repositories.destinations,
+          shaping: createSourcedShaping(),
+        });
+      // One worker sends to first.test and is told to slow down: the destination is suspended for a minute.
+      const first = worker();
+      first.shaping.learn('first.test', ['mx.recorded.test'], nowMs);
+      await first.learned('first.test', 'mx.recorded.test', nowMs);
+      const throttled = first.shaping
+        .of('default')
+        .observe('first.test', '421 4.7.28 [192.0.2.1] rate limited', false, nowMs, 0);
+      assert.equal(throttled?.suspendedUntil, nowMs + 60_000);
+      // Written a second after its row was first written (at most once a second).
+      const later = nowMs + 1000;
+      await first.flush(later);
+
+      // Another learns second.test's MX hosts, the same destination's: it is suspended for it too, and it
+      // writes nothing over the row (before, the destination's starting state, unsuspended).
+      const second = worker();
+      await second.sync(later);
+      second.shaping.learn('second.test', ['mx.recorded.test'], later);
+      assert.equal(second.shaping.of('default').suspendedUntil('second.test', later), nowMs + 60_000);
+      assert.deepEqual(second.shaping.takeWrites(later), []);
+
+      // A third is handed first.test's mail by a claim that says its destination: the same, without a delivery.
+      const third = worker();
+      await third.sync(later);
+      assert.equal(third.shaping.laneOf('first.test'), 'first.test', 'not known before the claim');
+      third.shaping.adopt('first.test', 'mx.recorded.test', later);
+      assert.equal(third.shaping.laneOf('first.test'), 'mx.recorded.test');
+      assert.equal(third.shaping.of('default').suspendedUntil('first.test', later), nowMs + 60_000);
+      // A destination no row was read of: the domain stays a lane of its own until its first delivery.
+      third.shaping.adopt('new.test', 'mx.unrecorded.test', later);
+      assert.equal(third.shaping.laneOf('new.test'), 'new.test');
+    });
+  });
+
   describe(`two sending workers and a capped destination (${engine})`, { skip: engineSkip(engine) }, () => {
     const CAP = 4;
     let dns: TestDnsServer;
