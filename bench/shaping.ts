@@ -9,6 +9,7 @@
 //   npm run bench:shaping -- --open 100 --throttled 100 --rounds 1     # a smoke run
 //   npm run bench:shaping -- --workers 2    # two sending workers on the database, sharing the destinations
 //   npm run bench:shaping -- --workers 2 --known    # the operator set the throttled server's caps as its limits
+//   npm run bench:shaping -- --workers 2 --known --mapped    # its domain's destination known from an earlier run
 //
 // It prints: whether every message to both arrived (once); the throttled server's connections asked for at
 // once after the first deferrals, against its cap; the deferrals as a share of its messages; the messages it
@@ -44,6 +45,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     workers: { type: 'string', default: '1' },
     known: { type: 'boolean', default: false },
+    mapped: { type: 'boolean', default: false },
     speed: { type: 'string', default: '10' },
     connections: { type: 'string', default: '2' },
     'per-minute': { type: 'string', default: '100' },
@@ -130,6 +132,30 @@ if (args.known) {
     clock.now().toISOString(),
   );
 }
+// An earlier run sent to the throttled domain: the database maps it to its destination (destination_domains),
+// whose row (`destinations`) it left as a first delivery writes it, with the limits of now.
+if (args.mapped) {
+  const at = clock.now().toISOString();
+  const { destinations } = bench.services.repositories;
+  await destinations.saveDomain('throttled.test', 'mx.throttled.test', at);
+  await destinations.saveStates([
+    {
+      key: 'mx.throttled.test',
+      source: 'default',
+      provider: null,
+      mxHosts: 'mx.throttled.test',
+      rate: args.known ? CAP.perMinute : 0,
+      connections: args.known ? CAP.connections : 10,
+      suspendedUntil: null,
+      backoffMs: 0,
+      lastDeferral: null,
+      lastDeferralAt: null,
+      deferrals: 0,
+      suspensions: 0,
+      updatedAt: Date.parse(at),
+    },
+  ]);
+}
 const resolver = createDns({ servers: [dns.address] });
 const newWorker = () =>
   createSendingWorker({
@@ -197,7 +223,8 @@ const engine = databaseUrl ? 'postgres' : 'sqlite';
 console.log(
   `${engine}: ${ROUNDS} round(s) of ${OPEN} emails to the unthrottled destination, alone and beside ` +
     `${THROTTLED} to one capped at ${CAP.connections} connections and ${CAP.perMinute}/min; clock ×${SPEED}; ` +
-    `${WORKERS} sending worker(s)${args.known ? ', its caps set as its limits' : ''}`,
+    `${WORKERS} sending worker(s)${args.known ? ', its caps set as its limits' : ''}` +
+    `${args.mapped ? ', its domain mapped by an earlier run' : ''}`,
 );
 
 // Warm the process (JIT, schemas, the destinations learned) before anything is timed.
