@@ -31,6 +31,7 @@ import { DEFAULTS } from '../src/config.ts';
 import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { createNotifier } from '../src/queue/notifier.ts';
+import { createDestinationShaping } from '../src/modules/destinations/shaping.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
 import { startDnsServer } from '../test/helpers/dns.ts';
@@ -126,35 +127,22 @@ const bench = await startBenchApp({
 });
 // The operator knows the throttled destination's caps (an override, as PUT /v1/destinations/overrides sets):
 // its limits from the start, so no refusal has to teach them.
+const KNOWN = {
+  pattern: 'mx.throttled.test',
+  limits: { connections: CAP.connections, perMinute: CAP.perMinute },
+};
 if (args.known) {
-  await bench.services.repositories.destinations.saveOverride(
-    { pattern: 'mx.throttled.test', limits: { connections: CAP.connections, perMinute: CAP.perMinute } },
-    clock.now().toISOString(),
-  );
+  await bench.services.repositories.destinations.saveOverride(KNOWN, clock.now().toISOString());
 }
 // An earlier run sent to the throttled domain: the database maps it to its destination (destination_domains),
 // whose row (`destinations`) it left as a first delivery writes it, with the limits of now.
 if (args.mapped) {
-  const at = clock.now().toISOString();
+  const at = clock.now();
+  const earlier = createDestinationShaping({ overrides: args.known ? [KNOWN] : [] });
+  earlier.learn('throttled.test', ['mx.throttled.test'], at.getTime());
   const { destinations } = bench.services.repositories;
-  await destinations.saveDomain('throttled.test', 'mx.throttled.test', at);
-  await destinations.saveStates([
-    {
-      key: 'mx.throttled.test',
-      source: 'default',
-      provider: null,
-      mxHosts: 'mx.throttled.test',
-      rate: args.known ? CAP.perMinute : 0,
-      connections: args.known ? CAP.connections : 10,
-      suspendedUntil: null,
-      backoffMs: 0,
-      lastDeferral: null,
-      lastDeferralAt: null,
-      deferrals: 0,
-      suspensions: 0,
-      updatedAt: Date.parse(at),
-    },
-  ]);
+  await destinations.saveDomain('throttled.test', 'mx.throttled.test', at.toISOString());
+  await destinations.saveStates(earlier.takeWrites(at.getTime()));
 }
 const resolver = createDns({ servers: [dns.address] });
 const newWorker = () =>
