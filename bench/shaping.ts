@@ -9,6 +9,7 @@
 //   npm run bench:shaping -- --open 100 --throttled 100 --rounds 1     # a smoke run
 //   npm run bench:shaping -- --workers 2    # two sending workers on the database, sharing the destinations
 //   npm run bench:shaping -- --workers 2 --known    # the operator set the throttled server's caps as its limits
+//   npm run bench:shaping -- --workers 2 --known --mapped    # its domain's destination known from an earlier run
 //
 // It prints: whether every message to both arrived (once); the throttled server's connections asked for at
 // once after the first deferrals, against its cap; the deferrals as a share of its messages; the messages it
@@ -30,6 +31,7 @@ import { DEFAULTS } from '../src/config.ts';
 import { createDns } from '../src/lib/dns.ts';
 import type { Clock } from '../src/lib/clock.ts';
 import { createNotifier } from '../src/queue/notifier.ts';
+import { createDestinationShaping } from '../src/modules/destinations/shaping.ts';
 import { createSendingWorker } from '../src/modules/sending/sending.worker.ts';
 import { createDirectTransport } from '../src/modules/sending/transports/direct.ts';
 import { startDnsServer } from '../test/helpers/dns.ts';
@@ -44,6 +46,7 @@ const { values: args } = parseArgs({
     rounds: { type: 'string', default: '3' },
     workers: { type: 'string', default: '1' },
     known: { type: 'boolean', default: false },
+    mapped: { type: 'boolean', default: false },
     speed: { type: 'string', default: '10' },
     connections: { type: 'string', default: '2' },
     'per-minute': { type: 'string', default: '100' },
@@ -124,11 +127,22 @@ const bench = await startBenchApp({
 });
 // The operator knows the throttled destination's caps (an override, as PUT /v1/destinations/overrides sets):
 // its limits from the start, so no refusal has to teach them.
+const KNOWN = {
+  pattern: 'mx.throttled.test',
+  limits: { connections: CAP.connections, perMinute: CAP.perMinute },
+};
 if (args.known) {
-  await bench.services.repositories.destinations.saveOverride(
-    { pattern: 'mx.throttled.test', limits: { connections: CAP.connections, perMinute: CAP.perMinute } },
-    clock.now().toISOString(),
-  );
+  await bench.services.repositories.destinations.saveOverride(KNOWN, clock.now().toISOString());
+}
+// An earlier run sent to the throttled domain: the database maps it to its destination (destination_domains),
+// whose row (`destinations`) it left as a first delivery writes it, with the limits of now.
+if (args.mapped) {
+  const at = clock.now();
+  const earlier = createDestinationShaping({ overrides: args.known ? [KNOWN] : [] });
+  earlier.learn('throttled.test', ['mx.throttled.test'], at.getTime());
+  const { destinations } = bench.services.repositories;
+  await destinations.saveDomain('throttled.test', 'mx.throttled.test', at.toISOString());
+  await destinations.saveStates(earlier.takeWrites(at.getTime()));
 }
 const resolver = createDns({ servers: [dns.address] });
 const newWorker = () =>
@@ -197,7 +211,8 @@ const engine = databaseUrl ? 'postgres' : 'sqlite';
 console.log(
   `${engine}: ${ROUNDS} round(s) of ${OPEN} emails to the unthrottled destination, alone and beside ` +
     `${THROTTLED} to one capped at ${CAP.connections} connections and ${CAP.perMinute}/min; clock ×${SPEED}; ` +
-    `${WORKERS} sending worker(s)${args.known ? ', its caps set as its limits' : ''}`,
+    `${WORKERS} sending worker(s)${args.known ? ', its caps set as its limits' : ''}` +
+    `${args.mapped ? ', its domain mapped by an earlier run' : ''}`,
 );
 
 // Warm the process (JIT, schemas, the destinations learned) before anything is timed.

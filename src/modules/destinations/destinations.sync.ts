@@ -22,7 +22,10 @@ export interface DestinationSync {
   sync(now: number, alive?: AliveWorkers): Promise<void>;
   /** After a deferral: writes the change now if its destination was not written in the last second. */
   flush(now: number): Promise<void>;
-  /** Records a domain's destination (once per destination it moves to, per process). */
+  /**
+   * Records a domain's destination (once per destination it moves to, per process), and the destination's
+   * state when it is new: the row other workers learn the domain's destination with (shaping.adopt).
+   */
   learned(domain: string, destination: string, now: number): Promise<void>;
 }
 
@@ -57,6 +60,7 @@ export function createDestinationSync(deps: {
     },
     async learned(domain, destination, now) {
       await repo.saveDomain(domain, destination, new Date(now).toISOString());
+      await repo.saveStates(shaping.takeWrites(now));
     },
   };
 }

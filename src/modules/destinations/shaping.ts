@@ -111,8 +111,13 @@ export interface DestinationShaping {
    * `withinMs` than a lane can hold, and how many they may start: the claims take no more of theirs.
    */
   startable(now: number, withinMs: number): Array<[lane: string, count: number]>;
-  /** The domain's MX hosts, as the transport found them: its destination from now on. */
+  /**
+   * The domain's MX hosts, as the transport found them or as the destination's row records them: its
+   * destination from now on, whose shared state is the row's when the database has one (`merge`).
+   */
   learn(domain: string, mxHosts: readonly string[], now: number): { destination: string; isNew: boolean };
+  /** A destination's MX hosts as this worker knows them or last read them (undefined: neither). */
+  mxHostsOf(destination: string): string | undefined;
   /**
    * An attempt's reply to a domain: a throttle lowers its destination's limits and suspends it (returned, for
    * the caller to say so); an acceptance counts towards the next increase.
@@ -134,7 +139,10 @@ export interface DestinationShaping {
   connectionLimitsOf(domain: string): { connections: number; messagesPerConnection: number } | undefined;
   /** The states changed since their last write, due for one now (at most once a second each); marks them written. */
   takeWrites(now: number): SharedState[];
-  /** Takes what other workers wrote (newer than what this worker knows). */
+  /**
+   * Takes what other workers wrote (newer than what this worker knows), and keeps the rows of destinations it
+   * has not learned yet: a domain it learns is one of them from its first message.
+   */
   merge(rows: readonly SharedState[]): void;
   /**
    * The overrides now (DESTINATION_LIMITS's, then the API's): every known destination's limits again, its
@@ -160,6 +168,8 @@ export function createDestinationShaping(
   const domainLane = new Map<string, string>();
   const lanesHosts = new Map<string, Set<string>>();
   const states = new Map<string, LocalState>();
+  /** The rows last read of this source's destinations this worker has not learned (merge). */
+  const unlearned = new Map<string, SharedState>();
   let workers = 1;
 
   function fresh(destination: Destination, mxHosts: string): LocalState {
@@ -215,6 +225,23 @@ export function createDestinationShaping(
   function changed(state: LocalState, now: number): void {
     state.dirty = true;
     state.updatedAt = now;
+  }
+
+  /** The shared part of a destination's row (another worker's write), its pace brought under a new rate. */
+  function take(state: LocalState, row: SharedState): void {
+    const rateChanged = row.rate !== state.rate;
+    Object.assign(state, {
+      rate: row.rate,
+      connections: row.connections,
+      suspendedUntil: row.suspendedUntil,
+      backoffMs: row.backoffMs,
+      lastDeferral: row.lastDeferral,
+      lastDeferralAt: row.lastDeferralAt,
+      deferrals: row.deferrals,
+      suspensions: row.suspensions,
+      updatedAt: row.updatedAt,
+    });
+    if (rateChanged) state.tokens = Math.min(state.tokens, bucketSize(state));
   }
 
   /** Additive increase: after a minute of deliveries without a deferral, a step towards (and past) the ceiling. */
@@ -304,12 +331,16 @@ export function createDestinationShaping(
       hosts.add(domain);
       lanesHosts.set(destination.key, hosts);
       if (!states.has(destination.key)) {
-        // Written once at least, so the operator sees every destination.
         const state = fresh(
           destination,
           [...new Set(mxHosts.map((host) => host.toLowerCase()))].sort().join(','),
         );
-        changed(state, now);
+        const row = unlearned.get(destination.key);
+        unlearned.delete(destination.key);
+        // The workers' shared state when the database has it; else written once at least, so the operator
+        // sees every destination.
+        if (row) take(state, row);
+        else changed(state, now);
         states.set(destination.key, state);
       }
       return { destination: destination.key, isNew };
@@ -390,23 +421,13 @@ export function createDestinationShaping(
     },
     merge(rows) {
       for (const row of rows) {
-        const state = row.source === source ? states.get(row.key) : undefined;
-        if (!state || state.dirty || row.updatedAt <= state.updatedAt) continue;
-        const rateChanged = row.rate !== state.rate;
-        Object.assign(state, {
-          rate: row.rate,
-          connections: row.connections,
-          suspendedUntil: row.suspendedUntil,
-          backoffMs: row.backoffMs,
-          lastDeferral: row.lastDeferral,
-          lastDeferralAt: row.lastDeferralAt,
-          deferrals: row.deferrals,
-          suspensions: row.suspensions,
-          updatedAt: row.updatedAt,
-        });
-        if (rateChanged) state.tokens = Math.min(state.tokens, bucketSize(state));
+        if (row.source !== source) continue;
+        const state = states.get(row.key);
+        if (!state) unlearned.set(row.key, row);
+        else if (!state.dirty && row.updatedAt > state.updatedAt) take(state, row);
       }
     },
+    mxHostsOf: (destination) => (states.get(destination) ?? unlearned.get(destination))?.mxHosts,
     setOverrides(next) {
       overrides = next;
       for (const state of states.values()) {

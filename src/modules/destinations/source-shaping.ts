@@ -30,6 +30,12 @@ export interface SourcedShaping {
   /** The domain's MX hosts: its destination, for every source. */
   learn(domain: string, mxHosts: readonly string[], now: number): { destination: string; isNew: boolean };
   /**
+   * A domain this worker has not learned, which the database maps to `destination` (another worker, or this
+   * one before a restart, learned it): learned with the MX hosts of that destination's row, so its first
+   * message is already the destination's, under its limits and shared state. Nothing when no row was read.
+   */
+  adopt(domain: string, destination: string, now: number): void;
+  /**
    * When the lane may start one more attempt from any source (epoch ms; Infinity: when one in flight ends),
    * with `open(source)` of this worker's attempts in flight to it from each, and at most `cap` from each.
    */
@@ -77,6 +83,12 @@ export function createSourcedShaping(
    */
   let turn = -1;
 
+  function learn(domain: string, mxHosts: readonly string[], now: number) {
+    const learned = first.learn(domain, mxHosts, now);
+    for (const shaping of all) if (shaping !== first) shaping.learn(domain, mxHosts, now);
+    return learned;
+  }
+
   const startAtFrom = (source: string, lane: string, now: number, open: number, cap: number) =>
     open >= cap ? Infinity : (shapings.get(source) ?? first).startAt(lane, now, open);
 
@@ -86,10 +98,13 @@ export function createSourcedShaping(
     laneOf: (domain) => first.laneOf(domain),
     providerOf: (lane) => first.providerOf(lane),
     hostsOf: (lane) => first.hostsOf(lane),
-    learn(domain, mxHosts, now) {
-      const learned = first.learn(domain, mxHosts, now);
-      for (const shaping of all) if (shaping !== first) shaping.learn(domain, mxHosts, now);
-      return learned;
+    learn,
+    adopt(domain, destination, now) {
+      if (first.providerOf(first.laneOf(domain)) !== undefined) return;
+      const hosts = all.map((shaping) => shaping.mxHostsOf(destination)).find((found) => found !== undefined);
+      // A destination without MX hosts is its one domain's own.
+      if (hosts === undefined || (hosts === '' && destination !== domain)) return;
+      learn(domain, hosts.split(',').filter(Boolean), now);
     },
     startAtFrom,
     startAt(lane, now, open, cap) {

@@ -20,6 +20,11 @@ export interface ClaimedRecipient {
   attempts: number;
   /** Queue position: groups go out in the order of their first recipient. */
   seq: number;
+  /**
+   * Direct delivery: the destination the database maps its domain to (`destination_domains`, read by the
+   * claim), so that a worker that has not sent there yet knows it from the first message; else null.
+   */
+  destination: string | null;
 }
 
 const CLAIMED_COLUMNS = [
@@ -33,7 +38,17 @@ const CLAIMED_COLUMNS = [
   'ready_seq',
 ] as const;
 
-export type ClaimedRow = Pick<Row<'email_recipients'>, (typeof CLAIMED_COLUMNS)[number]>;
+export type ClaimedRow = Pick<Row<'email_recipients'>, (typeof CLAIMED_COLUMNS)[number]> & {
+  destination: string | null;
+};
+
+/** The claims' RETURNING: the claimed columns, and with direct delivery their domain's destination. */
+const claimedReturning = (direct: boolean) =>
+  `${CLAIMED_COLUMNS.join(', ')}, ${
+    direct
+      ? '(SELECT destination FROM destination_domains WHERE destination_domains.domain = email_recipients.host)'
+      : 'CAST(NULL AS TEXT)'
+  } AS destination`;
 
 export const toClaimed = (row: ClaimedRow): ClaimedRecipient => ({
   id: row.id,
@@ -44,15 +59,16 @@ export const toClaimed = (row: ClaimedRow): ClaimedRecipient => ({
   status: row.status,
   attempts: Number(row.attempts),
   seq: Number(row.ready_seq),
+  destination: row.destination,
 });
 
 /**
  * A claim: leases the due rows its WHERE picks (not leased, or the lease ran out: its worker died) and returns
  * them. Its parameters, each from `slot` in turn: the lease's end and worker, then the rows' (dueRows).
  */
-function claimText(engine: Engine, slot: () => string, rows: (slot: () => string) => string): string {
+function claimText(slot: () => string, rows: (slot: () => string) => string, direct: boolean): string {
   const lease = `locked_until = ${slot()}, locked_by = ${slot()}`;
-  return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows(slot)}) RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
+  return `UPDATE email_recipients SET ${lease} WHERE id IN (${rows(slot)}) RETURNING ${claimedReturning(direct)}`;
 }
 
 /** The due rows `which` picks (their `columns`); parameters: now, then the WHERE's (`which`). */
@@ -113,7 +129,7 @@ export function nextDueClaim(
       const lanes = laneHosts > 0 ? ` AND (paced_host IS NULL OR host NOT IN (${list(laneHosts)}))` : '';
       return `${excluded}${lanes}${held(slot)}${also} ORDER BY ready_seq LIMIT ${slot()}`;
     });
-  if (shape.lanes.length === 0) return claimText(engine, slot, first);
+  if (shape.lanes.length === 0) return claimText(slot, first, sources > 0);
   const ofHost = (slot: () => string, columns?: string) =>
     dueRows(
       engine,
@@ -129,10 +145,13 @@ export function nextDueClaim(
     );
     return `SELECT id FROM (${each.join(' UNION ALL ')}) AS hosts ORDER BY ready_seq LIMIT ${slot()}`;
   };
-  return claimText(engine, slot, (slot) =>
-    [first(slot), ...shape.lanes.map((hosts) => lane(slot, hosts))]
-      .map((rows, index) => `SELECT id FROM (${rows}) AS part${index}`)
-      .join(' UNION ALL '),
+  return claimText(
+    slot,
+    (slot) =>
+      [first(slot), ...shape.lanes.map((hosts) => lane(slot, hosts))]
+        .map((rows, index) => `SELECT id FROM (${rows}) AS part${index}`)
+        .join(' UNION ALL '),
+    sources > 0,
   );
 }
 
@@ -146,10 +165,17 @@ export const pacedHostsText = (engine: Engine, column: 'ready_seq' | 'wait_until
   `UPDATE email_recipients SET paced_host = host WHERE id IN (SELECT id FROM email_recipients
     WHERE ${column} IS NOT NULL AND paced_host IS NULL${skipLockedRows(engine)})`;
 
-/** The due recipients of `emails` emails. */
-export const siblingsClaim = (engine: Engine, slot: () => string, emails: number): string =>
-  claimText(engine, slot, (slot) =>
-    dueRows(engine, slot, (slot) => ` AND email_id IN (${Array.from({ length: emails }, slot).join(', ')})`),
+/** The due recipients of `emails` emails (`direct`: with their domains' destinations). */
+export const siblingsClaim = (engine: Engine, slot: () => string, emails: number, direct: boolean): string =>
+  claimText(
+    slot,
+    (slot) =>
+      dueRows(
+        engine,
+        slot,
+        (slot) => ` AND email_id IN (${Array.from({ length: emails }, slot).join(', ')})`,
+      ),
+    direct,
   );
 
 /** A claim's parameters, in the order of its text: the lease's, then the WHERE's. */
@@ -163,9 +189,9 @@ export function claimParameters(lease: Lease, ...where: unknown[]): unknown[] {
  * `emails.*`: the statement is prepared (src/db/engine/postgres.ts), and a prepared statement whose result
  * columns change under a migration fails instead of being planned again).
  */
-export const CLAIMED_WITH_EMAILS = `${LOADED_EMAIL_COLUMNS}, ${CLAIMED_COLUMNS.map((column) => `claimed.${column} AS claimed_${column}`).join(', ')}`;
+export const CLAIMED_WITH_EMAILS = `${LOADED_EMAIL_COLUMNS}, ${[...CLAIMED_COLUMNS, 'destination'].map((column) => `claimed.${column} AS claimed_${column}`).join(', ')}`;
 
-type ClaimedColumn = (typeof CLAIMED_COLUMNS)[number];
+type ClaimedColumn = keyof ClaimedRow;
 /** A row of CLAIMED_WITH_EMAILS. */
 export type ClaimedWithEmailRow = LoadedEmailRow & { [C in ClaimedColumn as `claimed_${C}`]: ClaimedRow[C] };
 
@@ -182,6 +208,7 @@ export const claimedOf = (rows: readonly ClaimedWithEmailRow[]): ClaimedRecipien
         status: row.claimed_status,
         attempts: row.claimed_attempts,
         ready_seq: row.claimed_ready_seq,
+        destination: row.claimed_destination,
       }),
     )
     .sort((a, b) => a.seq - b.seq);

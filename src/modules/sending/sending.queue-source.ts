@@ -122,6 +122,9 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
     for (const row of [...claimed, ...(await queue.claimSiblings(lease, several))]) {
       const email = emails.get(row.emailId);
       if (!email) continue; // deleted with its project meanwhile (its recipients went with it)
+      // A domain another worker mapped (the claim read its destination): that destination's lane already.
+      if (destinations && row.destination !== null)
+        destinations.shaping.adopt(row.host, row.destination, lease.now.getTime());
       const lane = perDomain ? laneOf(row.host) : '';
       // A return path or tracking URLs of its own per recipient mean an SMTP transaction of its own.
       const settings = tracking.get(row.emailId);

@@ -197,7 +197,9 @@ export function createSendingQueue(db: Kysely<Database>, engine: Engine, destina
     nextDueClaim(engine, placeholders(engine), lookShapeOf(shape), '', destinations?.sources.length ?? 0),
   );
   // Shape: how many emails' recipients.
-  const siblingsText = textsByShape((emails) => siblingsClaim(engine, placeholders(engine), Number(emails)));
+  const siblingsText = textsByShape((emails) =>
+    siblingsClaim(engine, placeholders(engine), Number(emails), destinations !== undefined),
+  );
   // PostgreSQL: the claimed rows' emails come back from the claiming statement.
   const nextDueWithEmailsText = textsByShape(
     (excluded) => `WITH claimed AS (${nextDueText(excluded)})
