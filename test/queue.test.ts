@@ -563,13 +563,16 @@ function worker(options: {
   settings?: Partial<QueueSettings>;
   deadAfterMs?: number;
   shaping?: LaneShaping;
+  /** The source as the worker sees it (a test's own view of the queue's). */
+  source?: (source: QueueSource<Job, Outcome>) => QueueSource<Job, Outcome>;
 }): QueueWorker {
   const { queue } = options;
   const workerId = options.workerId ?? 'worker-a';
+  const source = queue.sourceFor(workerId);
   const created = createQueueWorker<Job, Outcome>({
     name: 'test worker',
     workerId,
-    source: queue.sourceFor(workerId),
+    source: options.source ? options.source(source) : source,
     attempt: options.attempts.attempt(workerId),
     settings: { ...SETTINGS, ...options.settings },
     clock: queue.clock,
@@ -654,6 +657,36 @@ for (const [kind, { lanes: hasLanes, claimLanes: topsUp }] of Object.entries(LAN
           assert.equal(attempts.maxOverall, SETTINGS.concurrency, 'the slots are used');
         });
       }
+
+      test(
+        'a source that cannot leave a full lane out is not asked again and again while the lane stays full',
+        { ...HANG_GUARD, skip: hasLanes ? false : 'no lanes' },
+        async () => {
+          const queue = await queueOf(engine, jobs(12, ['a']));
+          const attempts = controlledAttempts(queue);
+          let looks = 0;
+          // Its looks take any lane's jobs, as a claim whose lane limits name hosts of another lane did.
+          const leavesNothingOut = (source: QueueSource<Job, Outcome>): QueueSource<Job, Outcome> => ({
+            ...source,
+            claim(lease, request) {
+              looks += 1;
+              const laneParts = (request.laneLimits ?? []).reduce((sum, lane) => sum + lane.limit, 0);
+              return source.claim(lease, { limit: request.limit + laneParts, excludeLanes: [] });
+            },
+          });
+          const w = worker({ queue, attempts, source: leavesNothingOut, settings: { claimBatch: 1 } });
+          await w.start();
+          await attempts.started(SETTINGS.laneConcurrency);
+          const looksWhenFull = looks;
+          // Turns of the event loop while the lane stays full (its attempts are held): a worker that looked
+          // again at once would claim and give back its jobs on every one of them.
+          for (let turn = 0; turn < 200; turn += 1) await new Promise((resolve) => setImmediate(resolve));
+          assert.ok(looks - looksWhenFull <= 2, `${looks - looksWhenFull} looks while the lane was full`);
+          await finishAsTheyStart(attempts, 12);
+          await w.whenIdle();
+          assert.equal((await queue.done()).length, 12, 'every job done');
+        },
+      );
 
       test(
         "an outcomes' write tops up a lane with more work in the same write, and nothing is claimed twice",

@@ -246,6 +246,13 @@ async function looked<Job extends QueueJob, Outcome>(
   const { kept, excess } = await accept(state, claimed, lease);
   // Ask next time for about as many as this look could use: giving rows back costs two writes each.
   state.discoveryLimit = excess > 0 ? Math.max(settings.laneCapacity, kept) : settings.capacity;
+  // A second look in a row that kept nothing, every job of it going back to a full lane: the first left
+  // those lanes out of this one, so the source cannot tell them apart (a domain's lane became its
+  // destination's while jobs of both were held). Looking again at once would claim and give back the same
+  // rows until a slot frees, holding the event loop the attempts need to end; a lane making room, an
+  // outcome or the poll starts the next look instead.
+  state.fruitlessLooks = kept === 0 && excess > 0 ? state.fruitlessLooks + 1 : 0;
+  if (state.fruitlessLooks >= 2) return false;
   // A lane that took all its limit may have more: topped up as it makes room. A full look may have left
   // more: look again at once (the lanes with limits of their own left out: they took what they have room for).
   const got = new Map<string, number>();

@@ -53,6 +53,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   lastDiscoveryAt: number;
   /** The most jobs one look asks for; shrinks while looks return more than the lanes can hold. */
   discoveryLimit: number;
+  /** Looks in a row whose every job went back because its lane was full (claims.ts `looked`). */
+  fruitlessLooks: number;
   rounds: number;
   /** Set by a look that found nothing due; cleared when a round starts. */
   foundNothing: boolean;
@@ -108,6 +110,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     topUpDue: false,
     lastDiscoveryAt: -Infinity,
     discoveryLimit: settings.capacity,
+    fruitlessLooks: 0,
     rounds: 0,
     foundNothing: false,
     claiming: false,

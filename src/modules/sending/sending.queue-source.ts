@@ -183,10 +183,17 @@ export function createSendingQueueSource(deps: SendingQueueSourceDeps): QueueSou
   const hostsOf = (lane: string) => (destinations ? destinations.shaping.hostsOf(lane) : [lane]);
   const lookOf = (request: ClaimRequest): LookOptions => {
     if (!perDomain) return { limit: request.limit, excludeHosts: [] };
-    const lanes = (request.laneLimits ?? []).map(({ lane, limit }) => ({
-      hosts: hostsOf(lane).slice(-LIMITED_LANE_HOSTS),
-      limit,
-    }));
+    // A lane's hosts are those still its own: a domain that was its own lane until its destination was
+    // learned is that destination's now, and left out with it when that lane is full (its jobs, claimed
+    // for the old lane, would go to the full one and back for ever).
+    const lanes = (request.laneLimits ?? [])
+      .map(({ lane, limit }) => ({
+        hosts: hostsOf(lane)
+          .filter((host) => laneOf(host) === lane)
+          .slice(-LIMITED_LANE_HOSTS),
+        limit,
+      }))
+      .filter((lane) => lane.hosts.length > 0);
     const limited = new Set(lanes.flatMap((lane) => lane.hosts));
     const excludeHosts = [...new Set(request.excludeLanes.flatMap(hostsOf))].filter((h) => !limited.has(h));
     return { limit: request.limit, excludeHosts, lanes };
