@@ -7,6 +7,7 @@
 //   npm run bench:api -- --no-api-log     # the real servers with the API request log off (what it costs)
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:api   # a fresh PostgreSQL schema
 //   npm run bench:api -- --json           # the report on stderr, the targets as JSON on stdout
+//   npm run bench:api -- --one-real-server   # every real target on the reads' server (a smoke run's shortcut)
 //
 // The pairs: reads (`GET /v1/webhooks`, 20 webhooks, auth), writes (`POST /v1/webhooks`) and emails
 // (`POST /v1/emails`, one recipient, accepted: validated and stored before the 202; no sending worker runs, so
@@ -60,6 +61,11 @@ const { values: args } = parseArgs({
     'no-pin': { type: 'boolean', default: false },
     // The real servers without the API request log (API_LOG_MAX_ROWS=0): what the log costs a request.
     'no-api-log': { type: 'boolean', default: false },
+    // Every real target on one server, the reads' (each after the one before it, so the reads still list 20):
+    // one real start fewer (migrations, setup and a process: 1–2 CPU-s here), for a smoke run
+    // (`npm run bench -- --quick`) whose figures are not compared. Its later targets meet a server already
+    // warmed by the earlier ones, which a measured run does not want.
+    'one-real-server': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
   },
 });
@@ -181,6 +187,13 @@ interface Row {
   otherCpu: number;
 }
 
+/**
+ * autocannon's interval between samples, in ms, for a window of these seconds: it ends a run at the first
+ * sample after the window, so a window of 0.2 s sampled every second (its default) lasted a second. The
+ * figures read here (requests and the run's real duration, latencies, status codes) do not depend on it.
+ */
+const sampleEvery = (seconds: number) => (Number.isInteger(seconds) ? 1000 : 100);
+
 async function measure(server: Server, target: Target, profileFile?: string): Promise<Row> {
   const options = {
     url: `http://127.0.0.1:${server.ready.port}${target.path ?? '/v1/webhooks'}`,
@@ -189,13 +202,13 @@ async function measure(server: Server, target: Target, profileFile?: string): Pr
     connections,
     ...(target.body !== undefined ? { body: target.body } : {}),
   };
-  const warm: Result = await autocannon({ ...options, duration: warmup });
+  const warm: Result = await autocannon({ ...options, duration: warmup, sampleInt: sampleEvery(warmup) });
   if (profileFile) await server.profile('start');
   const serverBefore = await server.cpuMicros();
   const clientBefore = process.cpuUsage();
   const machineBefore = machineTicks();
   const startedAt = performance.now();
-  const result: Result = await autocannon({ ...options, duration });
+  const result: Result = await autocannon({ ...options, duration, sampleInt: sampleEvery(duration) });
   const wallMicros = (performance.now() - startedAt) * 1000;
   if (profileFile) await server.profile('stop', profileFile);
   const serverCpu = ((await server.cpuMicros()) - serverBefore) / wallMicros;
@@ -260,8 +273,7 @@ async function round(profileDir?: string): Promise<Row[]> {
       ),
     );
   }
-  await reads.stop();
-  keep(reads.ready.database);
+  if (!args['one-real-server']) await stopReal(reads);
 
   // The ceiling: the same bytes from plain Fastify, no auth, no database.
   const bare = await startServer('bare', payloads);
@@ -324,12 +336,14 @@ async function round(profileDir?: string): Promise<Row[]> {
   }
   await bare.stop();
 
-  /** One target on a real server with a fresh database of its own (so the reads above always listed 20). */
+  /**
+   * One target on a real server with a fresh database of its own (so the reads above always listed 20), or with
+   * --one-real-server on the reads' server, whose reads are measured by then.
+   */
   const onFreshServer = async (target: (server: Server) => Target, profile: string) => {
-    const server = await startServer('real');
+    const server = args['one-real-server'] ? reads : await startServer('real');
     rows.push(await measure(server, target(server), profileFile(profile)));
-    await server.stop();
-    keep(server.ready.database);
+    if (server !== reads) await stopReal(server);
   };
   if (doWrites) {
     await onFreshServer(
@@ -357,7 +371,13 @@ async function round(profileDir?: string): Promise<Row[]> {
       'real-send',
     );
   }
+  if (args['one-real-server']) await stopReal(reads);
   return rows;
+}
+
+async function stopReal(server: Server) {
+  await server.stop();
+  keep(server.ready.database);
 }
 
 function table(rows: Row[]): string {

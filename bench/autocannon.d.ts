@@ -16,6 +16,8 @@ declare module 'autocannon' {
     url: string;
     connections?: number;
     duration?: number;
+    /** Milliseconds between samples (1000 by default); a run ends at the first sample after its duration. */
+    sampleInt?: number;
     method?: string;
     headers?: Record<string, string>;
     body?: string;

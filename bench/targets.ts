@@ -52,7 +52,11 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const BENCHES = {
   api: {
     script: 'api.ts',
-    args: ['--only', 'reads,emails', ...(args.quick ? ['--warmup', '0.2', '--duration', '0.5'] : [])],
+    args: [
+      '--only',
+      'reads,emails',
+      ...(args.quick ? ['--warmup', '0.2', '--duration', '0.5', '--one-real-server'] : []),
+    ],
   },
   send: { script: 'send.ts', args: args.quick ? ['--emails', '100', '--warmup', '20'] : [] },
   delivery: {
