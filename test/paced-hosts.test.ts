@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { ClaimRequest } from '../src/queue/contract.ts';
+import { createDestinationSync } from '../src/modules/destinations/destinations.sync.ts';
+import { createSourcedShaping } from '../src/modules/destinations/source-shaping.ts';
 import { createSendingQueueSource } from '../src/modules/sending/sending.queue-source.ts';
 import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/app.ts';
 
@@ -11,7 +13,7 @@ import { ALL_ENGINES, engineSkip, startTestApp, type TestApp } from './helpers/a
 // still claimed, by the look's part over the queue.
 
 /** The sending queue's adapter on `app`'s database, with each recipient domain a lane (direct delivery). */
-const directQueue = (app: TestApp) =>
+const directQueue = (app: TestApp, destinations?: ReturnType<typeof createDestinationSync>) =>
   createSendingQueueSource({
     db: app.database.handle.db,
     engine: app.engine,
@@ -21,6 +23,7 @@ const directQueue = (app: TestApp) =>
     perDomain: true,
     recipientPerJob: false,
     pollIntervalMs: 1000,
+    destinations,
   });
 
 async function send(app: TestApp, to: string): Promise<void> {
@@ -90,6 +93,33 @@ for (const engine of ALL_ENGINES) {
             laneLimits: [{ lane: 'lane.test', limit: 1 }],
           }),
           ['a2@lane.test', 'b0@other.test'],
+        );
+      } finally {
+        await app.close();
+      }
+    });
+
+    test("a domain's own lane, once the domain is its destination's, claims none of it while that lane is left out", async () => {
+      const app = await startTestApp(engine, { config: { mailTransport: 'direct' } });
+      try {
+        for (const to of ['a0@lane.test', 'a1@lane.test', 'b0@other.test']) await send(app, to);
+        const shaping = createSourcedShaping();
+        const queue = directQueue(
+          app,
+          createDestinationSync({ repo: app.services.repositories.destinations, shaping }),
+        );
+        // The worker holds lane.test's first jobs in the domain's own lane; its first delivery then learns
+        // the domain's destination, whose lane is full and so left out of the next look, while the old lane,
+        // with room, still asks for its part.
+        const { destination } = shaping.learn('lane.test', ['mx.lane.test'], Date.now());
+        assert.notEqual(destination, 'lane.test');
+        assert.deepEqual(
+          await claimed(queue, {
+            limit: 10,
+            excludeLanes: [destination],
+            laneLimits: [{ lane: 'lane.test', limit: 2 }],
+          }),
+          ['b0@other.test'],
         );
       } finally {
         await app.close();
