@@ -62,7 +62,7 @@ async function heartbeat(state: WorkerState<QueueJob, unknown>): Promise<void> {
   state.nextHeartbeatAt = now.getTime() + state.heartbeatEveryMs;
   await store.beat(workerId, channel, now);
   state.lastHeartbeatAt = now.getTime();
-  const dead = await store.dead(channel, new Date(now.getTime() - 2 * state.heartbeatEveryMs));
+  const dead = await store.dead(channel, new Date(now.getTime() - state.deadWhenSilentMs));
   if (dead.length === 0) return;
   for (const deadWorker of dead) await source.release(deadWorker);
   await store.forget(dead);

@@ -2,6 +2,7 @@
 // their outcomes (attempts.ts) and the stop (shutdown.ts). Here too the rules that read it alone: how much a
 // lane holds, and whether a claim may be made.
 import type { Attempted, QueueJob, QueueWorkerOptions, RecordResult } from './contract.ts';
+import { silentWhenDead } from './heartbeats.repo.ts';
 
 /** An attempt starts only with at least the attempt timeout plus this much of its lease left. */
 export const LEASE_MARGIN_MS = 1000;
@@ -62,6 +63,8 @@ export interface WorkerState<Job extends QueueJob, Outcome> {
   claiming: boolean;
   idleWaiters: Array<{ after: number; resolve: () => void }>;
   readonly heartbeatEveryMs: number;
+  /** Another worker silent this long is dead: its jobs are given back (silentWhenDead). */
+  readonly deadWhenSilentMs: number;
   nextHeartbeatAt: number;
   lastHeartbeatAt: number | undefined;
   /** Asks the work loop for a round. */
@@ -118,6 +121,7 @@ export function newWorkerState<Job extends QueueJob, Outcome>(
     // Three heartbeats per dead-after period: a live worker is never seen silent for more than a third of
     // it, so one silent for two thirds is dead, and the others notice within the next third.
     heartbeatEveryMs: deadAfterMs / 3,
+    deadWhenSilentMs: silentWhenDead(deadAfterMs),
     nextHeartbeatAt: -Infinity,
     lastHeartbeatAt: undefined,
     wake: () => {},
