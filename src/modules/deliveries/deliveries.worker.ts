@@ -112,8 +112,8 @@ const LANE_HOLD_PER_SLOT = 16;
  * Delivers webhook events on the queue runtime (src/queue/runtime.ts): each pending delivery is a job in its
  * webhook's lane, so a webhook that hangs occupies only its own slots while the others' deliveries flow.
  * Each webhook may hold LANE_HOLD_PER_SLOT times its slots (topped up by half of that at a time), so its
- * next attempt starts the moment one ends instead of after a claim. What is left here is the policy: signing and POSTing, and what
- * a response means for the delivery and its webhook.
+ * next attempt starts the moment one ends instead of after a claim. What is left here is the policy: signing
+ * and POSTing, and what a response means for the delivery and its webhook.
  */
 export function createDeliveryWorker(deps: DeliveryWorkerDeps): DeliveryWorker {
   const { clock, settings } = deps;
