@@ -48,6 +48,7 @@ import { migration as domainDmarcReports } from './migrations/0045_domain_dmarc_
 import { migration as sourceWarmupCounts } from './migrations/0046_source_warmup_counts.ts';
 import { migration as recipientsPacedHost } from './migrations/0047_recipients_paced_host.ts';
 import { migration as stampListeners } from './migrations/0048_stamp_listeners.ts';
+import { migration as recipientsAddressProject } from './migrations/0049_recipients_address_project.ts';
 
 // Migrations live in code (one file each under migrations/, listed here, not found at run time) so they
 // ship with the process and run the same on both engines. Names sort in the order they apply; never edit
@@ -101,6 +102,7 @@ const migrations: Record<string, Migration> = {
   '0046_source_warmup_counts': sourceWarmupCounts,
   '0047_recipients_paced_host': recipientsPacedHost,
   '0048_stamp_listeners': stampListeners,
+  '0049_recipients_address_project': recipientsAddressProject,
 };
 
 /** The database was migrated by a newer Postwire: this code must not run on a schema it does not know. */

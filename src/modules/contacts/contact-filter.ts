@@ -250,7 +250,7 @@ function engagedSince(eb: ContactsBuilder, what: 'opened' | 'clicked', since: st
       .innerJoin('recipient_engagement', 'recipient_engagement.recipient_id', 'email_recipients.id')
       .select('email_recipients.id')
       .whereRef('email_recipients.project_id', '=', 'contacts.project_id')
-      // The expression of the index email_recipients_project_address (migration 0038), compared with an
+      // The expression of the index email_recipients_address_project (migration 0049), compared with an
       // expression: against the bare column SQLite would give the comparison the column's text affinity and
       // leave that part of the index unused (contacts' emails are lowercased already).
       .where(sql`lower(email_recipients.address)`, '=', sql`lower(contacts.email)`)

@@ -31,9 +31,16 @@ export type QueueBand = 'transactional' | 'bulk';
 const inBand = (band: QueueBand) =>
   band === 'bulk' ? `ready_seq >= ${BULK_BAND}` : `ready_seq IS NOT NULL AND ready_seq < ${BULK_BAND}`;
 
+// The head and a project's last position are each the first entry of an index in order (`ORDER BY … LIMIT 1`),
+// not MIN and MAX: PostgreSQL may answer an aggregate by reading every entry that matches, and on tables with no
+// statistics yet (a fresh install, until autovacuum analyzes them) it estimated that at one row, the same cost
+// as the probe; a connection that planned then kept the read of the project's whole queue in every send
+// (bench/README.md, issue 43, sixth session; test/queue-position-plan.test.ts). A first entry in order has
+// no such plan.
+
 /** A band's head: the lowest position of a row in it (the sending queue promotes after it too). */
 export const queueHeadText = (band: QueueBand): string =>
-  `(SELECT MIN(ready_seq) FROM email_recipients WHERE ${inBand(band)})`;
+  `(SELECT ready_seq FROM email_recipients WHERE ${inBand(band)} ORDER BY ready_seq LIMIT 1)`;
 
 /** The transactional band's head. */
 export const QUEUE_HEAD_TEXT = queueHeadText('transactional');
@@ -52,8 +59,8 @@ export function nextPositionText(
   band: QueueBand = 'transactional',
 ): string {
   const base = band === 'bulk' ? BULK_BAND : 0;
-  const projectLast = `COALESCE((SELECT MAX(ready_seq) FROM email_recipients
-    WHERE project_id = ${slot()} AND ${inBand(band)}), ${base})`;
+  const projectLast = `COALESCE((SELECT ready_seq FROM email_recipients
+    WHERE project_id = ${slot()} AND ${inBand(band)} ORDER BY ready_seq DESC LIMIT 1), ${base})`;
   return `(${greatestOf(engine, `COALESCE(${queueHeadText(band)}, ${base})`, projectLast)} + ${slot()})`;
 }
 

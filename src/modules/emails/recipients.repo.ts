@@ -265,7 +265,7 @@ export function createRecipientRepo(
   return {
     /**
      * The emails sent to `address` (lowercased) in the project, newest first, with that recipient's status:
-     * a contact's activity (contact-activity.ts), on email_recipients_project_address (migration 0038).
+     * a contact's activity (contact-activity.ts), on email_recipients_address_project (migration 0049).
      */
     async ofAddress(projectId: string, address: string, page: PageRequest): Promise<Page<AddressEmail>> {
       const query = db
