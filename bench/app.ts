@@ -55,6 +55,8 @@ export async function startBenchApp(
           url: options.databaseUrl,
           schema,
           poolSize: 20,
+          // As `postwire serve` opens it (src/boot/database.ts).
+          keepStatistics: true,
           // The handle's lease is the deployment's (src/boot/database.ts passes CACHE_STAMP_LEASE so).
           ...(options.config?.cacheStampLeaseMs !== undefined
             ? { stampLeaseMs: options.config.cacheStampLeaseMs }

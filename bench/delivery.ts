@@ -259,8 +259,9 @@ interface BenchDatabase {
 async function openBenchDatabase(engine: Engine, url?: string): Promise<BenchDatabase> {
   if (engine === 'postgres') {
     const schema = benchSchemaName();
-    // The pool size `postwire serve` and `postwire worker` use (openConfiguredDatabase's default).
-    const handle = await openDatabase({ url: url!, schema });
+    // The pool size `postwire serve` and `postwire worker` use (openConfiguredDatabase's default), and their
+    // statistics kept up with the tables' growth.
+    const handle = await openDatabase({ url: url!, schema, keepStatistics: true });
     await migrateToLatest(handle.db);
     const separator = url!.includes('?') ? '&' : '?';
     return {

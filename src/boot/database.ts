@@ -16,6 +16,7 @@ export function openConfiguredDatabase(
     stampLeaseMs: config.cacheStampLeaseMs,
     transactionWarnMs: config.transactionWarnMs,
     backgroundCheckpoints: true,
+    keepStatistics: true,
     ...(options.poolSize ? { poolSize: options.poolSize } : {}),
   });
 }

@@ -80,6 +80,12 @@ export interface DatabaseOptions {
    * (engine/sqlite-checkpoints.ts); for processes that serve. Default false.
    */
   backgroundCheckpoints?: boolean;
+  /**
+   * PostgreSQL: analyze a table once it holds twice the rows of its last analysis, so that the plans each
+   * connection keeps follow the tables' growth (engine/postgres-statistics.ts); for processes that serve.
+   * Default false.
+   */
+  keepStatistics?: boolean;
 }
 
 /** Wraps an engine's dialect (in statement observers) before anything else sees it. */

@@ -7,6 +7,7 @@ import { observeStatements, type StatementObserver } from '../statement-observer
 import { createStamps, noteStatements } from '../validated-cache.ts';
 import { oneWritePerQuery, pipelineBegin } from './pipelined-begin.ts';
 import { inSchema, listenPostgres } from './postgres-listen.ts';
+import { startStatisticsKeeper } from './postgres-statistics.ts';
 import { createStampRegistry } from './stamp-registry.ts';
 import type { DatabaseHandle, DatabaseOptions, DialectWrapper } from '../handle.ts';
 import { DEFAULTS } from '../../config.ts';
@@ -15,7 +16,8 @@ import { createBoundedMemo } from '../../lib/memo.ts';
 // The PostgreSQL engine: a pg pool behind Kysely's PostgresDialect, the hot writes sent as named (prepared)
 // statements, a transaction's BEGIN sent with its first statement (pipelined-begin.ts), this process's own
 // writes to cached tables noticed for the stamps' leases, the registry of processes that hear of them
-// (stamp-registry.ts), and LISTEN (postgres-listen.ts).
+// (stamp-registry.ts), LISTEN (postgres-listen.ts), and the tables' statistics kept up with their growth
+// (postgres-statistics.ts).
 
 /** Distinct statement texts sent as named (prepared) statements; past it, texts are sent unnamed. */
 const PREPARED_STATEMENTS_MAX = 200;
@@ -79,7 +81,8 @@ export async function openPostgres(
     schema,
     stampLeaseMs = DEFAULTS.cacheStampLeaseMs,
     stampClock = () => performance.now(),
-  }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs' | 'stampClock'>,
+    keepStatistics = false,
+  }: Pick<DatabaseOptions, 'schema' | 'stampLeaseMs' | 'stampClock' | 'keepStatistics'>,
   url: string,
   poolSize: number,
   wrap: DialectWrapper,
@@ -123,6 +126,7 @@ export async function openPostgres(
   });
   const stamps = createStamps(db, { leaseMs: stampLeaseMs, now: stampClock, listeners: registry });
   ownCommit = () => stamps.noteOwnCommit();
+  const statistics = keepStatistics ? startStatisticsKeeper(db) : undefined;
   return {
     db,
     engine: 'postgres',
@@ -131,6 +135,7 @@ export async function openPostgres(
       // The tool's or process's own writes first: their acknowledgements come to the registry's listener.
       await stamps.close();
       await registry.close();
+      await statistics?.stop();
       await db.destroy();
     },
     listen,
