@@ -33,12 +33,12 @@ export function startStatisticsKeeper(
   const checkNow = () =>
     (running ??= (async () => {
       try {
-        // reltuples is -1 for a table never analyzed; n_live_tup is the statistics collector's count.
-        const { rows } = await sql<{ table: string }>`SELECT s.relname AS table
-          FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid
-          WHERE s.schemaname = current_schema()
-            AND s.n_live_tup >= GREATEST(${STATISTICS_MIN_ROWS}, 2 * c.reltuples)
-          ORDER BY s.n_live_tup / GREATEST(c.reltuples, 1) DESC LIMIT 1`.execute(db);
+        // reltuples is -1 for a table never analyzed; the live rows are the statistics collector's count, read
+        // for the schema's tables only (pg_stat_user_tables reads them for every table of the database).
+        const { rows } = await sql<{ table: string }>`SELECT c.relname AS table FROM pg_class AS c
+          WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
+            AND c.relkind = 'r' AND pg_stat_get_live_tuples(c.oid) >= GREATEST(${STATISTICS_MIN_ROWS}, 2 * c.reltuples)
+          ORDER BY pg_stat_get_live_tuples(c.oid) / GREATEST(c.reltuples, 1) DESC LIMIT 1`.execute(db);
         const table = rows[0]?.table;
         if (table !== undefined) await sql`ANALYZE ${sql.id(table)}`.execute(db);
         return table;
