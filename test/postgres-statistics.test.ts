@@ -3,22 +3,13 @@ import { describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { startStatisticsKeeper } from '../src/db/engine/postgres-statistics.ts';
 import { engineSkip, startTestApp } from './helpers/app.ts';
+import { rowsRead } from './helpers/plan-reads.ts';
 
 // PostgreSQL keeps a connection's plan of a named statement until the statistics of a table it reads change,
 // and autovacuum looks at most once a minute: plans made on a fresh install's empty tables (a sequential scan
 // cost the same as an index probe there) were kept while the tables grew to thousands of rows, read in full by
 // the sending worker's every claim and outcome (bench/README.md, issue 43, sixth session). A serving process
 // analyzes a table once it holds twice the rows of its last analysis (src/db/engine/postgres-statistics.ts).
-
-/** Rows a plan's scans of `table` read: those returned and those filtered out, over every loop. */
-function rowsRead(node: Record<string, any>, table: string): number {
-  const own =
-    node['Relation Name'] === table
-      ? (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']
-      : 0;
-  const children = (node.Plans as Record<string, any>[] | undefined) ?? [];
-  return own + children.reduce((sum, child) => sum + rowsRead(child, table), 0);
-}
 
 const IDS = Array.from({ length: 15 }, (_, index) => `rcpt_grown_${index * 200 + 7}`);
 

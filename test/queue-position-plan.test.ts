@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { nextPositionText } from '../src/modules/emails/fair-queue.repo.ts';
 import { engineSkip, startTestApp } from './helpers/app.ts';
+import { rowsRead } from './helpers/plan-reads.ts';
 
 // Every accepted send reads its project's last queue position (fair-queue.repo.ts). On PostgreSQL a connection
 // plans that statement once and keeps the plan; on a fresh install's tables, before autovacuum has analyzed
@@ -12,21 +13,6 @@ import { engineSkip, startTestApp } from './helpers/app.ts';
 // sender sees is the accepting rate; what is held here is its cause: the lookup, planned once for any project
 // on tables without statistics, reads the queue's head and the project's last entry, not the project's
 // queue or its history.
-
-/** Rows a plan's scans of `table` read: those returned and those filtered out, over every loop. */
-function rowsRead(node: Record<string, any>, table: string): number {
-  const own =
-    node['Relation Name'] === table
-      ? (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops']
-      : 0;
-  return (
-    own +
-    ((node.Plans as Record<string, any>[] | undefined) ?? []).reduce(
-      (sum, child) => sum + rowsRead(child, table),
-      0,
-    )
-  );
-}
 
 describe('the queue position of an accepted send (postgres)', { skip: engineSkip('postgres') }, () => {
   test('a project with 2,000 recipients sent and 2,000 queued: the plan reads two index entries', async () => {
