@@ -79,6 +79,28 @@ const outcomeValue = (known: KnownOutcome) => (column: OutcomeColumn) => {
   return value === null ? 'NULL' : typeof value === 'number' ? String(value) : `'${value}'`;
 };
 
+/**
+ * What a successful attempt's outcome says besides its own values (an attempt made, no error, nothing due
+ * again): a batch of only these (the common one) binds the other 9 values of each outcome, not 14: on SQLite as
+ * many `?`s, on PostgreSQL as many arrays to serialise.
+ */
+const SUCCEEDED = {
+  status: 'succeeded',
+  attempted: 1,
+  last_error: null,
+  next_attempt_at: null,
+  attempt_error: null,
+} as const satisfies KnownOutcome;
+/** The columns of an outcome its statement binds: all, or those SUCCEEDED leaves. */
+const boundColumns = (known: KnownOutcome) => OUTCOME_COLUMNS.filter((column) => !(column in known));
+const SUCCEEDED_COLUMNS = boundColumns(SUCCEEDED);
+
+/** Whether every outcome in `values` is a success as SUCCEEDED says it. */
+const allSucceeded = (values: readonly OutcomeValues[]) =>
+  values.every((row) =>
+    Object.entries(SUCCEEDED).every(([column, value]) => row[column as OutcomeColumn] === value),
+  );
+
 /** A row the outcome `v` moves on: still this worker's, and pending. */
 const HELD = `deliveries.locked_by = v.worker AND deliveries.status = 'pending'`;
 
@@ -187,31 +209,41 @@ const CLAIMED_NAMES = CLAIMED_COLUMNS.split(',')
   .join(', ');
 
 // No `*` column lists: the engine leaves a text with one unprepared (src/db/engine/postgres.ts).
-const OUTCOMES_WITH = `WITH v AS (SELECT ${OUTCOME_COLUMNS.join(', ')} FROM ${unnestedRows(OUTCOME_COLUMNS, OUTCOME_CASTS)}),
-  moved AS (${MOVE_ATTEMPTS}), updated AS (${UPDATE_OUTCOMES})`;
+const outcomesWith = (known: KnownOutcome) => {
+  const columns = boundColumns(known);
+  return `WITH v AS (SELECT ${columns.join(', ')} FROM ${unnestedRows(columns, OUTCOME_CASTS)}),
+  moved AS (${moveAttempts(known)}), updated AS (${updateOutcomes(known)})`;
+};
 /**
  * The outcomes whose rows the write did not move (the lease was lost): almost always none, so the answer is
  * empty where the ids of the rows it moved were a row (or an array element) per outcome for the driver to parse.
  */
 const NOT_HELD = 'SELECT v.id FROM v WHERE v.id NOT IN (SELECT id FROM updated)';
-const OUTCOMES_TEXT = `${OUTCOMES_WITH} ${NOT_HELD}`;
-const FIRST_AFTER_OUTCOMES = OUTCOME_COLUMNS.length + 1;
 /**
  * The outcomes' write with the lanes' top-ups: they never take a row being recorded (one statement updates a
  * row once; a retry is recorded, and due later, before any claim can see it). One row per claimed delivery,
  * or one of nulls when none was; each carries the ids of the outcomes the write did not hold (NOT_HELD).
  */
-const OUTCOMES_AND_TOP_UPS_TEXT = (() => {
-  const at = (offset: number) => `$${FIRST_AFTER_OUTCOMES + offset}`;
+const outcomesAndTopUpsText = (known: KnownOutcome) => {
+  const at = (offset: number) => `$${boundColumns(known).length + 1 + offset}`;
   const due = webhooksDueText(at(2), at(3), at(4), ' AND id NOT IN (SELECT id FROM v)');
-  return `${OUTCOMES_WITH},
+  return `${outcomesWith(known)},
     claimed AS (UPDATE deliveries SET locked_until = ${at(0)}, locked_by = ${at(1)} WHERE ${dueRows(due)}
       RETURNING ${LEASED_COLUMNS})
     SELECT h.not_held, c.claimed_id, ${CLAIMED_NAMES} FROM (SELECT array_agg(id) AS not_held FROM (${NOT_HELD}) AS n) AS h
     LEFT JOIN (SELECT d.id AS claimed_id, d.next_attempt_at AS claimed_due, ${CLAIMED_COLUMNS}
       FROM claimed d ${WITH_EVENT_AND_WEBHOOK}) AS c ON true
     ORDER BY c.claimed_due, c.claimed_id`;
-})();
+};
+/** Each text in both forms: every outcome's values bound, or a batch of successes' (SUCCEEDED). */
+const OUTCOMES_TEXTS = {
+  all: `${outcomesWith({})} ${NOT_HELD}`,
+  succeeded: `${outcomesWith(SUCCEEDED)} ${NOT_HELD}`,
+};
+const OUTCOMES_AND_TOP_UPS_TEXTS = {
+  all: outcomesAndTopUpsText({}),
+  succeeded: outcomesAndTopUpsText(SUCCEEDED),
+};
 
 /**
  * PostgreSQL: the outcomes' write (UPDATE_OUTCOMES and MOVE_ATTEMPTS in one statement, which read the rows
@@ -221,9 +253,10 @@ export function postgresOutcomes(
   values: readonly OutcomeValues[],
   topUp?: { lease: StoredLease; webhooks: WebhookTopUps },
 ): CompiledQuery {
-  const arrays = columnArrays(OUTCOME_COLUMNS, values);
-  if (!topUp) return CompiledQuery.raw(OUTCOMES_TEXT, arrays);
-  return CompiledQuery.raw(OUTCOMES_AND_TOP_UPS_TEXT, [
+  const kind = allSucceeded(values) ? 'succeeded' : 'all';
+  const arrays = columnArrays(kind === 'succeeded' ? SUCCEEDED_COLUMNS : OUTCOME_COLUMNS, values);
+  if (!topUp) return CompiledQuery.raw(OUTCOMES_TEXTS[kind], arrays);
+  return CompiledQuery.raw(OUTCOMES_AND_TOP_UPS_TEXTS[kind], [
     ...arrays,
     ...leaseParameters(topUp.lease),
     topUp.webhooks.map((webhook) => webhook.webhookId),
@@ -296,27 +329,6 @@ export const sqliteClaimedText = byShape(
   (ids) => `SELECT ${CLAIMED_COLUMNS} FROM deliveries d ${WITH_EVENT_AND_WEBHOOK}
     WHERE d.id IN (${marks(ids)}) AND d.locked_by = ? ${IN_QUEUE_ORDER}`,
 );
-
-/**
- * What a successful attempt's outcome says besides its own values (an attempt made, no error, nothing due
- * again): a batch of only these (the common one) binds the other 8 values of each outcome, not 14.
- */
-const SUCCEEDED = {
-  status: 'succeeded',
-  attempted: 1,
-  last_error: null,
-  next_attempt_at: null,
-  attempt_error: null,
-} as const satisfies KnownOutcome;
-/** The columns of an outcome its statement binds: all, or those SUCCEEDED leaves. */
-const boundColumns = (known: KnownOutcome) => OUTCOME_COLUMNS.filter((column) => !(column in known));
-const SUCCEEDED_COLUMNS = boundColumns(SUCCEEDED);
-
-/** Whether every outcome in `values` is a success as SUCCEEDED says it. */
-const allSucceeded = (values: readonly OutcomeValues[]) =>
-  values.every((row) =>
-    Object.entries(SUCCEEDED).every(([column, value]) => row[column as OutcomeColumn] === value),
-  );
 
 /** SQLite: `v`, the outcomes as a VALUES list of `count` rows of `known`'s bound columns. */
 const sqliteOutcomesTable = (count: number, known: KnownOutcome) => {
