@@ -6,7 +6,7 @@
 //   npm run bench:delivery                          # both engines, under 3 minutes
 //   npm run bench:delivery -- --rounds 3            # medians of 3 (when other work shares the machine)
 //   npm run bench:delivery -- --only sqlite         # one engine (sqlite or postgres)
-//   npm run bench:delivery -- --profile /tmp/prof   # CPU-profile the worker's measured windows
+//   npm run bench:delivery -- --profile /tmp/prof   # CPU-profile the measured windows (worker and bare client)
 //   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:delivery
 //   npm run bench:delivery -- --json                # the report on stderr, the targets as JSON on stdout
 //
@@ -275,7 +275,13 @@ async function openBenchDatabase(engine: Engine, url?: string): Promise<BenchDat
     };
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'postwire-bench-delivery-'));
-  const handle = await openDatabase({ sqlitePath: path.join(dir, 'postwire.db') });
+  // Checkpoints on a thread of their own, as every Postwire process opens the file (openConfiguredDatabase):
+  // inline, the commit that passes 1,000 pages of log copies them into the file and fsyncs it on the worker's
+  // event loop. The thread's CPU is this process's, so it still counts in the worker's.
+  const handle = await openDatabase({
+    sqlitePath: path.join(dir, 'postwire.db'),
+    backgroundCheckpoints: true,
+  });
   await migrateToLatest(handle.db);
   return {
     engine,
@@ -532,7 +538,7 @@ async function window(
 }
 
 /** The bare client: node:http with a keep-alive agent, the same signed requests, `concurrency` at once. */
-async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: number) {
+async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: number, label: string) {
   const agent = new http.Agent({ keepAlive: true });
   let answered = 0;
   let failures = 0;
@@ -569,6 +575,9 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
       request.end(item.body);
     });
   let all: Promise<number> | undefined;
+  // Profiled as the worker is (--profile), so that the two can be compared function by function.
+  const profileFile = profileFileFor(`${label}-bare`);
+  if (profileFile) await profiler.start();
   const figures = await window(
     receiver,
     items.length,
@@ -578,6 +587,7 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
     },
     async () => ({ at: await all!, delivered: answered }),
   );
+  if (profileFile) await stopProfiler(profileFile);
   agent.destroy();
   const bad = failures + (items.length - figures.distinct) + (figures.count - figures.distinct);
   return { ...figures, capped: false, bad };
@@ -586,6 +596,14 @@ async function bareRun(receiver: Receiver, items: Outgoing[], concurrency: numbe
 const profiler = createWindowProfiler();
 const profiles: string[] = [];
 if (args.profile) mkdirSync(args.profile, { recursive: true });
+/** Where a measured window's profile goes (--profile); the warm-ups are not profiled. */
+const profileFileFor = (label: string) =>
+  // A warm-up's profile would show start-up (JIT, first connections), not the engine.
+  args.profile && !label.includes('warmup') ? path.join(args.profile, `${label}.cpuprofile`) : undefined;
+async function stopProfiler(file: string): Promise<void> {
+  await profiler.stop(file);
+  profiles.push(file);
+}
 
 /**
  * One delivery worker on the filled outbox, timed until every delivery has succeeded in the database, or
@@ -616,9 +634,7 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
     .execute();
   await worker.start();
   if (wallNow() > dueAt - 100) log(`  (the worker took over ${WORKER_START_LEAD_MS - 100} ms to start)`);
-  // The warm-up is not profiled: its profile would show start-up (JIT, first connections), not the engine.
-  const profileFile =
-    args.profile && !label.endsWith('warmup') ? path.join(args.profile, `${label}.cpuprofile`) : undefined;
+  const profileFile = profileFileFor(label);
   if (profileFile) await profiler.start();
   const figures = await window(
     setup.receiver,
@@ -642,10 +658,7 @@ async function workerRun(setup: Setup, projectId: string, count: number, perEndp
     },
     dueAt,
   );
-  if (profileFile) {
-    await profiler.stop(profileFile);
-    profiles.push(profileFile);
-  }
+  if (profileFile) await stopProfiler(profileFile);
   await worker.stop();
   const { succeeded, attempts } = await deliveryCounts(setup, projectId);
   const missing = figures.capped ? 0 : count - succeeded;
@@ -684,7 +697,7 @@ async function throughput(setup: Setup, scenario: Scenario, label: string): Prom
     concurrency,
     deliveries,
   };
-  const bare = await bareRun(setup.receiver, items, concurrency);
+  const bare = await bareRun(setup.receiver, items, concurrency, `${setup.database.engine}-${label}`);
   const engine = await workerRun(
     setup,
     projectId,
@@ -1075,7 +1088,9 @@ log(
     `latency: ${LATENCY_EVENTS} events, one every 10–20 ms, after ${LATENCY_WARMUP_EVENTS} unmeasured.`,
 );
 if (args.profile)
-  log(`Profiling the worker's measured windows into ${args.profile}; figures carry profiler overhead.`);
+  log(
+    `Profiling the measured windows (the worker's, and the bare client's as *-bare) into ${args.profile}; figures carry profiler overhead.`,
+  );
 
 const engines: Array<{ engine: Engine; url?: string }> = [];
 const notes: string[] = [];

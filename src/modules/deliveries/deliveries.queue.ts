@@ -1,20 +1,18 @@
-import { type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { Engine } from '../../db/connection.ts';
 import { locksRows } from '../../db/engine/sql.ts';
 import type { Database, DeliveryStatus } from '../../db/schema.ts';
-import { statement, valuesTable } from '../../db/sql-text.ts';
 import {
-  CLAIMED_COLUMNS,
-  IN_QUEUE_ORDER,
-  MOVE_ATTEMPTS,
-  OUTCOME_CASTS,
-  OUTCOME_COLUMNS,
   type OutcomeValues,
   postgresClaim,
   postgresClaimForWebhooks,
   postgresOutcomes,
-  UPDATE_OUTCOMES,
-  WITH_EVENT_AND_WEBHOOK,
+  sqliteClaimedText,
+  sqliteClaimForWebhooksText,
+  sqliteClaimForWebhooksValues,
+  sqliteClaimText,
+  sqliteClaimValues,
+  sqliteOutcomes,
   type WebhookTopUps,
 } from './deliveries.queue-sql.ts';
 import { inTransaction } from '../../db/transaction.ts';
@@ -24,10 +22,10 @@ import { type AttemptHealth, createWebhookHealth, type HealthWrites } from './we
 
 // The webhook deliveries queue: pending deliveries rows, claimed by the delivery worker under a lease with
 // their event and webhook, given back, and moved on by each attempt's outcome (the attempt kept in the row,
-// the one it replaces moved to delivery_attempts, and the webhook's health). The queue's SQL is here and in
-// deliveries.queue-sql.ts (the texts both engines share, and PostgreSQL's statements with array parameters);
-// SQLite's texts are written here per call. The worker holds the policy (signing, POSTing, what a response
-// means). deliveries.repo.ts keeps the API's reads and the outbox's insert.
+// the one it replaces moved to delivery_attempts, and the webhook's health). The queue's SQL texts are in
+// deliveries.queue-sql.ts (PostgreSQL's take array parameters, SQLite's are written once per shape). The
+// worker holds the policy (signing, POSTing, what a response means). deliveries.repo.ts keeps the API's reads
+// and the outbox's insert.
 
 /** A delivery a worker holds the lease on, with what it needs to make the attempt. */
 export interface ClaimedDelivery {
@@ -81,19 +79,6 @@ export interface OutcomeResult {
   /** Set when this outcome disabled the webhook. */
   disabledReason?: string | undefined;
 }
-
-/**
- * The UPDATE that leases the deliveries `due` selects to the lease's worker; `due` takes its placeholders
- * after the lease's (SQLite's `?` are positional).
- */
-const leaseText = (
-  param: (value: unknown) => string,
-  lease: StoredLease,
-  due: (param: (value: unknown) => string) => string,
-) => {
-  const set = `UPDATE deliveries SET locked_until = ${param(lease.lockedUntil)}, locked_by = ${param(lease.workerId)}`;
-  return `${set} WHERE id IN (${due(param)})`;
-};
 
 /** Top-ups made with an outcomes' write, under `lease`. */
 interface TopUpAlong {
@@ -162,44 +147,20 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
   /** PostgreSQL's statements take their rows as array parameters (deliveries.queue-sql.ts). */
   const postgres = engine === 'postgres';
 
-  /** SQLite: due, pending and not leased (or the lease ran out), as SQL conditions on `deliveries`. */
-  const claimable = (param: (value: unknown) => string, now: string) => {
-    const at = param(now);
-    return `status = 'pending' AND next_attempt_at <= ${at} AND (locked_until IS NULL OR locked_until < ${param(now)})`;
-  };
-
   /**
-   * SQLite: the ids of up to each webhook's `limit` of its due deliveries, oldest due first. One index scan
-   * per webhook: the pending rows' (webhook_id, next_attempt_at) index finds each webhook's rows directly,
-   * however long other webhooks' backlogs are.
-   */
-  const webhooksDue = (param: (value: unknown) => string, now: string, webhooks: WebhookTopUps) =>
-    webhooks
-      .map(
-        ({ webhookId, limit }, index) =>
-          `SELECT id FROM (SELECT id FROM deliveries WHERE ${claimable(param, now)}
-            AND webhook_id = ${param(webhookId)} ORDER BY next_attempt_at LIMIT ${param(limit)}) AS w${index}`,
-      )
-      .join(' UNION ALL ');
-
-  /**
-   * SQLite: leases the rows `due` selects and reads them back with their event and webhook (in process, no
-   * round trip to save; PostgreSQL does both in one statement).
+   * SQLite: leases the rows `lease` (its text and values: the UPDATE … RETURNING id of deliveries.queue-sql.ts)
+   * selects and reads them back with their event and webhook (in process, no round trip to save; PostgreSQL
+   * does both in one statement).
    */
   async function claimRows(
-    options: StoredLease,
-    due: (param: (value: unknown) => string) => string,
+    lease: CompiledQuery,
+    workerId: string,
     via: Kysely<Database> = db,
   ): Promise<ClaimedDelivery[]> {
-    const query = statement(engine);
-    const update = leaseText(query.param, options, due);
-    const { rows: claimed } = await via.executeQuery<{ id: string }>(query.compile(`${update} RETURNING id`));
+    const { rows: claimed } = await via.executeQuery<{ id: string }>(lease);
     if (claimed.length === 0) return [];
-    const read = statement(engine);
-    const ids = claimed.map((row) => read.param(row.id)).join(', ');
     const { rows } = await via.executeQuery<ClaimedRow>(
-      read.compile(`SELECT ${CLAIMED_COLUMNS} FROM deliveries d ${WITH_EVENT_AND_WEBHOOK}
-        WHERE d.id IN (${ids}) AND d.locked_by = ${read.param(options.workerId)} ${IN_QUEUE_ORDER}`),
+      CompiledQuery.raw(sqliteClaimedText(claimed.length), [...claimed.map((row) => row.id), workerId]),
     );
     return rows.map(toClaimed);
   }
@@ -210,7 +171,14 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
     webhooks: WebhookTopUps,
     via: Kysely<Database> = db,
   ): Promise<ClaimedDelivery[]> {
-    if (!postgres) return claimRows(lease, (param) => webhooksDue(param, lease.now, webhooks), via);
+    if (!postgres) {
+      const text = sqliteClaimForWebhooksText(webhooks.length);
+      return claimRows(
+        CompiledQuery.raw(text, sqliteClaimForWebhooksValues(lease, webhooks)),
+        lease.workerId,
+        via,
+      );
+    }
     const { rows } = await via.executeQuery<ClaimedRow>(postgresClaimForWebhooks(lease, webhooks));
     return rows.map(toClaimed);
   }
@@ -264,16 +232,13 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
       const { rows } = await trx.executeQuery<{ id: string }>(postgresOutcomes(values));
       return { held: heldBut(rows.map((row) => row.id)) };
     }
-    const query = statement(engine);
-    const withValues = `WITH ${valuesTable('v', OUTCOME_COLUMNS, values, query.param, OUTCOME_CASTS)}`;
+    const statements = sqliteOutcomes(values);
     // Only a delivery attempted before holds an attempt to move (as claimed: another worker's attempt since
     // then would mean the lease, and with it this outcome, was lost).
     if (outcomes.some((outcome) => outcome.attempt && outcome.delivery.holdsAttempt)) {
-      await trx.executeQuery(query.compile(`${withValues} ${MOVE_ATTEMPTS}`));
+      await trx.executeQuery(statements.moveAttempts);
     }
-    const { rows } = await trx.executeQuery<{ id: string }>(
-      query.compile(`${withValues} ${UPDATE_OUTCOMES}`),
-    );
+    const { rows } = await trx.executeQuery<{ id: string }>(statements.update);
     return { held: new Set(rows.map((row) => row.id)) };
   }
 
@@ -344,11 +309,11 @@ export function createDeliveryQueue(db: Kysely<Database>, engine: Engine, webhoo
         const { rows } = await db.executeQuery<ClaimedRow>(postgresClaim(stored, options.limit, excluded));
         return rows.map(toClaimed);
       }
-      return claimRows(stored, (param) => {
-        const where = claimable(param, stored.now);
-        const notIn = excluded.length > 0 ? ` AND webhook_id NOT IN (${excluded.map(param).join(', ')})` : '';
-        return `SELECT id FROM deliveries WHERE ${where}${notIn} ORDER BY next_attempt_at LIMIT ${param(options.limit)}`;
-      });
+      const text = sqliteClaimText(excluded.length);
+      return claimRows(
+        CompiledQuery.raw(text, sqliteClaimValues(stored, options.limit, excluded)),
+        stored.workerId,
+      );
     },
 
     /**
