@@ -83,10 +83,6 @@ function textIssue(data: unknown, httpPart: string): ErrorObject | undefined {
 const hasControlCharacter = (item: unknown): boolean =>
   typeof item === 'string' && CONTROL_CHARACTER.test(item);
 
-// Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
-// strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types;
-// then their text is checked: every filter and id, on every route, refuses control characters and escapes
-// that are not UTF-8 with a 422 naming the parameter, on either engine, before any query runs.
 /** A parsed query string or path without a parameter, nor a malformed one (which has no name to keep). */
 function isEmpty(data: unknown): data is Record<string, unknown> {
   if (typeof data !== 'object' || data === null) return false;
@@ -103,6 +99,10 @@ function defaultsOfEmpty(validate: ValidateFunction, part: string): Record<strin
   return values.every((value) => value === null || typeof value !== 'object') ? { ...probe } : null;
 }
 
+// Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
+// strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types;
+// then their text is checked: every filter and id, on every route, refuses control characters and escapes
+// that are not UTF-8 with a 422 naming the parameter, on either engine, before any query runs.
 // Each validator is compiled on its route's first request (deferred-schemas.ts).
 export function installValidation(app: FastifyInstance, schemas: DeferredSchemas): void {
   const base: Options = { allErrors: false, strict: false, useDefaults: true, removeAdditional: false };
