@@ -81,6 +81,16 @@ export interface RoutePermission {
   public: boolean;
 }
 
+/**
+ * A request's key check: undefined for a route that needs no key (public, or none matched), else the check's
+ * promise, settled once the request may go on or has been answered (401, 403, 429).
+ */
+export type Authorize = (request: FastifyRequest, reply: FastifyReply) => Promise<undefined> | undefined;
+
+/**
+ * Every route's permission checked at start, and the check of each request's key, which the app runs in its
+ * one onRequest hook (app.ts): a hook of its own cost each request a turn of Fastify's hook runner.
+ */
 export function installAuth(
   app: FastifyInstance,
   {
@@ -93,7 +103,7 @@ export function installAuth(
     /** Failed authentications per client address; past the limit, that address is refused unchecked. */
     failedAuthLimiter: RateLimiter;
   },
-): void {
+): Authorize {
   const tooMany = (request: FastifyRequest, reply: FastifyReply, verdict: RateVerdict, message: string) => {
     reply.header('ratelimit-limit', verdict.limit);
     reply.header('ratelimit-remaining', 0);
@@ -128,19 +138,19 @@ export function installAuth(
   });
 
   app.decorateRequest('caller', undefined);
-  app.addHook('onRequest', async (request, reply) => {
-    // Unknown routes answer 404/405 without asking for a key: there is nothing behind them to protect.
-    if (request.is404 || request.routeOptions.config.public) return;
+  /** The checks of a route behind a key, once the route is known to need one. */
+  const check = async (request: FastifyRequest, reply: FastifyReply): Promise<undefined> => {
     // An address that keeps presenting bad keys is guessing: it is refused before any key is checked, so
     // guessing goes no faster than the limit, whatever the keys.
     const blocked = failedAuthLimiter.exhausted(request.ip);
     if (blocked) {
-      return tooMany(
+      tooMany(
         request,
         reply,
         blocked,
         `Too many failed authentications from this address; retry in ${blocked.resetSeconds} s.`,
       );
+      return;
     }
     try {
       request.caller = await projects.authenticate(bearerToken(request.headers.authorization));
@@ -148,7 +158,8 @@ export function installAuth(
       if (!(error instanceof DomainError)) throw error;
       failedAuthLimiter.take(request.ip);
       reply.header('www-authenticate', 'Bearer realm="postwire"');
-      return sendError(request, reply, 401, error.code, error.message);
+      sendError(request, reply, 401, error.code, error.message);
+      return;
     }
     const verdict = rateLimiter.take(request.caller.keyId);
     if (verdict) {
@@ -156,14 +167,18 @@ export function installAuth(
       reply.header('ratelimit-remaining', verdict.remaining);
       reply.header('ratelimit-reset', verdict.resetSeconds);
       if (verdict.remaining < 0) {
-        return tooMany(request, reply, verdict, `Too many requests; retry in ${verdict.resetSeconds} s.`);
+        tooMany(request, reply, verdict, `Too many requests; retry in ${verdict.resetSeconds} s.`);
+        return;
       }
     }
     // After the rate limit, so that calls a key may not make count like any other.
     const needed = request.routeOptions.config.permission ?? 'full_access';
     if (!allows(request.caller.permission, needed)) {
       const refusal = insufficientPermission(needed, request.caller.permission);
-      return sendError(request, reply, 403, refusal.code, refusal.message);
+      sendError(request, reply, 403, refusal.code, refusal.message);
     }
-  });
+  };
+  return (request, reply) =>
+    // Unknown routes answer 404/405 without asking for a key: there is nothing behind them to protect.
+    request.is404 || request.routeOptions.config.public ? undefined : check(request, reply);
 }

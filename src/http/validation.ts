@@ -83,6 +83,22 @@ function textIssue(data: unknown, httpPart: string): ErrorObject | undefined {
 const hasControlCharacter = (item: unknown): boolean =>
   typeof item === 'string' && CONTROL_CHARACTER.test(item);
 
+/** A parsed query string or path without a parameter, nor a malformed one (which has no name to keep). */
+function isEmpty(data: unknown): data is Record<string, unknown> {
+  if (typeof data !== 'object' || data === null) return false;
+  if ((data as { [MALFORMED_PARAMETER]?: string })[MALFORMED_PARAMETER] !== undefined) return false;
+  for (const _ in data) return false;
+  return true;
+}
+
+/** What validation fills into an empty part, when it passes and fills only primitives; null otherwise. */
+function defaultsOfEmpty(validate: ValidateFunction, part: string): Record<string, unknown> | null {
+  const probe: Record<string, unknown> = Object.create(null);
+  if (!validate(probe) || textIssue(probe, part)) return null;
+  const values = Object.values(probe);
+  return values.every((value) => value === null || typeof value !== 'object') ? { ...probe } : null;
+}
+
 // Bodies are checked strictly: a string "true" is not a boolean and an unknown field is an error. Query
 // strings and path parameters arrive as text, so those (and only those) are coerced to the schema's types;
 // then their text is checked: every filter and id, on every route, refuses control characters and escapes
@@ -97,7 +113,19 @@ export function installValidation(app: FastifyInstance, schemas: DeferredSchemas
       if (httpPart === 'body') return strict.compile(schema as object);
       const validate: ValidateFunction = coercing.compile(schema as object);
       const part = httpPart ?? '';
+      // A part with nothing in it (a list read without a query string, the usual case) passes or fails the
+      // same way every time: checked once, and then given the defaults that check filled in (primitive
+      // values only, so that no request shares an array or object with another).
+      let emptyDefaults: Record<string, unknown> | null | undefined;
       const checked = (data: unknown): boolean => {
+        if (isEmpty(data)) {
+          emptyDefaults ??= defaultsOfEmpty(validate, part);
+          if (emptyDefaults) {
+            Object.assign(data, emptyDefaults);
+            checked.errors = null;
+            return true;
+          }
+        }
         const valid = validate(data);
         const issue = valid ? textIssue(data, part) : undefined;
         checked.errors = issue ? [issue] : (validate.errors ?? null);
